@@ -1,0 +1,1 @@
+"""The api service (built by its own issue)."""

@@ -1,0 +1,1 @@
+"""The evaluator service (built by its own issue)."""

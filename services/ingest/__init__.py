@@ -1,0 +1,1 @@
+"""The ingest service (built by its own issue)."""

@@ -1,0 +1,1 @@
+"""The notifier service (built by its own issue)."""

@@ -1,0 +1,1 @@
+"""The common library: types, rules, windows, codecs, config and storage shared by every service."""

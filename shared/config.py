@@ -1,0 +1,296 @@
+"""lagwatch's configuration: one model, read from a YAML or TOML file and environment variables.
+
+Option names and defaults are Burrow's (`intervals`, `min-distance`, `expire-group`, `offset-refresh`,
+`topic-refresh`, `allowed-lag`, `minimum-complete`, `group-allowlist`, `group-denylist`, `start-latest`, ...).
+Times are in seconds, as in Burrow. A file looks like::
+
+    redis: {url: "redis://127.0.0.1:6379/0"}
+    storage: {intervals: 10, min-distance: 0, expire-group: 604800}
+    evaluator: {allowed-lag: 0, minimum-complete: 0.0}
+    clusters:
+      prod:
+        bootstrap-servers: ["kafka-1:9092", "kafka-2:9092"]
+        offset-refresh: 10
+        sasl: {mechanism: SCRAM-SHA-512, username: lagwatch, password: "..."}
+
+Precedence, lowest first: defaults, the file (`--config` or $LAGWATCH_CONFIG), then environment variables named
+`LAGWATCH__SECTION__KEY` (`__` between levels, `_` for `-`; e.g. `LAGWATCH__STORAGE__MIN_DISTANCE=5`,
+`LAGWATCH__CLUSTERS__PROD__BOOTSTRAP_SERVERS=a:9092,b:9092`). Two shortcuts for the common case:
+`REDIS_URL`, and `KAFKA_BOOTSTRAP_SERVERS`, which sets the servers of every configured cluster (or defines the
+cluster `local` when none is). Any bad value fails at start-up with a `ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lagwatch.shared.protocol import RuleConfig
+from lagwatch.shared.window import WindowConfig
+
+ENV_PREFIX = "LAGWATCH__"
+CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # safe inside Redis keys and hash tags
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or wrong; `key` is its dotted name."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"config {key}: {problem}")
+        self.key = key
+
+
+def _positive(v: float) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+def _non_negative(v: float) -> str | None:
+    return None if v >= 0 else "must be >= 0"
+
+
+def _fraction(v: float) -> str | None:
+    return None if 0.0 <= v <= 1.0 else "must be between 0 and 1"
+
+
+def _regex(v: str) -> str | None:
+    try:
+        re.compile(v)
+    except re.error as exc:
+        return f"not a valid regular expression: {exc}"
+    return None
+
+
+@dataclass(frozen=True)
+class RedisConfig:
+    url: str = "redis://127.0.0.1:6379/0"
+    cluster_mode: bool = False  # connect with the Redis Cluster client
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    intervals: int = field(default=10, metadata={"check": _positive})
+    min_distance: int = field(default=0, metadata={"check": _non_negative})
+    expire_group: int = field(default=604_800, metadata={"check": _positive})
+    group_allowlist: str = field(default="", metadata={"check": _regex})
+    group_denylist: str = field(default="", metadata={"check": _regex})
+
+
+@dataclass(frozen=True)
+class EvaluatorConfig:
+    allowed_lag: int = field(default=0, metadata={"check": _non_negative})
+    minimum_complete: float = field(default=0.0, metadata={"check": _fraction})
+    sweep_interval: float = field(default=5.0, metadata={"check": _positive})
+    status_topic: str = "lagwatch.status"
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    enabled: bool = False
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    verify_hostname: bool = True
+
+
+@dataclass(frozen=True)
+class SaslConfig:
+    mechanism: str = field(
+        default="",
+        metadata={
+            "check": lambda v: None
+            if v in ("", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+            else "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+        },
+    )
+    username: str = ""
+    password: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    bootstrap_servers: list[str] = field(default_factory=lambda: ["127.0.0.1:9092"])
+    offsets_topic: str = "__consumer_offsets"
+    offset_refresh: float = field(default=10.0, metadata={"check": _positive})
+    topic_refresh: float = field(default=60.0, metadata={"check": _positive})
+    start_latest: bool = False
+    client_id: str = "lagwatch"
+    group_allowlist: str = field(default="", metadata={"check": _regex})  # overrides storage's when set
+    group_denylist: str = field(default="", metadata={"check": _regex})
+    tls: TlsConfig = field(default_factory=TlsConfig)
+    sasl: SaslConfig = field(default_factory=SaslConfig)
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    host: str = "127.0.0.1"
+    port: int = field(default=8000, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
+    token: str = ""  # bearer token for mutating routes; empty = mutations refused
+
+
+@dataclass(frozen=True)
+class Config:
+    redis: RedisConfig = field(default_factory=RedisConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+    api: ApiConfig = field(default_factory=ApiConfig)
+    clusters: dict[str, ClusterConfig] = field(default_factory=dict)
+
+    def window(self) -> WindowConfig:
+        s = self.storage
+        return WindowConfig(s.intervals, s.min_distance * 1000, s.expire_group * 1000)
+
+    def rules(self) -> RuleConfig:
+        return RuleConfig(self.evaluator.allowed_lag, self.evaluator.minimum_complete)
+
+    def cluster(self, name: str) -> ClusterConfig:
+        try:
+            return self.clusters[name]
+        except KeyError:
+            raise ConfigError(f"clusters.{name}", "no such cluster is configured") from None
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Defaults, then the file, then the environment; raises ConfigError naming the first bad key."""
+    env = os.environ if env is None else env
+    raw: dict[str, Any] = {}
+    path = path or env.get("LAGWATCH_CONFIG") or None
+    if path:
+        raw = _read_file(Path(path))
+    _merge(raw, _from_env(env))
+    _apply_shortcuts(raw, env)
+    return _build(Config, raw, "")
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError("file", f"cannot read {path}: {exc.strerror}") from None
+    try:
+        doc = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError("file", f"{path} is not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: {exc}") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ConfigError("file", f"{path} must hold a mapping at the top")
+    return doc
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        parts = [p.lower().replace("_", "-") for p in name[len(ENV_PREFIX) :].split("__")]
+        if parts[0] == "clusters" and len(parts) > 1:
+            parts[1] = name[len(ENV_PREFIX) :].split("__")[1]  # cluster names keep their case
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def _apply_shortcuts(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+    if env.get("REDIS_URL"):
+        raw.setdefault("redis", {})["url"] = env["REDIS_URL"]
+    if env.get("KAFKA_BOOTSTRAP_SERVERS"):
+        clusters = raw.setdefault("clusters", {})
+        if not clusters:
+            clusters["local"] = {}
+        for cluster in clusters.values():
+            if isinstance(cluster, dict):
+                cluster["bootstrap-servers"] = env["KAFKA_BOOTSTRAP_SERVERS"]
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def _build(cls: type, raw: Any, where: str) -> Any:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(where or "file", "expected a mapping")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ConfigError(_join(where, unknown[0]), f"unknown option (known: {', '.join(sorted(fields))})")
+    values = {}
+    for key, f in fields.items():
+        if key not in raw:
+            continue
+        dotted = _join(where, key)
+        value = _convert(hints[f.name], raw[key], dotted)
+        check = f.metadata.get("check")
+        problem = check(value) if check else None
+        if problem:
+            raise ConfigError(dotted, f"{problem}, got {raw[key]!r}")
+        values[f.name] = value
+    return cls(**values)
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _convert(kind: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(kind)
+    if dataclasses.is_dataclass(kind):
+        return _build(kind, value, where)
+    if origin is dict:  # clusters: name -> ClusterConfig
+        if not isinstance(value, Mapping):
+            raise ConfigError(where, "expected a mapping of names")
+        for name in value:
+            if not CLUSTER_NAME.match(str(name)):
+                raise ConfigError(f"{where}.{name}", "cluster names may use letters, digits, '.', '_', '-' only")
+        return {str(name): _build(typing.get_args(kind)[1], body or {}, f"{where}.{name}") for name, body in value.items()}
+    if origin is list:
+        items = [s.strip() for s in value.split(",") if s.strip()] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise ConfigError(where, f"expected a list of strings, got {value!r}")
+        return items
+    if kind is bool:
+        return _to_bool(value, where)
+    if kind in (int, float):
+        return _to_number(kind, value, where)
+    if kind is str:
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise ConfigError(where, f"expected a string, got {value!r}")
+        return str(value)
+    raise ConfigError(where, f"unsupported option type {kind}")  # pragma: no cover
+
+
+def _to_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+        return value.lower() in ("true", "1", "yes", "on")
+    raise ConfigError(where, f"expected true or false, got {value!r}")
+
+
+def _to_number(kind: type, value: Any, where: str) -> int | float:
+    if isinstance(value, bool):
+        raise ConfigError(where, f"expected a number, got {value!r}")
+    try:
+        number = kind(value) if isinstance(value, str) else value
+    except ValueError:
+        number = None
+    if kind is int and isinstance(number, float) and number.is_integer():
+        number = int(number)
+    if not isinstance(number, kind) and not (kind is float and isinstance(number, int)):
+        raise ConfigError(where, f"expected {'an integer' if kind is int else 'a number'}, got {value!r}")
+    return kind(number)

@@ -1,0 +1,1 @@
+"""Embedded local infrastructure for tests and `make run`: a Redis server process and the Kafka mock cluster."""

@@ -1,0 +1,62 @@
+"""Every Redis key lagwatch uses, in one place.
+
+Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in the same slot)::
+
+    lw:clusters                       SET   names of clusters that have data
+    lw:c:{<cluster>}:groups           ZSET  group -> newest commit timestamp (ms); listing and the expiry sweep
+    lw:c:{<cluster>}:topics           HASH  topic -> partition count, from the broker-offset poller
+    lw:t:{<cluster>/<topic>}:bo       HASH  partition -> broker ring (see packing.py), last `intervals` log-end offsets
+    lw:g:{<cluster>/<group>}:w        HASH  "<topic>:<partition>" -> commit ring (see packing.py)
+    lw:g:{<cluster>/<group>}:m        HASH  group metadata: `last` = newest commit timestamp (ms)
+    lw:g:{<cluster>/<group>}:o        HASH  "<topic>:<partition>" -> "<owner>\\x1f<client_id>" (from group metadata)
+
+A group's keys share one slot, so a Lua script may touch all of them atomically on Redis Cluster; a topic's broker
+ring sits in its own slot, which is why a commit's lag is computed from a broker offset the caller reads first.
+The group keys expire by themselves `expire-group` after the group's newest commit (PEXPIREAT), so an abandoned
+group frees its memory even if no sweep runs. Cluster names are restricted (see config) so they cannot break a
+tag; a `}` inside a group name only shortens the tag, identically for all of that group's keys.
+"""
+
+from __future__ import annotations
+
+PREFIX = "lw"
+CLUSTERS = f"{PREFIX}:clusters"
+
+
+def groups_index(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:groups"
+
+
+def topics_index(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:topics"
+
+
+def broker_ring(cluster: str, topic: str) -> str:
+    return f"{PREFIX}:t:{{{cluster}/{topic}}}:bo"
+
+
+def group_windows(cluster: str, group: str) -> str:
+    return f"{PREFIX}:g:{{{cluster}/{group}}}:w"
+
+
+def group_meta(cluster: str, group: str) -> str:
+    return f"{PREFIX}:g:{{{cluster}/{group}}}:m"
+
+
+def group_owners(cluster: str, group: str) -> str:
+    return f"{PREFIX}:g:{{{cluster}/{group}}}:o"
+
+
+def group_keys(cluster: str, group: str) -> tuple[str, str, str]:
+    return group_windows(cluster, group), group_meta(cluster, group), group_owners(cluster, group)
+
+
+def partition_field(topic: str, partition: int) -> str:
+    # Kafka topic names cannot contain ':', and the partition is an int, so splitting at the last ':' is exact.
+    return f"{topic}:{partition}"
+
+
+def parse_partition_field(field: bytes | str) -> tuple[str, int]:
+    text = field.decode() if isinstance(field, bytes) else field
+    topic, _, partition = text.rpartition(":")
+    return topic, int(partition)

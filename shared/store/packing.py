@@ -1,0 +1,54 @@
+"""Binary layout of the rings stored in Redis, shared by the Python reader and the Lua scripts.
+
+A commit ring is the concatenation of its entries, oldest first, each 48 bytes little-endian:
+`offset, timestamp, observed_at, lag, order, first_order` as signed 64-bit integers, with -1 for a null lag.
+A broker ring is the concatenation of `offset, sampled_at` pairs (16 bytes each), oldest first.
+Fixed-width binary keeps the Lua scripts to one `struct.unpack` per entry (far cheaper than JSON in Lua) and a
+full 10-entry window at 480 bytes. Lua numbers are doubles: values stay exact below 2**53, which offsets and
+millisecond timestamps are.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from lagwatch.shared.protocol import OffsetEntry
+
+COMMIT_ENTRY = struct.Struct("<qqqqqq")
+BROKER_ENTRY = struct.Struct("<qq")
+NULL = -1
+
+
+def pack_commit_ring(entries: list[OffsetEntry]) -> bytes:
+    return b"".join(
+        COMMIT_ENTRY.pack(
+            e.offset,
+            e.timestamp,
+            NULL if e.observed_at is None else e.observed_at,
+            NULL if e.lag is None else e.lag,
+            e.order,
+            e.first_order,
+        )
+        for e in entries
+    )
+
+
+def unpack_commit_ring(data: bytes) -> list[OffsetEntry]:
+    out = []
+    for offset, timestamp, observed_at, lag, order, first_order in COMMIT_ENTRY.iter_unpack(data):
+        out.append(
+            OffsetEntry(
+                offset=offset,
+                timestamp=timestamp,
+                observed_at=None if observed_at == NULL else observed_at,
+                lag=None if lag == NULL else lag,
+                order=order,
+                first_order=first_order,
+            )
+        )
+    return out
+
+
+def unpack_broker_ring(data: bytes) -> list[tuple[int, int]]:
+    """(offset, sampled_at) pairs, oldest first."""
+    return list(BROKER_ENTRY.iter_unpack(data))

@@ -1,0 +1,264 @@
+"""The window store on Redis: spec §2's windows, persisted, atomic and batched. Key layout: `keys.py`.
+
+Writers hand over commits in batches; each group's commits become one Lua call (atomic, one hash slot), and the
+calls of a batch travel in one pipeline. A commit's lag needs its partition's latest broker offset, which lives in
+another slot: the store reads those first (one more round trip) unless the caller passes them in.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+
+from lagwatch.shared.protocol import OffsetEntry, PartitionInput
+from lagwatch.shared.store import keys, scripts
+from lagwatch.shared.store.packing import unpack_broker_ring, unpack_commit_ring
+from lagwatch.shared.window import AddOutcome, Commit, WindowConfig, current_lag, padded_ring
+
+TopicPartition = tuple[str, int]
+OWNER_SEPARATOR = "\x1f"
+
+
+@dataclass(slots=True)
+class StoredPartition:
+    """A partition of a group as stored: its commit ring, its topic's broker ring and its owner."""
+
+    topic: str
+    partition: int
+    entries: list[OffsetEntry]
+    broker_offsets: list[int]
+    owner: str = ""
+    client_id: str = ""
+
+    @property
+    def current_lag(self) -> int:
+        return current_lag(self.entries, self.broker_offsets)
+
+    def to_rule_input(self, intervals: int) -> PartitionInput:
+        return PartitionInput(
+            topic=self.topic,
+            partition=self.partition,
+            offsets=padded_ring(self.entries, intervals),
+            broker_offsets=tuple(self.broker_offsets),
+            current_lag=self.current_lag,
+            owner=self.owner,
+            client_id=self.client_id,
+        )
+
+
+@dataclass(slots=True)
+class StoredGroup:
+    cluster: str
+    group: str
+    last_commit_ms: int
+    partitions: list[StoredPartition] = field(default_factory=list)  # sorted by (topic, partition)
+
+
+class WindowStore:
+    """Async access to every window of every cluster in one Redis (or Redis Cluster) database."""
+
+    def __init__(self, redis: Redis, config: WindowConfig | None = None) -> None:
+        self.redis = redis
+        self.config = config or WindowConfig()
+        self._add_commits = redis.register_script(scripts.ADD_COMMITS)
+        self._append_broker = redis.register_script(scripts.APPEND_BROKER_OFFSETS)
+        self._delete_topic = redis.register_script(scripts.DELETE_TOPIC_FROM_GROUP)
+
+    # --- writes -------------------------------------------------------------------------------------------
+
+    async def add_commits(
+        self,
+        cluster: str,
+        commits: Sequence[Commit],
+        now_ms: int,
+        broker_offsets: Mapping[TopicPartition, int | None] | None = None,
+    ) -> list[AddOutcome]:
+        """Store a batch of commits; returns each commit's outcome, in input order.
+
+        `broker_offsets` maps (topic, partition) to the latest log-end offset; when omitted it is read from Redis.
+        """
+        if not commits:
+            return []
+        if broker_offsets is None:
+            broker_offsets = await self.latest_broker_offsets(cluster, {(c.topic, c.partition) for c in commits})
+        by_group: dict[str, list[int]] = defaultdict(list)
+        for i, c in enumerate(commits):
+            by_group[c.group].append(i)
+        cfg = self.config
+        head = [cfg.intervals, cfg.min_distance_ms, cfg.expire_group_ms, now_ms]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for group, indexes in by_group.items():
+                args: list[object] = list(head)
+                for i in indexes:
+                    c = commits[i]
+                    latest = broker_offsets.get((c.topic, c.partition))
+                    args += [
+                        keys.partition_field(c.topic, c.partition),
+                        c.offset,
+                        c.timestamp,
+                        c.order,
+                        c.observed_at,
+                        "" if latest is None else latest,
+                    ]
+                await self._add_commits(keys=keys.group_keys(cluster, group), args=args, client=pipe)
+            replies = await pipe.execute()
+        outcomes: list[AddOutcome] = [AddOutcome.EXPIRED] * len(commits)
+        newest: dict[str, int] = {}
+        for (group, indexes), reply in zip(by_group.items(), replies, strict=True):
+            for i, letter in zip(indexes, reply.decode(), strict=True):
+                outcome = outcomes[i] = AddOutcome(letter)
+                if outcome.stored:
+                    newest[group] = max(newest.get(group, 0), commits[i].timestamp)
+        if newest:
+            await self._index_groups(cluster, newest)
+        return outcomes
+
+    async def _index_groups(self, cluster: str, newest: Mapping[str, int]) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.sadd(keys.CLUSTERS, cluster)
+            pipe.zadd(keys.groups_index(cluster), dict(newest), gt=True)
+            await pipe.execute()
+
+    async def add_broker_offsets(self, cluster: str, topic: str, offsets: Sequence[int], sampled_at: int) -> None:
+        """Record one poll of a topic's log-end offsets (`offsets[p]` for partition p)."""
+        args: list[object] = [self.config.intervals, sampled_at]
+        for partition, offset in enumerate(offsets):
+            args += [partition, offset]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            await self._append_broker(keys=[keys.broker_ring(cluster, topic)], args=args, client=pipe)
+            pipe.hset(keys.topics_index(cluster), topic, len(offsets))
+            pipe.sadd(keys.CLUSTERS, cluster)
+            await pipe.execute()
+
+    async def set_owners(self, cluster: str, group: str, owners: Mapping[TopicPartition, tuple[str, str]]) -> None:
+        """Replace a group's partition owners: (topic, partition) -> (client host, client id)."""
+        owners_key = keys.group_owners(cluster, group)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(owners_key)
+            if owners:
+                mapping = {
+                    keys.partition_field(t, p): f"{host}{OWNER_SEPARATOR}{client}"
+                    for (t, p), (host, client) in owners.items()
+                }
+                pipe.hset(owners_key, mapping=mapping)
+                pipe.pexpire(owners_key, self.config.expire_group_ms)
+            await pipe.execute()
+
+    # --- deletes and expiry ----------------------------------------------------------------------------------
+
+    async def delete_group(self, cluster: str, group: str) -> bool:
+        """Forget a group; True when it existed."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.delete(*keys.group_keys(cluster, group))
+            pipe.zrem(keys.groups_index(cluster), group)
+            deleted_keys, removed = await pipe.execute()
+        return bool(deleted_keys or removed)
+
+    async def delete_topic(self, cluster: str, topic: str) -> int:
+        """Remove a deleted topic from every group and forget its broker offsets; returns partitions removed."""
+        groups = await self.list_groups(cluster)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for group in groups:
+                windows_key, _, owners_key = keys.group_keys(cluster, group)
+                await self._delete_topic(keys=[windows_key, owners_key], args=[topic], client=pipe)
+            pipe.delete(keys.broker_ring(cluster, topic))
+            pipe.hdel(keys.topics_index(cluster), topic)
+            replies = await pipe.execute()
+        return sum(replies[: len(groups)])
+
+    async def expire_groups(self, cluster: str, now_ms: int) -> list[str]:
+        """Delete groups whose newest commit is older than `expire-group`; returns their names."""
+        cutoff = now_ms - self.config.expire_group_ms
+        expired = [g.decode() for g in await self.redis.zrangebyscore(keys.groups_index(cluster), "-inf", f"({cutoff}")]
+        if expired:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for group in expired:
+                    pipe.delete(*keys.group_keys(cluster, group))
+                pipe.zrem(keys.groups_index(cluster), *expired)
+                await pipe.execute()
+        return expired
+
+    # --- reads --------------------------------------------------------------------------------------------
+
+    async def list_clusters(self) -> list[str]:
+        return sorted(c.decode() for c in await self.redis.smembers(keys.CLUSTERS))
+
+    async def list_groups(self, cluster: str) -> list[str]:
+        return sorted(g.decode() for g in await self.redis.zrange(keys.groups_index(cluster), 0, -1))
+
+    async def list_topics(self, cluster: str) -> dict[str, int]:
+        """Topics seen by the broker-offset poller, with their partition counts."""
+        raw = await self.redis.hgetall(keys.topics_index(cluster))
+        return {t.decode(): int(n) for t, n in sorted(raw.items())}
+
+    async def topic_offsets(self, cluster: str, topic: str) -> list[int | None] | None:
+        """Latest log-end offset per partition of a topic, or None for an unknown topic."""
+        count = await self.redis.hget(keys.topics_index(cluster), topic)
+        if count is None:
+            return None
+        rings = await self.broker_rings(cluster, [(topic, p) for p in range(int(count))])
+        return [ring[-1] if ring else None for ring in rings.values()]
+
+    async def latest_broker_offsets(
+        self, cluster: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int | None]:
+        rings = await self.broker_rings(cluster, partitions)
+        return {tp: (ring[-1] if ring else None) for tp, ring in rings.items()}
+
+    async def broker_rings(self, cluster: str, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, list[int]]:
+        """The broker-offset rings (offsets only, oldest first) of the given partitions; [] where none."""
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, partition in partitions:
+            by_topic[topic].append(partition)
+        if not by_topic:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for topic, parts in by_topic.items():
+                pipe.hmget(keys.broker_ring(cluster, topic), parts)
+            replies = await pipe.execute()
+        out: dict[TopicPartition, list[int]] = {}
+        for (topic, parts), values in zip(by_topic.items(), replies, strict=True):
+            for partition, raw in zip(parts, values, strict=True):
+                out[(topic, partition)] = [offset for offset, _ in unpack_broker_ring(raw)] if raw else []
+        return out
+
+    async def get_group(self, cluster: str, group: str) -> StoredGroup | None:
+        """A group's windows with their broker rings and owners, or None when the group is unknown."""
+        return (await self.get_groups(cluster, [group]))[0]
+
+    async def get_groups(self, cluster: str, groups: Sequence[str]) -> list[StoredGroup | None]:
+        """Several groups in two round trips (group keys, then the broker rings their partitions need)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for group in groups:
+                windows_key, meta_key, owners_key = keys.group_keys(cluster, group)
+                pipe.hgetall(windows_key)
+                pipe.hget(meta_key, "last")
+                pipe.hgetall(owners_key)
+            replies = await pipe.execute()
+        raw_groups = [replies[i : i + 3] for i in range(0, len(replies), 3)]
+        needed = {
+            keys.parse_partition_field(f) for windows, last, _ in raw_groups if last is not None for f in windows
+        }
+        rings = await self.broker_rings(cluster, needed)
+        result: list[StoredGroup | None] = []
+        for group, (windows, last, owners) in zip(groups, raw_groups, strict=True):
+            if last is None:  # never stored a commit, expired or deleted
+                result.append(None)
+                continue
+            result.append(StoredGroup(cluster, group, int(last), _partitions(windows, owners, rings)))
+        return result
+
+
+def _partitions(
+    windows: Mapping[bytes, bytes], owners: Mapping[bytes, bytes], rings: Mapping[TopicPartition, list[int]]
+) -> list[StoredPartition]:
+    parts = []
+    for raw_field, packed in windows.items():
+        tp = keys.parse_partition_field(raw_field)
+        owner, _, client_id = owners.get(raw_field, b"").decode().partition(OWNER_SEPARATOR)
+        parts.append(StoredPartition(tp[0], tp[1], unpack_commit_ring(packed), rings.get(tp, []), owner, client_id))
+    parts.sort(key=lambda p: (p.topic, p.partition))
+    return parts

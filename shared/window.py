@@ -1,0 +1,150 @@
+"""The per-partition sliding window of spec §2, as a pure data structure.
+
+A window holds the `intervals` most recent commits of one (cluster, group, topic, partition), sorted by `order`
+(the commit record's position in the offsets topic), and the last `intervals` broker log-end offsets of the
+partition. The Redis store (`lagwatch.shared.store`) implements the same semantics in Lua; tests hold the two to
+agreement on random sequences, so change both together.
+
+Adding a commit, in this order:
+1. older than `expire-group`                          -> dropped (EXPIRED)
+2. the partition's broker offset is not known yet      -> dropped (NO_BROKER_OFFSET); without it there is no lag
+3. its order is already covered by an entry            -> dropped (DUPLICATE); replays are harmless
+4. newer than the newest entry: appended with lag = max(0, latest broker offset - offset) (APPENDED), or, when
+   closer than `min-distance` to the newest entry, it replaces that entry but keeps its timestamp (MERGED)
+5. older: when the ring is full and it is older than the oldest entry -> dropped (TOO_OLD); otherwise inserted in
+   order with a null lag (INSERTED), or merged into the entry before it under the same min-distance rule (MERGED)
+A merged entry remembers the first order it stood for, so a replayed commit it absorbed stays a duplicate.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from lagwatch.shared.protocol import OffsetEntry
+
+
+class AddOutcome(StrEnum):
+    """What became of a commit; the one-letter values are also what the Redis script returns."""
+
+    APPENDED = "a"
+    INSERTED = "i"
+    MERGED = "m"
+    DUPLICATE = "d"
+    TOO_OLD = "o"
+    NO_BROKER_OFFSET = "b"
+    EXPIRED = "x"
+
+    @property
+    def stored(self) -> bool:
+        return self in (AddOutcome.APPENDED, AddOutcome.INSERTED, AddOutcome.MERGED)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowConfig:
+    """Storage options with Burrow's defaults (intervals 10, min-distance 0 s, expire-group 7 days)."""
+
+    intervals: int = 10
+    min_distance_ms: int = 0
+    expire_group_ms: int = 604_800_000
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One decoded offset commit, as the ingest hands it to a window."""
+
+    group: str
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int  # commit timestamp from the record, ms
+    order: int  # offset of the commit record in the offsets topic
+    observed_at: int  # when lagwatch saw it, ms
+
+
+def add_commit(
+    entries: list[OffsetEntry],
+    commit: Commit,
+    latest_broker_offset: int | None,
+    now_ms: int,
+    config: WindowConfig,
+) -> AddOutcome:
+    """Apply one commit to `entries` (oldest first, mutated in place) and say what happened."""
+    if commit.timestamp < now_ms - config.expire_group_ms:
+        return AddOutcome.EXPIRED
+    if latest_broker_offset is None:
+        return AddOutcome.NO_BROKER_OFFSET
+    orders = [e.order for e in entries]
+    at = bisect_left(orders, commit.order)
+    # entries[at] is the first with order >= the commit's; ranges are sorted and disjoint, so only it can cover
+    if at < len(entries) and entries[at].covers(commit.order):
+        return AddOutcome.DUPLICATE
+    newest = at == len(entries)
+    if at == 0 and not newest and len(entries) >= config.intervals:
+        return AddOutcome.TOO_OLD
+    lag = max(0, latest_broker_offset - commit.offset) if newest else None
+    if at > 0 and _within_min_distance(entries[at - 1], commit, config):
+        entries[at - 1] = replace(
+            entries[at - 1], offset=commit.offset, order=commit.order, observed_at=commit.observed_at, lag=lag
+        )
+        return AddOutcome.MERGED
+    entries.insert(
+        at,
+        OffsetEntry(
+            offset=commit.offset,
+            timestamp=commit.timestamp,
+            observed_at=commit.observed_at,
+            lag=lag,
+            order=commit.order,
+            first_order=commit.order,
+        ),
+    )
+    del entries[: max(0, len(entries) - config.intervals)]
+    return AddOutcome.APPENDED if newest else AddOutcome.INSERTED
+
+
+def _within_min_distance(previous: OffsetEntry, commit: Commit, config: WindowConfig) -> bool:
+    return abs(commit.timestamp - previous.timestamp) < config.min_distance_ms
+
+
+def add_broker_offset(ring: list[int], offset: int, intervals: int) -> None:
+    """Append a polled log-end offset, keeping the last `intervals`."""
+    ring.append(offset)
+    del ring[: max(0, len(ring) - intervals)]
+
+
+def current_lag(entries: list[OffsetEntry], broker_offsets: list[int]) -> int:
+    """Latest broker offset minus the newest committed offset, floored at 0 (0 when either is unknown)."""
+    if not entries or not broker_offsets:
+        return 0
+    return max(0, broker_offsets[-1] - entries[-1].offset)
+
+
+def padded_ring(entries: list[OffsetEntry], intervals: int) -> tuple[OffsetEntry | None, ...]:
+    """The ring as Burrow shows it: `intervals` slots, oldest first, empty slots (None) in front."""
+    kept = entries[-intervals:] if intervals > 0 else []
+    return (None,) * (intervals - len(kept)) + tuple(kept)
+
+
+@dataclass(slots=True)
+class PartitionWindow:
+    """A partition's commit ring and broker-offset ring together, for code that holds windows in memory."""
+
+    config: WindowConfig = field(default_factory=WindowConfig)
+    entries: list[OffsetEntry] = field(default_factory=list)
+    broker_offsets: list[int] = field(default_factory=list)
+
+    def add_commit(self, commit: Commit, now_ms: int) -> AddOutcome:
+        latest = self.broker_offsets[-1] if self.broker_offsets else None
+        return add_commit(self.entries, commit, latest, now_ms, self.config)
+
+    def add_broker_offset(self, offset: int) -> None:
+        add_broker_offset(self.broker_offsets, offset, self.config.intervals)
+
+    @property
+    def current_lag(self) -> int:
+        return current_lag(self.entries, self.broker_offsets)
+
+    def ring(self) -> tuple[OffsetEntry | None, ...]:
+        return padded_ring(self.entries, self.config.intervals)

@@ -1,0 +1,1 @@
+"""Spark reprocessing of commit history with the shared rules."""

@@ -1,0 +1,23 @@
+"""Shared fixtures: a real redis-server for the whole session, a clean database per test."""
+
+from __future__ import annotations
+
+import pytest
+from redis.asyncio import Redis
+
+from lagwatch.shared.local.redis_server import RedisServer
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    with RedisServer() as server:
+        server.start()
+        yield server
+
+
+@pytest.fixture
+async def redis(redis_server):
+    client = Redis.from_url(redis_server.url)
+    await client.flushdb()
+    yield client
+    await client.aclose()

@@ -1,0 +1,206 @@
+"""The window store on a real Redis server: the window's semantics, batched, atomic and expiring."""
+
+import asyncio
+import random
+import time
+
+import pytest
+from redis.asyncio import Redis
+from redis.crc import key_slot
+
+from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.window import AddOutcome, Commit, PartitionWindow, WindowConfig
+
+T0 = (int(time.time()) // 60) * 60_000  # real time: group keys expire by Redis' own clock
+SECOND = 1000
+CLUSTER = "local"
+
+
+def commit(order, offset, *, group="g", topic="t", partition=0, ts=None):
+    return Commit(group, topic, partition, offset, T0 + order * SECOND if ts is None else ts, order, T0 + order * SECOND)
+
+
+async def store_with_broker(redis, config=None, *, topic="t", offsets=(1000,)):
+    store = WindowStore(redis, config or WindowConfig())
+    await store.add_broker_offsets(CLUSTER, topic, list(offsets), sampled_at=T0)
+    return store
+
+
+async def entries(store, group="g", topic="t", partition=0):
+    stored = await store.get_group(CLUSTER, group)
+    return next(p.entries for p in stored.partitions if (p.topic, p.partition) == (topic, partition))
+
+
+async def test_a_batch_is_stored_with_lag_at_append(redis):
+    store = await store_with_broker(redis, offsets=[100, 200])
+    outcomes = await store.add_commits(
+        CLUSTER, [commit(1, 40), commit(2, 150, partition=1), commit(3, 60)], now_ms=T0
+    )
+    assert outcomes == [AddOutcome.APPENDED] * 3
+    group = await store.get_group(CLUSTER, "g")
+    assert [(p.partition, [(e.offset, e.lag) for e in p.entries]) for p in group.partitions] == [
+        (0, [(40, 60), (60, 40)]),
+        (1, [(150, 50)]),
+    ]
+    assert [p.current_lag for p in group.partitions] == [40, 50]
+    assert group.last_commit_ms == T0 + 3 * SECOND
+
+
+async def test_every_insertion_case_matches_the_spec(redis):
+    store = await store_with_broker(redis, WindowConfig(intervals=3))
+    batch = [commit(10, 1), commit(30, 3), commit(20, 2), commit(20, 9), commit(40, 4), commit(5, 0)]
+    assert await store.add_commits(CLUSTER, batch, now_ms=T0) == [
+        AddOutcome.APPENDED,
+        AddOutcome.APPENDED,
+        AddOutcome.INSERTED,
+        AddOutcome.DUPLICATE,
+        AddOutcome.APPENDED,
+        AddOutcome.TOO_OLD,
+    ]
+    assert [(e.order, e.lag) for e in await entries(store)] == [(20, None), (30, 997), (40, 996)]
+
+
+async def test_min_distance_merge_keeps_the_old_timestamp(redis):
+    store = await store_with_broker(redis, WindowConfig(min_distance_ms=10 * SECOND))
+    await store.add_commits(CLUSTER, [commit(1, 10, ts=T0), commit(2, 20, ts=T0 + 5 * SECOND)], now_ms=T0)
+    [entry] = await entries(store)
+    assert (entry.offset, entry.timestamp, entry.order, entry.lag) == (20, T0, 2, 980)
+
+
+async def test_commits_without_a_broker_offset_or_too_old_are_dropped_and_do_not_create_the_group(redis):
+    store = WindowStore(redis, WindowConfig(expire_group_ms=60 * SECOND))
+    assert await store.add_commits(CLUSTER, [commit(1, 10)], now_ms=T0) == [AddOutcome.NO_BROKER_OFFSET]
+    await store.add_broker_offsets(CLUSTER, "t", [50], sampled_at=T0)
+    old = commit(1, 10, ts=T0 - 61 * SECOND)
+    assert await store.add_commits(CLUSTER, [old], now_ms=T0) == [AddOutcome.EXPIRED]
+    assert await store.get_group(CLUSTER, "g") is None
+    assert await store.list_groups(CLUSTER) == []
+
+
+async def test_the_store_and_the_pure_window_agree_on_random_sequences(redis):
+    rng = random.Random(7)
+    for run in range(25):
+        config = WindowConfig(intervals=rng.choice([1, 3, 5, 10]), min_distance_ms=rng.choice([0, 0, 3 * SECOND]))
+        store = WindowStore(redis, config)
+        window = PartitionWindow(config)
+        group, topic = f"g{run}", f"t{run}"
+        for step in range(60):
+            if rng.random() < 0.2:
+                offset = rng.randint(0, 500)
+                window.add_broker_offset(offset)
+                await store.add_broker_offsets(CLUSTER, topic, [offset], sampled_at=T0 + step)
+                continue
+            order = rng.randint(0, 80)
+            c = commit(order, rng.randint(0, 500), group=group, topic=topic, ts=T0 + order * SECOND + rng.randint(-2000, 2000))
+            expected = window.add_commit(c, now_ms=T0)
+            assert await store.add_commits(CLUSTER, [c], now_ms=T0) == [expected], (run, step)
+        stored = await store.get_group(CLUSTER, group)
+        assert (stored.partitions[0].entries if stored else []) == window.entries, run
+        if stored:
+            assert stored.partitions[0].broker_offsets == window.broker_offsets
+
+
+async def test_batched_and_one_by_one_give_the_same_windows(redis):
+    rng = random.Random(3)
+    commits = [commit(o, rng.randint(0, 900), group=f"g{o % 7}", partition=o % 3) for o in rng.sample(range(500), 200)]
+    store = await store_with_broker(redis, WindowConfig(intervals=5), offsets=[1000, 1000, 1000])
+    batched = await store.add_commits(CLUSTER, commits, now_ms=T0)
+    windows = {g: (await store.get_group(CLUSTER, g)).partitions for g in await store.list_groups(CLUSTER)}
+    await redis.flushdb()
+    store = await store_with_broker(redis, WindowConfig(intervals=5), offsets=[1000, 1000, 1000])
+    one_by_one = [(await store.add_commits(CLUSTER, [c], now_ms=T0))[0] for c in commits]
+    assert batched == one_by_one
+    assert {g: (await store.get_group(CLUSTER, g)).partitions for g in windows} == windows
+
+
+async def test_two_writers_on_one_partition_lose_nothing(redis_server, redis):
+    """Interleaved batches from two connections: every commit lands (no lost read-modify-write)."""
+    config = WindowConfig(intervals=400)
+    await store_with_broker(redis, config)
+    writers = [Redis.from_url(redis_server.url) for _ in range(2)]
+    stores = [WindowStore(w, config) for w in writers]
+
+    async def write(store, orders):
+        for i in range(0, len(orders), 5):
+            await store.add_commits(CLUSTER, [commit(o, o) for o in orders[i : i + 5]], now_ms=T0)
+            await asyncio.sleep(0)
+
+    await asyncio.gather(write(stores[0], list(range(0, 400, 2))), write(stores[1], list(range(1, 400, 2))))
+    assert sorted(e.order for e in await entries(stores[0])) == list(range(400))
+    for w in writers:
+        await w.aclose()
+
+
+async def test_a_groups_keys_share_one_hash_slot(redis):
+    for group in ["g", "orders-v2", "weird}group{name", "ümlaut"]:
+        assert len({key_slot(k.encode()) for k in keys.group_keys("prod", group)}) == 1
+
+
+async def test_group_keys_expire_expire_group_after_the_newest_commit(redis):
+    now = T0 + 100 * SECOND
+    store = await store_with_broker(redis, WindowConfig(expire_group_ms=3600 * SECOND))
+    await store.add_commits(CLUSTER, [commit(5, 1, ts=now - 10 * SECOND)], now_ms=now)
+    expires_at = await redis.pexpiretime(keys.group_windows(CLUSTER, "g"))
+    assert expires_at == now - 10 * SECOND + 3600 * SECOND
+
+
+async def test_expire_groups_forgets_groups_with_no_recent_commit(redis):
+    store = await store_with_broker(redis, WindowConfig(expire_group_ms=60 * SECOND))
+    real_now = 1_900_000_000_000  # far future: Redis' own expiry must not race the sweep here
+    await store.add_commits(CLUSTER, [commit(1, 1, group="old", ts=real_now - 50 * SECOND)], now_ms=real_now)
+    await store.add_commits(CLUSTER, [commit(2, 2, group="new", ts=real_now - 5 * SECOND)], now_ms=real_now)
+    assert await store.expire_groups(CLUSTER, now_ms=real_now + 20 * SECOND) == ["old"]
+    assert await store.list_groups(CLUSTER) == ["new"]
+    assert await store.get_group(CLUSTER, "old") is None
+
+
+async def test_delete_group(redis):
+    store = await store_with_broker(redis)
+    await store.add_commits(CLUSTER, [commit(1, 1, group="a"), commit(2, 2, group="b")], now_ms=T0)
+    assert await store.delete_group(CLUSTER, "a") is True
+    assert await store.delete_group(CLUSTER, "a") is False
+    assert await store.list_groups(CLUSTER) == ["b"]
+    assert await store.get_group(CLUSTER, "a") is None
+
+
+async def test_delete_topic_removes_it_from_every_group_and_the_topic_list(redis):
+    store = await store_with_broker(redis, offsets=[10, 10])
+    await store.add_broker_offsets(CLUSTER, "t2", [10], sampled_at=T0)
+    await store.add_broker_offsets(CLUSTER, "t:x", [10], sampled_at=T0)  # not a real topic name, but a prefix trap
+    await store.add_commits(
+        CLUSTER,
+        [commit(1, 1, group="a"), commit(2, 1, group="a", partition=1), commit(3, 1, group="a", topic="t2"),
+         commit(4, 1, group="b", topic="t2")],
+        now_ms=T0,
+    )
+    await store.set_owners(CLUSTER, "a", {("t", 0): ("10.0.0.1", "c1"), ("t2", 0): ("10.0.0.2", "c2")})
+    assert await store.delete_topic(CLUSTER, "t") == 2
+    a = await store.get_group(CLUSTER, "a")
+    assert [(p.topic, p.partition, p.owner, p.client_id) for p in a.partitions] == [("t2", 0, "10.0.0.2", "c2")]
+    assert [p.topic for p in (await store.get_group(CLUSTER, "b")).partitions] == ["t2"]
+    assert await store.list_topics(CLUSTER) == {"t2": 1, "t:x": 1}
+    assert await store.topic_offsets(CLUSTER, "t") is None
+
+
+async def test_listing_clusters_groups_topics_and_topic_offsets(redis):
+    store = WindowStore(redis)
+    await store.add_broker_offsets("east", "orders", [5, 7, 9], sampled_at=T0)
+    await store.add_broker_offsets("east", "orders", [6, 8, 10], sampled_at=T0 + 10 * SECOND)
+    await store.add_broker_offsets("west", "audit", [1], sampled_at=T0)
+    await store.add_commits("east", [commit(1, 4, group="billing", topic="orders")], now_ms=T0)
+    assert await store.list_clusters() == ["east", "west"]
+    assert await store.list_groups("east") == ["billing"]
+    assert await store.list_topics("east") == {"orders": 3}
+    assert await store.topic_offsets("east", "orders") == [6, 8, 10]
+    billing = await store.get_group("east", "billing")
+    assert billing.partitions[0].broker_offsets == [5, 6]
+    assert billing.partitions[0].current_lag == 2
+
+
+@pytest.mark.parametrize("intervals", [1, 10])
+async def test_broker_rings_keep_the_last_intervals_samples(redis, intervals):
+    store = WindowStore(redis, WindowConfig(intervals=intervals))
+    for i in range(15):
+        await store.add_broker_offsets(CLUSTER, "t", [i], sampled_at=T0 + i)
+    assert (await store.broker_rings(CLUSTER, [("t", 0)]))[("t", 0)] == list(range(15 - intervals, 15))

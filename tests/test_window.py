@@ -1,0 +1,122 @@
+"""The per-partition window (spec §2) as a pure data structure."""
+
+from lagwatch.shared.window import AddOutcome, Commit, PartitionWindow, WindowConfig
+
+T0 = 1_700_000_000_000
+SECOND = 1000
+
+
+def commit(order, offset, *, ts=None, group="g"):
+    return Commit(group, "t", 0, offset, T0 + order * SECOND if ts is None else ts, order, T0 + order * SECOND)
+
+
+def window(intervals=10, min_distance_ms=0, broker=1000):
+    w = PartitionWindow(WindowConfig(intervals=intervals, min_distance_ms=min_distance_ms))
+    if broker is not None:
+        w.add_broker_offset(broker)
+    return w
+
+
+def test_appends_keep_order_and_measure_lag_against_the_latest_broker_offset():
+    w = window(broker=100)
+    assert w.add_commit(commit(1, 40), now_ms=T0) is AddOutcome.APPENDED
+    w.add_broker_offset(130)
+    assert w.add_commit(commit(2, 150), now_ms=T0) is AddOutcome.APPENDED  # committed past the known end
+    assert [(e.order, e.offset, e.lag) for e in w.entries] == [(1, 40, 60), (2, 150, 0)]
+    assert w.current_lag == 0
+
+
+def test_current_lag_is_latest_broker_offset_minus_newest_commit():
+    w = window(broker=100)
+    w.add_commit(commit(1, 40), now_ms=T0)
+    w.add_broker_offset(120)
+    assert w.current_lag == 80
+
+
+def test_commits_wait_for_a_broker_offset():
+    w = window(broker=None)
+    assert w.add_commit(commit(1, 40), now_ms=T0) is AddOutcome.NO_BROKER_OFFSET
+    assert w.entries == []
+
+
+def test_an_older_commit_is_inserted_in_order_with_a_null_lag():
+    w = window()
+    w.add_commit(commit(1, 10), now_ms=T0)
+    w.add_commit(commit(5, 50), now_ms=T0)
+    assert w.add_commit(commit(3, 30), now_ms=T0) is AddOutcome.INSERTED
+    assert [(e.order, e.lag) for e in w.entries] == [(1, 990), (3, None), (5, 950)]
+
+
+def test_a_duplicate_order_is_dropped():
+    w = window()
+    w.add_commit(commit(1, 10), now_ms=T0)
+    assert w.add_commit(commit(1, 99), now_ms=T0) is AddOutcome.DUPLICATE
+    assert [e.offset for e in w.entries] == [10]
+
+
+def test_the_ring_keeps_the_newest_intervals_and_drops_commits_older_than_its_oldest():
+    w = window(intervals=3)
+    for order in range(1, 6):
+        w.add_commit(commit(order * 10, order), now_ms=T0)
+    assert [e.order for e in w.entries] == [30, 40, 50]
+    assert w.add_commit(commit(25, 0), now_ms=T0) is AddOutcome.TOO_OLD
+    assert w.add_commit(commit(35, 0), now_ms=T0) is AddOutcome.INSERTED  # evicts the oldest
+    assert [e.order for e in w.entries] == [35, 40, 50]
+    assert w.ring()[0].order == 35 and len(w.ring()) == 3
+
+
+def test_the_padded_ring_has_empty_slots_in_front():
+    w = window(intervals=4)
+    w.add_commit(commit(1, 10), now_ms=T0)
+    assert [e and e.offset for e in w.ring()] == [None, None, None, 10]
+
+
+def test_min_distance_merges_into_the_previous_entry_keeping_its_timestamp():
+    w = window(min_distance_ms=10 * SECOND, broker=100)
+    w.add_commit(commit(1, 10, ts=T0), now_ms=T0)
+    assert w.add_commit(commit(2, 20, ts=T0 + 4 * SECOND), now_ms=T0) is AddOutcome.MERGED
+    assert w.add_commit(commit(3, 30, ts=T0 + 9 * SECOND), now_ms=T0) is AddOutcome.MERGED
+    assert w.add_commit(commit(4, 40, ts=T0 + 10 * SECOND), now_ms=T0) is AddOutcome.APPENDED
+    assert [(e.offset, e.timestamp, e.lag, e.order) for e in w.entries] == [(30, T0, 70, 3), (40, T0 + 10 * SECOND, 60, 4)]
+
+
+def test_a_replayed_commit_that_was_merged_away_stays_a_duplicate():
+    w = window(min_distance_ms=10 * SECOND)
+    for order, ts in [(1, T0), (2, T0 + SECOND), (3, T0 + 20 * SECOND)]:
+        w.add_commit(commit(order, order * 10, ts=ts), now_ms=T0)
+    before = list(w.entries)
+    for order, ts in [(1, T0), (2, T0 + SECOND), (3, T0 + 20 * SECOND)]:
+        assert w.add_commit(commit(order, order * 10, ts=ts), now_ms=T0) is AddOutcome.DUPLICATE
+    assert w.entries == before
+
+
+def test_min_distance_zero_never_merges_even_for_equal_timestamps():
+    w = window()
+    w.add_commit(commit(1, 10, ts=T0), now_ms=T0)
+    assert w.add_commit(commit(2, 20, ts=T0), now_ms=T0) is AddOutcome.APPENDED
+
+
+def test_commits_older_than_expire_group_are_dropped():
+    cfg = WindowConfig(expire_group_ms=60 * SECOND)
+    w = PartitionWindow(cfg)
+    w.add_broker_offset(10)
+    now = T0 + 120 * SECOND
+    assert w.add_commit(commit(1, 1, ts=now - 61 * SECOND), now_ms=now) is AddOutcome.EXPIRED
+    assert w.add_commit(commit(2, 2, ts=now - 60 * SECOND), now_ms=now) is AddOutcome.APPENDED
+
+
+def test_the_broker_ring_keeps_the_last_intervals_offsets():
+    w = window(intervals=3, broker=None)
+    for offset in [5, 6, 7, 8]:
+        w.add_broker_offset(offset)
+    assert w.broker_offsets == [6, 7, 8]
+
+
+def test_group_filter_searches_unanchored_and_deny_wins():
+    from lagwatch.shared.group_filter import GroupFilter
+
+    f = GroupFilter(allowlist="orders", denylist="^console-consumer-")
+    assert f.accepts("prod-orders-v2")
+    assert not f.accepts("payments")
+    assert not f.accepts("console-consumer-orders")
+    assert GroupFilter().accepts("anything")
