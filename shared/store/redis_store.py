@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from lagwatch.shared.protocol import OffsetEntry, PartitionInput
 from lagwatch.shared.store import keys, scripts
-from lagwatch.shared.store.packing import unpack_broker_ring, unpack_commit_ring
+from lagwatch.shared.store.packing import pack_commits, unpack_broker_ring, unpack_commit_ring
 from lagwatch.shared.window import AddOutcome, Commit, WindowConfig, current_lag, padded_ring
 
 TopicPartition = tuple[str, int]
@@ -91,19 +91,8 @@ class WindowStore:
         head = [cfg.intervals, cfg.min_distance_ms, cfg.expire_group_ms, now_ms]
         async with self.redis.pipeline(transaction=False) as pipe:
             for group, indexes in by_group.items():
-                args: list[object] = list(head)
-                for i in indexes:
-                    c = commits[i]
-                    latest = broker_offsets.get((c.topic, c.partition))
-                    args += [
-                        keys.partition_field(c.topic, c.partition),
-                        c.offset,
-                        c.timestamp,
-                        c.order,
-                        c.observed_at,
-                        "" if latest is None else latest,
-                    ]
-                await self._add_commits(keys=keys.group_keys(cluster, group), args=args, client=pipe)
+                packed = pack_commits([commits[i] for i in indexes], broker_offsets)
+                await self._add_commits(keys=keys.group_keys(cluster, group), args=[*head, packed], client=pipe)
             replies = await pipe.execute()
         outcomes: list[AddOutcome] = [AddOutcome.EXPIRED] * len(commits)
         newest: dict[str, int] = {}

@@ -1,0 +1,37 @@
+# lagwatch — `make run` starts the local system, `make test` runs the suite. Both work on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test bench lint venv system-deps clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	touch $(STAMP)
+
+system-deps:
+	@bash scripts/install-system-deps.sh
+
+## run: local Redis and the local Kafka mock cluster (later: the whole system with a demo workload)
+run: venv system-deps
+	$(BIN)/lagwatch dev up --state-dir .local
+
+## test: the whole suite against a real redis-server and the Kafka mock cluster
+test: venv system-deps
+	$(BIN)/pytest -q
+
+## bench: every benchmark in bench/, printing numbers
+bench: venv system-deps
+	$(BIN)/python bench/run_all.py
+
+lint: venv
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) .local .pytest_cache .ruff_cache .hypothesis
