@@ -21,7 +21,8 @@ def make_partition(rng: random.Random, topic: str, partition: int) -> PartitionI
         "stop": [i * 10 for i in range(10)],
     }[kind]
     lags = [0 if kind == "ok" and i == 3 else 5 + i for i in range(10)]
-    entries = tuple(OffsetEntry(o, T0 + i * 60_000, None, lag) for i, (o, lag) in enumerate(zip(offsets, lags)))
+    pairs = enumerate(zip(offsets, lags, strict=True))
+    entries = tuple(OffsetEntry(o, T0 + i * 60_000, None, lag) for i, (o, lag) in pairs)
     return PartitionInput(topic, partition, entries, (1000,) * 10, current_lag=14)
 
 

@@ -1,2 +1,112 @@
-def main() -> None:
-    print("lagwatch")
+"""The one `lagwatch` command. Subcommands import what they need lazily, so the tool starts fast.
+
+    lagwatch rules eval [--file F]             evaluate one group from a JSON request (contract: rules_request.py)
+    lagwatch offsets decode KEY_HEX [VALUE]    decode a __consumer_offsets record to JSON
+    lagwatch dev up                            run local Redis and the Kafka mock cluster until Ctrl-C
+
+Usage errors and invalid input exit with code 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+USAGE_ERROR = 2
+
+
+class InputError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help(sys.stderr)
+        return USAGE_ERROR
+    try:
+        return args.handler(args) or 0
+    except InputError as exc:
+        print(f"lagwatch: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lagwatch", description="Kafka consumer-lag monitoring with Burrow's rules.")
+    commands = parser.add_subparsers(title="commands")
+
+    rules = commands.add_parser("rules", help="the evaluation rules").add_subparsers(title="rules commands")
+    evaluate = rules.add_parser("eval", help="evaluate one group given as a JSON request (stdin by default)")
+    evaluate.add_argument("--file", type=Path, help="read the request from this file instead of stdin")
+    evaluate.set_defaults(handler=_rules_eval)
+
+    offsets_cmd = commands.add_parser("offsets", help="the __consumer_offsets codec")
+    offsets = offsets_cmd.add_subparsers(title="offsets commands")
+    decode = offsets.add_parser("decode", help="decode one record given as hex")
+    decode.add_argument("key_hex", help="the record key, hex")
+    decode.add_argument("value_hex", nargs="?", default=None, help="the record value, hex (absent = tombstone)")
+    decode.set_defaults(handler=_offsets_decode)
+
+    dev = commands.add_parser("dev", help="local infrastructure").add_subparsers(title="dev commands")
+    up = dev.add_parser("up", help="run Redis and the Kafka mock cluster on localhost until Ctrl-C")
+    up.add_argument("--state-dir", type=Path, default=Path(".local"), help="where addresses and data go")
+    up.add_argument("--redis-port", type=int, default=None, help="fixed Redis port (default: a free one)")
+    up.add_argument("--kafka-port", type=int, default=None, help="fixed Kafka port (default: a free one)")
+    up.set_defaults(handler=_dev_up)
+    return parser
+
+
+def _rules_eval(args: argparse.Namespace) -> int:
+    from lagwatch.shared.rules_request import RequestError, evaluate_request
+
+    try:
+        text = args.file.read_text() if args.file else sys.stdin.read()
+    except OSError as exc:
+        raise InputError(f"cannot read {args.file}: {exc.strerror}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"request is not valid JSON: {exc}") from None
+    try:
+        answer = evaluate_request(doc)
+    except RequestError as exc:
+        raise InputError(f"invalid request: {exc}") from None
+    print(json.dumps(answer, indent=2))
+    return 0
+
+
+def _offsets_decode(args: argparse.Namespace) -> int:
+    from lagwatch.shared.offsets_codec import CodecError, decode_record, record_to_json
+
+    key = _hex(args.key_hex, "key")
+    value = None if args.value_hex is None else _hex(args.value_hex, "value")
+    try:
+        record = decode_record(key, value)
+    except CodecError as exc:
+        raise InputError(f"cannot decode field {exc.field}: {exc}") from None
+    print(json.dumps(record_to_json(record), indent=2))
+    return 0
+
+
+def _hex(text: str, what: str) -> bytes:
+    try:
+        return bytes.fromhex(text.strip().removeprefix("0x"))
+    except ValueError:
+        raise InputError(f"field {what}: not valid hex") from None
+
+
+def _dev_up(args: argparse.Namespace) -> int:
+    from lagwatch.shared.local.stack import run_local_stack
+
+    run_local_stack(args.state_dir, redis_port=args.redis_port, kafka_port=args.kafka_port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

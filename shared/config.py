@@ -178,7 +178,8 @@ def _read_file(path: Path) -> dict[str, Any]:
     try:
         doc = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError("file", f"{path} is not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: {exc}") from None
+        kind = "TOML" if path.suffix == ".toml" else "YAML"
+        raise ConfigError("file", f"{path} is not valid {kind}: {exc}") from None
     if doc is None:
         return {}
     if not isinstance(doc, dict):
@@ -257,7 +258,8 @@ def _convert(kind: Any, value: Any, where: str) -> Any:
         for name in value:
             if not CLUSTER_NAME.match(str(name)):
                 raise ConfigError(f"{where}.{name}", "cluster names may use letters, digits, '.', '_', '-' only")
-        return {str(name): _build(typing.get_args(kind)[1], body or {}, f"{where}.{name}") for name, body in value.items()}
+        item = typing.get_args(kind)[1]
+        return {str(name): _build(item, body or {}, f"{where}.{name}") for name, body in value.items()}
     if origin is list:
         items = [s.strip() for s in value.split(",") if s.strip()] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):

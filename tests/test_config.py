@@ -88,5 +88,5 @@ def test_unreadable_or_malformed_files_are_clear_errors(tmp_path):
         load_config(tmp_path / "missing.yaml", env={})
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(write(tmp_path, "bad.yaml", "storage: [unclosed"), env={})
-    with pytest.raises(ConfigError, match="clusters.nope"):
+    with pytest.raises(ConfigError, match=r"clusters\.nope"):
         load_config(env={}).cluster("nope")

@@ -17,9 +17,8 @@ DEFAULTS = RuleConfig()
 
 def window(offsets, lags, *, step=MINUTE, size=None):
     """Entries one `step` apart from T0; `size` pads with leading empty slots."""
-    entries = tuple(
-        OffsetEntry(offset=o, timestamp=T0 + i * step, lag=lag) for i, (o, lag) in enumerate(zip(offsets, lags))
-    )
+    pairs = enumerate(zip(offsets, lags, strict=True))
+    entries = tuple(OffsetEntry(offset=o, timestamp=T0 + i * step, lag=lag) for i, (o, lag) in pairs)
     return (None,) * ((size or len(entries)) - len(entries)) + entries
 
 

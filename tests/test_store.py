@@ -18,7 +18,8 @@ CLUSTER = "local"
 
 
 def commit(order, offset, *, group="g", topic="t", partition=0, ts=None):
-    return Commit(group, topic, partition, offset, T0 + order * SECOND if ts is None else ts, order, T0 + order * SECOND)
+    ts = T0 + order * SECOND if ts is None else ts
+    return Commit(group, topic, partition, offset, ts, order, T0 + order * SECOND)
 
 
 async def store_with_broker(redis, config=None, *, topic="t", offsets=(1000,)):
@@ -92,7 +93,8 @@ async def test_the_store_and_the_pure_window_agree_on_random_sequences(redis):
                 await store.add_broker_offsets(CLUSTER, topic, [offset], sampled_at=T0 + step)
                 continue
             order = rng.randint(0, 80)
-            c = commit(order, rng.randint(0, 500), group=group, topic=topic, ts=T0 + order * SECOND + rng.randint(-2000, 2000))
+            ts = T0 + order * SECOND + rng.randint(-2000, 2000)
+            c = commit(order, rng.randint(0, 500), group=group, topic=topic, ts=ts)
             expected = window.add_commit(c, now_ms=T0)
             assert await store.add_commits(CLUSTER, [c], now_ms=T0) == [expected], (run, step)
         stored = await store.get_group(CLUSTER, group)

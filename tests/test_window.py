@@ -77,7 +77,10 @@ def test_min_distance_merges_into_the_previous_entry_keeping_its_timestamp():
     assert w.add_commit(commit(2, 20, ts=T0 + 4 * SECOND), now_ms=T0) is AddOutcome.MERGED
     assert w.add_commit(commit(3, 30, ts=T0 + 9 * SECOND), now_ms=T0) is AddOutcome.MERGED
     assert w.add_commit(commit(4, 40, ts=T0 + 10 * SECOND), now_ms=T0) is AddOutcome.APPENDED
-    assert [(e.offset, e.timestamp, e.lag, e.order) for e in w.entries] == [(30, T0, 70, 3), (40, T0 + 10 * SECOND, 60, 4)]
+    assert [(e.offset, e.timestamp, e.lag, e.order) for e in w.entries] == [
+        (30, T0, 70, 3),
+        (40, T0 + 10 * SECOND, 60, 4),
+    ]
 
 
 def test_a_replayed_commit_that_was_merged_away_stays_a_duplicate():

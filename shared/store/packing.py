@@ -65,8 +65,7 @@ def pack_commits(commits: Iterable[Commit], broker_offsets: Mapping[tuple[str, i
     for c in commits:
         latest = broker_offsets.get((c.topic, c.partition))
         field = partition_field(c.topic, c.partition).encode()
-        parts.append(
-            COMMIT_HEAD.pack(c.offset, c.timestamp, c.order, c.observed_at, NULL if latest is None else latest, len(field))
-        )
+        broker = NULL if latest is None else latest
+        parts.append(COMMIT_HEAD.pack(c.offset, c.timestamp, c.order, c.observed_at, broker, len(field)))
         parts.append(field)
     return b"".join(parts)

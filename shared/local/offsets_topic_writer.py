@@ -1,0 +1,135 @@
+"""Writes group-coordinator records into `__consumer_offsets`, as a Kafka broker would.
+
+librdkafka's mock cluster keeps commits to itself and writes nothing to `__consumer_offsets`, so tests and the
+local demo play the coordinator's part: after a real consumer commits, they write the matching record here, encoded
+by `offsets_codec` exactly as Kafka encodes it, into the partition Kafka would choose for the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaProducer
+
+from lagwatch.shared import offsets_codec as codec
+
+OFFSETS_TOPIC = "__consumer_offsets"
+DEFAULT_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units, 32-bit overflow)."""
+    units = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def offsets_partition_for(group: str, partitions: int = DEFAULT_PARTITIONS) -> int:
+    """The `__consumer_offsets` partition of a group: Kafka's abs(hashCode) % partitions (abs(MIN_VALUE) = 0)."""
+    h = java_string_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitSpec:
+    group: str
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int | None = None  # ms; now when None
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
+def member(
+    member_id: str, client_id: str, client_host: str, assignment: Mapping[str, Sequence[int]], *,
+    group_instance_id: str | None = None, session_timeout: int = 45_000, rebalance_timeout: int = 300_000,
+) -> codec.GroupMember:
+    """A consumer-protocol group member with its assignment, for `group_metadata`."""
+    return codec.GroupMember(
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+        client_id=client_id,
+        client_host=client_host,
+        rebalance_timeout=rebalance_timeout,
+        session_timeout=session_timeout,
+        subscription=codec.encode_subscription(sorted(assignment)),
+        assignment=codec.encode_assignment(assignment),
+    )
+
+
+class OffsetsTopicWriter:
+    """Async producer of coordinator records. Each write returns the record's offset in its partition."""
+
+    def __init__(
+        self, bootstrap: str, *, topic: str = OFFSETS_TOPIC, partitions: int = DEFAULT_PARTITIONS,
+        value_version: int = 3, metadata_version: int = 3,
+    ) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.value_version = value_version
+        self.metadata_version = metadata_version
+        self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2)
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        await self._producer.stop()
+
+    async def __aenter__(self) -> OffsetsTopicWriter:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def partition_for(self, group: str) -> int:
+        return offsets_partition_for(group, self.partitions)
+
+    async def commit(self, group: str, topic: str, partition: int, offset: int, **kw: object) -> int:
+        return (await self.commits([OffsetCommitSpec(group, topic, partition, offset, **kw)]))[0]  # type: ignore[arg-type]
+
+    async def commits(self, specs: Sequence[OffsetCommitSpec]) -> list[int]:
+        """Write many offset commits at once; returns their offsets (the `order` lagwatch will see)."""
+        futures = []
+        for s in specs:
+            ts = s.timestamp if s.timestamp is not None else int(time.time() * 1000)
+            key = codec.encode_offset_commit_key(s.group, s.topic, s.partition)
+            value = codec.encode_offset_commit_value(
+                s.offset, ts, metadata=s.metadata, leader_epoch=s.leader_epoch, version=self.value_version
+            )
+            futures.append(await self._send(s.group, key, value, ts))
+        return [(await f).offset for f in futures]
+
+    async def group_metadata(
+        self, group: str, *, generation: int, members: Sequence[codec.GroupMember], protocol: str = "range",
+        leader: str | None = None, protocol_type: str = "consumer",
+    ) -> int:
+        """Write a group-metadata record (a rebalance's outcome: generation, members and their assignments)."""
+        now = int(time.time() * 1000)
+        value = codec.encode_group_metadata_value(
+            protocol_type=protocol_type, generation=generation, protocol=protocol,
+            leader=leader if leader is not None else (members[0].member_id if members else None),
+            members=members, current_state_timestamp=now, version=self.metadata_version,
+        )
+        return (await (await self._send(group, codec.encode_group_metadata_key(group), value, now))).offset
+
+    async def delete_group(self, group: str) -> int:
+        """A group-metadata tombstone: what the coordinator writes when a group is deleted."""
+        now = int(time.time() * 1000)
+        return (await (await self._send(group, codec.encode_group_metadata_key(group), None, now))).offset
+
+    async def raw(self, group: str, key: bytes, value: bytes | None) -> int:
+        """Any bytes, into the group's partition (for malformed-record tests)."""
+        return (await (await self._send(group, key, value, int(time.time() * 1000)))).offset
+
+    async def _send(self, group: str, key: bytes, value: bytes | None, ts: int) -> asyncio.Future:
+        return await self._producer.send(
+            self.topic, key=key, value=value, partition=self.partition_for(group), timestamp_ms=ts
+        )
