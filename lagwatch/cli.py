@@ -89,7 +89,7 @@ def _offsets_decode(args: argparse.Namespace) -> int:
     try:
         record = decode_record(key, value)
     except CodecError as exc:
-        raise InputError(f"cannot decode field {exc.field}: {exc}") from None
+        raise InputError(f"cannot decode: {exc}") from None
     print(json.dumps(record_to_json(record), indent=2))
     return 0
 
