@@ -25,7 +25,9 @@ def test_rules_eval_answers_every_seed_example(case):
     answer = json.loads(result.stdout)
     assert answer["status"] == case["expect"]["status"]
     assert [p["status"] for p in answer["partitions"]] == [p["status"] for p in case["expect"]["partitions"]]
-    assert set(answer) == {"cluster", "group", "status", "complete", "partition_count", "totallag", "maxlag", "partitions"}
+    assert set(answer) == {
+        "cluster", "group", "status", "complete", "partition_count", "totallag", "maxlag", "partitions"
+    }
     assert set(answer["partitions"][0]) == {"topic", "partition", "status", "start", "end", "current_lag", "complete"}
 
 

@@ -1,0 +1,827 @@
+"""librdkafka's mock cluster as the local Kafka for tests and the demo.
+
+Real Kafka cannot be installed here, but the librdkafka shipped inside the confluent-kafka wheel
+contains a mock cluster: a real Kafka wire-protocol server on localhost (produce, fetch, list
+offsets, consumer groups, offset commits).  We drive its C API through ctypes.
+
+Three layers:
+
+* `MockKafkaCluster` - an in-process cluster (`start`, `create_topic`, `delete_topic`, `stop`).
+* `serve` / `python -m lagwatch.shared.local.mock_kafka` - the cluster in its own process with a
+  tiny HTTP control endpoint, so tests and the demo can kill and restart Kafka independently of
+  the services.  `MockKafkaControl` is the client for that endpoint and `start_mock_kafka_process`
+  / `stop_process` manage the process.
+
+Fixed ports: the mock binds every broker to an ephemeral port and librdkafka has no setting to
+change that (`rd_kafka_mock_broker_set_host_port` only changes the *advertised* address).  When a
+fixed `port` is requested we therefore listen on it with a small TCP forwarder in front of each
+broker (broker i gets `port + i - 1`) and advertise the forwarder's address, so clients always
+reconnect to the same address after a restart.  A restarted cluster is empty: topics are
+re-created from the command line, but records, committed offsets and groups are gone.
+
+Mock behaviours that differ from real Kafka (verified with librdkafka 2.16):
+
+* A Metadata request that names an unknown topic with auto-creation allowed (librdkafka and
+  aiokafka *producers* do this) creates it with 4 partitions.  List all topics instead.
+* No CreateTopics/ListGroups/DescribeGroups: topics come from this module, lag tooling must read
+  committed offsets with OffsetFetch (`committed()`), not list groups.
+* Once a consumer group exists (any member ever joined it, or it was seeded), OffsetCommits that
+  carry no member id - "simple" commits from an `assign()`-only consumer - fail with
+  UNKNOWN_MEMBER_ID.  Simple commits to a group nobody has joined work.
+* Heartbeats for a group the mock does not know fail with GROUP_ID_NOT_FOUND, which aiokafka
+  treats as fatal, so after a restart an aiokafka group member is stuck unless its group was
+  seeded (`groups=`/`--group`); it then gets UNKNOWN_MEMBER_ID and rejoins in about a second.
+  librdkafka consumers rejoin either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import ctypes.util
+import functools
+import glob
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, Self
+from urllib.parse import quote, unquote
+
+__all__ = [
+    "MockKafkaCluster",
+    "MockKafkaControl",
+    "MockKafkaError",
+    "find_librdkafka",
+    "serve",
+    "start_mock_kafka_process",
+    "stop_process",
+]
+
+_ERR_TOPIC_ALREADY_EXISTS = 36
+_RD_KAFKA_PRODUCER = 1
+_ERRSTR_SIZE = 512
+#: librdkafka syslog level; 3 (error) hides the notices the mock prints for every client hiccup.
+DEFAULT_LOG_LEVEL = 3
+STATE_FILE_NAME = "mock_kafka.json"
+LOG_FILE_NAME = "mock_kafka.log"
+
+
+class MockKafkaError(RuntimeError):
+    """The mock cluster (or its control endpoint) could not do what was asked."""
+
+
+# --------------------------------------------------------------------------------------------
+# librdkafka loading
+# --------------------------------------------------------------------------------------------
+
+
+def find_librdkafka() -> Path:
+    """Return the librdkafka shared library, preferring the copy inside the confluent-kafka wheel.
+
+    `$LAGWATCH_LIBRDKAFKA` overrides the search.  The wheel's copy is used rather than a system
+    one because it is the version confluent-kafka was tested with and always has the mock API.
+    """
+    override = os.environ.get("LAGWATCH_LIBRDKAFKA")
+    if override:
+        if not Path(override).is_file():
+            raise MockKafkaError(f"$LAGWATCH_LIBRDKAFKA points to {override!r}, which does not exist")
+        return Path(override)
+    spec = importlib.util.find_spec("confluent_kafka")
+    if spec is None or not spec.submodule_search_locations:
+        raise MockKafkaError(
+            "confluent-kafka is not installed; its wheel ships the librdkafka used as local Kafka "
+            "(pip install 'confluent-kafka>=2.3,<3')"
+        )
+    package_dir = Path(next(iter(spec.submodule_search_locations)))
+    # auditwheel puts vendored libraries next to the package (Linux); delocate inside it (macOS).
+    patterns = [
+        package_dir.parent / "confluent_kafka.libs" / "librdkafka*.so*",
+        package_dir / ".dylibs" / "librdkafka*.dylib",
+        package_dir / "librdkafka*",
+    ]
+    for pattern in patterns:
+        matches = sorted(glob.glob(str(pattern)))
+        if matches:
+            return Path(matches[0])
+    system = ctypes.util.find_library("rdkafka")
+    if system:
+        return Path(system)
+    raise MockKafkaError(f"no librdkafka found in the confluent-kafka installation at {package_dir}")
+
+
+@functools.cache
+def _lib() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(find_librdkafka()))
+    _declare(lib)
+    return lib
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    """Declare every function we call: without argtypes ctypes would truncate 64-bit pointers."""
+    vp, cp, i32, err = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int
+    signatures: dict[str, tuple[list[Any], Any]] = {
+        "rd_kafka_conf_new": ([], vp),
+        "rd_kafka_conf_set": ([vp, cp, cp, cp, ctypes.c_size_t], ctypes.c_int),
+        "rd_kafka_conf_destroy": ([vp], None),
+        "rd_kafka_new": ([ctypes.c_int, vp, cp, ctypes.c_size_t], vp),
+        "rd_kafka_destroy": ([vp], None),
+        "rd_kafka_err2str": ([err], cp),
+        "rd_kafka_mock_cluster_new": ([vp, ctypes.c_int], vp),
+        "rd_kafka_mock_cluster_destroy": ([vp], None),
+        "rd_kafka_mock_cluster_bootstraps": ([vp], cp),
+        "rd_kafka_mock_set_controller_id": ([vp, i32], err),
+        "rd_kafka_mock_group_initial_rebalance_delay_ms": ([vp, i32], err),
+        "rd_kafka_mock_topic_create": ([vp, cp, ctypes.c_int, ctypes.c_int], err),
+        "rd_kafka_mock_topic_delete": ([vp, cp], err),
+        "rd_kafka_mock_broker_set_down": ([vp, i32], err),
+        "rd_kafka_mock_broker_set_up": ([vp, i32], err),
+        "rd_kafka_mock_broker_set_host_port": ([vp, i32, cp, ctypes.c_int], None),
+    }
+    for name, (argtypes, restype) in signatures.items():
+        try:
+            func = getattr(lib, name)
+        except AttributeError as exc:
+            raise MockKafkaError(f"{lib._name} lacks {name}; librdkafka >= 2.3 is required") from exc
+        func.argtypes = argtypes
+        func.restype = restype
+
+
+def _err_str(code: int) -> str:
+    raw = _lib().rd_kafka_err2str(code)
+    return raw.decode() if raw else f"error {code}"
+
+
+# --------------------------------------------------------------------------------------------
+# Fixed-port TCP forwarder
+# --------------------------------------------------------------------------------------------
+
+
+def _quiet_shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Link:
+    """One forwarded connection: two pump threads; the last one out closes both sockets."""
+
+    def __init__(self, client: socket.socket, upstream: socket.socket) -> None:
+        self.sockets = (client, upstream)
+        self._lock = threading.Lock()
+        self._running = 2
+
+    def start(self) -> None:
+        client, upstream = self.sockets
+        for src, dst in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def close(self) -> None:
+        # shutdown() (unlike close()) wakes a thread blocked in recv() on the socket.
+        for sock in self.sockets:
+            _quiet_shutdown(sock)
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self.close()
+            with self._lock:
+                self._running -= 1
+                last = self._running == 0
+            if last:
+                for sock in self.sockets:
+                    sock.close()
+
+
+class _Forwarder:
+    """Listens on a fixed localhost port and forwards every connection to a mock broker."""
+
+    def __init__(self, listen_port: int, target: tuple[str, int]) -> None:
+        self.target = target
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # SO_REUSEADDR lets a restarted cluster rebind while old connections sit in TIME_WAIT.
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._listener.bind(("127.0.0.1", listen_port))
+        except OSError as exc:
+            self._listener.close()
+            raise MockKafkaError(f"cannot listen on 127.0.0.1:{listen_port}: {exc}") from exc
+        self._listener.listen(64)
+        self.port: int = self._listener.getsockname()[1]
+        self._links: set[_Link] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._accept_loop, name=f"mock-kafka-fwd-{self.port}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _accept_loop(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # listener shut down by close()
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            for sock in (client, upstream):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            link = _Link(client, upstream)
+            with self._lock:
+                if self._closed:
+                    client.close()
+                    upstream.close()
+                    return
+                self._links = {lk for lk in self._links if lk._running} | {link}
+            link.start()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            links, self._links = self._links, set()
+        _quiet_shutdown(self._listener)
+        self._listener.close()
+        self._thread.join(timeout=2)
+        for link in links:
+            link.close()
+
+
+# --------------------------------------------------------------------------------------------
+# In-process cluster
+# --------------------------------------------------------------------------------------------
+
+
+class MockKafkaCluster:
+    """An in-process librdkafka mock cluster.
+
+    `port`: if given, broker i is reachable (and advertised) at 127.0.0.1:`port + i - 1` through
+    a forwarder, so a cluster restarted with the same port has the same bootstrap address.
+
+    `topics` and `groups` are set up by `start()` *before* a fixed port accepts connections:
+    otherwise clients reconnecting after a restart would race the setup, e.g. a producer's
+    metadata request auto-creating a topic with the mock's default 4 partitions.  Seed only
+    groups whose members `subscribe()` (so aiokafka members rejoin after a restart): a seeded
+    group rejects member-less "simple" offset commits (see the module docstring).
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        topics: Mapping[str, int] | None = None,
+        groups: Sequence[str] = (),
+        log_level: int = DEFAULT_LOG_LEVEL,
+    ) -> None:
+        self._fixed_port = port
+        self._initial_topics = dict(topics or {})
+        self._initial_groups = tuple(groups)
+        self._log_level = log_level
+        self._rk: int | None = None
+        self._mcluster: int | None = None
+        self._bootstrap: str | None = None
+        self._forwarders: list[_Forwarder] = []
+        self._lock = threading.Lock()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self, brokers: int = 1) -> None:
+        """Start the cluster with `brokers` brokers; a no-op if it is already running."""
+        with self._lock:
+            if self._mcluster is not None:
+                return
+            if brokers < 1:
+                raise ValueError(f"brokers must be >= 1, got {brokers}")
+            self._create_cluster(brokers)
+            try:
+                for name, partitions in self._initial_topics.items():
+                    self.create_topic(name, partitions)
+                self.seed_groups(self._initial_groups)
+                if self._fixed_port is not None:
+                    self._bootstrap = self._expose_on_fixed_ports(self._fixed_port)
+            except BaseException:
+                self._destroy()
+                raise
+
+    def _create_cluster(self, brokers: int) -> None:
+        self._rk = self._new_handle()
+        lib = _lib()
+        mcluster = lib.rd_kafka_mock_cluster_new(self._rk, brokers)
+        if not mcluster:
+            lib.rd_kafka_destroy(self._rk)
+            self._rk = None
+            raise MockKafkaError("rd_kafka_mock_cluster_new failed (see librdkafka logs)")
+        self._mcluster = mcluster
+        lib.rd_kafka_mock_set_controller_id(mcluster, 1)
+        # Kafka's default 3 s group.initial.rebalance.delay.ms would slow every first join.
+        lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mcluster, 0)
+        self._bootstrap = lib.rd_kafka_mock_cluster_bootstraps(mcluster).decode()
+
+    def stop(self) -> None:
+        """Destroy the cluster (idempotent).  Connected clients see their connections drop."""
+        with self._lock:
+            self._destroy()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        # Best effort: a forgotten cluster must not keep its broker threads alive.
+        with contextlib.suppress(Exception):
+            self._destroy()
+
+    @property
+    def running(self) -> bool:
+        return self._mcluster is not None
+
+    @property
+    def bootstrap(self) -> str:
+        """Comma-separated `host:port` list for `bootstrap.servers` / `bootstrap_servers`."""
+        if self._bootstrap is None:
+            raise MockKafkaError("mock cluster is not started")
+        return self._bootstrap
+
+    # -- groups --------------------------------------------------------------------------------
+
+    def seed_groups(self, groups: Sequence[str], timeout: float = 10.0) -> None:
+        """Make the groups exist (empty) by joining and leaving each with a throwaway consumer.
+
+        The mock has no API for groups; a JoinGroup is the only way to create one.
+        """
+        if not groups:
+            return
+        from confluent_kafka import Consumer  # lazy: heavy, and optional for importers
+
+        seed_topic = f"__lagwatch_group_seed_{os.getpid()}_{id(self):x}"
+        self.create_topic(seed_topic, 1)
+        try:
+            for group in groups:
+                consumer = Consumer({
+                    "bootstrap.servers": self.bootstrap, "group.id": group, "log_level": self._log_level,
+                    "enable.auto.commit": False,
+                    # Short, so a seed member whose LeaveGroup got lost never delays a real join long.
+                    "session.timeout.ms": 1000, "heartbeat.interval.ms": 200,
+                })
+                try:
+                    consumer.subscribe([seed_topic])
+                    deadline = time.monotonic() + timeout
+                    while not consumer.assignment():
+                        if time.monotonic() > deadline:
+                            raise MockKafkaError(f"could not join consumer group {group!r} in {timeout}s")
+                        consumer.poll(0.05)
+                finally:
+                    consumer.close()
+        finally:
+            self.delete_topic(seed_topic)
+
+    # -- topics --------------------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int = 1) -> None:
+        """Create a topic; re-creating one with the same partition count is a no-op."""
+        if not name or not isinstance(name, str):
+            raise ValueError(f"invalid topic name {name!r}")
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise ValueError(f"partitions must be a positive int, got {partitions!r}")
+        code = _lib().rd_kafka_mock_topic_create(self._require(), name.encode(), partitions,
+                                                 replication_factor)
+        if code == _ERR_TOPIC_ALREADY_EXISTS:
+            existing = self.partition_count(name)
+            if existing == partitions:
+                return
+            raise MockKafkaError(f"topic {name!r} already exists with {existing} partitions, "
+                                 f"not {partitions}")
+        if code:
+            raise MockKafkaError(f"cannot create topic {name!r}: {_err_str(code)}")
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic with its records; raises `MockKafkaError` if it does not exist."""
+        code = _lib().rd_kafka_mock_topic_delete(self._require(), name.encode())
+        if code:
+            raise MockKafkaError(f"cannot delete topic {name!r}: {_err_str(code)}")
+
+    def topics(self, timeout: float = 5.0) -> dict[str, int]:
+        """Topic name -> partition count, read over the wire (includes auto-created topics)."""
+        from confluent_kafka.admin import AdminClient  # lazy: heavy, and optional for importers
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": self._log_level})
+        # No topic argument: a Metadata request naming a topic may auto-create it.
+        metadata = admin.list_topics(timeout=timeout)
+        return {name: len(meta.partitions) for name, meta in metadata.topics.items()}
+
+    def partition_count(self, name: str) -> int | None:
+        return self.topics().get(name)
+
+    # -- broker faults -------------------------------------------------------------------------
+
+    def set_broker_down(self, broker_id: int = -1) -> None:
+        """Close the broker's connections and refuse new ones (-1: all brokers)."""
+        self._check(_lib().rd_kafka_mock_broker_set_down(self._require(), broker_id), "set_broker_down")
+
+    def set_broker_up(self, broker_id: int = -1) -> None:
+        self._check(_lib().rd_kafka_mock_broker_set_up(self._require(), broker_id), "set_broker_up")
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _new_handle(self) -> int:
+        lib = _lib()
+        conf = lib.rd_kafka_conf_new()
+        errstr = ctypes.create_string_buffer(_ERRSTR_SIZE)
+        for key, value in (("log_level", str(self._log_level)), ("client.id", "lagwatch-mock-kafka")):
+            if lib.rd_kafka_conf_set(conf, key.encode(), value.encode(), errstr, _ERRSTR_SIZE) != 0:
+                lib.rd_kafka_conf_destroy(conf)
+                raise MockKafkaError(f"librdkafka rejected {key}={value}: {errstr.value.decode()}")
+        # rd_kafka_new takes ownership of conf on success only.
+        rk = lib.rd_kafka_new(_RD_KAFKA_PRODUCER, conf, errstr, _ERRSTR_SIZE)
+        if not rk:
+            lib.rd_kafka_conf_destroy(conf)
+            raise MockKafkaError(f"rd_kafka_new failed: {errstr.value.decode()}")
+        return rk
+
+    def _expose_on_fixed_ports(self, base_port: int) -> str:
+        brokers = self._broker_addresses()
+        addresses = []
+        lib = _lib()
+        for offset, (broker_id, target) in enumerate(sorted(brokers.items())):
+            forwarder = _Forwarder(base_port + offset, target)
+            self._forwarders.append(forwarder)
+            # Metadata and FindCoordinator responses must point clients at the forwarder too.
+            lib.rd_kafka_mock_broker_set_host_port(self._mcluster, broker_id, b"127.0.0.1", forwarder.port)
+            addresses.append(f"127.0.0.1:{forwarder.port}")
+        return ",".join(addresses)
+
+    def _broker_addresses(self) -> dict[int, tuple[str, int]]:
+        """Broker id -> real listener, asked over the wire rather than assuming bootstrap order."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": self._log_level})
+        metadata = admin.list_topics(timeout=10)
+        return {b.id: (b.host, b.port) for b in metadata.brokers.values()}
+
+    def _require(self) -> int:
+        if self._mcluster is None:
+            raise MockKafkaError("mock cluster is not started")
+        return self._mcluster
+
+    @staticmethod
+    def _check(code: int, what: str) -> None:
+        if code:
+            raise MockKafkaError(f"{what} failed: {_err_str(code)}")
+
+    def _destroy(self) -> None:
+        for forwarder in self._forwarders:
+            forwarder.close()
+        self._forwarders = []
+        lib = _lib()
+        # Order matters: librdkafka asserts that mock clusters die before their rd_kafka_t.
+        if self._mcluster is not None:
+            lib.rd_kafka_mock_cluster_destroy(self._mcluster)
+            self._mcluster = None
+        if self._rk is not None:
+            lib.rd_kafka_destroy(self._rk)
+            self._rk = None
+        self._bootstrap = None
+
+
+# --------------------------------------------------------------------------------------------
+# Standalone server: HTTP control endpoint
+# --------------------------------------------------------------------------------------------
+
+
+class _ControlServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], cluster: MockKafkaCluster) -> None:
+        super().__init__(address, _ControlHandler)
+        self.cluster = cluster
+
+
+class _ControlHandler(BaseHTTPRequestHandler):
+    server: _ControlServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # one line per request on stderr is noise in test logs
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/health":
+            self._reply(HTTPStatus.OK, {"status": "ok", "bootstrap": self.server.cluster.bootstrap})
+        elif self.path.rstrip("/") == "/topics":
+            self._guarded(lambda: {"topics": self.server.cluster.topics()})
+        else:
+            self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route GET {self.path}"})
+
+    def do_POST(self) -> None:
+        if self.path.rstrip("/") != "/topics":
+            self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route POST {self.path}"})
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"null")
+            name, partitions = body["name"], body["partitions"]
+        except (ValueError, KeyError, TypeError) as exc:
+            self._reply(HTTPStatus.BAD_REQUEST,
+                        {"error": f"expected JSON {{'name': str, 'partitions': int}}: {exc!r}"})
+            return
+
+        def create() -> dict[str, Any]:
+            self.server.cluster.create_topic(name, partitions)
+            return {"name": name, "partitions": partitions}
+
+        self._guarded(create)
+
+    def do_DELETE(self) -> None:
+        prefix = "/topics/"
+        if not self.path.startswith(prefix) or len(self.path) == len(prefix):
+            self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route DELETE {self.path}"})
+            return
+        name = unquote(self.path[len(prefix):])
+
+        def delete() -> dict[str, Any]:
+            self.server.cluster.delete_topic(name)
+            return {"deleted": name}
+
+        self._guarded(delete)
+
+    def _guarded(self, action: Any) -> None:
+        try:
+            result = action()
+        except (MockKafkaError, ValueError, TypeError) as exc:
+            self._reply(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+        else:
+            self._reply(HTTPStatus.OK, result)
+
+    def _reply(self, status: HTTPStatus, payload: Mapping[str, Any]) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _write_json_atomically(path: Path, payload: Mapping[str, Any]) -> None:
+    # Readers poll for the file; write-then-rename means they never see half a document.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be installed from the main thread
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def serve(
+    state_file: Path,
+    topics: Mapping[str, int],
+    brokers: int = 1,
+    control_host: str = "127.0.0.1",
+    control_port: int = 0,
+    port: int | None = None,
+    *,
+    groups: Sequence[str] = (),
+    parent_pid: int | None = None,
+    stop_event: threading.Event | None = None,
+) -> None:
+    """Run a mock cluster with a control endpoint until SIGTERM/SIGINT (or `stop_event`).
+
+    Writes `state_file` ({"bootstrap", "control_url", "pid"}) once everything is ready and
+    removes it on exit.  `groups` are seeded as empty consumer groups (see `MockKafkaCluster`).
+    With `parent_pid`, also exits when that process dies, so a crashed test run cannot leak it.
+    """
+    stop = stop_event or threading.Event()
+    cluster = MockKafkaCluster(port=port, topics=topics, groups=groups)
+    with _stop_on_signals(stop):
+        cluster.start(brokers)
+        try:
+            _serve_control(cluster, Path(state_file), control_host, control_port,
+                           lambda: _wait_for_stop(stop, parent_pid))
+        finally:
+            cluster.stop()
+
+
+def _serve_control(cluster: MockKafkaCluster, state_file: Path, host: str, port: int,
+                   wait: Callable[[], None]) -> None:
+    server = _ControlServer((host, port), cluster)
+    thread = threading.Thread(target=server.serve_forever, name="mock-kafka-control", daemon=True)
+    thread.start()
+    try:
+        url_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
+        _write_json_atomically(state_file, {
+            "bootstrap": cluster.bootstrap,
+            "control_url": f"http://{url_host}:{server.server_address[1]}",
+            "pid": os.getpid(),
+        })
+        wait()
+    finally:
+        server.shutdown()
+        server.server_close()
+        state_file.unlink(missing_ok=True)
+
+
+def _wait_for_stop(stop: threading.Event, parent_pid: int | None) -> None:
+    # Short waits keep the main thread responsive to signals and let us notice an orphaning.
+    while not stop.wait(0.2):
+        if parent_pid is not None and os.getppid() != parent_pid:
+            return
+
+
+# --------------------------------------------------------------------------------------------
+# Control client and process management
+# --------------------------------------------------------------------------------------------
+
+
+class MockKafkaControl:
+    """Synchronous client for a `serve` process's control endpoint."""
+
+    def __init__(self, bootstrap: str, control_url: str, pid: int | None = None,
+                 timeout: float = 10.0) -> None:
+        self.bootstrap = bootstrap
+        self.control_url = control_url.rstrip("/")
+        self.pid = pid
+        self.timeout = timeout
+
+    @classmethod
+    def from_state_file(cls, path: Path) -> MockKafkaControl:
+        state = json.loads(Path(path).read_text())
+        return cls(state["bootstrap"], state["control_url"], state.get("pid"))
+
+    def __repr__(self) -> str:
+        return f"MockKafkaControl(bootstrap={self.bootstrap!r}, control_url={self.control_url!r})"
+
+    def health(self) -> dict[str, Any]:
+        return self._request("GET", "/health")
+
+    def topics(self) -> dict[str, int]:
+        """Topic name -> partition count as the cluster reports it."""
+        return self._request("GET", "/topics")["topics"]
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        self._request("POST", "/topics", {"name": name, "partitions": partitions})
+
+    def delete_topic(self, name: str) -> None:
+        self._request("DELETE", f"/topics/{quote(name, safe='')}")
+
+    def _request(self, method: str, path: str, payload: Any = None) -> dict[str, Any]:
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(self.control_url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            raise MockKafkaError(f"{method} {path} -> {exc.code}: {_error_text(exc)}") from exc
+        except urllib.error.URLError as exc:
+            raise MockKafkaError(f"mock Kafka control endpoint {self.control_url} unreachable: "
+                                 f"{exc.reason}") from exc
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        return str(json.loads(exc.read()).get("error"))
+    except (ValueError, AttributeError):
+        return exc.reason
+
+
+def _log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "<no log>"
+
+
+def start_mock_kafka_process(
+    state_dir: Path,
+    topics: Mapping[str, int],
+    port: int | None = None,
+    timeout: float = 20,
+    brokers: int = 1,
+    groups: Sequence[str] = (),
+) -> tuple[subprocess.Popen[bytes], MockKafkaControl]:
+    """Run `serve` in a child process and wait until it is ready.
+
+    The child's output goes to `state_dir/mock_kafka.log` (appended, so restarts accumulate).
+    It lives in its own session (a Ctrl-C meant for pytest does not reach it) and exits by itself
+    if this process dies.  Pass the same `port` (and `groups`) again to restart it in place.
+    """
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    state_file = state_dir / STATE_FILE_NAME
+    log_file = state_dir / LOG_FILE_NAME
+    # A SIGKILLed predecessor leaves its state file behind; never mistake it for ours.
+    state_file.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "lagwatch.shared.local.mock_kafka", "--state-file", str(state_file),
+           "--brokers", str(brokers), "--parent-pid", str(os.getpid())]
+    cmd += [arg for name, count in topics.items() for arg in ("--topic", f"{name}:{count}")]
+    cmd += [arg for group in groups for arg in ("--group", group)]
+    if port is not None:
+        cmd += ["--port", str(port)]
+    with log_file.open("ab") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        control = _wait_for_state_file(proc, state_file, log_file, timeout)
+    except BaseException:
+        stop_process(proc)
+        raise
+    return proc, control
+
+
+def _wait_for_state_file(proc: subprocess.Popen[bytes], state_file: Path, log_file: Path,
+                         timeout: float) -> MockKafkaControl:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if state_file.exists():
+            control = MockKafkaControl.from_state_file(state_file)
+            if control.pid == proc.pid:
+                return control
+        if proc.poll() is not None:
+            raise MockKafkaError(f"mock Kafka process exited with {proc.returncode}; log tail:\n"
+                                 f"{_log_tail(log_file)}")
+        time.sleep(0.05)
+    raise MockKafkaError(f"mock Kafka process not ready after {timeout}s; log tail:\n{_log_tail(log_file)}")
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> int:
+    """SIGTERM `proc`, SIGKILL it if it has not exited after `timeout`; returns the exit code."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------
+
+
+def _topic_arg(value: str) -> tuple[str, int]:
+    name, sep, count = value.rpartition(":")
+    if not sep or not name or not count.isdigit() or int(count) < 1:
+        raise argparse.ArgumentTypeError(f"expected NAME:PARTITIONS, got {value!r}")
+    return name, int(count)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m lagwatch.shared.local.mock_kafka",
+                                     description="Run librdkafka's mock Kafka cluster with an HTTP "
+                                                 "control endpoint until SIGTERM/SIGINT.")
+    parser.add_argument("--state-file", type=Path, required=True,
+                        help="written (JSON: bootstrap, control_url, pid) once ready, removed on exit")
+    parser.add_argument("--topic", type=_topic_arg, action="append", default=[],
+                        metavar="NAME:PARTITIONS", help="topic to create at start (repeatable)")
+    parser.add_argument("--group", action="append", default=[], metavar="GROUP_ID",
+                        help="consumer group to seed, so its members survive a restart (repeatable)")
+    parser.add_argument("--brokers", type=int, default=1)
+    parser.add_argument("--port", type=int, default=None,
+                        help="fixed port for broker 1 (broker i uses PORT+i-1)")
+    parser.add_argument("--control-host", default="127.0.0.1")
+    parser.add_argument("--control-port", type=int, default=0)
+    parser.add_argument("--parent-pid", type=int, default=None,
+                        help="exit when this process is gone")
+    args = parser.parse_args(argv)
+    serve(args.state_file, dict(args.topic), brokers=args.brokers, control_host=args.control_host,
+          control_port=args.control_port, port=args.port, groups=args.group, parent_pid=args.parent_pid)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,284 @@
+"""A real `redis-server` process on a free localhost port, for tests and the local demo.
+
+`RedisServer` runs the Debian `redis-server` binary in the foreground (no `daemonize`, so we own
+the process), in its own session so terminal signals aimed at pytest do not reach it, with its
+data and log in a temporary (or given) directory.  `restart()` keeps the port and directory, so
+with `appendonly=True` the data survives, which is how tests simulate a Redis outage.
+
+RDB snapshots are disabled (`save ""`): persistence is opt-in through the AOF only, so a
+non-appendonly server always restarts empty and never writes dump files behind our back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+__all__ = ["RedisServer", "RedisServerError", "find_redis_server"]
+
+_FALLBACK_DIRS = ("/usr/sbin", "/usr/bin", "/usr/local/bin")
+LOG_FILE_NAME = "redis.log"
+
+
+class RedisServerError(RuntimeError):
+    """redis-server is missing, failed to start, or did not become ready."""
+
+
+def find_redis_server() -> Path:
+    """Locate the binary: `$LAGWATCH_REDIS_SERVER`, then `PATH`, then the usual system dirs."""
+    override = os.environ.get("LAGWATCH_REDIS_SERVER")
+    if override:
+        if not os.access(override, os.X_OK):
+            raise RedisServerError(f"$LAGWATCH_REDIS_SERVER={override!r} is not an executable file")
+        return Path(override)
+    found = shutil.which("redis-server")
+    if found:
+        return Path(found)
+    for directory in _FALLBACK_DIRS:
+        candidate = Path(directory, "redis-server")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise RedisServerError(
+        "redis-server not found (looked at $LAGWATCH_REDIS_SERVER, PATH and "
+        f"{', '.join(_FALLBACK_DIRS)}); install it with `apt-get install -y redis-server`"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _read_bulk(sock: socket.socket) -> bytes | None:
+    """Read one RESP bulk-string reply; None for anything else (e.g. `-LOADING` during AOF replay)."""
+    buf = b""
+    while b"\r\n" not in buf:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return None
+        buf += chunk
+    head, _, body = buf.partition(b"\r\n")
+    if not head.startswith(b"$"):
+        return None
+    size = int(head[1:])
+    while len(body) < size:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return None
+        body += chunk
+    return body[:size]
+
+
+def _serving_pid(port: int, timeout: float = 0.5) -> int | None:
+    """PID of the Redis answering on `port`, or None if none is ready yet.
+
+    Asking for the PID rather than just PINGing tells our server apart from another one that
+    already holds the port (ours then exits with "Address already in use").
+    """
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+            sock.sendall(b"INFO server\r\n")
+            info = _read_bulk(sock)
+    except (OSError, ValueError):
+        return None
+    for line in (info or b"").splitlines():
+        if line.startswith(b"process_id:"):
+            return int(line.split(b":", 1)[1])
+    return None
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the server's process group (it leads it), reaping the leader."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
+
+
+class RedisServer:
+    """A `redis-server` child process bound to 127.0.0.1.
+
+    A temporary directory (used when `dir` is None) is removed by `close()` / the context
+    manager, or at interpreter exit at the latest; `stop()` keeps it so `start()` can resume.
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        dir: Path | None = None,
+        appendonly: bool = False,
+        appendfsync: str = "everysec",
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = 10.0,
+    ) -> None:
+        self._requested_port = port
+        self._port: int | None = port
+        self.appendonly = appendonly
+        self.appendfsync = appendfsync
+        self.extra_args = tuple(extra_args)
+        self.startup_timeout = startup_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc_finalizer: weakref.finalize | None = None
+        if dir is None:
+            self.dir = Path(tempfile.mkdtemp(prefix="lagwatch-redis-"))
+            self._dir_finalizer: weakref.finalize | None = weakref.finalize(
+                self, shutil.rmtree, self.dir, ignore_errors=True)
+        else:
+            self.dir = Path(dir)
+            self._dir_finalizer = None
+
+    # -- properties ----------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RedisServerError("port is chosen by start(); call it first")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def log_file(self) -> Path:
+        return self.dir / LOG_FILE_NAME
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the server and wait until it answers (as itself); a no-op if it is running."""
+        if self.running:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        # An auto-picked port can be taken between probing and binding: retry with a new one.
+        attempts = 1 if self._requested_port is not None or self._port is not None else 3
+        for attempt in range(attempts):
+            if self._port is None:
+                self._port = _free_port()
+            try:
+                self._launch()
+                return
+            except RedisServerError:
+                if attempt == attempts - 1 or "Address already in use" not in self._log_tail():
+                    raise
+                self._port = None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop gracefully (SIGTERM: AOF is flushed and fsynced), SIGKILL after `timeout`."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout)
+        # Also sweeps AOF-rewrite children that could outlive a killed server.
+        _kill_group(proc)
+        self._detach_finalizer()
+
+    def kill(self) -> None:
+        """Crash the server (SIGKILL): writes not yet fsynced to the AOF may be lost."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            _kill_group(proc)
+        self._detach_finalizer()
+
+    def restart(self) -> None:
+        """Stop and start again on the same port and directory."""
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        """Stop and remove the temporary directory, if we created it."""
+        self.stop()
+        if self._dir_finalizer is not None:
+            self._dir_finalizer()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RedisServer(port={self._port}, dir={str(self.dir)!r}, running={self.running})"
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _command(self) -> list[str]:
+        return [
+            str(find_redis_server()),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.dir),
+            "--logfile", str(self.log_file),
+            "--daemonize", "no",
+            "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", self.appendfsync,
+            *self.extra_args,
+        ]
+
+    def _launch(self) -> None:
+        command = self._command()
+        # Truncate so an error's log tail only shows this attempt.
+        self.log_file.write_bytes(b"")
+        proc = subprocess.Popen(command, cwd=self.dir, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        self._proc = proc
+        # Kill it at interpreter exit if nobody calls stop() (e.g. a test crashed).
+        self._proc_finalizer = weakref.finalize(self, _kill_group, proc)
+        try:
+            self._wait_ready(proc)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RedisServerError(
+                    f"redis-server exited with code {proc.returncode} on port {self.port}; "
+                    f"log tail ({self.log_file}):\n{self._log_tail()}")
+            if _serving_pid(self.port) == proc.pid:
+                return
+            time.sleep(0.02)
+        raise RedisServerError(f"redis-server on port {self.port} not ready after {self.startup_timeout}s; "
+                               f"log tail ({self.log_file}):\n{self._log_tail()}")
+
+    def _log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "<no log>"
+
+    def _detach_finalizer(self) -> None:
+        if self._proc_finalizer is not None:
+            self._proc_finalizer.detach()
+            self._proc_finalizer = None
