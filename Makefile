@@ -32,6 +32,7 @@ bench: venv system-deps
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(VENV) .local .pytest_cache .ruff_cache .hypothesis

@@ -79,5 +79,7 @@ if __name__ == "__main__":
     print(f"store: one commit per call: {r['one_by_one_per_s']:,} commits/s")
     print(f"store: batches of {r['batch_size']}: {r['batched_per_s']:,} commits/s ({r['batched_commits']:,} commits)")
     print(f"store: batches, broker offsets read from Redis: {r['batched_fetching_broker_offsets_per_s']:,} commits/s")
-    print(f"store: Redis memory per full 10-entry partition window: {r['bytes_per_partition_window']} bytes "
-          f"({r['partition_windows']:,} windows)")
+    print(
+        f"store: Redis memory per full 10-entry partition window: {r['bytes_per_partition_window']} bytes "
+        f"({r['partition_windows']:,} windows)"
+    )

@@ -21,8 +21,18 @@ BENCHES = ["bench_rules", "bench_store"]
 
 
 def machine() -> dict:
-    mem_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                   if line.startswith("MemTotal")), 0) if Path("/proc/meminfo").exists() else 0
+    mem_kb = (
+        next(
+            (
+                int(line.split()[1])
+                for line in Path("/proc/meminfo").read_text().splitlines()
+                if line.startswith("MemTotal")
+            ),
+            0,
+        )
+        if Path("/proc/meminfo").exists()
+        else 0
+    )
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),

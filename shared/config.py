@@ -106,9 +106,11 @@ class SaslConfig:
     mechanism: str = field(
         default="",
         metadata={
-            "check": lambda v: None
-            if v in ("", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-            else "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+            "check": lambda v: (
+                None
+                if v in ("", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+                else "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+            )
         },
     )
     username: str = ""

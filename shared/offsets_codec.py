@@ -322,9 +322,7 @@ def _cbytes(buf: bytes, pos: int, field: str) -> tuple[bytes, int]:
 def _checked_count(buf: bytes, pos: int, n: int, field: str) -> tuple[int, int]:
     # Kafka refuses a count larger than the bytes left: no element is smaller than one byte.
     if n > len(buf) - pos:
-        raise CodecError(
-            field, f"truncated or bad count: {n} elements cannot fit in the {len(buf) - pos} bytes left"
-        )
+        raise CodecError(field, f"truncated or bad count: {n} elements cannot fit in the {len(buf) - pos} bytes left")
     return n, pos
 
 
@@ -397,9 +395,17 @@ def _offset_commit_builder() -> Callable[..., OffsetCommit]:
     new = object.__new__
 
     def build(
-        key_version: int, value_version: int | None, group: str, topic: str, partition: int,
-        offset: int | None, leader_epoch: int | None, metadata: str | None, commit_timestamp: int | None,
-        expire_timestamp: int | None, tombstone: bool,
+        key_version: int,
+        value_version: int | None,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int | None,
+        leader_epoch: int | None,
+        metadata: str | None,
+        commit_timestamp: int | None,
+        expire_timestamp: int | None,
+        tombstone: bool,
     ) -> OffsetCommit:
         record = new(OffsetCommit)
         s_kv(record, key_version)
@@ -430,9 +436,7 @@ def _decode_offset_commit(record_type: int, key: bytes, value: bytes | None) -> 
     try:
         (partition,) = _I32.unpack_from(key, pos)
         if not value:
-            return _new_offset_commit(
-                record_type, None, group, topic, partition, None, None, None, None, None, True
-            )
+            return _new_offset_commit(record_type, None, group, topic, partition, None, None, None, None, None, True)
         field = "value.version"
         (version,) = _I16.unpack_from(value, 0)
         if not 0 <= version <= 4:
@@ -460,8 +464,17 @@ def _decode_offset_commit(record_type: int, key: bytes, value: bytes | None) -> 
     except struct.error:
         raise CodecError(field, "truncated: the record ends inside this field") from None
     return _new_offset_commit(
-        record_type, version, group, topic, partition, offset, leader_epoch, metadata, commit_timestamp,
-        expire_timestamp, False,
+        record_type,
+        version,
+        group,
+        topic,
+        partition,
+        offset,
+        leader_epoch,
+        metadata,
+        commit_timestamp,
+        expire_timestamp,
+        False,
     )
 
 
@@ -482,7 +495,13 @@ def _decode_member(buf: bytes, pos: int, version: int, path: str) -> tuple[Group
     if version >= 4:
         pos = _skip_tags(buf, pos, path + ".tagged_fields")
     member = GroupMember(
-        member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout, subscription,
+        member_id,
+        instance_id,
+        client_id,
+        client_host,
+        rebalance_timeout,
+        session_timeout,
+        subscription,
         assignment,
     )
     return member, pos
@@ -509,8 +528,16 @@ def _decode_group_metadata(record_type: int, key: bytes, value: bytes | None) ->
     if version >= 4:
         _skip_tags(value, pos, "value.tagged_fields")
     return GroupMetadata(
-        record_type, version, group, protocol_type, generation, protocol, leader, state_timestamp,
-        tuple(members), False,
+        record_type,
+        version,
+        group,
+        protocol_type,
+        generation,
+        protocol,
+        leader,
+        state_timestamp,
+        tuple(members),
+        False,
     )
 
 
@@ -572,9 +599,7 @@ def _decode_consumer_group_assignment(
     return ConsumerGroupAssignment(record_type, group, member_id, member_epoch, assigned, False)
 
 
-def decode_record(
-    key: bytes, value: bytes | None, *, topic_names: Mapping[str, str] | None = None
-) -> Record:
+def decode_record(key: bytes, value: bytes | None, *, topic_names: Mapping[str, str] | None = None) -> Record:
     """Decodes one ``__consumer_offsets`` record; a ``None`` or empty value is a tombstone.
 
     ``topic_names`` (topic id as 32 hex digits -> name) names the topics of KIP-848 assignments.

@@ -26,7 +26,14 @@ def test_rules_eval_answers_every_seed_example(case):
     assert answer["status"] == case["expect"]["status"]
     assert [p["status"] for p in answer["partitions"]] == [p["status"] for p in case["expect"]["partitions"]]
     assert set(answer) == {
-        "cluster", "group", "status", "complete", "partition_count", "totallag", "maxlag", "partitions"
+        "cluster",
+        "group",
+        "status",
+        "complete",
+        "partition_count",
+        "totallag",
+        "maxlag",
+        "partitions",
     }
     assert set(answer["partitions"][0]) == {"topic", "partition", "status", "start", "end", "current_lag", "complete"}
 
@@ -44,11 +51,16 @@ def test_rules_eval_reads_a_file(tmp_path):
     [
         ("not json", "not valid JSON"),
         ("[]", "request: expected an object"),
-        ('{"now_ms": 1, "cluster": "c", "group": "g", "partitions": [{"topic": "t", "partition": 0}]}',
-         "partitions[0].offsets"),
+        (
+            '{"now_ms": 1, "cluster": "c", "group": "g", "partitions": [{"topic": "t", "partition": 0}]}',
+            "partitions[0].offsets",
+        ),
         ('{"now_ms": "soon", "cluster": "c", "group": "g", "partitions": []}', "now_ms"),
-        ('{"now_ms": 1, "cluster": "c", "group": "g", "partitions": [{"topic": "t", "partition": 0, '
-         '"offsets": [{"offset": 1, "timestamp": 1, "lag": -3}]}]}', "partitions[0].offsets[0].lag"),
+        (
+            '{"now_ms": 1, "cluster": "c", "group": "g", "partitions": [{"topic": "t", "partition": 0, '
+            '"offsets": [{"offset": 1, "timestamp": 1, "lag": -3}]}]}',
+            "partitions[0].offsets[0].lag",
+        ),
     ],
 )
 def test_rules_eval_rejects_bad_input_with_exit_code_2_and_one_line(stdin, says):
@@ -65,22 +77,44 @@ def test_offsets_decode_an_offset_commit():
     result = lagwatch("offsets", "decode", key, value)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) | {"tombstone": False} == {
-        "kind": "offset_commit", "key_version": 1, "value_version": 3, "group": "billing", "topic": "orders",
-        "partition": 3, "offset": 42, "leader_epoch": 7, "metadata": "m", "commit_timestamp": 1700000000000,
-        "expire_timestamp": None, "tombstone": False,
+        "kind": "offset_commit",
+        "key_version": 1,
+        "value_version": 3,
+        "group": "billing",
+        "topic": "orders",
+        "partition": 3,
+        "offset": 42,
+        "leader_epoch": 7,
+        "metadata": "m",
+        "commit_timestamp": 1700000000000,
+        "expire_timestamp": None,
+        "tombstone": False,
     }
 
 
 def test_offsets_decode_group_metadata_and_a_tombstone():
-    member = codec.GroupMember("m-1", "static-1", "client-a", "/10.0.0.7", 300000, 45000,
-                               codec.encode_subscription(["orders"]), codec.encode_assignment({"orders": [0, 2]}))
+    member = codec.GroupMember(
+        "m-1",
+        "static-1",
+        "client-a",
+        "/10.0.0.7",
+        300000,
+        45000,
+        codec.encode_subscription(["orders"]),
+        codec.encode_assignment({"orders": [0, 2]}),
+    )
     value = codec.encode_group_metadata_value(generation=5, protocol="range", leader="m-1", members=[member])
     key = codec.encode_group_metadata_key("billing").hex()
     decoded = json.loads(lagwatch("offsets", "decode", key, value.hex()).stdout)
     assert (decoded["kind"], decoded["generation"], decoded["leader"]) == ("group_metadata", 5, "m-1")
     assert decoded["members"][0] | {} == {
-        "member_id": "m-1", "group_instance_id": "static-1", "client_id": "client-a", "client_host": "/10.0.0.7",
-        "session_timeout": 45000, "rebalance_timeout": 300000, "assignment": {"orders": [0, 2]},
+        "member_id": "m-1",
+        "group_instance_id": "static-1",
+        "client_id": "client-a",
+        "client_host": "/10.0.0.7",
+        "session_timeout": 45000,
+        "rebalance_timeout": 300000,
+        "assignment": {"orders": [0, 2]},
     }
     tombstone = json.loads(lagwatch("offsets", "decode", key).stdout)
     assert tombstone["tombstone"] is True and tombstone["group"] == "billing"

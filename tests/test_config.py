@@ -20,7 +20,10 @@ def test_defaults_are_burrows():
 
 
 def test_yaml_file_with_several_named_clusters(tmp_path):
-    path = write(tmp_path, "lagwatch.yaml", """
+    path = write(
+        tmp_path,
+        "lagwatch.yaml",
+        """
 storage: {intervals: 12, min-distance: 5, group-denylist: "^console-consumer-"}
 clusters:
   prod:
@@ -28,7 +31,8 @@ clusters:
     offset-refresh: 30
     sasl: {mechanism: SCRAM-SHA-512, username: lw, password: secret}
   staging: {bootstrap-servers: ["s1:9092"], start-latest: true}
-""")
+""",
+    )
     cfg = load_config(path, env={})
     assert cfg.storage.intervals == 12 and cfg.window().min_distance_ms == 5000
     assert cfg.cluster("prod").bootstrap_servers == ["k1:9092", "k2:9092"]
@@ -38,7 +42,7 @@ clusters:
 
 
 def test_toml_file_works_too(tmp_path):
-    path = write(tmp_path, "lagwatch.toml", '[evaluator]\nallowed-lag = 5\nminimum-complete = 0.5\n')
+    path = write(tmp_path, "lagwatch.toml", "[evaluator]\nallowed-lag = 5\nminimum-complete = 0.5\n")
     cfg = load_config(path, env={})
     assert cfg.rules().allowed_lag == 5 and cfg.rules().minimum_complete == 0.5
 

@@ -23,16 +23,25 @@ def wait_for(path, proc, timeout=30):
 
 
 def test_dev_up_serves_redis_and_kafka_until_interrupted(tmp_path):
-    proc = subprocess.Popen([LAGWATCH, "dev", "up", "--state-dir", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [LAGWATCH, "dev", "up", "--state-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         env = wait_for(tmp_path / "env", proc)
         assert redis.Redis.from_url(env["REDIS_URL"]).ping()
         producer = Producer({"bootstrap.servers": env["KAFKA_BOOTSTRAP_SERVERS"]})
         producer.produce("lagwatch.status", b"hello", partition=0)
         assert producer.flush(10) == 0
-        consumer = Consumer({"bootstrap.servers": env["KAFKA_BOOTSTRAP_SERVERS"], "group.id": "dev-up-test",
-                             "auto.offset.reset": "earliest"})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": env["KAFKA_BOOTSTRAP_SERVERS"],
+                "group.id": "dev-up-test",
+                "auto.offset.reset": "earliest",
+            }
+        )
         consumer.subscribe(["lagwatch.status"])
         msg = None
         deadline = time.monotonic() + 20

@@ -55,8 +55,9 @@ def _produce(bootstrap: str, topic: str, count: int, partitions: int, **conf: ob
         offsets.append(msg.offset())  # type: ignore[attr-defined]
 
     for i in range(count):
-        producer.produce(topic, value=f"v{i}".encode(), key=f"k{i}".encode(), partition=i % partitions,
-                         on_delivery=on_delivery)
+        producer.produce(
+            topic, value=f"v{i}".encode(), key=f"k{i}".encode(), partition=i % partitions, on_delivery=on_delivery
+        )
     assert producer.flush(10) == 0
     return offsets
 
@@ -141,8 +142,14 @@ def test_confluent_produce_consume_and_commit_round_trip(cluster: MockKafkaClust
     cluster.create_topic(topic, 3)
     assert sorted(_produce(cluster.bootstrap, topic, 9, 3)) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
 
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         consumer.subscribe([topic])
         values = []
@@ -174,8 +181,13 @@ async def test_aiokafka_produce_fetch_and_commit_round_trip(cluster: MockKafkaCl
     finally:
         await producer.stop()
 
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group,
-                                auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=cluster.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     await consumer.start()
     try:
         values: list[bytes] = []
@@ -202,8 +214,9 @@ def test_fixed_port_cluster_serves_groups_through_the_forwarder() -> None:
 
         mock.create_topic("fixed", 2)
         _produce(mock.bootstrap, "fixed", 4, 2)
-        consumer = Consumer({"bootstrap.servers": mock.bootstrap, "group.id": _unique("g"),
-                             "enable.auto.commit": False})
+        consumer = Consumer(
+            {"bootstrap.servers": mock.bootstrap, "group.id": _unique("g"), "enable.auto.commit": False}
+        )
         try:
             offsets = [CKTopicPartition("fixed", p, 2) for p in range(2)]
             consumer.commit(offsets=offsets, asynchronous=False)
@@ -256,9 +269,15 @@ async def test_killed_process_restarts_on_the_same_fixed_port(tmp_path: Path) ->
     proc, control = start_mock_kafka_process(tmp_path, {topic: 2}, port=port, groups=[group])
     restarted = None
     producer = AIOKafkaProducer(bootstrap_servers=control.bootstrap)
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=control.bootstrap, group_id=group,
-                                auto_offset_reset="earliest", enable_auto_commit=False,
-                                session_timeout_ms=2000, heartbeat_interval_ms=300)
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=control.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=2000,
+        heartbeat_interval_ms=300,
+    )
     await producer.start()
     await consumer.start()
     try:

@@ -107,19 +107,29 @@ NO_TAGS = tags()
 
 def test_offset_commit_known_bytes() -> None:
     """Key type 1 (group "g", topic "t", partition 3) and a v3 value, byte by byte."""
-    key = bytes.fromhex("0001" "0001" "67" "0001" "74" "00000003")
+    key = bytes.fromhex("000100016700017400000003")
     value = bytes.fromhex(
         "0003"  # value version 3
         "000000000000002a"  # offset 42
         "00000007"  # leader epoch 7
-        "0001" "6d"  # metadata "m"
+        "0001"
+        "6d"  # metadata "m"
         "00000000000003e8"  # commit timestamp 1000
     )
     assert encode_offset_commit_key("g", "t", 3) == key
     assert encode_offset_commit_value(42, 1000, metadata="m", leader_epoch=7) == value
     expected = OffsetCommit(
-        key_version=1, value_version=3, group="g", topic="t", partition=3, offset=42, leader_epoch=7,
-        metadata="m", commit_timestamp=1000, expire_timestamp=None, tombstone=False,
+        key_version=1,
+        value_version=3,
+        group="g",
+        topic="t",
+        partition=3,
+        offset=42,
+        leader_epoch=7,
+        metadata="m",
+        commit_timestamp=1000,
+        expire_timestamp=None,
+        tombstone=False,
     )
     decoded = decode_record(key, value)
     assert decoded == expected
@@ -152,8 +162,16 @@ def test_offset_commit_every_key_and_value_version(key_version: int, value_versi
     assert encoded == value
     expected = {"leader_epoch": None, "expire_timestamp": None, **present}
     assert decode_record(key, value) == OffsetCommit(
-        key_version=key_version, value_version=value_version, group="orders-app", topic="orders",
-        partition=11, offset=42, metadata="meta", commit_timestamp=1000, tombstone=False, **expected,
+        key_version=key_version,
+        value_version=value_version,
+        group="orders-app",
+        topic="orders",
+        partition=11,
+        offset=42,
+        metadata="meta",
+        commit_timestamp=1000,
+        tombstone=False,
+        **expected,
     )
 
 
@@ -186,12 +204,24 @@ def test_any_bytes_like_buffer_is_accepted() -> None:
 # ------------------------------------------------------------------------------------- group metadata
 
 ALICE = GroupMember(
-    member_id="consumer-1-a", group_instance_id="static-a", client_id="consumer-1", client_host="/10.0.0.1",
-    rebalance_timeout=300000, session_timeout=45000, subscription=b"sub-a", assignment=b"asg-a",
+    member_id="consumer-1-a",
+    group_instance_id="static-a",
+    client_id="consumer-1",
+    client_host="/10.0.0.1",
+    rebalance_timeout=300000,
+    session_timeout=45000,
+    subscription=b"sub-a",
+    assignment=b"asg-a",
 )
 BOB = GroupMember(
-    member_id="consumer-2-b", group_instance_id=None, client_id="consumer-2", client_host="/10.0.0.2",
-    rebalance_timeout=60000, session_timeout=10000, subscription=b"", assignment=b"",
+    member_id="consumer-2-b",
+    group_instance_id=None,
+    client_id="consumer-2",
+    client_host="/10.0.0.2",
+    rebalance_timeout=60000,
+    session_timeout=10000,
+    subscription=b"",
+    assignment=b"",
 )
 
 
@@ -199,16 +229,25 @@ def member_bytes(m: GroupMember, version: int) -> bytes:
     """MemberMetadata as GroupMetadataValue `version` lays it out."""
     if version >= 4:
         return (
-            cs(m.member_id) + cs(m.group_instance_id) + cs(m.client_id) + cs(m.client_host)
-            + i32(m.rebalance_timeout or 0) + i32(m.session_timeout) + cb(m.subscription) + cb(m.assignment)
+            cs(m.member_id)
+            + cs(m.group_instance_id)
+            + cs(m.client_id)
+            + cs(m.client_host)
+            + i32(m.rebalance_timeout or 0)
+            + i32(m.session_timeout)
+            + cb(m.subscription)
+            + cb(m.assignment)
             + NO_TAGS
         )
     return (
         s(m.member_id)
         + (s(m.group_instance_id) if version >= 3 else b"")
-        + s(m.client_id) + s(m.client_host)
+        + s(m.client_id)
+        + s(m.client_host)
         + (i32(m.rebalance_timeout or 0) if version >= 1 else b"")
-        + i32(m.session_timeout) + b32(m.subscription) + b32(m.assignment)
+        + i32(m.session_timeout)
+        + b32(m.subscription)
+        + b32(m.assignment)
     )
 
 
@@ -227,13 +266,19 @@ def group_value_bytes(version: int, members: list[GroupMember]) -> bytes:
 def as_decoded(m: GroupMember, version: int) -> GroupMember:
     """What survives a trip through `version`: no instance id before v3, no rebalance timeout in v0."""
     return GroupMember(
-        m.member_id, m.group_instance_id if version >= 3 else None, m.client_id, m.client_host,
-        m.rebalance_timeout if version >= 1 else None, m.session_timeout, m.subscription, m.assignment,
+        m.member_id,
+        m.group_instance_id if version >= 3 else None,
+        m.client_id,
+        m.client_host,
+        m.rebalance_timeout if version >= 1 else None,
+        m.session_timeout,
+        m.subscription,
+        m.assignment,
     )
 
 
 def test_group_metadata_key_known_bytes() -> None:
-    assert encode_group_metadata_key("g1") == bytes.fromhex("0002" "0002" "6731")
+    assert encode_group_metadata_key("g1") == bytes.fromhex("000200026731")
 
 
 def test_group_metadata_v3_known_bytes() -> None:
@@ -241,19 +286,27 @@ def test_group_metadata_v3_known_bytes() -> None:
     member = GroupMember("m", "i", "c", "h", 7, 8, b"\x01", b"")
     value = bytes.fromhex(
         "0003"  # value version 3
-        "0008" "636f6e73756d6572"  # protocol type "consumer"
+        "0008"
+        "636f6e73756d6572"  # protocol type "consumer"
         "00000002"  # generation 2
-        "0005" "72616e6765"  # protocol "range"
-        "0001" "6d"  # leader "m"
+        "0005"
+        "72616e6765"  # protocol "range"
+        "0001"
+        "6d"  # leader "m"
         "ffffffffffffffff"  # current state timestamp -1
         "00000001"  # one member:
-        "0001" "6d"  # member id "m"
-        "0001" "69"  # group instance id "i"
-        "0001" "63"  # client id "c"
-        "0001" "68"  # client host "h"
+        "0001"
+        "6d"  # member id "m"
+        "0001"
+        "69"  # group instance id "i"
+        "0001"
+        "63"  # client id "c"
+        "0001"
+        "68"  # client host "h"
         "00000007"  # rebalance timeout 7
         "00000008"  # session timeout 8
-        "00000001" "01"  # subscription
+        "00000001"
+        "01"  # subscription
         "00000000"  # assignment (empty)
     )
     encoded = encode_group_metadata_value(generation=2, protocol="range", leader="m", members=[member])
@@ -266,15 +319,26 @@ def test_group_metadata_v3_known_bytes() -> None:
 def test_group_metadata_every_value_version(version: int) -> None:
     value = group_value_bytes(version, [ALICE, BOB])
     encoded = encode_group_metadata_value(
-        generation=5, protocol="range", leader=ALICE.member_id, members=[ALICE, BOB],
-        current_state_timestamp=1234, version=version,
+        generation=5,
+        protocol="range",
+        leader=ALICE.member_id,
+        members=[ALICE, BOB],
+        current_state_timestamp=1234,
+        version=version,
     )
     assert encoded == value
     record = decode_record(encode_group_metadata_key("orders-app"), value)
     assert record == GroupMetadata(
-        key_version=2, value_version=version, group="orders-app", protocol_type="consumer", generation=5,
-        protocol="range", leader=ALICE.member_id, current_state_timestamp=1234 if version >= 2 else None,
-        members=(as_decoded(ALICE, version), as_decoded(BOB, version)), tombstone=False,
+        key_version=2,
+        value_version=version,
+        group="orders-app",
+        protocol_type="consumer",
+        generation=5,
+        protocol="range",
+        leader=ALICE.member_id,
+        current_state_timestamp=1234 if version >= 2 else None,
+        members=(as_decoded(ALICE, version), as_decoded(BOB, version)),
+        tombstone=False,
     )
 
 
@@ -301,12 +365,16 @@ def test_group_metadata_tombstone(empty: bytes | None) -> None:
 
 def test_flexible_group_metadata_skips_unknown_tagged_fields() -> None:
     """v4 puts a tagged-fields section after every member and after the whole value."""
-    member = (
-        cs("m") + cs(None) + cs("c") + cs("h") + i32(1) + i32(2) + cb(b"") + cb(b"")
-        + tags((3, b"member extra"))
-    )
+    member = cs("m") + cs(None) + cs("c") + cs("h") + i32(1) + i32(2) + cb(b"") + cb(b"") + tags((3, b"member extra"))
     value = (
-        i16(4) + cs("consumer") + i32(9) + cs("range") + cs("m") + i64(77) + uv(2) + member
+        i16(4)
+        + cs("consumer")
+        + i32(9)
+        + cs("range")
+        + cs("m")
+        + i64(77)
+        + uv(2)
+        + member
         + tags((0, b"x"), (1, b"yz"))
     )
     record = decode_record(encode_group_metadata_key("g"), value)
@@ -335,8 +403,14 @@ def test_assignment_known_bytes() -> None:
     data = bytes.fromhex(
         "0000"  # version 0
         "00000002"  # two topics
-        "0001" "61" "00000002" "00000000" "00000003"  # "a": [0, 3]
-        "0001" "62" "00000000"  # "b": []
+        "0001"
+        "61"
+        "00000002"
+        "00000000"
+        "00000003"  # "a": [0, 3]
+        "0001"
+        "62"
+        "00000000"  # "b": []
         "ffffffff"  # user data: null
     )
     assert encode_assignment({"a": [0, 3], "b": []}) == data
@@ -400,19 +474,36 @@ def test_consumer_group_member_known_bytes() -> None:
     """Record type 5, ConsumerGroupMemberMetadataValue v0 (flexible), with a classic-member tag."""
     key = i16(5) + s("grp") + s("member-A")
     value = (
-        i16(0) + cs("inst-1") + cs(None) + cs("client-1") + cs("/10.0.0.1")
-        + uv(3) + cs("orders") + cs("payments")  # subscribed topic names
-        + cs(None) + i32(45000) + cs("uniform")  # regex, rebalance timeout, server assignor
+        i16(0)
+        + cs("inst-1")
+        + cs(None)
+        + cs("client-1")
+        + cs("/10.0.0.1")
+        + uv(3)
+        + cs("orders")
+        + cs("payments")  # subscribed topic names
+        + cs(None)
+        + i32(45000)
+        + cs("uniform")  # regex, rebalance timeout, server assignor
         + tags((0, i32(10000) + uv(1)))  # classic member metadata: session timeout, no protocols
     )
     assert decode_record(key, value) == ConsumerGroupMember(
-        record_type=5, group="grp", member_id="member-A", client_id="client-1", client_host="/10.0.0.1",
-        instance_id="inst-1", tombstone=False,
+        record_type=5,
+        group="grp",
+        member_id="member-A",
+        client_id="client-1",
+        client_host="/10.0.0.1",
+        instance_id="inst-1",
+        tombstone=False,
     )
     assert encode_consumer_group_member_key("grp", "member-A") == key
     encoded = encode_consumer_group_member_value(
-        client_id="client-1", client_host="/10.0.0.1", instance_id="inst-1",
-        subscribed_topics=["orders", "payments"], rebalance_timeout=45000, server_assignor="uniform",
+        client_id="client-1",
+        client_host="/10.0.0.1",
+        instance_id="inst-1",
+        subscribed_topics=["orders", "payments"],
+        rebalance_timeout=45000,
+        server_assignor="uniform",
     )
     assert encoded == value[: -len(tags((0, i32(10000) + uv(1))))] + NO_TAGS
 
@@ -422,20 +513,39 @@ def test_consumer_group_assignment_known_bytes() -> None:
     key = i16(8) + s("grp") + s("member-A")
     epochs = uv(4) + i32(3) + i32(3) + i32(3)
     value = (
-        i16(0) + i32(12) + i32(11) + i8(0)  # member epoch, previous epoch, state
-        + uv(2) + bytes.fromhex(TOPIC_ID) + uv(4) + i32(0) + i32(1) + i32(2) + tags((0, epochs))
-        + uv(2) + bytes.fromhex(OTHER_TOPIC_ID) + uv(2) + i32(9) + NO_TAGS  # pending revocation
+        i16(0)
+        + i32(12)
+        + i32(11)
+        + i8(0)  # member epoch, previous epoch, state
+        + uv(2)
+        + bytes.fromhex(TOPIC_ID)
+        + uv(4)
+        + i32(0)
+        + i32(1)
+        + i32(2)
+        + tags((0, epochs))
+        + uv(2)
+        + bytes.fromhex(OTHER_TOPIC_ID)
+        + uv(2)
+        + i32(9)
+        + NO_TAGS  # pending revocation
         + NO_TAGS
     )
     assert decode_record(key, value) == ConsumerGroupAssignment(
-        record_type=8, group="grp", member_id="member-A", member_epoch=12, partitions={TOPIC_ID: [0, 1, 2]},
+        record_type=8,
+        group="grp",
+        member_id="member-A",
+        member_epoch=12,
+        partitions={TOPIC_ID: [0, 1, 2]},
         tombstone=False,
     )
     named = decode_record(key, value, topic_names={TOPIC_ID: "orders"})
     assert isinstance(named, ConsumerGroupAssignment) and named.partitions == {"orders": [0, 1, 2]}
     assert encode_consumer_group_assignment_key("grp", "member-A") == key
     encoded = encode_consumer_group_assignment_value(
-        member_epoch=12, previous_member_epoch=11, partitions={TOPIC_ID: [0, 1, 2]},
+        member_epoch=12,
+        previous_member_epoch=11,
+        partitions={TOPIC_ID: [0, 1, 2]},
         pending_revocation={OTHER_TOPIC_ID: [9]},
     )
     assert encoded == value.replace(tags((0, epochs)), NO_TAGS)
@@ -496,14 +606,30 @@ def test_unknown_value_version_is_an_error_like_kafka(key: bytes, bad_version: i
         (i16(1) + i16(2) + b"\xff\xfe" + s("t") + i32(0), None, "key.group", "UTF-8"),
         (i16(1) + s("g") + s("t") + b"\x00\x00", None, "key.partition", "truncated"),
         (encode_offset_commit_key("g", "t", 0), i16(3) + i64(1) + b"\x00", "value.leader_epoch", "truncated"),
-        (encode_offset_commit_key("g", "t", 0), i16(4) + i64(1) + i32(0) + uv(40000) + b"x",
-         "value.metadata", "exceeds"),
-        (encode_offset_commit_key("g", "t", 0), i16(4) + i64(1) + i32(0) + b"\xff" * 5 + b"\x01",
-         "value.metadata", "varint"),
-        (encode_group_metadata_key("g"), i16(0) + s("c") + i32(1) + s(None) + s(None) + i32(1000),
-         "value.members", "cannot fit"),
-        (encode_group_metadata_key("g"), i16(0) + s("c") + i32(1) + s(None) + s(None) + i32(-1),
-         "value.members", "null"),
+        (
+            encode_offset_commit_key("g", "t", 0),
+            i16(4) + i64(1) + i32(0) + uv(40000) + b"x",
+            "value.metadata",
+            "exceeds",
+        ),
+        (
+            encode_offset_commit_key("g", "t", 0),
+            i16(4) + i64(1) + i32(0) + b"\xff" * 5 + b"\x01",
+            "value.metadata",
+            "varint",
+        ),
+        (
+            encode_group_metadata_key("g"),
+            i16(0) + s("c") + i32(1) + s(None) + s(None) + i32(1000),
+            "value.members",
+            "cannot fit",
+        ),
+        (
+            encode_group_metadata_key("g"),
+            i16(0) + s("c") + i32(1) + s(None) + s(None) + i32(-1),
+            "value.members",
+            "null",
+        ),
     ],
 )
 def test_malformed_bytes_name_the_field(key: bytes, value: bytes | None, field: str, reason: str) -> None:
@@ -517,7 +643,10 @@ def test_codec_error_survives_pickling() -> None:
     error = CodecError("value.offset", "truncated", 1)
     copy = pickle.loads(pickle.dumps(error))
     assert (copy.field, copy.reason, copy.record_type, str(copy)) == (
-        "value.offset", "truncated", 1, "record type 1: value.offset: truncated",
+        "value.offset",
+        "truncated",
+        1,
+        "record type 1: value.offset: truncated",
     )
     assert isinstance(copy, ValueError)
 
@@ -528,28 +657,58 @@ def test_codec_error_survives_pickling() -> None:
 def test_offset_commit_json() -> None:
     record = decode_record(encode_offset_commit_key("g", "t", 3), OFFSET_VALUES[1][0])
     assert record_to_json(record) == {
-        "kind": "offset_commit", "key_version": 1, "value_version": 1, "group": "g", "topic": "t",
-        "partition": 3, "offset": 42, "leader_epoch": None, "metadata": "meta", "commit_timestamp": 1000,
-        "expire_timestamp": 2000, "tombstone": False,
+        "kind": "offset_commit",
+        "key_version": 1,
+        "value_version": 1,
+        "group": "g",
+        "topic": "t",
+        "partition": 3,
+        "offset": 42,
+        "leader_epoch": None,
+        "metadata": "meta",
+        "commit_timestamp": 1000,
+        "expire_timestamp": 2000,
+        "tombstone": False,
     }
     tombstone = record_to_json(decode_record(encode_offset_commit_key("g", "t", 3), None))
     assert tombstone["tombstone"] is True and tombstone["offset"] is None
 
 
 def test_group_metadata_json_decodes_assignments() -> None:
-    member = GroupMember("m1", "static", "c1", "/h", 300, 45, encode_subscription(["t"]),
-                         encode_assignment({"t": [0, 1]}))
+    member = GroupMember(
+        "m1", "static", "c1", "/h", 300, 45, encode_subscription(["t"]), encode_assignment({"t": [0, 1]})
+    )
     broken = GroupMember("m2", None, "c2", "/h2", 300, 45, b"", b"\x00\x00\x00")
     value = encode_group_metadata_value(generation=3, protocol="range", leader="m1", members=[member, broken])
     assert record_to_json(decode_record(encode_group_metadata_key("g"), value)) == {
-        "kind": "group_metadata", "key_version": 2, "value_version": 3, "group": "g",
-        "protocol_type": "consumer", "generation": 3, "protocol": "range", "leader": "m1",
+        "kind": "group_metadata",
+        "key_version": 2,
+        "value_version": 3,
+        "group": "g",
+        "protocol_type": "consumer",
+        "generation": 3,
+        "protocol": "range",
+        "leader": "m1",
         "members": [
-            {"member_id": "m1", "group_instance_id": "static", "client_id": "c1", "client_host": "/h",
-             "session_timeout": 45, "rebalance_timeout": 300, "assignment": {"t": [0, 1]}},
+            {
+                "member_id": "m1",
+                "group_instance_id": "static",
+                "client_id": "c1",
+                "client_host": "/h",
+                "session_timeout": 45,
+                "rebalance_timeout": 300,
+                "assignment": {"t": [0, 1]},
+            },
             # an undecodable assignment shows as null rather than hiding the whole record
-            {"member_id": "m2", "group_instance_id": None, "client_id": "c2", "client_host": "/h2",
-             "session_timeout": 45, "rebalance_timeout": 300, "assignment": None},
+            {
+                "member_id": "m2",
+                "group_instance_id": None,
+                "client_id": "c2",
+                "client_host": "/h2",
+                "session_timeout": 45,
+                "rebalance_timeout": 300,
+                "assignment": None,
+            },
         ],
         "tombstone": False,
     }
@@ -558,8 +717,9 @@ def test_group_metadata_json_decodes_assignments() -> None:
 def test_non_consumer_groups_have_no_decoded_assignment() -> None:
     """Kafka Connect groups use their own assignment format: it is not read as a consumer's."""
     member = GroupMember("w1", None, "connect-1", "/h", 300, 45, b"", encode_assignment({"t": [0]}))
-    value = encode_group_metadata_value(protocol_type="connect", generation=1, protocol="sessioned",
-                                        leader="w1", members=[member])
+    value = encode_group_metadata_value(
+        protocol_type="connect", generation=1, protocol="sessioned", leader="w1", members=[member]
+    )
     view = record_to_json(decode_record(encode_group_metadata_key("connect-cluster"), value))
     assert view["members"][0]["assignment"] is None
 
@@ -570,19 +730,32 @@ def test_kip848_and_other_json() -> None:
         encode_consumer_group_member_value(client_id="c", client_host="/h", instance_id="i"),
     )
     assert record_to_json(member) == {
-        "kind": "consumer_group_member", "record_type": 5, "group": "g", "member_id": "m", "client_id": "c",
-        "client_host": "/h", "instance_id": "i", "tombstone": False,
+        "kind": "consumer_group_member",
+        "record_type": 5,
+        "group": "g",
+        "member_id": "m",
+        "client_id": "c",
+        "client_host": "/h",
+        "instance_id": "i",
+        "tombstone": False,
     }
     assignment = decode_record(
         encode_consumer_group_assignment_key("g", "m"),
         encode_consumer_group_assignment_value(member_epoch=4, partitions={TOPIC_ID: [1]}),
     )
     assert record_to_json(assignment) == {
-        "kind": "consumer_group_assignment", "record_type": 8, "group": "g", "member_id": "m",
-        "member_epoch": 4, "partitions": {TOPIC_ID: [1]}, "tombstone": False,
+        "kind": "consumer_group_assignment",
+        "record_type": 8,
+        "group": "g",
+        "member_id": "m",
+        "member_epoch": 4,
+        "partitions": {TOPIC_ID: [1]},
+        "tombstone": False,
     }
     assert record_to_json(decode_record(i16(3) + s("g"), None)) == {
-        "kind": "other", "record_type": 3, "tombstone": True,
+        "kind": "other",
+        "record_type": 3,
+        "tombstone": True,
     }
     json.dumps([record_to_json(member), record_to_json(assignment)])
 
@@ -608,15 +781,30 @@ def offset_commit_records(draw: st.DrawFn) -> tuple[bytes, bytes, OffsetCommit]:
         offset, commit, metadata=metadata, leader_epoch=epoch, expire_timestamp=expire, version=value_version
     )
     expected = OffsetCommit(
-        key_version, value_version, group, topic, partition, offset, epoch if value_version >= 3 else None,
-        metadata, commit, expire if value_version == 1 else None, False,
+        key_version,
+        value_version,
+        group,
+        topic,
+        partition,
+        offset,
+        epoch if value_version >= 3 else None,
+        metadata,
+        commit,
+        expire if value_version == 1 else None,
+        False,
     )
     return key, value, expected
 
 
 group_members = st.builds(
-    GroupMember, member_id=texts, group_instance_id=st.none() | texts, client_id=texts, client_host=texts,
-    rebalance_timeout=int32s, session_timeout=int32s, subscription=st.binary(max_size=8),
+    GroupMember,
+    member_id=texts,
+    group_instance_id=st.none() | texts,
+    client_id=texts,
+    client_host=texts,
+    rebalance_timeout=int32s,
+    session_timeout=int32s,
+    subscription=st.binary(max_size=8),
     assignment=st.dictionaries(texts, partition_lists, max_size=3).map(encode_assignment),
 )
 
@@ -627,12 +815,25 @@ def group_metadata_records(draw: st.DrawFn) -> tuple[bytes, bytes, GroupMetadata
     group, protocol_type, generation = draw(texts), draw(texts), draw(int32s)
     protocol, leader, state_time = draw(st.none() | texts), draw(st.none() | texts), draw(int64s)
     value = encode_group_metadata_value(
-        protocol_type=protocol_type, generation=generation, protocol=protocol, leader=leader, members=members,
-        current_state_timestamp=state_time, version=version,
+        protocol_type=protocol_type,
+        generation=generation,
+        protocol=protocol,
+        leader=leader,
+        members=members,
+        current_state_timestamp=state_time,
+        version=version,
     )
     expected = GroupMetadata(
-        2, version, group, protocol_type, generation, protocol, leader, state_time if version >= 2 else None,
-        tuple(as_decoded(m, version) for m in members), False,
+        2,
+        version,
+        group,
+        protocol_type,
+        generation,
+        protocol,
+        leader,
+        state_time if version >= 2 else None,
+        tuple(as_decoded(m, version) for m in members),
+        False,
     )
     return encode_group_metadata_key(group), value, expected
 
@@ -640,12 +841,21 @@ def group_metadata_records(draw: st.DrawFn) -> tuple[bytes, bytes, GroupMetadata
 @st.composite
 def consumer_group_member_records(draw: st.DrawFn) -> tuple[bytes, bytes, ConsumerGroupMember]:
     group, member_id, client_id, client_host, instance = (
-        draw(texts), draw(texts), draw(texts), draw(texts), draw(st.none() | texts)
+        draw(texts),
+        draw(texts),
+        draw(texts),
+        draw(texts),
+        draw(st.none() | texts),
     )
     value = encode_consumer_group_member_value(
-        client_id=client_id, client_host=client_host, instance_id=instance, rack_id=draw(st.none() | texts),
-        subscribed_topics=draw(st.lists(texts, max_size=3)), subscribed_regex=draw(st.none() | texts),
-        rebalance_timeout=draw(int32s), server_assignor=draw(st.none() | texts),
+        client_id=client_id,
+        client_host=client_host,
+        instance_id=instance,
+        rack_id=draw(st.none() | texts),
+        subscribed_topics=draw(st.lists(texts, max_size=3)),
+        subscribed_regex=draw(st.none() | texts),
+        rebalance_timeout=draw(int32s),
+        server_assignor=draw(st.none() | texts),
     )
     expected = ConsumerGroupMember(5, group, member_id, client_id, client_host, instance, False)
     return encode_consumer_group_member_key(group, member_id), value, expected
@@ -656,7 +866,10 @@ def consumer_group_assignment_records(draw: st.DrawFn) -> tuple[bytes, bytes, Co
     group, member_id, epoch = draw(texts), draw(texts), draw(int32s)
     partitions = draw(st.dictionaries(topic_ids, partition_lists, max_size=3))
     value = encode_consumer_group_assignment_value(
-        member_epoch=epoch, partitions=partitions, previous_member_epoch=draw(int32s), state=draw(int8s),
+        member_epoch=epoch,
+        partitions=partitions,
+        previous_member_epoch=draw(int32s),
+        state=draw(int8s),
         pending_revocation=draw(st.dictionaries(topic_ids, partition_lists, max_size=2)),
     )
     expected = ConsumerGroupAssignment(8, group, member_id, epoch, partitions, False)
@@ -664,7 +877,9 @@ def consumer_group_assignment_records(draw: st.DrawFn) -> tuple[bytes, bytes, Co
 
 
 any_known_record = (
-    offset_commit_records() | group_metadata_records() | consumer_group_member_records()
+    offset_commit_records()
+    | group_metadata_records()
+    | consumer_group_member_records()
     | consumer_group_assignment_records()
 )
 
@@ -715,11 +930,14 @@ def test_random_bytes_never_raise_anything_but_codec_error(key: bytes, value: by
 
 
 @given(
-    st.sampled_from([i16(t) for t in (0, 1, 2, 5, 8)]), st.binary(max_size=40),
-    st.sampled_from([i16(v) for v in range(5)]), st.binary(max_size=200),
+    st.sampled_from([i16(t) for t in (0, 1, 2, 5, 8)]),
+    st.binary(max_size=40),
+    st.sampled_from([i16(v) for v in range(5)]),
+    st.binary(max_size=200),
 )
-def test_random_bytes_behind_known_types_and_versions(key_type: bytes, key: bytes, version: bytes,
-                                                      value: bytes) -> None:
+def test_random_bytes_behind_known_types_and_versions(
+    key_type: bytes, key: bytes, version: bytes, value: bytes
+) -> None:
     decodes_or_codec_error(key_type + key, version + value)
 
 

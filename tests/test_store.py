@@ -35,9 +35,7 @@ async def entries(store, group="g", topic="t", partition=0):
 
 async def test_a_batch_is_stored_with_lag_at_append(redis):
     store = await store_with_broker(redis, offsets=[100, 200])
-    outcomes = await store.add_commits(
-        CLUSTER, [commit(1, 40), commit(2, 150, partition=1), commit(3, 60)], now_ms=T0
-    )
+    outcomes = await store.add_commits(CLUSTER, [commit(1, 40), commit(2, 150, partition=1), commit(3, 60)], now_ms=T0)
     assert outcomes == [AddOutcome.APPENDED] * 3
     group = await store.get_group(CLUSTER, "g")
     assert [(p.partition, [(e.offset, e.lag) for e in p.entries]) for p in group.partitions] == [
@@ -172,11 +170,16 @@ async def test_delete_topic_removes_it_from_every_group_and_the_topic_list(redis
     await store.add_broker_offsets(CLUSTER, "t:x", [10], sampled_at=T0)  # not a real topic name, but a prefix trap
     await store.add_commits(
         CLUSTER,
-        [commit(1, 1, group="a"), commit(2, 1, group="a", partition=1), commit(3, 1, group="a", topic="t2"),
-         commit(4, 1, group="b", topic="t2")],
+        [
+            commit(1, 1, group="a"),
+            commit(2, 1, group="a", partition=1),
+            commit(3, 1, group="a", topic="t2"),
+            commit(4, 1, group="b", topic="t2"),
+        ],
         now_ms=T0,
     )
-    await store.set_owners(CLUSTER, "a", {("t", 0): ("10.0.0.1", "c1"), ("t2", 0): ("10.0.0.2", "c2")})
+    owners = {("t", 0): ("10.0.0.1", "c1"), ("t2", 0): ("10.0.0.2", "c2")}
+    await store.set_group_metadata(CLUSTER, "a", generation=1, started_at=T0, owners=owners, now_ms=T0)
     assert await store.delete_topic(CLUSTER, "t") == 2
     a = await store.get_group(CLUSTER, "a")
     assert [(p.topic, p.partition, p.owner, p.client_id) for p in a.partitions] == [("t2", 0, "10.0.0.2", "c2")]
@@ -206,3 +209,27 @@ async def test_broker_rings_keep_the_last_intervals_samples(redis, intervals):
     for i in range(15):
         await store.add_broker_offsets(CLUSTER, "t", [i], sampled_at=T0 + i)
     assert (await store.broker_rings(CLUSTER, [("t", 0)]))[("t", 0)] == list(range(15 - intervals, 15))
+
+
+async def test_group_metadata_sets_owners_and_counts_rebalances_in_the_last_hour(redis):
+    store = await store_with_broker(redis, offsets=[10, 10])
+    await store.add_commits(CLUSTER, [commit(1, 1), commit(2, 1, partition=1)], now_ms=T0)
+    hour = 3_600_000
+    for generation, started in [(1, T0 - 2 * hour), (2, T0 - 600_000), (3, T0 - 60_000), (3, T0 - 30_000)]:
+        owners = {("t", 0): (f"/10.0.0.{generation}", f"client-{generation}")}
+        await store.set_group_metadata(
+            CLUSTER, "g", generation=generation, started_at=started, owners=owners, now_ms=T0
+        )
+    group = (await store.get_groups(CLUSTER, ["g"], now_ms=T0))[0]
+    assert (group.generation, group.rebalances_last_hour) == (3, 2)  # generation 1 is older than an hour; 3 once
+    assert [(p.partition, p.owner, p.client_id) for p in group.partitions] == [
+        (0, "/10.0.0.3", "client-3"),
+        (1, "", ""),
+    ]
+
+
+async def test_group_metadata_alone_does_not_make_a_group_known(redis):
+    store = WindowStore(redis)
+    await store.set_group_metadata(CLUSTER, "quiet", generation=1, started_at=T0, owners={}, now_ms=T0)
+    assert await store.get_group(CLUSTER, "quiet") is None
+    assert await redis.pttl(keys.group_meta(CLUSTER, "quiet")) > 0  # and it cleans itself up

@@ -227,8 +227,7 @@ class _Forwarder:
         self._links: set[_Link] = set()
         self._lock = threading.Lock()
         self._closed = False
-        self._thread = threading.Thread(target=self._accept_loop, name=f"mock-kafka-fwd-{self.port}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._accept_loop, name=f"mock-kafka-fwd-{self.port}", daemon=True)
         self._thread.start()
 
     def _accept_loop(self) -> None:
@@ -344,8 +343,9 @@ class MockKafkaCluster:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     def __del__(self) -> None:
@@ -379,12 +379,17 @@ class MockKafkaCluster:
         self.create_topic(seed_topic, 1)
         try:
             for group in groups:
-                consumer = Consumer({
-                    "bootstrap.servers": self.bootstrap, "group.id": group, "log_level": self._log_level,
-                    "enable.auto.commit": False,
-                    # Short, so a seed member whose LeaveGroup got lost never delays a real join long.
-                    "session.timeout.ms": 1000, "heartbeat.interval.ms": 200,
-                })
+                consumer = Consumer(
+                    {
+                        "bootstrap.servers": self.bootstrap,
+                        "group.id": group,
+                        "log_level": self._log_level,
+                        "enable.auto.commit": False,
+                        # Short, so a seed member whose LeaveGroup got lost never delays a real join long.
+                        "session.timeout.ms": 1000,
+                        "heartbeat.interval.ms": 200,
+                    }
+                )
                 try:
                     consumer.subscribe([seed_topic])
                     deadline = time.monotonic() + timeout
@@ -405,14 +410,12 @@ class MockKafkaCluster:
             raise ValueError(f"invalid topic name {name!r}")
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
             raise ValueError(f"partitions must be a positive int, got {partitions!r}")
-        code = _lib().rd_kafka_mock_topic_create(self._require(), name.encode(), partitions,
-                                                 replication_factor)
+        code = _lib().rd_kafka_mock_topic_create(self._require(), name.encode(), partitions, replication_factor)
         if code == _ERR_TOPIC_ALREADY_EXISTS:
             existing = self.partition_count(name)
             if existing == partitions:
                 return
-            raise MockKafkaError(f"topic {name!r} already exists with {existing} partitions, "
-                                 f"not {partitions}")
+            raise MockKafkaError(f"topic {name!r} already exists with {existing} partitions, not {partitions}")
         if code:
             raise MockKafkaError(f"cannot create topic {name!r}: {_err_str(code)}")
 
@@ -541,8 +544,7 @@ class _ControlHandler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(length) or b"null")
             name, partitions = body["name"], body["partitions"]
         except (ValueError, KeyError, TypeError) as exc:
-            self._reply(HTTPStatus.BAD_REQUEST,
-                        {"error": f"expected JSON {{'name': str, 'partitions': int}}: {exc!r}"})
+            self._reply(HTTPStatus.BAD_REQUEST, {"error": f"expected JSON {{'name': str, 'partitions': int}}: {exc!r}"})
             return
 
         def create() -> dict[str, Any]:
@@ -556,7 +558,7 @@ class _ControlHandler(BaseHTTPRequestHandler):
         if not self.path.startswith(prefix) or len(self.path) == len(prefix):
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route DELETE {self.path}"})
             return
-        name = unquote(self.path[len(prefix):])
+        name = unquote(self.path[len(prefix) :])
 
         def delete() -> dict[str, Any]:
             self.server.cluster.delete_topic(name)
@@ -628,24 +630,27 @@ def serve(
     with _stop_on_signals(stop):
         cluster.start(brokers)
         try:
-            _serve_control(cluster, Path(state_file), control_host, control_port,
-                           lambda: _wait_for_stop(stop, parent_pid))
+            _serve_control(
+                cluster, Path(state_file), control_host, control_port, lambda: _wait_for_stop(stop, parent_pid)
+            )
         finally:
             cluster.stop()
 
 
-def _serve_control(cluster: MockKafkaCluster, state_file: Path, host: str, port: int,
-                   wait: Callable[[], None]) -> None:
+def _serve_control(cluster: MockKafkaCluster, state_file: Path, host: str, port: int, wait: Callable[[], None]) -> None:
     server = _ControlServer((host, port), cluster)
     thread = threading.Thread(target=server.serve_forever, name="mock-kafka-control", daemon=True)
     thread.start()
     try:
         url_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
-        _write_json_atomically(state_file, {
-            "bootstrap": cluster.bootstrap,
-            "control_url": f"http://{url_host}:{server.server_address[1]}",
-            "pid": os.getpid(),
-        })
+        _write_json_atomically(
+            state_file,
+            {
+                "bootstrap": cluster.bootstrap,
+                "control_url": f"http://{url_host}:{server.server_address[1]}",
+                "pid": os.getpid(),
+            },
+        )
         wait()
     finally:
         server.shutdown()
@@ -668,8 +673,7 @@ def _wait_for_stop(stop: threading.Event, parent_pid: int | None) -> None:
 class MockKafkaControl:
     """Synchronous client for a `serve` process's control endpoint."""
 
-    def __init__(self, bootstrap: str, control_url: str, pid: int | None = None,
-                 timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, control_url: str, pid: int | None = None, timeout: float = 10.0) -> None:
         self.bootstrap = bootstrap
         self.control_url = control_url.rstrip("/")
         self.pid = pid
@@ -698,16 +702,16 @@ class MockKafkaControl:
 
     def _request(self, method: str, path: str, payload: Any = None) -> dict[str, Any]:
         data = None if payload is None else json.dumps(payload).encode()
-        request = urllib.request.Request(self.control_url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.control_url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
             raise MockKafkaError(f"{method} {path} -> {exc.code}: {_error_text(exc)}") from exc
         except urllib.error.URLError as exc:
-            raise MockKafkaError(f"mock Kafka control endpoint {self.control_url} unreachable: "
-                                 f"{exc.reason}") from exc
+            raise MockKafkaError(f"mock Kafka control endpoint {self.control_url} unreachable: {exc.reason}") from exc
 
 
 def _error_text(exc: urllib.error.HTTPError) -> str:
@@ -744,15 +748,25 @@ def start_mock_kafka_process(
     log_file = state_dir / LOG_FILE_NAME
     # A SIGKILLed predecessor leaves its state file behind; never mistake it for ours.
     state_file.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "lagwatch.shared.local.mock_kafka", "--state-file", str(state_file),
-           "--brokers", str(brokers), "--parent-pid", str(os.getpid())]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lagwatch.shared.local.mock_kafka",
+        "--state-file",
+        str(state_file),
+        "--brokers",
+        str(brokers),
+        "--parent-pid",
+        str(os.getpid()),
+    ]
     cmd += [arg for name, count in topics.items() for arg in ("--topic", f"{name}:{count}")]
     cmd += [arg for group in groups for arg in ("--group", group)]
     if port is not None:
         cmd += ["--port", str(port)]
     with log_file.open("ab") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         control = _wait_for_state_file(proc, state_file, log_file, timeout)
     except BaseException:
@@ -761,8 +775,9 @@ def start_mock_kafka_process(
     return proc, control
 
 
-def _wait_for_state_file(proc: subprocess.Popen[bytes], state_file: Path, log_file: Path,
-                         timeout: float) -> MockKafkaControl:
+def _wait_for_state_file(
+    proc: subprocess.Popen[bytes], state_file: Path, log_file: Path, timeout: float
+) -> MockKafkaControl:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if state_file.exists():
@@ -770,8 +785,7 @@ def _wait_for_state_file(proc: subprocess.Popen[bytes], state_file: Path, log_fi
             if control.pid == proc.pid:
                 return control
         if proc.poll() is not None:
-            raise MockKafkaError(f"mock Kafka process exited with {proc.returncode}; log tail:\n"
-                                 f"{_log_tail(log_file)}")
+            raise MockKafkaError(f"mock Kafka process exited with {proc.returncode}; log tail:\n{_log_tail(log_file)}")
         time.sleep(0.05)
     raise MockKafkaError(f"mock Kafka process not ready after {timeout}s; log tail:\n{_log_tail(log_file)}")
 
@@ -802,25 +816,47 @@ def _topic_arg(value: str) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m lagwatch.shared.local.mock_kafka",
-                                     description="Run librdkafka's mock Kafka cluster with an HTTP "
-                                                 "control endpoint until SIGTERM/SIGINT.")
-    parser.add_argument("--state-file", type=Path, required=True,
-                        help="written (JSON: bootstrap, control_url, pid) once ready, removed on exit")
-    parser.add_argument("--topic", type=_topic_arg, action="append", default=[],
-                        metavar="NAME:PARTITIONS", help="topic to create at start (repeatable)")
-    parser.add_argument("--group", action="append", default=[], metavar="GROUP_ID",
-                        help="consumer group to seed, so its members survive a restart (repeatable)")
+    parser = argparse.ArgumentParser(
+        prog="python -m lagwatch.shared.local.mock_kafka",
+        description="Run librdkafka's mock Kafka cluster with an HTTP control endpoint until SIGTERM/SIGINT.",
+    )
+    parser.add_argument(
+        "--state-file",
+        type=Path,
+        required=True,
+        help="written (JSON: bootstrap, control_url, pid) once ready, removed on exit",
+    )
+    parser.add_argument(
+        "--topic",
+        type=_topic_arg,
+        action="append",
+        default=[],
+        metavar="NAME:PARTITIONS",
+        help="topic to create at start (repeatable)",
+    )
+    parser.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="GROUP_ID",
+        help="consumer group to seed, so its members survive a restart (repeatable)",
+    )
     parser.add_argument("--brokers", type=int, default=1)
-    parser.add_argument("--port", type=int, default=None,
-                        help="fixed port for broker 1 (broker i uses PORT+i-1)")
+    parser.add_argument("--port", type=int, default=None, help="fixed port for broker 1 (broker i uses PORT+i-1)")
     parser.add_argument("--control-host", default="127.0.0.1")
     parser.add_argument("--control-port", type=int, default=0)
-    parser.add_argument("--parent-pid", type=int, default=None,
-                        help="exit when this process is gone")
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
     args = parser.parse_args(argv)
-    serve(args.state_file, dict(args.topic), brokers=args.brokers, control_host=args.control_host,
-          control_port=args.control_port, port=args.port, groups=args.group, parent_pid=args.parent_pid)
+    serve(
+        args.state_file,
+        dict(args.topic),
+        brokers=args.brokers,
+        control_host=args.control_host,
+        control_port=args.control_port,
+        port=args.port,
+        groups=args.group,
+        parent_pid=args.parent_pid,
+    )
 
 
 if __name__ == "__main__":

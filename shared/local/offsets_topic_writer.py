@@ -47,8 +47,14 @@ class OffsetCommitSpec:
 
 
 def member(
-    member_id: str, client_id: str, client_host: str, assignment: Mapping[str, Sequence[int]], *,
-    group_instance_id: str | None = None, session_timeout: int = 45_000, rebalance_timeout: int = 300_000,
+    member_id: str,
+    client_id: str,
+    client_host: str,
+    assignment: Mapping[str, Sequence[int]],
+    *,
+    group_instance_id: str | None = None,
+    session_timeout: int = 45_000,
+    rebalance_timeout: int = 300_000,
 ) -> codec.GroupMember:
     """A consumer-protocol group member with its assignment, for `group_metadata`."""
     return codec.GroupMember(
@@ -67,8 +73,13 @@ class OffsetsTopicWriter:
     """Async producer of coordinator records. Each write returns the record's offset in its partition."""
 
     def __init__(
-        self, bootstrap: str, *, topic: str = OFFSETS_TOPIC, partitions: int = DEFAULT_PARTITIONS,
-        value_version: int = 3, metadata_version: int = 3,
+        self,
+        bootstrap: str,
+        *,
+        topic: str = OFFSETS_TOPIC,
+        partitions: int = DEFAULT_PARTITIONS,
+        value_version: int = 3,
+        metadata_version: int = 3,
     ) -> None:
         self.topic = topic
         self.partitions = partitions
@@ -108,15 +119,25 @@ class OffsetsTopicWriter:
         return [(await f).offset for f in futures]
 
     async def group_metadata(
-        self, group: str, *, generation: int, members: Sequence[codec.GroupMember], protocol: str = "range",
-        leader: str | None = None, protocol_type: str = "consumer",
+        self,
+        group: str,
+        *,
+        generation: int,
+        members: Sequence[codec.GroupMember],
+        protocol: str = "range",
+        leader: str | None = None,
+        protocol_type: str = "consumer",
     ) -> int:
         """Write a group-metadata record (a rebalance's outcome: generation, members and their assignments)."""
         now = int(time.time() * 1000)
         value = codec.encode_group_metadata_value(
-            protocol_type=protocol_type, generation=generation, protocol=protocol,
+            protocol_type=protocol_type,
+            generation=generation,
+            protocol=protocol,
             leader=leader if leader is not None else (members[0].member_id if members else None),
-            members=members, current_state_timestamp=now, version=self.metadata_version,
+            members=members,
+            current_state_timestamp=now,
+            version=self.metadata_version,
         )
         return (await (await self._send(group, codec.encode_group_metadata_key(group), value, now))).offset
 

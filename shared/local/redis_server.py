@@ -135,7 +135,8 @@ class RedisServer:
         if dir is None:
             self.dir = Path(tempfile.mkdtemp(prefix="lagwatch-redis-"))
             self._dir_finalizer: weakref.finalize | None = weakref.finalize(
-                self, shutil.rmtree, self.dir, ignore_errors=True)
+                self, shutil.rmtree, self.dir, ignore_errors=True
+            )
         else:
             self.dir = Path(dir)
             self._dir_finalizer = None
@@ -220,8 +221,9 @@ class RedisServer:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -232,14 +234,22 @@ class RedisServer:
     def _command(self) -> list[str]:
         return [
             str(find_redis_server()),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", str(self.dir),
-            "--logfile", str(self.log_file),
-            "--daemonize", "no",
-            "--save", "",
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--appendfsync", self.appendfsync,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.dir),
+            "--logfile",
+            str(self.log_file),
+            "--daemonize",
+            "no",
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            self.appendfsync,
             *self.extra_args,
         ]
 
@@ -247,9 +257,14 @@ class RedisServer:
         command = self._command()
         # Truncate so an error's log tail only shows this attempt.
         self.log_file.write_bytes(b"")
-        proc = subprocess.Popen(command, cwd=self.dir, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            cwd=self.dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self._proc = proc
         # Kill it at interpreter exit if nobody calls stop() (e.g. a test crashed).
         self._proc_finalizer = weakref.finalize(self, _kill_group, proc)
@@ -265,12 +280,15 @@ class RedisServer:
             if proc.poll() is not None:
                 raise RedisServerError(
                     f"redis-server exited with code {proc.returncode} on port {self.port}; "
-                    f"log tail ({self.log_file}):\n{self._log_tail()}")
+                    f"log tail ({self.log_file}):\n{self._log_tail()}"
+                )
             if _serving_pid(self.port) == proc.pid:
                 return
             time.sleep(0.02)
-        raise RedisServerError(f"redis-server on port {self.port} not ready after {self.startup_timeout}s; "
-                               f"log tail ({self.log_file}):\n{self._log_tail()}")
+        raise RedisServerError(
+            f"redis-server on port {self.port} not ready after {self.startup_timeout}s; "
+            f"log tail ({self.log_file}):\n{self._log_tail()}"
+        )
 
     def _log_tail(self, lines: int = 20) -> str:
         try:

@@ -41,7 +41,7 @@ def run_local_stack(state_dir: Path, *, redis_port: int | None = None, kafka_por
             f"  Redis:  {redis.url}   (data in {redis.dir}, append-only file on)\n"
             f"  Kafka:  {kafka.bootstrap}   (librdkafka mock cluster; topics: "
             f"{', '.join(f'{t}[{n}]' for t, n in LOCAL_TOPICS.items())})\n"
-            f"  Kafka control API: {kafka.control_url}  (POST /topics {{\"name\", \"partitions\"}})\n"
+            f'  Kafka control API: {kafka.control_url}  (POST /topics {{"name", "partitions"}})\n'
             f"  Addresses for other shells: source {state_dir / ENV_FILE}",
             flush=True,
         )

@@ -7,8 +7,9 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:c:{<cluster>}:topics           HASH  topic -> partition count, from the broker-offset poller
     lw:t:{<cluster>/<topic>}:bo       HASH  partition -> broker ring (see packing.py), last `intervals` log-end offsets
     lw:g:{<cluster>/<group>}:w        HASH  "<topic>:<partition>" -> commit ring (see packing.py)
-    lw:g:{<cluster>/<group>}:m        HASH  group metadata: `last` = newest commit timestamp (ms)
+    lw:g:{<cluster>/<group>}:m        HASH  `last` = newest commit timestamp (ms), `generation` = latest generation
     lw:g:{<cluster>/<group>}:o        HASH  "<topic>:<partition>" -> "<owner>\\x1f<client_id>" (from group metadata)
+    lw:g:{<cluster>/<group>}:r        ZSET  generation -> when it started (ms), the last hour: rebalances per hour
 
 A group's keys share one slot, so a Lua script may touch all of them atomically on Redis Cluster; a topic's broker
 ring sits in its own slot, which is why a commit's lag is computed from a broker offset the caller reads first.
@@ -47,8 +48,18 @@ def group_owners(cluster: str, group: str) -> str:
     return f"{PREFIX}:g:{{{cluster}/{group}}}:o"
 
 
-def group_keys(cluster: str, group: str) -> tuple[str, str, str]:
-    return group_windows(cluster, group), group_meta(cluster, group), group_owners(cluster, group)
+def group_rebalances(cluster: str, group: str) -> str:
+    return f"{PREFIX}:g:{{{cluster}/{group}}}:r"
+
+
+def group_keys(cluster: str, group: str) -> tuple[str, str, str, str]:
+    """windows, meta, owners, rebalances: every key of a group (one hash slot)."""
+    return (
+        group_windows(cluster, group),
+        group_meta(cluster, group),
+        group_owners(cluster, group),
+        group_rebalances(cluster, group),
+    )
 
 
 def partition_field(topic: str, partition: int) -> str:

@@ -7,6 +7,7 @@ another slot: the store reads those first (one more round trip) unless the calle
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from lagwatch.shared.window import AddOutcome, Commit, WindowConfig, current_lag
 
 TopicPartition = tuple[str, int]
 OWNER_SEPARATOR = "\x1f"
+REBALANCE_WINDOW_MS = 3_600_000  # rebalances are counted over the last hour
 
 
 @dataclass(slots=True)
@@ -55,6 +57,8 @@ class StoredGroup:
     group: str
     last_commit_ms: int
     partitions: list[StoredPartition] = field(default_factory=list)  # sorted by (topic, partition)
+    generation: int | None = None
+    rebalances_last_hour: int = 0
 
 
 class WindowStore:
@@ -66,6 +70,7 @@ class WindowStore:
         self._add_commits = redis.register_script(scripts.ADD_COMMITS)
         self._append_broker = redis.register_script(scripts.APPEND_BROKER_OFFSETS)
         self._delete_topic = redis.register_script(scripts.DELETE_TOPIC_FROM_GROUP)
+        self._set_group_metadata = redis.register_script(scripts.SET_GROUP_METADATA)
 
     # --- writes -------------------------------------------------------------------------------------------
 
@@ -122,19 +127,22 @@ class WindowStore:
             pipe.sadd(keys.CLUSTERS, cluster)
             await pipe.execute()
 
-    async def set_owners(self, cluster: str, group: str, owners: Mapping[TopicPartition, tuple[str, str]]) -> None:
-        """Replace a group's partition owners: (topic, partition) -> (client host, client id)."""
-        owners_key = keys.group_owners(cluster, group)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(owners_key)
-            if owners:
-                mapping = {
-                    keys.partition_field(t, p): f"{host}{OWNER_SEPARATOR}{client}"
-                    for (t, p), (host, client) in owners.items()
-                }
-                pipe.hset(owners_key, mapping=mapping)
-                pipe.pexpire(owners_key, self.config.expire_group_ms)
-            await pipe.execute()
+    async def set_group_metadata(
+        self,
+        cluster: str,
+        group: str,
+        *,
+        generation: int,
+        started_at: int,
+        owners: Mapping[TopicPartition, tuple[str, str]],
+        now_ms: int,
+    ) -> None:
+        """Record a rebalance's outcome: the generation, and each partition's (client host, client id)."""
+        _, meta_key, owners_key, rebalances_key = keys.group_keys(cluster, group)
+        args: list[object] = [generation, started_at, self.config.expire_group_ms, now_ms, REBALANCE_WINDOW_MS]
+        for (topic, partition), (host, client) in owners.items():
+            args += [keys.partition_field(topic, partition), f"{host}{OWNER_SEPARATOR}{client}"]
+        await self._set_group_metadata(keys=[meta_key, owners_key, rebalances_key], args=args)
 
     # --- deletes and expiry ----------------------------------------------------------------------------------
 
@@ -151,7 +159,7 @@ class WindowStore:
         groups = await self.list_groups(cluster)
         async with self.redis.pipeline(transaction=False) as pipe:
             for group in groups:
-                windows_key, _, owners_key = keys.group_keys(cluster, group)
+                windows_key, _, owners_key, _ = keys.group_keys(cluster, group)
                 await self._delete_topic(keys=[windows_key, owners_key], args=[topic], client=pipe)
             pipe.delete(keys.broker_ring(cluster, topic))
             pipe.hdel(keys.topics_index(cluster), topic)
@@ -218,26 +226,39 @@ class WindowStore:
         """A group's windows with their broker rings and owners, or None when the group is unknown."""
         return (await self.get_groups(cluster, [group]))[0]
 
-    async def get_groups(self, cluster: str, groups: Sequence[str]) -> list[StoredGroup | None]:
+    async def get_groups(
+        self, cluster: str, groups: Sequence[str], now_ms: int | None = None
+    ) -> list[StoredGroup | None]:
         """Several groups in two round trips (group keys, then the broker rings their partitions need)."""
+        since = (now_ms if now_ms is not None else int(time.time() * 1000)) - REBALANCE_WINDOW_MS
         async with self.redis.pipeline(transaction=False) as pipe:
             for group in groups:
-                windows_key, meta_key, owners_key = keys.group_keys(cluster, group)
+                windows_key, meta_key, owners_key, rebalances_key = keys.group_keys(cluster, group)
                 pipe.hgetall(windows_key)
-                pipe.hget(meta_key, "last")
+                pipe.hmget(meta_key, "last", "generation")
                 pipe.hgetall(owners_key)
+                pipe.zcount(rebalances_key, since, "+inf")
             replies = await pipe.execute()
-        raw_groups = [replies[i : i + 3] for i in range(0, len(replies), 3)]
+        raw_groups = [replies[i : i + 4] for i in range(0, len(replies), 4)]
         needed = {
-            keys.parse_partition_field(f) for windows, last, _ in raw_groups if last is not None for f in windows
+            keys.parse_partition_field(f) for windows, meta, _, _ in raw_groups if meta[0] is not None for f in windows
         }
         rings = await self.broker_rings(cluster, needed)
         result: list[StoredGroup | None] = []
-        for group, (windows, last, owners) in zip(groups, raw_groups, strict=True):
+        for group, (windows, (last, generation), owners, rebalances) in zip(groups, raw_groups, strict=True):
             if last is None:  # never stored a commit, expired or deleted
                 result.append(None)
                 continue
-            result.append(StoredGroup(cluster, group, int(last), _partitions(windows, owners, rings)))
+            result.append(
+                StoredGroup(
+                    cluster,
+                    group,
+                    int(last),
+                    _partitions(windows, owners, rings),
+                    generation=None if generation is None else int(generation),
+                    rebalances_last_hour=rebalances,
+                )
+            )
         return result
 
 

@@ -28,7 +28,7 @@ local function encode_ring(entries)
 end
 """
 
-# KEYS: windows hash, meta hash, owners hash (all of one group)
+# KEYS: windows hash, meta hash, owners hash, rebalances zset (all of one group)
 # ARGV: intervals, min_distance_ms, expire_ms, now_ms, commits
 #       commits = concatenated records '<i8i8i8i8i8Hc0': offset, timestamp, order, observed_at,
 #       latest broker offset (-1 = unknown), then the field "<topic>:<partition>" with a uint16 length
@@ -37,7 +37,7 @@ end
 ADD_COMMITS = (
     _RING_CODEC
     + """
-local windows_key, meta_key, owners_key = KEYS[1], KEYS[2], KEYS[3]
+local windows_key, meta_key, owners_key, rebalances_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local intervals = tonumber(ARGV[1])
 local min_distance = tonumber(ARGV[2])
 local expire_ms = tonumber(ARGV[3])
@@ -122,6 +122,7 @@ if any then
   redis.call('PEXPIREAT', windows_key, expires_at)
   redis.call('PEXPIREAT', meta_key, expires_at)
   redis.call('PEXPIREAT', owners_key, expires_at)
+  redis.call('PEXPIREAT', rebalances_key, expires_at)
 end
 return table.concat(outcomes)
 """
@@ -159,4 +160,34 @@ for _, field in ipairs(redis.call('HKEYS', windows_key)) do
   end
 end
 return removed
+"""
+
+# KEYS: meta hash, owners hash, rebalances zset (of one group)
+# ARGV: generation, started_at_ms, expire_ms, now_ms, rebalance_window_ms, then (field, "<owner>\\x1f<client_id>") pairs
+# Replaces the group's partition owners; a new generation is remembered as one rebalance.
+SET_GROUP_METADATA = """
+local meta_key, owners_key, rebalances_key = KEYS[1], KEYS[2], KEYS[3]
+local generation = ARGV[1]
+local started_at = tonumber(ARGV[2])
+local expire_ms = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+local window_ms = tonumber(ARGV[5])
+local FIRST_OWNER_ARG = 6
+
+redis.call('DEL', owners_key)
+for i = FIRST_OWNER_ARG, #ARGV, 2 do
+  redis.call('HSET', owners_key, ARGV[i], ARGV[i + 1])
+end
+if redis.call('HGET', meta_key, 'generation') ~= generation then
+  redis.call('HSET', meta_key, 'generation', generation)
+  redis.call('ZADD', rebalances_key, started_at, generation)
+end
+redis.call('ZREMRANGEBYSCORE', rebalances_key, '-inf', '(' .. (now - window_ms))
+-- Live as long as the group's windows do (or expire-group from now, before its first commit).
+local last = tonumber(redis.call('HGET', meta_key, 'last') or now)
+local expires_at = last + expire_ms
+redis.call('PEXPIREAT', meta_key, expires_at)
+redis.call('PEXPIREAT', owners_key, expires_at)
+redis.call('PEXPIREAT', rebalances_key, expires_at)
+return 1
 """
