@@ -3,6 +3,7 @@
     lagwatch rules eval [--file F]             evaluate one group from a JSON request (contract: rules_request.py)
     lagwatch offsets decode KEY_HEX [VALUE]    decode a __consumer_offsets record to JSON
     lagwatch dev up                            run local Redis and the Kafka mock cluster until Ctrl-C
+    lagwatch run ingest [--cluster NAME]       run a service (configuration: --config, $LAGWATCH_CONFIG, env)
 
 Usage errors and invalid input exit with code 2 and one line on stderr.
 """
@@ -53,6 +54,14 @@ def _parser() -> argparse.ArgumentParser:
     decode.add_argument("value_hex", nargs="?", default=None, help="the record value, hex (absent = tombstone)")
     decode.set_defaults(handler=_offsets_decode)
 
+    run = commands.add_parser("run", help="run a service until SIGTERM/Ctrl-C")
+    run.add_argument("service", choices=["ingest"], help="which service")
+    run.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
+    run.add_argument("--cluster", default=None, help="the configured cluster to watch (default: the only one)")
+    run.add_argument("--http-port", type=int, default=None, help="port of /healthz, /readyz and /metrics")
+    run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    run.set_defaults(handler=_run_service)
+
     dev = commands.add_parser("dev", help="local infrastructure").add_subparsers(title="dev commands")
     up = dev.add_parser("up", help="run Redis and the Kafka mock cluster on localhost until Ctrl-C")
     up.add_argument("--state-dir", type=Path, default=Path(".local"), help="where addresses and data go")
@@ -99,6 +108,26 @@ def _hex(text: str, what: str) -> bytes:
         return bytes.fromhex(text.strip().removeprefix("0x"))
     except ValueError:
         raise InputError(f"field {what}: not valid hex") from None
+
+
+def _run_service(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from lagwatch.shared.config import ConfigError, load_config
+
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(args.config)
+        cluster = args.cluster or config.only_cluster()
+        config.cluster(cluster)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    if args.service == "ingest":
+        from lagwatch.services.ingest.worker import run_ingest
+
+        asyncio.run(run_ingest(config, cluster, http_port=args.http_port))
+    return 0
 
 
 def _dev_up(args: argparse.Namespace) -> int:

@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.protocol import RuleConfig
 from lagwatch.shared.window import WindowConfig
 
@@ -132,6 +133,13 @@ class ClusterConfig:
 
 
 @dataclass(frozen=True)
+class IngestConfig:
+    batch_size: int = field(default=5000, metadata={"check": _positive})  # records per Redis round of writes
+    http_host: str = "127.0.0.1"
+    http_port: int = field(default=8001, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
+
+
+@dataclass(frozen=True)
 class ApiConfig:
     host: str = "127.0.0.1"
     port: int = field(default=8000, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
@@ -143,6 +151,7 @@ class Config:
     redis: RedisConfig = field(default_factory=RedisConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
     clusters: dict[str, ClusterConfig] = field(default_factory=dict)
 
@@ -158,6 +167,21 @@ class Config:
             return self.clusters[name]
         except KeyError:
             raise ConfigError(f"clusters.{name}", "no such cluster is configured") from None
+
+    def only_cluster(self) -> str:
+        """The cluster to use when none is named: there must be exactly one."""
+        if len(self.clusters) != 1:
+            names = ", ".join(sorted(self.clusters)) or "none"
+            raise ConfigError("clusters", f"name the cluster to use (configured: {names})")
+        return next(iter(self.clusters))
+
+    def group_filter(self, cluster: str) -> GroupFilter:
+        """A cluster's own allow/deny regexes, or the storage-wide ones."""
+        c = self.cluster(cluster)
+        return GroupFilter(
+            allowlist=c.group_allowlist or self.storage.group_allowlist,
+            denylist=c.group_denylist or self.storage.group_denylist,
+        )
 
 
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:

@@ -21,3 +21,15 @@ async def redis(redis_server):
     await client.flushdb()
     yield client
     await client.aclose()
+
+
+@pytest.fixture
+def kafka():
+    """A fresh Kafka mock cluster per test (isolation is free: it starts in milliseconds)."""
+    from lagwatch.shared.local.mock_kafka import MockKafkaCluster
+    from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
+
+    with MockKafkaCluster() as cluster:
+        cluster.start()
+        cluster.create_topic(OFFSETS_TOPIC, DEFAULT_PARTITIONS)
+        yield cluster

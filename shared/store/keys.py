@@ -5,6 +5,8 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:clusters                       SET   names of clusters that have data
     lw:c:{<cluster>}:groups           ZSET  group -> newest commit timestamp (ms); listing and the expiry sweep
     lw:c:{<cluster>}:topics           HASH  topic -> partition count, from the broker-offset poller
+    lw:c:{<cluster>}:poller           STR   lease: id of the ingest worker polling broker offsets (expires)
+    lw:c:{<cluster>}:stats            HASH  ingest counters (records, decode errors by type, outcomes, ...)
     lw:t:{<cluster>/<topic>}:bo       HASH  partition -> broker ring (see packing.py), last `intervals` log-end offsets
     lw:g:{<cluster>/<group>}:w        HASH  "<topic>:<partition>" -> commit ring (see packing.py)
     lw:g:{<cluster>/<group>}:m        HASH  `last` = newest commit timestamp (ms), `generation` = latest generation
@@ -30,6 +32,14 @@ def groups_index(cluster: str) -> str:
 
 def topics_index(cluster: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:topics"
+
+
+def poller_lease(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:poller"
+
+
+def ingest_stats(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:stats"
 
 
 def broker_ring(cluster: str, topic: str) -> str:

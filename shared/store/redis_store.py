@@ -116,14 +116,25 @@ class WindowStore:
             pipe.zadd(keys.groups_index(cluster), dict(newest), gt=True)
             await pipe.execute()
 
-    async def add_broker_offsets(self, cluster: str, topic: str, offsets: Sequence[int], sampled_at: int) -> None:
-        """Record one poll of a topic's log-end offsets (`offsets[p]` for partition p)."""
+    async def add_broker_offsets(
+        self,
+        cluster: str,
+        topic: str,
+        offsets: Sequence[int] | Mapping[int, int],
+        sampled_at: int,
+        partition_count: int | None = None,
+    ) -> None:
+        """Record one poll of a topic's log-end offsets: `offsets[p]` for partition p (a list or a mapping)."""
+        by_partition = dict(offsets) if isinstance(offsets, Mapping) else dict(enumerate(offsets))
+        if not by_partition:
+            return
         args: list[object] = [self.config.intervals, sampled_at]
-        for partition, offset in enumerate(offsets):
+        for partition, offset in sorted(by_partition.items()):
             args += [partition, offset]
+        count = partition_count if partition_count is not None else max(by_partition) + 1
         async with self.redis.pipeline(transaction=False) as pipe:
             await self._append_broker(keys=[keys.broker_ring(cluster, topic)], args=args, client=pipe)
-            pipe.hset(keys.topics_index(cluster), topic, len(offsets))
+            pipe.hset(keys.topics_index(cluster), topic, count)
             pipe.sadd(keys.CLUSTERS, cluster)
             await pipe.execute()
 

@@ -1,0 +1,177 @@
+"""Broker log-end offsets: polled from Kafka every `offset-refresh`, topic metadata every `topic-refresh`.
+
+One ingest worker per cluster polls (it holds a lease in Redis, renewed each poll); the others read the latest
+offsets from Redis, so adding workers adds no load on the brokers. Every worker keeps the latest offsets in memory,
+because a commit's lag is computed from them as it is stored.
+
+A commit for a partition whose log-end offset is not known yet (a topic created since the last metadata refresh)
+is held back, not dropped: the batch asks Kafka for that partition's offset first (`lookup`), and only commits for
+partitions that really do not exist are dropped (counted as `no_broker_offset`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_store import WindowStore
+
+log = logging.getLogger(__name__)
+TP = tuple[str, int]
+
+# Renew-if-mine for the poller lease. KEYS: lease key; ARGV: owner id, ttl ms
+RENEW_LEASE = """
+local lease_key = KEYS[1]
+local owner, ttl_ms = ARGV[1], ARGV[2]
+if redis.call('SET', lease_key, owner, 'NX', 'PX', ttl_ms) then return 1 end
+if redis.call('GET', lease_key) == owner then
+  redis.call('PEXPIRE', lease_key, ttl_ms)
+  return 1
+end
+return 0
+"""
+
+
+class BrokerOffsets:
+    """The latest log-end offset of every partition of one cluster, kept fresh and written to the store."""
+
+    def __init__(
+        self,
+        cluster: str,
+        store: WindowStore,
+        kafka_kwargs: dict[str, Any],
+        *,
+        offset_refresh: float,
+        topic_refresh: float,
+    ) -> None:
+        self.cluster = cluster
+        self.store = store
+        self.offset_refresh = offset_refresh
+        self.topic_refresh = topic_refresh
+        self.latest: dict[TP, int] = {}
+        self.partition_counts: dict[str, int] = {}
+        self.kafka_ok = False
+        self.is_poller = False
+        self._consumer = AIOKafkaConsumer(
+            **kafka_kwargs, enable_auto_commit=False, exclude_internal_topics=False, metadata_max_age_ms=300_000
+        )
+        self._owner = uuid.uuid4().hex
+        self._renew = store.redis.register_script(RENEW_LEASE)
+        self._last_topic_refresh = 0.0
+
+    async def start(self) -> None:
+        await self._consumer.start()
+
+    async def stop(self) -> None:
+        await self._consumer.stop()
+
+    # --- the periodic work ------------------------------------------------------------------------------
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Poll until `stopping` is set. Errors are logged and retried at the next tick; nothing here is fatal."""
+        while not stopping.is_set():
+            try:
+                await self.tick()
+            except (KafkaError, OSError) as exc:
+                self.kafka_ok = False
+                log.warning("broker offsets for %s: Kafka unreachable (%s); retrying", self.cluster, exc)
+            except Exception:  # Redis errors and the unexpected: keep polling, say why
+                log.exception("broker offsets for %s: poll failed; retrying", self.cluster)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), timeout=self.offset_refresh)
+
+    async def tick(self) -> None:
+        ttl_ms = int(self.offset_refresh * 3000)
+        self.is_poller = bool(await self._renew(keys=[keys.poller_lease(self.cluster)], args=[self._owner, ttl_ms]))
+        if not self.is_poller:
+            await self.load_from_store()
+            return
+        if time.monotonic() - self._last_topic_refresh >= self.topic_refresh or not self.partition_counts:
+            await self.refresh_topics()
+        await self.poll(self.all_partitions())
+
+    async def load_from_store(self) -> None:
+        """A follower's view: the poller's latest samples, read from Redis."""
+        topics = await self.store.list_topics(self.cluster)
+        self.partition_counts = topics
+        wanted = [(t, p) for t, n in topics.items() for p in range(n)]
+        rings = await self.store.broker_rings(self.cluster, wanted)
+        self.latest = {tp: ring[-1] for tp, ring in rings.items() if ring}
+
+    async def refresh_topics(self) -> list[str]:
+        """Re-read topic metadata; topics that disappeared are deleted from the store. Returns them."""
+        client = self._consumer._client  # aiokafka exposes metadata only through its client
+        await client.force_metadata_update()
+        cluster_meta = client.cluster
+        counts = {}
+        for topic in cluster_meta.topics(exclude_internal_topics=False):
+            parts = cluster_meta.partitions_for_topic(topic)
+            if parts:
+                counts[topic] = max(parts) + 1
+        self.kafka_ok = True
+        self._last_topic_refresh = time.monotonic()
+        known = set(self.partition_counts) | set(await self.store.list_topics(self.cluster))
+        deleted = sorted(known - set(counts))
+        for topic in deleted:
+            removed = await self.store.delete_topic(self.cluster, topic)
+            log.info("topic %s/%s was deleted: removed from %d group partitions", self.cluster, topic, removed)
+        self.latest = {tp: off for tp, off in self.latest.items() if tp[0] in counts}
+        self.partition_counts = counts
+        return deleted
+
+    def all_partitions(self) -> list[TP]:
+        return [(t, p) for t, n in self.partition_counts.items() for p in range(n)]
+
+    async def poll(self, partitions: Iterable[TP]) -> dict[TP, int]:
+        """ListOffsets (latest) for the partitions, grouped by leader by the client; store and remember them."""
+        tps = [TopicPartition(t, p) for t, p in partitions]
+        if not tps:
+            return {}
+        ends = await self._consumer.end_offsets(tps)
+        self.kafka_ok = True
+        sampled_at = int(time.time() * 1000)
+        found = {(tp.topic, tp.partition): offset for tp, offset in ends.items()}
+        by_topic: dict[str, dict[int, int]] = {}
+        for (topic, partition), offset in found.items():
+            by_topic.setdefault(topic, {})[partition] = offset
+        for topic, offsets in by_topic.items():
+            count = self.partition_counts.get(topic)
+            await self.store.add_broker_offsets(self.cluster, topic, offsets, sampled_at, partition_count=count)
+        self.latest.update(found)
+        return found
+
+    # --- on demand, for commits that arrive before their partition's first sample -------------------------
+
+    async def lookup(self, partitions: Iterable[TP]) -> dict[TP, int | None]:
+        """Latest offsets for the partitions, asking Redis and then Kafka for the ones not known here yet."""
+        wanted = set(partitions)
+        missing = [tp for tp in wanted if tp not in self.latest]
+        if missing:
+            from_store = await self.store.latest_broker_offsets(self.cluster, missing)
+            self.latest.update({tp: off for tp, off in from_store.items() if off is not None})
+            missing = [tp for tp in missing if tp not in self.latest]
+        if missing:
+            await self._lookup_in_kafka(missing)
+        return {tp: self.latest.get(tp) for tp in wanted}
+
+    async def _lookup_in_kafka(self, missing: list[TP]) -> None:
+        try:
+            if any(topic not in self.partition_counts for topic, _ in missing):
+                await self.refresh_topics()
+            existing = [(t, p) for t, p in missing if p < self.partition_counts.get(t, 0)]
+            await self.poll(existing)
+        except (KafkaError, OSError) as exc:
+            self.kafka_ok = False
+            log.warning(
+                "broker offsets for %s: lookup failed (%s); their commits wait for the next batch", self.cluster, exc
+            )
+            raise

@@ -1,0 +1,215 @@
+"""The ingest worker: the offsets topic in, per-partition windows in Redis out.
+
+Consumption is a Kafka consumer group, `lagwatch-ingest-<cluster>`: start several workers and they share the offsets
+topic's partitions. A consumer group's commits all land in one partition of that topic, so each group's windows
+have a single writer at any time; on a rebalance the revoking worker finishes and commits its batch first.
+
+The loop, per batch: fetch (up to `ingest.batch-size` records) -> decode -> store in Redis -> commit the Kafka
+offsets -> report lagwatch's own position. A failed store is retried with backoff and the offsets are never
+committed past records not yet stored (at-least-once; a replayed commit is a duplicate by its `order`).
+SIGTERM/SIGINT: the batch in hand is finished and committed, then the worker leaves the group and exits.
+
+Records are consumed in batches with aiokafka rather than as a Faust stream: on this machine a Faust agent moves
+11-14k records/s (bench/bench_faust_stream.py), far below the ~170k/s a batch consumer reads; the other services,
+whose topics carry status changes rather than every commit of every group, use Faust agents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import signal
+import time
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka.errors import CommitFailedError, KafkaError
+from redis.exceptions import RedisError
+
+from lagwatch.services.ingest import metrics
+from lagwatch.services.ingest.broker_offsets import BrokerOffsets
+from lagwatch.services.ingest.processor import BatchProcessor
+from lagwatch.services.ingest.records import RawRecord
+from lagwatch.shared.config import Config
+from lagwatch.shared.health_server import HealthServer
+from lagwatch.shared.kafka_client import client_kwargs
+from lagwatch.shared.redis_client import connect
+from lagwatch.shared.store.redis_store import WindowStore
+
+log = logging.getLogger(__name__)
+SELF_REPORT_EVERY_S = 1.0
+MAX_BACKOFF_S = 5.0
+
+
+def consumer_group(cluster: str) -> str:
+    return f"lagwatch-ingest-{cluster}"
+
+
+def self_group(cluster: str) -> str:
+    """The consumer group under which lagwatch reports its own progress (Burrow's `burrow-<cluster>`)."""
+    return f"lagwatch-{cluster}"
+
+
+class _FinishBatchBeforeRevoke(ConsumerRebalanceListener):
+    def __init__(self, lock: asyncio.Lock) -> None:
+        self.lock = lock
+
+    async def on_partitions_revoked(self, revoked) -> None:
+        async with self.lock:  # the batch in hand is stored and committed before another worker takes over
+            pass
+
+    async def on_partitions_assigned(self, assigned) -> None:
+        log.info("ingest: assigned offsets-topic partitions %s", sorted(tp.partition for tp in assigned))
+
+
+class IngestWorker:
+    def __init__(self, config: Config, cluster: str, *, http_port: int | None = None) -> None:
+        self.cluster = cluster
+        cluster_config = config.cluster(cluster)
+        self.topic = cluster_config.offsets_topic
+        self.batch_size = config.ingest.batch_size
+        self.redis = connect(config.redis)
+        self.store = WindowStore(self.redis, config.window())
+        kafka = client_kwargs(cluster_config, cluster)
+        self.broker_offsets = BrokerOffsets(
+            cluster,
+            self.store,
+            kafka,
+            offset_refresh=cluster_config.offset_refresh,
+            topic_refresh=cluster_config.topic_refresh,
+        )
+        self.processor = BatchProcessor(cluster, self.store, self.broker_offsets, config.group_filter(cluster))
+        self.consumer = AIOKafkaConsumer(
+            **kafka,
+            group_id=consumer_group(cluster),
+            enable_auto_commit=False,
+            auto_offset_reset="latest" if cluster_config.start_latest else "earliest",
+            exclude_internal_topics=False,
+            max_poll_records=self.batch_size,
+        )
+        self.health = HealthServer(
+            "ingest",
+            {"redis": self._redis_ok, "kafka": self._kafka_ok},
+            host=config.ingest.http_host,
+            port=config.ingest.http_port if http_port is None else http_port,
+        )
+        self.stopping = asyncio.Event()
+        self.batches_done = 0
+        self._batch_lock = asyncio.Lock()
+        self._last_self_report = 0.0
+        self._positions: dict[int, int] = {}
+
+    async def _redis_ok(self) -> bool:
+        return bool(await self.redis.ping())
+
+    async def _kafka_ok(self) -> bool:
+        return self.broker_offsets.kafka_ok
+
+    async def run(self) -> None:
+        """Run until `stopping` is set; always cleans up."""
+        await self.health.start()
+        log.info("ingest %s: health and metrics on %s", self.cluster, self.health.url)
+        await self.broker_offsets.start()
+        poller: asyncio.Task | None = None
+        try:
+            await self._first_broker_poll()
+            poller = asyncio.create_task(self.broker_offsets.run(self.stopping))
+            self.consumer.subscribe([self.topic], listener=_FinishBatchBeforeRevoke(self._batch_lock))
+            await self.consumer.start()
+            await self._consume()
+        finally:
+            self.stopping.set()
+            if poller is not None:
+                await poller
+            await self.consumer.stop()
+            await self.broker_offsets.stop()
+            await self.health.stop()
+            await self.redis.aclose()
+
+    async def _first_broker_poll(self) -> None:
+        """Know the log-end offsets before the first commit needs one (retrying while Kafka or Redis is down)."""
+        delay = 0.2
+        while not self.stopping.is_set():
+            try:
+                await self.broker_offsets.tick()
+                return
+            except (KafkaError, RedisError, OSError) as exc:
+                log.warning("ingest %s: first broker-offset poll failed (%s); retrying", self.cluster, exc)
+                await self._sleep(delay)
+                delay = min(delay * 2, MAX_BACKOFF_S)
+
+    async def _consume(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
+            except KafkaError as exc:
+                log.warning("ingest %s: fetch failed (%s); retrying", self.cluster, exc)
+                await self._sleep(1.0)
+                continue
+            if not fetched:
+                await self._maybe_report_self()
+                continue
+            async with self._batch_lock:
+                records = [
+                    RawRecord(tp.partition, m.offset, m.key, m.value, m.timestamp)
+                    for tp, messages in fetched.items()
+                    for m in messages
+                ]
+                if not await self._store_with_retry(records):
+                    return  # stopping while Redis is down: leave the batch uncommitted, it is read again later
+                await self._commit({tp: messages[-1].offset + 1 for tp, messages in fetched.items()})
+                self.batches_done += 1
+            await self._maybe_report_self()
+
+    async def _store_with_retry(self, records: list[RawRecord]) -> bool:
+        delay = 0.1
+        while True:
+            try:
+                tally = await self.processor.process(records)
+                break
+            except (RedisError, KafkaError, OSError) as exc:
+                metrics.RETRIES.labels(self.cluster).inc()
+                log.warning("ingest %s: storing a batch failed (%s); retrying in %.1fs", self.cluster, exc, delay)
+                if self.stopping.is_set():
+                    return False
+                await self._sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, MAX_BACKOFF_S)
+        metrics.observe(self.cluster, tally)
+        try:
+            await metrics.add_to_totals(self.redis, self.cluster, tally)
+        except RedisError as exc:  # counters are best effort; the windows are already stored
+            log.warning("ingest %s: could not add to the stats totals (%s)", self.cluster, exc)
+        return True
+
+    async def _commit(self, offsets) -> None:
+        try:
+            await self.consumer.commit(offsets)
+        except CommitFailedError as exc:  # the partitions moved on a rebalance; their new owner re-reads them
+            log.warning("ingest %s: commit after a rebalance failed (%s); records will be re-read", self.cluster, exc)
+            return
+        self._positions.update({tp.partition: offset for tp, offset in offsets.items()})
+
+    async def _maybe_report_self(self) -> None:
+        if not self._positions or time.monotonic() - self._last_self_report < SELF_REPORT_EVERY_S:
+            return
+        self._last_self_report = time.monotonic()
+        assigned = {tp.partition for tp in self.consumer.assignment()}
+        positions = {p: pos for p, pos in self._positions.items() if p in assigned}
+        try:
+            await self.processor.report_own_progress(self_group(self.cluster), self.topic, positions)
+        except (RedisError, KafkaError, OSError) as exc:
+            log.warning("ingest %s: could not report own progress (%s)", self.cluster, exc)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
+
+
+async def run_ingest(config: Config, cluster: str, *, http_port: int | None = None) -> None:
+    """`lagwatch run ingest`: run one worker until SIGTERM or SIGINT."""
+    worker = IngestWorker(config, cluster, http_port=http_port)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, worker.stopping.set)
+    await worker.run()

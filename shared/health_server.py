@@ -1,0 +1,69 @@
+"""A small HTTP server every service runs beside its work: `/healthz`, `/readyz` and `/metrics`.
+
+`/healthz` answers 200 while the process runs; `/readyz` answers 200 only when every dependency check passes
+(503 with the failing ones otherwise); `/metrics` is the Prometheus text format of this process's registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+ReadinessCheck = Callable[[], Awaitable[bool]]
+
+
+class HealthServer:
+    def __init__(
+        self,
+        service: str,
+        checks: Mapping[str, ReadinessCheck],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        registry: CollectorRegistry = REGISTRY,
+    ) -> None:
+        self.service = service
+        self.checks = checks
+        self.host = host
+        self.port = port
+        self.registry = registry
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        return web.json_response({"service": self.service, "status": "alive"})
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        results = {}
+        for name, check in self.checks.items():
+            try:
+                results[name] = bool(await check())
+            except Exception:
+                results[name] = False
+        ready = all(results.values())
+        return web.json_response(
+            {"service": self.service, "ready": ready, "checks": results}, status=200 if ready else 503
+        )
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -1,0 +1,83 @@
+"""Test helpers around the Kafka mock cluster: config for a cluster, running a service, waiting for a condition."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from lagwatch.shared.config import Config, load_config
+
+CLUSTER = "local"
+
+
+def make_config(bootstrap: str, redis_url: str, **env: str) -> Config:
+    """A config for one cluster `local` with quick refreshes; `env` adds LAGWATCH__... overrides (without prefix)."""
+    base = {
+        "REDIS_URL": redis_url,
+        f"LAGWATCH__CLUSTERS__{CLUSTER}__BOOTSTRAP_SERVERS": bootstrap,
+        f"LAGWATCH__CLUSTERS__{CLUSTER}__OFFSET_REFRESH": "0.3",
+        f"LAGWATCH__CLUSTERS__{CLUSTER}__TOPIC_REFRESH": "1",
+        "LAGWATCH__INGEST__HTTP_PORT": "0",
+    }
+    base.update({f"LAGWATCH__{k}": v for k, v in env.items()})
+    return load_config(env=base)
+
+
+async def eventually(check: Callable[[], Awaitable[object]], timeout: float = 20.0, interval: float = 0.1):
+    """Await `check()` until it returns something truthy; fail with its last value after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
+
+
+async def produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
+    """Write `n` messages into each given partition of a topic."""
+    async with AIOKafkaProducer(bootstrap_servers=bootstrap) as producer:
+        for partition, n in per_partition.items():
+            for i in range(n):
+                await producer.send(topic, b"m%d" % i, partition=partition)
+        await producer.flush()
+
+
+async def consume_and_commit(bootstrap: str, group: str, topic: str, count: int) -> dict[int, int]:
+    """A real consumer group reads `count` messages of a topic and commits; returns {partition: committed offset}."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
+    await consumer.start()
+    try:
+        seen = 0
+        deadline = time.monotonic() + 20
+        while seen < count and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=200, max_records=count - seen)
+            seen += sum(len(v) for v in batch.values())
+        await consumer.commit()
+        return {tp.partition: (await consumer.committed(tp)) for tp in consumer.assignment()}
+    finally:
+        await consumer.stop()
+
+
+@contextlib.asynccontextmanager
+async def running(service):
+    """Run a service's `run()` as a task; stop it through its `stopping` event and re-raise its failure."""
+    task = asyncio.create_task(service.run())
+    try:
+        yield service
+    finally:
+        service.stopping.set()
+        await asyncio.wait_for(task, timeout=30)
