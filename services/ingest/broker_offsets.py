@@ -19,14 +19,17 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaClient, AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
+from aiokafka.protocol.offset import OffsetRequest
 
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
+LATEST = -1  # ListOffsets timestamp meaning "the log end"
+READ_UNCOMMITTED = 0
 
 # Renew-if-mine for the poller lease. KEYS: lease key; ARGV: owner id, ttl ms
 RENEW_LEASE = """
@@ -39,6 +42,41 @@ if redis.call('GET', lease_key) == owner then
 end
 return 0
 """
+
+
+async def list_latest_offsets(
+    client: AIOKafkaClient, partitions: Iterable[TP], timeout: float
+) -> tuple[dict[TP, int], list[TP]]:
+    """ListOffsets (latest, read-uncommitted: the high watermark), one request per partition leader.
+
+    Sent directly rather than through the consumer's `end_offsets`, which retries unknown partitions until its
+    request timeout and asks for their metadata by name, and a metadata request naming a deleted topic re-creates
+    it on clusters with `auto.create.topics.enable`. Returns (offsets found, partitions Kafka does not know).
+    """
+    by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
+    unknown: list[TP] = []
+    for topic, partition in partitions:
+        leader = client.cluster.leader_for_partition(TopicPartition(topic, partition))
+        if leader is None or leader < 0:
+            unknown.append((topic, partition))
+            continue
+        by_leader.setdefault(leader, {}).setdefault(topic, []).append((partition, LATEST))
+    requests = [
+        client.send(leader, OffsetRequest(-1, READ_UNCOMMITTED, list(topics.items())))
+        for leader, topics in by_leader.items()
+    ]
+    found: dict[TP, int] = {}
+    for response in await asyncio.wait_for(asyncio.gather(*requests), timeout=timeout):
+        for topic, partition_data in response.topics:
+            for partition, error_code, *info in partition_data:
+                if error_code != 0:
+                    unknown.append((topic, partition))
+                elif response.API_VERSION == 0:
+                    if info[0]:
+                        found[(topic, partition)] = info[0][0]
+                else:
+                    found[(topic, partition)] = info[1]  # (timestamp, offset)
+    return found, unknown
 
 
 class BrokerOffsets:
@@ -56,6 +94,7 @@ class BrokerOffsets:
         self.cluster = cluster
         self.store = store
         self.offset_refresh = offset_refresh
+        self.request_timeout = max(5.0, offset_refresh)
         self.topic_refresh = topic_refresh
         self.latest: dict[TP, int] = {}
         self.partition_counts: dict[str, int] = {}
@@ -132,14 +171,13 @@ class BrokerOffsets:
         return [(t, p) for t, n in self.partition_counts.items() for p in range(n)]
 
     async def poll(self, partitions: Iterable[TP]) -> dict[TP, int]:
-        """ListOffsets (latest) for the partitions, grouped by leader by the client; store and remember them."""
-        tps = [TopicPartition(t, p) for t, p in partitions]
-        if not tps:
-            return {}
-        ends = await self._consumer.end_offsets(tps)
+        """Latest offsets of the partitions from their leaders; store and remember them. Partitions Kafka does not
+        know (a topic deleted since the last metadata refresh) are left out and trigger a refresh next tick."""
+        found, unknown = await list_latest_offsets(self._consumer._client, partitions, self.request_timeout)
         self.kafka_ok = True
+        if unknown:
+            self._last_topic_refresh = 0.0
         sampled_at = int(time.time() * 1000)
-        found = {(tp.topic, tp.partition): offset for tp, offset in ends.items()}
         by_topic: dict[str, dict[int, int]] = {}
         for (topic, partition), offset in found.items():
             by_topic.setdefault(topic, {})[partition] = offset

@@ -54,7 +54,10 @@ class BatchProcessor:
 
     async def report_own_progress(self, group: str, topic: str, positions: dict[int, int]) -> None:
         """lagwatch's own consumption, stored as a consumer group like any other (Burrow reports `burrow-<name>`):
-        a stuck ingest then raises its own alert. `order` = the position itself, which only grows."""
+        a stuck ingest then raises its own alert. `order` = the position itself, which only grows. The allow/deny
+        regexes apply to it as to any group."""
+        if not positions or not self.group_filter.accepts(group):
+            return
         now = int(time.time() * 1000)
         commits = [Commit(group, topic, p, pos, now, pos, now) for p, pos in positions.items()]
         latest = await self.broker_offsets.lookup({(topic, p) for p in positions})
