@@ -22,6 +22,7 @@ def make_config(bootstrap: str, redis_url: str, **env: str) -> Config:
         f"LAGWATCH__CLUSTERS__{CLUSTER}__OFFSET_REFRESH": "0.3",
         f"LAGWATCH__CLUSTERS__{CLUSTER}__TOPIC_REFRESH": "1",
         "LAGWATCH__INGEST__HTTP_PORT": "0",
+        "LAGWATCH__INGEST__SESSION_TIMEOUT": "3",  # quick rebalances (the mock waits a session for joiners)
     }
     base.update({f"LAGWATCH__{k}": v for k, v in env.items()})
     return load_config(env=base)

@@ -69,6 +69,7 @@ class IngestWorker:
         cluster_config = config.cluster(cluster)
         self.topic = cluster_config.offsets_topic
         self.batch_size = config.ingest.batch_size
+        self.session_timeout_ms = int(config.ingest.session_timeout * 1000)
         self.redis = connect(config.redis)
         self.store = WindowStore(self.redis, config.window())
         kafka = client_kwargs(cluster_config, cluster)
@@ -80,14 +81,10 @@ class IngestWorker:
             topic_refresh=cluster_config.topic_refresh,
         )
         self.processor = BatchProcessor(cluster, self.store, self.broker_offsets, config.group_filter(cluster))
-        self.consumer = AIOKafkaConsumer(
-            **kafka,
-            group_id=consumer_group(cluster),
-            enable_auto_commit=False,
-            auto_offset_reset="latest" if cluster_config.start_latest else "earliest",
-            exclude_internal_topics=False,
-            max_poll_records=self.batch_size,
-        )
+        self._kafka = kafka
+        self._start_latest = cluster_config.start_latest
+        self._batch_lock = asyncio.Lock()  # held while a batch is stored and committed; a revocation waits for it
+        self.consumer = self._new_consumer()
         self.health = HealthServer(
             "ingest",
             {"redis": self._redis_ok, "kafka": self._kafka_ok},
@@ -96,9 +93,22 @@ class IngestWorker:
         )
         self.stopping = asyncio.Event()
         self.batches_done = 0
-        self._batch_lock = asyncio.Lock()
         self._last_self_report = 0.0
         self._positions: dict[int, int] = {}
+
+    def _new_consumer(self) -> AIOKafkaConsumer:
+        consumer = AIOKafkaConsumer(
+            **self._kafka,
+            group_id=consumer_group(self.cluster),
+            enable_auto_commit=False,
+            auto_offset_reset="latest" if self._start_latest else "earliest",
+            exclude_internal_topics=False,
+            max_poll_records=self.batch_size,
+            session_timeout_ms=self.session_timeout_ms,
+            heartbeat_interval_ms=max(100, self.session_timeout_ms // 3),
+        )
+        consumer.subscribe([self.topic], listener=_FinishBatchBeforeRevoke(self._batch_lock))
+        return consumer
 
     async def _redis_ok(self) -> bool:
         return bool(await self.redis.ping())
@@ -115,14 +125,11 @@ class IngestWorker:
         try:
             await self._first_broker_poll()
             poller = asyncio.create_task(self.broker_offsets.run(self.stopping))
-            self.consumer.subscribe([self.topic], listener=_FinishBatchBeforeRevoke(self._batch_lock))
-            await self.consumer.start()
-            await self._consume()
+            await self._consume_until_stopped()
         finally:
             self.stopping.set()
             if poller is not None:
                 await poller
-            await self.consumer.stop()
             await self.broker_offsets.stop()
             await self.health.stop()
             await self.redis.aclose()
@@ -139,14 +146,27 @@ class IngestWorker:
                 await self._sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
 
-    async def _consume(self) -> None:
+    async def _consume_until_stopped(self) -> None:
+        """Join the group and consume; a consumer that fails (Kafka down, a group error) is replaced after a pause.
+        Records it had fetched but not committed are simply read again."""
+        delay = 0.5
         while not self.stopping.is_set():
             try:
-                fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
+                await self.consumer.start()
+                await self._consume()
+                delay = 0.5
             except KafkaError as exc:
-                log.warning("ingest %s: fetch failed (%s); retrying", self.cluster, exc)
-                await self._sleep(1.0)
-                continue
+                log.warning("ingest %s: consumer failed (%s); rejoining in %.1fs", self.cluster, exc, delay)
+            finally:
+                await self.consumer.stop()
+            if not self.stopping.is_set():
+                await self._sleep(delay)
+                delay = min(delay * 2, MAX_BACKOFF_S)
+                self.consumer = self._new_consumer()
+
+    async def _consume(self) -> None:
+        while not self.stopping.is_set():
+            fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
             if not fetched:
                 await self._maybe_report_self()
                 continue

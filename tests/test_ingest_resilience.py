@@ -1,0 +1,225 @@
+"""The ingest under restarts, scale-out, a Redis outage and SIGTERM: nothing lost, nothing doubled."""
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from kafka_helpers import CLUSTER, eventually, make_config, running
+from redis.asyncio import Redis
+
+from lagwatch.services.ingest.worker import IngestWorker, consumer_group
+from lagwatch.shared.local.offsets_topic_writer import OFFSETS_TOPIC, OffsetCommitSpec, OffsetsTopicWriter
+from lagwatch.shared.local.redis_server import RedisServer
+from lagwatch.shared.store.redis_store import WindowStore
+
+GROUPS = [f"group-{i}" for i in range(40)]
+
+
+def commits_round(r, now):
+    return [OffsetCommitSpec(g, "orders", p, r * 10 + p, timestamp=now - 60_000 + r) for g in GROUPS for p in range(2)]
+
+
+async def stored_orders(store):
+    """{(group, partition): [orders]} of everything in the windows."""
+    out = {}
+    for group in await store.list_groups(CLUSTER):
+        if group not in GROUPS:  # lagwatch's own group
+            continue
+        stored = await store.get_group(CLUSTER, group)
+        for p in stored.partitions if stored else []:
+            out[(group, p.partition)] = [e.order for e in p.entries]
+    return out
+
+
+def expected_orders(specs, orders):
+    out = {}
+    for spec, order in zip(specs, orders, strict=True):
+        out.setdefault((spec.group, spec.partition), []).append(order)
+    return out
+
+
+async def test_restarting_mid_stream_loses_and_duplicates_nothing(kafka, redis_server, redis):
+    kafka.create_topic("orders", 2)
+    config = make_config(kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="50", INGEST__BATCH_SIZE="50")
+    store = WindowStore(redis, config.window())
+    now = int(time.time() * 1000)
+    specs, orders = [], []
+    async with OffsetsTopicWriter(kafka.bootstrap) as writer:
+        first = IngestWorker(config, CLUSTER)
+        async with running(first):
+            for r in range(5):
+                batch = commits_round(r, now)
+                specs += batch
+                orders += await writer.commits(batch)
+            await eventually(lambda: _true(first.batches_done >= 3))
+        # stopped mid-stream (more rounds are written while nobody runs), then a new worker takes over
+        for r in range(5, 10):
+            batch = commits_round(r, now)
+            specs += batch
+            orders += await writer.commits(batch)
+        async with running(IngestWorker(config, CLUSTER)):
+            expected = expected_orders(specs, orders)
+            await eventually(lambda: _equals(stored_orders(store), expected), timeout=30)
+
+
+async def _true(value):
+    return bool(value)
+
+
+async def _equals(awaitable, expected):
+    return await awaitable == expected
+
+
+async def test_two_workers_share_the_partitions_and_each_group_has_one_writer(kafka, redis_server, redis):
+    """Worker A runs here, instrumented; worker B is a `lagwatch run ingest` process, as in a deployment."""
+    kafka.create_topic("orders", 2)
+    config = make_config(kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="50")
+    store = WindowStore(redis, config.window())
+    here = IngestWorker(config, CLUSTER)
+    writes_here: list[tuple[int, bool]] = []  # (commit order, did A hold the group's offsets partition right then)
+    original = here.store.add_commits
+
+    async def recording(cluster, commits, now_ms, broker_offsets=None):
+        held = {tp.partition for tp in here.consumer.assignment()}
+        writes_here.extend((c.order, writer.partition_for(c.group) in held) for c in commits if c.group in GROUPS)
+        return await original(cluster, commits, now_ms, broker_offsets)
+
+    here.store.add_commits = recording
+    shared_round = False
+    async with running(here), OffsetsTopicWriter(kafka.bootstrap) as writer:
+        await eventually(lambda: _has_partitions(here, 50))
+        other = _ingest_process(kafka.bootstrap, redis_server.url)
+        try:
+            specs, orders = [], []
+            for r in range(6):  # the mock's coordinator sometimes drops B for a while (a join race): try rounds
+                await eventually(lambda: _has_partitions(here, 25), timeout=60)
+                round_specs = commits_round(r, int(time.time() * 1000))
+                round_orders = await writer.commits(round_specs)
+                specs, orders = specs + round_specs, orders + round_orders
+                expected = expected_orders(specs, orders)
+                await eventually(lambda e=expected: _equals(stored_orders(store), e), timeout=30)
+                by_a = {order for order, _ in writes_here} & set(round_orders)
+                if 0 < len(by_a) < len(round_orders):  # A wrote its share and B, holding the rest, the others
+                    shared_round = True
+                    break
+        finally:
+            other.send_signal(signal.SIGTERM)
+            out, _ = other.communicate(timeout=30)
+        assert other.returncode == 0, out
+    assert writes_here and all(held for _, held in writes_here)  # A only ever wrote groups whose partition it held
+    assert shared_round
+
+
+async def _has_partitions(worker, n):
+    return len(worker.consumer.assignment()) == n
+
+
+def _ingest_process(bootstrap, redis_url):
+    env = dict(
+        os.environ,
+        REDIS_URL=redis_url,
+        KAFKA_BOOTSTRAP_SERVERS=bootstrap,
+        LAGWATCH__STORAGE__INTERVALS="50",
+        LAGWATCH__INGEST__SESSION_TIMEOUT="3",
+    )
+    lagwatch = Path(sys.executable).parent / "lagwatch"
+    return subprocess.Popen(
+        [str(lagwatch), "run", "ingest", "--http-port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+async def committed_offsets(bootstrap):
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=consumer_group(CLUSTER))
+    await consumer.start()
+    try:
+        tps = [TopicPartition(OFFSETS_TOPIC, p) for p in range(50)]
+        return {tp.partition: await consumer.committed(tp) for tp in tps}
+    finally:
+        await consumer.stop()
+
+
+async def test_redis_down_the_batch_waits_and_kafka_offsets_are_not_committed_past_it(kafka, tmp_path):
+    kafka.create_topic("orders", 1)
+    with RedisServer(dir=tmp_path / "redis", appendonly=True) as server:
+        server.start()
+        config = make_config(kafka.bootstrap, server.url)
+        redis = Redis.from_url(server.url)
+        store = WindowStore(redis, config.window())
+        async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)) as worker:
+            await writer.commit("billing", "orders", 0, 1)
+            await eventually(lambda: store.get_group(CLUSTER, "billing"))
+            partition = writer.partition_for("billing")
+            before = (await committed_offsets(kafka.bootstrap))[partition]
+            server.stop()
+            await writer.commit("billing", "orders", 0, 2)
+            await asyncio.sleep(2)  # the worker retries meanwhile
+            assert (await committed_offsets(kafka.bootstrap))[partition] == before
+            assert not worker.stopping.is_set()
+            server.start()
+            await eventually(lambda: _newest_offset(store, "billing", 2), timeout=30)
+            await eventually(lambda: _committed_past(kafka.bootstrap, partition, before), timeout=10)
+        await redis.aclose()
+
+
+async def _newest_offset(store, group, offset):
+    try:
+        stored = await store.get_group(CLUSTER, group)
+    except Exception:
+        return False
+    return stored is not None and stored.partitions[0].entries[-1].offset == offset
+
+
+async def _committed_past(bootstrap, partition, before):
+    return (await committed_offsets(bootstrap))[partition] > before
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_sigterm_finishes_commits_and_exits_cleanly(kafka, redis_server, redis):
+    kafka.create_topic("orders", 1)
+    port = free_port()
+    env = dict(os.environ, REDIS_URL=redis_server.url, KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap)
+    lagwatch = Path(sys.executable).parent / "lagwatch"
+    proc = subprocess.Popen(
+        [str(lagwatch), "run", "ingest", "--http-port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        async with OffsetsTopicWriter(kafka.bootstrap) as writer:
+            await eventually(lambda: _ready(port), timeout=30)
+            await writer.commit("billing", "orders", 0, 3)
+            store = WindowStore(redis)
+            await eventually(lambda: store.get_group(CLUSTER, "billing"))
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert (await committed_offsets(kafka.bootstrap))[writer.partition_for("billing")] is not None
+
+
+async def _ready(port):
+    try:
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/readyz") as response:
+            return response.status == 200
+    except aiohttp.ClientError:
+        return False
