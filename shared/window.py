@@ -21,6 +21,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import NamedTuple
 
 from lagwatch.shared.protocol import OffsetEntry
 
@@ -50,9 +51,8 @@ class WindowConfig:
     expire_group_ms: int = 604_800_000
 
 
-@dataclass(frozen=True, slots=True)
-class Commit:
-    """One decoded offset commit, as the ingest hands it to a window."""
+class Commit(NamedTuple):
+    """One decoded offset commit, as the ingest hands it to a window (a tuple: built ~1M times a second)."""
 
     group: str
     topic: str

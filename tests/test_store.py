@@ -233,3 +233,10 @@ async def test_group_metadata_alone_does_not_make_a_group_known(redis):
     await store.set_group_metadata(CLUSTER, "quiet", generation=1, started_at=T0, owners={}, now_ms=T0)
     assert await store.get_group(CLUSTER, "quiet") is None
     assert await redis.pttl(keys.group_meta(CLUSTER, "quiet")) > 0  # and it cleans itself up
+
+
+async def test_the_store_reloads_its_script_after_redis_forgets_it(redis):
+    store = await store_with_broker(redis)
+    await store.add_commits(CLUSTER, [commit(1, 1)], now_ms=T0)
+    await redis.script_flush()  # as after a Redis restart without persistence of scripts
+    assert await store.add_commits(CLUSTER, [commit(2, 2)], now_ms=T0) == [AddOutcome.APPENDED]

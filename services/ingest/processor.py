@@ -5,18 +5,26 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
-from lagwatch.services.ingest.records import GroupDeletion, GroupRebalance, RawRecord, decode_batch
+from lagwatch.services.ingest.records import DecodedBatch, GroupDeletion, GroupRebalance, RecordLike, decode_batch
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.window import Commit
 
 
+@dataclass(slots=True)
+class PreparedBatch:
+    decoded: DecodedBatch
+    tally: Counter[str]
+    observed_at: int
+
+
 class BatchProcessor:
-    """Decodes a batch and stores it. Raises on Redis or Kafka failures: the caller retries the whole batch, which
-    is harmless (a commit's `order` makes a re-applied commit a duplicate)."""
+    """Decodes a batch (`prepare`, CPU only) and stores it (`store`). `store` raises on Redis or Kafka failures: the
+    caller retries it, which is harmless (a commit's `order` makes a re-applied commit a duplicate)."""
 
     def __init__(self, cluster: str, store: WindowStore, broker_offsets: BrokerOffsets, group_filter: GroupFilter):
         self.cluster = cluster
@@ -24,19 +32,25 @@ class BatchProcessor:
         self.broker_offsets = broker_offsets
         self.group_filter = group_filter
 
-    async def process(self, records: Sequence[RawRecord]) -> Counter[str]:
-        started = time.perf_counter()
+    def prepare(self, records: Sequence[RecordLike]) -> PreparedBatch:
         now = int(time.time() * 1000)
-        batch = decode_batch(records, observed_at=now, group_filter=self.group_filter)
-        tally = Counter(batch.counts)
+        decoded = decode_batch(records, observed_at=now, group_filter=self.group_filter)
+        tally = Counter(decoded.counts)
         tally["records"] += len(records)
         tally["batches"] += 1
-        commits = batch.commits
+        return PreparedBatch(decoded, tally, now)
+
+    async def store_batch(self, batch: PreparedBatch) -> Counter[str]:
+        started = time.perf_counter()
+        tally = Counter(batch.tally)
+        now = batch.observed_at
+        commits = batch.decoded.commits
         latest = await self.broker_offsets.lookup({(c.topic, c.partition) for c in commits}) if commits else {}
-        for step in batch.steps:
+        for step in batch.decoded.steps:
             if isinstance(step, list):
                 outcomes = await self.store.add_commits(self.cluster, step, now, broker_offsets=latest)
-                tally.update(f"outcome:{o.name.lower()}" for o in outcomes)
+                for outcome, n in Counter(outcomes).items():
+                    tally[f"outcome:{outcome.name.lower()}"] += n
             elif isinstance(step, GroupRebalance):
                 await self.store.set_group_metadata(
                     self.cluster,
@@ -51,6 +65,10 @@ class BatchProcessor:
                 tally["group_deleted"] += 1
         metrics.BATCH_SECONDS.labels(self.cluster).observe(time.perf_counter() - started)
         return tally
+
+    async def process(self, records: Sequence[RecordLike]) -> Counter[str]:
+        """Both steps at once (tests and simple callers)."""
+        return await self.store_batch(self.prepare(records))
 
     async def report_own_progress(self, group: str, topic: str, positions: dict[int, int]) -> None:
         """lagwatch's own consumption, stored as a consumer group like any other (Burrow reports `burrow-<name>`):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.group_filter import GroupFilter
@@ -24,9 +25,19 @@ from lagwatch.shared.window import Commit
 TopicPartition = tuple[str, int]
 
 
+class RecordLike(Protocol):
+    """What decoding needs of a consumed record (aiokafka's ConsumerRecord has it)."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+
 @dataclass(frozen=True, slots=True)
 class RawRecord:
-    """One record of the offsets topic as the consumer hands it over."""
+    """One record of the offsets topic, built by hand (tests, replays)."""
 
     partition: int
     offset: int
@@ -69,7 +80,7 @@ class DecodedBatch:
         return [c for step in self.steps if isinstance(step, list) for c in step]
 
 
-def decode_batch(records: Iterable[RawRecord], observed_at: int, group_filter: GroupFilter) -> DecodedBatch:
+def decode_batch(records: Iterable[RecordLike], observed_at: int, group_filter: GroupFilter) -> DecodedBatch:
     batch = DecodedBatch()
     accepts = _memoized(group_filter)
     for raw in records:

@@ -29,8 +29,7 @@ from redis.exceptions import RedisError
 
 from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
-from lagwatch.services.ingest.processor import BatchProcessor
-from lagwatch.services.ingest.records import RawRecord
+from lagwatch.services.ingest.processor import BatchProcessor, PreparedBatch
 from lagwatch.shared.config import Config
 from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.kafka_client import client_kwargs
@@ -52,12 +51,12 @@ def self_group(cluster: str) -> str:
 
 
 class _FinishBatchBeforeRevoke(ConsumerRebalanceListener):
-    def __init__(self, lock: asyncio.Lock) -> None:
-        self.lock = lock
+    def __init__(self, worker: IngestWorker) -> None:
+        self.worker = worker
 
     async def on_partitions_revoked(self, revoked) -> None:
-        async with self.lock:  # the batch in hand is stored and committed before another worker takes over
-            pass
+        async with self.worker._batch_lock:  # the batch in flight is stored and committed before anyone takes over
+            await self.worker._drain()
 
     async def on_partitions_assigned(self, assigned) -> None:
         log.info("ingest: assigned offsets-topic partitions %s", sorted(tp.partition for tp in assigned))
@@ -83,7 +82,8 @@ class IngestWorker:
         self.processor = BatchProcessor(cluster, self.store, self.broker_offsets, config.group_filter(cluster))
         self._kafka = kafka
         self._start_latest = cluster_config.start_latest
-        self._batch_lock = asyncio.Lock()  # held while a batch is stored and committed; a revocation waits for it
+        self._batch_lock = asyncio.Lock()  # guards handing a batch to `_inflight`; a revocation waits for it
+        self._inflight: asyncio.Task[bool] | None = None  # the batch being stored and committed
         self.consumer = self._new_consumer()
         self.health = HealthServer(
             "ingest",
@@ -107,7 +107,7 @@ class IngestWorker:
             session_timeout_ms=self.session_timeout_ms,
             heartbeat_interval_ms=max(100, self.session_timeout_ms // 3),
         )
-        consumer.subscribe([self.topic], listener=_FinishBatchBeforeRevoke(self._batch_lock))
+        consumer.subscribe([self.topic], listener=_FinishBatchBeforeRevoke(self))
         return consumer
 
     async def _redis_ok(self) -> bool:
@@ -165,28 +165,44 @@ class IngestWorker:
                 self.consumer = self._new_consumer()
 
     async def _consume(self) -> None:
-        while not self.stopping.is_set():
-            fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
-            if not fetched:
+        """Decoding a batch overlaps with Redis storing the previous one (two cores: Python and Redis), and batches
+        are stored and committed strictly one after another."""
+        try:
+            while not self.stopping.is_set():
+                fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
+                if fetched:
+                    prepared = self.processor.prepare([m for messages in fetched.values() for m in messages])
+                    async with self._batch_lock:
+                        if not await self._drain():
+                            return
+                        assigned = self.consumer.assignment()
+                        if not all(tp in assigned for tp in fetched):  # revoked while decoding: drop those records
+                            fetched = {tp: ms for tp, ms in fetched.items() if tp in assigned}
+                            prepared = self.processor.prepare([m for ms in fetched.values() for m in ms])
+                        positions = {tp: messages[-1].offset + 1 for tp, messages in fetched.items()}
+                        self._inflight = asyncio.create_task(self._store_and_commit(prepared, positions))
+                    await asyncio.sleep(0)  # let it send its writes: Redis works on them while we decode the next
                 await self._maybe_report_self()
-                continue
-            async with self._batch_lock:
-                records = [
-                    RawRecord(tp.partition, m.offset, m.key, m.value, m.timestamp)
-                    for tp, messages in fetched.items()
-                    for m in messages
-                ]
-                if not await self._store_with_retry(records):
-                    return  # stopping while Redis is down: leave the batch uncommitted, it is read again later
-                await self._commit({tp: messages[-1].offset + 1 for tp, messages in fetched.items()})
-                self.batches_done += 1
-            await self._maybe_report_self()
+        finally:
+            await self._drain()
 
-    async def _store_with_retry(self, records: list[RawRecord]) -> bool:
+    async def _drain(self) -> bool:
+        """Wait for the batch in flight; False when it was abandoned (stopping while Redis was down)."""
+        inflight, self._inflight = self._inflight, None
+        return True if inflight is None else await inflight
+
+    async def _store_and_commit(self, prepared: PreparedBatch, positions: dict) -> bool:
+        if not await self._store_with_retry(prepared):
+            return False  # left uncommitted: read again later
+        await self._commit(positions)
+        self.batches_done += 1
+        return True
+
+    async def _store_with_retry(self, prepared: PreparedBatch) -> bool:
         delay = 0.1
         while True:
             try:
-                tally = await self.processor.process(records)
+                tally = await self.processor.store_batch(prepared)
                 break
             except (RedisError, KafkaError, OSError) as exc:
                 metrics.RETRIES.labels(self.cluster).inc()

@@ -7,12 +7,16 @@ another slot: the store reads those first (one more round trip) unless the calle
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
+from redis.exceptions import NoScriptError
 
 from lagwatch.shared.protocol import OffsetEntry, PartitionInput
 from lagwatch.shared.store import keys, scripts
@@ -22,6 +26,10 @@ from lagwatch.shared.window import AddOutcome, Commit, WindowConfig, current_lag
 TopicPartition = tuple[str, int]
 OWNER_SEPARATOR = "\x1f"
 REBALANCE_WINDOW_MS = 3_600_000  # rebalances are counted over the last hour
+ADD_COMMITS_SHA = hashlib.sha1(scripts.ADD_COMMITS.encode()).hexdigest()
+OUTCOMES = {o.value: o for o in AddOutcome}
+STORED = frozenset(o.value for o in AddOutcome if o.stored)
+GROUPS_PER_CALL = 200  # groups per ADD_COMMITS call on a single Redis server
 
 
 @dataclass(slots=True)
@@ -67,7 +75,7 @@ class WindowStore:
     def __init__(self, redis: Redis, config: WindowConfig | None = None) -> None:
         self.redis = redis
         self.config = config or WindowConfig()
-        self._add_commits = redis.register_script(scripts.ADD_COMMITS)
+        self.cluster_mode = isinstance(redis, RedisCluster)
         self._append_broker = redis.register_script(scripts.APPEND_BROKER_OFFSETS)
         self._delete_topic = redis.register_script(scripts.DELETE_TOPIC_FROM_GROUP)
         self._set_group_metadata = redis.register_script(scripts.SET_GROUP_METADATA)
@@ -94,21 +102,50 @@ class WindowStore:
             by_group[c.group].append(i)
         cfg = self.config
         head = [cfg.intervals, cfg.min_distance_ms, cfg.expire_group_ms, now_ms]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for group, indexes in by_group.items():
-                packed = pack_commits([commits[i] for i in indexes], broker_offsets)
-                await self._add_commits(keys=keys.group_keys(cluster, group), args=[*head, packed], client=pipe)
-            replies = await pipe.execute()
+        calls = self._calls(cluster, list(by_group))
+        arguments = []
+        for call in calls:
+            call_keys = [k for group in call for k in keys.group_keys(cluster, group)]
+            blobs = [pack_commits([commits[i] for i in by_group[group]], broker_offsets) for group in call]
+            arguments.append((len(call_keys), *call_keys, *head, *blobs))
+        replies = [letters for reply in await self._run_add_commits(arguments) for letters in reply]
         outcomes: list[AddOutcome] = [AddOutcome.EXPIRED] * len(commits)
         newest: dict[str, int] = {}
-        for (group, indexes), reply in zip(by_group.items(), replies, strict=True):
+        for group, reply in zip((g for call in calls for g in call), replies, strict=True):
+            indexes = by_group[group]
             for i, letter in zip(indexes, reply.decode(), strict=True):
-                outcome = outcomes[i] = AddOutcome(letter)
-                if outcome.stored:
-                    newest[group] = max(newest.get(group, 0), commits[i].timestamp)
+                outcomes[i] = OUTCOMES[letter]
+            stored = [commits[i].timestamp for i, letter in zip(indexes, reply.decode()) if letter in STORED]
+            if stored:
+                newest[group] = max(stored)
         if newest:
             await self._index_groups(cluster, newest)
         return outcomes
+
+    async def _run_add_commits(self, arguments: list[tuple]) -> list:
+        """EVALSHA straight away, loading the script only when Redis says it lacks it. (redis-py's script objects
+        check SCRIPT EXISTS before every pipeline: a round trip that kept Redis idle while we decoded.)"""
+        for attempt in (1, 2):
+            try:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    for args in arguments:
+                        pipe.evalsha(ADD_COMMITS_SHA, *args)
+                    return await pipe.execute()
+            except NoScriptError:
+                if attempt == 2:
+                    raise
+                await self.redis.script_load(scripts.ADD_COMMITS)
+        raise AssertionError("unreachable")
+
+    def _calls(self, cluster: str, groups: list[str]) -> list[list[str]]:
+        """Groups per script call: all a call's keys must share a hash slot on Redis Cluster; a single server
+        takes many groups per call (bounded, so one call never blocks Redis for long)."""
+        if self.cluster_mode:
+            by_slot: dict[int, list[str]] = defaultdict(list)
+            for group in groups:
+                by_slot[key_slot(keys.group_windows(cluster, group).encode())].append(group)
+            return list(by_slot.values())
+        return [groups[i : i + GROUPS_PER_CALL] for i in range(0, len(groups), GROUPS_PER_CALL)]
 
     async def _index_groups(self, cluster: str, newest: Mapping[str, int]) -> None:
         async with self.redis.pipeline(transaction=False) as pipe:

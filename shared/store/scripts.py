@@ -28,23 +28,24 @@ local function encode_ring(entries)
 end
 """
 
-# KEYS: windows hash, meta hash, owners hash, rebalances zset (all of one group)
-# ARGV: intervals, min_distance_ms, expire_ms, now_ms, commits
-#       commits = concatenated records '<i8i8i8i8i8Hc0': offset, timestamp, order, observed_at,
-#       latest broker offset (-1 = unknown), then the field "<topic>:<partition>" with a uint16 length
-#       (one binary argument instead of six per commit: argument encoding dominated the client's time)
-# Returns one outcome letter per commit (window.AddOutcome values).
+# KEYS: for each group in the call, its windows hash, meta hash, owners hash and rebalances zset
+#       (on Redis Cluster a call holds the groups of one hash slot; on a single server, many groups)
+# ARGV: intervals, min_distance_ms, expire_ms, now_ms, then one commits argument per group:
+#       concatenated records '<i8i8i8i8i8Hc0': offset, timestamp, order, observed_at, latest broker
+#       offset (-1 = unknown), then the field "<topic>:<partition>" with a uint16 length
+#       (one binary argument per group instead of six per commit: argument encoding dominated the client's time)
+# Returns, per group, a string with one outcome letter per commit (window.AddOutcome values).
 ADD_COMMITS = (
     _RING_CODEC
     + """
-local windows_key, meta_key, owners_key, rebalances_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local intervals = tonumber(ARGV[1])
 local min_distance = tonumber(ARGV[2])
 local expire_ms = tonumber(ARGV[3])
 local now = tonumber(ARGV[4])
-local commits = ARGV[5]
+local FIRST_GROUP_ARG, KEYS_PER_GROUP = 5, 4
 local COMMIT = '<i8i8i8i8i8Hc0'
 local ENTRY_SIZE = 48
+local MAX_UNPACK = 4000                 -- Lua's unpack() stack limit, in elements
 
 -- An older commit: decode the ring and insert it in order (rare: replays and reprocessing).
 local function insert_older(packed, offset, ts, order, observed)
@@ -90,41 +91,62 @@ local function add(packed, offset, ts, order, observed, broker)
   return 'a', packed
 end
 
-local rings, dirty, outcomes = {}, {}, {}
-local newest_ts = tonumber(redis.call('HGET', meta_key, 'last') or '-1')
-local pos = 1
-while pos <= #commits do
-  local offset, ts, order, observed, broker, field, next_pos = struct.unpack(COMMIT, commits, pos)
-  pos = next_pos
-  local packed = rings[field]
-  if packed == nil then
-    packed = redis.call('HGET', windows_key, field) or ''
+local function add_group(windows_key, meta_key, owners_key, rebalances_key, commits)
+  -- First pass: decode the commits and read every ring they touch with one HMGET.
+  local parsed, fields, seen = {}, {}, {}
+  local pos = 1
+  while pos <= #commits do
+    local offset, ts, order, observed, broker, field, next_pos = struct.unpack(COMMIT, commits, pos)
+    pos = next_pos
+    parsed[#parsed + 1] = {offset, ts, order, observed, broker, field}
+    if not seen[field] then
+      seen[field] = true
+      fields[#fields + 1] = field
+    end
   end
-  local outcome, updated = add(packed, offset, ts, order, observed, broker)
-  if updated then
-    rings[field] = updated
-    dirty[field] = true
-    if ts > newest_ts then newest_ts = ts end
-  else
-    rings[field] = packed
+  local rings = {}
+  for first = 1, #fields, MAX_UNPACK do
+    local last = math.min(first + MAX_UNPACK - 1, #fields)
+    local values = redis.call('HMGET', windows_key, unpack(fields, first, last))
+    for i = first, last do rings[fields[i]] = values[i - first + 1] or '' end
   end
-  outcomes[#outcomes + 1] = outcome
+  -- Second pass: apply them in order.
+  local dirty, outcomes = {}, {}
+  local newest_ts = tonumber(redis.call('HGET', meta_key, 'last') or '-1')
+  for i, c in ipairs(parsed) do
+    local outcome, updated = add(rings[c[6]], c[1], c[2], c[3], c[4], c[5])
+    if updated then
+      rings[c[6]] = updated
+      dirty[c[6]] = true
+      if c[2] > newest_ts then newest_ts = c[2] end
+    end
+    outcomes[i] = outcome
+  end
+  local changes = {}
+  for field in pairs(dirty) do
+    changes[#changes + 1] = field
+    changes[#changes + 1] = rings[field]
+  end
+  if #changes > 0 then
+    for first = 1, #changes, MAX_UNPACK do
+      redis.call('HSET', windows_key, unpack(changes, first, math.min(first + MAX_UNPACK - 1, #changes)))
+    end
+    redis.call('HSET', meta_key, 'last', newest_ts)
+    local expires_at = newest_ts + expire_ms
+    redis.call('PEXPIREAT', windows_key, expires_at)
+    redis.call('PEXPIREAT', meta_key, expires_at)
+    redis.call('PEXPIREAT', owners_key, expires_at)
+    redis.call('PEXPIREAT', rebalances_key, expires_at)
+  end
+  return table.concat(outcomes)
 end
 
-local any = false
-for field in pairs(dirty) do
-  redis.call('HSET', windows_key, field, rings[field])
-  any = true
+local results = {}
+for g = 0, #ARGV - FIRST_GROUP_ARG do
+  local k = g * KEYS_PER_GROUP
+  results[g + 1] = add_group(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], ARGV[FIRST_GROUP_ARG + g])
 end
-if any then
-  redis.call('HSET', meta_key, 'last', newest_ts)
-  local expires_at = newest_ts + expire_ms
-  redis.call('PEXPIREAT', windows_key, expires_at)
-  redis.call('PEXPIREAT', meta_key, expires_at)
-  redis.call('PEXPIREAT', owners_key, expires_at)
-  redis.call('PEXPIREAT', rebalances_key, expires_at)
-end
-return table.concat(outcomes)
+return results
 """
 )
 
