@@ -112,10 +112,11 @@ class WindowStore:
         outcomes: list[AddOutcome] = [AddOutcome.EXPIRED] * len(commits)
         newest: dict[str, int] = {}
         for group, reply in zip((g for call in calls for g in call), replies, strict=True):
-            indexes = by_group[group]
-            for i, letter in zip(indexes, reply.decode(), strict=True):
+            stored = []
+            for i, letter in zip(by_group[group], reply.decode(), strict=True):
                 outcomes[i] = OUTCOMES[letter]
-            stored = [commits[i].timestamp for i, letter in zip(indexes, reply.decode()) if letter in STORED]
+                if letter in STORED:
+                    stored.append(commits[i].timestamp)
             if stored:
                 newest[group] = max(stored)
         if newest:
