@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     decode.set_defaults(handler=_offsets_decode)
 
     run = commands.add_parser("run", help="run a service until SIGTERM/Ctrl-C")
-    run.add_argument("service", choices=["ingest"], help="which service")
+    run.add_argument("service", choices=["ingest", "evaluator"], help="which service")
     run.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
     run.add_argument("--cluster", default=None, help="the configured cluster to watch (default: the only one)")
     run.add_argument("--http-port", type=int, default=None, help="port of /healthz, /readyz and /metrics")
@@ -127,6 +127,10 @@ def _run_service(args: argparse.Namespace) -> int:
         from lagwatch.services.ingest.worker import run_ingest
 
         asyncio.run(run_ingest(config, cluster, http_port=args.http_port))
+    elif args.service == "evaluator":
+        from lagwatch.services.evaluator.service import run_evaluator
+
+        asyncio.run(run_evaluator(config, cluster, http_port=args.http_port))
     return 0
 
 

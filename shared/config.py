@@ -89,8 +89,11 @@ class StorageConfig:
 class EvaluatorConfig:
     allowed_lag: int = field(default=0, metadata={"check": _non_negative})
     minimum_complete: float = field(default=0.0, metadata={"check": _fraction})
-    sweep_interval: float = field(default=5.0, metadata={"check": _positive})
+    sweep_interval: float = field(default=5.0, metadata={"check": _positive})  # seconds between full sweeps
     status_topic: str = "lagwatch.status"
+    changes_topic: str = "lagwatch.changes"
+    http_host: str = "127.0.0.1"
+    http_port: int = field(default=8002, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
 
 
 @dataclass(frozen=True)

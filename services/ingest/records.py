@@ -79,6 +79,18 @@ class DecodedBatch:
     def commits(self) -> list[Commit]:
         return [c for step in self.steps if isinstance(step, list) for c in step]
 
+    def touched_groups(self) -> dict[str, str]:
+        """group -> why it changed ("commits", "rebalance" or "deleted"; the last step wins)."""
+        touched: dict[str, str] = {}
+        for step in self.steps:
+            if isinstance(step, list):
+                touched.update((c.group, "commits") for c in step)
+            elif isinstance(step, GroupRebalance):
+                touched[step.group] = "rebalance"
+            else:
+                touched[step.group] = "deleted"
+        return touched
+
 
 def decode_batch(records: Iterable[RecordLike], observed_at: int, group_filter: GroupFilter) -> DecodedBatch:
     batch = DecodedBatch()

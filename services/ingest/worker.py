@@ -30,6 +30,7 @@ from redis.exceptions import RedisError
 from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.processor import BatchProcessor, PreparedBatch
+from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.config import Config
 from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.kafka_client import client_kwargs
@@ -80,6 +81,7 @@ class IngestWorker:
             topic_refresh=cluster_config.topic_refresh,
         )
         self.processor = BatchProcessor(cluster, self.store, self.broker_offsets, config.group_filter(cluster))
+        self.changes = ChangePublisher(kafka, config.evaluator.changes_topic)
         self._kafka = kafka
         self._start_latest = cluster_config.start_latest
         self._batch_lock = asyncio.Lock()  # guards handing a batch to `_inflight`; a revocation waits for it
@@ -121,6 +123,7 @@ class IngestWorker:
         await self.health.start()
         log.info("ingest %s: health and metrics on %s", self.cluster, self.health.url)
         await self.broker_offsets.start()
+        await self.changes.start()
         poller: asyncio.Task | None = None
         try:
             await self._first_broker_poll()
@@ -131,6 +134,7 @@ class IngestWorker:
             if poller is not None:
                 await poller
             await self.broker_offsets.stop()
+            await self.changes.stop()
             await self.health.stop()
             await self.redis.aclose()
 
@@ -194,6 +198,9 @@ class IngestWorker:
     async def _store_and_commit(self, prepared: PreparedBatch, positions: dict) -> bool:
         if not await self._store_with_retry(prepared):
             return False  # left uncommitted: read again later
+        touched = prepared.decoded.touched_groups()
+        if touched:
+            await self.changes.publish(self.cluster, touched.items())  # the evaluator's trigger (best effort)
         await self._commit(positions)
         self.batches_done += 1
         return True

@@ -12,6 +12,11 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:g:{<cluster>/<group>}:m        HASH  `last` = newest commit timestamp (ms), `generation` = latest generation
     lw:g:{<cluster>/<group>}:o        HASH  "<topic>:<partition>" -> "<owner>\\x1f<client_id>" (from group metadata)
     lw:g:{<cluster>/<group>}:r        ZSET  generation -> when it started (ms), the last hour: rebalances per hour
+    lw:g:{<cluster>/<group>}:s        HASH  evaluator state: status, seq (transitions so far), incident_id,
+                                            incident_started_at, changed_at (kept `expire-group` after NOTFOUND)
+    lw:g:{<cluster>/<group>}:p        LIST  status-change events written but not yet acknowledged by Kafka
+    lw:c:{<cluster>}:statuses         HASH  group -> current status, for groups not NOTFOUND (evaluator's index)
+    lw:c:{<cluster>}:evaluator        HASH  evaluator counters (evaluations, events published, ...)
 
 A group's keys share one slot, so a Lua script may touch all of them atomically on Redis Cluster; a topic's broker
 ring sits in its own slot, which is why a commit's lag is computed from a broker offset the caller reads first.
@@ -70,6 +75,22 @@ def group_keys(cluster: str, group: str) -> tuple[str, str, str, str]:
         group_owners(cluster, group),
         group_rebalances(cluster, group),
     )
+
+
+def group_state(cluster: str, group: str) -> str:
+    return f"{PREFIX}:g:{{{cluster}/{group}}}:s"
+
+
+def group_pending_events(cluster: str, group: str) -> str:
+    return f"{PREFIX}:g:{{{cluster}/{group}}}:p"
+
+
+def statuses_index(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:statuses"
+
+
+def evaluator_stats(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:evaluator"
 
 
 def partition_field(topic: str, partition: int) -> str:

@@ -213,3 +213,31 @@ redis.call('PEXPIREAT', owners_key, expires_at)
 redis.call('PEXPIREAT', rebalances_key, expires_at)
 return 1
 """
+
+# KEYS: state hash, pending-events list (of one group)
+# ARGV: expected seq, new status, incident_id ('' = none), incident_started_at, changed_at, event JSON, ttl_ms
+# Compare-and-set of a group's status: applies only if the group's transition count is still `expected seq`, so
+# two evaluators (or a restarted one) can never record, and publish, the same transition twice.
+# Returns the new seq, or 0 when another evaluator got there first.
+TRANSITION = """
+local state_key, pending_key = KEYS[1], KEYS[2]
+local expected_seq = tonumber(ARGV[1])
+local status, incident_id, incident_started_at = ARGV[2], ARGV[3], ARGV[4]
+local changed_at, event, ttl_ms = ARGV[5], ARGV[6], tonumber(ARGV[7])
+
+local seq = tonumber(redis.call('HGET', state_key, 'seq') or '0')
+if seq ~= expected_seq then return 0 end
+redis.call('HSET', state_key, 'seq', seq + 1, 'status', status, 'changed_at', changed_at)
+if incident_id == '' then
+  redis.call('HDEL', state_key, 'incident_id', 'incident_started_at')
+else
+  redis.call('HSET', state_key, 'incident_id', incident_id, 'incident_started_at', incident_started_at)
+end
+redis.call('RPUSH', pending_key, event)
+if status == 'NOTFOUND' then
+  redis.call('PEXPIRE', state_key, ttl_ms)   -- remembered a while, so a returning group keeps counting
+else
+  redis.call('PERSIST', state_key)
+end
+return seq + 1
+"""

@@ -1,0 +1,228 @@
+"""`lagwatch run evaluator`: a Faust app that evaluates groups as their commits arrive and sweeps for time-caused
+statuses (STOP, expiry), publishing a status-change event whenever a group's status changes.
+
+* Event-driven: a Faust agent consumes the group-changes topic (`lagwatch.changes`, see `shared/changes.py`) in
+  batches of up to a thousand notices or 50 ms, and evaluates the groups named in them.
+* Sweep: every `evaluator.sweep-interval` seconds, a Faust timer evaluates every group this instance owns, so a
+  STOP (caused by time passing, not by a commit) is found within one sweep interval.
+* Ownership: the evaluator instances form the consumer group `lagwatch-evaluator-<cluster>` on the changes topic;
+  a group belongs to the instance holding its partition, for notices and sweeps alike. During a rebalance two
+  instances may briefly both evaluate a group: the status store's compare-and-set lets only one of them record
+  (and publish) each transition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Iterable
+
+import faust
+from prometheus_client import Counter, Histogram
+from redis.exceptions import RedisError
+
+from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
+from lagwatch.services.evaluator.publisher import EventPublisher
+from lagwatch.shared.changes import decode_notice, partition_of
+from lagwatch.shared.config import ClusterConfig, Config
+from lagwatch.shared.health_server import HealthServer
+from lagwatch.shared.kafka_client import client_kwargs, ssl_context
+from lagwatch.shared.redis_client import connect
+from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.store.status_store import StatusStore
+
+log = logging.getLogger(__name__)
+EVALUATIONS = Counter("lagwatch_evaluations_total", "Group evaluations", ["cluster", "trigger"])
+TRANSITIONS = Counter("lagwatch_status_transitions_total", "Status changes recorded", ["cluster"])
+EVALUATION_SECONDS = Histogram(
+    "lagwatch_evaluation_seconds",
+    "Time to evaluate one batch of groups",
+    ["cluster", "trigger"],
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+SWEEP_CHUNK = 500
+NOTICE_BATCH, NOTICE_WAIT_S = 1000, 0.05
+
+
+def consumer_group(cluster: str) -> str:
+    return f"lagwatch-evaluator-{cluster}"
+
+
+def faust_broker_settings(cluster: ClusterConfig, name: str) -> dict:
+    """Faust's spelling of the cluster's connection settings."""
+    settings: dict = {"broker": ";".join(f"kafka://{s}" for s in cluster.bootstrap_servers)}
+    context = ssl_context(cluster, name)
+    if cluster.sasl.mechanism:
+        settings["broker_credentials"] = faust.SASLCredentials(
+            username=cluster.sasl.username,
+            password=cluster.sasl.password,
+            mechanism=cluster.sasl.mechanism,
+            ssl_context=context,
+        )
+    elif context is not None:
+        settings["broker_credentials"] = faust.SSLCredentials(context)
+    return settings
+
+
+class EvaluatorService:
+    def __init__(self, config: Config, cluster: str, *, http_port: int | None = None) -> None:
+        self.cluster = cluster
+        self.config = config
+        cluster_config = config.cluster(cluster)
+        self.redis = connect(config.redis)
+        self.store = WindowStore(self.redis, config.window())
+        self.statuses = StatusStore(self.redis, config.window().expire_group_ms)
+        self.publisher = EventPublisher(client_kwargs(cluster_config, cluster), config.evaluator.status_topic)
+        self.evaluator = GroupEvaluator(cluster, self.store, self.statuses, self.publisher, config.rules())
+        self.health = HealthServer(
+            "evaluator",
+            {"redis": self._redis_ok, "kafka": self._kafka_ok},
+            host=config.evaluator.http_host,
+            port=config.evaluator.http_port if http_port is None else http_port,
+        )
+        self.stopping = asyncio.Event()
+        self.sweeps_done = 0
+        self._lock = asyncio.Lock()  # one evaluation at a time in this instance: notices and sweeps interleave
+        self.app = faust.App(
+            consumer_group(cluster),
+            **faust_broker_settings(cluster_config, cluster),
+            broker_client_id=f"{cluster_config.client_id}-evaluator",
+            topic_allow_declare=False,  # the changes and status topics are created by whoever runs Kafka
+            topic_disable_leader=True,
+            web_enabled=False,  # health and metrics are served by HealthServer, like every lagwatch service
+            consumer_auto_offset_reset="latest",  # old notices are moot: the first sweep evaluates everything
+            broker_session_timeout=config.ingest.session_timeout,
+            broker_heartbeat_interval=max(0.1, config.ingest.session_timeout / 3),
+            stream_wait_empty=False,
+        )
+        self.changes = self.app.topic(
+            config.evaluator.changes_topic,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+        )
+        self.app.agent(self.changes, name="lagwatch.evaluator.on_changes")(self._on_changes)
+        self.app.timer(config.evaluator.sweep_interval, name="lagwatch.evaluator.sweep")(self._sweep)
+
+    async def _redis_ok(self) -> bool:
+        return bool(await self.redis.ping())
+
+    async def _kafka_ok(self) -> bool:
+        return bool(self.app.consumer.assignment()) if self.app.consumer else False
+
+    # --- the two triggers ------------------------------------------------------------------------------------
+
+    async def _on_changes(self, stream) -> None:
+        async for events in stream.take_events(NOTICE_BATCH, within=NOTICE_WAIT_S):
+            groups = set()
+            for event in events:
+                notice = decode_notice(event.value)
+                if notice is None:
+                    log.warning("evaluator %s: skipped a malformed change notice", self.cluster)
+                elif notice["cluster"] == self.cluster:
+                    groups.add(notice["group"])
+            if groups:
+                await self._evaluate(sorted(groups), "notice")
+
+    async def _sweep(self) -> None:
+        owned = self.owned_partitions()
+        if owned is None:
+            return  # not assigned yet (or rebalancing): the next sweep will do
+        count = self.changes_partitions()
+        try:
+            groups = set(await self.store.list_groups(self.cluster)) | set(
+                await self.statuses.known_groups(self.cluster)
+            )
+        except RedisError as exc:
+            log.warning("evaluator %s: sweep skipped, Redis unavailable (%s)", self.cluster, exc)
+            return
+        mine = sorted(g for g in groups if partition_of(self.cluster, g, count) in owned)
+        for i in range(0, len(mine), SWEEP_CHUNK):
+            await self._evaluate(mine[i : i + SWEEP_CHUNK], "sweep")
+        self.sweeps_done += 1
+        await self._count("sweeps", 1)
+
+    def owned_partitions(self) -> set[int] | None:
+        assigned = {tp.partition for tp in self.app.consumer.assignment() if tp.topic == self.changes.get_topic_name()}
+        return assigned or None
+
+    def changes_partitions(self) -> int:
+        return self.app.consumer.topic_partitions(self.changes.get_topic_name()) or 1
+
+    async def _evaluate(self, groups: list[str], trigger: str) -> EvaluationReport | None:
+        delay = 0.1
+        while not self.stopping.is_set():
+            try:
+                async with self._lock:
+                    report = await self.evaluator.evaluate(groups)
+            except (RedisError, OSError) as exc:
+                log.warning("evaluator %s: evaluation failed (%s); retrying in %.1fs", self.cluster, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            EVALUATIONS.labels(self.cluster, trigger).inc(report.groups)
+            EVALUATION_SECONDS.labels(self.cluster, trigger).observe(report.seconds)
+            TRANSITIONS.labels(self.cluster).inc(report.transitions)
+            await self._count(f"evaluations:{trigger}", report.groups, report)
+            return report
+        return None
+
+    async def _count(self, name: str, n: int, report: EvaluationReport | None = None) -> None:
+        """Running totals in Redis, for the api's /metrics."""
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                stats = keys.evaluator_stats(self.cluster)
+                pipe.hincrby(stats, name, n)
+                if report is not None:
+                    pipe.hincrby(stats, "transitions", report.transitions)
+                    pipe.hincrby(stats, "events_published", report.published)
+                    pipe.hincrbyfloat(stats, "evaluation_seconds", report.seconds)
+                await pipe.execute()
+        except RedisError:
+            pass  # counters are best effort
+
+    # --- life cycle -------------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self.health.start()
+        log.info("evaluator %s: health and metrics on %s", self.cluster, self.health.url)
+        try:
+            await self._start_publisher()
+            await self.app.start()
+            await self.stopping.wait()
+        finally:
+            await self.app.stop()
+            await self.publisher.stop()
+            await self.health.stop()
+            await self.redis.aclose()
+
+    async def _start_publisher(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                await self.publisher.start()
+                return
+            except Exception as exc:  # Kafka not up yet: keep trying, as the other services do
+                if self.stopping.is_set():
+                    raise
+                log.warning("evaluator %s: cannot reach Kafka (%s); retrying", self.cluster, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def evaluate_now(self, groups: Iterable[str]) -> EvaluationReport | None:
+        """Evaluate some groups at once (used by tests and the API's refresh)."""
+        return await self._evaluate(sorted(groups), "manual")
+
+
+async def run_evaluator(config: Config, cluster: str, *, http_port: int | None = None) -> None:
+    service = EvaluatorService(config, cluster, http_port=http_port)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, service.stopping.set)
+    started = time.monotonic()
+    await service.run()
+    log.info("evaluator %s: stopped after %.0fs", cluster, time.monotonic() - started)

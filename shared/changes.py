@@ -1,0 +1,90 @@
+"""The group-changes topic (`lagwatch.changes` by default): "group G of cluster C changed, evaluate it now".
+
+The ingest publishes one notice per group touched by a batch (new commits, a rebalance, a deletion), the api one
+per group it deletes. The evaluator consumes the topic as a Kafka consumer group: a group's notices all land in one
+partition (key `<cluster>/<group>`, Kafka's default murmur2 partitioning), so the evaluator instance holding that
+partition owns the group, and evaluator instances scale out by sharing partitions. Notices are triggers, not data:
+one that is lost only delays an evaluation until the evaluator's next sweep.
+
+Value: JSON {"cluster", "group", "reason": "commits" | "rebalance" | "deleted", "at": epoch ms}.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+from aiokafka.partitioner import murmur2
+
+log = logging.getLogger(__name__)
+DEFAULT_TOPIC = "lagwatch.changes"
+
+
+def notice_key(cluster: str, group: str) -> bytes:
+    return f"{cluster}/{group}".encode()
+
+
+def partition_of(cluster: str, group: str, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives the group's key (so the sweep knows what it owns)."""
+    return (murmur2(notice_key(cluster, group)) & 0x7FFFFFFF) % partitions
+
+
+def encode_notice(cluster: str, group: str, reason: str, at: int) -> bytes:
+    return json.dumps({"cluster": cluster, "group": group, "reason": reason, "at": at}).encode()
+
+
+def decode_notice(value: bytes | None) -> dict[str, Any] | None:
+    """The notice, or None for anything that is not one (counted by the caller and skipped)."""
+    try:
+        notice = json.loads(value or b"")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(notice, dict) or not isinstance(notice.get("cluster"), str):
+        return None
+    return notice if isinstance(notice.get("group"), str) else None
+
+
+class ChangePublisher:
+    """Best-effort notices: a failure is logged and counted, never raised (the evaluator's sweep catches up)."""
+
+    def __init__(self, kafka_kwargs: dict[str, Any], topic: str = DEFAULT_TOPIC) -> None:
+        self.topic = topic
+        self.failures = 0
+        self._producer = AIOKafkaProducer(**kafka_kwargs, acks=1, linger_ms=5)
+        self._started = False
+
+    async def start(self) -> None:
+        try:
+            await self._producer.start()
+            self._started = True
+        except (KafkaError, OSError) as exc:
+            log.warning("change notices disabled until restart: cannot start a producer (%s)", exc)
+
+    async def stop(self) -> None:
+        if self._started:
+            await self._producer.stop()
+
+    async def publish(self, cluster: str, groups: Iterable[tuple[str, str]]) -> None:
+        """Send a notice per (group, reason) and wait for the broker's acknowledgements."""
+        if not self._started:
+            return
+        now = int(time.time() * 1000)
+        try:
+            futures = [
+                await self._producer.send(
+                    self.topic, encode_notice(cluster, group, reason, now), key=notice_key(cluster, group)
+                )
+                for group, reason in groups
+            ]
+            for future in futures:
+                await future
+        except (KafkaError, OSError) as exc:
+            self.failures += 1
+            log.warning(
+                "could not publish change notices for %s (%s); the evaluator's sweep will catch up", cluster, exc
+            )

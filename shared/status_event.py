@@ -1,0 +1,107 @@
+"""The status-change event: what the evaluator publishes on the status topic (`lagwatch.status`) when a consumer
+group's status changes, and what the notifier and the Spark replay consume. Schema: `schemas/status_event.json`.
+
+* `event_id` is deterministic for the transition (cluster, group, transition number): a consumer that sees it twice
+  (a redelivery) can drop the second copy.
+* `incident_id` is shared by every event of one bad period: it is set when a group leaves OK (or NOTFOUND) and kept
+  until the event that brings it back to OK or NOTFOUND, which carries it one last time.
+* Kafka record key: `<cluster>/<group>`, so one group's events stay in order in one partition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from lagwatch.shared.protocol import GroupStatus, PartitionStatus, Status
+
+SCHEMA_VERSION = 1
+SCHEMA_PATH = Path(__file__).parent / "schemas" / "status_event.json"
+QUIET = (Status.OK, Status.NOTFOUND)  # statuses outside an incident
+
+
+def record_key(cluster: str, group: str) -> bytes:
+    return f"{cluster}/{group}".encode()
+
+
+def event_id(cluster: str, group: str, seq: int) -> str:
+    return hashlib.sha256(f"{cluster}\x00{group}\x00{seq}".encode()).hexdigest()[:32]
+
+
+def new_incident_id(cluster: str, group: str, seq: int) -> str:
+    return "inc-" + hashlib.sha256(f"incident\x00{cluster}\x00{group}\x00{seq}".encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    incident_id: str | None
+    started_at: int | None
+
+
+def next_incident(
+    previous: Status, status: Status, current: Incident, cluster: str, group: str, seq: int, now_ms: int
+) -> tuple[Incident, Incident]:
+    """(incident the event carries, incident the group keeps afterwards) for a transition."""
+    if previous in QUIET and status not in QUIET:
+        opened = Incident(new_incident_id(cluster, group, seq), now_ms)
+        return opened, opened
+    if status in QUIET:
+        return current, Incident(None, None)  # the closing event names the incident it closes
+    return current, current
+
+
+def build_event(
+    *,
+    cluster: str,
+    group: str,
+    seq: int,
+    previous: Status,
+    group_status: GroupStatus | None,
+    incident: Incident,
+    evaluated_at: int,
+    replayed: bool = False,
+) -> dict:
+    """The event for transition number `seq`; `group_status` None means the group is gone (NOTFOUND)."""
+    status = group_status.status if group_status else Status.NOTFOUND
+    bad = [p for p in group_status.partitions if p.status != Status.OK] if group_status else []
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "event_id": event_id(cluster, group, seq),
+        "seq": seq,
+        "cluster": cluster,
+        "group": group,
+        "previous_status": previous.name,
+        "status": status.name,
+        "incident_id": incident.incident_id,
+        "incident_started_at": incident.started_at,
+        "evaluated_at": evaluated_at,
+        "complete": group_status.complete if group_status else 0.0,
+        "partition_count": group_status.partition_count if group_status else 0,
+        "totallag": group_status.totallag if group_status else 0,
+        "maxlag": _partition(group_status.maxlag) if group_status and group_status.maxlag else None,
+        "partitions": [_partition(p) for p in bad],
+        "replayed": replayed,
+    }
+
+
+def _partition(p: PartitionStatus) -> dict:
+    return {
+        "topic": p.topic,
+        "partition": p.partition,
+        "status": p.status.name,
+        "start_offset": p.start.offset if p.start else None,
+        "end_offset": p.end.offset if p.end else None,
+        "current_lag": p.current_lag,
+        "owner": p.owner,
+        "client_id": p.client_id,
+    }
+
+
+def encode(event: dict) -> bytes:
+    return json.dumps(event, separators=(",", ":"), sort_keys=True).encode()
+
+
+def schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text())

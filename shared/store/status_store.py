@@ -1,0 +1,91 @@
+"""The evaluator's memory in Redis: each group's current status, transition count and open incident, and the
+status-change events written but not yet acknowledged by Kafka (an outbox). Key layout: `keys.py`.
+
+A transition is recorded with a compare-and-set on the group's transition count (`TRANSITION`), together with its
+event; the event is then published and removed from the outbox. An evaluator that dies between the two leaves the
+event in the outbox, and the next evaluation of the group publishes it: no transition is lost, and none is
+recorded twice. (A crash after Kafka acknowledged but before the removal re-sends it with the same `event_id`.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+
+from lagwatch.shared.protocol import Status
+from lagwatch.shared.status_event import Incident
+from lagwatch.shared.store import keys, scripts
+
+
+@dataclass(slots=True)
+class GroupState:
+    status: Status = Status.NOTFOUND
+    seq: int = 0
+    incident: Incident = field(default_factory=lambda: Incident(None, None))
+    pending: list[bytes] = field(default_factory=list)  # events in the outbox, oldest first
+
+
+class StatusStore:
+    def __init__(self, redis: Redis, expire_group_ms: int) -> None:
+        self.redis = redis
+        self.expire_group_ms = expire_group_ms
+        self._transition = redis.register_script(scripts.TRANSITION)
+
+    async def states(self, cluster: str, groups: Sequence[str]) -> list[GroupState]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for group in groups:
+                pipe.hgetall(keys.group_state(cluster, group))
+                pipe.lrange(keys.group_pending_events(cluster, group), 0, -1)
+            replies = await pipe.execute()
+        return [_state(replies[i], replies[i + 1]) for i in range(0, len(replies), 2)]
+
+    async def transition(
+        self, cluster: str, group: str, *, expected_seq: int, status: Status, keeps: Incident, event: bytes, now_ms: int
+    ) -> bool:
+        """Record the transition and its event if nobody recorded another since `expected_seq`."""
+        args = [
+            expected_seq,
+            status.name,
+            keeps.incident_id or "",
+            "" if keeps.started_at is None else keeps.started_at,
+            now_ms,
+            event,
+            self.expire_group_ms,
+        ]
+        state_keys = [keys.group_state(cluster, group), keys.group_pending_events(cluster, group)]
+        applied = bool(await self._transition(keys=state_keys, args=args))
+        if applied:
+            index = keys.statuses_index(cluster)
+            await (
+                self.redis.hdel(index, group)
+                if status == Status.NOTFOUND
+                else self.redis.hset(index, group, status.name)
+            )
+        return applied
+
+    async def acknowledge(self, cluster: str, group: str, events: Sequence[bytes]) -> None:
+        """Kafka has these events: take them out of the outbox."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for event in events:
+                pipe.lrem(keys.group_pending_events(cluster, group), 1, event)
+            await pipe.execute()
+
+    async def known_groups(self, cluster: str) -> dict[str, Status]:
+        """Groups whose last recorded status is not NOTFOUND."""
+        raw = await self.redis.hgetall(keys.statuses_index(cluster))
+        return {g.decode(): Status[s.decode()] for g, s in raw.items()}
+
+
+def _state(raw: dict[bytes, bytes], pending: list[bytes]) -> GroupState:
+    if not raw:
+        return GroupState(pending=list(pending))
+    started = raw.get(b"incident_started_at")
+    incident_id = raw.get(b"incident_id")
+    return GroupState(
+        status=Status[raw[b"status"].decode()],
+        seq=int(raw[b"seq"]),
+        incident=Incident(incident_id.decode() if incident_id else None, int(started) if started else None),
+        pending=list(pending),
+    )

@@ -1,0 +1,138 @@
+"""The evaluator: statuses from the windows, one status-change event per transition, on the status topic."""
+
+import asyncio
+import json
+import time
+
+import jsonschema
+from aiokafka import AIOKafkaConsumer
+from kafka_helpers import CLUSTER, eventually, make_config, running
+
+from lagwatch.services.evaluator.evaluation import GroupEvaluator
+from lagwatch.services.evaluator.publisher import EventPublisher
+from lagwatch.services.evaluator.service import EvaluatorService
+from lagwatch.shared.status_event import schema
+from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.window import Commit
+
+STATUS_TOPIC = "lagwatch.status"
+MINUTE = 60_000
+
+
+class StatusTopic:
+    """Reads every event on the status topic, validating each against the published JSON Schema."""
+
+    def __init__(self, bootstrap):
+        self.consumer = AIOKafkaConsumer(STATUS_TOPIC, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                         group_id=f"status-reader-{time.time()}")
+        self.events = []
+
+    async def __aenter__(self):
+        await self.consumer.start()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.consumer.stop()
+
+    async def read(self, timeout=0.2):
+        batch = await self.consumer.getmany(timeout_ms=int(timeout * 1000))
+        for messages in batch.values():
+            for m in messages:
+                event = json.loads(m.value)
+                jsonschema.validate(event, schema())
+                assert m.key == f"{event['cluster']}/{event['group']}".encode()
+                self.events.append(event)
+        return self.events
+
+    def transitions(self, group):
+        return [(e["previous_status"], e["status"]) for e in self.events if e["group"] == group]
+
+    async def until(self, group, n, timeout=20):
+        async def enough():
+            await self.read()
+            return len(self.transitions(group)) >= n
+        await eventually(enough, timeout=timeout)
+        return self.transitions(group)
+
+
+def commits(group, offsets, start, *, step=MINUTE, partition=0, first_order=1):
+    return [Commit(group, "orders", partition, off, start + i * step, first_order + i, start + i * step)
+            for i, off in enumerate(offsets)]
+
+
+async def test_evaluating_publishes_one_event_per_transition_with_incidents(kafka, redis_server, redis):
+    kafka.create_topic(STATUS_TOPIC, 3)
+    config = make_config(kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="3")
+    store = WindowStore(redis, config.window())
+    statuses = StatusStore(redis, config.window().expire_group_ms)
+    publisher = EventPublisher({"bootstrap_servers": kafka.bootstrap}, STATUS_TOPIC)
+    await publisher.start()
+    evaluator = GroupEvaluator(CLUSTER, store, statuses, publisher, config.rules())
+    t0 = int(time.time() * 1000) - 20 * MINUTE
+
+    async def commit_at(minute, offset, log_end):
+        await store.add_broker_offsets(CLUSTER, "orders", [log_end], sampled_at=t0 + minute * MINUTE)
+        await store.add_commits(CLUSTER, commits("billing", [offset], t0 + minute * MINUTE, first_order=minute),
+                                now_ms=t0)
+
+    try:
+        async with StatusTopic(kafka.bootstrap) as topic:
+            await commit_at(0, 100, 100)  # caught up
+            await evaluator.evaluate(["billing"], now_ms=t0)
+            for minute, offset, log_end in [(1, 150, 200), (2, 240, 300), (3, 330, 400)]:  # lag 50, 60, 70
+                await commit_at(minute, offset, log_end)
+            await evaluator.evaluate(["billing"], now_ms=t0 + 4 * MINUTE)
+            await evaluator.evaluate(["billing"], now_ms=t0 + 4 * MINUTE)  # no change, no event
+            await commit_at(5, 400, 400)  # caught up again
+            await evaluator.evaluate(["billing"], now_ms=t0 + 5 * MINUTE)
+            assert await topic.until("billing", 3) == [("NOTFOUND", "OK"), ("OK", "WARN"), ("WARN", "OK")]
+            opened, closed = topic.events[1], topic.events[2]
+            assert opened["incident_id"] and opened["incident_id"] == closed["incident_id"]
+            assert opened["incident_started_at"] == t0 + 4 * MINUTE
+            assert [e["seq"] for e in topic.events] == [1, 2, 3]
+            assert len({e["event_id"] for e in topic.events}) == 3
+            assert opened["partitions"][0]["status"] == "WARN" and opened["totallag"] == 70
+    finally:
+        await publisher.stop()
+
+
+async def test_an_event_left_in_the_outbox_is_published_by_the_next_evaluation(kafka, redis_server, redis):
+    kafka.create_topic(STATUS_TOPIC, 3)
+    config = make_config(kafka.bootstrap, redis_server.url)
+    store = WindowStore(redis, config.window())
+    statuses = StatusStore(redis, config.window().expire_group_ms)
+    now = int(time.time() * 1000)
+    await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+    await store.add_commits(CLUSTER, commits("billing", [100], now), now_ms=now)
+
+    class DeadPublisher:  # Kafka refuses everything: the transition is recorded, its event stays in the outbox
+        async def publish(self, items):
+            return set()
+
+    await GroupEvaluator(CLUSTER, store, statuses, DeadPublisher(), config.rules()).evaluate(["billing"], now)
+    assert len((await statuses.states(CLUSTER, ["billing"]))[0].pending) == 1
+    publisher = EventPublisher({"bootstrap_servers": kafka.bootstrap}, STATUS_TOPIC)
+    await publisher.start()
+    try:
+        async with StatusTopic(kafka.bootstrap) as topic:
+            await GroupEvaluator(CLUSTER, store, statuses, publisher, config.rules()).evaluate(["billing"], now)
+            assert await topic.until("billing", 1) == [("NOTFOUND", "OK")]
+            await asyncio.sleep(0.5)
+            assert len(await topic.read()) == 1  # published once, not re-recorded
+        assert (await statuses.states(CLUSTER, ["billing"]))[0].pending == []
+    finally:
+        await publisher.stop()
+
+
+async def test_the_service_evaluates_on_notices_and_sweeps(kafka, redis_server, redis):
+    kafka.create_topic(STATUS_TOPIC, 3)
+    kafka.create_topic("lagwatch.changes", 4)
+    config = make_config(kafka.bootstrap, redis_server.url, EVALUATOR__SWEEP_INTERVAL="0.5")
+    store = WindowStore(redis, config.window())
+    now = int(time.time() * 1000)
+    async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
+        await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+        await store.add_commits(CLUSTER, commits("billing", [100], now - 1000), now_ms=now)
+        assert await topic.until("billing", 1) == [("NOTFOUND", "OK")]  # found by a sweep: no notice was sent
+        assert ev.sweeps_done >= 1
