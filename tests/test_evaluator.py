@@ -24,8 +24,12 @@ class StatusTopic:
     """Reads every event on the status topic, validating each against the published JSON Schema."""
 
     def __init__(self, bootstrap):
-        self.consumer = AIOKafkaConsumer(STATUS_TOPIC, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                         group_id=f"status-reader-{time.time()}")
+        self.consumer = AIOKafkaConsumer(
+            STATUS_TOPIC,
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            group_id=f"status-reader-{time.time()}",
+        )
         self.events = []
 
     async def __aenter__(self):
@@ -52,13 +56,16 @@ class StatusTopic:
         async def enough():
             await self.read()
             return len(self.transitions(group)) >= n
+
         await eventually(enough, timeout=timeout)
         return self.transitions(group)
 
 
 def commits(group, offsets, start, *, step=MINUTE, partition=0, first_order=1):
-    return [Commit(group, "orders", partition, off, start + i * step, first_order + i, start + i * step)
-            for i, off in enumerate(offsets)]
+    return [
+        Commit(group, "orders", partition, off, start + i * step, first_order + i, start + i * step)
+        for i, off in enumerate(offsets)
+    ]
 
 
 async def test_evaluating_publishes_one_event_per_transition_with_incidents(kafka, redis_server, redis):
@@ -73,8 +80,9 @@ async def test_evaluating_publishes_one_event_per_transition_with_incidents(kafk
 
     async def commit_at(minute, offset, log_end):
         await store.add_broker_offsets(CLUSTER, "orders", [log_end], sampled_at=t0 + minute * MINUTE)
-        await store.add_commits(CLUSTER, commits("billing", [offset], t0 + minute * MINUTE, first_order=minute),
-                                now_ms=t0)
+        await store.add_commits(
+            CLUSTER, commits("billing", [offset], t0 + minute * MINUTE, first_order=minute), now_ms=t0
+        )
 
     try:
         async with StatusTopic(kafka.bootstrap) as topic:
@@ -136,3 +144,57 @@ async def test_the_service_evaluates_on_notices_and_sweeps(kafka, redis_server, 
         await store.add_commits(CLUSTER, commits("billing", [100], now - 1000), now_ms=now)
         assert await topic.until("billing", 1) == [("NOTFOUND", "OK")]  # found by a sweep: no notice was sent
         assert ev.sweeps_done >= 1
+
+
+async def test_two_evaluators_publish_each_transition_once(kafka, redis_server, redis):
+    """B is a `lagwatch run evaluator` process; A runs here and, on top of its own share, evaluates every group
+    itself over and over, as if ownership were ignored: the compare-and-set still lets one transition through."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    kafka.create_topic(STATUS_TOPIC, 3)
+    kafka.create_topic("lagwatch.changes", 4)
+    config = make_config(kafka.bootstrap, redis_server.url, EVALUATOR__SWEEP_INTERVAL="0.3", STORAGE__INTERVALS="2")
+    store = WindowStore(redis, config.window())
+    now = int(time.time() * 1000)
+    groups = [f"group-{i}" for i in range(30)]
+    await store.add_broker_offsets(CLUSTER, "orders", [1000], sampled_at=now)
+    env = dict(
+        os.environ,
+        REDIS_URL=redis_server.url,
+        KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap,
+        LAGWATCH__EVALUATOR__SWEEP_INTERVAL="0.3",
+        LAGWATCH__INGEST__SESSION_TIMEOUT="3",
+        LAGWATCH__STORAGE__INTERVALS="2",
+    )
+    other = subprocess.Popen(
+        [str(Path(sys.executable).parent / "lagwatch"), "run", "evaluator", "--http-port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as a:
+            # OK (caught up), then lag grows with each commit (WARN), then caught up again (OK)
+            for step, (offset, log_end) in enumerate([(1000, 1000), (1200, 1300), (1400, 1600), (1600, 1600)]):
+                await store.add_broker_offsets(CLUSTER, "orders", [log_end], sampled_at=now + step)
+                batch = [Commit(g, "orders", 0, offset, now + step * MINUTE, step + 1, now) for g in groups]
+                await store.add_commits(CLUSTER, batch, now_ms=now)
+                for _ in range(5):
+                    await a.evaluate_now(groups)
+                    await asyncio.sleep(0.1)
+            for g in groups:
+                await topic.until(g, 3)
+            await asyncio.sleep(1.5)
+            await topic.read()
+    finally:
+        other.send_signal(signal.SIGTERM)
+        out, _ = other.communicate(timeout=30)
+    assert other.returncode == 0, out
+    for g in groups:
+        assert topic.transitions(g) == [("NOTFOUND", "OK"), ("OK", "WARN"), ("WARN", "OK")], g
+        assert [e["seq"] for e in topic.events if e["group"] == g] == [1, 2, 3]

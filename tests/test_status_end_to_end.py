@@ -33,10 +33,12 @@ class Scenario:
         """Commits written together, the newest stamped now and each earlier one `spacing_s` before it."""
         now = int(time.time() * 1000)
         n = len(offsets)
-        await self.writer.commits([
-            OffsetCommitSpec(self.group, self.topic, 0, off, timestamp=now - (n - 1 - i) * spacing_s * 1000)
-            for i, off in enumerate(offsets)
-        ])
+        await self.writer.commits(
+            [
+                OffsetCommitSpec(self.group, self.topic, 0, off, timestamp=now - (n - 1 - i) * spacing_s * 1000)
+                for i, off in enumerate(offsets)
+            ]
+        )
         await asyncio.sleep(POLL)
 
 
@@ -96,8 +98,14 @@ async def test_each_scenario_publishes_its_status_changes(kafka, redis_server):
     kafka.create_topic(STATUS_TOPIC, 3)
     kafka.create_topic("lagwatch.changes", 4)
     config = make_config(kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="3", EVALUATOR__SWEEP_INTERVAL="0.5")
-    plays = {"lagging": lagging, "stalled": stalled, "stopped": stopped, "rewound": rewound, "idle": idle,
-             "deleted": deleted}
+    plays = {
+        "lagging": lagging,
+        "stalled": stalled,
+        "stopped": stopped,
+        "rewound": rewound,
+        "idle": idle,
+        "deleted": deleted,
+    }
     async with (
         OffsetsTopicWriter(kafka.bootstrap) as writer,
         StatusTopic(kafka.bootstrap) as topic,
