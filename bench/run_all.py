@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
-BENCHES = ["bench_rules", "bench_store", "bench_ingest", "bench_faust_stream"]
+BENCHES = ["bench_rules", "bench_store", "bench_ingest", "bench_faust_stream", "bench_evaluator", "bench_api"]
 
 
 def machine() -> dict:

@@ -4,6 +4,7 @@
     lagwatch offsets decode KEY_HEX [VALUE]    decode a __consumer_offsets record to JSON
     lagwatch dev up                            run local Redis and the Kafka mock cluster until Ctrl-C
     lagwatch run ingest [--cluster NAME]       run a service (configuration: --config, $LAGWATCH_CONFIG, env)
+    lagwatch run api                           the HTTP API, for every cluster (configured or found in Redis)
 
 Usage errors and invalid input exit with code 2 and one line on stderr.
 """
@@ -55,10 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     decode.set_defaults(handler=_offsets_decode)
 
     run = commands.add_parser("run", help="run a service until SIGTERM/Ctrl-C")
-    run.add_argument("service", choices=["ingest", "evaluator"], help="which service")
+    run.add_argument("service", choices=["ingest", "evaluator", "api"], help="which service")
     run.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
     run.add_argument("--cluster", default=None, help="the configured cluster to watch (default: the only one)")
-    run.add_argument("--http-port", type=int, default=None, help="port of /healthz, /readyz and /metrics")
+    run.add_argument(
+        "--http-port", type=int, default=None, help="port of /healthz, /readyz and /metrics (api: its port)"
+    )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.set_defaults(handler=_run_service)
 
@@ -119,11 +122,18 @@ def _run_service(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(args.config)
-        cluster = args.cluster or config.only_cluster()
-        config.cluster(cluster)
+        if args.service == "api":  # serves every cluster: none to choose
+            cluster = ""
+        else:
+            cluster = args.cluster or config.only_cluster()
+            config.cluster(cluster)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
-    if args.service == "ingest":
+    if args.service == "api":
+        from lagwatch.services.api.app import run_api
+
+        asyncio.run(run_api(config, port=args.http_port))
+    elif args.service == "ingest":
         from lagwatch.services.ingest.worker import run_ingest
 
         asyncio.run(run_ingest(config, cluster, http_port=args.http_port))

@@ -148,6 +148,7 @@ class ApiConfig:
     host: str = "127.0.0.1"
     port: int = field(default=8000, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
     token: str = ""  # bearer token for mutating routes; empty = mutations refused
+    request_timeout: float = field(default=30.0, metadata={"check": _positive})  # seconds; then 503
 
 
 @dataclass(frozen=True)

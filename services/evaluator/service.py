@@ -23,6 +23,7 @@ import faust
 from prometheus_client import Counter, Histogram
 from redis.exceptions import RedisError
 
+from lagwatch.services.evaluator import faust_transport
 from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.changes import decode_notice, partition_of
@@ -53,7 +54,7 @@ def consumer_group(cluster: str) -> str:
 
 def faust_broker_settings(cluster: ClusterConfig, name: str) -> dict:
     """Faust's spelling of the cluster's connection settings."""
-    settings: dict = {"broker": ";".join(f"kafka://{s}" for s in cluster.bootstrap_servers)}
+    settings: dict = {"broker": ";".join(f"{faust_transport.SCHEME}://{s}" for s in cluster.bootstrap_servers)}
     context = ssl_context(cluster, name)
     if cluster.sasl.mechanism:
         settings["broker_credentials"] = faust.SASLCredentials(

@@ -106,6 +106,7 @@ class IngestWorker:
             auto_offset_reset="latest" if self._start_latest else "earliest",
             exclude_internal_topics=False,
             max_poll_records=self.batch_size,
+            fetch_max_wait_ms=100,  # an idle poll costs little; a broker that holds fetches would cost latency
             session_timeout_ms=self.session_timeout_ms,
             heartbeat_interval_ms=max(100, self.session_timeout_ms // 3),
         )

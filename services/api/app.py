@@ -1,0 +1,80 @@
+"""`lagwatch run api`: the aiohttp application, and the server that runs it until SIGTERM/SIGINT.
+
+`create_app(config)` builds the Application (Burrow's /v3 routes, health, /metrics, the JSON-error middleware);
+`ApiServer` serves it on a host and port (port 0 = a free one, see `.url`), like the other services' runners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from aiohttp import web
+
+from lagwatch.services.api import burrow_routes, health_routes
+from lagwatch.services.api.context import CONTEXT, ApiContext
+from lagwatch.services.api.metrics import METRICS, ApiMetrics, handle_metrics
+from lagwatch.services.api.middleware import errors_as_json, timed
+from lagwatch.shared.config import Config
+
+log = logging.getLogger(__name__)
+
+
+def create_app(config: Config) -> web.Application:
+    # `timed` is outermost, so error answers are timed too
+    app = web.Application(middlewares=[timed, errors_as_json])
+    context = ApiContext.create(config)
+    app[CONTEXT] = context
+    app[METRICS] = ApiMetrics(config)
+    app.add_routes(burrow_routes.routes)
+    app.add_routes(health_routes.routes)
+    app.router.add_get("/metrics", handle_metrics)
+    app.on_startup.append(_start)
+    app.on_cleanup.append(_close)
+    return app
+
+
+async def _start(app: web.Application) -> None:
+    await app[CONTEXT].start()
+
+
+async def _close(app: web.Application) -> None:
+    await app[METRICS].close()
+    await app[CONTEXT].close()
+
+
+class ApiServer:
+    def __init__(self, config: Config, *, host: str | None = None, port: int | None = None) -> None:
+        self.config = config
+        self.host = host or config.api.host
+        self.port = config.api.port if port is None else port
+        self.stopping = asyncio.Event()
+        self.started = asyncio.Event()  # set once the socket listens (and `port` is the real one)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def run(self) -> None:
+        """Serve until `stopping` is set; in-flight requests get a short grace period at shutdown."""
+        runner = web.AppRunner(create_app(self.config), access_log=None, shutdown_timeout=5.0)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self.port)
+            await site.start()
+            self.port = runner.addresses[0][1]  # the real port when 0 was asked for
+            self.started.set()
+            log.info("api: serving on %s", self.url)
+            await self.stopping.wait()
+        finally:
+            await runner.cleanup()
+
+
+async def run_api(config: Config, *, port: int | None = None) -> None:
+    server = ApiServer(config, port=port)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, server.stopping.set)
+    await server.run()
+    log.info("api: stopped")

@@ -1,0 +1,70 @@
+"""What every api handler shares: the configuration, Redis, the window store, deletion notices, the Kafka probe.
+
+The api serves every cluster it knows: those in the configuration plus any the ingest has written to Redis (so one
+api can front ingests configured elsewhere). It keeps no state of its own beyond connections.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from aiohttp import web
+from redis.asyncio import Redis
+
+from lagwatch.services.api import statuses
+from lagwatch.services.api.kafka_probe import KafkaProbe
+from lagwatch.services.api.notices import DeletionNotices
+from lagwatch.services.api.responses import ApiError
+from lagwatch.shared.config import Config
+from lagwatch.shared.redis_client import connect
+from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class ApiContext:
+    config: Config
+    redis: Redis
+    store: WindowStore
+    notices: DeletionNotices
+    kafka: KafkaProbe
+
+    @classmethod
+    def create(cls, config: Config) -> ApiContext:
+        redis = connect(config.redis)  # connects on first use, so creating an app needs no running Redis
+        return cls(
+            config=config,
+            redis=redis,
+            store=WindowStore(redis, config.window()),
+            notices=DeletionNotices(config),
+            kafka=KafkaProbe(config.clusters),
+        )
+
+    async def start(self) -> None:
+        self.notices.start()
+
+    async def close(self) -> None:
+        await self.notices.stop()
+        await self.redis.aclose()
+
+    async def clusters(self) -> list[str]:
+        return sorted(set(self.config.clusters) | set(await self.store.list_clusters()))
+
+    async def require_cluster(self, cluster: str) -> str:
+        """The cluster's name when the api knows it; a 404 otherwise."""
+        if cluster in self.config.clusters or await self.redis.sismember(keys.CLUSTERS, cluster):
+            return cluster
+        raise ApiError(404, "cluster not found")
+
+    async def live_group(self, cluster: str, group: str, at_ms: int) -> StoredGroup | None:
+        """The group's windows, or None when it is unknown or expired (NOTFOUND)."""
+        stored = await self.store.get_group(cluster, group)
+        return stored if statuses.is_live(stored, at_ms, self.config) else None
+
+
+CONTEXT = web.AppKey("lagwatch_api_context", ApiContext)

@@ -1,0 +1,56 @@
+"""Change notices for groups the api deletes, so the evaluator re-evaluates them (to NOTFOUND) at once.
+
+One `ChangePublisher` per configured cluster (clusters known only from Redis have no Kafka settings, and their
+deletions are picked up by the evaluator's next sweep). Producers start in the background: the api must answer
+reads while Kafka is down, and a DELETE waits only briefly for a producer that is still starting. Notices are
+best effort by design (see `shared/changes.py`): a lost one delays the NOTFOUND by one sweep interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from lagwatch.shared.changes import ChangePublisher
+from lagwatch.shared.config import Config
+from lagwatch.shared.kafka_client import client_kwargs
+
+log = logging.getLogger(__name__)
+START_WAIT_S = 5.0  # how long a DELETE waits for a producer still connecting
+
+
+class DeletionNotices:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._publishers: dict[str, ChangePublisher] = {}
+        self._starting: dict[str, asyncio.Task[None]] = {}
+
+    def start(self) -> None:
+        """Create and start a producer per configured cluster, without waiting for any of them."""
+        topic = self.config.evaluator.changes_topic
+        for name, cluster in self.config.clusters.items():
+            publisher = ChangePublisher(client_kwargs(cluster, name), topic)
+            self._publishers[name] = publisher
+            self._starting[name] = asyncio.create_task(publisher.start(), name=f"api-notices-{name}")
+
+    async def deleted(self, cluster: str, group: str) -> None:
+        publisher = self._publishers.get(cluster)
+        if publisher is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._starting[cluster]), START_WAIT_S)
+        except TimeoutError:
+            log.warning("api: no change notice for deleted %s/%s: Kafka producer still starting", cluster, group)
+            return
+        except Exception as exc:  # the producer could not start; the sweep will notice the deletion
+            log.warning("api: no change notice for deleted %s/%s: %s", cluster, group, exc)
+            return
+        await publisher.publish(cluster, [(group, "deleted")])
+
+    async def stop(self) -> None:
+        for name, task in self._starting.items():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            await self._publishers[name].stop()

@@ -1,0 +1,53 @@
+"""Burrow's response envelope: every JSON body carries `error`, `message` and `request` {`url`, `host`}.
+
+Handlers return `ok(...)` or raise `ApiError`; the error middleware turns an `ApiError` (and every other failure)
+into the same envelope with `error: true`, so clients parse one shape whatever happened.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+HOSTNAME = socket.gethostname()  # Burrow reports the responding host's name, not the Host header
+
+
+class ApiError(Exception):
+    """An answer other than success: its HTTP status, message, extra body fields and headers."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        fields: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.fields = dict(fields or {})
+        self.headers = dict(headers or {})
+
+
+def envelope(request: web.Request, message: str, *, error: bool = False, **fields: Any) -> dict[str, Any]:
+    return {"error": error, "message": message, **fields, "request": {"url": request.path, "host": HOSTNAME}}
+
+
+def ok(request: web.Request, message: str, **fields: Any) -> web.Response:
+    return web.json_response(envelope(request, message, **fields))
+
+
+def error_response(
+    request: web.Request,
+    status: int,
+    message: str,
+    *,
+    fields: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> web.Response:
+    body = envelope(request, message, error=True, **(fields or {}))
+    return web.json_response(body, status=status, headers=headers)

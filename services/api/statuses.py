@@ -1,0 +1,28 @@
+"""Group statuses for the api: Burrow's rules (`shared/rules.py`) applied to the windows in Redis, at request time.
+
+The api never reads the evaluator's recorded statuses: like Burrow, it judges a group when asked, so an answer is
+right even while no evaluator runs. A group whose newest commit is older than `expire-group` is NOTFOUND, exactly
+as the evaluator treats it (its keys are about to expire in Redis anyway).
+"""
+
+from __future__ import annotations
+
+from lagwatch.shared.config import Config
+from lagwatch.shared.protocol import GroupStatus, Status
+from lagwatch.shared.rules import group_status
+from lagwatch.shared.store.redis_store import StoredGroup
+
+
+def is_live(stored: StoredGroup | None, now_ms: int, config: Config) -> bool:
+    return stored is not None and stored.last_commit_ms >= now_ms - config.window().expire_group_ms
+
+
+def evaluate(stored: StoredGroup, now_ms: int, config: Config) -> GroupStatus:
+    intervals = config.storage.intervals
+    partitions = [p.to_rule_input(intervals) for p in stored.partitions]
+    return group_status(stored.cluster, stored.group, partitions, now_ms, config.rules())
+
+
+def not_found(cluster: str, group: str) -> GroupStatus:
+    """Burrow's answer for a group it does not know: NOTFOUND, no partitions, nothing complete."""
+    return GroupStatus(cluster=cluster, group=group, status=Status.NOTFOUND, complete=0.0)

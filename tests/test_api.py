@@ -1,0 +1,518 @@
+"""The api service (spec §5): Burrow's HTTP API v3 over real Redis windows, served on a real socket.
+
+Every test talks HTTP to an `ApiServer` on a free port with an aiohttp client. The windows are written with the
+window store, with current timestamps (group keys expire by Redis' clock and statuses are judged at request time).
+"""
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiokafka import AIOKafkaConsumer
+from kafka_helpers import CLUSTER, eventually, running
+from prometheus_client.parser import text_string_to_metric_families
+from yarl import URL
+
+from lagwatch.services.api.app import ApiServer
+from lagwatch.services.ingest.metrics import add_to_totals
+from lagwatch.shared.config import load_config
+from lagwatch.shared.local.redis_server import RedisServer
+from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.window import Commit
+
+SECOND, MINUTE = 1000, 60_000
+INTERVALS = 3
+TOKEN = "s3cret-token"
+HOST = socket.gethostname()
+UNREACHABLE_KAFKA = "127.0.0.1:1"
+
+
+def api_config(redis_url, bootstrap=UNREACHABLE_KAFKA, **env):
+    """Cluster `local` configured, 3-slot windows; `env` adds LAGWATCH__... overrides (without the prefix)."""
+    base = {
+        "REDIS_URL": redis_url,
+        f"LAGWATCH__CLUSTERS__{CLUSTER}__BOOTSTRAP_SERVERS": bootstrap,
+        "LAGWATCH__STORAGE__INTERVALS": str(INTERVALS),
+    }
+    base.update({f"LAGWATCH__{k}": v for k, v in env.items()})
+    return load_config(env=base)
+
+
+@contextlib.asynccontextmanager
+async def serving(config):
+    async with running(ApiServer(config, port=0)) as server:
+        await asyncio.wait_for(server.started.wait(), 10)
+        yield server
+
+
+@pytest.fixture
+async def http():
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+async def api(redis_server, redis):
+    async with serving(api_config(redis_server.url)) as server:
+        yield server
+
+
+async def call(http, method, url, **kwargs):
+    """(status, JSON body, headers); `url` may be a yarl URL to send a path exactly as written."""
+    async with http.request(method, url, **kwargs) as response:
+        return response.status, await response.json(), response.headers
+
+
+async def get(http, url):
+    status, body, _ = await call(http, "GET", url)
+    return status, body
+
+
+def envelope(path, message, *, error=False, **fields):
+    return {"error": error, "message": message, **fields, "request": {"url": path, "host": HOST}}
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def entry(offset, timestamp, lag):
+    return {"offset": offset, "timestamp": timestamp, "observedAt": timestamp, "lag": lag}
+
+
+async def seed(redis, now):
+    """`orders` has 3 partitions. billing: p0 catching up (OK), p1 stuck on one offset with lag (STALL), no p2;
+    its owners come from group metadata. audit: caught up on p2."""
+    store = WindowStore(redis, api_config("redis://unused").window())
+    await store.add_broker_offsets(CLUSTER, "orders", [100, 200, 300], sampled_at=now)
+    await store.add_broker_offsets(CLUSTER, "payments", [7], sampled_at=now)
+    await store.add_commits(
+        CLUSTER,
+        [
+            Commit("billing", "orders", 0, 90, now - MINUTE, 1, now - MINUTE),
+            Commit("billing", "orders", 1, 150, now - MINUTE, 2, now - MINUTE),
+            Commit("billing", "orders", 0, 95, now - SECOND, 3, now - SECOND),
+            Commit("billing", "orders", 1, 150, now - SECOND, 4, now - SECOND),
+            Commit("audit", "orders", 2, 300, now - SECOND, 5, now - SECOND),
+        ],
+        now_ms=now,
+    )
+    owners = {("orders", 0): ("/10.0.0.1", "billing-a"), ("orders", 1): ("/10.0.0.2", "billing-b")}
+    await store.set_group_metadata(CLUSTER, "billing", generation=1, started_at=now, owners=owners, now_ms=now)
+    return store
+
+
+def billing_partitions(now):
+    p0 = {
+        "topic": "orders",
+        "partition": 0,
+        "owner": "/10.0.0.1",
+        "client_id": "billing-a",
+        "status": "OK",
+        "start": entry(90, now - MINUTE, 10),
+        "end": entry(95, now - SECOND, 5),
+        "current_lag": 5,
+        "complete": 2 / 3,
+    }
+    p1 = {
+        "topic": "orders",
+        "partition": 1,
+        "owner": "/10.0.0.2",
+        "client_id": "billing-b",
+        "status": "STALL",
+        "start": entry(150, now - MINUTE, 50),
+        "end": entry(150, now - SECOND, 50),
+        "current_lag": 50,
+        "complete": 2 / 3,
+    }
+    return p0, p1
+
+
+# --- clusters and topics ---------------------------------------------------------------------------------------
+
+
+async def test_clusters_are_the_configured_ones_and_those_found_in_redis(api, http, redis):
+    await WindowStore(redis).add_broker_offsets("other", "orders", [1], sampled_at=now_ms())
+    assert await get(http, f"{api.url}/v3/kafka") == (
+        200,
+        envelope("/v3/kafka", "cluster list returned", clusters=["local", "other"]),
+    )
+
+
+async def test_cluster_detail_is_burrows_module_with_the_configured_servers(redis_server, redis, http):
+    config = api_config(redis_server.url, bootstrap="127.0.0.1:1,127.0.0.1:2", CLUSTERS__local__OFFSET_REFRESH="30")
+    module = {
+        "class-name": "kafka",
+        "servers": ["127.0.0.1:1", "127.0.0.1:2"],
+        "client-profile": {"name": "default", "client-id": "lagwatch", "kafka-version": "auto"},
+        "topic-refresh": 60,
+        "offset-refresh": 30,
+        "offsets-topic": "__consumer_offsets",
+        "start-latest": False,
+        "security-protocol": "PLAINTEXT",
+    }
+    async with serving(config) as api:
+        assert await get(http, f"{api.url}/v3/kafka/local") == (
+            200,
+            envelope("/v3/kafka/local", "cluster module detail returned", module=module, cluster=module),
+        )
+        assert await get(http, f"{api.url}/v3/kafka/nowhere") == (
+            404,
+            envelope("/v3/kafka/nowhere", "cluster not found", error=True),
+        )
+
+
+async def test_topics_are_listed_sorted_with_their_latest_offsets(api, http, redis):
+    await seed(redis, now_ms())
+    base = f"{api.url}/v3/kafka/local/topic"
+    assert await get(http, base) == (
+        200,
+        envelope("/v3/kafka/local/topic", "topic list returned", topics=["orders", "payments"]),
+    )
+    assert await get(http, f"{base}/orders") == (
+        200,
+        envelope("/v3/kafka/local/topic/orders", "topic offsets returned", offsets=[100, 200, 300]),
+    )
+    assert await get(http, f"{base}/nope") == (
+        404,
+        envelope("/v3/kafka/local/topic/nope", "topic not found", error=True),
+    )
+    status, body = await get(http, f"{api.url}/v3/kafka/nowhere/topic")
+    assert (status, body["message"]) == (404, "cluster not found")
+
+
+# --- consumer groups ---------------------------------------------------------------------------------------------
+
+
+async def test_consumers_are_listed_sorted(api, http, redis):
+    await seed(redis, now_ms())
+    assert await get(http, f"{api.url}/v3/kafka/local/consumer") == (
+        200,
+        envelope("/v3/kafka/local/consumer", "consumer list returned", consumers=["audit", "billing"]),
+    )
+
+
+async def test_consumer_detail_pads_each_ring_with_nulls_and_each_topic_to_its_partition_count(api, http, redis):
+    now = now_ms()
+    await seed(redis, now)
+    topics = {
+        "orders": [
+            {
+                "offsets": [None, entry(90, now - MINUTE, 10), entry(95, now - SECOND, 5)],
+                "owner": "/10.0.0.1",
+                "client_id": "billing-a",
+                "current-lag": 5,
+            },
+            {
+                "offsets": [None, entry(150, now - MINUTE, 50), entry(150, now - SECOND, 50)],
+                "owner": "/10.0.0.2",
+                "client_id": "billing-b",
+                "current-lag": 50,
+            },
+            {"offsets": [None, None, None], "owner": "", "client_id": "", "current-lag": 0},  # no window for p2
+        ]
+    }
+    path = "/v3/kafka/local/consumer/billing"
+    assert await get(http, api.url + path) == (200, envelope(path, "consumer detail returned", topics=topics))
+    assert await get(http, f"{api.url}/v3/kafka/local/consumer/ghost") == (
+        404,
+        envelope("/v3/kafka/local/consumer/ghost", "consumer group not found", error=True),
+    )
+
+
+async def test_lag_shows_every_partition_and_status_only_those_worse_than_ok(api, http, redis):
+    now = now_ms()
+    await seed(redis, now)
+    p0, p1 = billing_partitions(now)
+    group = {
+        "cluster": "local",
+        "group": "billing",
+        "status": "ERR",
+        "complete": 0.0,
+        "partition_count": 2,
+        "maxlag": p1,
+        "totallag": 55,
+    }
+    lag_path, status_path = "/v3/kafka/local/consumer/billing/lag", "/v3/kafka/local/consumer/billing/status"
+    assert await get(http, api.url + lag_path) == (
+        200,
+        envelope(lag_path, "consumer status returned", status={**group, "partitions": [p0, p1]}),
+    )
+    assert await get(http, api.url + status_path) == (
+        200,
+        envelope(status_path, "consumer status returned", status={**group, "partitions": [p1]}),
+    )
+
+
+async def test_an_unknown_group_is_notfound_with_404_on_status_and_lag(api, http, redis):
+    await seed(redis, now_ms())
+    notfound = {
+        "cluster": "local",
+        "group": "ghost",
+        "status": "NOTFOUND",
+        "complete": 0,
+        "partitions": [],
+        "partition_count": 0,
+        "maxlag": None,
+        "totallag": 0,
+    }
+    for route in ("status", "lag"):
+        path = f"/v3/kafka/local/consumer/ghost/{route}"
+        assert await get(http, api.url + path) == (
+            404,
+            envelope(path, "consumer group not found", error=True, status=notfound),
+        )
+    status, body = await get(http, f"{api.url}/v3/kafka/nowhere/consumer/billing/status")
+    assert (status, body["message"]) == (404, "cluster not found")
+
+
+async def test_group_names_with_slashes_and_unicode_are_reachable_percent_encoded(api, http, redis):
+    now = now_ms()
+    store = await seed(redis, now)
+    await store.add_commits(CLUSTER, [Commit("team/é", "orders", 0, 100, now - SECOND, 9, now)], now_ms=now)
+    status, body = await get(http, URL(f"{api.url}/v3/kafka/local/consumer/team%2F%C3%A9/lag", encoded=True))
+    assert (status, body["status"]["group"], body["status"]["status"]) == (200, "team/é", "OK")
+
+
+# --- deleting a group ---------------------------------------------------------------------------------------------
+
+
+async def test_delete_is_refused_when_no_token_is_configured(api, http, redis):
+    await seed(redis, now_ms())
+    path = "/v3/kafka/local/consumer/billing"
+    status, body, _ = await call(http, "DELETE", api.url + path, headers={"Authorization": "Bearer anything"})
+    assert (status, body) == (403, envelope(path, "mutations are disabled: no api.token is configured", error=True))
+    assert await redis.exists(keys.group_windows(CLUSTER, "billing"))
+
+
+async def test_delete_needs_the_right_bearer_token_and_removes_the_group(redis_server, redis, http):
+    await seed(redis, now_ms())
+    path = "/v3/kafka/local/consumer/billing"
+    async with serving(api_config(redis_server.url, API__TOKEN=TOKEN)) as api:
+        status, body, headers = await call(http, "DELETE", api.url + path)
+        assert (status, body) == (401, envelope(path, "a bearer token is required", error=True))
+        assert headers["WWW-Authenticate"] == 'Bearer realm="lagwatch"'
+        status, body, headers = await call(http, "DELETE", api.url + path, headers={"Authorization": "Bearer nope"})
+        assert (status, body) == (401, envelope(path, "invalid bearer token", error=True))
+        assert headers["WWW-Authenticate"] == 'Bearer realm="lagwatch", error="invalid_token"'
+        assert await redis.exists(keys.group_windows(CLUSTER, "billing"))
+
+        authorized = {"Authorization": f"Bearer {TOKEN}"}
+        status, body, _ = await call(http, "DELETE", api.url + path, headers=authorized)
+        assert (status, body) == (200, envelope(path, "consumer group removed"))
+        assert (await get(http, api.url + path))[0] == 404
+        assert (await get(http, f"{api.url}/v3/kafka/local/consumer"))[1]["consumers"] == ["audit"]
+        status, body, _ = await call(http, "DELETE", api.url + path, headers=authorized)
+        assert (status, body["message"]) == (404, "consumer group not found")
+
+
+async def test_a_deletion_sends_a_change_notice_so_the_evaluator_reacts_at_once(kafka, redis_server, redis, http):
+    kafka.create_topic("lagwatch.changes", 1)
+    await seed(redis, now_ms())
+    config = api_config(redis_server.url, bootstrap=kafka.bootstrap, API__TOKEN=TOKEN)
+    async with serving(config) as api:
+        status, _, _ = await call(
+            http, "DELETE", f"{api.url}/v3/kafka/local/consumer/billing", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        assert status == 200
+    consumer = AIOKafkaConsumer("lagwatch.changes", bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        message = await asyncio.wait_for(consumer.getone(), 20)
+    finally:
+        await consumer.stop()
+    notice = json.loads(message.value)
+    assert message.key == b"local/billing"
+    assert {k: notice[k] for k in ("cluster", "group", "reason")} == {
+        "cluster": "local",
+        "group": "billing",
+        "reason": "deleted",
+    }
+
+
+# --- bad requests and failures -------------------------------------------------------------------------------------
+
+
+async def test_unknown_routes_and_wrong_methods_answer_json(api, http):
+    assert await get(http, f"{api.url}/v2/kafka") == (
+        404,
+        envelope("/v2/kafka", "no such route: GET /v2/kafka", error=True),
+    )
+    status, body, headers = await call(http, "POST", f"{api.url}/v3/kafka")
+    assert (status, body) == (405, envelope("/v3/kafka", "method POST not allowed (allowed: GET, HEAD)", error=True))
+    assert headers["Allow"] == "GET, HEAD"
+    status, body, _ = await call(http, "PUT", f"{api.url}/v3/kafka/local/consumer/billing")
+    assert (status, body["error"], body["message"]) == (
+        405,
+        True,
+        "method PUT not allowed (allowed: DELETE, GET, HEAD)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/v3/kafka/local/consumer/%FF%FE/lag", "malformed path: not UTF-8"),
+        ("/v3/kafka/local/consumer/bad%zzname", "malformed path: bad percent-encoding"),
+        ("/v3/kafka/local/consumer/" + "g" * 1001, "malformed path: group is longer than 1000 characters"),
+        ("/v3/kafka/local/topic/" + "t" * 1001, "malformed path: topic is longer than 1000 characters"),
+    ],
+)
+async def test_malformed_paths_are_rejected_with_400(api, http, path, message):
+    status, body, _ = await call(http, "GET", URL(api.url + path, encoded=True))
+    assert (status, body["error"], body["message"]) == (400, True, message)
+
+
+async def test_an_unexpected_failure_is_a_500_without_a_traceback(api, http, redis):
+    now = now_ms()
+    await seed(redis, now)
+    await redis.hset(keys.group_windows(CLUSTER, "broken"), "orders:0", b"not a packed ring")
+    await redis.hset(keys.group_meta(CLUSTER, "broken"), "last", now)
+    async with http.get(f"{api.url}/v3/kafka/local/consumer/broken/lag") as response:
+        text = await response.text()
+        assert response.status == 500
+    assert json.loads(text) == envelope("/v3/kafka/local/consumer/broken/lag", "internal server error", error=True)
+    assert "Traceback" not in text and "struct" not in text
+
+
+async def test_redis_down_is_503_and_unready(kafka, http):
+    with RedisServer() as own_redis:
+        config = api_config(own_redis.url, bootstrap=kafka.bootstrap)
+        async with serving(config) as api:
+            status, body = await get(http, f"{api.url}/readyz")
+            assert (status, body) == (
+                200,
+                {"service": "api", "ready": True, "checks": {"redis": True, "kafka:local": True}},
+            )
+            assert (await get(http, f"{api.url}/v3/kafka"))[0] == 200
+            own_redis.stop()
+            assert await get(http, f"{api.url}/v3/kafka") == (
+                503,
+                envelope("/v3/kafka", "storage unavailable: Redis cannot be reached", error=True),
+            )
+            status, body = await get(http, f"{api.url}/readyz")
+            assert (status, body["checks"]) == (503, {"redis": False, "kafka:local": True})
+
+
+async def test_readiness_needs_the_configured_kafka(api, http):
+    status, body = await get(http, f"{api.url}/readyz")
+    assert (status, body) == (503, {"service": "api", "ready": False, "checks": {"redis": True, "kafka:local": False}})
+
+
+async def test_liveness_and_burrows_healthcheck(api, http):
+    async with http.get(f"{api.url}/burrow/admin") as response:
+        assert (response.status, await response.text()) == (200, "GOOD")
+    assert await get(http, f"{api.url}/healthz") == (200, {"service": "api", "status": "alive"})
+
+
+# --- metrics -------------------------------------------------------------------------------------------------------
+
+
+def samples(text):
+    """{(sample name, sorted labels): value} of a Prometheus text exposition."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def labels(**kw):
+    return tuple(sorted(kw.items()))
+
+
+async def test_metrics_have_burrows_names_and_lagwatchs_counters(api, http, redis):
+    await seed(redis, now_ms())
+    tally = Counter({"records": 40, "decode_error:bad_key": 2, "skipped_type:kip848": 3, "outcome:appended": 30})
+    await add_to_totals(redis, CLUSTER, tally)
+    stats = keys.evaluator_stats(CLUSTER)
+    for name, n in {"evaluations:notice": 5, "evaluations:sweep": 7, "transitions": 2, "events_published": 2}.items():
+        await redis.hincrby(stats, name, n)
+    await redis.hincrbyfloat(stats, "evaluation_seconds", 0.25)
+    await get(http, f"{api.url}/v3/kafka")  # one timed request
+
+    async with http.get(f"{api.url}/metrics") as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        found = samples(await response.text())
+
+    billing = {"cluster": "local", "consumer_group": "billing"}
+    p0, p1 = {**billing, "topic": "orders", "partition": "0"}, {**billing, "topic": "orders", "partition": "1"}
+    expected = {
+        ("burrow_kafka_consumer_status", labels(**billing)): 3,  # ERR
+        ("burrow_kafka_consumer_status", labels(cluster="local", consumer_group="audit")): 1,  # OK
+        ("burrow_kafka_consumer_lag_total", labels(**billing)): 55,
+        ("burrow_kafka_consumer_max_lag", labels(**billing)): 50,
+        ("burrow_kafka_consumer_partition_lag", labels(**p0)): 5,
+        ("burrow_kafka_consumer_partition_lag", labels(**p1)): 50,
+        ("burrow_kafka_consumer_partition_current_offset", labels(**p0)): 95,
+        ("burrow_kafka_consumer_partition_current_offset", labels(**p1)): 150,
+        ("burrow_kafka_consumer_partition_status", labels(**p0)): 1,  # OK
+        ("burrow_kafka_consumer_partition_status", labels(**p1)): 5,  # STALL
+        ("burrow_kafka_topic_partition_offset", labels(cluster="local", topic="orders", partition="2")): 300,
+        ("burrow_kafka_topic_partition_offset", labels(cluster="local", topic="payments", partition="0")): 7,
+        ("lagwatch_group_rebalances_last_hour", labels(**billing)): 1,
+        ("lagwatch_ingest_records_total", labels(cluster="local")): 40,
+        ("lagwatch_ingest_decode_errors_total", labels(cluster="local", type="bad_key")): 2,
+        ("lagwatch_ingest_skipped_records_total", labels(cluster="local", reason="kip848")): 3,
+        ("lagwatch_ingest_commits_total", labels(cluster="local", outcome="appended")): 30,
+        ("lagwatch_evaluations_total", labels(cluster="local", trigger="notice")): 5,
+        ("lagwatch_evaluations_total", labels(cluster="local", trigger="sweep")): 7,
+        ("lagwatch_status_transitions_total", labels(cluster="local")): 2,
+        ("lagwatch_events_published_total", labels(cluster="local")): 2,
+        ("lagwatch_evaluation_seconds_total", labels(cluster="local")): 0.25,
+        ("lagwatch_api_request_seconds_count", labels(route="/v3/kafka", method="GET")): 1,
+    }
+    assert {key: found.get(key) for key in expected} == expected
+    assert ("burrow_kafka_consumer_partition_lag", labels(**{**p0, "partition": "2"})) not in found
+
+
+# --- the command ---------------------------------------------------------------------------------------------------
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_lagwatch_run_api_serves_until_sigterm(redis_server, redis, http):
+    await seed(redis, now_ms())
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_BOOTSTRAP_SERVERS", "LAGWATCH_CONFIG")}
+    env.update(REDIS_URL=redis_server.url, LAGWATCH__API__PORT=str(port))
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "lagwatch"), "run", "api"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/v3/kafka"
+        status, body = await eventually(lambda: _get_or_none(http, url), timeout=30)
+        assert (status, body["clusters"]) == (200, ["local"])  # no cluster configured: found in Redis
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+
+
+async def _get_or_none(http, url):
+    try:
+        return await get(http, url)
+    except aiohttp.ClientError:
+        return None
