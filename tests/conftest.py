@@ -9,10 +9,20 @@ from lagwatch.shared.local.redis_server import RedisServer
 
 
 @pytest.fixture(scope="session")
-def redis_server():
+def _shared_redis_server():
     with RedisServer() as server:
         server.start()
         yield server
+
+
+@pytest.fixture
+def redis_server(_shared_redis_server):
+    """The session's redis-server, emptied for this test."""
+    import redis as sync_redis
+
+    with sync_redis.Redis.from_url(_shared_redis_server.url) as client:
+        client.flushdb()
+    return _shared_redis_server
 
 
 @pytest.fixture

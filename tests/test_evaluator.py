@@ -57,8 +57,18 @@ class StatusTopic:
             await self.read()
             return len(self.transitions(group)) >= n
 
-        await eventually(enough, timeout=timeout)
+        try:
+            await eventually(enough, timeout=timeout)
+        except AssertionError:
+            raise AssertionError(f"{group}: wanted {n} transitions, saw {self.describe(group)}") from None
         return self.transitions(group)
+
+    def describe(self, group):
+        return [
+            (e["previous_status"], e["status"], [(p["status"], p["current_lag"]) for p in e["partitions"]])
+            for e in self.events
+            if e["group"] == group
+        ]
 
 
 def commits(group, offsets, start, *, step=MINUTE, partition=0, first_order=1):

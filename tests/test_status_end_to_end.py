@@ -8,26 +8,33 @@ messages. Commit timestamps are spread out (the rules judge time from them) so n
 import asyncio
 import time
 
-from kafka_helpers import CLUSTER, make_config, produce, running
+from kafka_helpers import CLUSTER, eventually, make_config, produce, running
+from redis.asyncio import Redis
 from test_evaluator import STATUS_TOPIC, StatusTopic
 
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.shared.local.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
+from lagwatch.shared.store.redis_store import WindowStore
 
-POLL = 0.8  # > offset-refresh: the next commit's lag is measured against the new log end
+POLL = 0.8  # a pause between steps, longer than the evaluator's sweep interval
 
 
 class Scenario:
-    def __init__(self, kafka, writer, name):
-        self.kafka, self.writer, self.group, self.topic = kafka, writer, f"g-{name}", f"t-{name}"
+    def __init__(self, kafka, writer, store, name):
+        self.kafka, self.writer, self.store = kafka, writer, store
+        self.group, self.topic = f"g-{name}", f"t-{name}"
         self.log_end = 0
         kafka.create_topic(self.topic, 1)
 
     async def produce(self, n):
+        """Move the log end, and wait until lagwatch has polled it: the next commit's lag is measured against it."""
         await produce(self.kafka.bootstrap, self.topic, {0: n})
         self.log_end += n
-        await asyncio.sleep(POLL)
+        await eventually(self._log_end_known)
+
+    async def _log_end_known(self):
+        return (await self.store.latest_broker_offsets(CLUSTER, [(self.topic, 0)]))[(self.topic, 0)] == self.log_end
 
     async def commit(self, *offsets, spacing_s=20):
         """Commits written together, the newest stamped now and each earlier one `spacing_s` before it."""
@@ -109,10 +116,12 @@ async def test_each_scenario_publishes_its_status_changes(kafka, redis_server):
     async with (
         OffsetsTopicWriter(kafka.bootstrap) as writer,
         StatusTopic(kafka.bootstrap) as topic,
-        running(IngestWorker(config, CLUSTER)),
-        running(EvaluatorService(config, CLUSTER, http_port=0)),
+        running(IngestWorker(config, CLUSTER)) as ingest,
+        running(EvaluatorService(config, CLUSTER, http_port=0)) as evaluator,
     ):
-        scenarios = {name: Scenario(kafka, writer, name) for name in plays}
+        await eventually(lambda: _both_assigned(ingest, evaluator))  # scenarios start once both are at work
+        store = WindowStore(Redis.from_url(redis_server.url), config.window())
+        scenarios = {name: Scenario(kafka, writer, store, name) for name in plays}
         await asyncio.gather(*(play(scenarios[name]) for name, play in plays.items()))
         for name, expected in EXPECTED.items():
             assert await topic.until(f"g-{name}", len(expected)) == expected, name
@@ -123,3 +132,7 @@ async def test_each_scenario_publishes_its_status_changes(kafka, redis_server):
     for name, partition_status in BAD_PARTITION.items():
         opening = next(e for e in topic.events if e["group"] == f"g-{name}" and e["previous_status"] == "OK")
         assert [p["status"] for p in opening["partitions"]] == [partition_status], name
+
+
+async def _both_assigned(ingest, evaluator):
+    return bool(ingest.consumer.assignment()) and evaluator.owned_partitions() is not None

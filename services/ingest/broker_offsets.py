@@ -79,6 +79,15 @@ async def list_latest_offsets(
     return found, unknown
 
 
+# Delete-if-mine. KEYS: lease key; ARGV: owner id
+RELEASE_LEASE = """
+local lease_key = KEYS[1]
+local owner = ARGV[1]
+if redis.call('GET', lease_key) == owner then return redis.call('DEL', lease_key) end
+return 0
+"""
+
+
 class BrokerOffsets:
     """The latest log-end offset of every partition of one cluster, kept fresh and written to the store."""
 
@@ -105,6 +114,7 @@ class BrokerOffsets:
         )
         self._owner = uuid.uuid4().hex
         self._renew = store.redis.register_script(RENEW_LEASE)
+        self._release = store.redis.register_script(RELEASE_LEASE)
         self._last_topic_refresh = 0.0
 
     async def start(self) -> None:
@@ -112,6 +122,10 @@ class BrokerOffsets:
 
     async def stop(self) -> None:
         await self._consumer.stop()
+        try:  # hand the poller lease on at once instead of letting it expire
+            await self._release(keys=[keys.poller_lease(self.cluster)], args=[self._owner])
+        except Exception as exc:  # Redis may be the reason we stop; the lease then simply expires
+            log.debug("could not release the poller lease: %s", exc)
 
     # --- the periodic work ------------------------------------------------------------------------------
 
