@@ -21,7 +21,7 @@ def test_compose_file_follows_the_compose_spec():
     resolved = yaml.dump({k: v for k, v in doc.items() if not k.startswith("x-")}, Dumper=_NoAliases)
     compose = PyCompose.from_yaml(resolved)
     compose.validate()
-    assert {"kafka", "redis", "ingest"} <= set(compose.service_names())
+    assert {"kafka", "redis", "ingest", "evaluator", "api", "topics"} <= set(compose.service_names())
 
 
 def test_lagwatch_services_run_a_real_service_against_kafka_and_redis():
@@ -30,6 +30,7 @@ def test_lagwatch_services_run_a_real_service_against_kafka_and_redis():
         if service.get("image") != "lagwatch:latest":
             continue
         assert service["command"][:2] == ["run", name] and name in SERVICES
+        assert service["healthcheck"]["test"][-1].endswith("/readyz')")
         assert service["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
         assert set(service["depends_on"]) == {"kafka", "redis"}
 

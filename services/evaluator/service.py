@@ -14,6 +14,7 @@ statuses (STOP, expiry), publishing a status-change event whenever a group's sta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
@@ -45,6 +46,7 @@ EVALUATION_SECONDS = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 SWEEP_CHUNK = 500
+STOP_TIMEOUT_S = 15
 NOTICE_BATCH, NOTICE_WAIT_S = 1000, 0.05
 
 
@@ -194,12 +196,24 @@ class EvaluatorService:
         try:
             await self._start_publisher()
             await self.app.start()
-            await self.stopping.wait()
+            await self._wait_until_stopping_or_crashed()
         finally:
-            await self.app.stop()
+            try:  # Faust's stop waits on its consumer, which can be stuck in a rebalance: bounded
+                await asyncio.wait_for(self.app.stop(), timeout=STOP_TIMEOUT_S)
+            except TimeoutError:
+                log.warning("evaluator %s: Faust did not stop within %ss; exiting anyway", self.cluster, STOP_TIMEOUT_S)
             await self.publisher.stop()
             await self.health.stop()
             await self.redis.aclose()
+
+    async def _wait_until_stopping_or_crashed(self) -> None:
+        """A crashed Faust app (its consumer failed for good) ends the service with an error, so a supervisor
+        (systemd, Docker's restart policy, Kubernetes) starts a fresh one; evaluation state lives in Redis."""
+        while not self.stopping.is_set():
+            if self.app.crash_reason is not None:
+                raise RuntimeError(f"evaluator {self.cluster}: Faust app crashed: {self.app.crash_reason!r}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), timeout=1.0)
 
     async def _start_publisher(self) -> None:
         delay = 0.2

@@ -23,25 +23,13 @@ from aiokafka import AIOKafkaClient, AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.offset import OffsetRequest
 
-from lagwatch.shared.store import keys
+from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.redis_store import WindowStore
 
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
 LATEST = -1  # ListOffsets timestamp meaning "the log end"
 READ_UNCOMMITTED = 0
-
-# Renew-if-mine for the poller lease. KEYS: lease key; ARGV: owner id, ttl ms
-RENEW_LEASE = """
-local lease_key = KEYS[1]
-local owner, ttl_ms = ARGV[1], ARGV[2]
-if redis.call('SET', lease_key, owner, 'NX', 'PX', ttl_ms) then return 1 end
-if redis.call('GET', lease_key) == owner then
-  redis.call('PEXPIRE', lease_key, ttl_ms)
-  return 1
-end
-return 0
-"""
 
 
 async def list_latest_offsets(
@@ -79,15 +67,6 @@ async def list_latest_offsets(
     return found, unknown
 
 
-# Delete-if-mine. KEYS: lease key; ARGV: owner id
-RELEASE_LEASE = """
-local lease_key = KEYS[1]
-local owner = ARGV[1]
-if redis.call('GET', lease_key) == owner then return redis.call('DEL', lease_key) end
-return 0
-"""
-
-
 class BrokerOffsets:
     """The latest log-end offset of every partition of one cluster, kept fresh and written to the store."""
 
@@ -113,8 +92,8 @@ class BrokerOffsets:
             **kafka_kwargs, enable_auto_commit=False, exclude_internal_topics=False, metadata_max_age_ms=300_000
         )
         self._owner = uuid.uuid4().hex
-        self._renew = store.redis.register_script(RENEW_LEASE)
-        self._release = store.redis.register_script(RELEASE_LEASE)
+        self._renew = store.redis.register_script(scripts.RENEW_LEASE)
+        self._release = store.redis.register_script(scripts.RELEASE_LEASE)
         self._last_topic_refresh = 0.0
 
     async def start(self) -> None:

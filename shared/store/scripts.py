@@ -241,3 +241,23 @@ else
 end
 return seq + 1
 """
+
+# Renew-if-mine for the poller lease. KEYS: lease key; ARGV: owner id, ttl ms
+RENEW_LEASE = """
+local lease_key = KEYS[1]
+local owner, ttl_ms = ARGV[1], ARGV[2]
+if redis.call('SET', lease_key, owner, 'NX', 'PX', ttl_ms) then return 1 end
+if redis.call('GET', lease_key) == owner then
+  redis.call('PEXPIRE', lease_key, ttl_ms)
+  return 1
+end
+return 0
+"""
+
+# Delete-if-mine. KEYS: lease key; ARGV: owner id
+RELEASE_LEASE = """
+local lease_key = KEYS[1]
+local owner = ARGV[1]
+if redis.call('GET', lease_key) == owner then return redis.call('DEL', lease_key) end
+return 0
+"""
