@@ -7,6 +7,7 @@ another slot: the store reads those first (one more round trip) unless the calle
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections import defaultdict
@@ -26,7 +27,6 @@ from lagwatch.shared.window import AddOutcome, Commit, WindowConfig, current_lag
 TopicPartition = tuple[str, int]
 OWNER_SEPARATOR = "\x1f"
 REBALANCE_WINDOW_MS = 3_600_000  # rebalances are counted over the last hour
-ADD_COMMITS_SHA = hashlib.sha1(scripts.ADD_COMMITS.encode()).hexdigest()
 OUTCOMES = {o.value: o for o in AddOutcome}
 STORED = frozenset(o.value for o in AddOutcome if o.stored)
 GROUPS_PER_CALL = 200  # groups per ADD_COMMITS call on a single Redis server
@@ -76,8 +76,6 @@ class WindowStore:
         self.redis = redis
         self.config = config or WindowConfig()
         self.cluster_mode = isinstance(redis, RedisCluster)
-        self._append_broker = redis.register_script(scripts.APPEND_BROKER_OFFSETS)
-        self._delete_topic = redis.register_script(scripts.DELETE_TOPIC_FROM_GROUP)
         self._set_group_metadata = redis.register_script(scripts.SET_GROUP_METADATA)
 
     # --- writes -------------------------------------------------------------------------------------------
@@ -108,7 +106,7 @@ class WindowStore:
             call_keys = [k for group in call for k in keys.group_keys(cluster, group)]
             blobs = [pack_commits([commits[i] for i in by_group[group]], broker_offsets) for group in call]
             arguments.append((len(call_keys), *call_keys, *head, *blobs))
-        replies = [letters for reply in await self._run_add_commits(arguments) for letters in reply]
+        replies = [letters for reply in await self._eval_many(scripts.ADD_COMMITS, arguments) for letters in reply]
         outcomes: list[AddOutcome] = [AddOutcome.EXPIRED] * len(commits)
         newest: dict[str, int] = {}
         for group, reply in zip((g for call in calls for g in call), replies, strict=True):
@@ -123,20 +121,31 @@ class WindowStore:
             await self._index_groups(cluster, newest)
         return outcomes
 
-    async def _run_add_commits(self, arguments: list[tuple]) -> list:
-        """EVALSHA straight away, loading the script only when Redis says it lacks it. (redis-py's script objects
-        check SCRIPT EXISTS before every pipeline: a round trip that kept Redis idle while we decoded.)"""
-        for attempt in (1, 2):
-            try:
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    for args in arguments:
-                        pipe.evalsha(ADD_COMMITS_SHA, *args)
-                    return await pipe.execute()
-            except NoScriptError:
-                if attempt == 2:
-                    raise
-                await self.redis.script_load(scripts.ADD_COMMITS)
-        raise AssertionError("unreachable")
+    async def _eval_many(self, source: str, calls: list[tuple]) -> list:
+        """Many calls of one script, each `(numkeys, *keys, *args)`, in one round trip: a pipeline on a single
+        server; concurrent calls on a cluster, whose redis-py client cannot pipeline scripts. EVALSHA straight
+        away, loading the script only when Redis lacks it (redis-py's script objects ask SCRIPT EXISTS before
+        every pipeline: a round trip that kept Redis idle while the ingest decoded). Calls refused for a missing
+        script are re-run once it is loaded; the others are not run twice."""
+        sha = hashlib.sha1(source.encode()).hexdigest()
+        results = await self._eval_each(sha, calls)
+        missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+        if missing:
+            await self.redis.script_load(source)
+            for i, result in zip(missing, await self._eval_each(sha, [calls[i] for i in missing]), strict=True):
+                results[i] = result
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return results
+
+    async def _eval_each(self, sha: str, calls: list[tuple]) -> list:
+        if self.cluster_mode:
+            return list(await asyncio.gather(*(self.redis.evalsha(sha, *c) for c in calls), return_exceptions=True))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for call in calls:
+                pipe.evalsha(sha, *call)
+            return await pipe.execute(raise_on_error=False)
 
     def _calls(self, cluster: str, groups: list[str]) -> list[list[str]]:
         """Groups per script call: all a call's keys must share a hash slot on Redis Cluster; a single server
@@ -170,8 +179,8 @@ class WindowStore:
         for partition, offset in sorted(by_partition.items()):
             args += [partition, offset]
         count = partition_count if partition_count is not None else max(by_partition) + 1
+        await self._eval_many(scripts.APPEND_BROKER_OFFSETS, [(1, keys.broker_ring(cluster, topic), *args)])
         async with self.redis.pipeline(transaction=False) as pipe:
-            await self._append_broker(keys=[keys.broker_ring(cluster, topic)], args=args, client=pipe)
             pipe.hset(keys.topics_index(cluster), topic, count)
             pipe.sadd(keys.CLUSTERS, cluster)
             await pipe.execute()
@@ -206,14 +215,16 @@ class WindowStore:
     async def delete_topic(self, cluster: str, topic: str) -> int:
         """Remove a deleted topic from every group and forget its broker offsets; returns partitions removed."""
         groups = await self.list_groups(cluster)
+        calls = []
+        for group in groups:
+            windows_key, _, owners_key, _ = keys.group_keys(cluster, group)
+            calls.append((2, windows_key, owners_key, topic))
+        removed = await self._eval_many(scripts.DELETE_TOPIC_FROM_GROUP, calls) if calls else []
         async with self.redis.pipeline(transaction=False) as pipe:
-            for group in groups:
-                windows_key, _, owners_key, _ = keys.group_keys(cluster, group)
-                await self._delete_topic(keys=[windows_key, owners_key], args=[topic], client=pipe)
             pipe.delete(keys.broker_ring(cluster, topic))
             pipe.hdel(keys.topics_index(cluster), topic)
-            replies = await pipe.execute()
-        return sum(replies[: len(groups)])
+            await pipe.execute()
+        return sum(removed)
 
     async def expire_groups(self, cluster: str, now_ms: int) -> list[str]:
         """Delete groups whose newest commit is older than `expire-group`; returns their names."""
