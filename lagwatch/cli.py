@@ -63,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         "--http-port", type=int, default=None, help="port of /healthz, /readyz and /metrics (api: its port)"
     )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    run.add_argument("--log-file", type=Path, default=None, help="log here instead of stderr")
     run.set_defaults(handler=_run_service)
 
     dev = commands.add_parser("dev", help="local infrastructure").add_subparsers(title="dev commands")
@@ -119,7 +120,9 @@ def _run_service(args: argparse.Namespace) -> int:
 
     from lagwatch.shared.config import ConfigError, load_config
 
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", filename=args.log_file
+    )
     try:
         config = load_config(args.config)
         if args.service == "api":  # serves every cluster: none to choose
