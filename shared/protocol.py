@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import NamedTuple
 
 
 class Status(IntEnum):
@@ -26,9 +27,8 @@ class Status(IntEnum):
         return Status.ERR if self > Status.ERR else self
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetEntry:
-    """One committed offset in a partition window.
+class OffsetEntry(NamedTuple):
+    """One committed offset in a partition window (a tuple: a sweep builds a million of them).
 
     `order` is the position of the commit record in the offsets topic; entries are kept sorted by it.
     `first_order` is the order of the first commit merged into this entry by `min-distance` (the entry stands for

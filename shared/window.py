@@ -19,7 +19,7 @@ A merged entry remembers the first order it stood for, so a replayed commit it a
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -85,8 +85,8 @@ def add_commit(
         return AddOutcome.TOO_OLD
     lag = max(0, latest_broker_offset - commit.offset) if newest else None
     if at > 0 and _within_min_distance(entries[at - 1], commit, config):
-        entries[at - 1] = replace(
-            entries[at - 1], offset=commit.offset, order=commit.order, observed_at=commit.observed_at, lag=lag
+        entries[at - 1] = entries[at - 1]._replace(
+            offset=commit.offset, order=commit.order, observed_at=commit.observed_at, lag=lag
         )
         return AddOutcome.MERGED
     entries.insert(

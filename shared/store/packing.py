@@ -40,19 +40,19 @@ def pack_commit_ring(entries: list[OffsetEntry]) -> bytes:
 
 
 def unpack_commit_ring(data: bytes) -> list[OffsetEntry]:
-    out = []
-    for offset, timestamp, observed_at, lag, order, first_order in COMMIT_ENTRY.iter_unpack(data):
-        out.append(
-            OffsetEntry(
-                offset=offset,
-                timestamp=timestamp,
-                observed_at=None if observed_at == NULL else observed_at,
-                lag=None if lag == NULL else lag,
-                order=order,
-                first_order=first_order,
-            )
-        )
-    return out
+    entries = list(map(_make_entry, COMMIT_ENTRY.iter_unpack(data)))
+    if _NULL_BYTES in data:  # some field may be -1 (a null lag or observed_at): only then look at each entry
+        entries = [_with_nulls(e) if NULL in (e.lag, e.observed_at) else e for e in entries]
+    return entries
+
+
+_make_entry = OffsetEntry._make
+_NULL_BYTES = NULL.to_bytes(8, "little", signed=True)
+
+
+def _with_nulls(e: OffsetEntry) -> OffsetEntry:
+    lag = None if e.lag == NULL else e.lag
+    return e._replace(lag=lag, observed_at=None if e.observed_at == NULL else e.observed_at)
 
 
 def unpack_broker_ring(data: bytes) -> list[tuple[int, int]]:
