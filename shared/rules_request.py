@@ -126,12 +126,7 @@ def group_answer(status: GroupStatus) -> dict:
 
 
 def _partition_answer(p: PartitionStatus) -> dict:
-    return {
-        "topic": p.topic,
-        "partition": p.partition,
-        "status": p.status.name,
-        "start": p.start.to_json() if p.start else None,
-        "end": p.end.to_json() if p.end else None,
-        "current_lag": p.current_lag,
-        "complete": p.complete,
-    }
+    """The status object of Burrow's API without owner and client id, which the contract does not carry."""
+    body = p.to_json()
+    del body["owner"], body["client_id"]
+    return body
