@@ -70,21 +70,37 @@ class ChangePublisher:
             await self._producer.stop()
 
     async def publish(self, cluster: str, groups: Iterable[tuple[str, str]]) -> None:
-        """Send a notice per (group, reason) and wait for the broker's acknowledgements."""
+        """Queue a notice per (group, reason), one record batch per partition (a batch of the ingest can touch
+        thousands of groups: sending them one by one cost more than storing them). Does not wait for the broker:
+        a notice is a trigger, and a failure is logged and counted."""
         if not self._started:
             return
         now = int(time.time() * 1000)
         try:
-            futures = [
-                await self._producer.send(
-                    self.topic, encode_notice(cluster, group, reason, now), key=notice_key(cluster, group)
-                )
-                for group, reason in groups
-            ]
-            for future in futures:
-                await future
+            count = len(await self._producer.partitions_for(self.topic))
+            batches: dict[int, Any] = {}
+            for group, reason in groups:
+                partition = partition_of(cluster, group, count)
+                key, value = notice_key(cluster, group), encode_notice(cluster, group, reason, now)
+                batch = batches.setdefault(partition, self._producer.create_batch())
+                if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start another
+                    await self._send(batch, partition)
+                    batch = batches[partition] = self._producer.create_batch()
+                    batch.append(key=key, value=value, timestamp=None)
+            for partition, batch in batches.items():
+                await self._send(batch, partition)
         except (KafkaError, OSError) as exc:
-            self.failures += 1
-            log.warning(
-                "could not publish change notices for %s (%s); the evaluator's sweep will catch up", cluster, exc
-            )
+            self._failed(exc)
+
+    async def _send(self, batch: Any, partition: int) -> None:
+        batch.close()
+        future = await self._producer.send_batch(batch, self.topic, partition=partition)
+        future.add_done_callback(self._check)
+
+    def _check(self, future: Any) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            self._failed(future.exception())
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        log.warning("change notices not published (%s); the evaluator's sweep catches up", exc)
