@@ -41,6 +41,32 @@ def partition_status(part: PartitionInput, now_ms: int, config: RuleConfig) -> P
     )
 
 
+def caught_up_status(
+    topic: str,
+    partition: int,
+    first: OffsetEntry,
+    last: OffsetEntry,
+    filled: int,
+    ring_size: int,
+    current_lag: int,
+    owner: str = "",
+    client_id: str = "",
+) -> PartitionStatus:
+    """What `partition_status` answers when `current_lag <= allowed-lag` (rule 1: OK whatever the window shows),
+    built from the window's oldest and newest entries alone, so a caller can skip unpacking the rest."""
+    return PartitionStatus(
+        topic=topic,
+        partition=partition,
+        status=Status.OK,
+        start=first,
+        end=last,
+        current_lag=current_lag,
+        complete=filled / ring_size if ring_size else 0.0,
+        owner=owner,
+        client_id=client_id,
+    )
+
+
 def evaluate(
     entries: Sequence[OffsetEntry],
     broker_offsets: Sequence[int],

@@ -240,3 +240,27 @@ async def test_the_store_reloads_its_script_after_redis_forgets_it(redis):
     await store.add_commits(CLUSTER, [commit(1, 1)], now_ms=T0)
     await redis.script_flush()  # as after a Redis restart without persistence of scripts
     assert await store.add_commits(CLUSTER, [commit(2, 2)], now_ms=T0) == [AddOutcome.APPENDED]
+
+
+async def test_stored_statuses_match_the_rules_on_random_windows(redis):
+    """StoredPartition.status skips unpacking caught-up windows; it must agree with the rules everywhere."""
+    from lagwatch.shared.protocol import RuleConfig
+    from lagwatch.shared.rules import group_status
+
+    rng = random.Random(11)
+    for run in range(30):
+        intervals = rng.choice([2, 3, 10])
+        store = WindowStore(redis, WindowConfig(intervals=intervals))
+        topic, group = f"t{run}", f"g{run}"
+        for step in range(rng.randint(1, 25)):
+            await store.add_broker_offsets(CLUSTER, topic, [rng.randint(0, 300)] * 2, sampled_at=T0 + step)
+            c = commit(step + 1, rng.randint(0, 300), group=group, topic=topic, partition=rng.randint(0, 1))
+            await store.add_commits(CLUSTER, [c], now_ms=T0)
+        stored = await store.get_group(CLUSTER, group)
+        if stored is None:
+            continue
+        for allowed in (0, 50):
+            rules = RuleConfig(allowed_lag=allowed)
+            now = T0 + rng.randint(0, 60) * SECOND
+            expected = group_status(CLUSTER, group, [p.to_rule_input(intervals) for p in stored.partitions], now, rules)
+            assert stored.status(intervals, now, rules) == expected, run

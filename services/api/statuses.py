@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from lagwatch.shared.config import Config
 from lagwatch.shared.protocol import GroupStatus, Status
-from lagwatch.shared.rules import group_status
 from lagwatch.shared.store.redis_store import StoredGroup
 
 
@@ -18,9 +17,7 @@ def is_live(stored: StoredGroup | None, now_ms: int, config: Config) -> bool:
 
 
 def evaluate(stored: StoredGroup, now_ms: int, config: Config) -> GroupStatus:
-    intervals = config.storage.intervals
-    partitions = [p.to_rule_input(intervals) for p in stored.partitions]
-    return group_status(stored.cluster, stored.group, partitions, now_ms, config.rules())
+    return stored.status(config.storage.intervals, now_ms, config.rules())
 
 
 def not_found(cluster: str, group: str) -> GroupStatus:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
-from lagwatch.shared.rules import group_status
 from lagwatch.shared.status_event import build_event, encode, next_incident
 from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
 from lagwatch.shared.store.status_store import GroupState, StatusStore
@@ -51,9 +50,7 @@ class GroupEvaluator:
         """The group's status now, or None when it is NOTFOUND."""
         if stored is None or stored.last_commit_ms < now_ms - self.store.config.expire_group_ms:
             return None
-        intervals = self.store.config.intervals
-        parts = [p.to_rule_input(intervals) for p in stored.partitions]
-        return group_status(self.cluster, stored.group, parts, now_ms, self.rules)
+        return stored.status(self.store.config.intervals, now_ms, self.rules)
 
     async def evaluate(self, groups: Sequence[str], now_ms: int | None = None) -> EvaluationReport:
         started = time.perf_counter()

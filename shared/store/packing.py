@@ -47,6 +47,16 @@ def unpack_commit_ring(data: bytes) -> list[OffsetEntry]:
 
 
 _make_entry = OffsetEntry._make
+
+
+def commit_entry_at(data: bytes, index: int) -> OffsetEntry:
+    """One entry of a packed ring (negative indexes count from the newest), without unpacking the others."""
+    if index < 0:
+        index += len(data) // COMMIT_ENTRY.size
+    entry = _make_entry(COMMIT_ENTRY.unpack_from(data, index * COMMIT_ENTRY.size))
+    return _with_nulls(entry) if NULL in (entry.lag, entry.observed_at) else entry
+
+
 _NULL_BYTES = NULL.to_bytes(8, "little", signed=True)
 
 

@@ -19,10 +19,17 @@ from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import NoScriptError
 
-from lagwatch.shared.protocol import OffsetEntry, PartitionInput
+from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig
+from lagwatch.shared.rules import caught_up_status, partition_status, summarize_group
 from lagwatch.shared.store import keys, scripts
-from lagwatch.shared.store.packing import pack_commits, unpack_broker_ring, unpack_commit_ring
-from lagwatch.shared.window import AddOutcome, Commit, WindowConfig, current_lag, padded_ring
+from lagwatch.shared.store.packing import (
+    COMMIT_ENTRY,
+    commit_entry_at,
+    pack_commits,
+    unpack_broker_ring,
+    unpack_commit_ring,
+)
+from lagwatch.shared.window import AddOutcome, Commit, WindowConfig, padded_ring
 
 TopicPartition = tuple[str, int]
 OWNER_SEPARATOR = "\x1f"
@@ -34,18 +41,40 @@ GROUPS_PER_CALL = 200  # groups per ADD_COMMITS call on a single Redis server
 
 @dataclass(slots=True)
 class StoredPartition:
-    """A partition of a group as stored: its commit ring, its topic's broker ring and its owner."""
+    """A partition of a group as stored: its commit ring (unpacked only when asked), its topic's broker ring and
+    its owner. Most partitions of a healthy cluster are caught up, and rule 1 judges those from the newest entry."""
 
     topic: str
     partition: int
-    entries: list[OffsetEntry]
+    packed: bytes
     broker_offsets: list[int]
     owner: str = ""
     client_id: str = ""
+    _entries: list[OffsetEntry] | None = None
+
+    @property
+    def entries(self) -> list[OffsetEntry]:
+        if self._entries is None:
+            self._entries = unpack_commit_ring(self.packed)
+        return self._entries
 
     @property
     def current_lag(self) -> int:
-        return current_lag(self.entries, self.broker_offsets)
+        """Latest broker offset minus the newest committed offset, floored at 0 (0 when either is unknown)."""
+        if not self.packed or not self.broker_offsets:
+            return 0
+        return max(0, self.broker_offsets[-1] - commit_entry_at(self.packed, -1).offset)
+
+    def status(self, intervals: int, now_ms: int, rules: RuleConfig) -> PartitionStatus:
+        """The rules' verdict on this partition (the same as `partition_status(self.to_rule_input(...))`)."""
+        lag = self.current_lag
+        filled = min(len(self.packed) // COMMIT_ENTRY.size, intervals)
+        if filled and lag <= rules.allowed_lag:
+            first, last = commit_entry_at(self.packed, -filled), commit_entry_at(self.packed, -1)
+            return caught_up_status(
+                self.topic, self.partition, first, last, filled, intervals, lag, self.owner, self.client_id
+            )
+        return partition_status(self.to_rule_input(intervals), now_ms, rules)
 
     def to_rule_input(self, intervals: int) -> PartitionInput:
         return PartitionInput(
@@ -67,6 +96,11 @@ class StoredGroup:
     partitions: list[StoredPartition] = field(default_factory=list)  # sorted by (topic, partition)
     generation: int | None = None
     rebalances_last_hour: int = 0
+
+    def status(self, intervals: int, now_ms: int, rules: RuleConfig) -> GroupStatus:
+        """Burrow's rules on every partition, the group the worst of them."""
+        results = [p.status(intervals, now_ms, rules) for p in self.partitions]
+        return summarize_group(self.cluster, self.group, results)
 
 
 class WindowStore:
@@ -329,6 +363,6 @@ def _partitions(
     for raw_field, packed in windows.items():
         tp = keys.parse_partition_field(raw_field)
         owner, _, client_id = owners.get(raw_field, b"").decode().partition(OWNER_SEPARATOR)
-        parts.append(StoredPartition(tp[0], tp[1], unpack_commit_ring(packed), rings.get(tp, []), owner, client_id))
+        parts.append(StoredPartition(tp[0], tp[1], packed, rings.get(tp, []), owner, client_id))
     parts.sort(key=lambda p: (p.topic, p.partition))
     return parts
