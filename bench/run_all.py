@@ -17,7 +17,16 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
-BENCHES = ["bench_rules", "bench_store", "bench_ingest", "bench_faust_stream", "bench_evaluator", "bench_api"]
+BENCHES = [
+    "bench_rules",
+    "bench_store",
+    "bench_ingest",
+    "bench_faust_stream",
+    "bench_evaluator",
+    "bench_api",
+    "bench_lag_history",
+    "bench_notifier",
+]
 
 
 def machine() -> dict:

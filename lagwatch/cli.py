@@ -5,6 +5,8 @@
     lagwatch dev up                            run local Redis and the Kafka mock cluster until Ctrl-C
     lagwatch run ingest [--cluster NAME]       run a service (configuration: --config, $LAGWATCH_CONFIG, env)
     lagwatch run api                           the HTTP API, for every cluster (configured or found in Redis)
+    lagwatch run notifier                      Slack and webhook notifications from the status topic
+    lagwatch notify replay-dlq [--subscription ID] [--since 2h]   re-send dead-lettered notifications
 
 Usage errors and invalid input exit with code 2 and one line on stderr.
 """
@@ -56,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     decode.set_defaults(handler=_offsets_decode)
 
     run = commands.add_parser("run", help="run a service until SIGTERM/Ctrl-C")
-    run.add_argument("service", choices=["ingest", "evaluator", "api"], help="which service")
+    run.add_argument("service", choices=["ingest", "evaluator", "api", "notifier"], help="which service")
     run.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
     run.add_argument("--cluster", default=None, help="the configured cluster to watch (default: the only one)")
     run.add_argument(
@@ -65,6 +67,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.add_argument("--log-file", type=Path, default=None, help="log here instead of stderr")
     run.set_defaults(handler=_run_service)
+
+    notify = commands.add_parser("notify", help="the notifier").add_subparsers(title="notify commands")
+    replay = notify.add_parser("replay-dlq", help="put dead-lettered notifications back into the outbox")
+    replay.add_argument("--subscription", default=None, help="only this subscription's dead letters")
+    replay.add_argument("--since", default=None, help="only those dead-lettered since: 30m, 2h, 1d, epoch, ISO-8601")
+    replay.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
+    replay.add_argument("--cluster", default=None, help="the cluster holding the dead-letter topic")
+    replay.set_defaults(handler=_notify_replay_dlq)
 
     dev = commands.add_parser("dev", help="local infrastructure").add_subparsers(title="dev commands")
     up = dev.add_parser("up", help="run Redis and the Kafka mock cluster on localhost until Ctrl-C")
@@ -144,7 +154,49 @@ def _run_service(args: argparse.Namespace) -> int:
         from lagwatch.services.evaluator.service import run_evaluator
 
         asyncio.run(run_evaluator(config, cluster, http_port=args.http_port))
+    elif args.service == "notifier":
+        from lagwatch.services.notifier.service import run_notifier
+
+        try:
+            asyncio.run(run_notifier(config, cluster, http_port=args.http_port))
+        except ConfigError as exc:  # subscriptions and notifier settings are checked as the service starts
+            raise InputError(str(exc)) from None
     return 0
+
+
+def _notify_replay_dlq(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from lagwatch.services.notifier.dlq import parse_since
+    from lagwatch.shared.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+        cluster = args.cluster or config.only_cluster()
+        config.cluster(cluster)
+        since_ms = parse_since(args.since) if args.since else None
+    except (ConfigError, ValueError) as exc:
+        raise InputError(str(exc)) from None
+    summary = asyncio.run(_replay_dlq(config, cluster, args.subscription, since_ms))
+    print(json.dumps(summary))
+    return 0
+
+
+async def _replay_dlq(config, cluster: str, subscription: str | None, since_ms: int | None) -> dict:
+    from lagwatch.services.notifier.dlq import read_dead_letters, replay, select
+    from lagwatch.services.notifier.outbox import Outbox
+    from lagwatch.shared.kafka_client import client_kwargs
+    from lagwatch.shared.redis_client import connect
+
+    records = await read_dead_letters(client_kwargs(config.cluster(cluster), cluster), config.notifier.dlq_topic)
+    chosen = select(records, subscription=subscription, since_ms=since_ms)
+    redis = connect(config.redis)
+    try:
+        outbox = Outbox(redis, lease_ms=int(config.notifier.lease * 1000), seen_ttl_ms=0)
+        result = await replay(outbox, chosen)
+    finally:
+        await redis.aclose()
+    return {"read": len(records), "matched": len(chosen), **result}
 
 
 def _dev_up(args: argparse.Namespace) -> int:

@@ -12,6 +12,9 @@ Times are in seconds, as in Burrow. A file looks like::
         bootstrap-servers: ["kafka-1:9092", "kafka-2:9092"]
         offset-refresh: 10
         sasl: {mechanism: SCRAM-SHA-512, username: lagwatch, password: "..."}
+    notifier: {dashboard-url: "https://lagwatch.example.com", max-attempts: 8}
+    subscriptions:                   # notification targets (more can be added through the api)
+      - {id: ops-slack, type: slack, url: "https://hooks.slack.com/services/...", threshold: ERR}
 
 Precedence, lowest first: defaults, the file (`--config` or $LAGWATCH_CONFIG), then environment variables named
 `LAGWATCH__SECTION__KEY` (`__` between levels, `_` for `-`; e.g. `LAGWATCH__STORAGE__MIN_DISTANCE=5`,
@@ -83,6 +86,8 @@ class StorageConfig:
     expire_group: int = field(default=604_800, metadata={"check": _positive})
     group_allowlist: str = field(default="", metadata={"check": _regex})
     group_denylist: str = field(default="", metadata={"check": _regex})
+    lag_history: int = field(default=3600, metadata={"check": _positive})  # seconds of log-end samples kept
+    lag_history_samples: int = field(default=720, metadata={"check": _positive})  # at most, per partition
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,70 @@ class ApiConfig:
     request_timeout: float = field(default=30.0, metadata={"check": _positive})  # seconds; then 503
 
 
+THRESHOLDS = ("OK", "WARN", "ERR")  # group statuses a subscription's threshold may name, in Burrow's order
+SUBSCRIPTION_TYPES = ("slack", "webhook")
+SUBSCRIPTION_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+HTTP_METHODS = ("POST", "PUT", "PATCH")
+
+
+def _subscription_id(v: str) -> str | None:
+    return None if SUBSCRIPTION_ID.match(v) else "use 1-64 letters, digits, '.', '_' or '-'"
+
+
+@dataclass(frozen=True)
+class SubscriptionConfig:
+    """One notification target (Burrow's notifier module): who is told, when, and how. The notifier validates the
+    URL (scheme, private/link-local addresses) and compiles the templates at start-up; see services/notifier."""
+
+    id: str = field(default="", metadata={"check": _subscription_id, "required": True})
+    type: str = field(
+        default="webhook", metadata={"check": lambda v: None if v in SUBSCRIPTION_TYPES else "must be slack or webhook"}
+    )
+    url: str = field(
+        default="", metadata={"check": lambda v: None if v.strip() else "must not be empty", "required": True}
+    )
+    secret: str = ""  # HMAC-SHA256 key for X-Lagwatch-Signature (webhooks)
+    method: str = field(
+        default="POST", metadata={"check": lambda v: None if v in HTTP_METHODS else "must be POST, PUT or PATCH"}
+    )
+    headers: dict[str, str] = field(default_factory=dict)
+    body_template: str = ""  # Jinja2 (sandboxed); empty = the default body (Slack Block Kit / the event JSON)
+    url_template: str = ""  # Jinja2 (sandboxed); empty = `url`
+    threshold: str = field(
+        default="WARN",
+        metadata={"check": lambda v: None if v in THRESHOLDS else f"must be one of {', '.join(THRESHOLDS)}"},
+    )
+    send_close: bool = True  # tell when the incident is over (OK or NOTFOUND again)
+    send_once: bool = False  # one notification per incident (no updates, no repeats)
+    send_interval: float = field(default=0.0, metadata={"check": _non_negative})  # repeat while open; 0 = never
+    group_allowlist: str = field(default="", metadata={"check": _regex})
+    group_denylist: str = field(default="", metadata={"check": _regex})
+    clusters: list[str] = field(default_factory=list)  # empty = every cluster
+    extras: dict[str, str] = field(default_factory=dict)  # free values for templates (Burrow's `extras`)
+
+
+@dataclass(frozen=True)
+class NotifierConfig:
+    http_host: str = "127.0.0.1"
+    http_port: int = field(default=8003, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
+    dashboard_url: str = ""  # linked from Slack messages (the api or a dashboard)
+    dlq_topic: str = "lagwatch.dlq"  # dead letters: deliveries that failed for good
+    start_latest: bool = False  # a brand-new notifier group starts at the end of the status topic
+    allow_private_targets: bool = False  # webhooks to 10/8, 172.16/12, 192.168/16, 127/8, ::1, fc00::/7
+    max_attempts: int = field(default=8, metadata={"check": _positive})
+    backoff_base: float = field(default=1.0, metadata={"check": _positive})  # seconds; doubles per attempt
+    backoff_cap: float = field(default=300.0, metadata={"check": _positive})  # seconds; full jitter below it
+    request_timeout: float = field(default=10.0, metadata={"check": _positive})  # seconds per HTTP request
+    per_host_concurrency: int = field(default=4, metadata={"check": _positive})  # requests in flight per host
+    per_host_queue: int = field(default=200, metadata={"check": _positive})  # deliveries held per host
+    breaker_failures: int = field(default=5, metadata={"check": _positive})  # consecutive failures: circuit opens
+    breaker_cooldown: float = field(default=30.0, metadata={"check": _positive})  # seconds before a probe
+    lease: float = field(default=30.0, metadata={"check": _positive})  # visibility timeout of a claimed delivery
+    poll_interval: float = field(default=0.5, metadata={"check": _positive})  # outbox poll when idle, seconds
+    repeat_check_interval: float = field(default=1.0, metadata={"check": _positive})  # send-interval timer
+    dedupe_ttl: float = field(default=604_800.0, metadata={"check": _positive})  # seconds an event id is remembered
+
+
 @dataclass(frozen=True)
 class Config:
     redis: RedisConfig = field(default_factory=RedisConfig)
@@ -158,11 +227,15 @@ class Config:
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
+    notifier: NotifierConfig = field(default_factory=NotifierConfig)
     clusters: dict[str, ClusterConfig] = field(default_factory=dict)
+    subscriptions: list[SubscriptionConfig] = field(default_factory=list)
 
     def window(self) -> WindowConfig:
         s = self.storage
-        return WindowConfig(s.intervals, s.min_distance * 1000, s.expire_group * 1000)
+        return WindowConfig(
+            s.intervals, s.min_distance * 1000, s.expire_group * 1000, s.lag_history * 1000, s.lag_history_samples
+        )
 
     def rules(self) -> RuleConfig:
         return RuleConfig(self.evaluator.allowed_lag, self.evaluator.minimum_complete)
@@ -264,15 +337,46 @@ def _build(cls: type, raw: Any, where: str) -> Any:
     values = {}
     for key, f in fields.items():
         if key not in raw:
+            if f.metadata.get("required"):
+                raise ConfigError(_join(where, key), "required")
             continue
-        dotted = _join(where, key)
-        value = _convert(hints[f.name], raw[key], dotted)
-        check = f.metadata.get("check")
-        problem = check(value) if check else None
-        if problem:
-            raise ConfigError(dotted, f"{problem}, got {raw[key]!r}")
-        values[f.name] = value
+        values[f.name] = _field_value(hints[f.name], f, raw[key], _join(where, key))
     return cls(**values)
+
+
+def _field_value(kind: Any, f: dataclasses.Field, value: Any, dotted: str) -> Any:
+    converted = _convert(kind, value, dotted)
+    check = f.metadata.get("check")
+    problem = check(converted) if check else None
+    if problem:
+        raise ConfigError(dotted, f"{problem}, got {value!r}")
+    return converted
+
+
+def build_section(cls: type, raw: Any, where: str = "") -> Any:
+    """One configuration section (a dataclass above) from a mapping with the file's option names; ConfigError
+    naming the first bad key. For other sources of the same objects (subscriptions created through the api)."""
+    return _build(cls, raw, where)
+
+
+def field_problems(cls: type, raw: Any) -> dict[str, str]:
+    """Every problem of `raw` as options of the dataclass `cls` ({key: problem}), where loading stops at the first
+    one: for APIs that report all invalid fields at once. Empty when `_build(cls, raw)` would succeed."""
+    if not isinstance(raw, Mapping):
+        return {"": "expected a JSON object"}
+    hints = typing.get_type_hints(cls)
+    fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls)}
+    problems = {str(key): "unknown option" for key in raw if key not in fields}
+    for key, f in fields.items():
+        if key not in raw:
+            if f.metadata.get("required"):
+                problems[key] = "required"
+            continue
+        try:
+            _field_value(hints[f.name], f, raw[key], key)
+        except ConfigError as exc:
+            problems[exc.key] = str(exc).removeprefix(f"config {exc.key}: ")
+    return problems
 
 
 def _join(where: str, key: str) -> str:
@@ -283,6 +387,14 @@ def _convert(kind: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(kind)
     if dataclasses.is_dataclass(kind):
         return _build(kind, value, where)
+    if origin is dict and not dataclasses.is_dataclass(typing.get_args(kind)[1]):  # headers, extras: str -> str
+        if not isinstance(value, Mapping):
+            raise ConfigError(where, "expected a mapping of names to strings")
+        return {str(k): _convert(str, v, f"{where}.{k}") for k, v in value.items()}
+    if origin is list and dataclasses.is_dataclass(typing.get_args(kind)[0]):  # subscriptions
+        if not isinstance(value, list):
+            raise ConfigError(where, "expected a list")
+        return [_build(typing.get_args(kind)[0], item, f"{where}[{i}]") for i, item in enumerate(value)]
     if origin is dict:  # clusters: name -> ClusterConfig
         if not isinstance(value, Mapping):
             raise ConfigError(where, "expected a mapping of names")

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from lagwatch.shared.protocol import GroupStatus, PartitionStatus, Status
+from lagwatch.shared.time_lag import TimeLag, seconds_fields, worst
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "status_event.json"
@@ -62,10 +64,13 @@ def build_event(
     incident: Incident,
     evaluated_at: int,
     replayed: bool = False,
+    time_lags: Mapping[tuple[str, int], TimeLag | None] | None = None,
 ) -> dict:
-    """The event for transition number `seq`; `group_status` None means the group is gone (NOTFOUND)."""
+    """The event for transition number `seq`; `group_status` None means the group is gone (NOTFOUND).
+    `time_lags` (lag in seconds per partition), when known, adds `lag_seconds` fields."""
     status = group_status.status if group_status else Status.NOTFOUND
     bad = [p for p in group_status.partitions if p.status != Status.OK] if group_status else []
+    lags = time_lags or {}
     return {
         "schema_version": SCHEMA_VERSION,
         "event_id": event_id(cluster, group, seq),
@@ -80,13 +85,14 @@ def build_event(
         "complete": group_status.complete if group_status else 0.0,
         "partition_count": group_status.partition_count if group_status else 0,
         "totallag": group_status.totallag if group_status else 0,
-        "maxlag": _partition(group_status.maxlag) if group_status and group_status.maxlag else None,
-        "partitions": [_partition(p) for p in bad],
+        "maxlag": _partition(group_status.maxlag, lags) if group_status and group_status.maxlag else None,
+        "partitions": [_partition(p, lags) for p in bad],
+        **seconds_fields(worst(lags.values()), "max_lag_seconds"),
         "replayed": replayed,
     }
 
 
-def _partition(p: PartitionStatus) -> dict:
+def _partition(p: PartitionStatus, lags: Mapping[tuple[str, int], TimeLag | None]) -> dict:
     return {
         "topic": p.topic,
         "partition": p.partition,
@@ -96,6 +102,7 @@ def _partition(p: PartitionStatus) -> dict:
         "current_lag": p.current_lag,
         "owner": p.owner,
         "client_id": p.client_id,
+        **seconds_fields(lags.get((p.topic, p.partition)), "lag_seconds"),
     }
 
 

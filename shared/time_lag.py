@@ -14,6 +14,7 @@ linearly between the two samples that bracket it. Rules people can alert on:
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -78,3 +79,17 @@ def time_lag(committed: int, history: list[Sample], now_ms: int) -> TimeLag | No
     fraction = (committed - before.offset) / (after.offset - before.offset)
     passed_at = before.at + fraction * (after.at - before.at)
     return TimeLag(max(0.0, (now_ms - passed_at) / 1000))
+
+
+def worst(lags: Iterable[TimeLag | None]) -> TimeLag | None:
+    """The largest lag of a group (a lower bound counts as its value, and stays flagged)."""
+    known = [lag for lag in lags if lag is not None]
+    return max(known, key=lambda lag: (lag.seconds, lag.lower_bound)) if known else None
+
+
+def seconds_fields(lag: TimeLag | None, prefix: str) -> dict:
+    """`{<prefix>: seconds or None, <prefix>_lower_bound: bool}`: how lag in seconds appears in JSON."""
+    return {
+        prefix: None if lag is None else round(lag.seconds, 3),
+        f"{prefix}_lower_bound": bool(lag and lag.lower_bound),
+    }

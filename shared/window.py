@@ -49,6 +49,8 @@ class WindowConfig:
     intervals: int = 10
     min_distance_ms: int = 0
     expire_group_ms: int = 604_800_000
+    lag_history_ms: int = 3_600_000  # log-end samples kept for lag in seconds
+    lag_history_samples: int = 720
 
 
 class Commit(NamedTuple):

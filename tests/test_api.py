@@ -245,14 +245,28 @@ async def test_lag_shows_every_partition_and_status_only_those_worse_than_ok(api
         "totallag": 55,
     }
     lag_path, status_path = "/v3/kafka/local/consumer/billing/lag", "/v3/kafka/local/consumer/billing/status"
-    assert await get(http, api.url + lag_path) == (
+    lag_status, lag_body = await get(http, api.url + lag_path)
+    extras = _pop_lag_seconds(lag_body["status"])
+    assert (lag_status, lag_body) == (
         200,
         envelope(lag_path, "consumer status returned", status={**group, "partitions": [p0, p1]}),
     )
-    assert await get(http, api.url + status_path) == (
+    # lagwatch's extra fields: one log-end sample so far, older than both commits: lower bounds, seconds small
+    assert all(bound is True and 0 <= seconds < 5 for seconds, bound in extras)
+    status_status, status_body = await get(http, api.url + status_path)
+    _pop_lag_seconds(status_body["status"])
+    assert (status_status, status_body) == (
         200,
         envelope(status_path, "consumer status returned", status={**group, "partitions": [p1]}),
     )
+
+
+def _pop_lag_seconds(status):
+    """Take lagwatch's lag-in-seconds fields out of a status body (Burrow's fields stay); return them."""
+    found = [(status.pop("max_lag_seconds"), status.pop("max_lag_seconds_lower_bound"))]
+    for part in [*status["partitions"], status["maxlag"]]:
+        found.append((part.pop("current_lag_seconds"), part.pop("current_lag_seconds_lower_bound")))
+    return found
 
 
 async def test_an_unknown_group_is_notfound_with_404_on_status_and_lag(api, http, redis):

@@ -24,10 +24,10 @@ async def test_a_real_consumer_groups_commits_become_its_window(kafka, redis_ser
     config = make_config(kafka.bootstrap, redis_server.url)
     store = WindowStore(redis, config.window())
     async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)):
-        orders = [await writer.commit("billing", "orders", p, off) for p, off in committed.items()]
-        await produce(kafka.bootstrap, "orders", {0: 5})  # the log moves on: lag at the next commit
+        orders = {p: await writer.commit("billing", "orders", p, off) for p, off in committed.items()}
         part0 = await eventually(lambda: window_of(store, "billing", "orders", 0))
         assert [(e.offset, e.order, e.lag) for e in part0.entries] == [(30, orders[0], 0)]
+        await produce(kafka.bootstrap, "orders", {0: 5})  # the log moves on: lag at the next commit
         await eventually(lambda: _broker_offset_is(store, "orders", 0, 35))
         order = await writer.commit("billing", "orders", 0, 32)
         part0 = await eventually(lambda: _has_entries(store, "billing", "orders", 0, 2))

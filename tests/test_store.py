@@ -264,3 +264,29 @@ async def test_stored_statuses_match_the_rules_on_random_windows(redis):
             now = T0 + rng.randint(0, 60) * SECOND
             expected = group_status(CLUSTER, group, [p.to_rule_input(intervals) for p in stored.partitions], now, rules)
             assert stored.status(intervals, now, rules) == expected, run
+
+
+async def test_the_log_end_history_in_redis_agrees_with_the_pure_one(redis):
+    from lagwatch.shared.time_lag import Sample, add_sample
+
+    rng = random.Random(5)
+    config = WindowConfig(lag_history_ms=40 * SECOND, lag_history_samples=6)
+    store = WindowStore(redis, config)
+    expected: list[Sample] = []
+    offset, at = 100, T0
+    for _ in range(80):
+        offset += rng.choice([0, 0, 0, 5, 30, -3])  # flat stretches, growth, and stale (lower) reads
+        at += rng.choice([1000, 2000, 0, -500])  # and a clock that sometimes does not move forward
+        add_sample(expected, Sample(offset, at), config.lag_history_ms, config.lag_history_samples)
+        await store.add_broker_polls(CLUSTER, {"t": {0: offset}}, sampled_at=at)
+        assert (await store.offset_histories(CLUSTER, [("t", 0)]))[("t", 0)] == expected
+
+
+async def test_one_poll_of_many_topics_is_stored_together(redis):
+    store = WindowStore(redis)
+    await store.add_broker_polls(
+        CLUSTER, {f"t{i}": {0: i, 1: i + 1} for i in range(50)}, sampled_at=T0, partition_counts={"t0": 3}
+    )
+    topics = await store.list_topics(CLUSTER)
+    assert len(topics) == 50 and topics["t0"] == 3 and topics["t7"] == 2
+    assert await store.topic_offsets(CLUSTER, "t7") == [7, 8]

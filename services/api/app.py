@@ -12,7 +12,7 @@ import signal
 
 from aiohttp import web
 
-from lagwatch.services.api import burrow_routes, health_routes
+from lagwatch.services.api import burrow_routes, health_routes, subscription_routes
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.metrics import METRICS, ApiMetrics, handle_metrics
 from lagwatch.services.api.middleware import errors_as_json, timed
@@ -29,6 +29,7 @@ def create_app(config: Config) -> web.Application:
     app[METRICS] = ApiMetrics(config)
     app.add_routes(burrow_routes.routes)
     app.add_routes(health_routes.routes)
+    app.add_routes(subscription_routes.routes)
     app.router.add_get("/metrics", handle_metrics)
     app.on_startup.append(_start)
     app.on_cleanup.append(_close)

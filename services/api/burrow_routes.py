@@ -143,7 +143,8 @@ async def _status(request: web.Request, *, only_bad_partitions: bool) -> web.Res
         body = {"status": statuses.not_found(cluster, group).to_json()}
         raise ApiError(404, "consumer group not found", fields=body)
     status = statuses.evaluate(stored, now, context.config)
-    return ok(request, "consumer status returned", status=status.to_json(only_bad_partitions=only_bad_partitions))
+    body = statuses.with_lag_seconds(status.to_json(only_bad_partitions=only_bad_partitions), stored, now)
+    return ok(request, "consumer status returned", status=body)
 
 
 @routes.delete("/v3/kafka/{cluster}/consumer/{group}")

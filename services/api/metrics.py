@@ -45,6 +45,7 @@ from lagwatch.shared.protocol import GroupStatus
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.time_lag import TimeLag, worst
 
 GROUPS_PER_CHUNK = 500  # groups fetched per get_groups call: big pipelines, bounded memory per step
 GROUP = ["cluster", "consumer_group"]
@@ -71,6 +72,14 @@ class Scrape:
             "burrow_kafka_topic_partition_offset", "Latest log-end offset", labels=["cluster", "topic", "partition"]
         )
         self.rebalances = g("lagwatch_group_rebalances_last_hour", "Generations started in the last hour", labels=GROUP)
+        self.lag_seconds = g(
+            "lagwatch_consumer_lag_seconds",
+            "How long ago the log end passed the newest committed offset (a lower bound when history is short)",
+            labels=PARTITION,
+        )
+        self.max_lag_seconds = g(
+            "lagwatch_consumer_group_max_lag_seconds", "The group's largest lag in seconds", labels=GROUP
+        )
         self.records = c("lagwatch_ingest_records", "Records read from the offsets topic", labels=["cluster"])
         self.batches = c("lagwatch_ingest_batches", "Batches stored by the ingest", labels=["cluster"])
         self.decode_errors = c(
@@ -90,8 +99,16 @@ class Scrape:
     def families(self) -> list[Metric]:
         return [m for m in vars(self).values() if isinstance(m, Metric)]
 
-    def add_group(self, cluster: str, status: GroupStatus, rebalances: int) -> None:
+    def add_group(
+        self, cluster: str, status: GroupStatus, rebalances: int, lags: Mapping[tuple[str, int], TimeLag | None]
+    ) -> None:
         labels = [cluster, status.group]
+        slowest = worst(lags.values())
+        if slowest is not None:
+            self.max_lag_seconds.add_metric(labels, slowest.seconds)
+        for (topic, partition), lag in sorted(lags.items()):
+            if lag is not None:
+                self.lag_seconds.add_metric([*labels, topic, str(partition)], lag.seconds)
         self.status.add_metric(labels, int(status.status))
         self.lag_total.add_metric(labels, status.totallag)
         self.max_lag.add_metric(labels, status.maxlag.current_lag if status.maxlag else 0)
@@ -170,7 +187,7 @@ class WindowCollector(Collector):
             for stored in await self.store.get_groups(cluster, names[i : i + GROUPS_PER_CHUNK], now):
                 if stored is not None and statuses.is_live(stored, now, self.config):
                     status = statuses.evaluate(stored, now, self.config)
-                    scrape.add_group(cluster, status, stored.rebalances_last_hour)
+                    scrape.add_group(cluster, status, stored.rebalances_last_hour, stored.time_lags(now))
 
     async def _topics(self, scrape: Scrape, cluster: str) -> None:
         counts = await self.store.list_topics(cluster)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from lagwatch.shared.config import Config
 from lagwatch.shared.protocol import GroupStatus, Status
 from lagwatch.shared.store.redis_store import StoredGroup
+from lagwatch.shared.time_lag import seconds_fields, worst
 
 
 def is_live(stored: StoredGroup | None, now_ms: int, config: Config) -> bool:
@@ -23,3 +24,13 @@ def evaluate(stored: StoredGroup, now_ms: int, config: Config) -> GroupStatus:
 def not_found(cluster: str, group: str) -> GroupStatus:
     """Burrow's answer for a group it does not know: NOTFOUND, no partitions, nothing complete."""
     return GroupStatus(cluster=cluster, group=group, status=Status.NOTFOUND, complete=0.0)
+
+
+def with_lag_seconds(body: dict, stored: StoredGroup, now_ms: int) -> dict:
+    """lagwatch's extra fields beside Burrow's (which stay as they are): `current_lag_seconds` and
+    `current_lag_seconds_lower_bound` per partition (and in `maxlag`), `max_lag_seconds` for the group."""
+    lags = stored.time_lags(now_ms)
+    for part in [*body["partitions"], *([body["maxlag"]] if body.get("maxlag") else [])]:
+        part.update(seconds_fields(lags.get((part["topic"], part["partition"])), "current_lag_seconds"))
+    body.update(seconds_fields(worst(lags.values()), "max_lag_seconds"))
+    return body

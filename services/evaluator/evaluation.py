@@ -64,7 +64,8 @@ class GroupEvaluator:
             if stored is not None and status is None:  # expired: forget its windows too
                 await self.store.delete_group(self.cluster, group)
             events = list(state.pending)  # left by an evaluator that stopped before publishing
-            event = await self._transition(group, state, status, now, report)
+            lags = stored.time_lags(now) if stored is not None and status is not None else None
+            event = await self._transition(group, state, status, now, report, lags)
             if event is not None:
                 events.append(event)
             if events:
@@ -75,7 +76,13 @@ class GroupEvaluator:
         return report
 
     async def _transition(
-        self, group: str, state: GroupState, status: GroupStatus | None, now: int, report: EvaluationReport
+        self,
+        group: str,
+        state: GroupState,
+        status: GroupStatus | None,
+        now: int,
+        report: EvaluationReport,
+        time_lags: dict | None = None,
     ) -> bytes | None:
         new = status.status if status else Status.NOTFOUND
         if new == state.status:
@@ -91,6 +98,7 @@ class GroupEvaluator:
                 group_status=status,
                 incident=carried,
                 evaluated_at=now,
+                time_lags=time_lags,
             )
         )
         applied = await self.statuses.transition(

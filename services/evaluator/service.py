@@ -195,7 +195,7 @@ class EvaluatorService:
         log.info("evaluator %s: health and metrics on %s", self.cluster, self.health.url)
         try:
             await self._start_publisher()
-            await self.app.start()
+            await self._start_app_unless_stopping()
             await self._wait_until_stopping_or_crashed()
         finally:
             try:  # Faust's stop waits on its consumer, which can be stuck in a rebalance: bounded
@@ -205,6 +205,19 @@ class EvaluatorService:
             await self.publisher.stop()
             await self.health.stop()
             await self.redis.aclose()
+
+    async def _start_app_unless_stopping(self) -> None:
+        """Faust's start can wait a long time on a consumer group that will not settle; a stop request wins."""
+        start = asyncio.ensure_future(self.app.start())
+        stop = asyncio.ensure_future(self.stopping.wait())
+        await asyncio.wait({start, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not start.done():
+            start.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await start
+        elif start.exception() is not None:
+            raise start.exception()
 
     async def _wait_until_stopping_or_crashed(self) -> None:
         """A crashed Faust app (its consumer failed for good) ends the service with an error, so a supervisor

@@ -174,9 +174,8 @@ class BrokerOffsets:
         by_topic: dict[str, dict[int, int]] = {}
         for (topic, partition), offset in found.items():
             by_topic.setdefault(topic, {})[partition] = offset
-        for topic, offsets in by_topic.items():
-            count = self.partition_counts.get(topic)
-            await self.store.add_broker_offsets(self.cluster, topic, offsets, sampled_at, partition_count=count)
+        counts = {topic: self.partition_counts[topic] for topic in by_topic if topic in self.partition_counts}
+        await self.store.add_broker_polls(self.cluster, by_topic, sampled_at, counts)
         self.latest.update(found)
         return found
 

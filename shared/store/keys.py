@@ -8,6 +8,8 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:c:{<cluster>}:poller           STR   lease: id of the ingest worker polling broker offsets (expires)
     lw:c:{<cluster>}:stats            HASH  ingest counters (records, decode errors by type, outcomes, ...)
     lw:t:{<cluster>/<topic>}:bo       HASH  partition -> broker ring (see packing.py), last `intervals` log-end offsets
+    lw:t:{<cluster>/<topic>}:h        HASH  partition -> log-end history for lag in seconds: (offset, at) pairs,
+                                            `storage.lag-history` seconds, flat stretches collapsed (time_lag.py)
     lw:g:{<cluster>/<group>}:w        HASH  "<topic>:<partition>" -> commit ring (see packing.py)
     lw:g:{<cluster>/<group>}:m        HASH  `last` = newest commit timestamp (ms), `generation` = latest generation
     lw:g:{<cluster>/<group>}:o        HASH  "<topic>:<partition>" -> "<owner>\\x1f<client_id>" (from group metadata)
@@ -17,6 +19,17 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:g:{<cluster>/<group>}:p        LIST  status-change events written but not yet acknowledged by Kafka
     lw:c:{<cluster>}:statuses         HASH  group -> current status, for groups not NOTFOUND (evaluator's index)
     lw:c:{<cluster>}:evaluator        HASH  evaluator counters (evaluations, events published, ...)
+    lw:n:{notify}:subs                HASH  subscription id -> JSON subscription (created through the api)
+    lw:n:{notify}:subs-version        STR   bumped on every api change to subscriptions; notifiers reload on it
+    lw:n:{notify}:state:<sub id>      HASH  "<cluster>/<group>" -> JSON incident announced to the subscription
+    lw:n:{notify}:repeats             ZSET  "<sub id>\x1f<cluster>/<group>" -> when its next repeat is due (ms)
+    lw:n:{notify}:seen:<event>:<sub>  STR   the event was handled for the subscription (expires `dedupe-ttl`)
+    lw:n:{notify}:due                 ZSET  delivery id -> time of its next attempt (ms): the outbox's queue
+    lw:n:{notify}:inflight            ZSET  delivery id -> lease expiry (ms): claimed by a delivery worker
+    lw:n:{notify}:deliveries          HASH  delivery id -> JSON delivery (subscription, kind, event, attempts)
+
+The notifier's keys all carry the tag `{notify}`: one slot (notifications are few), so its Lua scripts can move a
+delivery between the outbox's sets and record an event's handling atomically on Redis Cluster too.
 
 A group's keys share one slot, so a Lua script may touch all of them atomically on Redis Cluster; a topic's broker
 ring sits in its own slot, which is why a commit's lag is computed from a broker offset the caller reads first.
@@ -49,6 +62,10 @@ def ingest_stats(cluster: str) -> str:
 
 def broker_ring(cluster: str, topic: str) -> str:
     return f"{PREFIX}:t:{{{cluster}/{topic}}}:bo"
+
+
+def offset_history(cluster: str, topic: str) -> str:
+    return f"{PREFIX}:t:{{{cluster}/{topic}}}:h"
 
 
 def group_windows(cluster: str, group: str) -> str:
@@ -102,3 +119,22 @@ def parse_partition_field(field: bytes | str) -> tuple[str, int]:
     text = field.decode() if isinstance(field, bytes) else field
     topic, _, partition = text.rpartition(":")
     return topic, int(partition)
+
+
+# --- the notifier (one hash slot: `{notify}`) ---------------------------------------------------------------------
+
+NOTIFY = f"{PREFIX}:n:{{notify}}"
+SUBSCRIPTIONS = f"{NOTIFY}:subs"
+SUBSCRIPTIONS_VERSION = f"{NOTIFY}:subs-version"
+NOTIFY_REPEATS = f"{NOTIFY}:repeats"
+OUTBOX_DUE = f"{NOTIFY}:due"
+OUTBOX_INFLIGHT = f"{NOTIFY}:inflight"
+OUTBOX_DELIVERIES = f"{NOTIFY}:deliveries"
+
+
+def notify_state(subscription_id: str) -> str:
+    return f"{NOTIFY}:state:{subscription_id}"
+
+
+def notify_seen(event_id: str, subscription_id: str) -> str:
+    return f"{NOTIFY}:seen:{event_id}:{subscription_id}"

@@ -29,6 +29,7 @@ from lagwatch.shared.store.packing import (
     unpack_broker_ring,
     unpack_commit_ring,
 )
+from lagwatch.shared.time_lag import Sample, TimeLag, time_lag
 from lagwatch.shared.window import AddOutcome, Commit, WindowConfig, padded_ring
 
 TopicPartition = tuple[str, int]
@@ -50,7 +51,14 @@ class StoredPartition:
     broker_offsets: list[int]
     owner: str = ""
     client_id: str = ""
+    history: list[Sample] = field(default_factory=list)  # log-end samples, for lag in seconds
     _entries: list[OffsetEntry] | None = None
+
+    def time_lag(self, now_ms: int) -> TimeLag | None:
+        """How far behind in time the newest commit is (None without a commit or a log-end history)."""
+        if not self.packed:
+            return None
+        return time_lag(commit_entry_at(self.packed, -1).offset, self.history, now_ms)
 
     @property
     def entries(self) -> list[OffsetEntry]:
@@ -101,6 +109,9 @@ class StoredGroup:
         """Burrow's rules on every partition, the group the worst of them."""
         results = [p.status(intervals, now_ms, rules) for p in self.partitions]
         return summarize_group(self.cluster, self.group, results)
+
+    def time_lags(self, now_ms: int) -> dict[TopicPartition, TimeLag | None]:
+        return {(p.topic, p.partition): p.time_lag(now_ms) for p in self.partitions}
 
 
 class WindowStore:
@@ -207,17 +218,65 @@ class WindowStore:
     ) -> None:
         """Record one poll of a topic's log-end offsets: `offsets[p]` for partition p (a list or a mapping)."""
         by_partition = dict(offsets) if isinstance(offsets, Mapping) else dict(enumerate(offsets))
-        if not by_partition:
+        counts = {} if partition_count is None else {topic: partition_count}
+        await self.add_broker_polls(cluster, {topic: by_partition}, sampled_at, counts)
+
+    async def add_broker_polls(
+        self,
+        cluster: str,
+        polls: Mapping[str, Mapping[int, int]],
+        sampled_at: int,
+        partition_counts: Mapping[str, int] | None = None,
+    ) -> None:
+        """Record one poll of many topics at once: each topic's broker ring and its log-end history, in a few round
+        trips whatever the number of topics. `polls` maps topic -> {partition: log-end offset}."""
+        polls = {topic: offsets for topic, offsets in polls.items() if offsets}
+        if not polls:
             return
-        args: list[object] = [self.config.intervals, sampled_at]
-        for partition, offset in sorted(by_partition.items()):
-            args += [partition, offset]
-        count = partition_count if partition_count is not None else max(by_partition) + 1
-        await self._eval_many(scripts.APPEND_BROKER_OFFSETS, [(1, keys.broker_ring(cluster, topic), *args)])
+        cfg = self.config
+        rings, histories = [], []
+        for topic, offsets in polls.items():
+            pairs = [value for partition, offset in sorted(offsets.items()) for value in (partition, offset)]
+            rings.append((1, keys.broker_ring(cluster, topic), cfg.intervals, sampled_at, *pairs))
+            histories.append(
+                (
+                    1,
+                    keys.offset_history(cluster, topic),
+                    cfg.lag_history_ms,
+                    cfg.lag_history_samples,
+                    sampled_at,
+                    *pairs,
+                )
+            )
+        await self._eval_many(scripts.APPEND_BROKER_OFFSETS, rings)
+        await self._eval_many(scripts.APPEND_OFFSET_HISTORY, histories)
+        counts = partition_counts or {}
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hset(keys.topics_index(cluster), topic, count)
+            pipe.hset(
+                keys.topics_index(cluster),
+                mapping={topic: counts.get(topic, max(offsets) + 1) for topic, offsets in polls.items()},
+            )
             pipe.sadd(keys.CLUSTERS, cluster)
             await pipe.execute()
+
+    async def offset_histories(
+        self, cluster: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, list[Sample]]:
+        """The log-end histories (for lag in seconds) of the given partitions; [] where none."""
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, partition in partitions:
+            by_topic[topic].append(partition)
+        if not by_topic:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for topic, parts in by_topic.items():
+                pipe.hmget(keys.offset_history(cluster, topic), parts)
+            replies = await pipe.execute()
+        out: dict[TopicPartition, list[Sample]] = {}
+        for (topic, parts), values in zip(by_topic.items(), replies, strict=True):
+            for partition, raw in zip(parts, values, strict=True):
+                out[(topic, partition)] = [Sample(o, t) for o, t in unpack_broker_ring(raw)] if raw else []
+        return out
 
     async def set_group_metadata(
         self,
@@ -337,7 +396,9 @@ class WindowStore:
         needed = {
             keys.parse_partition_field(f) for windows, meta, _, _ in raw_groups if meta[0] is not None for f in windows
         }
-        rings = await self.broker_rings(cluster, needed)
+        rings, histories = await asyncio.gather(
+            self.broker_rings(cluster, needed), self.offset_histories(cluster, needed)
+        )
         result: list[StoredGroup | None] = []
         for group, (windows, (last, generation), owners, rebalances) in zip(groups, raw_groups, strict=True):
             if last is None:  # never stored a commit, expired or deleted
@@ -348,7 +409,7 @@ class WindowStore:
                     cluster,
                     group,
                     int(last),
-                    _partitions(windows, owners, rings),
+                    _partitions(windows, owners, rings, histories),
                     generation=None if generation is None else int(generation),
                     rebalances_last_hour=rebalances,
                 )
@@ -357,12 +418,15 @@ class WindowStore:
 
 
 def _partitions(
-    windows: Mapping[bytes, bytes], owners: Mapping[bytes, bytes], rings: Mapping[TopicPartition, list[int]]
+    windows: Mapping[bytes, bytes],
+    owners: Mapping[bytes, bytes],
+    rings: Mapping[TopicPartition, list[int]],
+    histories: Mapping[TopicPartition, list[Sample]],
 ) -> list[StoredPartition]:
     parts = []
     for raw_field, packed in windows.items():
         tp = keys.parse_partition_field(raw_field)
         owner, _, client_id = owners.get(raw_field, b"").decode().partition(OWNER_SEPARATOR)
-        parts.append(StoredPartition(tp[0], tp[1], packed, rings.get(tp, []), owner, client_id))
+        parts.append(StoredPartition(tp[0], tp[1], packed, rings.get(tp, []), owner, client_id, histories.get(tp, [])))
     parts.sort(key=lambda p: (p.topic, p.partition))
     return parts

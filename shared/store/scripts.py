@@ -167,6 +167,50 @@ end
 return (#ARGV - 2) / 2
 """
 
+# KEYS: offset-history hash of one topic
+# ARGV: max_age_ms, max_samples, sampled_at, then (partition, log-end offset) pairs
+# The Lua twin of `lagwatch.shared.time_lag.add_sample` (tests hold them to agreement): samples that are not later,
+# or whose log end shrank, are dropped; a third equal offset in a row extends the flat stretch instead of adding a
+# point; the front is trimmed to `max_age_ms` before the newest sample and to `max_samples`.
+APPEND_OFFSET_HISTORY = """
+local history_key = KEYS[1]
+local max_age, max_samples, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local FIRST_PAIR_ARG = 4
+local PAIR, PAIR_SIZE = '<i8i8', 16
+for i = FIRST_PAIR_ARG, #ARGV, 2 do
+  local partition, offset = ARGV[i], tonumber(ARGV[i + 1])
+  local history = redis.call('HGET', history_key, partition) or ''
+  local n = #history / PAIR_SIZE
+  local keep = true
+  if n > 0 then
+    local last_offset, last_at = struct.unpack(PAIR, history, (n - 1) * PAIR_SIZE + 1)
+    if now <= last_at or offset < last_offset then
+      keep = false
+    elseif offset == last_offset and n >= 2 then
+      local previous_offset = struct.unpack(PAIR, history, (n - 2) * PAIR_SIZE + 1)
+      if previous_offset == last_offset then   -- the flat stretch now ends at this sample
+        history = string.sub(history, 1, (n - 1) * PAIR_SIZE)
+        n = n - 1
+      end
+    end
+  end
+  if keep then
+    history = history .. struct.pack(PAIR, offset, now)
+    n = n + 1
+    local drop = 0
+    while drop < n - 1 do
+      local _, at = struct.unpack(PAIR, history, drop * PAIR_SIZE + 1)
+      if at >= now - max_age then break end
+      drop = drop + 1
+    end
+    drop = math.max(drop, n - max_samples)
+    if drop > 0 then history = string.sub(history, drop * PAIR_SIZE + 1) end
+    redis.call('HSET', history_key, partition, history)
+  end
+end
+return 1
+"""
+
 # KEYS: windows hash, owners hash (of one group)
 # ARGV: topic
 # Removes the topic's partitions from the group; returns how many were removed.
@@ -260,4 +304,129 @@ local lease_key = KEYS[1]
 local owner = ARGV[1]
 if redis.call('GET', lease_key) == owner then return redis.call('DEL', lease_key) end
 return 0
+"""
+
+
+# --- the notifier's outbox (keys: shared/store/keys.py, all in the `{notify}` slot) --------------------------------
+
+# KEYS: state hash of the subscription, seen key of (event, subscription), due zset, deliveries hash, repeats zset
+# ARGV: "<cluster>/<group>", expected state JSON ('' = none), new state JSON ('' = forget), delivery id
+#       ('' = nothing to send), delivery JSON, due at ms, seen ttl ms, repeats member, next repeat ms ('' = none)
+# Records what one status-change event means for one subscription, once: the incident state, the delivery in the
+# outbox and the repeat schedule together. Returns 1 applied, 0 already handled (a redelivered event), -1 the state
+# changed since it was read (the caller decides again).
+RECORD_NOTIFICATION = """
+local state_key, seen_key, due_key, deliveries_key, repeats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local field, expected, new_state = ARGV[1], ARGV[2], ARGV[3]
+local delivery_id, delivery, due_at = ARGV[4], ARGV[5], ARGV[6]
+local seen_ttl_ms, repeat_member, repeat_at = ARGV[7], ARGV[8], ARGV[9]
+
+if redis.call('EXISTS', seen_key) == 1 then return 0 end
+local current = redis.call('HGET', state_key, field) or ''
+if current ~= expected then return -1 end
+if new_state == '' then
+  redis.call('HDEL', state_key, field)
+else
+  redis.call('HSET', state_key, field, new_state)
+end
+if delivery_id ~= '' and redis.call('HSETNX', deliveries_key, delivery_id, delivery) == 1 then
+  redis.call('ZADD', due_key, 'NX', due_at, delivery_id)
+end
+if repeat_at == '' then
+  redis.call('ZREM', repeats_key, repeat_member)
+else
+  redis.call('ZADD', repeats_key, repeat_at, repeat_member)
+end
+redis.call('SET', seen_key, '1', 'PX', seen_ttl_ms)
+return 1
+"""
+
+# KEYS: repeats zset, due zset, deliveries hash
+# ARGV: repeats member, its score as read, next repeat ms ('' = stop repeating), delivery id, delivery JSON, now ms
+# One repeat per due slot, whichever notifier instance asks first: applies only while the member's score is still the
+# one read. Returns 1 when a repeat was enqueued.
+SCHEDULE_REPEAT = """
+local repeats_key, due_key, deliveries_key = KEYS[1], KEYS[2], KEYS[3]
+local member, seen_score, next_at = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local delivery_id, delivery, now = ARGV[4], ARGV[5], ARGV[6]
+
+local score = redis.call('ZSCORE', repeats_key, member)
+if not score or tonumber(score) ~= seen_score then return 0 end
+if next_at == '' then
+  redis.call('ZREM', repeats_key, member)
+  return 0
+end
+redis.call('ZADD', repeats_key, next_at, member)
+if redis.call('HSETNX', deliveries_key, delivery_id, delivery) == 1 then
+  redis.call('ZADD', due_key, 'NX', now, delivery_id)
+end
+return 1
+"""
+
+# KEYS: due zset, deliveries hash
+# ARGV: delivery id, delivery JSON, due at ms
+# Puts a delivery into the outbox unless one with that id is still there (replayed dead letters). Returns 1 if added.
+ENQUEUE_DELIVERY = """
+local due_key, deliveries_key = KEYS[1], KEYS[2]
+local delivery_id, delivery, due_at = ARGV[1], ARGV[2], ARGV[3]
+if redis.call('HSETNX', deliveries_key, delivery_id, delivery) == 0 then return 0 end
+redis.call('ZADD', due_key, 'NX', due_at, delivery_id)
+return 1
+"""
+
+# KEYS: due zset, inflight zset, deliveries hash
+# ARGV: now ms, lease ms, max deliveries
+# Claims due deliveries for one worker: each moves from `due` to `inflight` with a lease (visibility timeout).
+# Deliveries whose lease ran out (their worker died) go back to `due` first. Returns id, JSON, id, JSON, ...,
+# then when the earliest delivery left in `due` is due (ms; '' when none), so an idle worker knows how long to wait.
+CLAIM_DELIVERIES = """
+local due_key, inflight_key, deliveries_key = KEYS[1], KEYS[2], KEYS[3]
+local now, lease_ms, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', inflight_key, '-inf', '(' .. now, 'LIMIT', 0, 1000)) do
+  redis.call('ZREM', inflight_key, id)
+  redis.call('ZADD', due_key, now, id)
+end
+local claimed = {}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', due_key, '-inf', now, 'LIMIT', 0, limit)) do
+  redis.call('ZREM', due_key, id)
+  local delivery = redis.call('HGET', deliveries_key, id)
+  if delivery then
+    redis.call('ZADD', inflight_key, now + lease_ms, id)
+    claimed[#claimed + 1] = id
+    claimed[#claimed + 1] = delivery
+  end
+end
+local earliest = redis.call('ZRANGE', due_key, 0, 0, 'WITHSCORES')
+claimed[#claimed + 1] = earliest[2] or ''
+return claimed
+"""
+
+# KEYS: due zset, inflight zset, deliveries hash
+# ARGV: delivery id, next attempt ms, delivery JSON (attempts and last error updated)
+# A failed attempt: back into `due` at the retry time, unless the delivery was meanwhile finished.
+RESCHEDULE_DELIVERY = """
+local due_key, inflight_key, deliveries_key = KEYS[1], KEYS[2], KEYS[3]
+local delivery_id, next_at, delivery = ARGV[1], ARGV[2], ARGV[3]
+if redis.call('HEXISTS', deliveries_key, delivery_id) == 0 then return 0 end
+redis.call('HSET', deliveries_key, delivery_id, delivery)
+redis.call('ZREM', inflight_key, delivery_id)
+redis.call('ZADD', due_key, next_at, delivery_id)
+return 1
+"""
+
+# KEYS: due zset, inflight zset
+# ARGV: now ms, then delivery ids
+# A stopping worker hands back what it holds: due at once, for the next worker.
+RELEASE_DELIVERIES = """
+local due_key, inflight_key = KEYS[1], KEYS[2]
+local now = ARGV[1]
+local released = 0
+for i = 2, #ARGV do
+  if redis.call('ZREM', inflight_key, ARGV[i]) == 1 then
+    redis.call('ZADD', due_key, now, ARGV[i])
+    released = released + 1
+  end
+end
+return released
 """

@@ -1,0 +1,151 @@
+"""Notification subscriptions (`/api/v1/subscriptions`): create, list, get, update, delete.
+
+* Stored in Redis (`lw:n:{notify}:subs`, see shared/store/keys.py); notifiers pick changes up on their next event
+  or delivery. Subscriptions from the configuration file are listed too (`"source": "config"`) but are read-only
+  here (409): change the file instead.
+* POST, PUT, PATCH and DELETE need `Authorization: Bearer <api.token>` (auth.py); reads are open, and secrets in
+  every answer are masked (`****` + last 4 characters): Slack URLs, `secret`, credential-like headers and extras.
+  Sending a masked value back unchanged (PUT/PATCH) keeps the stored secret.
+* Invalid documents are answered 400 with every problem: `{"error": true, "message": "invalid subscription",
+  "errors": {"url": "...", "threshold": "..."}}`. URLs must be http(s), never link-local or cloud metadata
+  addresses, and not private unless `notifier.allow-private-targets`; host names are resolved to check that.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from lagwatch.services.api.auth import requires_token
+from lagwatch.services.api.context import CONTEXT, ApiContext
+from lagwatch.services.api.responses import ApiError, ok
+from lagwatch.services.notifier.subscriptions import (
+    SOURCE_API,
+    SOURCE_CONFIG,
+    SubscriptionInvalid,
+    SubscriptionStore,
+    masked_document,
+    new_id,
+    to_document,
+    validate_document,
+)
+from lagwatch.shared.config import SubscriptionConfig
+
+routes = web.RouteTableDef()
+BASE = "/api/v1/subscriptions"
+MAX_BODY_BYTES = 256 * 1024
+
+
+def _context(request: web.Request) -> ApiContext:
+    return request.app[CONTEXT]
+
+
+def _store(request: web.Request) -> SubscriptionStore:
+    return SubscriptionStore(_context(request).redis)
+
+
+def _from_file(request: web.Request) -> dict[str, SubscriptionConfig]:
+    return {s.id: s for s in _context(request).config.subscriptions}
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
+    text = await request.text()
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise ApiError(400, "request body is not valid JSON") from None
+    if not isinstance(doc, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    return doc
+
+
+async def _validate(request: web.Request, doc: dict, existing: SubscriptionConfig | None = None) -> SubscriptionConfig:
+    try:
+        return await validate_document(
+            doc, allow_private=_context(request).config.notifier.allow_private_targets, existing=existing
+        )
+    except SubscriptionInvalid as exc:
+        raise ApiError(400, "invalid subscription", fields={"errors": exc.errors}) from None
+
+
+async def _existing(request: web.Request, sub_id: str) -> SubscriptionConfig:
+    if sub_id in _from_file(request):
+        raise ApiError(409, "subscription is defined in the configuration file: change it there")
+    config = await _store(request).get(sub_id)
+    if config is None:
+        raise ApiError(404, "subscription not found")
+    return config
+
+
+@routes.get(BASE)
+async def list_subscriptions(request: web.Request) -> web.Response:
+    stored = await _store(request).all()
+    file = _from_file(request)
+    items = [masked_document(c, SOURCE_CONFIG) for c in file.values()]
+    items += [masked_document(c, SOURCE_API) for sub_id, c in sorted(stored.items()) if sub_id not in file]
+    return ok(request, "subscription list returned", subscriptions=items)
+
+
+@routes.get(BASE + "/{id}")
+async def get_subscription(request: web.Request) -> web.Response:
+    sub_id = request.match_info["id"]
+    file = _from_file(request)
+    if sub_id in file:
+        return ok(request, "subscription returned", subscription=masked_document(file[sub_id], SOURCE_CONFIG))
+    config = await _store(request).get(sub_id)
+    if config is None:
+        raise ApiError(404, "subscription not found")
+    return ok(request, "subscription returned", subscription=masked_document(config, SOURCE_API))
+
+
+@routes.post(BASE)
+@requires_token
+async def create_subscription(request: web.Request) -> web.Response:
+    doc = await _body(request)
+    doc.setdefault("id", new_id())
+    config = await _validate(request, doc)
+    if config.id in _from_file(request) or not await _store(request).put(config, create=True):
+        raise ApiError(409, f"a subscription with id {config.id!r} exists")
+    response = ok(request, "subscription created", subscription=masked_document(config, SOURCE_API))
+    response.set_status(201)
+    response.headers["Location"] = f"{BASE}/{config.id}"
+    return response
+
+
+async def _update(request: web.Request, *, merge: bool) -> web.Response:
+    sub_id = request.match_info["id"]
+    existing = await _existing(request, sub_id)
+    doc = await _body(request)
+    if doc.get("id", sub_id) != sub_id:
+        raise ApiError(400, "invalid subscription", fields={"errors": {"id": "cannot be changed"}})
+    if merge:
+        doc = {**to_document(existing), **doc}
+    doc["id"] = sub_id
+    config = await _validate(request, doc, existing)
+    await _store(request).put(config, create=False)
+    return ok(request, "subscription updated", subscription=masked_document(config, SOURCE_API))
+
+
+@routes.put(BASE + "/{id}")
+@requires_token
+async def replace_subscription(request: web.Request) -> web.Response:
+    return await _update(request, merge=False)
+
+
+@routes.patch(BASE + "/{id}")
+@requires_token
+async def patch_subscription(request: web.Request) -> web.Response:
+    return await _update(request, merge=True)
+
+
+@routes.delete(BASE + "/{id}")
+@requires_token
+async def delete_subscription(request: web.Request) -> web.Response:
+    sub_id = request.match_info["id"]
+    await _existing(request, sub_id)
+    await _store(request).delete(sub_id)
+    return ok(request, "subscription deleted")

@@ -1,0 +1,469 @@
+"""Sending deliveries: HTTP with timeouts, retries with backoff, per-destination queues and circuit breakers.
+
+* Retries: timeouts, connection errors, 5xx and 429 are retried after `backoff` — exponential with full jitter,
+  `random(0, min(backoff-cap, backoff-base * 2^(attempt-1)))` — or after the response's `Retry-After` (seconds or
+  an HTTP date) when it gives one. Redirects and other 4xx are not retried: the delivery is dead-lettered at once,
+  as it is after `max-attempts` attempts. A failed attempt goes back to the outbox with its retry time, so a
+  crash or restart loses nothing.
+* Isolation: each destination (scheme://host:port) has its own concurrency limit (`per-host-concurrency`), its
+  own backlog limit (`per-host-queue`: beyond it deliveries wait in the outbox) and its own circuit breaker: after
+  `breaker-failures` consecutive failures (timeouts, connection errors, 5xx) the circuit opens and the host's
+  deliveries wait in the outbox, without using attempts, until `breaker-cooldown` has passed; then one probe
+  request goes out (half-open) and its result closes or reopens the circuit. A 429 pauses the host until its
+  Retry-After. So a slow or dead endpoint never holds up another one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from lagwatch.services.notifier import metrics
+from lagwatch.services.notifier.dlq import DeadLetters, dead_letter_record
+from lagwatch.services.notifier.messages import PermanentError, Request, build_request
+from lagwatch.services.notifier.outbox import Delivery, Outbox, now_ms
+from lagwatch.services.notifier.subscriptions import Registry, Subscription
+from lagwatch.services.notifier.targets import ForbiddenAddress, GuardedResolver, destination
+from lagwatch.shared.config import NotifierConfig
+
+log = logging.getLogger(__name__)
+MAX_RETRY_AFTER_S = 3600.0
+CLAIM_BATCH = 200
+LINGER_S = 0.002  # after a wake-up, gather a burst of new deliveries into one claim
+REGISTRY_REFRESH_S = 0.5
+ERROR_BODY_CHARS = 200
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 8
+    base_s: float = 1.0
+    cap_s: float = 300.0
+
+    def backoff(self, attempt: int, rng: random.Random | None = None) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based): full jitter."""
+        ceiling = min(self.cap_s, self.base_s * (2 ** max(0, attempt - 1)))
+        return (rng or random).uniform(0, ceiling)
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Retry-After as seconds from now: delta-seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER_S)
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if moment is None:
+        return None
+    now = time.time() if now is None else now
+    return min(max(0.0, moment.timestamp() - now), MAX_RETRY_AFTER_S)
+
+
+@dataclass
+class Result:
+    ok: bool
+    status: int | None = None
+    error: str | None = None
+    retryable: bool = False
+    retry_after: float | None = None
+    host_failure: bool = False  # counts against the destination's circuit breaker
+
+    @property
+    def reason(self) -> str:
+        if self.ok:
+            return "ok"
+        if self.status is not None:
+            return "429" if self.status == 429 else f"{self.status // 100}xx"
+        return "timeout" if self.error and self.error.startswith("timeout") else "connection"
+
+
+class CircuitBreaker:
+    CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
+
+    def __init__(self, failures: int, cooldown_s: float) -> None:
+        self.threshold = failures
+        self.cooldown_s = cooldown_s
+        self.state = self.CLOSED
+        self.consecutive = 0
+        self.opened_at = 0.0
+        self.probing = False
+        self.paused_until = 0.0  # a 429's Retry-After
+
+    def allow(self, now: float) -> tuple[bool, float]:
+        """(may send now, else when to try again)."""
+        if now < self.paused_until:
+            return False, self.paused_until
+        if self.state == self.CLOSED:
+            return True, now
+        if self.state == self.OPEN:
+            reopen = self.opened_at + self.cooldown_s
+            if now < reopen:
+                return False, reopen
+            self.state = self.HALF_OPEN
+            self.probing = False
+        if self.probing:  # half-open: one probe at a time
+            return False, now + min(self.cooldown_s, 1.0)
+        self.probing = True
+        return True, now
+
+    def success(self) -> None:
+        if self.state != self.CLOSED:
+            metrics.OPEN_CIRCUITS.dec()
+        self.state = self.CLOSED
+        self.consecutive = 0
+        self.probing = False
+
+    def failure(self, now: float) -> None:
+        self.consecutive += 1
+        if self.state == self.HALF_OPEN or (self.state == self.CLOSED and self.consecutive >= self.threshold):
+            if self.state == self.CLOSED:
+                metrics.OPEN_CIRCUITS.inc()
+                metrics.CIRCUIT_OPENED.inc()
+            self.state = self.OPEN
+            self.opened_at = now
+            self.probing = False
+
+    def release_probe(self) -> None:
+        """The probe ended without a verdict (e.g. a 429)."""
+        self.probing = False
+
+    def pause(self, until: float) -> None:
+        self.paused_until = max(self.paused_until, until)
+
+
+@dataclass
+class Destination:
+    key: str
+    semaphore: asyncio.Semaphore
+    breaker: CircuitBreaker
+    waiting: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class Sender:
+    """The HTTP client: one aiohttp session, addresses filtered by GuardedResolver, no redirects followed."""
+
+    def __init__(self, *, timeout_s: float, allow_private: bool) -> None:
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s, connect=timeout_s)
+        self.allow_private = allow_private
+        self.session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(
+            resolver=GuardedResolver(allow_private=self.allow_private), limit=0, ttl_dns_cache=30
+        )
+        self.session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
+
+    async def stop(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
+
+    async def send(self, request: Request) -> Result:
+        result = await self._send(request)
+        if result.error and request.url in result.error:  # a URL may hold a secret (Slack's do): never repeat it
+            result.error = result.error.replace(request.url, destination(request.url))
+        return result
+
+    async def _send(self, request: Request) -> Result:
+        assert self.session is not None, "Sender.start() first"
+        try:
+            async with self.session.request(
+                request.method, request.url, data=request.body, headers=request.headers, allow_redirects=False
+            ) as response:
+                text = (await response.content.read(ERROR_BODY_CHARS)).decode("utf-8", "replace")
+                return classify(response.status, response.headers.get("Retry-After"), text)
+        except TimeoutError:
+            return Result(False, error=f"timeout after {self.timeout.total}s", retryable=True, host_failure=True)
+        except aiohttp.ClientConnectorDNSError as exc:
+            if isinstance(exc.os_error, ForbiddenAddress):
+                return Result(False, error=f"target refused: {exc.os_error}")
+            return Result(False, error=f"connection failed: {exc}", retryable=True, host_failure=True)
+        except ValueError as exc:  # aiohttp refuses the request itself (a bad header value, say): for good
+            return Result(False, error=f"request refused: {type(exc).__name__}: {exc}")
+        except (aiohttp.ClientError, OSError) as exc:
+            return Result(
+                False, error=f"connection failed: {type(exc).__name__}: {exc}", retryable=True, host_failure=True
+            )
+
+
+def classify(status: int, retry_after: str | None, body: str = "") -> Result:
+    if 200 <= status < 300:
+        return Result(True, status)
+    detail = f"HTTP {status}" + (f": {body.strip()[:ERROR_BODY_CHARS]}" if body.strip() else "")
+    if status == 429:
+        return Result(False, status, detail, retryable=True, retry_after=parse_retry_after(retry_after))
+    if status >= 500:
+        return Result(
+            False, status, detail, retryable=True, retry_after=parse_retry_after(retry_after), host_failure=True
+        )
+    if 300 <= status < 400:
+        return Result(False, status, f"{detail} (redirects are not followed)")
+    return Result(False, status, detail)
+
+
+class Dispatcher:
+    """Claims due deliveries from the outbox and sends each on its destination's queue."""
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        registry: Registry,
+        sender: Sender,
+        dead_letters: DeadLetters,
+        settings: NotifierConfig,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.outbox = outbox
+        self.registry = registry
+        self.sender = sender
+        self.dead_letters = dead_letters
+        self.settings = settings
+        self.retry = RetryPolicy(settings.max_attempts, settings.backoff_base, settings.backoff_cap)
+        self.rng = rng or random.Random()
+        self.held: dict[str, Delivery] = {}
+        self.destinations: dict[str, Destination] = {}
+        self.wake = asyncio.Event()
+        self.draining = False
+        self._tasks: set[asyncio.Task] = set()
+        self.max_held = max(CLAIM_BATCH, settings.per_host_queue * 4)
+
+    # --- the loop -----------------------------------------------------------------------------------------------
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        renewer = asyncio.create_task(self._renew_leases(stopping))
+        delay = 0.1
+        refreshed = 0.0
+        try:
+            while not stopping.is_set():
+                try:
+                    if time.monotonic() - refreshed > REGISTRY_REFRESH_S:  # (unknown ids force a reload anyway)
+                        await self.registry.refresh()
+                        refreshed = time.monotonic()
+                    claimed, next_due = await self.outbox.claim(min(CLAIM_BATCH, self.max_held - len(self.held)))
+                    for delivery in claimed:
+                        self._start(delivery)
+                    if len(claimed) < CLAIM_BATCH:
+                        await self._idle(stopping, next_due)
+                    delay = 0.1
+                except Exception as exc:  # Redis down, mostly: keep going, nothing is lost
+                    log.warning("notifier: outbox unavailable (%s); retrying in %.1fs", exc, delay)
+                    await _wait(stopping, delay)
+                    delay = min(delay * 2, 5.0)
+        finally:
+            # let requests in flight finish (and settle) rather than send them again later; start no new ones
+            self.draining = True
+            if self._tasks:
+                await asyncio.wait(list(self._tasks), timeout=self.settings.request_timeout + 1)
+            renewer.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, renewer, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                released = await self.outbox.release(list(self.held))
+                if released:
+                    log.info("notifier: handed back %d deliveries to the outbox", released)
+
+    async def _idle(self, stopping: asyncio.Event, next_due: int | None) -> None:
+        """Wait for new deliveries (`wake`), the next due one, or the poll interval (other instances' work)."""
+        timeout = self.settings.poll_interval
+        if next_due is not None:
+            timeout = min(timeout, max(0.0, (next_due - now_ms()) / 1000))
+        if timeout <= 0:
+            await asyncio.sleep(LINGER_S)  # due but not claimed (held capacity full): let work proceed
+            return
+        if not self.wake.is_set():
+            waiters = [asyncio.ensure_future(self.wake.wait()), asyncio.ensure_future(stopping.wait())]
+            try:
+                await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waiters:
+                    w.cancel()
+        if self.wake.is_set():
+            await asyncio.sleep(LINGER_S)  # a burst of new deliveries: claim them together
+            self.wake.clear()
+
+    async def _renew_leases(self, stopping: asyncio.Event) -> None:
+        period = max(0.05, self.settings.lease / 3)
+        while not stopping.is_set():
+            await _wait(stopping, period)
+            try:
+                await self.outbox.renew(list(self.held))
+            except Exception as exc:
+                log.warning("notifier: cannot renew delivery leases (%s)", exc)
+
+    def _start(self, delivery: Delivery) -> None:
+        self.held[delivery.id] = delivery
+        task = asyncio.create_task(self._run_one(delivery))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_one(self, delivery: Delivery) -> None:
+        try:
+            settled = await self._deliver(delivery)
+        except Exception:  # Redis gone mid-way, say: stop renewing its lease, so it is claimed again when it ends
+            log.exception("notifier: delivery %s failed unexpectedly; it stays in the outbox", delivery.id)
+            settled = True
+        if settled:  # (cancelled or skipped while stopping: still held, handed back to the outbox)
+            self.held.pop(delivery.id, None)
+
+    # --- one delivery -------------------------------------------------------------------------------------------
+
+    def _destination(self, key: str) -> Destination:
+        dest = self.destinations.get(key)
+        if dest is None:
+            dest = Destination(
+                key,
+                asyncio.Semaphore(self.settings.per_host_concurrency),
+                CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_cooldown),
+            )
+            self.destinations[key] = dest
+        dest.last_used = time.monotonic()
+        return dest
+
+    async def _deliver(self, delivery: Delivery) -> bool:
+        """Send one delivery and settle it in the outbox; False when it was left alone because we are stopping."""
+        subscription = self.registry.get(delivery.subscription_id)
+        if subscription is None:
+            await self.registry.refresh(force=True)
+            subscription = self.registry.get(delivery.subscription_id)
+        if subscription is None:
+            log.info(
+                "notifier: delivery %s dropped: subscription %s no longer exists", delivery.id, delivery.subscription_id
+            )
+            await self.outbox.finish(delivery.id)
+            metrics.DELIVERIES.labels("unknown", "dropped").inc()
+            return True
+        if "dead" in delivery.extra:  # failed for good earlier; only its dead letter is missing
+            await self._dead_letter(subscription, delivery, delivery.extra["dead"], delivery.extra.get("status"))
+            return True
+        dest = self._destination(destination(subscription.config.url))
+        if dest.waiting >= self.settings.per_host_queue:
+            await self._defer(delivery, time.time() + min(1.0, self.settings.poll_interval), "host_busy")
+            return True
+        dest.waiting += 1
+        entered = False
+        try:
+            async with dest.semaphore:
+                entered = True
+                dest.waiting -= 1
+                if self.draining:
+                    return False
+                allowed, retry_at = dest.breaker.allow(time.time())
+                if not allowed:
+                    reason = "host_paused" if dest.breaker.paused_until > time.time() else "circuit_open"
+                    await self._defer(delivery, retry_at, reason)
+                    return True
+                result = await self._attempt(subscription, delivery)
+        finally:
+            if not entered:
+                dest.waiting -= 1
+        await self._settle(subscription, delivery, dest, result)
+        return True
+
+    async def _attempt(self, subscription: Subscription, delivery: Delivery) -> Result:
+        delivery.attempts += 1
+        settings = self.settings
+        try:
+            request = build_request(
+                subscription,
+                delivery,
+                dashboard_url=settings.dashboard_url,
+                allow_private=settings.allow_private_targets,
+            )
+        except PermanentError as exc:
+            return Result(False, error=str(exc))
+        except Exception as exc:  # an event this version cannot render: retrying will not help
+            log.exception("notifier: cannot build the request of delivery %s", delivery.id)
+            return Result(False, error=f"cannot build the request: {type(exc).__name__}: {exc}")
+        sent_at = time.time()
+        if delivery.first_sent_at is None:
+            delivery.first_sent_at = int(sent_at * 1000)
+            evaluated_at = delivery.event.get("evaluated_at")
+            if delivery.kind != "repeat" and not delivery.extra and isinstance(evaluated_at, int):
+                metrics.DELIVERY_LATENCY.labels(subscription.type).observe(max(0.0, sent_at - evaluated_at / 1000))
+        result = await self.sender.send(request)
+        metrics.REQUEST_SECONDS.labels(subscription.type).observe(time.time() - sent_at)
+        metrics.ATTEMPTS.labels(subscription.type, result.reason).inc()
+        return result
+
+    async def _settle(self, subscription: Subscription, delivery: Delivery, dest: Destination, result: Result) -> None:
+        now = time.time()
+        breaker = dest.breaker
+        if result.ok:
+            breaker.success()
+            await self.outbox.finish(delivery.id)
+            metrics.DELIVERIES.labels(subscription.type, "delivered").inc()
+            log.debug("notifier: %s delivered to %s (%s)", delivery.id, subscription.id, dest.key)
+            return
+        if result.host_failure:
+            breaker.failure(now)
+        elif result.status is not None and result.status != 429:
+            breaker.success()  # the host answered: it is up
+        else:
+            breaker.release_probe()
+        delivery.last_error = result.error
+        if not result.retryable or delivery.attempts >= self.retry.max_attempts:
+            why = (
+                result.error if not result.retryable else f"gave up after {delivery.attempts} attempts: {result.error}"
+            )
+            await self._dead_letter(subscription, delivery, why or "failed", result.status)
+            return
+        wait = result.retry_after if result.retry_after is not None else self.retry.backoff(delivery.attempts, self.rng)
+        if result.status == 429:
+            breaker.pause(now + wait)
+        metrics.RETRIES.labels(subscription.type, result.reason).inc()
+        log.info(
+            "notifier: delivery %s to subscription %s (%s) failed (%s); attempt %d of %d, next in %.2fs",
+            delivery.id,
+            subscription.id,
+            dest.key,
+            result.error,
+            delivery.attempts,
+            self.retry.max_attempts,
+            wait,
+        )
+        await self.outbox.reschedule(delivery, int((now + wait) * 1000))
+
+    async def _defer(self, delivery: Delivery, at: float, reason: str) -> None:
+        metrics.DEFERRED.labels(reason).inc()
+        await self.outbox.reschedule(delivery, int(at * 1000))
+
+    async def _dead_letter(
+        self, subscription: Subscription, delivery: Delivery, error: str, status: int | None
+    ) -> None:
+        record = dead_letter_record(delivery, error, status)
+        try:
+            await self.dead_letters.publish(record)
+        except Exception as exc:  # Kafka unavailable: keep it in the outbox, marked, and try the dead letter again
+            log.warning("notifier: dead letter for %s not published (%s); kept in the outbox", delivery.id, exc)
+            delivery.extra = {**delivery.extra, "dead": error, "status": status}
+            await self.outbox.reschedule(delivery, int((time.time() + self.retry.backoff(1, self.rng) + 1) * 1000))
+            return
+        await self.outbox.finish(delivery.id)
+        metrics.DEAD_LETTERS.labels(subscription.type).inc()
+        metrics.DELIVERIES.labels(subscription.type, "dead_lettered").inc()
+        log.warning(
+            "notifier: delivery %s to subscription %s dead-lettered after %d attempts: %s",
+            delivery.id,
+            subscription.id,
+            delivery.attempts,
+            error,
+        )
+
+
+async def _wait(event: asyncio.Event, timeout: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout)

@@ -1,0 +1,156 @@
+"""Dead letters: deliveries that failed for good go to a Kafka topic (`notifier.dlq-topic`, default
+`lagwatch.dlq`), keyed by subscription id, as JSON::
+
+    {"schema": "lagwatch.dead-letter/1", "delivery_id", "subscription_id", "kind", "notification_id",
+     "attempts", "error", "status_code", "created_at", "dead_at", "event"}
+
+The subscription's id is there, never its URL, secret or headers. `lagwatch notify replay-dlq` reads the topic
+(from its beginning to its current end), filters by subscription and time, and puts each matching dead letter back
+into the outbox as a fresh delivery (its attempt count reset), under its original delivery id: a dead letter whose
+delivery is still pending is not enqueued twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from lagwatch.services.notifier.outbox import Delivery, Outbox, now_ms
+
+SCHEMA = "lagwatch.dead-letter/1"
+_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def dead_letter_record(delivery: Delivery, error: str, status_code: int | None, dead_at: int | None = None) -> dict:
+    return {
+        "schema": SCHEMA,
+        "delivery_id": delivery.id,
+        "subscription_id": delivery.subscription_id,
+        "kind": delivery.kind,
+        "notification_id": delivery.notification_id,
+        "attempts": delivery.attempts,
+        "error": error,
+        "status_code": status_code,
+        "created_at": delivery.created_at,
+        "dead_at": now_ms() if dead_at is None else dead_at,
+        "event": delivery.event,
+    }
+
+
+class DeadLetters:
+    """Publishes dead letters with an idempotent producer (acks=all); `publish` returns once Kafka has it."""
+
+    def __init__(self, kafka_kwargs: dict[str, Any], topic: str) -> None:
+        self.topic = topic
+        self._producer = AIOKafkaProducer(**kafka_kwargs, acks="all", enable_idempotence=True)
+        self.started = False
+
+    async def start(self) -> None:
+        await self._producer.start()
+        self.started = True
+
+    async def stop(self) -> None:
+        if self.started:
+            await self._producer.stop()
+            self.started = False
+
+    async def publish(self, record: dict) -> None:
+        value = json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
+        await self._producer.send_and_wait(self.topic, value, key=record["subscription_id"].encode())
+
+
+def parse_since(text: str, now: float | None = None) -> int:
+    """`--since`: a relative age (`30m`, `2h`, `1d`), epoch seconds or milliseconds, or an ISO-8601 time; -> ms."""
+    text = text.strip()
+    now = time.time() if now is None else now
+    match = _RELATIVE.match(text)
+    if match:
+        return int((now - float(match.group(1)) * _UNITS[match.group(2)]) * 1000)
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        value = float(text)
+        return int(value if value > 10**11 else value * 1000)  # ms or seconds
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--since {text!r}: use 30m, 2h, 1d, epoch seconds or an ISO-8601 time") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"--since {text!r}: give a time zone (e.g. 2025-01-31T12:00:00Z)")
+    return int(moment.timestamp() * 1000)
+
+
+async def read_dead_letters(kafka_kwargs: dict[str, Any], topic: str, *, timeout: float = 30.0) -> list[dict]:
+    """Every record on the dead-letter topic, from its beginning to its end as of now."""
+    consumer = AIOKafkaConsumer(
+        **kafka_kwargs, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest", fetch_max_wait_ms=100
+    )
+    await consumer.start()
+    records: list[dict] = []
+    try:
+        metadata = await consumer._client.fetch_all_metadata()  # partitions_for_topic() needs a subscription
+        partitions = metadata.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        if not tps:
+            return records
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        deadline = time.monotonic() + timeout
+
+        async def behind() -> bool:
+            return any([await consumer.position(tp) < ends[tp] for tp in tps])
+
+        while await behind():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"could not read {topic} to its end within {timeout}s")
+            for messages in (await consumer.getmany(timeout_ms=200)).values():
+                for m in messages:
+                    if m.offset >= ends[TopicPartition(m.topic, m.partition)]:
+                        continue
+                    try:
+                        records.append(json.loads(m.value))
+                    except (TypeError, ValueError):
+                        continue  # not ours
+    finally:
+        await consumer.stop()
+    return records
+
+
+def select(records: Iterable[dict], *, subscription: str | None = None, since_ms: int | None = None) -> list[dict]:
+    out = []
+    for r in records:
+        if not isinstance(r, dict) or r.get("schema") != SCHEMA:
+            continue
+        if subscription is not None and r.get("subscription_id") != subscription:
+            continue
+        if since_ms is not None and int(r.get("dead_at") or 0) < since_ms:
+            continue
+        out.append(r)
+    return out
+
+
+async def replay(outbox: Outbox, records: Iterable[dict]) -> dict[str, int]:
+    """Put dead letters back into the outbox; {"enqueued": n, "already_pending": m}."""
+    enqueued = pending = 0
+    now = now_ms()
+    for r in records:
+        delivery = Delivery(
+            id=r["delivery_id"],
+            subscription_id=r["subscription_id"],
+            kind=r["kind"],
+            event=r["event"],
+            notification_id=r["notification_id"],
+            created_at=now,
+            extra={"replayed_from": r.get("dead_at")},
+        )
+        if await outbox.enqueue(delivery, now):
+            enqueued += 1
+        else:
+            pending += 1
+    return {"enqueued": enqueued, "already_pending": pending}

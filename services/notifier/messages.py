@@ -1,0 +1,175 @@
+"""What a delivery sends: the HTTP request for a (subscription, notification), built fresh for every attempt.
+
+* `slack`: an incoming-webhook POST of a Block Kit message (`slack_message`): a header with the status emoji, the
+  group, cluster, status change, total lag, partitions not OK and the incident's age as section fields, and — in
+  an attachment coloured by status — the worst partitions, the incident id and a button to `notifier.dashboard-url`.
+  A close says the group is OK (or gone) again and how long the incident lasted.
+* `webhook`: the status-change event JSON exactly as on the status topic (`status_event.encode`), or the
+  subscription's `body_template`.
+
+Either can be replaced by a sandboxed Jinja2 `body_template` (and `url_template`); see templates.py.
+Every request carries X-Lagwatch-Event-Id, X-Lagwatch-Timestamp, X-Lagwatch-Notification (open, update, repeat,
+close, status), X-Lagwatch-Subscription, X-Lagwatch-Attempt and, when the subscription has a secret,
+X-Lagwatch-Signature (signing.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from multidict import CIMultiDict
+
+from lagwatch.services.notifier import signing, targets, templates
+from lagwatch.services.notifier.outbox import Delivery
+from lagwatch.services.notifier.subscriptions import Subscription
+from lagwatch.shared.status_event import encode
+
+USER_AGENT = "lagwatch-notifier/1"
+STATUS_EMOJI = {"ERR": ":red_circle:", "WARN": ":large_yellow_circle:", "OK": ":large_green_circle:"}
+STATUS_COLOUR = {"ERR": "#E01E5A", "WARN": "#ECB22E", "OK": "#2EB67D", "NOTFOUND": "#9E9E9E"}
+HEADER_MAX = 150  # Slack's limit for a header block's text
+WORST_SHOWN = 5
+
+
+class PermanentError(ValueError):
+    """The request cannot be built (a template fails, a URL is not allowed): retrying cannot help."""
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes
+
+
+def _slack_escape(text: object) -> str:
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def dashboard_link(dashboard_url: str, cluster: str, group: str) -> str:
+    """`notifier.dashboard-url`, with `{cluster}` and `{group}` replaced (URL-quoted) when it has them."""
+    return dashboard_url.replace("{cluster}", quote(cluster, safe="")).replace("{group}", quote(group, safe=""))
+
+
+def _title(kind: str, event: dict) -> str:
+    status, group, cluster = event["status"], event["group"], event["cluster"]
+    if kind == "close":
+        back = "is OK again" if status == "OK" else "is gone (NOTFOUND)"
+        text = f":white_check_mark: Resolved: {group} on {cluster} {back}"
+    elif kind == "repeat":
+        text = f"{STATUS_EMOJI.get(status, ':white_circle:')} Still {status}: {group} on {cluster}"
+    else:
+        text = f"{STATUS_EMOJI.get(status, ':white_circle:')} {status}: {group} on {cluster}"
+    return text if len(text) <= HEADER_MAX else text[: HEADER_MAX - 1] + "…"
+
+
+def _partition_line(p: dict) -> str:
+    where = f"`{_slack_escape(p['topic'])}` / {p['partition']}"
+    owner = f" — {_slack_escape(p['owner'])}" if p.get("owner") else ""
+    client = f" ({_slack_escape(p['client_id'])})" if p.get("client_id") else ""
+    return f"• {where}: *{p['status']}*, lag {p['current_lag']:,}{owner}{client}"
+
+
+def slack_message(event: dict, kind: str, context: dict, dashboard_url: str = "") -> dict:
+    """The default Slack message: Block Kit blocks, with a status-coloured attachment."""
+    status = event["status"]
+    title = _title(kind, event)
+    duration = templates.duration(context["incident"]["duration_s"])
+    not_ok = len(event.get("partitions") or [])
+    fields = [
+        f"*Group*\n{_slack_escape(event['group'])}",
+        f"*Cluster*\n{_slack_escape(event['cluster'])}",
+        f"*Status*\n{event['previous_status']} → *{status}*",
+        f"*Total lag*\n{event['totallag']:,}",
+        f"*Partitions not OK*\n{not_ok} of {event['partition_count']}",
+    ]
+    if duration:
+        fields.append(f"*Incident {'lasted' if kind == 'close' else 'open for'}*\n{duration}")
+    blocks: list[dict] = [
+        {"type": "header", "text": {"type": "plain_text", "text": title, "emoji": True}},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]},
+    ]
+    details: list[dict] = []
+    worst = templates.worst_partitions(event, WORST_SHOWN)
+    if worst and kind != "close":
+        lines = "\n".join(_partition_line(p) for p in worst)
+        more = not_ok - len(worst)
+        if more > 0:
+            lines += f"\n…and {more} more"
+        details.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Worst partitions*\n{lines}"}})
+    context_bits = [f"evaluated {templates.format_ts(event['evaluated_at'])}"]
+    if event.get("incident_id"):
+        context_bits.insert(0, f"incident `{event['incident_id']}`")
+    details.append({"type": "context", "elements": [{"type": "mrkdwn", "text": " · ".join(context_bits)}]})
+    if dashboard_url:
+        details.append(
+            {
+                "type": "actions",
+                "elements": [
+                    {
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": "Open in lagwatch"},
+                        "url": dashboard_link(dashboard_url, event["cluster"], event["group"]),
+                    }
+                ],
+            }
+        )
+    colour = STATUS_COLOUR["OK"] if kind == "close" else STATUS_COLOUR.get(status, STATUS_COLOUR["NOTFOUND"])
+    return {"text": title, "blocks": blocks, "attachments": [{"color": colour, "blocks": details}]}
+
+
+def build_request(
+    subscription: Subscription,
+    delivery: Delivery,
+    *,
+    dashboard_url: str = "",
+    allow_private: bool = False,
+    now: float | None = None,
+) -> Request:
+    """The request for this attempt (`delivery.attempts` already counts it); PermanentError when impossible."""
+    now = time.time() if now is None else now
+    sub = subscription.config
+    ctx = templates.context(
+        delivery.event,
+        kind=delivery.kind,
+        subscription_id=sub.id,
+        notification_id=delivery.notification_id,
+        attempt=delivery.attempts,
+        extras=sub.extras,
+        dashboard_url=dashboard_url,
+        now_ms=int(now * 1000),
+    )
+    try:
+        url = templates.render(subscription.url_template, ctx).strip() if subscription.url_template else sub.url
+        if subscription.body_template is not None:
+            body = templates.render(subscription.body_template, ctx).encode()
+        elif sub.type == "slack":
+            body = json.dumps(slack_message(delivery.event, delivery.kind, ctx, dashboard_url)).encode()
+        else:
+            body = encode(delivery.event)
+    except templates.TemplateProblem as exc:
+        raise PermanentError(str(exc)) from None
+    try:
+        targets.check_url_static(url, allow_private=allow_private)
+    except targets.TargetError as exc:
+        raise PermanentError(f"target refused: {exc}") from None
+    timestamp = int(now)
+    headers = CIMultiDict({"Content-Type": "application/json", "User-Agent": USER_AGENT})
+    for name, value in sub.headers.items():  # the subscription's replace ours, whatever their case...
+        headers[name] = value
+    headers.update(  # ...except the notifier's own
+        {
+            signing.EVENT_ID_HEADER: delivery.notification_id,
+            signing.TIMESTAMP_HEADER: str(timestamp),
+            "X-Lagwatch-Notification": delivery.kind,
+            "X-Lagwatch-Subscription": sub.id,
+            "X-Lagwatch-Attempt": str(delivery.attempts),
+        }
+    )
+    if sub.secret:
+        headers[signing.SIGNATURE_HEADER] = signing.sign(sub.secret, timestamp, body)
+    return Request(sub.method, url, dict(headers), body)

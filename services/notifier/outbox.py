@@ -1,0 +1,248 @@
+"""The notifier's outbox in Redis: deliveries that must be sent, survive a crash, and are sent once normally.
+
+* The status-topic agent records, per (event, subscription), the new incident state and the delivery in one Lua
+  call (`RECORD_NOTIFICATION`) before the event is acknowledged to Kafka; a `seen` key per (event id,
+  subscription) makes a redelivered event a no-op.
+* Workers claim due deliveries (`CLAIM_DELIVERIES`): each moves from `due` to `inflight` with a lease that the
+  worker renews while it holds the delivery. A worker that dies stops renewing; when the lease runs out the next
+  claim puts the delivery back in `due` (at-least-once across crashes; exactly once in the normal path, because a
+  live worker's deliveries are never claimed by anyone else).
+* After a success, or after the delivery was dead-lettered, it is removed; after a failure it goes back to `due`
+  at its retry time with its attempt count.
+
+Keys: shared/store/keys.py (`lw:n:{notify}:...`); scripts: shared/store/scripts.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+
+from lagwatch.shared.store import keys, scripts
+
+APPLIED, DUPLICATE, CONFLICT = 1, 0, -1
+FIELD_SEPARATOR = "\x1f"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Delivery:
+    """One notification to one subscription, as kept in the outbox."""
+
+    id: str
+    subscription_id: str
+    kind: str
+    event: dict
+    notification_id: str  # X-Lagwatch-Event-Id: the receiver's dedupe key
+    created_at: int
+    attempts: int = 0  # attempts made so far
+    last_error: str | None = None
+    first_sent_at: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "id": self.id,
+                "subscription_id": self.subscription_id,
+                "kind": self.kind,
+                "event": self.event,
+                "notification_id": self.notification_id,
+                "created_at": self.created_at,
+                "attempts": self.attempts,
+                "last_error": self.last_error,
+                "first_sent_at": self.first_sent_at,
+                **({"extra": self.extra} if self.extra else {}),
+            },
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Delivery:
+        doc = json.loads(text)
+        return cls(
+            id=doc["id"],
+            subscription_id=doc["subscription_id"],
+            kind=doc["kind"],
+            event=doc["event"],
+            notification_id=doc["notification_id"],
+            created_at=int(doc["created_at"]),
+            attempts=int(doc.get("attempts", 0)),
+            last_error=doc.get("last_error"),
+            first_sent_at=doc.get("first_sent_at"),
+            extra=doc.get("extra") or {},
+        )
+
+
+def delivery_id(notification_id: str, subscription_id: str) -> str:
+    return f"{notification_id}.{subscription_id}"
+
+
+def repeat_notification_id(event_id: str, subscription_id: str, due_ms: int) -> str:
+    """A repeat's own dedupe id (a repeat is news the receiver must not drop as a duplicate of the open)."""
+    return hashlib.sha256(f"repeat\x00{event_id}\x00{subscription_id}\x00{due_ms}".encode()).hexdigest()[:32]
+
+
+def group_field(cluster: str, group: str) -> str:
+    return f"{cluster}/{group}"
+
+
+def repeat_member(subscription_id: str, cluster: str, group: str) -> str:
+    return f"{subscription_id}{FIELD_SEPARATOR}{group_field(cluster, group)}"
+
+
+def parse_repeat_member(member: bytes | str) -> tuple[str, str]:
+    """(subscription id, "<cluster>/<group>")"""
+    text = member.decode() if isinstance(member, bytes) else member
+    subscription_id, _, group = text.partition(FIELD_SEPARATOR)
+    return subscription_id, group
+
+
+class Outbox:
+    def __init__(self, redis: Redis, *, lease_ms: int, seen_ttl_ms: int) -> None:
+        self.redis = redis
+        self.lease_ms = lease_ms
+        self.seen_ttl_ms = seen_ttl_ms
+        self._record = redis.register_script(scripts.RECORD_NOTIFICATION)
+        self._repeat = redis.register_script(scripts.SCHEDULE_REPEAT)
+        self._enqueue = redis.register_script(scripts.ENQUEUE_DELIVERY)
+        self._claim = redis.register_script(scripts.CLAIM_DELIVERIES)
+        self._reschedule = redis.register_script(scripts.RESCHEDULE_DELIVERY)
+        self._release = redis.register_script(scripts.RELEASE_DELIVERIES)
+
+    # --- the agent's side ---------------------------------------------------------------------------------------
+
+    async def read_states(self, subscription_ids: list[str], cluster: str, group: str) -> tuple[int, list[str]]:
+        """(subscriptions version, each subscription's state of the group as JSON or ''), in one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.get(keys.SUBSCRIPTIONS_VERSION)
+            for sub_id in subscription_ids:
+                pipe.hget(keys.notify_state(sub_id), group_field(cluster, group))
+            version, *states = await pipe.execute()
+        return int(version or 0), [raw.decode() if raw else "" for raw in states]
+
+    async def record(
+        self,
+        *,
+        subscription_id: str,
+        event: dict,
+        expected_state: str,
+        new_state: str,
+        delivery: Delivery | None,
+        repeat_at: int | None,
+    ) -> int:
+        """APPLIED, DUPLICATE (the event was handled before) or CONFLICT (the state moved: decide again)."""
+        cluster, group = event["cluster"], event["group"]
+        return int(
+            await self._record(
+                keys=[
+                    keys.notify_state(subscription_id),
+                    keys.notify_seen(event["event_id"], subscription_id),
+                    keys.OUTBOX_DUE,
+                    keys.OUTBOX_DELIVERIES,
+                    keys.NOTIFY_REPEATS,
+                ],
+                args=[
+                    group_field(cluster, group),
+                    expected_state,
+                    new_state,
+                    delivery.id if delivery else "",
+                    delivery.to_json() if delivery else "",
+                    delivery.created_at if delivery else 0,
+                    self.seen_ttl_ms,
+                    repeat_member(subscription_id, cluster, group),
+                    "" if repeat_at is None else str(int(repeat_at)),
+                ],
+            )
+        )
+
+    # --- the repeat timer ---------------------------------------------------------------------------------------
+
+    async def due_repeats(self, now: int, limit: int = 500) -> list[tuple[str, int]]:
+        rows = await self.redis.zrangebyscore(keys.NOTIFY_REPEATS, "-inf", now, start=0, num=limit, withscores=True)
+        return [(m.decode() if isinstance(m, bytes) else m, int(score)) for m, score in rows]
+
+    async def schedule_repeat(
+        self, member: str, seen_score: int, next_at: int | None, delivery: Delivery | None, now: int
+    ) -> bool:
+        return bool(
+            await self._repeat(
+                keys=[keys.NOTIFY_REPEATS, keys.OUTBOX_DUE, keys.OUTBOX_DELIVERIES],
+                args=[
+                    member,
+                    seen_score,
+                    "" if next_at is None else str(int(next_at)),
+                    delivery.id if delivery else "",
+                    delivery.to_json() if delivery else "",
+                    now,
+                ],
+            )
+        )
+
+    async def read_state_field(self, subscription_id: str, group_key: str) -> str:
+        raw = await self.redis.hget(keys.notify_state(subscription_id), group_key)
+        return raw.decode() if raw else ""
+
+    async def forget_repeat(self, member: str) -> None:
+        await self.redis.zrem(keys.NOTIFY_REPEATS, member)
+
+    # --- the workers' side --------------------------------------------------------------------------------------
+
+    async def enqueue(self, delivery: Delivery, due_at: int | None = None) -> bool:
+        return bool(
+            await self._enqueue(
+                keys=[keys.OUTBOX_DUE, keys.OUTBOX_DELIVERIES],
+                args=[delivery.id, delivery.to_json(), now_ms() if due_at is None else due_at],
+            )
+        )
+
+    async def claim(self, limit: int, now: int | None = None) -> tuple[list[Delivery], int | None]:
+        """(up to `limit` due deliveries, now leased to this worker; when the next one left is due, ms or None)."""
+        raw = await self._claim(
+            keys=[keys.OUTBOX_DUE, keys.OUTBOX_INFLIGHT, keys.OUTBOX_DELIVERIES],
+            args=[now_ms() if now is None else now, self.lease_ms, max(0, limit)],
+        )
+        *pairs, earliest = raw
+        deliveries = [Delivery.from_json(pairs[i + 1]) for i in range(0, len(pairs), 2)]
+        return deliveries, int(float(earliest)) if earliest else None
+
+    async def renew(self, ids: list[str]) -> None:
+        """Extend the leases of the deliveries this worker holds (only those still in flight)."""
+        if ids:
+            expiry = now_ms() + self.lease_ms
+            await self.redis.zadd(keys.OUTBOX_INFLIGHT, dict.fromkeys(ids, expiry), xx=True)
+
+    async def finish(self, delivery_id_: str) -> None:
+        """Delivered or dead-lettered: out of the outbox."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.zrem(keys.OUTBOX_INFLIGHT, delivery_id_)
+            pipe.zrem(keys.OUTBOX_DUE, delivery_id_)
+            pipe.hdel(keys.OUTBOX_DELIVERIES, delivery_id_)
+            await pipe.execute()
+
+    async def reschedule(self, delivery: Delivery, at_ms: int) -> None:
+        await self._reschedule(
+            keys=[keys.OUTBOX_DUE, keys.OUTBOX_INFLIGHT, keys.OUTBOX_DELIVERIES],
+            args=[delivery.id, int(at_ms), delivery.to_json()],
+        )
+
+    async def release(self, ids: list[str]) -> int:
+        if not ids:
+            return 0
+        return int(await self._release(keys=[keys.OUTBOX_DUE, keys.OUTBOX_INFLIGHT], args=[now_ms(), *ids]))
+
+    async def pending(self) -> dict[str, int]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcard(keys.OUTBOX_DUE)
+            pipe.zcard(keys.OUTBOX_INFLIGHT)
+            due, inflight = await pipe.execute()
+        return {"due": int(due), "inflight": int(inflight)}

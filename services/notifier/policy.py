@@ -1,0 +1,122 @@
+"""When a subscription is told about a status-change event: Burrow's notifier rules, as pure functions.
+
+Burrow's coordinator decides per notifier module and evaluation; lagwatch decides per subscription and
+status-change event (the evaluator publishes one event per transition), plus a timer for `send-interval`:
+
+* `threshold` (default WARN; statuses order NOTFOUND < OK < WARN < ERR): an event whose status is at or above it
+  notifies. The first such event of an incident is an **open** notification.
+* later events of the same incident at or above the threshold (WARN -> ERR, ERR -> WARN with threshold WARN)
+  notify as **update**, unless `send-once` (one notification per incident).
+* `send-close`: when the group is quiet again (OK or NOTFOUND) after an open notification, a **close**
+  notification. Burrow sends a close for any incident it saw; lagwatch only closes what it opened for this
+  subscription (an incident that never reached the threshold was never announced, so nothing is closed).
+* `send-interval` > 0: while an announced incident stays at or above the threshold, a **repeat** every interval
+  (no new event arrives while a group stays bad: the notifier's timer asks `repeat_due`). Never with `send-once`.
+* a threshold of OK asks for every transition, as in Burrow: quiet (OK) events that are not a close then notify
+  as **status**. NOTFOUND (the group is gone) only ever closes an incident: Burrow never notifies it.
+
+The state kept per (subscription, cluster/group) is an `IncidentState`: the incident announced to this
+subscription, and the latest event of the group (for repeats and templates). No state = nothing announced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from lagwatch.shared.protocol import Status
+
+QUIET = frozenset({"OK", "NOTFOUND"})
+
+
+class Kind(StrEnum):
+    OPEN = "open"
+    UPDATE = "update"
+    REPEAT = "repeat"
+    CLOSE = "close"
+    STATUS = "status"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The part of a subscription that decides when to notify."""
+
+    threshold: Status = Status.WARN
+    send_close: bool = True
+    send_once: bool = False
+    send_interval_ms: int = 0
+
+    @property
+    def repeats(self) -> bool:
+        return self.send_interval_ms > 0 and not self.send_once
+
+
+@dataclass(frozen=True)
+class IncidentState:
+    """What a subscription was told about one group's current incident."""
+
+    incident_id: str | None  # the incident announced (open sent)
+    status: str  # the group's latest status
+    notified_at: int  # epoch ms of the last notification (open, update or repeat)
+    event: dict  # the group's latest event
+
+    def to_json(self) -> dict:
+        return {
+            "incident_id": self.incident_id,
+            "status": self.status,
+            "notified_at": self.notified_at,
+            "event": self.event,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict) -> IncidentState:
+        return cls(doc.get("incident_id"), doc["status"], int(doc["notified_at"]), doc["event"])
+
+
+@dataclass(frozen=True)
+class Decision:
+    kind: Kind | None  # what to send, None = nothing
+    state: IncidentState | None  # the state afterwards (None = forget the group)
+    repeat_at: int | None  # when the next repeat is due (None = no repeats scheduled)
+
+
+def at_or_above(status: str, threshold: Status) -> bool:
+    return Status[status] >= threshold
+
+
+def decide(policy: Policy, event: dict, state: IncidentState | None, now_ms: int) -> Decision:
+    """What a status-change event means for one subscription, given what it was told so far."""
+    status = event["status"]
+    if status in QUIET:
+        if policy.send_close and state is not None and state.incident_id is not None:
+            return Decision(Kind.CLOSE, None, None)
+        return Decision(Kind.STATUS if at_or_above(status, policy.threshold) else None, None, None)
+
+    announced = state is not None and state.incident_id is not None and state.incident_id == event["incident_id"]
+    if not at_or_above(status, policy.threshold):
+        if announced:  # still in the announced incident, below the threshold: keep it (for the close), no repeats
+            assert state is not None
+            return Decision(None, replace(state, status=status, event=event), None)
+        return Decision(None, None, None)
+    if announced:
+        assert state is not None
+        if policy.send_once:
+            return Decision(None, replace(state, status=status, event=event), None)
+        updated = IncidentState(state.incident_id, status, now_ms, event)
+        return Decision(Kind.UPDATE, updated, _next_repeat(policy, now_ms))
+    opened = IncidentState(event["incident_id"], status, now_ms, event)
+    return Decision(Kind.OPEN, opened, _next_repeat(policy, now_ms))
+
+
+def repeat_due(policy: Policy, state: IncidentState | None, now_ms: int) -> Decision:
+    """The timer's question for an announced incident whose repeat time has come: repeat it now (`kind` REPEAT,
+    with the time of the next one), or stop repeating (`kind` None, `repeat_at` None)."""
+    if state is None or state.incident_id is None or not policy.repeats:
+        return Decision(None, state, None)
+    if not at_or_above(state.status, policy.threshold):
+        return Decision(None, state, None)
+    return Decision(Kind.REPEAT, state, now_ms + policy.send_interval_ms)
+
+
+def _next_repeat(policy: Policy, now_ms: int) -> int | None:
+    return now_ms + policy.send_interval_ms if policy.repeats else None

@@ -1,0 +1,314 @@
+"""`lagwatch run notifier`: a Faust app that turns status-change events into Slack and webhook notifications.
+
+* The agent consumes the status topic (`evaluator.status-topic`) in the consumer group `lagwatch-notifier`. For
+  each event and each matching subscription it decides (policy.py, Burrow's rules) and records the decision —
+  incident state, the delivery in the outbox, the repeat schedule — in one Lua call, idempotently per (event id,
+  subscription). Only then is the event acknowledged (manual acks: an event whose handling did not finish, e.g.
+  because Redis is down or the process stops, is not committed and is read again).
+* A Faust timer (`notifier.repeat-check-interval`) enqueues `send-interval` repeats of open incidents.
+* Delivery workers (delivery.py) in the same process send what the outbox holds: survives crashes, retries with
+  backoff, per-destination isolation, dead letters on `notifier.dlq-topic`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import faust
+from redis.exceptions import RedisError
+
+from lagwatch.services.evaluator.service import faust_broker_settings
+from lagwatch.services.notifier import metrics
+from lagwatch.services.notifier.delivery import Dispatcher, Sender
+from lagwatch.services.notifier.dlq import DeadLetters
+from lagwatch.services.notifier.outbox import (
+    APPLIED,
+    CONFLICT,
+    DUPLICATE,
+    Delivery,
+    Outbox,
+    delivery_id,
+    group_field,
+    now_ms,
+    parse_repeat_member,
+    repeat_notification_id,
+)
+from lagwatch.services.notifier.policy import Decision, IncidentState, decide, repeat_due
+from lagwatch.services.notifier.subscriptions import Registry, Subscription, SubscriptionStore
+from lagwatch.shared.config import Config, ConfigError
+from lagwatch.shared.health_server import HealthServer
+from lagwatch.shared.kafka_client import client_kwargs
+from lagwatch.shared.redis_client import connect
+
+log = logging.getLogger(__name__)
+CONSUMER_GROUP = "lagwatch-notifier"
+REQUIRED_FIELDS = ("event_id", "cluster", "group", "status", "previous_status", "incident_id", "evaluated_at")
+STATUSES = ("NOTFOUND", "OK", "WARN", "ERR")
+MAX_CONFLICTS = 20
+
+
+def parse_event(raw: bytes | str | None) -> dict | None:
+    """A status-change event, or None when the record is not one."""
+    try:
+        event = json.loads(raw) if raw is not None else None
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(event, dict) or any(f not in event for f in REQUIRED_FIELDS):
+        return None
+    if event["status"] not in STATUSES or not isinstance(event["event_id"], str):
+        return None
+    return event
+
+
+def check_settings(config: Config) -> None:
+    n = config.notifier
+    if n.backoff_cap < n.backoff_base:
+        raise ConfigError("notifier.backoff-cap", f"must be >= notifier.backoff-base ({n.backoff_base})")
+    if n.lease <= n.request_timeout:
+        raise ConfigError("notifier.lease", f"must be longer than notifier.request-timeout ({n.request_timeout})")
+
+
+class NotifierService:
+    def __init__(self, config: Config, cluster: str, *, http_port: int | None = None) -> None:
+        check_settings(config)
+        self.config = config
+        self.cluster = cluster
+        settings = config.notifier
+        cluster_config = config.cluster(cluster)
+        self.redis = connect(config.redis)
+        self.store = SubscriptionStore(self.redis)
+        self.registry = Registry(config, self.store)  # validates the file's subscriptions: ConfigError
+        self.outbox = Outbox(
+            self.redis, lease_ms=int(settings.lease * 1000), seen_ttl_ms=int(settings.dedupe_ttl * 1000)
+        )
+        self.dead_letters = DeadLetters(client_kwargs(cluster_config, cluster), settings.dlq_topic)
+        self.sender = Sender(timeout_s=settings.request_timeout, allow_private=settings.allow_private_targets)
+        self.dispatcher = Dispatcher(self.outbox, self.registry, self.sender, self.dead_letters, settings)
+        self.health = HealthServer(
+            "notifier",
+            {"redis": self._redis_ok, "kafka": self._kafka_ok},
+            host=settings.http_host,
+            port=settings.http_port if http_port is None else http_port,
+        )
+        self.stopping = asyncio.Event()
+        self.events_handled = 0
+        self.app = faust.App(
+            CONSUMER_GROUP,
+            **faust_broker_settings(cluster_config, cluster),
+            broker_client_id=f"{cluster_config.client_id}-notifier",
+            topic_allow_declare=False,  # the status and dead-letter topics are created by whoever runs Kafka
+            topic_disable_leader=True,
+            web_enabled=False,  # health and metrics are served by HealthServer, like every lagwatch service
+            consumer_auto_offset_reset="latest" if settings.start_latest else "earliest",
+            broker_session_timeout=config.ingest.session_timeout,
+            broker_heartbeat_interval=max(0.1, config.ingest.session_timeout / 3),
+            broker_commit_every=100,
+            broker_max_poll_records=1000,
+            broker_commit_interval=1.0,
+            stream_wait_empty=False,
+            datadir=str(Path(tempfile.gettempdir()) / "lagwatch-notifier-data"),  # no tables: nothing to keep
+        )
+        self.status_topic = self.app.topic(
+            config.evaluator.status_topic,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+        )
+        self.app.agent(self.status_topic, name="lagwatch.notifier.on_status")(self._on_status)
+        self.app.timer(settings.repeat_check_interval, name="lagwatch.notifier.repeats")(self._repeat_tick)
+
+    async def _redis_ok(self) -> bool:
+        return bool(await self.redis.ping())
+
+    async def _kafka_ok(self) -> bool:
+        return bool(self.app.consumer.assignment()) if self.app.consumer else False
+
+    # --- status-change events -----------------------------------------------------------------------------------
+
+    async def _on_status(self, stream) -> None:
+        async for event in stream.noack().events():
+            if await self.handle(event.value):
+                await stream.ack(event)
+            else:
+                return  # stopping: the event stays unacknowledged, so it is read again after a restart
+
+    async def handle(self, raw: bytes | None) -> bool:
+        """Record what one status-change event means for every matching subscription; retried until it is done
+        (True) or the service stops (False)."""
+        event = parse_event(raw)
+        if event is None:
+            log.warning("notifier: skipped a record that is not a status-change event")
+            metrics.EVENTS.labels("malformed").inc()
+            return True
+        delay = 0.1
+        while not self.stopping.is_set():
+            try:
+                outcomes = await self._record(event)
+            except (RedisError, OSError) as exc:
+                log.warning("notifier: cannot record event %s (%s); retrying in %.1fs", event["event_id"], exc, delay)
+                await self._sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            except Exception:  # a bug or an event this version cannot handle: skip it rather than block the topic
+                log.exception("notifier: event %s could not be handled; skipped", event["event_id"])
+                metrics.EVENTS.labels("failed").inc()
+                return True
+            self.events_handled += 1
+            metrics.EVENTS.labels(
+                "duplicate" if outcomes and all(o == DUPLICATE for o in outcomes) else "handled"
+            ).inc()
+            return True
+        return False
+
+    async def _record(self, event: dict) -> list[int]:
+        cluster, group = event["cluster"], event["group"]
+        if self.registry.version is None:
+            await self.registry.refresh()
+        subscriptions = self.registry.matching(cluster, group)
+        version, states = await self.outbox.read_states([s.id for s in subscriptions], cluster, group)
+        if version != self.registry.version:  # subscriptions changed through the api: reload, read again
+            await self.registry.refresh(version=version)
+            subscriptions = self.registry.matching(cluster, group)
+            _, states = await self.outbox.read_states([s.id for s in subscriptions], cluster, group)
+        outcomes = []
+        enqueued = False
+        for subscription, state in zip(subscriptions, states, strict=True):
+            outcome, sent = await self._record_one(subscription, event, state)
+            outcomes.append(outcome)
+            enqueued |= sent
+        if enqueued:
+            self.dispatcher.wake.set()
+        return outcomes
+
+    async def _record_one(self, subscription: Subscription, event: dict, current: str) -> tuple[int, bool]:
+        """Decide from the state read and record it (one Lua call); on a conflict, read the state again."""
+        for _ in range(MAX_CONFLICTS):
+            state = IncidentState.from_json(json.loads(current)) if current else None
+            now = now_ms()
+            decision = decide(subscription.policy, event, state, now)
+            delivery = None
+            if decision.kind is not None:
+                delivery = Delivery(
+                    id=delivery_id(event["event_id"], subscription.id),
+                    subscription_id=subscription.id,
+                    kind=decision.kind.value,
+                    event=event,
+                    notification_id=event["event_id"],
+                    created_at=now,
+                )
+            outcome = await self.outbox.record(
+                subscription_id=subscription.id,
+                event=event,
+                expected_state=current,
+                new_state=json.dumps(decision.state.to_json(), sort_keys=True) if decision.state else "",
+                delivery=delivery,
+                repeat_at=decision.repeat_at,
+            )
+            if outcome == CONFLICT:
+                current = await self.outbox.read_state_field(
+                    subscription.id, group_field(event["cluster"], event["group"])
+                )
+                continue
+            if outcome == APPLIED and delivery is not None:
+                metrics.NOTIFICATIONS.labels(subscription.type, delivery.kind).inc()
+                return outcome, True
+            return outcome, False
+        raise RedisError(f"incident state of {event['cluster']}/{event['group']} kept changing")  # retried
+
+    # --- send-interval repeats ----------------------------------------------------------------------------------
+
+    async def _repeat_tick(self) -> None:
+        try:
+            await self.repeat_once()
+        except (RedisError, OSError) as exc:
+            log.warning("notifier: repeat check skipped (%s)", exc)
+
+    async def repeat_once(self, now: int | None = None) -> int:
+        """Enqueue the repeats that are due; returns how many."""
+        now = now_ms() if now is None else now
+        await self.registry.refresh()
+        enqueued = 0
+        for member, score in await self.outbox.due_repeats(now):
+            subscription_id, group_key = parse_repeat_member(member)
+            subscription = self.registry.get(subscription_id)
+            raw = await self.outbox.read_state_field(subscription_id, group_key)
+            state = IncidentState.from_json(json.loads(raw)) if raw else None
+            decision = repeat_due(subscription.policy, state, now) if subscription else Decision(None, None, None)
+            delivery = None
+            if decision.kind is not None and state is not None:
+                notification_id = repeat_notification_id(state.event["event_id"], subscription_id, score)
+                delivery = Delivery(
+                    id=delivery_id(notification_id, subscription_id),
+                    subscription_id=subscription_id,
+                    kind=decision.kind.value,
+                    event=state.event,
+                    notification_id=notification_id,
+                    created_at=now,
+                )
+            if await self.outbox.schedule_repeat(member, score, decision.repeat_at, delivery, now) and delivery:
+                enqueued += 1
+                metrics.NOTIFICATIONS.labels(subscription.type if subscription else "unknown", "repeat").inc()
+        if enqueued:
+            self.dispatcher.wake.set()
+        return enqueued
+
+    # --- life cycle ---------------------------------------------------------------------------------------------
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), seconds)
+
+    async def run(self) -> None:
+        await self.health.start()
+        log.info(
+            "notifier: health and metrics on %s; %d subscriptions from the configuration file",
+            self.health.url,
+            len(self.registry.from_file),
+        )
+        dispatcher = None
+        try:
+            await self.sender.start()
+            await self._start_dead_letters()
+            # deliveries left by an earlier run go out even before Kafka assigns partitions
+            dispatcher = asyncio.create_task(self.dispatcher.run(self.stopping))
+            if not self.stopping.is_set():
+                await self.app.start()
+                await self.stopping.wait()
+        finally:
+            self.stopping.set()
+            await self.app.stop()
+            if dispatcher is not None:
+                await dispatcher
+            await self.dead_letters.stop()
+            await self.sender.stop()
+            await self.health.stop()
+            await self.redis.aclose()
+
+    async def _start_dead_letters(self) -> None:
+        delay = 0.2
+        while not self.stopping.is_set():
+            try:
+                await self.dead_letters.start()
+                return
+            except Exception as exc:  # Kafka not up yet: keep trying, as the other services do
+                log.warning("notifier: cannot reach Kafka (%s); retrying", exc)
+                await self._sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+
+async def run_notifier(config: Config, cluster: str, *, http_port: int | None = None) -> None:
+    service = NotifierService(config, cluster, http_port=http_port)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, service.stopping.set)
+    started = time.monotonic()
+    await service.run()
+    log.info("notifier: stopped after %.0fs", time.monotonic() - started)

@@ -1,0 +1,333 @@
+"""Subscriptions: who is notified, when and how. From the configuration file (`subscriptions:`) and from the api
+(`/api/v1/subscriptions`, stored in Redis). One model, `SubscriptionConfig` (shared/config.py); here it is
+validated further (URL safety, templates), compiled (regexes, templates, policy) and masked for display.
+
+Field names: the configuration file uses its usual kebab-case (`send-close`); the api's JSON uses snake_case
+(`send_close`) and accepts kebab-case too.
+
+Secrets — Slack URLs, `secret`, credential-like header values (Authorization, X-Api-Key, anything with token,
+secret, key, password, cookie or auth in its name) and credential-like extras and URL query values — are masked in
+every api answer (`****` + the last 4 characters of long values) and never logged: log lines name a subscription
+by id and its destination (scheme://host:port) only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import secrets as random_secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from redis.asyncio import Redis
+
+from lagwatch.services.notifier import targets, templates
+from lagwatch.services.notifier.policy import Policy
+from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig, build_section, field_problems
+from lagwatch.shared.group_filter import GroupFilter
+from lagwatch.shared.protocol import Status
+from lagwatch.shared.store import keys
+
+log = logging.getLogger(__name__)
+CREDENTIAL_NAME = re.compile(r"authorization|api[-_]?key|token|secret|passw|cookie|signature|credential|auth|key", re.I)
+MASK = "****"
+SOURCE_CONFIG, SOURCE_API = "config", "api"
+READ_ONLY = frozenset({"source"})  # api output only
+
+
+class SubscriptionInvalid(ValueError):
+    """Validation failed; `errors` maps field names to problems."""
+
+    def __init__(self, errors: Mapping[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = dict(errors)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A validated subscription, ready to decide and render."""
+
+    config: SubscriptionConfig
+    source: str
+    policy: Policy
+    groups: GroupFilter
+    body_template: Any = None  # compiled Jinja2 templates, or None for the defaults
+    url_template: Any = None
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    @property
+    def type(self) -> str:
+        return self.config.type
+
+    def matches(self, cluster: str, group: str) -> bool:
+        if self.config.clusters and cluster not in self.config.clusters:
+            return False
+        return self.groups.accepts(group)
+
+    @property
+    def destination(self) -> str:
+        return targets.destination(self.config.url)
+
+
+def compile_subscription(config: SubscriptionConfig, source: str) -> Subscription:
+    """Compile templates and rules; TemplateProblem / ValueError for a template that does not parse."""
+    return Subscription(
+        config=config,
+        source=source,
+        policy=Policy(
+            threshold=Status[config.threshold],
+            send_close=config.send_close,
+            send_once=config.send_once,
+            send_interval_ms=int(config.send_interval * 1000),
+        ),
+        groups=GroupFilter(config.group_allowlist, config.group_denylist),
+        body_template=templates.compile_template(config.body_template) if config.body_template else None,
+        url_template=templates.compile_template(config.url_template) if config.url_template else None,
+    )
+
+
+def _deep_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[str, str]:
+    """What the configuration model cannot check alone: URL safety (without a DNS lookup) and the templates."""
+    problems: dict[str, str] = {}
+    try:
+        targets.check_url_static(config.url, allow_private=allow_private)
+    except targets.TargetError as exc:
+        problems["url"] = str(exc)
+    for name in ("body_template", "url_template"):
+        source = getattr(config, name)
+        if source:
+            try:
+                templates.compile_template(source)
+            except templates.TemplateProblem as exc:
+                problems[name] = str(exc)
+    for header, value in config.headers.items():
+        if not re.match(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", header):
+            problems[f"headers.{header}"] = "not a valid header name"
+        elif header.lower().startswith("x-lagwatch-"):
+            problems[f"headers.{header}"] = "X-Lagwatch-* headers are set by the notifier"
+        elif "\r" in value or "\n" in value:
+            problems[f"headers.{header}"] = "header values cannot contain line breaks"
+    return problems
+
+
+def from_config(config: Config) -> list[Subscription]:
+    """The configuration file's subscriptions, validated: ConfigError names the first bad key."""
+    out: list[Subscription] = []
+    seen: set[str] = set()
+    for i, sub in enumerate(config.subscriptions):
+        where = f"subscriptions[{i}]"
+        if sub.id in seen:
+            raise ConfigError(f"{where}.id", f"duplicate subscription id {sub.id!r}")
+        seen.add(sub.id)
+        problems = _deep_problems(sub, allow_private=config.notifier.allow_private_targets)
+        if problems:
+            key, problem = next(iter(problems.items()))
+            field_name, dot, rest = key.partition(".")
+            raise ConfigError(f"{where}.{field_name.replace('_', '-')}{dot}{rest}", problem)
+        out.append(compile_subscription(sub, SOURCE_CONFIG))
+    return out
+
+
+# --- api documents ----------------------------------------------------------------------------------------------
+
+
+def _kebab(doc: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(k).replace("_", "-"): v for k, v in doc.items()}
+
+
+def _snake(key: str) -> str:
+    return key.replace("-", "_")
+
+
+def to_document(config: SubscriptionConfig) -> dict[str, Any]:
+    """The stored (and unmasked) JSON form, snake_case."""
+    return dataclasses.asdict(config)
+
+
+async def validate_document(
+    doc: Any, *, allow_private: bool, resolve: bool = True, existing: SubscriptionConfig | None = None
+) -> SubscriptionConfig:
+    """A subscription from api JSON (a whole document); SubscriptionInvalid with every problem found.
+
+    Values equal to the masked form of `existing`'s (a client sending back what it was shown) keep the secret."""
+    if not isinstance(doc, Mapping):
+        raise SubscriptionInvalid({"body": "expected a JSON object"})
+    doc = {k: v for k, v in doc.items() if k not in READ_ONLY}  # what GET shows may be sent back as it is
+    if existing is not None:
+        doc = unmask_unchanged(doc, existing)
+    raw = _kebab(doc)
+    problems = {_snake(k): v for k, v in field_problems(SubscriptionConfig, raw).items()}
+    if problems:
+        raise SubscriptionInvalid(problems)
+    config = build_section(SubscriptionConfig, raw)
+    problems = _deep_problems(config, allow_private=allow_private)
+    if "url" not in problems and resolve:
+        try:
+            await targets.check_url(config.url, allow_private=allow_private)
+        except targets.TargetError as exc:
+            problems["url"] = str(exc)
+    if problems:
+        raise SubscriptionInvalid(problems)
+    return config
+
+
+def new_id() -> str:
+    return "sub-" + random_secrets.token_hex(6)
+
+
+# --- masking ----------------------------------------------------------------------------------------------------
+
+
+def mask(value: str) -> str:
+    """`****` and, for values long enough that 4 characters give little away, their last 4."""
+    return MASK + value[-4:] if len(value) >= 12 else MASK
+
+
+def is_credential_name(name: str) -> bool:
+    return bool(CREDENTIAL_NAME.search(name))
+
+
+def mask_url(url: str, *, whole_path: bool) -> str:
+    """Slack URLs are secrets past the host; other URLs lose passwords and credential-like query values."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return mask(url)
+    if whole_path:
+        rest = parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
+        return f"{parts.scheme}://{host}{port}/{mask(rest)}"
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username}:{MASK}@{host}{port}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, MASK if is_credential_name(k) else v) for k, v in pairs], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def masked_document(config: SubscriptionConfig, source: str) -> dict[str, Any]:
+    doc = to_document(config)
+    doc["url"] = mask_url(config.url, whole_path=config.type == "slack")
+    doc["secret"] = mask(config.secret) if config.secret else ""
+    doc["headers"] = {k: mask(v) if is_credential_name(k) else v for k, v in config.headers.items()}
+    doc["extras"] = {k: mask(v) if is_credential_name(k) else v for k, v in config.extras.items()}
+    doc["source"] = source
+    return doc
+
+
+def unmask_unchanged(doc: Mapping[str, Any], existing: SubscriptionConfig) -> dict[str, Any]:
+    """Replace values that equal what the api showed for `existing` by `existing`'s real values."""
+    shown = masked_document(existing, SOURCE_API)
+    out = dict(doc)
+    for name in ("url", "secret"):
+        if out.get(name) == shown[name] and shown[name] != getattr(existing, name):
+            out[name] = getattr(existing, name)
+    for name in ("headers", "extras"):
+        given = out.get(name)
+        if isinstance(given, Mapping):
+            real = getattr(existing, name)
+            out[name] = {
+                k: real[k] if k in real and v == shown[name].get(k) != real[k] else v for k, v in given.items()
+            }
+    return out
+
+
+# --- storage (api-created subscriptions) -------------------------------------------------------------------------
+
+
+class SubscriptionStore:
+    """API-created subscriptions in Redis; every change bumps a version the notifiers watch."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+
+    async def version(self) -> int:
+        return int(await self.redis.get(keys.SUBSCRIPTIONS_VERSION) or 0)
+
+    async def all(self) -> dict[str, SubscriptionConfig]:
+        raw = await self.redis.hgetall(keys.SUBSCRIPTIONS)
+        out = {}
+        for sub_id, text in raw.items():
+            sub_id = sub_id.decode() if isinstance(sub_id, bytes) else sub_id
+            try:
+                out[sub_id] = build_section(SubscriptionConfig, _kebab(json.loads(text)), f"subscription {sub_id}")
+            except (ValueError, ConfigError) as exc:
+                log.error("subscription %s in Redis is invalid and ignored: %s", sub_id, exc)
+        return out
+
+    async def get(self, sub_id: str) -> SubscriptionConfig | None:
+        text = await self.redis.hget(keys.SUBSCRIPTIONS, sub_id)
+        if text is None:
+            return None
+        return build_section(SubscriptionConfig, _kebab(json.loads(text)), f"subscription {sub_id}")
+
+    async def put(self, config: SubscriptionConfig, *, create: bool) -> bool:
+        """Store a subscription; with `create`, only if the id is free (False otherwise)."""
+        text = json.dumps(to_document(config), sort_keys=True)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            if create:
+                pipe.hsetnx(keys.SUBSCRIPTIONS, config.id, text)
+            else:
+                pipe.hset(keys.SUBSCRIPTIONS, config.id, text)
+            pipe.incr(keys.SUBSCRIPTIONS_VERSION)
+            stored, _ = await pipe.execute()
+        return bool(stored) or not create
+
+    async def delete(self, sub_id: str) -> bool:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hdel(keys.SUBSCRIPTIONS, sub_id)
+            pipe.delete(keys.notify_state(sub_id))  # its announced incidents; repeats are dropped by the timer
+            pipe.incr(keys.SUBSCRIPTIONS_VERSION)
+            removed, _, _ = await pipe.execute()
+        return bool(removed)
+
+
+class Registry:
+    """Every subscription a notifier serves: the file's, plus the api's (reloaded when their version moves)."""
+
+    def __init__(self, config: Config, store: SubscriptionStore) -> None:
+        self.store = store
+        self.from_file = {s.id: s for s in from_config(config)}
+        self._api: dict[str, Subscription] = {}
+        self._version: int | None = None
+
+    @property
+    def version(self) -> int | None:
+        """The version of the api's subscriptions loaded (None before the first load)."""
+        return self._version
+
+    async def refresh(self, *, force: bool = False, version: int | None = None) -> None:
+        """Reload the api's subscriptions when their version moved (`version`: already read by the caller)."""
+        version = await self.store.version() if version is None else version
+        if version == self._version and not force:
+            return
+        loaded: dict[str, Subscription] = {}
+        for sub_id, config in (await self.store.all()).items():
+            if sub_id in self.from_file:
+                log.error("subscription %s from the api is shadowed by the configuration file's", sub_id)
+                continue
+            try:
+                loaded[sub_id] = compile_subscription(config, SOURCE_API)
+            except ValueError as exc:
+                log.error("subscription %s cannot be used: %s", sub_id, exc)
+        self._api = loaded
+        self._version = version
+
+    def get(self, sub_id: str) -> Subscription | None:
+        return self.from_file.get(sub_id) or self._api.get(sub_id)
+
+    def all(self) -> list[Subscription]:
+        return [*self.from_file.values(), *self._api.values()]
+
+    def matching(self, cluster: str, group: str) -> list[Subscription]:
+        return [s for s in self.all() if s.matches(cluster, group)]

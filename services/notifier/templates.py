@@ -1,0 +1,141 @@
+"""Body and URL templates: Jinja2 in its sandbox (`ImmutableSandboxedEnvironment`).
+
+A template sees (docs/webhooks.md lists them with examples):
+
+* `event` — the status-change event (docs/status-topic.md), `incident` — `{id, started_at, duration_s}`,
+  `notification` — `{kind, subscription_id, id, attempt}`, `extras` — the subscription's extras,
+  `dashboard_url` — `notifier.dashboard-url`;
+* helpers: `format_ts(ms, fmt="%Y-%m-%d %H:%M:%S UTC")`, `duration(seconds)` ("1h 5m"),
+  `partitions_by_status(event)` ({status: [partition, ...]}), `worst_partition(event)` and
+  `worst_partition_lag(event)`, and the filter `tojson`.
+
+The sandbox refuses attribute access to internals (`__class__`, `__globals__`, ...) and calls that mutate data;
+rendering errors (undefined names included: `StrictUndefined`) fail the delivery for good.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+MAX_OUTPUT_CHARS = 1_000_000
+
+
+class TemplateProblem(ValueError):
+    """A template that does not compile or cannot be rendered."""
+
+
+def format_ts(ms: int | float | None, fmt: str = "%Y-%m-%d %H:%M:%S UTC") -> str:
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime(fmt)
+
+
+def duration(seconds: float | int | None) -> str:
+    if seconds is None:
+        return ""
+    seconds = int(max(0, seconds))
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{v}{unit}" for v, unit in ((days, "d"), (hours, "h"), (minutes, "m")) if v]
+    if not parts or (not days and not hours and secs):
+        parts.append(f"{secs}s")
+    return " ".join(parts)
+
+
+def partitions_by_status(event: dict) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for p in event.get("partitions") or []:
+        out.setdefault(p["status"], []).append(p)
+    return out
+
+
+def worst_partitions(event: dict, n: int = 5) -> list[dict]:
+    """The partitions worse than OK with the most lag first."""
+    return sorted(event.get("partitions") or [], key=lambda p: (-p["current_lag"], p["topic"], p["partition"]))[:n]
+
+
+def worst_partition(event: dict) -> dict | None:
+    if event.get("maxlag"):
+        return event["maxlag"]
+    worst = worst_partitions(event, 1)
+    return worst[0] if worst else None
+
+
+def worst_partition_lag(event: dict) -> int:
+    worst = worst_partition(event)
+    return int(worst["current_lag"]) if worst else 0
+
+
+def _tojson(value: Any, indent: int | None = None) -> str:
+    return json.dumps(value, indent=indent, sort_keys=True)
+
+
+def environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env.filters["tojson"] = _tojson
+    env.globals.update(
+        format_ts=format_ts,
+        duration=duration,
+        partitions_by_status=partitions_by_status,
+        worst_partitions=worst_partitions,
+        worst_partition=worst_partition,
+        worst_partition_lag=worst_partition_lag,
+    )
+    return env
+
+
+ENV = environment()
+
+
+def compile_template(source: str):
+    """A compiled template; TemplateProblem when it does not parse."""
+    try:
+        return ENV.from_string(source)
+    except TemplateError as exc:
+        raise TemplateProblem(f"template does not compile: {exc}") from None
+
+
+def render(template, context: dict) -> str:
+    try:
+        text = template.render(**context)
+    except TemplateError as exc:  # SecurityError and UndefinedError are TemplateErrors
+        raise TemplateProblem(f"template failed: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # a helper given a wrong value, a division by zero, ...
+        raise TemplateProblem(f"template failed: {type(exc).__name__}: {exc}") from None
+    if len(text) > MAX_OUTPUT_CHARS:
+        raise TemplateProblem(f"template output is over {MAX_OUTPUT_CHARS} characters")
+    return text
+
+
+def context(
+    event: dict,
+    *,
+    kind: str,
+    subscription_id: str,
+    notification_id: str,
+    attempt: int,
+    extras: dict[str, str],
+    dashboard_url: str,
+    now_ms: int | None = None,
+) -> dict:
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    started = event.get("incident_started_at")
+    ended = event.get("evaluated_at", now_ms) if kind == "close" else now_ms  # a close: how long it lasted
+    return {
+        "event": event,
+        "incident": {
+            "id": event.get("incident_id"),
+            "started_at": started,
+            "duration_s": (ended - started) / 1000 if started else None,
+        },
+        "notification": {"kind": kind, "subscription_id": subscription_id, "id": notification_id, "attempt": attempt},
+        "extras": dict(extras),
+        "dashboard_url": dashboard_url,
+    }

@@ -1,0 +1,229 @@
+"""`/api/v1/subscriptions` on the api service: CRUD, the bearer token, validation (400 with every field error),
+secret masking, SSRF refusals, and read-only subscriptions from the configuration file."""
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+
+import aiohttp
+import pytest
+from kafka_helpers import running
+
+from lagwatch.services.api.app import ApiServer
+from lagwatch.services.notifier.subscriptions import SubscriptionStore
+from lagwatch.shared.config import SubscriptionConfig, load_config
+from lagwatch.shared.store import keys
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+SLACK_URL = "http://127.0.0.1:9/services/T000/B000/XXXXXXXXXXXXXXXXXXXXabcd"
+BASE = "/api/v1/subscriptions"
+
+
+def config_for(redis_url, *, token=TOKEN, allow_private="true", subscriptions=()):
+    config = load_config(
+        env={
+            "REDIS_URL": redis_url,
+            "LAGWATCH__API__TOKEN": token,
+            "LAGWATCH__NOTIFIER__ALLOW_PRIVATE_TARGETS": allow_private,
+        }
+    )
+    return dataclasses.replace(config, subscriptions=list(subscriptions))
+
+
+@contextlib.asynccontextmanager
+async def serving(config):
+    async with running(ApiServer(config, port=0)) as server, aiohttp.ClientSession() as http:
+        await asyncio.wait_for(server.started.wait(), 10)
+        yield Client(http, server.url)
+
+
+@dataclasses.dataclass
+class Client:
+    http: aiohttp.ClientSession
+    base: str
+
+    async def __call__(self, method, path, body=None, *, headers=AUTH, raw=None):
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        async with self.http.request(method, self.base + path, data=data, headers=headers) as response:
+            return response.status, await response.json()
+
+
+@pytest.fixture
+async def api(redis_server, redis):
+    async with serving(config_for(redis_server.url)) as client:
+        yield client
+
+
+async def test_create_list_get_update_delete(api, redis):
+    status, body = await api(
+        "POST", BASE, {"type": "slack", "url": SLACK_URL, "threshold": "ERR", "send_interval": 600}
+    )
+    assert status == 201 and body["error"] is False and body["message"] == "subscription created"
+    created = body["subscription"]
+    sub_id = created["id"]
+    assert sub_id.startswith("sub-") and created["source"] == "api"
+    assert created["url"] == "http://127.0.0.1:9/****abcd"
+    assert (created["threshold"], created["send_interval"], created["send_close"], created["send_once"]) == (
+        "ERR",
+        600.0,
+        True,
+        False,
+    )
+    stored = await SubscriptionStore(redis).get(sub_id)
+    assert stored.url == SLACK_URL  # the real URL is kept
+
+    status, body = await api("GET", BASE)
+    assert status == 200 and [s["id"] for s in body["subscriptions"]] == [sub_id]
+    status, body = await api("GET", f"{BASE}/{sub_id}", headers={})  # reads need no token
+    assert status == 200 and body["subscription"] == created
+
+    status, body = await api("PATCH", f"{BASE}/{sub_id}", {"threshold": "WARN", "url": created["url"]})
+    assert status == 200 and body["subscription"]["threshold"] == "WARN"
+    assert (await SubscriptionStore(redis).get(sub_id)).url == SLACK_URL  # masked value sent back: kept
+
+    status, body = await api("PUT", f"{BASE}/{sub_id}", {"type": "webhook", "url": "http://127.0.0.1:9/new"})
+    assert status == 200 and body["subscription"]["threshold"] == "WARN" and body["subscription"]["type"] == "webhook"
+    status, body = await api("PUT", f"{BASE}/{sub_id}", {"type": "webhook"})  # PUT replaces: url is required
+    assert status == 400 and body["errors"] == {"url": "required"}
+
+    version = int(await redis.get(keys.SUBSCRIPTIONS_VERSION))
+    status, body = await api("DELETE", f"{BASE}/{sub_id}")
+    assert (status, body["message"]) == (200, "subscription deleted")
+    assert int(await redis.get(keys.SUBSCRIPTIONS_VERSION)) == version + 1  # notifiers reload
+    assert (await api("GET", f"{BASE}/{sub_id}"))[0] == 404
+    assert (await api("DELETE", f"{BASE}/{sub_id}"))[0] == 404
+
+
+async def test_a_chosen_id_must_be_free(api):
+    doc = {"id": "team-a", "url": "http://127.0.0.1:9/x"}
+    assert (await api("POST", BASE, doc))[0] == 201
+    status, body = await api("POST", BASE, doc)
+    assert status == 409 and body["message"] == "a subscription with id 'team-a' exists"
+    status, body = await api("PUT", f"{BASE}/team-a", {**doc, "id": "team-b"})
+    assert status == 400 and body["errors"] == {"id": "cannot be changed"}
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+async def test_mutations_need_the_bearer_token(api, method):
+    path = BASE if method == "POST" else f"{BASE}/x"
+    status, body = await api(method, path, {"url": "http://127.0.0.1:9/"}, headers={})
+    assert (status, body["message"]) == (401, "a bearer token is required")
+    status, _ = await api(method, path, {"url": "http://127.0.0.1:9/"}, headers={"Authorization": "Bearer wrong"})
+    assert status == 401
+
+
+async def test_mutations_are_refused_without_a_configured_token(redis_server, redis):
+    async with serving(config_for(redis_server.url, token="")) as api:
+        status, _ = await api("POST", BASE, {"url": "http://127.0.0.1:9/"})
+    assert status == 403
+
+
+async def test_validation_reports_every_field(api, redis):
+    status, body = await api(
+        "POST",
+        BASE,
+        {
+            "type": "email",
+            "threshold": "STOP",
+            "send_interval": -5,
+            "send_close": "perhaps",
+            "group_allowlist": "(",
+            "method": "DELETE",
+            "headers": ["x"],
+            "colour": "red",
+            "body_template": "{{ oops",
+        },
+    )
+    assert status == 400 and body["error"] is True and body["message"] == "invalid subscription"
+    assert set(body["errors"]) == {
+        "type",
+        "threshold",
+        "send_interval",
+        "send_close",
+        "group_allowlist",
+        "method",
+        "headers",
+        "colour",
+        "url",
+    }
+    assert body["errors"]["url"] == "required" and body["errors"]["colour"] == "unknown option"
+    status, body = await api("POST", BASE, {"url": "http://127.0.0.1:9/", "body_template": "{{ oops"})
+    assert status == 400 and body["errors"]["body_template"].startswith("template does not compile")
+    assert (await api("POST", BASE, raw="{not json"))[0] == 400
+    assert (await api("POST", BASE, [1, 2]))[0] == 400
+    assert await redis.hlen(keys.SUBSCRIPTIONS) == 0
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://169.254.169.254/latest/meta-data/", "cloud metadata"),
+        ("http://[fd00:ec2::254]/", "cloud metadata"),
+        ("http://metadata.google.internal/computeMetadata/v1/", "cloud metadata"),
+        ("http://169.254.1.1/", "link-local"),
+        ("http://[fe80::1]/", "link-local"),
+        ("gopher://127.0.0.1:6379/_FLUSHALL", "only http and https"),
+        ("file:///etc/passwd", "only http and https"),
+        ("http://10.0.0.5/hook", "private"),
+        ("http://127.0.0.1:6379/", "private"),
+        ("http://localhost:6379/", "private"),  # a name is resolved: 127.0.0.1
+        ("http://[::1]:8080/", "private"),
+        ("http://no-such-host.invalid/", "cannot resolve"),
+    ],
+)
+async def test_ssrf_targets_are_refused(redis_server, redis, url, problem):
+    async with serving(config_for(redis_server.url, allow_private="false")) as api:
+        status, body = await api("POST", BASE, {"url": url})
+    assert status == 400 and problem in body["errors"]["url"], body
+
+
+async def test_private_targets_are_allowed_only_by_config_and_metadata_never(api):
+    assert (await api("POST", BASE, {"url": "http://127.0.0.1:8080/hook"}))[0] == 201
+    status, body = await api("POST", BASE, {"url": "http://169.254.169.254/"})
+    assert status == 400 and "metadata" in body["errors"]["url"]
+
+
+async def test_secrets_are_masked_in_every_answer_and_kept_when_sent_back(api, redis):
+    doc = {
+        "id": "hook",
+        "url": "http://user:pa55word@127.0.0.1:9/hook?token=abcdef123456&team=a",
+        "secret": "hmac-key-0123456789",
+        "headers": {"Authorization": "Bearer tok-0123456789", "X-Api-Key": "key-0123456789", "X-Team": "a"},
+        "extras": {"api_token": "t-0123456789", "team": "payments"},
+    }
+    status, body = await api("POST", BASE, doc)
+    shown = body["subscription"]
+    assert shown["url"] == "http://user:****@127.0.0.1:9/hook?token=****&team=a"
+    assert shown["secret"] == "****6789"
+    assert shown["headers"] == {"Authorization": "****6789", "X-Api-Key": "****6789", "X-Team": "a"}
+    assert shown["extras"] == {"api_token": "****6789", "team": "payments"}
+    for _, answer in [(status, body), await api("GET", BASE), await api("GET", f"{BASE}/hook")]:
+        text = json.dumps(answer)
+        assert all(secret not in text for secret in ("pa55word", "abcdef123456", "hmac-key", "tok-0", "key-0", "t-0"))
+    status, body = await api("PUT", f"{BASE}/hook", {**shown, "threshold": "ERR"})  # what GET showed, edited
+    assert status == 200, body
+    stored = await SubscriptionStore(redis).get("hook")
+    assert (stored.url, stored.secret, stored.headers, stored.extras) == (
+        doc["url"],
+        doc["secret"],
+        doc["headers"],
+        doc["extras"],
+    )
+    assert stored.threshold == "ERR"
+
+
+async def test_configured_subscriptions_are_listed_read_only(redis_server, redis):
+    from_file = SubscriptionConfig(id="ops", type="slack", url=SLACK_URL, secret="abcdefghijkl-secret")
+    async with serving(config_for(redis_server.url, subscriptions=[from_file])) as api:
+        status, body = await api("GET", BASE)
+        assert [(s["id"], s["source"], s["url"]) for s in body["subscriptions"]] == [
+            ("ops", "config", "http://127.0.0.1:9/****abcd")
+        ]
+        assert (await api("GET", f"{BASE}/ops"))[1]["subscription"]["secret"] == "****cret"
+        for method in ("PUT", "PATCH", "DELETE"):
+            status, body = await api(method, f"{BASE}/ops", {"url": "http://127.0.0.1:9/"})
+            assert status == 409 and "configuration file" in body["message"]
+        status, body = await api("POST", BASE, {"id": "ops", "url": "http://127.0.0.1:9/"})
+        assert status == 409
