@@ -4,7 +4,12 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
-MAPPING = {"lagwatch": "lagwatch", "shared": "lagwatch.shared", "services": "lagwatch.services", "spark": "lagwatch.spark"}
+MAPPING = {
+    "lagwatch": "lagwatch",
+    "shared": "lagwatch.shared",
+    "services": "lagwatch.services",
+    "spark": "lagwatch.spark",
+}
 
 
 def test_every_package_folder_is_listed_in_pyproject():
