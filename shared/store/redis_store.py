@@ -11,7 +11,7 @@ import asyncio
 import hashlib
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
@@ -263,6 +263,13 @@ class WindowStore:
         self, cluster: str, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, list[Sample]]:
         """The log-end histories (for lag in seconds) of the given partitions; [] where none."""
+        raw = await self._topic_fields(cluster, partitions, keys.offset_history)
+        return {tp: [Sample(o, t) for o, t in unpack_broker_ring(data)] if data else [] for tp, data in raw.items()}
+
+    async def _topic_fields(
+        self, cluster: str, partitions: Iterable[TopicPartition], key: Callable[[str, str], str]
+    ) -> dict[TopicPartition, bytes | None]:
+        """The per-partition values of a per-topic hash (`key(cluster, topic)`), one HMGET per topic, pipelined."""
         by_topic: dict[str, list[int]] = defaultdict(list)
         for topic, partition in partitions:
             by_topic[topic].append(partition)
@@ -270,13 +277,13 @@ class WindowStore:
             return {}
         async with self.redis.pipeline(transaction=False) as pipe:
             for topic, parts in by_topic.items():
-                pipe.hmget(keys.offset_history(cluster, topic), parts)
+                pipe.hmget(key(cluster, topic), parts)
             replies = await pipe.execute()
-        out: dict[TopicPartition, list[Sample]] = {}
-        for (topic, parts), values in zip(by_topic.items(), replies, strict=True):
-            for partition, raw in zip(parts, values, strict=True):
-                out[(topic, partition)] = [Sample(o, t) for o, t in unpack_broker_ring(raw)] if raw else []
-        return out
+        return {
+            (topic, partition): raw
+            for (topic, parts), values in zip(by_topic.items(), replies, strict=True)
+            for partition, raw in zip(parts, values, strict=True)
+        }
 
     async def set_group_metadata(
         self,
@@ -360,20 +367,8 @@ class WindowStore:
 
     async def broker_rings(self, cluster: str, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, list[int]]:
         """The broker-offset rings (offsets only, oldest first) of the given partitions; [] where none."""
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for topic, partition in partitions:
-            by_topic[topic].append(partition)
-        if not by_topic:
-            return {}
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for topic, parts in by_topic.items():
-                pipe.hmget(keys.broker_ring(cluster, topic), parts)
-            replies = await pipe.execute()
-        out: dict[TopicPartition, list[int]] = {}
-        for (topic, parts), values in zip(by_topic.items(), replies, strict=True):
-            for partition, raw in zip(parts, values, strict=True):
-                out[(topic, partition)] = [offset for offset, _ in unpack_broker_ring(raw)] if raw else []
-        return out
+        raw = await self._topic_fields(cluster, partitions, keys.broker_ring)
+        return {tp: [offset for offset, _ in unpack_broker_ring(data)] if data else [] for tp, data in raw.items()}
 
     async def get_group(self, cluster: str, group: str) -> StoredGroup | None:
         """A group's windows with their broker rings and owners, or None when the group is unknown."""
