@@ -425,3 +425,14 @@ def test_headers_the_notifier_owns_cannot_be_configured():
         with pytest.raises(ConfigError) as err:
             from_config(dataclasses.replace(config, subscriptions=[sub]))
         assert err.value.key.startswith("subscriptions[0].headers."), i
+
+
+def test_slack_shows_how_far_behind_in_time_when_the_event_knows():
+    _, worse, _ = incident()
+    ctx = context(worse, kind="update", subscription_id="s", notification_id="n", attempt=1, extras={},
+                  dashboard_url="", now_ms=worse["evaluated_at"])  # fmt: skip
+    behind = {**worse, "max_lag_seconds": 754.2, "max_lag_seconds_lower_bound": True}
+    fields = [f["text"] for f in slack_message(behind, "update", ctx, "")["blocks"][1]["fields"]]
+    assert "*Behind by*\nat least 12m 34s" in fields
+    assert not any(f.startswith("*Behind by*") for f in
+                   (f["text"] for f in slack_message(worse, "update", ctx, "")["blocks"][1]["fields"]))  # fmt: skip

@@ -87,6 +87,9 @@ def slack_message(event: dict, kind: str, context: dict, dashboard_url: str = ""
         f"*Total lag*\n{event['totallag']:,}",
         f"*Partitions not OK*\n{not_ok} of {event['partition_count']}",
     ]
+    if event.get("max_lag_seconds") is not None and kind != "close":  # lag in seconds (lagwatch's own measure)
+        at_least = "at least " if event.get("max_lag_seconds_lower_bound") else ""
+        fields.append(f"*Behind by*\n{at_least}{templates.duration(event['max_lag_seconds']) or '0s'}")
     if duration:
         fields.append(f"*Incident {'lasted' if kind == 'close' else 'open for'}*\n{duration}")
     blocks: list[dict] = [
