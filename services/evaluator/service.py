@@ -24,13 +24,13 @@ import faust
 from prometheus_client import Counter, Histogram
 from redis.exceptions import RedisError
 
-from lagwatch.services.evaluator import faust_transport
 from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.changes import decode_notice, partition_of
-from lagwatch.shared.config import ClusterConfig, Config
+from lagwatch.shared.config import Config
+from lagwatch.shared.faust_kafka import faust_broker_settings, raw_topic
 from lagwatch.shared.health_server import HealthServer
-from lagwatch.shared.kafka_client import client_kwargs, ssl_context
+from lagwatch.shared.kafka_client import client_kwargs
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
@@ -52,22 +52,6 @@ NOTICE_BATCH, NOTICE_WAIT_S = 1000, 0.05
 
 def consumer_group(cluster: str) -> str:
     return f"lagwatch-evaluator-{cluster}"
-
-
-def faust_broker_settings(cluster: ClusterConfig, name: str) -> dict:
-    """Faust's spelling of the cluster's connection settings."""
-    settings: dict = {"broker": ";".join(f"{faust_transport.SCHEME}://{s}" for s in cluster.bootstrap_servers)}
-    context = ssl_context(cluster, name)
-    if cluster.sasl.mechanism:
-        settings["broker_credentials"] = faust.SASLCredentials(
-            username=cluster.sasl.username,
-            password=cluster.sasl.password,
-            mechanism=cluster.sasl.mechanism,
-            ssl_context=context,
-        )
-    elif context is not None:
-        settings["broker_credentials"] = faust.SSLCredentials(context)
-    return settings
 
 
 class EvaluatorService:
@@ -101,13 +85,7 @@ class EvaluatorService:
             broker_heartbeat_interval=max(0.1, config.ingest.session_timeout / 3),
             stream_wait_empty=False,
         )
-        self.changes = self.app.topic(
-            config.evaluator.changes_topic,
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-        )
+        self.changes = raw_topic(self.app, config.evaluator.changes_topic)
         self.app.agent(self.changes, name="lagwatch.evaluator.on_changes")(self._on_changes)
         self.app.timer(config.evaluator.sweep_interval, name="lagwatch.evaluator.sweep")(self._sweep)
 

@@ -24,7 +24,6 @@ from pathlib import Path
 import faust
 from redis.exceptions import RedisError
 
-from lagwatch.services.evaluator.service import faust_broker_settings
 from lagwatch.services.notifier import metrics
 from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters
@@ -43,6 +42,7 @@ from lagwatch.services.notifier.outbox import (
 from lagwatch.services.notifier.policy import Decision, IncidentState, decide, repeat_due
 from lagwatch.services.notifier.subscriptions import Registry, Subscription, SubscriptionStore
 from lagwatch.shared.config import Config, ConfigError
+from lagwatch.shared.faust_kafka import faust_broker_settings, raw_topic
 from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.kafka_client import client_kwargs
 from lagwatch.shared.redis_client import connect
@@ -115,13 +115,7 @@ class NotifierService:
             stream_wait_empty=False,
             datadir=str(Path(tempfile.gettempdir()) / "lagwatch-notifier-data"),  # no tables: nothing to keep
         )
-        self.status_topic = self.app.topic(
-            config.evaluator.status_topic,
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-        )
+        self.status_topic = raw_topic(self.app, config.evaluator.status_topic)
         self.app.agent(self.status_topic, name="lagwatch.notifier.on_status")(self._on_status)
         self.app.timer(settings.repeat_check_interval, name="lagwatch.notifier.repeats")(self._repeat_tick)
 
