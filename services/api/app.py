@@ -1,6 +1,6 @@
 """`lagwatch run api`: the aiohttp application, and the server that runs it until SIGTERM/SIGINT.
 
-`create_app(config)` builds the Application (Burrow's /v3 routes, health, /metrics, the JSON-error middleware);
+`create_app(config)` builds the Application (Burrow's /v3 routes, health, /metrics, the dashboard, JSON errors);
 `ApiServer` serves it on a host and port (port 0 = a free one, see `.url`), like the other services' runners.
 """
 
@@ -12,7 +12,7 @@ import signal
 
 from aiohttp import web
 
-from lagwatch.services.api import burrow_routes, health_routes, subscription_routes
+from lagwatch.services.api import burrow_routes, dashboard, health_routes, subscription_routes
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.metrics import METRICS, ApiMetrics, handle_metrics
 from lagwatch.services.api.middleware import errors_as_json, timed
@@ -30,6 +30,7 @@ def create_app(config: Config) -> web.Application:
     app.add_routes(burrow_routes.routes)
     app.add_routes(health_routes.routes)
     app.add_routes(subscription_routes.routes)
+    app.add_routes(dashboard.routes)
     app.router.add_get("/metrics", handle_metrics)
     app.on_startup.append(_start)
     app.on_cleanup.append(_close)

@@ -5,10 +5,14 @@ A transition is recorded with a compare-and-set on the group's transition count 
 event; the event is then published and removed from the outbox. An evaluator that dies between the two leaves the
 event in the outbox, and the next evaluation of the group publishes it: no transition is lost, and none is
 recorded twice. (A crash after Kafka acknowledged but before the removal re-sends it with the same `event_id`.)
+
+Each recorded transition also updates the cluster's index of current statuses and its list of recent changes (the
+dashboard's feed, capped at `RECENT_CHANGES`), in one call on the cluster's slot right after the compare-and-set.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -17,6 +21,17 @@ from redis.asyncio import Redis
 from lagwatch.shared.protocol import Status
 from lagwatch.shared.status_event import Incident
 from lagwatch.shared.store import keys, scripts
+
+RECENT_CHANGES = 200  # status changes kept per cluster for the dashboard
+# what a recent-changes entry copies from the event, beside what the transition itself knows
+SUMMARY_FIELDS = (
+    "event_id",
+    "previous_status",
+    "incident_id",
+    "totallag",
+    "max_lag_seconds",
+    "max_lag_seconds_lower_bound",
+)
 
 
 @dataclass(slots=True)
@@ -32,6 +47,7 @@ class StatusStore:
         self.redis = redis
         self.expire_group_ms = expire_group_ms
         self._transition = redis.register_script(scripts.TRANSITION)
+        self._record_change = redis.register_script(scripts.RECORD_STATUS_CHANGE)
 
     async def states(self, cluster: str, groups: Sequence[str]) -> list[GroupState]:
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -57,12 +73,9 @@ class StatusStore:
         state_keys = [keys.group_state(cluster, group), keys.group_pending_events(cluster, group)]
         applied = bool(await self._transition(keys=state_keys, args=args))
         if applied:
-            index = keys.statuses_index(cluster)
-            await (
-                self.redis.hdel(index, group)
-                if status == Status.NOTFOUND
-                else self.redis.hset(index, group, status.name)
-            )
+            change = change_summary(group, expected_seq + 1, status, keeps, now_ms, event)
+            cluster_keys = [keys.statuses_index(cluster), keys.recent_status_changes(cluster)]
+            await self._record_change(keys=cluster_keys, args=[group, status.name, change, RECENT_CHANGES])
         return applied
 
     async def acknowledge(self, cluster: str, group: str, events: Sequence[bytes]) -> None:
@@ -76,6 +89,29 @@ class StatusStore:
         """Groups whose last recorded status is not NOTFOUND."""
         raw = await self.redis.hgetall(keys.statuses_index(cluster))
         return {g.decode(): Status[s.decode()] for g, s in raw.items()}
+
+    async def recent_changes(self, cluster: str, count: int = RECENT_CHANGES) -> list[dict]:
+        """The cluster's latest status changes, newest first (see `change_summary`); unreadable entries skipped."""
+        raw = await self.redis.lrange(keys.recent_status_changes(cluster), 0, count - 1)
+        return [change for change in map(_json_object, raw) if change]
+
+
+def change_summary(group: str, seq: int, status: Status, keeps: Incident, now_ms: int, event: bytes) -> bytes:
+    """A recent-changes entry: the transition, plus the event's previous status, incident and lag (the event itself
+    can list thousands of partitions). The incident is the one the event carries, so a closing change names it."""
+    from_event = _json_object(event)
+    summary = {"group": group, "seq": seq, "status": status.name, "at": now_ms, "incident_id": keeps.incident_id}
+    summary.update({name: from_event[name] for name in SUMMARY_FIELDS if name in from_event})
+    return json.dumps(summary, separators=(",", ":")).encode()
+
+
+def _json_object(raw: bytes) -> dict:
+    """The JSON object in `raw`, or {} when it is not one."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _state(raw: dict[bytes, bytes], pending: list[bytes]) -> GroupState:

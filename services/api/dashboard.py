@@ -1,0 +1,114 @@
+"""The dashboard: one page (`/dashboard`, and `/` redirects to it) and the JSON it polls.
+
+    GET /dashboard                                  the page (HTML; its script and style under /dashboard/assets/)
+    GET /dashboard/api/overview[?cluster=NAME]      clusters; for one cluster (default: the first) its groups worst
+                                                    first, open incidents, recent status changes
+    GET /dashboard/api/group/{cluster}/{group}      a group's status with every partition and its window
+
+Group statuses and lags are computed from the windows at request time, as for Burrow's routes (`statuses.py`); open
+incidents and recent changes are the evaluator's records (`status_store.py`), empty while no evaluator has run.
+Like the api's other reads these need no token; the page mutates nothing. It loads no third-party code (the
+machines it runs on may have no internet), and its Content-Security-Policy allows only its own script and style.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from aiohttp import web
+
+from lagwatch.services.api import statuses
+from lagwatch.services.api.context import CONTEXT, ApiContext, now_ms
+from lagwatch.services.api.dashboard_data import group_detail, group_row, incident_json, severity_order
+from lagwatch.services.api.metrics import GROUPS_PER_CHUNK
+from lagwatch.services.api.responses import ApiError, ok
+from lagwatch.shared.status_event import QUIET
+from lagwatch.shared.store.status_store import GroupState, StatusStore
+
+routes = web.RouteTableDef()
+ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
+RECENT_CHANGES_SHOWN = 50
+PAGE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+def _static(name: str) -> bytes:
+    return resources.files("lagwatch.services.api").joinpath("static", name).read_bytes()
+
+
+@routes.get("/")
+async def root(_: web.Request) -> web.Response:
+    raise web.HTTPFound("/dashboard")
+
+
+@routes.get("/dashboard")
+async def page(_: web.Request) -> web.Response:
+    return web.Response(body=_static("dashboard.html"), content_type="text/html", headers=PAGE_HEADERS)
+
+
+@routes.get("/dashboard/assets/{name}")
+async def asset(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in ASSETS:
+        raise ApiError(404, "no such dashboard asset")
+    return web.Response(body=_static(name), content_type=ASSETS[name], headers=PAGE_HEADERS)
+
+
+@routes.get("/dashboard/api/overview")
+async def overview(request: web.Request) -> web.Response:
+    context = request.app[CONTEXT]
+    clusters = await context.clusters()
+    cluster = request.query.get("cluster") or (clusters[0] if clusters else None)
+    body = {"clusters": clusters, "cluster": cluster, "groups": [], "incidents": [], "changes": []}
+    if cluster is not None:
+        body.update(await _cluster_overview(context, await context.require_cluster(cluster)))
+    return ok(request, "dashboard overview returned", **body)
+
+
+@routes.get("/dashboard/api/group/{cluster}/{group}")
+async def group(request: web.Request) -> web.Response:
+    context = request.app[CONTEXT]
+    cluster = await context.require_cluster(request.match_info["cluster"])
+    now = now_ms()
+    stored = await context.live_group(cluster, request.match_info["group"], now)
+    if stored is None:
+        raise ApiError(404, "consumer group not found")
+    status = statuses.evaluate(stored, now, context.config)
+    body = statuses.with_lag_seconds(status.to_json(), stored, now)
+    return ok(request, "dashboard group returned", status=group_detail(body, stored, context.config.storage.intervals))
+
+
+async def _cluster_overview(context: ApiContext, cluster: str) -> dict:
+    history = StatusStore(context.redis, context.config.window().expire_group_ms)
+    incidents = await _open_incidents(history, cluster)
+    return {
+        "groups": await _group_rows(context, cluster, incidents),
+        "incidents": [{"group": g, "status": s.status.name, **incident_json(s.incident)} for g, s in incidents.items()],
+        "changes": await history.recent_changes(cluster, RECENT_CHANGES_SHOWN),
+    }
+
+
+async def _group_rows(context: ApiContext, cluster: str, incidents: dict[str, GroupState]) -> list[dict]:
+    """Every live group of the cluster as an overview row, worst first."""
+    now, intervals = now_ms(), context.config.storage.intervals
+    names = await context.store.list_groups(cluster)
+    rows = []
+    for i in range(0, len(names), GROUPS_PER_CHUNK):
+        for stored in await context.store.get_groups(cluster, names[i : i + GROUPS_PER_CHUNK], now):
+            if stored is not None and statuses.is_live(stored, now, context.config):
+                status = statuses.evaluate(stored, now, context.config)
+                state = incidents.get(stored.group)
+                rows.append(group_row(stored, status, now, intervals, state.incident if state else None))
+    return sorted(rows, key=severity_order)
+
+
+async def _open_incidents(history: StatusStore, cluster: str) -> dict[str, GroupState]:
+    """group -> the evaluator's state of it (status recorded, open incident), for groups it last saw in a bad state,
+    by name."""
+    bad = sorted(g for g, s in (await history.known_groups(cluster)).items() if s not in QUIET)
+    states = await history.states(cluster, bad)
+    return {g: state for g, state in zip(bad, states, strict=True) if state.incident.incident_id}

@@ -1,0 +1,422 @@
+// lagwatch dashboard: polls /dashboard/api every few seconds and re-renders. No framework, no third-party code.
+// Every name from Kafka (clusters, groups, topics, owners) reaches the page as text nodes, never as HTML.
+"use strict";
+
+const API = "/dashboard/api";
+const SVG_NS = "http://www.w3.org/2000/svg";
+const params = new URLSearchParams(location.search);
+const REFRESH_MS = Math.max(1, Number(params.get("refresh")) || 5) * 1000;
+const GROUP_STATUSES = ["ERR", "WARN", "OK"];
+
+const state = {
+  cluster: params.get("cluster"), // null: the api's first cluster
+  open: new Set(params.getAll("group")), // groups whose partitions are shown
+  clusters: [],
+  overview: null, // of state.cluster; null while it loads
+  details: new Map(), // group -> status object with partitions and windows
+  error: null,
+  updatedAt: null,
+};
+let timer = null;
+let cycle = 0; // the latest refresh: an older one still in flight (the user clicked meanwhile) drops its answer
+
+// --- data -------------------------------------------------------------------------------------------------------
+
+async function getJSON(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    // not JSON (a proxy's error page): the status says enough
+  }
+  if (!response.ok) {
+    const error = new Error(body && body.message ? body.message : `HTTP ${response.status}`);
+    error.status = response.status;
+    throw error;
+  }
+  return body;
+}
+
+async function loadOverview() {
+  const query = state.cluster ? `?cluster=${encodeURIComponent(state.cluster)}` : "";
+  try {
+    return await getJSON(`${API}/overview${query}`);
+  } catch (error) {
+    if (error.status !== 404 || !state.cluster) throw error;
+    state.cluster = null; // a cluster that went away: fall back to the first one
+    return getJSON(`${API}/overview`);
+  }
+}
+
+async function loadDetail(cluster, group) {
+  try {
+    return (await getJSON(`${API}/group/${encodeURIComponent(cluster)}/${encodeURIComponent(group)}`)).status;
+  } catch (error) {
+    if (error.status === 404) return null; // expired or deleted since the overview
+    throw error;
+  }
+}
+
+async function refresh() {
+  const mine = ++cycle;
+  clearTimeout(timer);
+  try {
+    const overview = await loadOverview();
+    const live = new Set(overview.groups.map((g) => g.group));
+    const open = [...state.open].filter((g) => live.has(g));
+    const details = await Promise.all(open.map((g) => loadDetail(overview.cluster, g)));
+    if (mine !== cycle) return;
+    state.clusters = overview.clusters;
+    state.overview = overview;
+    state.cluster = overview.cluster;
+    state.details = new Map(open.map((g, i) => [g, details[i]]));
+    state.error = null;
+    state.updatedAt = new Date();
+  } catch (error) {
+    if (mine !== cycle) return;
+    state.error = error.message || String(error);
+  }
+  render();
+  timer = setTimeout(refresh, REFRESH_MS);
+}
+
+function remember() {
+  const query = new URLSearchParams();
+  if (state.cluster) query.set("cluster", state.cluster);
+  for (const group of state.open) query.append("group", group);
+  if (params.get("refresh")) query.set("refresh", params.get("refresh"));
+  history.replaceState(null, "", `${location.pathname}?${query}`);
+}
+
+// --- formatting -------------------------------------------------------------------------------------------------
+
+const number = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US"));
+const percent = (x) => `${Math.round(x * 100)}%`;
+const clock = (ms) => new Date(ms).toLocaleTimeString("en-GB", { hour12: false });
+
+function duration(seconds) {
+  if (seconds === null || seconds === undefined) return "—";
+  const s = Math.round(seconds);
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${s % 60} s`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${h} h ${m % 60} min`;
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
+}
+
+const ago = (ms) => (ms ? `${duration(Math.max(0, Date.now() - ms) / 1000)} ago` : "—");
+
+// Lag in seconds; a lower bound (the log-end history does not reach back far enough) reads "at least".
+function lagSeconds(seconds, lowerBound) {
+  const text = el("span", { class: "lag-seconds" }, duration(seconds));
+  if (!lowerBound || seconds === null) return text;
+  return el("span", { title: "at least: the log-end history does not reach back to the committed offset" }, "≥ ", text);
+}
+
+// --- DOM helpers ------------------------------------------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  setAttributes(node, attrs);
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined && child !== false) node.append(child);
+  }
+  return node;
+}
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  setAttributes(node, attrs);
+  node.append(...children);
+  return node;
+}
+
+function setAttributes(node, attrs) {
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+}
+
+const badge = (status) => el("span", { class: `badge s-${status}` }, status);
+const empty = (text) => el("p", { class: "empty" }, text);
+
+function table(headers, rows) {
+  const head = el(
+    "tr",
+    {},
+    headers.map(([label, cls]) => el("th", { class: cls }, label)),
+  );
+  return el("table", {}, el("thead", {}, head), el("tbody", {}, rows));
+}
+
+// Total lag over the group's windows (see dashboard_data.py): a line with a light area under it.
+function sparkline(points, status) {
+  const width = 140;
+  const height = 28;
+  const values = points.map(([, lag]) => lag);
+  const top = Math.max(1, ...values);
+  const first = points[0][0];
+  const span = Math.max(1, points[points.length - 1][0] - first);
+  const xy = points.map(([at, lag]) => [
+    ((at - first) / span) * (width - 2) + 1,
+    height - 2 - (lag / top) * (height - 4),
+  ]);
+  if (xy.length === 1) xy.unshift([1, xy[0][1]]); // one point: a flat line
+  const line = xy.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(" ");
+  const area = `1,${height} ${line} ${width - 1},${height}`;
+  const title = `total lag, ${clock(first)} to now: ${values.map(number).join(" → ")}`;
+  return svg(
+    "svg",
+    { class: "spark", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "data-points": values.join(",") },
+    svg("title", {}, title),
+    svg("polygon", { class: `s-${status}`, points: area }),
+    svg("polyline", { class: `s-${status}`, points: line }),
+  );
+}
+
+// A partition's window, oldest slot first: a bar per commit, its height the lag when it was stored.
+function windowBars(window, status) {
+  const slot = 10;
+  const height = 24;
+  const top = Math.max(1, ...window.map((e) => (e && e.lag) || 0));
+  const bars = window.map((entry, i) => {
+    const x = i * slot;
+    if (!entry) return svg("rect", { class: "slot", x, y: height - 2, width: slot - 2, height: 2 });
+    const h = Math.max(2, ((entry.lag || 0) / top) * (height - 2));
+    const text = `offset ${number(entry.offset)}, lag ${number(entry.lag)}, committed ${clock(entry.timestamp)}`;
+    return svg(
+      "rect",
+      { class: `bar s-${status}`, x, y: height - h, width: slot - 2, height: h },
+      svg("title", {}, text),
+    );
+  });
+  return svg("svg", { class: "window", width: window.length * slot, height, role: "img" }, ...bars);
+}
+
+// --- rendering --------------------------------------------------------------------------------------------------
+
+function render() {
+  renderHeader();
+  const overview = state.overview;
+  if (!overview) {
+    replace("summary");
+    replace("groups", empty(state.error ? "No data: the api could not be reached." : "Loading…"));
+    replace("incidents");
+    replace("changes");
+    return;
+  }
+  renderSummary(overview);
+  renderGroups(overview);
+  renderIncidents(overview);
+  renderChanges(overview);
+}
+
+function replace(id, ...children) {
+  document.getElementById(id).replaceChildren(...children);
+}
+
+function renderHeader() {
+  replace(
+    "clusters",
+    ...state.clusters.map((name) =>
+      el(
+        "button",
+        { class: name === state.cluster ? "active" : null, "data-cluster": name, onclick: () => selectCluster(name) },
+        name,
+      ),
+    ),
+  );
+  const freshness = document.getElementById("freshness");
+  const every = `refreshes every ${REFRESH_MS / 1000} s`;
+  freshness.textContent = state.updatedAt ? `Updated ${clock(state.updatedAt)} · ${every}` : every;
+  freshness.classList.toggle("stale", Boolean(state.error));
+  const banner = document.getElementById("error");
+  banner.hidden = !state.error;
+  const since = state.updatedAt ? ` Showing data from ${clock(state.updatedAt)}.` : "";
+  banner.textContent = state.error ? `Could not refresh: ${state.error}.${since}` : "";
+}
+
+function renderSummary(overview) {
+  const groups = overview.groups;
+  const count = (status) => groups.filter((g) => g.status === status).length;
+  const tile = (label, value, status) =>
+    el(
+      "div",
+      { class: `tile${status ? ` s-${status}` : ""}`, "data-tile": label },
+      el("div", { class: "value" }, value),
+      el("div", { class: "label" }, label),
+    );
+  replace(
+    "summary",
+    tile("groups", number(groups.length)),
+    ...GROUP_STATUSES.map((s) => tile(s, number(count(s)), s)),
+    tile("total lag (messages)", number(groups.reduce((sum, g) => sum + g.totallag, 0))),
+    tile("open incidents", number(overview.incidents.length), overview.incidents.length ? "ERR" : null),
+  );
+}
+
+function renderGroups(overview) {
+  if (!overview.cluster) {
+    replace("groups", empty("No clusters yet: none is configured and the ingest has written none to Redis."));
+    return;
+  }
+  if (!overview.groups.length) {
+    replace("groups", empty(`No consumer groups with recent commits in cluster ${overview.cluster}.`));
+    return;
+  }
+  const headers = [
+    ["Status"],
+    ["Group"],
+    ["Partitions", "num"],
+    ["Total lag", "num"],
+    ["Max lag", "num"],
+    ["Behind by", "num"],
+    ["Complete", "num"],
+    ["Total lag, recent"],
+    ["Last commit"],
+    ["Incident"],
+  ];
+  const rows = overview.groups.flatMap((g) => {
+    const row = groupRow(g);
+    return state.open.has(g.group) ? [row, detailRow(g, headers.length)] : [row];
+  });
+  replace("groups", table(headers, rows));
+}
+
+function groupRow(g) {
+  const open = state.open.has(g.group);
+  const maxlag = g.maxlag ? `${number(g.maxlag.current_lag)} (${g.maxlag.topic}:${g.maxlag.partition})` : "—";
+  return el(
+    "tr",
+    { class: `group-row s-${g.status}`, "data-group": g.group, "data-status": g.status },
+    el("td", {}, badge(g.status)),
+    el(
+      "td",
+      {},
+      el("button", { class: "link", "aria-expanded": String(open), onclick: () => toggleGroup(g.group) }, g.group),
+    ),
+    el("td", { class: "num" }, number(g.partition_count)),
+    el("td", { class: "num", "data-field": "totallag" }, number(g.totallag)),
+    el("td", { class: "num" }, maxlag),
+    el(
+      "td",
+      { class: "num", "data-field": "max_lag_seconds" },
+      lagSeconds(g.max_lag_seconds, g.max_lag_seconds_lower_bound),
+    ),
+    el("td", { class: "num" }, percent(g.complete)),
+    el("td", {}, sparkline(g.sparkline, g.status)),
+    el("td", { class: "muted" }, ago(g.last_commit)),
+    el(
+      "td",
+      {},
+      g.incident ? el("span", { title: g.incident.incident_id }, `open ${ago(g.incident.started_at)}`) : "—",
+    ),
+  );
+}
+
+function detailRow(g, columns) {
+  const detail = state.details.get(g.group);
+  const content = detail ? partitionsTable(detail) : empty("This group has no windows any more.");
+  return el("tr", { class: "detail", "data-detail": g.group }, el("td", { colspan: columns }, content));
+}
+
+function partitionsTable(status) {
+  const headers = [
+    ["Topic"],
+    ["Partition", "num"],
+    ["Status"],
+    ["Lag", "num"],
+    ["Behind by", "num"],
+    ["Window (lag per commit)"],
+    ["Committed offsets"],
+    ["Owner"],
+    ["Client"],
+  ];
+  const rows = status.partitions.map((p) => {
+    const entries = p.window.filter(Boolean);
+    const offsets = entries.length
+      ? `${number(entries[0].offset)} → ${number(entries[entries.length - 1].offset)}`
+      : "—";
+    return el(
+      "tr",
+      { "data-partition": `${p.topic}:${p.partition}`, "data-status": p.status },
+      el("td", {}, p.topic),
+      el("td", { class: "num" }, p.partition),
+      el("td", {}, badge(p.status)),
+      el("td", { class: "num", "data-field": "current_lag" }, number(p.current_lag)),
+      el(
+        "td",
+        { class: "num", "data-field": "current_lag_seconds" },
+        lagSeconds(p.current_lag_seconds, p.current_lag_seconds_lower_bound),
+      ),
+      el("td", {}, windowBars(p.window, p.status)),
+      el("td", { class: "muted" }, offsets),
+      el("td", {}, p.owner || "—"),
+      el("td", {}, p.client_id || "—"),
+    );
+  });
+  return table(headers, rows);
+}
+
+function renderIncidents(overview) {
+  if (!overview.incidents.length) {
+    replace("incidents", empty("No open incidents."));
+    return;
+  }
+  const rows = overview.incidents.map((i) =>
+    el(
+      "tr",
+      { "data-incident": i.group },
+      el("td", {}, badge(i.status)),
+      el("td", {}, i.group),
+      el("td", { class: "muted" }, i.started_at ? `${clock(i.started_at)} (${ago(i.started_at)})` : "—"),
+      el("td", { class: "muted" }, i.incident_id),
+    ),
+  );
+  replace("incidents", table([["Status"], ["Group"], ["Opened"], ["Incident"]], rows));
+}
+
+function renderChanges(overview) {
+  if (!overview.changes.length) {
+    replace("changes", empty("No status changes recorded yet (the evaluator records them)."));
+    return;
+  }
+  const rows = overview.changes.map((c) =>
+    el(
+      "tr",
+      { "data-change": c.group, "data-status": c.status },
+      el("td", { class: "muted" }, clock(c.at)),
+      el("td", {}, c.group),
+      el("td", { class: "transition" }, c.previous_status ? badge(c.previous_status) : "", " → ", badge(c.status)),
+      el("td", { class: "num" }, number(c.totallag)),
+      el("td", { class: "num" }, lagSeconds(c.max_lag_seconds ?? null, c.max_lag_seconds_lower_bound)),
+    ),
+  );
+  replace("changes", table([["At"], ["Group"], ["Change"], ["Total lag", "num"], ["Behind by", "num"]], rows));
+}
+
+// --- interaction ------------------------------------------------------------------------------------------------
+
+function selectCluster(name) {
+  if (name === state.cluster) return;
+  state.cluster = name;
+  state.open.clear();
+  state.overview = null;
+  remember();
+  render();
+  refresh();
+}
+
+function toggleGroup(group) {
+  if (state.open.has(group)) state.open.delete(group);
+  else state.open.add(group);
+  remember();
+  render();
+  refresh();
+}
+
+refresh();
