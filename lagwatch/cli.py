@@ -2,7 +2,7 @@
 
     lagwatch rules eval [--file F]             evaluate one group from a JSON request (contract: rules_request.py)
     lagwatch offsets decode KEY_HEX [VALUE]    decode a __consumer_offsets record to JSON
-    lagwatch dev up                            run local Redis and the Kafka mock cluster until Ctrl-C
+    lagwatch dev up [--no-demo]                the whole system on localhost with a demo workload, until Ctrl-C
     lagwatch run ingest [--cluster NAME]       run a service (configuration: --config, $LAGWATCH_CONFIG, env)
     lagwatch run api                           the HTTP API, for every cluster (configured or found in Redis)
     lagwatch run notifier                      Slack and webhook notifications from the status topic
@@ -77,7 +77,11 @@ def _parser() -> argparse.ArgumentParser:
     replay.set_defaults(handler=_notify_replay_dlq)
 
     dev = commands.add_parser("dev", help="local infrastructure").add_subparsers(title="dev commands")
-    up = dev.add_parser("up", help="run Redis and the Kafka mock cluster on localhost until Ctrl-C")
+    up = dev.add_parser(
+        "up", help="run Redis, the Kafka mock, every service and a demo workload on localhost until Ctrl-C"
+    )
+    up.add_argument("--no-demo", action="store_true", help="only Redis and the Kafka mock cluster")
+    up.add_argument("--api-port", type=int, default=8000, help="the api's port, if free (0: any free port)")
     up.add_argument("--state-dir", type=Path, default=Path(".local"), help="where addresses and data go")
     up.add_argument("--redis-port", type=int, default=None, help="fixed Redis port (default: a free one)")
     up.add_argument("--kafka-port", type=int, default=None, help="fixed Kafka port (default: a free one)")
@@ -200,10 +204,14 @@ async def _replay_dlq(config, cluster: str, subscription: str | None, since_ms: 
 
 
 def _dev_up(args: argparse.Namespace) -> int:
-    from lagwatch.shared.local.stack import run_local_stack
+    if args.no_demo:
+        from lagwatch.shared.local.stack import run_local_stack
 
-    run_local_stack(args.state_dir, redis_port=args.redis_port, kafka_port=args.kafka_port)
-    return 0
+        run_local_stack(args.state_dir, redis_port=args.redis_port, kafka_port=args.kafka_port)
+        return 0
+    from lagwatch.shared.local.demo_system import run_demo
+
+    return run_demo(args.state_dir, redis_port=args.redis_port, kafka_port=args.kafka_port, api_port=args.api_port)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""`lagwatch dev up` (what `make run` starts): Redis and Kafka come up, are reachable, and stop on Ctrl-C."""
+"""`lagwatch dev up --no-demo`: Redis and Kafka (with lagwatch's topics) come up, are reachable, stop on Ctrl-C.
+(The whole demo system is tests/test_demo_end_to_end.py.)"""
 
 import shutil
 import signal
@@ -24,7 +25,7 @@ def wait_for(path, proc, timeout=30):
 
 def test_dev_up_serves_redis_and_kafka_until_interrupted(tmp_path):
     proc = subprocess.Popen(
-        [LAGWATCH, "dev", "up", "--state-dir", str(tmp_path)],
+        [LAGWATCH, "dev", "up", "--no-demo", "--state-dir", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -51,6 +52,7 @@ def test_dev_up_serves_redis_and_kafka_until_interrupted(tmp_path):
         assert msg is not None and msg.value() == b"hello"
         metadata = Producer({"bootstrap.servers": env["KAFKA_BOOTSTRAP_SERVERS"]}).list_topics(timeout=10)
         assert len(metadata.topics["__consumer_offsets"].partitions) == 50
+        assert {"lagwatch.status", "lagwatch.changes", "lagwatch.dlq"} <= set(metadata.topics)
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)

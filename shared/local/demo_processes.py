@@ -1,0 +1,108 @@
+"""The demo's service processes: `lagwatch run <service>` children that cannot outlive the supervisor.
+
+Each service runs in its own session, so a Ctrl-C in the terminal reaches only the supervisor, which stops the
+services itself (SIGTERM: each finishes what it holds, then exits) in a known order. Should the supervisor die
+without that chance (SIGKILL), each child gets SIGTERM from the kernel (Linux `PR_SET_PDEATHSIG`, set by the small
+launcher in `main` below before it execs the service, so no code runs between fork and exec in the supervisor).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import aiohttp
+
+PR_SET_PDEATHSIG = 1
+
+
+class ServiceProcess:
+    """`lagwatch run <name>` as a child process, logging to `log_file`, with its health server on `port`."""
+
+    def __init__(self, name: str, port: int, log_file: Path) -> None:
+        self.name = name
+        self.port = port
+        self.log_file = log_file
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, env: Mapping[str, str], cwd: Path) -> None:
+        command = [sys.executable, "-m", "lagwatch.cli", "run", self.name]
+        guarded = [sys.executable, "-m", __name__, "--parent-pid", str(os.getpid()), "--", *command]
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("ab") as log:
+            self.proc = subprocess.Popen(
+                guarded,
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def exit_code(self) -> int | None:
+        """None while it runs."""
+        return None if self.proc is None else self.proc.poll()
+
+    async def ready(self, session: aiohttp.ClientSession) -> bool:
+        try:
+            async with session.get(f"{self.url}/readyz", timeout=aiohttp.ClientTimeout(total=2)) as response:
+                return response.status == 200
+        except (aiohttp.ClientError, TimeoutError):
+            return False
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "<no log>"
+
+
+def stop_all(processes: Sequence[ServiceProcess], timeout: float = 20.0) -> None:
+    """SIGTERM every running process at once, then wait; SIGKILL whatever is still there after `timeout`."""
+    running = [p.proc for p in processes if p.proc is not None and p.proc.poll() is None]
+    for proc in running:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in running:
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _die_with(parent_pid: int) -> None:
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent_pid:  # the parent died before the guard was set
+        sys.exit(1)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Run a command that gets SIGTERM when the given parent dies.")
+    parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given")
+    _die_with(args.parent_pid)
+    os.execv(command[0], command)  # the death signal survives exec
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The demo's scenarios: one consumer group per story, each on its own one-partition topic, played in ticks.
+
+A scenario is a list of phases; in every tick of a phase the scenario's producer writes `produce` messages, then
+(half a tick later, so lagwatch's broker-offset poller has seen them) its consumer reads `consume` of them and
+commits. Burrow's rules judge a partition over its last `intervals` commits, so every scenario first stays healthy
+for `warmup(intervals)` ticks: its window is then full of caught-up commits before anything goes wrong, and each
+status appears in a deterministic order (`expected`, checked by tests/test_demo_end_to_end.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALL: int | None = None  # `consume`: everything produced so far (a consumer that keeps up)
+FOREVER: int | None = None  # `ticks`: the phase never ends
+
+
+@dataclass(frozen=True)
+class Phase:
+    note: str  # what happens, printed when the phase begins
+    ticks: int | None
+    produce: int  # messages per tick
+    consume: int | None  # messages per tick; ALL = up to the log end; 0 = stuck
+    commit_unchanged: bool = True  # commit each tick even without progress (as auto-commit does)
+    rewind: int = 0  # seek back this many messages before the phase's first tick
+    consumer_running: bool = True  # False: the consumer has left, nothing is consumed or committed
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    phases: tuple[Phase, ...]
+    expected: tuple[tuple[str, str], ...]  # (previous, status) of each event on the status topic, in order
+    bad_partition: str | None  # the partition status of the event that opens the incident
+    notifications: tuple[str, ...]  # X-Lagwatch-Notification kinds a threshold-WARN subscription receives
+
+    @property
+    def group(self) -> str:
+        return f"demo-{self.name}"
+
+    @property
+    def topic(self) -> str:
+        return f"demo.{self.name}"
+
+
+def warmup(intervals: int) -> int:
+    """Healthy ticks before a scenario turns: enough commits to fill the window, and two more."""
+    return intervals + 2
+
+
+def scenarios(intervals: int) -> tuple[Scenario, ...]:
+    """Every demo scenario, timed for windows of `intervals` commits."""
+    w = warmup(intervals)
+    healthy = Phase("keeps up", w, produce=5, consume=ALL)
+    return (
+        Scenario(
+            "healthy",
+            (Phase("keeps up with its topic, committing every tick", FOREVER, produce=5, consume=ALL),),
+            expected=(("NOTFOUND", "OK"),),
+            bad_partition=None,
+            notifications=(),
+        ),
+        Scenario(
+            "lagging",
+            (
+                healthy,
+                Phase("falls behind: 30 produced, 10 consumed per tick (WARN)", intervals + 2, 30, 10),
+                Phase("catches up and keeps up again (OK)", FOREVER, produce=5, consume=ALL),
+            ),
+            expected=(("NOTFOUND", "OK"), ("OK", "WARN"), ("WARN", "OK")),
+            bad_partition="WARN",
+            notifications=("open", "close"),
+        ),
+        Scenario(
+            "stalled",
+            (
+                healthy,
+                Phase("its topic pauses; it catches up", 2, produce=0, consume=ALL),
+                Phase("is stuck on a message but keeps committing it (STALL)", FOREVER, produce=5, consume=0),
+            ),
+            expected=(("NOTFOUND", "OK"), ("OK", "ERR")),
+            bad_partition="STALL",
+            notifications=("open",),
+        ),
+        Scenario(
+            "stopped",
+            (
+                healthy,
+                Phase("its consumer leaves; messages keep coming (STOP)", FOREVER, 5, 0, consumer_running=False),
+            ),
+            expected=(("NOTFOUND", "OK"), ("OK", "ERR")),
+            bad_partition="STOP",
+            notifications=("open",),
+        ),
+        Scenario(
+            "rewound",
+            (
+                healthy,
+                Phase("seeks 40 messages back and re-reads them (REWIND)", 4, produce=5, consume=10, rewind=40),
+                Phase("is past where it was and keeps up (OK)", FOREVER, produce=5, consume=ALL),
+            ),
+            expected=(("NOTFOUND", "OK"), ("OK", "ERR"), ("ERR", "OK")),
+            bad_partition="REWIND",
+            notifications=("open", "close"),
+        ),
+        Scenario(
+            "idle",
+            (
+                Phase("reads the 10 messages of a quiet topic", 1, produce=10, consume=ALL),
+                Phase("has nothing to read and commits nothing (stays OK)", FOREVER, 0, ALL, commit_unchanged=False),
+            ),
+            expected=(("NOTFOUND", "OK"),),
+            bad_partition=None,
+            notifications=(),
+        ),
+    )

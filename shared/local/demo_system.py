@@ -1,0 +1,302 @@
+"""`lagwatch dev up` (what `make run` runs): the whole lagwatch system on this machine, with a demo workload.
+
+One supervisor process starts, in order:
+
+1. Redis and the Kafka mock cluster (`stack.local_infra`; Redis is emptied: the mock Kafka starts empty too),
+2. a local webhook receiver standing in for Slack and webhook endpoints (`webhook_receiver`),
+3. `lagwatch run ingest|evaluator|notifier|api` as child processes, configured by `<state-dir>/demo.yaml` (demo
+   timings, the api port and token, two subscriptions to the receiver) and the environment (`REDIS_URL`,
+   `KAFKA_BOOTSTRAP_SERVERS`) — exactly as they run against a real cluster,
+4. once every service answers `/readyz`, the demo workload (`demo_workload`: real producers and consumer groups).
+
+It prints where to look, every scenario's turns and every alert as it arrives, until Ctrl-C or SIGTERM; then it
+stops the workload, the services (SIGTERM, each finishes what it holds), the receiver, Kafka and Redis. Logs go to
+`<state-dir>/logs/`, received alerts to `<state-dir>/alerts.jsonl`, addresses to `<state-dir>/env`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import redis
+import yaml
+
+from lagwatch.shared.local.demo_processes import ServiceProcess, stop_all
+from lagwatch.shared.local.demo_scenarios import Phase, Scenario, scenarios
+from lagwatch.shared.local.demo_workload import demo_topics, run_workload
+from lagwatch.shared.local.stack import ENV_FILE, LocalInfra, local_infra, write_env_file
+from lagwatch.shared.local.webhook_receiver import ReceivedAlert, WebhookReceiver
+
+CLUSTER = "local"  # the cluster KAFKA_BOOTSTRAP_SERVERS points at
+SERVICES = ("ingest", "evaluator", "notifier", "api")
+CONFIG_FILE = "demo.yaml"
+ALERTS_FILE = "alerts.jsonl"
+DEFAULT_API_PORT = 8000
+READY_TIMEOUT_S = 180.0  # four Python services starting on a busy 2-CPU machine
+Print = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class DemoTimings:
+    """Fast settings so every scenario reaches its status within about 20 seconds of starting."""
+
+    intervals: int = 5  # commits per window (Burrow: 10)
+    tick_s: float = 1.0  # the workload commits once per tick (real consumers: every few seconds)
+    offset_refresh: float = 0.25  # seconds between log-end polls (Burrow: 10); well below half a tick
+    topic_refresh: float = 1.0
+    sweep_interval: float = 1.0  # the evaluator's sweep finds STOP within this
+
+
+class StopRequested(Exception):
+    """Ctrl-C or SIGTERM while starting up."""
+
+
+def demo_config(receiver: WebhookReceiver, ports: dict[str, int], token: str, timings: DemoTimings) -> dict[str, Any]:
+    """The services' configuration file: demo timings, ports, and subscriptions to the local receiver."""
+    api = f"http://127.0.0.1:{ports['api']}"
+    return {
+        "storage": {"intervals": timings.intervals},
+        "clusters": {CLUSTER: {"offset-refresh": timings.offset_refresh, "topic-refresh": timings.topic_refresh}},
+        "ingest": {"session-timeout": 3, "http-port": ports["ingest"]},  # quick joins (the mock waits a session)
+        "evaluator": {"sweep-interval": timings.sweep_interval, "http-port": ports["evaluator"]},
+        "api": {"port": ports["api"], "token": token},
+        "notifier": {
+            "http-port": ports["notifier"],
+            "allow-private-targets": True,  # the receiver is on 127.0.0.1
+            "dashboard-url": f"{api}/dashboard",
+            "backoff-base": 0.5,
+            "backoff-cap": 5,
+        },
+        "subscriptions": [
+            {"id": "demo-webhook", "type": "webhook", "url": receiver.url("webhook"), "secret": receiver.secret},
+            {"id": "demo-slack", "type": "slack", "url": receiver.url("slack"), "secret": receiver.secret},
+        ],
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _port_or_free(port: int) -> int:
+    """`port` if nothing listens on it, else any free port (0 = any free port)."""
+    if port:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return _free_port()
+            return port
+    return _free_port()
+
+
+def _stamp() -> str:
+    return time.strftime("%H:%M:%S")
+
+
+class DemoSystem:
+    def __init__(self, state_dir: Path, infra: LocalInfra, api_port: int, timings: DemoTimings, out: Print) -> None:
+        self.state_dir = state_dir
+        self.infra = infra
+        self.timings = timings
+        self.out = out
+        self.scenarios = scenarios(timings.intervals)
+        self.stop = asyncio.Event()
+        self.token = secrets.token_hex(16)
+        self.receiver = WebhookReceiver(
+            secrets.token_hex(16), record_file=state_dir / ALERTS_FILE, on_alert=self._print_alert
+        )
+        self.ports = {"api": _port_or_free(api_port), **{s: _free_port() for s in SERVICES if s != "api"}}
+        self.services = [ServiceProcess(name, self.ports[name], self._logs() / f"{name}.log") for name in SERVICES]
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['api']}"
+
+    async def run(self) -> int:
+        (self.state_dir / ALERTS_FILE).unlink(missing_ok=True)
+        with redis.Redis.from_url(self.infra.redis.url) as client:
+            client.flushall()  # windows of a previous run would meet an empty Kafka: start clean
+        await self.receiver.start()
+        try:
+            config_file = self._write_config()
+            env = {**_inherited_env(), **self.infra.env(), "LAGWATCH_CONFIG": str(config_file)}
+            for service in self.services:
+                service.start(env, cwd=self.state_dir)
+            try:
+                await self._until_ready()
+            except StopRequested:
+                return 0
+            write_env_file(self.state_dir, {**self.infra.env(), **self._addresses(config_file)})
+            self.out(self._banner(config_file))
+            return await self._supervise()
+        finally:
+            self.out("lagwatch demo: stopping")
+            stop_all(self.services)
+            await self.receiver.stop()
+
+    def _write_config(self) -> Path:
+        path = self.state_dir / CONFIG_FILE
+        doc = demo_config(self.receiver, self.ports, self.token, self.timings)
+        path.write_text(
+            "# Written by `lagwatch dev up` for the demo: fast timings, and the local receiver as subscriptions.\n"
+            + yaml.safe_dump(doc, sort_keys=False)
+        )
+        return path
+
+    async def _until_ready(self) -> None:
+        """Every service answers /readyz and the api lists the demo topics (the log-end poller knows them)."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        async with aiohttp.ClientSession() as session:
+            pending = list(self.services)
+            while pending or not await self._topics_known(session):
+                self._check_alive()
+                if self.stop.is_set():
+                    raise StopRequested
+                if time.monotonic() > deadline:
+                    names = ", ".join(s.name for s in pending) or "the api's topic list"
+                    raise RuntimeError(f"not ready after {READY_TIMEOUT_S:.0f}s: {names} (logs in {self._logs()})")
+                pending = [s for s in pending if not await s.ready(session)]
+                await asyncio.sleep(0.25)
+
+    async def _topics_known(self, session: aiohttp.ClientSession) -> bool:
+        try:
+            async with session.get(f"{self.api_url}/v3/kafka/{CLUSTER}/topic") as response:
+                known = set((await response.json()).get("topics") or []) if response.status == 200 else set()
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return False
+        return all(s.topic in known for s in self.scenarios)
+
+    async def _supervise(self) -> int:
+        workload = asyncio.create_task(
+            run_workload(
+                self.infra.kafka.bootstrap,
+                self.scenarios,
+                tick_s=self.timings.tick_s,
+                announce=self._announce,
+                on_ready=lambda: self.out(f"{_stamp()}  demo consumers joined their groups; alerts appear below"),
+            )
+        )
+        try:
+            while not self.stop.is_set():
+                self._check_alive()
+                if workload.done():
+                    raise RuntimeError(f"the demo workload stopped: {workload.exception()!r}")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stop.wait(), 0.5)
+            return 0
+        finally:
+            workload.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(workload, 15)
+
+    def _check_alive(self) -> None:
+        for service in self.services:
+            code = service.exit_code()
+            if code is not None:
+                raise RuntimeError(
+                    f"{service.name} exited with code {code}; last lines of {service.log_file}:\n{service.log_tail()}"
+                )
+
+    def _addresses(self, config_file: Path) -> dict[str, str]:
+        return {
+            "LAGWATCH_CONFIG": str(config_file),
+            "API_URL": self.api_url,
+            "DASHBOARD_URL": f"{self.api_url}/dashboard",
+            "API_TOKEN": self.token,
+            "RECEIVER_URL": f"http://127.0.0.1:{self.receiver.port}",
+            "ALERTS_FILE": str(self.state_dir / ALERTS_FILE),
+        }
+
+    def _logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    def _banner(self, config_file: Path) -> str:
+        api = self.api_url
+        services = ", ".join(f"{s.name} :{s.port}" for s in self.services)
+        groups = "\n".join(
+            f"    {s.group:<14} on {s.topic:<14} {' -> '.join(status for _, status in s.expected)}"
+            for s in self.scenarios
+        )
+        return (
+            "lagwatch is running (Ctrl-C stops everything)\n"
+            f"  Dashboard:  {api}/dashboard\n"
+            f"  API:        {api}/v3/kafka/{CLUSTER}/consumer   (Burrow v3; also /metrics, /healthz,"
+            " /api/v1/subscriptions)\n"
+            f"  Kafka:      {self.infra.kafka.bootstrap}   status events: lagwatch.status, dead letters: lagwatch.dlq\n"
+            f"  Redis:      {self.infra.redis.url}\n"
+            f"  Alerts:     a local receiver on http://127.0.0.1:{self.receiver.port} (/webhook, /slack), "
+            f"kept in {self.state_dir / ALERTS_FILE}\n"
+            f"  Services:   {services}   (health ports; logs in {self._logs()})\n"
+            f"  Config:     {config_file}   addresses for other shells: source {self.state_dir / ENV_FILE}\n"
+            f"Demo workload: one consumer group per scenario, committing every {self.timings.tick_s:g}s, windows of"
+            f" {self.timings.intervals} commits; statuses they go through:\n{groups}\n"
+            f"Try:  curl -s {api}/v3/kafka/{CLUSTER}/consumer/demo-stalled/status"
+        )
+
+    def _announce(self, scenario: Scenario, phase: Phase) -> None:
+        self.out(f"{_stamp()}  scenario {scenario.group}: {phase.note}")
+
+    def _print_alert(self, alert: ReceivedAlert) -> None:
+        self.out(f"{_stamp()}  ALERT {alert.summary()}")
+
+
+def _inherited_env() -> dict[str, str]:
+    # lagwatch settings of the calling shell would mix with the demo's own
+    return {k: v for k, v in os.environ.items() if not k.startswith("LAGWATCH")}
+
+
+def run_demo(
+    state_dir: Path,
+    *,
+    redis_port: int | None = None,
+    kafka_port: int | None = None,
+    api_port: int = DEFAULT_API_PORT,
+    timings: DemoTimings | None = None,
+    out: Print | None = None,
+) -> int:
+    """Run the whole system until Ctrl-C/SIGTERM; the exit code (0 after a requested stop)."""
+    state_dir = state_dir.resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    out = out or (lambda line: print(line, flush=True))
+    timings = timings or DemoTimings()
+    logs = state_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    # The workload's Kafka clients log here, not over the alerts.
+    logging.basicConfig(level=logging.WARNING, filename=logs / "workload.log", force=True)
+    try:
+        with local_infra(
+            state_dir,
+            redis_port=redis_port,
+            kafka_port=kafka_port,
+            extra_topics=demo_topics(scenarios(timings.intervals)),
+        ) as infra:
+            return asyncio.run(_run(state_dir, infra, api_port, timings, out))
+    except RuntimeError as exc:
+        print(f"lagwatch demo: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        (state_dir / ENV_FILE).unlink(missing_ok=True)
+
+
+async def _run(state_dir: Path, infra: LocalInfra, api_port: int, timings: DemoTimings, out: Print) -> int:
+    system = DemoSystem(state_dir, infra, api_port, timings, out)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, system.stop.set)
+    return await system.run()

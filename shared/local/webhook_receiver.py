@@ -1,0 +1,172 @@
+"""A local stand-in for Slack and webhook endpoints, for the demo and its tests.
+
+It receives the notifier's posts on `/webhook` (the status-change event as the body) and `/slack` (a Block Kit
+message), checks each request as docs/webhooks.md tells receivers to (the raw body's HMAC signature, the timestamp's
+age, the notification id for duplicates), keeps every accepted alert (`alerts`) and every refused request
+(`rejected`), appends both to a JSON-lines file when given one, and hands each accepted alert to `on_alert` (the
+demo prints its one-line `summary()`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from lagwatch.services.notifier.signing import (
+    EVENT_ID_HEADER,
+    MALFORMED,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    SignatureError,
+    verify_signature,
+)
+
+CHANNELS = ("webhook", "slack")
+VALID = "valid"
+
+
+@dataclass(frozen=True)
+class ReceivedAlert:
+    """One request as received: `verdict` is VALID or why it was refused (a SignatureError code)."""
+
+    received_at: float
+    channel: str  # "webhook" or "slack"
+    kind: str  # X-Lagwatch-Notification: open, update, repeat, close, status
+    notification_id: str
+    subscription: str
+    timestamp: str
+    signature: str
+    verdict: str
+    body: str  # raw, as signed
+
+    def document(self) -> dict[str, Any]:
+        return json.loads(self.body)
+
+    def summary(self) -> str:
+        """One line for a terminal: channel, kind, what happened, and the signature check."""
+        head = f"{self.channel:<7} {self.kind:<6}"
+        tail = "signature ok" if self.verdict == VALID else f"REFUSED: {self.verdict}"
+        try:
+            doc = self.document()
+        except ValueError:
+            return f"{head} (body is not JSON)  [{tail}]"
+        if self.channel == "slack":
+            return f"{head} {doc.get('text', '?')}  [{tail}]"
+        return f"{head} {_event_line(doc)}  [{tail}]"
+
+
+def _event_line(event: dict[str, Any]) -> str:
+    worst = ", ".join(
+        f"{p['topic']}/{p['partition']} {p['status']} lag {p['current_lag']}" for p in event.get("partitions") or []
+    )
+    line = f"{event.get('group')} on {event.get('cluster')}: {event.get('previous_status')} -> {event.get('status')}"
+    return f"{line}, total lag {event.get('totallag')}" + (f" ({worst})" if worst else "")
+
+
+class WebhookReceiver:
+    """An aiohttp server on `host:port` (0 = any free port) verifying requests signed with `secret`."""
+
+    def __init__(
+        self,
+        secret: str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        record_file: Path | None = None,
+        on_alert: Callable[[ReceivedAlert], None] | None = None,
+        tolerance_s: float = 300,
+    ) -> None:
+        self.secret = secret
+        self.host = host
+        self.port = port
+        self.record_file = record_file
+        self.on_alert = on_alert
+        self.tolerance_s = tolerance_s
+        self.alerts: list[ReceivedAlert] = []
+        self.rejected: list[ReceivedAlert] = []
+        self.duplicates = 0
+        self._seen: set[str] = set()
+        self._runner: web.AppRunner | None = None
+
+    def url(self, channel: str) -> str:
+        return f"http://{self.host}:{self.port}/{channel}"
+
+    async def start(self) -> WebhookReceiver:
+        app = web.Application()
+        for channel in CHANNELS:
+            app.router.add_post(f"/{channel}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> WebhookReceiver:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        body = await request.read()  # the raw bytes: the signature covers them, not a re-encoding
+        alert = ReceivedAlert(
+            received_at=time.time(),
+            channel=request.path.strip("/"),
+            kind=request.headers.get("X-Lagwatch-Notification", ""),
+            notification_id=request.headers.get(EVENT_ID_HEADER, ""),
+            subscription=request.headers.get("X-Lagwatch-Subscription", ""),
+            timestamp=request.headers.get(TIMESTAMP_HEADER, ""),
+            signature=request.headers.get(SIGNATURE_HEADER, ""),
+            verdict=self._verdict(request, body),
+            body=body.decode("utf-8", errors="replace"),
+        )
+        if alert.verdict != VALID:
+            self._keep(self.rejected, alert)
+            status = 400 if alert.verdict == MALFORMED else 401
+            return web.json_response({"error": alert.verdict}, status=status)
+        if alert.notification_id in self._seen:  # a retry after a lost answer, or a replay: acknowledge, don't act
+            self.duplicates += 1
+            return web.json_response({"duplicate": True})
+        self._seen.add(alert.notification_id)
+        self._keep(self.alerts, alert)
+        if self.on_alert:
+            self.on_alert(alert)
+        return web.json_response({"ok": True})
+
+    def _verdict(self, request: web.Request, body: bytes) -> str:
+        try:
+            verify_signature(
+                self.secret,
+                request.headers.get(TIMESTAMP_HEADER),
+                body,
+                request.headers.get(SIGNATURE_HEADER),
+                tolerance_s=self.tolerance_s,
+            )
+        except SignatureError as exc:
+            return exc.code
+        return VALID
+
+    def _keep(self, into: list[ReceivedAlert], alert: ReceivedAlert) -> None:
+        into.append(alert)
+        if self.record_file is not None:
+            with self.record_file.open("a") as f:
+                f.write(json.dumps(asdict(alert)) + "\n")
+
+
+def read_records(path: Path) -> list[ReceivedAlert]:
+    """What a receiver appended to its `record_file` (accepted and refused requests)."""
+    if not path.exists():
+        return []
+    return [ReceivedAlert(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,153 @@
+"""`lagwatch dev up` (what `make run` runs) end to end: Redis, the Kafka mock, the four services as processes, the
+local webhook receiver and the demo workload. Every scenario's status sequence appears on `lagwatch.status`, the
+matching notifications reach the receiver with signatures that verify, the healthy and idle groups raise nothing,
+and Ctrl-C stops every process. Also: the receiver refuses forged, stale and malformed requests."""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import yaml
+from kafka_helpers import eventually
+from test_evaluator import StatusTopic
+
+from lagwatch.services.notifier import signing
+from lagwatch.shared.local.demo_scenarios import scenarios
+from lagwatch.shared.local.demo_system import ALERTS_FILE, CONFIG_FILE, DemoTimings
+from lagwatch.shared.local.webhook_receiver import VALID, WebhookReceiver, read_records
+
+SCENARIOS = scenarios(DemoTimings().intervals)
+
+
+def start_demo(state_dir: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "lagwatch.cli", "dev", "up", "--state-dir", str(state_dir), "--api-port", "0"],
+        stdout=(state_dir.parent / "demo-output.txt").open("w"),
+        stderr=subprocess.STDOUT,
+        env={k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "KAFKA_BOOTSTRAP_SERVERS")},
+    )
+
+
+async def demo_env(state_dir: Path, proc: subprocess.Popen) -> dict[str, str]:
+    """The addresses, written once every service is ready."""
+
+    async def written():
+        assert proc.poll() is None, output(state_dir)
+        path = state_dir / "env"
+        return path.exists() and dict(line.split("=", 1) for line in path.read_text().splitlines())
+
+    return await eventually(written, timeout=180, interval=0.5)
+
+
+def output(state_dir: Path) -> str:
+    return (state_dir.parent / "demo-output.txt").read_text()
+
+
+def descendants(pid: int) -> set[int]:
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found |= {int(child)} | descendants(int(child))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_demo_scenarios_reach_the_status_topic_and_the_receiver(tmp_path):
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    proc = start_demo(state_dir)
+    children: set[int] = set()
+    try:
+        env = await demo_env(state_dir, proc)
+        children = descendants(proc.pid)
+        async with StatusTopic(env["KAFKA_BOOTSTRAP_SERVERS"]) as topic:
+            for s in SCENARIOS:
+                assert await topic.until(s.group, len(s.expected), timeout=90) == list(s.expected), s.group
+            await asyncio.sleep(4)  # a few more ticks and sweeps: nothing else may happen
+            await topic.read()
+        for s in SCENARIOS:
+            assert topic.transitions(s.group) == list(s.expected), s.group
+            if s.bad_partition:
+                opening = next(e for e in topic.events if e["group"] == s.group and e["previous_status"] == "OK")
+                assert [(p["topic"], p["status"]) for p in opening["partitions"]] == [(s.topic, s.bad_partition)]
+
+        alerts = state_dir / ALERTS_FILE
+        wanted = sum(2 * len(s.notifications) for s in SCENARIOS)  # each to the webhook and the Slack subscription
+        await eventually(lambda: _count(alerts, wanted), timeout=30)
+        await asyncio.sleep(2)  # anything more would be a notification too many
+        records = read_records(alerts)
+        secret = yaml.safe_load((state_dir / CONFIG_FILE).read_text())["subscriptions"][0]["secret"]
+        for r in records:
+            assert r.verdict == VALID, r
+            signing.verify_signature(secret, r.timestamp, r.body.encode(), r.signature, tolerance_s=3600)
+        events_by_id = {e["event_id"]: e for e in topic.events}
+        for s in SCENARIOS:
+            hooks = [r for r in records if r.channel == "webhook" and r.document()["group"] == s.group]
+            assert [r.kind for r in hooks] == list(s.notifications), s.group
+            assert all(r.document() == events_by_id[r.notification_id] for r in hooks), s.group  # the event itself
+            slack = [r for r in records if r.channel == "slack" and s.group in r.document()["text"]]
+            assert [r.kind for r in slack] == list(s.notifications), s.group
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 0, output(state_dir)
+    out = output(state_dir)
+    assert "Dashboard:" in out and "lagwatch.status" in out and "ALERT webhook open" in out, out
+    assert children and not [pid for pid in children if alive(pid)], "processes left behind"
+    assert not (state_dir / "env").exists()
+
+
+async def _count(path: Path, n: int) -> bool:
+    return len(read_records(path)) >= n
+
+
+async def test_receiver_refuses_forgeries_and_acknowledges_duplicates(tmp_path):
+    seen = []
+    async with (
+        WebhookReceiver("s3cret", record_file=tmp_path / "alerts.jsonl", on_alert=seen.append) as receiver,
+        aiohttp.ClientSession() as http,
+    ):
+        body = json.dumps({"group": "g", "cluster": "c", "previous_status": "OK", "status": "WARN", "totallag": 3})
+
+        async def post(secret: str, ts: int, event_id: str = "n-1", signature: str | None = None):
+            headers = {
+                signing.EVENT_ID_HEADER: event_id,
+                signing.TIMESTAMP_HEADER: str(ts),
+                signing.SIGNATURE_HEADER: signature or signing.sign(secret, ts, body),
+                "X-Lagwatch-Notification": "open",
+            }
+            async with http.post(receiver.url("webhook"), data=body.encode(), headers=headers) as response:
+                return response.status, await response.json()
+
+        now = int(time.time())
+        assert await post("s3cret", now) == (200, {"ok": True})
+        assert await post("s3cret", now) == (200, {"duplicate": True})
+        assert await post("wrong", now, "n-2") == (401, {"error": signing.BAD_SIGNATURE})
+        assert await post("s3cret", now - 3600, "n-3") == (401, {"error": signing.STALE_TIMESTAMP})
+        assert await post("s3cret", now, "n-4", signature="sha1=abc") == (400, {"error": signing.MALFORMED})
+    assert [a.notification_id for a in seen] == ["n-1"] and receiver.duplicates == 1
+    assert "g on c: OK -> WARN" in seen[0].summary()
+    records = read_records(tmp_path / "alerts.jsonl")
+    assert [(r.notification_id, r.verdict) for r in records] == [
+        ("n-1", VALID),
+        ("n-2", signing.BAD_SIGNATURE),
+        ("n-3", signing.STALE_TIMESTAMP),
+        ("n-4", signing.MALFORMED),
+    ]
