@@ -12,15 +12,16 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev,spark]"
 	touch $(STAMP)
 
 system-deps:
 	@bash scripts/install-system-deps.sh
 
-## run: local Redis and the local Kafka mock cluster (later: the whole system with a demo workload)
+## run: the whole system on this machine (Redis, Kafka mock, the four services, a webhook receiver) with a demo
+## workload, until Ctrl-C; `make run ARGS=--no-demo` starts only Redis and the Kafka mock
 run: venv system-deps
-	$(BIN)/lagwatch dev up --state-dir .local
+	$(BIN)/lagwatch dev up --state-dir .local $(ARGS)
 
 ## test: the whole suite against a real redis-server and the Kafka mock cluster
 test: venv system-deps

@@ -6,6 +6,7 @@
     lagwatch run ingest [--cluster NAME]       run a service (configuration: --config, $LAGWATCH_CONFIG, env)
     lagwatch run api                           the HTTP API, for every cluster (configured or found in Redis)
     lagwatch run notifier                      Slack and webhook notifications from the status topic
+    lagwatch spark reprocess --input H --output O   replay commit history with the live rules, on Spark
     lagwatch notify replay-dlq [--subscription ID] [--since 2h]   re-send dead-lettered notifications
 
 Usage errors and invalid input exit with code 2 and one line on stderr.
@@ -27,6 +28,9 @@ class InputError(Exception):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["spark", "reprocess"]:  # the job parses its own options (it is spark-submit-able alone too)
+        return _spark_reprocess(argv[2:])
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
@@ -75,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
     replay.add_argument("--cluster", default=None, help="the cluster holding the dead-letter topic")
     replay.set_defaults(handler=_notify_replay_dlq)
+
+    spark = commands.add_parser("spark", help="history reprocessing on Spark").add_subparsers(title="spark commands")
+    reprocess = spark.add_parser(
+        "reprocess", help="replay commit history with the live rules (--help for its options)", add_help=False
+    )
+    reprocess.add_argument("job_args", nargs=argparse.REMAINDER, help="options of the job (see --help)")
 
     dev = commands.add_parser("dev", help="local infrastructure").add_subparsers(title="dev commands")
     up = dev.add_parser(
@@ -201,6 +211,18 @@ async def _replay_dlq(config, cluster: str, subscription: str | None, since_ms: 
     finally:
         await redis.aclose()
     return {"read": len(records), "matched": len(chosen), **result}
+
+
+def _spark_reprocess(job_args: list[str]) -> int:
+    try:
+        from lagwatch.spark import reprocess
+    except ImportError as exc:  # pyspark, pandas or pyarrow missing
+        print(f"lagwatch: the Spark job needs the spark extra (pip install 'lagwatch[spark]'): {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        return reprocess.main(job_args)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return int(exc.code or 0)
 
 
 def _dev_up(args: argparse.Namespace) -> int:

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the system packages lagwatch's tests and local demo need, when they are missing:
-# redis-server, and chromium (headless: the dashboard's browser test and its screenshot) (Debian).
-# Java is needed only by the Spark job and is checked there.
+# redis-server, chromium (headless: the dashboard's browser test and its screenshot) and a Java runtime
+# (the Spark job: PySpark 4 runs on Java 17 or 21) (Debian).
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then

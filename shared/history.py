@@ -1,0 +1,145 @@
+"""The history lagwatch keeps of what it ingested, for the Spark replay (`lagwatch.spark`).
+
+Two kinds of normalized records, one flat shape so a file or a topic can hold both:
+
+| column            | commit                                   | broker (a log-end offset sample)  |
+| ----------------- | ---------------------------------------- | --------------------------------- |
+| `kind`            | `"commit"`                               | `"broker"`                        |
+| `cluster`         | cluster name                             | cluster name                      |
+| `group`           | consumer group                           | null                              |
+| `topic`           | topic                                    | topic                             |
+| `partition`       | partition                                | partition                         |
+| `offset`          | committed offset                         | log-end offset                    |
+| `commit_timestamp`| commit timestamp from the record (ms)    | null                              |
+| `order`           | offset of the record in the offsets topic| null                              |
+| `observed_at`     | when lagwatch read the commit (ms)       | when the log end was sampled (ms) |
+
+On the history topic (`lagwatch.history`) each record is one JSON object with these keys, keyed by
+`<cluster>/<group>` (commits) or `<cluster>/<topic>` (samples). In files, Parquet with `HISTORY_COLUMNS`, laid out
+`<root>/cluster=<cluster>/date=<YYYY-MM-DD>/part-*.parquet` (UTC date of `observed_at`), which Spark reads as
+partition columns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from lagwatch.shared.window import Commit
+
+KIND_COMMIT = "commit"
+KIND_BROKER = "broker"
+KINDS = (KIND_COMMIT, KIND_BROKER)
+
+# (name, type) in file order; the types are Arrow / Spark SQL type names shared by the archiver and the job
+HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("kind", "string"),
+    ("cluster", "string"),
+    ("group", "string"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "long"),
+    ("commit_timestamp", "long"),
+    ("order", "long"),
+    ("observed_at", "long"),
+)
+COLUMN_NAMES = tuple(name for name, _ in HISTORY_COLUMNS)
+PARTITION_COLUMNS = ("cluster", "date")  # directory levels of the file layout
+
+
+class HistoryRecord(NamedTuple):
+    kind: str
+    cluster: str
+    group: str | None
+    topic: str
+    partition: int
+    offset: int
+    commit_timestamp: int | None
+    order: int | None
+    observed_at: int
+
+    def key(self) -> bytes:
+        return f"{self.cluster}/{self.group if self.kind == KIND_COMMIT else self.topic}".encode()
+
+    def encode(self) -> bytes:
+        return json.dumps(self._asdict(), separators=(",", ":")).encode()
+
+
+class HistoryRecordInvalid(ValueError):
+    pass
+
+
+def commit_record(cluster: str, commit: Commit) -> HistoryRecord:
+    return HistoryRecord(
+        KIND_COMMIT,
+        cluster,
+        commit.group,
+        commit.topic,
+        commit.partition,
+        commit.offset,
+        commit.timestamp,
+        commit.order,
+        commit.observed_at,
+    )
+
+
+def broker_records(cluster: str, by_topic: dict[str, dict[int, int]], sampled_at: int) -> Iterator[HistoryRecord]:
+    for topic, offsets in by_topic.items():
+        for partition, offset in offsets.items():
+            yield HistoryRecord(KIND_BROKER, cluster, None, topic, partition, offset, None, None, sampled_at)
+
+
+def decode(value: bytes) -> HistoryRecord:
+    """A record from the history topic; HistoryRecordInvalid names what is wrong."""
+    try:
+        doc = json.loads(value)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HistoryRecordInvalid(f"not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise HistoryRecordInvalid("not a JSON object")
+    missing = [name for name in COLUMN_NAMES if name not in doc]
+    if missing:
+        raise HistoryRecordInvalid(f"missing {', '.join(missing)}")
+    record = HistoryRecord(*(doc[name] for name in COLUMN_NAMES))
+    problem = check(record)
+    if problem:
+        raise HistoryRecordInvalid(problem)
+    return record
+
+
+def check(record: HistoryRecord) -> str | None:
+    """Why a record cannot be replayed, or None. The Spark job applies the same checks to its input columns."""
+    if record.kind not in KINDS:
+        return f"kind must be one of {', '.join(KINDS)}"
+    if not isinstance(record.cluster, str) or not record.cluster:
+        return "cluster is empty"
+    if not isinstance(record.topic, str) or not record.topic:
+        return "topic is empty"
+    for name in ("partition", "offset", "observed_at"):
+        value = getattr(record, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"{name} must be a non-negative integer"
+    if record.kind == KIND_COMMIT:
+        if not isinstance(record.group, str) or not record.group:
+            return "group is empty"
+        for name in ("commit_timestamp", "order"):
+            value = getattr(record, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                return f"{name} must be a non-negative integer"
+    return None
+
+
+def utc_date(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
+
+
+def as_columns(records: Iterable[HistoryRecord]) -> dict[str, list[Any]]:
+    """Records as column lists (what Arrow and pandas build tables from)."""
+    columns: dict[str, list[Any]] = {name: [] for name in COLUMN_NAMES}
+    appenders = [columns[name].append for name in COLUMN_NAMES]
+    for record in records:
+        for append, value in zip(appenders, record, strict=True):
+            append(value)
+    return columns

@@ -1,0 +1,293 @@
+"""Replaying one consumer group's history through the shared window and rules: pure Python, no Spark, no I/O.
+
+The Spark job runs `replay_group` once per (cluster, group) inside `applyInPandas`; the benchmark runs it in a plain
+loop; tests call it directly. It does what the live services do, in history time:
+
+* inputs in time order (a commit at `observed_at`, when the ingest read it; a log-end sample at its sampling time;
+  a sample first on ties): a sample goes into the partition's broker ring and log-end history, a commit into its
+  window with the latest sampled log end (`shared/window.py`, the same outcomes as the Redis store);
+* the group is evaluated with the shared rules at evaluation ticks, every `tick_ms` of history time (multiples of
+  `tick_ms` since the epoch), up to the end of the history;
+* ticks where nothing changed and the rules cannot change their answer are skipped: between inputs only the clock
+  moves, and the clock changes a verdict only when a partition's STOP check flips (at `2*last - first` of its
+  window) or the group expires (`expire-group` after its newest commit). Skipping them is exact, and it is what
+  lets a quiet month cost nothing;
+* when the group's status changes, the event the live evaluator would have published (same schema, `replayed`).
+
+The output is the status timeline (a row whenever status, total lag or the worst partition changes) and the
+events; `report.py` and `backtest.py` digest them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig, Status
+from lagwatch.shared.rules import caught_up_status, partition_status, summarize_group
+from lagwatch.shared.status_event import Incident, build_event, next_incident
+from lagwatch.shared.time_lag import Sample, TimeLag, add_sample, time_lag, worst
+from lagwatch.shared.window import (
+    AddOutcome,
+    Commit,
+    WindowConfig,
+    add_broker_offset,
+    add_commit,
+    current_lag,
+    padded_ring,
+)
+
+TopicPartition = tuple[str, int]
+NEVER = 2**62
+
+
+class CommitInput(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    order: int
+    observed_at: int
+
+
+class SampleInput(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    sampled_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayConfig:
+    window: WindowConfig = field(default_factory=WindowConfig)
+    rules: RuleConfig = field(default_factory=RuleConfig)
+    tick_ms: int = 10_000  # evaluation ticks: Burrow's offset-refresh by default
+
+
+class TimelineRow(NamedTuple):
+    at: int
+    status: str
+    totallag: int
+    partition_count: int
+    bad_partitions: int
+    maxlag_topic: str | None
+    maxlag_partition: int | None
+    maxlag: int
+    max_lag_seconds: float | None
+    max_lag_seconds_lower_bound: bool
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    timeline: list[TimelineRow] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)  # window outcome name -> commits
+    first_at: int | None = None  # history time covered
+    last_at: int | None = None
+
+
+@dataclass(slots=True)
+class _Partition:
+    entries: list[OffsetEntry] = field(default_factory=list)
+    broker: list[int] = field(default_factory=list)
+    history: list[Sample] = field(default_factory=list)
+
+
+class _Group:
+    """The replayed state of one group: its windows, and what the evaluator last said."""
+
+    def __init__(self, cluster: str, group: str, config: ReplayConfig) -> None:
+        self.cluster, self.group, self.config = cluster, group, config
+        self.topics: dict[TopicPartition, _Partition] = {}  # log-end state per partition (exists before commits)
+        self.windows: set[TopicPartition] = set()  # partitions with commits stored
+        self.last_commit = -1  # newest stored commit timestamp: the group's expiry clock
+        self.status = Status.NOTFOUND
+        self.seq = 0
+        self.incident = Incident(None, None)
+        self.last_row: tuple | None = None
+
+    def partition(self, tp: TopicPartition) -> _Partition:
+        part = self.topics.get(tp)
+        if part is None:
+            part = self.topics[tp] = _Partition()
+        return part
+
+    def add_sample(self, s: SampleInput) -> None:
+        part = self.partition((s.topic, s.partition))
+        add_broker_offset(part.broker, s.offset, self.config.window.intervals)
+        w = self.config.window
+        add_sample(part.history, Sample(s.offset, s.sampled_at), w.lag_history_ms, w.lag_history_samples)
+
+    def add_commit(self, c: CommitInput) -> AddOutcome:
+        tp = (c.topic, c.partition)
+        part = self.partition(tp)
+        commit = Commit(self.group, c.topic, c.partition, c.offset, c.timestamp, c.order, c.observed_at)
+        latest = part.broker[-1] if part.broker else None
+        outcome = add_commit(part.entries, commit, latest, c.observed_at, self.config.window)
+        if outcome.stored:
+            self.windows.add(tp)
+            self.last_commit = max(self.last_commit, c.timestamp)
+        return outcome
+
+    def expired(self, now: int) -> bool:
+        return bool(self.windows) and self.last_commit < now - self.config.window.expire_group_ms
+
+    def forget_windows(self) -> None:
+        for tp in self.windows:
+            self.topics[tp].entries = []
+        self.windows.clear()
+        self.last_commit = -1
+
+    def evaluate(self, now: int) -> tuple[GroupStatus | None, dict[TopicPartition, TimeLag | None]]:
+        if not self.windows:
+            return None, {}
+        intervals, rules = self.config.window.intervals, self.config.rules
+        results: list[PartitionStatus] = []
+        lags: dict[TopicPartition, TimeLag | None] = {}
+        for tp in sorted(self.windows):
+            part = self.topics[tp]
+            results.append(_partition_status(tp, part, intervals, now, rules))
+            lags[tp] = time_lag(part.entries[-1].offset, part.history, now)
+        return summarize_group(self.cluster, self.group, results), lags
+
+    def next_flip(self, now: int) -> int:
+        """The earliest time after `now` at which the clock alone could change the group's verdict."""
+        flips = [self.last_commit + self.config.window.expire_group_ms + 1] if self.windows else []
+        intervals = self.config.window.intervals
+        for tp in self.windows:
+            entries = self.topics[tp].entries[-intervals:]
+            stop_at = 2 * entries[-1].timestamp - entries[0].timestamp + 1  # is_stopped: now - last > last - first
+            if stop_at > now:
+                flips.append(stop_at)
+        return min(flips, default=NEVER)
+
+
+def _partition_status(
+    tp: TopicPartition, part: _Partition, intervals: int, now: int, rules: RuleConfig
+) -> PartitionStatus:
+    lag = current_lag(part.entries, part.broker)
+    entries = part.entries[-intervals:]
+    if lag <= rules.allowed_lag:  # rule 1 needs only the ends of the window (the live store's shortcut too)
+        return caught_up_status(tp[0], tp[1], entries[0], entries[-1], len(entries), intervals, lag)
+    ring = PartitionInput(tp[0], tp[1], padded_ring(entries, intervals), tuple(part.broker), lag)
+    return partition_status(ring, now, rules)
+
+
+def _ceil_tick(t: int, tick: int) -> int:
+    return -(-t // tick) * tick
+
+
+def replay_group(
+    cluster: str,
+    group: str,
+    commits: Iterable[CommitInput],
+    samples: Iterable[SampleInput],
+    config: ReplayConfig,
+    *,
+    end_ms: int | None = None,
+) -> ReplayResult:
+    """Replay a group's commits and the log-end samples of its partitions; evaluate until `end_ms` (default: the
+    last input). Inputs need not be sorted."""
+    # (time, 0 = sample first on ties, tie-breaker, input)
+    timeline_inputs: list[tuple[int, int, int, CommitInput | SampleInput]] = [(s.sampled_at, 0, 0, s) for s in samples]
+    timeline_inputs.extend((c.observed_at, 1, c.order, c) for c in commits)
+    timeline_inputs.sort(key=lambda item: item[:3])
+    result = ReplayResult()
+    if not timeline_inputs:
+        return result
+    state = _Group(cluster, group, config)
+    tick = config.tick_ms
+    end = max(end_ms if end_ms is not None else timeline_inputs[-1][0], timeline_inputs[-1][0])
+    next_tick = _ceil_tick(timeline_inputs[0][0], tick)
+    result.first_at, result.last_at = next_tick, end
+    outcomes: dict[str, int] = {}
+    i, n = 0, len(timeline_inputs)
+    while True:
+        # apply every input up to and including the tick's time, then evaluate at the tick
+        while i < n and timeline_inputs[i][0] <= next_tick:
+            item = timeline_inputs[i][3]
+            if isinstance(item, SampleInput):
+                state.add_sample(item)
+            else:
+                name = state.add_commit(item).name
+                outcomes[name] = outcomes.get(name, 0) + 1
+            i += 1
+        if next_tick > end and i >= n:
+            break
+        _evaluate(state, next_tick, result)
+        following = next_tick + tick
+        if i < n and timeline_inputs[i][0] > following:
+            # nothing arrives before the next input: jump to the next tick where the clock could change a verdict
+            flip = state.next_flip(next_tick)
+            following = _ceil_tick(min(flip, timeline_inputs[i][0]), tick)
+        elif i >= n:
+            flip = state.next_flip(next_tick)
+            if flip > end:
+                break
+            following = max(following, _ceil_tick(flip, tick))
+        next_tick = following
+    result.outcomes = outcomes
+    return result
+
+
+def _evaluate(state: _Group, now: int, result: ReplayResult) -> None:
+    if state.expired(now):
+        state.forget_windows()  # the live evaluator deletes an expired group
+    status, lags = state.evaluate(now)
+    _record_timeline(state, now, status, lags, result)
+    new = status.status if status else Status.NOTFOUND
+    if new == state.status:
+        return
+    state.seq += 1
+    carried, keeps = next_incident(state.status, new, state.incident, state.cluster, state.group, state.seq, now)
+    result.events.append(
+        build_event(
+            cluster=state.cluster,
+            group=state.group,
+            seq=state.seq,
+            previous=state.status,
+            group_status=status,
+            incident=carried,
+            evaluated_at=now,
+            replayed=True,
+            time_lags=lags or None,
+        )
+    )
+    state.status, state.incident = new, keeps
+
+
+def _record_timeline(
+    state: _Group,
+    now: int,
+    status: GroupStatus | None,
+    lags: dict[TopicPartition, TimeLag | None],
+    result: ReplayResult,
+) -> None:
+    if status is None:
+        key: tuple = (Status.NOTFOUND.name, 0, None, None)
+        row = TimelineRow(now, Status.NOTFOUND.name, 0, 0, 0, None, None, 0, None, False)
+    else:
+        top = status.maxlag
+        key = (status.status.name, status.totallag, top.topic if top else None, top.partition if top else None)
+        max_seconds = worst(lags.values())
+        row = TimelineRow(
+            now,
+            status.status.name,
+            status.totallag,
+            status.partition_count,
+            sum(1 for p in status.partitions if p.status != Status.OK),
+            top.topic if top else None,
+            top.partition if top else None,
+            top.current_lag if top else 0,
+            None if max_seconds is None else round(max_seconds.seconds, 3),
+            bool(max_seconds and max_seconds.lower_bound),
+        )
+    if key != state.last_row:
+        state.last_row = key
+        result.timeline.append(row)
+
+
+def status_changes(events: Sequence[dict]) -> list[tuple[str, str]]:
+    """(previous, status) pairs: what parity with the live evaluator is judged on."""
+    return [(e["previous_status"], e["status"]) for e in events]

@@ -1,0 +1,381 @@
+"""The history reprocessing job: months of offset commits replayed with the live rules, on Spark.
+
+    lagwatch spark reprocess --input history/ --output replay/ [--variants variants.yaml] [--master local[*]]
+    spark-submit -m lagwatch.spark.reprocess ... (or: spark-submit .../spark/reprocess.py ...)
+
+Steps: read the history (`inputs.py`), count and skip bad rows, give every group the log-end samples of its topics,
+replay each (cluster, group) in `applyInPandas` with the shared window and rules (`replay.py`), and write:
+
+    <output>/timeline/        Parquet: a group's status, total lag and worst partition at every change
+    <output>/events/          Parquet: the status-change events the live evaluator would have published
+                              (`event` holds the exact JSON, schema shared/schemas/status_event.json, replayed=true)
+    <output>/events_jsonl/    the same events as JSON lines
+    <output>/report/          Parquet (+ report_csv/): per group time in each status, incidents, max and p95 lag
+    <output>/backtest/        Parquet: per variant and group, status changes and notifications
+    <output>/backtest.csv, backtest.json   per variant totals: the side-by-side comparison
+    <output>/charts/index.html           lag over time with status bands for the groups with most incidents
+    <output>/summary.json     what was read, skipped (by reason), replayed and written, and how long it took
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lagwatch.shared.config import Config, ConfigError, load_config
+from lagwatch.spark.backtest import BacktestError, Variant, load_variants, production_variant
+from lagwatch.spark.group_replay_frame import (
+    OUTPUT_COLUMNS,
+    ROW_BACKTEST,
+    ROW_EVENT,
+    ROW_REPORT,
+    ROW_TIMELINE,
+    FrameJob,
+    output_ddl,
+    replay_frame,
+)
+from lagwatch.spark.inputs import HistorySource
+from lagwatch.spark.replay import ReplayConfig
+
+TIMELINE_COLUMNS = [name for name, _ in OUTPUT_COLUMNS[1:14]]
+EVENT_COLUMNS = ["cluster", "group", "seq", "at", "previous_status", "status", "incident_id", "totallag", "event"]
+REPORT_COLUMNS = ["cluster", "group", "status"] + [name for name, _ in OUTPUT_COLUMNS[18:32]]
+BACKTEST_COUNTS = ["status_changes", "incidents", "notifications", "opens", "updates", "closes", "repeats"]
+BACKTEST_COLUMNS = ["variant", "cluster", "group", *BACKTEST_COUNTS, "ms_warn", "ms_err"]
+
+
+class JobError(ValueError):
+    """The job cannot run as asked (bad input, bad options): one clear line for the user."""
+
+
+@dataclass
+class ReprocessOptions:
+    input: str
+    output: str
+    input_format: str = "auto"
+    master: str = field(default_factory=lambda: os.environ.get("SPARK_MASTER", "local[*]"))
+    tick_seconds: float | None = None  # None: the configured offset-refresh
+    variants_file: str | None = None
+    charts: int = 50  # groups charted (most incidents first); 0 = none
+    shuffle_partitions: int | None = None
+    publish_topic: str | None = None  # also publish the replayed events to this topic
+    publish_cluster: str | None = None  # of the configured clusters; default: the only one
+
+
+def _say(message: str, started: float) -> None:
+    print(f"[lagwatch reprocess {time.monotonic() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def tick_ms(options: ReprocessOptions, config: Config) -> int:
+    if options.tick_seconds is not None:
+        if options.tick_seconds <= 0:
+            raise JobError("--tick must be > 0 seconds")
+        return int(options.tick_seconds * 1000)
+    refreshes = {c.offset_refresh for c in config.clusters.values()} or {10.0}
+    return int(min(refreshes) * 1000)
+
+
+def frame_job(options: ReprocessOptions, config: Config, ends: dict[str, int]) -> FrameJob:
+    tick = tick_ms(options, config)
+    production = ReplayConfig(window=config.window(), rules=config.rules(), tick_ms=tick)
+    variants: list[Variant] = [production_variant(config, tick)]
+    if options.variants_file:
+        try:
+            variants = load_variants(Path(options.variants_file), config, tick)
+        except BacktestError as exc:
+            raise JobError(str(exc)) from None
+    return FrameJob(production=production, variants=tuple(variants), ends=ends)
+
+
+def spark_session(options: ReprocessOptions):
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers run this interpreter (and lagwatch)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.appName("lagwatch-reprocess")
+        .master(options.master)
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "true")
+        .config("spark.ui.enabled", "false")
+    )
+    if options.shuffle_partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(options.shuffle_partitions))
+    elif options.master.startswith("local"):
+        builder = builder.config("spark.sql.shuffle.partitions", str(max(4, 4 * (os.cpu_count() or 2))))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, Any]:
+    """Run the job; returns the summary it also writes to `<output>/summary.json`."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from lagwatch.spark.inputs import InputError, bad_row_reason, read_history
+
+    started = time.monotonic()
+    output = Path(options.output)
+    source = HistorySource(options.input, options.input_format)
+    check_source(source)
+    frame_job(options, config, {})  # bad options fail here, before Spark starts
+    own_session = spark is None
+    spark = spark or spark_session(options)
+    try:
+        _say(f"reading history from {options.input}", started)
+        try:
+            raw = read_history(spark, source)
+        except InputError as exc:
+            raise JobError(str(exc)) from None
+        checked = raw.withColumn("bad_reason", bad_row_reason()).persist(StorageLevel.MEMORY_AND_DISK)
+        bad = {row["bad_reason"]: row["count"] for row in checked.groupBy("bad_reason").count().collect()}
+        good_rows = bad.pop(None, 0)
+        good = checked.where(F.col("bad_reason").isNull()).drop("bad_reason")
+        good, filtered = _apply_group_filter(good, config)
+        ends = {
+            r["cluster"]: r["end"] for r in good.groupBy("cluster").agg(F.max("observed_at").alias("end")).collect()
+        }
+        job = frame_job(options, config, ends)
+        _say(f"{good_rows:,} good rows, {sum(bad.values()):,} bad rows skipped {bad or ''}", started)
+
+        commits = good.where(F.col("kind") == "commit")
+        group_topics = commits.select("cluster", "group", "topic").distinct()
+        samples = good.where(F.col("kind") == "broker").drop("group").join(group_topics, ["cluster", "topic"])
+        inputs = commits.unionByName(samples)
+        replayed = (
+            inputs.groupBy("cluster", "group")
+            .applyInPandas(_replayer(job), schema=output_ddl())
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        _say(
+            f"replaying {group_topics.select('cluster', 'group').distinct().count():,} groups "
+            f"(tick {job.production.tick_ms / 1000:g}s, variants: {', '.join(v.name for v in job.variants)})",
+            started,
+        )
+        counts = {r["row_type"]: r["count"] for r in replayed.groupBy("row_type").count().collect()}
+        _say(f"replayed: {counts}", started)
+
+        def part(kind: str):
+            return replayed.where(F.col("row_type") == kind)
+
+        _write(part(ROW_TIMELINE).select(*TIMELINE_COLUMNS), output / "timeline")
+        _write(part(ROW_EVENT).select(*EVENT_COLUMNS), output / "events")
+        part(ROW_EVENT).orderBy("cluster", "group", "seq").select("event").write.mode("overwrite").text(
+            str(output / "events_jsonl")
+        )
+        report = part(ROW_REPORT).select(*REPORT_COLUMNS)
+        _write(report, output / "report")
+        report.coalesce(1).write.mode("overwrite").option("header", "true").csv(str(output / "report_csv"))
+        _write(part(ROW_BACKTEST).select(*BACKTEST_COLUMNS), output / "backtest")
+        backtest = _backtest_summary(part(ROW_BACKTEST), [v.name for v in job.variants])
+        _write_backtest_files(backtest, output)
+        _say("outputs written", started)
+        charted = _write_charts(replayed, output / "charts", options.charts) if options.charts > 0 else 0
+        published = _publish(part(ROW_EVENT), options, config) if options.publish_topic else 0
+        summary = {
+            "input": options.input,
+            "rows_good": good_rows,
+            "rows_bad": bad,
+            "commits_filtered_by_group_filter": filtered,
+            "groups": counts.get(ROW_REPORT, 0),
+            "timeline_rows": counts.get(ROW_TIMELINE, 0),
+            "events": counts.get(ROW_EVENT, 0),
+            "events_published": published,
+            "groups_charted": charted,
+            "tick_ms": job.production.tick_ms,
+            "backtest": backtest,
+            "seconds": round(time.monotonic() - started, 2),
+            "output": str(output),
+        }
+        (output / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        checked.unpersist()
+        replayed.unpersist()
+        _say(f"done: {summary['groups']:,} groups, {summary['events']:,} status changes -> {output}", started)
+        return summary
+    finally:
+        if own_session:
+            spark.stop()
+
+
+def check_source(source) -> None:
+    from lagwatch.spark.inputs import InputError
+
+    try:
+        source.check()
+    except InputError as exc:
+        raise JobError(str(exc)) from None
+
+
+def _replayer(job: FrameJob):
+    def replay(key, frame):  # no type hints: Spark reads them to pick a UDF kind, and this is a grouped map
+        return replay_frame(job, key, frame)
+
+    return replay
+
+
+def _apply_group_filter(frame, config: Config):
+    """Commits of groups the allow/deny regexes reject are left out, as the ingest leaves them out."""
+    from pyspark.sql import functions as F
+
+    allow, deny = config.storage.group_allowlist, config.storage.group_denylist
+    if not allow and not deny:
+        return frame, 0
+    keep = F.lit(True)
+    if allow:
+        keep = keep & F.col("group").rlike(allow)
+    if deny:
+        keep = keep & ~F.col("group").rlike(deny)
+    is_commit = F.col("kind") == "commit"
+    filtered = frame.where(is_commit & ~keep).count()
+    return frame.where(~is_commit | keep), filtered
+
+
+def _write(frame, path: Path) -> None:
+    frame.write.mode("overwrite").parquet(str(path))
+
+
+def _backtest_summary(rows, variant_names: Sequence[str]) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    totals = rows.groupBy("variant").agg(
+        F.count("*").alias("groups"),
+        *(F.sum(name).alias(name) for name in BACKTEST_COUNTS),
+        F.sum(F.when(F.col("opens") > 0, 1).otherwise(0)).alias("groups_alerted"),
+        F.sum("ms_warn").alias("ms_warn"),
+        F.sum("ms_err").alias("ms_err"),
+    )
+    by_name = {r["variant"]: r.asDict() for r in totals.collect()}
+    return [
+        {k: (int(v) if isinstance(v, int) else v) for k, v in by_name[n].items()} for n in variant_names if n in by_name
+    ]
+
+
+def _write_backtest_files(summary: list[dict[str, Any]], output: Path) -> None:
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "backtest.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if summary:
+        with (output / "backtest.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(summary[0]))
+            writer.writeheader()
+            writer.writerows(summary)
+
+
+def _write_charts(replayed, directory: Path, limit: int) -> int:
+    from pyspark.sql import functions as F
+
+    from lagwatch.spark.charts import GroupChart, page
+    from lagwatch.spark.replay import TimelineRow
+
+    reports = (
+        replayed.where(F.col("row_type") == ROW_REPORT)
+        .orderBy(F.desc("incidents"), F.desc("max_totallag"), "cluster", "group")
+        .limit(limit)
+        .collect()
+    )
+    chosen = {(r["cluster"], r["group"]): r for r in reports}
+    if not chosen:
+        return 0
+    keys = [F.struct(F.lit(c).alias("c"), F.lit(g).alias("g")) for c, g in chosen]
+    timeline = (
+        replayed.where((F.col("row_type") == ROW_TIMELINE) & F.struct("cluster", "group").isin(*keys))
+        .orderBy("cluster", "group", "at")
+        .collect()
+    )
+    rows: dict[tuple[str, str], list[TimelineRow]] = {}
+    for r in timeline:
+        rows.setdefault((r["cluster"], r["group"]), []).append(TimelineRow(*(r[name] for name in TimelineRow._fields)))
+    charts = []
+    for (cluster, group), report in chosen.items():
+        span_end = (rows.get((cluster, group)) or [None])[0]
+        end = (span_end.at if span_end else 0) + (report["observed_ms"] or 0)
+        charts.append(GroupChart(cluster, group, rows.get((cluster, group), []), end, _chart_summary(report)))
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "index.html").write_text(page(charts))
+    return len(charts)
+
+
+def _chart_summary(report) -> str:
+    hours = {s: (report[f"ms_{s.lower()}"] or 0) / 3_600_000 for s in ("OK", "WARN", "ERR")}
+    return (
+        f"{report['incidents']} incident(s); OK {hours['OK']:.1f} h, WARN {hours['WARN']:.1f} h, "
+        f"ERR {hours['ERR']:.1f} h; max total lag {report['max_totallag']:,}, p95 {report['p95_totallag']:,}"
+    )
+
+
+def _publish(events, options: ReprocessOptions, config: Config) -> int:
+    """Produce the replayed events (marked `replayed`) to a topic of a configured cluster, keyed like the live ones."""
+    from confluent_kafka import Producer
+
+    from lagwatch.shared.status_event import record_key
+
+    try:
+        name = options.publish_cluster or config.only_cluster()
+        cluster = config.cluster(name)
+    except ConfigError as exc:
+        raise JobError(str(exc)) from None
+    producer = Producer({"bootstrap.servers": ",".join(cluster.bootstrap_servers), "linger.ms": 50})
+    sent = 0
+    for row in events.orderBy("cluster", "group", "seq").select("cluster", "group", "event").toLocalIterator():
+        producer.produce(options.publish_topic, row["event"].encode(), key=record_key(row["cluster"], row["group"]))
+        producer.poll(0)
+        sent += 1
+    if producer.flush(30) > 0:
+        raise JobError(f"could not publish every replayed event to {options.publish_topic} within 30 s")
+    return sent
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input", required=True, help="history: a file or directory (Parquet/JSON) or kafka://servers/topic"
+    )
+    parser.add_argument("--output", required=True, help="directory (local or Hadoop-compatible URI) for the outputs")
+    parser.add_argument("--format", dest="input_format", default="auto", choices=("auto", "parquet", "json", "kafka"))
+    parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[*]"), help="Spark master URL")
+    parser.add_argument("--tick", dest="tick_seconds", type=float, help="evaluation tick, seconds (offset-refresh)")
+    parser.add_argument("--variants", dest="variants_file", help="backtest variants (YAML, see spark/backtest.py)")
+    parser.add_argument("--charts", type=int, default=50, help="groups to chart (most incidents first; 0 = none)")
+    parser.add_argument("--partitions", dest="shuffle_partitions", type=int, help="spark.sql.shuffle.partitions")
+    parser.add_argument("--publish-topic", help="also publish the replayed events to this Kafka topic")
+    parser.add_argument("--publish-cluster", help="configured cluster to publish to (default: the only one)")
+    parser.add_argument("--config", help="lagwatch configuration file (rules and storage options)")
+
+
+def options_from_args(args: argparse.Namespace) -> ReprocessOptions:
+    names = ReprocessOptions.__dataclass_fields__
+    return ReprocessOptions(**{k: v for k, v in vars(args).items() if k in names and v is not None})
+
+
+def main(argv: Sequence[str] | None = None, *, report: Callable[[str], None] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lagwatch spark reprocess", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run_from_args(args, report=report)
+
+
+def run_from_args(args: argparse.Namespace, *, report: Callable[[str], None] | None = None) -> int:
+    say = report or (lambda line: print(line, file=sys.stderr))
+    try:
+        config = load_config(args.config)
+        options = options_from_args(args)
+        if options.charts < 0:
+            raise JobError("--charts must be >= 0")
+        summary = run(options, config)
+    except (JobError, ConfigError) as exc:
+        say(f"lagwatch spark reprocess: {exc}")
+        return 2
+    print(json.dumps({k: summary[k] for k in ("groups", "events", "rows_good", "rows_bad", "seconds", "output")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""The Spark reprocessing job on `local[2]`: generated histories in the archiver's Parquet layout (and JSON lines) go
+in; timeline, events, report, backtest, charts and a summary come out, equal to the plain-Python replay."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lagwatch.shared.config import load_config
+from lagwatch.shared.history import KIND_COMMIT, HistoryRecord
+from lagwatch.shared.history_files import HistoryFileWriter
+from lagwatch.shared.status_event import schema
+from lagwatch.spark.reprocess import JobError, ReprocessOptions, run, spark_session
+from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, history_records, scenario_of
+
+SHAPE = HistoryShape(groups=12, partitions=2, commits_per_partition=20)
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = spark_session(ReprocessOptions(input="", output="", master="local[2]", shuffle_partitions=4))
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("history")
+    writer = HistoryFileWriter(str(root), flush_rows=500)  # several files per day, as the archiver writes them
+    for record in history_records(SHAPE):
+        if writer.add([record]):
+            writer.flush()
+    writer.flush()
+    return root
+
+
+def job(spark, input_path, output, **options) -> dict:
+    return run(
+        ReprocessOptions(input=str(input_path), output=str(output), **options), load_config(None, env={}), spark=spark
+    )
+
+
+@pytest.fixture(scope="module")
+def replayed(spark, history, tmp_path_factory) -> tuple[dict, Path]:
+    output = tmp_path_factory.mktemp("replay")
+    variants = output / "variants.yaml"
+    variants.write_text(
+        "variants:\n"
+        "  - {name: production}\n"
+        "  - {name: tolerant, allowed-lag: 100000}\n"
+        "  - {name: errors-only, threshold: ERR, send-close: false}\n"
+    )
+    return job(spark, history, output / "out", variants_file=str(variants)), output / "out"
+
+
+def test_every_group_ends_in_its_scenarios_status(replayed):
+    summary, out = replayed
+    report = pd.read_parquet(out / "report")
+
+    assert summary["groups"] == SHAPE.groups == len(report)
+    for row in report.itertuples():
+        assert row.status == FINAL_STATUS[row.group.split("-")[0]], row.group
+    assert (report["commits_stored"] <= report["commits"]).all()
+
+
+def test_the_events_are_the_live_schema_marked_replayed_and_match_the_plain_python_replay(replayed):
+    from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group
+    from lagwatch.spark.synthetic_history import group_records
+
+    _, out = replayed
+    validator = jsonschema.Draft202012Validator(schema())
+    lines = [
+        json.loads(line) for f in sorted((out / "events_jsonl").glob("part-*")) for line in f.read_text().splitlines()
+    ]
+    for event in lines:
+        validator.validate(event)
+        assert event["replayed"] is True
+
+    per_group: dict[str, list[tuple[str, str]]] = {}
+    for event in lines:
+        per_group.setdefault(event["group"], []).append((event["seq"], event["previous_status"], event["status"]))
+    for index in range(SHAPE.groups):
+        records = list(group_records(SHAPE, index, index * SHAPE.partitions * SHAPE.commits_per_partition))
+        commits = [
+            CommitInput(r.topic, r.partition, r.offset, r.commit_timestamp, r.order, r.observed_at)
+            for r in records
+            if r.kind == KIND_COMMIT
+        ]
+        samples = [SampleInput(r.topic, r.partition, r.offset, r.observed_at) for r in records if r.kind != KIND_COMMIT]
+        expected = replay_group("prod", records[-1].group, commits, samples, ReplayConfig(), end_ms=SHAPE.end_ms)
+        name = records[-1].group
+        assert sorted(per_group[name]) == [(e["seq"], e["previous_status"], e["status"]) for e in expected.events]
+
+
+def test_the_timeline_has_a_row_per_change(replayed):
+    _, out = replayed
+    timeline = pd.read_parquet(out / "timeline").sort_values(["group", "at"])
+
+    stopped = timeline[timeline["group"].str.startswith("stopped")]
+    assert list(stopped.groupby("group")["status"].last().unique()) == ["ERR"]
+    assert (timeline.groupby("group")["at"].is_monotonic_increasing).all()
+    assert timeline["max_lag_seconds"].notna().any()
+
+
+def test_the_backtest_compares_variants_side_by_side(replayed):
+    summary, out = replayed
+    totals = {row["variant"]: row for row in json.loads((out / "backtest.json").read_text())}
+
+    assert list(totals) == ["production", "tolerant", "errors-only"]
+    bad_groups = sum(1 for i in range(SHAPE.groups) if FINAL_STATUS[scenario_of(i)] != "OK")
+    assert totals["production"]["groups_alerted"] == bad_groups
+    assert totals["tolerant"]["opens"] < totals["production"]["opens"]  # allowed lag hides the WARNs
+    assert totals["errors-only"]["closes"] == 0
+    assert totals["errors-only"]["opens"] < totals["production"]["opens"]
+    assert (out / "backtest.csv").read_text().splitlines()[0].startswith("variant,")
+    assert summary["backtest"] == list(totals.values())
+
+
+def test_charts_and_summary_are_written(replayed):
+    summary, out = replayed
+    page = (out / "charts" / "index.html").read_text()
+
+    assert page.count("<svg") == summary["groups_charted"] == SHAPE.groups
+    written = json.loads((out / "summary.json").read_text())
+    assert written["rows_bad"] == {} and written["events"] == summary["events"] > 0
+    assert list((out / "report_csv").glob("*.csv"))
+
+
+def test_bad_rows_are_counted_by_reason_and_skipped(spark, history, tmp_path):
+    good = HistoryRecord(KIND_COMMIT, "prod", "x", "t", 0, 5, 1, 1, 1)
+    bad_rows = [
+        good._replace(group=None),  # a commit of no group
+        good._replace(offset=-1),
+        good._replace(kind="gossip"),
+        good._replace(partition=None),
+        good._replace(order=None),
+    ]
+    extra = tmp_path / "history"
+    for f in history.rglob("*.parquet"):  # the same history plus one file of bad rows
+        target = extra / f.relative_to(history)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(f.read_bytes())
+    day = next(extra.glob("cluster=prod/date=*"))
+    columns = {name: [getattr(r, name) for r in bad_rows] for name in HistoryRecord._fields if name != "cluster"}
+    pq.write_table(pa.Table.from_pydict(columns), day / "part-bad.parquet")
+
+    summary = job(spark, extra, tmp_path / "out", charts=0)
+
+    assert summary["rows_bad"] == {
+        "no group": 1,
+        "bad offset": 1,
+        "unknown kind": 1,
+        "bad partition": 1,
+        "bad order": 1,
+    }
+    assert summary["groups"] == SHAPE.groups
+
+
+def test_json_lines_history_reads_the_same(spark, tmp_path):
+    shape = HistoryShape(groups=6, partitions=1, commits_per_partition=20)
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(r.encode().decode() + "\n" for r in history_records(shape)) + "not json\n")
+
+    summary = job(spark, path, tmp_path / "out", charts=0)
+
+    assert summary["groups"] == 6
+    assert summary["rows_bad"] == {"unknown kind": 1}  # the line that is not JSON has no fields at all
+    report = pd.read_parquet(tmp_path / "out" / "report")
+    assert dict(zip(report["group"].str.split("-").str[0], report["status"], strict=True)) == FINAL_STATUS
+
+
+def test_missing_input_and_missing_columns_are_clear_errors(spark, tmp_path):
+    with pytest.raises(JobError, match="does not exist"):
+        job(spark, tmp_path / "nowhere", tmp_path / "out")
+
+    pq.write_table(pa.Table.from_pydict({"kind": ["commit"], "topic": ["t"]}), tmp_path / "thin.parquet")
+    with pytest.raises(JobError, match=r"lacks column\(s\) cluster, group, partition"):
+        job(spark, tmp_path / "thin.parquet", tmp_path / "out")
+
+
+def test_the_command_line_fails_fast_with_one_line(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lagwatch.cli",
+            "spark",
+            "reprocess",
+            "--input",
+            str(tmp_path / "none"),
+            "--output",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip().splitlines()[-1]
+        == f"lagwatch spark reprocess: input path {tmp_path / 'none'} does not exist"
+    )

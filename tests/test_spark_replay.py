@@ -1,0 +1,208 @@
+"""The replay the Spark job runs per group, without Spark: the shared window and rules over history time, the
+report, the backtest counts and the charts."""
+
+from __future__ import annotations
+
+import itertools
+
+import jsonschema
+import pytest
+
+from lagwatch.services.notifier.policy import Policy
+from lagwatch.shared.config import load_config
+from lagwatch.shared.history import KIND_COMMIT
+from lagwatch.shared.protocol import RuleConfig, Status
+from lagwatch.shared.status_event import schema
+from lagwatch.shared.window import WindowConfig
+from lagwatch.spark.backtest import BacktestError, count_notifications, variants_from_document
+from lagwatch.spark.charts import GroupChart, page
+from lagwatch.spark.group_replay_frame import FrameJob, replay_rows
+from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group, status_changes
+from lagwatch.spark.report import group_report, weighted_percentile
+from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, group_records, scenario_of
+
+SHAPE = HistoryShape(groups=6, partitions=2, commits_per_partition=20)
+T0 = SHAPE.start_ms
+
+
+def inputs_of(group_index: int, shape: HistoryShape = SHAPE) -> tuple[list[CommitInput], list[SampleInput]]:
+    commits, samples = [], []
+    for r in group_records(shape, group_index, 0):
+        if r.kind == KIND_COMMIT:
+            commits.append(CommitInput(r.topic, r.partition, r.offset, r.commit_timestamp, r.order, r.observed_at))
+        else:
+            samples.append(SampleInput(r.topic, r.partition, r.offset, r.observed_at))
+    return commits, samples
+
+
+def replay_scenario(group_index: int, config: ReplayConfig | None = None):
+    commits, samples = inputs_of(group_index)
+    return replay_group("prod", f"g{group_index}", commits, samples, config or ReplayConfig(), end_ms=SHAPE.end_ms)
+
+
+@pytest.mark.parametrize("index", range(6), ids=[scenario_of(i) for i in range(6)])
+def test_each_generated_scenario_ends_in_its_status(index):
+    result = replay_scenario(index)
+
+    assert result.timeline[-1].status == FINAL_STATUS[scenario_of(index)]
+    assert result.events[0]["previous_status"] == "NOTFOUND"
+    assert result.events[-1]["status"] == FINAL_STATUS[scenario_of(index)]
+
+
+def test_events_chain_and_match_the_live_schema():
+    validator = jsonschema.Draft202012Validator(schema())
+    for index in range(6):
+        events = replay_scenario(index).events
+        for before, after in itertools.pairwise(events):
+            assert after["previous_status"] == before["status"]
+            assert after["seq"] == before["seq"] + 1
+        for event in events:
+            validator.validate(event)
+            assert event["replayed"] is True
+
+
+def test_the_partition_statuses_behind_err_are_the_burrow_ones():
+    bad = {scenario_of(i): replay_scenario(i).events[-1]["partitions"] for i in (2, 3, 4)}
+
+    assert {p["status"] for p in bad["stalled"]} == {"STALL"}
+    assert {p["status"] for p in bad["stopped"]} == {"STOP"}
+    assert {p["status"] for p in bad["rewound"]} == {"REWIND"}
+
+
+def test_an_incident_carries_one_id_from_open_to_close():
+    commits = [CommitInput("t", 0, 1000, T0 + i * 10_000, i, T0 + i * 10_000 + 5) for i in range(12)]
+    # the log end runs away for a while (WARN), then the consumer catches up
+    samples = [SampleInput("t", 0, 1000 + (200 * i if i < 8 else 0), T0 + i * 10_000) for i in range(8)]
+    commits = [c._replace(offset=1000 + 100 * i) for i, c in enumerate(commits[:8])]
+    commits += [
+        CommitInput("t", 0, 2400 + 100 * i, T0 + (8 + i) * 10_000, 8 + i, T0 + (8 + i) * 10_000 + 5) for i in range(4)
+    ]
+    samples += [SampleInput("t", 0, 2400 + 100 * i, T0 + (8 + i) * 10_000) for i in range(4)]
+
+    events = replay_group("c", "g", commits, samples, ReplayConfig(window=WindowConfig(intervals=3))).events
+
+    assert status_changes(events) == [("NOTFOUND", "OK"), ("OK", "WARN"), ("WARN", "OK")]
+    assert events[1]["incident_id"] is not None
+    assert events[2]["incident_id"] == events[1]["incident_id"]
+
+
+def test_a_commit_before_any_log_end_sample_is_dropped_like_the_ingest_drops_it():
+    commits = [CommitInput("t", 0, 5, T0, 1, T0)]
+    samples = [SampleInput("t", 0, 5, T0 + 1)]
+
+    result = replay_group("c", "g", commits, samples, ReplayConfig(), end_ms=T0 + 60_000)
+
+    assert result.outcomes == {"NO_BROKER_OFFSET": 1}
+    assert result.events == []
+
+
+def test_a_group_silent_for_expire_group_becomes_notfound():
+    window = WindowConfig(expire_group_ms=60_000)
+    commits = [CommitInput("t", 0, 10 * i, T0 + i * 1000, i, T0 + i * 1000) for i in range(5)]
+    samples = [SampleInput("t", 0, 10 * i, T0 + i * 1000 - 1) for i in range(5)]
+
+    result = replay_group("c", "g", commits, samples, ReplayConfig(window=window, tick_ms=1000), end_ms=T0 + 3_600_000)
+
+    assert status_changes(result.events) == [("NOTFOUND", "OK"), ("OK", "NOTFOUND")]
+    assert result.events[-1]["evaluated_at"] == T0 + 4000 + 60_000 + 1000  # the first tick after the expiry
+
+
+def test_a_stop_is_seen_once_the_log_end_ring_forgets_the_caught_up_offsets():
+    # commits every 10 s for 100 s; then the consumer is gone while the log end jumps and the poller keeps sampling
+    commits = [CommitInput("t", 0, 100 * i, T0 + i * 10_000, i, T0 + i * 10_000) for i in range(10)]
+    samples = [SampleInput("t", 0, 100 * i, T0 + i * 10_000 - 1) for i in range(10)]
+    samples += [SampleInput("t", 0, 5000, T0 + i * 10_000) for i in range(10, 200)]
+
+    result = replay_group("c", "g", commits, samples, ReplayConfig(), end_ms=T0 + 86_400_000)
+
+    assert status_changes(result.events) == [("NOTFOUND", "OK"), ("OK", "ERR")]
+    # the window spans 90 s, so the STOP check holds from 90 s after the last commit (T0 + 180 s), but the ring of
+    # the last 10 log ends still shows the consumer caught up until the 10th sample after it (T0 + 190 s)
+    assert result.events[-1]["evaluated_at"] == T0 + 190_000
+    assert result.events[-1]["partitions"][0]["status"] == "STOP"
+
+
+def test_quiet_stretches_cost_no_evaluations():
+    commits = [CommitInput("t", 0, 100 * i, T0 + i * 10_000, i, T0 + i * 10_000) for i in range(10)]
+    samples = [SampleInput("t", 0, 100 * i, T0 + i * 10_000 - 1) for i in range(10)]
+
+    month = replay_group("c", "g", commits, samples, ReplayConfig(), end_ms=T0 + 30 * 86_400_000)
+
+    # OK while committing, ERR (STOP) never: the ring shows it caught up; NOTFOUND after expire-group (7 days)
+    assert status_changes(month.events) == [("NOTFOUND", "OK"), ("OK", "NOTFOUND")]
+    assert len(month.timeline) <= 4
+
+
+def test_allowed_lag_changes_the_verdict():
+    lagging = 1  # WARN under the defaults
+    assert replay_scenario(lagging).events[-1]["status"] == "WARN"
+
+    tolerant = ReplayConfig(rules=RuleConfig(allowed_lag=100_000))
+    assert [e["status"] for e in replay_scenario(lagging, tolerant).events] == ["OK"]
+
+
+def test_the_report_weighs_statuses_and_lag_by_time():
+    result = replay_scenario(1)  # lagging: OK, then WARN until the end
+
+    report = group_report(result)
+
+    assert report.ms_notfound + report.ms_ok + report.ms_warn + report.ms_err == report.observed_ms
+    assert report.ms_warn > 0 and report.incidents == 1 and report.open_incident
+    assert report.max_totallag >= report.p95_totallag > 0
+    assert weighted_percentile([(1, 95), (1000, 5)], 0.95) == 1
+    assert weighted_percentile([(1, 90), (1000, 10)], 0.95) == 1000
+
+
+def test_backtest_counts_what_each_subscription_would_have_received():
+    events = [
+        {"status": "WARN", "previous_status": "OK", "incident_id": "i1", "evaluated_at": 0},
+        {"status": "ERR", "previous_status": "WARN", "incident_id": "i1", "evaluated_at": 60_000},
+        {"status": "OK", "previous_status": "ERR", "incident_id": "i1", "evaluated_at": 120_000},
+    ]
+
+    warn = count_notifications(Policy(threshold=Status.WARN), events, 200_000)
+    err_only = count_notifications(Policy(threshold=Status.ERR, send_close=False), events, 200_000)
+    repeating = count_notifications(Policy(threshold=Status.WARN, send_interval_ms=25_000), events, 200_000)
+
+    assert (warn.opens, warn.updates, warn.closes, warn.notifications) == (1, 1, 1, 3)
+    assert (err_only.opens, err_only.closes, err_only.notifications) == (1, 0, 1)
+    assert repeating.repeats == 4  # 25 s and 50 s after the open, 25 s and 50 s after the update
+
+
+def test_variants_file_errors_name_the_entry_and_option():
+    config = load_config(None, env={})
+    with pytest.raises(BacktestError, match=r"variants\[1\] \(b\): intervals must be >= 1"):
+        variants_from_document({"variants": [{"name": "a"}, {"name": "b", "intervals": 0}]}, config, 10_000)
+    with pytest.raises(BacktestError, match="unknown option colour"):
+        variants_from_document({"variants": [{"name": "a", "colour": "red"}]}, config, 10_000)
+    with pytest.raises(BacktestError, match="unique"):
+        variants_from_document({"variants": [{"name": "a"}, {"name": "a"}]}, config, 10_000)
+
+
+def test_one_groups_rows_cover_every_output():
+    config = load_config(None, env={})
+    variants = variants_from_document(
+        {"variants": [{"name": "production"}, {"name": "tolerant", "allowed-lag": 100000}]}, config, 10_000
+    )
+    job = FrameJob(production=variants[0].replay, variants=variants, ends={"prod": SHAPE.end_ms})
+    commits, samples = inputs_of(1)
+
+    rows = replay_rows("prod", "lagging", commits, samples, job)
+
+    kinds = [r["row_type"] for r in rows]
+    assert kinds.count("report") == 1 and kinds.count("backtest") == 2
+    backtest = {r["variant"]: r for r in rows if r["row_type"] == "backtest"}
+    assert backtest["production"]["opens"] == 1 and backtest["tolerant"]["opens"] == 0
+
+
+def test_charts_are_one_self_contained_page():
+    result = replay_scenario(3)
+
+    html = page([GroupChart("prod", "stopped-<3>", result.timeline, SHAPE.end_ms, "1 incident")])
+
+    assert (
+        html.count("<svg") == 1
+        and "<script" not in html
+        and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    )
+    assert "stopped-&lt;3&gt;" in html and "ERR" in html
