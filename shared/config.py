@@ -97,6 +97,7 @@ class EvaluatorConfig:
     sweep_interval: float = field(default=5.0, metadata={"check": _positive})  # seconds between full sweeps
     status_topic: str = "lagwatch.status"
     changes_topic: str = "lagwatch.changes"
+    lag_threshold_topic: str = "lagwatch.lag-thresholds"  # lag-seconds threshold crossings (lag_threshold_event.py)
     http_host: str = "127.0.0.1"
     http_port: int = field(default=8002, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
 
@@ -192,6 +193,8 @@ class SubscriptionConfig:
     send_close: bool = True  # tell when the incident is over (OK or NOTFOUND again)
     send_once: bool = False  # one notification per incident (no updates, no repeats)
     send_interval: float = field(default=0.0, metadata={"check": _non_negative})  # repeat while open; 0 = never
+    # lagwatch's own rule beside Burrow's: alert while the group's max lag in seconds is over this; 0 = off
+    lag_seconds_threshold: float = field(default=0.0, metadata={"check": _non_negative})
     group_allowlist: str = field(default="", metadata={"check": _regex})
     group_denylist: str = field(default="", metadata={"check": _regex})
     clusters: list[str] = field(default_factory=list)  # empty = every cluster
@@ -221,6 +224,20 @@ class NotifierConfig:
 
 
 @dataclass(frozen=True)
+class HistoryConfig:
+    """The history of what the ingest read, for the Spark replay (shared/history.py): the ingest publishes every
+    commit and log-end sample to `topic`; the archiver (`lagwatch run archiver`) writes the topic to Parquet."""
+
+    enabled: bool = False  # off by default: it doubles what the ingest writes to Kafka
+    topic: str = "lagwatch.history"
+    path: str = "history"  # the archiver's Parquet root: a local path or a URI (s3://bucket/prefix, hdfs://...)
+    flush_rows: int = field(default=100_000, metadata={"check": _positive})  # the archiver's memory bound, records
+    flush_interval: float = field(default=60.0, metadata={"check": _positive})  # seconds: files at least this often
+    http_host: str = "127.0.0.1"
+    http_port: int = field(default=8004, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
+
+
+@dataclass(frozen=True)
 class Config:
     redis: RedisConfig = field(default_factory=RedisConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
@@ -228,6 +245,7 @@ class Config:
     ingest: IngestConfig = field(default_factory=IngestConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
     notifier: NotifierConfig = field(default_factory=NotifierConfig)
+    history: HistoryConfig = field(default_factory=HistoryConfig)
     clusters: dict[str, ClusterConfig] = field(default_factory=dict)
     subscriptions: list[SubscriptionConfig] = field(default_factory=list)
 

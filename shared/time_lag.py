@@ -87,6 +87,13 @@ def worst(lags: Iterable[TimeLag | None]) -> TimeLag | None:
     return max(known, key=lambda lag: (lag.seconds, lag.lower_bound)) if known else None
 
 
+def exceeds(lag: TimeLag | None, threshold_s: float) -> bool | None:
+    """Whether a lag is over a threshold (strictly); None when the lag is unknown. A lower bound counts as over only
+    when the bound itself is over: "at least 200 s" is not evidence of more than 300 s, so it does not raise an
+    alert (and it reads as under, like any other known lag that is not over)."""
+    return None if lag is None else lag.seconds > threshold_s
+
+
 def seconds_fields(lag: TimeLag | None, prefix: str) -> dict:
     """`{<prefix>: seconds or None, <prefix>_lower_bound: bool}`: how lag in seconds appears in JSON."""
     return {

@@ -21,15 +21,17 @@ MINUTE = 60_000
 
 
 class StatusTopic:
-    """Reads every event on the status topic, validating each against the published JSON Schema."""
+    """Reads every event on the status topic (or another of lagwatch's event topics), validating each against the
+    published JSON Schema."""
 
-    def __init__(self, bootstrap):
+    def __init__(self, bootstrap, topic=STATUS_TOPIC, event_schema=None):
         self.consumer = AIOKafkaConsumer(
-            STATUS_TOPIC,
+            topic,
             bootstrap_servers=bootstrap,
             auto_offset_reset="earliest",
             group_id=f"status-reader-{time.time()}",
         )
+        self.schema = event_schema or schema()
         self.events = []
 
     async def __aenter__(self):
@@ -44,7 +46,7 @@ class StatusTopic:
         for messages in batch.values():
             for m in messages:
                 event = json.loads(m.value)
-                jsonschema.validate(event, schema())
+                jsonschema.validate(event, self.schema)
                 assert m.key == f"{event['cluster']}/{event['group']}".encode()
                 self.events.append(event)
         return self.events

@@ -3,7 +3,8 @@
 For each group: read its windows (the store) and its last recorded state (the status store), compute its status
 with the shared rules, and when it differs, record the transition with a compare-and-set (with its event, in the
 outbox), publish the event, then take it out of the outbox. Groups gone from the store, or with no commit for
-`expire-group`, are NOTFOUND (and an expired group is deleted).
+`expire-group`, are NOTFOUND (and an expired group is deleted). The same evaluation checks the groups' lag in
+seconds against the subscriptions' lag-seconds thresholds (lag_thresholds.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAlerts
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
 from lagwatch.shared.status_event import build_event, encode, next_incident
@@ -28,6 +30,8 @@ class EvaluationReport:
     transitions: int = 0
     lost_races: int = 0  # transitions another evaluator recorded first
     published: int = 0
+    lag_crossings: int = 0  # lag-seconds thresholds crossed (lag_thresholds.py)
+    lag_events_published: int = 0
     seconds: float = 0.0
 
 
@@ -39,12 +43,14 @@ class GroupEvaluator:
         statuses: StatusStore,
         publisher: EventPublisher,
         rules: RuleConfig,
+        lag_alerts: LagThresholdAlerts | None = None,
     ) -> None:
         self.cluster = cluster
         self.store = store
         self.statuses = statuses
         self.publisher = publisher
         self.rules = rules
+        self.lag_alerts = lag_alerts
 
     def status_of(self, stored: StoredGroup | None, now_ms: int) -> GroupStatus | None:
         """The group's status now, or None when it is NOTFOUND."""
@@ -59,6 +65,7 @@ class GroupEvaluator:
         stored_groups = await self.store.get_groups(self.cluster, groups, now)
         states = await self.statuses.states(self.cluster, groups)
         outbox: list[tuple[str, list[bytes]]] = []
+        evaluated: list[Evaluated] = []
         for group, stored, state in zip(groups, stored_groups, states, strict=True):
             status = self.status_of(stored, now)
             if stored is not None and status is None:  # expired: forget its windows too
@@ -70,8 +77,11 @@ class GroupEvaluator:
                 events.append(event)
             if events:
                 outbox.append((group, events))
+            evaluated.append(Evaluated(group, status, lags))
         if outbox:
             report.published = await self._publish(outbox)
+        if self.lag_alerts is not None:
+            report.lag_crossings, report.lag_events_published = await self.lag_alerts.evaluate(evaluated, now)
         report.seconds = time.perf_counter() - started
         return report
 

@@ -1,5 +1,5 @@
-"""Status-change events onto the status topic: an idempotent producer with acks=all, key `<cluster>/<group>` so a
-group's events keep their order in one partition."""
+"""Status-change events onto the status topic (and lag-threshold events onto theirs): an idempotent producer with
+acks=all, key `<cluster>/<group>` so a group's events keep their order in one partition."""
 
 from __future__ import annotations
 
@@ -30,9 +30,10 @@ class EventPublisher:
     async def stop(self) -> None:
         await self._producer.stop()
 
-    async def publish(self, items: list[tuple[str, str, bytes]]) -> set[bytes]:
-        """Send (cluster, group, event) items; returns the events Kafka acknowledged. For each group only an
-        unbroken run from its first event counts, so a group's events are never acknowledged out of order."""
+    async def publish(self, items: list[tuple[str, str, bytes]], topic: str | None = None) -> set[bytes]:
+        """Send (cluster, group, event) items to `topic` (default: the status topic); returns the events Kafka
+        acknowledged. For each group only an unbroken run from its first event counts, so a group's events are
+        never acknowledged out of order."""
         sent: list[tuple[str, str, bytes, Any]] = []
         try:
             for cluster, group, event in items:
@@ -41,7 +42,7 @@ class EventPublisher:
                         cluster,
                         group,
                         event,
-                        await self._producer.send(self.topic, event, key=record_key(cluster, group)),
+                        await self._producer.send(topic or self.topic, event, key=record_key(cluster, group)),
                     )
                 )
         except (KafkaError, OSError) as exc:

@@ -9,6 +9,8 @@ statuses (STOP, expiry), publishing a status-change event whenever a group's sta
   a group belongs to the instance holding its partition, for notices and sweeps alike. During a rebalance two
   instances may briefly both evaluate a group: the status store's compare-and-set lets only one of them record
   (and publish) each transition.
+* Lag-seconds thresholds (lag_thresholds.py): the same evaluations publish lag-threshold events on
+  `evaluator.lag-threshold-topic` when a group's lag in seconds crosses a subscription's `lag-seconds-threshold`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from prometheus_client import Counter, Histogram
 from redis.exceptions import RedisError
 
 from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
+from lagwatch.services.evaluator.lag_thresholds import LagThresholdAlerts, ThresholdSource
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.changes import decode_notice, partition_of
 from lagwatch.shared.config import Config
@@ -33,6 +36,7 @@ from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.kafka_client import client_kwargs
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.lag_state_store import LagStateStore
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.status_store import StatusStore
 
@@ -63,7 +67,16 @@ class EvaluatorService:
         self.store = WindowStore(self.redis, config.window())
         self.statuses = StatusStore(self.redis, config.window().expire_group_ms)
         self.publisher = EventPublisher(client_kwargs(cluster_config, cluster), config.evaluator.status_topic)
-        self.evaluator = GroupEvaluator(cluster, self.store, self.statuses, self.publisher, config.rules())
+        self.lag_alerts = LagThresholdAlerts(
+            cluster,
+            LagStateStore(self.redis, config.window().expire_group_ms),
+            ThresholdSource(self.redis, cluster, config.subscriptions),
+            self.publisher,
+            config.evaluator.lag_threshold_topic,
+        )
+        self.evaluator = GroupEvaluator(
+            cluster, self.store, self.statuses, self.publisher, config.rules(), lag_alerts=self.lag_alerts
+        )
         self.health = HealthServer(
             "evaluator",
             {"redis": self._redis_ok, "kafka": self._kafka_ok},
@@ -161,6 +174,8 @@ class EvaluatorService:
                 if report is not None:
                     pipe.hincrby(stats, "transitions", report.transitions)
                     pipe.hincrby(stats, "events_published", report.published)
+                    if report.lag_crossings:
+                        pipe.hincrby(stats, "lag_crossings", report.lag_crossings)
                     pipe.hincrbyfloat(stats, "evaluation_seconds", report.seconds)
                 await pipe.execute()
         except RedisError:

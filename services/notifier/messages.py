@@ -3,14 +3,16 @@
 * `slack`: an incoming-webhook POST of a Block Kit message (`slack_message`): a header with the status emoji, the
   group, cluster, status change, total lag, partitions not OK and the incident's age as section fields, and — in
   an attachment coloured by status — the worst partitions, the incident id and a button to `notifier.dashboard-url`.
-  A close says the group is OK (or gone) again and how long the incident lasted.
-* `webhook`: the status-change event JSON exactly as on the status topic (`status_event.encode`), or the
-  subscription's `body_template`.
+  A close says the group is OK (or gone) again and how long the incident lasted. A lag-threshold event gets the
+  same layout (`lag_slack_message`): "Lag above 300 s" / "Still above" / "Back under", how far behind, the
+  threshold, Burrow's status of the group and the partitions over the threshold.
+* `webhook`: the event JSON exactly as on its topic (`status_event.encode`: a status-change or lag-threshold
+  event), or the subscription's `body_template`.
 
 Either can be replaced by a sandboxed Jinja2 `body_template` (and `url_template`); see templates.py.
 Every request carries X-Lagwatch-Event-Id, X-Lagwatch-Timestamp, X-Lagwatch-Notification (open, update, repeat,
-close, status), X-Lagwatch-Subscription, X-Lagwatch-Attempt and, when the subscription has a secret,
-X-Lagwatch-Signature (signing.py).
+close, status, lag-open, lag-repeat, lag-close), X-Lagwatch-Subscription, X-Lagwatch-Attempt and, when the
+subscription has a secret, X-Lagwatch-Signature (signing.py).
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from multidict import CIMultiDict
 from lagwatch.services.notifier import signing, targets, templates
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription
+from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
 from lagwatch.shared.status_event import encode
 
 USER_AGENT = "lagwatch-notifier/1"
 STATUS_EMOJI = {"ERR": ":red_circle:", "WARN": ":large_yellow_circle:", "OK": ":large_green_circle:"}
 STATUS_COLOUR = {"ERR": "#E01E5A", "WARN": "#ECB22E", "OK": "#2EB67D", "NOTFOUND": "#9E9E9E"}
+LAG_COLOUR = "#E8912D"  # a lag-threshold alert: neither Burrow's WARN nor its ERR
 HEADER_MAX = 150  # Slack's limit for a header block's text
 WORST_SHOWN = 5
 
@@ -64,6 +68,10 @@ def _title(kind: str, event: dict) -> str:
         text = f"{STATUS_EMOJI.get(status, ':white_circle:')} Still {status}: {group} on {cluster}"
     else:
         text = f"{STATUS_EMOJI.get(status, ':white_circle:')} {status}: {group} on {cluster}"
+    return _short(text)
+
+
+def _short(text: str) -> str:
     return text if len(text) <= HEADER_MAX else text[: HEADER_MAX - 1] + "…"
 
 
@@ -77,7 +85,6 @@ def _partition_line(p: dict) -> str:
 def slack_message(event: dict, kind: str, context: dict, dashboard_url: str = "") -> dict:
     """The default Slack message: Block Kit blocks, with a status-coloured attachment."""
     status = event["status"]
-    title = _title(kind, event)
     duration = templates.duration(context["incident"]["duration_s"])
     not_ok = len(event.get("partitions") or [])
     fields = [
@@ -88,22 +95,84 @@ def slack_message(event: dict, kind: str, context: dict, dashboard_url: str = ""
         f"*Partitions not OK*\n{not_ok} of {event['partition_count']}",
     ]
     if event.get("max_lag_seconds") is not None and kind != "close":  # lag in seconds (lagwatch's own measure)
-        at_least = "at least " if event.get("max_lag_seconds_lower_bound") else ""
-        fields.append(f"*Behind by*\n{at_least}{templates.duration(event['max_lag_seconds']) or '0s'}")
+        fields.append(f"*Behind by*\n{_behind(event)}")
     if duration:
         fields.append(f"*Incident {'lasted' if kind == 'close' else 'open for'}*\n{duration}")
+    worst = templates.worst_partitions(event, WORST_SHOWN) if kind != "close" else []
+    lines = "\n".join(_partition_line(p) for p in worst)
+    if worst and not_ok > len(worst):
+        lines += f"\n…and {not_ok - len(worst)} more"
+    colour = STATUS_COLOUR["OK"] if kind == "close" else STATUS_COLOUR.get(status, STATUS_COLOUR["NOTFOUND"])
+    return _blocks(_title(kind, event), fields, lines, event, colour, dashboard_url)
+
+
+def lag_slack_message(event: dict, kind: str, context: dict, dashboard_url: str = "") -> dict:
+    """The default Slack message for a lag-threshold event ("lag above N s" / "back under N s"): the same layout,
+    with the lag in seconds, the threshold and Burrow's status of the group, and the partitions over it."""
+    closing = kind == "lag-close"
+    duration = templates.duration(context["incident"]["duration_s"])
+    over = event.get("partitions") or []
+    fields = [
+        f"*Group*\n{_slack_escape(event['group'])}",
+        f"*Cluster*\n{_slack_escape(event['cluster'])}",
+        f"*Behind by*\n{_behind(event)}",
+        f"*Threshold*\n{_threshold(event)}",
+        f"*Status (Burrow's rules)*\n{event['status']}",
+        f"*Total lag*\n{event['totallag']:,}",
+    ]
+    if duration:
+        fields.append(f"*Incident {'lasted' if closing else 'open for'}*\n{duration}")
+    worst = over[:WORST_SHOWN] if not closing else []
+    lines = "\n".join(_lag_partition_line(p) for p in worst)
+    if worst and len(over) > len(worst):
+        lines += f"\n…and {len(over) - len(worst)} more"
+    colour = STATUS_COLOUR["OK"] if closing else LAG_COLOUR
+    return _blocks(_lag_title(kind, event), fields, lines, event, colour, dashboard_url)
+
+
+def _behind(event: dict) -> str:
+    if event.get("max_lag_seconds") is None:
+        return "unknown"
+    at_least = "at least " if event.get("max_lag_seconds_lower_bound") else ""
+    return f"{at_least}{templates.duration(event['max_lag_seconds']) or '0s'}"
+
+
+def _threshold(event: dict) -> str:
+    return f"{threshold_key(event['threshold_seconds'])} s"
+
+
+def _lag_title(kind: str, event: dict) -> str:
+    where = f"{event['group']} on {event['cluster']}"
+    if kind != "lag-close":
+        still = "Still above" if kind == "lag-repeat" else "Lag above"
+        return _short(f":hourglass_flowing_sand: {still} {_threshold(event)}: {where}")
+    ending = {
+        "group_gone": f"{where} is gone (NOTFOUND)",
+        "threshold_removed": f"{where}: the {_threshold(event)} threshold is no longer used",
+    }.get(event.get("reason", "lag"))
+    return _short(
+        f":white_check_mark: Lag alert over: {ending}"
+        if ending
+        else f":white_check_mark: Back under {_threshold(event)}: {where}"
+    )
+
+
+def _lag_partition_line(p: dict) -> str:
+    where = f"`{_slack_escape(p['topic'])}` / {p['partition']}"
+    at_least = "at least " if p.get("lag_seconds_lower_bound") else ""
+    owner = f" — {_slack_escape(p['owner'])}" if p.get("owner") else ""
+    return f"• {where}: {at_least}{templates.duration(p['lag_seconds'])} behind, lag {p['current_lag']:,}{owner}"
+
+
+def _blocks(title: str, fields: list[str], worst_lines: str, event: dict, colour: str, dashboard_url: str) -> dict:
+    """Header and fields, then an attachment coloured `colour`: the worst partitions, the incident, a button."""
     blocks: list[dict] = [
         {"type": "header", "text": {"type": "plain_text", "text": title, "emoji": True}},
         {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]},
     ]
     details: list[dict] = []
-    worst = templates.worst_partitions(event, WORST_SHOWN)
-    if worst and kind != "close":
-        lines = "\n".join(_partition_line(p) for p in worst)
-        more = not_ok - len(worst)
-        if more > 0:
-            lines += f"\n…and {more} more"
-        details.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Worst partitions*\n{lines}"}})
+    if worst_lines:
+        details.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Worst partitions*\n{worst_lines}"}})
     context_bits = [f"evaluated {templates.format_ts(event['evaluated_at'])}"]
     if event.get("incident_id"):
         context_bits.insert(0, f"incident `{event['incident_id']}`")
@@ -121,7 +190,6 @@ def slack_message(event: dict, kind: str, context: dict, dashboard_url: str = ""
                 ],
             }
         )
-    colour = STATUS_COLOUR["OK"] if kind == "close" else STATUS_COLOUR.get(status, STATUS_COLOUR["NOTFOUND"])
     return {"text": title, "blocks": blocks, "attachments": [{"color": colour, "blocks": details}]}
 
 
@@ -151,7 +219,8 @@ def build_request(
         if subscription.body_template is not None:
             body = templates.render(subscription.body_template, ctx).encode()
         elif sub.type == "slack":
-            body = json.dumps(slack_message(delivery.event, delivery.kind, ctx, dashboard_url)).encode()
+            message = lag_slack_message if is_lag_threshold_event(delivery.event) else slack_message
+            body = json.dumps(message(delivery.event, delivery.kind, ctx, dashboard_url)).encode()
         else:
             body = encode(delivery.event)
     except templates.TemplateProblem as exc:

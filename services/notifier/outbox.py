@@ -27,6 +27,7 @@ from lagwatch.shared.store import keys, scripts
 
 APPLIED, DUPLICATE, CONFLICT = 1, 0, -1
 FIELD_SEPARATOR = "\x1f"
+LAG_FIELD_PREFIX = "lag:"
 
 
 def now_ms() -> int:
@@ -93,15 +94,25 @@ def repeat_notification_id(event_id: str, subscription_id: str, due_ms: int) -> 
 
 
 def group_field(cluster: str, group: str) -> str:
+    """The state field of a group's status incident, in a subscription's state hash."""
     return f"{cluster}/{group}"
 
 
-def repeat_member(subscription_id: str, cluster: str, group: str) -> str:
-    return f"{subscription_id}{FIELD_SEPARATOR}{group_field(cluster, group)}"
+def lag_field(cluster: str, group: str) -> str:
+    """The state field of a group's lag-seconds incident (cluster names cannot hold ':', so no group field is one)."""
+    return f"{LAG_FIELD_PREFIX}{cluster}/{group}"
+
+
+def is_lag_field(state_field: str) -> bool:
+    return state_field.startswith(LAG_FIELD_PREFIX)
+
+
+def repeat_member(subscription_id: str, state_field: str) -> str:
+    return f"{subscription_id}{FIELD_SEPARATOR}{state_field}"
 
 
 def parse_repeat_member(member: bytes | str) -> tuple[str, str]:
-    """(subscription id, "<cluster>/<group>")"""
+    """(subscription id, state field)"""
     text = member.decode() if isinstance(member, bytes) else member
     subscription_id, _, group = text.partition(FIELD_SEPARATOR)
     return subscription_id, group
@@ -121,12 +132,12 @@ class Outbox:
 
     # --- the agent's side ---------------------------------------------------------------------------------------
 
-    async def read_states(self, subscription_ids: list[str], cluster: str, group: str) -> tuple[int, list[str]]:
-        """(subscriptions version, each subscription's state of the group as JSON or ''), in one round trip."""
+    async def read_states(self, subscription_ids: list[str], state_field: str) -> tuple[int, list[str]]:
+        """(subscriptions version, each subscription's state field as JSON or ''), in one round trip."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(keys.SUBSCRIPTIONS_VERSION)
             for sub_id in subscription_ids:
-                pipe.hget(keys.notify_state(sub_id), group_field(cluster, group))
+                pipe.hget(keys.notify_state(sub_id), state_field)
             version, *states = await pipe.execute()
         return int(version or 0), [raw.decode() if raw else "" for raw in states]
 
@@ -135,13 +146,13 @@ class Outbox:
         *,
         subscription_id: str,
         event: dict,
+        state_field: str,
         expected_state: str,
         new_state: str,
         delivery: Delivery | None,
         repeat_at: int | None,
     ) -> int:
         """APPLIED, DUPLICATE (the event was handled before) or CONFLICT (the state moved: decide again)."""
-        cluster, group = event["cluster"], event["group"]
         return int(
             await self._record(
                 keys=[
@@ -152,14 +163,14 @@ class Outbox:
                     keys.NOTIFY_REPEATS,
                 ],
                 args=[
-                    group_field(cluster, group),
+                    state_field,
                     expected_state,
                     new_state,
                     delivery.id if delivery else "",
                     delivery.to_json() if delivery else "",
                     delivery.created_at if delivery else 0,
                     self.seen_ttl_ms,
-                    repeat_member(subscription_id, cluster, group),
+                    repeat_member(subscription_id, state_field),
                     "" if repeat_at is None else str(int(repeat_at)),
                 ],
             )

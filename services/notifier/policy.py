@@ -35,6 +35,9 @@ class Kind(StrEnum):
     REPEAT = "repeat"
     CLOSE = "close"
     STATUS = "status"
+    LAG_OPEN = "lag-open"  # lag-seconds threshold (lag_policy.py): the group's lag went over it
+    LAG_REPEAT = "lag-repeat"
+    LAG_CLOSE = "lag-close"
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Policy:
     send_close: bool = True
     send_once: bool = False
     send_interval_ms: int = 0
+    lag_threshold_s: float = 0.0  # lagwatch's own rule (lag_policy.py); 0 = off
 
     @property
     def repeats(self) -> bool:
@@ -103,9 +107,9 @@ def decide(policy: Policy, event: dict, state: IncidentState | None, now_ms: int
         if policy.send_once:
             return Decision(None, replace(state, status=status, event=event), None)
         updated = IncidentState(state.incident_id, status, now_ms, event)
-        return Decision(Kind.UPDATE, updated, _next_repeat(policy, now_ms))
+        return Decision(Kind.UPDATE, updated, next_repeat(policy, now_ms))
     opened = IncidentState(event["incident_id"], status, now_ms, event)
-    return Decision(Kind.OPEN, opened, _next_repeat(policy, now_ms))
+    return Decision(Kind.OPEN, opened, next_repeat(policy, now_ms))
 
 
 def repeat_due(policy: Policy, state: IncidentState | None, now_ms: int) -> Decision:
@@ -118,5 +122,5 @@ def repeat_due(policy: Policy, state: IncidentState | None, now_ms: int) -> Deci
     return Decision(Kind.REPEAT, state, now_ms + policy.send_interval_ms)
 
 
-def _next_repeat(policy: Policy, now_ms: int) -> int | None:
+def next_repeat(policy: Policy, now_ms: int) -> int | None:
     return now_ms + policy.send_interval_ms if policy.repeats else None

@@ -1,7 +1,8 @@
 """`lagwatch run notifier`: a Faust app that turns status-change events into Slack and webhook notifications.
 
-* The agent consumes the status topic (`evaluator.status-topic`) in the consumer group `lagwatch-notifier`. For
-  each event and each matching subscription it decides (policy.py, Burrow's rules) and records the decision —
+* The agents consume the status topic (`evaluator.status-topic`) and the lag-threshold topic
+  (`evaluator.lag-threshold-topic`) in the consumer group `lagwatch-notifier`. For each event and each matching
+  subscription they decide (policy.py: Burrow's rules; lag_policy.py: lag-seconds thresholds) and record it —
   incident state, the delivery in the outbox, the repeat schedule — in one Lua call, idempotently per (event id,
   subscription). Only then is the event acknowledged (manual acks: an event whose handling did not finish, e.g.
   because Redis is down or the process stops, is not committed and is read again).
@@ -27,6 +28,7 @@ from redis.exceptions import RedisError
 from lagwatch.services.notifier import metrics
 from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters
+from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, EventRules, rules_for_field
 from lagwatch.services.notifier.outbox import (
     APPLIED,
     CONFLICT,
@@ -34,12 +36,11 @@ from lagwatch.services.notifier.outbox import (
     Delivery,
     Outbox,
     delivery_id,
-    group_field,
     now_ms,
     parse_repeat_member,
     repeat_notification_id,
 )
-from lagwatch.services.notifier.policy import Decision, IncidentState, decide, repeat_due
+from lagwatch.services.notifier.policy import Decision, IncidentState
 from lagwatch.services.notifier.subscriptions import Registry, Subscription, SubscriptionStore
 from lagwatch.shared.config import Config, ConfigError
 from lagwatch.shared.faust_kafka import faust_broker_settings, raw_topic
@@ -49,22 +50,7 @@ from lagwatch.shared.redis_client import connect
 
 log = logging.getLogger(__name__)
 CONSUMER_GROUP = "lagwatch-notifier"
-REQUIRED_FIELDS = ("event_id", "cluster", "group", "status", "previous_status", "incident_id", "evaluated_at")
-STATUSES = ("NOTFOUND", "OK", "WARN", "ERR")
 MAX_CONFLICTS = 20
-
-
-def parse_event(raw: bytes | str | None) -> dict | None:
-    """A status-change event, or None when the record is not one."""
-    try:
-        event = json.loads(raw) if raw is not None else None
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(event, dict) or any(f not in event for f in REQUIRED_FIELDS):
-        return None
-    if event["status"] not in STATUSES or not isinstance(event["event_id"], str):
-        return None
-    return event
 
 
 def check_settings(config: Config) -> None:
@@ -117,6 +103,8 @@ class NotifierService:
         )
         self.status_topic = raw_topic(self.app, config.evaluator.status_topic)
         self.app.agent(self.status_topic, name="lagwatch.notifier.on_status")(self._on_status)
+        self.lag_topic = raw_topic(self.app, config.evaluator.lag_threshold_topic)
+        self.app.agent(self.lag_topic, name="lagwatch.notifier.on_lag_threshold")(self._on_lag_threshold)
         self.app.timer(settings.repeat_check_interval, name="lagwatch.notifier.repeats")(self._repeat_tick)
 
     async def _redis_ok(self) -> bool:
@@ -128,24 +116,30 @@ class NotifierService:
     # --- status-change events -----------------------------------------------------------------------------------
 
     async def _on_status(self, stream) -> None:
+        await self._consume(stream, STATUS_EVENTS)
+
+    async def _on_lag_threshold(self, stream) -> None:
+        await self._consume(stream, LAG_EVENTS)
+
+    async def _consume(self, stream, rules: EventRules) -> None:
         async for event in stream.noack().events():
-            if await self.handle(event.value):
+            if await self.handle(event.value, rules):
                 await stream.ack(event)
             else:
                 return  # stopping: the event stays unacknowledged, so it is read again after a restart
 
-    async def handle(self, raw: bytes | None) -> bool:
-        """Record what one status-change event means for every matching subscription; retried until it is done
-        (True) or the service stops (False)."""
-        event = parse_event(raw)
+    async def handle(self, raw: bytes | None, rules: EventRules = STATUS_EVENTS) -> bool:
+        """Record what one event means for every matching subscription; retried until it is done (True) or the
+        service stops (False)."""
+        event = rules.parse(raw)
         if event is None:
-            log.warning("notifier: skipped a record that is not a status-change event")
+            log.warning("notifier: skipped a record that is not a %s event", rules.name)
             metrics.EVENTS.labels("malformed").inc()
             return True
         delay = 0.1
         while not self.stopping.is_set():
             try:
-                outcomes = await self._record(event)
+                outcomes = await self._record(event, rules)
             except (RedisError, OSError) as exc:
                 log.warning("notifier: cannot record event %s (%s); retrying in %.1fs", event["event_id"], exc, delay)
                 await self._sleep(delay)
@@ -162,32 +156,39 @@ class NotifierService:
             return True
         return False
 
-    async def _record(self, event: dict) -> list[int]:
+    async def _record(self, event: dict, rules: EventRules) -> list[int]:
         cluster, group = event["cluster"], event["group"]
+        state_field = rules.state_field(cluster, group)
         if self.registry.version is None:
             await self.registry.refresh()
         subscriptions = self.registry.matching(cluster, group)
-        version, states = await self.outbox.read_states([s.id for s in subscriptions], cluster, group)
+        version, states = await self.outbox.read_states([s.id for s in subscriptions], state_field)
         if version != self.registry.version:  # subscriptions changed through the api: reload, read again
             await self.registry.refresh(version=version)
             subscriptions = self.registry.matching(cluster, group)
-            _, states = await self.outbox.read_states([s.id for s in subscriptions], cluster, group)
+            _, states = await self.outbox.read_states([s.id for s in subscriptions], state_field)
         outcomes = []
         enqueued = False
         for subscription, state in zip(subscriptions, states, strict=True):
-            outcome, sent = await self._record_one(subscription, event, state)
-            outcomes.append(outcome)
+            outcome, sent = await self._record_one(subscription, event, state, rules, state_field)
+            if outcome is not None:
+                outcomes.append(outcome)
             enqueued |= sent
         if enqueued:
             self.dispatcher.wake.set()
         return outcomes
 
-    async def _record_one(self, subscription: Subscription, event: dict, current: str) -> tuple[int, bool]:
-        """Decide from the state read and record it (one Lua call); on a conflict, read the state again."""
+    async def _record_one(
+        self, subscription: Subscription, event: dict, current: str, rules: EventRules, state_field: str
+    ) -> tuple[int | None, bool]:
+        """Decide from the state read and record it (one Lua call); on a conflict, read the state again. The
+        outcome is None when the event does not concern the subscription (nothing recorded)."""
         for _ in range(MAX_CONFLICTS):
             state = IncidentState.from_json(json.loads(current)) if current else None
             now = now_ms()
-            decision = decide(subscription.policy, event, state, now)
+            decision = rules.decide(subscription.policy, event, state, now)
+            if decision is None:
+                return None, False
             delivery = None
             if decision.kind is not None:
                 delivery = Delivery(
@@ -201,15 +202,14 @@ class NotifierService:
             outcome = await self.outbox.record(
                 subscription_id=subscription.id,
                 event=event,
+                state_field=state_field,
                 expected_state=current,
                 new_state=json.dumps(decision.state.to_json(), sort_keys=True) if decision.state else "",
                 delivery=delivery,
                 repeat_at=decision.repeat_at,
             )
             if outcome == CONFLICT:
-                current = await self.outbox.read_state_field(
-                    subscription.id, group_field(event["cluster"], event["group"])
-                )
+                current = await self.outbox.read_state_field(subscription.id, state_field)
                 continue
             if outcome == APPLIED and delivery is not None:
                 metrics.NOTIFICATIONS.labels(subscription.type, delivery.kind).inc()
@@ -231,10 +231,11 @@ class NotifierService:
         await self.registry.refresh()
         enqueued = 0
         for member, score in await self.outbox.due_repeats(now):
-            subscription_id, group_key = parse_repeat_member(member)
+            subscription_id, state_field = parse_repeat_member(member)
             subscription = self.registry.get(subscription_id)
-            raw = await self.outbox.read_state_field(subscription_id, group_key)
+            raw = await self.outbox.read_state_field(subscription_id, state_field)
             state = IncidentState.from_json(json.loads(raw)) if raw else None
+            repeat_due = rules_for_field(state_field).repeat_due
             decision = repeat_due(subscription.policy, state, now) if subscription else Decision(None, None, None)
             delivery = None
             if decision.kind is not None and state is not None:
@@ -249,7 +250,7 @@ class NotifierService:
                 )
             if await self.outbox.schedule_repeat(member, score, decision.repeat_at, delivery, now) and delivery:
                 enqueued += 1
-                metrics.NOTIFICATIONS.labels(subscription.type if subscription else "unknown", "repeat").inc()
+                metrics.NOTIFICATIONS.labels(subscription.type if subscription else "unknown", delivery.kind).inc()
         if enqueued:
             self.dispatcher.wake.set()
         return enqueued

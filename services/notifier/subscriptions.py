@@ -24,11 +24,13 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis.asyncio import Redis
+from redis.exceptions import WatchError
 
 from lagwatch.services.notifier import targets, templates
 from lagwatch.services.notifier.policy import Policy
 from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig, build_section, field_problems
 from lagwatch.shared.group_filter import GroupFilter
+from lagwatch.shared.lag_threshold_index import index_entry
 from lagwatch.shared.protocol import Status
 from lagwatch.shared.store import keys
 
@@ -86,6 +88,7 @@ def compile_subscription(config: SubscriptionConfig, source: str) -> Subscriptio
             send_close=config.send_close,
             send_once=config.send_once,
             send_interval_ms=int(config.send_interval * 1000),
+            lag_threshold_s=config.lag_seconds_threshold,
         ),
         groups=GroupFilter(config.group_allowlist, config.group_denylist),
         body_template=templates.compile_template(config.body_template) if config.body_template else None,
@@ -246,7 +249,8 @@ def unmask_unchanged(doc: Mapping[str, Any], existing: SubscriptionConfig) -> di
 
 
 class SubscriptionStore:
-    """API-created subscriptions in Redis; every change bumps a version the notifiers watch."""
+    """API-created subscriptions in Redis; every change bumps a version the notifiers watch, and keeps the index of
+    lag-seconds thresholds the evaluators read (`lw:n:{notify}:lag-thresholds`) in step, in the same transaction."""
 
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -274,21 +278,33 @@ class SubscriptionStore:
     async def put(self, config: SubscriptionConfig, *, create: bool) -> bool:
         """Store a subscription; with `create`, only if the id is free (False otherwise)."""
         text = json.dumps(to_document(config), sort_keys=True)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            if create:
-                pipe.hsetnx(keys.SUBSCRIPTIONS, config.id, text)
-            else:
+        lag_entry = index_entry(config)
+        while True:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                if create:  # only if the id is free; watched, so nothing is written for a refused create
+                    await pipe.watch(keys.SUBSCRIPTIONS)
+                    if await pipe.hexists(keys.SUBSCRIPTIONS, config.id):
+                        return False
+                    pipe.multi()
                 pipe.hset(keys.SUBSCRIPTIONS, config.id, text)
-            pipe.incr(keys.SUBSCRIPTIONS_VERSION)
-            stored, _ = await pipe.execute()
-        return bool(stored) or not create
+                if lag_entry is None:
+                    pipe.hdel(keys.LAG_THRESHOLDS, config.id)
+                else:
+                    pipe.hset(keys.LAG_THRESHOLDS, config.id, lag_entry)
+                pipe.incr(keys.SUBSCRIPTIONS_VERSION)
+                try:
+                    await pipe.execute()
+                    return True
+                except WatchError:  # another subscription was written meanwhile: look again
+                    continue
 
     async def delete(self, sub_id: str) -> bool:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hdel(keys.SUBSCRIPTIONS, sub_id)
+            pipe.hdel(keys.LAG_THRESHOLDS, sub_id)
             pipe.delete(keys.notify_state(sub_id))  # its announced incidents; repeats are dropped by the timer
             pipe.incr(keys.SUBSCRIPTIONS_VERSION)
-            removed, _, _ = await pipe.execute()
+            removed, *_ = await pipe.execute()
         return bool(removed)
 
 

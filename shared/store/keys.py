@@ -17,14 +17,23 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:g:{<cluster>/<group>}:s        HASH  evaluator state: status, seq (transitions so far), incident_id,
                                             incident_started_at, changed_at (kept `expire-group` after NOTFOUND)
     lw:g:{<cluster>/<group>}:p        LIST  status-change events written but not yet acknowledged by Kafka
+    lw:g:{<cluster>/<group>}:lt       HASH  lag-seconds thresholds: threshold ("300") -> "<seq>:<incident_started_at>",
+                                            seq = crossings so far (odd: over it now); kept `expire-group` once
+                                            under every threshold (services/evaluator/lag_thresholds.py)
+    lw:g:{<cluster>/<group>}:lp       LIST  lag-threshold events written but not yet acknowledged by Kafka
+    lw:c:{<cluster>}:lag-active       SET   groups over some lag-seconds threshold or with lag-threshold events
+                                            pending (evaluator's index: only they are read when no threshold is set)
     lw:c:{<cluster>}:statuses         HASH  group -> current status, for groups not NOTFOUND (evaluator's index)
     lw:c:{<cluster>}:recent-changes   LIST  the cluster's latest status changes, newest first, JSON summaries,
                                             capped (status_store.RECENT_CHANGES); written with the index
     lw:c:{<cluster>}:evaluator        HASH  evaluator counters (evaluations, events published, ...)
     lw:n:{notify}:subs                HASH  subscription id -> JSON subscription (created through the api)
     lw:n:{notify}:subs-version        STR   bumped on every api change to subscriptions; notifiers reload on it
-    lw:n:{notify}:state:<sub id>      HASH  "<cluster>/<group>" -> JSON incident announced to the subscription
-    lw:n:{notify}:repeats             ZSET  "<sub id>\x1f<cluster>/<group>" -> when its next repeat is due (ms)
+    lw:n:{notify}:lag-thresholds      HASH  subscription id -> JSON {"seconds", "clusters"}: the api's subscriptions
+                                            with a `lag-seconds-threshold`, written with them; the evaluator reads it
+    lw:n:{notify}:state:<sub id>      HASH  "<cluster>/<group>" -> JSON incident announced to the subscription;
+                                            "lag:<cluster>/<group>" -> the same for its lag-seconds threshold
+    lw:n:{notify}:repeats             ZSET  "<sub id>\x1f<state field>" -> when its next repeat is due (ms)
     lw:n:{notify}:seen:<event>:<sub>  STR   the event was handled for the subscription (expires `dedupe-ttl`)
     lw:n:{notify}:due                 ZSET  delivery id -> time of its next attempt (ms): the outbox's queue
     lw:n:{notify}:inflight            ZSET  delivery id -> lease expiry (ms): claimed by a delivery worker
@@ -104,6 +113,18 @@ def group_pending_events(cluster: str, group: str) -> str:
     return f"{PREFIX}:g:{{{cluster}/{group}}}:p"
 
 
+def group_lag_thresholds(cluster: str, group: str) -> str:
+    return f"{PREFIX}:g:{{{cluster}/{group}}}:lt"
+
+
+def group_pending_lag_events(cluster: str, group: str) -> str:
+    return f"{PREFIX}:g:{{{cluster}/{group}}}:lp"
+
+
+def lag_active_groups(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:lag-active"
+
+
 def statuses_index(cluster: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:statuses"
 
@@ -132,6 +153,7 @@ def parse_partition_field(field: bytes | str) -> tuple[str, int]:
 NOTIFY = f"{PREFIX}:n:{{notify}}"
 SUBSCRIPTIONS = f"{NOTIFY}:subs"
 SUBSCRIPTIONS_VERSION = f"{NOTIFY}:subs-version"
+LAG_THRESHOLDS = f"{NOTIFY}:lag-thresholds"
 NOTIFY_REPEATS = f"{NOTIFY}:repeats"
 OUTBOX_DUE = f"{NOTIFY}:due"
 OUTBOX_INFLIGHT = f"{NOTIFY}:inflight"

@@ -304,6 +304,30 @@ redis.call('LTRIM', recent_key, 0, keep - 1)
 return 1
 """
 
+# KEYS: lag-thresholds hash, pending lag-events list (of one group)
+# ARGV: threshold field, expected seq, new seq, incident_started_at, event JSON, ttl_ms
+# Compare-and-set of one threshold's crossing count, with the event in the outbox: like TRANSITION, two evaluators
+# (or a restarted one) never record, and publish, the same crossing twice. The hash lives while the group is over
+# some threshold and expires `ttl_ms` after its last crossing once it is under every one.
+# Returns 1 when recorded, 0 when another evaluator got there first.
+RECORD_LAG_CROSSING = """
+local state_key, pending_key = KEYS[1], KEYS[2]
+local field, expected_seq, new_seq = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local started_at, event, ttl_ms = ARGV[4], ARGV[5], tonumber(ARGV[6])
+
+local function seq_of(value) return tonumber(string.match(value or '0', '^(%d+)')) end
+
+if seq_of(redis.call('HGET', state_key, field)) ~= expected_seq then return 0 end
+redis.call('HSET', state_key, field, new_seq .. ':' .. started_at)
+redis.call('RPUSH', pending_key, event)
+local over_any = false
+for _, value in ipairs(redis.call('HVALS', state_key)) do
+  if seq_of(value) % 2 == 1 then over_any = true; break end
+end
+if over_any then redis.call('PERSIST', state_key) else redis.call('PEXPIRE', state_key, ttl_ms) end
+return 1
+"""
+
 # Renew-if-mine for the poller lease. KEYS: lease key; ARGV: owner id, ttl ms
 RENEW_LEASE = """
 local lease_key = KEYS[1]

@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 from lagwatch.shared.protocol import Status
 from lagwatch.shared.status_event import Incident
 from lagwatch.shared.store import keys, scripts
+from lagwatch.shared.store.group_outbox import read_states_and_outboxes
 
 RECENT_CHANGES = 200  # status changes kept per cluster for the dashboard
 # what a recent-changes entry copies from the event, beside what the transition itself knows
@@ -50,12 +51,8 @@ class StatusStore:
         self._record_change = redis.register_script(scripts.RECORD_STATUS_CHANGE)
 
     async def states(self, cluster: str, groups: Sequence[str]) -> list[GroupState]:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for group in groups:
-                pipe.hgetall(keys.group_state(cluster, group))
-                pipe.lrange(keys.group_pending_events(cluster, group), 0, -1)
-            replies = await pipe.execute()
-        return [_state(replies[i], replies[i + 1]) for i in range(0, len(replies), 2)]
+        read = await read_states_and_outboxes(self.redis, cluster, groups, keys.group_state, keys.group_pending_events)
+        return [_state(raw, pending) for raw, pending in read]
 
     async def transition(
         self, cluster: str, group: str, *, expected_seq: int, status: Status, keeps: Incident, event: bytes, now_ms: int

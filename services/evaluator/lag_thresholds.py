@@ -1,0 +1,207 @@
+"""Lag-seconds thresholds: lagwatch's own rule beside Burrow's ("alert when the max lag is over 300 s, even if
+Burrow's rules say OK"), evaluated by the evaluator with the statuses and published as lag-threshold events.
+
+* Which thresholds: every `lag-seconds-threshold` of a subscription for this cluster — the configuration file's
+  (the evaluator reads the same `subscriptions:` as the notifier) and the api's (`lw:n:{notify}:lag-thresholds`,
+  written with each subscription). Re-read at most every `REFRESH_S`.
+* Each evaluation compares the group's max lag in seconds (`time_lag.worst`; a lower bound only counts when the
+  bound itself is over) with each threshold, strictly: over when `max_lag_seconds > threshold`. A group whose lag is
+  unknown keeps its state. When the group crosses a threshold, a crossing is recorded with a compare-and-set and its
+  event in an outbox (`lag_state_store.py`), then published on `evaluator.lag-threshold-topic` — as status
+  transitions are, so a restart or a second evaluator never records or publishes a crossing twice.
+* A group over a threshold comes back under when its lag does, when it is gone (NOTFOUND), or when no subscription
+  asks for that threshold any more: every incident that was opened is closed.
+* Thresholds are not filtered by group: the topic has every group's crossings, and the notifier applies each
+  subscription's group filter. Without any threshold, only the groups still over one are read (the index).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from prometheus_client import Counter
+from redis.asyncio import Redis
+
+from lagwatch.services.evaluator.publisher import EventPublisher
+from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.lag_threshold_event import Crossing, Reason, build_event, encode, threshold_key
+from lagwatch.shared.lag_threshold_index import parse_index_entry, thresholds_for
+from lagwatch.shared.protocol import GroupStatus
+from lagwatch.shared.store import keys
+from lagwatch.shared.store.lag_state_store import GroupLagState, LagStateStore, ThresholdState
+from lagwatch.shared.time_lag import TimeLag, exceeds, worst
+
+log = logging.getLogger(__name__)
+CROSSINGS = Counter(
+    "lagwatch_lag_threshold_crossings_total", "Lag-seconds threshold crossings recorded", ["cluster", "direction"]
+)
+REFRESH_S = 1.0
+NEVER_CROSSED = ThresholdState()
+
+
+def crossings(
+    states: Mapping[float, ThresholdState], thresholds: frozenset[float], lag: TimeLag | None, *, gone: bool
+) -> list[Crossing]:
+    """The thresholds a group crosses at this evaluation, lowest first. `lag` is the group's max lag in seconds
+    (None: unknown, nothing changes); `gone`: the group is NOTFOUND."""
+    out = []
+    for threshold in sorted(thresholds | {t for t, s in states.items() if s.above}):
+        above = states.get(threshold, NEVER_CROSSED).above
+        if gone or threshold not in thresholds:
+            if above:
+                out.append(Crossing(threshold, False, Reason.GROUP_GONE if gone else Reason.THRESHOLD_REMOVED))
+            continue
+        over = exceeds(lag, threshold)
+        if over is not None and over != above:
+            out.append(Crossing(threshold, over))
+    return out
+
+
+class ThresholdSource:
+    """The thresholds in force for one cluster, and the groups still over one (both re-read every `refresh_s`)."""
+
+    def __init__(
+        self, redis: Redis, cluster: str, from_file: Sequence[SubscriptionConfig], refresh_s: float = REFRESH_S
+    ) -> None:
+        self.redis = redis
+        self.cluster = cluster
+        self.from_file = [(s.lag_seconds_threshold, s.clusters) for s in from_file]
+        self.refresh_s = refresh_s
+        self._read_at = float("-inf")
+        self._current: tuple[frozenset[float], frozenset[str]] = (frozenset(), frozenset())
+
+    async def current(self) -> tuple[frozenset[float], frozenset[str]]:
+        """(thresholds, groups over some threshold or with events pending)."""
+        if time.monotonic() - self._read_at >= self.refresh_s:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(keys.LAG_THRESHOLDS)
+                pipe.smembers(keys.lag_active_groups(self.cluster))
+                index, active = await pipe.execute()
+            from_api = []
+            for sub_id, raw in index.items():
+                entry = parse_index_entry(raw)
+                if entry is None:
+                    log.warning("evaluator %s: bad lag-threshold entry for subscription %r", self.cluster, sub_id)
+                else:
+                    from_api.append(entry)
+            thresholds = thresholds_for(self.cluster, [*self.from_file, *from_api])
+            self._current = (thresholds, frozenset(g.decode() for g in active))
+            self._read_at = time.monotonic()
+        return self._current
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluated:
+    """One group as the evaluator just saw it: its status (None = NOTFOUND) and lag in seconds per partition."""
+
+    group: str
+    status: GroupStatus | None
+    time_lags: Mapping[tuple[str, int], TimeLag | None] | None
+
+
+class LagThresholdAlerts:
+    def __init__(
+        self,
+        cluster: str,
+        store: LagStateStore,
+        source: ThresholdSource,
+        publisher: EventPublisher,
+        topic: str,
+    ) -> None:
+        self.cluster = cluster
+        self.store = store
+        self.source = source
+        self.publisher = publisher
+        self.topic = topic
+
+    async def evaluate(self, evaluated: Sequence[Evaluated], now_ms: int) -> tuple[int, int]:
+        """Record and publish the crossings of these groups; returns (crossings recorded, events published)."""
+        thresholds, active = await self.source.current()
+        looked_at = [e for e in evaluated if thresholds or e.group in active]
+        if not looked_at:
+            return 0, 0
+        states = await self.store.states(self.cluster, [e.group for e in looked_at])
+        outbox: dict[str, list[bytes]] = {}
+        recorded = 0
+        for item, state in zip(looked_at, states, strict=True):
+            events = list(state.pending)  # left by an evaluator that stopped before publishing
+            for crossing in crossings(
+                state.thresholds, thresholds, worst((item.time_lags or {}).values()), gone=item.status is None
+            ):
+                event = await self._record(item, state, crossing, now_ms)
+                if event is not None:
+                    events.append(event)
+                    recorded += 1
+            if events:
+                outbox[item.group] = events
+        published = await self._publish(outbox) if outbox else {}
+        await self._update_index(looked_at, states, active, outbox, published)
+        return recorded, sum(len(e) for e in published.values())
+
+    async def _record(self, item: Evaluated, state: GroupLagState, crossing: Crossing, now_ms: int) -> bytes | None:
+        before = state.thresholds.get(crossing.threshold_s, NEVER_CROSSED)
+        seq = before.seq + 1
+        started_at = now_ms if crossing.above else (before.started_at or now_ms)
+        event = encode(
+            build_event(
+                cluster=self.cluster,
+                group=item.group,
+                crossing=crossing,
+                seq=seq,
+                incident_started_at=started_at,
+                evaluated_at=now_ms,
+                group_status=item.status,
+                time_lags=item.time_lags or {},
+            )
+        )
+        applied = await self.store.record(
+            self.cluster,
+            item.group,
+            threshold_key=threshold_key(crossing.threshold_s),
+            expected_seq=before.seq,
+            started_at=started_at,
+            event=event,
+        )
+        if not applied:
+            return None  # another evaluator recorded it: it publishes it
+        state.thresholds[crossing.threshold_s] = ThresholdState(seq, started_at)
+        CROSSINGS.labels(self.cluster, "over" if crossing.above else "under").inc()
+        log.info(
+            "%s/%s: lag %s %ss (%s)",
+            self.cluster,
+            item.group,
+            "over" if crossing.above else "back under",
+            threshold_key(crossing.threshold_s),
+            crossing.reason.value,
+        )
+        return event
+
+    async def _publish(self, outbox: dict[str, list[bytes]]) -> dict[str, list[bytes]]:
+        """Publish in order per group; what Kafka acknowledged leaves the outbox. Returns {group: acknowledged}."""
+        items = [(self.cluster, group, event) for group, events in outbox.items() for event in events]
+        acknowledged = await self.publisher.publish(items, topic=self.topic)
+        done = {group: [e for e in events if e in acknowledged] for group, events in outbox.items()}
+        done = {group: events for group, events in done.items() if events}
+        if done:
+            await self.store.acknowledge(self.cluster, done)
+        return done
+
+    async def _update_index(
+        self,
+        looked_at: Sequence[Evaluated],
+        states: Sequence[GroupLagState],
+        was_active: frozenset[str],
+        outbox: Mapping[str, list[bytes]],
+        published: Mapping[str, list[bytes]],
+    ) -> None:
+        active, inactive = [], []
+        for item, state in zip(looked_at, states, strict=True):
+            unpublished = len(outbox.get(item.group, ())) > len(published.get(item.group, ()))
+            if state.above_any or unpublished:
+                active.append(item.group)
+            elif item.group in was_active or item.group in outbox:
+                inactive.append(item.group)
+        await self.store.mark(self.cluster, active=active, inactive=inactive)

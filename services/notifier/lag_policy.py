@@ -1,0 +1,41 @@
+"""When a subscription is told about a lag-threshold event (shared/lag_threshold_event.py): lagwatch's own rule,
+beside Burrow's (policy.py), as pure functions.
+
+* `lag-seconds-threshold` (0 = off): the event that takes a group's max lag in seconds over exactly that threshold
+  is a **lag-open** notification ("lag above N s").
+* `send-close`: the event that brings the announced incident back under (or ends it: the group is gone, or the
+  threshold is no longer used) is a **lag-close** ("back under N s"). Only incidents announced to the
+  subscription are closed, so one that changed its threshold still hears the end of what it was told.
+* `send-interval` > 0: a **lag-repeat** every interval while the announced incident lasts, unless `send-once`.
+* Burrow's `threshold` (a status) plays no part: a group can be over the lag threshold while its status is OK.
+
+The state per (subscription, cluster/group) is an `IncidentState` kept under the group's lag field
+(`outbox.lag_field`), apart from the status incident's.
+"""
+
+from __future__ import annotations
+
+from lagwatch.services.notifier.policy import Decision, IncidentState, Kind, Policy, next_repeat
+
+ABOVE = "ABOVE"  # the `status` an announced lag incident keeps
+
+
+def decide_lag(policy: Policy, event: dict, state: IncidentState | None, now_ms: int) -> Decision | None:
+    """What a lag-threshold event means for one subscription; None when it does not concern it (another
+    threshold's crossing, or the end of an incident it was never told about): nothing to record."""
+    announced = state.incident_id if state is not None else None
+    if event["above"]:
+        if float(event["threshold_seconds"]) != policy.lag_threshold_s or event["incident_id"] == announced:
+            return None
+        opened = IncidentState(event["incident_id"], ABOVE, now_ms, event)
+        return Decision(Kind.LAG_OPEN, opened, next_repeat(policy, now_ms))
+    if announced is None or event["incident_id"] != announced:
+        return None
+    return Decision(Kind.LAG_CLOSE if policy.send_close else None, None, None)
+
+
+def lag_repeat_due(policy: Policy, state: IncidentState | None, now_ms: int) -> Decision:
+    """The timer's question for an announced lag incident whose repeat time has come."""
+    if state is None or state.incident_id is None or not policy.repeats:
+        return Decision(None, state, None)
+    return Decision(Kind.LAG_REPEAT, state, now_ms + policy.send_interval_ms)
