@@ -7,7 +7,6 @@ Set LAGWATCH_DASHBOARD_SCREENSHOT=<path> to also save the browser test's screens
 """
 
 import asyncio
-import contextlib
 import dataclasses
 import os
 import re
@@ -19,9 +18,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from kafka_helpers import CLUSTER, running
+from kafka_helpers import CLUSTER
+from test_api import api_config, serving
 
-from lagwatch.services.api.app import ApiServer
+from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.services.api.dashboard_data import lag_sparkline
 from lagwatch.shared.config import load_config
 from lagwatch.shared.protocol import GroupStatus, OffsetEntry, Status
@@ -35,25 +35,11 @@ from lagwatch.shared.window import Commit
 INTERVALS = 6
 STEP = 30_000
 STEPS = range(INTERVALS)
-UNREACHABLE = "127.0.0.1:1"
 QUIET = Incident(None, None)
 
 
 def dashboard_config(redis_url):
-    return load_config(
-        env={
-            "REDIS_URL": redis_url,
-            f"LAGWATCH__CLUSTERS__{CLUSTER}__BOOTSTRAP_SERVERS": UNREACHABLE,
-            "LAGWATCH__STORAGE__INTERVALS": str(INTERVALS),
-        }
-    )
-
-
-@contextlib.asynccontextmanager
-async def serving(config):
-    async with running(ApiServer(config, port=0)) as server:
-        await asyncio.wait_for(server.started.wait(), 10)
-        yield server
+    return api_config(redis_url, STORAGE__INTERVALS=str(INTERVALS))
 
 
 @pytest.fixture
@@ -169,6 +155,7 @@ async def test_the_overview_lists_groups_worst_first_with_lag_sparklines_inciden
     status, body, _ = await get(http, f"{api.url}/dashboard/api/overview")
     assert status == 200 and body["error"] is False
     assert (body["clusters"], body["cluster"]) == ([CLUSTER], CLUSTER)
+    assert now <= body["generated_at"] <= now_ms()
 
     rows = {row["group"]: row for row in body["groups"]}
     assert [(r["group"], r["status"], r["totallag"]) for r in body["groups"]] == [
@@ -261,6 +248,33 @@ async def test_no_cluster_at_all(redis_server, redis, http):
     async with serving(config) as server:
         status, body, _ = await get(http, f"{server.url}/dashboard/api/overview")
     assert status == 200 and (body["clusters"], body["cluster"], body["groups"]) == ([], None, [])
+
+
+async def test_overviews_asked_meanwhile_share_one_computation_and_failures_are_not_kept():
+    shared, calls, gate = SharedRecentResults(ttl_s=3600), [], asyncio.Event()
+
+    async def compute():
+        calls.append(1)
+        await gate.wait()
+        return len(calls)
+
+    first, second = (asyncio.create_task(shared.get("local", compute)) for _ in range(2))
+    await asyncio.sleep(0)
+    gate.set()
+    assert (await first, await second, await shared.get("local", compute)) == (1, 1, 1)
+    assert await shared.get("other", compute) == 2
+
+    async def fail():
+        raise ConnectionError("Redis is down")
+
+    with pytest.raises(ConnectionError):
+        await shared.get("broken", fail)
+    assert await shared.get("broken", compute) == 3
+
+    brief = SharedRecentResults(ttl_s=0.001)
+    assert await brief.get("local", compute) == 4
+    await asyncio.sleep(0.01)  # older than its ttl now
+    assert await brief.get("local", compute) == 5
 
 
 # --- the evaluator's recent changes -----------------------------------------------------------------------------

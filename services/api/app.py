@@ -30,7 +30,7 @@ def create_app(config: Config) -> web.Application:
     app.add_routes(burrow_routes.routes)
     app.add_routes(health_routes.routes)
     app.add_routes(subscription_routes.routes)
-    app.add_routes(dashboard.routes)
+    dashboard.install(app)
     app.router.add_get("/metrics", handle_metrics)
     app.on_startup.append(_start)
     app.on_cleanup.append(_close)

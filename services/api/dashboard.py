@@ -6,7 +6,9 @@
     GET /dashboard/api/group/{cluster}/{group}      a group's status with every partition and its window
 
 Group statuses and lags are computed from the windows at request time, as for Burrow's routes (`statuses.py`); open
-incidents and recent changes are the evaluator's records (`status_store.py`), empty while no evaluator has run.
+incidents and recent changes are the evaluator's records (`status_store.py`), empty while no evaluator has run. An
+overview costs an evaluation of every group of the cluster, so requests within `OVERVIEW_REUSE_S` of one share it
+(every open page polls it); `generated_at` says when it was computed.
 Like the api's other reads these need no token; the page mutates nothing. It loads no third-party code (the
 machines it runs on may have no internet), and its Content-Security-Policy allows only its own script and style.
 """
@@ -19,6 +21,7 @@ from aiohttp import web
 
 from lagwatch.services.api import statuses
 from lagwatch.services.api.context import CONTEXT, ApiContext, now_ms
+from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.services.api.dashboard_data import group_detail, group_row, incident_json, severity_order
 from lagwatch.services.api.metrics import GROUPS_PER_CHUNK
 from lagwatch.services.api.responses import ApiError, ok
@@ -28,12 +31,20 @@ from lagwatch.shared.store.status_store import GroupState, StatusStore
 routes = web.RouteTableDef()
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 RECENT_CHANGES_SHOWN = 50
+OVERVIEW_REUSE_S = 5.0  # the page's default refresh: one computation per cluster per refresh, however many viewers
+OVERVIEWS = web.AppKey("lagwatch_dashboard_overviews", SharedRecentResults)
 PAGE_HEADERS = {
     "Cache-Control": "no-cache",
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
 }
+
+
+def install(app: web.Application) -> None:
+    """The dashboard's routes, and the overviews its requests share."""
+    app[OVERVIEWS] = SharedRecentResults(OVERVIEW_REUSE_S)
+    app.add_routes(routes)
 
 
 def _static(name: str) -> bytes:
@@ -63,9 +74,17 @@ async def overview(request: web.Request) -> web.Response:
     context = request.app[CONTEXT]
     clusters = await context.clusters()
     cluster = request.query.get("cluster") or (clusters[0] if clusters else None)
-    body = {"clusters": clusters, "cluster": cluster, "groups": [], "incidents": [], "changes": []}
+    body = {
+        "clusters": clusters,
+        "cluster": cluster,
+        "generated_at": now_ms(),
+        "groups": [],
+        "incidents": [],
+        "changes": [],
+    }
     if cluster is not None:
-        body.update(await _cluster_overview(context, await context.require_cluster(cluster)))
+        await context.require_cluster(cluster)
+        body.update(await request.app[OVERVIEWS].get(cluster, lambda: _cluster_overview(context, cluster)))
     return ok(request, "dashboard overview returned", **body)
 
 
@@ -86,6 +105,7 @@ async def _cluster_overview(context: ApiContext, cluster: str) -> dict:
     history = StatusStore(context.redis, context.config.window().expire_group_ms)
     incidents = await _open_incidents(history, cluster)
     return {
+        "generated_at": now_ms(),
         "groups": await _group_rows(context, cluster, incidents),
         "incidents": [{"group": g, "status": s.status.name, **incident_json(s.incident)} for g, s in incidents.items()],
         "changes": await history.recent_changes(cluster, RECENT_CHANGES_SHOWN),

@@ -58,8 +58,10 @@ async function loadDetail(cluster, group) {
   }
 }
 
+// The next poll waits at least twice as long as this one took, so a slow api (a big cluster) is not polled flat out.
 async function refresh() {
   const mine = ++cycle;
+  const started = performance.now();
   clearTimeout(timer);
   try {
     const overview = await loadOverview();
@@ -72,13 +74,13 @@ async function refresh() {
     state.cluster = overview.cluster;
     state.details = new Map(open.map((g, i) => [g, details[i]]));
     state.error = null;
-    state.updatedAt = new Date();
+    state.updatedAt = new Date(overview.generated_at); // shared by every viewer polling within a few seconds
   } catch (error) {
     if (mine !== cycle) return;
     state.error = error.message || String(error);
   }
   render();
-  timer = setTimeout(refresh, REFRESH_MS);
+  timer = setTimeout(refresh, Math.max(REFRESH_MS, 2 * (performance.now() - started)));
 }
 
 function remember() {
@@ -362,12 +364,14 @@ function partitionsTable(status) {
   return table(headers, rows);
 }
 
+// A panel listing `items` as a table, or saying `emptyText` when there are none.
+function listPanel(id, items, emptyText, headers, row) {
+  replace(id, items.length ? table(headers, items.map(row)) : empty(emptyText));
+}
+
 function renderIncidents(overview) {
-  if (!overview.incidents.length) {
-    replace("incidents", empty("No open incidents."));
-    return;
-  }
-  const rows = overview.incidents.map((i) =>
+  const headers = [["Status"], ["Group"], ["Opened"], ["Incident"]];
+  listPanel("incidents", overview.incidents, "No open incidents.", headers, (i) =>
     el(
       "tr",
       { "data-incident": i.group },
@@ -377,15 +381,12 @@ function renderIncidents(overview) {
       el("td", { class: "muted" }, i.incident_id),
     ),
   );
-  replace("incidents", table([["Status"], ["Group"], ["Opened"], ["Incident"]], rows));
 }
 
 function renderChanges(overview) {
-  if (!overview.changes.length) {
-    replace("changes", empty("No status changes recorded yet (the evaluator records them)."));
-    return;
-  }
-  const rows = overview.changes.map((c) =>
+  const headers = [["At"], ["Group"], ["Change"], ["Total lag", "num"], ["Behind by", "num"]];
+  const emptyText = "No status changes recorded yet (the evaluator records them).";
+  listPanel("changes", overview.changes, emptyText, headers, (c) =>
     el(
       "tr",
       { "data-change": c.group, "data-status": c.status },
@@ -396,7 +397,6 @@ function renderChanges(overview) {
       el("td", { class: "num" }, lagSeconds(c.max_lag_seconds ?? null, c.max_lag_seconds_lower_bound)),
     ),
   );
-  replace("changes", table([["At"], ["Group"], ["Change"], ["Total lag", "num"], ["Behind by", "num"]], rows));
 }
 
 // --- interaction ------------------------------------------------------------------------------------------------
