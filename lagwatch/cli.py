@@ -6,6 +6,7 @@
     lagwatch run ingest [--cluster NAME]       run a service (configuration: --config, $LAGWATCH_CONFIG, env)
     lagwatch run api                           the HTTP API, for every cluster (configured or found in Redis)
     lagwatch run notifier                      Slack and webhook notifications from the status topic
+    lagwatch run archiver                      the history topic to Parquet files, for the Spark replay
     lagwatch spark reprocess --input H --output O   replay commit history with the live rules, on Spark
     lagwatch notify replay-dlq [--subscription ID] [--since 2h]   re-send dead-lettered notifications
 
@@ -62,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     decode.set_defaults(handler=_offsets_decode)
 
     run = commands.add_parser("run", help="run a service until SIGTERM/Ctrl-C")
-    run.add_argument("service", choices=["ingest", "evaluator", "api", "notifier"], help="which service")
+    run.add_argument("service", choices=["ingest", "evaluator", "api", "notifier", "archiver"], help="which service")
     run.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
     run.add_argument("--cluster", default=None, help="the configured cluster to watch (default: the only one)")
     run.add_argument(
@@ -168,6 +169,10 @@ def _run_service(args: argparse.Namespace) -> int:
         from lagwatch.services.evaluator.service import run_evaluator
 
         asyncio.run(run_evaluator(config, cluster, http_port=args.http_port))
+    elif args.service == "archiver":
+        from lagwatch.services.archiver.service import run_archiver
+
+        asyncio.run(run_archiver(config, cluster, http_port=args.http_port))
     elif args.service == "notifier":
         from lagwatch.services.notifier.service import run_notifier
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
-from aiokafka.partitioner import murmur2
+
+from lagwatch.shared.kafka_batches import partition_for, send_keyed
 
 log = logging.getLogger(__name__)
 DEFAULT_TOPIC = "lagwatch.changes"
@@ -31,7 +32,7 @@ def notice_key(cluster: str, group: str) -> bytes:
 
 def partition_of(cluster: str, group: str, partitions: int) -> int:
     """The partition Kafka's default partitioner gives the group's key (so the sweep knows what it owns)."""
-    return (murmur2(notice_key(cluster, group)) & 0x7FFFFFFF) % partitions
+    return partition_for(notice_key(cluster, group), partitions)
 
 
 def encode_notice(cluster: str, group: str, reason: str, at: int) -> bytes:
@@ -76,26 +77,12 @@ class ChangePublisher:
         if not self._started:
             return
         now = int(time.time() * 1000)
+        records = ((notice_key(cluster, g), encode_notice(cluster, g, reason, now)) for g, reason in groups)
         try:
-            count = len(await self._producer.partitions_for(self.topic))
-            batches: dict[int, Any] = {}
-            for group, reason in groups:
-                partition = partition_of(cluster, group, count)
-                key, value = notice_key(cluster, group), encode_notice(cluster, group, reason, now)
-                batch = batches.setdefault(partition, self._producer.create_batch())
-                if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start another
-                    await self._send(batch, partition)
-                    batch = batches[partition] = self._producer.create_batch()
-                    batch.append(key=key, value=value, timestamp=None)
-            for partition, batch in batches.items():
-                await self._send(batch, partition)
+            for future in await send_keyed(self._producer, self.topic, records):
+                future.add_done_callback(self._check)
         except (KafkaError, OSError) as exc:
             self._failed(exc)
-
-    async def _send(self, batch: Any, partition: int) -> None:
-        batch.close()
-        future = await self._producer.send_batch(batch, self.topic, partition=partition)
-        future.add_done_callback(self._check)
 
     def _check(self, future: Any) -> None:
         if not future.cancelled() and future.exception() is not None:

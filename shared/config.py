@@ -224,6 +224,20 @@ class NotifierConfig:
 
 
 @dataclass(frozen=True)
+class HistoryConfig:
+    """The history of what the ingest read, for the Spark replay (shared/history.py): the ingest publishes every
+    commit and log-end sample to `topic`; the archiver (`lagwatch run archiver`) writes the topic to Parquet."""
+
+    enabled: bool = False  # off by default: it doubles what the ingest writes to Kafka
+    topic: str = "lagwatch.history"
+    path: str = "history"  # the archiver's Parquet root: a local path or a URI (s3://bucket/prefix, hdfs://...)
+    flush_rows: int = field(default=100_000, metadata={"check": _positive})  # the archiver's memory bound, records
+    flush_interval: float = field(default=60.0, metadata={"check": _positive})  # seconds: files at least this often
+    http_host: str = "127.0.0.1"
+    http_port: int = field(default=8004, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
+
+
+@dataclass(frozen=True)
 class Config:
     redis: RedisConfig = field(default_factory=RedisConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
@@ -231,6 +245,7 @@ class Config:
     ingest: IngestConfig = field(default_factory=IngestConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
     notifier: NotifierConfig = field(default_factory=NotifierConfig)
+    history: HistoryConfig = field(default_factory=HistoryConfig)
     clusters: dict[str, ClusterConfig] = field(default_factory=dict)
     subscriptions: list[SubscriptionConfig] = field(default_factory=list)
 

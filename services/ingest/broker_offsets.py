@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaClient, AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.offset import OffsetRequest
 
+from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.redis_store import WindowStore
 
@@ -78,8 +79,10 @@ class BrokerOffsets:
         *,
         offset_refresh: float,
         topic_refresh: float,
+        history: HistoryPublisher | None = None,
     ) -> None:
         self.cluster = cluster
+        self.history = history
         self.store = store
         self.offset_refresh = offset_refresh
         self.request_timeout = max(5.0, offset_refresh)
@@ -176,6 +179,8 @@ class BrokerOffsets:
             by_topic.setdefault(topic, {})[partition] = offset
         counts = {topic: self.partition_counts[topic] for topic in by_topic if topic in self.partition_counts}
         await self.store.add_broker_polls(self.cluster, by_topic, sampled_at, counts)
+        if self.history is not None:
+            await self.history.publish_samples(by_topic, sampled_at)
         self.latest.update(found)
         return found
 

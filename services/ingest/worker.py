@@ -29,6 +29,7 @@ from redis.exceptions import RedisError
 
 from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
+from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.processor import BatchProcessor, PreparedBatch
 from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.config import Config
@@ -73,12 +74,14 @@ class IngestWorker:
         self.redis = connect(config.redis)
         self.store = WindowStore(self.redis, config.window())
         kafka = client_kwargs(cluster_config, cluster)
+        self.history = HistoryPublisher(cluster, kafka, config.history.topic) if config.history.enabled else None
         self.broker_offsets = BrokerOffsets(
             cluster,
             self.store,
             kafka,
             offset_refresh=cluster_config.offset_refresh,
             topic_refresh=cluster_config.topic_refresh,
+            history=self.history,
         )
         self.processor = BatchProcessor(cluster, self.store, self.broker_offsets, config.group_filter(cluster))
         self.changes = ChangePublisher(kafka, config.evaluator.changes_topic)
@@ -127,6 +130,7 @@ class IngestWorker:
         await self.changes.start()
         poller: asyncio.Task | None = None
         try:
+            await self._start_history()
             await self._first_broker_poll()
             poller = asyncio.create_task(self.broker_offsets.run(self.stopping))
             await self._consume_until_stopped()
@@ -136,8 +140,21 @@ class IngestWorker:
                 await poller
             await self.broker_offsets.stop()
             await self.changes.stop()
+            if self.history is not None:
+                await self.history.stop()
             await self.health.stop()
             await self.redis.aclose()
+
+    async def _start_history(self) -> None:
+        delay = 0.5
+        while self.history is not None and not self.stopping.is_set():
+            try:
+                await self.history.start()
+                return
+            except (KafkaError, OSError) as exc:
+                log.warning("ingest %s: history producer cannot start (%s); retrying", self.cluster, exc)
+                await self._sleep(delay)
+                delay = min(delay * 2, MAX_BACKOFF_S)
 
     async def _first_broker_poll(self) -> None:
         """Know the log-end offsets before the first commit needs one (retrying while Kafka or Redis is down)."""
@@ -199,11 +216,29 @@ class IngestWorker:
     async def _store_and_commit(self, prepared: PreparedBatch, positions: dict) -> bool:
         if not await self._store_with_retry(prepared):
             return False  # left uncommitted: read again later
+        if not await self._archive_with_retry(prepared):
+            return False
         touched = prepared.decoded.touched_groups()
         if touched:
             await self.changes.publish(self.cluster, touched.items())  # the evaluator's trigger (best effort)
         await self._commit(positions)
         self.batches_done += 1
+        return True
+
+    async def _archive_with_retry(self, prepared: PreparedBatch) -> bool:
+        """The batch's commits on the history topic before the position moves on (none lost to the replay)."""
+        delay = 0.1
+        while self.history is not None and prepared.decoded.commits:
+            try:
+                await self.history.publish_commits(prepared.decoded.commits)
+                return True
+            except (KafkaError, OSError) as exc:
+                metrics.RETRIES.labels(self.cluster).inc()
+                log.warning("ingest %s: archiving a batch failed (%s); retrying in %.1fs", self.cluster, exc, delay)
+                if self.stopping.is_set():
+                    return False
+                await self._sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, MAX_BACKOFF_S)
         return True
 
     async def _store_with_retry(self, prepared: PreparedBatch) -> bool:

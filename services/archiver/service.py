@@ -1,0 +1,177 @@
+"""The archiver service: consumes the history topic (`history.topic`) and writes its records to Parquet files
+partitioned by cluster and date under `history.path` (`shared/history_files.py`).
+
+Memory is bounded by `history.flush-rows`: at that many buffered records, or every `history.flush-interval`
+seconds, the buffer is written and only then the consumer's position committed, so a crash loses nothing (the
+records after the last commit are read again; a duplicate commit is harmless to the replay, which drops repeated
+`order`s). Records that are not history records are counted (`lagwatch_archiver_records_total{outcome="bad"}`) and
+skipped. Several archivers share the topic's partitions as one consumer group; each writes its own files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
+from prometheus_client import Counter
+
+from lagwatch.shared.config import Config
+from lagwatch.shared.health_server import HealthServer
+from lagwatch.shared.history import HistoryRecordInvalid, decode
+from lagwatch.shared.history_files import HistoryFileWriter
+from lagwatch.shared.kafka_client import client_kwargs
+
+log = logging.getLogger(__name__)
+RECORDS = Counter("lagwatch_archiver_records_total", "History records read", ["cluster", "outcome"])
+FILES = Counter("lagwatch_archiver_files_total", "Parquet files written", ["cluster"])
+MAX_BACKOFF_S = 30.0
+
+
+def consumer_group(cluster: str) -> str:
+    return f"lagwatch-archiver-{cluster}"
+
+
+class _FlushBeforeRevoke(ConsumerRebalanceListener):
+    """Records of partitions about to move are written (and their positions committed) first, so the next owner
+    does not write them again."""
+
+    def __init__(self, archiver: Archiver) -> None:
+        self.archiver = archiver
+
+    async def on_partitions_revoked(self, revoked) -> None:
+        await self.archiver.flush()
+
+    async def on_partitions_assigned(self, assigned) -> None:
+        return None
+
+
+class Archiver:
+    def __init__(self, config: Config, cluster: str, *, http_port: int | None = None) -> None:
+        self.cluster = cluster
+        self.settings = config.history
+        self.writer = HistoryFileWriter(self.settings.path, flush_rows=self.settings.flush_rows)
+        self._kafka = client_kwargs(config.cluster(cluster), cluster)
+        self.consumer = self._new_consumer()
+        self.health = HealthServer(
+            "archiver",
+            {"kafka": self._kafka_ok},
+            host=self.settings.http_host,
+            port=self.settings.http_port if http_port is None else http_port,
+        )
+        self.stopping = asyncio.Event()
+        self.positions: dict = {}  # next offsets to commit once the buffer is written
+        self._last_flush = time.monotonic()
+        self._kafka_up = False
+        self._flush_lock = asyncio.Lock()
+
+    def _new_consumer(self) -> AIOKafkaConsumer:
+        consumer = AIOKafkaConsumer(
+            **self._kafka,
+            group_id=consumer_group(self.cluster),
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_poll_records=min(10_000, self.settings.flush_rows),
+            fetch_max_wait_ms=500,
+        )
+        consumer.subscribe([self.settings.topic], listener=_FlushBeforeRevoke(self))
+        return consumer
+
+    async def _kafka_ok(self) -> bool:
+        return self._kafka_up
+
+    async def run(self) -> None:
+        await self.health.start()
+        log.info(
+            "archiver %s: %s -> %s; health on %s",
+            self.cluster,
+            self.settings.topic,
+            self.settings.path,
+            self.health.url,
+        )
+        delay = 0.5
+        try:
+            while not self.stopping.is_set():
+                try:
+                    await self.consumer.start()
+                    self._kafka_up = True
+                    await self._consume()
+                    delay = 0.5
+                except (KafkaError, OSError) as exc:
+                    log.warning("archiver %s: consumer failed (%s); retrying in %.1fs", self.cluster, exc, delay)
+                finally:
+                    self._kafka_up = False
+                    await self.flush()
+                    await self.consumer.stop()
+                if not self.stopping.is_set():
+                    await _sleep_unless(self.stopping, delay)
+                    delay = min(delay * 2, MAX_BACKOFF_S)
+                    self.consumer = self._new_consumer()
+        finally:
+            await self.health.stop()
+
+    async def _consume(self) -> None:
+        interval = self.settings.flush_interval
+        while not self.stopping.is_set():
+            fetched = await self.consumer.getmany(timeout_ms=500)
+            for tp, messages in fetched.items():
+                self.writer.add(self._decoded(messages))
+                self.positions[tp] = messages[-1].offset + 1
+            if self.writer.buffered >= self.settings.flush_rows or time.monotonic() - self._last_flush >= interval:
+                await self.flush()
+
+    def _decoded(self, messages):
+        for message in messages:
+            try:
+                record = decode(message.value or b"")
+            except HistoryRecordInvalid as exc:
+                RECORDS.labels(self.cluster, "bad").inc()
+                log.warning(
+                    "archiver %s: skipped a record at %s:%s (%s)", self.cluster, message.partition, message.offset, exc
+                )
+                continue
+            RECORDS.labels(self.cluster, "archived").inc()
+            yield record
+
+    async def flush(self) -> None:
+        """Write the buffer (in a thread: Parquet encoding is CPU and disk), then commit the positions it covers.
+        A write that fails keeps the buffer and the positions: the next flush tries again."""
+        async with self._flush_lock:
+            self._last_flush = time.monotonic()
+            if self.writer.buffered:
+                try:
+                    written = await asyncio.to_thread(self.writer.flush)
+                except OSError as exc:
+                    log.error(
+                        "archiver %s: writing files under %s failed (%s); will retry",
+                        self.cluster,
+                        self.settings.path,
+                        exc,
+                    )
+                    return
+                FILES.labels(self.cluster).inc(len(written))
+            if self.positions:
+                positions, self.positions = self.positions, {}
+                try:
+                    await self.consumer.commit(positions)
+                except KafkaError as exc:  # written already: re-reading them only makes duplicates
+                    log.warning(
+                        "archiver %s: commit failed (%s); some records may be archived twice", self.cluster, exc
+                    )
+
+
+async def _sleep_unless(event: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+
+
+async def run_archiver(config: Config, cluster: str, *, http_port: int | None = None) -> None:
+    archiver = Archiver(config, cluster, http_port=http_port)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, archiver.stopping.set)
+    await archiver.run()
