@@ -126,26 +126,29 @@ async def test_receiver_refuses_forgeries_and_acknowledges_duplicates(tmp_path):
     ):
         body = json.dumps({"group": "g", "cluster": "c", "previous_status": "OK", "status": "WARN", "totallag": 3})
 
-        async def post(secret: str, ts: int, event_id: str = "n-1", signature: str | None = None):
+        async def post(secret: str, ts: int, event_id: str = "n-1", signature: str | None = None, to="webhook"):
             headers = {
                 signing.EVENT_ID_HEADER: event_id,
                 signing.TIMESTAMP_HEADER: str(ts),
                 signing.SIGNATURE_HEADER: signature or signing.sign(secret, ts, body),
                 "X-Lagwatch-Notification": "open",
             }
-            async with http.post(receiver.url("webhook"), data=body.encode(), headers=headers) as response:
+            async with http.post(receiver.url(to), data=body.encode(), headers=headers) as response:
                 return response.status, await response.json()
 
         now = int(time.time())
         assert await post("s3cret", now) == (200, {"ok": True})
         assert await post("s3cret", now) == (200, {"duplicate": True})
+        assert await post("s3cret", now, to="slack") == (200, {"ok": True})  # another endpoint: news to it
         assert await post("wrong", now, "n-2") == (401, {"error": signing.BAD_SIGNATURE})
         assert await post("s3cret", now - 3600, "n-3") == (401, {"error": signing.STALE_TIMESTAMP})
         assert await post("s3cret", now, "n-4", signature="sha1=abc") == (400, {"error": signing.MALFORMED})
-    assert [a.notification_id for a in seen] == ["n-1"] and receiver.duplicates == 1
+    assert [(a.channel, a.notification_id) for a in seen] == [("webhook", "n-1"), ("slack", "n-1")]
+    assert receiver.duplicates == 1
     assert "g on c: OK -> WARN" in seen[0].summary()
     records = read_records(tmp_path / "alerts.jsonl")
     assert [(r.notification_id, r.verdict) for r in records] == [
+        ("n-1", VALID),
         ("n-1", VALID),
         ("n-2", signing.BAD_SIGNATURE),
         ("n-3", signing.STALE_TIMESTAMP),

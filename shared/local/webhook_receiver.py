@@ -91,7 +91,7 @@ class WebhookReceiver:
         self.alerts: list[ReceivedAlert] = []
         self.rejected: list[ReceivedAlert] = []
         self.duplicates = 0
-        self._seen: set[str] = set()
+        self._seen: set[tuple[str, str]] = set()
         self._runner: web.AppRunner | None = None
 
     def url(self, channel: str) -> str:
@@ -136,10 +136,12 @@ class WebhookReceiver:
             self._keep(self.rejected, alert)
             status = 400 if alert.verdict == MALFORMED else 401
             return web.json_response({"error": alert.verdict}, status=status)
-        if alert.notification_id in self._seen:  # a retry after a lost answer, or a replay: acknowledge, don't act
+        # Each path is its own endpoint with its own memory: two subscriptions get the same event's id.
+        seen = (alert.channel, alert.notification_id)
+        if seen in self._seen:  # a retry after a lost answer, or a replay: acknowledge, don't act again
             self.duplicates += 1
             return web.json_response({"duplicate": True})
-        self._seen.add(alert.notification_id)
+        self._seen.add(seen)
         self._keep(self.alerts, alert)
         if self.on_alert:
             self.on_alert(alert)
