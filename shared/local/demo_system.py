@@ -121,6 +121,7 @@ class DemoSystem:
         self.receiver = WebhookReceiver(
             secrets.token_hex(16), record_file=state_dir / ALERTS_FILE, on_alert=self._print_alert
         )
+        self.api_port_wanted = api_port
         self.ports = {"api": _port_or_free(api_port), **{s: _free_port() for s in SERVICES if s != "api"}}
         self.services = [ServiceProcess(name, self.ports[name], self._logs() / f"{name}.log") for name in SERVICES]
 
@@ -223,6 +224,10 @@ class DemoSystem:
             "ALERTS_FILE": str(self.state_dir / ALERTS_FILE),
         }
 
+    def _port_note(self) -> str:
+        wanted = self.api_port_wanted
+        return f"   (port {wanted} is taken)" if wanted and wanted != self.ports["api"] else ""
+
     def _logs(self) -> Path:
         return self.state_dir / "logs"
 
@@ -235,7 +240,7 @@ class DemoSystem:
         )
         return (
             "lagwatch is running (Ctrl-C stops everything)\n"
-            f"  Dashboard:  {api}/dashboard\n"
+            f"  Dashboard:  {api}/dashboard{self._port_note()}\n"
             f"  API:        {api}/v3/kafka/{CLUSTER}/consumer   (Burrow v3; also /metrics, /healthz,"
             " /api/v1/subscriptions)\n"
             f"  Kafka:      {self.infra.kafka.bootstrap}   status events: lagwatch.status, dead letters: lagwatch.dlq\n"
@@ -258,7 +263,11 @@ class DemoSystem:
 
 def _inherited_env() -> dict[str, str]:
     # lagwatch settings of the calling shell would mix with the demo's own
-    return {k: v for k, v in os.environ.items() if not k.startswith("LAGWATCH")}
+    return {k: v for k, v in os.environ.items() if not k.startswith("LAGWATCH__") and k != "LAGWATCH_CONFIG"}
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM while Redis and Kafka start: unwind, stopping what has started
 
 
 def run_demo(
@@ -279,6 +288,7 @@ def run_demo(
     logs.mkdir(exist_ok=True)
     # The workload's Kafka clients log here, not over the alerts.
     logging.basicConfig(level=logging.WARNING, filename=logs / "workload.log", force=True)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         with local_infra(
             state_dir,
