@@ -100,6 +100,13 @@ async def test_demo_scenarios_reach_the_status_topic_and_the_receiver(tmp_path):
             assert all(r.document() == events_by_id[r.notification_id] for r in hooks), s.group  # the event itself
             slack = [r for r in records if r.channel == "slack" and s.group in r.document()["text"]]
             assert [r.kind for r in slack] == list(s.notifications), s.group
+
+        async with aiohttp.ClientSession() as http:  # the addresses printed for people work
+            async with http.get(f"{env['API_URL']}/v3/kafka/local/consumer/demo-stalled/status") as response:
+                status = (await response.json())["status"]
+            assert (status["status"], [p["status"] for p in status["partitions"]]) == ("ERR", ["STALL"])
+            async with http.get(env["DASHBOARD_URL"]) as response:
+                assert response.status == 200 and "text/html" in response.content_type
     finally:
         proc.send_signal(signal.SIGINT)
         try:
