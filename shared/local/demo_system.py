@@ -148,7 +148,7 @@ class DemoSystem:
             return await self._supervise()
         finally:
             self.out("lagwatch demo: stopping")
-            stop_all(self.services)
+            await asyncio.to_thread(stop_all, self.services)  # the receiver still answers a notifier finishing up
             await self.receiver.stop()
 
     def _write_config(self) -> Path:
@@ -289,6 +289,7 @@ def run_demo(
     # The workload's Kafka clients log here, not over the alerts.
     logging.basicConfig(level=logging.WARNING, filename=logs / "workload.log", force=True)
     signal.signal(signal.SIGTERM, _interrupt)
+    out(f"lagwatch demo: starting Redis, the Kafka mock and the services (logs in {logs})")
     try:
         with local_infra(
             state_dir,
