@@ -4,7 +4,7 @@
     spark-submit -m lagwatch.spark.reprocess ... (or: spark-submit .../spark/reprocess.py ...)
 
 Steps: read the history (`inputs.py`), count and skip bad rows, give every group the log-end samples of its topics,
-replay each (cluster, group) in `applyInPandas` with the shared window and rules (`replay.py`), and write:
+replay each (cluster, group) in `mapInArrow` with the shared window and rules (`replay.py`), and write:
 
     <output>/timeline/        Parquet: a group's status, total lag and worst partition at every change
     <output>/events/          Parquet: the status-change events the live evaluator would have published
@@ -31,8 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from lagwatch.shared.config import Config, ConfigError, load_config
+from lagwatch.shared.history import COLUMN_NAMES
 from lagwatch.spark.backtest import BacktestError, Variant, load_variants, production_variant
-from lagwatch.spark.group_replay_frame import (
+from lagwatch.spark.inputs import HistorySource
+from lagwatch.spark.replay import ReplayConfig
+from lagwatch.spark.replay_batches import (
     OUTPUT_COLUMNS,
     ROW_BACKTEST,
     ROW_EVENT,
@@ -40,11 +43,10 @@ from lagwatch.spark.group_replay_frame import (
     ROW_TIMELINE,
     FrameJob,
     output_ddl,
-    replay_frame,
+    replay_batches,
 )
-from lagwatch.spark.inputs import HistorySource
-from lagwatch.spark.replay import ReplayConfig
 
+HISTORY_NAMES = list(COLUMN_NAMES)
 TIMELINE_COLUMNS = [name for name, _ in OUTPUT_COLUMNS[1:14]]
 EVENT_COLUMNS = ["cluster", "group", "seq", "at", "previous_status", "status", "incident_id", "totallag", "event"]
 REPORT_COLUMNS = ["cluster", "group", "status"] + [name for name, _ in OUTPUT_COLUMNS[18:32]]
@@ -137,30 +139,38 @@ def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, A
             raw = read_history(spark, source)
         except InputError as exc:
             raise JobError(str(exc)) from None
-        checked = raw.withColumn("bad_reason", bad_row_reason()).persist(StorageLevel.MEMORY_AND_DISK)
-        bad = {row["bad_reason"]: row["count"] for row in checked.groupBy("bad_reason").count().collect()}
-        good_rows = bad.pop(None, 0)
-        good = checked.where(F.col("bad_reason").isNull()).drop("bad_reason")
-        good, filtered = _apply_group_filter(good, config)
-        ends = {
-            r["cluster"]: r["end"] for r in good.groupBy("cluster").agg(F.max("observed_at").alias("end")).collect()
-        }
+        # one pass over the input: bad rows by reason, good rows and the end of each cluster's history
+        checked = raw.withColumn("bad_reason", bad_row_reason())
+        stats = checked.groupBy("bad_reason", "cluster").agg(
+            F.count("*").alias("rows"), F.max("observed_at").alias("end")
+        )
+        bad: dict[str, int] = {}
+        ends: dict[str, int] = {}
+        good_rows = 0
+        for r in stats.collect():
+            if r["bad_reason"] is None:
+                ends[r["cluster"]], good_rows = r["end"], good_rows + r["rows"]
+            else:
+                bad[r["bad_reason"]] = bad.get(r["bad_reason"], 0) + r["rows"]
+        good, filtered = _apply_group_filter(checked.where(F.col("bad_reason").isNull()).drop("bad_reason"), config)
         job = frame_job(options, config, ends)
         _say(f"{good_rows:,} good rows, {sum(bad.values()):,} bad rows skipped {bad or ''}", started)
+        _say(
+            f"replaying (tick {job.production.tick_ms / 1000:g}s, variants: {', '.join(v.name for v in job.variants)})",
+            started,
+        )
 
         commits = good.where(F.col("kind") == "commit")
         group_topics = commits.select("cluster", "group", "topic").distinct()
         samples = good.where(F.col("kind") == "broker").drop("group").join(group_topics, ["cluster", "topic"])
         inputs = commits.unionByName(samples)
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
         replayed = (
-            inputs.groupBy("cluster", "group")
-            .applyInPandas(_replayer(job), schema=output_ddl())
+            inputs.repartition(partitions, "cluster", "group")
+            .sortWithinPartitions("cluster", "group")
+            .select(*HISTORY_NAMES)
+            .mapInArrow(_replayer(job), schema=output_ddl())
             .persist(StorageLevel.MEMORY_AND_DISK)
-        )
-        _say(
-            f"replaying {group_topics.select('cluster', 'group').distinct().count():,} groups "
-            f"(tick {job.production.tick_ms / 1000:g}s, variants: {', '.join(v.name for v in job.variants)})",
-            started,
         )
         counts = {r["row_type"]: r["count"] for r in replayed.groupBy("row_type").count().collect()}
         _say(f"replayed: {counts}", started)
@@ -198,7 +208,6 @@ def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, A
             "output": str(output),
         }
         (output / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        checked.unpersist()
         replayed.unpersist()
         _say(f"done: {summary['groups']:,} groups, {summary['events']:,} status changes -> {output}", started)
         return summary
@@ -217,8 +226,8 @@ def check_source(source) -> None:
 
 
 def _replayer(job: FrameJob):
-    def replay(key, frame):  # no type hints: Spark reads them to pick a UDF kind, and this is a grouped map
-        return replay_frame(job, key, frame)
+    def replay(batches):
+        return replay_batches(job, batches)
 
     return replay
 

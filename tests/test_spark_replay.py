@@ -16,8 +16,8 @@ from lagwatch.shared.status_event import schema
 from lagwatch.shared.window import WindowConfig
 from lagwatch.spark.backtest import BacktestError, count_notifications, variants_from_document
 from lagwatch.spark.charts import GroupChart, page
-from lagwatch.spark.group_replay_frame import FrameJob, replay_rows
 from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group, status_changes
+from lagwatch.spark.replay_batches import FrameJob, replay_rows
 from lagwatch.spark.report import group_report, weighted_percentile
 from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, group_records, scenario_of
 
