@@ -1,11 +1,22 @@
-# One image for every lagwatch service: `lagwatch run <service>` picks which.
-FROM python:3.11-slim
+# One image for every lagwatch service: `lagwatch run <service>` picks which. The `spark` target adds Java and
+# PySpark for the history replay (`lagwatch spark reprocess`).
+FROM python:3.11-slim AS services
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY lagwatch ./lagwatch
 COPY shared ./shared
 COPY services ./services
 COPY spark ./spark
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir . \
+    && mkdir -p /history /replay && chown nobody /history /replay
 USER nobody
 ENTRYPOINT ["lagwatch"]
+
+FROM services AS spark
+USER root
+RUN apt-get update -qq \
+    && apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless procps \
+    && rm -rf /var/lib/apt/lists/* \
+    && pip install --no-cache-dir ".[spark]"
+ENV PYSPARK_PYTHON=/usr/local/bin/python
+USER nobody
