@@ -21,14 +21,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from lagwatch.shared.config import load_config
-from lagwatch.shared.history import KIND_COMMIT
+from lagwatch.shared.history import COLUMN_NAMES, KIND_COMMIT
 from lagwatch.shared.history_files import HistoryFileWriter
 from lagwatch.spark.backtest import production_variant
-from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput
-from lagwatch.spark.replay_batches import FrameJob, replay_rows
+from lagwatch.spark.replay import ReplayConfig
+from lagwatch.spark.replay_batches import FrameJob, replay_batches
 from lagwatch.spark.synthetic_history import HistoryShape, history_records
 
 PARTITIONS, COMMITS_PER_PARTITION = 4, 20
@@ -55,40 +57,28 @@ def generate(shape: HistoryShape, root: Path) -> tuple[int, float]:
 
 
 def plain_python(root: Path, job: FrameJob) -> dict:
-    """One process: read the files, group by group, replay each: what the Spark job does, without Spark."""
+    """One process, the same steps as the job without Spark: read the files, give each group its topics' samples,
+    sort by group, and stream the rows through the same `replay_batches`."""
     started = time.perf_counter()
-    table = ds.dataset(root, format="parquet", partitioning="hive").to_table()
-    columns = {name: table.column(name).to_pylist() for name in table.column_names}
-    read_s = time.perf_counter() - started
-    commits: dict[tuple[str, str], list[CommitInput]] = {}
-    samples: dict[tuple[str, str], list[SampleInput]] = {}
-    rows = zip(
-        columns["kind"],
-        columns["cluster"],
-        columns["group"],
-        columns["topic"],
-        columns["partition"],
-        columns["offset"],
-        columns["commit_timestamp"],
-        columns["order"],
-        columns["observed_at"],
-        strict=True,
+    table = ds.dataset(root, format="parquet", partitioning="hive").to_table(columns=list(COLUMN_NAMES))
+    commits = table.filter(pc.field("kind") == KIND_COMMIT)
+    group_topics = commits.select(["cluster", "group", "topic"]).group_by(["cluster", "group", "topic"]).aggregate([])
+    samples = (
+        table.filter(pc.field("kind") != KIND_COMMIT).drop_columns(["group"]).join(group_topics, ["cluster", "topic"])
     )
-    for kind, cluster, group, topic, partition, offset, ts, order, observed in rows:
-        if kind == KIND_COMMIT:
-            commits.setdefault((cluster, group), []).append(CommitInput(topic, partition, offset, ts, order, observed))
-        else:
-            samples.setdefault((cluster, topic), []).append(SampleInput(topic, partition, offset, observed))
-    del columns, table
-    output_rows = 0
-    n = 0
-    for (cluster, group), group_commits in commits.items():
-        topics = {c.topic for c in group_commits}
-        group_samples = [s for t in topics for s in samples.get((cluster, t), [])]
-        output_rows += len(replay_rows(cluster, group, group_commits, group_samples, job))
-        n += len(group_commits)
+    inputs = pa.concat_tables([commits, samples.select(list(COLUMN_NAMES)).cast(commits.schema)])
+    inputs = inputs.sort_by([("cluster", "ascending"), ("group", "ascending")])
+    ends = table.group_by("cluster").aggregate([("observed_at", "max")]).to_pylist()  # as the job finds them
+    job = FrameJob(job.production, job.variants, {e["cluster"]: e["observed_at_max"] for e in ends})
+    read_s = time.perf_counter() - started
+    output_rows = sum(batch.num_rows for batch in replay_batches(job, inputs.to_batches(max_chunksize=65_536)))
     seconds = time.perf_counter() - started
-    return {"seconds": round(seconds, 1), "read_seconds": round(read_s, 1), "commits": n, "output_rows": output_rows}
+    return {
+        "seconds": round(seconds, 1),
+        "read_seconds": round(read_s, 1),
+        "commits": commits.num_rows,
+        "output_rows": output_rows,
+    }
 
 
 def spark_job(root: Path, out: Path) -> dict:
@@ -116,8 +106,7 @@ def run(sizes: tuple[int, ...] = SIZES) -> dict:
         work = Path(tempfile.mkdtemp(prefix="lagwatch-bench-spark-"))
         try:
             rows, gen_s = generate(shape, work / "history")
-            ends = {shape.cluster: shape.end_ms}
-            plain = plain_python(work / "history", FrameJob(job.production, job.variants, ends))
+            plain = plain_python(work / "history", job)
             spark = spark_job(work / "history", work / "out")
             commits = plain["commits"]
             results[f"{size:,} commits"] = {

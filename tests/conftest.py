@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 from redis.asyncio import Redis
 
@@ -43,3 +44,10 @@ def kafka():
         cluster.start()
         cluster.create_topic(OFFSETS_TOPIC, DEFAULT_PARTITIONS)
         yield cluster
+
+
+@pytest.fixture
+async def http():
+    """An HTTP client for tests that talk to lagwatch's servers."""
+    async with aiohttp.ClientSession() as session:
+        yield session

@@ -57,12 +57,6 @@ async def serving(config):
 
 
 @pytest.fixture
-async def http():
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-@pytest.fixture
 async def api(redis_server, redis):
     async with serving(api_config(redis_server.url)) as server:
         yield server

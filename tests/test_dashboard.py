@@ -16,7 +16,6 @@ import time
 from html.parser import HTMLParser
 from pathlib import Path
 
-import aiohttp
 import pytest
 from kafka_helpers import CLUSTER
 from test_api import api_config, serving
@@ -40,12 +39,6 @@ QUIET = Incident(None, None)
 
 def dashboard_config(redis_url):
     return api_config(redis_url, STORAGE__INTERVALS=str(INTERVALS))
-
-
-@pytest.fixture
-async def http():
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 @pytest.fixture

@@ -22,6 +22,8 @@ import logging
 import random
 import signal
 import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import CommitFailedError, KafkaError
@@ -39,6 +41,7 @@ from lagwatch.shared.redis_client import connect
 from lagwatch.shared.store.redis_store import WindowStore
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 SELF_REPORT_EVERY_S = 1.0
 MAX_BACKOFF_S = 5.0
 
@@ -227,33 +230,32 @@ class IngestWorker:
 
     async def _archive_with_retry(self, prepared: PreparedBatch) -> bool:
         """The batch's commits on the history topic before the position moves on (none lost to the replay)."""
-        delay = 0.1
-        while self.history is not None and prepared.decoded.commits:
-            try:
-                await self.history.publish_commits(prepared.decoded.commits)
-                return True
-            except (KafkaError, OSError) as exc:
-                metrics.RETRIES.labels(self.cluster).inc()
-                log.warning("ingest %s: archiving a batch failed (%s); retrying in %.1fs", self.cluster, exc, delay)
-                if self.stopping.is_set():
-                    return False
-                await self._sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, MAX_BACKOFF_S)
-        return True
+        if self.history is None or not prepared.decoded.commits:
+            return True
+        history = self.history
+        return (
+            await self._retry("archiving a batch", lambda: history.publish_commits(prepared.decoded.commits))
+            is not None
+        )
 
-    async def _store_with_retry(self, prepared: PreparedBatch) -> bool:
+    async def _retry(self, what: str, operation: Callable[[], Awaitable[T]]) -> T | None:
+        """Run `operation` until it succeeds, backing off with jitter; None when a stop interrupted the retries."""
         delay = 0.1
         while True:
             try:
-                tally = await self.processor.store_batch(prepared)
-                break
+                return await operation()
             except (RedisError, KafkaError, OSError) as exc:
                 metrics.RETRIES.labels(self.cluster).inc()
-                log.warning("ingest %s: storing a batch failed (%s); retrying in %.1fs", self.cluster, exc, delay)
+                log.warning("ingest %s: %s failed (%s); retrying in %.1fs", self.cluster, what, exc, delay)
                 if self.stopping.is_set():
-                    return False
+                    return None
                 await self._sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, MAX_BACKOFF_S)
+
+    async def _store_with_retry(self, prepared: PreparedBatch) -> bool:
+        tally = await self._retry("storing a batch", lambda: self.processor.store_batch(prepared))
+        if tally is None:
+            return False
         metrics.observe(self.cluster, tally)
         try:
             await metrics.add_to_totals(self.redis, self.cluster, tally)
