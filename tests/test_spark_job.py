@@ -210,3 +210,30 @@ def test_the_command_line_fails_fast_with_one_line(tmp_path):
         done.stderr.strip().splitlines()[-1]
         == f"lagwatch spark reprocess: input path {tmp_path / 'none'} does not exist"
     )
+
+
+def test_replayed_events_can_be_published_to_a_topic(spark, history, kafka, tmp_path):
+    from confluent_kafka import Consumer
+
+    kafka.create_topic("lagwatch.status.replayed", 2)
+    config = load_config(None, env={"KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap})
+    options = ReprocessOptions(
+        input=str(history), output=str(tmp_path / "out"), charts=0, publish_topic="lagwatch.status.replayed"
+    )
+
+    summary = run(options, config, spark=spark)
+
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "reader", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["lagwatch.status.replayed"])
+    received = []
+    try:
+        while len(received) < summary["events"]:
+            message = consumer.poll(10)
+            assert message is not None, f"only {len(received)} of {summary['events']} events arrived"
+            received.append(message)
+    finally:
+        consumer.close()
+    events = [json.loads(m.value()) for m in received]
+    assert summary["events_published"] == summary["events"] == len(events)
+    for message, event in zip(received, events, strict=True):
+        assert event["replayed"] and message.key() == f"{event['cluster']}/{event['group']}".encode()
