@@ -1,11 +1,12 @@
 """The archiver service: consumes the history topic (`history.topic`) and writes its records to Parquet files
 partitioned by cluster and date under `history.path` (`shared/history_files.py`).
 
-Memory is bounded by `history.flush-rows`: a fetch brings at most that many records, and at that many buffered, or every `history.flush-interval`
-seconds, the buffer is written and only then the consumer's position committed, so a crash loses nothing (the
-records after the last commit are read again; a duplicate commit is harmless to the replay, which drops repeated
-`order`s). Records that are not history records are counted (`lagwatch_archiver_records_total{outcome="bad"}`) and
-skipped. Several archivers share the topic's partitions as one consumer group; each writes its own files.
+Memory is bounded by `history.flush-rows`: a fetch brings at most that many records, and at that many buffered (or
+every `history.flush-interval` seconds) the buffer is written and only then the consumer's position committed, so a
+crash loses nothing (the records after the last commit are read again; a duplicate commit is harmless to the replay,
+which drops repeated `order`s). Records that are not history records are counted
+(`lagwatch_archiver_records_total{outcome="bad"}`) and skipped. Several archivers share the topic's partitions as
+one consumer group; each writes its own files.
 """
 
 from __future__ import annotations
