@@ -4,6 +4,7 @@ Each service runs in its own session, so a Ctrl-C in the terminal reaches only t
 services itself (SIGTERM: each finishes what it holds, then exits) in a known order. Should the supervisor die
 without that chance (SIGKILL), each child gets SIGTERM from the kernel (Linux `PR_SET_PDEATHSIG`, set by the small
 launcher in `main` below before it execs the service, so no code runs between fork and exec in the supervisor).
+A service that dies is started again by the supervisor (`restart`), with the same environment and health port.
 """
 
 from __future__ import annotations
@@ -32,12 +33,18 @@ class ServiceProcess:
         self.port = port
         self.log_file = log_file
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0  # time.monotonic() of the latest start
+        self.restarts = 0
+        self.crash_loops = 0  # deaths in a row soon after a start (the supervisor's count)
+        self._launch: tuple[dict[str, str], Path] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, env: Mapping[str, str], cwd: Path) -> None:
+        self._launch = (dict(env), cwd)
+        self.started_at = time.monotonic()
         command = [sys.executable, "-m", "lagwatch.cli", "run", self.name]
         guarded = [sys.executable, "-m", __name__, "--parent-pid", str(os.getpid()), "--", *command]
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -51,6 +58,17 @@ class ServiceProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+
+    def restart(self) -> None:
+        """Start it again as it was started (after it died: its state lives in Redis and Kafka)."""
+        if self._launch is None:
+            raise RuntimeError(f"{self.name} was never started")
+        self.restarts += 1
+        self.start(*self._launch)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
 
     def exit_code(self) -> int | None:
         """None while it runs."""

@@ -10,8 +10,11 @@ One supervisor process starts, in order:
 4. once every service answers `/readyz`, the demo workload (`demo_workload`: real producers and consumer groups).
 
 It prints where to look, every scenario's turns and every alert as it arrives, until Ctrl-C or SIGTERM; then it
-stops the workload, the services (SIGTERM, each finishes what it holds), the receiver, Kafka and Redis. Logs go to
-`<state-dir>/logs/`, received alerts to `<state-dir>/alerts.jsonl`, addresses to `<state-dir>/env`.
+stops the workload, the services (SIGTERM, each finishes what it holds), the receiver, Kafka and Redis. A service
+that dies meanwhile is started again (as an orchestrator would; a service that keeps dying within
+`CRASH_LOOP_S` of each start stops the demo). Logs go to `<state-dir>/logs/`, received alerts to
+`<state-dir>/alerts.jsonl`, addresses to `<state-dir>/env`. tests/test_fault_drills.py runs the same system
+without the workload (`scenarios=()`) and plays its own, killing services and restarting Redis and Kafka.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,8 @@ CONFIG_FILE = "demo.yaml"
 ALERTS_FILE = "alerts.jsonl"
 DEFAULT_API_PORT = 8000
 READY_TIMEOUT_S = 180.0  # four Python services starting on a busy 2-CPU machine
+CRASH_LOOP_S = 30.0  # a service that dies sooner than this after its start is crash-looping...
+MAX_CRASH_LOOPS = 5  # ...and after this many such deaths in a row the demo gives up on it
 Print = Callable[[str], None]
 
 
@@ -79,6 +84,8 @@ def demo_config(receiver: WebhookReceiver, ports: dict[str, int], token: str, ti
             "dashboard-url": f"{api}/dashboard",
             "backoff-base": 0.5,
             "backoff-cap": 5,
+            "request-timeout": 4,  # the receiver is local: answers come at once
+            "lease": 5,  # a notifier that died mid-request has its deliveries taken over within seconds
         },
         "subscriptions": [
             {"id": "demo-webhook", "type": "webhook", "url": receiver.url("webhook"), "secret": receiver.secret},
@@ -110,13 +117,24 @@ def _stamp() -> str:
 
 
 class DemoSystem:
-    def __init__(self, state_dir: Path, infra: LocalInfra, api_port: int, timings: DemoTimings, out: Print) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        infra: LocalInfra,
+        api_port: int,
+        timings: DemoTimings,
+        out: Print,
+        *,
+        workload: Sequence[Scenario] | None = None,
+    ) -> None:
+        """`workload`: the scenarios to play (default: every demo scenario; empty: the services only)."""
         self.state_dir = state_dir
         self.infra = infra
         self.timings = timings
         self.out = out
-        self.scenarios = scenarios(timings.intervals)
+        self.scenarios = scenarios(timings.intervals) if workload is None else tuple(workload)
         self.stop = asyncio.Event()
+        self.ready = asyncio.Event()  # every service answers /readyz: the banner is out
         self.token = secrets.token_hex(16)
         self.receiver = WebhookReceiver(
             secrets.token_hex(16), record_file=state_dir / ALERTS_FILE, on_alert=self._print_alert
@@ -145,6 +163,7 @@ class DemoSystem:
                 return 0
             write_env_file(self.state_dir, {**self.infra.env(), **self._addresses(config_file)})
             self.out(self._banner(config_file))
+            self.ready.set()
             return await self._supervise()
         finally:
             self.out("lagwatch demo: stopping")
@@ -184,27 +203,46 @@ class DemoSystem:
         return all(s.topic in known for s in self.scenarios)
 
     async def _supervise(self) -> int:
-        workload = asyncio.create_task(
-            run_workload(
-                self.infra.kafka.bootstrap,
-                self.scenarios,
-                tick_s=self.timings.tick_s,
-                announce=self._announce,
-                on_ready=lambda: self.out(f"{_stamp()}  demo consumers joined their groups; alerts appear below"),
+        workload = None
+        if self.scenarios:
+            workload = asyncio.create_task(
+                run_workload(
+                    self.infra.kafka.bootstrap,
+                    self.scenarios,
+                    tick_s=self.timings.tick_s,
+                    announce=self._announce,
+                    on_ready=lambda: self.out(f"{_stamp()}  demo consumers joined their groups; alerts appear below"),
+                )
             )
-        )
         try:
             while not self.stop.is_set():
-                self._check_alive()
-                if workload.done():
+                self._restart_dead()
+                if workload is not None and workload.done():
                     raise RuntimeError(f"the demo workload stopped: {workload.exception()!r}")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stop.wait(), 0.5)
             return 0
         finally:
-            workload.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(workload, 15)
+            if workload is not None:
+                workload.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(workload, 15)
+
+    def _restart_dead(self) -> None:
+        """Start a service that died again: what it was doing is in Redis and Kafka, and it takes over from there."""
+        for service in self.services:
+            code = service.exit_code()
+            if code is None:
+                continue
+            quick = time.monotonic() - service.started_at < CRASH_LOOP_S
+            service.crash_loops = service.crash_loops + 1 if quick else 0
+            if service.crash_loops >= MAX_CRASH_LOOPS:
+                raise RuntimeError(
+                    f"{service.name} keeps exiting (code {code}, {service.crash_loops} times within"
+                    f" {CRASH_LOOP_S:.0f}s of starting); last lines of {service.log_file}:\n{service.log_tail()}"
+                )
+            self.out(f"{_stamp()}  {service.name} exited with code {code}; starting it again (log: {service.log_file})")
+            service.restart()
 
     def _check_alive(self) -> None:
         for service in self.services:

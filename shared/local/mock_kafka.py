@@ -536,6 +536,9 @@ class _ControlHandler(BaseHTTPRequestHandler):
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route GET {self.path}"})
 
     def do_POST(self) -> None:
+        if self.path.rstrip("/") in ("/brokers/down", "/brokers/up"):
+            self._set_brokers(up=self.path.rstrip("/").endswith("up"))
+            return
         if self.path.rstrip("/") != "/topics":
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route POST {self.path}"})
             return
@@ -552,6 +555,16 @@ class _ControlHandler(BaseHTTPRequestHandler):
             return {"name": name, "partitions": partitions}
 
         self._guarded(create)
+
+    def _set_brokers(self, *, up: bool) -> None:
+        """Every broker down (connections closed, new ones refused; the data stays) or up again."""
+
+        def switch() -> dict[str, Any]:
+            cluster = self.server.cluster
+            cluster.set_broker_up() if up else cluster.set_broker_down()
+            return {"brokers": "up" if up else "down"}
+
+        self._guarded(switch)
 
     def do_DELETE(self) -> None:
         prefix = "/topics/"
@@ -700,6 +713,13 @@ class MockKafkaControl:
     def delete_topic(self, name: str) -> None:
         self._request("DELETE", f"/topics/{quote(name, safe='')}")
 
+    def brokers_down(self) -> None:
+        """A Kafka outage that keeps the data: connections are closed and refused until `brokers_up`."""
+        self._request("POST", "/brokers/down", {})
+
+    def brokers_up(self) -> None:
+        self._request("POST", "/brokers/up", {})
+
     def _request(self, method: str, path: str, payload: Any = None) -> dict[str, Any]:
         data = None if payload is None else json.dumps(payload).encode()
         request = urllib.request.Request(
@@ -735,6 +755,7 @@ def start_mock_kafka_process(
     timeout: float = 20,
     brokers: int = 1,
     groups: Sequence[str] = (),
+    control_port: int | None = None,
 ) -> tuple[subprocess.Popen[bytes], MockKafkaControl]:
     """Run `serve` in a child process and wait until it is ready.
 
@@ -763,6 +784,8 @@ def start_mock_kafka_process(
     cmd += [arg for group in groups for arg in ("--group", group)]
     if port is not None:
         cmd += ["--port", str(port)]
+    if control_port is not None:
+        cmd += ["--control-port", str(control_port)]
     with log_file.open("ab") as log:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

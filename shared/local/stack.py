@@ -5,16 +5,23 @@
 
 Addresses are handed on through `<state-dir>/env` (shell syntax: `REDIS_URL=...`, `KAFKA_BOOTSTRAP_SERVERS=...`,
 `KAFKA_CONTROL_URL=...`), so other processes can `source` it or read it.
+
+With a fixed `kafka_port`, Kafka can be restarted in place (`LocalInfra.restart_kafka`, for the fault drills): same
+bootstrap and control addresses, its topics and seeded `groups` re-created, but empty — the mock keeps records,
+committed offsets and group members in memory only. Redis restarts in place with its append-only file
+(`LocalInfra.redis.restart()`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import subprocess
 import threading
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from lagwatch.shared.local.mock_kafka import MockKafkaControl, start_mock_kafka_process, stop_process
 from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
@@ -25,11 +32,50 @@ LOCAL_TOPICS = {OFFSETS_TOPIC: DEFAULT_PARTITIONS, "lagwatch.status": 6, "lagwat
 ENV_FILE = "env"
 
 
+@dataclass
+class KafkaProcess:
+    """The Kafka mock in its own process (`mock_kafka.serve`); with a fixed port, restartable at the same addresses."""
+
+    state_dir: Path
+    topics: Mapping[str, int]
+    port: int | None = None
+    groups: Sequence[str] = ()
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    control: MockKafkaControl | None = None
+
+    def start(self) -> MockKafkaControl:
+        # The control endpoint keeps its port across restarts too (the first start picks a free one).
+        control_port = urlsplit(self.control.control_url).port if self.control is not None else None
+        self.proc, self.control = start_mock_kafka_process(
+            self.state_dir, self.topics, port=self.port, groups=self.groups, control_port=control_port
+        )
+        return self.control
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
+            self.proc = None
+
+
 @dataclass(frozen=True)
 class LocalInfra:
     redis: RedisServer
     kafka: MockKafkaControl
     topics: Mapping[str, int]
+    kafka_process: KafkaProcess | None = field(default=None, repr=False, compare=False)
+
+    def stop_kafka(self) -> None:
+        """Stop the Kafka process: connections drop and everything it held is gone; `start_kafka` brings it back."""
+        self._restartable_kafka().stop()
+
+    def start_kafka(self) -> None:
+        """Start Kafka again at the same addresses: its topics (and seeded groups) exist again, empty."""
+        self._restartable_kafka().start()
+
+    def _restartable_kafka(self) -> KafkaProcess:
+        if self.kafka_process is None or self.kafka_process.port is None:
+            raise RuntimeError("Kafka can be restarted in place only when it was started with a fixed kafka_port")
+        return self.kafka_process
 
     def env(self) -> dict[str, str]:
         return {
@@ -54,18 +100,18 @@ def local_infra(
     redis_port: int | None = None,
     kafka_port: int | None = None,
     extra_topics: Mapping[str, int] | None = None,
+    groups: Sequence[str] = (),
 ) -> Iterator[LocalInfra]:
-    """Redis (data in `<state_dir>/redis`) and the Kafka mock (log in `<state_dir>/kafka`), stopped on exit."""
+    """Redis (data in `<state_dir>/redis`) and the Kafka mock (log in `<state_dir>/kafka`), stopped on exit.
+    `groups` are seeded in Kafka at each start, so their aiokafka members rejoin a restarted mock (mock_kafka.py)."""
     topics = {**LOCAL_TOPICS, **(extra_topics or {})}
     redis = RedisServer(port=redis_port, dir=state_dir / "redis", appendonly=True)
     redis.start()
-    kafka_proc = None
+    kafka = KafkaProcess(state_dir / "kafka", topics, kafka_port, tuple(groups))
     try:
-        kafka_proc, kafka = start_mock_kafka_process(state_dir / "kafka", topics, port=kafka_port)
-        yield LocalInfra(redis, kafka, topics)
+        yield LocalInfra(redis, kafka.start(), topics, kafka)
     finally:
-        if kafka_proc is not None:
-            stop_process(kafka_proc)
+        kafka.stop()
         redis.stop()
 
 

@@ -4,14 +4,16 @@ It receives the notifier's posts on `/webhook` (the status-change event as the b
 message), checks each request as docs/webhooks.md tells receivers to (the raw body's HMAC signature, the timestamp's
 age, the notification id for duplicates), keeps every accepted alert (`alerts`) and every refused request
 (`rejected`), appends both to a JSON-lines file when given one, and hands each accepted alert to `on_alert` (the
-demo prints its one-line `summary()`).
+demo prints its one-line `summary()`). `deliveries` keeps every authentic request as it arrived, repeats included
+(what the notifier really sent, before this receiver's de-duplication), and `hold`, when set, is awaited before an
+authentic request is acted on: the fault drills play a slow endpoint with it.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,8 @@ class WebhookReceiver:
         self.tolerance_s = tolerance_s
         self.alerts: list[ReceivedAlert] = []
         self.rejected: list[ReceivedAlert] = []
+        self.deliveries: list[ReceivedAlert] = []  # every authentic request, duplicates included
+        self.hold: Callable[[ReceivedAlert], Awaitable[None]] | None = None
         self.duplicates = 0
         self._seen: set[tuple[str, str]] = set()
         self._runner: web.AppRunner | None = None
@@ -136,6 +140,9 @@ class WebhookReceiver:
             self._keep(self.rejected, alert)
             status = 400 if alert.verdict == MALFORMED else 401
             return web.json_response({"error": alert.verdict}, status=status)
+        self.deliveries.append(alert)
+        if self.hold is not None:
+            await self.hold(alert)
         # Each path is its own endpoint with its own memory: two subscriptions get the same event's id.
         seen = (alert.channel, alert.notification_id)
         if seen in self._seen:  # a retry after a lost answer, or a replay: acknowledge, don't act again
