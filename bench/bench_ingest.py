@@ -90,17 +90,27 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def run_ingest(bootstrap: str, redis: RedisServer, expected: int) -> dict:
-    env = dict(os.environ, REDIS_URL=redis.url, KAFKA_BOOTSTRAP_SERVERS=bootstrap)
+def run_ingest(
+    bootstrap: str, redis: RedisServer, expected: int, *, cluster: str = CLUSTER, env: dict | None = None
+) -> dict:
+    """One `lagwatch run ingest` process for `cluster` (a fresh name starts a fresh consumer group) until it has
+    stored `expected` records; `env` adds settings."""
+    env = dict(
+        os.environ,
+        REDIS_URL=redis.url,
+        **{f"LAGWATCH__CLUSTERS__{cluster}__BOOTSTRAP_SERVERS": bootstrap},
+        **(env or {}),
+    )
     lagwatch = Path(sys.executable).parent / "lagwatch"
-    proc = subprocess.Popen([str(lagwatch), "run", "ingest", "--http-port", "0", "--log-level", "WARNING"], env=env)
+    command = [str(lagwatch), "run", "ingest", "--cluster", cluster, "--http-port", "0", "--log-level", "WARNING"]
+    proc = subprocess.Popen(command, env=env)
     client = Redis.from_url(redis.url)
     start = end = None
     peak = 0.0
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
-            done = int(client.hget(f"lw:c:{{{CLUSTER}}}:stats", "records") or 0)
+            done = int(client.hget(f"lw:c:{{{cluster}}}:stats", "records") or 0)
             peak = max(peak, peak_rss_mb(proc.pid))
             if done and start is None:
                 start = time.perf_counter()
@@ -108,7 +118,7 @@ def run_ingest(bootstrap: str, redis: RedisServer, expected: int) -> dict:
                 end = time.perf_counter()
                 break
             time.sleep(0.05)
-        stats = {k.decode(): int(v) for k, v in client.hgetall(f"lw:c:{{{CLUSTER}}}:stats").items()}
+        stats = {k.decode(): int(v) for k, v in client.hgetall(f"lw:c:{{{cluster}}}:stats").items()}
         memory = int(client.info("memory")["used_memory"])
     finally:
         proc.terminate()

@@ -26,6 +26,7 @@ BENCHES = [
     "bench_api",
     "bench_lag_history",
     "bench_notifier",
+    "bench_history",
     "bench_spark",
 ]
 
