@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import signal
 import socket
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from pathlib import Path
 
 import aiohttp
@@ -37,6 +38,7 @@ from kafka_helpers import eventually
 
 from lagwatch.services.evaluator.service import consumer_group as evaluator_group
 from lagwatch.services.ingest.worker import consumer_group as ingest_group
+from lagwatch.services.ingest.worker import self_group
 from lagwatch.services.notifier.service import CONSUMER_GROUP as NOTIFIER_GROUP
 from lagwatch.shared.local.demo_processes import ServiceProcess
 from lagwatch.shared.local.demo_scenarios import Scenario, scenarios
@@ -54,6 +56,7 @@ STATUS_TOPIC = "lagwatch.status"
 SUBSCRIPTIONS = ("demo-webhook", "demo-slack")
 # Seeded in Kafka at every start, so that the services' aiokafka members rejoin a restarted mock (mock_kafka.py).
 SERVICE_GROUPS = (ingest_group(CLUSTER), evaluator_group(CLUSTER), NOTIFIER_GROUP)
+OWN_GROUP = self_group(CLUSTER)  # lagwatch's own consumption, reported by the ingest as a consumer group
 WAIT_S = 120.0  # for anything that needs the system to recover first, on a busy 2-CPU machine
 OUTAGE_S = 2.0  # Redis or Kafka down: longer than a tick and a sweep, so every service runs into it
 QUIET_S = 3.0  # after everything expected arrived: a few more ticks and sweeps, in which nothing else may happen
@@ -207,11 +210,19 @@ class Drill:
             assert self.status.transitions(s.group) == list(s.expected), f"{s.group}\n{self.report()}"
             assert [e["seq"] for e in self.status.of(s.group)] == list(range(1, len(s.expected) + 1)), s.group
 
-    def assert_notified_once(self, round_scenarios: Sequence[Scenario], repeated: Sequence[str] = ()) -> None:
+    def raw_count(self, subscription: str, notification_id: str) -> int:
+        return sum(
+            1
+            for a in self.receiver.deliveries
+            if (a.subscription, a.notification_id) == (subscription, notification_id)
+        )
+
+    def assert_notified_once(
+        self, round_scenarios: Sequence[Scenario], repeated: Collection[tuple[str, str]] = ()
+    ) -> None:
         """Every expected notification, to each subscription, in order, and every raw request once per
-        (subscription, notification id) — except the ids in `repeated`, sent exactly twice."""
+        (subscription, notification id) — except the pairs in `repeated`, sent exactly twice."""
         events = self.status.by_id()
-        groups = {s.group: s for s in round_scenarios}
         for s in round_scenarios:
             for subscription in SUBSCRIPTIONS:
                 kinds = [
@@ -220,25 +231,44 @@ class Drill:
                     if a.subscription == subscription and events.get(a.notification_id, {}).get("group") == s.group
                 ]
                 assert kinds == list(s.notifications), f"{subscription} {s.group}: {kinds}\n{self.report()}"
-        raw = Counter(
-            (a.subscription, a.notification_id)
-            for a in self.receiver.deliveries
-            if events.get(a.notification_id, {}).get("group") in groups
-        )
+        raw = Counter((a.subscription, a.notification_id) for a in self.receiver.deliveries)
         for (subscription, notification_id), n in raw.items():
-            wanted = 2 if notification_id in repeated else 1
+            wanted = 2 if (subscription, notification_id) in repeated else 1
             assert n == wanted, f"{subscription} got {notification_id} {n} times\n{self.report()}"
         for a in self.receiver.alerts:  # a webhook's body is the event itself
             if a.channel == "webhook" and a.notification_id in events:
                 assert a.document() == events[a.notification_id]
 
-    def assert_nothing_unexpected(self, all_scenarios: Sequence[Scenario]) -> None:
-        """No notification about anything but these scenarios, and none refused."""
-        groups = {s.group for s in all_scenarios}
+    def assert_nothing_unexpected(self, all_scenarios: Sequence[Scenario], *, own_incidents: bool = False) -> None:
+        """No notification about anything but these scenarios, and none refused. With `own_incidents`, lagwatch's own
+        group may have had incidents (the ingest stopped reading for a while), each opened and closed once."""
+        groups = {s.group for s in all_scenarios} | ({OWN_GROUP} if own_incidents else set())
         events = self.status.by_id()
         strays = [a for a in self.receiver.deliveries if events.get(a.notification_id, {}).get("group") not in groups]
         assert not strays, [a.summary() for a in strays]
         assert not self.receiver.rejected, self.receiver.rejected
+        if own_incidents:
+            assert self._own_group_settled(), self.report()
+
+    def _own_group_settled(self) -> bool:
+        """lagwatch's own group went bad and back only in whole incidents, each announced and closed to everyone."""
+        states = [e["status"] for e in self.status.of(OWN_GROUP)]
+        if not states or states[-1] != "OK":
+            return False
+        incidents = sum(1 for before, after in itertools.pairwise(states) if before == "OK" and after != "OK")
+        events = self.status.by_id()
+        for subscription in SUBSCRIPTIONS:
+            kinds = [
+                a.kind
+                for a in self.receiver.alerts
+                if a.subscription == subscription and events.get(a.notification_id, {}).get("group") == OWN_GROUP
+            ]
+            if kinds != ["open", "close"] * incidents:
+                return False
+        return True
+
+    async def own_group_settled(self) -> None:
+        await self.until(self._own_group_settled, f"{OWN_GROUP} OK, its incidents (if any) opened and closed")
 
     def report(self) -> str:
         groups = sorted({e["group"] for e in self.status.events})
@@ -284,3 +314,74 @@ async def test_redis_restarted_while_scenarios_play(tmp_path):
         drill.assert_statuses(SCENARIOS)
         drill.assert_notified_once(SCENARIOS)
         drill.assert_nothing_unexpected(SCENARIOS)
+
+
+class HeldRequests:
+    """The receiver as a slow endpoint: from the first request `starts_holding` accepts on, every request is held
+    unanswered until `release()` — so whatever the notifier has in flight when it is killed is known."""
+
+    def __init__(self, starts_holding: Callable[[ReceivedAlert], bool]) -> None:
+        self.starts_holding = starts_holding
+        self.held: list[ReceivedAlert] = []
+        self._released = asyncio.Event()
+
+    async def __call__(self, alert: ReceivedAlert) -> None:
+        if self._released.is_set() or not (self.held or self.starts_holding(alert)):
+            return
+        self.held.append(alert)
+        await self._released.wait()  # then the receiver acts on it and answers, into a closed connection
+
+    def release(self) -> None:
+        self._released.set()
+
+
+async def test_each_service_killed_once_and_started_again(tmp_path):
+    """Each service is SIGKILLed once while the scenarios play (no clean-up: no commit, no lease handed back) and the
+    supervisor starts it again:
+
+    * the ingest right after the first status events — its uncommitted records are read again (duplicates by their
+      `order`), its group rejoins, the poller lease passes on, and the restarted poller takes no log-end samples
+      until the commits are read up to the end (else every caught-up group would look stopped meanwhile). lagwatch's
+      own group (`lagwatch-local`, the ingest's progress) may rightly raise an incident for the seconds the ingest
+      was gone: if so, it is opened and closed once;
+    * the notifier while it holds a request the receiver has not answered yet — at-least-once delivery around a
+      SIGKILL: the restarted notifier takes the delivery over when its lease runs out and sends it again, with the
+      same X-Lagwatch-Event-Id (the receiver acted on the first and acknowledges the second as a duplicate); those
+      held requests are the only ones sent twice;
+    * the evaluator once demo-lagging is WARN, with transitions still to come — the restarted one finds them from
+      Redis (a transition recorded but not yet published is published from the outbox);
+    * the api — it is stateless, and answers again.
+    """
+    async with running_system(tmp_path / "state") as drill, drill.playing(SCENARIOS):
+        await drill.until(lambda: drill.status.has("demo-healthy", "OK"), "demo-healthy OK")
+        await drill.kill("ingest")
+
+        held = HeldRequests(lambda alert: alert.kind == "open")
+        drill.receiver.hold = held
+        await drill.until(lambda: held.held, "a first notification, held")
+        notifier = drill.service("notifier")
+        pid = notifier.pid
+        os.kill(pid, signal.SIGKILL)
+        await drill.until(lambda: notifier.pid != pid, "the notifier started again")
+        held.release()
+
+        await drill.until(lambda: drill.status.has("demo-lagging", "WARN"), "demo-lagging WARN")
+        await drill.kill("evaluator")
+        await drill.kill("api")
+        await drill.until(lambda: drill.service("notifier").ready(drill.http), "the notifier ready")
+
+        await drill.statuses_reached(SCENARIOS)
+        await drill.notifications_arrived(SCENARIOS)
+        await drill.own_group_settled()
+        repeated = {(a.subscription, a.notification_id) for a in held.held}
+        await drill.until(
+            lambda: all(drill.raw_count(*pair) == 2 for pair in repeated), f"the held requests sent again: {repeated}"
+        )
+        await asyncio.sleep(QUIET_S)
+        drill.assert_statuses(SCENARIOS)
+        drill.assert_notified_once(SCENARIOS, repeated=repeated)
+        drill.assert_nothing_unexpected(SCENARIOS, own_incidents=True)
+        assert [s.restarts for s in drill.system.services] == [1, 1, 1, 1]
+        api = drill.system.api_url
+        async with drill.http.get(f"{api}/v3/kafka/{CLUSTER}/consumer/demo-stalled/status") as response:
+            assert (await response.json())["status"]["status"] == "ERR"

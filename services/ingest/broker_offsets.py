@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 TP = tuple[str, int]
 LATEST = -1  # ListOffsets timestamp meaning "the log end"
 READ_UNCOMMITTED = 0
+HOLD_POLLS_MAX_S = 60.0  # a consumer that takes longer to catch up gets its log-end offsets polled anyway
 
 
 async def list_latest_offsets(
@@ -111,11 +112,20 @@ class BrokerOffsets:
 
     # --- the periodic work ------------------------------------------------------------------------------
 
-    async def run(self, stopping: asyncio.Event) -> None:
-        """Poll until `stopping` is set. Errors are logged and retried at the next tick; nothing here is fatal."""
+    async def run(self, stopping: asyncio.Event, commits_caught_up: asyncio.Event | None = None) -> None:
+        """Poll until `stopping` is set. Errors are logged and retried at the next tick; nothing here is fatal.
+
+        While `commits_caught_up` is not set (the worker's consumer is still reading the offsets topic up to where it
+        was when its partitions were assigned: after a restart or a rebalance) the poller keeps its lease but takes
+        no new samples, for at most HOLD_POLLS_MAX_S: log-end offsets moving on while the commits of that stretch are
+        still unread would make every caught-up group look stopped (STOP needs every recent log-end sample above the
+        newest commit)."""
+        held_since: float | None = None
         while not stopping.is_set():
+            holding = commits_caught_up is not None and not commits_caught_up.is_set()
+            held_since = (held_since or time.monotonic()) if holding else None
             try:
-                await self.tick()
+                await self.tick(poll=held_since is None or time.monotonic() - held_since > HOLD_POLLS_MAX_S)
             except (KafkaError, OSError) as exc:
                 self.kafka_ok = False
                 log.warning("broker offsets for %s: Kafka unreachable (%s); retrying", self.cluster, exc)
@@ -124,11 +134,13 @@ class BrokerOffsets:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), timeout=self.offset_refresh)
 
-    async def tick(self) -> None:
+    async def tick(self, *, poll: bool = True) -> None:
         ttl_ms = int(self.offset_refresh * 3000)
         self.is_poller = bool(await self._renew(keys=[keys.poller_lease(self.cluster)], args=[self._owner, ttl_ms]))
         if not self.is_poller:
             await self.load_from_store()
+            return
+        if not poll:
             return
         if time.monotonic() - self._last_topic_refresh >= self.topic_refresh or not self.partition_counts:
             await self.refresh_topics()

@@ -65,6 +65,7 @@ class _FinishBatchBeforeRevoke(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned) -> None:
         log.info("ingest: assigned offsets-topic partitions %s", sorted(tp.partition for tp in assigned))
+        self.worker.caught_up.clear()  # their commits since the last owner's last commit are still to be read
 
 
 class IngestWorker:
@@ -100,6 +101,7 @@ class IngestWorker:
             port=config.ingest.http_port if http_port is None else http_port,
         )
         self.stopping = asyncio.Event()
+        self.caught_up = asyncio.Event()  # every assigned partition read and stored up to its end (_caught_up)
         self.batches_done = 0
         self._last_self_report = 0.0
         self._positions: dict[int, int] = {}
@@ -135,7 +137,7 @@ class IngestWorker:
         try:
             await self._start_history()
             await self._first_broker_poll()
-            poller = asyncio.create_task(self.broker_offsets.run(self.stopping))
+            poller = asyncio.create_task(self.broker_offsets.run(self.stopping, self.caught_up))
             await self._consume_until_stopped()
         finally:
             self.stopping.set()
@@ -195,6 +197,7 @@ class IngestWorker:
         try:
             while not self.stopping.is_set():
                 fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
+                at_end = None if self.caught_up.is_set() else await self._positions_at_end()
                 if fetched:
                     prepared = self.processor.prepare([m for messages in fetched.values() for m in messages])
                     async with self._batch_lock:
@@ -205,27 +208,53 @@ class IngestWorker:
                             fetched = {tp: ms for tp, ms in fetched.items() if tp in assigned}
                             prepared = self.processor.prepare([m for ms in fetched.values() for m in ms])
                         positions = {tp: messages[-1].offset + 1 for tp, messages in fetched.items()}
-                        self._inflight = asyncio.create_task(self._store_and_commit(prepared, positions))
+                        self._inflight = asyncio.create_task(self._store_and_commit(prepared, positions, at_end))
                     await asyncio.sleep(0)  # let it send its writes: Redis works on them while we decode the next
+                elif at_end and (self._inflight is None or self._inflight.done()):
+                    self._caught_up(at_end)
                 await self._maybe_report_self()
         finally:
             await self._drain()
+
+    async def _positions_at_end(self) -> dict[int, int] | None:
+        """Every assigned partition's position, if each is fetched up to its high watermark (else None): once what
+        was fetched is stored and committed, the worker has caught up with the offsets topic."""
+        ends = {}
+        for tp in self.consumer.assignment():
+            highwater = self.consumer.highwater(tp)
+            position = await self.consumer.position(tp)
+            if highwater is None or position < highwater:
+                return None
+            ends[tp.partition] = position
+        return ends or None
+
+    def _caught_up(self, positions: dict[int, int]) -> None:
+        """Log-end polls may go on (the poller waits for this after an assignment), and lagwatch's own group gets
+        every assigned partition's position, also of those with nothing new since the last owner (a restarted
+        worker) — reported from `_positions` alone they would keep the last owner's final report, stale for good.
+        Partitions that never held a record have no progress to report."""
+        self._positions.update({partition: end for partition, end in positions.items() if end > 0})
+        self.caught_up.set()
 
     async def _drain(self) -> bool:
         """Wait for the batch in flight; False when it was abandoned (stopping while Redis was down)."""
         inflight, self._inflight = self._inflight, None
         return True if inflight is None else await inflight
 
-    async def _store_and_commit(self, prepared: PreparedBatch, positions: dict) -> bool:
-        if not await self._store_with_retry(prepared):
+    async def _store_and_commit(
+        self, prepared: PreparedBatch, positions: dict, at_end: dict[int, int] | None = None
+    ) -> bool:
+        # Redis and the history topic at once: the batch waits for the slower of the two, not for both in turn
+        stored, archived = await asyncio.gather(self._store_with_retry(prepared), self._archive_with_retry(prepared))
+        if not (stored and archived):
             return False  # left uncommitted: read again later
-        if not await self._archive_with_retry(prepared):
-            return False
         touched = prepared.decoded.touched_groups()
         if touched:
             await self.changes.publish(self.cluster, touched.items())  # the evaluator's trigger (best effort)
         await self._commit(positions)
         self.batches_done += 1
+        if at_end:
+            self._caught_up(at_end)
         return True
 
     async def _archive_with_retry(self, prepared: PreparedBatch) -> bool:
