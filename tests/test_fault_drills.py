@@ -58,13 +58,27 @@ SUBSCRIPTIONS = ("demo-webhook", "demo-slack")
 SERVICE_GROUPS = (ingest_group(CLUSTER), evaluator_group(CLUSTER), NOTIFIER_GROUP)
 OWN_GROUP = self_group(CLUSTER)  # lagwatch's own consumption, reported by the ingest as a consumer group
 WAIT_S = 120.0  # for anything that needs the system to recover first, on a busy 2-CPU machine
-OUTAGE_S = 2.0  # Redis or Kafka down: longer than a tick and a sweep, so every service runs into it
+OUTAGE_S = 3.0  # Redis or Kafka down: longer than a tick and a sweep, so every service runs into it
+# The demo's consumers cannot commit while Kafka is out either: shorter than a full window spans (intervals - 1
+# ticks), or by Burrow's rules they would rightly look stopped.
+KAFKA_OUTAGE_S = 2.0
 QUIET_S = 3.0  # after everything expected arrived: a few more ticks and sweeps, in which nothing else may happen
 
 
 def renamed(round_name: str, originals: Sequence[Scenario] = SCENARIOS) -> tuple[Scenario, ...]:
     """The demo scenarios with their own groups and topics (`demo-<round>-lagging` on `demo.<round>-lagging`)."""
     return tuple(dataclasses.replace(s, name=f"{round_name}-{s.name}") for s in originals)
+
+
+def topic_gone(scenario: Scenario) -> Scenario:
+    """What a played-out scenario becomes when its topic disappears: the group keeps no partition, so it is OK (not
+    NOTFOUND: it is known until `expire-group`), and an open incident is closed."""
+    if scenario.expected[-1][1] == "OK":
+        return scenario
+    closing = (scenario.expected[-1][1], "OK")
+    return dataclasses.replace(
+        scenario, expected=(*scenario.expected, closing), notifications=(*scenario.notifications, "close")
+    )
 
 
 def _free_port() -> int:
@@ -111,8 +125,8 @@ class StatusLog:
                         self._ids.add(event["event_id"])
                         self.events.append(event)
 
-    def from_beginning(self) -> None:
-        self.consumer.seek_to_beginning()
+    async def from_beginning(self) -> None:
+        await self.consumer.seek_to_beginning()
 
     def of(self, group: str) -> list[dict]:
         return [e for e in self.events if e["group"] == group]
@@ -173,6 +187,28 @@ class Drill:
         await self.until(self._none_ready, "every service reporting Redis gone")
         await asyncio.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_since)))
         await asyncio.to_thread(self.infra.redis.start)
+
+    async def kafka_outage(self) -> None:
+        """Every broker closes its connections and refuses new ones for KAFKA_OUTAGE_S, then takes them again: Kafka
+        keeps its data (records, committed offsets, groups, producer ids), as a restarted Kafka with its log on disk."""
+        await asyncio.to_thread(self.infra.kafka.brokers_down)
+        await asyncio.sleep(KAFKA_OUTAGE_S)
+        await asyncio.to_thread(self.infra.kafka.brokers_up)
+
+    async def kafka_restart(self) -> None:
+        """The mock's process stops and, OUTAGE_S later, starts again at the same addresses: with lagwatch's topics
+        and the services' groups (seeded), and nothing else — records, committed offsets and members are gone."""
+        await asyncio.to_thread(self.infra.stop_kafka)
+        await asyncio.sleep(OUTAGE_S)
+        await asyncio.to_thread(self.infra.start_kafka)
+        await self.status.from_beginning()  # its old position would skip the first events of the new, empty topic
+
+    async def window_full(self, group: str) -> bool:
+        """The group's (one-partition) window holds `intervals` commits, as the api shows it."""
+        url = f"{self.system.api_url}/v3/kafka/{CLUSTER}/consumer/{group}"
+        async with self.http.get(url) as response:
+            topics = (await response.json()).get("topics") or {} if response.status == 200 else {}
+        return any(all(partition["offsets"]) for partitions in topics.values() for partition in partitions)
 
     async def _none_ready(self) -> bool:
         return not any([await s.ready(self.http) for s in self.system.services])
@@ -385,3 +421,49 @@ async def test_each_service_killed_once_and_started_again(tmp_path):
         api = drill.system.api_url
         async with drill.http.get(f"{api}/v3/kafka/{CLUSTER}/consumer/demo-stalled/status") as response:
             assert (await response.json())["status"]["status"] == "ERR"
+
+
+async def test_kafka_outage_then_a_restart_that_loses_everything(tmp_path):
+    """Kafka goes away twice.
+
+    First an outage that keeps the data, while the scenarios are in their healthy warm-up (windows full): every
+    broker drops its connections and refuses new ones for a couple of seconds. The demo's consumers stall with
+    lagwatch (their ticks just take longer); then everything plays out exactly as without the outage.
+
+    Then, after the first round has played out, the mock's process is stopped and started again. The mock keeps
+    everything in memory, so this Kafka comes back empty — a real Kafka restart keeps its log, so this is harsher
+    than real life and the drill is designed around what can honestly be promised: the topics of the first round
+    are gone (only lagwatch's own topics are created again, and the services' consumer groups seeded so their
+    members can rejoin), so lagwatch removes them from their groups, which are left with no partition: OK, and
+    their open incidents (demo-stalled, demo-stopped) are closed, once; nothing notified before the restart is
+    notified again (what was notified is in Redis, not Kafka); and the services, without being restarted, monitor a
+    second round of scenarios on new topics exactly as the first. (Round one's groups are not played on after the
+    restart: with `__consumer_offsets` empty again, their new commits would carry record offsets below those
+    already in their windows, which a real Kafka never does.)
+    """
+    before, after = SCENARIOS, renamed("after")
+    async with running_system(tmp_path / "state") as drill:
+        async with drill.playing(before):
+            await drill.until(lambda: drill.window_full("demo-healthy"), "demo-healthy's window full")
+            await drill.kafka_outage()
+            await drill.statuses_reached(before)
+            await drill.notifications_arrived(before)
+        await asyncio.sleep(QUIET_S)
+        drill.assert_statuses(before)
+        drill.assert_notified_once(before)
+        drill.assert_nothing_unexpected(before, own_incidents=True)
+
+        await drill.kafka_restart()
+        async with drill.playing(after):
+            await drill.statuses_reached(after)
+            await drill.notifications_arrived(after)
+        await asyncio.sleep(QUIET_S)
+        drill.assert_statuses(after)
+        drill.assert_notified_once(after)
+        gone = [topic_gone(s) for s in before]
+        await drill.statuses_reached(gone)
+        await drill.notifications_arrived(gone)
+        drill.assert_statuses(gone)
+        drill.assert_notified_once(gone)
+        drill.assert_nothing_unexpected([*gone, *after], own_incidents=True)
+        assert [s.restarts for s in drill.system.services] == [0, 0, 0, 0]
