@@ -44,7 +44,7 @@ from lagwatch.shared.local.demo_processes import ServiceProcess
 from lagwatch.shared.local.demo_scenarios import Scenario, scenarios
 from lagwatch.shared.local.demo_system import CLUSTER, DemoSystem, DemoTimings
 from lagwatch.shared.local.demo_workload import demo_topics, run_workload
-from lagwatch.shared.local.stack import LocalInfra, local_infra
+from lagwatch.shared.local.stack import local_infra
 from lagwatch.shared.local.webhook_receiver import ReceivedAlert
 from lagwatch.shared.status_event import schema
 
@@ -58,10 +58,12 @@ SUBSCRIPTIONS = ("demo-webhook", "demo-slack")
 SERVICE_GROUPS = (ingest_group(CLUSTER), evaluator_group(CLUSTER), NOTIFIER_GROUP)
 OWN_GROUP = self_group(CLUSTER)  # lagwatch's own consumption, reported by the ingest as a consumer group
 WAIT_S = 120.0  # for anything that needs the system to recover first, on a busy 2-CPU machine
-OUTAGE_S = 3.0  # Redis or Kafka down: longer than a tick and a sweep, so every service runs into it
-# The demo's consumers cannot commit while Kafka is out either: shorter than a full window spans (intervals - 1
-# ticks), or by Burrow's rules they would rightly look stopped.
+# Outages: longer than a tick and a sweep, so every service runs into them; shorter than a full window spans
+# (intervals - 1 ticks): the demo's consumers cannot commit while Kafka is out, and a longer gap in what lagwatch
+# sees would make them look stopped by Burrow's rules.
+REDIS_OUTAGE_S = 1.0  # (see test_redis_restarted_while_scenarios_play for why not longer)
 KAFKA_OUTAGE_S = 2.0
+KAFKA_RESTART_DOWN_S = 3.0  # no scenario plays while the mock's process is away
 QUIET_S = 3.0  # after everything expected arrived: a few more ticks and sweeps, in which nothing else may happen
 
 
@@ -99,6 +101,7 @@ class StatusLog:
         self.schema = schema()
         self.events: list[dict] = []
         self.records = 0  # raw records read, duplicates included
+        self.invalid: list[str] = []  # records that are not valid events (must stay empty)
         self._ids: set[str] = set()
         self._task: asyncio.Task | None = None
 
@@ -119,8 +122,13 @@ class StatusLog:
             for messages in (await self.consumer.getmany(timeout_ms=200)).values():
                 for m in messages:
                     self.records += 1
-                    event = json.loads(m.value)
-                    jsonschema.validate(event, self.schema)
+                    try:
+                        event = json.loads(m.value)
+                        jsonschema.validate(event, self.schema)
+                        assert m.key == f"{event['cluster']}/{event['group']}".encode()
+                    except (ValueError, KeyError, AssertionError, jsonschema.ValidationError) as exc:
+                        self.invalid.append(f"{m.topic}/{m.partition}@{m.offset}: {exc!r}")
+                        continue
                     if event["event_id"] not in self._ids:
                         self._ids.add(event["event_id"])
                         self.events.append(event)
@@ -144,12 +152,22 @@ class StatusLog:
 class Drill:
     """The running system and what the drills do to it."""
 
-    def __init__(self, system: DemoSystem, infra: LocalInfra, status: StatusLog, http: aiohttp.ClientSession) -> None:
+    def __init__(
+        self,
+        system: DemoSystem,
+        supervisor: asyncio.Task,
+        output: list[str],
+        status: StatusLog,
+        http: aiohttp.ClientSession,
+    ) -> None:
         self.system = system
-        self.infra = infra
+        self.supervisor = supervisor  # system.run()
+        self.output = output  # what the supervisor printed
+        self.infra = system.infra
         self.status = status
         self.http = http
         self.receiver = system.receiver
+        self.workload: asyncio.Task | None = None
 
     def service(self, name: str) -> ServiceProcess:
         return next(s for s in self.system.services if s.name == name)
@@ -158,6 +176,9 @@ class Drill:
         """Wait for a condition; on failure say what was awaited and what the system saw."""
 
         async def holds() -> object:
+            for task in (self.supervisor, self.workload):  # a crash there would only show as a timeout
+                if task is not None and task.done() and not task.cancelled() and task.exception():
+                    raise AssertionError(f"{what}: {task.exception()!r}\n{self.report()}")
             result = check()
             return await result if asyncio.iscoroutine(result) else result
 
@@ -172,20 +193,22 @@ class Drill:
         for topic, partitions in demo_topics(round_scenarios).items():
             await asyncio.to_thread(self.infra.kafka.create_topic, topic, partitions)
         task = asyncio.create_task(run_workload(self.infra.kafka.bootstrap, round_scenarios, tick_s=TIMINGS.tick_s))
+        self.workload = task
         try:
             yield task
         finally:
+            self.workload = None
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, 30)
 
     async def redis_outage(self) -> None:
         """Redis stops (SIGTERM: the AOF is flushed) and stays down until every service has seen it gone, and at
-        least OUTAGE_S; then it starts again on the same port with the same directory, loading the AOF."""
+        least REDIS_OUTAGE_S; then it starts again on the same port with the same directory, loading the AOF."""
         await asyncio.to_thread(self.infra.redis.stop)
         down_since = time.monotonic()
         await self.until(self._none_ready, "every service reporting Redis gone")
-        await asyncio.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_since)))
+        await asyncio.sleep(max(0.0, REDIS_OUTAGE_S - (time.monotonic() - down_since)))
         await asyncio.to_thread(self.infra.redis.start)
 
     async def kafka_outage(self) -> None:
@@ -196,10 +219,11 @@ class Drill:
         await asyncio.to_thread(self.infra.kafka.brokers_up)
 
     async def kafka_restart(self) -> None:
-        """The mock's process stops and, OUTAGE_S later, starts again at the same addresses: with lagwatch's topics
-        and the services' groups (seeded), and nothing else — records, committed offsets and members are gone."""
+        """The mock's process stops and, KAFKA_RESTART_DOWN_S later, starts again at the same addresses: with
+        lagwatch's topics and the services' groups (seeded), and nothing else — records, committed offsets and
+        members are gone."""
         await asyncio.to_thread(self.infra.stop_kafka)
-        await asyncio.sleep(OUTAGE_S)
+        await asyncio.sleep(KAFKA_RESTART_DOWN_S)
         await asyncio.to_thread(self.infra.start_kafka)
         await self.status.from_beginning()  # its old position would skip the first events of the new, empty topic
 
@@ -207,7 +231,9 @@ class Drill:
         """The group's (one-partition) window holds `intervals` commits, as the api shows it."""
         url = f"{self.system.api_url}/v3/kafka/{CLUSTER}/consumer/{group}"
         async with self.http.get(url) as response:
-            topics = (await response.json()).get("topics") or {} if response.status == 200 else {}
+            if response.status != 200:
+                return False
+            topics = (await response.json())["topics"]
         return any(all(partition["offsets"]) for partitions in topics.values() for partition in partitions)
 
     async def _none_ready(self) -> bool:
@@ -242,6 +268,7 @@ class Drill:
 
     def assert_statuses(self, round_scenarios: Sequence[Scenario]) -> None:
         """Each group's events are its expected transitions, numbered 1, 2, 3, … (no gap, no repeat)."""
+        assert not self.status.invalid, self.status.invalid
         for s in round_scenarios:
             assert self.status.transitions(s.group) == list(s.expected), f"{s.group}\n{self.report()}"
             assert [e["seq"] for e in self.status.of(s.group)] == list(range(1, len(s.expected) + 1)), s.group
@@ -310,6 +337,8 @@ class Drill:
         groups = sorted({e["group"] for e in self.status.events})
         lines = [f"  {g}: {self.status.transitions(g)}" for g in groups]
         lines += [f"  delivery {a.subscription} {a.kind} {a.notification_id}" for a in self.receiver.deliveries]
+        lines.append(f"  status topic: {self.status.records} records, {len(self.status.events)} distinct events")
+        lines += [f"  supervisor: {line}" for line in self.output if "exited" in line]
         for service in self.system.services:
             lines.append(f"--- {service.name} (restarts {service.restarts}):\n{service.log_tail(12)}")
         return "\n".join(lines)
@@ -320,7 +349,8 @@ async def running_system(state_dir: Path) -> AsyncIterator[Drill]:
     """Redis, Kafka on a fixed port, the services under the demo supervisor (no workload: the drills play their own)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     with local_infra(state_dir, kafka_port=_free_port(), groups=SERVICE_GROUPS) as infra:
-        system = DemoSystem(state_dir, infra, 0, TIMINGS, out=lambda line: None, workload=())
+        output: list[str] = []
+        system = DemoSystem(state_dir, infra, 0, TIMINGS, out=output.append, workload=())
         supervisor = asyncio.create_task(system.run())
         try:
             ready = asyncio.create_task(system.ready.wait())
@@ -329,7 +359,7 @@ async def running_system(state_dir: Path) -> AsyncIterator[Drill]:
                 ready.cancel()
                 raise AssertionError(f"the system did not start: {supervisor.exception() if supervisor.done() else ''}")
             async with StatusLog(infra.kafka.bootstrap) as status, aiohttp.ClientSession() as http:
-                yield Drill(system, infra, status, http)
+                yield Drill(system, supervisor, output, status, http)
             assert not supervisor.done(), supervisor.exception()  # it never gave up on a service
         finally:
             system.stop.set()
@@ -338,18 +368,27 @@ async def running_system(state_dir: Path) -> AsyncIterator[Drill]:
 
 async def test_redis_restarted_while_scenarios_play(tmp_path):
     """Redis is restarted (SIGTERM, which flushes the AOF; started again on the same port and directory once every
-    service has seen it gone) while the scenarios are in progress: right after the first alert went out, with
-    incidents open and others still to come. The services retry until it is back; windows, statuses, incidents and
-    the notifier's outbox come back from the AOF."""
+    service has seen it gone, a couple of seconds later) while the scenarios are in progress: once demo-lagging is
+    WARN, with incidents open and others still to come. The services retry until it is back; windows, statuses,
+    incidents and the notifier's outbox come back from the AOF.
+
+    Known limits at the demo's one-second ticks (windows of 5 commits span 4 s), not this drill's subject, which
+    set when and how long Redis is away: while demo-lagging is falling behind, an outage can hide its WARN (the
+    commits stored after it get their lag from the log end at storing time: the spec's lag at append, Burrow's
+    too, so their lags decrease along the window); and once it is WARN, an outage of a few seconds can make it look
+    STOPped (the evaluator judges time by its clock while the outage's commits still wait to be stored). Caught-up
+    groups are safe: the ingest takes no log-end samples while its commits are behind."""
     async with running_system(tmp_path / "state") as drill, drill.playing(SCENARIOS):
         await drill.until(lambda: drill.status.has("demo-lagging", "WARN"), "demo-lagging WARN")
         await drill.redis_outage()
         await drill.statuses_reached(SCENARIOS)
         await drill.notifications_arrived(SCENARIOS)
+        await drill.own_group_settled()
         await asyncio.sleep(QUIET_S)
         drill.assert_statuses(SCENARIOS)
         drill.assert_notified_once(SCENARIOS)
-        drill.assert_nothing_unexpected(SCENARIOS)
+        drill.assert_nothing_unexpected(SCENARIOS, own_incidents=True)
+        assert [s.restarts for s in drill.system.services] == [0, 0, 0, 0]  # they waited for Redis, none died
 
 
 class HeldRequests:
@@ -418,6 +457,8 @@ async def test_each_service_killed_once_and_started_again(tmp_path):
         drill.assert_notified_once(SCENARIOS, repeated=repeated)
         drill.assert_nothing_unexpected(SCENARIOS, own_incidents=True)
         assert [s.restarts for s in drill.system.services] == [1, 1, 1, 1]
+        restarted = [line for line in drill.output if "exited with code -9; starting it again" in line]
+        assert len(restarted) == 4, drill.output
         api = drill.system.api_url
         async with drill.http.get(f"{api}/v3/kafka/{CLUSTER}/consumer/demo-stalled/status") as response:
             assert (await response.json())["status"]["status"] == "ERR"
@@ -448,22 +489,20 @@ async def test_kafka_outage_then_a_restart_that_loses_everything(tmp_path):
             await drill.kafka_outage()
             await drill.statuses_reached(before)
             await drill.notifications_arrived(before)
+        await drill.own_group_settled()
         await asyncio.sleep(QUIET_S)
         drill.assert_statuses(before)
         drill.assert_notified_once(before)
         drill.assert_nothing_unexpected(before, own_incidents=True)
 
         await drill.kafka_restart()
-        async with drill.playing(after):
-            await drill.statuses_reached(after)
-            await drill.notifications_arrived(after)
-        await asyncio.sleep(QUIET_S)
-        drill.assert_statuses(after)
-        drill.assert_notified_once(after)
         gone = [topic_gone(s) for s in before]
-        await drill.statuses_reached(gone)
-        await drill.notifications_arrived(gone)
-        drill.assert_statuses(gone)
-        drill.assert_notified_once(gone)
+        async with drill.playing(after):
+            await drill.statuses_reached([*gone, *after])
+            await drill.notifications_arrived([*gone, *after])
+        await drill.own_group_settled()
+        await asyncio.sleep(QUIET_S)
+        drill.assert_statuses([*gone, *after])
+        drill.assert_notified_once([*gone, *after])
         drill.assert_nothing_unexpected([*gone, *after], own_incidents=True)
         assert [s.restarts for s in drill.system.services] == [0, 0, 0, 0]

@@ -115,11 +115,11 @@ class BrokerOffsets:
     async def run(self, stopping: asyncio.Event, commits_caught_up: asyncio.Event | None = None) -> None:
         """Poll until `stopping` is set. Errors are logged and retried at the next tick; nothing here is fatal.
 
-        While `commits_caught_up` is not set (the worker's consumer is still reading the offsets topic up to where it
-        was when its partitions were assigned: after a restart or a rebalance) the poller keeps its lease but takes
-        no new samples, for at most HOLD_POLLS_MAX_S: log-end offsets moving on while the commits of that stretch are
-        still unread would make every caught-up group look stopped (STOP needs every recent log-end sample above the
-        newest commit)."""
+        While `commits_caught_up` is not set (the worker's commits are behind: its consumer is still reading the
+        offsets topic up to where it was when its partitions were assigned, after a restart or a rebalance, or a
+        batch waits for Redis to come back) the poller keeps its lease but takes no new samples, for at most
+        HOLD_POLLS_MAX_S: log-end offsets moving on while the commits of that stretch are still unstored would make
+        every caught-up group look stopped (STOP needs every recent log-end sample above the newest commit)."""
         held_since: float | None = None
         while not stopping.is_set():
             holding = commits_caught_up is not None and not commits_caught_up.is_set()

@@ -274,6 +274,7 @@ class IngestWorker:
             try:
                 return await operation()
             except (RedisError, KafkaError, OSError) as exc:
+                self.caught_up.clear()  # commits wait: log-end samples must wait with them (see BrokerOffsets.run)
                 metrics.RETRIES.labels(self.cluster).inc()
                 log.warning("ingest %s: %s failed (%s); retrying in %.1fs", self.cluster, what, exc, delay)
                 if self.stopping.is_set():
