@@ -252,6 +252,29 @@ class Drill:
                 lambda s=s: len(self.status.of(s.group)) >= len(s.expected), f"{s.group}: {list(s.expected)}"
             )
 
+    async def played_out(self, round_scenarios: Sequence[Scenario]) -> None:
+        """Every status change and notification these scenarios should cause has arrived."""
+        await self.statuses_reached(round_scenarios)
+        await self.notifications_arrived(round_scenarios)
+
+    async def quiet(self) -> None:
+        """lagwatch's own group is settled; then a few more ticks and sweeps, in which nothing else may happen."""
+        await self.own_group_settled()
+        await asyncio.sleep(QUIET_S)
+
+    def assert_exactly_once(
+        self,
+        round_scenarios: Sequence[Scenario],
+        *,
+        everything: Sequence[Scenario] | None = None,
+        repeated: Collection[tuple[str, str]] = (),
+    ) -> None:
+        """The statuses and notifications of these scenarios, each once; nothing about other groups (but those of
+        `everything`, and lagwatch's own incidents)."""
+        self.assert_statuses(round_scenarios)
+        self.assert_notified_once(round_scenarios, repeated=repeated)
+        self.assert_nothing_unexpected(everything or round_scenarios)
+
     async def notifications_arrived(self, round_scenarios: Sequence[Scenario]) -> None:
         wanted = sum(len(SUBSCRIPTIONS) * len(s.notifications) for s in round_scenarios)
         await self.until(lambda: len(self.notified(round_scenarios)) >= wanted, f"{wanted} notifications")
@@ -302,16 +325,15 @@ class Drill:
             if a.channel == "webhook" and a.notification_id in events:
                 assert a.document() == events[a.notification_id]
 
-    def assert_nothing_unexpected(self, all_scenarios: Sequence[Scenario], *, own_incidents: bool = False) -> None:
-        """No notification about anything but these scenarios, and none refused. With `own_incidents`, lagwatch's own
-        group may have had incidents (the ingest stopped reading for a while), each opened and closed once."""
-        groups = {s.group for s in all_scenarios} | ({OWN_GROUP} if own_incidents else set())
+    def assert_nothing_unexpected(self, all_scenarios: Sequence[Scenario]) -> None:
+        """No notification about anything but these scenarios, and none refused. lagwatch's own group may have had
+        incidents (the ingest stopped reading for a while: it says so, by design), each opened and closed once."""
+        groups = {s.group for s in all_scenarios} | {OWN_GROUP}
         events = self.status.by_id()
         strays = [a for a in self.receiver.deliveries if events.get(a.notification_id, {}).get("group") not in groups]
         assert not strays, [a.summary() for a in strays]
         assert not self.receiver.rejected, self.receiver.rejected
-        if own_incidents:
-            assert self._own_group_settled(), self.report()
+        assert self._own_group_settled(), self.report()
 
     def _own_group_settled(self) -> bool:
         """lagwatch's own group went bad and back only in whole incidents, each announced and closed to everyone."""
@@ -381,13 +403,9 @@ async def test_redis_restarted_while_scenarios_play(tmp_path):
     async with running_system(tmp_path / "state") as drill, drill.playing(SCENARIOS):
         await drill.until(lambda: drill.status.has("demo-lagging", "WARN"), "demo-lagging WARN")
         await drill.redis_outage()
-        await drill.statuses_reached(SCENARIOS)
-        await drill.notifications_arrived(SCENARIOS)
-        await drill.own_group_settled()
-        await asyncio.sleep(QUIET_S)
-        drill.assert_statuses(SCENARIOS)
-        drill.assert_notified_once(SCENARIOS)
-        drill.assert_nothing_unexpected(SCENARIOS, own_incidents=True)
+        await drill.played_out(SCENARIOS)
+        await drill.quiet()
+        drill.assert_exactly_once(SCENARIOS)
         assert [s.restarts for s in drill.system.services] == [0, 0, 0, 0]  # they waited for Redis, none died
 
 
@@ -445,17 +463,13 @@ async def test_each_service_killed_once_and_started_again(tmp_path):
         await drill.kill("api")
         await drill.until(lambda: drill.service("notifier").ready(drill.http), "the notifier ready")
 
-        await drill.statuses_reached(SCENARIOS)
-        await drill.notifications_arrived(SCENARIOS)
-        await drill.own_group_settled()
+        await drill.played_out(SCENARIOS)
         repeated = {(a.subscription, a.notification_id) for a in held.held}
         await drill.until(
             lambda: all(drill.raw_count(*pair) == 2 for pair in repeated), f"the held requests sent again: {repeated}"
         )
-        await asyncio.sleep(QUIET_S)
-        drill.assert_statuses(SCENARIOS)
-        drill.assert_notified_once(SCENARIOS, repeated=repeated)
-        drill.assert_nothing_unexpected(SCENARIOS, own_incidents=True)
+        await drill.quiet()
+        drill.assert_exactly_once(SCENARIOS, repeated=repeated)
         assert [s.restarts for s in drill.system.services] == [1, 1, 1, 1]
         restarted = [line for line in drill.output if "exited with code -9; starting it again" in line]
         assert len(restarted) == 4, drill.output
@@ -487,22 +501,14 @@ async def test_kafka_outage_then_a_restart_that_loses_everything(tmp_path):
         async with drill.playing(before):
             await drill.until(lambda: drill.window_full("demo-healthy"), "demo-healthy's window full")
             await drill.kafka_outage()
-            await drill.statuses_reached(before)
-            await drill.notifications_arrived(before)
-        await drill.own_group_settled()
-        await asyncio.sleep(QUIET_S)
-        drill.assert_statuses(before)
-        drill.assert_notified_once(before)
-        drill.assert_nothing_unexpected(before, own_incidents=True)
+            await drill.played_out(before)
+        await drill.quiet()
+        drill.assert_exactly_once(before)
 
         await drill.kafka_restart()
         gone = [topic_gone(s) for s in before]
         async with drill.playing(after):
-            await drill.statuses_reached([*gone, *after])
-            await drill.notifications_arrived([*gone, *after])
-        await drill.own_group_settled()
-        await asyncio.sleep(QUIET_S)
-        drill.assert_statuses([*gone, *after])
-        drill.assert_notified_once([*gone, *after])
-        drill.assert_nothing_unexpected([*gone, *after], own_incidents=True)
+            await drill.played_out([*gone, *after])
+        await drill.quiet()
+        drill.assert_exactly_once([*gone, *after])
         assert [s.restarts for s in drill.system.services] == [0, 0, 0, 0]

@@ -9,8 +9,9 @@ Three layers:
 * `MockKafkaCluster` - an in-process cluster (`start`, `create_topic`, `delete_topic`, `stop`).
 * `serve` / `python -m lagwatch.shared.local.mock_kafka` - the cluster in its own process with a
   tiny HTTP control endpoint, so tests and the demo can kill and restart Kafka independently of
-  the services.  `MockKafkaControl` is the client for that endpoint and `start_mock_kafka_process`
-  / `stop_process` manage the process.
+  the services, or take its brokers down for a while and up again (`POST /brokers/down`,
+  `/brokers/up`: an outage that keeps the data).  `MockKafkaControl` is the client for that
+  endpoint and `start_mock_kafka_process` / `stop_process` manage the process.
 
 Fixed ports: the mock binds every broker to an ephemeral port and librdkafka has no setting to
 change that (`rd_kafka_mock_broker_set_host_port` only changes the *advertised* address).  When a

@@ -89,7 +89,8 @@ class LocalInfra:
         return (
             f"  Redis:  {self.redis.url}   (data in {self.redis.dir}, append-only file on)\n"
             f"  Kafka:  {self.kafka.bootstrap}   (librdkafka mock cluster; topics: {topics})\n"
-            f'  Kafka control API: {self.kafka.control_url}  (POST /topics {{"name", "partitions"}})'
+            f'  Kafka control API: {self.kafka.control_url}  (POST /topics {{"name", "partitions"}};'
+            " POST /brokers/down, /brokers/up)"
         )
 
 
