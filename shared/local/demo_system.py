@@ -14,7 +14,7 @@ stops the workload, the services (SIGTERM, each finishes what it holds), the rec
 that dies meanwhile is started again (as an orchestrator would; a service that keeps dying within
 `CRASH_LOOP_S` of each start stops the demo). Logs go to `<state-dir>/logs/`, received alerts to
 `<state-dir>/alerts.jsonl`, addresses to `<state-dir>/env`. tests/test_fault_drills.py runs the same system
-without the workload (`scenarios=()`) and plays its own, killing services and restarting Redis and Kafka.
+without the workload (`workload=()`) and plays its own, killing services and restarting Redis and Kafka.
 """
 
 from __future__ import annotations
