@@ -7,9 +7,9 @@ Addresses are handed on through `<state-dir>/env` (shell syntax: `REDIS_URL=...`
 `KAFKA_CONTROL_URL=...`), so other processes can `source` it or read it.
 
 With a fixed `kafka_port`, Kafka can be restarted in place (`LocalInfra.stop_kafka`, `start_kafka`; the fault
-drills do): same bootstrap and control addresses, its topics and seeded `groups` re-created, but empty — the mock keeps records,
-committed offsets and group members in memory only. Redis restarts in place with its append-only file
-(`LocalInfra.redis.restart()`).
+drills do): same bootstrap and control addresses, its topics and seeded `groups` re-created, but empty — the mock
+keeps records, committed offsets and group members in memory only. Redis restarts in place with its append-only
+file (`LocalInfra.redis.restart()`).
 """
 
 from __future__ import annotations
