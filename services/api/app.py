@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 
 from aiohttp import web
 
@@ -17,6 +16,7 @@ from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.metrics import METRICS, ApiMetrics, handle_metrics
 from lagwatch.services.api.middleware import errors_as_json, timed
 from lagwatch.shared.config import Config
+from lagwatch.shared.service_lifecycle import run_until_signalled
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +74,5 @@ class ApiServer:
 
 
 async def run_api(config: Config, *, port: int | None = None) -> None:
-    server = ApiServer(config, port=port)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, server.stopping.set)
-    await server.run()
+    await run_until_signalled(ApiServer(config, port=port))
     log.info("api: stopped")

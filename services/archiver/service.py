@@ -12,9 +12,7 @@ one consumer group; each writes its own files.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 import time
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
@@ -26,6 +24,7 @@ from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.history import HistoryRecordInvalid, decode
 from lagwatch.shared.history_files import HistoryFileWriter
 from lagwatch.shared.kafka_client import client_kwargs
+from lagwatch.shared.service_lifecycle import pause, run_until_signalled
 
 log = logging.getLogger(__name__)
 RECORDS = Counter("lagwatch_archiver_records_total", "History records read", ["cluster", "outcome"])
@@ -109,7 +108,7 @@ class Archiver:
                     await self.flush()
                     await self.consumer.stop()
                 if not self.stopping.is_set():
-                    await _sleep_unless(self.stopping, delay)
+                    await pause(self.stopping, delay)
                     delay = min(delay * 2, MAX_BACKOFF_S)
                     self.consumer = self._new_consumer()
         finally:
@@ -165,14 +164,5 @@ class Archiver:
                     )
 
 
-async def _sleep_unless(event: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), seconds)
-
-
 async def run_archiver(config: Config, cluster: str, *, http_port: int | None = None) -> None:
-    archiver = Archiver(config, cluster, http_port=http_port)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, archiver.stopping.set)
-    await archiver.run()
+    await run_until_signalled(Archiver(config, cluster, http_port=http_port))

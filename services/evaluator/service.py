@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
 from collections.abc import Iterable
 
@@ -35,6 +34,7 @@ from lagwatch.shared.faust_kafka import faust_broker_settings, raw_topic
 from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.kafka_client import client_kwargs
 from lagwatch.shared.redis_client import connect
+from lagwatch.shared.service_lifecycle import pause, run_until_signalled
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.lag_state_store import LagStateStore
 from lagwatch.shared.store.redis_store import WindowStore
@@ -218,8 +218,7 @@ class EvaluatorService:
         while not self.stopping.is_set():
             if self.app.crash_reason is not None:
                 raise RuntimeError(f"evaluator {self.cluster}: Faust app crashed: {self.app.crash_reason!r}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), timeout=1.0)
+            await pause(self.stopping, 1.0)
 
     async def _start_publisher(self) -> None:
         delay = 0.2
@@ -240,10 +239,6 @@ class EvaluatorService:
 
 
 async def run_evaluator(config: Config, cluster: str, *, http_port: int | None = None) -> None:
-    service = EvaluatorService(config, cluster, http_port=http_port)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, service.stopping.set)
     started = time.monotonic()
-    await service.run()
+    await run_until_signalled(EvaluatorService(config, cluster, http_port=http_port))
     log.info("evaluator %s: stopped after %.0fs", cluster, time.monotonic() - started)

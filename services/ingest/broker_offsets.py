@@ -12,7 +12,6 @@ partitions that really do not exist are dropped (counted as `no_broker_offset`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -24,6 +23,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.protocol.offset import OffsetRequest
 
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
+from lagwatch.shared.service_lifecycle import pause
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.redis_store import WindowStore
 
@@ -131,8 +131,7 @@ class BrokerOffsets:
                 log.warning("broker offsets for %s: Kafka unreachable (%s); retrying", self.cluster, exc)
             except Exception:  # Redis errors and the unexpected: keep polling, say why
                 log.exception("broker offsets for %s: poll failed; retrying", self.cluster)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), timeout=self.offset_refresh)
+            await pause(stopping, self.offset_refresh)
 
     async def tick(self, *, poll: bool = True) -> None:
         ttl_ms = int(self.offset_refresh * 3000)

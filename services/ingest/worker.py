@@ -17,10 +17,8 @@ whose topics carry status changes rather than every commit of every group, use F
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
-import signal
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -38,6 +36,7 @@ from lagwatch.shared.config import Config
 from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.kafka_client import client_kwargs
 from lagwatch.shared.redis_client import connect
+from lagwatch.shared.service_lifecycle import pause, run_until_signalled
 from lagwatch.shared.store.redis_store import WindowStore
 
 log = logging.getLogger(__name__)
@@ -151,27 +150,13 @@ class IngestWorker:
             await self.redis.aclose()
 
     async def _start_history(self) -> None:
-        delay = 0.5
-        while self.history is not None and not self.stopping.is_set():
-            try:
-                await self.history.start()
-                return
-            except (KafkaError, OSError) as exc:
-                log.warning("ingest %s: history producer cannot start (%s); retrying", self.cluster, exc)
-                await self._sleep(delay)
-                delay = min(delay * 2, MAX_BACKOFF_S)
+        if self.history is not None:
+            await self._retry("starting the history producer", self.history.start)
 
     async def _first_broker_poll(self) -> None:
         """Know the log-end offsets before the first commit needs one (retrying while Kafka or Redis is down)."""
-        delay = 0.2
-        while not self.stopping.is_set():
-            try:
-                await self.broker_offsets.tick()
-                return
-            except (KafkaError, RedisError, OSError) as exc:
-                log.warning("ingest %s: first broker-offset poll failed (%s); retrying", self.cluster, exc)
-                await self._sleep(delay)
-                delay = min(delay * 2, MAX_BACKOFF_S)
+        if not self.stopping.is_set():
+            await self._retry("the first broker-offset poll", self.broker_offsets.tick)
 
     async def _consume_until_stopped(self) -> None:
         """Join the group and consume; a consumer that fails (Kafka down, a group error) is replaced after a pause.
@@ -313,14 +298,9 @@ class IngestWorker:
             log.warning("ingest %s: could not report own progress (%s)", self.cluster, exc)
 
     async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
+        await pause(self.stopping, seconds)
 
 
 async def run_ingest(config: Config, cluster: str, *, http_port: int | None = None) -> None:
     """`lagwatch run ingest`: run one worker until SIGTERM or SIGINT."""
-    worker = IngestWorker(config, cluster, http_port=http_port)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, worker.stopping.set)
-    await worker.run()
+    await run_until_signalled(IngestWorker(config, cluster, http_port=http_port))

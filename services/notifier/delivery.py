@@ -32,6 +32,7 @@ from lagwatch.services.notifier.outbox import Delivery, Outbox, now_ms
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.services.notifier.targets import ForbiddenAddress, GuardedResolver, destination
 from lagwatch.shared.config import NotifierConfig
+from lagwatch.shared.service_lifecycle import pause
 
 log = logging.getLogger(__name__)
 MAX_RETRY_AFTER_S = 3600.0
@@ -260,7 +261,7 @@ class Dispatcher:
                     delay = 0.1
                 except Exception as exc:  # Redis down, mostly: keep going, nothing is lost
                     log.warning("notifier: outbox unavailable (%s); retrying in %.1fs", exc, delay)
-                    await _wait(stopping, delay)
+                    await pause(stopping, delay)
                     delay = min(delay * 2, 5.0)
         finally:
             # let requests in flight finish (and settle) rather than send them again later; start no new ones
@@ -298,7 +299,7 @@ class Dispatcher:
     async def _renew_leases(self, stopping: asyncio.Event) -> None:
         period = max(0.05, self.settings.lease / 3)
         while not stopping.is_set():
-            await _wait(stopping, period)
+            await pause(stopping, period)
             try:
                 await self.outbox.renew(list(self.held))
             except Exception as exc:
@@ -462,8 +463,3 @@ class Dispatcher:
             delivery.attempts,
             error,
         )
-
-
-async def _wait(event: asyncio.Event, timeout: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout)

@@ -14,10 +14,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import signal
 import tempfile
 import time
 from pathlib import Path
@@ -47,6 +45,7 @@ from lagwatch.shared.faust_kafka import faust_broker_settings, raw_topic
 from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.kafka_client import client_kwargs
 from lagwatch.shared.redis_client import connect
+from lagwatch.shared.service_lifecycle import pause, run_until_signalled
 
 log = logging.getLogger(__name__)
 CONSUMER_GROUP = "lagwatch-notifier"
@@ -258,8 +257,7 @@ class NotifierService:
     # --- life cycle ---------------------------------------------------------------------------------------------
 
     async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.stopping.wait(), seconds)
+        await pause(self.stopping, seconds)
 
     async def run(self) -> None:
         await self.health.start()
@@ -300,10 +298,6 @@ class NotifierService:
 
 
 async def run_notifier(config: Config, cluster: str, *, http_port: int | None = None) -> None:
-    service = NotifierService(config, cluster, http_port=http_port)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, service.stopping.set)
     started = time.monotonic()
-    await service.run()
+    await run_until_signalled(NotifierService(config, cluster, http_port=http_port))
     log.info("notifier: stopped after %.0fs", time.monotonic() - started)
