@@ -30,7 +30,7 @@ from lagwatch.shared.history import COLUMN_NAMES, KIND_COMMIT
 from lagwatch.shared.history_files import HistoryFileWriter
 from lagwatch.spark.backtest import production_variant
 from lagwatch.spark.replay import ReplayConfig
-from lagwatch.spark.replay_batches import FrameJob, replay_batches
+from lagwatch.spark.replay_batches import ReplayJob, replay_batches
 from lagwatch.spark.synthetic_history import HistoryShape, history_records
 
 PARTITIONS, COMMITS_PER_PARTITION = 4, 20
@@ -56,7 +56,7 @@ def generate(shape: HistoryShape, root: Path) -> tuple[int, float]:
     return writer.rows_written, time.perf_counter() - started
 
 
-def plain_python(root: Path, job: FrameJob) -> dict:
+def plain_python(root: Path, job: ReplayJob) -> dict:
     """One process, the same steps as the job without Spark: read the files, give each group its topics' samples,
     sort by group, and stream the rows through the same `replay_batches`."""
     started = time.perf_counter()
@@ -69,7 +69,7 @@ def plain_python(root: Path, job: FrameJob) -> dict:
     inputs = pa.concat_tables([commits, samples.select(list(COLUMN_NAMES)).cast(commits.schema)])
     inputs = inputs.sort_by([("cluster", "ascending"), ("group", "ascending")])
     ends = table.group_by("cluster").aggregate([("observed_at", "max")]).to_pylist()  # as the job finds them
-    job = FrameJob(job.production, job.variants, {e["cluster"]: e["observed_at_max"] for e in ends})
+    job = ReplayJob(job.production, job.variants, {e["cluster"]: e["observed_at_max"] for e in ends})
     read_s = time.perf_counter() - started
     output_rows = sum(batch.num_rows for batch in replay_batches(job, inputs.to_batches(max_chunksize=65_536)))
     seconds = time.perf_counter() - started
@@ -99,7 +99,7 @@ def spark_job(root: Path, out: Path) -> dict:
 def run(sizes: tuple[int, ...] = SIZES) -> dict:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     config = load_config(None, env={})
-    job = FrameJob(ReplayConfig(), (production_variant(config, 10_000),), {})
+    job = ReplayJob(ReplayConfig(), (production_variant(config, 10_000),), {})
     results = {}
     for size in sizes:
         shape = shape_for(size)

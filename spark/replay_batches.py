@@ -75,7 +75,7 @@ def output_ddl() -> str:
 
 
 @dataclass(frozen=True)
-class FrameJob:
+class ReplayJob:
     """What every group's replay needs: picklable, shipped to the Spark workers with each task."""
 
     production: ReplayConfig
@@ -84,7 +84,7 @@ class FrameJob:
 
 
 def replay_rows(
-    cluster: str, group: str, commits: list[CommitInput], samples: list[SampleInput], job: FrameJob
+    cluster: str, group: str, commits: list[CommitInput], samples: list[SampleInput], job: ReplayJob
 ) -> list[dict[str, Any]]:
     end = job.ends.get(cluster)
     result = replay_group(cluster, group, commits, samples, job.production, end_ms=end)
@@ -98,7 +98,7 @@ def replay_rows(
 
 
 def replay_batches(
-    job: FrameJob, batches: Iterable[pa.RecordBatch], *, rows_per_batch: int = 20_000
+    job: ReplayJob, batches: Iterable[pa.RecordBatch], *, rows_per_batch: int = 20_000
 ) -> Iterator[pa.RecordBatch]:
     """`mapInArrow` entry point: history rows sorted by (cluster, group) in, output rows out."""
     schema = output_schema()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import sys
@@ -41,7 +42,7 @@ from lagwatch.spark.replay_batches import (
     ROW_EVENT,
     ROW_REPORT,
     ROW_TIMELINE,
-    FrameJob,
+    ReplayJob,
     output_ddl,
     replay_batches,
 )
@@ -85,7 +86,7 @@ def tick_ms(options: ReprocessOptions, config: Config) -> int:
     return int(min(refreshes) * 1000)
 
 
-def frame_job(options: ReprocessOptions, config: Config, ends: dict[str, int]) -> FrameJob:
+def replay_job(options: ReprocessOptions, config: Config, ends: dict[str, int]) -> ReplayJob:
     tick = tick_ms(options, config)
     production = ReplayConfig(window=config.window(), rules=config.rules(), tick_ms=tick)
     variants: list[Variant] = [production_variant(config, tick)]
@@ -94,7 +95,7 @@ def frame_job(options: ReprocessOptions, config: Config, ends: dict[str, int]) -
             variants = load_variants(Path(options.variants_file), config, tick)
         except BacktestError as exc:
             raise JobError(str(exc)) from None
-    return FrameJob(production=production, variants=tuple(variants), ends=ends)
+    return ReplayJob(production=production, variants=tuple(variants), ends=ends)
 
 
 def spark_session(options: ReprocessOptions):
@@ -130,7 +131,7 @@ def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, A
     output = Path(options.output)
     source = HistorySource(options.input, options.input_format)
     check_source(source)
-    frame_job(options, config, {})  # bad options fail here, before Spark starts
+    job = replay_job(options, config, {})  # bad options fail here, before Spark starts
     own_session = spark is None
     spark = spark or spark_session(options)
     try:
@@ -153,7 +154,7 @@ def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, A
             else:
                 bad[r["bad_reason"]] = bad.get(r["bad_reason"], 0) + r["rows"]
         good, filtered = _apply_group_filter(checked.where(F.col("bad_reason").isNull()).drop("bad_reason"), config)
-        job = frame_job(options, config, ends)
+        job = dataclasses.replace(job, ends=ends)
         _say(f"{good_rows:,} good rows, {sum(bad.values()):,} bad rows skipped {bad or ''}", started)
         _say(
             f"replaying (tick {job.production.tick_ms / 1000:g}s, variants: {', '.join(v.name for v in job.variants)})",
@@ -190,7 +191,7 @@ def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, A
         backtest = _backtest_summary(part(ROW_BACKTEST), [v.name for v in job.variants])
         _write_backtest_files(backtest, output)
         _say("outputs written", started)
-        charted = _write_charts(replayed, output / "charts", options.charts) if options.charts > 0 else 0
+        charted = _write_charts(replayed, output / "charts", options.charts, ends) if options.charts > 0 else 0
         published = _publish(part(ROW_EVENT), options, config) if options.publish_topic else 0
         summary = {
             "input": options.input,
@@ -225,7 +226,7 @@ def check_source(source) -> None:
         raise JobError(str(exc)) from None
 
 
-def _replayer(job: FrameJob):
+def _replayer(job: ReplayJob):
     def replay(batches):
         return replay_batches(job, batches)
 
@@ -279,7 +280,7 @@ def _write_backtest_files(summary: list[dict[str, Any]], output: Path) -> None:
             writer.writerows(summary)
 
 
-def _write_charts(replayed, directory: Path, limit: int) -> int:
+def _write_charts(replayed, directory: Path, limit: int, ends: dict[str, int]) -> int:
     from pyspark.sql import functions as F
 
     from lagwatch.spark.charts import GroupChart, page
@@ -304,10 +305,8 @@ def _write_charts(replayed, directory: Path, limit: int) -> int:
     for r in timeline:
         rows.setdefault((r["cluster"], r["group"]), []).append(TimelineRow(*(r[name] for name in TimelineRow._fields)))
     charts = []
-    for (cluster, group), report in chosen.items():
-        span_end = (rows.get((cluster, group)) or [None])[0]
-        end = (span_end.at if span_end else 0) + (report["observed_ms"] or 0)
-        charts.append(GroupChart(cluster, group, rows.get((cluster, group), []), end, _chart_summary(report)))
+    for (cluster, group), report in chosen.items():  # a replay runs to the end of its cluster's history
+        charts.append(GroupChart(cluster, group, rows.get((cluster, group), []), ends[cluster], _chart_summary(report)))
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "index.html").write_text(page(charts))
     return len(charts)

@@ -12,6 +12,15 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from lagwatch.shared.config import Config, load_config
 
 CLUSTER = "local"
+# Notifier settings for tests: private targets allowed (the receivers are local), quick retries, leases and polls.
+FAST_NOTIFIER = {
+    "NOTIFIER__ALLOW_PRIVATE_TARGETS": "true",
+    "NOTIFIER__BACKOFF_BASE": "0.05",
+    "NOTIFIER__BACKOFF_CAP": "0.1",
+    "NOTIFIER__REQUEST_TIMEOUT": "0.5",
+    "NOTIFIER__LEASE": "1",
+    "NOTIFIER__POLL_INTERVAL": "0.05",
+}
 
 
 def make_config(bootstrap: str, redis_url: str, **env: str) -> Config:

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from kafka_helpers import eventually, make_config
+from kafka_helpers import FAST_NOTIFIER, eventually, make_config
 from test_notifier_support import Receiver, Timeline
 
 from lagwatch.services.notifier import signing
@@ -25,15 +25,7 @@ from lagwatch.shared.status_event import encode
 from lagwatch.shared.store import keys
 
 DLQ = "lagwatch.dlq"
-FAST = {
-    "NOTIFIER__ALLOW_PRIVATE_TARGETS": "true",
-    "NOTIFIER__BACKOFF_BASE": "0.05",
-    "NOTIFIER__BACKOFF_CAP": "0.1",
-    "NOTIFIER__REQUEST_TIMEOUT": "0.5",
-    "NOTIFIER__LEASE": "1",
-    "NOTIFIER__POLL_INTERVAL": "0.05",
-    "NOTIFIER__MAX_ATTEMPTS": "4",
-}
+FAST = {**FAST_NOTIFIER, "NOTIFIER__MAX_ATTEMPTS": "4"}
 
 
 def config_for(kafka, redis_server, subscriptions, **env):

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
-from kafka_helpers import eventually, make_config, running
+from kafka_helpers import FAST_NOTIFIER, eventually, make_config, running
 from test_notifier_support import Receiver, Timeline
 
 from lagwatch.services.notifier.service import NotifierService
@@ -22,16 +22,7 @@ from lagwatch.shared.status_event import encode, record_key
 from lagwatch.shared.store import keys
 
 STATUS_TOPIC = "lagwatch.status"
-FAST = {
-    "NOTIFIER__ALLOW_PRIVATE_TARGETS": "true",
-    "NOTIFIER__BACKOFF_BASE": "0.05",
-    "NOTIFIER__BACKOFF_CAP": "0.1",
-    "NOTIFIER__REQUEST_TIMEOUT": "0.5",
-    "NOTIFIER__LEASE": "1",
-    "NOTIFIER__POLL_INTERVAL": "0.05",
-    "NOTIFIER__REPEAT_CHECK_INTERVAL": "0.1",
-    "NOTIFIER__HTTP_PORT": "0",
-}
+FAST = {**FAST_NOTIFIER, "NOTIFIER__REPEAT_CHECK_INTERVAL": "0.1", "NOTIFIER__HTTP_PORT": "0"}
 
 
 async def publish(bootstrap, *events):

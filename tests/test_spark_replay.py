@@ -17,7 +17,7 @@ from lagwatch.shared.window import WindowConfig
 from lagwatch.spark.backtest import BacktestError, count_notifications, variants_from_document
 from lagwatch.spark.charts import GroupChart, page
 from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group, status_changes
-from lagwatch.spark.replay_batches import FrameJob, replay_rows
+from lagwatch.spark.replay_batches import ReplayJob, replay_rows
 from lagwatch.spark.report import group_report, weighted_percentile
 from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, group_records, scenario_of
 
@@ -184,7 +184,7 @@ def test_one_groups_rows_cover_every_output():
     variants = variants_from_document(
         {"variants": [{"name": "production"}, {"name": "tolerant", "allowed-lag": 100000}]}, config, 10_000
     )
-    job = FrameJob(production=variants[0].replay, variants=variants, ends={"prod": SHAPE.end_ms})
+    job = ReplayJob(production=variants[0].replay, variants=variants, ends={"prod": SHAPE.end_ms})
     commits, samples = inputs_of(1)
 
     rows = replay_rows("prod", "lagging", commits, samples, job)
