@@ -7,6 +7,11 @@ partition owns the group, and evaluator instances scale out by sharing partition
 one that is lost only delays an evaluation until the evaluator's next sweep.
 
 Value: JSON {"cluster", "group", "reason": "commits" | "rebalance" | "deleted", "at": epoch ms}.
+
+Log-end notices: the ingest's broker-offset poller names the topics whose log end moved in a poll,
+{"cluster", "topics": [...], "reason": "log-end", "at"}, sent to every partition of the topic (no key), since
+every evaluator instance has groups reading them. They are triggers too: one lost delays a re-evaluation until the
+next poll that moves the topic, or the sweep.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from lagwatch.shared.kafka_batches import partition_for, send_keyed
 
 log = logging.getLogger(__name__)
 DEFAULT_TOPIC = "lagwatch.changes"
+LOG_END_TOPICS_PER_NOTICE = 2000  # topic names per log-end notice (a notice stays far below Kafka's record limit)
 
 
 def notice_key(cluster: str, group: str) -> bytes:
@@ -39,14 +45,22 @@ def encode_notice(cluster: str, group: str, reason: str, at: int) -> bytes:
     return json.dumps({"cluster": cluster, "group": group, "reason": reason, "at": at}).encode()
 
 
+def encode_log_end_notice(cluster: str, topics: list[str], at: int) -> bytes:
+    return json.dumps({"cluster": cluster, "topics": topics, "reason": "log-end", "at": at}).encode()
+
+
 def decode_notice(value: bytes | None) -> dict[str, Any] | None:
-    """The notice, or None for anything that is not one (counted by the caller and skipped)."""
+    """The notice (a group's, or a log-end notice with `topics`), or None for anything that is not one (counted by
+    the caller and skipped)."""
     try:
         notice = json.loads(value or b"")
     except (ValueError, UnicodeDecodeError):
         return None
     if not isinstance(notice, dict) or not isinstance(notice.get("cluster"), str):
         return None
+    topics = notice.get("topics")
+    if isinstance(topics, list):
+        return notice if all(isinstance(t, str) for t in topics) else None
     return notice if isinstance(notice.get("group"), str) else None
 
 
@@ -81,6 +95,22 @@ class ChangePublisher:
         try:
             for future in await send_keyed(self._producer, self.topic, records):
                 future.add_done_callback(self._check)
+        except (KafkaError, OSError) as exc:
+            self._failed(exc)
+
+    async def publish_log_ends(self, cluster: str, topics: Iterable[str]) -> None:
+        """A log-end notice naming `topics`, to every partition of the changes topic (every evaluator instance has
+        groups that may read them), in chunks of LOG_END_TOPICS_PER_NOTICE. Best effort, like `publish`."""
+        if not self._started:
+            return
+        names = sorted(topics)
+        now = int(time.time() * 1000)
+        try:
+            for partition in sorted(await self._producer.partitions_for(self.topic)):
+                for i in range(0, len(names), LOG_END_TOPICS_PER_NOTICE):
+                    value = encode_log_end_notice(cluster, names[i : i + LOG_END_TOPICS_PER_NOTICE], now)
+                    future = await self._producer.send(self.topic, value, partition=partition)
+                    future.add_done_callback(self._check)
         except (KafkaError, OSError) as exc:
             self._failed(exc)
 

@@ -94,7 +94,8 @@ class StorageConfig:
 class EvaluatorConfig:
     allowed_lag: int = field(default=0, metadata={"check": _non_negative})
     minimum_complete: float = field(default=0.0, metadata={"check": _fraction})
-    sweep_interval: float = field(default=5.0, metadata={"check": _positive})  # seconds between full sweeps
+    # seconds between full sweeps: a safety net, as each evaluation schedules the group's next time-driven change
+    sweep_interval: float = field(default=300.0, metadata={"check": _positive})
     status_topic: str = "lagwatch.status"
     changes_topic: str = "lagwatch.changes"
     lag_threshold_topic: str = "lagwatch.lag-thresholds"  # lag-seconds threshold crossings (lag_threshold_event.py)
@@ -155,6 +156,13 @@ class ApiConfig:
     port: int = field(default=8000, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
     token: str = ""  # bearer token for mutating routes; empty = mutations refused
     request_timeout: float = field(default=30.0, metadata={"check": _positive})  # seconds; then 503
+    # /metrics cardinality: partition-level series (lag, offset, status, lag seconds, topic offsets) on or off, and
+    # group / topic allow and deny regexes (unanchored search) for the series; they change no status
+    metrics_partition_series: bool = True
+    metrics_group_allowlist: str = field(default="", metadata={"check": _regex})
+    metrics_group_denylist: str = field(default="", metadata={"check": _regex})
+    metrics_topic_allowlist: str = field(default="", metadata={"check": _regex})
+    metrics_topic_denylist: str = field(default="", metadata={"check": _regex})
 
 
 THRESHOLDS = ("OK", "WARN", "ERR")  # group statuses a subscription's threshold may name, in Burrow's order

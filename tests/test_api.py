@@ -19,6 +19,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiokafka import AIOKafkaConsumer
+from evaluated import evaluate
 from kafka_helpers import CLUSTER, eventually, running
 from prometheus_client.parser import text_string_to_metric_families
 from yarl import URL
@@ -104,6 +105,7 @@ async def seed(redis, now):
     )
     owners = {("orders", 0): ("/10.0.0.1", "billing-a"), ("orders", 1): ("/10.0.0.2", "billing-b")}
     await store.set_group_metadata(CLUSTER, "billing", generation=1, started_at=now, owners=owners, now_ms=now)
+    await evaluate(redis, api_config("redis://unused"), CLUSTER, ["billing", "audit"], now)  # the ready results
     return store
 
 

@@ -21,13 +21,14 @@ from kafka_helpers import CLUSTER
 from test_api import api_config, serving
 
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
-from lagwatch.services.api.dashboard_data import lag_sparkline
 from lagwatch.shared.config import load_config
+from lagwatch.shared.lag_sparkline import lag_sparkline
 from lagwatch.shared.protocol import GroupStatus, OffsetEntry, Status
 from lagwatch.shared.status_event import Incident, build_event, encode, next_incident
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.packing import pack_commit_ring
 from lagwatch.shared.store.redis_store import StoredPartition, WindowStore
+from lagwatch.shared.store.results_store import ResultsStore, result_of
 from lagwatch.shared.store.status_store import RECENT_CHANGES, StatusStore
 from lagwatch.shared.window import Commit
 
@@ -137,6 +138,17 @@ async def seed(redis, now):
         await record(history, name, Status.NOTFOUND, ok, 1, QUIET, at(0, now))
     for name, step in [("billing", 3), ("search-indexer", 4)]:
         await record(history, name, Status.OK, statuses[name], 2, QUIET, at(step, now), groups[name].time_lags(now))
+    # the ready results the evaluator stores with its evaluation (what the overview reads)
+    results = {
+        name: result_of(
+            statuses[name], g.last_commit_ms, [now] if name == "billing" else [], g.time_lags(now), now, INTERVALS
+        )
+        for name, g in groups.items()
+    }
+    lines = {
+        name: lag_sparkline(g.partitions, statuses[name].totallag, now, INTERVALS)[:-1] for name, g in groups.items()
+    }
+    await ResultsStore(redis).write(CLUSTER, results, lines)
 
 
 # --- the JSON ---------------------------------------------------------------------------------------------------

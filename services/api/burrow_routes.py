@@ -1,7 +1,9 @@
 """Burrow's HTTP API v3 (spec §5): clusters, topics, consumer groups, their statuses, and removing a group.
 
 Shapes and messages follow Burrow's documentation so existing Burrow clients (dashboards, Telegraf's burrow input,
-alerting scripts) work unchanged. Statuses are computed from the Redis windows at request time (`statuses.py`).
+alerting scripts) work unchanged. A group's status is computed from its Redis windows at request time
+(`statuses.py`); the consumer listing is the groups the evaluator holds a ready result for (`results_store.py`, the
+same /metrics and the dashboard read), so all three list the same groups.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.config import ClusterConfig
 from lagwatch.shared.kafka_client import security_protocol
 from lagwatch.shared.store.redis_store import StoredGroup, StoredPartition
+from lagwatch.shared.store.results_store import ResultsStore
 
 routes = web.RouteTableDef()
 
@@ -83,7 +86,8 @@ async def topic_detail(request: web.Request) -> web.Response:
 @routes.get("/v3/kafka/{cluster}/consumer")
 async def list_consumers(request: web.Request) -> web.Response:
     cluster = await _cluster(request)
-    return ok(request, "consumer list returned", consumers=await _context(request).store.list_groups(cluster))
+    consumers = await ResultsStore(_context(request).redis).groups(cluster)
+    return ok(request, "consumer list returned", consumers=consumers)
 
 
 @routes.get("/v3/kafka/{cluster}/consumer/{group}")
@@ -155,5 +159,6 @@ async def remove_consumer(request: web.Request) -> web.Response:
     group = request.match_info["group"]
     if not await context.store.delete_group(cluster, group):
         raise ApiError(404, "consumer group not found")
+    await ResultsStore(context.redis).remove(cluster, group)
     await context.notices.deleted(cluster, group)
     return ok(request, "consumer group removed")

@@ -5,10 +5,11 @@
                                                     first, open incidents, recent status changes
     GET /dashboard/api/group/{cluster}/{group}      a group's status with every partition and its window
 
-Group statuses and lags are computed from the windows at request time, as for Burrow's routes (`statuses.py`); open
-incidents and recent changes are the evaluator's records (`status_store.py`), empty while no evaluator has run. An
-overview costs an evaluation of every group of the cluster, so requests within `OVERVIEW_REUSE_S` of one share it
-(every open page polls it); `generated_at` says when it was computed.
+The overview's rows are the evaluator's ready results (`results_store.py`, the same /metrics reads) with lags from
+the topics' log ends now; a group's detail is computed from its windows at request time, as for Burrow's routes
+(`statuses.py`); open incidents and recent changes are the evaluator's records (`status_store.py`). All of these are
+empty while no evaluator has run. Overview requests within `OVERVIEW_REUSE_S` of one share it (every open page polls
+it); `generated_at` says when it was computed.
 Like the api's other reads these need no token; the page mutates nothing. It loads no third-party code (the
 machines it runs on may have no internet), and its Content-Security-Policy allows only its own script and style.
 """
@@ -23,9 +24,9 @@ from lagwatch.services.api import statuses
 from lagwatch.services.api.context import CONTEXT, ApiContext, now_ms
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.services.api.dashboard_data import group_detail, group_row, incident_json, severity_order
-from lagwatch.services.api.metrics import GROUPS_PER_CHUNK
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.status_event import QUIET
+from lagwatch.shared.store.results_store import ResultsStore
 from lagwatch.shared.store.status_store import GroupState, StatusStore
 
 routes = web.RouteTableDef()
@@ -113,16 +114,18 @@ async def _cluster_overview(context: ApiContext, cluster: str) -> dict:
 
 
 async def _group_rows(context: ApiContext, cluster: str, incidents: dict[str, GroupState]) -> list[dict]:
-    """Every live group of the cluster as an overview row, worst first."""
+    """Every evaluated group of the cluster as an overview row, worst first."""
     now, intervals = now_ms(), context.config.storage.intervals
-    names = await context.store.list_groups(cluster)
+    results = ResultsStore(context.redis)
+    ready, sparklines = await results.all(cluster), await results.sparklines(cluster)
+    counts = await context.store.list_topics(cluster)
+    needed = {(p.topic, p.partition) for r in ready.values() for p in r.partitions if p.topic in counts}
+    log_ends = {tp: end for tp, end in (await context.store.latest_broker_offsets(cluster, needed)).items() if end}
     rows = []
-    for i in range(0, len(names), GROUPS_PER_CHUNK):
-        for stored in await context.store.get_groups(cluster, names[i : i + GROUPS_PER_CHUNK], now):
-            if stored is not None and statuses.is_live(stored, now, context.config):
-                status = statuses.evaluate(stored, now, context.config)
-                state = incidents.get(stored.group)
-                rows.append(group_row(stored, status, now, intervals, state.incident if state else None))
+    for group, result in ready.items():
+        state = incidents.get(group)
+        incident = state.incident if state else None
+        rows.append(group_row(result, log_ends, sparklines.get(group, ()), now, intervals, incident))
     return sorted(rows, key=severity_order)
 
 

@@ -1,4 +1,4 @@
-"""`GET /metrics`: Prometheus text with Burrow's metric names, read from Redis on every scrape, plus lagwatch's own.
+"""`GET /metrics`: Prometheus text with Burrow's metric names, from the evaluator's ready results, plus lagwatch's own.
 
 Burrow (exporter style), statuses numbered as Burrow does (NOTFOUND 0, OK 1, WARN 2, ERR 3, STOP 4, STALL 5,
 REWIND 6)::
@@ -11,75 +11,198 @@ REWIND 6)::
     burrow_kafka_consumer_partition_status{...}                       partition status
     burrow_kafka_topic_partition_offset{cluster,topic,partition}      latest log-end offset
 
+The group and partition series come from the results the evaluator stores at each evaluation (results_store.py:
+status, partition statuses, newest offsets, lag-in-seconds anchors); lags are derived from the topics' log ends at
+scrape time, so they are what the rules compute from the same data. No window is read and no rule run per scrape:
+one HGETALL of the results, one pipeline of the topics' broker rings, two HGETALLs of counters, then text. Groups
+the evaluator has not evaluated yet (it evaluates all of them when it starts) are not in the scrape.
+
+Cardinality (`api.metrics-*`): partition-level series (the partition and topic families and
+`lagwatch_consumer_lag_seconds`) can be switched off; group allow/deny regexes leave a group's series out; topic
+allow/deny regexes leave out the partition-level series of a topic (a group's totals still count every partition:
+they are its status's numbers).
+
 lagwatch's counters come from the running totals the ingest and the evaluator keep in Redis (`lw:c:{c}:stats`,
 `lw:c:{c}:evaluator`), so one scrape of the api shows every worker's work; `lagwatch_api_request_seconds` is this
-process's own request histogram.
-
-Scrape cost: per cluster, one ZRANGE for the group names, then `get_groups` in chunks of `GROUPS_PER_CHUNK` (two
-pipelined round trips per chunk), the rules for every partition, one pipeline for the topics, two HGETALLs for the
-counters. It is all proportional to partitions: 10k groups x 10 partitions (bench/bench_api.py, 2 CPUs) take
-~9.5 s and ~37 MiB of text (~340k samples), about half of it fetching and unpacking the windows (redis-py's
-pure-Python reply parser, 1M window entries), a tenth the rules, the rest building and rendering samples. At that
-size give Prometheus a `scrape_timeout` above its 10 s default. The scrape runs in a worker process
-(`scrape_process.py`), so requests served meanwhile stay fast, and scrapes are serialized (a second scraper waits
-for the first one's answer instead of doubling the load).
+process's own request histogram. The scrape runs in a worker process (`scrape_process.py`), so requests served
+meanwhile stay fast, and scrapes are serialized (a second scraper waits for the first one's answer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterable, Mapping
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.core import CounterMetricFamily, Metric
 from redis.asyncio import Redis
 
-from lagwatch.services.api import statuses
 from lagwatch.services.api.context import now_ms
 from lagwatch.services.api.scrape_process import ScrapeWorker
 from lagwatch.services.ingest.metrics import read_totals
 from lagwatch.shared.config import Config
-from lagwatch.shared.protocol import GroupStatus
+from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.time_lag import TimeLag, worst
+from lagwatch.shared.store.results_store import CAUGHT_UP_LAG, HOUR_MS, UNKNOWN_LAG, ResultsStore
 
-GROUPS_PER_CHUNK = 500  # groups fetched per get_groups call: big pipelines, bounded memory per step
-GROUP = ["cluster", "consumer_group"]
-PARTITION = ["cluster", "consumer_group", "topic", "partition"]
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+GAUGES = {  # name -> help, in the order they are written
+    "burrow_kafka_consumer_status": "Consumer group status (Burrow's numbering)",
+    "burrow_kafka_consumer_lag_total": "Sum of the group's partition lags",
+    "burrow_kafka_consumer_max_lag": "The group's largest partition lag",
+    "burrow_kafka_consumer_partition_lag": "Partition's current lag",
+    "burrow_kafka_consumer_partition_current_offset": "Partition's newest committed offset",
+    "burrow_kafka_consumer_partition_status": "Partition status (Burrow's numbering)",
+    "burrow_kafka_topic_partition_offset": "Latest log-end offset",
+    "lagwatch_group_rebalances_last_hour": "Generations started in the last hour",
+    "lagwatch_consumer_lag_seconds": "How long ago the log end passed the newest committed offset "
+    "(a lower bound when history is short)",
+    "lagwatch_consumer_group_max_lag_seconds": "The group's largest lag in seconds",
+}
+PARTITION_FAMILIES = frozenset(
+    {
+        "burrow_kafka_consumer_partition_lag",
+        "burrow_kafka_consumer_partition_current_offset",
+        "burrow_kafka_consumer_partition_status",
+        "burrow_kafka_topic_partition_offset",
+        "lagwatch_consumer_lag_seconds",
+    }
+)
 
 
-class Scrape:
-    """The metric families of one scrape, filled cluster by cluster."""
+def label_value(value: str) -> str:
+    """Escaped as the text format wants (backslash, double quote, newline)."""
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
+
+
+class Series:
+    """The gauge families of one scrape as text lines (hundreds of thousands of samples: prometheus_client's
+    objects per sample cost several times the whole budget)."""
 
     def __init__(self) -> None:
-        g, c = GaugeMetricFamily, CounterMetricFamily
-        self.status = g("burrow_kafka_consumer_status", "Consumer group status (Burrow's numbering)", labels=GROUP)
-        self.lag_total = g("burrow_kafka_consumer_lag_total", "Sum of the group's partition lags", labels=GROUP)
-        self.max_lag = g("burrow_kafka_consumer_max_lag", "The group's largest partition lag", labels=GROUP)
-        self.partition_lag = g("burrow_kafka_consumer_partition_lag", "Partition's current lag", labels=PARTITION)
-        self.partition_offset = g(
-            "burrow_kafka_consumer_partition_current_offset", "Partition's newest committed offset", labels=PARTITION
+        self.lines: dict[str, list[str]] = {name: [] for name in GAUGES}
+
+    def render(self) -> str:
+        out = []
+        for name, lines in self.lines.items():
+            if lines:
+                out.append(f"# HELP {name} {GAUGES[name]}\n# TYPE {name} gauge\n")
+                out.append("".join(lines))
+        return "".join(out)
+
+
+class MetricsFilter:
+    """The `api.metrics-*` settings."""
+
+    def __init__(self, config: Config) -> None:
+        api = config.api
+        self.partitions = api.metrics_partition_series
+        self.groups = GroupFilter(api.metrics_group_allowlist, api.metrics_group_denylist)
+        self.topics = GroupFilter(api.metrics_topic_allowlist, api.metrics_topic_denylist)
+        self.all_groups = not (api.metrics_group_allowlist or api.metrics_group_denylist)
+        self.all_topics = not (api.metrics_topic_allowlist or api.metrics_topic_denylist)
+
+
+def add_results(
+    series: Series,
+    cluster: str,
+    results: Mapping[bytes, bytes],
+    log_ends: Mapping[tuple[str, int], int],
+    now: int,
+    keep: MetricsFilter,
+) -> None:
+    """Every group's series from its stored result (see results_store.py for the layout read here)."""
+    lines = series.lines
+    status, lag_total, max_lag = (
+        lines["burrow_kafka_consumer_status"],
+        lines["burrow_kafka_consumer_lag_total"],
+        lines["burrow_kafka_consumer_max_lag"],
+    )
+    rebalances, max_seconds = (
+        lines["lagwatch_group_rebalances_last_hour"],
+        lines["lagwatch_consumer_group_max_lag_seconds"],
+    )
+    p_lag, p_offset, p_status, p_seconds = (
+        lines["burrow_kafka_consumer_partition_lag"],
+        lines["burrow_kafka_consumer_partition_current_offset"],
+        lines["burrow_kafka_consumer_partition_status"],
+        lines["lagwatch_consumer_lag_seconds"],
+    )
+    cluster_label = label_value(cluster)
+    hour_ago = now - HOUR_MS
+    topic_kept: dict[str, bool] = {}
+    for raw_group, raw in results.items():
+        group = raw_group.decode()
+        if not keep.all_groups and not keep.groups.accepts(group):
+            continue
+        try:
+            group_status, _, started, parts = json.loads(raw)
+        except (ValueError, TypeError):
+            continue  # unreadable: the next evaluation rewrites it
+        labels = f'cluster="{cluster_label}",consumer_group="{label_value(group)}"'
+        total = biggest = 0
+        slowest: tuple[float, bool] | None = None
+        for topic, partition, part_status, newest, _, anchor, *lower in parts:
+            end = log_ends.get((topic, partition))
+            lag = end - newest if end is not None and newest >= 0 and end > newest else 0
+            total += lag
+            biggest = lag if lag > biggest else biggest
+            seconds = None
+            if anchor == CAUGHT_UP_LAG:
+                seconds = 0.0
+            elif anchor != UNKNOWN_LAG:
+                seconds = max(0.0, (now - anchor) / 1000)
+            if seconds is not None and (slowest is None or (seconds, bool(lower)) > slowest):
+                slowest = (seconds, bool(lower))
+            if not keep.partitions:
+                continue
+            if not keep.all_topics:
+                kept = topic_kept.get(topic)
+                if kept is None:
+                    kept = topic_kept[topic] = keep.topics.accepts(topic)
+                if not kept:
+                    continue
+            part = f'{labels},topic="{topic}",partition="{partition}"}} '
+            p_lag.append(f"burrow_kafka_consumer_partition_lag{{{part}{lag}\n")
+            p_status.append(f"burrow_kafka_consumer_partition_status{{{part}{part_status}\n")
+            if newest >= 0:
+                p_offset.append(f"burrow_kafka_consumer_partition_current_offset{{{part}{newest}\n")
+            if seconds is not None:
+                p_seconds.append(f"lagwatch_consumer_lag_seconds{{{part}{seconds}\n")
+        status.append(f"burrow_kafka_consumer_status{{{labels}}} {group_status}\n")
+        lag_total.append(f"burrow_kafka_consumer_lag_total{{{labels}}} {total}\n")
+        max_lag.append(f"burrow_kafka_consumer_max_lag{{{labels}}} {biggest}\n")
+        rebalances.append(
+            f"lagwatch_group_rebalances_last_hour{{{labels}}} {sum(1 for at in started if at >= hour_ago)}\n"
         )
-        self.partition_status = g(
-            "burrow_kafka_consumer_partition_status", "Partition status (Burrow's numbering)", labels=PARTITION
-        )
-        self.topic_offset = g(
-            "burrow_kafka_topic_partition_offset", "Latest log-end offset", labels=["cluster", "topic", "partition"]
-        )
-        self.rebalances = g("lagwatch_group_rebalances_last_hour", "Generations started in the last hour", labels=GROUP)
-        self.lag_seconds = g(
-            "lagwatch_consumer_lag_seconds",
-            "How long ago the log end passed the newest committed offset (a lower bound when history is short)",
-            labels=PARTITION,
-        )
-        self.max_lag_seconds = g(
-            "lagwatch_consumer_group_max_lag_seconds", "The group's largest lag in seconds", labels=GROUP
-        )
+        if slowest is not None:
+            max_seconds.append(f"lagwatch_consumer_group_max_lag_seconds{{{labels}}} {slowest[0]}\n")
+
+
+def add_topic_offsets(
+    series: Series, cluster: str, log_ends: Mapping[tuple[str, int], int], keep: MetricsFilter
+) -> None:
+    if not keep.partitions:
+        return
+    lines = series.lines["burrow_kafka_topic_partition_offset"]
+    cluster_label = label_value(cluster)
+    for (topic, partition), offset in sorted(log_ends.items()):
+        if keep.all_topics or keep.topics.accepts(topic):
+            labels = f'cluster="{cluster_label}",topic="{topic}",partition="{partition}"'
+            lines.append(f"burrow_kafka_topic_partition_offset{{{labels}}} {offset}\n")
+
+
+class Counters:
+    """lagwatch's running totals, as counter families (few samples: prometheus_client renders them)."""
+
+    def __init__(self) -> None:
+        c = CounterMetricFamily
         self.records = c("lagwatch_ingest_records", "Records read from the offsets topic", labels=["cluster"])
         self.batches = c("lagwatch_ingest_batches", "Batches stored by the ingest", labels=["cluster"])
         self.decode_errors = c(
@@ -98,32 +221,6 @@ class Scrape:
 
     def families(self) -> list[Metric]:
         return [m for m in vars(self).values() if isinstance(m, Metric)]
-
-    def add_group(
-        self, cluster: str, status: GroupStatus, rebalances: int, lags: Mapping[tuple[str, int], TimeLag | None]
-    ) -> None:
-        labels = [cluster, status.group]
-        slowest = worst(lags.values())
-        if slowest is not None:
-            self.max_lag_seconds.add_metric(labels, slowest.seconds)
-        for (topic, partition), lag in sorted(lags.items()):
-            if lag is not None:
-                self.lag_seconds.add_metric([*labels, topic, str(partition)], lag.seconds)
-        self.status.add_metric(labels, int(status.status))
-        self.lag_total.add_metric(labels, status.totallag)
-        self.max_lag.add_metric(labels, status.maxlag.current_lag if status.maxlag else 0)
-        self.rebalances.add_metric(labels, rebalances)
-        for p in status.partitions:
-            part = [*labels, p.topic, str(p.partition)]
-            self.partition_lag.add_metric(part, p.current_lag)
-            self.partition_status.add_metric(part, int(p.status))
-            if p.end is not None:
-                self.partition_offset.add_metric(part, p.end.offset)
-
-    def add_topic_offsets(self, cluster: str, rings: Mapping[tuple[str, int], list[int]]) -> None:
-        for (topic, partition), ring in sorted(rings.items()):
-            if ring:
-                self.topic_offset.add_metric([cluster, topic, str(partition)], ring[-1])
 
     def add_ingest_totals(self, cluster: str, totals: Mapping[str, int]) -> None:
         """Field names as `services/ingest/metrics.py` writes them, labelled as its own counters are."""
@@ -157,58 +254,44 @@ class Scrape:
                 self.sweeps.add_metric([cluster], n)
 
 
-class WindowCollector(Collector):
-    """Reads Redis in `refresh()` (async); `collect()` hands the last refresh to prometheus_client (sync)."""
+class _Families:
+    """A collector handing fixed families to prometheus_client's renderer."""
 
-    def __init__(self, config: Config, redis: Redis) -> None:
-        self.config = config
-        self.redis = redis
-        self.store = WindowStore(redis, config.window())
-        self._families: list[Metric] = []
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
 
     def describe(self) -> Iterable[Metric]:
-        return []  # names vary by scrape; nothing to check at registration
+        return []
 
     def collect(self) -> Iterable[Metric]:
-        return list(self._families)
-
-    async def refresh(self) -> None:
-        scrape = Scrape()
-        now = now_ms()
-        for cluster in sorted(set(self.config.clusters) | set(await self.store.list_clusters())):
-            await self._groups(scrape, cluster, now)
-            await self._topics(scrape, cluster)
-            await self._counters(scrape, cluster)
-        self._families = scrape.families()
-
-    async def _groups(self, scrape: Scrape, cluster: str, now: int) -> None:
-        names = await self.store.list_groups(cluster)
-        for i in range(0, len(names), GROUPS_PER_CHUNK):
-            for stored in await self.store.get_groups(cluster, names[i : i + GROUPS_PER_CHUNK], now):
-                if stored is not None and statuses.is_live(stored, now, self.config):
-                    status = statuses.evaluate(stored, now, self.config)
-                    scrape.add_group(cluster, status, stored.rebalances_last_hour, stored.time_lags(now))
-
-    async def _topics(self, scrape: Scrape, cluster: str) -> None:
-        counts = await self.store.list_topics(cluster)
-        rings = await self.store.broker_rings(cluster, [(t, p) for t, n in counts.items() for p in range(n)])
-        scrape.add_topic_offsets(cluster, rings)
-
-    async def _counters(self, scrape: Scrape, cluster: str) -> None:
-        scrape.add_ingest_totals(cluster, await read_totals(self.redis, cluster))
-        raw = await self.redis.hgetall(keys.evaluator_stats(cluster))
-        scrape.add_evaluator_totals(cluster, {k.decode(): float(v) for k, v in raw.items()})
+        return self._families
 
 
-async def scrape_windows(config: Config) -> bytes:
-    """One scrape of everything in Redis, rendered: the collector in its own registry, on its own connection."""
+async def scrape_results(config: Config, redis: Redis) -> bytes:
+    """One scrape of every cluster's ready results, log ends and counters, rendered."""
+    store, results = WindowStore(redis, config.window()), ResultsStore(redis)
+    keep = MetricsFilter(config)
+    series, counters = Series(), Counters()
+    now = now_ms()
+    for cluster in sorted(set(config.clusters) | set(await store.list_clusters())):
+        counts = await store.list_topics(cluster)
+        rings = await store.broker_rings(cluster, [(t, p) for t, n in counts.items() for p in range(n)])
+        log_ends = {tp: ring[-1] for tp, ring in rings.items() if ring}
+        add_results(series, cluster, await results.raw(cluster), log_ends, now, keep)
+        add_topic_offsets(series, cluster, log_ends, keep)
+        counters.add_ingest_totals(cluster, await read_totals(redis, cluster))
+        raw = await redis.hgetall(keys.evaluator_stats(cluster))
+        counters.add_evaluator_totals(cluster, {k.decode(): float(v) for k, v in raw.items()})
+    registry = CollectorRegistry()
+    registry.register(_Families(counters.families()))
+    return series.render().encode() + generate_latest(registry)
+
+
+async def scrape(config: Config) -> bytes:
+    """One scrape, on its own connection (the worker process's entry point)."""
     redis = connect(config.redis)
     try:
-        collector = WindowCollector(config, redis)
-        registry = CollectorRegistry()
-        registry.register(collector)
-        await collector.refresh()
-        return generate_latest(registry)
+        return await scrape_results(config, redis)
     finally:
         await redis.aclose()
 

@@ -1,8 +1,8 @@
 """The `/metrics` scrape of Redis runs in a worker process, so a big scrape never stalls the api's event loop.
 
-A full scrape is CPU work in Python (parsing Redis replies, unpacking 100k windows, the rules, rendering ~340k
-samples for 10k groups x 10 partitions: about ten seconds on a small machine). Done on the event loop it would
-hold every other request for that long; in a thread it would still fight them for the GIL. One spawned worker
+A scrape is CPU work in Python (parsing the ready results and rendering ~430k samples for 100k partitions: most of a
+second on a small machine). Done on the event loop it would hold every other request for that long; in a thread it
+would still fight them for the GIL. One spawned worker
 process does it on another core; the api only waits for its bytes. The worker is started on the first scrape
 and kept; one that dies is replaced on the next scrape.
 """
@@ -19,9 +19,9 @@ from lagwatch.shared.config import Config
 
 def scrape_in_worker(config: Config) -> bytes:
     """Runs in the worker process (a plain function: it is pickled by name)."""
-    from lagwatch.services.api.metrics import scrape_windows
+    from lagwatch.services.api.metrics import scrape
 
-    return asyncio.run(scrape_windows(config))
+    return asyncio.run(scrape(config))
 
 
 class ScrapeWorker:

@@ -4,7 +4,9 @@ For each group: read its windows (the store) and its last recorded state (the st
 with the shared rules, and when it differs, record the transition with a compare-and-set (with its event, in the
 outbox), publish the event, then take it out of the outbox. Groups gone from the store, or with no commit for
 `expire-group`, are NOTFOUND (and an expired group is deleted). The same evaluation checks the groups' lag in
-seconds against the subscriptions' lag-seconds thresholds (lag_thresholds.py).
+seconds against the subscriptions' lag-seconds thresholds (lag_thresholds.py), stores each group's ready result
+(results_store.py: what /metrics and the dashboard read) and computes the next instant time alone could change the
+group (next_change.py), which the service keeps in its schedule.
 """
 
 from __future__ import annotations
@@ -12,13 +14,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAlerts
+from lagwatch.services.evaluator.next_change import PartitionWatch, next_change_at, watch
 from lagwatch.services.evaluator.publisher import EventPublisher
+from lagwatch.shared.lag_sparkline import lag_sparkline
 from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
 from lagwatch.shared.status_event import build_event, encode, next_incident
-from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
+from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_store import REBALANCE_WINDOW_MS, StoredGroup, WindowStore
+from lagwatch.shared.store.results_store import GroupResult, ResultsStore, result_of
 from lagwatch.shared.store.status_store import GroupState, StatusStore
 
 log = logging.getLogger(__name__)
@@ -33,6 +39,10 @@ class EvaluationReport:
     lag_crossings: int = 0  # lag-seconds thresholds crossed (lag_thresholds.py)
     lag_events_published: int = 0
     seconds: float = 0.0
+    # per group: the next instant time alone may change it (None: NOTFOUND, nothing to wait for)
+    next_at: dict[str, int | None] = field(default_factory=dict)
+    # per group: its partitions as evaluated, for the log-end notices (None: NOTFOUND)
+    watches: dict[str, dict[tuple[str, int], PartitionWatch] | None] = field(default_factory=dict)
 
 
 class GroupEvaluator:
@@ -44,6 +54,7 @@ class GroupEvaluator:
         publisher: EventPublisher,
         rules: RuleConfig,
         lag_alerts: LagThresholdAlerts | None = None,
+        results: ResultsStore | None = None,
     ) -> None:
         self.cluster = cluster
         self.store = store
@@ -51,6 +62,7 @@ class GroupEvaluator:
         self.publisher = publisher
         self.rules = rules
         self.lag_alerts = lag_alerts
+        self.results = results or ResultsStore(store.redis)
 
     def status_of(self, stored: StoredGroup | None, now_ms: int) -> GroupStatus | None:
         """The group's status now, or None when it is NOTFOUND."""
@@ -66,6 +78,11 @@ class GroupEvaluator:
         states = await self.statuses.states(self.cluster, groups)
         outbox: list[tuple[str, list[bytes]]] = []
         evaluated: list[Evaluated] = []
+        results: dict[str, GroupResult | None] = {}
+        sparklines: dict[str, list] = {}
+        thresholds = (await self.lag_alerts.source.current())[0] if self.lag_alerts is not None else frozenset()
+        rebalances = await self._rebalance_times(stored_groups, now)
+        intervals, expire_ms = self.store.config.intervals, self.store.config.expire_group_ms
         for group, stored, state in zip(groups, stored_groups, states, strict=True):
             status = self.status_of(stored, now)
             if stored is not None and status is None:  # expired: forget its windows too
@@ -78,12 +95,43 @@ class GroupEvaluator:
             if events:
                 outbox.append((group, events))
             evaluated.append(Evaluated(group, status, lags))
+            if stored is None or status is None or lags is None:
+                results[group] = report.next_at[group] = report.watches[group] = None
+                continue
+            results[group] = result_of(status, stored.last_commit_ms, rebalances.get(group, ()), lags, now, intervals)
+            sparklines[group] = lag_sparkline(stored.partitions, status.totallag, now, intervals)[:-1]
+            report.next_at[group] = next_change_at(
+                stored,
+                status,
+                now,
+                intervals=intervals,
+                rules=self.rules,
+                expire_group_ms=expire_ms,
+                time_lags=lags,
+                thresholds_s=thresholds,
+            )
+            report.watches[group] = watch(stored, intervals, lags)
         if outbox:
             report.published = await self._publish(outbox)
         if self.lag_alerts is not None:
             report.lag_crossings, report.lag_events_published = await self.lag_alerts.evaluate(evaluated, now)
+        await self.results.write(self.cluster, results, sparklines)
         report.seconds = time.perf_counter() - started
         return report
+
+    async def _rebalance_times(self, stored_groups: Sequence[StoredGroup | None], now: int) -> dict[str, list[int]]:
+        """When each recent generation started, for the groups that had any in the last hour (the result's
+        rebalance count decays with the clock, so it keeps the times)."""
+        rebalanced = [s.group for s in stored_groups if s is not None and s.rebalances_last_hour]
+        if not rebalanced:
+            return {}
+        async with self.store.redis.pipeline(transaction=False) as pipe:
+            for group in rebalanced:
+                pipe.zrangebyscore(
+                    keys.group_rebalances(self.cluster, group), now - REBALANCE_WINDOW_MS, "+inf", withscores=True
+                )
+            replies = await pipe.execute()
+        return {group: [int(at) for _, at in reply] for group, reply in zip(rebalanced, replies, strict=True)}
 
     async def _transition(
         self,

@@ -1,14 +1,23 @@
-"""`lagwatch run evaluator`: a Faust app that evaluates groups as their commits arrive and sweeps for time-caused
-statuses (STOP, expiry), publishing a status-change event whenever a group's status changes.
+"""`lagwatch run evaluator`: a Faust app that evaluates groups as their commits arrive, when time alone can change
+them, and when a log-end poll can; it publishes a status-change event whenever a group's status changes and stores
+each group's ready result (results_store.py) for /metrics and the dashboard.
 
-* Event-driven: a Faust agent consumes the group-changes topic (`lagwatch.changes`, see `shared/changes.py`) in
-  batches of up to a thousand notices or 50 ms, and evaluates the groups named in them.
-* Sweep: every `evaluator.sweep-interval` seconds, a Faust timer evaluates every group this instance owns, so a
-  STOP (caused by time passing, not by a commit) is found within one sweep interval.
+* Commits: a Faust agent consumes the group-changes topic (`lagwatch.changes`, see `shared/changes.py`) in batches of
+  up to a thousand notices or 50 ms, and evaluates the groups named in them.
+* Time: each evaluation computes the group's next instant time alone can change it (a STOP rule turning true, its
+  expiry, a lag-seconds threshold: next_change.py) and keeps it in the schedule (schedule_store.py: a sorted set per
+  changes-topic partition). A loop sleeps until the earliest instant of the partitions this instance holds and
+  evaluates exactly the groups that are due. Idle, it costs one small Redis read every `SCHEDULE_IDLE_S`.
+* Log ends: the ingest's poller publishes a log-end notice naming the topics whose log end moved; the evaluator keeps
+  an in-memory index topic -> groups (with what each partition looked like when evaluated) and re-evaluates only the
+  groups where the poll could flip a rule (`PartitionWatch.poll_could_flip`).
 * Ownership: the evaluator instances form the consumer group `lagwatch-evaluator-<cluster>` on the changes topic;
-  a group belongs to the instance holding its partition, for notices and sweeps alike. During a rebalance two
-  instances may briefly both evaluate a group: the status store's compare-and-set lets only one of them record
-  (and publish) each transition.
+  a group belongs to the instance holding its partition, for notices, schedule and sweeps alike. When an instance
+  gets partitions (at start, after a rebalance) it evaluates their groups once: that fills its index, catches up
+  on what happened meanwhile and takes over their schedule. During a rebalance two instances may briefly both
+  evaluate a group: the status store's compare-and-set lets only one of them record (and publish) each transition.
+* Sweep: every `evaluator.sweep-interval` seconds (minutes by default) a Faust timer evaluates every group this
+  instance owns: a safety net for lost notices, not the way statuses are found.
 * Lag-seconds thresholds (lag_thresholds.py): the same evaluations publish lag-threshold events on
   `evaluator.lag-threshold-topic` when a group's lag in seconds crosses a subscription's `lag-seconds-threshold`.
 """
@@ -27,6 +36,7 @@ from redis.exceptions import RedisError
 
 from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
 from lagwatch.services.evaluator.lag_thresholds import LagThresholdAlerts, ThresholdSource
+from lagwatch.services.evaluator.next_change import PartitionWatch
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.changes import decode_notice, partition_of
 from lagwatch.shared.config import Config
@@ -38,6 +48,8 @@ from lagwatch.shared.service_lifecycle import pause, run_until_signalled
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.lag_state_store import LagStateStore
 from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.store.results_store import ResultsStore
+from lagwatch.shared.store.schedule_store import ScheduleStore
 from lagwatch.shared.store.status_store import StatusStore
 
 log = logging.getLogger(__name__)
@@ -50,6 +62,7 @@ EVALUATION_SECONDS = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 SWEEP_CHUNK = 500
+SCHEDULE_IDLE_S = 2.0  # longest sleep of the schedule loop (it also wakes when an evaluation schedules sooner)
 STOP_TIMEOUT_S = 15
 NOTICE_BATCH, NOTICE_WAIT_S = 1000, 0.05
 
@@ -74,9 +87,24 @@ class EvaluatorService:
             self.publisher,
             config.evaluator.lag_threshold_topic,
         )
+        self.results = ResultsStore(self.redis)
+        self.schedule = ScheduleStore(self.redis, cluster)
         self.evaluator = GroupEvaluator(
-            cluster, self.store, self.statuses, self.publisher, config.rules(), lag_alerts=self.lag_alerts
+            cluster,
+            self.store,
+            self.statuses,
+            self.publisher,
+            config.rules(),
+            lag_alerts=self.lag_alerts,
+            results=self.results,
         )
+        # topic -> groups reading it, and each evaluated group's partitions, for the log-end notices
+        self.readers: dict[str, set[str]] = {}
+        self.watches: dict[str, dict[tuple[str, int], PartitionWatch]] = {}
+        self.taken_over: set[int] = set()  # changes-topic partitions whose groups were evaluated since assigned
+        self.scheduled_evaluations = 0
+        self._wake = asyncio.Event()  # an evaluation scheduled something sooner than the loop sleeps
+        self._sleeping_until: float = 0.0
         self.health = HealthServer(
             "evaluator",
             {"redis": self._redis_ok, "kafka": self._kafka_ok},
@@ -85,6 +113,7 @@ class EvaluatorService:
         )
         self.stopping = asyncio.Event()
         self.sweeps_done = 0
+        self._schedule_task: asyncio.Task | None = None
         self._lock = asyncio.Lock()  # one evaluation at a time in this instance: notices and sweeps interleave
         self.app = faust.App(
             consumer_group(cluster),
@@ -112,33 +141,144 @@ class EvaluatorService:
 
     async def _on_changes(self, stream) -> None:
         async for events in stream.take_events(NOTICE_BATCH, within=NOTICE_WAIT_S):
-            groups = set()
+            groups, topics = set(), set()
             for event in events:
                 notice = decode_notice(event.value)
                 if notice is None:
                     log.warning("evaluator %s: skipped a malformed change notice", self.cluster)
-                elif notice["cluster"] == self.cluster:
+                elif notice["cluster"] != self.cluster:
+                    continue
+                elif "topics" in notice:
+                    topics.update(notice["topics"])
+                else:
                     groups.add(notice["group"])
             if groups:
                 await self._evaluate(sorted(groups), "notice")
+            if topics:
+                await self._on_log_ends(topics)
+
+    async def _on_log_ends(self, topics: set[str]) -> None:
+        """Re-evaluate the groups reading these topics where the new log ends could flip a rule."""
+        partitions = {
+            tp for t in topics for g in self.readers.get(t, ()) for tp in self.watches.get(g, {}) if tp[0] == t
+        }
+        if not partitions:
+            return
+        try:
+            ends = await self.store.latest_broker_offsets(self.cluster, partitions)
+        except RedisError as exc:
+            log.warning("evaluator %s: log-end notice skipped, Redis unavailable (%s)", self.cluster, exc)
+            return
+        rules = self.evaluator.rules
+        due = sorted(
+            g
+            for t in topics
+            for g in self.readers.get(t, ())
+            if any(
+                tp[0] == t and ends.get(tp) is not None and w.poll_could_flip(ends[tp], rules)
+                for tp, w in self.watches.get(g, {}).items()
+            )
+        )
+        for i in range(0, len(due), SWEEP_CHUNK):
+            await self._evaluate(due[i : i + SWEEP_CHUNK], "log-end")
 
     async def _sweep(self) -> None:
         owned = self.owned_partitions()
         if owned is None:
             return  # not assigned yet (or rebalancing): the next sweep will do
+        if await self._evaluate_partitions(owned, "sweep"):
+            self.sweeps_done += 1
+            await self._count("sweeps", 1)
+
+    async def _evaluate_partitions(self, partitions: set[int], trigger: str) -> bool:
+        """Evaluate every group of these changes-topic partitions; False when Redis could not list them."""
         count = self.changes_partitions()
         try:
-            groups = set(await self.store.list_groups(self.cluster)) | set(
-                await self.statuses.known_groups(self.cluster)
+            groups = (
+                set(await self.store.list_groups(self.cluster))
+                | set(await self.statuses.known_groups(self.cluster))
+                | set(await self.results.groups(self.cluster))
             )
         except RedisError as exc:
-            log.warning("evaluator %s: sweep skipped, Redis unavailable (%s)", self.cluster, exc)
-            return
-        mine = sorted(g for g in groups if partition_of(self.cluster, g, count) in owned)
+            log.warning("evaluator %s: %s skipped, Redis unavailable (%s)", self.cluster, trigger, exc)
+            return False
+        mine = sorted(g for g in groups if partition_of(self.cluster, g, count) in partitions)
         for i in range(0, len(mine), SWEEP_CHUNK):
-            await self._evaluate(mine[i : i + SWEEP_CHUNK], "sweep")
-        self.sweeps_done += 1
-        await self._count("sweeps", 1)
+            await self._evaluate(mine[i : i + SWEEP_CHUNK], trigger)
+        return True
+
+    # --- the schedule -----------------------------------------------------------------------------------------
+
+    async def _run_schedule(self) -> None:
+        """Take over newly assigned partitions, then evaluate the groups that are due, sleeping in between."""
+        while not self.stopping.is_set():
+            try:
+                await self._schedule_round()
+            except RedisError as exc:
+                log.warning("evaluator %s: schedule unreadable (%s); retrying", self.cluster, exc)
+                await pause(self.stopping, 1.0)
+            except Exception:  # never let the loop die silently: the sweep alone would be far too slow
+                log.exception("evaluator %s: schedule round failed; retrying", self.cluster)
+                await pause(self.stopping, 1.0)
+
+    async def _schedule_round(self) -> None:
+        owned = self.owned_partitions() if self.app.consumer else None
+        if owned is None:
+            await pause(self.stopping, 0.1)
+            return
+        if owned != self.taken_over:
+            await self._take_over(owned)
+            return
+        now = int(time.time() * 1000)
+        due = await self.schedule.due(owned, now)
+        if due:
+            for i in range(0, len(due), SWEEP_CHUNK):
+                await self._evaluate(due[i : i + SWEEP_CHUNK], "schedule")
+            self.scheduled_evaluations += len(due)
+            return
+        earliest = await self.schedule.earliest(owned)
+        wait = SCHEDULE_IDLE_S if earliest is None else min(SCHEDULE_IDLE_S, max(0.0, (earliest - now) / 1000))
+        self._sleeping_until = time.time() + wait
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=wait)
+
+    async def _take_over(self, owned: set[int]) -> None:
+        """Partitions came or went: evaluate the new ones' groups (their schedule is now ours), drop the others'."""
+        gone, new = self.taken_over - owned, owned - self.taken_over
+        count = self.changes_partitions()
+        dropped = [g for g in self.watches if partition_of(self.cluster, g, count) not in owned]
+        for group in dropped:
+            self._unwatch(group)
+        self.results.forget(self.cluster, dropped)
+        if new:
+            log.info("evaluator %s: taking over changes partitions %s", self.cluster, sorted(new))
+            if not await self._evaluate_partitions(new, "takeover"):
+                await pause(self.stopping, 1.0)
+                return
+        if gone:
+            log.info("evaluator %s: handed over changes partitions %s", self.cluster, sorted(gone))
+        self.taken_over = set(owned)
+
+    def _remember(self, report: EvaluationReport) -> None:
+        """Index what the evaluation saw, and wake the schedule loop when something is due sooner."""
+        for group, watched in report.watches.items():
+            self._unwatch(group)
+            if watched:
+                self.watches[group] = watched
+                for topic, _ in watched:
+                    self.readers.setdefault(topic, set()).add(group)
+        soonest = min((at for at in report.next_at.values() if at is not None), default=None)
+        if soonest is not None and soonest / 1000 < self._sleeping_until:
+            self._wake.set()
+
+    def _unwatch(self, group: str) -> None:
+        for topic, _ in self.watches.pop(group, {}):
+            readers = self.readers.get(topic)
+            if readers is not None:
+                readers.discard(group)
+                if not readers:
+                    del self.readers[topic]
 
     def owned_partitions(self) -> set[int] | None:
         assigned = {tp.partition for tp in self.app.consumer.assignment() if tp.topic == self.changes.get_topic_name()}
@@ -153,6 +293,7 @@ class EvaluatorService:
             try:
                 async with self._lock:
                     report = await self.evaluator.evaluate(groups)
+                    await self._reschedule(report)
             except (RedisError, OSError) as exc:
                 log.warning("evaluator %s: evaluation failed (%s); retrying in %.1fs", self.cluster, exc, delay)
                 await asyncio.sleep(delay)
@@ -164,6 +305,11 @@ class EvaluatorService:
             await self._count(f"evaluations:{trigger}", report.groups, report)
             return report
         return None
+
+    async def _reschedule(self, report: EvaluationReport) -> None:
+        count = self.changes_partitions() if self.app.consumer else 1
+        await self.schedule.set(report.next_at, lambda g: partition_of(self.cluster, g, count))
+        self._remember(report)
 
     async def _count(self, name: str, n: int, report: EvaluationReport | None = None) -> None:
         """Running totals in Redis, for the api's /metrics."""
@@ -189,8 +335,14 @@ class EvaluatorService:
         try:
             await self._start_publisher()
             await self._start_app_unless_stopping()
+            self._schedule_task = asyncio.create_task(self._run_schedule())
             await self._wait_until_stopping_or_crashed()
         finally:
+            if self._schedule_task is not None:
+                self._wake.set()
+                self._schedule_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._schedule_task
             try:  # Faust's stop waits on its consumer, which can be stuck in a rebalance: bounded
                 await asyncio.wait_for(self.app.stop(), timeout=STOP_TIMEOUT_S)
             except TimeoutError:

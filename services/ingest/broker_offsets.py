@@ -23,6 +23,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.protocol.offset import OffsetRequest
 
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
+from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.service_lifecycle import pause
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.redis_store import WindowStore
@@ -99,6 +100,7 @@ class BrokerOffsets:
         self._renew = store.redis.register_script(scripts.RENEW_LEASE)
         self._release = store.redis.register_script(scripts.RELEASE_LEASE)
         self._last_topic_refresh = 0.0
+        self.changes: ChangePublisher | None = None  # set by the worker: log-end notices for the evaluator
 
     async def start(self) -> None:
         await self._consumer.start()
@@ -192,7 +194,10 @@ class BrokerOffsets:
         await self.store.add_broker_polls(self.cluster, by_topic, sampled_at, counts)
         if self.history is not None:
             await self.history.publish_samples(by_topic, sampled_at)
+        moved = {tp[0] for tp, offset in found.items() if self.latest.get(tp) != offset}
         self.latest.update(found)
+        if moved and self.changes is not None:  # lags changed: the evaluator re-checks the groups reading these
+            await self.changes.publish_log_ends(self.cluster, moved)
         return found
 
     # --- on demand, for commits that arrive before their partition's first sample -------------------------

@@ -88,6 +88,7 @@ class IngestWorker:
         )
         self.processor = BatchProcessor(cluster, self.store, self.broker_offsets, config.group_filter(cluster))
         self.changes = ChangePublisher(kafka, config.evaluator.changes_topic)
+        self.broker_offsets.changes = self.changes  # log-end notices (issue 13)
         self._kafka = kafka
         self._start_latest = cluster_config.start_latest
         self._batch_lock = asyncio.Lock()  # guards handing a batch to `_inflight`; a revocation waits for it

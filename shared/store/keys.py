@@ -27,6 +27,11 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:c:{<cluster>}:recent-changes   LIST  the cluster's latest status changes, newest first, JSON summaries,
                                             capped (status_store.RECENT_CHANGES); written with the index
     lw:c:{<cluster>}:evaluator        HASH  evaluator counters (evaluations, events published, ...)
+    lw:c:{<cluster>}:results          HASH  group -> its last evaluated result, compact JSON (results_store.py): what
+                                            /metrics, the dashboard and the consumer listing read
+    lw:c:{<cluster>}:sparklines       HASH  group -> its lag sparkline's points before now (results_store.py)
+    lw:c:{<cluster>}:due:<partition>  ZSET  group -> the next instant (ms) time alone can change its status, for the
+                                            groups of one changes-topic partition (schedule_store.py)
     lw:n:{notify}:subs                HASH  subscription id -> JSON subscription (created through the api)
     lw:n:{notify}:subs-version        STR   bumped on every api change to subscriptions; notifiers reload on it
     lw:n:{notify}:lag-thresholds      HASH  subscription id -> JSON {"seconds", "clusters"}: the api's subscriptions
@@ -135,6 +140,18 @@ def recent_status_changes(cluster: str) -> str:
 
 def evaluator_stats(cluster: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:evaluator"
+
+
+def group_results(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:results"
+
+
+def group_sparklines(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:sparklines"
+
+
+def due_groups(cluster: str, changes_partition: int) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:due:{changes_partition}"
 
 
 def partition_field(topic: str, partition: int) -> str:

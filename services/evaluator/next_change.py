@@ -1,0 +1,103 @@
+"""When can time alone change a group's status? Pure functions over a group just evaluated.
+
+Without a new commit or log-end poll, a partition's verdict (shared/rules.py) can only change when its STOP rule
+turns true, at `last.timestamp + (last.timestamp - first.timestamp)` (strictly after it); the group only when it
+expires (`expire-group` after its newest commit); and its lag-seconds thresholds only when its lag in seconds,
+which grows with the clock, passes one. Everything else the rules read changes with commits (a change notice) or
+polls (a log-end notice). The evaluator schedules each group at the earliest of these instants (schedule_store.py).
+
+`watch` describes, per partition, what the log-end notices need to decide whether a poll could flip a rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
+from lagwatch.shared.rules import was_caught_up_recently
+from lagwatch.shared.store.packing import COMMIT_ENTRY, commit_entry_at
+from lagwatch.shared.store.redis_store import StoredGroup
+from lagwatch.shared.time_lag import TimeLag
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionWatch:
+    """A partition as the last evaluation saw it, for deciding whether a log-end poll could change its verdict."""
+
+    newest: int  # newest committed offset
+    lag: int  # current_lag then
+    recently_caught_up: bool  # some broker sample was <= newest (the STOP rule's exception held)
+    lower_bound_lag: bool  # its lag in seconds was a lower bound, which moves with the log-end history
+
+    def poll_could_flip(self, log_end: int, rules: RuleConfig) -> bool:
+        """Could a poll that put the log end at `log_end` change this partition's verdict or its lag in seconds?
+
+        Rule 1 (lag <= allowed-lag) flips when the lag crosses allowed-lag, lag in seconds when the lag leaves or
+        reaches 0. A lagging partition whose STOP exception held may lose it as the new sample pushes the old
+        ones out of the ring; one whose exception did not hold keeps it that way (log ends only grow), and its
+        STOP instant is already scheduled. The other rules read only the commits."""
+        lag = max(0, log_end - self.newest)
+        if (lag <= rules.allowed_lag) != (self.lag <= rules.allowed_lag) or (lag == 0) != (self.lag == 0):
+            return True
+        return lag > rules.allowed_lag and (self.recently_caught_up or self.lower_bound_lag)
+
+
+def stop_instant(first_ts: int, last_ts: int) -> int:
+    """The first ms at which `now - last > last - first` holds."""
+    return 2 * last_ts - first_ts + 1
+
+
+def watch(
+    stored: StoredGroup, intervals: int, time_lags: Mapping[tuple[str, int], TimeLag | None]
+) -> dict[tuple[str, int], PartitionWatch]:
+    out = {}
+    for p in stored.partitions:
+        if not p.packed:
+            continue
+        last = commit_entry_at(p.packed, -1)
+        lag = time_lags.get((p.topic, p.partition))
+        out[(p.topic, p.partition)] = PartitionWatch(
+            last.offset, p.current_lag, was_caught_up_recently(p.broker_offsets, last), bool(lag and lag.lower_bound)
+        )
+    return out
+
+
+def next_change_at(
+    stored: StoredGroup,
+    status: GroupStatus,
+    now_ms: int,
+    *,
+    intervals: int,
+    rules: RuleConfig,
+    expire_group_ms: int,
+    time_lags: Mapping[tuple[str, int], TimeLag | None] | None = None,
+    thresholds_s: Iterable[float] = (),
+) -> int:
+    """The earliest instant after `now_ms` at which time alone may change the group's status or a lag-seconds
+    threshold crossing (the group's expiry at the latest)."""
+    candidates = [stored.last_commit_ms + expire_group_ms + 1]
+    for p, verdict in zip(stored.partitions, status.partitions, strict=True):
+        filled = min(len(p.packed) // COMMIT_ENTRY.size, intervals)
+        if not filled or filled / intervals < rules.minimum_complete or verdict.status == Status.STOP:
+            continue
+        if p.current_lag <= rules.allowed_lag:
+            continue  # rule 1 answers OK whatever the clock says, until a poll or a commit moves the lag
+        first, last = commit_entry_at(p.packed, -filled), commit_entry_at(p.packed, -1)
+        at = stop_instant(first.timestamp, last.timestamp)
+        if at > now_ms and not was_caught_up_recently(p.broker_offsets, last):
+            candidates.append(at)
+    candidates.extend(threshold_instants(time_lags or {}, thresholds_s, now_ms))
+    return min(candidates)
+
+
+def threshold_instants(
+    time_lags: Mapping[tuple[str, int], TimeLag | None], thresholds_s: Iterable[float], now_ms: int
+) -> list[int]:
+    """When the group's max lag in seconds will pass each threshold it is not over yet (lags grow with the clock:
+    a partition `s` seconds behind at `now` is over `t` from `now + (t - s) s` on, strictly)."""
+    growing = [lag.seconds for lag in time_lags.values() if lag is not None and lag.seconds > 0]
+    if not growing:
+        return []
+    slowest = max(growing)
+    return [now_ms + int((t - slowest) * 1000) + 1 for t in thresholds_s if t >= slowest]
