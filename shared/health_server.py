@@ -1,7 +1,9 @@
 """A small HTTP server every service runs beside its work: `/healthz`, `/readyz` and `/metrics`.
 
-`/healthz` answers 200 while the process runs; `/readyz` answers 200 only when every dependency check passes
-(503 with the failing ones otherwise); `/metrics` is the Prometheus text format of this process's registry.
+`/healthz` answers 200 while the process's work goes on: every liveness check (is the service's agent, timer or
+loop still running?) passes; 503 with the failing ones otherwise, so a supervisor restarts a process whose work
+died while its health server lives on. `/readyz` answers 200 only when every dependency check passes (503 with the
+failing ones otherwise); `/metrics` is the Prometheus text format of this process's registry.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
 ReadinessCheck = Callable[[], Awaitable[bool]]
+LivenessCheck = Callable[[], bool]
 
 
 class HealthServer:
@@ -23,9 +26,11 @@ class HealthServer:
         host: str = "127.0.0.1",
         port: int = 0,
         registry: CollectorRegistry = REGISTRY,
+        liveness: Mapping[str, LivenessCheck] | None = None,
     ) -> None:
         self.service = service
         self.checks = checks
+        self.liveness = liveness or {}
         self.host = host
         self.port = port
         self.registry = registry
@@ -51,6 +56,9 @@ class HealthServer:
         return f"http://{self.host}:{self.port}"
 
     async def _healthz(self, _: web.Request) -> web.Response:
+        dead = [name for name, alive in self.liveness.items() if not alive()]
+        if dead:
+            return web.json_response({"service": self.service, "status": "dead", "dead": dead}, status=503)
         return web.json_response({"service": self.service, "status": "alive"})
 
     async def _readyz(self, _: web.Request) -> web.Response:

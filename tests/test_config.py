@@ -78,6 +78,9 @@ def test_shortcuts_for_redis_and_kafka():
         ({"LAGWATCH__CLUSTERS__bad name__OFFSET_REFRESH": "1"}, "clusters.bad name"),
         ({"LAGWATCH__CLUSTERS__x__SASL__MECHANISM": "GSSAPI"}, "clusters.x.sasl.mechanism"),
         ({"LAGWATCH__CLUSTERS__x__START_LATEST": "maybe"}, "clusters.x.start-latest"),
+        ({"LAGWATCH__NOTIFIER__BACKOFF_CAP": "inf"}, "notifier.backoff-cap"),
+        ({"LAGWATCH__NOTIFIER__LEASE": "nan"}, "notifier.lease"),
+        ({"LAGWATCH__CLUSTERS__x__OFFSET_REFRESH": "1e400"}, "clusters.x.offset-refresh"),
     ],
 )
 def test_a_bad_value_names_its_key(env, key):
@@ -94,3 +97,12 @@ def test_unreadable_or_malformed_files_are_clear_errors(tmp_path):
         load_config(write(tmp_path, "bad.yaml", "storage: [unclosed"), env={})
     with pytest.raises(ConfigError, match=r"clusters\.nope"):
         load_config(env={}).cluster("nope")
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan", "1e400", "'Infinity'", str(10**400), "31622401"])
+def test_a_subscriptions_durations_are_finite_and_at_most_a_year(tmp_path, value):
+    subscription = f"{{id: a, url: 'http://x.example/', send-interval: {value}}}"
+    path = write(tmp_path, "subs.yaml", f"subscriptions:\n  - {subscription}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={})
+    assert err.value.key == "subscriptions[0].send-interval"

@@ -217,3 +217,46 @@ async def test_a_bad_subscription_stops_start_up_naming_the_key(tmp_path):
     )
     assert done.returncode == 2 and time.monotonic() - started < 30
     assert "subscriptions[0].url" in done.stderr and "metadata" in done.stderr
+
+
+async def health(service, path="/healthz"):
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http, http.get(service.health.url + path) as response:
+        return response.status, await response.json()
+
+
+async def test_a_stored_subscription_it_cannot_use_stops_neither_the_others_nor_the_repeats(kafka, redis_server, redis):
+    """An older, laxer api stored `send_interval: 1e400` (JSON's infinity): that subscription is ignored, and the
+    notifier goes on reading events and sending repeats for the others."""
+    kafka.create_topic(STATUS_TOPIC, 1)
+    await redis.hset(keys.SUBSCRIPTIONS, "old", '{"id": "old", "url": "http://127.0.0.1:9/", "send_interval": 1e400}')
+    async with Receiver() as receiver:
+        await SubscriptionStore(redis).put(
+            SubscriptionConfig(id="good", url=receiver.url(), send_interval=0.3), create=True
+        )
+        t = Timeline("billing")
+        async with running(NotifierService(make_config(kafka.bootstrap, redis_server.url, **FAST), "local")) as service:
+            await publish(kafka.bootstrap, t.to("OK"), t.to("ERR", (10,)))
+            await eventually(lambda: _count(receiver, "repeat", 2), timeout=30)
+            assert not service.app.crashed
+            assert await health(service) == (200, {"service": "notifier", "status": "alive"})
+    assert receiver.requests[0].headers["X-Lagwatch-Notification"] == "open"
+
+
+async def test_healthz_fails_once_the_faust_app_has_crashed(kafka, redis_server, redis):
+    """A crashed Faust app stops every agent and the timer while the process (and its health server) lives on:
+    /healthz must say so, for the supervisor to restart the process."""
+    kafka.create_topic(STATUS_TOPIC, 1)
+    async with running(NotifierService(make_config(kafka.bootstrap, redis_server.url, **FAST), "local")) as service:
+        await eventually(lambda: _assigned(service))
+        assert (await health(service))[0] == 200
+        await service.app.crash(RuntimeError("an agent's bug"))
+        assert await health(service) == (503, {"service": "notifier", "status": "dead", "dead": ["app"]})
+
+
+async def _assigned(service):
+    try:
+        return (await health(service, "/readyz"))[0] == 200
+    except OSError:  # its health server is not listening yet
+        return False

@@ -227,3 +227,35 @@ async def test_configured_subscriptions_are_listed_read_only(redis_server, redis
             assert status == 409 and "configuration file" in body["message"]
         status, body = await api("POST", BASE, {"id": "ops", "url": "http://127.0.0.1:9/"})
         assert status == 409
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"url": "http://127.0.0.1:9/", "send_interval": 1e400}',
+        '{"url": "http://127.0.0.1:9/", "send_interval": Infinity}',
+        '{"url": "http://127.0.0.1:9/", "send_interval": NaN}',
+        '{"url": "http://127.0.0.1:9/", "send_interval": "inf"}',
+        '{"url": "http://127.0.0.1:9/", "send_interval": 1' + "0" * 400 + "}",
+        '{"url": "http://127.0.0.1:9/", "send_interval": 31622401}',
+        '{"url": "http://127.0.0.1:9/", "lag_seconds_threshold": -Infinity}',
+    ],
+)
+async def test_numbers_that_are_not_finite_or_beyond_a_year_are_refused(api, redis, raw):
+    status, body = await api("POST", BASE, raw=raw)
+    assert status == 400 and set(body["errors"]) <= {"send_interval", "lag_seconds_threshold"}, body
+    assert await redis.hlen(keys.SUBSCRIPTIONS) == 0
+    assert (await api("POST", BASE, {"id": "ok", "url": "http://127.0.0.1:9/", "send_interval": 60}))[0] == 201
+    status, body = await api("PATCH", f"{BASE}/ok", raw=raw)
+    assert status == 400 and (await SubscriptionStore(redis).get("ok")).send_interval == 60
+
+
+async def test_an_unreadable_stored_subscription_is_skipped_in_lists_and_can_be_deleted(api, redis):
+    await redis.hset(keys.SUBSCRIPTIONS, "old", '{"id": "old", "url": "http://127.0.0.1:9/", "send_interval": 1e400}')
+    assert (await api("POST", BASE, {"id": "ok", "url": "http://127.0.0.1:9/"}))[0] == 201
+    status, body = await api("GET", BASE)
+    assert status == 200 and [s["id"] for s in body["subscriptions"]] == ["ok"]
+    status, body = await api("GET", f"{BASE}/old")
+    assert status == 404
+    assert (await api("DELETE", f"{BASE}/old"))[0] == 200
+    assert await redis.hkeys(keys.SUBSCRIPTIONS) == [b"ok"]

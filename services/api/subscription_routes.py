@@ -146,6 +146,8 @@ async def patch_subscription(request: web.Request) -> web.Response:
 @requires_token
 async def delete_subscription(request: web.Request) -> web.Response:
     sub_id = request.match_info["id"]
-    await _existing(request, sub_id)
-    await _store(request).delete(sub_id)
+    if sub_id in _from_file(request):
+        raise ApiError(409, "subscription is defined in the configuration file: change it there")
+    if not await _store(request).delete(sub_id):  # (one that can no longer be read is deleted too)
+        raise ApiError(404, "subscription not found")
     return ok(request, "subscription deleted")

@@ -81,7 +81,9 @@ class NotifierService:
             {"redis": self._redis_ok, "kafka": self._kafka_ok},
             host=settings.http_host,
             port=settings.http_port if http_port is None else http_port,
+            liveness={"app": self._app_alive, "dispatcher": self._dispatcher_alive},
         )
+        self._dispatcher: asyncio.Task | None = None
         self.stopping = asyncio.Event()
         self.events_handled = 0
         self.app = faust.App(
@@ -111,6 +113,13 @@ class NotifierService:
 
     async def _kafka_ok(self) -> bool:
         return bool(self.app.consumer.assignment()) if self.app.consumer else False
+
+    def _app_alive(self) -> bool:
+        """False once the Faust app crashed: its agents and timer stopped, so no event would be handled again."""
+        return not self.app.crashed
+
+    def _dispatcher_alive(self) -> bool:
+        return self._dispatcher is None or not self._dispatcher.done() or self.stopping.is_set()
 
     # --- status-change events -----------------------------------------------------------------------------------
 
@@ -223,6 +232,8 @@ class NotifierService:
             await self.repeat_once()
         except (RedisError, OSError) as exc:
             log.warning("notifier: repeat check skipped (%s)", exc)
+        except Exception:  # a bug must not crash the Faust app (that would stop every agent): try again next tick
+            log.exception("notifier: repeat check failed")
 
     async def repeat_once(self, now: int | None = None) -> int:
         """Enqueue the repeats that are due; returns how many."""
@@ -266,20 +277,19 @@ class NotifierService:
             self.health.url,
             len(self.registry.from_file),
         )
-        dispatcher = None
         try:
             await self.sender.start()
             await self._start_dead_letters()
             # deliveries left by an earlier run go out even before Kafka assigns partitions
-            dispatcher = asyncio.create_task(self.dispatcher.run(self.stopping))
+            self._dispatcher = asyncio.create_task(self.dispatcher.run(self.stopping))
             if not self.stopping.is_set():
                 await self.app.start()
                 await self.stopping.wait()
         finally:
             self.stopping.set()
             await self.app.stop()
-            if dispatcher is not None:
-                await dispatcher
+            if self._dispatcher is not None:
+                await self._dispatcher
             await self.dead_letters.stop()
             await self.sender.stop()
             await self.health.stop()

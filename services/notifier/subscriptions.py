@@ -248,6 +248,14 @@ def unmask_unchanged(doc: Mapping[str, Any], existing: SubscriptionConfig) -> di
 # --- storage (api-created subscriptions) -------------------------------------------------------------------------
 
 
+def _parse_stored(sub_id: str, text: bytes | str) -> SubscriptionConfig | None:
+    try:
+        return build_section(SubscriptionConfig, _kebab(json.loads(text)), f"subscription {sub_id}")
+    except Exception as exc:  # unreadable (stored by an older, laxer version, say): the others still count
+        log.error("subscription %s in Redis is invalid and ignored: %s", sub_id, exc)
+        return None
+
+
 class SubscriptionStore:
     """API-created subscriptions in Redis; every change bumps a version the notifiers watch, and keeps the index of
     lag-seconds thresholds the evaluators read (`lw:n:{notify}:lag-thresholds`) in step, in the same transaction."""
@@ -263,17 +271,15 @@ class SubscriptionStore:
         out = {}
         for sub_id, text in raw.items():
             sub_id = sub_id.decode() if isinstance(sub_id, bytes) else sub_id
-            try:
-                out[sub_id] = build_section(SubscriptionConfig, _kebab(json.loads(text)), f"subscription {sub_id}")
-            except (ValueError, ConfigError) as exc:
-                log.error("subscription %s in Redis is invalid and ignored: %s", sub_id, exc)
+            config = _parse_stored(sub_id, text)
+            if config is not None:
+                out[sub_id] = config
         return out
 
     async def get(self, sub_id: str) -> SubscriptionConfig | None:
+        """The subscription, or None when there is none or it cannot be read (it can still be deleted)."""
         text = await self.redis.hget(keys.SUBSCRIPTIONS, sub_id)
-        if text is None:
-            return None
-        return build_section(SubscriptionConfig, _kebab(json.loads(text)), f"subscription {sub_id}")
+        return None if text is None else _parse_stored(sub_id, text)
 
     async def put(self, config: SubscriptionConfig, *, create: bool) -> bool:
         """Store a subscription; with `create`, only if the id is free (False otherwise)."""
@@ -334,8 +340,8 @@ class Registry:
                 continue
             try:
                 loaded[sub_id] = compile_subscription(config, SOURCE_API)
-            except ValueError as exc:
-                log.error("subscription %s cannot be used: %s", sub_id, exc)
+            except Exception as exc:  # one bad document (from an older version, say) must not stop the others
+                log.error("subscription %s cannot be used: %s: %s", sub_id, type(exc).__name__, exc)
         self._api = loaded
         self._version = version
 
