@@ -428,16 +428,41 @@ _new_offset_commit = _offset_commit_builder()
 
 
 def _decode_offset_commit(record_type: int, key: bytes, value: bytes | None) -> OffsetCommit:
-    # Hot path (most records are offset commits): integers are unpacked in place and a struct.error is
-    # mapped to the field named in ``field``, so the happy path sets a local instead of calling helpers.
     group, pos = _str16(key, 2, "key.group")
     topic, pos = _str16(key, pos, "key.topic")
-    field = "key.partition"
     try:
         (partition,) = _I32.unpack_from(key, pos)
-        if not value:
-            return _new_offset_commit(record_type, None, group, topic, partition, None, None, None, None, None, True)
-        field = "value.version"
+    except struct.error:
+        raise CodecError("key.partition", "truncated: the record ends inside this field") from None
+    if not value:
+        return _new_offset_commit(record_type, None, group, topic, partition, None, None, None, None, None, True)
+    version, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp = decode_offset_commit_value(value)
+    return _new_offset_commit(
+        record_type,
+        version,
+        group,
+        topic,
+        partition,
+        offset,
+        leader_epoch,
+        metadata,
+        commit_timestamp,
+        expire_timestamp,
+        False,
+    )
+
+
+def decode_offset_commit_value(value: bytes) -> tuple[int, int, int | None, str, int, int | None]:
+    """An OffsetCommitValue (v0-v4): (version, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp).
+
+    The ingest's hot path: it decodes a commit's key once per distinct key and this for every record. Integers are
+    unpacked in place and a struct.error is mapped to the field named in ``field``, so the happy path sets a local
+    instead of calling helpers. Raises CodecError naming the field (without a record type: the caller knows it).
+    """
+    if type(value) is not bytes:
+        value = bytes(value)
+    field = "value.version"
+    try:
         (version,) = _I16.unpack_from(value, 0)
         if not 0 <= version <= 4:
             raise CodecError(field, f"unknown OffsetCommitValue version {version} (known: 0-4)")
@@ -463,19 +488,7 @@ def _decode_offset_commit(record_type: int, key: bytes, value: bytes | None) -> 
             _skip_tags(value, pos + 8, "value.tagged_fields")
     except struct.error:
         raise CodecError(field, "truncated: the record ends inside this field") from None
-    return _new_offset_commit(
-        record_type,
-        version,
-        group,
-        topic,
-        partition,
-        offset,
-        leader_epoch,
-        metadata,
-        commit_timestamp,
-        expire_timestamp,
-        False,
-    )
+    return version, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp
 
 
 def _decode_member(buf: bytes, pos: int, version: int, path: str) -> tuple[GroupMember, int]:

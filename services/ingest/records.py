@@ -16,34 +16,31 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple
 
 from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.window import Commit
 
 TopicPartition = tuple[str, int]
+# (key, value, offsets-topic partition, offset in it, record timestamp ms): what decoding needs of a consumed record
+RecordTuple = tuple[bytes | None, bytes | None, int, int, int]
+# Kafka's coordinator record types are small numbers; anything else (a corrupt key) is counted under one label
+KNOWN_TYPES = range(32)
+MAX_EXACT = 2**53  # offsets and timestamps beyond this are not real (and not exact as doubles: Lua, JSON readers)
+KEY_CACHE_LIMIT = 500_000  # distinct commit keys remembered (group, topic, partition): ~100 B each
 
 
-class RecordLike(Protocol):
-    """What decoding needs of a consumed record (aiokafka's ConsumerRecord has it)."""
+def type_label(record_type: int | None) -> str:
+    """A metric label for a record type, from a fixed set (a corrupt record must not mint a new series)."""
+    return str(record_type) if record_type in KNOWN_TYPES else "other"
 
+
+class CommitKey(NamedTuple):
+    group: str
+    topic: str
     partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-
-
-@dataclass(frozen=True, slots=True)
-class RawRecord:
-    """One record of the offsets topic, built by hand (tests, replays)."""
-
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int  # the record's own timestamp, ms
+    accepted: bool  # the group passes the allow/deny regexes
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +65,7 @@ class DecodedBatch:
 
     steps: list[Step] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
-
-    def add_commit(self, commit: Commit) -> None:
-        if self.steps and isinstance(self.steps[-1], list):
-            self.steps[-1].append(commit)
-        else:
-            self.steps.append([commit])
+    groups: dict[str, int] = field(default_factory=dict)  # every group in the batch -> its offsets-topic partition
 
     @property
     def commits(self) -> list[Commit]:
@@ -92,44 +84,90 @@ class DecodedBatch:
         return touched
 
 
-def decode_batch(records: Iterable[RecordLike], observed_at: int, group_filter: GroupFilter) -> DecodedBatch:
+class KeyCache:
+    """Offset-commit keys already decoded: a cluster's commits repeat the same (group, topic, partition) keys, so
+    each distinct key is decoded (and its group filtered) once, and a commit costs a dict look-up and its value."""
+
+    def __init__(self, group_filter: GroupFilter, limit: int = KEY_CACHE_LIMIT) -> None:
+        self.group_filter = group_filter
+        self.limit = limit
+        self.keys: dict[bytes, CommitKey] = {}
+
+    def commit_key(self, key: bytes) -> CommitKey | None:
+        """The decoded key when it is an offset commit's, else None (other record types: decode them whole)."""
+        known = self.keys.get(key)
+        if known is not None:
+            return known
+        if len(key) < 2 or key[0] != 0 or key[1] > 1:  # record types 0 and 1 are offset commits
+            return None
+        record = codec.decode_record(key, None)  # a commit key with no value: the key alone, checked
+        assert isinstance(record, codec.OffsetCommit)
+        if len(self.keys) >= self.limit:
+            self.keys.clear()
+        known = self.keys[key] = CommitKey(
+            record.group, record.topic, record.partition, self.group_filter.accepts(record.group)
+        )
+        return known
+
+
+def decode_batch(records: Iterable[RecordTuple], observed_at: int, key_cache: KeyCache) -> DecodedBatch:
     batch = DecodedBatch()
-    accepts = _memoized(group_filter)
-    for raw in records:
-        if raw.key is None:
-            batch.counts["decode_error:no-key"] += 1
+    counts = batch.counts
+    steps = batch.steps
+    groups = batch.groups
+    run: list[Commit] | None = None  # the current run of consecutive commits (one step)
+    commit_value = codec.decode_offset_commit_value
+    for key, value, partition, offset, timestamp in records:
+        if key is None:
+            counts["decode_error:no-key"] += 1
             continue
         try:
-            record = codec.decode_record(raw.key, raw.value)
-        except codec.CodecError as exc:
-            batch.counts[f"decode_error:{exc.record_type if exc.record_type is not None else 'unknown'}"] += 1
-            continue
-        if isinstance(record, codec.OffsetCommit):
-            if record.tombstone:
-                batch.counts["offset_commit_tombstone"] += 1
-            elif not accepts(record.group):
-                batch.counts["filtered"] += 1
-            else:
-                batch.add_commit(
-                    Commit(
-                        record.group,
-                        record.topic,
-                        record.partition,
-                        record.offset,  # type: ignore[arg-type]  # set on non-tombstones
-                        record.commit_timestamp,  # type: ignore[arg-type]
-                        raw.offset,
+            commit_key = key_cache.commit_key(key)
+            if commit_key is not None:
+                if not value:
+                    counts["offset_commit_tombstone"] += 1
+                elif not commit_key.accepted:
+                    counts["filtered"] += 1
+                else:
+                    _, committed, _, _, commit_timestamp, _ = commit_value(value)
+                    if not (0 <= committed < MAX_EXACT and 0 <= commit_timestamp < MAX_EXACT):
+                        counts["decode_error:out-of-range"] += 1
+                        continue
+                    commit = Commit(
+                        commit_key.group,
+                        commit_key.topic,
+                        commit_key.partition,
+                        committed,
+                        commit_timestamp,
+                        offset,
                         observed_at,
                     )
-                )
-        elif isinstance(record, codec.GroupMetadata):
-            if not accepts(record.group):
-                batch.counts["filtered"] += 1
-            elif record.tombstone:
-                batch.steps.append(GroupDeletion(record.group))
+                    groups[commit_key.group] = partition
+                    if run is None:
+                        run = [commit]
+                        steps.append(run)
+                    else:
+                        run.append(commit)
+                continue
+            record = codec.decode_record(key, value)
+        except codec.CodecError as exc:
+            record_type = exc.record_type
+            if record_type is None and len(key) >= 2:  # a commit value's error: the type is the key's
+                record_type = int.from_bytes(key[:2], "big", signed=True)
+            counts[f"decode_error:{type_label(record_type)}"] += 1
+            continue
+        run = None
+        if isinstance(record, codec.GroupMetadata):
+            if not key_cache.group_filter.accepts(record.group):
+                counts["filtered"] += 1
+                continue
+            groups[record.group] = partition
+            if record.tombstone:
+                steps.append(GroupDeletion(record.group))
             else:
-                batch.steps.append(_rebalance(record, raw.timestamp, batch.counts))
+                steps.append(_rebalance(record, timestamp, counts))
         else:
-            batch.counts[f"skipped_type:{record.record_type}"] += 1
+            counts[f"skipped_type:{type_label(record.record_type)}"] += 1
     return batch
 
 
@@ -152,16 +190,3 @@ def _rebalance(record: codec.GroupMetadata, record_ts: int, counts: Counter[str]
         started_at=started if started is not None and started > 0 else record_ts,
         owners=owners,
     )
-
-
-def _memoized(group_filter: GroupFilter):
-    """Regexes per record are the filter's cost; a batch repeats the same groups many times."""
-    seen: dict[str, bool] = {}
-
-    def accepts(group: str) -> bool:
-        verdict = seen.get(group)
-        if verdict is None:
-            verdict = seen[group] = group_filter.accepts(group)
-        return verdict
-
-    return accepts

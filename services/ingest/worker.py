@@ -1,17 +1,20 @@
 """The ingest worker: the offsets topic in, per-partition windows in Redis out.
 
-Consumption is a Kafka consumer group, `lagwatch-ingest-<cluster>`: start several workers and they share the offsets
-topic's partitions. A consumer group's commits all land in one partition of that topic, so each group's windows
-have a single writer at any time; on a rebalance the revoking worker finishes and commits its batch first.
+Consumption is a Kafka consumer group, `lagwatch-ingest-<cluster>`: start several workers (`--workers N` starts N
+processes) and they share the offsets topic's partitions. A consumer group's commits all land in one partition of
+that topic, so each group's windows have a single writer at any time: the worker keeps its groups' windows in
+memory (`window_cache.py`) and writes what a batch changed behind to Redis. On a rebalance the revoking worker
+stores and commits its batch in flight first; the new owner loads the groups from Redis as their commits arrive.
 
-The loop, per batch: fetch (up to `ingest.batch-size` records) -> decode -> store in Redis -> commit the Kafka
-offsets -> report lagwatch's own position. A failed store is retried with backoff and the offsets are never
-committed past records not yet stored (at-least-once; a replayed commit is a duplicate by its `order`).
-SIGTERM/SIGINT: the batch in hand is finished and committed, then the worker leaves the group and exits.
+The loop, per batch: fetch (up to `ingest.batch-size` records) -> decode -> apply to the windows in memory ->
+write the changed windows to Redis -> commit the Kafka offsets -> report lagwatch's own position. Writing batch k
+overlaps with fetching and decoding batch k+1 (two cores: Python and Redis). A failed write is retried with backoff
+and the offsets are never committed past records not yet stored (at-least-once; a re-read commit is a duplicate by
+its `order`). SIGTERM/SIGINT: the batch in hand is finished and committed, then the worker leaves the group.
 
-Records are consumed in batches with aiokafka rather than as a Faust stream: on this machine a Faust agent moves
-11-14k records/s (bench/bench_faust_stream.py), far below the ~170k/s a batch consumer reads; the other services,
-whose topics carry status changes rather than every commit of every group, use Faust agents.
+Records are read with librdkafka (`offsets_consumer.py`) rather than as a Faust stream: on this machine a Faust agent
+moves 11-14k records/s (bench/bench_faust_stream.py); the other services, whose topics carry status changes rather
+than every commit of every group, use Faust agents.
 """
 
 from __future__ import annotations
@@ -20,21 +23,23 @@ import asyncio
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
-from aiokafka.errors import CommitFailedError, KafkaError
+from aiokafka.errors import KafkaError
+from confluent_kafka import KafkaException
 from redis.exceptions import RedisError
 
 from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
-from lagwatch.services.ingest.processor import BatchProcessor, PreparedBatch
+from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer
+from lagwatch.services.ingest.processor import BatchProcessor, Flush, PreparedBatch
 from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.config import Config
 from lagwatch.shared.health_server import HealthServer
-from lagwatch.shared.kafka_client import client_kwargs
+from lagwatch.shared.kafka_client import client_kwargs, librdkafka_config
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.service_lifecycle import pause, run_until_signalled
 from lagwatch.shared.store.redis_store import WindowStore
@@ -52,19 +57,6 @@ def consumer_group(cluster: str) -> str:
 def self_group(cluster: str) -> str:
     """The consumer group under which lagwatch reports its own progress (Burrow's `burrow-<cluster>`)."""
     return f"lagwatch-{cluster}"
-
-
-class _FinishBatchBeforeRevoke(ConsumerRebalanceListener):
-    def __init__(self, worker: IngestWorker) -> None:
-        self.worker = worker
-
-    async def on_partitions_revoked(self, revoked) -> None:
-        async with self.worker._batch_lock:  # the batch in flight is stored and committed before anyone takes over
-            await self.worker._drain()
-
-    async def on_partitions_assigned(self, assigned) -> None:
-        log.info("ingest: assigned offsets-topic partitions %s", sorted(tp.partition for tp in assigned))
-        self.worker.caught_up.clear()  # their commits since the last owner's last commit are still to be read
 
 
 class IngestWorker:
@@ -88,10 +80,7 @@ class IngestWorker:
         )
         self.processor = BatchProcessor(cluster, self.store, self.broker_offsets, config.group_filter(cluster))
         self.changes = ChangePublisher(kafka, config.evaluator.changes_topic)
-        self.broker_offsets.changes = self.changes  # log-end notices (issue 13)
-        self._kafka = kafka
-        self._start_latest = cluster_config.start_latest
-        self._batch_lock = asyncio.Lock()  # guards handing a batch to `_inflight`; a revocation waits for it
+        self._consumer_config = self._librdkafka_settings(librdkafka_config(cluster_config, cluster), cluster_config)
         self._inflight: asyncio.Task[bool] | None = None  # the batch being stored and committed
         self.consumer = self._new_consumer()
         self.health = HealthServer(
@@ -104,22 +93,41 @@ class IngestWorker:
         self.caught_up = asyncio.Event()  # every assigned partition read and stored up to its end (_caught_up)
         self.batches_done = 0
         self._last_self_report = 0.0
-        self._positions: dict[int, int] = {}
+        self._positions: dict[int, int] = {}  # offsets-topic partition -> position stored and committed
+        self._known_topics: dict[str, int] = self.broker_offsets.partition_counts
 
-    def _new_consumer(self) -> AIOKafkaConsumer:
-        consumer = AIOKafkaConsumer(
-            **self._kafka,
-            group_id=consumer_group(self.cluster),
-            enable_auto_commit=False,
-            auto_offset_reset="latest" if self._start_latest else "earliest",
-            exclude_internal_topics=False,
-            max_poll_records=self.batch_size,
-            fetch_max_wait_ms=100,  # an idle poll costs little; a broker that holds fetches would cost latency
-            session_timeout_ms=self.session_timeout_ms,
-            heartbeat_interval_ms=max(100, self.session_timeout_ms // 3),
+    def _librdkafka_settings(self, connection: dict, cluster_config) -> dict:
+        return {
+            **connection,
+            "group.id": consumer_group(self.cluster),
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "latest" if cluster_config.start_latest else "earliest",
+            "session.timeout.ms": self.session_timeout_ms,
+            "heartbeat.interval.ms": max(100, self.session_timeout_ms // 3),
+            "fetch.wait.max.ms": 100,  # an idle fetch costs little; a broker that holds fetches would cost latency
+            "fetch.max.bytes": 50 * 1024 * 1024,
+            "max.partition.fetch.bytes": 4 * 1024 * 1024,
+            "queued.min.messages": max(100_000, 4 * self.batch_size),  # read ahead while a batch is processed
+            "queued.max.messages.kbytes": 32 * 1024,  # bounds the read-ahead's memory
+        }
+
+    def _new_consumer(self) -> OffsetsConsumer:
+        return OffsetsConsumer(
+            self._consumer_config, self.topic, on_assigned=self._on_assigned, on_revoked=self._on_revoked
         )
-        consumer.subscribe([self.topic], listener=_FinishBatchBeforeRevoke(self))
-        return consumer
+
+    def _on_assigned(self, partitions: list[int]) -> None:
+        log.info("ingest: assigned offsets-topic partitions %s", partitions)
+        self.caught_up.clear()  # their commits since the last owner's last commit are still to be read
+
+    async def _on_revoked(self, partitions: list[int]) -> dict[int, int]:
+        """The batch in flight is stored and committed before anyone takes over; then the partitions' groups leave
+        memory. Returns the stored positions, which the consumer commits once more, synchronously."""
+        await self._drain()
+        self.processor.forget_partitions(partitions)
+        log.info("ingest: revoked offsets-topic partitions %s", sorted(partitions))
+        return {p: self._positions[p] for p in partitions if p in self._positions}
 
     async def _redis_ok(self) -> bool:
         return bool(await self.redis.ping())
@@ -143,6 +151,7 @@ class IngestWorker:
             self.stopping.set()
             if poller is not None:
                 await poller
+            self.consumer.shutdown()
             await self.broker_offsets.stop()
             await self.changes.stop()
             if self.history is not None:
@@ -160,7 +169,7 @@ class IngestWorker:
             await self._retry("the first broker-offset poll", self.broker_offsets.tick)
 
     async def _consume_until_stopped(self) -> None:
-        """Join the group and consume; a consumer that fails (Kafka down, a group error) is replaced after a pause.
+        """Join the group and consume; a consumer that fails (a fatal Kafka error) is replaced after a pause.
         Records it had fetched but not committed are simply read again."""
         delay = 0.5
         while not self.stopping.is_set():
@@ -168,51 +177,44 @@ class IngestWorker:
                 await self.consumer.start()
                 await self._consume()
                 delay = 0.5
-            except KafkaError as exc:
+            except (KafkaException, KafkaError) as exc:
                 log.warning("ingest %s: consumer failed (%s); rejoining in %.1fs", self.cluster, exc, delay)
             finally:
-                await self.consumer.stop()
+                await self._drain()
+                await self.consumer.close()
             if not self.stopping.is_set():
                 await self._sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
+                self.consumer.shutdown()
                 self.consumer = self._new_consumer()
 
     async def _consume(self) -> None:
-        """Decoding a batch overlaps with Redis storing the previous one (two cores: Python and Redis), and batches
-        are stored and committed strictly one after another."""
-        try:
-            while not self.stopping.is_set():
-                fetched = await self.consumer.getmany(timeout_ms=200, max_records=self.batch_size)
-                at_end = None if self.caught_up.is_set() else await self._positions_at_end()
-                if fetched:
-                    prepared = self.processor.prepare([m for messages in fetched.values() for m in messages])
-                    async with self._batch_lock:
-                        if not await self._drain():
-                            return
-                        assigned = self.consumer.assignment()
-                        if not all(tp in assigned for tp in fetched):  # revoked while decoding: drop those records
-                            fetched = {tp: ms for tp, ms in fetched.items() if tp in assigned}
-                            prepared = self.processor.prepare([m for ms in fetched.values() for m in ms])
-                        positions = {tp: messages[-1].offset + 1 for tp, messages in fetched.items()}
-                        self._inflight = asyncio.create_task(self._store_and_commit(prepared, positions, at_end))
-                    await asyncio.sleep(0)  # let it send its writes: Redis works on them while we decode the next
-                elif at_end and (self._inflight is None or self._inflight.done()):
-                    self._caught_up(at_end)
-                await self._maybe_report_self()
-        finally:
-            await self._drain()
+        while not self.stopping.is_set():
+            fetched = await self.consumer.fetch(self.batch_size, 0.2, want_ends=not self.caught_up.is_set())
+            self._forget_deleted_topics()
+            if fetched.records:
+                prepared = self.processor.prepare(fetched.records)
+                tally = await self._retry("loading windows", lambda p=prepared: self.processor.apply(p))
+                if tally is None or not await self._drain():
+                    return  # stopping while Redis or Kafka was down: nothing more is committed
+                flush = self.processor.take_flush(prepared.observed_at)
+                self._inflight = asyncio.create_task(
+                    self._store_and_commit(prepared, tally, flush, fetched.positions, fetched.at_end)
+                )
+                await asyncio.sleep(0)  # let it send its writes: Redis works on them while we fetch the next batch
+            elif fetched.at_end and (self._inflight is None or self._inflight.done()):
+                self._caught_up(fetched.at_end)
+            await self._maybe_report_self()
 
-    async def _positions_at_end(self) -> dict[int, int] | None:
-        """Every assigned partition's position, if each is fetched up to its high watermark (else None): once what
-        was fetched is stored and committed, the worker has caught up with the offsets topic."""
-        ends = {}
-        for tp in self.consumer.assignment():
-            highwater = self.consumer.highwater(tp)
-            position = await self.consumer.position(tp)
-            if highwater is None or position < highwater:
-                return None
-            ends[tp.partition] = position
-        return ends or None
+    def _forget_deleted_topics(self) -> None:
+        """The poller removed deleted topics from Redis; their rings must leave memory too (or a later write would
+        bring them back). Its topic table is replaced, never changed in place, so an identity check suffices."""
+        current = self.broker_offsets.partition_counts
+        if current is not self._known_topics:
+            gone = set(self._known_topics) - set(current)
+            if gone and current:
+                self.processor.cache.forget_topics(gone)
+            self._known_topics = current
 
     def _caught_up(self, positions: dict[int, int]) -> None:
         """Log-end polls may go on (the poller waits for this after an assignment), and lagwatch's own group gets
@@ -228,16 +230,24 @@ class IngestWorker:
         return True if inflight is None else await inflight
 
     async def _store_and_commit(
-        self, prepared: PreparedBatch, positions: dict, at_end: dict[int, int] | None = None
+        self,
+        prepared: PreparedBatch,
+        tally: Counter[str],
+        flush: Flush,
+        positions: dict[int, int],
+        at_end: dict[int, int] | None = None,
     ) -> bool:
         # Redis and the history topic at once: the batch waits for the slower of the two, not for both in turn
-        stored, archived = await asyncio.gather(self._store_with_retry(prepared), self._archive_with_retry(prepared))
+        stored, archived = await asyncio.gather(
+            self._store_with_retry(flush, tally), self._archive_with_retry(prepared)
+        )
         if not (stored and archived):
             return False  # left uncommitted: read again later
         touched = prepared.decoded.touched_groups()
         if touched:
             await self.changes.publish(self.cluster, touched.items())  # the evaluator's trigger (best effort)
-        await self._commit(positions)
+        self.consumer.commit(positions)
+        self._positions.update(positions)
         self.batches_done += 1
         if at_end:
             self._caught_up(at_end)
@@ -245,13 +255,12 @@ class IngestWorker:
 
     async def _archive_with_retry(self, prepared: PreparedBatch) -> bool:
         """The batch's commits on the history topic before the position moves on (none lost to the replay)."""
-        if self.history is None or not prepared.decoded.commits:
+        if self.history is None or not prepared.decoded.steps:
             return True
-        history = self.history
-        return (
-            await self._retry("archiving a batch", lambda: history.publish_commits(prepared.decoded.commits))
-            is not None
-        )
+        history, commits = self.history, prepared.decoded.commits
+        if not commits:
+            return True
+        return await self._retry("archiving a batch", lambda: history.publish_commits(commits)) is not None
 
     async def _retry(self, what: str, operation: Callable[[], Awaitable[T]]) -> T | None:
         """Run `operation` until it succeeds, backing off with jitter; None when a stop interrupted the retries."""
@@ -259,7 +268,7 @@ class IngestWorker:
         while True:
             try:
                 return await operation()
-            except (RedisError, KafkaError, OSError) as exc:
+            except (RedisError, KafkaError, KafkaException, OSError) as exc:
                 self.caught_up.clear()  # commits wait: log-end samples must wait with them (see BrokerOffsets.run)
                 metrics.RETRIES.labels(self.cluster).inc()
                 log.warning("ingest %s: %s failed (%s); retrying in %.1fs", self.cluster, what, exc, delay)
@@ -268,9 +277,8 @@ class IngestWorker:
                 await self._sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, MAX_BACKOFF_S)
 
-    async def _store_with_retry(self, prepared: PreparedBatch) -> bool:
-        tally = await self._retry("storing a batch", lambda: self.processor.store_batch(prepared))
-        if tally is None:
+    async def _store_with_retry(self, flush: Flush, tally: Counter[str]) -> bool:
+        if await self._retry("storing a batch", lambda: self._write(flush)) is None:
             return False
         metrics.observe(self.cluster, tally)
         try:
@@ -279,19 +287,15 @@ class IngestWorker:
             log.warning("ingest %s: could not add to the stats totals (%s)", self.cluster, exc)
         return True
 
-    async def _commit(self, offsets) -> None:
-        try:
-            await self.consumer.commit(offsets)
-        except CommitFailedError as exc:  # the partitions moved on a rebalance; their new owner re-reads them
-            log.warning("ingest %s: commit after a rebalance failed (%s); records will be re-read", self.cluster, exc)
-            return
-        self._positions.update({tp.partition: offset for tp, offset in offsets.items()})
+    async def _write(self, flush: Flush) -> bool:
+        await self.processor.write(flush)
+        return True
 
     async def _maybe_report_self(self) -> None:
         if not self._positions or time.monotonic() - self._last_self_report < SELF_REPORT_EVERY_S:
             return
         self._last_self_report = time.monotonic()
-        assigned = {tp.partition for tp in self.consumer.assignment()}
+        assigned = self.consumer.assigned
         positions = {p: pos for p, pos in self._positions.items() if p in assigned}
         try:
             await self.processor.report_own_progress(self_group(self.cluster), self.topic, positions)

@@ -13,6 +13,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -38,6 +39,15 @@ REBALANCE_WINDOW_MS = 3_600_000  # rebalances are counted over the last hour
 OUTCOMES = {o.value: o for o in AddOutcome}
 STORED = frozenset(o.value for o in AddOutcome if o.stored)
 GROUPS_PER_CALL = 200  # groups per ADD_COMMITS call on a single Redis server
+
+
+class GroupMetadataUpdate(NamedTuple):
+    """A rebalance's outcome for `set_groups_metadata`."""
+
+    group: str
+    generation: int
+    started_at: int
+    owners: Mapping[TopicPartition, tuple[str, str]]  # (topic, partition) -> (client host, client id)
 
 
 @dataclass(slots=True)
@@ -121,7 +131,6 @@ class WindowStore:
         self.redis = redis
         self.config = config or WindowConfig()
         self.cluster_mode = isinstance(redis, RedisCluster)
-        self._set_group_metadata = redis.register_script(scripts.SET_GROUP_METADATA)
 
     # --- writes -------------------------------------------------------------------------------------------
 
@@ -296,11 +305,19 @@ class WindowStore:
         now_ms: int,
     ) -> None:
         """Record a rebalance's outcome: the generation, and each partition's (client host, client id)."""
-        _, meta_key, owners_key, rebalances_key = keys.group_keys(cluster, group)
-        args: list[object] = [generation, started_at, self.config.expire_group_ms, now_ms, REBALANCE_WINDOW_MS]
-        for (topic, partition), (host, client) in owners.items():
-            args += [keys.partition_field(topic, partition), f"{host}{OWNER_SEPARATOR}{client}"]
-        await self._set_group_metadata(keys=[meta_key, owners_key, rebalances_key], args=args)
+        await self.set_groups_metadata(cluster, [GroupMetadataUpdate(group, generation, started_at, owners)], now_ms)
+
+    async def set_groups_metadata(self, cluster: str, updates: Sequence[GroupMetadataUpdate], now_ms: int) -> None:
+        """Several rebalances in one round trip, applied in the given order."""
+        calls = []
+        for u in updates:
+            _, meta_key, owners_key, rebalances_key = keys.group_keys(cluster, u.group)
+            args: list[object] = [u.generation, u.started_at, self.config.expire_group_ms, now_ms, REBALANCE_WINDOW_MS]
+            for (topic, partition), (host, client) in u.owners.items():
+                args += [keys.partition_field(topic, partition), f"{host}{OWNER_SEPARATOR}{client}"]
+            calls.append((3, meta_key, owners_key, rebalances_key, *args))
+        if calls:
+            await self._eval_many(scripts.SET_GROUP_METADATA, calls)
 
     # --- deletes and expiry ----------------------------------------------------------------------------------
 

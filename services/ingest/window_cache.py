@@ -1,0 +1,176 @@
+"""The windows of the groups this worker owns, in memory, written behind to Redis.
+
+A group's commits all live in one offsets-topic partition, and one worker reads that partition at a time: the
+worker is its windows' only writer. So it applies commits to rings it holds (`packed_window.add_to_ring`, the
+stored layout) and flushes what changed, once per batch, before the batch's Kafka position is committed.
+
+* A group is loaded from Redis the first time one of its commits arrives (the previous owner flushed before it let
+  go of the partition), many groups per round trip.
+* A group whose newest commit is older than `expire-group` starts afresh, as the evaluator's expiry would leave it.
+* A group tombstone empties the group; the flush deletes its keys before writing what came after.
+* Groups of revoked partitions are dropped (their last batch was flushed first); a deleted topic leaves every ring.
+* Someone else deleting a group (the api) shows at the next flush: Redis had no `last` though the worker wrote one.
+  The worker then deletes what it wrote again and forgets the group (that batch's commits of it go with it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+
+from lagwatch.shared.store import keys
+from lagwatch.shared.store.packed_window import add_to_ring
+from lagwatch.shared.store.window_writer import GroupWrite
+from lagwatch.shared.window import Commit, WindowConfig
+
+TopicPartition = tuple[str, int]
+LOAD_CHUNK = 1000  # groups per Redis round trip when loading
+
+
+@dataclass(slots=True)
+class CachedGroup:
+    group_keys: tuple[str, str, str, str]
+    rings: dict[str, bytes] = field(default_factory=dict)  # "<topic>:<partition>" -> packed ring
+    last: int | None = None  # newest stored commit timestamp (ms)
+    had_last: bool = False  # Redis holds a `last` for it, as far as this worker knows
+    expires_at: int = 0  # the PEXPIREAT last written
+    changed: set[str] = field(default_factory=set)  # rings changed since the last flush
+    replace: bool = False  # the next flush deletes the group's keys first
+    partition: int = -1  # the offsets-topic partition its commits come from
+
+
+class WindowCache:
+    def __init__(self, redis: Redis, cluster: str, config: WindowConfig) -> None:
+        self.redis = redis
+        self.cluster = cluster
+        self.config = config
+        # expiry is refreshed when it moves by more than this: keys then outlive their group's logical expiry (the
+        # evaluator's, by `last`) by at most this much, and a busy group costs one PEXPIREAT a minute, not a commit
+        self.expiry_slack_ms = min(config.expire_group_ms // 100, 60_000)
+        self.groups: dict[str, CachedGroup] = {}
+        self.dirty: dict[str, CachedGroup] = {}
+
+    # --- loading ----------------------------------------------------------------------------------------
+
+    async def load(self, wanted: Mapping[str, int]) -> None:
+        """Make sure the groups (group -> offsets-topic partition) are in memory, reading unknown ones from Redis."""
+        missing = [g for g in wanted if g not in self.groups]
+        for start in range(0, len(missing), LOAD_CHUNK):
+            chunk = missing[start : start + LOAD_CHUNK]
+            group_keys = [keys.group_keys(self.cluster, g) for g in chunk]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for windows_key, meta_key, _, _ in group_keys:
+                    pipe.hgetall(windows_key)
+                    pipe.hget(meta_key, "last")
+                replies = await pipe.execute()
+            for i, (group, gkeys) in enumerate(zip(chunk, group_keys, strict=True)):
+                rings, last = replies[2 * i], replies[2 * i + 1]
+                self.groups[group] = CachedGroup(
+                    gkeys,
+                    {f.decode(): bytes(r) for f, r in rings.items()} if last is not None else {},
+                    None if last is None else int(last),
+                    had_last=last is not None,
+                    partition=wanted[group],
+                )
+
+    # --- applying a batch -----------------------------------------------------------------------------------
+
+    def add_commits(
+        self, commits: Iterable[Commit], latest: Mapping[TopicPartition, int | None], now_ms: int, tally: Counter[str]
+    ) -> None:
+        """Apply commits (their groups loaded) in order; counts each outcome in `tally` as `outcome:<name>`."""
+        config = self.config
+        groups, dirty = self.groups, self.dirty
+        outcomes: Counter = Counter()
+        expired_before = now_ms - config.expire_group_ms
+        current: CachedGroup | None = None
+        current_name = None
+        for commit in commits:
+            if commit.group != current_name:
+                current_name = commit.group
+                current = groups[current_name]
+                if current.last is not None and current.last < expired_before:
+                    self._restart(current)
+                dirty[current_name] = current
+            assert current is not None
+            field_name = f"{commit.topic}:{commit.partition}"
+            outcome, ring = add_to_ring(
+                current.rings.get(field_name, b""), commit, latest.get((commit.topic, commit.partition)), now_ms, config
+            )
+            outcomes[outcome] += 1
+            if ring is not None:
+                current.rings[field_name] = ring
+                current.changed.add(field_name)
+                if current.last is None or commit.timestamp > current.last:
+                    current.last = commit.timestamp
+        for outcome, n in outcomes.items():
+            tally[f"outcome:{outcome.name.lower()}"] += n
+
+    def delete_group(self, group: str, partition: int) -> None:
+        """A group tombstone: the group is empty from here on and its keys go at the next flush."""
+        cached = self.groups.get(group)
+        if cached is None:
+            cached = self.groups[group] = CachedGroup(keys.group_keys(self.cluster, group), partition=partition)
+        self._restart(cached)
+        self.dirty[group] = cached
+
+    @staticmethod
+    def _restart(cached: CachedGroup) -> None:
+        cached.rings, cached.changed, cached.last, cached.replace = {}, set(), None, True
+
+    # --- flushing -------------------------------------------------------------------------------------------
+
+    def take_writes(self) -> list[GroupWrite]:
+        """What changed since the last call, as writes (the rings are immutable bytes: a snapshot)."""
+        writes = []
+        slack = self.expiry_slack_ms
+        expire_ms = self.config.expire_group_ms
+        for group, cached in self.dirty.items():
+            if not cached.changed and not cached.replace:
+                continue
+            expires_at = None
+            if cached.last is not None:
+                due = cached.last + expire_ms
+                if cached.replace or due > cached.expires_at:  # a DEL took the old expiry with the keys
+                    expires_at = cached.expires_at = due + slack
+            writes.append(
+                GroupWrite(
+                    group,
+                    cached.group_keys,
+                    {f: cached.rings[f] for f in cached.changed},
+                    cached.last,
+                    expires_at=expires_at,
+                    replace=cached.replace,
+                    had_last=cached.had_last,
+                )
+            )
+            cached.had_last = cached.last is not None
+            cached.changed = set()
+            cached.replace = False
+        self.dirty = {}
+        return writes
+
+    # --- forgetting -----------------------------------------------------------------------------------------
+
+    def forget_group(self, group: str) -> None:
+        self.groups.pop(group, None)
+        self.dirty.pop(group, None)
+
+    def forget_partitions(self, partitions: Iterable[int]) -> int:
+        """Drop the groups of offsets-topic partitions this worker no longer owns; returns how many."""
+        gone = set(partitions)
+        dropped = [g for g, cached in self.groups.items() if cached.partition in gone]
+        for group in dropped:
+            self.forget_group(group)
+        return len(dropped)
+
+    def forget_topics(self, topics: Iterable[str]) -> None:
+        """Deleted topics: their rings go from memory (the poller removed them from Redis)."""
+        gone = set(topics)
+        for cached in self.groups.values():
+            for name in [f for f in cached.rings if f.rpartition(":")[0] in gone]:
+                del cached.rings[name]
+                cached.changed.discard(name)

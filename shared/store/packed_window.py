@@ -1,0 +1,54 @@
+"""`window.add_commit` on a packed commit ring (the layout of `packing.py`): what the ingest keeps in memory.
+
+The ingest owns its groups' windows and writes them to Redis as they are, so it keeps each ring in the stored
+layout: the common case, a new newest entry, is one `unpack_from` of the last entry and one `pack`, and a flush
+writes the bytes without encoding anything. Older commits (replays, reprocessing) go through the pure window.
+Same semantics as `window.add_commit` and the ADD_COMMITS script; tests hold the three to agreement.
+"""
+
+from __future__ import annotations
+
+from lagwatch.shared.store.packing import COMMIT_ENTRY, pack_commit_ring, unpack_commit_ring
+from lagwatch.shared.window import AddOutcome, Commit, WindowConfig, add_commit
+
+ENTRY_SIZE = COMMIT_ENTRY.size
+_pack = COMMIT_ENTRY.pack
+_last_entry = COMMIT_ENTRY.unpack_from
+
+APPENDED, MERGED = AddOutcome.APPENDED, AddOutcome.MERGED
+EXPIRED, NO_BROKER_OFFSET = AddOutcome.EXPIRED, AddOutcome.NO_BROKER_OFFSET
+
+
+def add_to_ring(
+    ring: bytes, commit: Commit, latest_broker_offset: int | None, now_ms: int, config: WindowConfig
+) -> tuple[AddOutcome, bytes | None]:
+    """Apply one commit to a packed ring: (outcome, the new ring, or None when the ring is unchanged)."""
+    if commit.timestamp < now_ms - config.expire_group_ms:
+        return EXPIRED, None
+    if latest_broker_offset is None:
+        return NO_BROKER_OFFSET, None
+    size = len(ring)
+    lag = latest_broker_offset - commit.offset
+    if lag < 0:
+        lag = 0
+    if not size:
+        return APPENDED, _pack(commit.offset, commit.timestamp, commit.observed_at, lag, commit.order, commit.order)
+    _, last_ts, _, _, last_order, last_first = _last_entry(ring, size - ENTRY_SIZE)
+    if commit.order <= last_order:
+        return _add_older(ring, commit, latest_broker_offset, now_ms, config)
+    if abs(commit.timestamp - last_ts) < config.min_distance_ms:
+        merged = _pack(commit.offset, last_ts, commit.observed_at, lag, commit.order, last_first)
+        return MERGED, ring[: size - ENTRY_SIZE] + merged
+    keep = (config.intervals - 1) * ENTRY_SIZE  # the newest intervals - 1 entries stay beside the new one
+    if size > keep:
+        ring = ring[size - keep :]
+    return APPENDED, ring + _pack(commit.offset, commit.timestamp, commit.observed_at, lag, commit.order, commit.order)
+
+
+def _add_older(
+    ring: bytes, commit: Commit, latest_broker_offset: int, now_ms: int, config: WindowConfig
+) -> tuple[AddOutcome, bytes | None]:
+    """A commit at or before the newest entry: rare, so the pure window decides on the unpacked ring."""
+    entries = unpack_commit_ring(ring)
+    outcome = add_commit(entries, commit, latest_broker_offset, now_ms, config)
+    return outcome, (pack_commit_ring(entries) if outcome.stored else None)

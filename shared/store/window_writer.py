@@ -1,0 +1,88 @@
+"""Write-behind of whole windows: the ingest's in-memory rings to Redis, as plain commands in one round trip.
+
+The ingest is the only writer of its groups' windows (a group's commits live in one offsets-topic partition, read
+by one worker), so it computes each ring in memory and writes the result: per touched group one HSET of its changed
+rings and one HSET of `last`, PEXPIREAT only when the group's expiry moved, one ZADD for the group index per flush.
+No script runs per group; Redis only stores bytes. Key layout: `keys.py`; ring layout: `packing.py`.
+
+On a single server the commands are packed with hiredis and sent down one pooled connection (redis-py's pipeline
+spends more CPU per command than the rest of the ingest spends per commit); on Redis Cluster they go through
+redis-py's cluster pipeline, which routes each command to its slot's node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import hiredis
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from lagwatch.shared.store import keys
+
+
+@dataclass(slots=True)
+class GroupWrite:
+    """What one flush writes for one group."""
+
+    group: str
+    group_keys: tuple[str, str, str, str]  # keys.group_keys(cluster, group): windows, meta, owners, rebalances
+    rings: dict[str, bytes]  # "<topic>:<partition>" -> packed ring, the changed ones (all of them if `replace`)
+    last: int | None  # newest commit timestamp (ms); None: the group has no stored commit (deleted, nothing since)
+    expires_at: int | None = None  # PEXPIREAT for every key of the group, when it moved
+    replace: bool = False  # delete what Redis holds for the group first (a group tombstone, or an expired group)
+    had_last: bool = False  # the writer believes Redis holds a `last` for the group (it loaded or wrote one)
+
+
+class WindowWriter:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self.cluster_mode = isinstance(redis, RedisCluster)
+
+    async def write(self, cluster: str, writes: Sequence[GroupWrite]) -> list[str]:
+        """Write the groups' windows; returns the groups whose `last` field was created by this write although the
+        caller had one (their keys were deleted meanwhile by someone else: the api, or expiry)."""
+        if not writes:
+            return []
+        commands: list[tuple] = []
+        probes: list[tuple[int, GroupWrite]] = []  # (index of the `HSET meta last` reply, write)
+        index = keys.groups_index(cluster)
+        deleted = [w.group for w in writes if w.replace]
+        for w in writes:
+            windows_key, meta_key = w.group_keys[0], w.group_keys[1]
+            if w.replace:
+                commands.append(("DEL", *w.group_keys))
+            if w.rings:
+                commands.append(("HSET", windows_key, *[x for item in w.rings.items() for x in item]))
+            if w.last is not None:
+                probes.append((len(commands), w))
+                commands.append(("HSET", meta_key, "last", w.last))
+            if w.expires_at is not None:
+                commands.extend(("PEXPIREAT", key, w.expires_at) for key in w.group_keys)
+        if deleted:
+            commands.append(("ZREM", index, *deleted))
+        newest = [x for w in writes if w.last is not None for x in (w.last, w.group)]
+        if newest:
+            commands.append(("ZADD", index, "GT", *newest))
+            commands.append(("SADD", keys.CLUSTERS, cluster))
+        replies = await (self._pipeline(commands) if self.cluster_mode else self._send(commands))
+        return [w.group for i, w in probes if replies[i] == 1 and w.had_last and not w.replace]
+
+    async def _send(self, commands: list[tuple]) -> list:
+        pool = self.redis.connection_pool
+        connection = await pool.get_connection()
+        try:
+            await connection.send_packed_command(b"".join(map(hiredis.pack_command, commands)), check_health=False)
+            return [await connection.read_response() for _ in commands]
+        except BaseException:
+            await connection.disconnect()  # replies may be left unread: the connection is not reusable
+            raise
+        finally:
+            await pool.release(connection)
+
+    async def _pipeline(self, commands: list[tuple]) -> list:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for command in commands:
+                pipe.execute_command(*command)
+            return await pipe.execute()
