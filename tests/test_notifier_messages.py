@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 from test_notifier_support import Timeline
 
-from lagwatch.services.notifier import signing, targets
+from lagwatch.services.notifier import signing
 from lagwatch.services.notifier.delivery import CircuitBreaker, RetryPolicy, classify, parse_retry_after
 from lagwatch.services.notifier.messages import PermanentError, build_request, slack_message
 from lagwatch.services.notifier.outbox import Delivery
@@ -21,6 +21,7 @@ from lagwatch.services.notifier.subscriptions import (
     unmask_unchanged,
 )
 from lagwatch.services.notifier.templates import context
+from lagwatch.shared import address_guard
 from lagwatch.shared.config import ConfigError, SubscriptionConfig, load_config
 from lagwatch.shared.status_event import encode, schema
 
@@ -194,6 +195,13 @@ def test_a_template_rendering_a_forbidden_url_is_refused():
         build_request(s, delivery(opened, "open"), allow_private=True)
 
 
+def test_a_template_rendering_a_look_alike_private_address_is_refused():
+    opened, _, _ = incident()
+    s = sub(url_template="http://\uff11\uff12\uff17.\uff10.\uff10.\uff11:47001/{{ event.group }}")
+    with pytest.raises(PermanentError, match=r"127\.0\.0\.1 is a private address"):
+        build_request(s, delivery(opened, "open"), allow_private=False)
+
+
 # --- signatures ----------------------------------------------------------------------------------------------------
 
 
@@ -260,7 +268,7 @@ def test_secrets_are_masked_and_masked_values_sent_back_keep_the_secret():
         ("http://169.254.10.1/", True, "link-local"),
         ("http://[fe80::1]/", True, "link-local"),
         ("http://[::ffff:169.254.169.254]/", True, "metadata"),
-        ("http://0.0.0.0:80/", True, "not a unicast"),
+        ("http://0.0.0.0:80/", True, "not a global unicast"),
         ("http://10.1.2.3/", False, "private"),
         ("http://172.20.0.1/", False, "private"),
         ("http://192.168.1.1/", False, "private"),
@@ -271,14 +279,14 @@ def test_secrets_are_masked_and_masked_values_sent_back_keep_the_secret():
     ],
 )
 async def test_target_urls_that_are_refused(url, allow_private, problem):
-    with pytest.raises(targets.TargetError, match=problem):
-        await targets.check_url(url, allow_private=allow_private)
+    with pytest.raises(address_guard.TargetError, match=problem):
+        await address_guard.check_url(url, allow_private=allow_private)
 
 
 async def test_target_urls_that_are_allowed():
-    await targets.check_url("http://127.0.0.1:8080/x", allow_private=True)
-    await targets.check_url("https://93.184.216.34/hook", allow_private=False)
-    assert targets.destination(SLACK_URL) == "https://hooks.slack.com:443"
+    await address_guard.check_url("http://127.0.0.1:8080/x", allow_private=True)
+    await address_guard.check_url("https://93.184.216.34/hook", allow_private=False)
+    assert address_guard.destination(SLACK_URL) == "https://hooks.slack.com:443"
 
 
 # --- retries and circuit breaking ----------------------------------------------------------------------------------

@@ -171,6 +171,18 @@ async def test_validation_reports_every_field(api, redis):
         ("http://localhost:6379/", "private"),  # a name is resolved: 127.0.0.1
         ("http://[::1]:8080/", "private"),
         ("http://no-such-host.invalid/", "cannot resolve"),
+        # look-alike digits: the client normalises them to the address, so the guard does first (issue 18 row 2)
+        ("http://\uff11\uff12\uff17.\uff10.\uff10.\uff11:47001/", "127.0.0.1 is a private"),
+        ("http://127\u30020\u30020\u30021/", "127.0.0.1 is a private"),
+        ("http://\u2460\u2461\u2466.\u24ea.\u24ea.\u2460/", "127.0.0.1 is a private"),
+        ("http://\uff11\uff16\uff19.\uff12\uff15\uff14.\uff11\uff16\uff19.\uff12\uff15\uff14/", "metadata"),
+        # ranges that are not global unicast (row 12)
+        ("http://[::127.0.0.1]/", "not a global unicast"),
+        ("http://[::ffff:0:7f00:1]/", "not a global unicast"),
+        ("http://[64:ff9b:1::a00:1]/", "not a global unicast"),
+        ("http://[2002:a00:1::1]/", "not a global unicast"),
+        ("http://198.18.0.1/", "not a global unicast"),
+        ("http://192.0.0.170/", "not a global unicast"),
     ],
 )
 async def test_ssrf_targets_are_refused(redis_server, redis, url, problem):

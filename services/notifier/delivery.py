@@ -30,7 +30,7 @@ from lagwatch.services.notifier.dlq import DeadLetters, dead_letter_record
 from lagwatch.services.notifier.messages import PermanentError, Request, build_request
 from lagwatch.services.notifier.outbox import Delivery, Outbox, now_ms
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
-from lagwatch.services.notifier.targets import ForbiddenAddress, GuardedResolver, destination
+from lagwatch.shared.address_guard import ForbiddenAddress, GuardedResolver, destination, guarded_socket_factory
 from lagwatch.shared.config import NotifierConfig
 from lagwatch.shared.service_lifecycle import pause
 
@@ -153,7 +153,8 @@ class Destination:
 
 
 class Sender:
-    """The HTTP client: one aiohttp session, addresses filtered by GuardedResolver, no redirects followed."""
+    """The HTTP client: one aiohttp session, every address checked at connect time (address_guard), no redirects
+    followed."""
 
     def __init__(self, *, timeout_s: float, allow_private: bool) -> None:
         self.timeout = aiohttp.ClientTimeout(total=timeout_s, connect=timeout_s)
@@ -161,8 +162,11 @@ class Sender:
         self.session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(
-            resolver=GuardedResolver(allow_private=self.allow_private), limit=0, ttl_dns_cache=30
+        connector = aiohttp.TCPConnector(  # the address guard at connect time: names and IP literals alike
+            resolver=GuardedResolver(allow_private=self.allow_private),
+            socket_factory=guarded_socket_factory(allow_private=self.allow_private),
+            limit=0,
+            ttl_dns_cache=30,
         )
         self.session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
 
@@ -187,7 +191,7 @@ class Sender:
                 return classify(response.status, response.headers.get("Retry-After"), text)
         except TimeoutError:
             return Result(False, error=f"timeout after {self.timeout.total}s", retryable=True, host_failure=True)
-        except aiohttp.ClientConnectorDNSError as exc:
+        except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, ForbiddenAddress):
                 return Result(False, error=f"target refused: {exc.os_error}")
             return Result(False, error=f"connection failed: {exc}", retryable=True, host_failure=True)

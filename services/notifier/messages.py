@@ -24,9 +24,10 @@ from urllib.parse import quote
 
 from multidict import CIMultiDict
 
-from lagwatch.services.notifier import signing, targets, templates
+from lagwatch.services.notifier import signing, templates
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription
+from lagwatch.shared import address_guard
 from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
 from lagwatch.shared.status_event import encode
 
@@ -226,8 +227,8 @@ def build_request(
     except templates.TemplateProblem as exc:
         raise PermanentError(str(exc)) from None
     try:
-        targets.check_url_static(url, allow_private=allow_private)
-    except targets.TargetError as exc:
+        address_guard.check_url_static(url, allow_private=allow_private)
+    except address_guard.TargetError as exc:
         raise PermanentError(f"target refused: {exc}") from None
     timestamp = int(now)
     headers = CIMultiDict({"Content-Type": "application/json", "User-Agent": USER_AGENT})

@@ -26,8 +26,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
-from lagwatch.services.notifier import targets, templates
+from lagwatch.services.notifier import templates
 from lagwatch.services.notifier.policy import Policy
+from lagwatch.shared import address_guard
 from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig, build_section, field_problems
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.lag_threshold_index import index_entry
@@ -75,7 +76,7 @@ class Subscription:
 
     @property
     def destination(self) -> str:
-        return targets.destination(self.config.url)
+        return address_guard.destination(self.config.url)
 
 
 def compile_subscription(config: SubscriptionConfig, source: str) -> Subscription:
@@ -100,8 +101,8 @@ def _deep_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[s
     """What the configuration model cannot check alone: URL safety (without a DNS lookup) and the templates."""
     problems: dict[str, str] = {}
     try:
-        targets.check_url_static(config.url, allow_private=allow_private)
-    except targets.TargetError as exc:
+        address_guard.check_url_static(config.url, allow_private=allow_private)
+    except address_guard.TargetError as exc:
         problems["url"] = str(exc)
     for name in ("body_template", "url_template"):
         source = getattr(config, name)
@@ -173,8 +174,8 @@ async def validate_document(
     problems = _deep_problems(config, allow_private=allow_private)
     if "url" not in problems and resolve:
         try:
-            await targets.check_url(config.url, allow_private=allow_private)
-        except targets.TargetError as exc:
+            await address_guard.check_url(config.url, allow_private=allow_private)
+        except address_guard.TargetError as exc:
             problems["url"] = str(exc)
     if problems:
         raise SubscriptionInvalid(problems)
