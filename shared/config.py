@@ -26,6 +26,7 @@ cluster `local` when none is). Any bad value fails at start-up with a `ConfigErr
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import tomllib
@@ -43,6 +44,7 @@ from lagwatch.shared.window import WindowConfig
 
 ENV_PREFIX = "LAGWATCH__"
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # safe inside Redis keys and hash tags
+MAX_SUBSCRIPTION_SECONDS = 366 * 86_400
 
 
 class ConfigError(ValueError):
@@ -59,6 +61,12 @@ def _positive(v: float) -> str | None:
 
 def _non_negative(v: float) -> str | None:
     return None if v >= 0 else "must be >= 0"
+
+
+def _up_to_a_year(v: float) -> str | None:
+    """Durations a subscription waits (repeats, lag thresholds): beyond a year they are typos, and they become
+    millisecond timestamps in Redis scores, which must stay exact."""
+    return None if 0 <= v <= MAX_SUBSCRIPTION_SECONDS else f"must be between 0 and {MAX_SUBSCRIPTION_SECONDS}"
 
 
 def _fraction(v: float) -> str | None:
@@ -200,9 +208,9 @@ class SubscriptionConfig:
     )
     send_close: bool = True  # tell when the incident is over (OK or NOTFOUND again)
     send_once: bool = False  # one notification per incident (no updates, no repeats)
-    send_interval: float = field(default=0.0, metadata={"check": _non_negative})  # repeat while open; 0 = never
+    send_interval: float = field(default=0.0, metadata={"check": _up_to_a_year})  # repeat while open; 0 = never
     # lagwatch's own rule beside Burrow's: alert while the group's max lag in seconds is over this; 0 = off
-    lag_seconds_threshold: float = field(default=0.0, metadata={"check": _non_negative})
+    lag_seconds_threshold: float = field(default=0.0, metadata={"check": _up_to_a_year})
     group_allowlist: str = field(default="", metadata={"check": _regex})
     group_denylist: str = field(default="", metadata={"check": _regex})
     clusters: list[str] = field(default_factory=list)  # empty = every cluster
@@ -464,4 +472,11 @@ def _to_number(kind: type, value: Any, where: str) -> int | float:
         number = int(number)
     if not isinstance(number, kind) and not (kind is float and isinstance(number, int)):
         raise ConfigError(where, f"expected {'an integer' if kind is int else 'a number'}, got {value!r}")
+    if kind is float:  # inf and nan (JSON's 1e400 and Infinity, YAML's .inf, "inf"), integers past a float's range
+        try:
+            number = float(number)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise ConfigError(where, f"expected a finite number, got {value!r}")
     return kind(number)
