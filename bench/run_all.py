@@ -28,6 +28,7 @@ BENCHES = [
     "bench_notifier",
     "bench_history",
     "bench_spark",
+    "bench_vs_burrow",
 ]
 
 

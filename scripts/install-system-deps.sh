@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs the system packages lagwatch's tests and local demo need, when they are missing:
-# redis-server, chromium (headless: the dashboard's browser test and its screenshot) and a Java runtime
-# (the Spark job: PySpark 4 runs on Java 17 or 21) (Debian).
+# redis-server, chromium (headless: the dashboard's browser test and its screenshot), a Java runtime
+# (the Spark job: PySpark 4 runs on Java 17 or 21), and Burrow 1.2.1 with ZooKeeper (bench/bench_vs_burrow.py
+# measures lagwatch against it; neither runs as a service) (Debian).
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+[ -x /usr/bin/Burrow ] || need+=(burrow)
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then
@@ -18,4 +21,5 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 echo "lagwatch: installing ${need[*]} with apt-get" >&2
 $sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+# Another install running at the same time holds dpkg's lock: wait for it rather than fail.
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq -o DPkg::Lock::Timeout=300 "${need[@]}" >/dev/null

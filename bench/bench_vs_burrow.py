@@ -1,0 +1,750 @@
+"""lagwatch's ingest against Burrow 1.2.1 (the Debian package) on the same offset commits, in the same run.
+
+    python bench/bench_vs_burrow.py [--scale 0.1] [--runs N] [--shape 1m|2m|all] [--workers N] [--history]
+
+Per shape, the commits are written once, in coordinator format, into a 50-partition `__consumer_offsets` on the
+Kafka mock (its own process), in rounds of every group in turn; the data topic gets log-end offsets above every
+commit (both systems need broker offsets to store a commit). Then each system, started from offset 0 of the
+offsets topic, is timed from its start until the newest commit of every offsets partition is visible in its
+Burrow-compatible v3 HTTP API (`/v3/kafka/<cluster>/consumer/<group>`, polled for the group whose commit was
+written last to that partition):
+
+* lagwatch: a fresh redis-server, `lagwatch run api` (started before the clock), `lagwatch run ingest` (with
+  `--workers N` when the CLI has it). CPU = every ingest process + redis-server; the api is listed, not counted.
+* Burrow: `/usr/bin/Burrow` with a generated config (everything on loopback), on a ZooKeeper started once for the
+  whole bench. CPU = the Burrow process; ZooKeeper is listed separately.
+
+CPU seconds and peak RSS are sampled per process tree with psutil (peak = the kernel's VmHWM of each process).
+`--history` also runs lagwatch with `history.enabled` and prints the throughput drop. Without the `burrow` and
+`zookeeper` packages (scripts/install-system-deps.sh installs them) only lagwatch's row is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from lagwatch.shared import offsets_codec as codec
+from lagwatch.shared.local.mock_kafka import start_mock_kafka_process, stop_process
+from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, offsets_partition_for
+from lagwatch.shared.local.redis_server import RedisServer
+
+BURROW = Path("/usr/bin/Burrow")
+ZOOKEEPER_JARS = "/usr/share/java/zookeeper.jar:/usr/share/java/*"
+DATA_TOPIC = "bench-data"
+HISTORY_TOPIC = "lagwatch.history"
+OFFSET_STEP = 10  # a commit of round r is at offset (r + 1) * STEP; the log end is one step above the last round
+ROUND_SPACING_MS = 1000  # commit timestamps one second apart per round: no min-distance merging in either system
+POLL_S = 0.1
+DONE_TIMEOUT_S = 900.0
+START_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    groups: int
+    partitions: int
+    commits: int  # per group partition
+
+    @property
+    def records(self) -> int:
+        return self.groups * self.partitions * self.commits
+
+    def scaled(self, scale: float) -> Shape:
+        return Shape(self.name, max(1, round(self.groups * scale)), self.partitions, self.commits)
+
+    def label(self) -> str:
+        return f"{self.groups} groups x {self.partitions} partitions x {self.commits} commits = {self.records} records"
+
+
+SHAPES = {"1m": Shape("1m", 25_000, 4, 10), "2m": Shape("2m", 10_000, 10, 20)}
+
+
+class BenchError(RuntimeError):
+    """Something the bench needs did not happen in time (the message says what)."""
+
+
+# --- the records ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sentinel:
+    """The newest commit of one offsets partition: once visible in a system's API, that partition is done."""
+
+    offsets_partition: int
+    group: str
+    partition: int
+    offset: int
+
+
+def write_records(bootstrap: str, shape: Shape) -> tuple[list[Sentinel], float]:
+    """Log ends for the data topic, then the commits in rounds of every group in turn; returns the sentinels and
+    the seconds writing took. Keys are built once per group partition, values once per round."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 100_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "log_level": 3,
+        }
+    )
+    start = time.perf_counter()
+    log_end = (shape.commits + 1) * OFFSET_STEP
+    for partition in range(shape.partitions):
+        for _ in range(log_end):
+            producer.produce(DATA_TOPIC, b"x", partition=partition)
+    groups = [f"bench-group-{g}" for g in range(shape.groups)]
+    targets = [offsets_partition_for(group) for group in groups]
+    keys = [[codec.encode_offset_commit_key(g, DATA_TOPIC, p) for p in range(shape.partitions)] for g in groups]
+    now = int(time.time() * 1000)
+    last: dict[int, Sentinel] = {}
+    for r in range(shape.commits):
+        offset = (r + 1) * OFFSET_STEP
+        value = codec.encode_offset_commit_value(offset, now - (shape.commits - r) * ROUND_SPACING_MS)
+        for g, group in enumerate(groups):
+            target = targets[g]
+            for key in keys[g]:
+                while True:
+                    try:
+                        producer.produce(OFFSETS_TOPIC, value, key, partition=target)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+            last[target] = Sentinel(target, group, shape.partitions - 1, offset)
+        producer.poll(0)
+    if producer.flush(120):
+        raise BenchError("the Kafka mock did not take every record within 120 s")
+    return [last[p] for p in sorted(last)], time.perf_counter() - start
+
+
+def check_retention(bootstrap: str, expected: int) -> None:
+    """The mock keeps a bounded log per partition: every record must still be there from offset 0."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks", "log_level": 3})
+    try:
+        total = 0
+        for p in range(DEFAULT_PARTITIONS):
+            low, high = consumer.get_watermark_offsets(TopicPartition(OFFSETS_TOPIC, p), timeout=10)
+            if low != 0:
+                raise BenchError(
+                    f"the Kafka mock dropped the start of {OFFSETS_TOPIC}[{p}] (log start {low}, end {high}): "
+                    "its per-partition retention is too small for this shape; use a smaller --scale"
+                )
+            total += high
+        if total != expected:
+            raise BenchError(f"{OFFSETS_TOPIC} holds {total} records, {expected} were written")
+    finally:
+        consumer.close()
+
+
+# --- processes ----------------------------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """Children get SIGTERM if the bench dies (Linux), so a killed bench leaves no Burrow or ZooKeeper behind."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def spawn(command: Sequence[str], log: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None):
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,  # its own process group: stopped with every child it forks
+            preexec_fn=_die_with_parent,
+        )
+
+
+def stop_group(proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """SIGTERM the process group, SIGKILL it after `timeout`; also what is left of the group once the leader is
+    gone (ingest worker processes)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# --- measuring --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Seen:
+    label: str
+    cpu_start: float
+    cpu: float = 0.0
+    peak_rss: int = 0
+
+
+class ProcessMeter:
+    """Samples process trees every `interval` in a thread: CPU seconds used since `start()` and the peak RSS of
+    each process (the kernel's high-water mark, so peaks between samples count), summed per label."""
+
+    def __init__(self, roots: dict[str, int], interval: float = 0.2) -> None:
+        self.roots = roots
+        self.interval = interval
+        self._seen: dict[int, _Seen] = {}
+        self._baseline = False  # the first sample: what already ran counts from here
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def add(self, label: str, pid: int) -> None:
+        self.roots[label] = pid
+
+    def start(self) -> None:
+        self._baseline = True
+        self.sample()
+        self._baseline = False
+        self._thread.start()
+
+    def stop(self) -> dict[str, dict[str, float]]:
+        self._stop.set()
+        self._thread.join(10)
+        self.sample()
+        out: dict[str, dict[str, float]] = {}
+        for seen in self._seen.values():
+            entry = out.setdefault(seen.label, {"cpu_s": 0.0, "peak_rss_mb": 0.0, "processes": 0})
+            entry["cpu_s"] += seen.cpu - seen.cpu_start
+            entry["peak_rss_mb"] += seen.peak_rss / 2**20
+            entry["processes"] += 1
+        return out
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def sample(self) -> None:
+        for label, pid in list(self.roots.items()):
+            try:
+                root = psutil.Process(pid)
+                tree = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                continue
+            for proc in tree:
+                with contextlib.suppress(psutil.Error):
+                    times = proc.cpu_times()
+                    cpu = times.user + times.system
+                    seen = self._seen.get(proc.pid)
+                    if seen is None:  # a process born after start() counts from 0
+                        seen = self._seen[proc.pid] = _Seen(label, cpu if self._baseline else 0.0)
+                    seen.cpu = max(seen.cpu, cpu)
+                    seen.peak_rss = max(seen.peak_rss, _vm_hwm(proc.pid), proc.memory_info().rss)
+
+
+def _vm_hwm(pid: int) -> int:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _get_json(url: str) -> dict | None:
+    """The JSON body of a 200 answer; None for 404 (not stored yet) or a server not answering yet."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise BenchError(f"{url}: HTTP {exc.code}: {exc.read()[:300]!r}") from None
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
+
+
+def visible(api: str, cluster: str, sentinel: Sentinel) -> bool:
+    body = _get_json(f"{api}/v3/kafka/{cluster}/consumer/{sentinel.group}")
+    if not body:
+        return False
+    slots = body.get("topics", {}).get(DATA_TOPIC) or []
+    if sentinel.partition >= len(slots) or not slots[sentinel.partition]:
+        return False
+    return any(e and e.get("offset") == sentinel.offset for e in slots[sentinel.partition].get("offsets") or [])
+
+
+def wait_until_visible(
+    api: str, cluster: str, sentinels: Sequence[Sentinel], proc: subprocess.Popen, log: Path, what: str
+) -> float:
+    """Poll until every sentinel shows, checking pending ones in order and stopping at the first not there yet
+    (a few requests per poll, so polling costs the measured processes next to nothing); returns when it did."""
+    pending = list(sentinels)
+    deadline = time.monotonic() + DONE_TIMEOUT_S
+    while pending:
+        while pending and visible(api, cluster, pending[0]):
+            pending.pop(0)
+        if not pending:
+            break
+        if proc.poll() is not None:
+            raise BenchError(f"{what} exited with code {proc.returncode}; log tail:\n{log_tail(log)}")
+        if time.monotonic() > deadline:
+            raise BenchError(
+                f"{what}: {len(pending)} of {len(sentinels)} offsets partitions still not visible after "
+                f"{DONE_TIMEOUT_S:.0f} s (first: {pending[0]}); log tail:\n{log_tail(log)}"
+            )
+        time.sleep(POLL_S)
+    return time.perf_counter()
+
+
+def wait_for(check, what: str, timeout: float = START_TIMEOUT_S, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise BenchError(
+                f"{what} not ready after {timeout:.0f} s" + (f"; log tail:\n{log_tail(log)}" if log else "")
+            )
+        time.sleep(0.1)
+
+
+@dataclass
+class Row:
+    system: str
+    records: int
+    seconds: float
+    processes: dict[str, dict[str, float]]
+    counted: tuple[str, ...]  # the labels whose CPU and RSS are the system's
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(self.processes.get(label, {}).get("cpu_s", 0.0) for label in self.counted)
+
+    @property
+    def per_cpu_s(self) -> float:
+        return self.records / self.cpu_s if self.cpu_s else float("nan")
+
+    @property
+    def peak_rss_mb(self) -> float:
+        return sum(self.processes.get(label, {}).get("peak_rss_mb", 0.0) for label in self.counted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seconds": round(self.seconds, 2),
+            "records_per_s": round(self.per_s),
+            "cpu_s": round(self.cpu_s, 1),
+            "records_per_cpu_s": round(self.per_cpu_s),
+            "peak_rss_mb": round(self.peak_rss_mb),
+            "processes": {
+                k: {"cpu_s": round(v["cpu_s"], 1), "peak_rss_mb": round(v["peak_rss_mb"]), "n": int(v["processes"])}
+                for k, v in self.processes.items()
+            },
+            **self.notes,
+        }
+
+
+# --- lagwatch -----------------------------------------------------------------------------------------------
+
+
+def lagwatch_bin() -> Path:
+    return Path(sys.executable).parent / "lagwatch"
+
+
+def ingest_supports_workers() -> bool:
+    out = subprocess.run(
+        [str(lagwatch_bin()), "run", "ingest", "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    return "--workers" in out.stdout
+
+
+def run_lagwatch(
+    bootstrap: str,
+    sentinels: Sequence[Sentinel],
+    records: int,
+    tmp: Path,
+    cluster: str,
+    *,
+    workers: int | None,
+    history: bool = False,
+) -> Row:
+    tmp.mkdir(parents=True)
+    env = dict(os.environ, **{f"LAGWATCH__CLUSTERS__{cluster}__BOOTSTRAP_SERVERS": bootstrap})
+    if history:
+        env["LAGWATCH__HISTORY__ENABLED"] = "true"
+    api_port = free_port()
+    with contextlib.ExitStack() as stack:
+        redis = stack.enter_context(RedisServer())  # its own temporary directory, removed on exit
+        redis.start()
+        env["REDIS_URL"] = redis.url
+        api_log, ingest_log = tmp / "api.log", tmp / "ingest.log"
+        api = spawn(
+            [str(lagwatch_bin()), "run", "api", "--http-port", str(api_port), "--log-level", "WARNING"],
+            api_log,
+            env=env,
+        )
+        stack.callback(stop_group, api)
+        base = f"http://127.0.0.1:{api_port}"
+        wait_for(lambda: _get_json(f"{base}/v3/kafka") is not None, "lagwatch api", log=api_log)
+        command = [str(lagwatch_bin()), "run", "ingest", "--cluster", cluster, "--http-port", "0"]
+        command += ["--log-level", "WARNING"]
+        if workers is not None:
+            command += ["--workers", str(workers)]
+        meter = ProcessMeter({"redis-server": redis.pid, "api": api.pid})
+        meter.start()
+        start = time.perf_counter()
+        ingest = spawn(command, ingest_log, env=env)
+        stack.callback(stop_group, ingest)
+        meter.add("ingest", ingest.pid)
+        done = wait_until_visible(base, cluster, sentinels, ingest, ingest_log, "lagwatch ingest")
+        processes = meter.stop()
+    notes = {"workers": workers if workers is not None else "cli default", "history": history}
+    return Row("lagwatch", records, done - start, processes, ("ingest", "redis-server"), notes)
+
+
+# --- Burrow ---------------------------------------------------------------------------------------------------
+
+
+def burrow_available() -> str | None:
+    """None when Burrow and ZooKeeper are installed, else what is missing."""
+    missing = [
+        name
+        for name, path in (("burrow", BURROW), ("zookeeper", Path("/usr/share/java/zookeeper.jar")))
+        if not path.exists()
+    ]
+    if not shutil.which("java"):
+        missing.append("java")
+    return ", ".join(missing) or None
+
+
+@contextlib.contextmanager
+def zookeeper(tmp: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A standalone ZooKeeper on a free loopback port, data in `tmp`, for Burrow's own bookkeeping."""
+    tmp.mkdir(parents=True)
+    port = free_port()
+    (tmp / "zk.cfg").write_text(
+        f"tickTime=2000\ndataDir={tmp / 'data'}\nclientPort={port}\nclientPortAddress=127.0.0.1\n"
+        "admin.enableServer=false\n4lw.commands.whitelist=ruok\n"
+    )
+    log = tmp / "zookeeper.log"
+    proc = spawn(
+        ["java", "-cp", ZOOKEEPER_JARS, "org.apache.zookeeper.server.quorum.QuorumPeerMain", "zk.cfg"], log, cwd=tmp
+    )
+    try:
+        wait_for(lambda: _zk_ok(port) or proc.poll() is not None, "ZooKeeper", log=log)
+        if proc.poll() is not None:
+            raise BenchError(f"ZooKeeper exited with code {proc.returncode}; log tail:\n{log_tail(log)}")
+        yield f"127.0.0.1:{port}", proc
+    finally:
+        stop_group(proc)
+
+
+def _zk_ok(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"ruok")
+            return sock.recv(16) == b"imok"
+    except OSError:
+        return False
+
+
+def burrow_config(tmp: Path, bootstrap: str, zk: str, cluster: str, http_port: int, root: str) -> str:
+    """Burrow 1.2.1's TOML: one cluster and its offsets-topic consumer from offset 0, storage with the settings
+    lagwatch uses (intervals 10; min-distance is moot at one round per second), everything on loopback."""
+    servers = json.dumps(bootstrap.split(","))
+    return f"""
+[general]
+pidfile="{tmp / "burrow.pid"}"
+
+[logging]
+level="warn"
+
+[zookeeper]
+servers=["{zk}"]
+timeout=6
+root-path="{root}"
+
+[client-profile.bench]
+client-id="burrow-bench"
+kafka-version="2.0.0"
+
+[cluster.{cluster}]
+class-name="kafka"
+servers={servers}
+client-profile="bench"
+offset-refresh=10
+topic-refresh=60
+
+[consumer.{cluster}]
+class-name="kafka"
+cluster="{cluster}"
+servers={servers}
+client-profile="bench"
+offsets-topic="{OFFSETS_TOPIC}"
+start-latest=false
+
+[storage.default]
+class-name="inmemory"
+workers=20
+intervals=10
+min-distance=1
+expire-group=604800
+
+[evaluator.default]
+class-name="caching"
+expire-cache=10
+
+[httpserver.default]
+address="127.0.0.1:{http_port}"
+"""
+
+
+def run_burrow(
+    bootstrap: str,
+    zk: tuple[str, subprocess.Popen],
+    sentinels: Sequence[Sentinel],
+    records: int,
+    tmp: Path,
+    cluster: str,
+) -> Row:
+    tmp.mkdir(parents=True)
+    port = free_port()
+    (tmp / "burrow.toml").write_text(burrow_config(tmp, bootstrap, zk[0], cluster, port, f"/burrow-{cluster}"))
+    log = tmp / "burrow.log"
+    meter = ProcessMeter({"zookeeper": zk[1].pid})
+    meter.start()
+    start = time.perf_counter()
+    proc = spawn([str(BURROW), "-config-dir", str(tmp)], log, cwd=tmp)
+    try:
+        meter.add("burrow", proc.pid)
+        done = wait_until_visible(f"http://127.0.0.1:{port}", cluster, sentinels, proc, log, "Burrow")
+        processes = meter.stop()
+    finally:
+        stop_group(proc)
+    return Row("Burrow 1.2.1", records, done - start, processes, ("burrow",))
+
+
+# --- the table ----------------------------------------------------------------------------------------------
+
+
+def _k(n: float) -> str:
+    return f"{n / 1000:.1f}k"
+
+
+def format_rows(rows: Sequence[Row]) -> list[str]:
+    lines = [
+        "| | wall to done | records/s | CPU s | records per CPU s | peak RSS |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        counted = ", ".join(f"{k} {row.processes.get(k, {}).get('cpu_s', 0):.1f}" for k in row.counted)
+        others = ", ".join(
+            f"{k} {v['cpu_s']:.1f} s / {v['peak_rss_mb']:.0f} MB"
+            for k, v in row.processes.items()
+            if k not in row.counted
+        )
+        rss = ", ".join(f"{k} {row.processes.get(k, {}).get('peak_rss_mb', 0):.0f}" for k in row.counted)
+        name = row.system + (" (history.enabled)" if row.notes.get("history") else "")
+        if row.system == "lagwatch":
+            name += f" ({' + '.join(row.counted)}; workers: {row.notes.get('workers')})"
+        lines.append(
+            f"| {name} | {row.seconds:.1f} s | {_k(row.per_s)} | {row.cpu_s:.1f} ({counted})"
+            f"{f'; not counted: {others}' if others else ''} | {_k(row.per_cpu_s)} | {row.peak_rss_mb:.0f} MB ({rss}) |"
+        )
+    return lines
+
+
+def ratios(lagwatch: Row, burrow: Row) -> dict[str, float]:
+    return {
+        "records_per_s": round(lagwatch.per_s / burrow.per_s, 2),
+        "records_per_cpu_s": round(lagwatch.per_cpu_s / burrow.per_cpu_s, 2),
+        "peak_rss": round(lagwatch.peak_rss_mb / burrow.peak_rss_mb, 2),
+    }
+
+
+def format_ratios(r: dict[str, float]) -> str:
+    return (
+        f"| lagwatch / Burrow | | {r['records_per_s']:.2f}x | | {r['records_per_cpu_s']:.2f}x | {r['peak_rss']:.2f}x |"
+    )
+
+
+# --- one shape ------------------------------------------------------------------------------------------------
+
+
+def bench_shape(
+    shape: Shape, tmp: Path, *, runs: int, workers: int | None, history: bool, burrow: bool, zk
+) -> dict[str, Any]:
+    print(f"\n## {shape.name}: {shape.label()}", flush=True)
+    topics = {OFFSETS_TOPIC: DEFAULT_PARTITIONS, DATA_TOPIC: shape.partitions, HISTORY_TOPIC: 12}
+    mock, control = start_mock_kafka_process(tmp / "kafka", topics)
+    results: dict[str, Any] = {"records": shape.records, "runs": []}
+    try:
+        sentinels, writing = write_records(control.bootstrap, shape)
+        check_retention(control.bootstrap, shape.records)
+        print(f"written in {writing:.1f} s ({_k(shape.records / writing)}/s); all kept by the mock", flush=True)
+        for run in range(runs):
+            order = ["lagwatch", "burrow"] if run % 2 == 0 else ["burrow", "lagwatch"]
+            by: dict[str, Row] = {}
+            for system in order:
+                if system == "burrow" and burrow:
+                    by[system] = run_burrow(
+                        control.bootstrap, zk, sentinels, shape.records, tmp / f"burrow-{run}", f"bench{shape.name}r{run}"
+                    )
+                elif system == "lagwatch":
+                    by[system] = run_lagwatch(
+                        control.bootstrap,
+                        sentinels,
+                        shape.records,
+                        tmp / f"lagwatch-{run}",
+                        f"bench{shape.name}r{run}",
+                        workers=workers,
+                    )
+            if history:
+                by["history"] = run_lagwatch(
+                    control.bootstrap,
+                    sentinels,
+                    shape.records,
+                    tmp / f"lagwatch-history-{run}",
+                    f"bench{shape.name}h{run}",
+                    workers=workers,
+                    history=True,
+                )
+            rows = [by[k] for k in ("burrow", "lagwatch", "history") if k in by]
+            print(f"\nrun {run + 1}/{runs}:")
+            lines = format_rows(rows)
+            entry: dict[str, Any] = {k: v.to_dict() for k, v in by.items()}
+            if "burrow" in by:
+                entry["ratios"] = ratios(by["lagwatch"], by["burrow"])
+                lines.append(format_ratios(entry["ratios"]))
+            if "history" in by:
+                entry["history_drop_pct"] = round(100 * (1 - by["history"].per_s / by["lagwatch"].per_s), 1)
+                lines.append(f"\nhistory.enabled: throughput {entry['history_drop_pct']:+.1f} % lower")
+            print("\n".join(lines), flush=True)
+            results["runs"].append(entry)
+    finally:
+        stop_process(mock)
+    if runs > 1:
+        print(f"\nmedian of {runs} runs, {shape.name}:")
+        for key in ("lagwatch", "burrow", "history"):
+            values = [r[key]["records_per_s"] for r in results["runs"] if key in r]
+            if values:
+                print(f"  {key}: {_k(statistics.median(values))} records/s ({', '.join(_k(v) for v in values)})")
+        if burrow:
+            for key in ("records_per_s", "records_per_cpu_s", "peak_rss"):
+                print(f"  lagwatch/Burrow {key}: {statistics.median(r['ratios'][key] for r in results['runs']):.2f}x")
+    return results
+
+
+def measure(
+    scale: float = 1.0,
+    runs: int = 1,
+    shapes: Sequence[str] = ("1m", "2m"),
+    workers: int | None = None,
+    history: bool = False,
+    use_burrow: bool = True,
+) -> dict[str, Any]:
+    """Every shape asked for, printing the tables as it goes; returns every number, per shape and run."""
+    missing = burrow_available() if use_burrow else "skipped (--no-burrow)"
+    if missing:
+        print(
+            f"Burrow was not found ({missing}): printing lagwatch's row only "
+            "(install it with `bash scripts/install-system-deps.sh`)",
+            flush=True,
+        )
+    if ingest_supports_workers():
+        workers = workers or os.cpu_count() or 1
+    elif workers is not None:
+        print(f"this lagwatch's `run ingest` has no --workers: --workers {workers} ignored", flush=True)
+        workers = None
+    out: dict[str, Any] = {"burrow": f"not found: {missing}" if missing else "1.2.1 (Debian)"}
+    with tempfile.TemporaryDirectory(prefix="bench-vs-burrow-") as tmp_name, contextlib.ExitStack() as stack:
+        tmp = Path(tmp_name)
+        zk = None if missing else stack.enter_context(zookeeper(tmp / "zookeeper"))
+        for name in shapes:
+            shape = SHAPES[name].scaled(scale)
+            out[name] = bench_shape(
+                shape, tmp / name, runs=runs, workers=workers, history=history, burrow=not missing, zk=zk
+            )
+    return out
+
+
+def run(scale: float = 1.0, runs: int = 1) -> dict[str, Any]:
+    """bench/run_all.py's entry: both shapes, one run; the first run's headline numbers, flat."""
+    result = measure(scale, runs)
+    flat: dict[str, Any] = {"burrow": result["burrow"]}
+    for name in SHAPES:
+        first = result[name]["runs"][0]
+        flat[f"{name}_records"] = result[name]["records"]
+        for system in ("lagwatch", "burrow"):
+            if system in first:
+                for key in ("seconds", "records_per_s", "cpu_s", "records_per_cpu_s", "peak_rss_mb"):
+                    flat[f"{name}_{system}_{key}"] = first[system][key]
+        for key, value in first.get("ratios", {}).items():
+            flat[f"{name}_lagwatch_vs_burrow_{key}"] = value
+    return flat
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the groups of each shape (0.1: quick)")
+    parser.add_argument("--runs", type=int, default=1, help="runs per shape (the records are written once)")
+    parser.add_argument("--shape", choices=["1m", "2m", "all"], default="all")
+    parser.add_argument("--workers", type=int, default=None, help="ingest workers (default: CPUs), if supported")
+    parser.add_argument("--history", action="store_true", help="also run lagwatch with history.enabled")
+    parser.add_argument("--no-burrow", action="store_true", help="lagwatch only")
+    parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    args = parser.parse_args(argv)
+    if not 0 < args.scale <= 1 or args.runs < 1:
+        parser.error("--scale must be in (0, 1] and --runs at least 1")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: every child stopped, temp dirs removed
+    shapes = ["1m", "2m"] if args.shape == "all" else [args.shape]
+    try:
+        result = measure(args.scale, args.runs, shapes, args.workers, args.history, not args.no_burrow)
+    except BenchError as exc:
+        print(f"bench_vs_burrow: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
