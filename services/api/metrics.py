@@ -88,13 +88,13 @@ class Series:
     def __init__(self) -> None:
         self.lines: dict[str, list[str]] = {name: [] for name in GAUGES}
 
-    def render(self) -> str:
+    def render(self) -> bytes:
         out = []
-        for name, lines in self.lines.items():
-            if lines:
-                out.append(f"# HELP {name} {GAUGES[name]}\n# TYPE {name} gauge\n")
-                out.append("".join(lines))
-        return "".join(out)
+        for name, chunks in self.lines.items():
+            if any(chunks):
+                out.append(f"# HELP {name} {GAUGES[name]}\n# TYPE {name} gauge\n".encode())
+                out.extend(chunk if isinstance(chunk, bytes) else chunk.encode() for chunk in chunks)
+        return b"".join(out)
 
 
 class MetricsFilter:
@@ -109,80 +109,154 @@ class MetricsFilter:
         self.all_topics = not (api.metrics_topic_allowlist or api.metrics_topic_denylist)
 
 
-def add_results(
-    series: Series,
-    cluster: str,
-    results: Mapping[bytes, bytes],
-    log_ends: Mapping[tuple[str, int], int],
-    now: int,
-    keep: MetricsFilter,
-) -> None:
-    """Every group's series from its stored result (see results_store.py for the layout read here)."""
-    lines = series.lines
-    status, lag_total, max_lag = (
-        lines["burrow_kafka_consumer_status"],
-        lines["burrow_kafka_consumer_lag_total"],
-        lines["burrow_kafka_consumer_max_lag"],
-    )
-    rebalances, max_seconds = (
-        lines["lagwatch_group_rebalances_last_hour"],
-        lines["lagwatch_consumer_group_max_lag_seconds"],
-    )
-    p_lag, p_offset, p_status, p_seconds = (
-        lines["burrow_kafka_consumer_partition_lag"],
-        lines["burrow_kafka_consumer_partition_current_offset"],
-        lines["burrow_kafka_consumer_partition_status"],
-        lines["lagwatch_consumer_lag_seconds"],
-    )
-    cluster_label = label_value(cluster)
-    hour_ago = now - HOUR_MS
-    topic_kept: dict[str, bool] = {}
-    for raw_group, raw in results.items():
-        group = raw_group.decode()
-        if not keep.all_groups and not keep.groups.accepts(group):
-            continue
+GROUP_FAMILIES = (  # the families a group's lines go to, in the order `group_lines` returns them
+    "burrow_kafka_consumer_status",
+    "burrow_kafka_consumer_lag_total",
+    "burrow_kafka_consumer_max_lag",
+    "lagwatch_group_rebalances_last_hour",
+    "lagwatch_consumer_group_max_lag_seconds",
+    "burrow_kafka_consumer_partition_lag",
+    "burrow_kafka_consumer_partition_current_offset",
+    "burrow_kafka_consumer_partition_status",
+    "lagwatch_consumer_lag_seconds",
+)
+
+
+class RenderedGroups:
+    """The scrape process's memory of what it rendered, so a quiet cluster's scrape renders next to nothing.
+
+    Per cluster, the groups whose lines do not move with the clock (no growing lag in seconds, no recent rebalance)
+    are kept as one block of text per family, valid while the stored results and the log ends are exactly those of
+    the last scrape; only the others are rendered again. When something changed, each group whose own result and
+    log ends did not is still taken from its last rendering."""
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, bytes], tuple[bytes, tuple, tuple[str, ...]]] = {}
+        # cluster -> (results, log ends, steady blocks per family, the other groups' results)
+        self._clusters: dict[str, tuple[dict, dict, tuple[bytes, ...], dict[bytes, bytes]]] = {}
+
+    def add(
+        self,
+        series: Series,
+        cluster: str,
+        results: dict[bytes, bytes],
+        log_ends: dict[tuple[str, int], int],
+        now: int,
+        keep: MetricsFilter,
+    ) -> None:
+        outs = [series.lines[name] for name in GROUP_FAMILIES]
+        last = self._clusters.get(cluster)
+        if last is not None and last[0] == results and last[1] == log_ends:
+            steady, moving = last[2], last[3]
+        else:
+            steady, moving = self._render_all(cluster, results, log_ends, now, keep)
+            self._clusters[cluster] = (results, log_ends, steady, moving)
+        moving_lines = [[] for _ in GROUP_FAMILIES]
+        cluster_label = label_value(cluster)
+        for raw_group, raw in moving.items():
+            lines, _ = self._render(cluster_label, raw_group.decode(), raw, log_ends, now, keep)
+            for out, text in zip(moving_lines, lines, strict=True):
+                out.append(text)
+        for out, block, extra in zip(outs, steady, moving_lines, strict=True):
+            out.append(block)
+            out.append("".join(extra).encode())
+
+    def _render_all(
+        self, cluster: str, results: dict[bytes, bytes], log_ends: dict[tuple[str, int], int], now: int, keep
+    ) -> tuple[tuple[bytes, ...], dict[bytes, bytes]]:
+        blocks: list[list[str]] = [[] for _ in GROUP_FAMILIES]
+        moving: dict[bytes, bytes] = {}
+        cluster_label = label_value(cluster)
+        kept: dict[tuple[str, bytes], tuple[bytes, tuple, tuple[str, ...]]] = {}
+        for raw_group, raw in results.items():
+            key = (cluster, raw_group)
+            cached = self._groups.get(key)
+            if (
+                cached is not None
+                and cached[0] == raw
+                and cached[1][-1] == tuple(log_ends.get(tp) for tp in cached[1][:-1])
+            ):
+                kept[key] = cached
+                lines = cached[2]
+            else:
+                group = raw_group.decode()
+                if not keep.all_groups and not keep.groups.accepts(group):
+                    continue
+                rendered = self._render(cluster_label, group, raw, log_ends, now, keep)
+                if rendered is None:
+                    continue
+                lines, steady = rendered
+                if not steady:
+                    moving[raw_group] = raw
+                    continue
+                tps = tuple((p[0], p[1]) for p in json.loads(raw)[3])
+                kept[key] = (raw, (*tps, tuple(log_ends.get(tp) for tp in tps)), lines)
+            for block, text in zip(blocks, lines, strict=True):
+                block.append(text)
+        self._groups = {k: v for k, v in self._groups.items() if k[0] != cluster} | kept
+        return tuple("".join(block).encode() for block in blocks), moving
+
+    @staticmethod
+    def _render(cluster_label: str, group: str, raw: bytes, log_ends, now: int, keep) -> tuple | None:
         try:
             group_status, _, started, parts = json.loads(raw)
         except (ValueError, TypeError):
-            continue  # unreadable: the next evaluation rewrites it
-        labels = f'cluster="{cluster_label}",consumer_group="{label_value(group)}"'
-        total = biggest = 0
-        slowest: tuple[float, bool] | None = None
-        for topic, partition, part_status, newest, _, anchor, *lower in parts:
-            end = log_ends.get((topic, partition))
-            lag = end - newest if end is not None and newest >= 0 and end > newest else 0
-            total += lag
-            biggest = lag if lag > biggest else biggest
-            seconds = None
-            if anchor == CAUGHT_UP_LAG:
-                seconds = 0.0
-            elif anchor != UNKNOWN_LAG:
-                seconds = max(0.0, (now - anchor) / 1000)
-            if seconds is not None and (slowest is None or (seconds, bool(lower)) > slowest):
-                slowest = (seconds, bool(lower))
-            if not keep.partitions:
-                continue
-            if not keep.all_topics:
-                kept = topic_kept.get(topic)
-                if kept is None:
-                    kept = topic_kept[topic] = keep.topics.accepts(topic)
-                if not kept:
-                    continue
-            part = f'{labels},topic="{topic}",partition="{partition}"}} '
-            p_lag.append(f"burrow_kafka_consumer_partition_lag{{{part}{lag}\n")
-            p_status.append(f"burrow_kafka_consumer_partition_status{{{part}{part_status}\n")
-            if newest >= 0:
-                p_offset.append(f"burrow_kafka_consumer_partition_current_offset{{{part}{newest}\n")
-            if seconds is not None:
-                p_seconds.append(f"lagwatch_consumer_lag_seconds{{{part}{seconds}\n")
-        status.append(f"burrow_kafka_consumer_status{{{labels}}} {group_status}\n")
-        lag_total.append(f"burrow_kafka_consumer_lag_total{{{labels}}} {total}\n")
-        max_lag.append(f"burrow_kafka_consumer_max_lag{{{labels}}} {biggest}\n")
-        rebalances.append(
-            f"lagwatch_group_rebalances_last_hour{{{labels}}} {sum(1 for at in started if at >= hour_ago)}\n"
-        )
-        if slowest is not None:
-            max_seconds.append(f"lagwatch_consumer_group_max_lag_seconds{{{labels}}} {slowest[0]}\n")
+            return None  # unreadable: the next evaluation rewrites it
+        return group_lines(cluster_label, group, group_status, started, parts, log_ends, now, keep)
+
+
+def group_lines(
+    cluster_label: str,
+    group: str,
+    group_status: int,
+    started: list[int],
+    parts: list[list],
+    log_ends: Mapping[tuple[str, int], int],
+    now: int,
+    keep: MetricsFilter,
+) -> tuple[tuple[str, ...], bool]:
+    """A group's text for each of GROUP_FAMILIES (results_store.py's layout is read here), and whether it stays
+    right while the result and the log ends do (False: it moves with the clock)."""
+    labels = f'cluster="{cluster_label}",consumer_group="{label_value(group)}"'
+    total = biggest = 0
+    slowest: tuple[float, bool] | None = None
+    steady = not started
+    p_lag, p_offset, p_status, p_seconds = [], [], [], []
+    for topic, partition, part_status, newest, _, anchor, *lower in parts:
+        end = log_ends.get((topic, partition))
+        lag = end - newest if end is not None and newest >= 0 and end > newest else 0
+        total += lag
+        biggest = lag if lag > biggest else biggest
+        seconds = None
+        if anchor == CAUGHT_UP_LAG:
+            seconds = 0.0
+        elif anchor != UNKNOWN_LAG:
+            seconds = max(0.0, (now - anchor) / 1000)
+            steady = False
+        if seconds is not None and (slowest is None or (seconds, bool(lower)) > slowest):
+            slowest = (seconds, bool(lower))
+        if not keep.partitions or not (keep.all_topics or keep.topics.accepts(topic)):
+            continue
+        part = f'{labels},topic="{topic}",partition="{partition}"}} '
+        p_lag.append(f"burrow_kafka_consumer_partition_lag{{{part}{lag}\n")
+        p_status.append(f"burrow_kafka_consumer_partition_status{{{part}{part_status}\n")
+        if newest >= 0:
+            p_offset.append(f"burrow_kafka_consumer_partition_current_offset{{{part}{newest}\n")
+        if seconds is not None:
+            p_seconds.append(f"lagwatch_consumer_lag_seconds{{{part}{seconds}\n")
+    recent = sum(1 for at in started if at >= now - HOUR_MS)
+    lines = (
+        f"burrow_kafka_consumer_status{{{labels}}} {group_status}\n",
+        f"burrow_kafka_consumer_lag_total{{{labels}}} {total}\n",
+        f"burrow_kafka_consumer_max_lag{{{labels}}} {biggest}\n",
+        f"lagwatch_group_rebalances_last_hour{{{labels}}} {recent}\n",
+        f"lagwatch_consumer_group_max_lag_seconds{{{labels}}} {slowest[0]}\n" if slowest is not None else "",
+        "".join(p_lag),
+        "".join(p_offset),
+        "".join(p_status),
+        "".join(p_seconds),
+    )
+    return lines, steady
 
 
 def add_topic_offsets(
@@ -267,6 +341,9 @@ class _Families:
         return self._families
 
 
+RENDERED = RenderedGroups()  # per process: the scrape process keeps it between scrapes
+
+
 async def scrape_results(config: Config, redis: Redis) -> bytes:
     """One scrape of every cluster's ready results, log ends and counters, rendered."""
     store, results = WindowStore(redis, config.window()), ResultsStore(redis)
@@ -277,14 +354,14 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
         counts = await store.list_topics(cluster)
         rings = await store.broker_rings(cluster, [(t, p) for t, n in counts.items() for p in range(n)])
         log_ends = {tp: ring[-1] for tp, ring in rings.items() if ring}
-        add_results(series, cluster, await results.raw(cluster), log_ends, now, keep)
+        RENDERED.add(series, cluster, await results.raw(cluster), log_ends, now, keep)
         add_topic_offsets(series, cluster, log_ends, keep)
         counters.add_ingest_totals(cluster, await read_totals(redis, cluster))
         raw = await redis.hgetall(keys.evaluator_stats(cluster))
         counters.add_evaluator_totals(cluster, {k.decode(): float(v) for k, v in raw.items()})
     registry = CollectorRegistry()
     registry.register(_Families(counters.families()))
-    return series.render().encode() + generate_latest(registry)
+    return series.render() + generate_latest(registry)
 
 
 async def scrape(config: Config) -> bytes:

@@ -25,7 +25,7 @@ from lagwatch.shared.status_event import build_event, encode, next_incident
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import REBALANCE_WINDOW_MS, StoredGroup, WindowStore
 from lagwatch.shared.store.results_store import GroupResult, ResultsStore, result_of
-from lagwatch.shared.store.status_store import GroupState, StatusStore
+from lagwatch.shared.store.status_store import GroupState, StatusStore, Transition
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ class GroupEvaluator:
         self.rules = rules
         self.lag_alerts = lag_alerts
         self.results = results or ResultsStore(store.redis)
+        self._windows_seen: dict[str, int] = {}  # group -> hash of its windows when its sparkline was last stored
 
     def status_of(self, stored: StoredGroup | None, now_ms: int) -> GroupStatus | None:
         """The group's status now, or None when it is NOTFOUND."""
@@ -76,30 +77,32 @@ class GroupEvaluator:
         report = EvaluationReport(groups=len(groups))
         stored_groups = await self.store.get_groups(self.cluster, groups, now)
         states = await self.statuses.states(self.cluster, groups)
-        outbox: list[tuple[str, list[bytes]]] = []
         evaluated: list[Evaluated] = []
         results: dict[str, GroupResult | None] = {}
         sparklines: dict[str, list] = {}
         thresholds = (await self.lag_alerts.source.current())[0] if self.lag_alerts is not None else frozenset()
         rebalances = await self._rebalance_times(stored_groups, now)
         intervals, expire_ms = self.store.config.intervals, self.store.config.expire_group_ms
+        requests: list[Transition] = []
+        pending: dict[str, list[bytes]] = {}
         for group, stored, state in zip(groups, stored_groups, states, strict=True):
             status = self.status_of(stored, now)
             if stored is not None and status is None:  # expired: forget its windows too
                 await self.store.delete_group(self.cluster, group)
-            events = list(state.pending)  # left by an evaluator that stopped before publishing
+            pending[group] = list(state.pending)  # left by an evaluator that stopped before publishing
             lags = stored.time_lags(now) if stored is not None and status is not None else None
-            event = await self._transition(group, state, status, now, report, lags)
-            if event is not None:
-                events.append(event)
-            if events:
-                outbox.append((group, events))
+            request = self._transition(group, state, status, now, lags)
+            if request is not None:
+                requests.append(request)
             evaluated.append(Evaluated(group, status, lags))
             if stored is None or status is None or lags is None:
                 results[group] = report.next_at[group] = report.watches[group] = None
                 continue
             results[group] = result_of(status, stored.last_commit_ms, rebalances.get(group, ()), lags, now, intervals)
-            sparklines[group] = lag_sparkline(stored.partitions, status.totallag, now, intervals)[:-1]
+            seen = hash(tuple(p.packed for p in stored.partitions))
+            if self._windows_seen.get(group) != seen:  # the sparkline changes with the windows only
+                self._windows_seen[group] = seen
+                sparklines[group] = lag_sparkline(stored.partitions, status.totallag, now, intervals)[:-1]
             report.next_at[group] = next_change_at(
                 stored,
                 status,
@@ -111,6 +114,14 @@ class GroupEvaluator:
                 thresholds_s=thresholds,
             )
             report.watches[group] = watch(stored, intervals, lags)
+        for request, applied in zip(requests, await self.statuses.transitions(self.cluster, requests), strict=True):
+            if applied:
+                report.transitions += 1
+                pending[request.group].append(request.event)
+                log.info("%s/%s: -> %s", self.cluster, request.group, request.status.name)
+            else:
+                report.lost_races += 1
+        outbox = [(group, events) for group, events in pending.items() if events]
         if outbox:
             report.published = await self._publish(outbox)
         if self.lag_alerts is not None:
@@ -133,15 +144,15 @@ class GroupEvaluator:
             replies = await pipe.execute()
         return {group: [int(at) for _, at in reply] for group, reply in zip(rebalanced, replies, strict=True)}
 
-    async def _transition(
+    def _transition(
         self,
         group: str,
         state: GroupState,
         status: GroupStatus | None,
         now: int,
-        report: EvaluationReport,
         time_lags: dict | None = None,
-    ) -> bytes | None:
+    ) -> Transition | None:
+        """The transition to record when the group's status changed (with its event), or None."""
         new = status.status if status else Status.NOTFOUND
         if new == state.status:
             return None
@@ -159,15 +170,7 @@ class GroupEvaluator:
                 time_lags=time_lags,
             )
         )
-        applied = await self.statuses.transition(
-            self.cluster, group, expected_seq=state.seq, status=new, keeps=keeps, event=event, now_ms=now
-        )
-        if not applied:
-            report.lost_races += 1
-            return None
-        report.transitions += 1
-        log.info("%s/%s: %s -> %s", self.cluster, group, state.status.name, new.name)
-        return event
+        return Transition(group, state.seq, new, keeps, event, now)
 
     async def _publish(self, outbox: list[tuple[str, list[bytes]]]) -> int:
         """Publish every event (in order per group) and clear what Kafka acknowledged. A failure leaves the events
@@ -175,10 +178,8 @@ class GroupEvaluator:
         acknowledged = await self.publisher.publish(
             [(self.cluster, group, event) for group, events in outbox for event in events]
         )
-        done = 0
-        for group, events in outbox:
-            acked = [e for e in events if e in acknowledged]
-            if acked:
-                await self.statuses.acknowledge(self.cluster, group, acked)
-                done += len(acked)
-        return done
+        done = {group: [e for e in events if e in acknowledged] for group, events in outbox}
+        done = {group: acked for group, acked in done.items() if acked}
+        if done:
+            await self.statuses.acknowledge_many(self.cluster, done)
+        return sum(len(acked) for acked in done.values())

@@ -155,8 +155,8 @@ class ResultsStore:
             else:
                 put[group] = encoded
                 self._written[(cluster, group)] = encoded
-        lines = {g: json.dumps(points, separators=(",", ":")) for g, points in (sparklines or {}).items() if g in put}
-        if not put and not gone:
+        lines = {g: json.dumps(points, separators=(",", ":")) for g, points in (sparklines or {}).items()}
+        if not put and not gone and not lines:
             return 0
         async with self.redis.pipeline(transaction=False) as pipe:
             if put:

@@ -8,6 +8,8 @@ recorded twice. (A crash after Kafka acknowledged but before the removal re-send
 
 Each recorded transition also updates the cluster's index of current statuses and its list of recent changes (the
 dashboard's feed, capped at `RECENT_CHANGES`), in one call on the cluster's slot right after the compare-and-set.
+An evaluation's transitions travel together (`transitions`): one pipeline of compare-and-sets, one of index
+updates, one of acknowledgements, whatever the number of groups (a cold start records one per group).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from lagwatch.shared.protocol import Status
 from lagwatch.shared.status_event import Incident
@@ -33,6 +36,18 @@ SUMMARY_FIELDS = (
     "max_lag_seconds",
     "max_lag_seconds_lower_bound",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One transition to record: the group moves from its state's `seq` to `status`, keeping `keeps`."""
+
+    group: str
+    expected_seq: int
+    status: Status
+    keeps: Incident
+    event: bytes
+    now_ms: int
 
 
 @dataclass(slots=True)
@@ -75,11 +90,61 @@ class StatusStore:
             await self._record_change(keys=cluster_keys, args=[group, status.name, change, RECENT_CHANGES])
         return applied
 
+    async def transitions(self, cluster: str, items: Sequence[Transition]) -> list[bool]:
+        """Record many transitions (each a compare-and-set, as `transition`); whether each was applied, in order."""
+        if not items:
+            return []
+        if isinstance(self.redis, RedisCluster):  # its pipelines take no scripts: one call per group
+            return [
+                await self.transition(
+                    cluster,
+                    t.group,
+                    expected_seq=t.expected_seq,
+                    status=t.status,
+                    keeps=t.keeps,
+                    event=t.event,
+                    now_ms=t.now_ms,
+                )
+                for t in items
+            ]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for t in items:
+                state_keys = [keys.group_state(cluster, t.group), keys.group_pending_events(cluster, t.group)]
+                await self._transition(keys=state_keys, args=self._transition_args(t), client=pipe)
+            applied = [bool(reply) for reply in await pipe.execute()]
+        done = [t for t, ok in zip(items, applied, strict=True) if ok]
+        if done:
+            cluster_keys = [keys.statuses_index(cluster), keys.recent_status_changes(cluster)]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for t in done:
+                    change = change_summary(t.group, t.expected_seq + 1, t.status, t.keeps, t.now_ms, t.event)
+                    args = [t.group, t.status.name, change, RECENT_CHANGES]
+                    await self._record_change(keys=cluster_keys, args=args, client=pipe)
+                await pipe.execute()
+        return applied
+
+    def _transition_args(self, t: Transition) -> list:
+        started = "" if t.keeps.started_at is None else t.keeps.started_at
+        return [
+            t.expected_seq,
+            t.status.name,
+            t.keeps.incident_id or "",
+            started,
+            t.now_ms,
+            t.event,
+            self.expire_group_ms,
+        ]
+
     async def acknowledge(self, cluster: str, group: str, events: Sequence[bytes]) -> None:
         """Kafka has these events: take them out of the outbox."""
+        await self.acknowledge_many(cluster, {group: events})
+
+    async def acknowledge_many(self, cluster: str, events: dict[str, Sequence[bytes]]) -> None:
+        """`acknowledge` for many groups in one round trip."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            for event in events:
-                pipe.lrem(keys.group_pending_events(cluster, group), 1, event)
+            for group, acked in events.items():
+                for event in acked:
+                    pipe.lrem(keys.group_pending_events(cluster, group), 1, event)
             await pipe.execute()
 
     async def known_groups(self, cluster: str) -> dict[str, Status]:
