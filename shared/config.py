@@ -66,7 +66,8 @@ def _non_negative(v: float) -> str | None:
 def _up_to_a_year(v: float) -> str | None:
     """Durations a subscription waits (repeats, lag thresholds): beyond a year they are typos, and they become
     millisecond timestamps in Redis scores, which must stay exact."""
-    return None if 0 <= v <= MAX_SUBSCRIPTION_SECONDS else f"must be between 0 and {MAX_SUBSCRIPTION_SECONDS}"
+    too_long = f"must be <= {MAX_SUBSCRIPTION_SECONDS} (a year)"
+    return _non_negative(v) or (None if v <= MAX_SUBSCRIPTION_SECONDS else too_long)
 
 
 def _fraction(v: float) -> str | None:

@@ -229,3 +229,62 @@ async def test_a_delivery_for_a_deleted_subscription_is_dropped(redis_server, re
     async with dispatching(config, dead_letters=False) as (outbox, _):
         await enqueue(outbox, open_event(), "gone")
         await eventually(lambda: outbox_empty(redis))
+
+
+class LoopProbe:
+    """A thread asking the event loop to run a no-op every 0.1 s, as a supervisor's health check would: counts the
+    answers later than `limit_s`."""
+
+    def __init__(self, limit_s: float) -> None:
+        import threading
+
+        self.limit_s = limit_s
+        self.loop = asyncio.get_running_loop()
+        self.late = self.answered = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import concurrent.futures
+
+        while not self._stop.wait(0.1):
+            try:
+                asyncio.run_coroutine_threadsafe(asyncio.sleep(0), self.loop).result(timeout=self.limit_s)
+                self.answered += 1
+            except concurrent.futures.TimeoutError:
+                self.late += 1
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=self.limit_s + 1)
+
+
+async def test_a_hostile_template_is_cut_off_and_holds_up_neither_the_loop_nor_other_subscriptions(
+    redis_server, redis, kafka
+):
+    kafka.create_topic(DLQ, 1)
+    hostile = "{% for i in range(100000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}"
+    async with Receiver() as receiver:
+        config = config_for(
+            kafka,
+            redis_server,
+            [
+                {"id": "hostile", "url": receiver.url("/hostile"), "body_template": hostile},
+                {"id": "plain", "url": receiver.url("/plain"), "body_template": "{{ event.group }}"},
+            ],
+        )
+        event = open_event()
+        async with dispatching(config) as (outbox, _):
+            with LoopProbe(limit_s=3.0) as probe:
+                await enqueue(outbox, event, "hostile")
+                await enqueue(outbox, event, "plain")
+                await receiver.wait_for(1)
+                await eventually(lambda: outbox_empty(redis))
+                (letter,) = await eventually(lambda: read_dead_letters({"bootstrap_servers": kafka.bootstrap}, DLQ))
+    assert [(r.path, r.body) for r in receiver.requests] == [("/plain", b"billing")]
+    assert letter["subscription_id"] == "hostile" and "time budget" in letter["error"] and letter["attempts"] == 1
+    assert probe.answered > 0 and probe.late == 0

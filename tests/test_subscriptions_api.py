@@ -271,3 +271,20 @@ async def test_an_unreadable_stored_subscription_is_skipped_in_lists_and_can_be_
     assert status == 404
     assert (await api("DELETE", f"{BASE}/old"))[0] == 200
     assert await redis.hkeys(keys.SUBSCRIPTIONS) == [b"ok"]
+
+
+@pytest.mark.parametrize(
+    ("template", "status", "problem"),
+    [
+        ('{{ "x"|center(100000000) }}', 400, "budget"),  # Jinja2 computes constants while compiling
+        ("{{ 2**100000 }}", 201, None),  # compiles; refused when rendered (over 4096 bits), never computed here
+        ("{{ 3**6000000 }}", 201, None),
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", 201, None),
+    ],
+)
+async def test_templates_are_checked_in_a_bounded_worker_not_on_the_api(api, template, status, problem):
+    answer_status, body = await api("POST", BASE, {"url": "http://127.0.0.1:9/", "body_template": template})
+    assert answer_status == status, body
+    if problem:
+        assert problem in body["errors"]["body_template"]
+    assert (await api("GET", BASE))[0] == 200

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import functools
 import logging
 import random
 import time
@@ -27,7 +28,7 @@ import aiohttp
 
 from lagwatch.services.notifier import metrics
 from lagwatch.services.notifier.dlq import DeadLetters, dead_letter_record
-from lagwatch.services.notifier.messages import PermanentError, Request, build_request
+from lagwatch.services.notifier.messages import PermanentError, Request, build_request, has_templates
 from lagwatch.services.notifier.outbox import Delivery, Outbox, now_ms
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.address_guard import ForbiddenAddress, GuardedResolver, destination, guarded_socket_factory
@@ -381,13 +382,15 @@ class Dispatcher:
     async def _attempt(self, subscription: Subscription, delivery: Delivery) -> Result:
         delivery.attempts += 1
         settings = self.settings
-        try:
-            request = build_request(
-                subscription,
-                delivery,
-                dashboard_url=settings.dashboard_url,
-                allow_private=settings.allow_private_targets,
-            )
+        build = functools.partial(
+            build_request,
+            subscription,
+            delivery,
+            dashboard_url=settings.dashboard_url,
+            allow_private=settings.allow_private_targets,
+        )
+        try:  # templates render in a worker process: wait for it in a thread, never on the event loop
+            request = await asyncio.to_thread(build) if has_templates(subscription) else build()
         except PermanentError as exc:
             return Result(False, error=str(exc))
         except Exception as exc:  # an event this version cannot render: retrying will not help

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from multidict import CIMultiDict
 
-from lagwatch.services.notifier import signing, templates
+from lagwatch.services.notifier import signing, template_worker, templates
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared import address_guard
@@ -194,6 +194,10 @@ def _blocks(title: str, fields: list[str], worst_lines: str, event: dict, colour
     return {"text": title, "blocks": blocks, "attachments": [{"color": colour, "blocks": details}]}
 
 
+def has_templates(subscription: Subscription) -> bool:
+    return bool(subscription.config.body_template or subscription.config.url_template)
+
+
 def build_request(
     subscription: Subscription,
     delivery: Delivery,
@@ -202,7 +206,8 @@ def build_request(
     allow_private: bool = False,
     now: float | None = None,
 ) -> Request:
-    """The request for this attempt (`delivery.attempts` already counts it); PermanentError when impossible."""
+    """The request for this attempt (`delivery.attempts` already counts it); PermanentError when impossible.
+    With templates, this blocks the calling thread while a template worker renders them (`has_templates`)."""
     now = time.time() if now is None else now
     sub = subscription.config
     ctx = templates.context(
@@ -216,9 +221,9 @@ def build_request(
         now_ms=int(now * 1000),
     )
     try:
-        url = templates.render(subscription.url_template, ctx).strip() if subscription.url_template else sub.url
-        if subscription.body_template is not None:
-            body = templates.render(subscription.body_template, ctx).encode()
+        url = template_worker.WORKERS.render(sub.url_template, ctx).strip() if sub.url_template else sub.url
+        if sub.body_template:
+            body = template_worker.WORKERS.render(sub.body_template, ctx).encode()
         elif sub.type == "slack":
             message = lag_slack_message if is_lag_threshold_event(delivery.event) else slack_message
             body = json.dumps(message(delivery.event, delivery.kind, ctx, dashboard_url)).encode()

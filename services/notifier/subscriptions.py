@@ -13,6 +13,7 @@ by id and its destination (scheme://host:port) only.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -26,8 +27,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
-from lagwatch.services.notifier import templates
+from lagwatch.services.notifier import template_worker
 from lagwatch.services.notifier.policy import Policy
+from lagwatch.services.notifier.templates import TemplateProblem
 from lagwatch.shared import address_guard
 from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig, build_section, field_problems
 from lagwatch.shared.group_filter import GroupFilter
@@ -58,8 +60,6 @@ class Subscription:
     source: str
     policy: Policy
     groups: GroupFilter
-    body_template: Any = None  # compiled Jinja2 templates, or None for the defaults
-    url_template: Any = None
 
     @property
     def id(self) -> str:
@@ -80,7 +80,7 @@ class Subscription:
 
 
 def compile_subscription(config: SubscriptionConfig, source: str) -> Subscription:
-    """Compile templates and rules; TemplateProblem / ValueError for a template that does not parse."""
+    """Compile the rules (templates are compiled where they are rendered: template_worker.py)."""
     return Subscription(
         config=config,
         source=source,
@@ -92,13 +92,12 @@ def compile_subscription(config: SubscriptionConfig, source: str) -> Subscriptio
             lag_threshold_s=config.lag_seconds_threshold,
         ),
         groups=GroupFilter(config.group_allowlist, config.group_denylist),
-        body_template=templates.compile_template(config.body_template) if config.body_template else None,
-        url_template=templates.compile_template(config.url_template) if config.url_template else None,
     )
 
 
 def _deep_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[str, str]:
-    """What the configuration model cannot check alone: URL safety (without a DNS lookup) and the templates."""
+    """What the configuration model cannot check alone: URL safety (without a DNS lookup) and the templates (in a
+    template worker: this blocks the calling thread, for at most the workers' time budget per template)."""
     problems: dict[str, str] = {}
     try:
         address_guard.check_url_static(config.url, allow_private=allow_private)
@@ -108,8 +107,8 @@ def _deep_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[s
         source = getattr(config, name)
         if source:
             try:
-                templates.compile_template(source)
-            except templates.TemplateProblem as exc:
+                template_worker.WORKERS.check(source)
+            except TemplateProblem as exc:
                 problems[name] = str(exc)
     for header, value in config.headers.items():
         if not re.match(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", header):
@@ -171,7 +170,7 @@ async def validate_document(
     if problems:
         raise SubscriptionInvalid(problems)
     config = build_section(SubscriptionConfig, raw)
-    problems = _deep_problems(config, allow_private=allow_private)
+    problems = await asyncio.to_thread(_deep_problems, config, allow_private=allow_private)
     if "url" not in problems and resolve:
         try:
             await address_guard.check_url(config.url, allow_private=allow_private)

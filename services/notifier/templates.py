@@ -10,20 +10,27 @@ A template sees (docs/webhooks.md lists them with examples):
   `worst_partition_lag(event)`, and the filter `tojson`.
 
 The sandbox refuses attribute access to internals (`__class__`, `__globals__`, ...) and calls that mutate data;
-rendering errors (undefined names included: `StrictUndefined`) fail the delivery for good.
+`**` and `*` refuse results over `MAX_INT_BITS` bits or `MAX_OUTPUT_CHARS` items (so they are not evaluated while
+compiling either), and the output is counted while it is produced. Rendering errors (undefined names included:
+`StrictUndefined`) fail the delivery for good. Templates are compiled and rendered only in worker processes, with
+a time and a memory budget (template_worker.py).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from datetime import UTC, datetime
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError
+from jinja2 import StrictUndefined, Template, TemplateError
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 MAX_OUTPUT_CHARS = 1_000_000
+MAX_INT_BITS = 4096  # about 1200 decimal digits: past any lag, offset or timestamp
+COMPILED_CACHE = 256  # templates kept compiled by a worker
 
 
 class TemplateProblem(ValueError):
@@ -77,8 +84,38 @@ def _tojson(value: Any, indent: int | None = None) -> str:
     return json.dumps(value, indent=indent, sort_keys=True)
 
 
-def environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def arithmetic_problem(operator: str, left: Any, right: Any) -> str | None:
+    """Why `left <operator> right` must not be computed: its result would be huge (None = fine)."""
+    powers = operator == "**" and _is_int(left) and _is_int(right) and right > 0
+    if powers and (abs(left).bit_length() - 1) * right > MAX_INT_BITS:  # the result has at least that many bits
+        return f"{left} ** {right} is over {MAX_INT_BITS} bits"
+    if operator == "*":
+        if _is_int(left) and _is_int(right) and left.bit_length() + right.bit_length() > MAX_INT_BITS + 1:
+            return f"the product is over {MAX_INT_BITS} bits"
+        for seq, n in ((left, right), (right, left)):
+            if isinstance(seq, str | list | tuple) and _is_int(n) and len(seq) * n > MAX_OUTPUT_CHARS:
+                return f"repeating a sequence over {MAX_OUTPUT_CHARS} items"
+    return None
+
+
+class BoundedSandbox(ImmutableSandboxedEnvironment):
+    """The sandbox, with `**` and `*` bounded (intercepted operators are never folded at compile time either)."""
+
+    intercepted_binops = frozenset({"**", "*"})
+
+    def call_binop(self, context, operator: str, left: Any, right: Any) -> Any:
+        problem = arithmetic_problem(operator, left, right)
+        if problem:
+            raise SecurityError(problem)
+        return super().call_binop(context, operator, left, right)
+
+
+def environment() -> BoundedSandbox:
+    env = BoundedSandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
     env.filters["tojson"] = _tojson
     env.globals.update(
         format_ts=format_ts,
@@ -94,24 +131,37 @@ def environment() -> ImmutableSandboxedEnvironment:
 ENV = environment()
 
 
-def compile_template(source: str):
-    """A compiled template; TemplateProblem when it does not parse."""
+@functools.lru_cache(maxsize=COMPILED_CACHE)
+def compile_template(source: str) -> Template:
+    """A compiled template; TemplateProblem when it does not compile. (In a template worker only: compiling
+    evaluates constant expressions.)"""
     try:
         return ENV.from_string(source)
     except TemplateError as exc:
         raise TemplateProblem(f"template does not compile: {exc}") from None
+    except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:  # a constant that cannot be computed
+        raise TemplateProblem(f"template does not compile: {type(exc).__name__}: {exc}") from None
 
 
-def render(template, context: dict) -> str:
+def render_limited(source: str, context: dict, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    """Render, counting the output as it is produced: TemplateProblem as soon as it is over `max_chars`. (In a
+    template worker only.)"""
+    template = compile_template(source)
+    parts: list[str] = []
+    size = 0
     try:
-        text = template.render(**context)
+        for chunk in template.generate(**context):
+            size += len(chunk)
+            if size > max_chars:
+                raise TemplateProblem(f"template output is over {max_chars} characters")
+            parts.append(chunk)
     except TemplateError as exc:  # SecurityError and UndefinedError are TemplateErrors
         raise TemplateProblem(f"template failed: {type(exc).__name__}: {exc}") from None
+    except (TemplateProblem, MemoryError):
+        raise
     except Exception as exc:  # a helper given a wrong value, a division by zero, ...
         raise TemplateProblem(f"template failed: {type(exc).__name__}: {exc}") from None
-    if len(text) > MAX_OUTPUT_CHARS:
-        raise TemplateProblem(f"template output is over {MAX_OUTPUT_CHARS} characters")
-    return text
+    return "".join(parts)
 
 
 def context(

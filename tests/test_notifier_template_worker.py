@@ -1,0 +1,110 @@
+"""Templates are rendered in worker processes with a time, memory and output budget and bounded arithmetic: a
+hostile template fails with a clear TemplateProblem, the worker is replaced, and the next template renders. The
+fuzz test renders arbitrary templates: each one renders or fails with a TemplateProblem, never anything else."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lagwatch.services.notifier.template_worker import TemplateWorkers
+from lagwatch.services.notifier.templates import TemplateProblem
+
+NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+
+
+@pytest.fixture(scope="module")
+def workers():
+    pool = TemplateWorkers(size=1, timeout_s=1.0, memory_bytes=128 * 2**20)
+    yield pool
+    pool.close()
+
+
+def test_a_template_that_runs_too_long_is_cut_off_and_the_next_one_renders(workers):
+    with pytest.raises(TemplateProblem, match=r"time budget \(1s\)"):
+        workers.render(NESTED_LOOPS, {})
+    assert workers.render("{{ event.group }}", {"event": {"group": "billing"}}) == "billing"
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        '{{ "x"|center(400000000) }}',  # folded while compiling: the compile itself is over budget
+        '{% set n = 400000000 %}{{ "x"|center(n) }}',  # at render time
+        "{{ range(100000)|list|map('string')|join('x'*100) }}",
+    ],
+)
+def test_a_template_that_needs_too_much_memory_fails_and_the_worker_is_replaced(workers, template):
+    with pytest.raises(TemplateProblem, match=r"memory budget|output is over|over 1000000 items"):
+        workers.render(template, {})
+    assert workers.render("{{ 1 + 1 }}", {}) == "2"
+
+
+def test_output_is_counted_while_it_is_produced(workers):
+    """Over the output budget first, then a loop that would run for hours: the budget stops it, not the clock."""
+    template = '{{ "x" * 2000 }}' + NESTED_LOOPS
+    with pytest.raises(TemplateProblem, match="output is over 1000 characters"):
+        workers.render(template, {}, max_chars=1000)
+
+
+@pytest.mark.parametrize(
+    ("template", "problem"),
+    [
+        ("{{ 2**100000 }}", "2 \\*\\* 100000 is over 4096 bits"),
+        ("{{ 3**6000000 }}", "3 \\*\\* 6000000 is over 4096 bits"),
+        ("{% set n = 10**1000 %}{{ n * n * n * n * n }}", "product is over 4096 bits"),
+        ("{{ 'ab' * 10**7 }}", "repeating a sequence"),
+        ("{{ [1, 2] * 10**7 }}", "repeating a sequence"),
+    ],
+)
+def test_huge_arithmetic_is_refused_before_it_is_computed(workers, template, problem):
+    workers.check(template)  # compiles: intercepted operators are not evaluated while compiling
+    with pytest.raises(TemplateProblem, match=problem):
+        workers.render(template, {})
+
+
+def test_ordinary_arithmetic_still_works(workers):
+    assert workers.render("{{ 2**64 }} {{ 3 * 4 }} {{ 'ab' * 2 }} {{ 2.5 ** 2 }}", {}) == (
+        "18446744073709551616 12 abab 6.25"
+    )
+
+
+JINJA_BITS = st.sampled_from(
+    [
+        "{{ ",
+        " }}",
+        "{% for i in range(99999) %}",
+        "{% endfor %}",
+        "{% if x %}",
+        "{% endif %}",
+        "{% set x = ",
+        " %}",
+        "**",
+        "*",
+        "9999",
+        "'ab'",
+        "|join",
+        "|center(",
+        ")",
+        "event",
+        ".group",
+        "x",
+        "[1,2]",
+        "~",
+        "+",
+        "loop.index",
+        "range(",
+        "|list",
+        "|tojson",
+        "{{ event.group }}",
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(JINJA_BITS | st.text(max_size=5), max_size=14).map("".join))
+def test_any_template_renders_or_fails_with_a_template_problem(workers, template):
+    try:
+        text = workers.render(template, {"event": {"group": "billing"}}, max_chars=10_000)
+    except TemplateProblem:
+        return
+    assert isinstance(text, str) and len(text) <= 10_000
