@@ -38,7 +38,8 @@ MEANINGS = {
     "storage.lag-history-samples": "log-end samples kept per partition at most (flat stretches collapsed)",
     "evaluator.allowed-lag": "a partition whose lag is at or below this is OK whatever its window shows",
     "evaluator.minimum-complete": "windows less full than this fraction are not judged (OK)",
-    "evaluator.sweep-interval": "seconds between sweeps of every owned group (finds STOP, expiry, growing lag)",
+    "evaluator.sweep-interval": "seconds between sweeps of every owned group: a safety net (each evaluation schedules "
+    "the group's next STOP, expiry or lag-threshold instant)",
     "evaluator.status-topic": "where status-change events are published (and the notifier reads them)",
     "evaluator.changes-topic": "the ingest's and api's change notices, which the evaluator reads",
     "evaluator.lag-threshold-topic": "where lag-threshold events are published (`lag-seconds-threshold`)",
@@ -52,6 +53,12 @@ MEANINGS = {
     "api.port": "port the api listens on",
     "api.token": "bearer token for DELETE and subscription changes; empty = those are refused",
     "api.request-timeout": "seconds a request may take before the api answers 503",
+    "api.metrics-partition-series": "/metrics: partition-level series (partition lag, offset, status, lag seconds, "
+    "topic offsets) on or off",
+    "api.metrics-group-allowlist": "/metrics: only groups matching this regex (empty = all)",
+    "api.metrics-group-denylist": "/metrics: leave out groups matching this regex",
+    "api.metrics-topic-allowlist": "/metrics: partition-level series only for topics matching this regex",
+    "api.metrics-topic-denylist": "/metrics: no partition-level series for topics matching this regex",
     "notifier.http-host": "address of the notifier's `/healthz`, `/readyz`, `/metrics`",
     "notifier.http-port": "port of the notifier's `/healthz`, `/readyz`, `/metrics`",
     "notifier.dashboard-url": "linked from Slack messages; `{cluster}` and `{group}` are replaced",

@@ -526,3 +526,54 @@ async def _get_or_none(http, url):
         return await get(http, url)
     except aiohttp.ClientError:
         return None
+
+
+# --- /metrics from the ready results (issue 13) ----------------------------------------------------------------
+
+
+async def test_metrics_from_the_ready_results_equal_what_the_rules_compute_from_the_windows(api, http, redis):
+    from lagwatch.services.api import statuses
+
+    now = now_ms()
+    store = await seed(redis, now)
+    async with http.get(f"{api.url}/metrics") as response:
+        found = samples(await response.text())
+    config = api_config("redis://unused")
+    for group in ("billing", "audit"):
+        status = statuses.evaluate(await store.get_group(CLUSTER, group), now_ms(), config)
+        g = {"cluster": CLUSTER, "consumer_group": group}
+        assert found[("burrow_kafka_consumer_status", labels(**g))] == int(status.status)
+        assert found[("burrow_kafka_consumer_lag_total", labels(**g))] == status.totallag
+        assert found[("burrow_kafka_consumer_max_lag", labels(**g))] == status.maxlag.current_lag
+        for p in status.partitions:
+            part = labels(**g, topic=p.topic, partition=str(p.partition))
+            assert found[("burrow_kafka_consumer_partition_lag", part)] == p.current_lag
+            assert found[("burrow_kafka_consumer_partition_status", part)] == int(p.status)
+            assert found[("burrow_kafka_consumer_partition_current_offset", part)] == p.end.offset
+
+
+async def test_metrics_cardinality_settings_leave_series_out(redis_server, redis, http):
+    now = now_ms()
+    await seed(redis, now)
+    partition_families = {
+        "burrow_kafka_consumer_partition_lag",
+        "burrow_kafka_consumer_partition_current_offset",
+        "burrow_kafka_consumer_partition_status",
+        "burrow_kafka_topic_partition_offset",
+        "lagwatch_consumer_lag_seconds",
+    }
+    settings = [
+        ({"API__METRICS_PARTITION_SERIES": "false"}, lambda name, lab: name not in partition_families),
+        ({"API__METRICS_GROUP_DENYLIST": "^bill"}, lambda name, lab: lab.get("consumer_group") != "billing"),
+        ({"API__METRICS_GROUP_ALLOWLIST": "^bill"}, lambda name, lab: lab.get("consumer_group") in (None, "billing")),
+        ({"API__METRICS_TOPIC_DENYLIST": "^pay"}, lambda name, lab: lab.get("topic") != "payments"),
+    ]
+    for env, allowed in settings:
+        async with serving(api_config(redis_server.url, **env)) as server, http.get(f"{server.url}/metrics") as r:
+            found = samples(await r.text())
+        assert all(allowed(name, dict(lab)) for name, lab in found), env
+        assert ("burrow_kafka_consumer_status", labels(cluster=CLUSTER, consumer_group="billing")) in found or (
+            "DENYLIST" in next(iter(env)) and "GROUP" in next(iter(env))
+        )
+    # group series stay when only topics are filtered, with the group's totals over every partition
+    assert found[("burrow_kafka_consumer_lag_total", labels(cluster=CLUSTER, consumer_group="billing"))] == 55

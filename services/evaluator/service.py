@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterable
 
 import faust
+from faust.exceptions import ConsumerNotStarted
 from prometheus_client import Counter, Histogram
 from redis.exceptions import RedisError
 
@@ -281,7 +282,12 @@ class EvaluatorService:
                     del self.readers[topic]
 
     def owned_partitions(self) -> set[int] | None:
-        assigned = {tp.partition for tp in self.app.consumer.assignment() if tp.topic == self.changes.get_topic_name()}
+        """The changes-topic partitions this instance holds; None before its consumer runs or while it has none."""
+        try:
+            assignment = self.app.consumer.assignment()
+        except ConsumerNotStarted:
+            return None
+        assigned = {tp.partition for tp in assignment if tp.topic == self.changes.get_topic_name()}
         return assigned or None
 
     def changes_partitions(self) -> int:
