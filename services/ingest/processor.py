@@ -76,11 +76,11 @@ class BatchProcessor:
         """Change the in-memory windows; returns the batch's tally (outcomes included)."""
         decoded = batch.decoded
         await self.cache.load(decoded.groups)
-        latest = await self._latest_broker_offsets(decoded.commits)
+        latest = await self._latest_broker_offsets(decoded)
         tally = Counter(batch.tally)
         for step in decoded.steps:
             if isinstance(step, list):
-                self.cache.add_commits(step, latest, batch.observed_at, tally)
+                self.cache.add_commits(step, latest, batch.observed_at, batch.observed_at, tally)
             elif isinstance(step, GroupRebalance):
                 self._rebalances.append(GroupMetadataUpdate(step.group, step.generation, step.started_at, step.owners))
             elif isinstance(step, GroupDeletion):
@@ -89,10 +89,11 @@ class BatchProcessor:
                 tally["group_deleted"] += 1
         return tally
 
-    async def _latest_broker_offsets(self, commits: list[Commit]) -> dict[tuple[str, int], int | None]:
+    async def _latest_broker_offsets(self, decoded: DecodedBatch) -> dict[tuple[str, int], int | None]:
         """The log-end offsets the commits' lags are measured against; unknown partitions are asked for first."""
         latest = self.broker_offsets.latest
-        missing = {(c.topic, c.partition) for c in commits if (c.topic, c.partition) not in latest}
+        partitions = {record[0].topic_partition for step in decoded.steps if isinstance(step, list) for record in step}
+        missing = {tp for tp in partitions if tp not in latest}
         if missing:
             await self.broker_offsets.lookup(missing)
         return self.broker_offsets.latest

@@ -37,10 +37,19 @@ def type_label(record_type: int | None) -> str:
 
 
 class CommitKey(NamedTuple):
+    """An offset commit's decoded key, cached per distinct key bytes (with what the hot path derives from it)."""
+
     group: str
     topic: str
     partition: int
+    field: str  # "<topic>:<partition>": the window's field in Redis (keys.partition_field)
+    topic_partition: TopicPartition
     accepted: bool  # the group passes the allow/deny regexes
+
+
+# One offset commit as the hot path carries it: (key, committed offset, commit timestamp, order). Plain tuples: a
+# batch holds thousands, and `Commit` objects are built only where a consumer of the batch wants them (history).
+CommitRecord = tuple[CommitKey, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,27 +65,34 @@ class GroupDeletion:
     group: str
 
 
-Step = list[Commit] | GroupRebalance | GroupDeletion
+Step = list[CommitRecord] | GroupRebalance | GroupDeletion
 
 
 @dataclass(slots=True)
 class DecodedBatch:
     """Store operations in record order (consecutive commits share one step) and what was skipped."""
 
+    observed_at: int = 0  # when lagwatch read the batch, ms
     steps: list[Step] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     groups: dict[str, int] = field(default_factory=dict)  # every group in the batch -> its offsets-topic partition
 
     @property
     def commits(self) -> list[Commit]:
-        return [c for step in self.steps if isinstance(step, list) for c in step]
+        at = self.observed_at
+        return [
+            Commit(key.group, key.topic, key.partition, offset, timestamp, order, at)
+            for step in self.steps
+            if isinstance(step, list)
+            for key, offset, timestamp, order in step
+        ]
 
     def touched_groups(self) -> dict[str, str]:
         """group -> why it changed ("commits", "rebalance" or "deleted"; the last step wins)."""
         touched: dict[str, str] = {}
         for step in self.steps:
             if isinstance(step, list):
-                touched.update((c.group, "commits") for c in step)
+                touched.update((record[0].group, "commits") for record in step)
             elif isinstance(step, GroupRebalance):
                 touched[step.group] = "rebalance"
             else:
@@ -104,50 +120,46 @@ class KeyCache:
         assert isinstance(record, codec.OffsetCommit)
         if len(self.keys) >= self.limit:
             self.keys.clear()
+        topic, partition = record.topic, record.partition
         known = self.keys[key] = CommitKey(
-            record.group, record.topic, record.partition, self.group_filter.accepts(record.group)
+            record.group,
+            topic,
+            partition,
+            f"{topic}:{partition}",
+            (topic, partition),
+            self.group_filter.accepts(record.group),
         )
         return known
 
 
 def decode_batch(records: Iterable[RecordTuple], observed_at: int, key_cache: KeyCache) -> DecodedBatch:
-    batch = DecodedBatch()
-    counts = batch.counts
-    steps = batch.steps
-    groups = batch.groups
-    run: list[Commit] | None = None  # the current run of consecutive commits (one step)
-    commit_value = codec.decode_offset_commit_value
-    for key, value, partition, offset, timestamp in records:
+    batch = DecodedBatch(observed_at)
+    counts, steps, groups = batch.counts, batch.steps, batch.groups
+    known = key_cache.keys
+    run: list[CommitRecord] | None = None  # the current run of consecutive commits (one step)
+    offset_and_timestamp = codec.commit_offset_and_timestamp
+    for key, value, partition, order, timestamp in records:
         if key is None:
             counts["decode_error:no-key"] += 1
             continue
         try:
-            commit_key = key_cache.commit_key(key)
+            commit_key = known.get(key) or key_cache.commit_key(key)
             if commit_key is not None:
                 if not value:
                     counts["offset_commit_tombstone"] += 1
-                elif not commit_key.accepted:
+                elif not commit_key[5]:  # accepted
                     counts["filtered"] += 1
                 else:
-                    _, committed, _, _, commit_timestamp, _ = commit_value(value)
+                    committed, commit_timestamp = offset_and_timestamp(value)
                     if not (0 <= committed < MAX_EXACT and 0 <= commit_timestamp < MAX_EXACT):
                         counts["decode_error:out-of-range"] += 1
                         continue
-                    commit = Commit(
-                        commit_key.group,
-                        commit_key.topic,
-                        commit_key.partition,
-                        committed,
-                        commit_timestamp,
-                        offset,
-                        observed_at,
-                    )
-                    groups[commit_key.group] = partition
+                    groups[commit_key[0]] = partition
                     if run is None:
-                        run = [commit]
+                        run = [(commit_key, committed, commit_timestamp, order)]
                         steps.append(run)
                     else:
-                        run.append(commit)
+                        run.append((commit_key, committed, commit_timestamp, order))
                 continue
             record = codec.decode_record(key, value)
         except codec.CodecError as exc:

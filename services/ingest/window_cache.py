@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
+from lagwatch.services.ingest.records import CommitRecord
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.packed_window import add_to_ring
 from lagwatch.shared.store.window_writer import GroupWrite
-from lagwatch.shared.window import Commit, WindowConfig
+from lagwatch.shared.window import WindowConfig
 
 TopicPartition = tuple[str, int]
 LOAD_CHUNK = 1000  # groups per Redis round trip when loading
@@ -79,33 +80,40 @@ class WindowCache:
     # --- applying a batch -----------------------------------------------------------------------------------
 
     def add_commits(
-        self, commits: Iterable[Commit], latest: Mapping[TopicPartition, int | None], now_ms: int, tally: Counter[str]
+        self,
+        records: Iterable[CommitRecord],
+        latest: Mapping[TopicPartition, int | None],
+        now_ms: int,
+        observed_at: int,
+        tally: Counter[str],
     ) -> None:
-        """Apply commits (their groups loaded) in order; counts each outcome in `tally` as `outcome:<name>`."""
+        """Apply a run of commits (their groups loaded) in order; counts outcomes in `tally` as `outcome:<name>`."""
         config = self.config
         groups, dirty = self.groups, self.dirty
         outcomes: Counter = Counter()
         expired_before = now_ms - config.expire_group_ms
-        current: CachedGroup | None = None
+        current = CachedGroup(())  # replaced at the first record
         current_name = None
-        for commit in commits:
-            if commit.group != current_name:
-                current_name = commit.group
-                current = groups[current_name]
+        rings, changed = current.rings, current.changed
+        for key, offset, timestamp, order in records:
+            group = key[0]
+            if group != current_name:
+                current_name = group
+                current = groups[group]
                 if current.last is not None and current.last < expired_before:
                     self._restart(current)
-                dirty[current_name] = current
-            assert current is not None
-            field_name = f"{commit.topic}:{commit.partition}"
+                dirty[group] = current
+                rings, changed = current.rings, current.changed
+            field_name = key[3]
             outcome, ring = add_to_ring(
-                current.rings.get(field_name, b""), commit, latest.get((commit.topic, commit.partition)), now_ms, config
+                rings.get(field_name, b""), offset, timestamp, order, observed_at, latest.get(key[4]), now_ms, config
             )
             outcomes[outcome] += 1
             if ring is not None:
-                current.rings[field_name] = ring
-                current.changed.add(field_name)
-                if current.last is None or commit.timestamp > current.last:
-                    current.last = commit.timestamp
+                rings[field_name] = ring
+                changed.add(field_name)
+                if current.last is None or timestamp > current.last:
+                    current.last = timestamp
         for outcome, n in outcomes.items():
             tally[f"outcome:{outcome.name.lower()}"] += n
 

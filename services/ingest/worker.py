@@ -80,6 +80,7 @@ class IngestWorker:
         )
         self.processor = BatchProcessor(cluster, self.store, self.broker_offsets, config.group_filter(cluster))
         self.changes = ChangePublisher(kafka, config.evaluator.changes_topic)
+        self.broker_offsets.changes = self.changes  # log-end notices: the evaluator re-checks groups on moved topics
         self._consumer_config = self._librdkafka_settings(librdkafka_config(cluster_config, cluster), cluster_config)
         self._inflight: asyncio.Task[bool] | None = None  # the batch being stored and committed
         self.consumer = self._new_consumer()

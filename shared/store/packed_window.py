@@ -20,29 +20,35 @@ EXPIRED, NO_BROKER_OFFSET = AddOutcome.EXPIRED, AddOutcome.NO_BROKER_OFFSET
 
 
 def add_to_ring(
-    ring: bytes, commit: Commit, latest_broker_offset: int | None, now_ms: int, config: WindowConfig
+    ring: bytes,
+    offset: int,
+    timestamp: int,
+    order: int,
+    observed_at: int,
+    latest_broker_offset: int | None,
+    now_ms: int,
+    config: WindowConfig,
 ) -> tuple[AddOutcome, bytes | None]:
-    """Apply one commit to a packed ring: (outcome, the new ring, or None when the ring is unchanged)."""
-    if commit.timestamp < now_ms - config.expire_group_ms:
+    """Apply one commit to a packed ring: (outcome, the new ring, or None when the ring is unchanged). The commit
+    comes as scalars: the ingest applies a million a second and builds no object per commit for it."""
+    if timestamp < now_ms - config.expire_group_ms:
         return EXPIRED, None
     if latest_broker_offset is None:
         return NO_BROKER_OFFSET, None
     size = len(ring)
-    lag = latest_broker_offset - commit.offset
-    if lag < 0:
-        lag = 0
+    lag = latest_broker_offset - offset if latest_broker_offset > offset else 0
     if not size:
-        return APPENDED, _pack(commit.offset, commit.timestamp, commit.observed_at, lag, commit.order, commit.order)
+        return APPENDED, _pack(offset, timestamp, observed_at, lag, order, order)
     _, last_ts, _, _, last_order, last_first = _last_entry(ring, size - ENTRY_SIZE)
-    if commit.order <= last_order:
+    if order <= last_order:
+        commit = Commit("", "", 0, offset, timestamp, order, observed_at)  # the group is not the window's concern
         return _add_older(ring, commit, latest_broker_offset, now_ms, config)
-    if abs(commit.timestamp - last_ts) < config.min_distance_ms:
-        merged = _pack(commit.offset, last_ts, commit.observed_at, lag, commit.order, last_first)
-        return MERGED, ring[: size - ENTRY_SIZE] + merged
+    if abs(timestamp - last_ts) < config.min_distance_ms:
+        return MERGED, ring[: size - ENTRY_SIZE] + _pack(offset, last_ts, observed_at, lag, order, last_first)
     keep = (config.intervals - 1) * ENTRY_SIZE  # the newest intervals - 1 entries stay beside the new one
     if size > keep:
         ring = ring[size - keep :]
-    return APPENDED, ring + _pack(commit.offset, commit.timestamp, commit.observed_at, lag, commit.order, commit.order)
+    return APPENDED, ring + _pack(offset, timestamp, observed_at, lag, order, order)
 
 
 def _add_older(
