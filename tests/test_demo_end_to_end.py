@@ -92,7 +92,9 @@ async def test_demo_scenarios_reach_the_status_topic_and_the_receiver(tmp_path):
         secret = yaml.safe_load((state_dir / CONFIG_FILE).read_text())["subscriptions"][0]["secret"]
         for r in records:
             assert r.verdict == VALID, r
-            signing.verify_signature(secret, r.timestamp, r.body.encode(), r.signature, tolerance_s=3600)
+            signing.verify_signature(
+                secret, r.timestamp, r.notification_id, r.kind, r.body.encode(), r.signature, tolerance_s=3600
+            )
         events_by_id = {e["event_id"]: e for e in topic.events}
         for s in SCENARIOS:
             hooks = [r for r in records if r.channel == "webhook" and r.document()["group"] == s.group]
@@ -137,7 +139,7 @@ async def test_receiver_refuses_forgeries_and_acknowledges_duplicates(tmp_path):
             headers = {
                 signing.EVENT_ID_HEADER: event_id,
                 signing.TIMESTAMP_HEADER: str(ts),
-                signing.SIGNATURE_HEADER: signature or signing.sign(secret, ts, body),
+                signing.SIGNATURE_HEADER: signature or signing.sign(secret, ts, event_id, "open", body),
                 "X-Lagwatch-Notification": "open",
             }
             async with http.post(receiver.url(to), data=body.encode(), headers=headers) as response:

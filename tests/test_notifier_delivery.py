@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import aiohttp
 from kafka_helpers import FAST_NOTIFIER, eventually, make_config
 from test_notifier_support import Receiver, Timeline
 
@@ -92,9 +93,7 @@ async def test_a_500_then_200_is_delivered_once_with_the_same_event_id(redis_ser
     assert {r.headers["X-Lagwatch-Event-Id"] for r in receiver.requests} == {event["event_id"]}
     last = receiver.requests[-1]
     assert last.body == encode(event)
-    signing.verify_signature(
-        "k" * 16, last.headers["X-Lagwatch-Timestamp"], last.body, last.headers["X-Lagwatch-Signature"]
-    )
+    signing.verify_request("k" * 16, last.headers, last.body)
 
 
 async def test_429_retry_after_is_honoured(redis_server, redis, kafka):
@@ -288,3 +287,31 @@ async def test_a_hostile_template_is_cut_off_and_holds_up_neither_the_loop_nor_o
     assert [(r.path, r.body) for r in receiver.requests] == [("/plain", b"billing")]
     assert letter["subscription_id"] == "hostile" and "time budget" in letter["error"] and letter["attempts"] == 1
     assert probe.answered > 0 and probe.late == 0
+
+
+async def test_a_captured_request_resent_with_another_event_id_or_kind_is_refused(redis_server, redis, kafka):
+    """The signature covers the timestamp, the event id, the kind and the body (issue 18 row 9): the receiver that
+    verifies as docs/webhooks.md says refuses a captured request re-sent as a new alert or as another kind."""
+    from lagwatch.shared.local.webhook_receiver import WebhookReceiver
+
+    async with WebhookReceiver("k" * 16) as receiver, aiohttp.ClientSession() as http:
+        config = config_for(kafka, redis_server, [{"id": "hook", "url": receiver.url("webhook"), "secret": "k" * 16}])
+        async with dispatching(config, dead_letters=False) as (outbox, _):
+            await enqueue(outbox, open_event())
+            await eventually(lambda: outbox_empty(redis))
+        (captured,) = receiver.deliveries
+
+        async def resend(event_id: str, kind: str) -> tuple[int, dict]:
+            headers = {
+                signing.TIMESTAMP_HEADER: captured.timestamp,
+                signing.SIGNATURE_HEADER: captured.signature,
+                signing.EVENT_ID_HEADER: event_id,
+                "X-Lagwatch-Notification": kind,
+            }
+            async with http.post(receiver.url("webhook"), data=captured.body.encode(), headers=headers) as response:
+                return response.status, await response.json()
+
+        assert await resend("another-event-id", captured.kind) == (401, {"error": signing.BAD_SIGNATURE})
+        assert await resend(captured.notification_id, "close") == (401, {"error": signing.BAD_SIGNATURE})
+        assert await resend(captured.notification_id, captured.kind) == (200, {"duplicate": True})
+    assert captured.kind == "open" and len(receiver.alerts) == 1

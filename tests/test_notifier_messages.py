@@ -2,6 +2,8 @@
 URL safety, retry timing, circuit breaking, and validation of configured subscriptions."""
 
 import dataclasses
+import hashlib
+import hmac
 import json
 import time
 
@@ -143,9 +145,7 @@ def test_webhook_default_body_is_the_event_exactly_for_open_repeat_and_close():
         assert h["X-Lagwatch-Event-Id"] == event["event_id"] and h["X-Lagwatch-Timestamp"] == "1800000000"
         assert h["X-Lagwatch-Notification"] == kind and h["X-Lagwatch-Subscription"] == "s1"
         assert h["X-Lagwatch-Attempt"] == "2"
-        signing.verify_signature(
-            "k" * 32, h["X-Lagwatch-Timestamp"], request.body, h["X-Lagwatch-Signature"], now=1_800_000_010
-        )
+        signing.verify_request("k" * 32, h, request.body, now=1_800_000_010)
 
 
 def test_templates_with_extras_helpers_method_headers_and_url():
@@ -206,20 +206,24 @@ def test_a_template_rendering_a_look_alike_private_address_is_refused():
 
 
 def test_signatures_verify_and_tampering_or_age_fails_with_its_code():
-    body, secret, ts = b'{"status":"ERR"}', "s3cret-s3cret", 1_800_000_000
-    sig = signing.sign(secret, ts, body)
-    assert sig.startswith("v1=") and len(sig) == 67
-    signing.verify_signature(secret, str(ts), body, sig, now=ts + 299)
-    signing.verify_signature(secret, ts, body, f"v1={'0' * 64}, {sig}", now=ts)  # rotation: any value may match
+    body, secret, ts, eid = b'{"status":"ERR"}', "s3cret-s3cret", 1_800_000_000, "e-1"
+    sig = signing.sign(secret, ts, eid, "open", body)
+    assert sig.startswith("v2=") and len(sig) == 67
+    signing.verify_signature(secret, str(ts), eid, "open", body, sig, now=ts + 299)
+    signing.verify_signature(secret, ts, eid, "open", body, f"v2={'0' * 64}, {sig}", now=ts)  # rotation
+    v1 = "v1=" + hmac.new(secret.encode(), f"{ts}.".encode() + body, hashlib.sha256).hexdigest()
     cases = [
-        ((secret, ts, b'{"status":"OK"}', sig), signing.BAD_SIGNATURE),
-        (("other-secret", ts, body, sig), signing.BAD_SIGNATURE),
-        ((secret, ts + 1, body, sig), signing.BAD_SIGNATURE),
-        ((secret, ts, body, sig), signing.STALE_TIMESTAMP, 301),
-        ((secret, ts, body, sig), signing.STALE_TIMESTAMP, -301),
-        ((secret, "yesterday", body, sig), signing.MALFORMED),
-        ((secret, ts, body, "sha256=abc"), signing.MALFORMED),
-        ((secret, ts, body, None), signing.MALFORMED),
+        ((secret, ts, eid, "open", b'{"status":"OK"}', sig), signing.BAD_SIGNATURE),
+        (("other-secret", ts, eid, "open", body, sig), signing.BAD_SIGNATURE),
+        ((secret, ts + 1, eid, "open", body, sig), signing.BAD_SIGNATURE),
+        ((secret, ts, "e-2", "open", body, sig), signing.BAD_SIGNATURE),  # replayed as a new alert (issue 18 row 9)
+        ((secret, ts, eid, "close", body, sig), signing.BAD_SIGNATURE),  # ...or as another kind
+        ((secret, ts, eid, "open", body, sig), signing.STALE_TIMESTAMP, 301),
+        ((secret, ts, eid, "open", body, sig), signing.STALE_TIMESTAMP, -301),
+        ((secret, "yesterday", eid, "open", body, sig), signing.MALFORMED),
+        ((secret, ts, eid, "open", body, "sha256=abc"), signing.MALFORMED),
+        ((secret, ts, eid, "open", body, v1), signing.MALFORMED),  # the old scheme is not accepted
+        ((secret, ts, eid, "open", body, None), signing.MALFORMED),
     ]
     for args, code, *offset in cases:
         with pytest.raises(signing.SignatureError) as err:

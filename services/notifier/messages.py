@@ -243,11 +243,13 @@ def build_request(
         {
             signing.EVENT_ID_HEADER: delivery.notification_id,
             signing.TIMESTAMP_HEADER: str(timestamp),
-            "X-Lagwatch-Notification": delivery.kind,
+            signing.KIND_HEADER: delivery.kind,
             "X-Lagwatch-Subscription": sub.id,
             "X-Lagwatch-Attempt": str(delivery.attempts),
         }
     )
     if sub.secret:
-        headers[signing.SIGNATURE_HEADER] = signing.sign(sub.secret, timestamp, body)
+        headers[signing.SIGNATURE_HEADER] = signing.sign(
+            sub.secret, timestamp, delivery.notification_id, delivery.kind, body
+        )
     return Request(sub.method, url, dict(headers), body)

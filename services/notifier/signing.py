@@ -2,19 +2,22 @@
 
 Every webhook request carries::
 
-    X-Lagwatch-Event-Id:  <id>            dedupe key: the same notification always has the same id
-    X-Lagwatch-Timestamp: <unix seconds>  when this attempt was signed
-    X-Lagwatch-Signature: v1=<hex>        HMAC-SHA256(secret, f"{timestamp}.{body}") (only when a secret is set)
+    X-Lagwatch-Event-Id:     <id>            dedupe key: the same notification always has the same id
+    X-Lagwatch-Notification: <kind>          open, update, repeat, close, status, lag-open, lag-repeat, lag-close
+    X-Lagwatch-Timestamp:    <unix seconds>  when this attempt was signed
+    X-Lagwatch-Signature:    v2=<hex>        (only when the subscription has a secret)
 
-The timestamp is inside the signed text, so a receiver that refuses old timestamps (`tolerance_s`) and remembers
-the event ids it has seen for that long rejects replays of a captured request.
+where the signature is HMAC-SHA256(secret, f"{timestamp}\n{event_id}\n{kind}\n" + body): everything a receiver
+acts on. A receiver that refuses old timestamps (`tolerance_s`) and remembers the event ids it has seen for that
+long rejects replays of a captured request, and a captured request re-sent with another event id or kind no longer
+verifies. (v1, lagwatch's first scheme, signed only the timestamp and body; it is neither sent nor accepted.)
 
-`verify_signature` raises `SignatureError` with one of these `code`s:
+`verify_signature` (or `verify_request`, which reads the headers) raises `SignatureError` with one of these `code`s:
 
-* `malformed` — the timestamp is not an integer, or the signature is not `v1=<64 hex digits>` (several
-  comma-separated values are allowed, for secret rotation: one matching `v1` value is enough)
+* `malformed` — the timestamp is not an integer, or the signature is not `v2=<64 hex digits>` (several
+  comma-separated values are allowed, for secret rotation: one matching `v2` value is enough)
 * `stale_timestamp` — the timestamp is further than `tolerance_s` from now (either direction)
-* `bad_signature` — no value matches: wrong secret, or the body or timestamp was altered
+* `bad_signature` — no value matches: wrong secret, or the body, timestamp, event id or kind was altered
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ import hashlib
 import hmac
 import re
 import time
+from collections.abc import Mapping
 
-SCHEME = "v1"
+SCHEME = "v2"
 EVENT_ID_HEADER = "X-Lagwatch-Event-Id"
+KIND_HEADER = "X-Lagwatch-Notification"
 TIMESTAMP_HEADER = "X-Lagwatch-Timestamp"
 SIGNATURE_HEADER = "X-Lagwatch-Signature"
 DEFAULT_TOLERANCE_S = 300
@@ -48,20 +53,44 @@ def _as_bytes(value: str | bytes) -> bytes:
     return value.encode() if isinstance(value, str) else value
 
 
-def compute(secret: str | bytes, timestamp: int | str, body: str | bytes) -> str:
-    """The hex HMAC-SHA256 of `<timestamp>.<body>` under `secret`."""
-    message = str(timestamp).encode() + b"." + _as_bytes(body)
+def compute(secret: str | bytes, timestamp: int | str, event_id: str, kind: str, body: str | bytes) -> str:
+    """The hex HMAC-SHA256 of `<timestamp>\\n<event id>\\n<kind>\\n<body>` under `secret`. (Header values cannot
+    hold a line break, so the parts cannot be shifted from one into another.)"""
+    message = f"{timestamp}\n{event_id}\n{kind}\n".encode() + _as_bytes(body)
     return hmac.new(_as_bytes(secret), message, hashlib.sha256).hexdigest()
 
 
-def sign(secret: str | bytes, timestamp: int, body: str | bytes) -> str:
+def sign(secret: str | bytes, timestamp: int, event_id: str, kind: str, body: str | bytes) -> str:
     """The X-Lagwatch-Signature header value."""
-    return f"{SCHEME}={compute(secret, timestamp, body)}"
+    return f"{SCHEME}={compute(secret, timestamp, event_id, kind, body)}"
+
+
+def verify_request(
+    secret: str | bytes,
+    headers: Mapping[str, str],
+    body: str | bytes,
+    *,
+    tolerance_s: float = DEFAULT_TOLERANCE_S,
+    now: float | None = None,
+) -> None:
+    """`verify_signature` with the values read from the request's headers (a case-insensitive mapping)."""
+    verify_signature(
+        secret,
+        headers.get(TIMESTAMP_HEADER),
+        headers.get(EVENT_ID_HEADER) or "",
+        headers.get(KIND_HEADER) or "",
+        body,
+        headers.get(SIGNATURE_HEADER),
+        tolerance_s=tolerance_s,
+        now=now,
+    )
 
 
 def verify_signature(
     secret: str | bytes,
     timestamp: str | int | None,
+    event_id: str,
+    kind: str,
     body: str | bytes,
     signature: str | None,
     *,
@@ -79,12 +108,12 @@ def verify_signature(
         if scheme == SCHEME and _HEX64.match(value.strip().lower()):
             candidates.append(value.strip().lower())
     if not candidates:
-        raise SignatureError(MALFORMED, "X-Lagwatch-Signature has no v1=<64 hex digits> value")
+        raise SignatureError(MALFORMED, f"X-Lagwatch-Signature has no {SCHEME}=<64 hex digits> value")
     current = time.time() if now is None else now
     if abs(current - ts) > tolerance_s:
         raise SignatureError(
             STALE_TIMESTAMP, f"timestamp is {current - ts:.0f}s away from now (tolerance {tolerance_s}s)"
         )
-    expected = compute(secret, ts, body)
+    expected = compute(secret, ts, event_id, kind, body)
     if not any(hmac.compare_digest(expected, c) for c in candidates):
-        raise SignatureError(BAD_SIGNATURE, "no signature matches the body and timestamp")
+        raise SignatureError(BAD_SIGNATURE, "no signature matches the timestamp, event id, kind and body")

@@ -26,7 +26,7 @@ from lagwatch.services.notifier.signing import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     SignatureError,
-    verify_signature,
+    verify_request,
 )
 
 CHANNELS = ("webhook", "slack")
@@ -156,13 +156,7 @@ class WebhookReceiver:
 
     def _verdict(self, request: web.Request, body: bytes) -> str:
         try:
-            verify_signature(
-                self.secret,
-                request.headers.get(TIMESTAMP_HEADER),
-                body,
-                request.headers.get(SIGNATURE_HEADER),
-                tolerance_s=self.tolerance_s,
-            )
+            verify_request(self.secret, request.headers, body, tolerance_s=self.tolerance_s)
         except SignatureError as exc:
             return exc.code
         return VALID
