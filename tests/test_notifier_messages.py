@@ -242,20 +242,41 @@ def test_secrets_are_masked_and_masked_values_sent_back_keep_the_secret():
         secret="super-secret-value-1234",
         headers={"Authorization": "Bearer tok-abcdefghijkl", "X-Api-Key": "k", "X-Team": "payments"},
         extras={"token": "t" * 20, "team": "payments"},
+        body_template="{{ 'Bearer body-secret-0123' }}",
     )
     doc = masked_document(config, "api")
     assert doc["url"] == "https://hooks.slack.com/****XXXX" and doc["secret"] == "****1234"
-    assert doc["headers"] == {"Authorization": "****ijkl", "X-Api-Key": "****", "X-Team": "payments"}
-    assert doc["extras"] == {"token": "****tttt", "team": "payments"}
-    assert "XXXXXXXXXXXXXXXX" not in json.dumps(doc) and "super-secret" not in json.dumps(doc)
+    assert doc["headers"] == {"Authorization": "****ijkl", "X-Api-Key": "****", "X-Team": "****"}
+    assert doc["extras"] == {"token": "****tttt", "team": "****"}
+    assert doc["body_template"] == "****' }}" and doc["url_template"] == ""
+    for secret in ("XXXXXXXXXXXXXXXX", "super-secret", "payments", "body-secret"):
+        assert secret not in json.dumps(doc)
+    assert masked_document(config, "api", show_templates=True)["body_template"] == config.body_template
     back = unmask_unchanged({**doc, "headers": {**doc["headers"], "X-Team": "core"}}, config)
-    assert back["url"] == SLACK_URL and back["secret"] == config.secret
+    assert (back["url"], back["secret"], back["body_template"]) == (SLACK_URL, config.secret, config.body_template)
     assert back["headers"] == {**config.headers, "X-Team": "core"} and back["extras"] == config.extras
     webhook = masked_document(
-        dataclasses.replace(config, type="webhook", url="https://u:pw@h.example.com/x?token=abc&team=a"), "api"
+        dataclasses.replace(config, type="webhook", url="https://u:pw@h.example.com/x?code=abc&team=a"), "api"
     )
-    assert webhook["url"] == "https://u:****@h.example.com/x?token=****&team=a"
+    assert webhook["url"] == "https://****@h.example.com/****am=a"
+    assert (
+        masked_document(dataclasses.replace(config, url="http://[::1]:8080/h"), "api")["url"]
+        == "http://[::1]:8080/****"
+    )
     assert mask("short") == "****"
+
+
+def test_a_url_template_keeps_the_urls_destination_and_never_sees_credential_extras():
+    """The subscription's headers are meant for `url`'s host (issue 18 row 8)."""
+    opened, _, _ = incident()
+    moved = sub(url_template="https://elsewhere.example.com/{{ event.group }}", headers={"Authorization": "Bearer x"})
+    with pytest.raises(PermanentError, match="must keep the scheme, host and port"):
+        build_request(moved, delivery(opened, "open"))
+    leaky = sub(url_template="https://hooks.example.com/?k={{ extras.api_key }}", extras={"api_key": "k" * 20})
+    with pytest.raises(PermanentError, match="api_key"):
+        build_request(leaky, delivery(opened, "open"))
+    fine = sub(url_template="https://hooks.example.com/{{ extras.team }}/{{ event.group }}", extras={"team": "a"})
+    assert build_request(fine, delivery(opened, "open")).url == "https://hooks.example.com/a/billing"
 
 
 # --- URL safety ----------------------------------------------------------------------------------------------------

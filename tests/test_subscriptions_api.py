@@ -207,10 +207,10 @@ async def test_secrets_are_masked_in_every_answer_and_kept_when_sent_back(api, r
     }
     status, body = await api("POST", BASE, doc)
     shown = body["subscription"]
-    assert shown["url"] == "http://user:****@127.0.0.1:9/hook?token=****&team=a"
+    assert shown["url"] == "http://****@127.0.0.1:9/****am=a"
     assert shown["secret"] == "****6789"
-    assert shown["headers"] == {"Authorization": "****6789", "X-Api-Key": "****6789", "X-Team": "a"}
-    assert shown["extras"] == {"api_token": "****6789", "team": "payments"}
+    assert shown["headers"] == {"Authorization": "****6789", "X-Api-Key": "****6789", "X-Team": "****"}
+    assert shown["extras"] == {"api_token": "****6789", "team": "****"}
     for _, answer in [(status, body), await api("GET", BASE), await api("GET", f"{BASE}/hook")]:
         text = json.dumps(answer)
         assert all(secret not in text for secret in ("pa55word", "abcdef123456", "hmac-key", "tok-0", "key-0", "t-0"))
@@ -288,3 +288,53 @@ async def test_templates_are_checked_in_a_bounded_worker_not_on_the_api(api, tem
     if problem:
         assert problem in body["errors"]["body_template"]
     assert (await api("GET", BASE))[0] == 200
+
+
+async def test_anonymous_readers_see_no_credential_bearing_part(api, redis):
+    """Issue 18 row 7: paths, `sig=`/`code=` queries, `user@`, headers and extras with neutral names, templates."""
+    doc = {
+        "id": "hook",
+        "url": "http://ops@127.0.0.1:9/hooks/T0123secretpath?sig=abcdef987654&code=zyxw1234",
+        "headers": {"X-Team": "route-77-secret"},
+        "extras": {"team": "extra-55-secret"},
+        "body_template": "{{ 'tpl-33-secret' }} {{ event.group }}",
+        "url_template": "http://127.0.0.1:9/hooks/{{ 'url-tpl-44-secret' }}",
+    }
+    assert (await api("POST", BASE, doc))[0] == 201
+    secrets = ("secretpath", "abcdef987654", "zyxw", "ops", "route-77", "extra-55", "tpl-33", "url-tpl-44")
+    for answer in (await api("GET", BASE, headers={}), await api("GET", f"{BASE}/hook", headers={})):
+        assert answer[0] == 200 and not [s for s in secrets if s in json.dumps(answer[1])], answer
+    _, body = await api("GET", f"{BASE}/hook")  # a token holder sees the templates he wrote
+    assert (body["subscription"]["body_template"], body["subscription"]["url_template"]) == (
+        doc["body_template"],
+        doc["url_template"],
+    )
+
+
+async def test_credentials_stay_with_their_destination_when_the_url_moves(api, redis):
+    """Issue 18 row 8: a PATCH of `url` to another host drops the stored secret, headers and extras."""
+    doc = {
+        "id": "hook",
+        "url": "http://127.0.0.1:9/a",
+        "secret": "hmac-key-0123456789",
+        "headers": {"Authorization": "Bearer tok-0123456789"},
+        "extras": {"api_key": "key-0123456789"},
+    }
+    assert (await api("POST", BASE, doc))[0] == 201
+    assert (await api("PATCH", f"{BASE}/hook", {"url": "http://127.0.0.1:9/b"}))[0] == 200  # same host: kept
+    stored = await SubscriptionStore(redis).get("hook")
+    assert (stored.secret, stored.headers, stored.extras) == (doc["secret"], doc["headers"], doc["extras"])
+
+    status, body = await api("PATCH", f"{BASE}/hook", {"url": "http://127.0.0.2:9/a"})
+    assert status == 200 and body["subscription"]["headers"] == {} and body["subscription"]["secret"] == ""
+    stored = await SubscriptionStore(redis).get("hook")
+    assert (stored.url, stored.secret, stored.headers, stored.extras) == ("http://127.0.0.2:9/a", "", {}, {})
+
+    await SubscriptionStore(redis).put(SubscriptionConfig(**doc), create=False)
+    shown = (await api("GET", f"{BASE}/hook"))[1]["subscription"]
+    status, body = await api("PUT", f"{BASE}/hook", {**shown, "url": "http://127.0.0.2:9/a"})  # masked, moved
+    assert status == 400 and set(body["errors"]) == {"secret", "headers.Authorization", "extras.api_key"}
+    assert (await SubscriptionStore(redis).get("hook")).url == doc["url"]
+    new = {"url": "http://127.0.0.2:9/a", "headers": {"Authorization": "Bearer for-the-new-host"}}
+    assert (await api("PATCH", f"{BASE}/hook", new))[0] == 200  # given again: kept
+    assert (await SubscriptionStore(redis).get("hook")).headers == new["headers"]

@@ -31,6 +31,15 @@ def check_token(authorization: str | None, token: str) -> None:
         raise ApiError(401, "invalid bearer token", headers={"WWW-Authenticate": f'{REALM}, error="invalid_token"'})
 
 
+def has_token(request: web.Request) -> bool:
+    """Whether the request carries the configured token (for what open routes show to token holders only)."""
+    try:
+        check_token(request.headers.get("Authorization"), request.app[CONTEXT].config.api.token)
+    except ApiError:
+        return False
+    return True
+
+
 def requires_token(handler: Handler) -> Handler:
     """Decorate a handler so it only runs for requests carrying the configured token."""
 

@@ -3,9 +3,11 @@
 * Stored in Redis (`lw:n:{notify}:subs`, see shared/store/keys.py); notifiers pick changes up on their next event
   or delivery. Subscriptions from the configuration file are listed too (`"source": "config"`) but are read-only
   here (409): change the file instead.
-* POST, PUT, PATCH and DELETE need `Authorization: Bearer <api.token>` (auth.py); reads are open, and secrets in
-  every answer are masked (`****` + last 4 characters): Slack URLs, `secret`, credential-like headers and extras.
-  Sending a masked value back unchanged (PUT/PATCH) keeps the stored secret.
+* POST, PUT, PATCH and DELETE need `Authorization: Bearer <api.token>` (auth.py); reads are open, and every
+  credential-bearing part is masked in every answer (`****` + last 4 characters): the URL past its destination,
+  `secret`, header values, extras, and templates but for token holders. Sending a masked value back unchanged
+  (PUT/PATCH) keeps the stored secret — unless the change moves the subscription to another scheme, host or port:
+  then its stored secret, headers and extras are dropped unless given again.
 * Invalid documents are answered 400 with every problem: `{"error": true, "message": "invalid subscription",
   "errors": {"url": "...", "threshold": "..."}}`. URLs must be http(s), never link-local or cloud metadata
   addresses, and not private unless `notifier.allow-private-targets`; host names are resolved to check that.
@@ -18,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from lagwatch.services.api.auth import requires_token
+from lagwatch.services.api.auth import has_token, requires_token
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.services.notifier.subscriptions import (
@@ -29,8 +31,11 @@ from lagwatch.services.notifier.subscriptions import (
     masked_document,
     new_id,
     to_document,
+    unmask_unchanged,
     validate_document,
+    without_credentials,
 )
+from lagwatch.shared.address_guard import destination
 from lagwatch.shared.config import SubscriptionConfig
 
 routes = web.RouteTableDef()
@@ -81,12 +86,17 @@ async def _existing(request: web.Request, sub_id: str) -> SubscriptionConfig:
     return config
 
 
+def _shown(request: web.Request, config: SubscriptionConfig, source: str) -> dict[str, Any]:
+    """Masked; templates shown to token holders only (they write them; a template may hold a credential)."""
+    return masked_document(config, source, show_templates=has_token(request))
+
+
 @routes.get(BASE)
 async def list_subscriptions(request: web.Request) -> web.Response:
     stored = await _store(request).all()
     file = _from_file(request)
-    items = [masked_document(c, SOURCE_CONFIG) for c in file.values()]
-    items += [masked_document(c, SOURCE_API) for sub_id, c in sorted(stored.items()) if sub_id not in file]
+    items = [_shown(request, c, SOURCE_CONFIG) for c in file.values()]
+    items += [_shown(request, c, SOURCE_API) for sub_id, c in sorted(stored.items()) if sub_id not in file]
     return ok(request, "subscription list returned", subscriptions=items)
 
 
@@ -95,11 +105,11 @@ async def get_subscription(request: web.Request) -> web.Response:
     sub_id = request.match_info["id"]
     file = _from_file(request)
     if sub_id in file:
-        return ok(request, "subscription returned", subscription=masked_document(file[sub_id], SOURCE_CONFIG))
+        return ok(request, "subscription returned", subscription=_shown(request, file[sub_id], SOURCE_CONFIG))
     config = await _store(request).get(sub_id)
     if config is None:
         raise ApiError(404, "subscription not found")
-    return ok(request, "subscription returned", subscription=masked_document(config, SOURCE_API))
+    return ok(request, "subscription returned", subscription=_shown(request, config, SOURCE_API))
 
 
 @routes.post(BASE)
@@ -110,7 +120,7 @@ async def create_subscription(request: web.Request) -> web.Response:
     config = await _validate(request, doc)
     if config.id in _from_file(request) or not await _store(request).put(config, create=True):
         raise ApiError(409, f"a subscription with id {config.id!r} exists")
-    response = ok(request, "subscription created", subscription=masked_document(config, SOURCE_API))
+    response = ok(request, "subscription created", subscription=_shown(request, config, SOURCE_API))
     response.set_status(201)
     response.headers["Location"] = f"{BASE}/{config.id}"
     return response
@@ -122,12 +132,15 @@ async def _update(request: web.Request, *, merge: bool) -> web.Response:
     doc = await _body(request)
     if doc.get("id", sub_id) != sub_id:
         raise ApiError(400, "invalid subscription", fields={"errors": {"id": "cannot be changed"}})
-    if merge:
-        doc = {**to_document(existing), **doc}
-    doc["id"] = sub_id
-    config = await _validate(request, doc, existing)
+    url = unmask_unchanged(doc, existing).get("url", existing.url if merge else None)
+    moved = not isinstance(url, str) or destination(url) != destination(existing.url)
+    base = to_document(existing) if merge else {}
+    if moved:  # credentials stay with their destination: dropped unless given again, masked values not restored
+        base = without_credentials(base)
+    doc = {**base, **doc, "id": sub_id}
+    config = await _validate(request, doc, None if moved else existing)
     await _store(request).put(config, create=False)
-    return ok(request, "subscription updated", subscription=masked_document(config, SOURCE_API))
+    return ok(request, "subscription updated", subscription=_shown(request, config, SOURCE_API))
 
 
 @routes.put(BASE + "/{id}")

@@ -26,7 +26,7 @@ from multidict import CIMultiDict
 
 from lagwatch.services.notifier import signing, template_worker, templates
 from lagwatch.services.notifier.outbox import Delivery
-from lagwatch.services.notifier.subscriptions import Subscription
+from lagwatch.services.notifier.subscriptions import Subscription, is_credential_name
 from lagwatch.shared import address_guard
 from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
 from lagwatch.shared.status_event import encode
@@ -194,6 +194,12 @@ def _blocks(title: str, fields: list[str], worst_lines: str, event: dict, colour
     return {"text": title, "blocks": blocks, "attachments": [{"color": colour, "blocks": details}]}
 
 
+def _templated_url(source: str, ctx: dict) -> str:
+    """A url-template's URL; credential-like extras are not offered (in a URL they would travel in clear)."""
+    extras = {k: v for k, v in ctx["extras"].items() if not is_credential_name(k)}
+    return template_worker.WORKERS.render(source, {**ctx, "extras": extras}).strip()
+
+
 def has_templates(subscription: Subscription) -> bool:
     return bool(subscription.config.body_template or subscription.config.url_template)
 
@@ -221,7 +227,7 @@ def build_request(
         now_ms=int(now * 1000),
     )
     try:
-        url = template_worker.WORKERS.render(sub.url_template, ctx).strip() if sub.url_template else sub.url
+        url = _templated_url(sub.url_template, ctx) if sub.url_template else sub.url
         if sub.body_template:
             body = template_worker.WORKERS.render(sub.body_template, ctx).encode()
         elif sub.type == "slack":
@@ -235,6 +241,8 @@ def build_request(
         address_guard.check_url_static(url, allow_private=allow_private)
     except address_guard.TargetError as exc:
         raise PermanentError(f"target refused: {exc}") from None
+    if address_guard.destination(url) != address_guard.destination(sub.url):  # its headers are for `url`'s host
+        raise PermanentError("target refused: url-template must keep the scheme, host and port of url")
     timestamp = int(now)
     headers = CIMultiDict({"Content-Type": "application/json", "User-Agent": USER_AGENT})
     for name, value in sub.headers.items():  # the subscription's replace ours, whatever their case...

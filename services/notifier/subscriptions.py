@@ -5,10 +5,12 @@ validated further (URL safety, templates), compiled (regexes, templates, policy)
 Field names: the configuration file uses its usual kebab-case (`send-close`); the api's JSON uses snake_case
 (`send_close`) and accepts kebab-case too.
 
-Secrets — Slack URLs, `secret`, credential-like header values (Authorization, X-Api-Key, anything with token,
-secret, key, password, cookie or auth in its name) and credential-like extras and URL query values — are masked in
-every api answer (`****` + the last 4 characters of long values) and never logged: log lines name a subscription
-by id and its destination (scheme://host:port) only.
+Everything that may carry a credential — the URL past scheme://host:port, `secret`, every header value, every
+extra, and the templates (but for token holders) — is masked in every api answer (`****` + the last 4 characters
+of long values) and never logged: log lines name a subscription by id and its destination (scheme://host:port)
+only. Credentials stay with their destination: when a change moves a subscription to another scheme, host or port,
+its stored secret, headers and extras are dropped unless the change gives them again, and a url-template may
+change the path and query only (and never sees extras with credential-like names: they would travel in clear).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import secrets as random_secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
@@ -42,6 +44,7 @@ CREDENTIAL_NAME = re.compile(r"authorization|api[-_]?key|token|secret|passw|cook
 MASK = "****"
 SOURCE_CONFIG, SOURCE_API = "config", "api"
 READ_ONLY = frozenset({"source"})  # api output only
+TEMPLATES = ("body_template", "url_template")
 
 
 class SubscriptionInvalid(ValueError):
@@ -170,7 +173,8 @@ async def validate_document(
     if problems:
         raise SubscriptionInvalid(problems)
     config = build_section(SubscriptionConfig, raw)
-    problems = await asyncio.to_thread(_deep_problems, config, allow_private=allow_private)
+    problems = masked_values(config)
+    problems.update(await asyncio.to_thread(_deep_problems, config, allow_private=allow_private))
     if "url" not in problems and resolve:
         try:
             await address_guard.check_url(config.url, allow_private=allow_private)
@@ -197,33 +201,37 @@ def is_credential_name(name: str) -> bool:
     return bool(CREDENTIAL_NAME.search(name))
 
 
-def mask_url(url: str, *, whole_path: bool) -> str:
-    """Slack URLs are secrets past the host; other URLs lose passwords and credential-like query values."""
+def mask_url(url: str) -> str:
+    """Only the destination (scheme://host:port) is shown: past it anything may be a credential — Slack's and many
+    webhooks' paths, `sig=` or `code=` query values, `user:password@` — so the rest shows its last 4 characters."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = f":{parts.port}" if parts.port else ""
     except ValueError:
         return mask(url)
-    if whole_path:
-        rest = parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
-        return f"{parts.scheme}://{host}{port}/{mask(rest)}"
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = f"{parts.username}:{MASK}@{host}{port}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(k, MASK if is_credential_name(k) else v) for k, v in pairs], safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    host = f"[{host}]" if ":" in host else host
+    user = f"{MASK}@" if parts.username is not None or parts.password is not None else ""
+    rest = (
+        parts.path.lstrip("/")
+        + (f"?{parts.query}" if parts.query else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
+    )
+    return f"{parts.scheme}://{user}{host}{port}/{mask(rest) if rest else ''}"
 
 
-def masked_document(config: SubscriptionConfig, source: str) -> dict[str, Any]:
+def masked_document(config: SubscriptionConfig, source: str, *, show_templates: bool = False) -> dict[str, Any]:
+    """The api's view of a subscription: every credential-bearing part masked — the URL past its destination, the
+    secret, every header value and every extra (a credential need not have a telling name), and the templates
+    (they may hold any of these) unless `show_templates` (for token holders, who write them)."""
     doc = to_document(config)
-    doc["url"] = mask_url(config.url, whole_path=config.type == "slack")
+    doc["url"] = mask_url(config.url)
     doc["secret"] = mask(config.secret) if config.secret else ""
-    doc["headers"] = {k: mask(v) if is_credential_name(k) else v for k, v in config.headers.items()}
-    doc["extras"] = {k: mask(v) if is_credential_name(k) else v for k, v in config.extras.items()}
+    doc["headers"] = {k: mask(v) for k, v in config.headers.items()}
+    doc["extras"] = {k: mask(v) for k, v in config.extras.items()}
+    if not show_templates:
+        for name in TEMPLATES:
+            doc[name] = mask(doc[name]) if doc[name] else ""
     doc["source"] = source
     return doc
 
@@ -232,7 +240,7 @@ def unmask_unchanged(doc: Mapping[str, Any], existing: SubscriptionConfig) -> di
     """Replace values that equal what the api showed for `existing` by `existing`'s real values."""
     shown = masked_document(existing, SOURCE_API)
     out = dict(doc)
-    for name in ("url", "secret"):
+    for name in ("url", "secret", *TEMPLATES):
         if out.get(name) == shown[name] and shown[name] != getattr(existing, name):
             out[name] = getattr(existing, name)
     for name in ("headers", "extras"):
@@ -243,6 +251,20 @@ def unmask_unchanged(doc: Mapping[str, Any], existing: SubscriptionConfig) -> di
                 k: real[k] if k in real and v == shown[name].get(k) != real[k] else v for k, v in given.items()
             }
     return out
+
+
+def without_credentials(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored document without what was meant for its destination only: secret, headers and extras."""
+    return {**doc, "secret": "", "headers": {}, "extras": {}}
+
+
+def masked_values(config: SubscriptionConfig) -> dict[str, str]:
+    """Credentials that are still masked values (sent back for a subscription they do not belong to, or moved to
+    another destination): problems, for they would be sent as they are."""
+    found = {"secret": config.secret} if config.secret.startswith(MASK) else {}
+    for name in ("headers", "extras"):
+        found.update({f"{name}.{k}": v for k, v in getattr(config, name).items() if v.startswith(MASK)})
+    return {key: "a masked value: send the real one (credentials stay with their destination)" for key in found}
 
 
 # --- storage (api-created subscriptions) -------------------------------------------------------------------------
