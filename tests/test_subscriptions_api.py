@@ -338,3 +338,47 @@ async def test_credentials_stay_with_their_destination_when_the_url_moves(api, r
     new = {"url": "http://127.0.0.2:9/a", "headers": {"Authorization": "Bearer for-the-new-host"}}
     assert (await api("PATCH", f"{BASE}/hook", new))[0] == 200  # given again: kept
     assert (await SubscriptionStore(redis).get("hook")).headers == new["headers"]
+
+
+async def test_a_chunked_body_is_held_to_the_same_limit(api, redis):
+    """Issue 18 row 13: without a Content-Length the 256 KiB limit holds too."""
+
+    async def chunks():
+        yield b'{"url": "http://127.0.0.1:9/", "extras": {"x": "'
+        for _ in range(20):
+            yield b"a" * 32 * 1024
+        yield b'"}}'
+
+    async with api.http.post(api.base + BASE, data=chunks(), headers=AUTH) as response:
+        assert response.status == 413 and (await response.json())["error"] is True
+    assert await redis.hlen(keys.SUBSCRIPTIONS) == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "message"),
+    [
+        (b'{"url": "http://127.0.0.1:9/"}', "application/json; charset=bogus", None),  # JSON is UTF-8 anyway
+        (b'{"url": "http://127.0.0.1:9/\xff"}', "application/json", "not UTF-8"),
+        (b"[" * 100_000 + b"]" * 100_000, "application/json", "nested too deeply"),
+    ],
+)
+async def test_bad_encodings_are_400_not_500(api, body, content_type, message):
+    """Issue 18 row 14."""
+    headers = {**AUTH, "Content-Type": content_type}
+    async with api.http.post(api.base + BASE, data=body, headers=headers) as response:
+        answer = await response.json()
+    if message is None:
+        assert response.status == 201, answer
+    else:
+        assert response.status == 400 and message in answer["message"], answer
+
+
+async def test_the_number_of_subscriptions_is_capped(api, redis, monkeypatch):
+    from lagwatch.services.api import subscription_routes
+
+    monkeypatch.setattr(subscription_routes, "MAX_SUBSCRIPTIONS", 2)
+    for i in range(2):
+        assert (await api("POST", BASE, {"id": f"s{i}", "url": "http://127.0.0.1:9/"}))[0] == 201
+    status, body = await api("POST", BASE, {"id": "s2", "url": "http://127.0.0.1:9/"})
+    assert status == 409 and "2 subscriptions already" in body["message"]
+    assert (await api("PATCH", f"{BASE}/s0", {"threshold": "ERR"}))[0] == 200  # changes are still allowed

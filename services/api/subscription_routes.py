@@ -41,6 +41,7 @@ from lagwatch.shared.config import SubscriptionConfig
 routes = web.RouteTableDef()
 BASE = "/api/v1/subscriptions"
 MAX_BODY_BYTES = 256 * 1024
+MAX_SUBSCRIPTIONS = 10_000  # each is matched against every event: a bound on what a token holder can add
 
 
 def _context(request: web.Request) -> ApiContext:
@@ -56,11 +57,22 @@ def _from_file(request: web.Request) -> dict[str, SubscriptionConfig]:
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
+    """The JSON object sent, read to at most MAX_BODY_BYTES whether or not a Content-Length announced it (chunked
+    bodies too); JSON is UTF-8 (RFC 8259), whatever charset the Content-Type names."""
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
-    text = await request.text()
+    chunks, size = [], 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
     try:
-        doc = json.loads(text)
+        doc = json.loads(b"".join(chunks).decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ApiError(400, "request body is not UTF-8") from None
+    except RecursionError:
+        raise ApiError(400, "request body is nested too deeply") from None
     except ValueError:
         raise ApiError(400, "request body is not valid JSON") from None
     if not isinstance(doc, dict):
@@ -118,6 +130,8 @@ async def create_subscription(request: web.Request) -> web.Response:
     doc = await _body(request)
     doc.setdefault("id", new_id())
     config = await _validate(request, doc)
+    if await _store(request).count() >= MAX_SUBSCRIPTIONS:
+        raise ApiError(409, f"there are {MAX_SUBSCRIPTIONS} subscriptions already: delete some first")
     if config.id in _from_file(request) or not await _store(request).put(config, create=True):
         raise ApiError(409, f"a subscription with id {config.id!r} exists")
     response = ok(request, "subscription created", subscription=_shown(request, config, SOURCE_API))

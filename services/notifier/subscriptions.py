@@ -298,6 +298,9 @@ class SubscriptionStore:
                 out[sub_id] = config
         return out
 
+    async def count(self) -> int:
+        return int(await self.redis.hlen(keys.SUBSCRIPTIONS))
+
     async def get(self, sub_id: str) -> SubscriptionConfig | None:
         """The subscription, or None when there is none or it cannot be read (it can still be deleted)."""
         text = await self.redis.hget(keys.SUBSCRIPTIONS, sub_id)
