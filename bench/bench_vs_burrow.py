@@ -429,6 +429,7 @@ def run_lagwatch(
         if workers is not None:
             command += ["--workers", str(workers)]
         meter = ProcessMeter({"redis-server": redis.pid, "api": api.pid})
+        load = os.getloadavg()[0]
         meter.start()
         start = time.perf_counter()
         ingest = spawn(command, ingest_log, env=env)
@@ -436,7 +437,7 @@ def run_lagwatch(
         meter.add("ingest", ingest.pid)
         done = wait_until_visible(base, cluster, sentinels, ingest, ingest_log, "lagwatch ingest")
         processes = meter.stop()
-    notes = {"workers": workers if workers is not None else "cli default", "history": history}
+    notes = {"workers": workers if workers is not None else "cli default", "history": history, "load_1m": load}
     return Row("lagwatch", records, done - start, processes, ("ingest", "redis-server"), notes)
 
 
@@ -550,6 +551,7 @@ def run_burrow(
     (tmp / "burrow.toml").write_text(burrow_config(tmp, bootstrap, zk[0], cluster, port, f"/burrow-{cluster}"))
     log = tmp / "burrow.log"
     meter = ProcessMeter({"zookeeper": zk[1].pid})
+    load = os.getloadavg()[0]
     meter.start()
     start = time.perf_counter()
     proc = spawn([str(BURROW), "-config-dir", str(tmp)], log, cwd=tmp)
@@ -559,7 +561,7 @@ def run_burrow(
         processes = meter.stop()
     finally:
         stop_group(proc)
-    return Row("Burrow 1.2.1", records, done - start, processes, ("burrow",))
+    return Row("Burrow 1.2.1", records, done - start, processes, ("burrow",), {"load_1m": load})
 
 
 # --- the table ----------------------------------------------------------------------------------------------
@@ -569,7 +571,7 @@ def _k(n: float) -> str:
     return f"{n / 1000:.1f}k"
 
 
-def format_rows(rows: Sequence[Row]) -> list[str]:
+def format_rows(rows: Sequence[Row], ratio_line: str | None = None) -> list[str]:
     lines = [
         "| | wall to done | records/s | CPU s | records per CPU s | peak RSS |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -589,6 +591,10 @@ def format_rows(rows: Sequence[Row]) -> list[str]:
             f"| {name} | {row.seconds:.1f} s | {_k(row.per_s)} | {row.cpu_s:.1f} ({counted})"
             f"{f'; not counted: {others}' if others else ''} | {_k(row.per_cpu_s)} | {row.peak_rss_mb:.0f} MB ({rss}) |"
         )
+    lines += [ratio_line] if ratio_line else []
+    for row in rows:  # how many cores each process kept busy: where the time went, and how noisy the machine was
+        busy = ", ".join(f"{k} {v['cpu_s'] / row.seconds:.2f}" for k, v in row.processes.items())
+        lines.append(f"  {row.system}: cores busy on average: {busy}; load average at start {row.notes['load_1m']:.1f}")
     return lines
 
 
@@ -626,7 +632,12 @@ def bench_shape(
             for system in order:
                 if system == "burrow" and burrow:
                     by[system] = run_burrow(
-                        control.bootstrap, zk, sentinels, shape.records, tmp / f"burrow-{run}", f"bench{shape.name}r{run}"
+                        control.bootstrap,
+                        zk,
+                        sentinels,
+                        shape.records,
+                        tmp / f"burrow-{run}",
+                        f"bench{shape.name}r{run}",
                     )
                 elif system == "lagwatch":
                     by[system] = run_lagwatch(
@@ -649,14 +660,17 @@ def bench_shape(
                 )
             rows = [by[k] for k in ("burrow", "lagwatch", "history") if k in by]
             print(f"\nrun {run + 1}/{runs}:")
-            lines = format_rows(rows)
             entry: dict[str, Any] = {k: v.to_dict() for k, v in by.items()}
+            ratio_line = None
             if "burrow" in by:
                 entry["ratios"] = ratios(by["lagwatch"], by["burrow"])
-                lines.append(format_ratios(entry["ratios"]))
+                ratio_line = format_ratios(entry["ratios"])
+            lines = format_rows(rows, ratio_line)
             if "history" in by:
                 entry["history_drop_pct"] = round(100 * (1 - by["history"].per_s / by["lagwatch"].per_s), 1)
-                lines.append(f"\nhistory.enabled: throughput {entry['history_drop_pct']:+.1f} % lower")
+                lines.append(
+                    f"\nhistory.enabled: {entry['history_drop_pct']:.1f} % fewer records/s (the issue allows 15 %)"
+                )
             print("\n".join(lines), flush=True)
             results["runs"].append(entry)
     finally:
@@ -682,26 +696,31 @@ def measure(
     use_burrow: bool = True,
 ) -> dict[str, Any]:
     """Every shape asked for, printing the tables as it goes; returns every number, per shape and run."""
-    missing = burrow_available() if use_burrow else "skipped (--no-burrow)"
+    missing = burrow_available() if use_burrow else None
     if missing:
         print(
-            f"Burrow was not found ({missing}): printing lagwatch's row only "
+            f"Burrow was not found (missing: {missing}): printing lagwatch's row only "
             "(install it with `bash scripts/install-system-deps.sh`)",
             flush=True,
         )
+    elif not use_burrow:
+        print("Burrow skipped (--no-burrow): lagwatch's row only", flush=True)
     if ingest_supports_workers():
         workers = workers or os.cpu_count() or 1
     elif workers is not None:
         print(f"this lagwatch's `run ingest` has no --workers: --workers {workers} ignored", flush=True)
         workers = None
-    out: dict[str, Any] = {"burrow": f"not found: {missing}" if missing else "1.2.1 (Debian)"}
+    with_burrow = use_burrow and not missing
+    out: dict[str, Any] = {
+        "burrow": "1.2.1 (Debian)" if with_burrow else f"not found: {missing}" if missing else "skipped"
+    }
     with tempfile.TemporaryDirectory(prefix="bench-vs-burrow-") as tmp_name, contextlib.ExitStack() as stack:
         tmp = Path(tmp_name)
-        zk = None if missing else stack.enter_context(zookeeper(tmp / "zookeeper"))
+        zk = stack.enter_context(zookeeper(tmp / "zookeeper")) if with_burrow else None
         for name in shapes:
             shape = SHAPES[name].scaled(scale)
             out[name] = bench_shape(
-                shape, tmp / name, runs=runs, workers=workers, history=history, burrow=not missing, zk=zk
+                shape, tmp / name, runs=runs, workers=workers, history=history, burrow=with_burrow, zk=zk
             )
     return out
 
