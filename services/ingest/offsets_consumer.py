@@ -2,7 +2,7 @@
 
 Measured on the same 1M offset-commit records (bench/bench_ingest.py's shape): confluent-kafka's `consume(n)`
 read 471k records/s with 2.7 CPU-s, aiokafka's `getmany` 241k/s with 4.0 CPU-s. librdkafka fetches in its own C
-threads; the Python side turns each message into a plain tuple.
+threads, and the worker reads the `Message` objects as they come (no copy into other objects).
 
 librdkafka's consumer blocks, so every call on it runs on one dedicated thread and the event loop awaits it. Group
 rebalances call back on that thread: a revocation waits there for the worker's coroutine `on_revoked` (the batch
@@ -19,9 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
-
-from lagwatch.services.ingest.records import RecordTuple
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -29,8 +27,7 @@ T = TypeVar("T")
 
 @dataclass(slots=True)
 class Fetched:
-    records: list[RecordTuple]
-    positions: dict[int, int]  # offsets-topic partition -> the offset after its last record in `records`
+    records: list[Message]  # without error events; only of partitions still assigned
     at_end: dict[int, int] | None  # every assigned partition's position, when each has been read to its end
 
 
@@ -51,6 +48,7 @@ class OffsetsConsumer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="offsets-consumer")
         self.assigned: frozenset[int] = frozenset()
+        self._revocations = 0  # partitions taken away so far (revoked or lost)
 
     # --- life cycle -----------------------------------------------------------------------------------------
 
@@ -84,26 +82,20 @@ class OffsetsConsumer:
 
     def _fetch(self, max_records: int, timeout: float, want_ends: bool) -> Fetched:
         consumer = self._require()
+        revocations = self._revocations
         messages = consumer.consume(max_records, timeout)
-        records: list[RecordTuple] = []
-        positions: dict[int, int] = {}
-        for m in messages:
-            error = m.error()
-            if error is not None:
-                if error.fatal():
+        records = [m for m in messages if m.error() is None]
+        if len(records) < len(messages):
+            for m in messages:
+                error = m.error()
+                if error is not None and error.fatal():
                     raise KafkaException(error)
-                if error.code() != KafkaError._PARTITION_EOF:
+                if error is not None and error.code() != KafkaError._PARTITION_EOF:
                     log.warning("offsets consumer: %s", error)
-                continue
-            partition, offset = m.partition(), m.offset()
-            records.append((m.key(), m.value(), partition, offset, m.timestamp()[1]))
-            positions[partition] = offset + 1
-        if records:  # messages of partitions revoked meanwhile are not ours to store any more
+        if revocations != self._revocations:  # records of partitions revoked meanwhile are not ours to store
             assigned = self.assigned
-            if any(p not in assigned for p in positions):
-                records = [r for r in records if r[2] in assigned]
-                positions = {p: o for p, o in positions.items() if p in assigned}
-        return Fetched(records, positions, self._ends() if want_ends else None)
+            records = [m for m in records if m.partition() in assigned]
+        return Fetched(records, self._ends() if want_ends else None)
 
     def _ends(self) -> dict[int, int] | None:
         consumer = self._require()
@@ -148,6 +140,7 @@ class OffsetsConsumer:
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = [tp.partition for tp in partitions]
+        self._revocations += 1
         assert self._loop is not None
         try:
             positions = asyncio.run_coroutine_threadsafe(self._on_revoked(revoked), self._loop).result()
@@ -162,6 +155,7 @@ class OffsetsConsumer:
     def _lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Taken away without a revocation (session timed out): nothing can be committed for them any more."""
         lost = [tp.partition for tp in partitions]
+        self._revocations += 1
         self.assigned = self.assigned - set(lost)
         assert self._loop is not None
         try:

@@ -1,45 +1,52 @@
-"""One batch of offsets-topic records: decoded, applied to the in-memory windows in record order, written behind.
+"""One batch of offsets-topic records: decoded and applied to the in-memory windows in one pass, then written behind.
 
-Three steps, so the worker can overlap them (decoding the next batch while Redis stores this one):
-`prepare` (decode, CPU only), `apply` (load unknown groups and log-end offsets, then change the windows in memory)
-and `write` (the changed windows and the batch's rebalances to Redis). `apply` and `write` raise on Redis or Kafka
-failures and may be retried: `apply` changes nothing before its reads succeed, and `write` is idempotent.
+`apply` reads each record once: an offset commit of a group already in memory, on a partition whose log end is
+known, goes straight into its ring (the steady state: no object is built for it). A commit of a group not loaded
+yet, or on a partition with no known log end, is set aside with every later record of its group (a group's records
+keep their order); once those groups are loaded from Redis and the log ends asked for, the set-aside records go
+through the same pass. Group metadata records (rebalances, tombstones) are decoded whole: they are rare.
+
+`take_flush` snapshots what changed and `write` stores it (retried by the caller; idempotent), so the worker can
+apply batch k+1 while Redis stores batch k.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
-from lagwatch.services.ingest.records import (
-    DecodedBatch,
-    GroupDeletion,
-    GroupRebalance,
-    KeyCache,
-    RecordTuple,
-    decode_batch,
-)
+from lagwatch.services.ingest.records import GroupDeletion, KeyCache, RecordLike, decode_group_record, type_label
 from lagwatch.services.ingest.window_cache import WindowCache
+from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.group_filter import GroupFilter
+from lagwatch.shared.store.packed_window import add_to_ring
 from lagwatch.shared.store.redis_store import GroupMetadataUpdate, WindowStore
 from lagwatch.shared.store.window_writer import GroupWrite, WindowWriter
 from lagwatch.shared.window import Commit
 
+MAX_EXACT = 2**53  # offsets and timestamps beyond this are not real (and not exact as doubles: Lua, JSON readers)
+
 
 @dataclass(slots=True)
-class PreparedBatch:
-    decoded: DecodedBatch
-    tally: Counter[str]
+class AppliedBatch:
+    """What one batch did, for the worker: counters, positions to commit, groups to announce, history."""
+
     observed_at: int
+    tally: Counter[str] = field(default_factory=Counter)
+    positions: dict[int, int] = field(default_factory=dict)  # offsets-topic partition -> offset after its last record
+    touched: dict[str, str] = field(default_factory=dict)  # group -> "commits" | "rebalance" | "deleted"
+    commits: list[Commit] = field(default_factory=list)  # every decoded commit, when the history wants them
+    deferred: list[RecordLike] = field(default_factory=list)  # records waiting for their group or log end
+    waiting: dict[str, int] = field(default_factory=dict)  # group -> offsets-topic partition, for those records
 
 
 @dataclass(slots=True)
 class Flush:
-    """What one batch changed, ready to write (immutable snapshots: later batches may change the cache)."""
+    """What batches changed, ready to write (immutable snapshots: later batches may change the cache)."""
 
     writes: list[GroupWrite] = field(default_factory=list)
     rebalances: list[GroupMetadataUpdate] = field(default_factory=list)
@@ -53,50 +60,149 @@ class BatchProcessor:
         store: WindowStore,
         broker_offsets: BrokerOffsets,
         group_filter: GroupFilter,
+        *,
+        keep_commits: bool = False,
     ) -> None:
         self.cluster = cluster
         self.store = store
         self.broker_offsets = broker_offsets
         self.group_filter = group_filter
+        self.keep_commits = keep_commits  # the history topic wants every commit as a `Commit`
         self.keys = KeyCache(group_filter)
         self.cache = WindowCache(store.redis, cluster, store.config)
         self.writer = WindowWriter(store.redis)
         self._rebalances: list[GroupMetadataUpdate] = []  # applied in memory, not yet written
 
-    def prepare(self, records: Iterable[RecordTuple]) -> PreparedBatch:
-        now = int(time.time() * 1000)
-        records = records if isinstance(records, list) else list(records)
-        decoded = decode_batch(records, observed_at=now, key_cache=self.keys)
-        tally = Counter(decoded.counts)
-        tally["records"] += len(records)
-        tally["batches"] += 1
-        return PreparedBatch(decoded, tally, now)
+    # --- applying -----------------------------------------------------------------------------------------
 
-    async def apply(self, batch: PreparedBatch) -> Counter[str]:
-        """Change the in-memory windows; returns the batch's tally (outcomes included)."""
-        decoded = batch.decoded
-        await self.cache.load(decoded.groups)
-        latest = await self._latest_broker_offsets(decoded)
-        tally = Counter(batch.tally)
-        for step in decoded.steps:
-            if isinstance(step, list):
-                self.cache.add_commits(step, latest, batch.observed_at, batch.observed_at, tally)
-            elif isinstance(step, GroupRebalance):
-                self._rebalances.append(GroupMetadataUpdate(step.group, step.generation, step.started_at, step.owners))
-            elif isinstance(step, GroupDeletion):
-                self.cache.delete_group(step.group, decoded.groups[step.group])
-                self._rebalances = [r for r in self._rebalances if r.group != step.group]  # deleted with it
-                tally["group_deleted"] += 1
-        return tally
+    def start(self, records: Sequence[RecordLike]) -> AppliedBatch:
+        """The first pass (CPU only): applies what it can, sets aside the rest (`batch.deferred`)."""
+        batch = AppliedBatch(int(time.time() * 1000))
+        batch.tally["records"] += len(records)
+        batch.tally["batches"] += 1
+        self._pass(records, batch, defer=True)
+        return batch
 
-    async def _latest_broker_offsets(self, decoded: DecodedBatch) -> dict[tuple[str, int], int | None]:
-        """The log-end offsets the commits' lags are measured against; unknown partitions are asked for first."""
+    async def load_deferred(self, batch: AppliedBatch) -> bool:
+        """What the set-aside records need: their groups from Redis, their partitions' log ends (retryable)."""
+        if batch.waiting:
+            await self.cache.load(batch.waiting)
         latest = self.broker_offsets.latest
-        partitions = {record[0].topic_partition for step in decoded.steps if isinstance(step, list) for record in step}
-        missing = {tp for tp in partitions if tp not in latest}
+        missing = set()
+        for record in batch.deferred:
+            key = self.keys.keys.get(record.key())  # type: ignore[arg-type]
+            if key is not None and key.topic_partition not in latest:
+                missing.add(key.topic_partition)
         if missing:
             await self.broker_offsets.lookup(missing)
-        return self.broker_offsets.latest
+        return True
+
+    def finish(self, batch: AppliedBatch) -> None:
+        """The second pass, over the set-aside records, once `load_deferred` succeeded."""
+        deferred, batch.deferred = batch.deferred, []
+        if deferred:
+            positions, batch.positions, batch.waiting = batch.positions, {}, {}  # the first pass saw every record
+            self._pass(deferred, batch, defer=False)
+            batch.positions = positions
+
+    async def apply(self, records: Sequence[RecordLike]) -> AppliedBatch:
+        """Both passes (tests and simple callers)."""
+        batch = self.start(records)
+        await self.load_deferred(batch)
+        self.finish(batch)
+        return batch
+
+    def _pass(self, records: Sequence[RecordLike], batch: AppliedBatch, *, defer: bool) -> None:
+        """The hot loop: per record a dict look-up of its key, two integers from its value, and its ring's update."""
+        known = self.keys.keys
+        groups = self.cache.groups
+        dirty = self.cache.dirty
+        latest = self.broker_offsets.latest
+        config = self.store.config
+        tally, positions, touched = batch.tally, batch.positions, batch.touched
+        deferred, waiting = batch.deferred, batch.waiting
+        keep = self.keep_commits
+        now = batch.observed_at
+        expired_before = now - config.expire_group_ms
+        offset_and_timestamp = codec.commit_offset_and_timestamp
+        outcomes: Counter = Counter()
+        current_name: str | None = None
+        current = rings = changed = None
+        for record in records:
+            key = record.key()
+            partition = record.partition()
+            order = record.offset()
+            positions[partition] = order + 1
+            if key is None:
+                tally["decode_error:no-key"] += 1
+                continue
+            commit_key = known.get(key)
+            try:
+                if commit_key is None:
+                    commit_key = self.keys.commit_key(key)
+                    if commit_key is None:  # not an offset commit: group metadata or another record type
+                        self._group_record(record, key, batch, defer)
+                        continue
+                value = record.value()
+                if not value:
+                    tally["offset_commit_tombstone"] += 1
+                    continue
+                group = commit_key[0]
+                if not commit_key[5]:  # filtered out by the allow/deny regexes
+                    tally["filtered"] += 1
+                    continue
+                if group in waiting or (defer and (group not in groups or commit_key[4] not in latest)):
+                    waiting[group] = partition
+                    deferred.append(record)
+                    continue
+                committed, timestamp = offset_and_timestamp(value)
+            except codec.CodecError as exc:
+                tally[f"decode_error:{type_label(exc.record_type, key)}"] += 1
+                continue
+            if not (0 <= committed < MAX_EXACT and 0 <= timestamp < MAX_EXACT):
+                tally["decode_error:out-of-range"] += 1
+                continue
+            if keep:
+                batch.commits.append(Commit(group, commit_key[1], commit_key[2], committed, timestamp, order, now))
+            if group != current_name:
+                current_name = group
+                current = groups[group]
+                if current.last is not None and current.last < expired_before:
+                    self.cache.restart(current)
+                dirty[group] = current
+                touched[group] = "commits"
+                rings, changed = current.rings, current.changed
+            field_name = commit_key[3]
+            outcome, ring = add_to_ring(
+                rings.get(field_name, b""), committed, timestamp, order, now, latest.get(commit_key[4]), now, config
+            )
+            outcomes[outcome] += 1
+            if ring is not None:
+                rings[field_name] = ring
+                changed.add(field_name)
+                if current.last is None or timestamp > current.last:
+                    current.last = timestamp
+        for outcome, n in outcomes.items():
+            tally[f"outcome:{outcome.name.lower()}"] += n
+
+    def _group_record(self, record: RecordLike, key: bytes, batch: AppliedBatch, defer: bool) -> None:
+        """A record other than an offset commit (rare): a rebalance, a group tombstone, or one skipped."""
+        step = decode_group_record(key, record.value(), record.timestamp()[1], batch.tally, self.group_filter)
+        if step is None:
+            return
+        if step.group in batch.waiting and defer:  # after a commit set aside: keep the group's order
+            batch.deferred.append(record)
+            return
+        if isinstance(step, GroupDeletion):
+            self.cache.delete_group(step.group, record.partition())
+            self._rebalances = [r for r in self._rebalances if r.group != step.group]  # deleted with it
+            batch.tally["group_deleted"] += 1
+            batch.touched[step.group] = "deleted"
+        else:
+            self._rebalances.append(GroupMetadataUpdate(step.group, step.generation, step.started_at, step.owners))
+            batch.touched[step.group] = "rebalance"
+
+    # --- writing ---------------------------------------------------------------------------------------------
 
     def take_flush(self, now_ms: int) -> Flush:
         flush = Flush(self.cache.take_writes(), self._rebalances, now_ms)
@@ -113,17 +219,15 @@ class BatchProcessor:
             await self.store.delete_group(self.cluster, group)
         metrics.BATCH_SECONDS.labels(self.cluster).observe(time.perf_counter() - started)
 
-    async def process(self, records: Iterable[RecordTuple]) -> Counter[str]:
-        """Every step at once (tests and simple callers)."""
-        batch = self.prepare(records)
-        tally = await self.apply(batch)
+    async def process(self, records: Sequence[RecordLike]) -> Counter[str]:
+        """Apply and write one batch (tests and simple callers); returns its tally."""
+        batch = await self.apply(records)
         await self.write(self.take_flush(batch.observed_at))
-        return tally
+        return batch.tally
 
-    def forget_partitions(self, partitions: Iterable[int]) -> None:
+    def forget_partitions(self, partitions: Sequence[int]) -> None:
         """Offsets-topic partitions this worker no longer owns: their groups leave memory (flushed before)."""
-        gone = set(partitions)
-        self.cache.forget_partitions(gone)
+        self.cache.forget_partitions(partitions)
 
     async def report_own_progress(self, group: str, topic: str, positions: dict[int, int]) -> None:
         """lagwatch's own consumption, stored as a consumer group like any other (Burrow reports `burrow-<name>`):

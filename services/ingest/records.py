@@ -1,4 +1,4 @@
-"""From raw `__consumer_offsets` records to the store operations they mean, in order. Pure: no I/O.
+"""What `__consumer_offsets` records mean to the ingest. Pure: no I/O. (The hot loop is `processor.BatchProcessor`.)
 
 * offset commit                -> a window commit (`order` = the record's offset in its offsets-topic partition,
                                   timestamp = the commit timestamp inside the record)
@@ -8,32 +8,67 @@
 * group-metadata tombstone     -> the group is deleted
 * other record types (KIP-848 consumer/share/streams group records) -> counted as skipped, by type
 * undecodable bytes            -> counted as decode errors, by type, and skipped
-Groups failing the allow/deny regexes are dropped here, before they cost a Redis call.
+Groups failing the allow/deny regexes are dropped before they cost a Redis call. An offset commit's key is decoded
+once per distinct key (`KeyCache`), its value for every record (`offsets_codec.commit_offset_and_timestamp`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.group_filter import GroupFilter
-from lagwatch.shared.window import Commit
 
 TopicPartition = tuple[str, int]
-# (key, value, offsets-topic partition, offset in it, record timestamp ms): what decoding needs of a consumed record
-RecordTuple = tuple[bytes | None, bytes | None, int, int, int]
 # Kafka's coordinator record types are small numbers; anything else (a corrupt key) is counted under one label
 KNOWN_TYPES = range(32)
-MAX_EXACT = 2**53  # offsets and timestamps beyond this are not real (and not exact as doubles: Lua, JSON readers)
 KEY_CACHE_LIMIT = 500_000  # distinct commit keys remembered (group, topic, partition): ~100 B each
 
 
-def type_label(record_type: int | None) -> str:
-    """A metric label for a record type, from a fixed set (a corrupt record must not mint a new series)."""
+def type_label(record_type: int | None, key: bytes = b"") -> str:
+    """A metric label for a record type, from a fixed set (a corrupt record must not mint a new series). Without a
+    type (an error in a commit's value) it is the key's."""
+    if record_type is None and len(key) >= 2:
+        record_type = int.from_bytes(key[:2], "big", signed=True)
     return str(record_type) if record_type in KNOWN_TYPES else "other"
+
+
+class RecordLike(Protocol):
+    """What the ingest reads of a consumed record: confluent-kafka's `Message` interface (methods, not fields)."""
+
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def partition(self) -> int: ...
+    def offset(self) -> int: ...
+    def timestamp(self) -> tuple[int, int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """A record of the offsets topic built by hand (tests, replays), readable like a consumed one."""
+
+    key_bytes: bytes | None
+    value_bytes: bytes | None
+    partition_number: int = 0
+    offset_number: int = 0
+    timestamp_ms: int = 0
+
+    def key(self) -> bytes | None:
+        return self.key_bytes
+
+    def value(self) -> bytes | None:
+        return self.value_bytes
+
+    def partition(self) -> int:
+        return self.partition_number
+
+    def offset(self) -> int:
+        return self.offset_number
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self.timestamp_ms)  # (TIMESTAMP_CREATE_TIME, ms), as confluent-kafka gives it
 
 
 class CommitKey(NamedTuple):
@@ -47,11 +82,6 @@ class CommitKey(NamedTuple):
     accepted: bool  # the group passes the allow/deny regexes
 
 
-# One offset commit as the hot path carries it: (key, committed offset, commit timestamp, order). Plain tuples: a
-# batch holds thousands, and `Commit` objects are built only where a consumer of the batch wants them (history).
-CommitRecord = tuple[CommitKey, int, int, int]
-
-
 @dataclass(frozen=True, slots=True)
 class GroupRebalance:
     group: str
@@ -63,41 +93,6 @@ class GroupRebalance:
 @dataclass(frozen=True, slots=True)
 class GroupDeletion:
     group: str
-
-
-Step = list[CommitRecord] | GroupRebalance | GroupDeletion
-
-
-@dataclass(slots=True)
-class DecodedBatch:
-    """Store operations in record order (consecutive commits share one step) and what was skipped."""
-
-    observed_at: int = 0  # when lagwatch read the batch, ms
-    steps: list[Step] = field(default_factory=list)
-    counts: Counter[str] = field(default_factory=Counter)
-    groups: dict[str, int] = field(default_factory=dict)  # every group in the batch -> its offsets-topic partition
-
-    @property
-    def commits(self) -> list[Commit]:
-        at = self.observed_at
-        return [
-            Commit(key.group, key.topic, key.partition, offset, timestamp, order, at)
-            for step in self.steps
-            if isinstance(step, list)
-            for key, offset, timestamp, order in step
-        ]
-
-    def touched_groups(self) -> dict[str, str]:
-        """group -> why it changed ("commits", "rebalance" or "deleted"; the last step wins)."""
-        touched: dict[str, str] = {}
-        for step in self.steps:
-            if isinstance(step, list):
-                touched.update((record[0].group, "commits") for record in step)
-            elif isinstance(step, GroupRebalance):
-                touched[step.group] = "rebalance"
-            else:
-                touched[step.group] = "deleted"
-        return touched
 
 
 class KeyCache:
@@ -132,55 +127,22 @@ class KeyCache:
         return known
 
 
-def decode_batch(records: Iterable[RecordTuple], observed_at: int, key_cache: KeyCache) -> DecodedBatch:
-    batch = DecodedBatch(observed_at)
-    counts, steps, groups = batch.counts, batch.steps, batch.groups
-    known = key_cache.keys
-    run: list[CommitRecord] | None = None  # the current run of consecutive commits (one step)
-    offset_and_timestamp = codec.commit_offset_and_timestamp
-    for key, value, partition, order, timestamp in records:
-        if key is None:
-            counts["decode_error:no-key"] += 1
-            continue
-        try:
-            commit_key = known.get(key) or key_cache.commit_key(key)
-            if commit_key is not None:
-                if not value:
-                    counts["offset_commit_tombstone"] += 1
-                elif not commit_key[5]:  # accepted
-                    counts["filtered"] += 1
-                else:
-                    committed, commit_timestamp = offset_and_timestamp(value)
-                    if not (0 <= committed < MAX_EXACT and 0 <= commit_timestamp < MAX_EXACT):
-                        counts["decode_error:out-of-range"] += 1
-                        continue
-                    groups[commit_key[0]] = partition
-                    if run is None:
-                        run = [(commit_key, committed, commit_timestamp, order)]
-                        steps.append(run)
-                    else:
-                        run.append((commit_key, committed, commit_timestamp, order))
-                continue
-            record = codec.decode_record(key, value)
-        except codec.CodecError as exc:
-            record_type = exc.record_type
-            if record_type is None and len(key) >= 2:  # a commit value's error: the type is the key's
-                record_type = int.from_bytes(key[:2], "big", signed=True)
-            counts[f"decode_error:{type_label(record_type)}"] += 1
-            continue
-        run = None
-        if isinstance(record, codec.GroupMetadata):
-            if not key_cache.group_filter.accepts(record.group):
-                counts["filtered"] += 1
-                continue
-            groups[record.group] = partition
-            if record.tombstone:
-                steps.append(GroupDeletion(record.group))
-            else:
-                steps.append(_rebalance(record, timestamp, counts))
-        else:
-            counts[f"skipped_type:{type_label(record.record_type)}"] += 1
-    return batch
+def decode_group_record(
+    key: bytes, value: bytes | None, timestamp: int, counts: Counter[str], group_filter: GroupFilter
+) -> GroupRebalance | GroupDeletion | None:
+    """A record that is not an offset commit: a rebalance or a group tombstone, or None (skipped, counted)."""
+    try:
+        record = codec.decode_record(key, value)
+    except codec.CodecError as exc:
+        counts[f"decode_error:{type_label(exc.record_type, key)}"] += 1
+        return None
+    if not isinstance(record, codec.GroupMetadata):
+        counts[f"skipped_type:{type_label(record.record_type)}"] += 1
+        return None
+    if not group_filter.accepts(record.group):
+        counts["filtered"] += 1
+        return None
+    return GroupDeletion(record.group) if record.tombstone else _rebalance(record, timestamp, counts)
 
 
 def _rebalance(record: codec.GroupMetadata, record_ts: int, counts: Counter[str]) -> GroupRebalance:

@@ -15,15 +15,12 @@ stored layout) and flushes what changed, once per batch, before the batch's Kafk
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
-from lagwatch.services.ingest.records import CommitRecord
 from lagwatch.shared.store import keys
-from lagwatch.shared.store.packed_window import add_to_ring
 from lagwatch.shared.store.window_writer import GroupWrite
 from lagwatch.shared.window import WindowConfig
 
@@ -79,54 +76,17 @@ class WindowCache:
 
     # --- applying a batch -----------------------------------------------------------------------------------
 
-    def add_commits(
-        self,
-        records: Iterable[CommitRecord],
-        latest: Mapping[TopicPartition, int | None],
-        now_ms: int,
-        observed_at: int,
-        tally: Counter[str],
-    ) -> None:
-        """Apply a run of commits (their groups loaded) in order; counts outcomes in `tally` as `outcome:<name>`."""
-        config = self.config
-        groups, dirty = self.groups, self.dirty
-        outcomes: Counter = Counter()
-        expired_before = now_ms - config.expire_group_ms
-        current = CachedGroup(())  # replaced at the first record
-        current_name = None
-        rings, changed = current.rings, current.changed
-        for key, offset, timestamp, order in records:
-            group = key[0]
-            if group != current_name:
-                current_name = group
-                current = groups[group]
-                if current.last is not None and current.last < expired_before:
-                    self._restart(current)
-                dirty[group] = current
-                rings, changed = current.rings, current.changed
-            field_name = key[3]
-            outcome, ring = add_to_ring(
-                rings.get(field_name, b""), offset, timestamp, order, observed_at, latest.get(key[4]), now_ms, config
-            )
-            outcomes[outcome] += 1
-            if ring is not None:
-                rings[field_name] = ring
-                changed.add(field_name)
-                if current.last is None or timestamp > current.last:
-                    current.last = timestamp
-        for outcome, n in outcomes.items():
-            tally[f"outcome:{outcome.name.lower()}"] += n
-
     def delete_group(self, group: str, partition: int) -> None:
         """A group tombstone: the group is empty from here on and its keys go at the next flush."""
         cached = self.groups.get(group)
         if cached is None:
             cached = self.groups[group] = CachedGroup(keys.group_keys(self.cluster, group), partition=partition)
-        self._restart(cached)
+        self.restart(cached)
         self.dirty[group] = cached
 
     @staticmethod
-    def _restart(cached: CachedGroup) -> None:
+    def restart(cached: CachedGroup) -> None:
+        """Empty the group: an expired one starts afresh, a deleted one is gone; the next flush replaces its keys."""
         cached.rings, cached.changed, cached.last, cached.replace = {}, set(), None, True
 
     # --- flushing -------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer
-from lagwatch.services.ingest.processor import BatchProcessor, Flush, PreparedBatch
+from lagwatch.services.ingest.processor import AppliedBatch, BatchProcessor, Flush
 from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.config import Config
 from lagwatch.shared.health_server import HealthServer
@@ -78,7 +78,13 @@ class IngestWorker:
             topic_refresh=cluster_config.topic_refresh,
             history=self.history,
         )
-        self.processor = BatchProcessor(cluster, self.store, self.broker_offsets, config.group_filter(cluster))
+        self.processor = BatchProcessor(
+            cluster,
+            self.store,
+            self.broker_offsets,
+            config.group_filter(cluster),
+            keep_commits=self.history is not None,
+        )
         self.changes = ChangePublisher(kafka, config.evaluator.changes_topic)
         self.broker_offsets.changes = self.changes  # log-end notices: the evaluator re-checks groups on moved topics
         self._consumer_config = self._librdkafka_settings(librdkafka_config(cluster_config, cluster), cluster_config)
@@ -194,14 +200,15 @@ class IngestWorker:
             fetched = await self.consumer.fetch(self.batch_size, 0.2, want_ends=not self.caught_up.is_set())
             self._forget_deleted_topics()
             if fetched.records:
-                prepared = self.processor.prepare(fetched.records)
-                tally = await self._retry("loading windows", lambda p=prepared: self.processor.apply(p))
-                if tally is None or not await self._drain():
+                batch = self.processor.start(fetched.records)
+                if batch.deferred:  # groups to load from Redis, log ends to ask Kafka for
+                    if await self._retry("loading windows", lambda b=batch: self.processor.load_deferred(b)) is None:
+                        return  # stopping while Redis or Kafka was down
+                    self.processor.finish(batch)
+                if not await self._drain():
                     return  # stopping while Redis or Kafka was down: nothing more is committed
-                flush = self.processor.take_flush(prepared.observed_at)
-                self._inflight = asyncio.create_task(
-                    self._store_and_commit(prepared, tally, flush, fetched.positions, fetched.at_end)
-                )
+                flush = self.processor.take_flush(batch.observed_at)
+                self._inflight = asyncio.create_task(self._store_and_commit(batch, flush, fetched.at_end))
                 await asyncio.sleep(0)  # let it send its writes: Redis works on them while we fetch the next batch
             elif fetched.at_end and (self._inflight is None or self._inflight.done()):
                 self._caught_up(fetched.at_end)
@@ -230,37 +237,25 @@ class IngestWorker:
         inflight, self._inflight = self._inflight, None
         return True if inflight is None else await inflight
 
-    async def _store_and_commit(
-        self,
-        prepared: PreparedBatch,
-        tally: Counter[str],
-        flush: Flush,
-        positions: dict[int, int],
-        at_end: dict[int, int] | None = None,
-    ) -> bool:
+    async def _store_and_commit(self, batch: AppliedBatch, flush: Flush, at_end: dict[int, int] | None) -> bool:
         # Redis and the history topic at once: the batch waits for the slower of the two, not for both in turn
-        stored, archived = await asyncio.gather(
-            self._store_with_retry(flush, tally), self._archive_with_retry(prepared)
-        )
+        stored, archived = await asyncio.gather(self._store_with_retry(flush, batch.tally), self._archive(batch))
         if not (stored and archived):
             return False  # left uncommitted: read again later
-        touched = prepared.decoded.touched_groups()
-        if touched:
-            await self.changes.publish(self.cluster, touched.items())  # the evaluator's trigger (best effort)
-        self.consumer.commit(positions)
-        self._positions.update(positions)
+        if batch.touched:
+            await self.changes.publish(self.cluster, batch.touched.items())  # the evaluator's trigger (best effort)
+        self.consumer.commit(batch.positions)
+        self._positions.update(batch.positions)
         self.batches_done += 1
         if at_end:
             self._caught_up(at_end)
         return True
 
-    async def _archive_with_retry(self, prepared: PreparedBatch) -> bool:
+    async def _archive(self, batch: AppliedBatch) -> bool:
         """The batch's commits on the history topic before the position moves on (none lost to the replay)."""
-        if self.history is None or not prepared.decoded.steps:
+        if self.history is None or not batch.commits:
             return True
-        history, commits = self.history, prepared.decoded.commits
-        if not commits:
-            return True
+        history, commits = self.history, batch.commits
         return await self._retry("archiving a batch", lambda: history.publish_commits(commits)) is not None
 
     async def _retry(self, what: str, operation: Callable[[], Awaitable[T]]) -> T | None:
