@@ -12,7 +12,17 @@ from aiokafka.partitioner import murmur2
 
 
 def partition_for(key: bytes, partitions: int) -> int:
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
+    known = _PARTITIONS.get((key, partitions))
+    if known is None:
+        if len(_PARTITIONS) >= PARTITION_CACHE_LIMIT:
+            _PARTITIONS.clear()
+        known = _PARTITIONS[(key, partitions)] = (murmur2(key) & 0x7FFFFFFF) % partitions
+    return known
+
+
+# murmur2 in Python costs more than the rest of a change notice: the same group keys come back batch after batch
+PARTITION_CACHE_LIMIT = 200_000
+_PARTITIONS: dict[tuple[bytes, int], int] = {}
 
 
 async def send_keyed(
