@@ -102,7 +102,19 @@ def run_ingest(
         **(env or {}),
     )
     lagwatch = Path(sys.executable).parent / "lagwatch"
-    command = [str(lagwatch), "run", "ingest", "--cluster", cluster, "--http-port", "0", "--log-level", "WARNING"]
+    command = [
+        str(lagwatch),
+        "run",
+        "ingest",
+        "--cluster",
+        cluster,
+        "--http-port",
+        "0",
+        "--log-level",
+        "WARNING",
+        "--workers",
+        "1",
+    ]
     proc = subprocess.Popen(command, env=env)
     client = Redis.from_url(redis.url)
     start = end = None

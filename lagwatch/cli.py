@@ -34,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _spark_reprocess(argv[2:])
     parser = _parser()
     args = parser.parse_args(argv)
+    args.argv = argv  # what `run ingest --workers N` passes on to its workers
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return USAGE_ERROR
@@ -68,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--cluster", default=None, help="the configured cluster to watch (default: the only one)")
     run.add_argument(
         "--http-port", type=int, default=None, help="port of /healthz, /readyz and /metrics (api: its port)"
+    )
+    run.add_argument(
+        "--workers", type=int, default=None, help="ingest: worker processes (default: ingest.workers; 0: one per CPU)"
     )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.add_argument("--log-file", type=Path, default=None, help="log here instead of stderr")
@@ -162,8 +166,14 @@ def _run_service(args: argparse.Namespace) -> int:
 
         asyncio.run(run_api(config, port=args.http_port))
     elif args.service == "ingest":
+        from lagwatch.services.ingest import workers
         from lagwatch.services.ingest.worker import run_ingest
 
+        count = config.ingest.workers if args.workers is None else args.workers
+        count = count or workers.default_workers()
+        if count > 1:
+            return workers.supervise(args.argv, count)
+        workers.die_with_supervisor()
         asyncio.run(run_ingest(config, cluster, http_port=args.http_port))
     elif args.service == "evaluator":
         from lagwatch.services.evaluator.service import run_evaluator

@@ -132,7 +132,7 @@ def _ingest_process(bootstrap, redis_url):
     )
     lagwatch = Path(sys.executable).parent / "lagwatch"
     return subprocess.Popen(
-        [str(lagwatch), "run", "ingest", "--http-port", "0"],
+        [str(lagwatch), "run", "ingest", "--http-port", "0", "--workers", "1"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -161,6 +161,7 @@ async def test_redis_down_the_batch_waits_and_kafka_offsets_are_not_committed_pa
             await writer.commit("billing", "orders", 0, 1)
             await eventually(lambda: store.get_group(CLUSTER, "billing"))
             partition = writer.partition_for("billing")
+            await eventually(lambda: _committed_past(kafka.bootstrap, partition, -1))  # commits trail the store
             before = (await committed_offsets(kafka.bootstrap))[partition]
             server.stop()
             await writer.commit("billing", "orders", 0, 2)
@@ -182,7 +183,8 @@ async def _newest_offset(store, group, offset):
 
 
 async def _committed_past(bootstrap, partition, before):
-    return (await committed_offsets(bootstrap))[partition] > before
+    committed = (await committed_offsets(bootstrap))[partition]
+    return committed is not None and committed > before
 
 
 def free_port():
@@ -197,7 +199,7 @@ async def test_sigterm_finishes_commits_and_exits_cleanly(kafka, redis_server, r
     env = dict(os.environ, REDIS_URL=redis_server.url, KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap)
     lagwatch = Path(sys.executable).parent / "lagwatch"
     proc = subprocess.Popen(
-        [str(lagwatch), "run", "ingest", "--http-port", str(port)],
+        [str(lagwatch), "run", "ingest", "--http-port", str(port), "--workers", "1"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -215,7 +217,7 @@ async def test_sigterm_finishes_commits_and_exits_cleanly(kafka, redis_server, r
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, out
-    assert (await committed_offsets(kafka.bootstrap))[writer.partition_for("billing")] is not None
+    assert (await committed_offsets(kafka.bootstrap))[writer.partition_for("billing")] is not None, out
 
 
 async def _ready(port):

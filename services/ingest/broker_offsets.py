@@ -140,12 +140,22 @@ class BrokerOffsets:
         self.is_poller = bool(await self._renew(keys=[keys.poller_lease(self.cluster)], args=[self._owner, ttl_ms]))
         if not self.is_poller:
             await self.load_from_store()
+            await self._check_kafka()
             return
         if not poll:
             return
         if time.monotonic() - self._last_topic_refresh >= self.topic_refresh or not self.partition_counts:
             await self.refresh_topics()
         await self.poll(self.all_partitions())
+
+    async def _check_kafka(self) -> None:
+        """A follower polls nothing, yet its readiness must say whether Kafka answers: a metadata request now and
+        then (every topic-refresh, or every tick while it did not answer)."""
+        if self.kafka_ok and time.monotonic() - self._last_topic_refresh < self.topic_refresh:
+            return
+        await self._consumer._client.force_metadata_update()
+        self.kafka_ok = True
+        self._last_topic_refresh = time.monotonic()
 
     async def load_from_store(self) -> None:
         """A follower's view: the poller's latest samples, read from Redis."""

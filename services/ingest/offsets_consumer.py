@@ -6,14 +6,16 @@ threads, and the worker reads the `Message` objects as they come (no copy into o
 
 librdkafka's consumer blocks, so every call on it runs on one dedicated thread and the event loop awaits it. Group
 rebalances call back on that thread: a revocation waits there for the worker's coroutine `on_revoked` (the batch
-in flight stored and committed) and then commits the revoked partitions' positions synchronously, so the next
-owner starts exactly where this worker's windows end.
+in flight stored) and then commits its positions synchronously, so the next owner starts exactly where this
+worker's windows end. Commits are only ever sent from that thread (`commit` queues them): a librdkafka call from
+the event loop's thread while a rebalance callback waits for the loop deadlocks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,7 +40,7 @@ class OffsetsConsumer:
         topic: str,
         *,
         on_assigned: Callable[[list[int]], None],
-        on_revoked: Callable[[list[int]], Awaitable[dict[int, int]]],
+        on_revoked: Callable[[list[int]], Awaitable[None]],
     ) -> None:
         self.topic = topic
         self._config = config
@@ -49,6 +51,8 @@ class OffsetsConsumer:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="offsets-consumer")
         self.assigned: frozenset[int] = frozenset()
         self._revocations = 0  # partitions taken away so far (revoked or lost)
+        self._pending: dict[int, int] = {}  # positions stored in Redis, to commit (see `commit`)
+        self._lock = threading.Lock()
 
     # --- life cycle -----------------------------------------------------------------------------------------
 
@@ -65,10 +69,14 @@ class OffsetsConsumer:
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             try:
-                await self._call(consumer.close)
+                await self._call(self._close, consumer)
             except (KafkaException, RuntimeError) as exc:
                 log.warning("offsets consumer: close failed (%s)", exc)
         self.assigned = frozenset()
+
+    def _close(self, consumer: Consumer) -> None:
+        self._send_commits(consumer, wait=True)  # what was stored last, before the group hears we leave
+        consumer.close()
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False)
@@ -82,6 +90,7 @@ class OffsetsConsumer:
 
     def _fetch(self, max_records: int, timeout: float, want_ends: bool) -> Fetched:
         consumer = self._require()
+        self._send_commits(consumer)
         revocations = self._revocations
         messages = consumer.consume(max_records, timeout)
         records = [m for m in messages if m.error() is None]
@@ -120,33 +129,37 @@ class OffsetsConsumer:
     # --- committing ------------------------------------------------------------------------------------------
 
     def commit(self, positions: dict[int, int]) -> None:
-        """Commit positions without waiting (librdkafka sends it; a failure means records are read again)."""
-        consumer = self._consumer
-        if consumer is None or not positions:
-            return
-        offsets = [TopicPartition(self.topic, p, o) for p, o in positions.items() if p in self.assigned]
+        """Queue positions for committing: the consumer's thread sends them (asynchronously) before its next fetch.
+        librdkafka calls made from another thread while a rebalance callback waits on the event loop deadlock."""
+        with self._lock:
+            self._pending.update(positions)
+
+    def _send_commits(self, consumer: Consumer, *, wait: bool = False) -> None:
+        """On the consumer's thread: commit what `commit` queued (a failure means records are read again)."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        offsets = [TopicPartition(self.topic, p, o) for p, o in pending.items() if p in self.assigned]
         if offsets:
             try:
-                consumer.commit(offsets=offsets, asynchronous=True)
+                consumer.commit(offsets=offsets, asynchronous=not wait)
             except KafkaException as exc:
                 log.warning("offsets consumer: commit failed (%s); records will be read again", exc)
 
     # --- rebalance callbacks (on the consumer's thread) --------------------------------------------------------
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.assigned = frozenset(tp.partition for tp in partitions)
+        added = frozenset(tp.partition for tp in partitions)
+        self.assigned = added  # an (eager) assignment replaces the last one
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._on_assigned, sorted(self.assigned))
+        self._loop.call_soon_threadsafe(self._on_assigned, sorted(added))
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = [tp.partition for tp in partitions]
         self._revocations += 1
         assert self._loop is not None
         try:
-            positions = asyncio.run_coroutine_threadsafe(self._on_revoked(revoked), self._loop).result()
-            offsets = [TopicPartition(self.topic, p, o) for p, o in positions.items() if p in revoked]
-            if offsets:
-                consumer.commit(offsets=offsets, asynchronous=False)
+            asyncio.run_coroutine_threadsafe(self._on_revoked(revoked), self._loop).result()
+            self._send_commits(consumer, wait=True)  # the drained batch's positions, before the next owner reads
         except Exception as exc:  # the next owner re-reads from the last commit: duplicates, which `order` drops
             log.warning("offsets consumer: handing over partitions %s failed (%s)", revoked, exc)
         finally:

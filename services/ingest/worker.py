@@ -111,12 +111,12 @@ class IngestWorker:
             "enable.auto.offset.store": False,
             "auto.offset.reset": "latest" if cluster_config.start_latest else "earliest",
             "session.timeout.ms": self.session_timeout_ms,
-            "heartbeat.interval.ms": max(100, self.session_timeout_ms // 3),
+            # a worker hears of a rebalance at its next heartbeat: the group waits for the slowest to hear it
+            "heartbeat.interval.ms": max(100, min(1000, self.session_timeout_ms // 3)),
             "fetch.wait.max.ms": 100,  # an idle fetch costs little; a broker that holds fetches would cost latency
-            "fetch.max.bytes": 50 * 1024 * 1024,
-            "max.partition.fetch.bytes": 4 * 1024 * 1024,
-            "queued.min.messages": max(100_000, 4 * self.batch_size),  # read ahead while a batch is processed
-            "queued.max.messages.kbytes": 32 * 1024,  # bounds the read-ahead's memory
+            # read-ahead while a batch is applied, bounded: librdkafka's defaults keep up to 64 MB per consumer
+            "fetch.max.bytes": 16 * 1024 * 1024,
+            "queued.max.messages.kbytes": 8 * 1024,
         }
 
     def _new_consumer(self) -> OffsetsConsumer:
@@ -128,13 +128,12 @@ class IngestWorker:
         log.info("ingest: assigned offsets-topic partitions %s", partitions)
         self.caught_up.clear()  # their commits since the last owner's last commit are still to be read
 
-    async def _on_revoked(self, partitions: list[int]) -> dict[int, int]:
-        """The batch in flight is stored and committed before anyone takes over; then the partitions' groups leave
-        memory. Returns the stored positions, which the consumer commits once more, synchronously."""
+    async def _on_revoked(self, partitions: list[int]) -> None:
+        """The batch in flight is stored (the consumer then commits its positions) before anyone takes over; then
+        the partitions' groups leave memory."""
         await self._drain()
         self.processor.forget_partitions(partitions)
         log.info("ingest: revoked offsets-topic partitions %s", sorted(partitions))
-        return {p: self._positions[p] for p in partitions if p in self._positions}
 
     async def _redis_ok(self) -> bool:
         return bool(await self.redis.ping())

@@ -1,0 +1,131 @@
+"""`lagwatch run ingest --workers N`: N ingest worker processes under one command, to use every core.
+
+The workers join the ingest's consumer group and share the offsets topic's partitions, exactly as N separately
+started `lagwatch run ingest` would (a Python process keeps one core busy at most). Each is `lagwatch run ingest
+--workers 1` with this command's other arguments; worker 0 serves `/healthz`, `/readyz` and `/metrics` on the
+configured port, the others on ports the system picks (logged), so they never collide with the other services.
+
+This process only supervises: SIGTERM/SIGINT are passed on (each worker stores and commits its batch in hand, then
+leaves the group) and it exits when they have; a worker that dies is started again after a back-off. Should this
+process be killed outright, the kernel sends each worker SIGTERM (Linux `PR_SET_PDEATHSIG`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+log = logging.getLogger(__name__)
+SUPERVISOR_ENV = "LAGWATCH_INGEST_SUPERVISOR"  # set in each worker: the supervisor's pid
+PR_SET_PDEATHSIG = 1
+STOP_TIMEOUT_S = 60.0
+MAX_BACKOFF_S = 30.0
+
+
+def default_workers() -> int:
+    return os.cpu_count() or 1
+
+
+def die_with_supervisor() -> None:
+    """In a worker: get SIGTERM when the supervisor dies (and exit now if it already has)."""
+    supervisor = os.environ.get(SUPERVISOR_ENV)
+    if not supervisor:
+        return
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(supervisor):
+        sys.exit(1)
+
+
+def worker_command(argv: Sequence[str], index: int) -> list[str]:
+    """This command's arguments for worker `index`: one worker, and a port of its own unless it is worker 0."""
+    args = _without_option(list(argv), "--workers")
+    if index > 0:
+        args = [*_without_option(args, "--http-port"), "--http-port", "0"]
+    return [sys.executable, "-m", "lagwatch.cli", *args, "--workers", "1"]
+
+
+def _without_option(args: list[str], name: str) -> list[str]:
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == name:
+            skip = True
+        elif not a.startswith(f"{name}="):
+            out.append(a)
+    return out
+
+
+class _Slot:
+    def __init__(self, index: int, command: list[str]) -> None:
+        self.index = index
+        self.command = command
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+        self.quick_deaths = 0
+        self.due = 0.0  # monotonic time of the next start
+
+    def start(self) -> None:
+        env = dict(os.environ, **{SUPERVISOR_ENV: str(os.getpid())})
+        self.proc = subprocess.Popen(self.command, env=env, stdin=subprocess.DEVNULL)
+        self.started_at = time.monotonic()
+        log.info("ingest worker %d started (pid %d)", self.index, self.proc.pid)
+
+
+def supervise(argv: Sequence[str], workers: int) -> int:
+    """Run `workers` workers until SIGTERM/SIGINT; returns the exit code."""
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: object) -> None:
+        stopping.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    slots = [_Slot(i, worker_command(argv, i)) for i in range(workers)]
+    for slot in slots:
+        slot.start()
+    while not stopping.wait(0.5):
+        for slot in slots:
+            _tend(slot)
+    return _stop_all(slots)
+
+
+def _tend(slot: _Slot) -> None:
+    """Start a dead worker again, backing off when it keeps dying soon after its start."""
+    now = time.monotonic()
+    if slot.proc is not None:
+        code = slot.proc.poll()
+        if code is None:
+            return
+        slot.proc = None
+        slot.quick_deaths = slot.quick_deaths + 1 if now - slot.started_at < MAX_BACKOFF_S else 0
+        delay = min(MAX_BACKOFF_S, 0.5 * 2**slot.quick_deaths)
+        slot.due = now + delay
+        log.warning("ingest worker %d exited with %s; starting it again in %.1fs", slot.index, code, delay)
+    if now >= slot.due:
+        slot.start()
+
+
+def _stop_all(slots: list[_Slot]) -> int:
+    running = [s.proc for s in slots if s.proc is not None and s.proc.poll() is None]
+    for proc in running:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    codes = []
+    for proc in running:
+        try:
+            codes.append(proc.wait(max(0.1, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            codes.append(proc.wait())
+    return max((abs(c) for c in codes if c not in (0, -signal.SIGTERM)), default=0)
