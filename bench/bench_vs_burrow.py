@@ -408,6 +408,9 @@ def run_lagwatch(
 ) -> Row:
     tmp.mkdir(parents=True)
     env = dict(os.environ, **{f"LAGWATCH__CLUSTERS__{cluster}__BOOTSTRAP_SERVERS": bootstrap})
+    # the mock's coordinator holds a rebalance for a session timeout before it assigns the joining workers (a broker
+    # assigns as soon as every member rejoined): the demo's 3 s, so workers starting together share the topic soon
+    env["LAGWATCH__INGEST__SESSION_TIMEOUT"] = "3"
     if history:
         env["LAGWATCH__HISTORY__ENABLED"] = "true"
     api_port = free_port()
