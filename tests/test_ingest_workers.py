@@ -47,7 +47,8 @@ async def windows(store: WindowStore, cluster: str) -> dict:
             continue
         stored = await store.get_group(cluster, group)
         for p in stored.partitions if stored else []:
-            out[(group, p.topic, p.partition)] = [(e.offset, e.timestamp, e.lag, e.order, e.first_order) for e in p.entries]
+            entries = [(e.offset, e.timestamp, e.lag, e.order, e.first_order) for e in p.entries]
+            out[(group, p.topic, p.partition)] = entries
     return out
 
 
@@ -180,13 +181,13 @@ async def test_run_ingest_with_two_workers_shares_the_topic_and_stops_or_dies_wi
             text=True,
         )
         try:
-            children = await eventually(lambda: _children(supervisor.pid, 2), timeout=20)
-            await eventually(lambda: _split_between(children, log), timeout=30)
+            children = await eventually(lambda s=supervisor: _children(s.pid, 2), timeout=20)
+            await eventually(lambda c=children, f=log: _split_between(c, f), timeout=30)
             supervisor.send_signal(ending)
             out, _ = supervisor.communicate(timeout=60)
             if ending == signal.SIGTERM:
                 assert supervisor.returncode == 0, out
-            gone = await eventually(lambda: _all_gone(children), timeout=30)
+            gone = await eventually(lambda c=children: _all_gone(c), timeout=30)
             assert gone, out
         finally:
             if supervisor.poll() is None:
