@@ -167,13 +167,15 @@ def _run_service(args: argparse.Namespace) -> int:
         asyncio.run(run_api(config, port=args.http_port))
     elif args.service == "ingest":
         from lagwatch.services.ingest import workers
-        from lagwatch.services.ingest.worker import run_ingest
 
         count = config.ingest.workers if args.workers is None else args.workers
         count = count or workers.default_workers()
         if count > 1:
-            return workers.supervise(args.argv, count)
+            return workers.supervise(args.argv, count)  # a small process: it imports none of the worker's clients
+        from lagwatch.services.ingest.worker import run_ingest
+
         workers.die_with_supervisor()
+        workers.one_malloc_arena()
         asyncio.run(run_ingest(config, cluster, http_port=args.http_port))
     elif args.service == "evaluator":
         from lagwatch.services.evaluator.service import run_evaluator

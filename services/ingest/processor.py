@@ -172,6 +172,8 @@ class BatchProcessor:
                 dirty[group] = current
                 touched[group] = "commits"
                 rings, changed = current.rings, current.changed
+                if changed is None:
+                    changed = current.changed = set()
             field_name = commit_key[3]
             outcome, ring = add_to_ring(
                 rings.get(field_name, b""), committed, timestamp, order, now, latest.get(commit_key[4]), now, config

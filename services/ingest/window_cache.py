@@ -35,7 +35,7 @@ class CachedGroup:
     last: int | None = None  # newest stored commit timestamp (ms)
     had_last: bool = False  # Redis holds a `last` for it, as far as this worker knows
     expires_at: int = 0  # the PEXPIREAT last written
-    changed: set[str] = field(default_factory=set)  # rings changed since the last flush
+    changed: set[str] | None = None  # rings changed since the last flush (None, not an empty set: memory)
     replace: bool = False  # the next flush deletes the group's keys first
     partition: int = -1  # the offsets-topic partition its commits come from
 
@@ -87,7 +87,7 @@ class WindowCache:
     @staticmethod
     def restart(cached: CachedGroup) -> None:
         """Empty the group: an expired one starts afresh, a deleted one is gone; the next flush replaces its keys."""
-        cached.rings, cached.changed, cached.last, cached.replace = {}, set(), None, True
+        cached.rings, cached.changed, cached.last, cached.replace = {}, None, None, True
 
     # --- flushing -------------------------------------------------------------------------------------------
 
@@ -108,7 +108,7 @@ class WindowCache:
                 GroupWrite(
                     group,
                     cached.group_keys,
-                    {f: cached.rings[f] for f in cached.changed},
+                    {f: cached.rings[f] for f in cached.changed or ()},
                     cached.last,
                     expires_at=expires_at,
                     replace=cached.replace,
@@ -116,7 +116,7 @@ class WindowCache:
                 )
             )
             cached.had_last = cached.last is not None
-            cached.changed = set()
+            cached.changed = None
             cached.replace = False
         self.dirty = {}
         return writes
@@ -141,4 +141,5 @@ class WindowCache:
         for cached in self.groups.values():
             for name in [f for f in cached.rings if f.rpartition(":")[0] in gone]:
                 del cached.rings[name]
-                cached.changed.discard(name)
+                if cached.changed:
+                    cached.changed.discard(name)
