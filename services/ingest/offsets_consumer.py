@@ -111,13 +111,17 @@ class OffsetsConsumer:
         partitions = [TopicPartition(self.topic, p) for p in sorted(self.assigned)]
         if not partitions:
             return None
+        positions = {tp.partition: tp.offset for tp in consumer.position(partitions)}
+        unread = [TopicPartition(self.topic, p) for p, offset in positions.items() if offset == OFFSET_INVALID]
+        if unread:  # nothing consumed from them since the assignment: where the group left off is their position
+            positions.update({tp.partition: tp.offset for tp in consumer.committed(unread, timeout=10)})
         ends = {}
-        for tp in consumer.position(partitions):
+        for tp in partitions:
             low, high = consumer.get_watermark_offsets(tp, cached=True)
             if high < 0:  # nothing fetched from it yet
                 return None
-            position = tp.offset
-            if position == OFFSET_INVALID:  # nothing consumed: at its end only when it holds nothing
+            position = positions[tp.partition]
+            if position < 0:  # never committed, nothing consumed: at its end only when it holds nothing
                 if high > low:
                     return None
                 position = high
