@@ -63,6 +63,7 @@ class DemoTimings:
     offset_refresh: float = 0.25  # seconds between log-end polls (Burrow: 10); well below half a tick
     topic_refresh: float = 1.0
     sweep_interval: float = 1.0  # the evaluator's sweep finds STOP within this
+    max_poll_interval: float = 300.0  # the demo consumers' max.poll.interval.ms, in seconds (Kafka's default)
 
 
 class StopRequested(Exception):
@@ -212,6 +213,7 @@ class DemoSystem:
                     tick_s=self.timings.tick_s,
                     announce=self._announce,
                     on_ready=lambda: self.out(f"{_stamp()}  demo consumers joined their groups; alerts appear below"),
+                    max_poll_interval_ms=int(self.timings.max_poll_interval * 1000),
                 )
             )
         try:

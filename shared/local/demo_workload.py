@@ -24,6 +24,7 @@ from lagwatch.shared.local.offsets_topic_writer import OffsetsTopicWriter, membe
 from lagwatch.shared.offsets_codec import GroupMember
 
 DEFAULT_TICK_S = 1.0
+DEFAULT_MAX_POLL_INTERVAL_MS = 300_000  # Kafka's (and aiokafka's) default
 CLIENT_HOST = "/127.0.0.1"
 Announce = Callable[[Scenario, Phase], None]
 
@@ -36,7 +37,14 @@ def demo_topics(scenarios: Iterable[Scenario]) -> dict[str, int]:
 class ScenarioConsumer:
     """One scenario's consumer: a real group member on a one-partition topic, committing explicit offsets."""
 
-    def __init__(self, scenario: Scenario, bootstrap: str, writer: OffsetsTopicWriter) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        bootstrap: str,
+        writer: OffsetsTopicWriter,
+        *,
+        max_poll_interval_ms: int = DEFAULT_MAX_POLL_INTERVAL_MS,
+    ) -> None:
         self.scenario = scenario
         self.writer = writer
         self.tp = TopicPartition(scenario.topic, 0)
@@ -53,6 +61,7 @@ class ScenarioConsumer:
             fetch_max_wait_ms=100,  # the mock answers a fetch only when its wait is over
             session_timeout_ms=6000,
             heartbeat_interval_ms=500,
+            max_poll_interval_ms=max_poll_interval_ms,
         )
 
     async def start(self, timeout: float = 60.0) -> None:
@@ -77,14 +86,28 @@ class ScenarioConsumer:
         return await self._consumer.position(self.tp)
 
     async def consume_to(self, target: int, deadline: float) -> bool:
-        """Read until the position reaches `target` or the loop clock passes `deadline`; True if it moved."""
+        """Read until the position reaches `target` or the loop clock passes `deadline`; True if it moved.
+
+        With nothing to read it still polls, reading nothing: a member that does not poll within
+        `max.poll.interval.ms` leaves its group (Kafka's liveness rule), and a stuck consumer is one that polls
+        without making progress, not one that is gone."""
         start = await self.position()
         position = start
+        if position >= target:
+            await self._poll_without_reading()
+            return False
         loop = asyncio.get_running_loop()
         while position < target and loop.time() < deadline:
             await self._consumer.getmany(self.tp, timeout_ms=100, max_records=target - position)
             position = await self.position()
         return position != start
+
+    async def _poll_without_reading(self) -> None:
+        self._consumer.pause(self.tp)  # records already fetched stay unread: the position does not move
+        try:
+            await self._consumer.getmany(self.tp, timeout_ms=0)
+        finally:
+            self._consumer.resume(self.tp)
 
     async def seek_back(self, messages: int) -> None:
         self._consumer.seek(self.tp, max(0, await self.position() - messages))
@@ -163,13 +186,16 @@ async def run_workload(
     tick_s: float = DEFAULT_TICK_S,
     announce: Announce | None = None,
     on_ready: Callable[[], None] | None = None,
+    max_poll_interval_ms: int = DEFAULT_MAX_POLL_INTERVAL_MS,
 ) -> None:
     """Start every scenario's consumer, then play them all at once until cancelled."""
     async with (
         OffsetsTopicWriter(bootstrap) as writer,
         AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2) as producer,
     ):
-        consumers = [ScenarioConsumer(s, bootstrap, writer) for s in scenarios]
+        consumers = [
+            ScenarioConsumer(s, bootstrap, writer, max_poll_interval_ms=max_poll_interval_ms) for s in scenarios
+        ]
         try:
             async with asyncio.TaskGroup() as starting:
                 for consumer in consumers:
