@@ -3,11 +3,14 @@
 `/healthz` answers 200 while the process's work goes on: every liveness check (is the service's agent, timer or
 loop still running?) passes; 503 with the failing ones otherwise, so a supervisor restarts a process whose work
 died while its health server lives on. `/readyz` answers 200 only when every dependency check passes (503 with the
-failing ones otherwise); `/metrics` is the Prometheus text format of this process's registry.
+failing ones otherwise); the checks run at once, each bounded by `CHECK_TIMEOUT_S` (a frozen Redis or Kafka is
+"not ready" within seconds: a probe's own timeout is usually a few seconds too). `/metrics` is the Prometheus
+text format of this process's registry.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
@@ -15,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 
 ReadinessCheck = Callable[[], Awaitable[bool]]
 LivenessCheck = Callable[[], bool]
+CHECK_TIMEOUT_S = 2.0  # a dependency that does not answer a readiness check within this is not ready
 
 
 class HealthServer:
@@ -62,12 +66,8 @@ class HealthServer:
         return web.json_response({"service": self.service, "status": "alive"})
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        results = {}
-        for name, check in self.checks.items():
-            try:
-                results[name] = bool(await check())
-            except Exception:
-                results[name] = False
+        answers = await asyncio.gather(*(_bounded(check) for check in self.checks.values()))
+        results = dict(zip(self.checks, answers, strict=True))
         ready = all(results.values())
         return web.json_response(
             {"service": self.service, "ready": ready, "checks": results}, status=200 if ready else 503
@@ -75,3 +75,12 @@ class HealthServer:
 
     async def _metrics(self, _: web.Request) -> web.Response:
         return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _bounded(check: ReadinessCheck) -> bool:
+    """The check's answer; False when it fails or does not answer in time (readiness must answer, not raise)."""
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S):
+            return bool(await check())
+    except Exception:
+        return False

@@ -1,4 +1,11 @@
-"""The one way services connect to Redis: a single server or a Redis Cluster, from `redis.url`."""
+"""The one way services connect to Redis: a single server or a Redis Cluster, from `redis.url`.
+
+Every command is bounded: a Redis that accepts connections but does not answer (frozen, swapping, a stuck script)
+raises `redis.exceptions.TimeoutError` (a `RedisError`, which every caller already treats as "Redis unavailable":
+the api answers 503, the ingest retries its batch) instead of holding the caller forever. Nothing lagwatch sends
+blocks on the server side (no BLPOP, no blocking XREAD), and Redis itself refuses other clients once a script runs
+past its 5 s `busy-reply-threshold`, so an answer slower than `SOCKET_TIMEOUT_S` means the server is not serving.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +14,13 @@ from redis.asyncio.cluster import RedisCluster
 
 from lagwatch.shared.config import RedisConfig
 
+SOCKET_TIMEOUT_S = 5.0  # per read or write on a connection: a frozen Redis is an error after this, not a hang
+CONNECT_TIMEOUT_S = 2.0  # a refused or unroutable address fails sooner (localhost or a LAN hop away)
+
 
 def connect(config: RedisConfig) -> Redis:
     """A client for the configured Redis. Connection errors surface on first use, so callers can retry them."""
+    timeouts = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S}
     if config.cluster_mode:
-        return RedisCluster.from_url(config.url)  # type: ignore[return-value]  # same command surface
-    return Redis.from_url(config.url, health_check_interval=30, socket_keepalive=True)
+        return RedisCluster.from_url(config.url, **timeouts)  # type: ignore[return-value]  # same command surface
+    return Redis.from_url(config.url, health_check_interval=30, socket_keepalive=True, **timeouts)
