@@ -39,6 +39,9 @@ REBALANCE_WINDOW_MS = 3_600_000  # rebalances are counted over the last hour
 OUTCOMES = {o.value: o for o in AddOutcome}
 STORED = frozenset(o.value for o in AddOutcome if o.stored)
 GROUPS_PER_CALL = 200  # groups per ADD_COMMITS call on a single Redis server
+# Numbers ADD_COMMITS stores exactly: Lua numbers are doubles; past 2^53 they are written back as float text (a
+# timestamp of 2^62 left "4.6116860184273879e+18" in `last`, which every reader then failed to parse)
+MAX_SCRIPT_NUMBER = 2**53
 
 
 class GroupMetadataUpdate(NamedTuple):
@@ -147,6 +150,7 @@ class WindowStore:
         """
         if not commits:
             return []
+        _check_script_numbers(commits, now_ms)
         if broker_offsets is None:
             broker_offsets = await self.latest_broker_offsets(cluster, {(c.topic, c.partition) for c in commits})
         by_group: dict[str, list[int]] = defaultdict(list)
@@ -442,3 +446,16 @@ def _partitions(
         parts.append(StoredPartition(tp[0], tp[1], packed, rings.get(tp, []), owner, client_id, histories.get(tp, [])))
     parts.sort(key=lambda p: (p.topic, p.partition))
     return parts
+
+
+def _check_script_numbers(commits: Sequence[Commit], now_ms: int) -> None:
+    """ValueError unless every number ADD_COMMITS gets is an integer it stores exactly (MAX_SCRIPT_NUMBER): the
+    batch is refused before anything is written, so no window or `last` ever holds a float."""
+    if not 0 <= now_ms < MAX_SCRIPT_NUMBER:
+        raise ValueError(f"now_ms {now_ms!r} is not in [0, 2^53)")
+    for c in commits:
+        for name in ("offset", "timestamp", "order", "observed_at"):
+            value = getattr(c, name)
+            if not (isinstance(value, int) and 0 <= value < MAX_SCRIPT_NUMBER):
+                where = f"a commit of {c.group!r} on {c.topic}:{c.partition}"
+                raise ValueError(f"{where}: {name} {value!r} is not an integer in [0, 2^53)")
