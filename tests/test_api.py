@@ -444,7 +444,7 @@ def labels(**kw):
 
 async def test_metrics_have_burrows_names_and_lagwatchs_counters(api, http, redis):
     await seed(redis, now_ms())
-    tally = Counter({"records": 40, "decode_error:bad_key": 2, "skipped_type:kip848": 3, "outcome:appended": 30})
+    tally = Counter({"records": 40, "decode_error:other": 2, "skipped_type:16": 3, "outcome:appended": 30})
     await add_to_totals(redis, CLUSTER, tally)
     stats = keys.evaluator_stats(CLUSTER)
     for name, n in {"evaluations:notice": 5, "evaluations:sweep": 7, "transitions": 2, "events_published": 2}.items():
@@ -474,8 +474,8 @@ async def test_metrics_have_burrows_names_and_lagwatchs_counters(api, http, redi
         ("burrow_kafka_topic_partition_offset", labels(cluster="local", topic="payments", partition="0")): 7,
         ("lagwatch_group_rebalances_last_hour", labels(**billing)): 1,
         ("lagwatch_ingest_records_total", labels(cluster="local")): 40,
-        ("lagwatch_ingest_decode_errors_total", labels(cluster="local", type="bad_key")): 2,
-        ("lagwatch_ingest_skipped_records_total", labels(cluster="local", reason="kip848")): 3,
+        ("lagwatch_ingest_decode_errors_total", labels(cluster="local", type="other")): 2,
+        ("lagwatch_ingest_skipped_records_total", labels(cluster="local", reason="16")): 3,
         ("lagwatch_ingest_commits_total", labels(cluster="local", outcome="appended")): 30,
         ("lagwatch_evaluations_total", labels(cluster="local", trigger="notice")): 5,
         ("lagwatch_evaluations_total", labels(cluster="local", trigger="sweep")): 7,

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter as Tally
 from collections.abc import Iterable, Mapping
 
 from aiohttp import web
@@ -42,14 +43,22 @@ from redis.asyncio import Redis
 from lagwatch.services.api.context import now_ms
 from lagwatch.services.api.scrape_process import ScrapeWorker
 from lagwatch.services.ingest.metrics import read_totals
+from lagwatch.services.ingest.records import KNOWN_TYPES
 from lagwatch.shared.config import Config
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.results_store import CAUGHT_UP_LAG, HOUR_MS, UNKNOWN_LAG, ResultsStore
+from lagwatch.shared.window import AddOutcome
 
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+# The ingest counters' label values, a fixed set (issue 18: an older ingest minted one per corrupt record's type and
+# the stats hash keeps them): what `services/ingest` writes; any other value is counted under "other".
+_RECORD_TYPES = frozenset(str(t) for t in KNOWN_TYPES) | {"other"}
+DECODE_ERROR_TYPES = _RECORD_TYPES | {"no-key", "out-of-range", "assignment"}
+SKIP_REASONS = _RECORD_TYPES | {"filtered", "offset_commit_tombstone", "group_deleted"}
+COMMIT_OUTCOMES = frozenset(o.name.lower() for o in AddOutcome) | {"other"}
 GAUGES = {  # name -> help, in the order they are written
     "burrow_kafka_consumer_status": "Consumer group status (Burrow's numbering)",
     "burrow_kafka_consumer_lag_total": "Sum of the group's partition lags",
@@ -297,7 +306,9 @@ class Counters:
         return [m for m in vars(self).values() if isinstance(m, Metric)]
 
     def add_ingest_totals(self, cluster: str, totals: Mapping[str, int]) -> None:
-        """Field names as `services/ingest/metrics.py` writes them, labelled as its own counters are."""
+        """Field names as `services/ingest/metrics.py` writes them, labelled as its own counters are (label values
+        outside the fixed sets are summed under "other")."""
+        labelled: Tally[tuple[str, str]] = Tally()  # (family's attribute, label value) -> count
         for name, n in totals.items():
             kind, _, detail = name.partition(":")
             if kind == "records":
@@ -305,13 +316,16 @@ class Counters:
             elif kind == "batches":
                 self.batches.add_metric([cluster], n)
             elif kind == "decode_error":
-                self.decode_errors.add_metric([cluster, detail], n)
+                labelled["decode_errors", detail if detail in DECODE_ERROR_TYPES else "other"] += n
             elif kind == "outcome":
-                self.commits.add_metric([cluster, detail], n)
+                labelled["commits", detail if detail in COMMIT_OUTCOMES else "other"] += n
             elif kind == "redis_retries":
                 self.retries.add_metric([cluster], n)
             else:
-                self.skipped.add_metric([cluster, detail or kind], n)
+                reason = detail or kind
+                labelled["skipped", reason if reason in SKIP_REASONS else "other"] += n
+        for (family, label), n in labelled.items():
+            getattr(self, family).add_metric([cluster, label], n)
 
     def add_evaluator_totals(self, cluster: str, totals: Mapping[str, float]) -> None:
         for name, n in totals.items():
