@@ -23,6 +23,7 @@ partition columns.
 from __future__ import annotations
 
 import json
+import json.encoder
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -45,6 +46,7 @@ HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("order", "long"),
     ("observed_at", "long"),
 )
+_json_string = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # json.dumps' own string encoder
 COLUMN_NAMES = tuple(name for name, _ in HISTORY_COLUMNS)
 PARTITION_COLUMNS = ("cluster", "date")  # directory levels of the file layout
 
@@ -83,6 +85,19 @@ def commit_record(cluster: str, commit: Commit) -> HistoryRecord:
         commit.order,
         commit.observed_at,
     )
+
+
+def encode_commit(
+    cluster: str, group: str, topic: str, partition: int, offset: int, timestamp: int, order: int, observed_at: int
+) -> tuple[bytes, bytes]:
+    """(key, value) of a commit's record: `commit_record(...).key()` and `.encode()` to the byte, without building
+    either (the ingest archives every commit it reads)."""
+    value = (
+        f'{{"kind":"commit","cluster":{_json_string(cluster)},"group":{_json_string(group)},'
+        f'"topic":{_json_string(topic)},"partition":{int(partition)},"offset":{int(offset)},'
+        f'"commit_timestamp":{int(timestamp)},"order":{int(order)},"observed_at":{int(observed_at)}}}'
+    )
+    return f"{cluster}/{group}".encode(), value.encode()
 
 
 def broker_records(cluster: str, by_topic: dict[str, dict[int, int]], sampled_at: int) -> Iterator[HistoryRecord]:

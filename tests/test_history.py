@@ -17,6 +17,7 @@ from lagwatch.shared.history import (
     broker_records,
     commit_record,
     decode,
+    encode_commit,
     utc_date,
 )
 from lagwatch.shared.history_files import HistoryFileWriter
@@ -140,3 +141,11 @@ def test_history_record_fields_are_the_documented_columns():
     from lagwatch.shared.history import COLUMN_NAMES
 
     assert HistoryRecord._fields == COLUMN_NAMES
+
+
+def test_the_ingests_encoding_of_a_commit_is_the_records_own_to_the_byte():
+    for group, topic in (("g", "t"), ('we"ird\\', "tö pic"), ("ünïcode-群", "t.1")):
+        commit = Commit(group, topic, 3, 120, T - 5, 77, T)
+        record = commit_record("prod", commit)
+        assert encode_commit("prod", *commit) == (record.key(), record.encode())
+        assert decode(record.encode()) == record

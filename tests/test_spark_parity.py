@@ -86,7 +86,7 @@ async def test_the_replay_of_the_archived_history_gives_the_live_status_changes(
 
 
 async def _both_assigned(ingest, evaluator):
-    return bool(ingest.consumer.assignment()) and evaluator.owned_partitions() is not None
+    return bool(ingest.consumer.assigned) and evaluator.owned_partitions() is not None
 
 
 async def _records_in(bootstrap: str, topic: str) -> int:

@@ -135,4 +135,4 @@ async def test_each_scenario_publishes_its_status_changes(kafka, redis_server):
 
 
 async def _both_assigned(ingest, evaluator):
-    return bool(ingest.consumer.assignment()) and evaluator.owned_partitions() is not None
+    return bool(ingest.consumer.assigned) and evaluator.owned_partitions() is not None

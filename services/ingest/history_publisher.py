@@ -17,9 +17,8 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from lagwatch.shared.history import HistoryRecord, broker_records, commit_record
+from lagwatch.shared.history import HistoryRecord, broker_records
 from lagwatch.shared.kafka_batches import send_keyed
-from lagwatch.shared.window import Commit
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +36,10 @@ class HistoryPublisher:
     async def stop(self) -> None:
         await self._producer.stop()
 
-    async def publish_commits(self, commits: Iterable[Commit]) -> int:
-        """Send the commits and wait for Kafka's acknowledgement; KafkaError when it did not come."""
-        return await self._send(commit_record(self.cluster, c) for c in commits)
+    async def publish_commits(self, records: list[tuple[bytes, bytes]]) -> int:
+        """Send commits' records (`history.encode_commit`: key, value) and wait for Kafka's acknowledgement;
+        KafkaError when it did not come."""
+        return await self._send_items(records)
 
     async def publish_samples(self, by_topic: dict[str, dict[int, int]], sampled_at: int) -> None:
         try:
@@ -49,7 +49,9 @@ class HistoryPublisher:
             log.warning("history: log-end samples not archived (%s); the history has a gap of one poll", exc)
 
     async def _send(self, records: Iterable[HistoryRecord]) -> int:
-        items = [(r.key(), r.encode()) for r in records]
+        return await self._send_items([(r.key(), r.encode()) for r in records])
+
+    async def _send_items(self, items: list[tuple[bytes, bytes]]) -> int:
         if items:
             await asyncio.gather(*await send_keyed(self._producer, self.topic, items))
         return len(items)

@@ -23,6 +23,7 @@ from lagwatch.services.ingest.records import GroupDeletion, KeyCache, RecordLike
 from lagwatch.services.ingest.window_cache import WindowCache
 from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.group_filter import GroupFilter
+from lagwatch.shared.history import encode_commit
 from lagwatch.shared.store.packed_window import add_to_ring
 from lagwatch.shared.store.redis_store import GroupMetadataUpdate, WindowStore
 from lagwatch.shared.store.window_writer import GroupWrite, WindowWriter
@@ -39,7 +40,7 @@ class AppliedBatch:
     tally: Counter[str] = field(default_factory=Counter)
     positions: dict[int, int] = field(default_factory=dict)  # offsets-topic partition -> offset after its last record
     touched: dict[str, str] = field(default_factory=dict)  # group -> "commits" | "rebalance" | "deleted"
-    commits: list[Commit] = field(default_factory=list)  # every decoded commit, when the history wants them
+    history: list[tuple[bytes, bytes]] = field(default_factory=list)  # every commit's history record, when kept
     deferred: list[RecordLike] = field(default_factory=list)  # records waiting for their group or log end
     waiting: dict[str, int] = field(default_factory=dict)  # group -> offsets-topic partition, for those records
 
@@ -67,7 +68,7 @@ class BatchProcessor:
         self.store = store
         self.broker_offsets = broker_offsets
         self.group_filter = group_filter
-        self.keep_commits = keep_commits  # the history topic wants every commit as a `Commit`
+        self.keep_commits = keep_commits  # the history topic wants every commit
         self.keys = KeyCache(group_filter)
         self.cache = WindowCache(store.redis, cluster, store.config)
         self.writer = WindowWriter(store.redis)
@@ -163,7 +164,9 @@ class BatchProcessor:
                 tally["decode_error:out-of-range"] += 1
                 continue
             if keep:
-                batch.commits.append(Commit(group, commit_key[1], commit_key[2], committed, timestamp, order, now))
+                batch.history.append(
+                    encode_commit(self.cluster, group, commit_key[1], commit_key[2], committed, timestamp, order, now)
+                )
             if group != current_name:
                 current_name = group
                 current = groups[group]

@@ -252,10 +252,10 @@ class IngestWorker:
 
     async def _archive(self, batch: AppliedBatch) -> bool:
         """The batch's commits on the history topic before the position moves on (none lost to the replay)."""
-        if self.history is None or not batch.commits:
+        if self.history is None or not batch.history:
             return True
-        history, commits = self.history, batch.commits
-        return await self._retry("archiving a batch", lambda: history.publish_commits(commits)) is not None
+        history, records = self.history, batch.history
+        return await self._retry("archiving a batch", lambda: history.publish_commits(records)) is not None
 
     async def _retry(self, what: str, operation: Callable[[], Awaitable[T]]) -> T | None:
         """Run `operation` until it succeeds, backing off with jitter; None when a stop interrupted the retries."""
