@@ -25,11 +25,12 @@ from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.history import encode_commit
 from lagwatch.shared.store.packed_window import add_to_ring
-from lagwatch.shared.store.redis_store import GroupMetadataUpdate, WindowStore
+from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER, GroupMetadataUpdate, WindowStore
 from lagwatch.shared.store.window_writer import GroupWrite, WindowWriter
 from lagwatch.shared.window import Commit
 
-MAX_EXACT = 2**53  # offsets and timestamps beyond this are not real (and not exact as doubles: Lua, JSON readers)
+# offsets and timestamps at or beyond this are not real (and not exact as doubles: the store's script, JSON readers)
+MAX_EXACT = MAX_SCRIPT_NUMBER
 
 
 @dataclass(slots=True)

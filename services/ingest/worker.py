@@ -294,7 +294,7 @@ class IngestWorker:
         positions = {p: pos for p, pos in self._positions.items() if p in assigned}
         try:
             await self.processor.report_own_progress(self_group(self.cluster), self.topic, positions)
-        except (RedisError, KafkaError, OSError) as exc:
+        except (RedisError, KafkaError, OSError, ValueError) as exc:  # ValueError: a position the store refuses
             log.warning("ingest %s: could not report own progress (%s)", self.cluster, exc)
 
     async def _sleep(self, seconds: float) -> None:
