@@ -4,19 +4,47 @@ topics, and Faust's Kafka transport with a short fetch wait, registered as the `
 Faust fixes its consumer's `fetch.max.wait.ms` at 1.5 s. A broker answers a fetch as soon as data arrives, so that
 mostly costs nothing, but a broker that holds fetches for the full wait (librdkafka's mock cluster does) would add
 up to 1.5 s between a change notice and its evaluation: the evaluator's promise is a second. 100 ms bounds it.
+
+aiokafka hands a group-coordination error it does not know (a SyncGroup or JoinGroup answer outside its list, e.g.
+INVALID_REQUEST) to the application and stops coordinating until the application has seen it: its own `getmany`
+looks at every call. Faust fetches through aiokafka's fetcher instead, and not at all while it holds no partitions,
+so such an error used to leave the consumer out of its group for good (an evaluator that never got its share of
+the changes topic after a rebalance). The consumer thread hands such errors back every second (logged), and
+aiokafka rejoins the group, as Kafka's Java consumer does after any failed SyncGroup.
 """
 
 from __future__ import annotations
 
+import logging
+
 import faust
+from aiokafka.errors import KafkaError
 from faust.transport.drivers import TRANSPORTS
 from faust.transport.drivers import aiokafka as driver
+from mode import Service
 
 from lagwatch.shared.config import ClusterConfig
 from lagwatch.shared.kafka_client import ssl_context
 
+log = logging.getLogger(__name__)
 SCHEME = "lagwatchkafka"
 FETCH_MAX_WAIT_MS = 100
+COORDINATOR_ERRORS_EVERY_S = 1.0
+
+
+def take_coordinator_error(consumer) -> KafkaError | None:
+    """The group-coordination error aiokafka is waiting for the application to see, if any, taken (so it goes on
+    coordinating: it has already asked to rejoin). A coordinator that died for good is left for Faust to find."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or getattr(coordinator, "_pending_exception", None) is None:
+        return None
+    if coordinator._coordination_task.done():
+        return None
+    try:
+        coordinator.check_errors()
+    except KafkaError as exc:
+        return exc
+    return None
 
 
 class _ConsumerThread(driver.AIOKafkaConsumerThread):
@@ -24,6 +52,13 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
         consumer = super()._create_worker_consumer(transport)
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read when the consumer starts its fetcher
         return consumer
+
+    @Service.timer(COORDINATOR_ERRORS_EVERY_S)
+    async def _hand_back_coordinator_errors(self) -> None:
+        """Runs in the consumer thread's loop, where aiokafka's futures live."""
+        error = take_coordinator_error(self._consumer)
+        if error is not None:
+            log.warning("Kafka consumer group %s: %r; rejoining", self.consumer.app.conf.id, error)
 
 
 class _Consumer(driver.Consumer):

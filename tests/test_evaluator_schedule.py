@@ -63,7 +63,9 @@ async def test_a_stop_is_found_within_a_second_of_its_instant_with_the_sweep_off
     assert stop_at <= stopped["evaluated_at"] <= stop_at + DEADLINE_MS
 
 
-async def test_the_schedule_survives_a_restart_and_moves_with_the_changes_partitions(kafka, redis_server, redis):
+async def test_the_schedule_survives_a_restart_and_moves_with_the_changes_partitions(
+    kafka, redis_server, redis, tmp_path
+):
     """A evaluates the groups and schedules their STOPs; A restarts: the schedule is still in Redis. Then B (a
     `lagwatch run evaluator` process) shares the partitions; A leaves before the instants, and B finds the STOPs
     of A's groups on time."""
@@ -96,13 +98,14 @@ async def test_the_schedule_survives_a_restart_and_moves_with_the_changes_partit
         LAGWATCH__EVALUATOR__SWEEP_INTERVAL="3600",
         LAGWATCH__INGEST__SESSION_TIMEOUT="3",
     )
-    other = subprocess.Popen(
-        [str(Path(sys.executable).parent / "lagwatch"), "run", "evaluator", "--http-port", "0"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    other_log = tmp_path / "other-evaluator.log"
+    with other_log.open("w") as out:
+        other = subprocess.Popen(
+            [str(Path(sys.executable).parent / "lagwatch"), "run", "evaluator", "--http-port", "0"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         async with StatusTopic(kafka.bootstrap) as topic:
             async with running(EvaluatorService(config, CLUSTER, http_port=0)) as a:
@@ -117,10 +120,12 @@ async def test_the_schedule_survives_a_restart_and_moves_with_the_changes_partit
             for g in groups:
                 await topic.until(g, 1, timeout=60)
                 await eventually(lambda g=g: _stopped(topic, g), timeout=60)
+    except AssertionError as failed:  # what the other instance did is the first thing to read
+        raise AssertionError(f"{failed}\nother evaluator's log:\n{other_log.read_text()[-20_000:]}") from failed
     finally:
         other.send_signal(signal.SIGTERM)
-        out, _ = other.communicate(timeout=30)
-    assert other.returncode == 0, out
+        other.wait(timeout=30)
+    assert other.returncode == 0, other_log.read_text()[-20_000:]
     for g in groups:
         assert instants[g] <= err_event(topic, g)["evaluated_at"] <= instants[g] + DEADLINE_MS, g
 
