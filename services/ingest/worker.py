@@ -69,7 +69,8 @@ class IngestWorker:
         self.redis = connect(config.redis)
         self.store = WindowStore(self.redis, config.window())
         kafka = client_kwargs(cluster_config, cluster)
-        self.history = HistoryPublisher(cluster, kafka, config.history.topic) if config.history.enabled else None
+        rdkafka = librdkafka_config(cluster_config, cluster)
+        self.history = HistoryPublisher(cluster, rdkafka, config.history.topic) if config.history.enabled else None
         self.broker_offsets = BrokerOffsets(
             cluster,
             self.store,
@@ -87,7 +88,7 @@ class IngestWorker:
         )
         self.changes = ChangePublisher(kafka, config.evaluator.changes_topic)
         self.broker_offsets.changes = self.changes  # log-end notices: the evaluator re-checks groups on moved topics
-        self._consumer_config = self._librdkafka_settings(librdkafka_config(cluster_config, cluster), cluster_config)
+        self._consumer_config = self._librdkafka_settings(rdkafka, cluster_config)
         self._inflight: asyncio.Task[bool] | None = None  # the batch being stored and committed
         self.consumer = self._new_consumer()
         self.health = HealthServer(
