@@ -8,9 +8,9 @@ history. The evaluator stores the points before now with the group's result; the
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 
+from lagwatch.shared.store.packing import COMMIT_ENTRY, NULL
 from lagwatch.shared.store.redis_store import StoredPartition
 
 SPARKLINE_POINTS = 30  # at most, the last one being now
@@ -25,28 +25,33 @@ def lag_sparkline(
     if not series:
         return [(now_ms, totallag)]
     start = max(s[0][0] for s in series)  # every partition has an entry from here on
-    times = sorted({at for s in series for at, _ in s if at >= start and at < now_ms})
-    sums = [(at, sum(_lag_at(s, at) for s in series)) for at in _spread(times, points - 1)]
-    return [*sums, (now_ms, totallag)]
+    # one pass over every entry by time, keeping each partition's latest lag and their sum (a cold start draws
+    # 25k sparklines: this was a fifth of its evaluation when every point looked each partition up again)
+    changes = sorted((at, i, lag) for i, s in enumerate(series) for at, lag in s if at < now_ms)
+    latest = [0] * len(series)
+    total, sums = 0, []
+    for n, (at, i, lag) in enumerate(changes):
+        total += lag - latest[i]
+        latest[i] = lag
+        if at >= start and (n + 1 == len(changes) or changes[n + 1][0] != at):
+            sums.append((at, total))
+    return [*_spread(sums, points - 1), (now_ms, totallag)]
 
 
 def _lag_series(partition: StoredPartition, intervals: int) -> list[Point]:
     """(timestamp, lag when stored) of the window's entries, by timestamp; entries stored without a lag are left
-    out (the broker offset was not known yet)."""
-    kept = partition.entries[-intervals:] if intervals > 0 else []
-    return sorted((e.timestamp, e.lag) for e in kept if e.lag is not None)
+    out (the broker offset was not known yet). Read straight from the packed ring."""
+    if intervals <= 0 or not partition.packed:
+        return []
+    kept = partition.packed[-intervals * COMMIT_ENTRY.size :]
+    return sorted((at, lag) for _, at, _, lag, _, _ in COMMIT_ENTRY.iter_unpack(kept) if lag != NULL)
 
 
-def _lag_at(series: list[Point], at: int) -> int:
-    """The lag of the latest entry at or before `at` (the series has one at or before it: see `start`)."""
-    return series[bisect_right(series, (at, float("inf"))) - 1][1]
-
-
-def _spread(times: list[int], count: int) -> list[int]:
-    """At most `count` of the sorted `times`, evenly spaced, the newest always kept."""
-    if len(times) <= count:
-        return times
+def _spread(points: list[Point], count: int) -> list[Point]:
+    """At most `count` of the points (sorted by time), evenly spaced, the newest always kept."""
+    if len(points) <= count:
+        return points
     if count <= 1:
-        return times[-count:] if count else []
-    step = (len(times) - 1) / (count - 1)
-    return sorted({times[round(i * step)] for i in range(count)})
+        return points[-count:] if count else []
+    step = (len(points) - 1) / (count - 1)
+    return [points[i] for i in sorted({round(i * step) for i in range(count)})]

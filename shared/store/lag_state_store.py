@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from redis.asyncio import Redis
 
 from lagwatch.shared.store import keys, scripts
-from lagwatch.shared.store.group_outbox import read_states_and_outboxes
+from lagwatch.shared.store.group_outbox import acknowledge, read_states_and_outboxes
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +60,7 @@ class LagStateStore:
 
     async def acknowledge(self, cluster: str, events: Mapping[str, Sequence[bytes]]) -> None:
         """Kafka has these events ({group: events}): take them out of the outbox."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for group, acked in events.items():
-                for event in acked:
-                    pipe.lrem(keys.group_pending_lag_events(cluster, group), 1, event)
-            await pipe.execute()
+        await acknowledge(self.redis, cluster, events, keys.group_pending_lag_events)
 
     async def mark(self, cluster: str, *, active: Sequence[str], inactive: Sequence[str]) -> None:
         """Keep the index of groups to look at (over a threshold, or with events pending) up to date."""

@@ -23,6 +23,7 @@ from redis.exceptions import NoScriptError
 from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig
 from lagwatch.shared.rules import caught_up_status, partition_status, summarize_group
 from lagwatch.shared.store import keys, scripts
+from lagwatch.shared.store.group_outbox import pairs
 from lagwatch.shared.store.packing import (
     COMMIT_ENTRY,
     commit_entry_at,
@@ -282,16 +283,22 @@ class WindowStore:
     async def _topic_fields(
         self, cluster: str, partitions: Iterable[TopicPartition], key: Callable[[str, str], str]
     ) -> dict[TopicPartition, bytes | None]:
-        """The per-partition values of a per-topic hash (`key(cluster, topic)`), one HMGET per topic, pipelined."""
+        """The per-partition values of a per-topic hash (`key(cluster, topic)`), one HMGET per topic."""
         by_topic: dict[str, list[int]] = defaultdict(list)
         for topic, partition in partitions:
             by_topic[topic].append(partition)
         if not by_topic:
             return {}
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for topic, parts in by_topic.items():
-                pipe.hmget(key(cluster, topic), parts)
-            replies = await pipe.execute()
+        if self.cluster_mode:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for topic, parts in by_topic.items():
+                    pipe.hmget(key(cluster, topic), parts)
+                replies = await pipe.execute()
+        else:  # one script call: an evaluation of 500 groups reads ~500 topics, twice
+            replies = await self.redis.register_script(scripts.READ_TOPIC_FIELDS)(
+                keys=[key(cluster, topic) for topic in by_topic],
+                args=[" ".join(map(str, parts)) for parts in by_topic.values()],
+            )
         return {
             (topic, partition): raw
             for (topic, parts), values in zip(by_topic.items(), replies, strict=True)
@@ -398,16 +405,26 @@ class WindowStore:
     async def get_groups(
         self, cluster: str, groups: Sequence[str], now_ms: int | None = None
     ) -> list[StoredGroup | None]:
-        """Several groups in two round trips (group keys, then the broker rings their partitions need)."""
+        """Several groups in two round trips (group keys, then the broker rings their partitions need). On a single
+        server the group keys are read by one script call (`READ_GROUPS`): four commands per group cost redis-py
+        more than everything the evaluator does with their replies."""
+        if not groups:
+            return []
         since = (now_ms if now_ms is not None else int(time.time() * 1000)) - REBALANCE_WINDOW_MS
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for group in groups:
-                windows_key, meta_key, owners_key, rebalances_key = keys.group_keys(cluster, group)
-                pipe.hgetall(windows_key)
-                pipe.hmget(meta_key, "last", "generation")
-                pipe.hgetall(owners_key)
-                pipe.zcount(rebalances_key, since, "+inf")
-            replies = await pipe.execute()
+        if self.cluster_mode:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for group in groups:
+                    windows_key, meta_key, owners_key, rebalances_key = keys.group_keys(cluster, group)
+                    pipe.hgetall(windows_key)
+                    pipe.hmget(meta_key, "last", "generation")
+                    pipe.hgetall(owners_key)
+                    pipe.zcount(rebalances_key, since, "+inf")
+                replies = await pipe.execute()
+        else:
+            group_keys = [k for group in groups for k in keys.group_keys(cluster, group)]
+            replies = await self.redis.register_script(scripts.READ_GROUPS)(keys=group_keys, args=[since])
+            for i in range(0, len(replies), 4):
+                replies[i], replies[i + 2] = pairs(replies[i]), pairs(replies[i + 2])
         raw_groups = [replies[i : i + 4] for i in range(0, len(replies), 4)]
         needed = {
             keys.parse_partition_field(f) for windows, meta, _, _ in raw_groups if meta[0] is not None for f in windows

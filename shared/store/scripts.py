@@ -258,50 +258,131 @@ redis.call('PEXPIREAT', rebalances_key, expires_at)
 return 1
 """
 
-# KEYS: state hash, pending-events list (of one group)
-# ARGV: expected seq, new status, incident_id ('' = none), incident_started_at, changed_at, event JSON, ttl_ms
-# Compare-and-set of a group's status: applies only if the group's transition count is still `expected seq`, so
+# Compare-and-set of a group's status: applies only if the group's transition count is still `expected_seq`, so
 # two evaluators (or a restarted one) can never record, and publish, the same transition twice.
 # Returns the new seq, or 0 when another evaluator got there first.
-TRANSITION = """
-local state_key, pending_key = KEYS[1], KEYS[2]
-local expected_seq = tonumber(ARGV[1])
-local status, incident_id, incident_started_at = ARGV[2], ARGV[3], ARGV[4]
-local changed_at, event, ttl_ms = ARGV[5], ARGV[6], tonumber(ARGV[7])
-
-local seq = tonumber(redis.call('HGET', state_key, 'seq') or '0')
-if seq ~= expected_seq then return 0 end
-redis.call('HSET', state_key, 'seq', seq + 1, 'status', status, 'changed_at', changed_at)
-if incident_id == '' then
-  redis.call('HDEL', state_key, 'incident_id', 'incident_started_at')
-else
-  redis.call('HSET', state_key, 'incident_id', incident_id, 'incident_started_at', incident_started_at)
+_TRANSITION_FN = """
+local function transition(state_key, pending_key, expected_seq, status, incident_id, incident_started_at,
+                          changed_at, event, ttl_ms)
+  local seq = tonumber(redis.call('HGET', state_key, 'seq') or '0')
+  if seq ~= expected_seq then return 0 end
+  redis.call('HSET', state_key, 'seq', seq + 1, 'status', status, 'changed_at', changed_at)
+  if incident_id == '' then
+    redis.call('HDEL', state_key, 'incident_id', 'incident_started_at')
+  else
+    redis.call('HSET', state_key, 'incident_id', incident_id, 'incident_started_at', incident_started_at)
+  end
+  redis.call('RPUSH', pending_key, event)
+  if status == 'NOTFOUND' then
+    redis.call('PEXPIRE', state_key, ttl_ms)   -- remembered a while, so a returning group keeps counting
+  else
+    redis.call('PERSIST', state_key)
+  end
+  return seq + 1
 end
-redis.call('RPUSH', pending_key, event)
-if status == 'NOTFOUND' then
-  redis.call('PEXPIRE', state_key, ttl_ms)   -- remembered a while, so a returning group keeps counting
-else
-  redis.call('PERSIST', state_key)
-end
-return seq + 1
 """
+
+# After a transition: the cluster's index of current statuses and its capped list of recent changes, together.
+_RECORD_CHANGE_FN = """
+local function record_change(index_key, recent_key, group, status, change, keep)
+  if status == 'NOTFOUND' then
+    redis.call('HDEL', index_key, group)
+  else
+    redis.call('HSET', index_key, group, status)
+  end
+  redis.call('LPUSH', recent_key, change)
+  redis.call('LTRIM', recent_key, 0, keep - 1)
+end
+"""
+
+# KEYS: state hash, pending-events list (of one group)
+# ARGV: expected seq, new status, incident_id ('' = none), incident_started_at, changed_at, event JSON, ttl_ms
+TRANSITION = (
+    _TRANSITION_FN
+    + """
+return transition(KEYS[1], KEYS[2], tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7]))
+"""
+)
 
 # KEYS: statuses index, recent-changes list (of one cluster)
 # ARGV: group, new status, change JSON, how many changes the list keeps
-# After a TRANSITION: the cluster's index of current statuses and its capped list of recent changes, together.
-# (They live in the cluster's slot, TRANSITION's keys in the group's, so on Redis Cluster this is a second call.)
-RECORD_STATUS_CHANGE = """
-local index_key, recent_key = KEYS[1], KEYS[2]
-local group, status, change, keep = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-
-if status == 'NOTFOUND' then
-  redis.call('HDEL', index_key, group)
-else
-  redis.call('HSET', index_key, group, status)
-end
-redis.call('LPUSH', recent_key, change)
-redis.call('LTRIM', recent_key, 0, keep - 1)
+# After a TRANSITION. (They live in the cluster's slot, TRANSITION's keys in the group's, so on Redis Cluster this
+# is a second call.)
+RECORD_STATUS_CHANGE = (
+    _RECORD_CHANGE_FN
+    + """
+record_change(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]))
 return 1
+"""
+)
+
+# TRANSITION and RECORD_STATUS_CHANGE for many groups in one call (a single Redis server: the keys span slots).
+# KEYS: statuses index, recent-changes list, then per group its state hash and pending-events list
+# ARGV: how many changes the list keeps, then per group: TRANSITION's 7 arguments, group, change JSON
+# Returns per group what TRANSITION returns.
+TRANSITIONS = (
+    _TRANSITION_FN
+    + _RECORD_CHANGE_FN
+    + """
+local keep = tonumber(ARGV[1])
+local out = {}
+for i = 3, #KEYS, 2 do
+  local a = 2 + (i - 3) / 2 * 9
+  local status = ARGV[a + 1]
+  local seq = transition(KEYS[i], KEYS[i + 1], tonumber(ARGV[a]), status, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4],
+                         ARGV[a + 5], tonumber(ARGV[a + 6]))
+  if seq > 0 then
+    record_change(KEYS[1], KEYS[2], ARGV[a + 7], status, ARGV[a + 8], keep)
+  end
+  out[#out + 1] = seq
+end
+return out
+"""
+)
+
+# KEYS: per group its state hash and outbox list. Returns per group {HGETALL of the state, LRANGE of the outbox}.
+READ_STATES_AND_OUTBOXES = """
+local out = {}
+for i = 1, #KEYS, 2 do
+  out[#out + 1] = redis.call('HGETALL', KEYS[i])
+  out[#out + 1] = redis.call('LRANGE', KEYS[i + 1], 0, -1)
+end
+return out
+"""
+
+# KEYS: outbox lists, one per acknowledged event (a list repeats for each of its events); ARGV: the events, aligned.
+ACKNOWLEDGE_EVENTS = """
+for i = 1, #KEYS do
+  redis.call('LREM', KEYS[i], 1, ARGV[i])
+end
+return #KEYS
+"""
+
+# KEYS: per-topic hashes (broker rings, offset histories); ARGV: per key, the fields to read, space-separated
+# Returns per key HMGET's answer for its fields.
+READ_TOPIC_FIELDS = """
+local out = {}
+for i = 1, #KEYS do
+  local fields = {}
+  for f in string.gmatch(ARGV[i], '%S+') do fields[#fields + 1] = f end
+  out[i] = redis.call('HMGET', KEYS[i], unpack(fields))
+end
+return out
+"""
+
+# KEYS: per group its windows hash, metadata hash, owners hash and rebalances sorted set (`keys.group_keys`)
+# ARGV: the earliest rebalance start to count (ms)
+# Returns per group {HGETALL windows, HMGET metadata last generation, HGETALL owners, ZCOUNT rebalances}.
+READ_GROUPS = """
+local since = ARGV[1]
+local out = {}
+for i = 1, #KEYS, 4 do
+  out[#out + 1] = redis.call('HGETALL', KEYS[i])
+  out[#out + 1] = redis.call('HMGET', KEYS[i + 1], 'last', 'generation')
+  out[#out + 1] = redis.call('HGETALL', KEYS[i + 2])
+  out[#out + 1] = redis.call('ZCOUNT', KEYS[i + 3], since, '+inf')
+end
+return out
 """
 
 # KEYS: lag-thresholds hash, pending lag-events list (of one group)
