@@ -6,13 +6,16 @@ import time
 
 import jsonschema
 from aiokafka import AIOKafkaConsumer
+from evaluated import AcceptingPublisher
 from kafka_helpers import CLUSTER, eventually, make_config, running
 
 from lagwatch.services.evaluator.evaluation import GroupEvaluator
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.services.evaluator.service import EvaluatorService
+from lagwatch.shared.lag_sparkline import lag_sparkline
 from lagwatch.shared.status_event import schema
 from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.store.results_store import ResultsStore
 from lagwatch.shared.store.status_store import StatusStore
 from lagwatch.shared.window import Commit
 
@@ -215,3 +218,25 @@ async def test_two_evaluators_publish_each_transition_once(kafka, redis_server, 
     for g in groups:
         assert topic.transitions(g) == [("NOTFOUND", "OK"), ("OK", "WARN"), ("WARN", "OK")], g
         assert [e["seq"] for e in topic.events if e["group"] == g] == [1, 2, 3]
+
+
+async def test_a_takeover_draws_its_sparklines_after_the_statuses(redis_server, redis):
+    """Evaluated without sparklines (a cold start's takeover), a group has its result at once and owes its
+    sparkline; drawing the owed ones stores the same points an evaluation with sparklines stores."""
+    config = make_config("127.0.0.1:1", redis_server.url)
+    store, results = WindowStore(redis, config.window()), ResultsStore(redis)
+    now = int(time.time() * 1000)
+    await store.add_broker_offsets(CLUSTER, "orders", [500], sampled_at=now - 1000)
+    await store.add_commits(CLUSTER, commits("billing", [100, 200, 300], now - 4 * MINUTE), now_ms=now)
+    statuses = StatusStore(redis, config.window().expire_group_ms)
+    evaluator = GroupEvaluator(CLUSTER, store, statuses, AcceptingPublisher(), config.rules(), results=results)
+
+    await evaluator.evaluate(["billing"], now, sparklines=False)
+    assert "billing" in await results.all(CLUSTER) and await results.sparklines(CLUSTER) == {}
+    assert evaluator.sparklines_owed == {"billing"}
+
+    assert await evaluator.draw_owed_sparklines(500) == 1
+    stored = await store.get_group(CLUSTER, "billing")
+    expected = [list(p) for p in lag_sparkline(stored.partitions, 0, now, config.window().intervals)[:-1]]
+    assert [list(p) for p in (await results.sparklines(CLUSTER))["billing"]] == expected and expected
+    assert evaluator.sparklines_owed == set()

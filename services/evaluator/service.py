@@ -14,7 +14,8 @@ each group's ready result (results_store.py) for /metrics and the dashboard.
 * Ownership: the evaluator instances form the consumer group `lagwatch-evaluator-<cluster>` on the changes topic;
   a group belongs to the instance holding its partition, for notices, schedule and sweeps alike. When an instance
   gets partitions (at start, after a rebalance) it evaluates their groups once: that fills its index, catches up
-  on what happened meanwhile and takes over their schedule. During a rebalance two instances may briefly both
+  on what happened meanwhile and takes over their schedule. Their lag sparklines (dashboard only) are drawn after
+  all of their statuses, when nothing is due. During a rebalance two instances may briefly both
   evaluate a group: the status store's compare-and-set lets only one of them record (and publish) each transition.
 * Sweep: every `evaluator.sweep-interval` seconds (minutes by default) a Faust timer evaluates every group this
   instance owns: a safety net for lost notices, not the way statuses are found.
@@ -237,6 +238,10 @@ class EvaluatorService:
                 await self._evaluate(due[i : i + SWEEP_CHUNK], "schedule")
             self.scheduled_evaluations += len(due)
             return
+        if self.evaluator.sparklines_owed:  # nothing due: draw the sparklines the takeover left for later
+            async with self._lock:
+                await self.evaluator.draw_owed_sparklines(SWEEP_CHUNK)
+            return
         earliest = await self.schedule.earliest(owned)
         wait = SCHEDULE_IDLE_S if earliest is None else min(SCHEDULE_IDLE_S, max(0.0, (earliest - now) / 1000))
         self._sleeping_until = time.time() + wait
@@ -251,7 +256,7 @@ class EvaluatorService:
         dropped = [g for g in self.watches if partition_of(self.cluster, g, count) not in owned]
         for group in dropped:
             self._unwatch(group)
-        self.results.forget(self.cluster, dropped)
+        self.evaluator.forget(dropped)
         if new:
             log.info("evaluator %s: taking over changes partitions %s", self.cluster, sorted(new))
             if not await self._evaluate_partitions(new, "takeover"):
@@ -297,8 +302,8 @@ class EvaluatorService:
         delay = 0.1
         while not self.stopping.is_set():
             try:
-                async with self._lock:
-                    report = await self.evaluator.evaluate(groups)
+                async with self._lock:  # a takeover's sparklines wait until its statuses are out
+                    report = await self.evaluator.evaluate(groups, sparklines=trigger != "takeover")
                     await self._reschedule(report)
             except (RedisError, OSError) as exc:
                 log.warning("evaluator %s: evaluation failed (%s); retrying in %.1fs", self.cluster, exc, delay)
