@@ -5,7 +5,8 @@ partitions seeded straight into Redis through the window store (10 commits each,
 quiet: no new commits, log ends still), then `lagwatch run evaluator` and `lagwatch run api` as processes with
 default settings. Printed, for 25k and 100k partitions:
 
-* cold start: seconds from starting the evaluator until every group has a ready result (its first status);
+* cold start: seconds from starting the evaluator until every group has a ready result (its first status), and
+  until every group also has its lag sparkline (drawn after the statuses; the idle measurement starts after that);
 * idle CPU: the evaluator's and redis-server's CPU while nothing changes (% of one core, over `IDLE_S`);
 * STOP delay: PROBES groups get windows whose STOP rule turns true at known instants a few seconds ahead (a lag, a
   log end already past the newest commit in every sample); delay = when the ERR event is read from the status
@@ -132,17 +133,17 @@ async def seed_probes(redis_url: str, bootstrap: str, first_instant_ms: int) -> 
     return instants
 
 
-async def wait_for_results(redis_url: str, count: int, timeout: float) -> float:
+async def wait_for_hash(redis_url: str, key: str, count: int, timeout: float, started: float) -> float:
+    """Seconds from `started` (perf_counter) until the hash `key` has `count` fields."""
     redis = Redis.from_url(redis_url)
-    started = time.perf_counter()
     try:
         while time.perf_counter() - started < timeout:
-            if await redis.hlen(keys.group_results(CLUSTER)) >= count:
+            if await redis.hlen(key) >= count:
                 return time.perf_counter() - started
             await asyncio.sleep(0.1)
     finally:
         await redis.aclose()
-    raise RuntimeError(f"not every group had a result within {timeout}s")
+    raise RuntimeError(f"{key} did not get {count} fields within {timeout}s")
 
 
 async def stop_delays(bootstrap: str, redis_url: str, lead_s: float) -> list[float]:
@@ -208,9 +209,12 @@ def run(groups: int) -> dict:
         services: list[subprocess.Popen] = []
         try:
             out["seed_s"] = round(asyncio.run(seed(redis.url, groups)), 1)
+            started = time.perf_counter()
             evaluator = lagwatch_process("evaluator", env)
             services.append(evaluator)
-            out["cold_start_s"] = round(asyncio.run(wait_for_results(redis.url, groups, timeout=600)), 1)
+            results, lines = keys.group_results(CLUSTER), keys.group_sparklines(CLUSTER)
+            for name, key in (("cold_start_s", results), ("cold_start_sparklines_s", lines)):
+                out[name] = round(asyncio.run(wait_for_hash(redis.url, key, groups, 600, started)), 1)
             time.sleep(3)  # the last evaluations' writes settle
             cpu = (cpu_seconds(evaluator.pid), cpu_seconds(redis.pid))
             time.sleep(IDLE_S)
