@@ -170,6 +170,7 @@ async def test_malformed_and_unknown_records_are_counted_and_skipped(kafka, redi
         await writer.raw("billing", codec.encode_offset_commit_key("billing", "orders", 0), None)  # commit tombstone
         await writer.commit("billing", "orders", 0, 0)  # and a good one after them
         await eventually(lambda: store.get_group(CLUSTER, "billing"))
+        await eventually(lambda: _counted(redis, 5))  # the counters follow the windows
         totals = await _totals(redis)
         assert totals["decode_error:1"] == 2
         assert totals["offset_commit_tombstone"] == 1
@@ -177,6 +178,10 @@ async def test_malformed_and_unknown_records_are_counted_and_skipped(kafka, redi
         assert not worker.stopping.is_set()
         metrics = await _get(f"{worker.health.url}/metrics")
         assert 'lagwatch_ingest_decode_errors_total{cluster="local",type="1"} 2.0' in metrics
+
+
+async def _counted(redis, records):
+    return (await _totals(redis)).get("records", 0) >= records
 
 
 async def _get(url):
