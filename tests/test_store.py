@@ -290,3 +290,13 @@ async def test_one_poll_of_many_topics_is_stored_together(redis):
     topics = await store.list_topics(CLUSTER)
     assert len(topics) == 50 and topics["t0"] == 3 and topics["t7"] == 2
     assert await store.topic_offsets(CLUSTER, "t7") == [7, 8]
+
+
+async def test_broker_rings_of_a_topic_with_thousands_of_partitions_are_read_whole(redis):
+    """The rings are read by a script that asks Redis for a topic's partitions in slices (Lua's unpack has a
+    limit near 8000): every partition of a 9000-partition topic comes back, known or not."""
+    store = WindowStore(redis)
+    await store.add_broker_polls(CLUSTER, {"wide": {p: 10 * p for p in range(0, 9000, 2)}}, T0)
+    rings = await store.broker_rings(CLUSTER, [("wide", p) for p in range(9000)])
+    assert len(rings) == 9000
+    assert all(rings[("wide", p)] == ([10 * p] if p % 2 == 0 else []) for p in range(9000))

@@ -128,6 +128,9 @@ class StoredGroup:
         return {(p.topic, p.partition): p.time_lag(now_ms) for p in self.partitions}
 
 
+TOPICS_PER_CALL = 1000  # per READ_TOPIC_FIELDS call (a script holds Redis while it runs: a few ms here)
+
+
 class WindowStore:
     """Async access to every window of every cluster in one Redis (or Redis Cluster) database."""
 
@@ -294,11 +297,16 @@ class WindowStore:
                 for topic, parts in by_topic.items():
                     pipe.hmget(key(cluster, topic), parts)
                 replies = await pipe.execute()
-        else:  # one script call: an evaluation of 500 groups reads ~500 topics, twice
-            replies = await self.redis.register_script(scripts.READ_TOPIC_FIELDS)(
-                keys=[key(cluster, topic) for topic in by_topic],
-                args=[" ".join(map(str, parts)) for parts in by_topic.values()],
-            )
+        else:  # script calls of up to TOPICS_PER_CALL topics: an evaluation of 500 groups reads ~500 topics, twice
+            read = self.redis.register_script(scripts.READ_TOPIC_FIELDS)
+            topics = list(by_topic.items())
+            replies = []
+            for i in range(0, len(topics), TOPICS_PER_CALL):
+                chunk = topics[i : i + TOPICS_PER_CALL]
+                replies += await read(
+                    keys=[key(cluster, topic) for topic, _ in chunk],
+                    args=[" ".join(map(str, parts)) for _, parts in chunk],
+                )
         return {
             (topic, partition): raw
             for (topic, parts), values in zip(by_topic.items(), replies, strict=True)

@@ -359,13 +359,17 @@ return #KEYS
 """
 
 # KEYS: per-topic hashes (broker rings, offset histories); ARGV: per key, the fields to read, space-separated
-# Returns per key HMGET's answer for its fields.
+# Returns per key HMGET's answer for its fields (asked 1000 at a time: Lua's unpack has a limit).
 READ_TOPIC_FIELDS = """
 local out = {}
 for i = 1, #KEYS do
-  local fields = {}
+  local fields, values = {}, {}
   for f in string.gmatch(ARGV[i], '%S+') do fields[#fields + 1] = f end
-  out[i] = redis.call('HMGET', KEYS[i], unpack(fields))
+  for j = 1, #fields, 1000 do
+    local part = redis.call('HMGET', KEYS[i], unpack(fields, j, math.min(j + 999, #fields)))
+    for _, v in ipairs(part) do values[#values + 1] = v end
+  end
+  out[i] = values
 end
 return out
 """
