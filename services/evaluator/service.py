@@ -205,8 +205,19 @@ class EvaluatorService:
             log.warning("evaluator %s: %s skipped, Redis unavailable (%s)", self.cluster, trigger, exc)
             return False
         mine = sorted(g for g in groups if partition_of(self.cluster, g, count) in partitions)
-        for i in range(0, len(mine), SWEEP_CHUNK):
-            await self._evaluate(mine[i : i + SWEEP_CHUNK], trigger)
+        chunks = [mine[i : i + SWEEP_CHUNK] for i in range(0, len(mine), SWEEP_CHUNK)]
+        ahead: asyncio.Future | None = None
+        try:
+            for i, chunk in enumerate(chunks):
+                read, ahead = ahead, None
+                if i + 1 < len(chunks):  # Redis reads the next batch while this one is evaluated
+                    ahead = asyncio.ensure_future(self.evaluator.read(chunks[i + 1], int(time.time() * 1000)))
+                await self._evaluate(chunk, trigger, read)
+        finally:
+            if ahead is not None:
+                ahead.cancel()
+                with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
+                    await ahead
         return True
 
     # --- the schedule -----------------------------------------------------------------------------------------
@@ -298,14 +309,18 @@ class EvaluatorService:
     def changes_partitions(self) -> int:
         return self.app.consumer.topic_partitions(self.changes.get_topic_name()) or 1
 
-    async def _evaluate(self, groups: list[str], trigger: str) -> EvaluationReport | None:
+    async def _evaluate(
+        self, groups: list[str], trigger: str, read: asyncio.Future | None = None
+    ) -> EvaluationReport | None:
+        """Evaluate (retrying while Redis or Kafka fail); `read`: the groups' reads, started ahead."""
         delay = 0.1
         while not self.stopping.is_set():
             try:
                 async with self._lock:  # a takeover's sparklines wait until its statuses are out
-                    report = await self.evaluator.evaluate(groups, sparklines=trigger != "takeover")
+                    report = await self.evaluator.evaluate(groups, sparklines=trigger != "takeover", read=read)
                     await self._reschedule(report)
             except (RedisError, OSError) as exc:
+                read = None  # read again
                 log.warning("evaluator %s: evaluation failed (%s); retrying in %.1fs", self.cluster, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
