@@ -69,6 +69,16 @@ STOP_TIMEOUT_S = 15
 NOTICE_BATCH, NOTICE_WAIT_S = 1000, 0.05
 
 
+def _drop(read: asyncio.Future | None) -> None:
+    """A read started ahead that no evaluation will use: cancelled, or its failure taken (never logged as lost)."""
+    if read is None:
+        return
+    if not read.done():
+        read.cancel()
+    elif not read.cancelled():
+        read.exception()
+
+
 def consumer_group(cluster: str) -> str:
     return f"lagwatch-evaluator-{cluster}"
 
@@ -212,12 +222,12 @@ class EvaluatorService:
                 read, ahead = ahead, None
                 if i + 1 < len(chunks):  # Redis reads the next batch while this one is evaluated
                     ahead = asyncio.ensure_future(self.evaluator.read(chunks[i + 1], int(time.time() * 1000)))
-                await self._evaluate(chunk, trigger, read)
+                try:
+                    await self._evaluate(chunk, trigger, read)
+                finally:
+                    _drop(read)  # unused when stopping
         finally:
-            if ahead is not None:
-                ahead.cancel()
-                with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
-                    await ahead
+            _drop(ahead)
         return True
 
     # --- the schedule -----------------------------------------------------------------------------------------
