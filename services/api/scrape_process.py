@@ -6,8 +6,9 @@ other request for that long; in a thread it would still fight them for the GIL. 
 on another core. The worker is started on the first scrape and kept; one that dies is replaced on the next scrape.
 
 The body (58 MB at 100k partitions) does not travel back through the pool's pipe: pickling it through a 64 KiB pipe
-cost more than rendering it. The worker writes it to a file of its own in a private directory (in RAM where
-/dev/shm exists) and answers with the file's name; the api opens the file, unlinks it and streams it out.
+cost more than rendering it. The worker writes it to a file of its own in a private directory (in RAM when /dev/shm
+has room, else the temporary directory, where the page cache serves it) and answers with the file's name; the api
+opens the file, unlinks it and streams it out.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ from typing import BinaryIO
 from lagwatch.shared.config import Config
 
 RAM_DIR = Path("/dev/shm")
+RAM_DIR_MIN_FREE = 1 << 30  # /dev/shm is used only with this much room (Docker gives containers 64 MB of it)
+
+
+def body_dir() -> str | None:
+    """Where the bodies go: RAM when there is room, else the system's temporary directory (None)."""
+    try:
+        stat = os.statvfs(RAM_DIR)
+    except OSError:
+        return None
+    return str(RAM_DIR) if stat.f_bavail * stat.f_frsize >= RAM_DIR_MIN_FREE else None
 
 
 def scrape_in_worker(config: Config, path: str) -> int:
@@ -58,7 +69,7 @@ class ScrapeWorker:
             # spawn, not fork: forking a process that runs an event loop and threads copies their locks' state
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         if self._dir is None:
-            self._dir = tempfile.mkdtemp(prefix="lagwatch-scrape-", dir=RAM_DIR if RAM_DIR.is_dir() else None)
+            self._dir = tempfile.mkdtemp(prefix="lagwatch-scrape-", dir=body_dir())
         path = os.path.join(self._dir, f"scrape-{next(self._names)}")
         try:
             await asyncio.get_running_loop().run_in_executor(self._pool, scrape_in_worker, self.config, path)
