@@ -124,7 +124,12 @@ class BrokerOffsets:
         every caught-up group look stopped (STOP needs every recent log-end sample above the newest commit)."""
         held_since: float | None = None
         while not stopping.is_set():
-            holding = commits_caught_up is not None and not commits_caught_up.is_set()
+            behind = commits_caught_up is not None and not commits_caught_up.is_set()
+            try:
+                holding = await self.announce(behind) or behind
+            except Exception as exc:  # Redis down: the poll below fails too, and says so
+                log.debug("broker offsets for %s: could not share whether commits are behind (%s)", self.cluster, exc)
+                holding = behind
             held_since = (held_since or time.monotonic()) if holding else None
             try:
                 await self.tick(poll=held_since is None or time.monotonic() - held_since > HOLD_POLLS_MAX_S)
@@ -135,6 +140,24 @@ class BrokerOffsets:
                 log.exception("broker offsets for %s: poll failed; retrying", self.cluster)
             await pause(stopping, self.offset_refresh)
 
+    async def announce(self, behind: bool) -> bool:
+        """Tell the other workers whether this one's commits are behind, and hear whether any other's are: the
+        poller holds its samples while any worker is behind (each worker's groups are only its own to catch up)."""
+        now = int(time.time() * 1000)
+        key = keys.ingest_behind(self.cluster)
+        async with self.store.redis.pipeline(transaction=False) as pipe:
+            if behind:
+                pipe.hset(key, self._owner, now + int(HOLD_POLLS_MAX_S * 1000))
+            else:
+                pipe.hdel(key, self._owner)
+            pipe.hgetall(key)
+            replies = await pipe.execute()
+        others = {k: int(v) for k, v in replies[-1].items() if k.decode() != self._owner}
+        stale = [k for k, until in others.items() if until <= now]
+        if stale:  # a worker that died while behind: its word expires with the hold
+            await self.store.redis.hdel(key, *stale)
+        return any(until > now for until in others.values())
+
     async def tick(self, *, poll: bool = True) -> None:
         ttl_ms = int(self.offset_refresh * 3000)
         self.is_poller = bool(await self._renew(keys=[keys.poller_lease(self.cluster)], args=[self._owner, ttl_ms]))
@@ -142,11 +165,17 @@ class BrokerOffsets:
             await self.load_from_store()
             await self._check_kafka()
             return
-        if not poll:
-            return
         if time.monotonic() - self._last_topic_refresh >= self.topic_refresh or not self.partition_counts:
             await self.refresh_topics()
-        await self.poll(self.all_partitions())
+        if poll:
+            await self.poll(self.all_partitions())
+            return
+        # Held: partitions never sampled are sampled all the same. No window can hold commits for them yet (a
+        # commit waits for its partition's first log end), and a first sample taken only when a commit asks for it
+        # would already stand above that commit: the group's first evaluation would find it STOPped.
+        unsampled = [tp for tp in self.all_partitions() if tp not in self.latest]
+        if unsampled:
+            await self.poll(unsampled)
 
     async def _check_kafka(self) -> None:
         """A follower polls nothing, yet its readiness must say whether Kafka answers: a metadata request now and

@@ -90,6 +90,7 @@ class IngestWorker:
         self.broker_offsets.changes = self.changes  # log-end notices: the evaluator re-checks groups on moved topics
         self._consumer_config = self._librdkafka_settings(rdkafka, cluster_config)
         self._inflight: asyncio.Task[bool] | None = None  # the batch being stored and committed
+        self._announcing: asyncio.Future | None = None
         self.consumer = self._new_consumer()
         self.health = HealthServer(
             "ingest",
@@ -128,6 +129,13 @@ class IngestWorker:
     def _on_assigned(self, partitions: list[int]) -> None:
         log.info("ingest: assigned offsets-topic partitions %s", partitions)
         self.caught_up.clear()  # their commits since the last owner's last commit are still to be read
+        self._announcing = asyncio.ensure_future(self._announce_behind())  # the poller must hear it now
+
+    async def _announce_behind(self) -> None:
+        try:
+            await self.broker_offsets.announce(True)
+        except (RedisError, OSError) as exc:  # the poller's next tick hears it instead
+            log.debug("ingest %s: could not announce its commits behind (%s)", self.cluster, exc)
 
     async def _on_revoked(self, partitions: list[int]) -> None:
         """The batch in flight is stored (the consumer then commits its positions) before anyone takes over; then

@@ -6,6 +6,8 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:c:{<cluster>}:groups           ZSET  group -> newest commit timestamp (ms); listing and the expiry sweep
     lw:c:{<cluster>}:topics           HASH  topic -> partition count, from the broker-offset poller
     lw:c:{<cluster>}:poller           STR   lease: id of the ingest worker polling broker offsets (expires)
+    lw:c:{<cluster>}:behind           HASH  ingest worker id -> until when (ms) its commits are behind: the poller
+                                            takes no log-end samples meanwhile (any worker's groups would look stopped)
     lw:c:{<cluster>}:stats            HASH  ingest counters (records, decode errors by type, outcomes, ...)
     lw:t:{<cluster>/<topic>}:bo       HASH  partition -> broker ring (see packing.py), last `intervals` log-end offsets
     lw:t:{<cluster>/<topic>}:h        HASH  partition -> log-end history for lag in seconds: (offset, at) pairs,
@@ -70,6 +72,10 @@ def topics_index(cluster: str) -> str:
 
 def poller_lease(cluster: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:poller"
+
+
+def ingest_behind(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:behind"
 
 
 def ingest_stats(cluster: str) -> str:
