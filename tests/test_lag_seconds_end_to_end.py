@@ -1,5 +1,6 @@
 """Lag in seconds end to end: a consumer that pauses shows the pause (± a poll) in the API and the metrics;
-a caught-up consumer of a quiet topic shows 0."""
+a caught-up consumer of a quiet topic shows 0. The metrics come from the evaluator's ready results, so the
+evaluator runs too (the ingest's change and log-end notices reach it)."""
 
 import asyncio
 import time
@@ -8,6 +9,7 @@ import aiohttp
 from kafka_helpers import CLUSTER, eventually, make_config, produce, running
 
 from lagwatch.services.api.app import ApiServer
+from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.shared.local.offsets_topic_writer import OffsetsTopicWriter
 
@@ -23,10 +25,13 @@ async def lag_of(http, api, group):
 async def test_a_paused_consumer_shows_its_pause_and_a_quiet_caught_up_one_shows_zero(kafka, redis_server):
     kafka.create_topic("orders", 1)
     kafka.create_topic("audit", 1)
+    kafka.create_topic("lagwatch.changes", 4)
+    kafka.create_topic("lagwatch.status", 3)
     config = make_config(kafka.bootstrap, redis_server.url)
     async with (
         OffsetsTopicWriter(kafka.bootstrap) as writer,
         running(IngestWorker(config, CLUSTER)),
+        running(EvaluatorService(config, CLUSTER, http_port=0)),
         running(ApiServer(config, port=0)) as api,
         aiohttp.ClientSession() as http,
     ):
