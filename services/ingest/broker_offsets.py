@@ -12,6 +12,7 @@ partitions that really do not exist are dropped (counted as `no_broker_offset`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -107,6 +108,8 @@ class BrokerOffsets:
 
     async def stop(self) -> None:
         await self._consumer.stop()
+        with contextlib.suppress(Exception):  # Redis may be the reason we stop; the word then expires by itself
+            await self.store.redis.hdel(keys.ingest_behind(self.cluster), self._owner)
         try:  # hand the poller lease on at once instead of letting it expire
             await self._release(keys=[keys.poller_lease(self.cluster)], args=[self._owner])
         except Exception as exc:  # Redis may be the reason we stop; the lease then simply expires
@@ -146,8 +149,8 @@ class BrokerOffsets:
         now = int(time.time() * 1000)
         key = keys.ingest_behind(self.cluster)
         async with self.store.redis.pipeline(transaction=False) as pipe:
-            if behind:
-                pipe.hset(key, self._owner, now + int(HOLD_POLLS_MAX_S * 1000))
+            if behind:  # renewed every tick while behind: a worker that died behind holds nobody for long
+                pipe.hset(key, self._owner, now + int(3 * self.offset_refresh * 1000))
             else:
                 pipe.hdel(key, self._owner)
             pipe.hgetall(key)
