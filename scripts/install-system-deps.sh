@@ -2,7 +2,9 @@
 # Installs the system packages lagwatch's tests and local demo need, when they are missing:
 # redis-server, chromium (headless: the dashboard's browser test and its screenshot), a Java runtime
 # (the Spark job: PySpark 4 runs on Java 17 or 21), and Burrow 1.2.1 with ZooKeeper (bench/bench_vs_burrow.py
-# measures lagwatch against it; neither runs as a service) (Debian).
+# measures lagwatch against it; neither runs as a service), Prometheus with promtool and Alertmanager (the alert
+# rules' unit tests, the Grafana dashboard's queries run against a real Prometheus; Alertmanager as a notification
+# destination) (Debian).
 set -euo pipefail
 
 need=()
@@ -11,6 +13,9 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 [ -x /usr/bin/Burrow ] || need+=(burrow)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need+=(prometheus)
+command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1 \
+  || need+=(prometheus-alertmanager)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then
