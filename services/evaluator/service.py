@@ -33,7 +33,7 @@ from collections.abc import Iterable
 
 import faust
 from faust.exceptions import ConsumerNotStarted
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 from redis.exceptions import RedisError
 
 from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
@@ -63,6 +63,21 @@ EVALUATION_SECONDS = Histogram(
     ["cluster", "trigger"],
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+# For alerts on a late safety net or schedule (deploy/prometheus/lagwatch-rules.yml): this instance's own view.
+SWEEP_INTERVAL = Gauge(
+    "lagwatch_evaluator_sweep_interval_seconds", "The configured evaluator.sweep-interval", ["cluster"]
+)
+LAST_SWEEP = Gauge(
+    "lagwatch_evaluator_last_sweep_timestamp_seconds",
+    "When this instance last finished a sweep (its start, before the first)",
+    ["cluster"],
+)
+SCHEDULE_DELAY = Gauge(
+    "lagwatch_evaluator_schedule_delay_seconds",
+    "How overdue the most overdue scheduled evaluation was when last looked at (0: nothing overdue)",
+    ["cluster"],
+)
+DELAY_SAMPLE_MS = 1000  # the schedule's delay is looked up at most this often while evaluations are due
 SWEEP_CHUNK = 500
 SCHEDULE_IDLE_S = 2.0  # longest sleep of the schedule loop (it also wakes when an evaluation schedules sooner)
 STOP_TIMEOUT_S = 15
@@ -125,6 +140,10 @@ class EvaluatorService:
         )
         self.stopping = asyncio.Event()
         self.sweeps_done = 0
+        SWEEP_INTERVAL.labels(cluster).set(config.evaluator.sweep_interval)
+        LAST_SWEEP.labels(cluster).set_to_current_time()
+        SCHEDULE_DELAY.labels(cluster).set(0)
+        self._delay_sampled_at = 0
         self._schedule_task: asyncio.Task | None = None
         self._lock = asyncio.Lock()  # one evaluation at a time in this instance: notices and sweeps interleave
         self.app = faust.App(
@@ -200,6 +219,7 @@ class EvaluatorService:
             return  # not assigned yet (or rebalancing): the next sweep will do
         if await self._evaluate_partitions(owned, "sweep"):
             self.sweeps_done += 1
+            LAST_SWEEP.labels(self.cluster).set_to_current_time()
             await self._count("sweeps", 1)
 
     async def _evaluate_partitions(self, partitions: set[int], trigger: str) -> bool:
@@ -254,6 +274,10 @@ class EvaluatorService:
             return
         now = int(time.time() * 1000)
         due = await self.schedule.due(owned, now)
+        if due and now - self._delay_sampled_at >= DELAY_SAMPLE_MS:
+            self._delay_sampled_at = now
+            oldest = await self.schedule.earliest(owned)
+            SCHEDULE_DELAY.labels(self.cluster).set(0 if oldest is None else max(0, now - oldest) / 1000)
         if due:
             for i in range(0, len(due), SWEEP_CHUNK):
                 await self._evaluate(due[i : i + SWEEP_CHUNK], "schedule")
@@ -263,6 +287,7 @@ class EvaluatorService:
             async with self._lock:
                 await self.evaluator.draw_owed_sparklines(SWEEP_CHUNK)
             return
+        SCHEDULE_DELAY.labels(self.cluster).set(0)
         earliest = await self.schedule.earliest(owned)
         wait = SCHEDULE_IDLE_S if earliest is None else min(SCHEDULE_IDLE_S, max(0.0, (earliest - now) / 1000))
         self._sleeping_until = time.time() + wait
