@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
-from lagwatch.shared.store import keys
+from lagwatch.shared.store import keys, packed_commands
 from lagwatch.shared.store.window_writer import GroupWrite
 from lagwatch.shared.window import WindowConfig
 
@@ -59,16 +59,13 @@ class WindowCache:
         for start in range(0, len(missing), LOAD_CHUNK):
             chunk = missing[start : start + LOAD_CHUNK]
             group_keys = [keys.group_keys(self.cluster, g) for g in chunk]
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for windows_key, meta_key, _, _ in group_keys:
-                    pipe.hgetall(windows_key)
-                    pipe.hget(meta_key, "last")
-                replies = await pipe.execute()
+            commands = [c for k in group_keys for c in (("HGETALL", k[0]), ("HGET", k[1], "last"))]
+            replies = await packed_commands.execute(self.redis, commands)
             for i, (group, gkeys) in enumerate(zip(chunk, group_keys, strict=True)):
-                rings, last = replies[2 * i], replies[2 * i + 1]
+                rings, last = _as_pairs(replies[2 * i]), replies[2 * i + 1]
                 self.groups[group] = CachedGroup(
                     gkeys,
-                    {f.decode(): bytes(r) for f, r in rings.items()} if last is not None else {},
+                    {f.decode(): bytes(r) for f, r in rings} if last is not None else {},
                     None if last is None else int(last),
                     had_last=last is not None,
                     partition=wanted[group],
@@ -143,3 +140,10 @@ class WindowCache:
                 del cached.rings[name]
                 if cached.changed:
                     cached.changed.discard(name)
+
+
+def _as_pairs(hgetall_reply: list | dict) -> list[tuple[bytes, bytes]]:
+    """An HGETALL reply as (field, value) pairs: raw it is a flat list, through redis-py's callbacks a dict."""
+    if isinstance(hgetall_reply, dict):
+        return list(hgetall_reply.items())
+    return list(zip(hgetall_reply[::2], hgetall_reply[1::2], strict=True))

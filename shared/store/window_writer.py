@@ -5,9 +5,8 @@ by one worker), so it computes each ring in memory and writes the result: per to
 rings and one HSET of `last`, PEXPIREAT only when the group's expiry moved, one ZADD for the group index per flush.
 No script runs per group; Redis only stores bytes. Key layout: `keys.py`; ring layout: `packing.py`.
 
-On a single server the commands are packed with hiredis and sent down one pooled connection (redis-py's pipeline
-spends more CPU per command than the rest of the ingest spends per commit); on Redis Cluster they go through
-redis-py's cluster pipeline, which routes each command to its slot's node.
+The commands of a flush go in one round trip (`packed_commands.execute`: packed with hiredis on a single server,
+redis-py's cluster pipeline on Redis Cluster).
 """
 
 from __future__ import annotations
@@ -15,11 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import hiredis
 from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
 
-from lagwatch.shared.store import keys
+from lagwatch.shared.store import keys, packed_commands
 
 
 @dataclass(slots=True)
@@ -38,7 +35,6 @@ class GroupWrite:
 class WindowWriter:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
-        self.cluster_mode = isinstance(redis, RedisCluster)
 
     async def write(self, cluster: str, writes: Sequence[GroupWrite]) -> list[str]:
         """Write the groups' windows; returns the groups whose `last` field was created by this write although the
@@ -66,23 +62,5 @@ class WindowWriter:
         if newest:
             commands.append(("ZADD", index, "GT", *newest))
             commands.append(("SADD", keys.CLUSTERS, cluster))
-        replies = await (self._pipeline(commands) if self.cluster_mode else self._send(commands))
+        replies = await packed_commands.execute(self.redis, commands)
         return [w.group for i, w in probes if replies[i] == 1 and w.had_last and not w.replace]
-
-    async def _send(self, commands: list[tuple]) -> list:
-        pool = self.redis.connection_pool
-        connection = await pool.get_connection()
-        try:
-            await connection.send_packed_command(b"".join(map(hiredis.pack_command, commands)), check_health=False)
-            return [await connection.read_response() for _ in commands]
-        except BaseException:
-            await connection.disconnect()  # replies may be left unread: the connection is not reusable
-            raise
-        finally:
-            await pool.release(connection)
-
-    async def _pipeline(self, commands: list[tuple]) -> list:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for command in commands:
-                pipe.execute_command(*command)
-            return await pipe.execute()
