@@ -104,13 +104,13 @@ def was_caught_up_recently(broker_offsets: Iterable[int], last: OffsetEntry) -> 
 
 
 def is_rewound(entries: Sequence[OffsetEntry]) -> bool:
-    """Some offset drops below its predecessor and no later entry climbs back to the predecessor."""
-    later_max = -1  # the largest offset after position i, built from the end
-    for i in range(len(entries) - 1, 0, -1):
-        before, here = entries[i - 1].offset, entries[i].offset
-        if here < before and later_max < before:
-            return True
-        later_max = max(later_max, here)
+    """The *first* drop below a predecessor is not followed by an entry back at that predecessor's offset or above
+    (Burrow's checkIfOffsetsRewind + checkIfRewindRecovered): once the first drop recovered, later drops in the
+    window are not looked at, so [1000, 900, 1100, 1050] is not a rewind."""
+    for i in range(1, len(entries)):
+        before = entries[i - 1].offset
+        if entries[i].offset < before:
+            return all(e.offset < before for e in entries[i:])
     return False
 
 

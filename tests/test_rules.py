@@ -89,6 +89,12 @@ class TestRewind:
         never_back = part([10, 20, 30, 5, 29, 29], [1, 2, 3, 4, 5, 6], current_lag=6)
         assert status_of(never_back) is Status.REWIND
 
+    def test_only_the_first_drop_counts_as_in_burrow(self):
+        first_recovered = part([1000, 900, 1100, 1050], [5, 105, 5, 55], current_lag=55)
+        assert status_of(first_recovered) is Status.OK  # Burrow's example: the later drop to 1050 is not looked at
+        first_not_recovered = part([1000, 900, 950, 800], [5, 105, 55, 205], current_lag=205)
+        assert status_of(first_not_recovered) is Status.REWIND
+
     def test_rewind_beats_stall_and_warn(self):
         p = part([50, 40, 40, 40], [1, 2, 3, 4], current_lag=4)
         assert status_of(p) is Status.REWIND

@@ -206,3 +206,22 @@ def test_charts_are_one_self_contained_page():
         and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
     )
     assert "stopped-&lt;3&gt;" in html and "ERR" in html
+
+
+def _replay_offsets(offsets):
+    """One partition committing `offsets` 10 s apart; the log end is at the first commit, then at 1200."""
+    commits = [CommitInput("t", 0, off, T0 + i * 10_000, i, T0 + i * 10_000) for i, off in enumerate(offsets)]
+    ends = [offsets[0]] + [1200] * (len(offsets) - 1)
+    samples = [SampleInput("t", 0, end, T0 + i * 10_000 - 1) for i, end in enumerate(ends)]
+    config = ReplayConfig(tick_ms=10_000)
+    return replay_group("prod", "g", commits, samples, config, end_ms=T0 + (len(offsets) - 1) * 10_000)
+
+
+def test_the_replay_judges_rewinds_by_the_first_drop_only_as_burrow_and_the_live_rules_do():
+    # 900 is a rewind until 1100 passes 1000; the later drop to 1050 is not looked at (Burrow: OK)
+    recovered = _replay_offsets([1000, 900, 1100, 1050])
+    assert status_changes(recovered.events)[-1] == ("ERR", "OK")
+    assert recovered.timeline[-1].status == "OK"
+    not_recovered = _replay_offsets([1000, 900, 950, 800])
+    assert not_recovered.timeline[-1].status == "ERR"
+    assert {p["status"] for p in not_recovered.events[-1]["partitions"]} == {"REWIND"}
