@@ -1,9 +1,9 @@
 """Lag in seconds: how long ago the log end passed a consumer's committed offset. Pure functions, no I/O.
 
 The broker-offset poller keeps, per partition, a history of (log-end offset, observed at) samples: sorted by time,
-offsets never decreasing, and flat stretches collapsed to their first and last sample (`add_sample`). The time lag
-of committed offset `c` at `now` is `now - t(c)`, where `t(c)` is when the log end passed `c`, interpolated
-linearly between the two samples that bracket it. Rules people can alert on:
+offsets never decreasing (a log end that went back starts it afresh), and flat stretches collapsed to their first
+and last sample (`add_sample`). The time lag of committed offset `c` at `now` is `now - t(c)`, where `t(c)` is when
+the log end passed `c`, interpolated linearly between the two samples that bracket it. Rules people can alert on:
 
 * `c` at or past the newest sample's offset: 0 s (caught up, busy or quiet topic alike);
 * `c` older than the oldest sample: too little history to know; report `now - oldest time` as a lower bound
@@ -36,15 +36,20 @@ CAUGHT_UP = TimeLag(0.0)
 def add_sample(history: list[Sample], sample: Sample, max_age_ms: int, max_samples: int) -> bool:
     """Append a poll to a history (mutated in place); False when the sample is dropped.
 
-    Dropped: not later than the newest sample (the clock only goes forward) or a log end lower than the newest
-    (a log end never shrinks; a lower value is a stale read). A sample equal to the two before it extends the
-    flat stretch instead of adding a point. Samples older than `max_age_ms` before the new one, and beyond
-    `max_samples`, fall off the front.
+    Dropped: not later than the newest sample (the clock only goes forward). A log end lower than the newest
+    restarts the history from this sample: Kafka's latest offset never goes back within one log (ListOffsets
+    stays monotonic across leader changes, KIP-207), so the topic was deleted and re-created, or its log cut
+    short by an unclean leader election; the old samples describe another log, and kept they would refuse every
+    new one. A sample equal to the two before it extends the flat stretch instead of adding a point. Samples
+    older than `max_age_ms` before the new one, and beyond `max_samples`, fall off the front.
     """
     if history:
         last = history[-1]
-        if sample.at <= last.at or sample.offset < last.offset:
+        if sample.at <= last.at:
             return False
+        if sample.offset < last.offset:
+            history[:] = [sample]
+            return True
         if sample.offset == last.offset and len(history) >= 2 and history[-2].offset == last.offset:
             history[-1] = sample  # the flat stretch now ends here
             _trim(history, sample.at - max_age_ms, max_samples)

@@ -57,12 +57,20 @@ def test_flat_stretches_collapse_to_their_first_and_last_point():
     assert h == [Sample(100, 0), Sample(100, 30 * S), Sample(150, 40 * S)]
 
 
-def test_out_of_order_and_shrinking_samples_are_dropped_the_clock_only_goes_forward():
+def test_out_of_order_samples_are_dropped_the_clock_only_goes_forward():
     h = history((100, 10 * S))
     assert not add_sample(h, Sample(120, 5 * S), HOUR, 100)  # earlier than the newest
     assert not add_sample(h, Sample(120, 10 * S), HOUR, 100)  # not later
-    assert not add_sample(h, Sample(90, 20 * S), HOUR, 100)  # a log end never shrinks
     assert h == [Sample(100, 10 * S)]
+
+
+def test_a_log_end_that_went_back_starts_the_history_afresh():
+    """A re-created topic: its old samples would refuse every new one, and lag in seconds would stay wrong."""
+    h = history((100, 0), (500, 10 * S), (900, 20 * S))
+    assert add_sample(h, Sample(3, 30 * S), HOUR, 100)
+    assert h == [Sample(3, 30 * S)]
+    assert add_sample(h, Sample(8, 40 * S), HOUR, 100)
+    assert time_lag(3, h, now_ms=50 * S) == TimeLag(20.0)  # the new log passed 3 at 30 s
 
 
 @pytest.mark.parametrize(("max_age", "max_samples", "kept"), [(25 * S, 100, 3), (HOUR, 2, 2)])

@@ -349,7 +349,8 @@ class WindowStore:
         return bool(deleted_keys or removed)
 
     async def delete_topic(self, cluster: str, topic: str) -> int:
-        """Remove a deleted topic from every group and forget its broker offsets; returns partitions removed."""
+        """Remove a deleted topic from every group and forget its broker offsets and log-end history (a topic
+        re-created under the name starts afresh); returns partitions removed."""
         groups = await self.list_groups(cluster)
         calls = []
         for group in groups:
@@ -357,7 +358,7 @@ class WindowStore:
             calls.append((2, windows_key, owners_key, topic))
         removed = await self._eval_many(scripts.DELETE_TOPIC_FROM_GROUP, calls) if calls else []
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.delete(keys.broker_ring(cluster, topic))
+            pipe.delete(keys.broker_ring(cluster, topic), keys.offset_history(cluster, topic))
             pipe.hdel(keys.topics_index(cluster), topic)
             await pipe.execute()
         return sum(removed)

@@ -169,9 +169,10 @@ return (#ARGV - 2) / 2
 
 # KEYS: offset-history hash of one topic
 # ARGV: max_age_ms, max_samples, sampled_at, then (partition, log-end offset) pairs
-# The Lua twin of `lagwatch.shared.time_lag.add_sample` (tests hold them to agreement): samples that are not later,
-# or whose log end shrank, are dropped; a third equal offset in a row extends the flat stretch instead of adding a
-# point; the front is trimmed to `max_age_ms` before the newest sample and to `max_samples`.
+# The Lua twin of `lagwatch.shared.time_lag.add_sample` (tests hold them to agreement): samples that are not later
+# are dropped; a log end that went back (the topic re-created) starts the history afresh; a third equal offset in a
+# row extends the flat stretch instead of adding a point; the front is trimmed to `max_age_ms` before the newest
+# sample and to `max_samples`.
 APPEND_OFFSET_HISTORY = """
 local history_key = KEYS[1]
 local max_age, max_samples, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -184,8 +185,10 @@ for i = FIRST_PAIR_ARG, #ARGV, 2 do
   local keep = true
   if n > 0 then
     local last_offset, last_at = struct.unpack(PAIR, history, (n - 1) * PAIR_SIZE + 1)
-    if now <= last_at or offset < last_offset then
+    if now <= last_at then
       keep = false
+    elseif offset < last_offset then   -- another log than the one the history describes
+      history, n = '', 0
     elseif offset == last_offset and n >= 2 then
       local previous_offset = struct.unpack(PAIR, history, (n - 2) * PAIR_SIZE + 1)
       if previous_offset == last_offset then   -- the flat stretch now ends at this sample

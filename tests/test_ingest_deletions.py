@@ -1,0 +1,107 @@
+"""What Kafka deletes, lagwatch forgets: a deleted topic's log-end history (so a topic re-created under its name gets
+lag in seconds right), and a partition whose committed offsets were deleted (`kafka-consumer-groups
+--delete-offsets`, or expired by the broker: an offset-commit tombstone). Kafka mock -> ingest -> Redis -> api."""
+
+import asyncio
+import time
+
+import aiohttp
+from kafka_helpers import CLUSTER, eventually, make_config, produce, running
+
+from lagwatch.services.api.app import ApiServer
+from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.shared.local.offsets_topic_writer import OffsetsTopicWriter
+from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_store import WindowStore
+
+POLL_S = 0.3  # offset-refresh in make_config
+
+
+async def lag_of(http, api, group):
+    async with http.get(f"{api.url}/v3/kafka/{CLUSTER}/consumer/{group}/lag") as response:
+        return (await response.json())["status"] if response.status == 200 else None
+
+
+async def history_of(store, topic, partition=0):
+    return (await store.offset_histories(CLUSTER, [(topic, partition)]))[(topic, partition)]
+
+
+async def _paused_consumer_shows_its_pause(kafka, writer, http, api, store, group):
+    """The group commits at the new log's end, then pauses while 10 messages arrive: its lag in seconds is the pause
+    (± a poll), measured on the re-created topic's own history, not a lower bound."""
+    await eventually(lambda: _newest_sample_is(store, "orders", 5))
+    await writer.commit(group, "orders", 0, 5)
+    await eventually(lambda: lag_of(http, api, group))
+    produced_at = time.time()
+    await produce(kafka.bootstrap, "orders", {0: 10})
+    await eventually(lambda: _newest_sample_is(store, "orders", 15))
+    await asyncio.sleep(1)
+    paused = time.time() - produced_at
+    [part] = (await lag_of(http, api, group))["partitions"]
+    assert part["current_lag"] == 10
+    assert part["current_lag_seconds_lower_bound"] is False
+    assert abs(part["current_lag_seconds"] - paused) <= POLL_S + 0.5, (part["current_lag_seconds"], paused)
+
+
+async def _newest_sample_is(store, topic, offset):
+    history = await history_of(store, topic)
+    return bool(history) and history[-1].offset == offset
+
+
+async def test_a_deleted_topics_log_end_history_goes_with_it_and_a_re_created_topic_starts_afresh(
+    kafka, redis_server, redis
+):
+    kafka.create_topic("orders", 1)
+    config = make_config(kafka.bootstrap, redis_server.url)
+    store = WindowStore(redis, config.window())
+    async with (
+        OffsetsTopicWriter(kafka.bootstrap) as writer,
+        running(IngestWorker(config, CLUSTER)),
+        running(ApiServer(config, port=0)) as api,
+        aiohttp.ClientSession() as http,
+    ):
+        await api.started.wait()
+        await produce(kafka.bootstrap, "orders", {0: 50})
+        await writer.commit("billing", "orders", 0, 50)
+        await eventually(lambda: _newest_sample_is(store, "orders", 50))
+        kafka.delete_topic("orders")
+        await eventually(lambda: _history_key_gone(redis, "orders"), timeout=15)
+        assert "orders" not in await store.list_topics(CLUSTER)
+        kafka.create_topic("orders", 1)
+        await produce(kafka.bootstrap, "orders", {0: 5})
+        await _paused_consumer_shows_its_pause(kafka, writer, http, api, store, "billing")
+
+
+async def _history_key_gone(redis, topic):
+    return not await redis.exists(keys.offset_history(CLUSTER, topic))
+
+
+async def test_a_topic_re_created_between_two_metadata_refreshes_restarts_its_history_when_its_log_end_goes_back(
+    kafka, redis_server, redis
+):
+    """The poller never sees the topic missing (its metadata is an hour old): only the log end going back tells."""
+    kafka.create_topic("orders", 1)
+    config = make_config(kafka.bootstrap, redis_server.url, **{f"CLUSTERS__{CLUSTER}__TOPIC_REFRESH": "3600"})
+    store = WindowStore(redis, config.window())
+    async with (
+        OffsetsTopicWriter(kafka.bootstrap) as writer,
+        running(IngestWorker(config, CLUSTER)) as worker,
+        running(ApiServer(config, port=0)) as api,
+        aiohttp.ClientSession() as http,
+    ):
+        await api.started.wait()
+        await produce(kafka.bootstrap, "orders", {0: 50})
+        await eventually(lambda: _newest_sample_is(store, "orders", 50))
+        refreshed = worker.broker_offsets.partition_counts
+        kafka.delete_topic("orders")
+        kafka.create_topic("orders", 1)
+        await produce(kafka.bootstrap, "orders", {0: 5})
+        history = await eventually(lambda: _restarted(store))
+        assert [s.offset for s in history] == [5]
+        await _paused_consumer_shows_its_pause(kafka, writer, http, api, store, "billing")
+        assert worker.broker_offsets.partition_counts is refreshed  # no metadata refresh saw it gone
+
+
+async def _restarted(store):
+    history = await history_of(store, "orders")
+    return history if history and history[0].offset == 5 else None
