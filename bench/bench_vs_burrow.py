@@ -410,7 +410,7 @@ def run_lagwatch(
     env = dict(os.environ, **{f"LAGWATCH__CLUSTERS__{cluster}__BOOTSTRAP_SERVERS": bootstrap})
     # the mock's coordinator holds a rebalance for a session timeout before it assigns the joining workers (a broker
     # assigns as soon as every member rejoined): the demo's 3 s, so workers starting together share the topic soon
-    env["LAGWATCH__INGEST__SESSION_TIMEOUT"] = "3"
+    env["LAGWATCH__INGEST__SESSION_TIMEOUT"] = os.environ.get("BENCH_SESSION_TIMEOUT", "3")
     if history:
         env["LAGWATCH__HISTORY__ENABLED"] = "true"
     api_port = free_port()
@@ -428,7 +428,7 @@ def run_lagwatch(
         base = f"http://127.0.0.1:{api_port}"
         wait_for(lambda: _get_json(f"{base}/v3/kafka") is not None, "lagwatch api", log=api_log)
         command = [str(lagwatch_bin()), "run", "ingest", "--cluster", cluster, "--http-port", "0"]
-        command += ["--log-level", "WARNING"]
+        command += ["--log-level", os.environ.get("BENCH_INGEST_LOG_LEVEL", "WARNING")]
         if workers is not None:
             command += ["--workers", str(workers)]
         meter = ProcessMeter({"redis-server": redis.pid, "api": api.pid})
@@ -440,6 +440,8 @@ def run_lagwatch(
         meter.add("ingest", ingest.pid)
         done = wait_until_visible(base, cluster, sentinels, ingest, ingest_log, "lagwatch ingest")
         processes = meter.stop()
+        if os.environ.get("BENCH_KEEP_LOG"):  # e.g. with BENCH_INGEST_LOG_LEVEL=INFO: where the start-up time goes
+            shutil.copy(ingest_log, os.environ["BENCH_KEEP_LOG"])
     notes = {"workers": workers if workers is not None else "cli default", "history": history, "load_1m": load}
     return Row("lagwatch", records, done - start, processes, ("ingest", "redis-server"), notes)
 
