@@ -7,7 +7,10 @@ A template sees (docs/webhooks.md lists them with examples):
   `dashboard_url` — `notifier.dashboard-url`;
 * helpers: `format_ts(ms, fmt="%Y-%m-%d %H:%M:%S UTC")`, `duration(seconds)` ("1h 5m"),
   `partitions_by_status(event)` ({status: [partition, ...]}), `worst_partition(event)` and
-  `worst_partition_lag(event)`, and the filter `tojson`.
+  `worst_partition_lag(event)`, and the filter `tojson`;
+* Burrow's names and helpers, so a Burrow template ports line by line (burrow_helpers.py): `Cluster`, `Group`,
+  `ID`, `Start`, `Extras`, `Result`, and `jsonencoder`, `topicsbystatus`, `partitioncounts`, `add`, `minus`,
+  `multiply`, `divide`, `maxlag`, `formattimestamp` as functions and as filters.
 
 The sandbox refuses attribute access to internals (`__class__`, `__globals__`, ...) and calls that mutate data;
 `**` and `*` refuse results over `MAX_INT_BITS` bits or `MAX_OUTPUT_CHARS` items (so they are not evaluated while
@@ -27,6 +30,8 @@ from typing import Any
 from jinja2 import StrictUndefined, Template, TemplateError
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from lagwatch.services.notifier import burrow_helpers
 
 MAX_OUTPUT_CHARS = 1_000_000
 MAX_INT_BITS = 4096  # about 1200 decimal digits: past any lag, offset or timestamp
@@ -117,6 +122,8 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 def environment() -> BoundedSandbox:
     env = BoundedSandbox(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
     env.filters["tojson"] = _tojson
+    env.filters.update(burrow_helpers.HELPERS)  # `{{ Result.Partitions | jsonencoder }}`, as Go's pipelines
+    env.globals.update(burrow_helpers.HELPERS)  # `{{ maxlag(Result.Maxlag) }}`, as Go's calls
     env.globals.update(
         format_ts=format_ts,
         duration=duration,
@@ -178,14 +185,16 @@ def context(
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     started = event.get("incident_started_at")
     ended = event.get("evaluated_at", now_ms) if kind == "close" else now_ms  # a close: how long it lasted
+    incident = {
+        "id": event.get("incident_id"),
+        "started_at": started,
+        "duration_s": (ended - started) / 1000 if started else None,
+    }
     return {
         "event": event,
-        "incident": {
-            "id": event.get("incident_id"),
-            "started_at": started,
-            "duration_s": (ended - started) / 1000 if started else None,
-        },
+        "incident": incident,
         "notification": {"kind": kind, "subscription_id": subscription_id, "id": notification_id, "attempt": attempt},
         "extras": dict(extras),
         "dashboard_url": dashboard_url,
+        **burrow_helpers.burrow_names(event, incident, extras),
     }
