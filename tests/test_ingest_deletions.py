@@ -105,3 +105,74 @@ async def test_a_topic_re_created_between_two_metadata_refreshes_restarts_its_hi
 async def _restarted(store):
     history = await history_of(store, "orders")
     return history if history and history[0].offset == 5 else None
+
+
+async def partitions_of(store, group):
+    """The partitions the group has committed offsets for (the api also lists a topic's others, never committed)."""
+    stored = await store.get_group(CLUSTER, group)
+    return None if stored is None else [(p.topic, p.partition) for p in stored.partitions if p.packed]
+
+
+async def _partitions_are(store, group, expected):
+    return await partitions_of(store, group) == expected
+
+
+async def test_an_offset_commit_tombstone_removes_that_partitions_window_and_the_last_one_removes_the_group(
+    kafka, redis_server, redis
+):
+    """`kafka-consumer-groups --delete-offsets --topic orders:1`, or the broker expiring that offset: the coordinator
+    writes a tombstone for the commit key. Burrow keeps the partition (a ghost, stale for good); lagwatch drops it."""
+    from lagwatch.shared.offsets_codec import encode_offset_commit_key
+
+    kafka.create_topic("orders", 2)
+    kafka.create_topic("audit", 1)
+    config = make_config(kafka.bootstrap, redis_server.url)
+    store = WindowStore(redis, config.window())
+    async with (
+        OffsetsTopicWriter(kafka.bootstrap) as writer,
+        running(IngestWorker(config, CLUSTER)),
+        running(ApiServer(config, port=0)) as api,
+        aiohttp.ClientSession() as http,
+    ):
+        await api.started.wait()
+        for topic, partition in [("orders", 0), ("orders", 1), ("audit", 0)]:
+            await writer.commit("billing", topic, partition, 0)
+        await writer.commit("payments", "orders", 1, 0)
+        await writer.raw("ghost", encode_offset_commit_key("ghost", "orders", 0), None)  # never seen: nothing to do
+        all_three = [("audit", 0), ("orders", 0), ("orders", 1)]
+        await eventually(lambda: _partitions_are(store, "billing", all_three))
+        await eventually(lambda: _partitions_are(store, "payments", [("orders", 1)]))
+
+        await writer.raw("billing", encode_offset_commit_key("billing", "orders", 1), None)
+        await eventually(lambda: _partitions_are(store, "billing", [("audit", 0), ("orders", 0)]))
+        listed = {(p["topic"], p["partition"]): p for p in (await lag_of(http, api, "billing"))["partitions"]}
+        assert listed[("orders", 1)]["end"] is None  # listed as never committed (as Burrow lists them), no ghost
+        assert listed[("orders", 0)]["end"]["offset"] == 0 and listed[("audit", 0)]["end"]["offset"] == 0
+        assert await partitions_of(store, "payments") == [("orders", 1)]  # another group's offset stays
+
+        # deleted, then committed again in the same batch or the next: the window starts afresh
+        await writer.raw("billing", encode_offset_commit_key("billing", "orders", 0), None)
+        await writer.commit("billing", "orders", 0, 7)
+        await eventually(lambda: _newest_offset_of(store, "billing", ("orders", 0), 7))
+        window = next(p for p in (await store.get_group(CLUSTER, "billing")).partitions if p.topic == "orders")
+        assert [e.offset for e in window.entries] == [7]
+
+        for topic, partition in [("orders", 0), ("audit", 0)]:  # its last offsets: the group is gone
+            await writer.raw("billing", encode_offset_commit_key("billing", topic, partition), None)
+        await eventually(lambda: _partitions_are(store, "billing", None))
+        assert await lag_of(http, api, "billing") is None
+        assert "billing" not in await store.list_groups(CLUSTER)
+        assert await store.get_group(CLUSTER, "ghost") is None
+        await eventually(lambda: _tombstones_counted(redis, 5))  # each once, also those that waited for a load
+
+
+async def _tombstones_counted(redis, n):
+    from lagwatch.services.ingest.metrics import read_totals
+
+    return (await read_totals(redis, CLUSTER)).get("offset_commit_tombstone") == n
+
+
+async def _newest_offset_of(store, group, tp, offset):
+    stored = await store.get_group(CLUSTER, group)
+    part = next((p for p in stored.partitions if (p.topic, p.partition) == tp), None) if stored else None
+    return part is not None and part.entries[-1].offset == offset

@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 
 from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
-from lagwatch.services.ingest.records import GroupDeletion, KeyCache, RecordLike, decode_group_record, type_label
+from lagwatch.services.ingest.records import (
+    CommitKey,
+    GroupDeletion,
+    KeyCache,
+    RecordLike,
+    decode_group_record,
+    type_label,
+)
 from lagwatch.services.ingest.window_cache import WindowCache
 from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.group_filter import GroupFilter
@@ -146,12 +153,13 @@ class BatchProcessor:
                         self._group_record(record, key, batch, defer)
                         continue
                 value = record.value()
-                if not value:
-                    tally["offset_commit_tombstone"] += 1
-                    continue
                 group = commit_key[0]
                 if not commit_key[5]:  # filtered out by the allow/deny regexes
-                    tally["filtered"] += 1
+                    tally["offset_commit_tombstone" if not value else "filtered"] += 1
+                    continue
+                if not value:
+                    self._offsets_deleted(record, commit_key, batch, defer)
+                    current_name = None  # the group's rings may have been replaced
                     continue
                 if group in waiting or (defer and (group not in groups or commit_key[4] not in latest)):
                     waiting[group] = partition
@@ -207,6 +215,18 @@ class BatchProcessor:
         else:
             self._rebalances.append(GroupMetadataUpdate(step.group, step.generation, step.started_at, step.owners))
             batch.touched[step.group] = "rebalance"
+
+    def _offsets_deleted(self, record: RecordLike, commit_key: CommitKey, batch: AppliedBatch, defer: bool) -> None:
+        """An offset-commit tombstone (rare): the partition's offset was deleted (`kafka-consumer-groups
+        --delete-offsets`, the group deleted) or expired by the broker; its window goes (Burrow keeps it forever)."""
+        group = commit_key[0]
+        if group in batch.waiting or (defer and group not in self.cache.groups):
+            batch.waiting[group] = record.partition()
+            batch.deferred.append(record)
+            return
+        batch.tally["offset_commit_tombstone"] += 1
+        if self.cache.delete_partition(group, commit_key[3], record.partition()):
+            batch.touched[group] = "commits" if self.cache.groups[group].rings else "deleted"
 
     # --- writing ---------------------------------------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 * offset commit                -> a window commit (`order` = the record's offset in its offsets-topic partition,
                                   timestamp = the commit timestamp inside the record)
-* offset-commit tombstone      -> ignored (Kafka writes them when offsets expire or a group is deleted; the group's
-                                  own tombstone or `expire-group` removes lagwatch's windows)
+* offset-commit tombstone      -> the partition's window is removed (Kafka writes one when an offset is deleted,
+                                  expires, or its group is deleted); a group left without windows is deleted
 * group metadata               -> the group's generation and each assigned partition's owner (client host, id)
 * group-metadata tombstone     -> the group is deleted
 * other record types (KIP-848 consumer/share/streams group records) -> counted as skipped, by type

@@ -8,6 +8,8 @@ stored layout) and flushes what changed, once per batch, before the batch's Kafk
   go of the partition), many groups per round trip.
 * A group whose newest commit is older than `expire-group` starts afresh, as the evaluator's expiry would leave it.
 * A group tombstone empties the group; the flush deletes its keys before writing what came after.
+* An offset-commit tombstone (offsets deleted, or expired by the broker) removes that partition's ring; a group
+  left without any is deleted as by its own tombstone.
 * Groups of revoked partitions are dropped (their last batch was flushed first); a deleted topic leaves every ring.
 * Someone else deleting a group (the api) shows at the next flush: Redis had no `last` though the worker wrote one.
   The worker then deletes what it wrote again and forgets the group (that batch's commits of it go with it).
@@ -36,6 +38,7 @@ class CachedGroup:
     had_last: bool = False  # Redis holds a `last` for it, as far as this worker knows
     expires_at: int = 0  # the PEXPIREAT last written
     changed: set[str] | None = None  # rings changed since the last flush (None, not an empty set: memory)
+    removed: set[str] | None = None  # rings removed since the last flush (offset-commit tombstones; rare)
     replace: bool = False  # the next flush deletes the group's keys first
     partition: int = -1  # the offsets-topic partition its commits come from
 
@@ -81,6 +84,21 @@ class WindowCache:
         self.restart(cached)
         self.dirty[group] = cached
 
+    def delete_partition(self, group: str, field_name: str, partition: int) -> bool:
+        """An offset-commit tombstone: the partition's ring goes at the next flush (a group left without rings is
+        deleted). False when the group held no ring for it (nothing to forget). The group must be loaded."""
+        cached = self.groups[group]
+        if cached.rings.pop(field_name, None) is None:
+            return False
+        if cached.changed:
+            cached.changed.discard(field_name)
+        if cached.rings:
+            cached.removed = (cached.removed or set()) | {field_name}
+            self.dirty[group] = cached
+        else:
+            self.delete_group(group, partition)
+        return True
+
     @staticmethod
     def restart(cached: CachedGroup) -> None:
         """Empty the group: an expired one starts afresh, a deleted one is gone; the next flush replaces its keys."""
@@ -94,7 +112,7 @@ class WindowCache:
         slack = self.expiry_slack_ms
         expire_ms = self.config.expire_group_ms
         for group, cached in self.dirty.items():
-            if not cached.changed and not cached.replace:
+            if not cached.changed and not cached.replace and not cached.removed:
                 continue
             expires_at = None
             if cached.last is not None:
@@ -110,10 +128,11 @@ class WindowCache:
                     expires_at=expires_at,
                     replace=cached.replace,
                     had_last=cached.had_last,
+                    removed=tuple(cached.removed or ()),
                 )
             )
             cached.had_last = cached.last is not None
-            cached.changed = None
+            cached.changed = cached.removed = None
             cached.replace = False
         self.dirty = {}
         return writes

@@ -30,6 +30,7 @@ class GroupWrite:
     expires_at: int | None = None  # PEXPIREAT for every key of the group, when it moved
     replace: bool = False  # delete what Redis holds for the group first (a group tombstone, or an expired group)
     had_last: bool = False  # the writer believes Redis holds a `last` for the group (it loaded or wrote one)
+    removed: tuple[str, ...] = ()  # rings to delete before `rings` are written (offset-commit tombstones)
 
 
 class WindowWriter:
@@ -49,6 +50,8 @@ class WindowWriter:
             windows_key, meta_key = w.group_keys[0], w.group_keys[1]
             if w.replace:
                 commands.append(("DEL", *w.group_keys))
+            if w.removed:
+                commands.append(("HDEL", windows_key, *w.removed))
             if w.rings:
                 commands.append(("HSET", windows_key, *[x for item in w.rings.items() for x in item]))
             if w.last is not None:
