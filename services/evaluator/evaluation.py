@@ -3,11 +3,13 @@
 For each group: read its windows (the store) and its last recorded state (the status store), compute its status
 with the shared rules, and when it differs, record the transition with a compare-and-set (with its event, in the
 outbox), publish the event, then take it out of the outbox. Groups gone from the store, or with no commit for
-`expire-group`, are NOTFOUND (and an expired group is deleted). The same evaluation checks the groups' lag in
-seconds against the subscriptions' lag-seconds thresholds (lag_thresholds.py), stores each group's ready result
-(results_store.py: what /metrics and the dashboard read; the sparklines of a cold start's evaluations are drawn
-after the statuses) and computes the next instant time alone could change the
-group (next_change.py), which the service keeps in its schedule.
+`expire-group`, are NOTFOUND (and an expired group is deleted). So are groups the allow/deny regexes exclude (the
+lists changed since their windows were stored): their windows are deleted, and their NOTFOUND takes them off the
+schedule, the status index and the ready results, closing an open incident instead of letting it drift to STOP.
+The same evaluation checks the groups' lag in seconds against the subscriptions' lag-seconds thresholds
+(lag_thresholds.py), stores each group's ready result (results_store.py: what /metrics and the dashboard read; the
+sparklines of a cold start's evaluations are drawn after the statuses) and computes the next instant time alone
+could change the group (next_change.py), which the service keeps in its schedule.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from redis.exceptions import RedisError
 from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAlerts
 from lagwatch.services.evaluator.next_change import PartitionWatch, next_change_at, watch
 from lagwatch.services.evaluator.publisher import EventPublisher
+from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.lag_sparkline import lag_sparkline
 from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
 from lagwatch.shared.status_event import build_event, encode, next_incident
@@ -59,8 +62,10 @@ class GroupEvaluator:
         rules: RuleConfig,
         lag_alerts: LagThresholdAlerts | None = None,
         results: ResultsStore | None = None,
+        group_filter: GroupFilter | None = None,
     ) -> None:
         self.cluster = cluster
+        self.group_filter = group_filter or GroupFilter()
         self.store = store
         self.statuses = statuses
         self.publisher = publisher
@@ -97,6 +102,7 @@ class GroupEvaluator:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         report = EvaluationReport(groups=len(groups))
         stored_groups, states = await (read if read is not None else self.read(groups, now))
+        stored_groups = await self._drop_excluded(groups, stored_groups)
         evaluated: list[Evaluated] = []
         results: dict[str, GroupResult | None] = {}
         lines: dict[str, list] = {}
@@ -153,6 +159,20 @@ class GroupEvaluator:
         await self.results.write(self.cluster, results, lines)
         report.seconds = time.perf_counter() - started
         return report
+
+    async def _drop_excluded(
+        self, groups: Sequence[str], stored_groups: list[StoredGroup | None]
+    ) -> list[StoredGroup | None]:
+        """Groups the allow/deny regexes exclude are gone: their windows are deleted (the ingest no longer stores
+        their commits), and they are evaluated as NOTFOUND."""
+        accepts = self.group_filter.accepts
+        excluded = [g for g, s in zip(groups, stored_groups, strict=True) if s is not None and not accepts(g)]
+        if not excluded:
+            return stored_groups
+        await self.store.delete_groups(self.cluster, excluded)
+        log.info("%s: %d groups excluded by the allow/deny regexes deleted", self.cluster, len(excluded))
+        gone = set(excluded)
+        return [None if g in gone else s for g, s in zip(groups, stored_groups, strict=True)]
 
     async def draw_owed_sparklines(self, limit: int) -> int:
         """Draw and store the sparklines of up to `limit` groups evaluated with `sparklines=False`; returns how

@@ -124,6 +124,7 @@ class EvaluatorService:
             config.rules(),
             lag_alerts=self.lag_alerts,
             results=self.results,
+            group_filter=config.group_filter(cluster),
         )
         # topic -> groups reading it, and each evaluated group's partitions, for the log-end notices
         self.readers: dict[str, set[str]] = {}

@@ -348,6 +348,16 @@ class WindowStore:
             deleted_keys, removed = await pipe.execute()
         return bool(deleted_keys or removed)
 
+    async def delete_groups(self, cluster: str, groups: Sequence[str]) -> None:
+        """Forget many groups in one round trip."""
+        if not groups:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for group in groups:
+                pipe.delete(*keys.group_keys(cluster, group))
+            pipe.zrem(keys.groups_index(cluster), *groups)
+            await pipe.execute()
+
     async def delete_topic(self, cluster: str, topic: str) -> int:
         """Remove a deleted topic from every group and forget its broker offsets and log-end history (a topic
         re-created under the name starts afresh); returns partitions removed."""
@@ -367,12 +377,7 @@ class WindowStore:
         """Delete groups whose newest commit is older than `expire-group`; returns their names."""
         cutoff = now_ms - self.config.expire_group_ms
         expired = [g.decode() for g in await self.redis.zrangebyscore(keys.groups_index(cluster), "-inf", f"({cutoff}")]
-        if expired:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for group in expired:
-                    pipe.delete(*keys.group_keys(cluster, group))
-                pipe.zrem(keys.groups_index(cluster), *expired)
-                await pipe.execute()
+        await self.delete_groups(cluster, expired)
         return expired
 
     # --- reads --------------------------------------------------------------------------------------------
