@@ -3,7 +3,9 @@ lag in seconds right), and a partition whose committed offsets were deleted (`ka
 --delete-offsets`, or expired by the broker: an offset-commit tombstone). Kafka mock -> ingest -> Redis -> api."""
 
 import asyncio
+import contextlib
 import time
+from dataclasses import dataclass
 
 import aiohttp
 from kafka_helpers import CLUSTER, eventually, make_config, produce, running
@@ -17,6 +19,30 @@ from lagwatch.shared.store.redis_store import WindowStore
 POLL_S = 0.3  # offset-refresh in make_config
 
 
+@dataclass
+class Running:
+    """An ingest worker and an api over one Kafka mock cluster and Redis, with what the tests drive them with."""
+
+    writer: OffsetsTopicWriter
+    worker: IngestWorker
+    api: ApiServer
+    http: aiohttp.ClientSession
+    store: WindowStore
+
+
+@contextlib.asynccontextmanager
+async def ingest_and_api(kafka, redis_server, redis, **env):
+    config = make_config(kafka.bootstrap, redis_server.url, **env)
+    async with (
+        OffsetsTopicWriter(kafka.bootstrap) as writer,
+        running(IngestWorker(config, CLUSTER)) as worker,
+        running(ApiServer(config, port=0)) as api,
+        aiohttp.ClientSession() as http,
+    ):
+        await api.started.wait()
+        yield Running(writer, worker, api, http, WindowStore(redis, config.window()))
+
+
 async def lag_of(http, api, group):
     async with http.get(f"{api.url}/v3/kafka/{CLUSTER}/consumer/{group}/lag") as response:
         return (await response.json())["status"] if response.status == 200 else None
@@ -26,9 +52,10 @@ async def history_of(store, topic, partition=0):
     return (await store.offset_histories(CLUSTER, [(topic, partition)]))[(topic, partition)]
 
 
-async def _paused_consumer_shows_its_pause(kafka, writer, http, api, store, group):
+async def _paused_consumer_shows_its_pause(kafka, run: Running, group):
     """The group commits at the new log's end, then pauses while 10 messages arrive: its lag in seconds is the pause
     (± a poll), measured on the re-created topic's own history, not a lower bound."""
+    writer, http, api, store = run.writer, run.http, run.api, run.store
     await eventually(lambda: _newest_sample_is(store, "orders", 5))
     await writer.commit(group, "orders", 0, 5)
     await eventually(lambda: lag_of(http, api, group))
@@ -52,24 +79,17 @@ async def test_a_deleted_topics_log_end_history_goes_with_it_and_a_re_created_to
     kafka, redis_server, redis
 ):
     kafka.create_topic("orders", 1)
-    config = make_config(kafka.bootstrap, redis_server.url)
-    store = WindowStore(redis, config.window())
-    async with (
-        OffsetsTopicWriter(kafka.bootstrap) as writer,
-        running(IngestWorker(config, CLUSTER)),
-        running(ApiServer(config, port=0)) as api,
-        aiohttp.ClientSession() as http,
-    ):
-        await api.started.wait()
+    async with ingest_and_api(kafka, redis_server, redis) as run:
+        store = run.store
         await produce(kafka.bootstrap, "orders", {0: 50})
-        await writer.commit("billing", "orders", 0, 50)
+        await run.writer.commit("billing", "orders", 0, 50)
         await eventually(lambda: _newest_sample_is(store, "orders", 50))
         kafka.delete_topic("orders")
         await eventually(lambda: _history_key_gone(redis, "orders"), timeout=15)
         assert "orders" not in await store.list_topics(CLUSTER)
         kafka.create_topic("orders", 1)
         await produce(kafka.bootstrap, "orders", {0: 5})
-        await _paused_consumer_shows_its_pause(kafka, writer, http, api, store, "billing")
+        await _paused_consumer_shows_its_pause(kafka, run, "billing")
 
 
 async def _history_key_gone(redis, topic):
@@ -81,15 +101,9 @@ async def test_a_topic_re_created_between_two_metadata_refreshes_restarts_its_hi
 ):
     """The poller never sees the topic missing (its metadata is an hour old): only the log end going back tells."""
     kafka.create_topic("orders", 1)
-    config = make_config(kafka.bootstrap, redis_server.url, **{f"CLUSTERS__{CLUSTER}__TOPIC_REFRESH": "3600"})
-    store = WindowStore(redis, config.window())
-    async with (
-        OffsetsTopicWriter(kafka.bootstrap) as writer,
-        running(IngestWorker(config, CLUSTER)) as worker,
-        running(ApiServer(config, port=0)) as api,
-        aiohttp.ClientSession() as http,
-    ):
-        await api.started.wait()
+    hourly = {f"CLUSTERS__{CLUSTER}__TOPIC_REFRESH": "3600"}
+    async with ingest_and_api(kafka, redis_server, redis, **hourly) as run:
+        store, worker = run.store, run.worker
         await produce(kafka.bootstrap, "orders", {0: 50})
         await eventually(lambda: _newest_sample_is(store, "orders", 50))
         refreshed = worker.broker_offsets.partition_counts
@@ -98,7 +112,7 @@ async def test_a_topic_re_created_between_two_metadata_refreshes_restarts_its_hi
         await produce(kafka.bootstrap, "orders", {0: 5})
         history = await eventually(lambda: _restarted(store))
         assert [s.offset for s in history] == [5]
-        await _paused_consumer_shows_its_pause(kafka, writer, http, api, store, "billing")
+        await _paused_consumer_shows_its_pause(kafka, run, "billing")
         assert worker.broker_offsets.partition_counts is refreshed  # no metadata refresh saw it gone
 
 
@@ -126,15 +140,8 @@ async def test_an_offset_commit_tombstone_removes_that_partitions_window_and_the
 
     kafka.create_topic("orders", 2)
     kafka.create_topic("audit", 1)
-    config = make_config(kafka.bootstrap, redis_server.url)
-    store = WindowStore(redis, config.window())
-    async with (
-        OffsetsTopicWriter(kafka.bootstrap) as writer,
-        running(IngestWorker(config, CLUSTER)),
-        running(ApiServer(config, port=0)) as api,
-        aiohttp.ClientSession() as http,
-    ):
-        await api.started.wait()
+    async with ingest_and_api(kafka, redis_server, redis) as run:
+        writer, http, api, store = run.writer, run.http, run.api, run.store
         for topic, partition in [("orders", 0), ("orders", 1), ("audit", 0)]:
             await writer.commit("billing", topic, partition, 0)
         await writer.commit("payments", "orders", 1, 0)
@@ -177,3 +184,54 @@ async def _newest_offset_of(store, group, tp, offset):
     stored = await store.get_group(CLUSTER, group)
     part = next((p for p in stored.partitions if (p.topic, p.partition) == tp), None) if stored else None
     return part is not None and part.entries[-1].offset == offset
+
+
+async def test_within_one_batch_a_tombstone_and_the_commits_around_it_apply_in_their_order(kafka, redis_server, redis):
+    """The batch processor, fed records directly (the order inside one batch is then certain): a commit after its
+    partition's tombstone starts a new window; a tombstone of a group not loaded yet waits for its load with the
+    group's other records; emptying a group deletes it in the same flush."""
+    from lagwatch.services.ingest.broker_offsets import BrokerOffsets
+    from lagwatch.services.ingest.processor import BatchProcessor
+    from lagwatch.services.ingest.records import RawRecord
+    from lagwatch.shared import offsets_codec as codec
+    from lagwatch.shared.group_filter import GroupFilter
+
+    kafka.create_topic("orders", 2)
+    await produce(kafka.bootstrap, "orders", {0: 20, 1: 20})
+    store = WindowStore(redis)
+    broker_offsets = BrokerOffsets(
+        CLUSTER, store, {"bootstrap_servers": kafka.bootstrap}, offset_refresh=1, topic_refresh=1
+    )
+    await broker_offsets.start()
+    try:
+        await broker_offsets.tick()
+        processor = BatchProcessor(CLUSTER, store, broker_offsets, GroupFilter())
+        order = iter(range(1000))
+        now = int(time.time() * 1000)
+
+        def commit(group, partition, offset):
+            key = codec.encode_offset_commit_key(group, "orders", partition)
+            return RawRecord(key, codec.encode_offset_commit_value(offset, now), 0, next(order), now)
+
+        def tombstone(group, partition):
+            return RawRecord(codec.encode_offset_commit_key(group, "orders", partition), None, 0, next(order), now)
+
+        # a group unknown to this worker: its tombstone waits for the group's load, between its commits
+        await processor.process([commit("a", 0, 5), commit("a", 1, 5), tombstone("a", 0), commit("a", 0, 9)])
+        assert await windows_of(store, "a") == {0: [9], 1: [5]}
+        # loaded now: a tombstone of the partition, then of the other: the group is gone with the batch's flush
+        tally = await processor.process([tombstone("a", 1), commit("a", 0, 10), tombstone("a", 0)])
+        assert tally["offset_commit_tombstone"] == 2
+        assert await store.get_group(CLUSTER, "a") is None
+        assert "a" not in await store.list_groups(CLUSTER)
+        # and a commit after that starts the group afresh
+        await processor.process([commit("a", 1, 12)])
+        assert await windows_of(store, "a") == {1: [12]}
+    finally:
+        await broker_offsets.stop()
+
+
+async def windows_of(store, group):
+    """Partition -> committed offsets in its window, for the partitions with commits."""
+    stored = await store.get_group(CLUSTER, group)
+    return {p.partition: [e.offset for e in p.entries] for p in stored.partitions if p.packed}
