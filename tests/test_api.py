@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -151,7 +152,13 @@ async def test_cluster_detail_is_burrows_module_with_the_configured_servers(redi
     module = {
         "class-name": "kafka",
         "servers": ["127.0.0.1:1", "127.0.0.1:2"],
-        "client-profile": {"name": "default", "client-id": "lagwatch", "kafka-version": "auto"},
+        "client-profile": {
+            "name": "default",
+            "client-id": "lagwatch",
+            "kafka-version": "auto",
+            "tls": None,
+            "sasl": None,
+        },
         "topic-refresh": 60,
         "offset-refresh": 30,
         "offsets-topic": "__consumer_offsets",
@@ -165,8 +172,32 @@ async def test_cluster_detail_is_burrows_module_with_the_configured_servers(redi
         )
         assert await get(http, f"{api.url}/v3/kafka/nowhere") == (
             404,
-            envelope("/v3/kafka/nowhere", "cluster not found", error=True),
+            envelope("/v3/kafka/nowhere", "cluster module not found", error=True),
         )
+
+
+async def test_cluster_detail_shows_burrows_tls_and_sasl_profiles_without_secrets(redis_server, http):
+    ca_file = ssl.get_default_verify_paths().cafile or "/etc/ssl/certs/ca-certificates.crt"  # any readable CA file
+    config = api_config(
+        redis_server.url,
+        CLUSTERS__local__TLS__ENABLED="true",
+        CLUSTERS__local__TLS__CA_FILE=ca_file,
+        CLUSTERS__local__TLS__VERIFY_HOSTNAME="false",
+        CLUSTERS__local__SASL__MECHANISM="SCRAM-SHA-512",
+        CLUSTERS__local__SASL__USERNAME="burrow",
+        CLUSTERS__local__SASL__PASSWORD="hunter2",
+    )
+    async with serving(config) as api:
+        status, body = await get(http, f"{api.url}/v3/kafka/local")
+    assert status == 200
+    assert body["module"]["client-profile"] == {
+        "name": "default",
+        "client-id": "lagwatch",
+        "kafka-version": "auto",
+        "tls": {"name": "default", "noverify": True, "certfile": "", "keyfile": "", "cafile": ca_file},
+        "sasl": {"name": "default", "handshake-first": True, "username": "burrow"},
+    }
+    assert "hunter2" not in json.dumps(body)
 
 
 async def test_topics_are_listed_sorted_with_their_latest_offsets(api, http, redis):
@@ -182,7 +213,7 @@ async def test_topics_are_listed_sorted_with_their_latest_offsets(api, http, red
     )
     assert await get(http, f"{base}/nope") == (
         404,
-        envelope("/v3/kafka/local/topic/nope", "topic not found", error=True),
+        envelope("/v3/kafka/local/topic/nope", "cluster or topic not found", error=True),
     )
     status, body = await get(http, f"{api.url}/v3/kafka/nowhere/topic")
     assert (status, body["message"]) == (404, "cluster not found")
@@ -216,14 +247,14 @@ async def test_consumer_detail_pads_each_ring_with_nulls_and_each_topic_to_its_p
                 "client_id": "billing-b",
                 "current-lag": 50,
             },
-            {"offsets": [None, None, None], "owner": "", "client_id": "", "current-lag": 0},  # no window for p2
+            {"offsets": [], "owner": "", "client_id": "", "current-lag": 0},  # never committed: Burrow's []
         ]
     }
     path = "/v3/kafka/local/consumer/billing"
     assert await get(http, api.url + path) == (200, envelope(path, "consumer detail returned", topics=topics))
     assert await get(http, f"{api.url}/v3/kafka/local/consumer/ghost") == (
         404,
-        envelope("/v3/kafka/local/consumer/ghost", "consumer group not found", error=True),
+        envelope("/v3/kafka/local/consumer/ghost", "cluster or consumer not found", error=True),
     )
 
 
@@ -231,12 +262,23 @@ async def test_lag_shows_every_partition_and_status_only_those_worse_than_ok(api
     now = now_ms()
     await seed(redis, now)
     p0, p1 = billing_partitions(now)
+    p2 = {
+        "topic": "orders",
+        "partition": 2,
+        "owner": "",
+        "client_id": "",
+        "status": "OK",
+        "start": None,
+        "end": None,
+        "current_lag": 0,
+        "complete": 0.0,
+    }
     group = {
         "cluster": "local",
         "group": "billing",
         "status": "ERR",
         "complete": 0.0,
-        "partition_count": 2,
+        "partition_count": 3,  # p2 never committed: counted, as Burrow creates it with the group's first commit
         "maxlag": p1,
         "totallag": 55,
     }
@@ -245,9 +287,11 @@ async def test_lag_shows_every_partition_and_status_only_those_worse_than_ok(api
     extras = _pop_lag_seconds(lag_body["status"])
     assert (lag_status, lag_body) == (
         200,
-        envelope(lag_path, "consumer status returned", status={**group, "partitions": [p0, p1]}),
+        envelope(lag_path, "consumer status returned", status={**group, "partitions": [p0, p1, p2]}),
     )
     # lagwatch's extra fields: one log-end sample so far, older than both commits: lower bounds, seconds small
+    # (none for p2, which has no commit)
+    assert extras.pop(3) == (None, False)
     assert all(bound is True and 0 <= seconds < 5 for seconds, bound in extras)
     status_status, status_body = await get(http, api.url + status_path)
     _pop_lag_seconds(status_body["status"])
@@ -265,26 +309,25 @@ def _pop_lag_seconds(status):
     return found
 
 
-async def test_an_unknown_group_is_notfound_with_404_on_status_and_lag(api, http, redis):
+async def test_an_unknown_group_is_notfound_with_404_on_status_and_lag_as_burrow_answers_it(api, http, redis):
     await seed(redis, now_ms())
-    notfound = {
-        "cluster": "local",
-        "group": "ghost",
-        "status": "NOTFOUND",
-        "complete": 0,
-        "partitions": [],
-        "partition_count": 0,
-        "maxlag": None,
-        "totallag": 0,
-    }
-    for route in ("status", "lag"):
-        path = f"/v3/kafka/local/consumer/ghost/{route}"
-        assert await get(http, api.url + path) == (
-            404,
-            envelope(path, "consumer group not found", error=True, status=notfound),
-        )
-    status, body = await get(http, f"{api.url}/v3/kafka/nowhere/consumer/billing/status")
-    assert (status, body["message"]) == (404, "cluster not found")
+    for cluster, group in (("local", "ghost"), ("nowhere", "billing")):
+        notfound = {
+            "cluster": cluster,
+            "group": group,
+            "status": "NOTFOUND",
+            "complete": 1.0,
+            "partitions": [],
+            "partition_count": 0,
+            "maxlag": None,
+            "totallag": 0,
+        }
+        for route in ("status", "lag"):
+            path = f"/v3/kafka/{cluster}/consumer/{group}/{route}"
+            assert await get(http, api.url + path) == (
+                404,
+                envelope(path, "consumer status returned", status=notfound),
+            )
 
 
 async def test_group_names_with_slashes_and_unicode_are_reachable_percent_encoded(api, http, redis):
@@ -324,7 +367,7 @@ async def test_delete_needs_the_right_bearer_token_and_removes_the_group(redis_s
         assert (await get(http, api.url + path))[0] == 404
         assert (await get(http, f"{api.url}/v3/kafka/local/consumer"))[1]["consumers"] == ["audit"]
         status, body, _ = await call(http, "DELETE", api.url + path, headers=authorized)
-        assert (status, body["message"]) == (404, "consumer group not found")
+        assert (status, body) == (200, envelope(path, "consumer group removed"))  # Burrow's answer, gone or not
 
 
 async def test_a_deletion_sends_a_change_notice_so_the_evaluator_reacts_at_once(kafka, redis_server, redis, http):
@@ -442,8 +485,21 @@ def labels(**kw):
     return tuple(sorted(kw.items()))
 
 
+async def fill_billing(redis, store, now):
+    """A third commit fills billing's 3-slot rings (Burrow exports offsets and statuses of complete partitions
+    only); its ready result is evaluated again."""
+    third = [
+        Commit("billing", "orders", 0, 98, now - 500, 6, now - 500),
+        Commit("billing", "orders", 1, 150, now - 500, 7, now - 500),
+    ]
+    await store.add_commits(CLUSTER, third, now_ms=now)
+    await evaluate(redis, api_config("redis://unused"), CLUSTER, ["billing"], now)
+
+
 async def test_metrics_have_burrows_names_and_lagwatchs_counters(api, http, redis):
-    await seed(redis, now_ms())
+    now = now_ms()
+    store = await seed(redis, now)
+    await fill_billing(redis, store, now)
     tally = Counter({"records": 40, "decode_error:other": 2, "skipped_type:16": 3, "outcome:appended": 30})
     await add_to_totals(redis, CLUSTER, tally)
     stats = keys.evaluator_stats(CLUSTER)
@@ -459,17 +515,21 @@ async def test_metrics_have_burrows_names_and_lagwatchs_counters(api, http, redi
 
     billing = {"cluster": "local", "consumer_group": "billing"}
     p0, p1 = {**billing, "topic": "orders", "partition": "0"}, {**billing, "topic": "orders", "partition": "1"}
+    p2 = {**billing, "topic": "orders", "partition": "2"}
+    audit_p2 = {"cluster": "local", "consumer_group": "audit", "topic": "orders", "partition": "2"}
     expected = {
         ("burrow_kafka_consumer_status", labels(**billing)): 3,  # ERR
         ("burrow_kafka_consumer_status", labels(cluster="local", consumer_group="audit")): 1,  # OK
-        ("burrow_kafka_consumer_lag_total", labels(**billing)): 55,
-        ("burrow_kafka_consumer_max_lag", labels(**billing)): 50,
-        ("burrow_kafka_consumer_partition_lag", labels(**p0)): 5,
+        ("burrow_kafka_consumer_lag_total", labels(**billing)): 52,
+        ("lagwatch_consumer_group_max_lag", labels(**billing)): 50,
+        ("burrow_kafka_consumer_partition_lag", labels(**p0)): 2,
         ("burrow_kafka_consumer_partition_lag", labels(**p1)): 50,
-        ("burrow_kafka_consumer_partition_current_offset", labels(**p0)): 95,
-        ("burrow_kafka_consumer_partition_current_offset", labels(**p1)): 150,
-        ("burrow_kafka_consumer_partition_status", labels(**p0)): 1,  # OK
-        ("burrow_kafka_consumer_partition_status", labels(**p1)): 5,  # STALL
+        ("burrow_kafka_consumer_partition_lag", labels(**p2)): 0,  # never committed: lag 0, as in Burrow
+        ("burrow_kafka_consumer_partition_lag", labels(**audit_p2)): 0,
+        ("burrow_kafka_consumer_current_offset", labels(**p0)): 98,
+        ("burrow_kafka_consumer_current_offset", labels(**p1)): 150,
+        ("burrow_kafka_topic_partition_status", labels(**p0)): 1,  # OK
+        ("burrow_kafka_topic_partition_status", labels(**p1)): 5,  # STALL
         ("burrow_kafka_topic_partition_offset", labels(cluster="local", topic="orders", partition="2")): 300,
         ("burrow_kafka_topic_partition_offset", labels(cluster="local", topic="payments", partition="0")): 7,
         ("lagwatch_group_rebalances_last_hour", labels(**billing)): 1,
@@ -485,7 +545,11 @@ async def test_metrics_have_burrows_names_and_lagwatchs_counters(api, http, redi
         ("lagwatch_api_request_seconds_count", labels(route="/v3/kafka", method="GET")): 1,
     }
     assert {key: found.get(key) for key in expected} == expected
-    assert ("burrow_kafka_consumer_partition_lag", labels(**{**p0, "partition": "2"})) not in found
+    for incomplete in (p2, audit_p2):  # fewer commits than ring slots: no offset, no status (Burrow's condition)
+        for name in ("burrow_kafka_consumer_current_offset", "burrow_kafka_topic_partition_status"):
+            assert (name, labels(**incomplete)) not in found
+    names = {name for name, _ in found}
+    assert not names & {"burrow_kafka_consumer_partition_status", "burrow_kafka_consumer_partition_current_offset"}
 
 
 # --- the command ---------------------------------------------------------------------------------------------------
@@ -536,6 +600,7 @@ async def test_metrics_from_the_ready_results_equal_what_the_rules_compute_from_
 
     now = now_ms()
     store = await seed(redis, now)
+    await fill_billing(redis, store, now)
     async with http.get(f"{api.url}/metrics") as response:
         found = samples(await response.text())
     config = api_config("redis://unused")
@@ -544,12 +609,15 @@ async def test_metrics_from_the_ready_results_equal_what_the_rules_compute_from_
         g = {"cluster": CLUSTER, "consumer_group": group}
         assert found[("burrow_kafka_consumer_status", labels(**g))] == int(status.status)
         assert found[("burrow_kafka_consumer_lag_total", labels(**g))] == status.totallag
-        assert found[("burrow_kafka_consumer_max_lag", labels(**g))] == status.maxlag.current_lag
+        assert found[("lagwatch_consumer_group_max_lag", labels(**g))] == status.maxlag.current_lag
         for p in status.partitions:
             part = labels(**g, topic=p.topic, partition=str(p.partition))
             assert found[("burrow_kafka_consumer_partition_lag", part)] == p.current_lag
-            assert found[("burrow_kafka_consumer_partition_status", part)] == int(p.status)
-            assert found[("burrow_kafka_consumer_partition_current_offset", part)] == p.end.offset
+            if p.complete == 1.0:
+                assert found[("burrow_kafka_topic_partition_status", part)] == int(p.status)
+                assert found[("burrow_kafka_consumer_current_offset", part)] == p.end.offset
+            else:
+                assert ("burrow_kafka_topic_partition_status", part) not in found
 
 
 async def test_metrics_cardinality_settings_leave_series_out(redis_server, redis, http):
@@ -557,8 +625,8 @@ async def test_metrics_cardinality_settings_leave_series_out(redis_server, redis
     await seed(redis, now)
     partition_families = {
         "burrow_kafka_consumer_partition_lag",
-        "burrow_kafka_consumer_partition_current_offset",
-        "burrow_kafka_consumer_partition_status",
+        "burrow_kafka_consumer_current_offset",
+        "burrow_kafka_topic_partition_status",
         "burrow_kafka_topic_partition_offset",
         "lagwatch_consumer_lag_seconds",
     }

@@ -11,10 +11,10 @@ import logging
 
 from aiohttp import web
 
-from lagwatch.services.api import burrow_routes, dashboard, health_routes, subscription_routes
+from lagwatch.services.api import burrow_routes, dashboard, health_routes, silence_routes, subscription_routes
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.metrics import METRICS, ApiMetrics, handle_metrics
-from lagwatch.services.api.middleware import errors_as_json, timed
+from lagwatch.services.api.middleware import errors_as_json, timed, trailing_slash
 from lagwatch.shared.config import Config
 from lagwatch.shared.service_lifecycle import run_until_signalled
 
@@ -23,13 +23,14 @@ log = logging.getLogger(__name__)
 
 def create_app(config: Config) -> web.Application:
     # `timed` is outermost, so error answers are timed too
-    app = web.Application(middlewares=[timed, errors_as_json])
+    app = web.Application(middlewares=[timed, trailing_slash, errors_as_json])
     context = ApiContext.create(config)
     app[CONTEXT] = context
     app[METRICS] = ApiMetrics(config)
     app.add_routes(burrow_routes.routes)
     app.add_routes(health_routes.routes)
     app.add_routes(subscription_routes.routes)
+    app.add_routes(silence_routes.routes)
     dashboard.install(app)
     app.router.add_get("/metrics", handle_metrics)
     app.on_startup.append(_start)

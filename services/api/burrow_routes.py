@@ -40,8 +40,11 @@ async def list_clusters(request: web.Request) -> web.Response:
 
 @routes.get("/v3/kafka/{cluster}")
 async def cluster_detail(request: web.Request) -> web.Response:
-    cluster = await _cluster(request)
-    module = cluster_module(_context(request).config.clusters.get(cluster))
+    context = _context(request)
+    name = request.match_info["cluster"]
+    if not await context.knows_cluster(name):
+        raise ApiError(404, "cluster module not found")
+    module = cluster_module(context.config.clusters.get(name))
     # Burrow's wiki names the key `module` in its example and `cluster` in its prose: both are given
     return ok(request, "cluster module detail returned", module=module, cluster=module)
 
@@ -53,13 +56,36 @@ def cluster_module(cluster: ClusterConfig | None) -> dict[str, Any]:
     return {
         "class-name": "kafka",
         "servers": list(cluster.bootstrap_servers),
-        "client-profile": {"name": "default", "client-id": cluster.client_id, "kafka-version": "auto"},
+        "client-profile": client_profile(cluster),
         "topic-refresh": _seconds(cluster.topic_refresh),
         "offset-refresh": _seconds(cluster.offset_refresh),
         # lagwatch's own (never secrets)
         "offsets-topic": cluster.offsets_topic,
         "start-latest": cluster.start_latest,
         "security-protocol": security_protocol(cluster),
+    }
+
+
+def client_profile(cluster: ClusterConfig) -> dict[str, Any]:
+    """Burrow's client profile: `tls` and `sasl` are null when not used, never a password or key's content.
+    lagwatch has no named profiles: each cluster carries its own settings, shown under the name `default`."""
+    tls, sasl = cluster.tls, cluster.sasl
+    return {
+        "name": "default",
+        "client-id": cluster.client_id,
+        "kafka-version": "auto",
+        "tls": {
+            "name": "default",
+            "noverify": not tls.verify_hostname,
+            "certfile": tls.cert_file,
+            "keyfile": tls.key_file,
+            "cafile": tls.ca_file,
+        }
+        if tls.enabled
+        else None,
+        "sasl": {"name": "default", "handshake-first": True, "username": sasl.username}
+        if sasl.mechanism or sasl.username
+        else None,
     }
 
 
@@ -76,11 +102,23 @@ async def list_topics(request: web.Request) -> web.Response:
 
 @routes.get("/v3/kafka/{cluster}/topic/{topic}")
 async def topic_detail(request: web.Request) -> web.Response:
+    context = _context(request)
+    cluster = request.match_info["cluster"]
+    offsets = await context.store.topic_offsets(cluster, request.match_info["topic"])
+    if offsets is None or not await context.knows_cluster(cluster):
+        raise ApiError(404, "cluster or topic not found")
+    # as Burrow's: the partitions with a known log end, in order (one not polled yet is left out, not null)
+    return ok(request, "topic offsets returned", offsets=[o for o in offsets if o is not None])
+
+
+@routes.get("/v3/kafka/{cluster}/topic/{topic}/consumers")
+async def topic_consumers(request: web.Request) -> web.Response:
+    """The groups with a window on the topic (as evaluated: the ready results), [] for an unknown topic."""
     cluster = await _cluster(request)
-    offsets = await _context(request).store.topic_offsets(cluster, request.match_info["topic"])
-    if offsets is None:
-        raise ApiError(404, "topic not found")
-    return ok(request, "topic offsets returned", offsets=offsets)
+    topic = request.match_info["topic"]
+    results = await ResultsStore(_context(request).redis).all(cluster)
+    consumers = sorted(g for g, r in results.items() if any(p.topic == topic and p.filled for p in r.partitions))
+    return ok(request, "consumers of topic returned", consumers=consumers)
 
 
 @routes.get("/v3/kafka/{cluster}/consumer")
@@ -93,10 +131,10 @@ async def list_consumers(request: web.Request) -> web.Response:
 @routes.get("/v3/kafka/{cluster}/consumer/{group}")
 async def consumer_detail(request: web.Request) -> web.Response:
     context = _context(request)
-    cluster = await _cluster(request)
+    cluster = request.match_info["cluster"]
     stored = await context.live_group(cluster, request.match_info["group"], now_ms())
     if stored is None:
-        raise ApiError(404, "consumer group not found")
+        raise ApiError(404, "cluster or consumer not found")
     known = await context.store.list_topics(cluster)
     topics = consumer_topics(stored, known, context.config.storage.intervals)
     return ok(request, "consumer detail returned", topics=topics)
@@ -104,7 +142,7 @@ async def consumer_detail(request: web.Request) -> web.Response:
 
 def consumer_topics(stored: StoredGroup, partition_counts: Mapping[str, int], intervals: int) -> dict[str, list]:
     """{topic: [partition slot, ...]}, a list indexed by partition and sized to the topic's partition count;
-    partitions the group has no window for get an empty slot, as in Burrow."""
+    a partition without a commit has `offsets: []`, as in Burrow."""
     by_topic: dict[str, dict[int, StoredPartition]] = {}
     for p in stored.partitions:
         by_topic.setdefault(p.topic, {})[p.partition] = p
@@ -116,8 +154,9 @@ def consumer_topics(stored: StoredGroup, partition_counts: Mapping[str, int], in
 
 
 def _partition_slot(p: StoredPartition | None, intervals: int) -> dict[str, Any]:
-    if p is None:
-        return {"offsets": [None] * intervals, "owner": "", "client_id": "", "current-lag": 0}
+    if p is None or not p.packed:
+        owner, client_id = (p.owner, p.client_id) if p is not None else ("", "")
+        return {"offsets": [], "owner": owner, "client_id": client_id, "current-lag": 0}
     ring = p.to_rule_input(intervals).offsets
     return {
         "offsets": [e.to_json() if e else None for e in ring],
@@ -138,27 +177,35 @@ async def consumer_lag(request: web.Request) -> web.Response:
 
 
 async def _status(request: web.Request, *, only_bad_partitions: bool) -> web.Response:
+    """Burrow's answer whether or not the group (or the cluster) is known: `error: false`, "consumer status
+    returned"; an unknown one is a 404 with the NOTFOUND status object."""
     context = _context(request)
-    cluster = await _cluster(request)
+    cluster = request.match_info["cluster"]
     group = request.match_info["group"]
     now = now_ms()
     stored = await context.live_group(cluster, group, now)
     if stored is None:
-        body = {"status": statuses.not_found(cluster, group).to_json()}
-        raise ApiError(404, "consumer group not found", fields=body)
+        body = statuses.not_found(cluster, group).to_json()
+        return ok(request, "consumer status returned", http_status=404, status=body)
     status = statuses.evaluate(stored, now, context.config)
     body = statuses.with_lag_seconds(status.to_json(only_bad_partitions=only_bad_partitions), stored, now)
     return ok(request, "consumer status returned", status=body)
 
 
 @routes.delete("/v3/kafka/{cluster}/consumer/{group}")
+@routes.delete("/v3/kafka/{cluster}/consumer/{group}/topic/{topic}")
 @requires_token
 async def remove_consumer(request: web.Request) -> web.Response:
+    """Forget a group, or one topic of it (the whole group when that was its last topic), as Burrow's DELETEs."""
     context = _context(request)
     cluster = await _cluster(request)
-    group = request.match_info["group"]
-    if not await context.store.delete_group(cluster, group):
-        raise ApiError(404, "consumer group not found")
-    await ResultsStore(context.redis).remove(cluster, group)
-    await context.notices.deleted(cluster, group)
-    return ok(request, "consumer group removed")
+    group, topic = request.match_info["group"], request.match_info.get("topic")
+    store = context.store
+    existed = await (
+        store.delete_group(cluster, group) if topic is None else store.delete_group_topic(cluster, group, topic)
+    )
+    if existed:
+        if topic is None or await store.get_group(cluster, group) is None:
+            await ResultsStore(context.redis).remove(cluster, group)
+        await context.notices.deleted(cluster, group)  # the evaluator re-evaluates it at once
+    return ok(request, "consumer group removed")  # Burrow's answer, whether the group existed or not

@@ -55,9 +55,12 @@ class ApiContext:
     async def clusters(self) -> list[str]:
         return sorted(set(self.config.clusters) | set(await self.store.list_clusters()))
 
+    async def knows_cluster(self, cluster: str) -> bool:
+        return cluster in self.config.clusters or bool(await self.redis.sismember(keys.CLUSTERS, cluster))
+
     async def require_cluster(self, cluster: str) -> str:
         """The cluster's name when the api knows it; a 404 otherwise."""
-        if cluster in self.config.clusters or await self.redis.sismember(keys.CLUSTERS, cluster):
+        if await self.knows_cluster(cluster):
             return cluster
         raise ApiError(404, "cluster not found")
 

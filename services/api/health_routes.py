@@ -1,4 +1,5 @@
-"""Health: Burrow's `GET /burrow/admin` (text `GOOD`), and lagwatch's `/healthz` and `/readyz`.
+"""Health: Burrow's `GET /burrow/admin` (text `GOOD`) and `/burrow/admin/ready` (`READY` / `STARTING`), and
+lagwatch's `/healthz` and `/readyz`.
 
 `/healthz` says the process runs. `/readyz` says it can answer: Redis answers a PING, and every configured
 cluster's Kafka accepts a connection (the probe is cached, see `kafka_probe.py`). Kafka is part of readiness
@@ -22,6 +23,15 @@ async def burrow_admin(_: web.Request) -> web.Response:
     return web.Response(text="GOOD")
 
 
+@routes.get("/burrow/admin/ready")
+async def burrow_ready(request: web.Request) -> web.Response:
+    """Burrow's readiness probe: `READY` (200) once the api can answer, `STARTING` (503) until then; the same
+    checks as `/readyz`, so Kubernetes probes copied from a Burrow deployment keep working."""
+    if all((await _checks(request)).values()):
+        return web.Response(text="READY")
+    return web.Response(text="STARTING", status=503)
+
+
 @routes.get("/healthz")
 async def healthz(_: web.Request) -> web.Response:
     return web.json_response({"service": "api", "status": "alive"})
@@ -29,12 +39,17 @@ async def healthz(_: web.Request) -> web.Response:
 
 @routes.get("/readyz")
 async def readyz(request: web.Request) -> web.Response:
+    checks = await _checks(request)
+    ready = all(checks.values())
+    return web.json_response({"service": "api", "ready": ready, "checks": checks}, status=200 if ready else 503)
+
+
+async def _checks(request: web.Request) -> dict[str, bool]:
     context = request.app[CONTEXT]
     checks = {"redis": await _redis_ok(request)}
     for cluster in sorted(context.config.clusters):
         checks[f"kafka:{cluster}"] = await context.kafka.reachable(cluster)
-    ready = all(checks.values())
-    return web.json_response({"service": "api", "ready": ready, "checks": checks}, status=200 if ready else 503)
+    return checks
 
 
 async def _redis_ok(request: web.Request) -> bool:

@@ -5,11 +5,14 @@ REWIND 6)::
 
     burrow_kafka_consumer_status{cluster,consumer_group}              group status
     burrow_kafka_consumer_lag_total{cluster,consumer_group}           sum of the partitions' current lag
-    burrow_kafka_consumer_max_lag{cluster,consumer_group}             the largest partition lag
     burrow_kafka_consumer_partition_lag{cluster,consumer_group,topic,partition}
-    burrow_kafka_consumer_partition_current_offset{...}               newest committed offset
-    burrow_kafka_consumer_partition_status{...}                       partition status
+    burrow_kafka_consumer_current_offset{cluster,consumer_group,topic,partition}   newest committed offset *
+    burrow_kafka_topic_partition_status{cluster,consumer_group,topic,partition}    partition status *
     burrow_kafka_topic_partition_offset{cluster,topic,partition}      latest log-end offset
+
+Names, labels and values as Burrow's `prometheus.go`; * as there, only for partitions whose window is complete
+(every ring slot filled): a partition with fewer commits has lag but no offset or status series.
+`lagwatch_consumer_group_max_lag{cluster,consumer_group}` (the largest partition lag) is lagwatch's own.
 
 The group and partition series come from the results the evaluator stores at each evaluation (results_store.py:
 status, partition statuses, newest offsets, lag-in-seconds anchors); lags are derived from the topics' log ends at
@@ -66,10 +69,10 @@ COMMIT_OUTCOMES = frozenset(o.name.lower() for o in AddOutcome) | {"other"}
 GAUGES = {  # name -> help, in the order they are written
     "burrow_kafka_consumer_status": "Consumer group status (Burrow's numbering)",
     "burrow_kafka_consumer_lag_total": "Sum of the group's partition lags",
-    "burrow_kafka_consumer_max_lag": "The group's largest partition lag",
+    "lagwatch_consumer_group_max_lag": "The group's largest partition lag",
     "burrow_kafka_consumer_partition_lag": "Partition's current lag",
-    "burrow_kafka_consumer_partition_current_offset": "Partition's newest committed offset",
-    "burrow_kafka_consumer_partition_status": "Partition status (Burrow's numbering)",
+    "burrow_kafka_consumer_current_offset": "Partition's newest committed offset (complete windows only)",
+    "burrow_kafka_topic_partition_status": "Partition status (Burrow's numbering; complete windows only)",
     "burrow_kafka_topic_partition_offset": "Latest log-end offset",
     "lagwatch_group_rebalances_last_hour": "Generations started in the last hour",
     "lagwatch_consumer_lag_seconds": "How long ago the log end passed the newest committed offset "
@@ -79,8 +82,8 @@ GAUGES = {  # name -> help, in the order they are written
 PARTITION_FAMILIES = frozenset(
     {
         "burrow_kafka_consumer_partition_lag",
-        "burrow_kafka_consumer_partition_current_offset",
-        "burrow_kafka_consumer_partition_status",
+        "burrow_kafka_consumer_current_offset",
+        "burrow_kafka_topic_partition_status",
         "burrow_kafka_topic_partition_offset",
         "lagwatch_consumer_lag_seconds",
     }
@@ -120,17 +123,18 @@ class MetricsFilter:
         self.topics = GroupFilter(api.metrics_topic_allowlist, api.metrics_topic_denylist)
         self.all_groups = not (api.metrics_group_allowlist or api.metrics_group_denylist)
         self.all_topics = not (api.metrics_topic_allowlist or api.metrics_topic_denylist)
+        self.ring_size = config.storage.intervals  # a partition is complete with this many commits
 
 
 GROUP_FAMILIES = (  # the families a group's lines go to, in the order `group_lines` returns them
     "burrow_kafka_consumer_status",
     "burrow_kafka_consumer_lag_total",
-    "burrow_kafka_consumer_max_lag",
+    "lagwatch_consumer_group_max_lag",
     "lagwatch_group_rebalances_last_hour",
     "lagwatch_consumer_group_max_lag_seconds",
     "burrow_kafka_consumer_partition_lag",
-    "burrow_kafka_consumer_partition_current_offset",
-    "burrow_kafka_consumer_partition_status",
+    "burrow_kafka_consumer_current_offset",
+    "burrow_kafka_topic_partition_status",
     "lagwatch_consumer_lag_seconds",
 )
 
@@ -235,7 +239,7 @@ def group_lines(
     slowest: tuple[float, bool] | None = None
     steady = not started
     p_lag, p_offset, p_status, p_seconds = [], [], [], []
-    for topic, partition, part_status, newest, _, anchor, *lower in parts:
+    for topic, partition, part_status, newest, filled, anchor, *lower in parts:
         end = log_ends.get((topic, partition))
         lag = end - newest if end is not None and newest >= 0 and end > newest else 0
         total += lag
@@ -252,16 +256,16 @@ def group_lines(
             continue
         part = f'{labels},topic="{topic}",partition="{partition}"}} '
         p_lag.append(f"burrow_kafka_consumer_partition_lag{{{part}{lag}\n")
-        p_status.append(f"burrow_kafka_consumer_partition_status{{{part}{part_status}\n")
-        if newest >= 0:
-            p_offset.append(f"burrow_kafka_consumer_partition_current_offset{{{part}{newest}\n")
+        if filled >= keep.ring_size and newest >= 0:  # Burrow: `if partition.Complete == 1.0`
+            p_offset.append(f"burrow_kafka_consumer_current_offset{{{part}{newest}\n")
+            p_status.append(f"burrow_kafka_topic_partition_status{{{part}{part_status}\n")
         if seconds is not None:
             p_seconds.append(f"lagwatch_consumer_lag_seconds{{{part}{seconds}\n")
     recent = sum(1 for at in started if at >= now - HOUR_MS)
     lines = (
         f"burrow_kafka_consumer_status{{{labels}}} {group_status}\n",
         f"burrow_kafka_consumer_lag_total{{{labels}}} {total}\n",
-        f"burrow_kafka_consumer_max_lag{{{labels}}} {biggest}\n",
+        f"lagwatch_consumer_group_max_lag{{{labels}}} {biggest}\n",
         f"lagwatch_group_rebalances_last_hour{{{labels}}} {recent}\n",
         f"lagwatch_consumer_group_max_lag_seconds{{{labels}}} {slowest[0]}\n" if slowest is not None else "",
         "".join(p_lag),

@@ -78,6 +78,21 @@ def _from_http_exception(request: web.Request, exc: web.HTTPException) -> web.Re
 
 
 @web.middleware
+async def trailing_slash(request: web.Request, handler) -> web.StreamResponse:
+    """As Burrow's router (httprouter's RedirectTrailingSlash): a path that matches no route but would without its
+    trailing slash is redirected there, 301 for GET and 307 (same method) for the others, the query kept."""
+    raw = request.rel_url.raw_path
+    if request.match_info.http_exception is None or len(raw) < 2 or not raw.endswith("/"):
+        return await handler(request)
+    target = request.rel_url.with_path(raw[:-1], encoded=True)
+    match = await request.app.router.resolve(request.clone(rel_url=target))
+    if match.http_exception is not None:
+        return await handler(request)
+    redirect = web.HTTPMovedPermanently if request.method == "GET" else web.HTTPTemporaryRedirect
+    raise redirect(location=str(target))
+
+
+@web.middleware
 async def timed(request: web.Request, handler) -> web.StreamResponse:
     """Observe each request's duration under its route template (bounded label values: never the raw path)."""
     started = time.perf_counter()

@@ -37,8 +37,9 @@ def envelope(request: web.Request, message: str, *, error: bool = False, **field
     return {"error": error, "message": message, **fields, "request": {"url": request.path, "host": HOSTNAME}}
 
 
-def ok(request: web.Request, message: str, **fields: Any) -> web.Response:
-    return web.json_response(envelope(request, message, **fields))
+def ok(request: web.Request, message: str, *, http_status: int = 200, **fields: Any) -> web.Response:
+    """`error: false`; Burrow answers an unknown group's status that way too, with a 404 (`http_status`)."""
+    return web.json_response(envelope(request, message, **fields), status=http_status)
 
 
 def error_response(

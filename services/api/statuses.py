@@ -22,8 +22,9 @@ def evaluate(stored: StoredGroup, now_ms: int, config: Config) -> GroupStatus:
 
 
 def not_found(cluster: str, group: str) -> GroupStatus:
-    """Burrow's answer for a group it does not know: NOTFOUND, no partitions, nothing complete."""
-    return GroupStatus(cluster=cluster, group=group, status=Status.NOTFOUND, complete=0.0)
+    """Burrow's answer for a group (or cluster) it does not know: NOTFOUND, no partitions, `complete` 1.0 (its
+    evaluator's literal for this answer)."""
+    return GroupStatus(cluster=cluster, group=group, status=Status.NOTFOUND, complete=1.0)
 
 
 def with_lag_seconds(body: dict, stored: StoredGroup, now_ms: int) -> dict:

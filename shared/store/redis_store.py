@@ -358,6 +358,17 @@ class WindowStore:
             pipe.zrem(keys.groups_index(cluster), *groups)
             await pipe.execute()
 
+    async def delete_group_topic(self, cluster: str, group: str, topic: str) -> bool:
+        """Forget one topic of a group (its windows and owners); the group goes too when no topic is left, as in
+        Burrow. True when the group existed."""
+        windows_key, meta_key, owners_key, _ = keys.group_keys(cluster, group)
+        if not await self.redis.exists(meta_key):
+            return False
+        await self._eval_many(scripts.DELETE_TOPIC_FROM_GROUP, [(2, windows_key, owners_key, topic)])
+        if not await self.redis.exists(windows_key):  # Redis drops an emptied hash
+            await self.delete_group(cluster, group)
+        return True
+
     async def delete_topic(self, cluster: str, topic: str) -> int:
         """Remove a deleted topic from every group and forget its broker offsets and log-end history (a topic
         re-created under the name starts afresh); returns partitions removed."""
@@ -392,6 +403,14 @@ class WindowStore:
         """Topics seen by the broker-offset poller, with their partition counts."""
         raw = await self.redis.hgetall(keys.topics_index(cluster))
         return {t.decode(): int(n) for t, n in sorted(raw.items())}
+
+    async def partition_counts(self, cluster: str, topics: Iterable[str]) -> dict[str, int]:
+        """The partition counts of these topics, as the broker-offset poller last saw them (unknown ones left out)."""
+        topics = sorted(topics)
+        if not topics:
+            return {}
+        counts = await self.redis.hmget(keys.topics_index(cluster), topics)
+        return {topic: int(n) for topic, n in zip(topics, counts, strict=True) if n is not None}
 
     async def topic_offsets(self, cluster: str, topic: str) -> list[int | None] | None:
         """Latest log-end offset per partition of a topic, or None for an unknown topic."""
@@ -443,8 +462,10 @@ class WindowStore:
         needed = {
             keys.parse_partition_field(f) for windows, meta, _, _ in raw_groups if meta[0] is not None for f in windows
         }
-        rings, histories = await asyncio.gather(
-            self.broker_rings(cluster, needed), self.offset_histories(cluster, needed)
+        rings, histories, counts = await asyncio.gather(
+            self.broker_rings(cluster, needed),
+            self.offset_histories(cluster, needed),
+            self.partition_counts(cluster, {topic for topic, _ in needed}),
         )
         result: list[StoredGroup | None] = []
         for group, (windows, (last, generation), owners, rebalances) in zip(groups, raw_groups, strict=True):
@@ -456,7 +477,7 @@ class WindowStore:
                     cluster,
                     group,
                     int(last),
-                    _partitions(windows, owners, rings, histories),
+                    _partitions(windows, owners, rings, histories, counts),
                     generation=None if generation is None else int(generation),
                     rebalances_last_hour=rebalances,
                 )
@@ -469,12 +490,24 @@ def _partitions(
     owners: Mapping[bytes, bytes],
     rings: Mapping[TopicPartition, list[int]],
     histories: Mapping[TopicPartition, list[Sample]],
+    partition_counts: Mapping[str, int],
 ) -> list[StoredPartition]:
+    """The group's partitions: those with a window, and every other partition of the topics it commits on (as
+    Burrow creates all of a topic's partitions at a group's first commit on it): no commit, lag 0, status OK,
+    complete 0, counted in `partition_count` and the group's `complete`."""
     parts = []
+    seen: set[TopicPartition] = set()
     for raw_field, packed in windows.items():
         tp = keys.parse_partition_field(raw_field)
+        seen.add(tp)
         owner, _, client_id = owners.get(raw_field, b"").decode().partition(OWNER_SEPARATOR)
         parts.append(StoredPartition(tp[0], tp[1], packed, rings.get(tp, []), owner, client_id, histories.get(tp, [])))
+    for topic in {topic for topic, _ in seen}:
+        for partition in range(partition_counts.get(topic, 0)):
+            if (topic, partition) not in seen:
+                owned_by = owners.get(keys.partition_field(topic, partition).encode(), b"")
+                owner, _, client_id = owned_by.decode().partition(OWNER_SEPARATOR)
+                parts.append(StoredPartition(topic, partition, b"", [], owner, client_id))
     parts.sort(key=lambda p: (p.topic, p.partition))
     return parts
 
