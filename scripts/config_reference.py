@@ -20,7 +20,7 @@ import typing
 from collections.abc import Iterator
 from pathlib import Path
 
-from lagwatch.shared.config import Config
+from lagwatch.shared.config import Config, option_name
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 START, END = "<!-- options:start (scripts/config_reference.py) -->", "<!-- options:end -->"
@@ -99,8 +99,18 @@ MEANINGS = {
     "history.http-host": "address of the archiver's `/healthz`, `/readyz`, `/metrics`",
     "history.http-port": "port of the archiver's `/healthz`, `/readyz`, `/metrics`",
     "subscriptions[].id": "1-64 letters, digits, `.`, `_`, `-`",
-    "subscriptions[].type": "`slack` (incoming webhook, Block Kit) or `webhook`",
-    "subscriptions[].url": "http(s) target (private addresses only with `notifier.allow-private-targets`)",
+    "subscriptions[].type": "`slack` (incoming webhook, Block Kit), `webhook`, `alertmanager`, `pagerduty`, "
+    "`msteams` (Workflows, Adaptive Card) or `email` (SMTP)",
+    "subscriptions[].url": "http(s) target (private addresses only with `notifier.allow-private-targets`); "
+    "required but for `email` and `pagerduty` (default: the Events API)",
+    "subscriptions[].hold-for": "seconds an incident must hold before its open is sent (flap suppression, "
+    "Prometheus's `for:`); 0 = at once",
+    "subscriptions[].routing-key": "`pagerduty`: the integration's routing key (masked in api answers)",
+    "subscriptions[].smtp-host": "`email`: the SMTP server (judged by the address guard, as webhook URLs are)",
+    "subscriptions[].smtp-port": "`email`: the SMTP port (465: implicit TLS)",
+    "subscriptions[].from": "`email`: the From address",
+    "subscriptions[].to": "`email`: the recipients (a list)",
+    "subscriptions[].starttls": "`email`: STARTTLS before anything else (never falls back to clear text)",
     "subscriptions[].secret": "HMAC-SHA256 key for `X-Lagwatch-Signature`; empty = unsigned",
     "subscriptions[].method": "`POST`, `PUT` or `PATCH`",
     "subscriptions[].headers": "extra request headers",
@@ -135,7 +145,7 @@ def _walk(cls: type, prefix: str, *, env_ok: bool) -> Iterator[Option]:
     hints = typing.get_type_hints(cls)
     comments = _line_comments(cls)
     for f in dataclasses.fields(cls):
-        kind, name = hints[f.name], f.name.replace("_", "-")
+        kind, name = hints[f.name], option_name(f)
         key = f"{prefix}{name}"
         args = typing.get_args(kind)
         if dataclasses.is_dataclass(kind):

@@ -176,7 +176,8 @@ class ApiConfig:
 
 
 THRESHOLDS = ("OK", "WARN", "ERR")  # group statuses a subscription's threshold may name, in Burrow's order
-SUBSCRIPTION_TYPES = ("slack", "webhook")
+SUBSCRIPTION_TYPES = ("slack", "webhook", "alertmanager", "pagerduty", "msteams", "email")
+_TYPES_PROBLEM = f"must be one of {', '.join(SUBSCRIPTION_TYPES)}"
 SUBSCRIPTION_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 HTTP_METHODS = ("POST", "PUT", "PATCH")
 
@@ -192,11 +193,11 @@ class SubscriptionConfig:
 
     id: str = field(default="", metadata={"check": _subscription_id, "required": True})
     type: str = field(
-        default="webhook", metadata={"check": lambda v: None if v in SUBSCRIPTION_TYPES else "must be slack or webhook"}
+        default="webhook",
+        metadata={"check": lambda v: None if v in SUBSCRIPTION_TYPES else _TYPES_PROBLEM},
     )
-    url: str = field(
-        default="", metadata={"check": lambda v: None if v.strip() else "must not be empty", "required": True}
-    )
+    # required but for `email` (SMTP) and `pagerduty` (the Events API's); services/notifier/channels check it
+    url: str = field(default="", metadata={"check": lambda v: None if v.strip() else "must not be empty"})
     secret: str = ""  # HMAC-SHA256 key for X-Lagwatch-Signature (webhooks)
     method: str = field(
         default="POST", metadata={"check": lambda v: None if v in HTTP_METHODS else "must be POST, PUT or PATCH"}
@@ -217,6 +218,16 @@ class SubscriptionConfig:
     group_denylist: str = field(default="", metadata={"check": _regex})
     clusters: list[str] = field(default_factory=list)  # empty = every cluster
     extras: dict[str, str] = field(default_factory=dict)  # free values for templates (Burrow's `extras`)
+    # flap suppression: an open is sent only once the incident held this long (Prometheus's `for:`); 0 = at once
+    hold_for: float = field(default=0.0, metadata={"check": _up_to_a_year})
+    routing_key: str = ""  # pagerduty: the integration's routing key (Events API v2)
+    smtp_host: str = ""  # email: the SMTP server
+    smtp_port: int = field(default=587, metadata={"check": lambda v: None if 0 < v <= 65535 else "not a port"})
+    from_: str = field(default="", metadata={"option": "from"})  # email: the From address
+    to: list[str] = field(default_factory=list)  # email: the recipients
+    username: str = ""  # email: SMTP login (empty = no AUTH); HTTP types: basic auth, sent when set (Burrow's)
+    password: str = ""  # email: SMTP password; HTTP types: the basic-auth password
+    starttls: bool = True  # email: upgrade the connection with STARTTLS (required when `username` is set)
 
 
 @dataclass(frozen=True)
@@ -362,11 +373,16 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
             base[key] = value
 
 
+def option_name(f: dataclasses.Field) -> str:
+    """How the file spells a field: kebab-case, or its `option` (`from`, a Python keyword)."""
+    return f.metadata.get("option") or f.name.replace("_", "-")
+
+
 def _build(cls: type, raw: Any, where: str) -> Any:
     if not isinstance(raw, Mapping):
         raise ConfigError(where or "file", "expected a mapping")
     hints = typing.get_type_hints(cls)
-    fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls)}
+    fields = {option_name(f): f for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - set(fields))
     if unknown:
         raise ConfigError(_join(where, unknown[0]), f"unknown option (known: {', '.join(sorted(fields))})")
@@ -401,7 +417,7 @@ def field_problems(cls: type, raw: Any) -> dict[str, str]:
     if not isinstance(raw, Mapping):
         return {"": "expected a JSON object"}
     hints = typing.get_type_hints(cls)
-    fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls)}
+    fields = {option_name(f): f for f in dataclasses.fields(cls)}
     problems = {str(key): "unknown option" for key in raw if key not in fields}
     for key, f in fields.items():
         if key not in raw:

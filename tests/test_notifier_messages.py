@@ -402,7 +402,7 @@ subscriptions:
     [
         ("{type: webhook, url: 'https://x.example.com'}", "subscriptions[0].id"),
         ("{id: a, url: ''}", "subscriptions[0].url"),
-        ("{id: a, type: email, url: 'https://x.example.com'}", "subscriptions[0].type"),
+        ("{id: a, type: sms, url: 'https://x.example.com'}", "subscriptions[0].type"),
         ("{id: a, url: 'https://x.example.com', threshold: STOP}", "subscriptions[0].threshold"),
         ("{id: a, url: 'https://x.example.com', send-interval: -1}", "subscriptions[0].send-interval"),
         ("{id: a, url: 'https://x.example.com', group-allowlist: '('}", "subscriptions[0].group-allowlist"),

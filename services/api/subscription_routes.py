@@ -29,13 +29,13 @@ from lagwatch.services.notifier.subscriptions import (
     SubscriptionInvalid,
     SubscriptionStore,
     masked_document,
+    moves,
     new_id,
     to_document,
     unmask_unchanged,
     validate_document,
     without_credentials,
 )
-from lagwatch.shared.address_guard import destination
 from lagwatch.shared.config import SubscriptionConfig
 
 routes = web.RouteTableDef()
@@ -56,7 +56,7 @@ def _from_file(request: web.Request) -> dict[str, SubscriptionConfig]:
     return {s.id: s for s in _context(request).config.subscriptions}
 
 
-async def _body(request: web.Request) -> dict[str, Any]:
+async def read_json_body(request: web.Request) -> dict[str, Any]:
     """The JSON object sent, read to at most MAX_BODY_BYTES whether or not a Content-Length announced it (chunked
     bodies too); JSON is UTF-8 (RFC 8259), whatever charset the Content-Type names."""
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
@@ -127,7 +127,7 @@ async def get_subscription(request: web.Request) -> web.Response:
 @routes.post(BASE)
 @requires_token
 async def create_subscription(request: web.Request) -> web.Response:
-    doc = await _body(request)
+    doc = await read_json_body(request)
     doc.setdefault("id", new_id())
     config = await _validate(request, doc)
     if await _store(request).count() >= MAX_SUBSCRIPTIONS:
@@ -143,11 +143,10 @@ async def create_subscription(request: web.Request) -> web.Response:
 async def _update(request: web.Request, *, merge: bool) -> web.Response:
     sub_id = request.match_info["id"]
     existing = await _existing(request, sub_id)
-    doc = await _body(request)
+    doc = await read_json_body(request)
     if doc.get("id", sub_id) != sub_id:
         raise ApiError(400, "invalid subscription", fields={"errors": {"id": "cannot be changed"}})
-    url = unmask_unchanged(doc, existing).get("url", existing.url if merge else None)
-    moved = not isinstance(url, str) or destination(url) != destination(existing.url)
+    moved = moves(unmask_unchanged(doc, existing), existing, merge=merge)
     base = to_document(existing) if merge else {}
     if moved:  # credentials stay with their destination: dropped unless given again, masked values not restored
         base = without_credentials(base)

@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from lagwatch.services.notifier import metrics
+from lagwatch.services.notifier.channels import SendFailure
+from lagwatch.services.notifier.channels import email as email_channel
+from lagwatch.services.notifier.channels.email import Mail
 from lagwatch.services.notifier.dlq import DeadLetters, dead_letter_record
 from lagwatch.services.notifier.messages import PermanentError, Request, build_request, has_templates
 from lagwatch.services.notifier.outbox import Delivery, Outbox, now_ms
@@ -176,7 +179,9 @@ class Sender:
             await self.session.close()
             self.session = None
 
-    async def send(self, request: Request) -> Result:
+    async def send(self, request: Request | Mail) -> Result:
+        if isinstance(request, Mail):  # the email channel: SMTP, same retries, breaker and dead letters
+            return await self._send_mail(request)
         result = await self._send(request)
         if result.error and request.url in result.error:  # a URL may hold a secret (Slack's do): never repeat it
             result.error = result.error.replace(request.url, destination(request.url))
@@ -202,6 +207,14 @@ class Sender:
             return Result(
                 False, error=f"connection failed: {type(exc).__name__}: {exc}", retryable=True, host_failure=True
             )
+
+
+    async def _send_mail(self, mail: Mail) -> Result:
+        try:
+            await email_channel.send(mail, timeout_s=self.timeout.total or 10.0, allow_private=self.allow_private)
+        except SendFailure as exc:
+            return Result(False, exc.code, str(exc), exc.retryable, host_failure=exc.host_failure)
+        return Result(True)
 
 
 def classify(status: int, retry_after: str | None, body: str = "") -> Result:
@@ -355,7 +368,7 @@ class Dispatcher:
         if "dead" in delivery.extra:  # failed for good earlier; only its dead letter is missing
             await self._dead_letter(subscription, delivery, delivery.extra["dead"], delivery.extra.get("status"))
             return True
-        dest = self._destination(destination(subscription.config.url))
+        dest = self._destination(subscription.destination)
         if dest.waiting >= self.settings.per_host_queue:
             await self._defer(delivery, time.time() + min(1.0, self.settings.poll_interval), "host_busy")
             return True

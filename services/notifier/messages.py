@@ -24,7 +24,9 @@ from urllib.parse import quote
 
 from multidict import CIMultiDict
 
-from lagwatch.services.notifier import signing, template_worker, templates
+from lagwatch.services.notifier import channels, signing, template_worker, templates
+from lagwatch.services.notifier.channels import email as email_channel
+from lagwatch.services.notifier.channels.email import Mail
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription, is_credential_name
 from lagwatch.shared import address_guard
@@ -211,7 +213,7 @@ def build_request(
     dashboard_url: str = "",
     allow_private: bool = False,
     now: float | None = None,
-) -> Request:
+) -> Request | Mail:
     """The request for this attempt (`delivery.attempts` already counts it); PermanentError when impossible.
     With templates, this blocks the calling thread while a template worker renders them (`has_templates`)."""
     now = time.time() if now is None else now
@@ -226,10 +228,27 @@ def build_request(
         dashboard_url=dashboard_url,
         now_ms=int(now * 1000),
     )
+    channel = channels.channel(sub.type)
+    endpoint = channels.endpoint(sub)
     try:
-        url = _templated_url(sub.url_template, ctx) if sub.url_template else sub.url
+        if channel is not None and not channel.http:  # email: a mail, sent over SMTP by the same delivery loop
+            text = template_worker.WORKERS.render(sub.body_template, ctx) if sub.body_template else None
+            return email_channel.build(
+                sub,
+                delivery.event,
+                delivery.kind,
+                ctx,
+                text,
+                dashboard_url,
+                notification_id=delivery.notification_id,
+                attempt=delivery.attempts,
+                timestamp=int(now),
+            )
+        url = _templated_url(sub.url_template, ctx) if sub.url_template else endpoint
         if sub.body_template:
             body = template_worker.WORKERS.render(sub.body_template, ctx).encode()
+        elif channel is not None and channel.body is not None:  # alertmanager, pagerduty, msteams
+            body = channel.body(sub, delivery.event, delivery.kind, ctx, dashboard_url)
         elif sub.type == "slack":
             message = lag_slack_message if is_lag_threshold_event(delivery.event) else slack_message
             body = json.dumps(message(delivery.event, delivery.kind, ctx, dashboard_url)).encode()
@@ -241,7 +260,7 @@ def build_request(
         address_guard.check_url_static(url, allow_private=allow_private)
     except address_guard.TargetError as exc:
         raise PermanentError(f"target refused: {exc}") from None
-    if address_guard.destination(url) != address_guard.destination(sub.url):  # its headers are for `url`'s host
+    if address_guard.destination(url) != address_guard.destination(endpoint):  # its headers are for `url`'s host
         raise PermanentError("target refused: url-template must keep the scheme, host and port of url")
     timestamp = int(now)
     headers = CIMultiDict({"Content-Type": "application/json", "User-Agent": USER_AGENT})

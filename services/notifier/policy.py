@@ -49,6 +49,7 @@ class Policy:
     send_once: bool = False
     send_interval_ms: int = 0
     lag_threshold_s: float = 0.0  # lagwatch's own rule (lag_policy.py); 0 = off
+    hold_for_ms: int = 0  # an open waits until the incident held this long (holds.py); 0 = at once
 
     @property
     def repeats(self) -> bool:
@@ -63,18 +64,30 @@ class IncidentState:
     status: str  # the group's latest status
     notified_at: int  # epoch ms of the last notification (open, update or repeat)
     event: dict  # the group's latest event
+    held: str | None = None  # a notification held back (holds.py: a silence, `hold-for`): its kind
+    held_since: int | None = None  # epoch ms since when the open is held (what `hold-for` counts from)
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             "incident_id": self.incident_id,
             "status": self.status,
             "notified_at": self.notified_at,
             "event": self.event,
         }
+        if self.held:
+            doc.update(held=self.held, held_since=self.held_since)
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict) -> IncidentState:
-        return cls(doc.get("incident_id"), doc["status"], int(doc["notified_at"]), doc["event"])
+        return cls(
+            doc.get("incident_id"),
+            doc["status"],
+            int(doc["notified_at"]),
+            doc["event"],
+            doc.get("held"),
+            doc.get("held_since"),
+        )
 
 
 @dataclass(frozen=True)

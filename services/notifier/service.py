@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import tempfile
@@ -23,7 +24,7 @@ from pathlib import Path
 import faust
 from redis.exceptions import RedisError
 
-from lagwatch.services.notifier import metrics
+from lagwatch.services.notifier import holds, metrics
 from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters
 from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, EventRules, rules_for_field
@@ -46,6 +47,8 @@ from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.kafka_client import client_kwargs
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.service_lifecycle import pause, run_until_signalled
+from lagwatch.shared.silences import SilenceCache, SilenceStore
+from lagwatch.shared.store import keys
 
 log = logging.getLogger(__name__)
 CONSUMER_GROUP = "lagwatch-notifier"
@@ -70,6 +73,7 @@ class NotifierService:
         self.redis = connect(config.redis)
         self.store = SubscriptionStore(self.redis)
         self.registry = Registry(config, self.store)  # validates the file's subscriptions: ConfigError
+        self.silences = SilenceCache(SilenceStore(self.redis))  # the api's silences (holds.py)
         self.outbox = Outbox(
             self.redis, lease_ms=int(settings.lease * 1000), seen_ttl_ms=int(settings.dedupe_ttl * 1000)
         )
@@ -169,6 +173,7 @@ class NotifierService:
         state_field = rules.state_field(cluster, group)
         if self.registry.version is None:
             await self.registry.refresh()
+        await self.silences.refresh()
         subscriptions = self.registry.matching(cluster, group)
         version, states = await self.outbox.read_states([s.id for s in subscriptions], state_field)
         if version != self.registry.version:  # subscriptions changed through the api: reload, read again
@@ -196,7 +201,10 @@ class NotifierService:
             now = now_ms()
             decision = rules.decide(subscription.policy, event, state, now)
             if decision is None:
-                return None, False
+                if not holds.ends_unannounced(state, event):
+                    return None, False
+                decision = Decision(None, None, None)
+            decision = holds.hold(subscription.policy, decision, state, event, now, self.silences.until_ms(event, now))
             delivery = None
             if decision.kind is not None:
                 delivery = Delivery(
@@ -239,6 +247,8 @@ class NotifierService:
         """Enqueue the repeats that are due; returns how many."""
         now = now_ms() if now is None else now
         await self.registry.refresh()
+        if await self.silences.refresh():
+            await self._recheck_held(now)
         enqueued = 0
         for member, score in await self.outbox.due_repeats(now):
             subscription_id, state_field = parse_repeat_member(member)
@@ -246,7 +256,14 @@ class NotifierService:
             raw = await self.outbox.read_state_field(subscription_id, state_field)
             state = IncidentState.from_json(json.loads(raw)) if raw else None
             repeat_due = rules_for_field(state_field).repeat_due
-            decision = repeat_due(subscription.policy, state, now) if subscription else Decision(None, None, None)
+            decision = Decision(None, None, None)
+            if subscription is not None:
+                until = self.silences.until_ms(state.event, now) if state is not None else None
+                decision = holds.due(subscription.policy, state, now, until, repeat_due)
+            if subscription is not None and state is not None and (state.held or decision.state is not state):
+                if await self._record_held(subscription, member, score, state_field, raw, state, decision, now):
+                    enqueued += 1
+                continue
             delivery = None
             if decision.kind is not None and state is not None:
                 notification_id = repeat_notification_id(state.event["event_id"], subscription_id, score)
@@ -264,6 +281,59 @@ class NotifierService:
         if enqueued:
             self.dispatcher.wake.set()
         return enqueued
+
+    async def _record_held(
+        self,
+        subscription: Subscription,
+        member: str,
+        score: int,
+        state_field: str,
+        raw: str,
+        state: IncidentState,
+        decision: Decision,
+        now: int,
+    ) -> bool:
+        """Write what the timer decided for a held notification (released, or held longer) — the state, the
+        delivery and the next wake-up in one call, as for an event; True when a delivery was enqueued. A state
+        that moved meanwhile (an event) is left alone: the event's handling decided anew."""
+        delivery = None
+        if decision.kind is not None:
+            event = state.event
+            held_open = decision.kind in holds.OPENS or decision.kind.value == "update"
+            notification_id = (
+                event["event_id"] if held_open else repeat_notification_id(event["event_id"], subscription.id, score)
+            )
+            delivery = Delivery(
+                id=delivery_id(notification_id, subscription.id),
+                subscription_id=subscription.id,
+                kind=decision.kind.value,
+                event=event,
+                notification_id=notification_id,
+                created_at=now,
+            )
+        seen = hashlib.sha256(f"held\x00{member}\x00{score}".encode()).hexdigest()[:32]
+        outcome = await self.outbox.record(
+            subscription_id=subscription.id,
+            event={"event_id": seen},
+            state_field=state_field,
+            expected_state=raw,
+            new_state=json.dumps(decision.state.to_json(), sort_keys=True) if decision.state else "",
+            delivery=delivery,
+            repeat_at=decision.repeat_at,
+        )
+        if outcome == APPLIED and delivery is not None:
+            metrics.NOTIFICATIONS.labels(subscription.type, delivery.kind).inc()
+            return True
+        return False
+
+    async def _recheck_held(self, now: int) -> None:
+        """Silences changed (one ended early, say): what they held is looked at again on this tick."""
+        later = await self.redis.zrangebyscore(keys.NOTIFY_REPEATS, f"({now}", "+inf", withscores=True)
+        for member, _ in later:
+            subscription_id, state_field = parse_repeat_member(member)
+            raw = await self.outbox.read_state_field(subscription_id, state_field)
+            if raw and json.loads(raw).get("held"):
+                await self.redis.zadd(keys.NOTIFY_REPEATS, {member: now}, xx=True)
 
     # --- life cycle ---------------------------------------------------------------------------------------------
 

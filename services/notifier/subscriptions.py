@@ -29,11 +29,19 @@ from urllib.parse import urlsplit
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
-from lagwatch.services.notifier import template_worker
+from lagwatch.services.notifier import channels, template_worker
+from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.policy import Policy
 from lagwatch.services.notifier.templates import TemplateProblem
 from lagwatch.shared import address_guard
-from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig, build_section, field_problems
+from lagwatch.shared.config import (
+    Config,
+    ConfigError,
+    SubscriptionConfig,
+    build_section,
+    field_problems,
+    option_name,
+)
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.lag_threshold_index import index_entry
 from lagwatch.shared.protocol import Status
@@ -79,7 +87,13 @@ class Subscription:
 
     @property
     def destination(self) -> str:
-        return address_guard.destination(self.config.url)
+        return destination_of(self.config)
+
+
+def destination_of(config: SubscriptionConfig) -> str:
+    """Where a subscription's requests go, as its per-destination queue: scheme://host:port (smtp://host:port)."""
+    endpoint = channels.endpoint(config)
+    return endpoint if endpoint.startswith("smtp://") else address_guard.destination(endpoint)
 
 
 def compile_subscription(config: SubscriptionConfig, source: str) -> Subscription:
@@ -93,6 +107,7 @@ def compile_subscription(config: SubscriptionConfig, source: str) -> Subscriptio
             send_once=config.send_once,
             send_interval_ms=int(config.send_interval * 1000),
             lag_threshold_s=config.lag_seconds_threshold,
+            hold_for_ms=int(config.hold_for * 1000),
         ),
         groups=GroupFilter(config.group_allowlist, config.group_denylist),
     )
@@ -101,11 +116,13 @@ def compile_subscription(config: SubscriptionConfig, source: str) -> Subscriptio
 def _deep_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[str, str]:
     """What the configuration model cannot check alone: URL safety (without a DNS lookup) and the templates (in a
     template worker: this blocks the calling thread, for at most the workers' time budget per template)."""
-    problems: dict[str, str] = {}
-    try:
-        address_guard.check_url_static(config.url, allow_private=allow_private)
-    except address_guard.TargetError as exc:
-        problems["url"] = str(exc)
+    problems = channels.problems(config)
+    target, field_name = guarded_target(config)
+    if field_name not in problems:
+        try:
+            address_guard.check_url_static(target, allow_private=allow_private)
+        except address_guard.TargetError as exc:
+            problems[field_name] = str(exc)
     for name in ("body_template", "url_template"):
         source = getattr(config, name)
         if source:
@@ -121,6 +138,13 @@ def _deep_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[s
         elif "\r" in value or "\n" in value:
             problems[f"headers.{header}"] = "header values cannot contain line breaks"
     return problems
+
+
+def guarded_target(config: SubscriptionConfig) -> tuple[str, str]:
+    """(the URL the address guard judges, the option it comes from): the HTTP endpoint, or the SMTP host."""
+    if config.type == "email":
+        return email_channel.guard_url(config), "smtp_host"
+    return channels.endpoint(config), "url"
 
 
 def from_config(config: Config) -> list[Subscription]:
@@ -148,13 +172,20 @@ def _kebab(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {str(k).replace("_", "-"): v for k, v in doc.items()}
 
 
+def _option_keys(doc: dict[str, Any]) -> dict[str, Any]:
+    """Fields named after Python keywords (`from_`) under their option's name (`from`)."""
+    return {
+        option_name(f) if f.name.endswith("_") else f.name: doc[f.name] for f in dataclasses.fields(SubscriptionConfig)
+    }
+
+
 def _snake(key: str) -> str:
     return key.replace("-", "_")
 
 
 def to_document(config: SubscriptionConfig) -> dict[str, Any]:
     """The stored (and unmasked) JSON form, snake_case."""
-    return dataclasses.asdict(config)
+    return _option_keys(dataclasses.asdict(config))
 
 
 async def validate_document(
@@ -171,15 +202,18 @@ async def validate_document(
     raw = _kebab(doc)
     problems = {_snake(k): v for k, v in field_problems(SubscriptionConfig, raw).items()}
     if problems:
+        if "url" not in raw and str(raw.get("type", "webhook")) not in channels.URL_OPTIONAL:  # with the rest
+            problems["url"] = "required"
         raise SubscriptionInvalid(problems)
     config = build_section(SubscriptionConfig, raw)
     problems = masked_values(config)
     problems.update(await asyncio.to_thread(_deep_problems, config, allow_private=allow_private))
-    if "url" not in problems and resolve:
+    target, field_name = guarded_target(config)
+    if field_name not in problems and resolve:
         try:
-            await address_guard.check_url(config.url, allow_private=allow_private)
+            await address_guard.check_url(target, allow_private=allow_private)
         except address_guard.TargetError as exc:
-            problems["url"] = str(exc)
+            problems[field_name] = str(exc)
     if problems:
         raise SubscriptionInvalid(problems)
     return config
@@ -225,8 +259,9 @@ def masked_document(config: SubscriptionConfig, source: str, *, show_templates: 
     secret, every header value and every extra (a credential need not have a telling name), and the templates
     (they may hold any of these) unless `show_templates` (for token holders, who write them)."""
     doc = to_document(config)
-    doc["url"] = mask_url(config.url)
-    doc["secret"] = mask(config.secret) if config.secret else ""
+    doc["url"] = mask_url(config.url) if config.url else ""
+    for name in ("secret", *channels.secret_options()):
+        doc[name] = mask(doc[name]) if doc[name] else ""
     doc["headers"] = {k: mask(v) for k, v in config.headers.items()}
     doc["extras"] = {k: mask(v) for k, v in config.extras.items()}
     if not show_templates:
@@ -240,7 +275,7 @@ def unmask_unchanged(doc: Mapping[str, Any], existing: SubscriptionConfig) -> di
     """Replace values that equal what the api showed for `existing` by `existing`'s real values."""
     shown = masked_document(existing, SOURCE_API)
     out = dict(doc)
-    for name in ("url", "secret", *TEMPLATES):
+    for name in ("url", "secret", *channels.secret_options(), *TEMPLATES):
         if out.get(name) == shown[name] and shown[name] != getattr(existing, name):
             out[name] = getattr(existing, name)
     for name in ("headers", "extras"):
@@ -253,15 +288,32 @@ def unmask_unchanged(doc: Mapping[str, Any], existing: SubscriptionConfig) -> di
     return out
 
 
+def moves(doc: Mapping[str, Any], existing: SubscriptionConfig, *, merge: bool) -> bool:
+    """Whether a change (api JSON, masked values restored) sends the subscription elsewhere — another type, or
+    another destination (`destination_of`) — so the credentials it holds must not follow unless given again."""
+    given = {k: v for k, v in doc.items() if k not in READ_ONLY}
+    raw = _kebab({**(to_document(existing) if merge else {}), **given, "id": existing.id})
+    try:
+        candidate = build_section(SubscriptionConfig, raw)
+    except ConfigError:
+        return True
+    return candidate.type != existing.type or destination_of(candidate) != destination_of(existing)
+
+
 def without_credentials(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored document without what was meant for its destination only: secret, headers and extras."""
-    return {**doc, "secret": "", "headers": {}, "extras": {}}
+    """A stored document without what was meant for its destination only: secret, headers, extras and the
+    channels' credentials (routing-key, password)."""
+    return {**doc, "secret": "", "headers": {}, "extras": {}, **dict.fromkeys(channels.secret_options(), "")}
 
 
 def masked_values(config: SubscriptionConfig) -> dict[str, str]:
     """Credentials that are still masked values (sent back for a subscription they do not belong to, or moved to
     another destination): problems, for they would be sent as they are."""
-    found = {"secret": config.secret} if config.secret.startswith(MASK) else {}
+    found = {
+        name: getattr(config, name)
+        for name in ("secret", *channels.secret_options())
+        if getattr(config, name).startswith(MASK)
+    }
     for name in ("headers", "extras"):
         found.update({f"{name}.{k}": v for k, v in getattr(config, name).items() if v.startswith(MASK)})
     return {key: "a masked value: send the real one (credentials stay with their destination)" for key in found}

@@ -45,6 +45,9 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:n:{notify}:due                 ZSET  delivery id -> time of its next attempt (ms): the outbox's queue
     lw:n:{notify}:inflight            ZSET  delivery id -> lease expiry (ms): claimed by a delivery worker
     lw:n:{notify}:deliveries          HASH  delivery id -> JSON delivery (subscription, kind, event, attempts)
+    lw:n:{notify}:silences            HASH  silence id -> JSON silence (matchers, starts-at, ends-at, ...), written
+                                            by the api, read by notifiers (shared/silences.py)
+    lw:n:{notify}:silences-version    STR   bumped on every change to silences; notifiers reload on it
 
 The notifier's keys all carry the tag `{notify}`: one slot (notifications are few), so its Lua scripts can move a
 delivery between the outbox's sets and record an event's handling atomically on Redis Cluster too.
@@ -181,6 +184,8 @@ NOTIFY_REPEATS = f"{NOTIFY}:repeats"
 OUTBOX_DUE = f"{NOTIFY}:due"
 OUTBOX_INFLIGHT = f"{NOTIFY}:inflight"
 OUTBOX_DELIVERIES = f"{NOTIFY}:deliveries"
+SILENCES = f"{NOTIFY}:silences"
+SILENCES_VERSION = f"{NOTIFY}:silences-version"
 
 
 def notify_state(subscription_id: str) -> str:

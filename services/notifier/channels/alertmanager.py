@@ -1,0 +1,102 @@
+"""`alertmanager`: alerts POSTed to an Alertmanager's `/api/v2/alerts`, so its receivers, routing, grouping,
+inhibition and silences serve lagwatch's incidents.
+
+* open, update and repeat send the alert firing (`startsAt` = when the incident began, no `endsAt`: it stays
+  firing until Alertmanager's `resolve_timeout` unless sent again — so use `send-interval` shorter than that);
+  close sends it resolved (`endsAt` = when the group was OK or gone again).
+* labels: `alertname` (`KafkaConsumerGroupStatus`, or `KafkaConsumerLagSeconds` for a lag-seconds threshold),
+  `cluster`, `group`, `status` (WARN or ERR; ABOVE for a lag threshold), `severity` (warning, or critical for ERR)
+  and, for a lag threshold, `threshold`. Alertmanager names an alert by its labels, so a WARN -> ERR update fires
+  the ERR alert and resolves the WARN one in the same request, and a close resolves both.
+* annotations: `summary`, `description` (the facts and worst partitions), `incident_id` and, with
+  `notifier.dashboard-url`, `dashboard`; `generatorURL` links the dashboard too.
+
+Option: `url`, the Alertmanager's base URL (`http://alertmanager:9093`; a URL already ending in `/api/v2/alerts`
+is used as it is).
+"""
+
+from __future__ import annotations
+
+import json
+
+from lagwatch.services.notifier import templates
+from lagwatch.services.notifier.channels import Channel, require_post, summary
+from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
+
+ALERTS_PATH = "/api/v2/alerts"
+BAD = ("WARN", "ERR")
+SEVERITY = {"ERR": "critical", "WARN": "warning"}
+
+
+def endpoint(config: SubscriptionConfig) -> str:
+    base = config.url.rstrip("/")
+    return base if base.endswith(ALERTS_PATH) else base + ALERTS_PATH
+
+
+def check(config: SubscriptionConfig) -> dict[str, str]:
+    return {
+        **({} if config.url.strip() else {"url": "required (the Alertmanager, http://host:9093)"}),
+        **require_post(config),
+    }
+
+
+def _iso(ms: int | None) -> str:
+    return templates.format_ts(ms, "%Y-%m-%dT%H:%M:%S.") + f"{int(ms or 0) % 1000:03d}Z"
+
+
+def labels(event: dict, status: str) -> dict[str, str]:
+    if is_lag_threshold_event(event):
+        return {
+            "alertname": "KafkaConsumerLagSeconds",
+            "cluster": event["cluster"],
+            "group": event["group"],
+            "status": "ABOVE",
+            "severity": "warning",
+            "threshold": threshold_key(event["threshold_seconds"]),
+        }
+    return {
+        "alertname": "KafkaConsumerGroupStatus",
+        "cluster": event["cluster"],
+        "group": event["group"],
+        "status": status,
+        "severity": SEVERITY.get(status, "info"),
+    }
+
+
+def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> list[dict]:
+    """The alerts one notification posts: the firing one (unless it closes) and the resolved ones."""
+    started = event.get("incident_started_at") or event["evaluated_at"]
+    lines = [f"{name}: {value}" for name, value in summary.facts(event, kind, ctx)]
+    worst = summary.worst_lines(event, kind)
+    if worst:
+        lines += ["Worst partitions:", *worst]
+    annotations = {"summary": summary.title(event, kind), "description": "\n".join(lines)}
+    if event.get("incident_id"):
+        annotations["incident_id"] = event["incident_id"]
+    link = ""
+    if dashboard_url:
+        link = summary.link(dashboard_url, event)
+        annotations["dashboard"] = link
+
+    def alert(status: str, resolved: bool) -> dict:
+        doc = {"labels": labels(event, status), "annotations": annotations, "startsAt": _iso(started)}
+        if resolved:
+            doc["endsAt"] = _iso(event["evaluated_at"])
+        if link:
+            doc["generatorURL"] = link
+        return doc
+
+    if is_lag_threshold_event(event):
+        return [alert("ABOVE", summary.is_close(kind))]
+    if summary.is_close(kind):
+        return [alert(status, True) for status in BAD]
+    firing = event["status"]
+    return [alert(firing, False), *(alert(status, True) for status in BAD if status != firing)]
+
+
+def body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboard_url: str) -> bytes:
+    return json.dumps(alerts(event, kind, ctx, dashboard_url)).encode()
+
+
+CHANNEL = Channel("alertmanager", check, endpoint, body)

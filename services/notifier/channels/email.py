@@ -1,0 +1,213 @@
+"""`email`: a plain-text mail per notification, over SMTP with STARTTLS and AUTH (aiosmtplib).
+
+Options: `smtp-host`, `smtp-port` (587; 465 means implicit TLS), `from`, `to` (a list), `username` and `password`
+(AUTH; the password is masked in api answers), `starttls` (default true: the connection is upgraded, and the
+server's certificate checked against the system's CAs (SSL_CERT_FILE), before anything else is said; a
+`username` needs it). `body-template` replaces the text; the subject is the notification's title.
+
+The SMTP host is judged by the address guard like a webhook's: when the subscription is created (every address
+its name resolves to) and when connecting — the name is resolved here, disallowed addresses dropped, and the
+socket connected to an allowed one is handed to aiosmtplib, so DNS rebinding cannot move it.
+Retries: connection failures, timeouts and 4xx replies are retried (the circuit breaker counts the first two);
+5xx replies (a refused recipient, failed AUTH) are dead-lettered at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import socket
+from dataclasses import dataclass
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
+
+import aiosmtplib
+
+from lagwatch.services.notifier import signing
+from lagwatch.services.notifier.channels import Channel, SendFailure, summary
+from lagwatch.shared import address_guard
+from lagwatch.shared.config import SubscriptionConfig
+
+ADDRESS = re.compile(r"^[^@\s<>,;\"]+@[^@\s<>,;\"]+$")
+IMPLICIT_TLS_PORT = 465
+MAX_RECIPIENTS = 100
+
+
+@dataclass(frozen=True)
+class Mail:
+    """What an email delivery sends: the message and where (built fresh for every attempt, like a Request)."""
+
+    host: str
+    port: int
+    message: EmailMessage
+    username: str
+    password: str
+    starttls: bool
+
+    @property
+    def url(self) -> str:  # what logs and errors name (never the credentials)
+        return destination_of(self.host, self.port)
+
+
+def destination_of(host: str, port: int) -> str:
+    return f"smtp://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def guard_url(config: SubscriptionConfig) -> str:
+    """The host as a URL, so the address guard parses and judges it exactly as it does a webhook's."""
+    host = config.smtp_host.strip()
+    return f"http://{f'[{host}]' if ':' in host and not host.startswith('[') else host}:{config.smtp_port}/"
+
+
+def endpoint(config: SubscriptionConfig) -> str:
+    try:
+        host = address_guard.parse_target(guard_url(config)).host
+    except address_guard.TargetError:
+        host = config.smtp_host
+    return destination_of(host, config.smtp_port)
+
+
+def check(config: SubscriptionConfig) -> dict[str, str]:
+    problems: dict[str, str] = {}
+    if config.url:
+        problems["url"] = "email subscriptions have no url (smtp-host, smtp-port)"
+    if config.url_template:
+        problems["url_template"] = "email subscriptions have no url"
+    if not config.smtp_host.strip():
+        problems["smtp_host"] = "required"
+    if not ADDRESS.match(config.from_):
+        problems["from"] = "required: one address (ops@example.com)"
+    if not config.to:
+        problems["to"] = "required: a list of addresses"
+    elif len(config.to) > MAX_RECIPIENTS:
+        problems["to"] = f"at most {MAX_RECIPIENTS} addresses"
+    else:
+        bad = [a for a in config.to if not ADDRESS.match(a)]
+        if bad:
+            problems["to"] = f"not an address: {bad[0]!r}"
+    if config.password and not config.username:
+        problems["username"] = "required with a password"
+    if config.username and not config.starttls and config.smtp_port != IMPLICIT_TLS_PORT:
+        problems["starttls"] = "a password is never sent in clear: keep starttls (or use port 465)"
+    for name in ("headers",):
+        if getattr(config, name):
+            problems[name] = "email subscriptions send no HTTP headers"
+    return problems
+
+
+def build(
+    config: SubscriptionConfig,
+    event: dict,
+    kind: str,
+    ctx: dict,
+    text: str | None,
+    dashboard_url: str,
+    *,
+    notification_id: str,
+    attempt: int,
+    timestamp: int,
+) -> Mail:
+    """The mail of one attempt; `text` is the rendered body-template, if the subscription has one."""
+    if text is None:
+        lines = [summary.title(event, kind), ""]
+        lines += [f"{name}: {value}" for name, value in summary.facts(event, kind, ctx)]
+        worst = summary.worst_lines(event, kind)
+        if worst:
+            lines += ["", "Worst partitions:", *(f"  {line}" for line in worst)]
+        if dashboard_url:
+            lines += ["", f"Open in lagwatch: {summary.link(dashboard_url, event)}"]
+        text = "\n".join(lines) + "\n"
+    message = EmailMessage()
+    message["Subject"] = f"[lagwatch] {summary.title(event, kind)}"
+    message["From"] = config.from_
+    message["To"] = ", ".join(config.to)
+    message["Date"] = formatdate(timestamp, usegmt=True)
+    message["Message-ID"] = make_msgid("lagwatch")
+    message[signing.EVENT_ID_HEADER] = notification_id  # the receiver's dedupe key, as for webhooks
+    message[signing.KIND_HEADER] = kind
+    message["X-Lagwatch-Subscription"] = config.id
+    message["X-Lagwatch-Attempt"] = str(attempt)
+    message.set_content(text)
+    if config.secret:
+        body = message.get_content().encode()
+        message[signing.TIMESTAMP_HEADER] = str(timestamp)
+        message[signing.SIGNATURE_HEADER] = signing.sign(config.secret, timestamp, notification_id, kind, body)
+    return Mail(
+        address_guard.parse_target(guard_url(config)).host,
+        config.smtp_port,
+        message,
+        config.username,
+        config.password,
+        config.starttls,
+    )
+
+
+async def guarded_socket(host: str, port: int, *, allow_private: bool, timeout: float) -> socket.socket:
+    """A socket connected to an address of `host` the guard allows (the first that answers)."""
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise SendFailure(f"cannot resolve {host}: {exc}", retryable=True, host_failure=True) from None
+    allowed = [i for i in infos if address_guard.address_problem(str(i[4][0]), allow_private=allow_private) is None]
+    if not allowed:
+        problem = address_guard.address_problem(str(infos[0][4][0]), allow_private=allow_private)
+        raise SendFailure(f"target refused: {host}: {problem}", retryable=False)
+    last: OSError | None = None
+    for family, type_, proto, _, address in allowed:
+        sock = socket.socket(family, type_, proto)
+        sock.setblocking(False)
+        try:
+            await asyncio.wait_for(loop.sock_connect(sock, address), timeout)
+            return sock
+        except (OSError, TimeoutError) as exc:
+            sock.close()
+            last = exc if isinstance(exc, OSError) else OSError(f"timeout after {timeout}s")
+    raise SendFailure(f"connection failed: {last}", retryable=True, host_failure=True)
+
+
+async def send(mail: Mail, *, timeout_s: float, allow_private: bool) -> None:
+    """Send one mail; SendFailure says whether to retry."""
+    sock = await guarded_socket(mail.host, mail.port, allow_private=allow_private, timeout=timeout_s)
+    implicit_tls = mail.port == IMPLICIT_TLS_PORT
+    client = aiosmtplib.SMTP(
+        hostname=mail.host,
+        sock=sock,
+        timeout=timeout_s,
+        use_tls=implicit_tls,
+        start_tls=mail.starttls and not implicit_tls,  # True: STARTTLS or fail (never falls back to clear text)
+    )
+    try:
+        await client.connect()
+        if mail.username:
+            await client.login(mail.username, mail.password)
+        errors, _ = await client.send_message(mail.message)
+        if errors:  # some recipients refused, the others accepted: retrying would send them a second copy
+            raise SendFailure(f"recipients refused: {', '.join(sorted(errors))}", retryable=False)
+    except aiosmtplib.SMTPResponseException as exc:
+        temporary = 400 <= exc.code < 500
+        raise SendFailure(f"SMTP {exc.code}: {exc.message}"[:300], retryable=temporary, code=exc.code) from None
+    except (aiosmtplib.SMTPTimeoutError, TimeoutError):
+        raise SendFailure(f"timeout after {timeout_s}s", retryable=True, host_failure=True) from None
+    except (aiosmtplib.SMTPException, OSError) as exc:  # disconnected, STARTTLS refused or failed, TLS errors
+        raise SendFailure(
+            f"SMTP failed: {type(exc).__name__}: {exc}"[:300], retryable=True, host_failure=True
+        ) from None
+    finally:
+        with contextlib.suppress(Exception):
+            if client.is_connected:
+                await client.quit()
+        client.close()
+        sock.close()
+
+
+CHANNEL = Channel(
+    "email",
+    check,
+    endpoint,
+    None,
+    options=("smtp_host", "smtp_port", "from_", "to", "starttls"),  # username, password: HTTP basic auth too
+    secrets=("password",),
+    http=False,
+)

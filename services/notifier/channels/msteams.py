@@ -1,0 +1,79 @@
+"""`msteams`: a Microsoft Teams channel through a Workflows webhook ("When a Teams webhook request is received",
+Power Automate), which posts the Adaptive Card it is sent: a title coloured by status, the facts as a FactSet,
+the worst partitions, and a button to `notifier.dashboard-url`. (Office 365 connectors, the older incoming
+webhooks, are retired by Microsoft; Workflows take the same `message` envelope.)
+
+Option: `url`, the workflow's HTTP POST URL (its `sig=` query is a credential: masked in api answers, never logged).
+"""
+
+from __future__ import annotations
+
+import json
+
+from lagwatch.services.notifier.channels import Channel, require_post, summary
+from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.lag_threshold_event import is_lag_threshold_event
+
+CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
+CARD_VERSION = "1.4"  # what Teams renders
+COLOUR = {"ERR": "Attention", "WARN": "Warning"}
+
+
+def check(config: SubscriptionConfig) -> dict[str, str]:
+    return {
+        **({} if config.url.strip() else {"url": "required (the workflow's HTTP POST URL)"}),
+        **require_post(config),
+    }
+
+
+def card(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> dict:
+    """The Adaptive Card."""
+    if summary.is_close(kind):
+        colour = "Good"
+    else:
+        colour = "Warning" if is_lag_threshold_event(event) else COLOUR.get(event["status"], "Default")
+    body: list[dict] = [
+        {
+            "type": "TextBlock",
+            "text": summary.title(event, kind),
+            "weight": "Bolder",
+            "size": "Medium",
+            "color": colour,
+            "wrap": True,
+        },
+        {
+            "type": "FactSet",
+            "facts": [{"title": name, "value": value} for name, value in summary.facts(event, kind, ctx)],
+        },
+    ]
+    worst = summary.worst_lines(event, kind)
+    if worst:
+        body.append({"type": "TextBlock", "text": "Worst partitions", "weight": "Bolder", "wrap": True})
+        body.append({"type": "TextBlock", "text": "\n".join(f"- {line}" for line in worst), "wrap": True})
+    doc: dict = {"$schema": CARD_SCHEMA, "type": "AdaptiveCard", "version": CARD_VERSION, "body": body}
+    if dashboard_url:
+        doc["actions"] = [
+            {"type": "Action.OpenUrl", "title": "Open in lagwatch", "url": summary.link(dashboard_url, event)}
+        ]
+    return doc
+
+
+def message(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> dict:
+    """The Workflows envelope: one attachment holding the card."""
+    return {
+        "type": "message",
+        "attachments": [
+            {
+                "contentType": "application/vnd.microsoft.card.adaptive",
+                "contentUrl": None,
+                "content": card(event, kind, ctx, dashboard_url),
+            }
+        ],
+    }
+
+
+def body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboard_url: str) -> bytes:
+    return json.dumps(message(event, kind, ctx, dashboard_url)).encode()
+
+
+CHANNEL = Channel("msteams", check, lambda config: config.url, body)

@@ -1,0 +1,73 @@
+"""`pagerduty`: PagerDuty's Events API v2 — open, update and repeat `trigger` an alert, close `resolve`s it; the
+`dedup_key` is lagwatch's incident id, so repeats and updates land on the same PagerDuty incident and the close
+resolves it.
+
+Options: `routing-key` (the integration key; masked in api answers), `url` (default: the Events API,
+https://events.pagerduty.com/v2/enqueue — a PagerDuty-compatible endpoint, or a test server, otherwise).
+Severity: critical for ERR, warning for WARN and lag-seconds thresholds; `source` is the cluster, `component` the
+group, and `custom_details` the facts and the worst partitions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from lagwatch.services.notifier.channels import Channel, require_post, summary
+from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.lag_threshold_event import is_lag_threshold_event
+
+EVENTS_API = "https://events.pagerduty.com/v2/enqueue"
+ROUTING_KEY = re.compile(r"^[A-Za-z0-9+/=_-]{8,64}$")
+SUMMARY_MAX = 1024  # the Events API's limit
+SEVERITY = {"ERR": "critical", "WARN": "warning"}
+
+
+def endpoint(config: SubscriptionConfig) -> str:
+    return config.url or EVENTS_API
+
+
+def check(config: SubscriptionConfig) -> dict[str, str]:
+    problems = require_post(config)
+    if not config.routing_key:
+        problems["routing_key"] = "required (the integration's routing key)"
+    elif not ROUTING_KEY.match(config.routing_key):
+        problems["routing_key"] = "8-64 letters, digits, '+', '/', '=', '_' or '-'"
+    return problems
+
+
+def event_body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboard_url: str) -> dict:
+    doc: dict = {
+        "routing_key": config.routing_key,
+        "dedup_key": event.get("incident_id") or f"{event['cluster']}/{event['group']}",
+        "event_action": "resolve" if summary.is_close(kind) else "trigger",
+    }
+    if summary.is_close(kind):
+        return doc
+    lag = is_lag_threshold_event(event)
+    doc["payload"] = {
+        "summary": summary.title(event, kind)[:SUMMARY_MAX],
+        "source": event["cluster"],
+        "severity": "warning" if lag else SEVERITY.get(event["status"], "info"),
+        "component": event["group"],
+        "group": event["cluster"],
+        "class": "consumer-lag-seconds" if lag else "consumer-group-status",
+        "custom_details": {
+            **dict(summary.facts(event, kind, ctx)),
+            "worst_partitions": summary.worst_lines(event, kind),
+            "notification": kind,
+        },
+    }
+    doc["client"] = "lagwatch"
+    if dashboard_url:
+        link = summary.link(dashboard_url, event)
+        doc["client_url"] = link
+        doc["links"] = [{"href": link, "text": "Open in lagwatch"}]
+    return doc
+
+
+def body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboard_url: str) -> bytes:
+    return json.dumps(event_body(config, event, kind, ctx, dashboard_url)).encode()
+
+
+CHANNEL = Channel("pagerduty", check, endpoint, body, options=("routing_key",), secrets=("routing_key",))

@@ -1,0 +1,85 @@
+"""Plain-text words for a notification, shared by the channels that are not Slack (Teams cards, PagerDuty
+summaries, Alertmanager annotations, e-mail): a title, and the facts worth showing as name/value pairs."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from lagwatch.services.notifier import templates
+from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
+
+CLOSING = frozenset({"close", "lag-close"})
+WORST_SHOWN = 5
+
+
+def link(dashboard_url: str, event: dict) -> str:
+    """`notifier.dashboard-url` for the event's group (`{cluster}`, `{group}` replaced, URL-quoted); '' if unset."""
+    return dashboard_url.replace("{cluster}", quote(event["cluster"], safe="")).replace(
+        "{group}", quote(event["group"], safe="")
+    )
+
+
+def is_close(kind: str) -> bool:
+    return kind in CLOSING
+
+
+def title(event: dict, kind: str) -> str:
+    """ "ERR: billing on prod", "Still WARN: ...", "Resolved: billing on prod is OK again", "Lag above 300 s: ..."."""
+    where = f"{event['group']} on {event['cluster']}"
+    if is_lag_threshold_event(event):
+        threshold = f"{threshold_key(event['threshold_seconds'])} s"
+        if kind == "lag-close":
+            return f"Resolved: {where} is back under {threshold}"
+        return f"{'Still above' if kind == 'lag-repeat' else 'Lag above'} {threshold}: {where}"
+    if kind == "close":
+        return f"Resolved: {where} is {'OK again' if event['status'] == 'OK' else 'gone (NOTFOUND)'}"
+    return f"{'Still ' if kind == 'repeat' else ''}{event['status']}: {where}"
+
+
+def behind(event: dict) -> str:
+    if event.get("max_lag_seconds") is None:
+        return "unknown"
+    at_least = "at least " if event.get("max_lag_seconds_lower_bound") else ""
+    return f"{at_least}{templates.duration(event['max_lag_seconds']) or '0s'}"
+
+
+def facts(event: dict, kind: str, ctx: dict) -> list[tuple[str, str]]:
+    """Name/value pairs: group, cluster, status, lag, partitions not OK, how long the incident lasts."""
+    out = [("Group", event["group"]), ("Cluster", event["cluster"])]
+    if is_lag_threshold_event(event):
+        out += [
+            ("Behind by", behind(event)),
+            ("Threshold", f"{threshold_key(event['threshold_seconds'])} s"),
+            ("Status (Burrow's rules)", event["status"]),
+        ]
+    else:
+        out.append(("Status", f"{event['previous_status']} -> {event['status']}"))
+    out.append(("Total lag", f"{event['totallag']:,}"))
+    if not is_lag_threshold_event(event):
+        out.append(("Partitions not OK", f"{len(event.get('partitions') or [])} of {event['partition_count']}"))
+        if event.get("max_lag_seconds") is not None and not is_close(kind):
+            out.append(("Behind by", behind(event)))
+    duration = templates.duration(ctx["incident"]["duration_s"])
+    if duration:
+        out.append((f"Incident {'lasted' if is_close(kind) else 'open for'}", duration))
+    if event.get("incident_id"):
+        out.append(("Incident", event["incident_id"]))
+    return out
+
+
+def worst_lines(event: dict, kind: str) -> list[str]:
+    """The worst partitions, one line each (none for a close)."""
+    if is_close(kind):
+        return []
+    if is_lag_threshold_event(event):
+        over = (event.get("partitions") or [])[:WORST_SHOWN]
+        return [
+            f"{p['topic']} / {p['partition']}: {templates.duration(p.get('lag_seconds')) or '?'} behind, "
+            f"lag {p['current_lag']:,}"
+            for p in over
+        ]
+    return [
+        f"{p['topic']} / {p['partition']}: {p['status']}, lag {p['current_lag']:,}"
+        + (f" ({p['owner']})" if p.get("owner") else "")
+        for p in templates.worst_partitions(event, WORST_SHOWN)
+    ]
