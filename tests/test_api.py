@@ -219,6 +219,14 @@ async def test_topics_are_listed_sorted_with_their_latest_offsets(api, http, red
     assert (status, body["message"]) == (404, "cluster not found")
 
 
+async def test_topic_offsets_leave_out_partitions_not_polled_yet_as_burrows_compacted_list(api, http, redis):
+    await WindowStore(redis).add_broker_offsets(CLUSTER, "sparse", {0: 5, 2: 7}, sampled_at=now_ms(), partition_count=3)
+    path = "/v3/kafka/local/topic/sparse"
+    assert await get(http, api.url + path) == (200, envelope(path, "topic offsets returned", offsets=[5, 7]))
+    status, body = await get(http, f"{api.url}/v3/kafka/nowhere/topic/sparse")
+    assert (status, body["message"]) == (404, "cluster or topic not found")
+
+
 # --- consumer groups ---------------------------------------------------------------------------------------------
 
 

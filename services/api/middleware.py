@@ -88,8 +88,9 @@ async def trailing_slash(request: web.Request, handler) -> web.StreamResponse:
     match = await request.app.router.resolve(request.clone(rel_url=target))
     if match.http_exception is not None:
         return await handler(request)
+    query = request.rel_url.raw_query_string
     redirect = web.HTTPMovedPermanently if request.method == "GET" else web.HTTPTemporaryRedirect
-    raise redirect(location=str(target))
+    raise redirect(location=raw[:-1] + (f"?{query}" if query else ""))
 
 
 @web.middleware

@@ -111,8 +111,10 @@ class GroupEvaluator:
         intervals, expire_ms = self.store.config.intervals, self.store.config.expire_group_ms
         requests: list[Transition] = []
         pending: dict[str, list[bytes]] = {}
+        gone = False  # some group is NOTFOUND: expired, deleted, or its keys expired in Redis
         for group, stored, state in zip(groups, stored_groups, states, strict=True):
             status = self.status_of(stored, now)
+            gone = gone or status is None
             if stored is not None and status is None:  # expired: forget its windows too
                 await self.store.delete_group(self.cluster, group)
             pending[group] = list(state.pending)  # left by an evaluator that stopped before publishing
@@ -144,6 +146,8 @@ class GroupEvaluator:
                 thresholds_s=thresholds,
             )
             report.watches[group] = watch(stored, intervals, lags)
+        if gone:  # names whose keys Redis expired on its own leave the group index too (not listed, not swept)
+            await self.store.unindex_expired(self.cluster, now)
         for request, applied in zip(requests, await self.statuses.transitions(self.cluster, requests), strict=True):
             if applied:
                 report.transitions += 1

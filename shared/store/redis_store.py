@@ -384,6 +384,13 @@ class WindowStore:
             await pipe.execute()
         return sum(removed)
 
+    async def unindex_expired(self, cluster: str, now_ms: int) -> int:
+        """Take every group whose newest commit is older than `expire-group` out of the group index (its keys expire
+        by themselves in Redis; the index would keep the name forever, listed and swept). One command, however
+        many: a group committing again is re-added by its writer (ZADD GT keeps a newer score). Returns how many."""
+        cutoff = now_ms - self.config.expire_group_ms
+        return await self.redis.zremrangebyscore(keys.groups_index(cluster), "-inf", f"({cutoff}")
+
     async def expire_groups(self, cluster: str, now_ms: int) -> list[str]:
         """Delete groups whose newest commit is older than `expire-group`; returns their names."""
         cutoff = now_ms - self.config.expire_group_ms
