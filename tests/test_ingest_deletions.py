@@ -1,6 +1,7 @@
 """What Kafka deletes, lagwatch forgets: a deleted topic's log-end history (so a topic re-created under its name gets
 lag in seconds right), and a partition whose committed offsets were deleted (`kafka-consumer-groups
---delete-offsets`, or expired by the broker: an offset-commit tombstone). Kafka mock -> ingest -> Redis -> api."""
+--delete-offsets`, or expired by the broker: an offset-commit tombstone). Kafka mock -> ingest -> Redis -> api or
+evaluator."""
 
 import asyncio
 import contextlib
@@ -9,10 +10,18 @@ from dataclasses import dataclass
 
 import aiohttp
 from kafka_helpers import CLUSTER, eventually, make_config, produce, running
+from test_evaluator import STATUS_TOPIC, StatusTopic
 
 from lagwatch.services.api.app import ApiServer
+from lagwatch.services.evaluator.service import EvaluatorService
+from lagwatch.services.ingest.broker_offsets import BrokerOffsets
+from lagwatch.services.ingest.metrics import read_totals
+from lagwatch.services.ingest.processor import BatchProcessor
+from lagwatch.services.ingest.records import RawRecord
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared.local.offsets_topic_writer import OffsetsTopicWriter
+from lagwatch.shared import offsets_codec as codec
+from lagwatch.shared.group_filter import GroupFilter
+from lagwatch.shared.local.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 
@@ -136,7 +145,6 @@ async def test_an_offset_commit_tombstone_removes_that_partitions_window_and_the
 ):
     """`kafka-consumer-groups --delete-offsets --topic orders:1`, or the broker expiring that offset: the coordinator
     writes a tombstone for the commit key. Burrow keeps the partition (a ghost, stale for good); lagwatch drops it."""
-    from lagwatch.shared.offsets_codec import encode_offset_commit_key
 
     kafka.create_topic("orders", 2)
     kafka.create_topic("audit", 1)
@@ -145,12 +153,12 @@ async def test_an_offset_commit_tombstone_removes_that_partitions_window_and_the
         for topic, partition in [("orders", 0), ("orders", 1), ("audit", 0)]:
             await writer.commit("billing", topic, partition, 0)
         await writer.commit("payments", "orders", 1, 0)
-        await writer.raw("ghost", encode_offset_commit_key("ghost", "orders", 0), None)  # never seen: nothing to do
+        await writer.raw("ghost", codec.encode_offset_commit_key("ghost", "orders", 0), None)  # unknown: a no-op
         all_three = [("audit", 0), ("orders", 0), ("orders", 1)]
         await eventually(lambda: _partitions_are(store, "billing", all_three))
         await eventually(lambda: _partitions_are(store, "payments", [("orders", 1)]))
 
-        await writer.raw("billing", encode_offset_commit_key("billing", "orders", 1), None)
+        await writer.raw("billing", codec.encode_offset_commit_key("billing", "orders", 1), None)
         await eventually(lambda: _partitions_are(store, "billing", [("audit", 0), ("orders", 0)]))
         listed = {(p["topic"], p["partition"]): p for p in (await lag_of(http, api, "billing"))["partitions"]}
         assert listed[("orders", 1)]["end"] is None  # listed as never committed (as Burrow lists them), no ghost
@@ -158,7 +166,7 @@ async def test_an_offset_commit_tombstone_removes_that_partitions_window_and_the
         assert await partitions_of(store, "payments") == [("orders", 1)]  # another group's offset stays
 
         # deleted, then committed again in the same batch or the next: the window starts afresh
-        await writer.raw("billing", encode_offset_commit_key("billing", "orders", 0), None)
+        await writer.raw("billing", codec.encode_offset_commit_key("billing", "orders", 0), None)
         await writer.commit("billing", "orders", 0, 7)
         await eventually(lambda: _newest_offset_of(store, "billing", ("orders", 0), 7))
         window = next(p for p in (await store.get_group(CLUSTER, "billing")).partitions if p.topic == "orders")
@@ -166,7 +174,7 @@ async def test_an_offset_commit_tombstone_removes_that_partitions_window_and_the
 
         # its last offsets: the group is gone (a group that only used assign() gets no group tombstone: Burrow #818)
         for topic, partition in [("orders", 0), ("audit", 0)]:
-            await writer.raw("billing", encode_offset_commit_key("billing", topic, partition), None)
+            await writer.raw("billing", codec.encode_offset_commit_key("billing", topic, partition), None)
         await eventually(lambda: _partitions_are(store, "billing", None))
         assert await lag_of(http, api, "billing") is None
         assert "billing" not in await store.list_groups(CLUSTER)
@@ -175,8 +183,6 @@ async def test_an_offset_commit_tombstone_removes_that_partitions_window_and_the
 
 
 async def _tombstones_counted(redis, n):
-    from lagwatch.services.ingest.metrics import read_totals
-
     return (await read_totals(redis, CLUSTER)).get("offset_commit_tombstone") == n
 
 
@@ -190,11 +196,6 @@ async def test_within_one_batch_a_tombstone_and_the_commits_around_it_apply_in_t
     """The batch processor, fed records directly (the order inside one batch is then certain): a commit after its
     partition's tombstone starts a new window; a tombstone of a group not loaded yet waits for its load with the
     group's other records; emptying a group deletes it in the same flush."""
-    from lagwatch.services.ingest.broker_offsets import BrokerOffsets
-    from lagwatch.services.ingest.processor import BatchProcessor
-    from lagwatch.services.ingest.records import RawRecord
-    from lagwatch.shared import offsets_codec as codec
-    from lagwatch.shared.group_filter import GroupFilter
 
     kafka.create_topic("orders", 2)
     await produce(kafka.bootstrap, "orders", {0: 20, 1: 20})
@@ -235,3 +236,43 @@ async def windows_of(store, group):
     """Partition -> committed offsets in its window, for the partitions with commits."""
     stored = await store.get_group(CLUSTER, group)
     return {p.partition: [e.offset for e in p.entries] for p in stored.partitions if p.packed}
+
+
+async def test_deleting_a_stopped_partitions_offset_resolves_the_groups_alert(kafka, redis_server, redis):
+    """The consumer stopped reading `legacy` and its offsets were deleted: in Burrow the stale partition keeps the
+    group in ERR (STOP) for good; in lagwatch the group's evaluation no longer sees it and the group is OK again.
+    Kafka mock -> ingest -> Redis -> evaluator -> status topic."""
+
+    for topic in ("orders", "legacy"):
+        kafka.create_topic(topic, 1)
+    kafka.create_topic("lagwatch.changes", 4)
+    kafka.create_topic(STATUS_TOPIC, 3)
+    await produce(kafka.bootstrap, "orders", {0: 10})
+    await produce(kafka.bootstrap, "legacy", {0: 10})
+    config = make_config(kafka.bootstrap, redis_server.url, EVALUATOR__SWEEP_INTERVAL="0.5")
+    store = WindowStore(redis, config.window())
+    async with (
+        OffsetsTopicWriter(kafka.bootstrap) as writer,
+        StatusTopic(kafka.bootstrap) as events,
+        running(IngestWorker(config, CLUSTER)),
+        running(EvaluatorService(config, CLUSTER, http_port=0)),
+    ):
+        await eventually(lambda: _newest_sample_is(store, "legacy", 10))
+        now = int(time.time() * 1000)
+        # legacy: three commits seconds ago, 4 messages behind, nothing since: STOP (the group ERR)
+        stale = [
+            OffsetCommitSpec("billing", "legacy", 0, off, timestamp=now - t)
+            for off, t in ((2, 4000), (4, 3500), (6, 3000))
+        ]
+        await writer.commits([*stale, OffsetCommitSpec("billing", "orders", 0, 10, timestamp=now)])
+        await eventually(lambda: _last_transition_is(events, "billing", "ERR"))
+        await writer.raw("billing", codec.encode_offset_commit_key("billing", "legacy", 0), None)
+        await eventually(lambda: _last_transition_is(events, "billing", "OK"))
+        assert events.transitions("billing")[-1] == ("ERR", "OK")
+        assert await partitions_of(store, "billing") == [("orders", 0)]
+
+
+async def _last_transition_is(events, group, status):
+    await events.read()
+    transitions = events.transitions(group)
+    return bool(transitions) and transitions[-1][1] == status
