@@ -1,8 +1,8 @@
 """A group the allow/deny regexes exclude once they changed is gone, with everything lagwatch kept for it: windows,
 status index, ready result, schedule. Its stored windows would otherwise drift to STOP over the next `expire-group`
-(7 days) and alert. Burrow forgets everything at a restart; lagwatch keeps state, so the evaluator deletes what
-the new lists exclude when it evaluates it (at its start, which follows any change of the configuration, and at
-every sweep). Kafka mock -> ingest -> Redis -> evaluator -> status topic."""
+(7 days) and alert. Burrow forgets everything at a restart; lagwatch keeps state, so it deletes what the new lists
+exclude: the ingest at its start, the evaluator whenever it evaluates such a group (at its start, then every sweep),
+whichever of them has the new lists. Kafka mock -> ingest -> Redis -> evaluator -> status topic."""
 
 import asyncio
 
@@ -75,3 +75,33 @@ async def test_groups_a_changed_denylist_excludes_are_purged_when_the_evaluator_
 
 async def _filtered(redis, n):
     return (await read_totals(redis, CLUSTER)).get("filtered", 0) >= n
+
+
+async def test_an_ingest_restarted_with_new_lists_purges_what_they_exclude_and_the_old_evaluator_follows(
+    kafka, redis_server, redis
+):
+    """Only the ingest got the new denylist (Burrow users know the lists as the consumer module's): it deletes the
+    excluded group's windows at its start and says so on the changes topic; the evaluator, still on the old lists,
+    records NOTFOUND at once, and nothing of the group is left to alert on."""
+    kafka.create_topic("orders", 1)
+    kafka.create_topic("lagwatch.changes", CHANGES_PARTITIONS)
+    kafka.create_topic(STATUS_TOPIC, 3)
+    await produce(kafka.bootstrap, "orders", {0: 10})
+    before = make_config(kafka.bootstrap, redis_server.url)  # the evaluator keeps its five-minute sweep
+    after = make_config(kafka.bootstrap, redis_server.url, STORAGE__GROUP_DENYLIST="^console-consumer-")
+    async with (
+        OffsetsTopicWriter(kafka.bootstrap) as writer,
+        StatusTopic(kafka.bootstrap) as events,
+        running(EvaluatorService(before, CLUSTER, http_port=0)),
+    ):
+        async with running(IngestWorker(before, CLUSTER)):
+            for group in (EXCLUDED, KEPT):
+                await writer.commit(group, "orders", 0, 10)
+                assert await events.until(group, 1) == [("NOTFOUND", "OK")]
+            await eventually(lambda: _keeps_all(redis, EXCLUDED))
+        async with running(IngestWorker(after, CLUSTER)):
+            assert await events.until(EXCLUDED, 2, timeout=10) == [("NOTFOUND", "OK"), ("OK", "NOTFOUND")]
+            kept = await what_lagwatch_keeps(redis, EXCLUDED)
+            assert kept == dict.fromkeys(kept, False), kept
+            assert await _keeps_all(redis, KEPT)
+            assert events.transitions(KEPT) == [("NOTFOUND", "OK")]

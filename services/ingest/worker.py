@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 SELF_REPORT_EVERY_S = 1.0
 MAX_BACKOFF_S = 5.0
+PURGE_CHUNK = 1000  # groups per round trip when deleting those the allow/deny lists exclude
 
 
 def consumer_group(cluster: str) -> str:
@@ -160,6 +161,7 @@ class IngestWorker:
         try:
             await self._start_history()
             await self._first_broker_poll()
+            await self._purge_excluded_groups()
             poller = asyncio.create_task(self.broker_offsets.run(self.stopping, self.caught_up))
             await self._consume_until_stopped()
         finally:
@@ -182,6 +184,28 @@ class IngestWorker:
         """Know the log-end offsets before the first commit needs one (retrying while Kafka or Redis is down)."""
         if not self.stopping.is_set():
             await self._retry("the first broker-offset poll", self.broker_offsets.tick)
+
+    async def _purge_excluded_groups(self) -> None:
+        """Groups stored before the allow/deny lists changed to exclude them leave Redis at start-up: their windows
+        would otherwise drift to STOP until `expire-group`. The evaluator, told they were deleted, records them
+        NOTFOUND (it also drops excluded groups itself, should only its configuration have changed)."""
+        group_filter = self.processor.group_filter
+        if self.stopping.is_set() or not (group_filter.allowlist or group_filter.denylist):
+            return
+        groups = await self._retry("listing groups", lambda: self.store.list_groups(self.cluster))
+        excluded = [g for g in groups or () if not group_filter.accepts(g)]
+
+        async def delete(chunk: list[str]) -> bool:
+            await self.store.delete_groups(self.cluster, chunk)
+            return True
+
+        for start in range(0, len(excluded), PURGE_CHUNK):
+            chunk = excluded[start : start + PURGE_CHUNK]
+            if not await self._retry("deleting excluded groups", lambda c=chunk: delete(c)):
+                return  # stopping
+            await self.changes.publish(self.cluster, [(group, "deleted") for group in chunk])
+        if excluded:
+            log.info("ingest %s: deleted %d groups the allow/deny lists exclude", self.cluster, len(excluded))
 
     async def _consume_until_stopped(self) -> None:
         """Join the group and consume; a consumer that fails (a fatal Kafka error) is replaced after a pause.
