@@ -45,7 +45,10 @@ SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_
 JSON = st.recursive(
     SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
 )
-VALUES = JSON | st.sampled_from(["WARN", "ERR", "slack", "webhook", "PUT", "{{ event.group }}", "{{ 2**99999 }}"])
+NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{{ i }}{% endfor %}{% endfor %}"
+CATASTROPHIC_REGEX = "^(a|aa)*$"  # exponential for a backtracking engine on "aaa...a!"
+HOSTILE = ["{{ 2**99999 }}", NESTED_LOOPS, CATASTROPHIC_REGEX, "(?!x)a", "(a"]
+VALUES = JSON | st.sampled_from(["WARN", "ERR", "slack", "webhook", "PUT", "{{ event.group }}", *HOSTILE])
 # mostly valid documents with a few odd values (those reach the deepest checks), and anything at all
 NEARLY_VALID = st.fixed_dictionaries({"url": URLS}, optional={name: VALUES for name in OPTIONS if name != "url"})
 DOCUMENTS = NEARLY_VALID | st.dictionaries(st.sampled_from(OPTIONS) | st.text(max_size=8), VALUES, max_size=8) | JSON

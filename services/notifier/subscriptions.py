@@ -42,7 +42,7 @@ from lagwatch.shared.config import (
     field_problems,
     option_name,
 )
-from lagwatch.shared.group_filter import GroupFilter
+from lagwatch.shared.group_filter import GroupFilter, linear_regex_problem
 from lagwatch.shared.lag_threshold_index import index_entry
 from lagwatch.shared.protocol import Status
 from lagwatch.shared.store import keys
@@ -109,13 +109,14 @@ def compile_subscription(config: SubscriptionConfig, source: str) -> Subscriptio
             lag_threshold_s=config.lag_seconds_threshold,
             hold_for_ms=int(config.hold_for * 1000),
         ),
-        groups=GroupFilter(config.group_allowlist, config.group_denylist),
+        groups=GroupFilter(config.group_allowlist, config.group_denylist, linear=True),
     )
 
 
 def _deep_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[str, str]:
-    """What the configuration model cannot check alone: URL safety (without a DNS lookup) and the templates (in a
-    template worker: this blocks the calling thread, for at most the workers' time budget per template)."""
+    """What the configuration model cannot check alone: URL safety (without a DNS lookup), the group regexes in
+    RE2's syntax, and the templates (in a template worker: this blocks the calling thread, for at most the
+    workers' time budget per template)."""
     problems = channels.problems(config)
     target, field_name = guarded_target(config)
     if field_name not in problems:
@@ -123,6 +124,10 @@ def _deep_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[s
             address_guard.check_url_static(target, allow_private=allow_private)
         except address_guard.TargetError as exc:
             problems[field_name] = str(exc)
+    for name in ("group_allowlist", "group_denylist"):  # matched with RE2, in linear time (group_filter.py)
+        problem = linear_regex_problem(getattr(config, name))
+        if problem:
+            problems[name] = problem
     for name in ("body_template", "url_template"):
         source = getattr(config, name)
         if source:
