@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
+from lagwatch.shared.http_client_errors import quiet_client_errors
+
 ReadinessCheck = Callable[[], Awaitable[bool]]
 LivenessCheck = Callable[[], bool]
 CHECK_TIMEOUT_S = 2.0  # a dependency that does not answer a readiness check within this is not ready
@@ -45,6 +47,7 @@ class HealthServer:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
+        quiet_client_errors()  # a malformed request is a WARNING line, not an ERROR with a traceback
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)

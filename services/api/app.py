@@ -16,6 +16,7 @@ from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.metrics import METRICS, ApiMetrics, handle_metrics
 from lagwatch.services.api.middleware import errors_as_json, timed, trailing_slash
 from lagwatch.shared.config import Config
+from lagwatch.shared.http_client_errors import quiet_client_errors
 from lagwatch.shared.service_lifecycle import run_until_signalled
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class ApiServer:
 
     async def run(self) -> None:
         """Serve until `stopping` is set; in-flight requests get a short grace period at shutdown."""
+        quiet_client_errors()  # a malformed request is a WARNING line, not an ERROR with a traceback
         runner = web.AppRunner(create_app(self.config), access_log=None, shutdown_timeout=5.0)
         await runner.setup()
         try:
