@@ -9,6 +9,7 @@
     lagwatch run archiver                      the history topic to Parquet files, for the Spark replay
     lagwatch spark reprocess --input H --output O   replay commit history with the live rules, on Spark
     lagwatch notify replay-dlq [--subscription ID] [--since 2h]   re-send dead-lettered notifications
+    lagwatch migrate burrow-config burrow.toml [--templates DIR]   Burrow's configuration as lagwatch's YAML
 
 Usage errors and invalid input exit with code 2 and one line on stderr.
 """
@@ -84,6 +85,16 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
     replay.add_argument("--cluster", default=None, help="the cluster holding the dead-letter topic")
     replay.set_defaults(handler=_notify_replay_dlq)
+
+    migrate = commands.add_parser("migrate", help="moving from Burrow").add_subparsers(title="migrate commands")
+    burrow = migrate.add_parser(
+        "burrow-config", help="print a Burrow configuration (TOML) as lagwatch's YAML; warnings go to stderr"
+    )
+    burrow.add_argument("burrow_toml", type=Path, help="Burrow's configuration file")
+    burrow.add_argument(
+        "--templates", type=Path, action="append", default=[], help="a folder holding the notifiers' templates"
+    )
+    burrow.set_defaults(handler=_migrate_burrow_config)
 
     spark = commands.add_parser("spark", help="history reprocessing on Spark").add_subparsers(title="spark commands")
     reprocess = spark.add_parser(
@@ -228,6 +239,27 @@ async def _replay_dlq(config, cluster: str, subscription: str | None, since_ms: 
     finally:
         await redis.aclose()
     return {"read": len(records), "matched": len(chosen), **result}
+
+
+def _migrate_burrow_config(args: argparse.Namespace) -> int:
+    """The YAML on stdout; what is not carried over, or changes meaning, as warnings on stderr."""
+    from lagwatch.burrow_config import migrate_file
+    from lagwatch.shared.config import Config, ConfigError, build_section
+
+    try:
+        migration = migrate_file(args.burrow_toml, args.templates)
+    except OSError as exc:
+        raise InputError(f"cannot read {args.burrow_toml}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    try:
+        build_section(Config, migration.config)
+    except ConfigError as exc:  # a value Burrow took that lagwatch refuses (a regex, say): the user must see it
+        migration.warnings.append(f"the result does not load as it is: {exc}")
+    print(migration.yaml(args.burrow_toml.name), end="")
+    for warning in migration.warnings:
+        print(f"lagwatch: warning: {warning}", file=sys.stderr)
+    return 0
 
 
 def _spark_reprocess(job_args: list[str]) -> int:

@@ -112,7 +112,7 @@ MEANINGS = {
     "subscriptions[].to": "`email`: the recipients (a list)",
     "subscriptions[].starttls": "`email`: STARTTLS before anything else (never falls back to clear text)",
     "subscriptions[].secret": "HMAC-SHA256 key for `X-Lagwatch-Signature`; empty = unsigned",
-    "subscriptions[].method": "`POST`, `PUT` or `PATCH`",
+    "subscriptions[].method": "`POST`, `PUT`, `PATCH` or `DELETE`",
     "subscriptions[].headers": "extra request headers",
     "subscriptions[].body-template": "sandboxed Jinja2 body; empty = the default (Block Kit / the event JSON)",
     "subscriptions[].url-template": "sandboxed Jinja2 URL; empty = `url`",

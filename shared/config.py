@@ -179,7 +179,19 @@ THRESHOLDS = ("OK", "WARN", "ERR")  # group statuses a subscription's threshold 
 SUBSCRIPTION_TYPES = ("slack", "webhook", "alertmanager", "pagerduty", "msteams", "email")
 _TYPES_PROBLEM = f"must be one of {', '.join(SUBSCRIPTION_TYPES)}"
 SUBSCRIPTION_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-HTTP_METHODS = ("POST", "PUT", "PATCH")
+HTTP_METHODS = ("POST", "PUT", "PATCH", "DELETE")  # DELETE: Burrow's usual `method-close`
+MAX_REQUEST_TIMEOUT = 300.0
+
+
+_METHODS_PROBLEM = f"must be one of {', '.join(HTTP_METHODS)}"
+
+
+def _close_method(v: str) -> str | None:
+    return None if v in ("", *HTTP_METHODS) else _METHODS_PROBLEM
+
+
+def _request_timeout(v: float) -> str | None:
+    return _non_negative(v) or (None if v <= MAX_REQUEST_TIMEOUT else f"must be <= {MAX_REQUEST_TIMEOUT:g}")
 
 
 def _subscription_id(v: str) -> str | None:
@@ -199,9 +211,12 @@ class SubscriptionConfig:
     # required but for `email` (SMTP) and `pagerduty` (the Events API's); services/notifier/channels check it
     url: str = field(default="", metadata={"check": lambda v: None if v.strip() else "must not be empty"})
     secret: str = ""  # HMAC-SHA256 key for X-Lagwatch-Signature (webhooks)
-    method: str = field(
-        default="POST", metadata={"check": lambda v: None if v in HTTP_METHODS else "must be POST, PUT or PATCH"}
-    )
+    method: str = field(default="POST", metadata={"check": lambda v: None if v in HTTP_METHODS else _METHODS_PROBLEM})
+    url_close: str = ""  # Burrow's: closes (close, lag-close) go here; empty = url; keeps url's scheme, host, port
+    method_close: str = field(default="", metadata={"check": _close_method})  # closes' method; empty = `method`
+    timeout: float = field(default=0.0, metadata={"check": _request_timeout})  # seconds per request; 0 = notifier's
+    extra_ca: str = ""  # CAs trusted besides the system's: PEM text, or a PEM file's path (configuration file only)
+    noverify: bool = False  # https without certificate checks (Burrow's `noverify`): test endpoints only
     headers: dict[str, str] = field(default_factory=dict)
     body_template: str = ""  # Jinja2 (sandboxed); empty = the default body (Slack Block Kit / the event JSON)
     url_template: str = ""  # Jinja2 (sandboxed); empty = `url`

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from lagwatch.services.notifier import metrics
+from lagwatch.services.notifier import metrics, tls
 from lagwatch.services.notifier.channels import SendFailure
 from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.channels.email import Mail
@@ -189,14 +189,27 @@ class Sender:
 
     async def _send(self, request: Request) -> Result:
         assert self.session is not None, "Sender.start() first"
+        timeout = self.timeout  # a subscription's own `timeout` (Burrow's per-notifier one) replaces the notifier's
+        if request.timeout_s:
+            timeout = aiohttp.ClientTimeout(total=request.timeout_s, connect=request.timeout_s)
+        try:
+            ssl = tls.client_context(request.extra_ca, request.noverify)
+        except tls.TlsProblem as exc:  # a CA file gone since start-up: fix it, then replay the dead letter
+            return Result(False, error=str(exc))
         try:
             async with self.session.request(
-                request.method, request.url, data=request.body, headers=request.headers, allow_redirects=False
+                request.method,
+                request.url,
+                data=request.body,
+                headers=request.headers,
+                allow_redirects=False,
+                timeout=timeout,
+                ssl=ssl,
             ) as response:
                 text = (await response.content.read(ERROR_BODY_CHARS)).decode("utf-8", "replace")
                 return classify(response.status, response.headers.get("Retry-After"), text)
         except TimeoutError:
-            return Result(False, error=f"timeout after {self.timeout.total}s", retryable=True, host_failure=True)
+            return Result(False, error=f"timeout after {timeout.total}s", retryable=True, host_failure=True)
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, ForbiddenAddress):
                 return Result(False, error=f"target refused: {exc.os_error}")
@@ -207,7 +220,6 @@ class Sender:
             return Result(
                 False, error=f"connection failed: {type(exc).__name__}: {exc}", retryable=True, host_failure=True
             )
-
 
     async def _send_mail(self, mail: Mail) -> Result:
         try:

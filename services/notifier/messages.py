@@ -10,6 +10,9 @@
   event), or the subscription's `body_template`.
 
 Either can be replaced by a sandboxed Jinja2 `body_template` (and `url_template`); see templates.py.
+Burrow's HTTP notifier options: closes (close, lag-close) go to `url_close` with `method_close` when set; with a
+`username`, the request carries basic auth (UTF-8, as Go's SetBasicAuth); `timeout`, `extra_ca` and `noverify`
+travel with the request to the sender (delivery.py, tls.py).
 Every request carries X-Lagwatch-Event-Id, X-Lagwatch-Timestamp, X-Lagwatch-Notification (open, update, repeat,
 close, status, lag-open, lag-repeat, lag-close), X-Lagwatch-Subscription, X-Lagwatch-Attempt and, when the
 subscription has a secret, X-Lagwatch-Signature (signing.py).
@@ -17,6 +20,7 @@ subscription has a secret, X-Lagwatch-Signature (signing.py).
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from dataclasses import dataclass
@@ -38,6 +42,7 @@ STATUS_EMOJI = {"ERR": ":red_circle:", "WARN": ":large_yellow_circle:", "OK": ":
 STATUS_COLOUR = {"ERR": "#E01E5A", "WARN": "#ECB22E", "OK": "#2EB67D", "NOTFOUND": "#9E9E9E"}
 LAG_COLOUR = "#E8912D"  # a lag-threshold alert: neither Burrow's WARN nor its ERR
 HEADER_MAX = 150  # Slack's limit for a header block's text
+CLOSE_KINDS = frozenset({"close", "lag-close"})  # sent to url-close with method-close, when set
 WORST_SHOWN = 5
 
 
@@ -51,6 +56,9 @@ class Request:
     url: str
     headers: dict[str, str]
     body: bytes
+    timeout_s: float = 0.0  # 0: the notifier's request-timeout
+    extra_ca: str = ""  # CAs trusted besides the system's (tls.py)
+    noverify: bool = False
 
 
 def _slack_escape(text: object) -> str:
@@ -244,7 +252,10 @@ def build_request(
                 attempt=delivery.attempts,
                 timestamp=int(now),
             )
+        closing = delivery.kind in CLOSE_KINDS
         url = _templated_url(sub.url_template, ctx) if sub.url_template else endpoint
+        if closing and sub.url_close and not sub.url_template:
+            url = sub.url_close
         if sub.body_template:
             body = template_worker.WORKERS.render(sub.body_template, ctx).encode()
         elif channel is not None and channel.body is not None:  # alertmanager, pagerduty, msteams
@@ -266,6 +277,9 @@ def build_request(
     headers = CIMultiDict({"Content-Type": "application/json", "User-Agent": USER_AGENT})
     for name, value in sub.headers.items():  # the subscription's replace ours, whatever their case...
         headers[name] = value
+    if sub.username:  # (never with an Authorization header: subscriptions.py refuses both)
+        credentials = f"{sub.username}:{sub.password}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(credentials).decode("ascii")
     headers.update(  # ...except the notifier's own
         {
             signing.EVENT_ID_HEADER: delivery.notification_id,
@@ -279,4 +293,5 @@ def build_request(
         headers[signing.SIGNATURE_HEADER] = signing.sign(
             sub.secret, timestamp, delivery.notification_id, delivery.kind, body
         )
-    return Request(sub.method, url, dict(headers), body)
+    method = sub.method_close or sub.method if closing else sub.method
+    return Request(method, url, dict(headers), body, sub.timeout, sub.extra_ca, sub.noverify)

@@ -5,12 +5,14 @@ validated further (URL safety, templates), compiled (regexes, templates, policy)
 Field names: the configuration file uses its usual kebab-case (`send-close`); the api's JSON uses snake_case
 (`send_close`) and accepts kebab-case too.
 
-Everything that may carry a credential — the URL past scheme://host:port, `secret`, every header value, every
-extra, and the templates (but for token holders) — is masked in every api answer (`****` + the last 4 characters
-of long values) and never logged: log lines name a subscription by id and its destination (scheme://host:port)
-only. Credentials stay with their destination: when a change moves a subscription to another scheme, host or port,
-its stored secret, headers and extras are dropped unless the change gives them again, and a url-template may
-change the path and query only (and never sees extras with credential-like names: they would travel in clear).
+Everything that may carry a credential — the URLs past scheme://host:port, `secret`, the basic-auth `password`,
+every header value, every extra, and the templates (but for token holders) — is masked in every api answer
+(`****` + the last 4 characters of long values) and never logged: log lines name a subscription by id and its
+destination (scheme://host:port) only. Credentials stay with their destination: when a change moves a
+subscription to another scheme, host or port, its stored secret, basic-auth username and password, headers and
+extras are dropped unless the change gives them again; `url-close` must keep `url`'s scheme, host and port, and a
+url-template may change the path and query only (and never sees extras with credential-like names: they would
+travel in clear).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from urllib.parse import urlsplit
 from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
-from lagwatch.services.notifier import channels, template_worker
+from lagwatch.services.notifier import channels, template_worker, tls
 from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.policy import Policy
 from lagwatch.services.notifier.templates import TemplateProblem
@@ -113,7 +115,7 @@ def compile_subscription(config: SubscriptionConfig, source: str) -> Subscriptio
     )
 
 
-def _deep_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[str, str]:
+def _deep_problems(config: SubscriptionConfig, *, allow_private: bool, read_files: bool = True) -> dict[str, str]:
     """What the configuration model cannot check alone: URL safety (without a DNS lookup), the group regexes in
     RE2's syntax, and the templates (in a template worker: this blocks the calling thread, for at most the
     workers' time budget per template)."""
@@ -124,6 +126,8 @@ def _deep_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[s
             address_guard.check_url_static(target, allow_private=allow_private)
         except address_guard.TargetError as exc:
             problems[field_name] = str(exc)
+    problems.update(_close_url_problems(config, allow_private=allow_private))
+    problems.update(_http_options_problems(config, read_files=read_files))
     for name in ("group_allowlist", "group_denylist"):  # matched with RE2, in linear time (group_filter.py)
         problem = linear_regex_problem(getattr(config, name))
         if problem:
@@ -142,6 +146,35 @@ def _deep_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[s
             problems[f"headers.{header}"] = "X-Lagwatch-* headers are set by the notifier"
         elif "\r" in value or "\n" in value:
             problems[f"headers.{header}"] = "header values cannot contain line breaks"
+    return problems
+
+
+def _close_url_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[str, str]:
+    """Burrow's `url-close`: guarded as `url` is, and on url's destination (its credentials are for that host)."""
+    if not config.url_close:
+        return {}
+    try:
+        address_guard.check_url_static(config.url_close, allow_private=allow_private)
+        same = address_guard.destination(config.url_close) == address_guard.destination(config.url)
+    except (address_guard.TargetError, ValueError) as exc:
+        return {"url_close": str(exc)}
+    return {} if same else {"url_close": "must keep url's scheme, host and port (credentials stay with their host)"}
+
+
+def _http_options_problems(config: SubscriptionConfig, *, read_files: bool) -> dict[str, str]:
+    """Burrow's HTTP notifier options: basic auth, and the CAs trusted for https requests (an extra-ca path is
+    read only with `read_files`: the configuration file's, never the api's)."""
+    problems: dict[str, str] = {}
+    if config.type != "email" and config.username:
+        if ":" in config.username:
+            problems["username"] = "cannot contain ':' (basic auth joins username and password with it)"
+        elif any(h.lower() == "authorization" for h in config.headers):
+            problems["username"] = "give either username/password (basic auth) or an Authorization header"
+    if config.extra_ca and (read_files or tls.is_pem(config.extra_ca)):
+        try:
+            tls.client_context(config.extra_ca, False)
+        except tls.TlsProblem as exc:
+            problems["extra_ca"] = str(exc)
     return problems
 
 
@@ -212,7 +245,9 @@ async def validate_document(
         raise SubscriptionInvalid(problems)
     config = build_section(SubscriptionConfig, raw)
     problems = masked_values(config)
-    problems.update(await asyncio.to_thread(_deep_problems, config, allow_private=allow_private))
+    if config.extra_ca and not tls.is_pem(config.extra_ca):  # a path would have the notifier open its host's files
+        problems["extra_ca"] = "give the CA certificates' PEM text (file paths are for the configuration file only)"
+    problems.update(await asyncio.to_thread(_deep_problems, config, allow_private=allow_private, read_files=False))
     target, field_name = guarded_target(config)
     if field_name not in problems and resolve:
         try:
@@ -265,6 +300,7 @@ def masked_document(config: SubscriptionConfig, source: str, *, show_templates: 
     (they may hold any of these) unless `show_templates` (for token holders, who write them)."""
     doc = to_document(config)
     doc["url"] = mask_url(config.url) if config.url else ""
+    doc["url_close"] = mask_url(config.url_close) if config.url_close else ""
     for name in ("secret", *channels.secret_options()):
         doc[name] = mask(doc[name]) if doc[name] else ""
     doc["headers"] = {k: mask(v) for k, v in config.headers.items()}
@@ -280,7 +316,7 @@ def unmask_unchanged(doc: Mapping[str, Any], existing: SubscriptionConfig) -> di
     """Replace values that equal what the api showed for `existing` by `existing`'s real values."""
     shown = masked_document(existing, SOURCE_API)
     out = dict(doc)
-    for name in ("url", "secret", *channels.secret_options(), *TEMPLATES):
+    for name in ("url", "url_close", "secret", *channels.secret_options(), *TEMPLATES):
         if out.get(name) == shown[name] and shown[name] != getattr(existing, name):
             out[name] = getattr(existing, name)
     for name in ("headers", "extras"):
@@ -308,7 +344,8 @@ def moves(doc: Mapping[str, Any], existing: SubscriptionConfig, *, merge: bool) 
 def without_credentials(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A stored document without what was meant for its destination only: secret, headers, extras and the
     channels' credentials (routing-key, password)."""
-    return {**doc, "secret": "", "headers": {}, "extras": {}, **dict.fromkeys(channels.secret_options(), "")}
+    cleared = dict.fromkeys(("secret", "username", *channels.secret_options()), "")
+    return {**doc, **cleared, "headers": {}, "extras": {}}
 
 
 def masked_values(config: SubscriptionConfig) -> dict[str, str]:

@@ -1,0 +1,361 @@
+"""`lagwatch migrate burrow-config burrow.toml`: a Burrow configuration as lagwatch's YAML.
+
+Clusters (with their client profile's client id, TLS and SASL, and their consumer's offsets topic, start-latest
+and group lists), storage, evaluator, the HTTP server, and HTTP notifiers as webhook subscriptions — their Go
+templates rewritten in Jinja2 (go_template.py) where Burrow's helpers allow. Whatever has no counterpart, or
+changes meaning, is a warning (printed on stderr by the command). Option names: docs/migrating-from-burrow.md.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lagwatch.go_template import Untranslatable, translate
+
+THRESHOLDS = {0: "OK", 1: "OK", 2: "WARN", 3: "ERR"}  # Burrow's status numbers (0: NOTFOUND is never notified)
+BURROW_TIMEOUT_S = 5  # Burrow's http notifier default
+BURROW_INTERVAL_S = 60  # Burrow's notifier `interval` default (and `send-interval`'s)
+IGNORED_SECTIONS = {
+    "general": "pidfile, stdout-logfile, CORS: run under a supervisor; no CORS header (put a proxy in front)",
+    "logging": "use `lagwatch run … --log-file FILE --log-level LEVEL`; rotation is logrotate's",
+    "zookeeper": "not needed: Kafka consumer groups and Redis share the work",
+}
+
+
+@dataclass
+class Migration:
+    config: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def yaml(self, source: str = "burrow.toml") -> str:
+        header = f"# lagwatch configuration translated from {source} by `lagwatch migrate burrow-config`\n"
+        return header + yaml.dump(self.config, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (templates) as literal blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value and not any(c in value for c in "\r\t") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def migrate_file(path: Path, template_dirs: list[Path] | None = None) -> Migration:
+    """Read Burrow's TOML (ValueError when it is not TOML) and translate it. Template files are looked for as
+    Burrow's paths say, then by name in `template_dirs` and beside the configuration file."""
+    try:
+        burrow = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path} is not valid TOML: {exc}") from None
+    return migrate(burrow, [*(template_dirs or []), path.parent])
+
+
+def migrate(burrow: Mapping[str, Any], template_dirs: list[Path] | None = None) -> Migration:
+    m = _Migrator(burrow, template_dirs or [])
+    config = m.run()
+    return Migration(config, list(dict.fromkeys(m.warnings)))
+
+
+class _Migrator:
+    def __init__(self, burrow: Mapping[str, Any], template_dirs: list[Path]) -> None:
+        self.burrow = burrow
+        self.template_dirs = template_dirs
+        self.warnings: list[str] = []
+
+    def warn(self, where: str, text: str) -> None:
+        self.warnings.append(f"{where}: {text}")
+
+    def section(self, name: str) -> dict[str, Mapping[str, Any]]:
+        value = self.burrow.get(name) or {}
+        return {k: v for k, v in value.items() if isinstance(v, Mapping)}
+
+    def run(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"redis": {"url": "redis://127.0.0.1:6379/0"}}
+        known = {"cluster", "consumer", "client-profile", "tls", "sasl", "iam", "storage", "evaluator", "httpserver",
+                 "notifier", *IGNORED_SECTIONS}  # fmt: skip
+        for name, why in IGNORED_SECTIONS.items():
+            if name in self.burrow:
+                self.warn(f"[{name}]", f"not carried over: {why}")
+        for name in sorted(set(self.burrow) - known):
+            self.warn(f"[{name}]", "unknown section, not carried over")
+        out["clusters"] = self.clusters()
+        storage = self.one("storage", self.storage)
+        if storage:
+            out["storage"] = storage
+        evaluator = self.one("evaluator", self.evaluator)
+        if evaluator:
+            out["evaluator"] = evaluator
+        api = self.one("httpserver", self.httpserver)
+        if api:
+            out["api"] = api
+        subscriptions = [s for name, body in self.section("notifier").items() if (s := self.notifier(name, body))]
+        if subscriptions:
+            out["subscriptions"] = subscriptions
+        return out
+
+    def one(self, kind: str, translate_one: Any) -> dict[str, Any]:
+        modules = self.section(kind)
+        if len(modules) > 1:
+            self.warn(
+                f"[{kind}]", f"{len(modules)} modules; lagwatch has one: the first ({next(iter(modules))}) is used"
+            )
+        for name, body in modules.items():
+            return translate_one(f"[{kind}.{name}]", body)
+        return {}
+
+    def unused(self, where: str, body: Mapping[str, Any], used: set[str], why: Mapping[str, str] | None = None) -> None:
+        for key in sorted(set(body) - used):
+            self.warn(where, f"{key} is not carried over" + (f": {why[key]}" if why and key in why else ""))
+
+    # --- clusters -----------------------------------------------------------------------------------------------
+
+    def clusters(self) -> dict[str, Any]:
+        clusters: dict[str, dict[str, Any]] = {}
+        for name, body in self.section("cluster").items():
+            where = f"[cluster.{name}]"
+            if body.get("class-name", "kafka") != "kafka":
+                self.warn(where, f"class-name {body['class-name']!r} is not supported; skipped")
+                continue
+            out: dict[str, Any] = {}
+            if body.get("servers"):
+                out["bootstrap-servers"] = list(body["servers"])
+            for key in ("topic-refresh", "offset-refresh"):
+                if key in body:
+                    out[key] = body[key]
+            out.update(self.client_profile(where, body.get("client-profile")))
+            self.unused(where, body, {"class-name", "servers", "topic-refresh", "offset-refresh", "client-profile"},
+                        {"groups-reaper-refresh": "groups go away on their group-metadata tombstone or after "
+                         "storage.expire-group"})  # fmt: skip
+            clusters[name] = out
+        consumed: set[str] = set()
+        for name, body in self.section("consumer").items():
+            self.consumer(f"[consumer.{name}]", body, clusters, consumed)
+        if not clusters:
+            self.warn("[cluster]", "no Kafka cluster: add one under clusters:")
+        return clusters
+
+    def consumer(
+        self, where: str, body: Mapping[str, Any], clusters: dict[str, dict[str, Any]], consumed: set[str]
+    ) -> None:
+        if body.get("class-name", "kafka") != "kafka":
+            self.warn(where, f"class-name {body.get('class-name')!r}: offsets in ZooKeeper are not read; skipped")
+            return
+        name = str(body.get("cluster", ""))
+        cluster = clusters.get(name)
+        if cluster is None:
+            self.warn(where, f"its cluster {name!r} is not configured; skipped")
+            return
+        if name in consumed:
+            self.warn(where, "a second consumer of the same cluster: lagwatch reads a cluster's offsets once; skipped")
+            return
+        consumed.add(name)
+        if body.get("servers") and list(body["servers"]) != cluster.get("bootstrap-servers"):
+            self.warn(where, "servers differ from its cluster's: lagwatch uses the cluster's bootstrap-servers")
+        for key in ("offsets-topic", "start-latest"):
+            if key in body:
+                cluster[key] = body[key]
+        for old, new in (("group-whitelist", "group-allowlist"), ("group-blacklist", "group-denylist")):
+            if body.get(old) and not body.get(new):
+                cluster[new] = body[old]
+        for key in ("group-allowlist", "group-denylist"):
+            if body.get(key):
+                cluster[key] = body[key]
+        for key, value in self.client_profile(where, body.get("client-profile")).items():
+            cluster.setdefault(key, value)  # the cluster's own profile first
+        self.unused(where, body, {"class-name", "cluster", "servers", "offsets-topic", "start-latest", "client-profile",
+                                  "group-whitelist", "group-blacklist", "group-allowlist", "group-denylist"},
+                    {"backfill-earliest": "a brand-new ingest group reads the offsets topic from its beginning "
+                     "unless start-latest"})  # fmt: skip
+
+    def client_profile(self, where: str, name: Any) -> dict[str, Any]:
+        if not name:
+            return {}
+        profiles = self.section("client-profile")
+        if name not in profiles:
+            self.warn(where, f"client-profile {name!r} is not defined")
+            return {}
+        body = profiles[name]
+        here = f"[client-profile.{name}]"
+        out: dict[str, Any] = {}
+        if "client-id" in body:
+            out["client-id"] = body["client-id"]
+        if body.get("tls"):
+            out["tls"] = self.tls(here, body["tls"])
+        if body.get("sasl"):
+            out["sasl"] = self.sasl(here, body["sasl"])
+        if body.get("iam"):
+            self.warn(here, "iam (AWS MSK IAM) is not supported: use SASL/SCRAM on MSK")
+        self.unused(
+            here,
+            body,
+            {"client-id", "tls", "sasl", "iam", "kafka-version"},
+            {"dial-timeout": "librdkafka's defaults apply", "read-timeout": "librdkafka's defaults apply"},
+        )
+        return out
+
+    def tls(self, where: str, name: str) -> dict[str, Any]:
+        profiles = self.section("tls")
+        body = profiles.get(name, {})
+        if name not in profiles:
+            self.warn(where, f"tls profile {name!r} is not defined: TLS with the system's CAs")
+        out: dict[str, Any] = {"enabled": True}
+        for old, new in (("cafile", "ca-file"), ("certfile", "cert-file"), ("keyfile", "key-file")):
+            if body.get(old):
+                out[new] = body[old]
+        if body.get("noverify"):
+            out["verify-hostname"] = False
+            self.warn(f"[tls.{name}]", "noverify: lagwatch still checks the brokers' certificate chain (only the "
+                      "host-name check is off)")  # fmt: skip
+        return out
+
+    def sasl(self, where: str, name: str) -> dict[str, Any]:
+        profiles = self.section("sasl")
+        if name not in profiles:
+            self.warn(where, f"sasl profile {name!r} is not defined")
+            return {}
+        body = profiles[name]
+        mechanism = str(body.get("mechanism") or "PLAIN").upper()
+        if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            self.warn(f"[sasl.{name}]", f"mechanism {mechanism!r} is not supported; PLAIN is written")
+            mechanism = "PLAIN"
+        return {"mechanism": mechanism, "username": body.get("username", ""), "password": body.get("password", "")}
+
+    # --- storage, evaluator, api --------------------------------------------------------------------------------
+
+    def storage(self, where: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        out = {k: body[k] for k in ("intervals", "expire-group", "min-distance", "group-allowlist", "group-denylist")
+               if body.get(k) not in (None, "")}  # fmt: skip
+        self.unused(where, body, {"class-name", *out, "group-allowlist", "group-denylist"},
+                    {"workers": "scale with ingest workers", "queue-depth": "scale with ingest workers"})  # fmt: skip
+        return out
+
+    def evaluator(self, where: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        out = {k: body[k] for k in ("minimum-complete", "allowed-lag") if k in body}
+        self.unused(where, body, {"class-name", *out}, {"expire-cache": "groups are evaluated as commits arrive"})
+        return out
+
+    def httpserver(self, where: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        address = str(body.get("address", ":8000"))
+        host, _, port = address.rpartition(":")
+        out["host"] = host.strip("[]") or "0.0.0.0"
+        if port.isdigit():
+            out["port"] = int(port)
+        if "timeout" in body:
+            out["request-timeout"] = body["timeout"]
+        self.unused(where, body, {"address", "timeout"}, {"tls": "terminate TLS at a proxy or load balancer"})
+        return out
+
+    # --- notifiers ----------------------------------------------------------------------------------------------
+
+    def notifier(self, name: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        where = f"[notifier.{name}]"
+        kind = body.get("class-name", "")
+        if kind != "http":
+            why = {"email": "add an `email` subscription (smtp-host, from, to) by hand", "null": "nothing to send"}
+            self.warn(where, f"class-name {kind!r} is not translated" + (f": {why[kind]}" if kind in why else ""))
+            return None
+        if not body.get("url-open"):
+            self.warn(where, "no url-open; skipped")
+            return None
+        sub: dict[str, Any] = {"id": name, "type": "webhook"}
+        send_close = bool(body.get("send-close", False))
+        sub.update(self.urls(where, body, send_close))
+        if body.get("method-open"):
+            sub["method"] = str(body["method-open"]).upper()
+        if send_close and not body.get("url-close"):
+            self.warn(where, "send-close without url-close (Burrow refuses to start): closes go to url")
+        if send_close and body.get("method-close"):
+            sub["method-close"] = str(body["method-close"]).upper()
+        threshold = int(body.get("threshold", 2))
+        sub["threshold"] = THRESHOLDS.get(threshold, "ERR")
+        if threshold > 3:
+            self.warn(where, f"threshold {threshold}: Burrow never notifies group statuses above 3; ERR is written")
+        sub["send-close"] = send_close  # written whatever it is: Burrow's default (false) is not lagwatch's (true)
+        if body.get("send-once"):
+            sub["send-once"] = True
+        sub["send-interval"] = body.get("send-interval", body.get("interval", BURROW_INTERVAL_S))
+        sub["timeout"] = body.get("timeout", BURROW_TIMEOUT_S)
+        for key in ("group-allowlist", "group-denylist", "username", "password", "extra-ca"):
+            if body.get(key):
+                sub[key] = body[key]
+        if body.get("noverify"):
+            sub["noverify"] = True
+            self.warn(where, "noverify: certificates are not checked (as in Burrow); prefer extra-ca")
+        for key in ("headers", "extras"):
+            if body.get(key):
+                sub[key] = {str(k): str(v) for k, v in body[key].items()}
+        template = self.templates(where, body, send_close)
+        if template:
+            sub["body-template"] = template
+        self.unused(where, body, {"class-name", "url-open", "url-close", "method-open", "method-close", "threshold",
+                                  "send-close", "send-once", "send-interval", "interval", "timeout", "group-allowlist",
+                                  "group-denylist", "username", "password", "extra-ca", "noverify", "headers",
+                                  "extras", "template-open", "template-close"},
+                    {"keepalive": "connections are pooled by the notifier",
+                     "disable-http-keepalive": "connections are pooled by the notifier"})  # fmt: skip
+        if body.get("interval") and "send-interval" not in body:
+            self.warn(where, "interval: lagwatch notifies each status change at once; send-interval repeats it")
+        return sub
+
+    def urls(self, where: str, body: Mapping[str, Any], send_close: bool) -> dict[str, Any]:
+        """url (and url-close); Burrow's URLs are templates too: one with actions becomes a url-template."""
+        url_open, url_close = str(body["url-open"]), str(body.get("url-close") or "") if send_close else ""
+        if "{{" not in url_open + url_close:
+            return {"url": url_open, **({"url-close": url_close} if url_close else {})}
+        try:
+            opened = translate(url_open).source
+            closed = translate(url_close).source if url_close else opened
+        except Untranslatable as exc:
+            self.warn(where, f"url template not translated ({exc}); the URL is written as it is")
+            return {"url": url_open.split("{{")[0] or url_open}
+        template = opened if closed == opened else (
+            f'{{% if notification.kind == "close" %}}{closed}{{% else %}}{opened}{{% endif %}}'
+        )  # fmt: skip
+        base = url_open.split("{{")[0]
+        self.warn(where, f"url-open/url-close are templates: url-template written, url set to {base!r} (its host)")
+        return {"url": base, "url-template": template}
+
+    def templates(self, where: str, body: Mapping[str, Any], send_close: bool) -> str:
+        opened = self.template(where, "template-open", body.get("template-open"))
+        closed = self.template(where, "template-close", body.get("template-close")) if send_close else None
+        if opened is None:
+            return ""
+        if closed is None or closed == opened:
+            return opened
+        return f'{{% if notification.kind == "close" %}}{closed}{{% else %}}{opened}{{% endif %}}'
+
+    def template(self, where: str, key: str, path: Any) -> str | None:
+        if not path:
+            return None
+        text = self.read_template(str(path))
+        if text is None:
+            self.warn(where, f"{key} {path} not found (give its folder with --templates): the default body is sent")
+            return None
+        try:
+            translation = translate(text)
+        except Untranslatable as exc:
+            self.warn(where, f"{key} {path} not translated ({exc}): the default body is sent")
+            return None
+        for note in translation.notes:
+            self.warn(where, f"{key} {path}: {note}")
+        return translation.source
+
+    def read_template(self, path: str) -> str | None:
+        candidates = [Path(path)] + [d / Path(path).name for d in self.template_dirs]
+        for candidate in candidates:
+            try:
+                return candidate.read_text()
+            except OSError:
+                continue
+        return None
