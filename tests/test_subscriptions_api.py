@@ -5,6 +5,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 
 import aiohttp
 import pytest
@@ -362,15 +363,17 @@ async def test_a_chunked_body_is_held_to_the_same_limit(api, redis):
         (b"[" * 100_000 + b"]" * 100_000, "application/json", "nested too deeply"),
     ],
 )
-async def test_bad_encodings_are_400_not_500(api, body, content_type, message):
-    """Issue 18 row 14."""
+async def test_bad_encodings_are_400_not_500(api, body, content_type, message, caplog):
+    """Issue 18 row 14: a JSON answer, and no traceback in the log."""
     headers = {**AUTH, "Content-Type": content_type}
-    async with api.http.post(api.base + BASE, data=body, headers=headers) as response:
-        answer = await response.json()
+    with caplog.at_level(logging.INFO):
+        async with api.http.post(api.base + BASE, data=body, headers=headers) as response:
+            answer = await response.json()
     if message is None:
         assert response.status == 201, answer
     else:
         assert response.status == 400 and message in answer["message"], answer
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], caplog.text[:2000]
 
 
 async def test_the_number_of_subscriptions_is_capped(api, redis, monkeypatch):
