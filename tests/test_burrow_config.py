@@ -2,22 +2,28 @@
 become lagwatch YAML that the configuration loader and the notifier accept, with their notifier templates rewritten
 in Jinja2 and rendered by the notifier as Burrow would have rendered them; what does not carry over is a warning."""
 
+import base64
+import dataclasses
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
-from test_notifier_support import Timeline
+from kafka_helpers import make_config, running
+from test_notifier_service import FAST, STATUS_TOPIC, publish
+from test_notifier_support import Receiver, Timeline
 
 from lagwatch.burrow_config import migrate
 from lagwatch.go_template import Untranslatable, translate
 from lagwatch.services.notifier import subscriptions
 from lagwatch.services.notifier.messages import build_request
 from lagwatch.services.notifier.outbox import Delivery, now_ms
+from lagwatch.services.notifier.service import NotifierService
 from lagwatch.services.notifier.templates import context, render_limited
-from lagwatch.shared.config import load_config
+from lagwatch.shared.config import SubscriptionConfig, build_section, load_config
 
 DATA = Path(__file__).parent / "data" / "burrow"
 
@@ -268,3 +274,37 @@ def test_the_yaml_keeps_templates_readable():
                                       "template-open": str(DATA / "default-slack-post.tmpl")}}})  # fmt: skip
     assert "body-template: |" in doc.yaml()
     assert yaml.safe_load(doc.yaml())["subscriptions"][0]["body-template"].startswith('{ "attachments"')
+
+
+# --- end to end -------------------------------------------------------------------------------------------------
+
+
+async def test_a_migrated_burrow_notifier_alerts_through_lagwatch_run_notifier(kafka, redis_server, redis):
+    """Burrow's example notifier, pointed at a local receiver with basic auth and a url-close, migrated, then run by
+    the notifier service on status events from Kafka: the open and close bodies Burrow's templates describe, the
+    close sent with DELETE to url-close, every request with basic auth."""
+    kafka.create_topic(STATUS_TOPIC, 1)
+    async with Receiver() as receiver:
+        burrow = tomllib.loads((DATA / "burrow.toml").read_text())
+        burrow["notifier"]["default"].update(
+            {"url-open": receiver.url("/v1/event"), "url-close": receiver.url("/v1/event/close"),
+             "username": "burrow", "password": "basic-auth-password", "threshold": 2}
+        )  # fmt: skip
+        migration = migrate(burrow, [DATA])
+        subs = [build_section(SubscriptionConfig, s, "subscriptions[0]") for s in migration.config["subscriptions"]]
+        config = dataclasses.replace(make_config(kafka.bootstrap, redis_server.url, **FAST), subscriptions=subs)
+        t = Timeline("billing")
+        async with running(NotifierService(config, "local", http_port=0)):
+            opened = t.to("ERR", (500, 0))
+            await publish(kafka.bootstrap, opened)
+            await receiver.wait_for(1, timeout=30)
+            await publish(kafka.bootstrap, t.to("OK"))
+            await receiver.wait_for(2, timeout=30)
+    first, second = receiver.requests
+    auth = "Basic " + base64.b64encode(b"burrow:basic-auth-password").decode()
+    assert first.headers["Authorization"] == second.headers["Authorization"] == auth
+    assert (first.method, first.path, second.method, second.path) == ("POST", "/v1/event", "DELETE", "/v1/event/close")
+    event = first.json()["events"][0]
+    assert event["id"] == opened["incident_id"] and event["event"]["severity"] == "ERR"
+    assert event["event"]["partitions"][0]["current_lag"] == 500
+    assert second.json() == {"api_key": "REDACTED", "app": "burrow", "block": False, "ids": [opened["incident_id"]]}

@@ -34,7 +34,7 @@ def burrow_names(event: Mapping, incident: Mapping, extras: Mapping[str, str]) -
     return {
         "Cluster": event.get("cluster"),
         "Group": event.get("group"),
-        "ID": incident.get("id"),
+        "ID": incident.get("id") or "",  # Burrow: "" outside an incident
         "Start": incident.get("started_at"),
         "Extras": dict(extras),
         "Result": burrow_result(event),
