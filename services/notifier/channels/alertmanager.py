@@ -7,7 +7,8 @@ inhibition and silences serve lagwatch's incidents.
 * labels: `alertname` (`KafkaConsumerGroupStatus`, or `KafkaConsumerLagSeconds` for a lag-seconds threshold),
   `cluster`, `group`, `status` (WARN or ERR; ABOVE for a lag threshold), `severity` (warning, or critical for ERR)
   and, for a lag threshold, `threshold`. Alertmanager names an alert by its labels, so a WARN -> ERR update fires
-  the ERR alert and resolves the WARN one in the same request, and a close resolves both.
+  the ERR alert and resolves the WARN one in the same request, and a close resolves both (the receiver's resolved
+  notification may list the one never fired as resolved too).
 * annotations: `summary`, `description` (the facts and worst partitions), `incident_id` and, with
   `notifier.dashboard-url`, `dashboard`; `generatorURL` links the dashboard too.
 
@@ -18,6 +19,7 @@ is used as it is).
 from __future__ import annotations
 
 import json
+import time
 
 from lagwatch.services.notifier import templates
 from lagwatch.services.notifier.channels import Channel, require_post, summary
@@ -66,7 +68,8 @@ def labels(event: dict, status: str) -> dict[str, str]:
 
 def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> list[dict]:
     """The alerts one notification posts: the firing one (unless it closes) and the resolved ones."""
-    started = event.get("incident_started_at") or event["evaluated_at"]
+    now = int(time.time() * 1000)
+    started = min(event.get("incident_started_at") or event["evaluated_at"], now)  # (clocks apart: never ahead)
     lines = [f"{name}: {value}" for name, value in summary.facts(event, kind, ctx)]
     worst = summary.worst_lines(event, kind)
     if worst:
@@ -79,10 +82,12 @@ def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> list[d
         link = summary.link(dashboard_url, event)
         annotations["dashboard"] = link
 
+    ended = min(event["evaluated_at"], now)  # an end still ahead would keep it firing
+
     def alert(status: str, resolved: bool) -> dict:
         doc = {"labels": labels(event, status), "annotations": annotations, "startsAt": _iso(started)}
         if resolved:
-            doc["endsAt"] = _iso(event["evaluated_at"])
+            doc["endsAt"] = _iso(ended)
         if link:
             doc["generatorURL"] = link
         return doc
@@ -91,8 +96,9 @@ def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> list[d
         return [alert("ABOVE", summary.is_close(kind))]
     if summary.is_close(kind):
         return [alert(status, True) for status in BAD]
-    firing = event["status"]
-    return [alert(firing, False), *(alert(status, True) for status in BAD if status != firing)]
+    firing, before = event["status"], event.get("previous_status")
+    moved = kind == "update" and before in BAD and before != firing  # WARN -> ERR: a new alert, the old one over
+    return [alert(firing, False), *([alert(before, True)] if moved else [])]
 
 
 def body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboard_url: str) -> bytes:

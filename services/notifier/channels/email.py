@@ -171,14 +171,18 @@ async def send(mail: Mail, *, timeout_s: float, allow_private: bool) -> None:
     """Send one mail; SendFailure says whether to retry."""
     sock = await guarded_socket(mail.host, mail.port, allow_private=allow_private, timeout=timeout_s)
     implicit_tls = mail.port == IMPLICIT_TLS_PORT
-    client = aiosmtplib.SMTP(
-        hostname=mail.host,
-        sock=sock,
-        timeout=timeout_s,
-        use_tls=implicit_tls,
-        start_tls=mail.starttls and not implicit_tls,  # True: STARTTLS or fail (never falls back to clear text)
-    )
     try:
+        client = aiosmtplib.SMTP(
+            hostname=mail.host,
+            sock=sock,
+            timeout=timeout_s,
+            use_tls=implicit_tls,
+            start_tls=mail.starttls and not implicit_tls,  # True: STARTTLS or fail (never falls back to clear text)
+        )
+    except Exception:
+        sock.close()
+        raise
+    try:  # from here on the socket is the connection's: closing the connection closes it
         await client.connect()
         if mail.username:
             await client.login(mail.username, mail.password)
@@ -191,15 +195,13 @@ async def send(mail: Mail, *, timeout_s: float, allow_private: bool) -> None:
     except (aiosmtplib.SMTPTimeoutError, TimeoutError):
         raise SendFailure(f"timeout after {timeout_s}s", retryable=True, host_failure=True) from None
     except (aiosmtplib.SMTPException, OSError) as exc:  # disconnected, STARTTLS refused or failed, TLS errors
-        raise SendFailure(
-            f"SMTP failed: {type(exc).__name__}: {exc}"[:300], retryable=True, host_failure=True
-        ) from None
+        message = f"SMTP failed: {type(exc).__name__}: {exc}"[:300]
+        raise SendFailure(message, retryable=True, host_failure=True) from None
     finally:
         with contextlib.suppress(Exception):
             if client.is_connected:
                 await client.quit()
         client.close()
-        sock.close()
 
 
 CHANNEL = Channel(
