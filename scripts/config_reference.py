@@ -80,7 +80,14 @@ MEANINGS = {
     "notifier.dedupe-ttl": "seconds an (event id, subscription) pair is remembered",
     "clusters.<name>.bootstrap-servers": "Kafka brokers (a list, or comma-separated in the environment)",
     "clusters.<name>.offsets-topic": "the group coordinator's topic the ingest reads",
-    "clusters.<name>.offset-refresh": "seconds between log-end-offset polls (Burrow's `offset-refresh`)",
+    "clusters.<name>.offsets-source": (
+        "where commits come from: `topic` (the offsets topic), `admin` (the admin API every `offset-refresh`, for "
+        "clusters whose offsets topic is closed; docs/managed-kafka.md), `auto` (the topic, else the admin API)"
+    ),
+    "clusters.<name>.admin-groups": "admin mode: groups to watch besides those ListGroups returns (a list)",
+    "clusters.<name>.offset-refresh": (
+        "seconds between log-end-offset polls (Burrow's `offset-refresh`), and between commit polls in admin mode"
+    ),
     "clusters.<name>.topic-refresh": "seconds between topic-metadata polls (Burrow's `topic-refresh`)",
     "clusters.<name>.start-latest": "a brand-new ingest group starts at the offsets topic's end instead of rebuilding",
     "clusters.<name>.client-id": "Kafka client id (services append `-evaluator`, `-notifier`, ...)",

@@ -82,6 +82,9 @@ def _regex(v: str) -> str | None:
     return None
 
 
+OFFSETS_SOURCES = ("topic", "admin", "auto")
+
+
 @dataclass(frozen=True)
 class RedisConfig:
     url: str = "redis://127.0.0.1:6379/0"
@@ -141,6 +144,13 @@ class SaslConfig:
 class ClusterConfig:
     bootstrap_servers: list[str] = field(default_factory=lambda: ["127.0.0.1:9092"])
     offsets_topic: str = "__consumer_offsets"
+    # where commits come from: the offsets topic; the admin API (ListGroups + OffsetFetch every `offset-refresh`,
+    # for clusters whose offsets topic is closed: Confluent Cloud, Event Hubs); auto: the topic, else the admin API
+    offsets_source: str = field(
+        default="topic",
+        metadata={"check": lambda v: None if v in OFFSETS_SOURCES else f"must be one of {', '.join(OFFSETS_SOURCES)}"},
+    )
+    admin_groups: list[str] = field(default_factory=list)  # admin mode: groups to watch besides those listed
     offset_refresh: float = field(default=10.0, metadata={"check": _positive})
     topic_refresh: float = field(default=60.0, metadata={"check": _positive})
     start_latest: bool = False

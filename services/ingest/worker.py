@@ -20,22 +20,25 @@ than every commit of every group, use Faust agents.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
 from redis.exceptions import RedisError
 
-from lagwatch.services.ingest import metrics
+from lagwatch.services.ingest import metrics, workers
+from lagwatch.services.ingest.admin_offsets import AdminOffsets, offsets_topic_readable
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer
 from lagwatch.services.ingest.processor import AppliedBatch, BatchProcessor, Flush
+from lagwatch.services.ingest.records import RecordLike
 from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.config import Config
 from lagwatch.shared.health_server import HealthServer
@@ -70,7 +73,11 @@ class IngestWorker:
         self.redis = connect(config.redis)
         self.store = WindowStore(self.redis, config.window())
         kafka = client_kwargs(cluster_config, cluster)
-        rdkafka = librdkafka_config(cluster_config, cluster)
+        rdkafka = self._rdkafka = librdkafka_config(cluster_config, cluster)
+        self.offsets_source = cluster_config.offsets_source
+        self.admin_groups = tuple(cluster_config.admin_groups)
+        self.offset_refresh = cluster_config.offset_refresh
+        self.admin_mode = False  # commits come through the admin API (decided at start for `auto`)
         self.history = HistoryPublisher(cluster, rdkafka, config.history.topic) if config.history.enabled else None
         self.broker_offsets = BrokerOffsets(
             cluster,
@@ -163,7 +170,7 @@ class IngestWorker:
             await self._first_broker_poll()
             await self._purge_excluded_groups()
             poller = asyncio.create_task(self.broker_offsets.run(self.stopping, self.caught_up))
-            await self._consume_until_stopped()
+            await self._read_commits()
         finally:
             self.stopping.set()
             if poller is not None:
@@ -232,19 +239,74 @@ class IngestWorker:
             fetched = await self.consumer.fetch(self.batch_size, 0.2, want_ends=not self.caught_up.is_set())
             self._forget_deleted_topics()
             if fetched.records:
-                batch = self.processor.start(fetched.records)
-                if batch.deferred:  # groups to load from Redis, log ends to ask Kafka for
-                    if await self._retry("loading windows", lambda b=batch: self.processor.load_deferred(b)) is None:
-                        return  # stopping while Redis or Kafka was down
-                    self.processor.finish(batch)
-                if not await self._drain():
+                if not await self._apply(fetched.records, fetched.at_end):
                     return  # stopping while Redis or Kafka was down: nothing more is committed
-                flush = self.processor.take_flush(batch.observed_at)
-                self._inflight = asyncio.create_task(self._store_and_commit(batch, flush, fetched.at_end))
-                await asyncio.sleep(0)  # let it send its writes: Redis works on them while we fetch the next batch
             elif fetched.at_end and (self._inflight is None or self._inflight.done()):
                 self._caught_up(fetched.at_end)
             await self._maybe_report_self()
+
+    async def _apply(self, records: Sequence[RecordLike], at_end: dict[int, int] | None) -> bool:
+        """Apply a batch to the windows in memory and start storing it, which overlaps the next fetch; False when a
+        stop came while Redis or Kafka was down."""
+        batch = self.processor.start(records)
+        if batch.deferred:  # groups to load from Redis, log ends to ask Kafka for
+            if await self._retry("loading windows", lambda: self.processor.load_deferred(batch)) is None:
+                return False
+            self.processor.finish(batch)
+        if not await self._drain():
+            return False
+        flush = self.processor.take_flush(batch.observed_at)
+        self._inflight = asyncio.create_task(self._store_and_commit(batch, flush, at_end))
+        await asyncio.sleep(0)  # let it send its writes: Redis works on them while we fetch the next batch
+        return True
+
+    async def _read_commits(self) -> None:
+        if await self._uses_admin_api():
+            await self._poll_admin_until_stopped()
+        else:
+            await self._consume_until_stopped()
+
+    async def _uses_admin_api(self) -> bool:
+        if self.offsets_source != "auto":
+            return self.offsets_source == "admin"
+        probe = functools.partial(asyncio.to_thread, offsets_topic_readable, self._rdkafka, self.topic)
+        readable = await self._retry("looking for the offsets topic", probe)
+        if readable is False:
+            log.warning(
+                "ingest %s: the offsets topic %s is not readable here; reading commits through the admin API instead "
+                "(offsets-source: auto)",
+                self.cluster,
+                self.topic,
+            )
+        return readable is False
+
+    async def _poll_admin_until_stopped(self) -> None:
+        """Admin mode (admin_offsets.py): every `offset-refresh`, the commits that changed, through the same path as
+        records read from the topic; nothing to commit, no own position to report."""
+        self.admin_mode = True
+        admin = AdminOffsets(
+            self._rdkafka,
+            named_groups=self.admin_groups,
+            group_filter=self.processor.group_filter,
+            partition_counts=lambda: self.broker_offsets.partition_counts,
+            shard=workers.worker_shard(),
+        )
+        log.info("ingest %s: reading commits through the admin API every %.1fs", self.cluster, self.offset_refresh)
+        try:
+            while not self.stopping.is_set():
+                started = time.monotonic()
+                records = await self._retry("polling committed offsets", admin.poll)
+                if records is None:
+                    return  # stopping
+                self._forget_deleted_topics()
+                if records and not await self._apply(records, None):
+                    return
+                if not await self._drain():
+                    return
+                self.caught_up.set()  # everything seen is stored: log-end samples may go on
+                await self._sleep(max(0.0, self.offset_refresh - (time.monotonic() - started)))
+        finally:
+            admin.close()
 
     def _forget_deleted_topics(self) -> None:
         """The poller removed deleted topics from Redis; their rings must leave memory too (or a later write would
@@ -276,7 +338,8 @@ class IngestWorker:
             return False  # left uncommitted: read again later
         if batch.touched:
             await self.changes.publish(self.cluster, batch.touched.items())  # the evaluator's trigger (best effort)
-        self.consumer.commit(batch.positions)
+        if not self.admin_mode:
+            self.consumer.commit(batch.positions)
         self._positions.update(batch.positions)
         self.batches_done += 1
         if at_end:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 log = logging.getLogger(__name__)
 SUPERVISOR_ENV = "LAGWATCH_INGEST_SUPERVISOR"  # set in each worker: the supervisor's pid
+SHARD_ENV = "LAGWATCH_INGEST_WORKER"  # set in each worker: "<index>/<count>" (admin mode splits groups by it)
 PR_SET_PDEATHSIG = 1
 M_ARENA_MAX = -8  # glibc mallopt parameter
 STOP_TIMEOUT_S = 60.0
@@ -75,9 +76,19 @@ def _without_option(args: list[str], name: str) -> list[str]:
     return out
 
 
+def worker_shard() -> tuple[int, int]:
+    """(this worker's index, the number of workers): (0, 1) outside `--workers N`."""
+    with contextlib.suppress(KeyError, ValueError):
+        index, count = (int(x) for x in os.environ[SHARD_ENV].split("/"))
+        if 0 <= index < count:
+            return index, count
+    return 0, 1
+
+
 class _Slot:
-    def __init__(self, index: int, command: list[str]) -> None:
+    def __init__(self, index: int, command: list[str], count: int) -> None:
         self.index = index
+        self.count = count
         self.command = command
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
@@ -85,7 +96,7 @@ class _Slot:
         self.due = 0.0  # monotonic time of the next start
 
     def start(self) -> None:
-        env = dict(os.environ, **{SUPERVISOR_ENV: str(os.getpid())})
+        env = dict(os.environ, **{SUPERVISOR_ENV: str(os.getpid()), SHARD_ENV: f"{self.index}/{self.count}"})
         self.proc = subprocess.Popen(self.command, env=env, stdin=subprocess.DEVNULL)
         self.started_at = time.monotonic()
         log.info("ingest worker %d started (pid %d)", self.index, self.proc.pid)
@@ -100,7 +111,7 @@ def supervise(argv: Sequence[str], workers: int) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop)
-    slots = [_Slot(i, worker_command(argv, i)) for i in range(workers)]
+    slots = [_Slot(i, worker_command(argv, i), workers) for i in range(workers)]
     for slot in slots:
         slot.start()
     while not stopping.wait(0.5):

@@ -1,0 +1,154 @@
+"""Commits read through Kafka's admin API, for clusters whose `__consumer_offsets` a client may not read.
+
+Confluent Cloud, Azure Event Hubs and other Kafka-compatible services do not let clients read the offsets topic.
+There, every `offset-refresh` the ingest lists the consumer groups (ListGroups, plus the groups named in
+`admin-groups`), fetches their committed offsets (OffsetFetch) and turns each committed offset that changed since
+the last poll into an offset-commit record in the coordinator's own format, stamped with the time it was observed.
+Those records go through the same processor as records read from the topic (`processor.py`): the same windows,
+lag at append, change notices, history and filters. A partition whose commit is gone (offsets deleted or expired)
+becomes a commit tombstone, as the coordinator would write one.
+
+What differs from reading the topic (docs/managed-kafka.md): a commit's time is when it was seen, not when it was
+made; commits between two polls collapse into the last one; a consumer that commits the same offset again looks
+like one that stopped committing. Admin calls go through confluent-kafka's AdminClient; it fetches one group per
+request, so a poll sends them all at once and waits for the answers together.
+
+Workers split the groups (`--workers N`: worker i of N takes the groups whose CRC-32 is i modulo N).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from lagwatch.services.ingest.records import RawRecord
+from lagwatch.shared import offsets_codec as codec
+from lagwatch.shared.group_filter import GroupFilter
+
+log = logging.getLogger(__name__)
+REQUEST_TIMEOUT_S = 10.0
+NAMED_FETCH_CHUNK = 1000  # partitions named in one OffsetFetch when a group's all-partitions fetch answers nothing
+Offsets = dict[tuple[str, int], int]  # (topic, partition) -> committed offset
+
+
+class AdminOffsets:
+    def __init__(
+        self,
+        rdkafka_config: Mapping[str, object],
+        *,
+        named_groups: Iterable[str],
+        group_filter: GroupFilter,
+        partition_counts: Callable[[], Mapping[str, int]],
+        shard: tuple[int, int] = (0, 1),
+    ) -> None:
+        self._config = dict(rdkafka_config)
+        self._named = tuple(named_groups)
+        self._filter = group_filter
+        self._partition_counts = partition_counts
+        self._index, self._count = shard
+        self._admin: AdminClient | None = None
+        self._seen: dict[str, Offsets] = {}  # group -> what the last poll found
+        self._named_fetch: set[str] = set()  # groups whose all-partitions fetch came back empty (see _fetch)
+        self._order = time.time_ns() // 1000  # the records' `order`: increasing, also across restarts
+
+    def close(self) -> None:
+        self._admin = None  # AdminClient has no close; its threads end with the object
+
+    async def poll(self) -> list[RawRecord]:
+        """One round: the offset-commit records of everything that changed since the last round."""
+        if self._admin is None:
+            self._admin = AdminClient(self._config)
+        groups = [g for g in await self._groups() if self._mine(g) and self._filter.accepts(g)]
+        fetched = await asyncio.gather(*(self._fetch(g) for g in groups))
+        observed = int(time.time() * 1000)
+        records: list[RawRecord] = []
+        for group, offsets in zip(groups, fetched, strict=True):
+            if offsets is not None:
+                records.extend(self._changes(group, offsets, observed))
+        for gone in set(self._seen) - set(groups):  # no longer listed (deleted, or now filtered out): forget it
+            del self._seen[gone]
+        return records
+
+    def _mine(self, group: str) -> bool:
+        return self._count <= 1 or zlib.crc32(group.encode()) % self._count == self._index
+
+    async def _groups(self) -> list[str]:
+        listed: list[str] = []
+        try:
+            result = await _wait(self._admin_client().list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S))
+            listed = [g.group_id for g in result.valid]
+            for error in result.errors:
+                log.debug("admin offsets: listing groups: %s", error)
+        except KafkaException as exc:  # brokers without ListGroups still have the named groups
+            log.debug("admin offsets: listing groups failed (%s)", exc)
+        return sorted(set(listed) | set(self._named))
+
+    async def _fetch(self, group: str) -> Offsets | None:
+        """The group's committed offsets; None when the fetch failed (nothing is concluded from it)."""
+        try:
+            if group not in self._named_fetch:
+                offsets = await self._offset_fetch(group, None)
+                if offsets:
+                    return offsets
+                # some brokers (the librdkafka mock) answer an all-partitions fetch with nothing: name them
+                self._named_fetch.add(group)
+            offsets = {}
+            partitions = [(t, p) for t, n in sorted(self._partition_counts().items()) for p in range(n)]
+            for start in range(0, len(partitions), NAMED_FETCH_CHUNK):
+                offsets.update(await self._offset_fetch(group, partitions[start : start + NAMED_FETCH_CHUNK]))
+            return offsets
+        except KafkaException as exc:
+            log.warning("admin offsets: fetching group %s failed (%s)", group, exc)
+            return None
+
+    async def _offset_fetch(self, group: str, partitions: list[tuple[str, int]] | None) -> Offsets:
+        request = ConsumerGroupTopicPartitions(
+            group, None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+        )
+        futures = self._admin_client().list_consumer_group_offsets([request], request_timeout=REQUEST_TIMEOUT_S)
+        result = await _wait(futures[group])
+        return {
+            (tp.topic, tp.partition): tp.offset
+            for tp in result.topic_partitions or ()
+            if tp.error is None and tp.offset >= 0
+        }
+
+    def _changes(self, group: str, offsets: Offsets, observed: int) -> list[RawRecord]:
+        before = self._seen.get(group, {})
+        self._seen[group] = offsets
+        records = [
+            self._record(group, topic, partition, offset, observed)
+            for (topic, partition), offset in offsets.items()
+            if before.get((topic, partition)) != offset
+        ]
+        records += [self._record(group, t, p, None, observed) for (t, p) in before.keys() - offsets.keys()]
+        return records
+
+    def _record(self, group: str, topic: str, partition: int, offset: int | None, observed: int) -> RawRecord:
+        self._order += 1
+        value = None if offset is None else codec.encode_offset_commit_value(offset, observed)
+        key = codec.encode_offset_commit_key(group, topic, partition)
+        return RawRecord(key, value, partition_number=0, offset_number=self._order, timestamp_ms=observed)
+
+    def _admin_client(self) -> AdminClient:
+        assert self._admin is not None
+        return self._admin
+
+
+async def _wait(future: Future) -> object:
+    return await asyncio.wrap_future(future)
+
+
+def offsets_topic_readable(admin_config: Mapping[str, object], topic: str, timeout: float = REQUEST_TIMEOUT_S) -> bool:
+    """Whether the cluster lets this client see the offsets topic (for `offsets-source: auto`); blocking."""
+    # all topics, not this one by name: asking for a topic by name may create it where auto-creation is on
+    metadata = AdminClient(dict(admin_config)).list_topics(timeout=timeout)
+    found = metadata.topics.get(topic)
+    return found is not None and found.error is None and bool(found.partitions)
