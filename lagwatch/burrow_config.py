@@ -20,6 +20,7 @@ from lagwatch.go_template import Untranslatable, translate
 
 THRESHOLDS = {0: "OK", 1: "OK", 2: "WARN", 3: "ERR"}  # Burrow's status numbers (0: NOTFOUND is never notified)
 BURROW_TIMEOUT_S = 5  # Burrow's http notifier default
+MAIL_HEADER_LINES = ("Subject: ", "Content-Type: ", "MIME-version: ")  # read by Burrow's email notifier
 BURROW_INTERVAL_S = 60  # Burrow's notifier `interval` default (and `send-interval`'s)
 IGNORED_SECTIONS = {
     "general": "pidfile, stdout-logfile, CORS: run under a supervisor; no CORS header (put a proxy in front)",
@@ -261,23 +262,19 @@ class _Migrator:
     def notifier(self, name: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
         where = f"[notifier.{name}]"
         kind = body.get("class-name", "")
-        if kind != "http":
-            why = {"email": "add an `email` subscription (smtp-host, from, to) by hand", "null": "nothing to send"}
-            self.warn(where, f"class-name {kind!r} is not translated" + (f": {why[kind]}" if kind in why else ""))
+        if kind not in ("http", "email"):
+            self.warn(where, f"class-name {kind!r} is not translated" + (": nothing to send" if kind == "null" else ""))
             return None
-        if not body.get("url-open"):
-            self.warn(where, "no url-open; skipped")
-            return None
-        sub: dict[str, Any] = {"id": name, "type": "webhook"}
+        sub: dict[str, Any] = {"id": name}
         send_close = bool(body.get("send-close", False))
-        sub.update(self.urls(where, body, send_close))
-        if body.get("method-open"):
-            sub["method"] = str(body["method-open"]).upper()
-        if send_close and not body.get("url-close"):
-            self.warn(where, "send-close without url-close (Burrow refuses to start): closes go to url")
-        if send_close and body.get("method-close"):
-            sub["method-close"] = str(body["method-close"]).upper()
-        threshold = int(body.get("threshold", 2))
+        used = self.http(where, body, sub, send_close) if kind == "http" else self.email(where, body, sub)
+        if used is None:
+            return None
+        try:
+            threshold = int(body.get("threshold", 2))
+        except (TypeError, ValueError):
+            self.warn(where, f"threshold {body['threshold']!r} is not a number; WARN (Burrow's default) is written")
+            threshold = 2
         sub["threshold"] = THRESHOLDS.get(threshold, "ERR")
         if threshold > 3:
             self.warn(where, f"threshold {threshold}: Burrow never notifies group statuses above 3; ERR is written")
@@ -285,28 +282,69 @@ class _Migrator:
         if body.get("send-once"):
             sub["send-once"] = True
         sub["send-interval"] = body.get("send-interval", body.get("interval", BURROW_INTERVAL_S))
-        sub["timeout"] = body.get("timeout", BURROW_TIMEOUT_S)
-        for key in ("group-allowlist", "group-denylist", "username", "password", "extra-ca"):
+        for key in ("group-allowlist", "group-denylist"):
             if body.get(key):
                 sub[key] = body[key]
-        if body.get("noverify"):
-            sub["noverify"] = True
-            self.warn(where, "noverify: certificates are not checked (as in Burrow); prefer extra-ca")
-        for key in ("headers", "extras"):
-            if body.get(key):
-                sub[key] = {str(k): str(v) for k, v in body[key].items()}
-        template = self.templates(where, body, send_close)
+        if body.get("extras"):
+            sub["extras"] = {str(k): str(v) for k, v in body["extras"].items()}
+        template = self.templates(where, body, send_close, email=kind == "email")
         if template:
             sub["body-template"] = template
-        self.unused(where, body, {"class-name", "url-open", "url-close", "method-open", "method-close", "threshold",
-                                  "send-close", "send-once", "send-interval", "interval", "timeout", "group-allowlist",
-                                  "group-denylist", "username", "password", "extra-ca", "noverify", "headers",
-                                  "extras", "template-open", "template-close"},
+        self.unused(where, body, {"class-name", "threshold", "send-close", "send-once", "send-interval", "interval",
+                                  "group-allowlist", "group-denylist", "extras", "template-open", "template-close",
+                                  *used},
                     {"keepalive": "connections are pooled by the notifier",
                      "disable-http-keepalive": "connections are pooled by the notifier"})  # fmt: skip
         if body.get("interval") and "send-interval" not in body:
             self.warn(where, "interval: lagwatch notifies each status change at once; send-interval repeats it")
         return sub
+
+    def http(self, where: str, body: Mapping[str, Any], sub: dict[str, Any], send_close: bool) -> set[str] | None:
+        """A webhook subscription's own options; the Burrow options it used (None: skipped)."""
+        if not body.get("url-open"):
+            self.warn(where, "no url-open; skipped")
+            return None
+        sub["type"] = "webhook"
+        sub.update(self.urls(where, body, send_close))
+        if body.get("method-open"):
+            sub["method"] = str(body["method-open"]).upper()
+        if send_close and not body.get("url-close"):
+            self.warn(where, "send-close without url-close (Burrow refuses to start): closes go to url")
+        if send_close and body.get("method-close"):
+            sub["method-close"] = str(body["method-close"]).upper()
+        sub["timeout"] = body.get("timeout", BURROW_TIMEOUT_S)
+        for key in ("username", "password", "extra-ca"):
+            if body.get(key):
+                sub[key] = body[key]
+        if body.get("noverify"):
+            sub["noverify"] = True
+            self.warn(where, "noverify: certificates are not checked (as in Burrow); prefer extra-ca")
+        if body.get("headers"):
+            sub["headers"] = {str(k): str(v) for k, v in body["headers"].items()}
+        return {"url-open", "url-close", "method-open", "method-close", "timeout", "username", "password", "extra-ca",
+                "noverify", "headers"}  # fmt: skip
+
+    def email(self, where: str, body: Mapping[str, Any], sub: dict[str, Any]) -> set[str] | None:
+        """An email subscription's own options (Burrow's server, port, auth-type, from, to)."""
+        sub["type"] = "email"
+        sub["smtp-host"] = str(body.get("server", ""))
+        if body.get("port"):
+            sub["smtp-port"] = int(body["port"])
+        sub["from"] = str(body.get("from", ""))
+        sub["to"] = [a.strip() for a in str(body.get("to", "")).split(",") if a.strip()]
+        if not (sub["smtp-host"] and sub["from"] and sub["to"]):
+            self.warn(where, "server, from and to are needed (Burrow refuses to start without them): fill them in")
+        auth = str(body.get("auth-type", "")).lower()
+        if auth:
+            sub["username"], sub["password"] = str(body.get("username", "")), str(body.get("password", ""))
+            if auth != "plain":
+                self.warn(where, f"auth-type {auth}: the SMTP AUTH mechanism is negotiated with the server")
+        if sub.get("smtp-port") != 465:
+            self.warn(where, "lagwatch sends mail only over STARTTLS (starttls: true); a server without it needs "
+                      "starttls: false")  # fmt: skip
+        if body.get("extra-ca") or body.get("noverify"):
+            self.warn(where, "extra-ca / noverify: mail servers are checked against the system's CAs (SSL_CERT_FILE)")
+        return {"server", "port", "auth-type", "username", "password", "from", "to", "extra-ca", "noverify"}
 
     def urls(self, where: str, body: Mapping[str, Any], send_close: bool) -> dict[str, Any]:
         """url (and url-close); Burrow's URLs are templates too: one with actions becomes a url-template."""
@@ -326,22 +364,28 @@ class _Migrator:
         self.warn(where, f"url-open/url-close are templates: url-template written, url set to {base!r} (its host)")
         return {"url": base, "url-template": template}
 
-    def templates(self, where: str, body: Mapping[str, Any], send_close: bool) -> str:
-        opened = self.template(where, "template-open", body.get("template-open"))
-        closed = self.template(where, "template-close", body.get("template-close")) if send_close else None
+    def templates(self, where: str, body: Mapping[str, Any], send_close: bool, *, email: bool = False) -> str:
+        opened = self.template(where, "template-open", body.get("template-open"), email=email)
+        closed = self.template(where, "template-close", body.get("template-close"), email=email) if send_close else None
         if opened is None:
             return ""
         if closed is None or closed == opened:
             return opened
         return f'{{% if notification.kind == "close" %}}{closed}{{% else %}}{opened}{{% endif %}}'
 
-    def template(self, where: str, key: str, path: Any) -> str | None:
+    def template(self, where: str, key: str, path: Any, *, email: bool = False) -> str | None:
         if not path:
             return None
         text = self.read_template(str(path))
         if text is None:
             self.warn(where, f"{key} {path} not found (give its folder with --templates): the default body is sent")
             return None
+        if email:  # Burrow takes its mail headers from these lines; lagwatch writes its own
+            lines = text.split("\n")
+            text = "\n".join(line for line in lines if not line.startswith(MAIL_HEADER_LINES))
+            if len(lines) != len(text.split("\n")):
+                self.warn(where, f"{key} {path}: its Subject/Content-Type lines are dropped (the subject is "
+                          "lagwatch's: [lagwatch] and the notification's title)")  # fmt: skip
         try:
             translation = translate(text)
         except Untranslatable as exc:

@@ -308,3 +308,40 @@ async def test_a_migrated_burrow_notifier_alerts_through_lagwatch_run_notifier(k
     assert event["id"] == opened["incident_id"] and event["event"]["severity"] == "ERR"
     assert event["event"]["partitions"][0]["current_lag"] == 500
     assert second.json() == {"api_key": "REDACTED", "app": "burrow", "block": False, "ids": [opened["incident_id"]]}
+
+
+def test_an_email_notifier_becomes_an_email_subscription(tmp_path):
+    (tmp_path / "mail.tmpl").write_text(
+        "Subject: [Burrow] {{.Group}} is lagging\nContent-Type: text/plain\n\n{{.Group}} on {{.Cluster}}: "
+        "{{.Result.Status}}, {{len .Result.Partitions}} partitions have problems\n"
+    )
+    toml = {"notifier": {
+        "mail": {"class-name": "email", "server": "smtp.example.com", "port": 587, "auth-type": "plain",
+                 "username": "burrow", "password": "smtp-password", "from": "burrow@example.com",
+                 "to": "ops@example.com, oncall@example.com", "template-open": "mail.tmpl", "threshold": 3},
+        "broken": {"class-name": "email", "server": "smtp.example.com", "port": 25, "from": "b@example.com",
+                   "to": "ops@example.com", "template-open": str(DATA / "default-email.tmpl")},
+    }}  # fmt: skip
+    doc = migrate(toml, [tmp_path])
+    path = tmp_path / "lagwatch.yaml"
+    path.write_text(doc.yaml())
+    config = load_config(path, env={})
+    mail, broken = subscriptions.from_config(config)  # the notifier accepts both
+    assert (mail.config.type, mail.config.smtp_host, mail.config.smtp_port, mail.config.from_) == (
+        "email",
+        "smtp.example.com",
+        587,
+        "burrow@example.com",
+    )
+    assert mail.config.to == ["ops@example.com", "oncall@example.com"]
+    assert (mail.config.username, mail.config.password, mail.config.threshold) == ("burrow", "smtp-password", "ERR")
+    assert not broken.config.body_template  # Burrow's default mail template reads partitions' timestamps
+    assert any("[notifier.broken]: template-open" in w and "offsets only" in w for w in doc.warnings), doc.warnings
+    assert any("Subject/Content-Type lines are dropped" in w for w in doc.warnings)
+
+    t = Timeline("billing")
+    t.to("OK")
+    event = t.to("ERR", (7, 0))
+    sent = build_request(mail, Delivery("d", "mail", "open", event, event["event_id"], now_ms(), attempts=1))
+    assert sent.message.get_content() == "\nbilling on local: ERR, 1 partitions have problems\n"
+    assert sent.message["To"] == "ops@example.com, oncall@example.com"
