@@ -471,6 +471,22 @@ async def test_readiness_needs_the_configured_kafka(api, http):
     assert (status, body) == (503, {"service": "api", "ready": False, "checks": {"redis": True, "kafka:local": False}})
 
 
+async def test_burrows_readiness_probe_says_starting_until_kafka_answers(api, http):
+    async with http.get(f"{api.url}/burrow/admin/ready") as response:  # the configured Kafka is unreachable
+        assert (response.status, await response.text()) == (503, "STARTING")
+
+
+async def test_the_consumers_of_a_topic_are_the_groups_committing_on_it(api, http, redis):
+    await seed(redis, now_ms())
+    path = "/v3/kafka/local/topic/orders/consumers"
+    assert await get(http, api.url + path) == (
+        200,
+        envelope(path, "consumers of topic returned", consumers=["audit", "billing"]),
+    )
+    status, body = await get(http, f"{api.url}/v3/kafka/nowhere/topic/orders/consumers")
+    assert (status, body["message"]) == (404, "cluster not found")
+
+
 async def test_liveness_and_burrows_healthcheck(api, http):
     async with http.get(f"{api.url}/burrow/admin") as response:
         assert (response.status, await response.text()) == (200, "GOOD")
