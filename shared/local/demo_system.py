@@ -4,17 +4,20 @@ One supervisor process starts, in order:
 
 1. Redis and the Kafka mock cluster (`stack.local_infra`; Redis is emptied: the mock Kafka starts empty too),
 2. a local webhook receiver standing in for Slack and webhook endpoints (`webhook_receiver`),
-3. `lagwatch run ingest|evaluator|notifier|api` as child processes, configured by `<state-dir>/demo.yaml` (demo
-   timings, the api port and token, two subscriptions to the receiver) and the environment (`REDIS_URL`,
-   `KAFKA_BOOTSTRAP_SERVERS`) — exactly as they run against a real cluster,
+3. `lagwatch run ingest|evaluator|notifier|api|archiver` as child processes, configured by `<state-dir>/demo.yaml`
+   (demo timings, the api port and token, two subscriptions to the receiver, the history on: the archiver writes it
+   to `<state-dir>/history`) and the environment (`REDIS_URL`, `KAFKA_BOOTSTRAP_SERVERS`) — exactly as they run
+   against a real cluster,
 4. once every service answers `/readyz`, the demo workload (`demo_workload`: real producers and consumer groups).
 
-It prints where to look, every scenario's turns and every alert as it arrives, until Ctrl-C or SIGTERM; then it
+It prints where to look (and the command that replays the demo's own history on Spark, with where its charts land),
+every scenario's turns and every alert as it arrives, until Ctrl-C or SIGTERM; then it
 stops the workload, the services (SIGTERM, each finishes what it holds), the receiver, Kafka and Redis. A service
 that dies meanwhile is started again (as an orchestrator would; a service that keeps dying within
 `CRASH_LOOP_S` of each start stops the demo). Logs go to `<state-dir>/logs/`, received alerts to
 `<state-dir>/alerts.jsonl`, addresses to `<state-dir>/env`. tests/test_fault_drills.py runs the same system
-without the workload (`workload=()`) and plays its own, killing services and restarting Redis and Kafka.
+without the workload (`workload=()`) or the archiver and plays its own, killing services and restarting Redis and
+Kafka.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import contextlib
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import sys
@@ -37,6 +41,7 @@ import aiohttp
 import redis
 import yaml
 
+from lagwatch.shared.config import HistoryConfig
 from lagwatch.shared.local.demo_processes import ServiceProcess, stop_all
 from lagwatch.shared.local.demo_scenarios import Phase, Scenario, scenarios
 from lagwatch.shared.local.demo_workload import demo_topics, run_workload
@@ -45,6 +50,9 @@ from lagwatch.shared.local.webhook_receiver import ReceivedAlert, WebhookReceive
 
 CLUSTER = "local"  # the cluster KAFKA_BOOTSTRAP_SERVERS points at
 SERVICES = ("ingest", "evaluator", "notifier", "api")
+ARCHIVER = "archiver"  # with the history on: the ingest publishes it, the archiver writes it to Parquet
+HISTORY_TOPIC_PARTITIONS = 3
+HISTORY_DIR, REPLAY_DIR = "history", "replay"  # under the state directory
 CONFIG_FILE = "demo.yaml"
 ALERTS_FILE = "alerts.jsonl"
 DEFAULT_API_PORT = 8000
@@ -64,15 +72,35 @@ class DemoTimings:
     topic_refresh: float = 1.0
     sweep_interval: float = 1.0  # the evaluator's sweep finds STOP within this
     max_poll_interval: float = 300.0  # the demo consumers' max.poll.interval.ms, in seconds (Kafka's default)
+    history_flush: float = 5.0  # the archiver writes Parquet files at least this often, seconds (default 60)
 
 
 class StopRequested(Exception):
     """Ctrl-C or SIGTERM while starting up."""
 
 
-def demo_config(receiver: WebhookReceiver, ports: dict[str, int], token: str, timings: DemoTimings) -> dict[str, Any]:
-    """The services' configuration file: demo timings, ports, and subscriptions to the local receiver."""
+def demo_config(
+    receiver: WebhookReceiver,
+    ports: dict[str, int],
+    token: str,
+    timings: DemoTimings,
+    history_dir: Path | None = None,
+) -> dict[str, Any]:
+    """The services' configuration file: demo timings, ports, subscriptions to the local receiver, and, given a
+    `history_dir`, the history on (the archiver writes it there)."""
     api = f"http://127.0.0.1:{ports['api']}"
+    history = (
+        {}
+        if history_dir is None
+        else {
+            "history": {
+                "enabled": True,
+                "path": str(history_dir),
+                "flush-interval": timings.history_flush,
+                "http-port": ports[ARCHIVER],
+            }
+        }
+    )
     return {
         "storage": {"intervals": timings.intervals},
         "clusters": {CLUSTER: {"offset-refresh": timings.offset_refresh, "topic-refresh": timings.topic_refresh}},
@@ -92,6 +120,7 @@ def demo_config(receiver: WebhookReceiver, ports: dict[str, int], token: str, ti
             {"id": "demo-webhook", "type": "webhook", "url": receiver.url("webhook"), "secret": receiver.secret},
             {"id": "demo-slack", "type": "slack", "url": receiver.url("slack"), "secret": receiver.secret},
         ],
+        **history,
     }
 
 
@@ -127,8 +156,10 @@ class DemoSystem:
         out: Print,
         *,
         workload: Sequence[Scenario] | None = None,
+        archiver: bool = False,
     ) -> None:
-        """`workload`: the scenarios to play (default: every demo scenario; empty: the services only)."""
+        """`workload`: the scenarios to play (default: every demo scenario; empty: the services only); `archiver`:
+        the history on, and the archiver writing it under `<state_dir>/history` (Kafka needs its topic)."""
         self.state_dir = state_dir
         self.infra = infra
         self.timings = timings
@@ -141,15 +172,31 @@ class DemoSystem:
             secrets.token_hex(16), record_file=state_dir / ALERTS_FILE, on_alert=self._print_alert
         )
         self.api_port_wanted = api_port
-        self.ports = {"api": _port_or_free(api_port), **{s: _free_port() for s in SERVICES if s != "api"}}
-        self.services = [ServiceProcess(name, self.ports[name], self._logs() / f"{name}.log") for name in SERVICES]
+        self.archiver = archiver
+        names = (*SERVICES, ARCHIVER) if archiver else SERVICES
+        self.ports = {"api": _port_or_free(api_port), **{s: _free_port() for s in names if s != "api"}}
+        self.services = [ServiceProcess(name, self.ports[name], self._logs() / f"{name}.log") for name in names]
 
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['api']}"
 
+    @property
+    def history_dir(self) -> Path | None:
+        return self.state_dir / HISTORY_DIR if self.archiver else None
+
+    def replay_command(self) -> str:
+        """The Spark job over the demo's own history, with the demo's rules and timings (its config file)."""
+        lagwatch = Path(sys.executable).with_name("lagwatch")
+        return (
+            f"{lagwatch} spark reprocess --input {self.state_dir / HISTORY_DIR} --output"
+            f" {self.state_dir / REPLAY_DIR} --config {self.state_dir / CONFIG_FILE} --master local[2]"
+        )
+
     async def run(self) -> int:
         (self.state_dir / ALERTS_FILE).unlink(missing_ok=True)
+        if self.history_dir is not None:  # a previous run's history would meet groups started afresh
+            shutil.rmtree(self.history_dir, ignore_errors=True)
         with redis.Redis.from_url(self.infra.redis.url) as client:
             client.flushall()  # windows of a previous run would meet an empty Kafka: start clean
         await self.receiver.start()
@@ -173,7 +220,7 @@ class DemoSystem:
 
     def _write_config(self) -> Path:
         path = self.state_dir / CONFIG_FILE
-        doc = demo_config(self.receiver, self.ports, self.token, self.timings)
+        doc = demo_config(self.receiver, self.ports, self.token, self.timings, self.history_dir)
         path.write_text(
             "# Written by `lagwatch dev up` for the demo: fast timings, and the local receiver as subscriptions.\n"
             + yaml.safe_dump(doc, sort_keys=False)
@@ -262,6 +309,9 @@ class DemoSystem:
             "API_TOKEN": self.token,
             "RECEIVER_URL": f"http://127.0.0.1:{self.receiver.port}",
             "ALERTS_FILE": str(self.state_dir / ALERTS_FILE),
+            # health and metrics of the other services (the api's are at API_URL)
+            **{f"{s.name.upper()}_URL": s.url for s in self.services if s.name != "api"},
+            **({"HISTORY_DIR": str(self.history_dir)} if self.history_dir is not None else {}),
         }
 
     def _port_note(self) -> str:
@@ -289,9 +339,22 @@ class DemoSystem:
             f"kept in {self.state_dir / ALERTS_FILE}\n"
             f"  Services:   {services}   (health ports; logs in {self._logs()})\n"
             f"  Config:     {config_file}   addresses for other shells: source {self.state_dir / ENV_FILE}\n"
+            f"{self._history_lines()}"
             f"Demo workload: one consumer group per scenario, committing every {self.timings.tick_s:g}s, windows of"
             f" {self.timings.intervals} commits; statuses they go through:\n{groups}\n"
             f"Try:  curl -s {api}/v3/kafka/{CLUSTER}/consumer/demo-stalled/status"
+        )
+
+    def _history_lines(self) -> str:
+        if self.history_dir is None:
+            return ""
+        return (
+            f"  History:    every commit and log-end sample, archived to {self.history_dir} (Parquet, every"
+            f" {self.timings.history_flush:g}s)\n"
+            f"  Replay it on Spark (any time, from another shell; a few minutes on 2 cores):\n"
+            f"      {self.replay_command()}\n"
+            f"    charts: {self.state_dir / REPLAY_DIR / 'charts' / 'index.html'}   (report, timeline, events and"
+            f" backtest beside them)\n"
         )
 
     def _announce(self, scenario: Scenario, phase: Phase) -> None:
@@ -335,7 +398,10 @@ def run_demo(
             state_dir,
             redis_port=redis_port,
             kafka_port=kafka_port,
-            extra_topics=demo_topics(scenarios(timings.intervals)),
+            extra_topics={
+                **demo_topics(scenarios(timings.intervals)),
+                HistoryConfig().topic: HISTORY_TOPIC_PARTITIONS,
+            },
         ) as infra:
             return asyncio.run(_run(state_dir, infra, api_port, timings, out))
     except RuntimeError as exc:
@@ -346,7 +412,7 @@ def run_demo(
 
 
 async def _run(state_dir: Path, infra: LocalInfra, api_port: int, timings: DemoTimings, out: Print) -> int:
-    system = DemoSystem(state_dir, infra, api_port, timings, out)
+    system = DemoSystem(state_dir, infra, api_port, timings, out, archiver=True)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, system.stop.set)
