@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 
 from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
+from lagwatch.services.ingest.new_protocol_groups import NewProtocolGroups, TopicIds
 from lagwatch.services.ingest.records import (
     CommitKey,
     GroupDeletion,
+    GroupRebalance,
     KeyCache,
     RecordLike,
     decode_group_record,
@@ -71,6 +73,7 @@ class BatchProcessor:
         group_filter: GroupFilter,
         *,
         keep_commits: bool = False,
+        topic_ids: TopicIds | None = None,
     ) -> None:
         self.cluster = cluster
         self.store = store
@@ -81,6 +84,8 @@ class BatchProcessor:
         self.cache = WindowCache(store.redis, cluster, store.config)
         self.writer = WindowWriter(store.redis)
         self._rebalances: list[GroupMetadataUpdate] = []  # applied in memory, not yet written
+        self.new_protocol = NewProtocolGroups()  # KIP-848 groups' members and assignments
+        self.topic_ids = topic_ids  # names the topic ids of new-protocol assignments (None: left as ids)
 
     # --- applying -----------------------------------------------------------------------------------------
 
@@ -209,11 +214,15 @@ class BatchProcessor:
             return
         if isinstance(step, GroupDeletion):
             self.cache.delete_group(step.group, record.partition())
+            self.new_protocol.forget(step.group)
             self._rebalances = [r for r in self._rebalances if r.group != step.group]  # deleted with it
             batch.tally["group_deleted"] += 1
             batch.touched[step.group] = "deleted"
-        else:
+        elif isinstance(step, GroupRebalance):
             self._rebalances.append(GroupMetadataUpdate(step.group, step.generation, step.started_at, step.owners))
+            batch.touched[step.group] = "rebalance"
+        else:  # a new-protocol group's member or assignment changed
+            self._rebalances.append(self.new_protocol.apply(step, record.partition(), record.timestamp()[1]))
             batch.touched[step.group] = "rebalance"
 
     def _offsets_deleted(self, record: RecordLike, commit_key: CommitKey, batch: AppliedBatch, defer: bool) -> None:
@@ -239,7 +248,8 @@ class BatchProcessor:
         started = time.perf_counter()
         deleted_meanwhile = await self.writer.write(self.cluster, flush.writes)
         if flush.rebalances:
-            await self.store.set_groups_metadata(self.cluster, flush.rebalances, flush.now_ms)
+            rebalances = flush.rebalances if self.topic_ids is None else await self.topic_ids.name(flush.rebalances)
+            await self.store.set_groups_metadata(self.cluster, rebalances, flush.now_ms)
         for group in deleted_meanwhile:  # deleted through the api while this worker held it: stay deleted
             self.cache.forget_group(group)
             await self.store.delete_group(self.cluster, group)
@@ -254,6 +264,7 @@ class BatchProcessor:
     def forget_partitions(self, partitions: Sequence[int]) -> None:
         """Offsets-topic partitions this worker no longer owns: their groups leave memory (flushed before)."""
         self.cache.forget_partitions(partitions)
+        self.new_protocol.forget_partitions(partitions)
 
     async def report_own_progress(self, group: str, topic: str, positions: dict[int, int]) -> None:
         """lagwatch's own consumption, stored as a consumer group like any other (Burrow reports `burrow-<name>`):

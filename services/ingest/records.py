@@ -133,21 +133,27 @@ class KeyCache:
         return known
 
 
+MemberRecord = codec.ConsumerGroupMember | codec.ConsumerGroupAssignment  # a new-protocol (KIP-848) group's
+
+
 def decode_group_record(
     key: bytes, value: bytes | None, timestamp: int, counts: Counter[str], group_filter: GroupFilter
-) -> GroupRebalance | GroupDeletion | None:
-    """A record that is not an offset commit: a rebalance or a group tombstone, or None (skipped, counted)."""
+) -> GroupRebalance | GroupDeletion | MemberRecord | None:
+    """A record that is not an offset commit: a rebalance, a group tombstone, a new-protocol group's member or
+    assignment, or None (skipped, counted)."""
     try:
         record = codec.decode_record(key, value)
     except codec.CodecError as exc:
         counts[f"decode_error:{type_label(exc.record_type, key)}"] += 1
         return None
-    if not isinstance(record, codec.GroupMetadata):
+    if not isinstance(record, codec.GroupMetadata | codec.ConsumerGroupMember | codec.ConsumerGroupAssignment):
         counts[f"skipped_type:{type_label(record.record_type)}"] += 1
         return None
     if not group_filter.accepts(record.group):
         counts["filtered"] += 1
         return None
+    if not isinstance(record, codec.GroupMetadata):
+        return record
     return GroupDeletion(record.group) if record.tombstone else _rebalance(record, timestamp, counts)
 
 

@@ -36,6 +36,7 @@ from lagwatch.services.ingest import metrics, workers
 from lagwatch.services.ingest.admin_offsets import AdminOffsets, offsets_topic_readable
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
+from lagwatch.services.ingest.new_protocol_groups import TopicIds
 from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer
 from lagwatch.services.ingest.processor import AppliedBatch, BatchProcessor, Flush
 from lagwatch.services.ingest.records import RecordLike
@@ -93,6 +94,7 @@ class IngestWorker:
             self.broker_offsets,
             config.group_filter(cluster),
             keep_commits=self.history is not None,
+            topic_ids=TopicIds(rdkafka, lambda: self.broker_offsets.partition_counts),
         )
         self.changes = ChangePublisher(kafka, config.evaluator.changes_topic)
         self.broker_offsets.changes = self.changes  # log-end notices: the evaluator re-checks groups on moved topics
