@@ -218,8 +218,7 @@ class SubscriptionConfig:
         default="webhook",
         metadata={"check": lambda v: None if v in SUBSCRIPTION_TYPES else _TYPES_PROBLEM},
     )
-    # required but for `email` (SMTP) and `pagerduty` (the Events API's); services/notifier/channels check it
-    url: str = field(default="", metadata={"check": lambda v: None if v.strip() else "must not be empty"})
+    url: str = ""  # required but for `email` and `pagerduty` (the Events API's): services/notifier/channels checks it
     secret: str = ""  # HMAC-SHA256 key for X-Lagwatch-Signature (webhooks)
     method: str = field(default="POST", metadata={"check": lambda v: None if v in HTTP_METHODS else _METHODS_PROBLEM})
     url_close: str = ""  # Burrow's: closes (close, lag-close) go here; empty = url; keeps url's scheme, host, port

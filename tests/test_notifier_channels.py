@@ -367,3 +367,56 @@ def _ctx():
     return templates.context(
         open_event(), kind="open", subscription_id="mail", notification_id="n", attempt=1, extras={}, dashboard_url=""
     )
+
+
+# --- the api: validation, masking, the address guard ------------------------------------------------------------------
+
+
+async def test_the_api_checks_each_types_options_and_masks_their_secrets(redis_server, redis):
+    from test_subscriptions_api import BASE, config_for as api_config, serving
+
+    async with serving(api_config(redis_server.url)) as api:
+        pd = {"id": "pd", "type": "pagerduty", "routing_key": "R0UT1NGKEY0123456", "url": "http://127.0.0.1:9/"}
+        status, body = await api("POST", BASE, pd)  # (no DNS here: the Events API's name cannot be checked)
+        assert status == 201, body
+        shown = body["subscription"]
+        assert shown["routing_key"] == "****3456"
+        status, body = await api("GET", f"{BASE}/pd")
+        assert "R0UT1NGKEY0123456" not in json.dumps(body)
+        status, body = await api("PUT", f"{BASE}/pd", {**shown, "send_interval": 60})  # what GET showed, edited
+        assert status == 200, body
+        stored = json.loads(await redis.hget("lw:n:{notify}:subs", "pd"))
+        assert stored["routing_key"] == "R0UT1NGKEY0123456" and stored["send_interval"] == 60
+
+        mail = {**email_subscription(2525, password="pa55word-0123456"), "id": "mail"}
+        mail["from"] = mail.pop("from_")
+        status, body = await api("POST", BASE, mail)
+        assert status == 201, body
+        assert body["subscription"]["password"] == "****3456" and body["subscription"]["from"] == "lagwatch@example.com"
+        moved = {**body["subscription"], "smtp_host": "127.0.0.2"}  # another server: the password stays behind
+        status, body = await api("PUT", f"{BASE}/mail", moved)
+        assert status == 400 and "masked value" in body["errors"]["password"]
+
+        status, body = await api("POST", BASE, {**mail, "id": "meta", "smtp_host": "169.254.169.254"})
+        assert status == 400 and "metadata" in body["errors"]["smtp_host"]
+        status, body = await api("POST", BASE, {"id": "x", "type": "email", "to": ["not an address"]})
+        assert status == 400 and set(body["errors"]) >= {"smtp_host", "from", "to"}
+        status, body = await api("POST", BASE, {"id": "y", "url": "http://127.0.0.1:9/", "routing_key": "R0UT1NGKEY01"})
+        assert status == 400 and body["errors"]["routing_key"] == "an option of pagerduty subscriptions, not webhook"
+        status, body = await api("POST", BASE, {"id": "z", "type": "alertmanager"})
+        assert status == 400 and body["errors"]["url"].startswith("required")
+
+
+async def test_a_configured_email_subscription_refuses_a_password_in_clear(tmp_path):
+    from lagwatch.services.notifier.subscriptions import from_config
+    from lagwatch.shared.config import ConfigError, load_config
+
+    path = tmp_path / "lagwatch.yml"
+    path.write_text(
+        "subscriptions:\n"
+        "  - {id: m, type: email, smtp-host: mail.example.com, from: a@example.com, to: [b@example.com],"
+        " username: u, password: p, starttls: false}\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        from_config(load_config(path, env={}))
+    assert err.value.key == "subscriptions[0].starttls"

@@ -401,7 +401,6 @@ subscriptions:
     ("entry", "key"),
     [
         ("{type: webhook, url: 'https://x.example.com'}", "subscriptions[0].id"),
-        ("{id: a, url: ''}", "subscriptions[0].url"),
         ("{id: a, type: sms, url: 'https://x.example.com'}", "subscriptions[0].type"),
         ("{id: a, url: 'https://x.example.com', threshold: STOP}", "subscriptions[0].threshold"),
         ("{id: a, url: 'https://x.example.com', send-interval: -1}", "subscriptions[0].send-interval"),
@@ -420,6 +419,7 @@ def test_a_bad_configured_subscription_names_its_key(tmp_path, entry, key):
 @pytest.mark.parametrize(
     ("entries", "key"),
     [
+        ("- {id: a, url: ''}", "subscriptions[0].url"),  # (the notifier knows which types need a url)
         ("- {id: a, url: 'ftp://x.example.com'}", "subscriptions[0].url"),
         ("- {id: a, url: 'http://169.254.169.254/'}", "subscriptions[0].url"),
         ("- {id: a, url: 'http://10.0.0.1/'}", "subscriptions[0].url"),
