@@ -102,18 +102,25 @@ async def rewound(s: Scenario) -> None:  # the committed offset goes back below 
     await s.member.commit(5)
 
 
+async def stopped(s: Scenario) -> None:  # commits stop while lag remains: after longer than the window spans, STOP
+    await settle(s)
+    await s.produce(10)
+    await s.member.commit(15)
+
+
 async def idle(s: Scenario) -> None:  # fully consumed and quiet: stays OK however long nothing is committed
     await settle(s)
 
 
-PLAYS = {"lagging": lagging, "stalled": stalled, "rewound": rewound, "idle": idle}
+PLAYS = {"lagging": lagging, "stalled": stalled, "stopped": stopped, "rewound": rewound, "idle": idle}
 EXPECTED = {
     "lagging": [("NOTFOUND", "OK"), ("OK", "WARN"), ("WARN", "OK")],
     "stalled": [("NOTFOUND", "OK"), ("OK", "ERR"), ("ERR", "OK")],
+    "stopped": [("NOTFOUND", "OK"), ("OK", "ERR")],
     "rewound": [("NOTFOUND", "OK"), ("OK", "ERR")],
     "idle": [("NOTFOUND", "OK")],
 }
-BAD_PARTITION = {"lagging": "WARN", "stalled": "STOP", "rewound": "REWIND"}
+BAD_PARTITION = {"lagging": "WARN", "stalled": "STOP", "stopped": "STOP", "rewound": "REWIND"}
 
 
 def admin_config(kafka: MockKafkaCluster, redis_url: str, source: str = "admin"):
