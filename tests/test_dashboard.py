@@ -24,6 +24,7 @@ from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.shared.config import load_config
 from lagwatch.shared.lag_sparkline import lag_sparkline
 from lagwatch.shared.protocol import GroupStatus, OffsetEntry, Status
+from lagwatch.shared.silences import Matcher, Silence, SilenceStore
 from lagwatch.shared.status_event import Incident, build_event, encode, next_incident
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.packing import pack_commit_ring
@@ -205,6 +206,22 @@ async def test_the_overview_lists_groups_worst_first_with_lag_sparklines_inciden
     assert changes[2]["max_lag_seconds_lower_bound"] is False and changes[2]["max_lag_seconds"] is None
 
 
+async def test_the_overview_lists_silences_that_hold_now_or_will(api, redis, http):
+    now = time.time()
+    store = SilenceStore(redis)
+    for silence_id, starts, ends in [
+        ("sil-now", now - 60, now + 600),
+        ("sil-later", now + 60, now + 120),
+        ("sil-over", now - 120, now - 60),
+    ]:
+        matchers = (Matcher("group", "billing"), Matcher("topic", "orders-.*", True))
+        await store.put(Silence(silence_id, matchers, starts, ends, "deploy", "alice", now - 120))
+    status, body, _ = await get(http, f"{api.url}/dashboard/api/overview")
+    assert status == 200
+    assert [(s["id"], s["state"]) for s in body["silences"]] == [("sil-now", "active"), ("sil-later", "pending")]
+    assert body["silences"][0]["matchers"][1] == {"name": "topic", "value": "orders-.*", "regex": True}
+
+
 async def test_a_group_shows_every_partition_with_its_window(api, redis, http):
     now = now_ms()
     await seed_windows(redis, now)
@@ -383,6 +400,10 @@ async def browse(url, profile: Path, *flags, budget_ms=4000):
 
 async def test_the_page_renders_groups_statuses_lag_incidents_and_changes_in_chromium(api, redis, tmp_path):
     await seed(redis, now_ms())
+    ends = time.time() + 3600
+    await SilenceStore(redis).put(
+        Silence("sil-1", (Matcher("group", "billing"),), time.time(), ends, "deploy", "alice", 0)
+    )
     url = f"{api.url}/dashboard?cluster={CLUSTER}&group=billing"
     dom = Elements(await browse(url, tmp_path / "profile", "--dump-dom"))
 
@@ -416,6 +437,8 @@ async def test_the_page_renders_groups_statuses_lag_incidents_and_changes_in_chr
         ("billing", "ERR"),
     ]
     assert len(changes) == 6
+    silence = dom.having("data-silence")["sil-1"]
+    assert silence["data-state"] == "active" and "group = billing" in silence["text"] and "deploy" in silence["text"]
     assert dom.having("data-cluster")[CLUSTER]["class"] == "active"
     assert dom.having("id")["error"].get("hidden") is not None  # no error banner
 
@@ -444,7 +467,7 @@ async def test_the_page_shows_empty_states_and_an_error_when_redis_is_down(redis
         dom = Elements(await browse(f"{server.url}/dashboard", tmp_path / "profile", "--dump-dom"))
     texts = " ".join(e["text"] for e in dom.found if e.get("class") == "empty")
     assert "No consumer groups with recent commits in cluster local" in texts
-    assert "No open incidents" in texts and "No status changes recorded yet" in texts
+    assert "No open incidents" in texts and "No status changes recorded yet" in texts and "No silences" in texts
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

@@ -25,6 +25,7 @@ from lagwatch.services.api.context import CONTEXT, ApiContext, now_ms
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.services.api.dashboard_data import group_detail, group_row, incident_json, severity_order
 from lagwatch.services.api.responses import ApiError, ok
+from lagwatch.shared.silences import EXPIRED, SilenceStore
 from lagwatch.shared.status_event import QUIET
 from lagwatch.shared.store.results_store import ResultsStore
 from lagwatch.shared.store.status_store import GroupState, StatusStore
@@ -82,6 +83,7 @@ async def overview(request: web.Request) -> web.Response:
         "groups": [],
         "incidents": [],
         "changes": [],
+        "silences": await _silences(context),
     }
     if cluster is not None:
         await context.require_cluster(cluster)
@@ -100,6 +102,13 @@ async def group(request: web.Request) -> web.Response:
     status = statuses.evaluate(stored, now, context.config)
     body = statuses.with_lag_seconds(status.to_json(), stored, now)
     return ok(request, "dashboard group returned", status=group_detail(body, stored, context.config.storage.intervals))
+
+
+async def _silences(context: ApiContext) -> list[dict]:
+    """The silences that hold now or will (all clusters: a silence need not name one), soonest end first."""
+    now = now_ms() / 1000
+    held = [s for s in await SilenceStore(context.redis).all() if s.state(now) != EXPIRED]
+    return [s.to_json(now) for s in sorted(held, key=lambda s: (s.starts_at > now, s.ends_at))]
 
 
 async def _cluster_overview(context: ApiContext, cluster: str) -> dict:

@@ -209,12 +209,14 @@ function render() {
     replace("groups", empty(state.error ? "No data: the api could not be reached." : "Loading…"));
     replace("incidents");
     replace("changes");
+    replace("silences");
     return;
   }
   renderSummary(overview);
   renderGroups(overview);
   renderIncidents(overview);
   renderChanges(overview);
+  renderSilences(overview);
 }
 
 function replace(id, ...children) {
@@ -395,6 +397,26 @@ function renderChanges(overview) {
       el("td", { class: "transition" }, c.previous_status ? badge(c.previous_status) : "", " → ", badge(c.status)),
       el("td", { class: "num" }, number(c.totallag)),
       el("td", { class: "num" }, lagSeconds(c.max_lag_seconds ?? null, c.max_lag_seconds_lower_bound)),
+    ),
+  );
+}
+
+// Silences (maintenance windows) that hold now or will: made and ended through /api/v1/silences.
+function renderSilences(overview) {
+  const headers = [["State"], ["Matches"], ["From"], ["Until"], ["Reason"], ["By"]];
+  const emptyText = "No silences (POST /api/v1/silences mutes a group, topic or cluster for a while).";
+  const matcher = (m) => `${m.name} ${m.regex ? "=~" : "="} ${m.value}`;
+  const moment = (seconds) => new Date(seconds * 1000).toLocaleString("en-GB", { hour12: false });
+  listPanel("silences", overview.silences || [], emptyText, headers, (s) =>
+    el(
+      "tr",
+      { "data-silence": s.id, "data-state": s.state },
+      el("td", {}, s.state),
+      el("td", {}, (s.matchers || []).map(matcher).join(", ")),
+      el("td", { class: "muted" }, moment(s["starts-at"])),
+      el("td", { class: "muted" }, moment(s["ends-at"])),
+      el("td", {}, s.reason || "—"),
+      el("td", { class: "muted" }, s["created-by"]),
     ),
   );
 }
