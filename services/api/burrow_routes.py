@@ -1,9 +1,11 @@
-"""Burrow's HTTP API v3 (spec §5): clusters, topics, consumer groups, their statuses, and removing a group.
+"""Burrow's HTTP API v3 (spec §5): clusters, topics and their consumers, consumer groups, their statuses, and
+removing a group or one of its topics.
 
-Shapes and messages follow Burrow's documentation so existing Burrow clients (dashboards, Telegraf's burrow input,
-alerting scripts) work unchanged. A group's status is computed from its Redis windows at request time
-(`statuses.py`); the consumer listing is the groups the evaluator holds a ready result for (`results_store.py`, the
-same /metrics and the dashboard read), so all three list the same groups.
+Shapes and messages follow Burrow's httpserver (v1.9.5) so existing Burrow clients (dashboards, Telegraf's burrow
+input, alerting scripts) work unchanged, down to its NOTFOUND answer (a 404 with `error: false`). A group's status
+is computed from its Redis windows at request time (`statuses.py`); the consumer listings are the groups the
+evaluator holds a ready result for (`results_store.py`, the same /metrics and the dashboard read), so all of them
+list the same groups.
 """
 
 from __future__ import annotations
