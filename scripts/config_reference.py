@@ -98,9 +98,12 @@ MEANINGS = {
     "clusters.<name>.tls.cert-file": "client certificate (mutual TLS)",
     "clusters.<name>.tls.key-file": "the client certificate's key",
     "clusters.<name>.tls.verify-hostname": "check the brokers' names against their certificates",
-    "clusters.<name>.sasl.mechanism": "`PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`; empty = no SASL",
-    "clusters.<name>.sasl.username": "SASL user",
+    "clusters.<name>.sasl.mechanism": "`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`, `OAUTHBEARER` (OIDC), `AWS_MSK_IAM` "
+    "or `GSSAPI` (Kerberos); empty = no SASL (docs/managed-kafka.md)",
+    "clusters.<name>.sasl.username": "SASL user (`PLAIN`, `SCRAM-*`)",
     "clusters.<name>.sasl.password": "SASL password",
+    "clusters.<name>.sasl.oauth.extensions": "SASL extensions sent with the token (Confluent Cloud: `logicalCluster`, "
+    "`identityPoolId`); set them in the file, as the environment folds names to lower case",
     "history.enabled": "the ingest publishes what it reads for the Spark replay (off: it doubles its Kafka writes)",
     "history.topic": "where the ingest publishes the history of commits and log-end samples (Spark replay)",
     "history.http-host": "address of the archiver's `/healthz`, `/readyz`, `/metrics`",

@@ -124,20 +124,79 @@ class TlsConfig:
     verify_hostname: bool = True
 
 
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM", "GSSAPI")
+_MECHANISMS_PROBLEM = f"must be one of {', '.join(SASL_MECHANISMS)} (or empty: no SASL)"
+
+
+def _http_url(v: str) -> str | None:
+    return None if v == "" or re.match(r"^https?://[^/\s]+", v) else "must be an http(s) URL"
+
+
+@dataclass(frozen=True)
+class OAuthConfig:
+    """SASL OAUTHBEARER: a token from an OIDC provider's token endpoint (client-credentials grant)."""
+
+    token_endpoint_url: str = field(default="", metadata={"check": _http_url})  # the OIDC provider's token endpoint
+    client_id: str = ""  # the OAuth client lagwatch logs in as
+    client_secret: str = ""  # its secret (sent with HTTP basic auth, as librdkafka and Kafka's Java client do)
+    scope: str = ""  # requested scope(s), space-separated; empty = the provider's default
+    extensions: dict[str, str] = field(default_factory=dict)  # SASL extensions (Confluent Cloud's logicalCluster, ...)
+
+
+@dataclass(frozen=True)
+class AwsIamConfig:
+    """AWS_MSK_IAM: tokens signed with AWS credentials (aws-msk-iam-sasl-signer-python), sent as OAUTHBEARER."""
+
+    region: str = ""  # the cluster's region; empty = $AWS_REGION, $AWS_DEFAULT_REGION or the profile's region
+    profile: str = ""  # a named profile of ~/.aws/config; empty = the default chain (environment, role, ...)
+    role_arn: str = ""  # a role to assume (STS) with the default credentials; set `profile` or this, not both
+
+
+@dataclass(frozen=True)
+class KerberosConfig:
+    """GSSAPI: Kerberos tickets from a keytab or the credential cache (kinit)."""
+
+    service_name: str = "kafka"  # the brokers' Kerberos service: their principals are `<service>/<host>@REALM`
+    principal: str = ""  # lagwatch's principal, e.g. lagwatch@EXAMPLE.COM; empty = the keytab's or cache's
+    keytab: str = ""  # lagwatch's keytab file; empty = the credential cache (kinit)
+    domain_name: str = ""  # the brokers' host name for the service principal, when it differs from the address
+
+
 @dataclass(frozen=True)
 class SaslConfig:
     mechanism: str = field(
-        default="",
-        metadata={
-            "check": lambda v: (
-                None
-                if v in ("", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-                else "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
-            )
-        },
+        default="", metadata={"check": lambda v: None if v in ("", *SASL_MECHANISMS) else _MECHANISMS_PROBLEM}
     )
     username: str = ""
     password: str = ""
+    oauth: OAuthConfig = field(default_factory=OAuthConfig)
+    aws: AwsIamConfig = field(default_factory=AwsIamConfig)
+    kerberos: KerberosConfig = field(default_factory=KerberosConfig)
+
+    def cross_check(self) -> tuple[str, str] | None:
+        """The first option the mechanism needs and lacks, or one it does not use: (key below `sasl`, problem)."""
+        m = self.mechanism
+        wanted = {
+            "username": m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+            "oauth": m == "OAUTHBEARER",
+            "aws": m == "AWS_MSK_IAM",
+            "kerberos": m == "GSSAPI",
+        }
+        if wanted["username"] and not self.username:
+            return "username", f"required with mechanism {m}"
+        if m == "OAUTHBEARER":
+            for key in ("token_endpoint_url", "client_id", "client_secret"):
+                if not getattr(self.oauth, key):
+                    return f"oauth.{key.replace('_', '-')}", "required with mechanism OAUTHBEARER"
+        if m == "AWS_MSK_IAM" and self.aws.profile and self.aws.role_arn:
+            return "aws.role-arn", "set `profile` or `role-arn`, not both (a profile may name a role itself)"
+        if m == "GSSAPI" and not self.kerberos.service_name:
+            return "kerberos.service-name", "required with mechanism GSSAPI"
+        for key, used in wanted.items():
+            value = getattr(self, key)
+            if not used and value != type(value)() and (key != "username" or m):
+                return key, f"is not used by mechanism {m or '(none)'}: set the mechanism, or remove it"
+        return None
 
 
 @dataclass(frozen=True)
@@ -159,6 +218,15 @@ class ClusterConfig:
     group_denylist: str = field(default="", metadata={"check": _regex})
     tls: TlsConfig = field(default_factory=TlsConfig)
     sasl: SaslConfig = field(default_factory=SaslConfig)
+
+    def cross_check(self) -> tuple[str, str] | None:
+        """Options that are each valid but not together: (key below the cluster, problem)."""
+        sasl = self.sasl.cross_check()
+        if sasl:
+            return f"sasl.{sasl[0]}", sasl[1]
+        if self.sasl.mechanism == "AWS_MSK_IAM" and not self.tls.enabled:
+            return "tls.enabled", "must be true with AWS_MSK_IAM (MSK's IAM listener, port 9098, is TLS only)"
+        return None
 
 
 @dataclass(frozen=True)
@@ -417,7 +485,11 @@ def _build(cls: type, raw: Any, where: str) -> Any:
                 raise ConfigError(_join(where, key), "required")
             continue
         values[f.name] = _field_value(hints[f.name], f, raw[key], _join(where, key))
-    return cls(**values)
+    built = cls(**values)
+    problem = built.cross_check() if hasattr(built, "cross_check") else None  # options that depend on each other
+    if problem:
+        raise ConfigError(_join(where, problem[0]), problem[1])
+    return built
 
 
 def _field_value(kind: Any, f: dataclasses.Field, value: Any, dotted: str) -> Any:

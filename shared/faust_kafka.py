@@ -24,7 +24,8 @@ from faust.transport.drivers import aiokafka as driver
 from mode import Service
 
 from lagwatch.shared.config import ClusterConfig
-from lagwatch.shared.kafka_client import ssl_context
+from lagwatch.shared.kafka_client import TOKEN_MECHANISMS, check_login, kerberos_for_aiokafka, ssl_context
+from lagwatch.shared.kafka_login import token_provider
 
 log = logging.getLogger(__name__)
 SCHEME = "lagwatchkafka"
@@ -74,15 +75,26 @@ TRANSPORTS.aliases[SCHEME] = f"{__name__}:Transport"
 
 
 def faust_broker_settings(cluster: ClusterConfig, name: str) -> dict:
-    """Faust's spelling of the cluster's connection settings."""
+    """Faust's spelling of the cluster's connection settings (its aiokafka driver turns them into the same
+    keyword arguments as `client_kwargs`)."""
     settings: dict = {"broker": ";".join(f"{SCHEME}://{s}" for s in cluster.bootstrap_servers)}
     context = ssl_context(cluster, name)
-    if cluster.sasl.mechanism:
-        settings["broker_credentials"] = faust.SASLCredentials(
-            username=cluster.sasl.username,
-            password=cluster.sasl.password,
-            mechanism=cluster.sasl.mechanism,
+    check_login(cluster, name)
+    sasl = cluster.sasl
+    if sasl.mechanism in TOKEN_MECHANISMS:
+        settings["broker_credentials"] = faust.OAuthCredentials(
+            oauth_cb=token_provider(cluster, name), ssl_context=context
+        )
+    elif sasl.mechanism == "GSSAPI":
+        kerberos_for_aiokafka(cluster, name)
+        settings["broker_credentials"] = faust.GSSAPICredentials(
+            kerberos_service_name=sasl.kerberos.service_name,
+            kerberos_domain_name=sasl.kerberos.domain_name or None,
             ssl_context=context,
+        )
+    elif sasl.mechanism:
+        settings["broker_credentials"] = faust.SASLCredentials(
+            username=sasl.username, password=sasl.password, mechanism=sasl.mechanism, ssl_context=context
         )
     elif context is not None:
         settings["broker_credentials"] = faust.SSLCredentials(context)

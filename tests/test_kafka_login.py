@@ -1,0 +1,393 @@
+"""Logins managed Kafka needs (shared/kafka_login.py, shared/kafka_client.py): OAUTHBEARER tokens from a real OIDC
+token endpoint (an aiohttp server in the test), MSK IAM tokens signed by the AWS signer library with credentials
+from the environment or a profile (no network), Kerberos where the client library has it, and the same login in
+every Kafka client lagwatch builds: aiokafka, librdkafka, Faust and Spark's Java client."""
+
+import asyncio
+import base64
+import json
+import os
+import time
+from urllib.parse import parse_qs, urlparse
+
+import faust
+import pytest
+from aiohttp import web
+from aiokafka import AIOKafkaConsumer
+from confluent_kafka import Producer
+from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
+
+from lagwatch.shared import kafka_client, kafka_login
+from lagwatch.shared.config import ConfigError, load_config
+from lagwatch.shared.faust_kafka import faust_broker_settings
+from lagwatch.shared.kafka_client import client_kwargs, java_client_options, librdkafka_config
+from lagwatch.shared.kafka_login import LoginError, MskIamTokens, OidcClientCredentials
+
+CLIENT_ID, SECRET = "lagwatch", "s3cret-value"
+
+
+def jwt(claims: dict) -> str:
+    part = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+    return f"eyJhbGciOiJub25lIn0.{part}.c2ln"
+
+
+class TokenEndpoint:
+    """An OIDC provider's token endpoint: client-credentials grant, client authenticated with HTTP basic auth."""
+
+    def __init__(self, lifetime: int = 100) -> None:
+        self.lifetime = lifetime
+        self.requests: list[dict] = []
+        self.url = ""
+
+    async def handle(self, request: web.Request) -> web.Response:
+        form = dict(await request.post())
+        self.requests.append({"form": form, "authorization": request.headers.get("Authorization", "")})
+        expected = "Basic " + base64.b64encode(f"{CLIENT_ID}:{SECRET}".encode()).decode()
+        if request.headers.get("Authorization") != expected:
+            return web.json_response({"error": "invalid_client", "error_description": "bad credentials"}, status=401)
+        if form.get("grant_type") != "client_credentials":
+            return web.json_response({"error": "unsupported_grant_type"}, status=400)
+        token = jwt({"sub": "svc-lagwatch", "n": len(self.requests)})
+        return web.json_response({"access_token": token, "token_type": "Bearer", "expires_in": self.lifetime})
+
+
+@pytest.fixture
+async def endpoint():
+    server = TokenEndpoint()
+    app = web.Application()
+    app.router.add_post("/oauth2/token", server.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    server.url = f"http://127.0.0.1:{runner.addresses[0][1]}/oauth2/token"
+    yield server
+    await runner.cleanup()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def oauth_env(url: str, secret: str = SECRET, **extra: str) -> dict[str, str]:
+    return {
+        "LAGWATCH__CLUSTERS__cloud__BOOTSTRAP_SERVERS": "broker-1:9093",
+        "LAGWATCH__CLUSTERS__cloud__TLS__ENABLED": "true",
+        "LAGWATCH__CLUSTERS__cloud__SASL__MECHANISM": "OAUTHBEARER",
+        "LAGWATCH__CLUSTERS__cloud__SASL__OAUTH__TOKEN_ENDPOINT_URL": url,
+        "LAGWATCH__CLUSTERS__cloud__SASL__OAUTH__CLIENT_ID": CLIENT_ID,
+        "LAGWATCH__CLUSTERS__cloud__SASL__OAUTH__CLIENT_SECRET": secret,
+        "LAGWATCH__CLUSTERS__cloud__SASL__OAUTH__SCOPE": "kafka.read",
+        **extra,
+    }
+
+
+def oauth_cluster(url: str, secret: str = SECRET):
+    return load_config(env=oauth_env(url, secret)).cluster("cloud")
+
+
+@pytest.fixture(autouse=True)
+def fresh_providers(monkeypatch):
+    """Each test gets its own providers (the process keeps one per cluster)."""
+    monkeypatch.setattr(kafka_login, "_providers", {})
+
+
+# OAUTHBEARER from an OIDC token endpoint
+
+
+async def test_a_token_is_fetched_with_the_client_credentials_grant(endpoint):
+    provider = OidcClientCredentials(oauth_cluster(endpoint.url).sasl.oauth)
+    token = await provider.token()
+    assert token == jwt({"sub": "svc-lagwatch", "n": 1})
+    [request] = endpoint.requests
+    assert request["form"] == {"grant_type": "client_credentials", "scope": "kafka.read"}
+    assert request["authorization"].startswith("Basic ")
+
+
+async def test_the_token_is_cached_until_it_is_due_and_refreshed_before_it_expires(endpoint):
+    clock = Clock()
+    provider = OidcClientCredentials(oauth_cluster(endpoint.url).sasl.oauth, clock=clock)
+    first = await provider.token()
+    clock.now += 39  # a 100 s token is refreshed at 40 s: 60 s before it expires
+    assert await provider.token() == first
+    assert len(endpoint.requests) == 1
+    clock.now += 2
+    second = await provider.token()
+    assert second != first and len(endpoint.requests) == 2
+    assert provider.current().expires_at == pytest.approx(clock.now + 100, abs=2)
+
+
+async def test_concurrent_connections_share_one_fetch(endpoint):
+    provider = OidcClientCredentials(oauth_cluster(endpoint.url).sasl.oauth)
+    tokens = await asyncio.gather(*(provider.token() for _ in range(8)))
+    assert len(set(tokens)) == 1 and len(endpoint.requests) == 1
+
+
+async def test_a_bad_secret_is_a_clear_error_that_does_not_show_the_secret(endpoint):
+    provider = OidcClientCredentials(oauth_cluster(endpoint.url, secret="wrong-secret").sasl.oauth)
+    with pytest.raises(LoginError) as err:
+        await provider.token()
+    message = str(err.value)
+    assert "HTTP 401" in message and "invalid_client (bad credentials)" in message
+    assert endpoint.url in message and "client-id lagwatch" in message and "wrong-secret" not in message
+
+
+async def test_an_unreachable_endpoint_is_a_clear_error():
+    provider = OidcClientCredentials(oauth_cluster("http://127.0.0.1:9/token").sasl.oauth)
+    with pytest.raises(LoginError, match="unreachable"):
+        await provider.token()
+
+
+async def test_librdkafka_gets_token_expiry_principal_and_extensions_from_the_same_provider(endpoint, tmp_path):
+    path = tmp_path / "lagwatch.yaml"  # extensions' names keep their case in a file (the environment folds it)
+    path.write_text("clusters: {cloud: {sasl: {oauth: {extensions: {logicalCluster: lkc-1}}}}}\n")
+    config = librdkafka_config(load_config(path, env=oauth_env(endpoint.url)).cluster("cloud"), "cloud")
+    assert (config["security.protocol"], config["sasl.mechanism"]) == ("sasl_ssl", "OAUTHBEARER")
+    token, expires_at, principal, extensions = await asyncio.to_thread(config["oauth_cb"], "")
+    assert token == jwt({"sub": "svc-lagwatch", "n": 1})
+    assert expires_at == pytest.approx(time.time() + 100, abs=5)
+    assert (principal, extensions) == ("svc-lagwatch", {"logicalCluster": "lkc-1"})
+
+
+async def test_a_librdkafka_client_logs_in_with_the_provider_when_it_is_built(endpoint):
+    """confluent-kafka calls `oauth_cb` as it creates the client: the token endpoint sees the login."""
+    config = librdkafka_config(oauth_cluster(endpoint.url), "cloud")
+    producer = await asyncio.to_thread(Producer, {**config, "bootstrap.servers": "127.0.0.1:9"})
+    assert len(endpoint.requests) == 1
+    await asyncio.to_thread(producer.flush, 0)
+
+
+async def test_aiokafka_faust_and_librdkafka_clients_share_one_provider(endpoint):
+    cluster = oauth_cluster(endpoint.url)
+    kwargs = client_kwargs(cluster, "cloud")
+    assert kwargs["security_protocol"] == "SASL_SSL" and kwargs["sasl_mechanism"] == "OAUTHBEARER"
+    provider = kwargs["sasl_oauth_token_provider"]
+    consumer = AIOKafkaConsumer(**kwargs)  # aiokafka accepts it (an AbstractTokenProvider)
+    assert consumer._client._sasl_oauth_token_provider is provider
+    credentials = faust_broker_settings(cluster, "cloud")["broker_credentials"]
+    assert isinstance(credentials, faust.OAuthCredentials) and credentials.oauth_cb is provider
+    auth = credentials_to_aiokafka_auth(credentials)
+    assert (auth["security_protocol"], auth["sasl_oauth_token_provider"]) == ("SASL_SSL", provider)
+    assert librdkafka_config(cluster, "cloud")["oauth_cb"].__self__ is provider
+    await provider.token()
+    await asyncio.to_thread(librdkafka_config(cluster, "cloud")["oauth_cb"], "")
+    assert len(endpoint.requests) == 1
+
+
+def test_spark_gets_kafkas_java_oidc_login():
+    props = java_client_options(oauth_cluster("https://idp.example.com/oauth2/token"), "cloud")
+    assert props["sasl.mechanism"] == "OAUTHBEARER" and props["security.protocol"] == "SASL_SSL"
+    assert props["sasl.oauthbearer.token.endpoint.url"] == "https://idp.example.com/oauth2/token"
+    assert props["sasl.login.callback.handler.class"].endswith("oauthbearer.OAuthBearerLoginCallbackHandler")
+    assert props["sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+        ' clientId="lagwatch" clientSecret="s3cret-value" scope="kafka.read";'
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "key"),
+    [
+        ({"LAGWATCH__CLUSTERS__cloud__SASL__OAUTH__CLIENT_SECRET": ""}, "clusters.cloud.sasl.oauth.client-secret"),
+        ({"LAGWATCH__CLUSTERS__cloud__SASL__OAUTH__TOKEN_ENDPOINT_URL": "idp/token"}, "clusters.cloud.sasl.oauth"),
+        ({"LAGWATCH__CLUSTERS__cloud__SASL__MECHANISM": "PLAIN"}, "clusters.cloud.sasl.username"),
+        (
+            {"LAGWATCH__CLUSTERS__cloud__SASL__MECHANISM": "PLAIN", "LAGWATCH__CLUSTERS__cloud__SASL__USERNAME": "u"},
+            "clusters.cloud.sasl.oauth",
+        ),
+        ({"LAGWATCH__CLUSTERS__cloud__SASL__MECHANISM": "OAuth"}, "clusters.cloud.sasl.mechanism"),
+    ],
+)
+def test_a_login_missing_or_mixing_options_fails_at_start_up_naming_the_key(env, key):
+    with pytest.raises(ConfigError) as err:
+        load_config(env={**oauth_env("https://idp.example.com/token"), **env})
+    assert err.value.key.startswith(key)
+
+
+# AWS MSK IAM
+
+
+@pytest.fixture
+def aws_env(monkeypatch, tmp_path):
+    """Fake credentials in the environment, no shared files and no instance metadata: signing stays offline."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ROLE_ARN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEKEY123456")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    return tmp_path
+
+
+def msk_env(**extra: str) -> dict[str, str]:
+    return {
+        "LAGWATCH__CLUSTERS__msk__BOOTSTRAP_SERVERS": "b-1.msk.example:9098",
+        "LAGWATCH__CLUSTERS__msk__TLS__ENABLED": "true",
+        "LAGWATCH__CLUSTERS__msk__SASL__MECHANISM": "AWS_MSK_IAM",
+        **extra,
+    }
+
+
+def signed_url(token: str) -> tuple[str, dict]:
+    url = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    parsed = urlparse(url)
+    return f"{parsed.scheme}://{parsed.netloc}{parsed.path}", parse_qs(parsed.query)
+
+
+def test_msk_iam_signs_a_connect_token_with_the_environments_credentials(aws_env, monkeypatch):
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    cluster = load_config(env=msk_env()).cluster("msk")
+    token, expires_at, _, _ = librdkafka_config(cluster, "msk")["oauth_cb"]("")
+    url, query = signed_url(token)
+    assert url == "https://kafka.eu-west-1.amazonaws.com/"
+    assert query["Action"] == ["kafka-cluster:Connect"]
+    assert query["X-Amz-Credential"][0].startswith("AKIAEXAMPLEKEY123456/")
+    assert query["X-Amz-Credential"][0].endswith("/eu-west-1/kafka-cluster/aws4_request")
+    assert len(query["X-Amz-Signature"][0]) == 64
+    assert expires_at == pytest.approx(time.time() + 900, abs=5)
+
+
+def test_msk_iam_reads_a_named_profile_and_its_region(aws_env):
+    (aws_env / "credentials").write_text(
+        "[msk-reader]\naws_access_key_id = AKIAPROFILEKEY000001\naws_secret_access_key = profile-secret\n"
+    )
+    (aws_env / "config").write_text("[profile msk-reader]\nregion = us-east-2\n")
+    cluster = load_config(env=msk_env(LAGWATCH__CLUSTERS__msk__SASL__AWS__PROFILE="msk-reader")).cluster("msk")
+    provider = client_kwargs(cluster, "msk")["sasl_oauth_token_provider"]
+    assert isinstance(provider, MskIamTokens) and provider.region == "us-east-2"
+    url, query = signed_url(provider.current().value)
+    assert url == "https://kafka.us-east-2.amazonaws.com/"
+    assert query["X-Amz-Credential"][0].startswith("AKIAPROFILEKEY000001/")
+
+
+def test_msk_iam_without_credentials_is_a_clear_error(aws_env, monkeypatch):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    cluster = load_config(env=msk_env(LAGWATCH__CLUSTERS__msk__SASL__AWS__REGION="eu-west-1")).cluster("msk")
+    provider = kafka_login.token_provider(cluster, "msk")
+    with pytest.raises(LoginError, match="MSK IAM: no AWS credentials found"):
+        provider.current()
+
+
+def test_msk_iam_without_a_region_names_the_option(aws_env):
+    cluster = load_config(env=msk_env()).cluster("msk")
+    with pytest.raises(ConfigError) as err:
+        client_kwargs(cluster, "msk")
+    assert err.value.key == "clusters.msk.sasl.aws.region" and "AWS_REGION" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("env", "key"),
+    [
+        ({"LAGWATCH__CLUSTERS__msk__TLS__ENABLED": "false"}, "clusters.msk.tls.enabled"),
+        (
+            {
+                "LAGWATCH__CLUSTERS__msk__SASL__AWS__PROFILE": "p",
+                "LAGWATCH__CLUSTERS__msk__SASL__AWS__ROLE_ARN": "arn:aws:iam::123456789012:role/lagwatch",
+            },
+            "clusters.msk.sasl.aws.role-arn",
+        ),
+        ({"LAGWATCH__CLUSTERS__msk__SASL__USERNAME": "someone"}, "clusters.msk.sasl.username"),
+    ],
+)
+def test_the_config_that_selects_msk_iam_is_validated(env, key):
+    with pytest.raises(ConfigError) as err:
+        load_config(env=msk_env(**env))
+    assert err.value.key == key
+
+
+def test_spark_gets_the_msk_iam_login_module():
+    cluster = load_config(env=msk_env(LAGWATCH__CLUSTERS__msk__SASL__AWS__PROFILE="p")).cluster("msk")
+    props = java_client_options(cluster, "msk")
+    assert props["sasl.mechanism"] == "AWS_MSK_IAM" and props["security.protocol"] == "SASL_SSL"
+    assert props["sasl.jaas.config"] == 'software.amazon.msk.auth.iam.IAMLoginModule required awsProfileName="p";'
+    assert props["sasl.client.callback.handler.class"] == "software.amazon.msk.auth.iam.IAMClientCallbackHandler"
+
+
+# Kerberos (GSSAPI)
+
+
+def kerberos_env(**extra: str) -> dict[str, str]:
+    return {
+        "LAGWATCH__CLUSTERS__corp__SASL__MECHANISM": "GSSAPI",
+        "LAGWATCH__CLUSTERS__corp__SASL__KERBEROS__PRINCIPAL": "lagwatch@EXAMPLE.COM",
+        **extra,
+    }
+
+
+def test_the_wheels_librdkafka_is_probed_for_kerberos_and_a_missing_one_is_a_clear_error(monkeypatch):
+    assert isinstance(kafka_client.librdkafka_has_gssapi(), bool)
+    monkeypatch.setattr(kafka_client, "librdkafka_has_gssapi", lambda: False)
+    with pytest.raises(ConfigError, match="has no Kerberos") as err:
+        librdkafka_config(load_config(env=kerberos_env()).cluster("corp"), "corp")
+    assert err.value.key == "clusters.corp.sasl.mechanism"
+
+
+def test_a_librdkafka_with_kerberos_gets_service_principal_and_keytab(monkeypatch, tmp_path):
+    monkeypatch.setattr(kafka_client, "librdkafka_has_gssapi", lambda: True)
+    keytab = tmp_path / "lagwatch.keytab"
+    env = kerberos_env(LAGWATCH__CLUSTERS__corp__SASL__KERBEROS__KEYTAB=str(keytab))
+    config = librdkafka_config(load_config(env=env).cluster("corp"), "corp")
+    assert config["security.protocol"] == "sasl_plaintext"
+    assert (config["sasl.mechanism"], config["sasl.kerberos.service.name"]) == ("GSSAPI", "kafka")
+    assert (config["sasl.kerberos.principal"], config["sasl.kerberos.keytab"]) == ("lagwatch@EXAMPLE.COM", str(keytab))
+
+
+def test_aiokafka_kerberos_needs_the_gssapi_package(monkeypatch):
+    monkeypatch.setattr(kafka_client, "gssapi_installed", lambda: False)
+    with pytest.raises(ConfigError, match="needs the `gssapi` package"):
+        client_kwargs(load_config(env=kerberos_env()).cluster("corp"), "corp")
+
+
+def test_aiokafka_and_faust_kerberos_use_the_keytab_as_the_client_keytab(monkeypatch, tmp_path):
+    monkeypatch.setattr(kafka_client, "gssapi_installed", lambda: True)
+    monkeypatch.delenv("KRB5_CLIENT_KTNAME", raising=False)
+    keytab = tmp_path / "lagwatch.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    env = kerberos_env(
+        LAGWATCH__CLUSTERS__corp__SASL__KERBEROS__KEYTAB=str(keytab),
+        LAGWATCH__CLUSTERS__corp__SASL__KERBEROS__SERVICE_NAME="kafka-corp",
+    )
+    cluster = load_config(env=env).cluster("corp")
+    kwargs = client_kwargs(cluster, "corp")
+    assert (kwargs["sasl_mechanism"], kwargs["sasl_kerberos_service_name"]) == ("GSSAPI", "kafka-corp")
+    assert os.environ["KRB5_CLIENT_KTNAME"] == str(keytab)
+    credentials = faust_broker_settings(cluster, "corp")["broker_credentials"]
+    assert isinstance(credentials, faust.GSSAPICredentials) and credentials.kerberos_service_name == "kafka-corp"
+    props = java_client_options(cluster, "corp")
+    assert props["sasl.jaas.config"] == (
+        'com.sun.security.auth.module.Krb5LoginModule required useKeyTab="true" storeKey="true"'
+        f' keyTab="{keytab}" principal="lagwatch@EXAMPLE.COM";'
+    )
+
+
+def test_an_unreadable_keytab_names_the_option(monkeypatch, tmp_path):
+    monkeypatch.setattr(kafka_client, "gssapi_installed", lambda: True)
+    env = kerberos_env(LAGWATCH__CLUSTERS__corp__SASL__KERBEROS__KEYTAB=str(tmp_path / "missing.keytab"))
+    with pytest.raises(ConfigError) as err:
+        client_kwargs(load_config(env=env).cluster("corp"), "corp")
+    assert err.value.key == "clusters.corp.sasl.kerberos.keytab"
+
+
+# PLAIN and SCRAM keep working
+
+
+def test_password_logins_are_unchanged_for_every_client():
+    env = {
+        "LAGWATCH__CLUSTERS__hub__SASL__MECHANISM": "PLAIN",
+        "LAGWATCH__CLUSTERS__hub__SASL__USERNAME": "$ConnectionString",
+        "LAGWATCH__CLUSTERS__hub__SASL__PASSWORD": 'Endpoint=sb://ns/;SharedAccessKey="k"',
+        "LAGWATCH__CLUSTERS__hub__TLS__ENABLED": "true",
+    }
+    cluster = load_config(env=env).cluster("hub")
+    assert client_kwargs(cluster, "hub")["sasl_plain_username"] == "$ConnectionString"
+    assert librdkafka_config(cluster, "hub")["sasl.password"] == 'Endpoint=sb://ns/;SharedAccessKey="k"'
+    assert java_client_options(cluster, "hub")["sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required"
+        ' username="$ConnectionString" password="Endpoint=sb://ns/;SharedAccessKey=\\"k\\"";'
+    )
