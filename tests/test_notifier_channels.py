@@ -22,6 +22,7 @@ from kafka_helpers import eventually
 from test_notifier_delivery import DLQ, config_for, dispatching, enqueue, open_event, outbox_empty
 from test_notifier_support import Receiver, Timeline
 
+from lagwatch.services.notifier import signing
 from lagwatch.services.notifier.channels import SendFailure
 from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.dlq import read_dead_letters
@@ -301,7 +302,8 @@ async def test_email_is_sent_over_starttls_with_auth_to_every_recipient(
     assert envelope.mail_from == "lagwatch@example.com"
     assert envelope.rcpt_tos == ["ops@example.com", "oncall@example.com"]
     assert message["Subject"] == "[lagwatch] ERR: billing on local"
-    assert message["X-Lagwatch-Event-Id"] == opened["event_id"] and message["X-Lagwatch-Signature"]
+    assert message["X-Lagwatch-Event-Id"] == opened["event_id"]
+    signing.verify_request("k" * 16, message, message.get_content().replace("\r\n", "\n"))  # the text, LF ends
     text = message.get_content()
     assert "Total lag: 500" in text and "orders / 0: STALL, lag 500" in text
     assert by_kind["close"][1]["Subject"] == "[lagwatch] Resolved: billing on local is OK again"
@@ -373,7 +375,8 @@ def _ctx():
 
 
 async def test_the_api_checks_each_types_options_and_masks_their_secrets(redis_server, redis):
-    from test_subscriptions_api import BASE, config_for as api_config, serving
+    from test_subscriptions_api import BASE, serving
+    from test_subscriptions_api import config_for as api_config
 
     async with serving(api_config(redis_server.url)) as api:
         pd = {"id": "pd", "type": "pagerduty", "routing_key": "R0UT1NGKEY0123456", "url": "http://127.0.0.1:9/"}
@@ -420,3 +423,32 @@ async def test_a_configured_email_subscription_refuses_a_password_in_clear(tmp_p
     with pytest.raises(ConfigError) as err:
         from_config(load_config(path, env={}))
     assert err.value.key == "subscriptions[0].starttls"
+
+
+async def test_templates_replace_each_types_body_as_for_webhooks(certificate, monkeypatch, redis_server, redis, kafka):
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))
+    opened, _, _ = incident()
+    template = "{{ notification.kind }} {{ event.group }} {{ event.status }} {{ extras.team }}"
+    with smtp_server(certificate) as (port, mailbox):
+        async with Receiver(default=(202, {})) as http_receiver:
+            subscriptions = [
+                {"id": "teams", "type": "msteams", "url": http_receiver.url("/teams"), "body_template": template,
+                 "extras": {"team": "payments"}, "secret": "k" * 16},
+                {"id": "pd", "type": "pagerduty", "url": http_receiver.url("/pd"), "routing_key": "R0UT1NGKEY0123",
+                 "body_template": '{"routing_key": "{{ extras.key }}", "dedup_key": "{{ incident.id }}"}',
+                 "extras": {"key": "R0UT1NGKEY0123"}},
+                email_subscription(port, body_template=template, extras={"team": "payments"}),
+            ]  # fmt: skip
+            config = config_for(kafka, redis_server, subscriptions)
+            async with dispatching(config, dead_letters=False) as (outbox, _):
+                for sub_id in ("teams", "pd", "mail"):
+                    await enqueue(outbox, opened, sub_id, "open")
+                await http_receiver.wait_for(2)
+                await eventually(lambda: _count(mailbox, 1))
+    by_path = {r.path: r for r in http_receiver.requests}
+    assert by_path["/teams"].body == b"open billing ERR payments"
+    signing.verify_request("k" * 16, by_path["/teams"].headers, by_path["/teams"].body)
+    assert by_path["/pd"].json() == {"routing_key": "R0UT1NGKEY0123", "dedup_key": opened["incident_id"]}
+    message = message_from_bytes(mailbox.envelopes[0].content, policy=default_policy)
+    assert message.get_content() == "open billing ERR payments\r\n"  # (SMTP's line ends)
+    assert message["Subject"] == "[lagwatch] ERR: billing on local"

@@ -3,7 +3,9 @@
 Options: `smtp-host`, `smtp-port` (587; 465 means implicit TLS), `from`, `to` (a list), `username` and `password`
 (AUTH; the password is masked in api answers), `starttls` (default true: the connection is upgraded, and the
 server's certificate checked against the system's CAs (SSL_CERT_FILE), before anything else is said; a
-`username` needs it). `body-template` replaces the text; the subject is the notification's title.
+`username` needs it). `body-template` replaces the text; the subject is the notification's title. The mail
+carries the X-Lagwatch-* headers of a webhook request and, with a `secret`, X-Lagwatch-Signature over its text
+with LF line ends.
 
 The SMTP host is judged by the address guard like a webhook's: when the subscription is created (every address
 its name resolves to) and when connecting — the name is resolved here, disallowed addresses dropped, and the
@@ -129,8 +131,8 @@ def build(
     message["X-Lagwatch-Subscription"] = config.id
     message["X-Lagwatch-Attempt"] = str(attempt)
     message.set_content(text)
-    if config.secret:
-        body = message.get_content().encode()
+    if config.secret:  # over the text with LF line ends (SMTP carries CRLF: a receiver turns them back first)
+        body = message.get_content().replace("\r\n", "\n").encode()
         message[signing.TIMESTAMP_HEADER] = str(timestamp)
         message[signing.SIGNATURE_HEADER] = signing.sign(config.secret, timestamp, notification_id, kind, body)
     return Mail(
