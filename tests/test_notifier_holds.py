@@ -2,6 +2,8 @@
 `hold-for` over the decisions of Burrow's rules and of lag-seconds thresholds."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_notifier_support import Timeline
 
 from lagwatch.services.notifier.holds import due, ends_unannounced, hold
@@ -140,3 +142,32 @@ def test_a_new_silence_is_checked_field_by_field():
     with pytest.raises(SilenceInvalid) as empty:
         parse_new({"matchers": [], "ends-at": 500, "created-by": "me"}, now=100)
     assert "matchers" in empty.value.errors
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=20,
+)
+silence_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "matchers": json_values | st.lists(st.dictionaries(st.sampled_from(["name", "value", "regex"]), json_values)),
+        "starts-at": json_values,
+        "ends-at": json_values | st.floats(min_value=-1e12, max_value=1e12),
+        "reason": json_values,
+        "created-by": json_values,
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=json_values | silence_like)
+def test_any_json_is_a_silence_or_a_list_of_problems(doc):
+    try:
+        made = parse_new(doc, now=1_700_000_000.0)
+    except SilenceInvalid as exc:
+        assert exc.errors and all(isinstance(v, str) for v in exc.errors.values())
+    else:
+        assert made.matchers and made.ends_at > made.starts_at
+        assert silenced_until([made], "c", "g", ["t"], now=made.starts_at) in (None, made.ends_at)

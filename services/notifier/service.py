@@ -1,12 +1,15 @@
-"""`lagwatch run notifier`: a Faust app that turns status-change events into Slack and webhook notifications.
+"""`lagwatch run notifier`: a Faust app that turns status-change events into notifications (Slack, webhooks and the
+destination types of channels/).
 
 * The agents consume the status topic (`evaluator.status-topic`) and the lag-threshold topic
   (`evaluator.lag-threshold-topic`) in the consumer group `lagwatch-notifier`. For each event and each matching
   subscription they decide (policy.py: Burrow's rules; lag_policy.py: lag-seconds thresholds) and record it —
   incident state, the delivery in the outbox, the repeat schedule — in one Lua call, idempotently per (event id,
   subscription). Only then is the event acknowledged (manual acks: an event whose handling did not finish, e.g.
-  because Redis is down or the process stops, is not committed and is read again).
-* A Faust timer (`notifier.repeat-check-interval`) enqueues `send-interval` repeats of open incidents.
+  because Redis is down or the process stops, is not committed and is read again). Silences (the api's, read
+  from Redis: shared/silences.py) and `hold-for` hold notifications back (holds.py).
+* A Faust timer (`notifier.repeat-check-interval`) enqueues `send-interval` repeats of open incidents and
+  releases what was held once its time has come (a silence over, `hold-for` elapsed).
 * Delivery workers (delivery.py) in the same process send what the outbox holds: survives crashes, retries with
   backoff, per-destination isolation, dead letters on `notifier.dlq-topic`.
 """
@@ -182,8 +185,9 @@ class NotifierService:
             _, states = await self.outbox.read_states([s.id for s in subscriptions], state_field)
         outcomes = []
         enqueued = False
+        silenced_until = self.silences.until_ms(event, now_ms()) if subscriptions else None  # (holds.py)
         for subscription, state in zip(subscriptions, states, strict=True):
-            outcome, sent = await self._record_one(subscription, event, state, rules, state_field)
+            outcome, sent = await self._record_one(subscription, event, state, rules, state_field, silenced_until)
             if outcome is not None:
                 outcomes.append(outcome)
             enqueued |= sent
@@ -192,7 +196,13 @@ class NotifierService:
         return outcomes
 
     async def _record_one(
-        self, subscription: Subscription, event: dict, current: str, rules: EventRules, state_field: str
+        self,
+        subscription: Subscription,
+        event: dict,
+        current: str,
+        rules: EventRules,
+        state_field: str,
+        silenced_until: int | None = None,
     ) -> tuple[int | None, bool]:
         """Decide from the state read and record it (one Lua call); on a conflict, read the state again. The
         outcome is None when the event does not concern the subscription (nothing recorded)."""
@@ -204,7 +214,7 @@ class NotifierService:
                 if not holds.ends_unannounced(state, event):
                     return None, False
                 decision = Decision(None, None, None)
-            decision = holds.hold(subscription.policy, decision, state, event, now, self.silences.until_ms(event, now))
+            decision = holds.hold(subscription.policy, decision, state, event, now, silenced_until)
             delivery = None
             if decision.kind is not None:
                 delivery = Delivery(
