@@ -12,11 +12,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 from pyspark.sql.utils import AnalysisException
 
+from lagwatch.shared.config import Config, ConfigError
 from lagwatch.shared.history import COLUMN_NAMES, HISTORY_COLUMNS, KIND_BROKER, KIND_COMMIT
+from lagwatch.shared.kafka_client import java_client_options
 from lagwatch.spark.spark_types import spark_type
 
 FORMATS = ("auto", "parquet", "json", "kafka")
-KAFKA_PREFIX = "kafka://"  # kafka://<bootstrap servers>/<topic>
+KAFKA_PREFIX = "kafka://"  # kafka://<bootstrap servers or a configured cluster's name>/<topic>
 
 
 class InputError(ValueError):
@@ -67,11 +69,24 @@ def _check_columns(columns: list[str], location: str) -> None:
         )
 
 
-def read_history(spark: SparkSession, source: HistorySource) -> DataFrame:
+def kafka_options(location: str, config: Config | None) -> dict[str, str]:
+    """The Java client's connection for a kafka:// location: a configured cluster's (bootstrap servers, TLS and
+    SASL login) when the location names the cluster or its servers; else the servers in plain text."""
+    servers = location[len(KAFKA_PREFIX) :].partition("/")[0]
+    for name, cluster in (config.clusters if config else {}).items():
+        if servers in (name, ",".join(cluster.bootstrap_servers)):
+            try:
+                return java_client_options(cluster, name)
+            except ConfigError as exc:
+                raise InputError(str(exc)) from None
+    return {"bootstrap.servers": servers}
+
+
+def read_history(spark: SparkSession, source: HistorySource, config: Config | None = None) -> DataFrame:
     source.check()
     fmt = source.resolved_format()
     if fmt == "kafka":
-        return _read_kafka(spark, source.location)
+        return _read_kafka(spark, source.location, kafka_options(source.location, config))
     try:
         if fmt == "json":
             frame = spark.read.schema(history_schema()).option("mode", "PERMISSIVE").json(source.location)
@@ -84,14 +99,14 @@ def read_history(spark: SparkSession, source: HistorySource) -> DataFrame:
     return frame.select(*(F.col(name).cast(spark_type(kind)).alias(name) for name, kind in HISTORY_COLUMNS))
 
 
-def _read_kafka(spark: SparkSession, location: str) -> DataFrame:
+def _read_kafka(spark: SparkSession, location: str, connection: dict[str, str]) -> DataFrame:
     servers, _, topic = location[len(KAFKA_PREFIX) :].partition("/")
     if not servers or not topic:
-        raise InputError(f"a Kafka source is kafka://<bootstrap servers>/<topic>, not {location}")
+        raise InputError(f"a Kafka source is kafka://<bootstrap servers or cluster name>/<topic>, not {location}")
     try:
         raw = (
             spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", servers)
+            .options(**{f"kafka.{key}": value for key, value in connection.items()})
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
             .load()

@@ -137,7 +137,7 @@ def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, A
     try:
         _say(f"reading history from {options.input}", started)
         try:
-            raw = read_history(spark, source)
+            raw = read_history(spark, source, config)
         except InputError as exc:
             raise JobError(str(exc)) from None
         # one pass over the input: bad rows by reason, good rows and the end of each cluster's history
@@ -324,14 +324,16 @@ def _publish(events, options: ReprocessOptions, config: Config) -> int:
     """Produce the replayed events (marked `replayed`) to a topic of a configured cluster, keyed like the live ones."""
     from confluent_kafka import Producer
 
+    from lagwatch.shared.kafka_client import librdkafka_config
     from lagwatch.shared.status_event import record_key
 
     try:
         name = options.publish_cluster or config.only_cluster()
         cluster = config.cluster(name)
+        connection = librdkafka_config(cluster, name)  # the cluster's TLS and SASL login
     except ConfigError as exc:
         raise JobError(str(exc)) from None
-    producer = Producer({"bootstrap.servers": ",".join(cluster.bootstrap_servers), "linger.ms": 50})
+    producer = Producer({**connection, "linger.ms": 50})
     sent = 0
     for row in events.orderBy("cluster", "group", "seq").select("cluster", "group", "event").toLocalIterator():
         producer.produce(options.publish_topic, row["event"].encode(), key=record_key(row["cluster"], row["group"]))
@@ -344,7 +346,9 @@ def _publish(events, options: ReprocessOptions, config: Config) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--input", required=True, help="history: a file or directory (Parquet/JSON) or kafka://servers/topic"
+        "--input",
+        required=True,
+        help="history: a file or directory (Parquet/JSON), or kafka://<servers or a configured cluster>/<topic>",
     )
     parser.add_argument("--output", required=True, help="directory (local or Hadoop-compatible URI) for the outputs")
     parser.add_argument("--format", dest="input_format", default="auto", choices=("auto", "parquet", "json", "kafka"))

@@ -7,7 +7,10 @@ import asyncio
 import base64
 import json
 import os
+import re
+import ssl
 import time
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import faust
@@ -309,6 +312,16 @@ def test_spark_gets_the_msk_iam_login_module():
     assert props["sasl.client.callback.handler.class"] == "software.amazon.msk.auth.iam.IAMClientCallbackHandler"
 
 
+def test_the_spark_job_reads_a_configured_clusters_history_topic_with_its_login():
+    from lagwatch.spark.inputs import kafka_options
+
+    config = load_config(env=msk_env(LAGWATCH__CLUSTERS__msk__SASL__AWS__REGION="eu-west-1"))
+    by_name = kafka_options("kafka://msk/lagwatch.history", config)
+    assert by_name == kafka_options("kafka://b-1.msk.example:9098/lagwatch.history", config)
+    assert by_name["bootstrap.servers"] == "b-1.msk.example:9098" and by_name["sasl.mechanism"] == "AWS_MSK_IAM"
+    assert kafka_options("kafka://other:9092/lagwatch.history", config) == {"bootstrap.servers": "other:9092"}
+
+
 # Kerberos (GSSAPI)
 
 
@@ -391,3 +404,36 @@ def test_password_logins_are_unchanged_for_every_client():
         "org.apache.kafka.common.security.plain.PlainLoginModule required"
         ' username="$ConnectionString" password="Endpoint=sb://ns/;SharedAccessKey=\\"k\\"";'
     )
+
+
+# docs/managed-kafka.md
+
+
+def managed_kafka_examples() -> list[str]:
+    """The YAML blocks of docs/managed-kafka.md; a block that starts indented replaces the `sasl` of a cluster."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "managed-kafka.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", doc, re.S)
+    return [b if b.startswith("clusters:") else "clusters:\n  x:\n    tls: {enabled: true}\n" + b for b in blocks]
+
+
+@pytest.mark.parametrize("example", managed_kafka_examples())
+def test_every_configuration_in_the_managed_kafka_guide_loads(example, tmp_path, aws_env, monkeypatch):
+    monkeypatch.setattr(kafka_client, "gssapi_installed", lambda: True)
+    monkeypatch.setattr(kafka_client, "librdkafka_has_gssapi", lambda: True)
+    monkeypatch.delenv("KRB5_CLIENT_KTNAME", raising=False)
+    ca_file = ssl.get_default_verify_paths().cafile or "/etc/ssl/certs/ca-certificates.crt"  # any readable CA file
+    path = tmp_path / "lagwatch.yaml"
+    path.write_text(example.replace("/etc/ssl/corp-ca.pem", ca_file))
+    config = load_config(path, env={})
+    for name, cluster in config.clusters.items():
+        if cluster.sasl.kerberos.keytab:  # the guide's keytab is not on this machine
+            monkeypatch.setattr(os, "access", lambda *_: True)
+        assert librdkafka_config(cluster, name)["security.protocol"].startswith("sasl_")
+        assert java_client_options(cluster, name)["sasl.mechanism"] == cluster.sasl.mechanism
+
+
+def test_the_guide_shows_each_service_and_mechanism():
+    examples = "\n".join(managed_kafka_examples())
+    for mechanism in ("PLAIN", "SCRAM-SHA-256", "OAUTHBEARER", "AWS_MSK_IAM", "GSSAPI"):
+        assert f"mechanism: {mechanism}" in examples, mechanism
+    assert examples.count("offsets-source: admin") == 2  # Confluent Cloud and Event Hubs
