@@ -1,9 +1,13 @@
 """Templates are rendered in worker processes with a time, memory and output budget and bounded arithmetic: a
 hostile template fails with a clear TemplateProblem, the worker is replaced, and the next template renders. The
-fuzz test renders arbitrary templates: each one renders or fails with a TemplateProblem, never anything else."""
+fuzz tests render arbitrary templates (random pieces, and well-formed ones that loop, multiply, repeat and recurse):
+each one renders within its output budget or fails with a TemplateProblem, never anything else, and each call
+ends."""
+
+import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lagwatch.services.notifier.template_worker import TemplateWorkers
@@ -107,4 +111,55 @@ def test_any_template_renders_or_fails_with_a_template_problem(workers, template
         text = workers.render(template, {"event": {"group": "billing"}}, max_chars=10_000)
     except TemplateProblem:
         return
+    assert isinstance(text, str) and len(text) <= 10_000
+
+
+# Well-formed templates that do real work: loops over big ranges nested in each other, big arithmetic, repeated
+# sequences, wide filters, recursion. Without the budgets many of them would run for hours or take gigabytes.
+NUMBERS = st.integers(0, 2**20) | st.sampled_from([10**5, 10**6, 10**9, 2**64, 10**300]).map(str) | st.just("x")
+ATOMS = NUMBERS.map(str) | st.sampled_from(["event.group", "'ab'", "[1, 2]", "x", "range(100000)", "loop.index"])
+FILTERS = st.sampled_from(
+    ["list", "join", "join('x' * 100)", "string", "length", "tojson", "center(10**9)", "reverse", "sum", "batch(3)"]
+)
+EXPRESSIONS = st.recursive(
+    ATOMS,
+    lambda inner: (
+        st.builds(lambda a, op, b: f"({a} {op} {b})", inner, st.sampled_from(["*", "**", "+", "~"]), inner)
+        | st.builds(lambda a, f: f"({a})|{f}", inner, FILTERS)
+    ),
+    max_leaves=6,
+)
+BLOCKS = st.recursive(
+    st.builds("{{{{ {} }}}}".format, EXPRESSIONS) | st.text(max_size=3),
+    lambda inner: (
+        st.builds("{{% for x in range({}) %}}{}{{% endfor %}}".format, NUMBERS, inner)
+        | st.builds("{{% set x = {} %}}{}".format, EXPRESSIONS, inner)
+        | st.builds("{{% if {} %}}{}{{% endif %}}".format, EXPRESSIONS, inner)
+        | st.lists(inner, max_size=3).map("".join)
+    ),
+    max_leaves=5,
+)
+RECURSION = "{% macro f(n) %}{{ f(n) }}{{ f(n) }}{% endmacro %}{{ f(1) }}"
+
+
+@pytest.fixture(scope="module")
+def quick_workers():
+    pool = TemplateWorkers(size=1, timeout_s=0.5, memory_bytes=128 * 2**20)
+    yield pool
+    pool.close()
+
+
+@example(template=NESTED_LOOPS)
+@example(template=RECURSION)
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(template=BLOCKS)
+def test_any_well_formed_template_ends_within_its_budget_with_bounded_output(quick_workers, template):
+    started = time.monotonic()
+    try:
+        text = quick_workers.render(template, {"event": {"group": "billing"}}, max_chars=10_000)
+    except TemplateProblem:
+        text = ""
+    # a liveness bound, not a speed check: the budget is 0.5 s (plus a worker's restart); unbounded, many of these
+    # would run for hours
+    assert time.monotonic() - started < 30
     assert isinstance(text, str) and len(text) <= 10_000
