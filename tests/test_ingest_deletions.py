@@ -276,3 +276,37 @@ async def _last_transition_is(events, group, status):
     await events.read()
     transitions = events.transitions(group)
     return bool(transitions) and transitions[-1][1] == status
+
+
+async def test_a_topic_deleted_through_the_api_stays_deleted_while_the_group_commits_on(kafka, redis_server, redis):
+    """`DELETE /v3/kafka/<cluster>/consumer/<group>/topic/<topic>` while the ingest holds the group's windows in
+    memory: its next writes must not bring the topic's windows back, and a later commit of that topic starts a fresh
+    window."""
+    kafka.create_topic("orders", 1)
+    kafka.create_topic("audit", 1)
+    async with ingest_and_api(kafka, redis_server, redis, API__TOKEN="t0ken") as run:
+        writer, http, api, store = run.writer, run.http, run.api, run.store
+        for offset in (1, 2):
+            await writer.commit("billing", "orders", 0, offset)
+            await writer.commit("billing", "audit", 0, offset)
+        await eventually(lambda: _newest_offset_of(store, "billing", ("orders", 0), 2))
+        await eventually(lambda: _newest_offset_of(store, "billing", ("audit", 0), 2))
+
+        url = f"{api.url}/v3/kafka/{CLUSTER}/consumer/billing/topic/orders"
+        async with http.delete(url, headers={"Authorization": "Bearer t0ken"}) as response:
+            assert response.status == 200
+        assert await partitions_of(store, "billing") == [("audit", 0)]
+        await eventually(lambda: _deletion_taken(redis))  # the worker holding billing has dropped it in memory
+
+        await writer.commit("billing", "audit", 0, 3)  # rewrites billing: orders must not come back
+        await eventually(lambda: _newest_offset_of(store, "billing", ("audit", 0), 3))
+        assert await partitions_of(store, "billing") == [("audit", 0)]
+
+        await writer.commit("billing", "orders", 0, 9)
+        await eventually(lambda: _newest_offset_of(store, "billing", ("orders", 0), 9))
+        window = next(p for p in (await store.get_group(CLUSTER, "billing")).partitions if p.topic == "orders")
+        assert [e.offset for e in window.entries] == [9]
+
+
+async def _deletion_taken(redis):
+    return not await redis.exists(keys.topic_deletions(CLUSTER))

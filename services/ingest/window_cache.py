@@ -139,6 +139,17 @@ class WindowCache:
 
     # --- forgetting -----------------------------------------------------------------------------------------
 
+    def delete_topic_of_group(self, group: str, topic: str) -> bool:
+        """The api deleted a topic from a group this worker holds: its rings go from memory and, again, from Redis at
+        the next flush (a write in flight meanwhile may have put them back). False when the group is not held."""
+        cached = self.groups.get(group)
+        if cached is None:
+            return False
+        prefix = f"{topic}:"
+        for field_name in [f for f in cached.rings if f.startswith(prefix)]:
+            self.delete_partition(group, field_name, cached.partition)
+        return True
+
     def forget_group(self, group: str) -> None:
         self.groups.pop(group, None)
         self.dirty.pop(group, None)

@@ -46,11 +46,14 @@ from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.kafka_client import client_kwargs, librdkafka_config
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.service_lifecycle import pause, run_until_signalled
+from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 SELF_REPORT_EVERY_S = 1.0
+DELETIONS_EVERY_S = 1.0  # how often the api's topic deletions are looked for
+DELETIONS_KEPT_MS = 60_000  # an entry no worker holds the group of is dropped after this
 MAX_BACKOFF_S = 5.0
 PURGE_CHUNK = 1000  # groups per round trip when deleting those the allow/deny lists exclude
 
@@ -112,6 +115,7 @@ class IngestWorker:
         self.caught_up = asyncio.Event()  # every assigned partition read and stored up to its end (_caught_up)
         self.batches_done = 0
         self._last_self_report = 0.0
+        self._deletions_checked = 0.0
         self._positions: dict[int, int] = {}  # offsets-topic partition -> position stored and committed
         self._known_topics: dict[str, int] = self.broker_offsets.partition_counts
 
@@ -245,6 +249,7 @@ class IngestWorker:
                     return  # stopping while Redis or Kafka was down: nothing more is committed
             elif fetched.at_end and (self._inflight is None or self._inflight.done()):
                 self._caught_up(fetched.at_end)
+            await self._apply_topic_deletions()
             await self._maybe_report_self()
 
     async def _apply(self, records: Sequence[RecordLike], at_end: dict[int, int] | None) -> bool:
@@ -261,6 +266,29 @@ class IngestWorker:
         self._inflight = asyncio.create_task(self._store_and_commit(batch, flush, at_end))
         await asyncio.sleep(0)  # let it send its writes: Redis works on them while we fetch the next batch
         return True
+
+    async def _apply_topic_deletions(self) -> None:
+        """Topics the api deleted from groups (`store.delete_group_topic`) leave the windows in memory too, or the
+        next write would bring them back. The worker holding the group takes the entry; one nobody holds is dropped
+        after a minute (whoever loads the group later reads it without the topic). A commit of that topic applied
+        before this check, after the deletion, goes with it."""
+        now = time.monotonic()
+        if now - self._deletions_checked < DELETIONS_EVERY_S:
+            return
+        self._deletions_checked = now
+        key = keys.topic_deletions(self.cluster)
+        try:
+            entries = await self.redis.hgetall(key)
+            stale_before = int(time.time() * 1000) - DELETIONS_KEPT_MS
+            taken = []
+            for name, at in entries.items():
+                group, _, topic = name.decode().partition("\n")
+                if self.processor.cache.delete_topic_of_group(group, topic) or int(at) < stale_before:
+                    taken.append(name)
+            if taken:
+                await self.redis.hdel(key, *taken)
+        except (RedisError, ValueError) as exc:  # checked again in a second
+            log.warning("ingest %s: could not read the api's topic deletions (%s)", self.cluster, exc)
 
     async def _read_commits(self) -> None:
         if await self._uses_admin_api():
@@ -301,6 +329,7 @@ class IngestWorker:
                 if records is None:
                     return  # stopping
                 self._forget_deleted_topics()
+                await self._apply_topic_deletions()
                 if records and not await self._apply(records, None):
                     return
                 if not await self._drain():

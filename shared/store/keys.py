@@ -8,6 +8,8 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:c:{<cluster>}:poller           STR   lease: id of the ingest worker polling broker offsets (expires)
     lw:c:{<cluster>}:behind           HASH  ingest worker id -> until when (ms) its commits are behind: the poller
                                             takes no log-end samples meanwhile (any worker's groups would look stopped)
+    lw:c:{<cluster>}:topic-deletions  HASH  "<group>\n<topic>" -> when (ms) the api deleted the topic from the group;
+                                            the ingest worker holding the group in memory drops it there, then the entry
     lw:c:{<cluster>}:stats            HASH  ingest counters (records, decode errors by type, outcomes, ...)
     lw:t:{<cluster>/<topic>}:bo       HASH  partition -> broker ring (see packing.py), last `intervals` log-end offsets
     lw:t:{<cluster>/<topic>}:h        HASH  partition -> log-end history for lag in seconds: (offset, at) pairs,
@@ -79,6 +81,10 @@ def poller_lease(cluster: str) -> str:
 
 def ingest_behind(cluster: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:behind"
+
+
+def topic_deletions(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:topic-deletions"
 
 
 def ingest_stats(cluster: str) -> str:

@@ -364,6 +364,8 @@ class WindowStore:
         windows_key, meta_key, owners_key, _ = keys.group_keys(cluster, group)
         if not await self.redis.exists(meta_key):
             return False
+        # the ingest worker holding the group in memory must drop the topic too, or its next write brings it back
+        await self.redis.hset(keys.topic_deletions(cluster), f"{group}\n{topic}", int(time.time() * 1000))
         await self._eval_many(scripts.DELETE_TOPIC_FROM_GROUP, [(2, windows_key, owners_key, topic)])
         if not await self.redis.exists(windows_key):  # Redis drops an emptied hash
             await self.delete_group(cluster, group)
