@@ -8,7 +8,8 @@ lives on an event loop of its own, which an HTTP session bound to one loop could
 
 A token is kept until 80% of its lifetime has passed (at most 60 s before it expires), so connections opened in
 between share it and a new one never gets a token about to lapse. A refused login (HTTP 401, no AWS credentials) is
-a `LoginError` naming the endpoint and client, never the secret.
+a `LoginError` naming the endpoint and client, never the secret, logged; the clients treat it as they treat an
+unreachable broker and try again.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiokafka.abc import AbstractTokenProvider
+from aiokafka.errors import KafkaConnectionError
 
 from lagwatch.shared.config import AwsIamConfig, ClusterConfig, ConfigError, OAuthConfig
 
@@ -37,6 +39,8 @@ REFRESH_AT = 0.8  # of a token's lifetime: then a new one is fetched
 REFRESH_MARGIN_S = 60.0  # ...and never later than this before it expires
 DEFAULT_LIFETIME_S = 300.0  # a token whose endpoint names no lifetime (no expires_in, no JWT exp)
 HTTP_TIMEOUT_S = 10.0
+RETRY_S = 10.0  # after a failed login, librdkafka asks again this soon
+LOGIN_FAILED = "lagwatch-login-failed"  # the placeholder token librdkafka gets while no login succeeds
 
 
 class LoginError(RuntimeError):
@@ -58,7 +62,9 @@ class TokenProvider(AbstractTokenProvider):
         self._clock = clock
         self._lock = threading.Lock()
         self._token: Token | None = None
+        self._failed: tuple[float, LoginError] | None = None  # (until when, the error) after a failed login
         self.fetches = 0  # tokens fetched so far (health and tests)
+        self.failures = 0  # failed logins librdkafka was told nothing of (it would fail its client)
 
     def _fetch(self) -> Token:
         raise NotImplementedError
@@ -68,7 +74,14 @@ class TokenProvider(AbstractTokenProvider):
         with self._lock:
             token = self._token
             if token is None or self._clock() >= token.refresh_at:
-                fresh = self._fetch()
+                if self._failed is not None and self._clock() < self._failed[0]:
+                    raise self._failed[1]  # the same answer for RETRY_S: reconnecting clients do not flood the IdP
+                try:
+                    fresh = self._fetch()
+                except LoginError as exc:
+                    self._failed = (self._clock() + RETRY_S, exc)
+                    raise
+                self._failed = None
                 self.fetches += 1
                 now = self._clock()
                 lifetime = max(fresh.expires_at - now, 0.0)
@@ -81,12 +94,28 @@ class TokenProvider(AbstractTokenProvider):
         token = self._token
         if token is not None and self._clock() < token.refresh_at:
             return token.value
-        return (await asyncio.to_thread(self.current)).value
+        try:
+            return (await asyncio.to_thread(self.current)).value
+        except LoginError as exc:  # a connection failure to aiokafka: it retries, as with an unreachable broker
+            log.error("Kafka login failed: %s", exc)
+            raise KafkaConnectionError(f"SASL login: {exc}") from None
 
     # librdkafka's `oauth_cb`: (token, expiry in seconds since the epoch, principal, extensions)
     def oauth_cb(self, _oauthbearer_config: str) -> tuple[str, float, str, dict[str, str]]:
-        token = self.current()
-        return token.value, token.expires_at, token.principal, self.extensions()
+        """Never raises: confluent-kafka turns an exception here into a failed client constructor (it waits for a
+        first token) and the message into "OAuth callback raised exception". So a failed login is logged here, and
+        librdkafka gets the last token while it is valid, else a placeholder the brokers refuse; either lapses
+        within RETRY_S, when librdkafka asks again."""
+        try:
+            token = self.current()
+            return token.value, token.expires_at, token.principal, self.extensions()
+        except LoginError as exc:
+            log.error("Kafka login failed: %s", exc)
+            self.failures += 1
+            now, last = self._clock(), self._token
+            if last is not None and last.expires_at > now + RETRY_S:
+                return last.value, now + RETRY_S, last.principal, self.extensions()
+            return LOGIN_FAILED, now + RETRY_S, LOGIN_FAILED, {}
 
 
 class OidcClientCredentials(TokenProvider):

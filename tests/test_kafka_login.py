@@ -5,6 +5,7 @@ every Kafka client lagwatch builds: aiokafka, librdkafka, Faust and Spark's Java
 
 import asyncio
 import base64
+import dataclasses
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import faust
 import pytest
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaConnectionError
 from confluent_kafka import Producer
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
@@ -133,16 +135,55 @@ async def test_concurrent_connections_share_one_fetch(endpoint):
 async def test_a_bad_secret_is_a_clear_error_that_does_not_show_the_secret(endpoint):
     provider = OidcClientCredentials(oauth_cluster(endpoint.url, secret="wrong-secret").sasl.oauth)
     with pytest.raises(LoginError) as err:
-        await provider.token()
+        await asyncio.to_thread(provider.current)
     message = str(err.value)
     assert "HTTP 401" in message and "invalid_client (bad credentials)" in message
     assert endpoint.url in message and "client-id lagwatch" in message and "wrong-secret" not in message
 
 
+async def test_aiokafka_sees_a_failed_login_as_a_connection_error_and_retries(endpoint):
+    """aiokafka retries KafkaConnectionError as it does an unreachable broker; any other error would escape."""
+    clock = Clock()
+    provider = OidcClientCredentials(oauth_cluster(endpoint.url, secret="wrong-secret").sasl.oauth, clock=clock)
+    with pytest.raises(KafkaConnectionError, match=r"SASL login: .*HTTP 401"):
+        await provider.token()
+    with pytest.raises(KafkaConnectionError):  # within RETRY_S: the same answer, the endpoint is left alone
+        await provider.token()
+    assert len(endpoint.requests) == 1
+    clock.now += kafka_login.RETRY_S
+    with pytest.raises(KafkaConnectionError):
+        await provider.token()
+    assert len(endpoint.requests) == 2
+
+
 async def test_an_unreachable_endpoint_is_a_clear_error():
     provider = OidcClientCredentials(oauth_cluster("http://127.0.0.1:9/token").sasl.oauth)
     with pytest.raises(LoginError, match="unreachable"):
-        await provider.token()
+        await asyncio.to_thread(provider.current)
+
+
+async def test_a_librdkafka_client_is_built_while_the_login_fails_and_keeps_asking(endpoint):
+    """confluent-kafka fails a client's constructor when `oauth_cb` raises: librdkafka gets a placeholder token that
+    lapses within RETRY_S instead, and the failure is logged."""
+    config = librdkafka_config(oauth_cluster(endpoint.url, secret="wrong-secret"), "cloud")
+    producer = await asyncio.to_thread(Producer, {**config, "bootstrap.servers": "127.0.0.1:9"})
+    assert len(endpoint.requests) == 1
+    provider = config["oauth_cb"].__self__
+    assert provider.failures == 1
+    token, expires_at, _, _ = config["oauth_cb"]("")
+    assert token == kafka_login.LOGIN_FAILED and expires_at <= time.time() + kafka_login.RETRY_S
+    await asyncio.to_thread(producer.flush, 0)
+
+
+async def test_librdkafka_keeps_the_last_token_while_a_refresh_fails(endpoint):
+    clock = Clock()
+    provider = OidcClientCredentials(oauth_cluster(endpoint.url).sasl.oauth, clock=clock)
+    good, expires_at, _, _ = await asyncio.to_thread(provider.oauth_cb, "")
+    clock.now += 45  # due for refresh; the endpoint now refuses
+    provider.oauth = dataclasses.replace(provider.oauth, client_secret="rotated-away")
+    token, retry_at, _, _ = await asyncio.to_thread(provider.oauth_cb, "")
+    assert token == good and retry_at == clock.now + kafka_login.RETRY_S < expires_at
+    assert len(endpoint.requests) == 2
 
 
 async def test_librdkafka_gets_token_expiry_principal_and_extensions_from_the_same_provider(endpoint, tmp_path):
