@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from lagwatch.shared.explanation import Explanation
 from lagwatch.shared.protocol import GroupStatus, Status
 from lagwatch.shared.status_event import encode
 from lagwatch.shared.time_lag import TimeLag, exceeds, seconds_fields, worst
@@ -72,6 +73,7 @@ def build_event(
     evaluated_at: int,
     group_status: GroupStatus | None,
     time_lags: Mapping[tuple[str, int], TimeLag | None],
+    explanation: Explanation | None = None,
 ) -> dict:
     """The event for crossing number `seq`; `incident_started_at` is when the incident went (or goes) over."""
     threshold = crossing.threshold_s
@@ -106,6 +108,7 @@ def build_event(
             }
             for p in over
         ],
+        **({"explanation": explanation.to_json()} if explanation is not None else {}),
     }
 
 

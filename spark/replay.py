@@ -24,10 +24,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from lagwatch.shared.explanation import Explanation, explain
 from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig, Status
 from lagwatch.shared.rules import caught_up_status, partition_status, summarize_group
 from lagwatch.shared.status_event import Incident, build_event, next_incident
 from lagwatch.shared.time_lag import Sample, TimeLag, add_sample, time_lag, worst
+from lagwatch.shared.velocity import Velocity, group_velocity, partition_velocity
 from lagwatch.shared.window import (
     AddOutcome,
     Commit,
@@ -76,6 +78,9 @@ class TimelineRow(NamedTuple):
     maxlag: int
     max_lag_seconds: float | None
     max_lag_seconds_lower_bound: bool
+    catchup_seconds: float | None = None  # the group's time to catch up (velocity.py); None: never or unknown
+    lag_growth_per_second: float | None = None
+    explanation: str | None = None  # the explanation's code (explanation.py)
 
 
 @dataclass(slots=True)
@@ -150,6 +155,16 @@ class _Group:
             results.append(_partition_status(tp, part, intervals, now, rules))
             lags[tp] = time_lag(part.entries[-1].offset, part.history, now)
         return summarize_group(self.cluster, self.group, results), lags
+
+    def velocities(self, now: int) -> dict[TopicPartition, Velocity]:
+        """Each partition's velocity, as the live evaluator computes it (`velocity.py`)."""
+        intervals = self.config.window.intervals
+        out = {}
+        for tp in sorted(self.windows):
+            part = self.topics[tp]
+            lag = current_lag(part.entries, part.broker)
+            out[tp] = partition_velocity(part.entries[-intervals:], part.history, lag, now)
+        return out
 
     def next_flip(self, now: int) -> int:
         """The earliest time after `now` at which the clock alone could change the group's verdict."""
@@ -235,7 +250,10 @@ def _evaluate(state: _Group, now: int, result: ReplayResult) -> None:
     if state.expired(now):
         state.forget_windows()  # the live evaluator deletes an expired group
     status, lags = state.evaluate(now)
-    _record_timeline(state, now, status, lags, result)
+    speeds = state.velocities(now)
+    overall = group_velocity(speeds.values())
+    why = explain(status, speeds, overall, (), now)  # the history holds no group metadata: no rebalances
+    _record_timeline(state, now, status, lags, overall, why, result)
     new = status.status if status else Status.NOTFOUND
     if new == state.status:
         return
@@ -252,6 +270,8 @@ def _evaluate(state: _Group, now: int, result: ReplayResult) -> None:
             evaluated_at=now,
             replayed=True,
             time_lags=lags or None,
+            velocities=speeds if status is not None else None,
+            explanation=why,
         )
     )
     state.status, state.incident = new, keeps
@@ -262,6 +282,8 @@ def _record_timeline(
     now: int,
     status: GroupStatus | None,
     lags: dict[TopicPartition, TimeLag | None],
+    velocity: Velocity,
+    why: Explanation,
     result: ReplayResult,
 ) -> None:
     if status is None:
@@ -282,6 +304,9 @@ def _record_timeline(
             top.current_lag if top else 0,
             None if max_seconds is None else round(max_seconds.seconds, 3),
             bool(max_seconds and max_seconds.lower_bound),
+            None if velocity.catchup_seconds is None else round(velocity.catchup_seconds, 3),
+            None if velocity.lag_growth is None else round(velocity.lag_growth, 3),
+            why.code,
         )
     if key != state.last_row:
         state.last_row = key

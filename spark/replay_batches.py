@@ -40,6 +40,9 @@ OUTPUT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("maxlag", "long"),
     ("max_lag_seconds", "double"),
     ("max_lag_seconds_lower_bound", "boolean"),
+    ("catchup_seconds", "double"),
+    ("lag_growth_per_second", "double"),
+    ("explanation", "string"),
     # events
     ("seq", "int"),
     ("previous_status", "string"),

@@ -48,9 +48,9 @@ from lagwatch.spark.replay_batches import (
 )
 
 HISTORY_NAMES = list(COLUMN_NAMES)
-TIMELINE_COLUMNS = [name for name, _ in OUTPUT_COLUMNS[1:14]]
+TIMELINE_COLUMNS = [name for name, _ in OUTPUT_COLUMNS[1:17]]
 EVENT_COLUMNS = ["cluster", "group", "seq", "at", "previous_status", "status", "incident_id", "totallag", "event"]
-REPORT_COLUMNS = ["cluster", "group", "status"] + [name for name, _ in OUTPUT_COLUMNS[18:32]]
+REPORT_COLUMNS = ["cluster", "group", "status"] + [name for name, _ in OUTPUT_COLUMNS[21:35]]
 BACKTEST_COUNTS = ["status_changes", "incidents", "notifications", "opens", "updates", "closes", "repeats"]
 BACKTEST_COLUMNS = ["variant", "cluster", "group", *BACKTEST_COUNTS, "ms_warn", "ms_err"]
 

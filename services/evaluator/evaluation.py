@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAlerts
 from lagwatch.services.evaluator.next_change import PartitionWatch, next_change_at, watch
 from lagwatch.services.evaluator.publisher import EventPublisher
+from lagwatch.shared.explanation import Explanation, explain
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.lag_sparkline import lag_sparkline
 from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
@@ -33,6 +34,7 @@ from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import REBALANCE_WINDOW_MS, StoredGroup, WindowStore
 from lagwatch.shared.store.results_store import GroupResult, ResultsStore, result_of
 from lagwatch.shared.store.status_store import GroupState, StatusStore, Transition
+from lagwatch.shared.velocity import group_velocity
 
 log = logging.getLogger(__name__)
 
@@ -118,15 +120,21 @@ class GroupEvaluator:
             if stored is not None and status is None:  # expired: forget its windows too
                 await self.store.delete_group(self.cluster, group)
             pending[group] = list(state.pending)  # left by an evaluator that stopped before publishing
-            lags = stored.time_lags(now) if stored is not None and status is not None else None
-            request = self._transition(group, state, status, now, lags)
+            live = stored is not None and status is not None
+            lags = stored.time_lags(now) if live else None
+            speeds = stored.velocities(intervals, now) if live else {}
+            overall = group_velocity(speeds.values())
+            why = explain(status, speeds, overall, rebalances.get(group, ()), now)
+            request = self._transition(group, state, status, now, lags, speeds if live else None, why)
             if request is not None:
                 requests.append(request)
-            evaluated.append(Evaluated(group, status, lags))
+            evaluated.append(Evaluated(group, status, lags, why))
             if stored is None or status is None or lags is None:
                 results[group] = report.next_at[group] = report.watches[group] = None
                 continue
-            results[group] = result_of(status, stored.last_commit_ms, rebalances.get(group, ()), lags, now, intervals)
+            results[group] = result_of(
+                status, stored.last_commit_ms, rebalances.get(group, ()), lags, now, intervals, overall
+            )
             seen = hash(tuple(p.packed for p in stored.partitions))
             if self._windows_seen.get(group) != seen:  # the sparkline changes with the windows only
                 if sparklines:
@@ -231,6 +239,8 @@ class GroupEvaluator:
         status: GroupStatus | None,
         now: int,
         time_lags: dict | None = None,
+        velocities: dict | None = None,
+        explanation: Explanation | None = None,
     ) -> Transition | None:
         """The transition to record when the group's status changed (with its event), or None."""
         new = status.status if status else Status.NOTFOUND
@@ -248,6 +258,8 @@ class GroupEvaluator:
                 incident=carried,
                 evaluated_at=now,
                 time_lags=time_lags,
+                velocities=velocities,
+                explanation=explanation,
             )
         )
         return Transition(group, state.seq, new, keeps, event, now)

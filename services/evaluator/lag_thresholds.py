@@ -27,6 +27,7 @@ from redis.asyncio import Redis
 
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.explanation import Explanation
 from lagwatch.shared.lag_threshold_event import Crossing, Reason, build_event, encode, threshold_key
 from lagwatch.shared.lag_threshold_index import parse_index_entry, thresholds_for
 from lagwatch.shared.protocol import GroupStatus
@@ -100,6 +101,7 @@ class Evaluated:
     group: str
     status: GroupStatus | None
     time_lags: Mapping[tuple[str, int], TimeLag | None] | None
+    explanation: Explanation | None = None  # why (shared/explanation.py), carried by its events
 
 
 class LagThresholdAlerts:
@@ -155,6 +157,7 @@ class LagThresholdAlerts:
                 evaluated_at=now_ms,
                 group_status=item.status,
                 time_lags=item.time_lags or {},
+                explanation=item.explanation,
             )
         )
         applied = await self.store.record(

@@ -32,6 +32,8 @@ from lagwatch.shared.store.packing import (
     unpack_commit_ring,
 )
 from lagwatch.shared.time_lag import Sample, TimeLag, time_lag
+from lagwatch.shared.velocity import UNKNOWN as UNKNOWN_VELOCITY
+from lagwatch.shared.velocity import Velocity, partition_velocity
 from lagwatch.shared.window import AddOutcome, Commit, WindowConfig, padded_ring
 
 TopicPartition = tuple[str, int]
@@ -73,6 +75,19 @@ class StoredPartition:
         if not self.packed:
             return None
         return time_lag(commit_entry_at(self.packed, -1).offset, self.history, now_ms)
+
+    def velocity(self, intervals: int, now_ms: int) -> Velocity:
+        """Consume and produce rates and time to catch up (`velocity.py`). A caught-up partition's rates need only
+        the ends of its window (no unpacking: most partitions are caught up)."""
+        if not self.packed:
+            return UNKNOWN_VELOCITY
+        lag = self.current_lag
+        filled = min(len(self.packed) // COMMIT_ENTRY.size, intervals)
+        if lag == 0 and self._entries is None:
+            window = [commit_entry_at(self.packed, -filled), commit_entry_at(self.packed, -1)]
+        else:
+            window = self.entries[-intervals:]
+        return partition_velocity(window, self.history, lag, now_ms)
 
     @property
     def entries(self) -> list[OffsetEntry]:
@@ -126,6 +141,10 @@ class StoredGroup:
 
     def time_lags(self, now_ms: int) -> dict[TopicPartition, TimeLag | None]:
         return {(p.topic, p.partition): p.time_lag(now_ms) for p in self.partitions}
+
+    def velocities(self, intervals: int, now_ms: int) -> dict[TopicPartition, Velocity]:
+        """Each partition with a commit: its velocity (`velocity.py`)."""
+        return {(p.topic, p.partition): p.velocity(intervals, now_ms) for p in self.partitions if p.packed}
 
 
 TOPICS_PER_CALL = 1000  # per READ_TOPIC_FIELDS call (a script holds Redis while it runs: a few ms here)

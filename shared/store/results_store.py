@@ -9,7 +9,10 @@ The evaluator re-evaluates a group whenever one of these could change its status
 schedule, a log-end poll that could flip a rule), so a result is what the rules answer now.
 
 Value: JSON `[status, last_commit_ms, [rebalance start ms, ...], [[topic, partition, status, newest offset | -1,
-filled slots, lag anchor ms | -1 unknown | -2 caught up, lower bound 0/1], ...]]`, statuses as Burrow's numbers.
+filled slots, lag anchor ms | -1 unknown | -2 caught up, lower bound 0/1], ...], [catch-up anchor ms | -1 unknown
+| -2 caught up | -3 never, lag growth per second | null]]`, statuses as Burrow's numbers; the last element (the
+group's velocity, `velocity.py`) is absent from results written before it existed. The catch-up anchor is when the
+group is expected to be caught up (its time to catch up then counts down with the clock, as its lag shrinks).
 JSON because Python's C parser reads 25k of them in a fraction of a second, and it stays readable in redis-cli.
 """
 
@@ -24,8 +27,10 @@ from redis.asyncio import Redis
 from lagwatch.shared.protocol import GroupStatus, Status
 from lagwatch.shared.store import keys
 from lagwatch.shared.time_lag import CAUGHT_UP, TimeLag
+from lagwatch.shared.velocity import CatchUp, Velocity
 
 UNKNOWN_LAG, CAUGHT_UP_LAG = -1, -2
+UNKNOWN_CATCHUP, CAUGHT_UP_CATCHUP, NEVER_CATCHUP = -1, -2, -3
 HOUR_MS = 3_600_000
 Point = tuple[int, int]
 
@@ -62,6 +67,12 @@ class GroupResult:
     last_commit_ms: int
     rebalances: tuple[int, ...] = ()  # generation start times (ms) within the hour before the evaluation
     partitions: tuple[PartitionResult, ...] = ()
+    catchup_anchor: int = UNKNOWN_CATCHUP  # see the module's docstring
+    lag_growth: float | None = None  # messages per second
+
+    def catchup_seconds(self, now_ms: int) -> float | None:
+        """Seconds until caught up (0: caught up; inf: never; None: unknown)."""
+        return catchup_seconds(self.catchup_anchor, now_ms)
 
     def rebalances_last_hour(self, now_ms: int) -> int:
         return sum(1 for at in self.rebalances if at >= now_ms - HOUR_MS)
@@ -73,13 +84,16 @@ class GroupResult:
             for p in self.partitions
         ]
         value = [int(self.status), self.last_commit_ms, list(self.rebalances), parts]
+        if self.catchup_anchor != UNKNOWN_CATCHUP or self.lag_growth is not None:
+            value.append([self.catchup_anchor, None if self.lag_growth is None else round(self.lag_growth, 3)])
         return json.dumps(value, separators=(",", ":")).encode()
 
 
 def decode_result(group: str, raw: bytes) -> GroupResult | None:
     """The stored result, or None when it is unreadable (skipped by readers; the next evaluation rewrites it)."""
     try:
-        status, last, rebalances, parts = json.loads(raw)
+        status, last, rebalances, parts, *velocity = json.loads(raw)
+        anchor, growth = velocity[0] if velocity else (UNKNOWN_CATCHUP, None)
         return GroupResult(
             group,
             Status(status),
@@ -89,9 +103,32 @@ def decode_result(group: str, raw: bytes) -> GroupResult | None:
                 PartitionResult(p[0], p[1], Status(p[2]), None if p[3] < 0 else p[3], p[4], p[5], len(p) > 6)
                 for p in parts
             ),
+            int(anchor),
+            None if growth is None else float(growth),
         )
     except (ValueError, TypeError, IndexError, KeyError):
         return None
+
+
+def catchup_seconds(anchor: int, now_ms: int) -> float | None:
+    """A stored catch-up anchor as seconds at `now_ms` (0: caught up; inf: never; None: unknown)."""
+    if anchor == UNKNOWN_CATCHUP:
+        return None
+    if anchor == NEVER_CATCHUP:
+        return float("inf")
+    if anchor == CAUGHT_UP_CATCHUP:
+        return 0.0
+    return max(0.0, (anchor - now_ms) / 1000)
+
+
+def catchup_anchor(velocity: Velocity, now_ms: int) -> int:
+    if velocity.catchup == CatchUp.CAUGHT_UP:
+        return CAUGHT_UP_CATCHUP
+    if velocity.catchup == CatchUp.NEVER:
+        return NEVER_CATCHUP
+    if velocity.catchup_seconds is None:
+        return UNKNOWN_CATCHUP
+    return round(now_ms + velocity.catchup_seconds * 1000)
 
 
 def time_lag_anchor(lag: TimeLag | None, now_ms: int) -> tuple[int, bool]:
@@ -111,8 +148,9 @@ def result_of(
     time_lags: Mapping[tuple[str, int], TimeLag | None],
     now_ms: int,
     intervals: int,
+    velocity: Velocity | None = None,
 ) -> GroupResult:
-    """The result to store for a group the rules just judged."""
+    """The result to store for a group the rules just judged (`velocity`: the group's, `velocity.py`)."""
     parts = []
     for p in status.partitions:
         anchor, lower = time_lag_anchor(time_lags.get((p.topic, p.partition)), now_ms)
@@ -127,7 +165,15 @@ def result_of(
                 lower,
             )
         )
-    return GroupResult(status.group, status.status, last_commit_ms, tuple(sorted(rebalances)), tuple(parts))
+    return GroupResult(
+        status.group,
+        status.status,
+        last_commit_ms,
+        tuple(sorted(rebalances)),
+        tuple(parts),
+        UNKNOWN_CATCHUP if velocity is None else catchup_anchor(velocity, now_ms),
+        None if velocity is None else velocity.lag_growth,
+    )
 
 
 @dataclass(slots=True)

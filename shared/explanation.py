@@ -1,0 +1,130 @@
+"""Why a group is where it is: one short, rule-based explanation chosen from what the data shows. Pure, no I/O:
+the evaluator puts it in status events and lag-seconds alerts, the api in status objects, the Spark replay in its
+events.
+
+The first rule that matches wins, in this order (the more specific cause before the symptom it produces):
+
+1. rewound          a partition's committed offset went back (REWIND): someone reset the offsets;
+2. rebalance-storm  the group started `STORM_GENERATIONS` or more generations within `STORM_WINDOW_MS`;
+3. rebalancing      a generation started within `REBALANCE_RECENT_MS` while the group is not OK;
+4. consumer-gone    partitions stopped committing (STOP) and no member owns any partition: the members left;
+5. stuck-partition  some partitions stopped or stalled while the group's other partitions keep moving;
+6. consumer-stopped every lagging partition stopped committing, though members are still in the group;
+7. producer-stopped no lag to speak of growing, and the log end has not moved for `PRODUCER_FLAT_MS` (nothing new
+                    to consume: lag in seconds grows with the clock, not because the consumer is slow);
+8. slower-than-producer  the lag grows: the consumer reads fewer messages per second than are written;
+9. catching-up      lag, but the consumer is faster than the producer;
+10. caught-up       no lag.
+Unknown rates and no matching rule: `unknown`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from lagwatch.shared.protocol import GroupStatus, Status
+from lagwatch.shared.velocity import CatchUp, Velocity
+
+STORM_GENERATIONS = 3
+STORM_WINDOW_MS = 600_000  # 10 min
+REBALANCE_RECENT_MS = 120_000  # 2 min
+PRODUCER_FLAT_MS = 120_000  # 2 min
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    code: str
+    text: str
+
+    def to_json(self) -> dict:
+        return {"code": self.code, "text": self.text}
+
+
+def explain(
+    status: GroupStatus | None,
+    velocities: Mapping[TopicPartition, Velocity],
+    group: Velocity,
+    rebalances: Sequence[int],
+    now_ms: int,
+) -> Explanation:
+    """The explanation for a group judged `status` (None: NOTFOUND), its partitions' and its own velocity, and the
+    start times (ms) of its recent generations."""
+    if status is None:
+        return Explanation("gone", "The group is not known (deleted, expired or excluded).")
+    parts = status.partitions
+    rewound = [p for p in parts if p.status == Status.REWIND]
+    if rewound:
+        return Explanation("rewound", f"Offsets were reset: the committed offset went back on {_names(rewound)}.")
+    recent = sorted(at for at in rebalances if at >= now_ms - STORM_WINDOW_MS)
+    if len(recent) >= STORM_GENERATIONS:
+        minutes = STORM_WINDOW_MS // 60_000
+        return Explanation(
+            "rebalance-storm", f"Rebalance storm: {len(recent)} generations in the last {minutes} min{_hosts(parts)}."
+        )
+    if status.status != Status.OK and recent and recent[-1] >= now_ms - REBALANCE_RECENT_MS:
+        ago = max(0, (now_ms - recent[-1]) // 1000)
+        text = f"Rebalance in progress: a new generation started {ago} s ago{_hosts(parts)}."
+        return Explanation("rebalancing", text)
+    stopped = [p for p in parts if p.status == Status.STOP]
+    if stopped and not any(p.owner for p in parts):
+        return Explanation(
+            "consumer-gone", f"The consumer stopped committing and its members left the group ({_names(stopped)})."
+        )
+    stuck = [p for p in parts if p.status in (Status.STOP, Status.STALL)]
+    stuck_tps = {(p.topic, p.partition) for p in stuck}
+    moving = [tp for tp, v in velocities.items() if v.consume_rate and tp not in stuck_tps]
+    if stuck and moving:
+        return Explanation(
+            "stuck-partition",
+            f"Stuck on {_names(stuck)} while {len(moving)} other partition(s) keep moving{_hosts(stuck)}.",
+        )
+    if stopped:
+        return Explanation(
+            "consumer-stopped",
+            f"The consumer stopped committing on {_names(stopped)} but its members are still in the group"
+            f"{_hosts(stopped)}.",
+        )
+    growth = group.lag_growth
+    flat = group.log_end_flat_ms
+    if flat is not None and flat >= PRODUCER_FLAT_MS and (growth is None or growth <= 0):
+        return Explanation(
+            "producer-stopped",
+            f"The producer stopped: the log end has not moved for {_duration(flat / 1000)}; nothing new to consume.",
+        )
+    behind = [v for v in velocities.values() if v.catchup == CatchUp.NEVER and v.lag_growth is not None]
+    if behind:
+        consume = sum(v.consume_rate or 0.0 for v in behind)
+        produce = sum(v.produce_rate or 0.0 for v in behind)
+        return Explanation(
+            "slower-than-producer",
+            f"Slower than the producer: consuming {consume:.1f} msg/s, producing {produce:.1f} msg/s"
+            f" on {len(behind)} partition(s); the lag grows by {produce - consume:.1f} msg/s.",
+        )
+    if group.catchup == CatchUp.CATCHING_UP and group.catchup_seconds is not None:
+        return Explanation("catching-up", f"Catching up: about {_duration(group.catchup_seconds)} to clear the lag.")
+    if group.catchup == CatchUp.CAUGHT_UP:
+        return Explanation("caught-up", "Caught up.")
+    return Explanation("unknown", "Not enough commits or log-end samples yet to say why.")
+
+
+def _names(parts: Sequence) -> str:
+    shown = ", ".join(f"{p.topic}/{p.partition}" for p in parts[:3])
+    return shown + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
+
+
+def _hosts(parts: Sequence) -> str:
+    hosts = sorted({p.owner for p in parts if p.owner})
+    if not hosts:
+        return ""
+    return " (members on " + ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "") + ")"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,233 @@
+"""Lag velocity and the explanation, checked against generated partitions whose produce and consume rates are known:
+rates within 5 % of the generated ones, time to catch up within 10 %, and the right explanation per scenario."""
+
+from dataclasses import dataclass
+
+import pytest
+
+from lagwatch.shared.explanation import explain
+from lagwatch.shared.protocol import OffsetEntry, PartitionInput, RuleConfig, Status
+from lagwatch.shared.rules import partition_status as judge
+from lagwatch.shared.rules import summarize_group
+from lagwatch.shared.time_lag import Sample, add_sample
+from lagwatch.shared.velocity import (
+    CatchUp,
+    Velocity,
+    consume_rate,
+    group_velocity,
+    log_end_flat_ms,
+    partition_velocity,
+    produce_rate,
+)
+from lagwatch.shared.window import padded_ring
+
+S = 1000
+START = 1_767_225_600_000
+BASE = 1_000_000  # log-end offset at the start
+INTERVALS = 10
+
+
+@dataclass
+class Generated:
+    """One partition, generated second by second: the producer writes `produce` msg/s (until `produce_until` s),
+    the consumer starts `start_lag` behind and reads `consume` msg/s (never past the log end), committing every
+    `commit_every` s (until `commit_until` s); the log end is polled every `poll_every` s."""
+
+    produce: float
+    consume: float
+    start_lag: int = 0
+    seconds: int = 600
+    produce_until: int | None = None
+    commit_until: int | None = None
+    commit_every: int = 5
+    poll_every: int = 5
+    topic: str = "t"
+    partition: int = 0
+    owner: str = "host-1"
+
+    def log_end(self, t: float) -> int:
+        until = t if self.produce_until is None else self.produce_until
+        return BASE + int(self.produce * min(t, until))
+
+    def committed(self, t: float) -> int:
+        return min(self.log_end(t), BASE - self.start_lag + int(self.consume * t))
+
+    @property
+    def now(self) -> int:
+        return START + self.seconds * S
+
+    def window(self) -> list[OffsetEntry]:
+        last = self.seconds if self.commit_until is None else self.commit_until
+        entries = []
+        for t in range(0, last + 1, self.commit_every):
+            polled = self.log_end(t - t % self.poll_every)
+            offset = self.committed(t)
+            entries.append(OffsetEntry(offset, START + t * S, START + t * S, max(0, polled - offset), t, t))
+        return entries[-INTERVALS:]
+
+    def history(self) -> list[Sample]:
+        out: list[Sample] = []
+        for t in range(0, self.seconds + 1, self.poll_every):
+            add_sample(out, Sample(self.log_end(t), START + t * S), max_age_ms=3_600_000, max_samples=720)
+        return out
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.log_end(self.seconds) - self.window()[-1].offset)
+
+    def velocity(self) -> Velocity:
+        return partition_velocity(self.window(), self.history(), self.lag, self.now)
+
+    def status(self):
+        history = self.history()
+        ring = PartitionInput(
+            self.topic,
+            self.partition,
+            padded_ring(self.window(), INTERVALS),
+            tuple(s.offset for s in history[-INTERVALS:]),
+            self.lag,
+            self.owner,
+        )
+        return judge(ring, self.now, RuleConfig())
+
+
+def judged(*parts: Generated, rebalances=()):
+    """(status, explanation, group velocity) of a group of generated partitions."""
+    status = summarize_group("c", "g", [p.status() for p in parts])
+    speeds = {(p.topic, p.partition): p.velocity() for p in parts}
+    overall = group_velocity(speeds.values())
+    return status, explain(status, speeds, overall, rebalances, parts[0].now), overall
+
+
+def test_a_consumer_slower_than_its_producer_never_catches_up_and_says_so():
+    p = Generated(produce=100, consume=80, start_lag=1000)
+    v = p.velocity()
+    assert v.consume_rate == pytest.approx(80, rel=0.05)
+    assert v.produce_rate == pytest.approx(100, rel=0.05)
+    assert v.lag_growth == pytest.approx(20, rel=0.05)
+    assert (v.catchup, v.catchup_seconds) == (CatchUp.NEVER, None)
+    status, why, _ = judged(p)
+    assert status.status == Status.WARN
+    assert why.code == "slower-than-producer"
+    assert "grows by 20" in why.text
+
+
+@pytest.mark.parametrize(("produce", "consume", "start_lag"), [(50, 80, 20_000), (1000, 1500, 400_000), (3, 7, 2_000)])
+def test_a_faster_consumer_catches_up_when_its_lag_over_the_rate_difference_says(produce, consume, start_lag):
+    p = Generated(produce=produce, consume=consume, start_lag=start_lag, seconds=300)
+    expected = p.lag / (consume - produce)
+    v = p.velocity()
+    assert v.consume_rate == pytest.approx(consume, rel=0.05)
+    assert v.produce_rate == pytest.approx(produce, rel=0.05)
+    assert v.catchup == CatchUp.CATCHING_UP
+    assert v.catchup_seconds == pytest.approx(expected, rel=0.10)
+    _, why, _ = judged(p)
+    assert why.code == "catching-up"
+
+
+def test_the_estimate_holds_when_checked_against_when_it_really_catches_up():
+    """Generated further, the consumer really reaches the log end at the instant the estimate named."""
+    p = Generated(produce=40, consume=100, start_lag=30_000, seconds=200)
+    estimate = p.velocity().catchup_seconds
+    caught_up_at = next(t for t in range(200, 10_000) if p.committed(t) >= p.log_end(t))
+    assert estimate == pytest.approx(caught_up_at - 200, rel=0.10)
+
+
+def test_a_stopped_producer_is_the_explanation_and_the_backlog_drains_at_the_consume_rate():
+    p = Generated(produce=100, consume=30, produce_until=200)
+    v = p.velocity()
+    assert v.produce_rate == pytest.approx(0, abs=0.01)
+    assert v.consume_rate == pytest.approx(30, rel=0.05)
+    assert v.catchup_seconds == pytest.approx(p.lag / 30, rel=0.10)
+    assert log_end_flat_ms(p.history(), p.now) == 400 * S
+    _, why, _ = judged(p)
+    assert why.code == "producer-stopped"
+
+
+def test_a_caught_up_consumer_of_a_stopped_producer_is_told_apart_from_a_dead_one():
+    p = Generated(produce=100, consume=200, produce_until=100)
+    v = p.velocity()
+    assert (v.catchup, v.catchup_seconds, v.lag) == (CatchUp.CAUGHT_UP, 0.0, 0)
+    status, why, _ = judged(p)
+    assert status.status == Status.OK
+    assert why.code == "producer-stopped"
+
+
+def test_a_busy_caught_up_consumer_reads_as_fast_as_its_producer_writes():
+    p = Generated(produce=250, consume=400)
+    v = p.velocity()
+    assert v.consume_rate == pytest.approx(250, rel=0.05)
+    assert v.produce_rate == pytest.approx(250, rel=0.05)
+    _, why, _ = judged(p)
+    assert why.code == "caught-up"
+
+
+def test_a_consumer_whose_members_left_stopped_and_its_lag_will_not_shrink():
+    p = Generated(produce=100, consume=80, commit_until=300, owner="")
+    v = p.velocity()
+    assert v.consume_rate == 0.0
+    assert v.catchup == CatchUp.NEVER
+    status, why, _ = judged(p)
+    assert status.partitions[0].status == Status.STOP
+    assert why.code == "consumer-gone"
+
+
+def test_a_stopped_consumer_still_in_the_group_is_named_with_its_host():
+    p = Generated(produce=100, consume=80, commit_until=300, owner="10.0.0.7")
+    _, why, _ = judged(p)
+    assert why.code == "consumer-stopped"
+    assert "10.0.0.7" in why.text
+
+
+def test_one_stalled_partition_while_the_others_move_is_stuck_on_that_partition():
+    stuck = Generated(produce=100, consume=0, start_lag=500, partition=0)
+    moving = Generated(produce=100, consume=100, partition=1)
+    status, why, overall = judged(stuck, moving)
+    assert status.partitions[0].status == Status.STALL
+    assert why.code == "stuck-partition"
+    assert "t/0" in why.text
+    assert overall.catchup == CatchUp.NEVER  # the slowest partition decides
+
+
+def test_the_group_waits_for_its_slowest_partition():
+    fast = Generated(produce=10, consume=100, start_lag=9_000, seconds=60, partition=0)
+    slow = Generated(produce=10, consume=20, start_lag=9_000, seconds=60, partition=1)
+    overall = group_velocity([fast.velocity(), slow.velocity()])
+    assert overall.catchup_seconds == pytest.approx(slow.lag / 10, rel=0.10)
+    assert overall.consume_rate == pytest.approx(120, rel=0.05)
+    assert overall.produce_rate == pytest.approx(20, rel=0.05)
+    assert overall.lag == fast.lag + slow.lag
+
+
+def test_a_rewind_is_explained_and_not_counted_as_consumption():
+    p = Generated(produce=100, consume=100)
+    window = p.window()
+    back = [e._replace(offset=e.offset - 50_000) for e in window[-3:]]
+    rewound = window[:-3] + back
+    assert consume_rate(rewound, p.now) == pytest.approx(100, rel=0.05)  # from the commits after the reset
+    ring = PartitionInput("t", 0, padded_ring(rewound, INTERVALS), (p.log_end(600),), 50_000, "h")
+    status = summarize_group("c", "g", [judge(ring, p.now, RuleConfig())])
+    speeds = {("t", 0): partition_velocity(rewound, p.history(), 50_000, p.now)}
+    assert explain(status, speeds, group_velocity(speeds.values()), (), p.now).code == "rewound"
+
+
+def test_generations_started_minutes_apart_are_a_rebalance_storm():
+    p = Generated(produce=100, consume=80, start_lag=1000)
+    _, why, _ = judged(p, rebalances=[p.now - 60 * S, p.now - 200 * S, p.now - 400 * S])
+    assert why.code == "rebalance-storm"
+    assert "3 generations" in why.text
+
+
+def test_a_generation_that_just_started_explains_a_bad_status_but_not_a_good_one():
+    lagging = Generated(produce=100, consume=80, start_lag=1000)
+    assert judged(lagging, rebalances=[lagging.now - 30 * S])[1].code == "rebalancing"
+    healthy = Generated(produce=100, consume=200)
+    assert judged(healthy, rebalances=[healthy.now - 30 * S])[1].code == "caught-up"
+
+
+def test_too_little_data_is_unknown_not_a_guess():
+    one_commit = [OffsetEntry(100, START, START, 50, 0, 0)]
+    assert consume_rate(one_commit, START) is None
+    assert produce_rate([Sample(150, START)], None) is None
+    v = partition_velocity(one_commit, [Sample(150, START)], 50, START)
+    assert (v.catchup, v.catchup_seconds, v.lag_growth) == (CatchUp.UNKNOWN, None, None)
