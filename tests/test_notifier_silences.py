@@ -9,6 +9,7 @@ from kafka_helpers import eventually, make_config, running
 from test_notifier_service import FAST, STATUS_TOPIC, publish
 from test_notifier_support import Receiver, Timeline
 
+from lagwatch.services.notifier import metrics
 from lagwatch.services.notifier.service import NotifierService
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.silences import Matcher, Silence, SilenceStore
@@ -34,6 +35,7 @@ def silence(group, *, starts=None, ends, id_="sil-1"):
 
 async def test_a_silenced_incident_notifies_when_the_silence_ends_if_still_open(kafka, redis_server, redis):
     kafka.create_topic(STATUS_TOPIC, 1)
+    held_before = metrics.HELD.labels("webhook", "silence")._value.get()
     ends = time.time() + 6.0
     await SilenceStore(redis).put(silence("billing", ends=ends))
     billing, other = Timeline("billing"), Timeline("other")
@@ -46,6 +48,7 @@ async def test_a_silenced_incident_notifies_when_the_silence_ends_if_still_open(
         assert time.time() < ends and sent(receiver) == [("other", "open", "WARN")]  # other is not silenced
         await receiver.wait_for(2, timeout=15)
         assert time.time() >= ends and sent(receiver)[1] == ("billing", "open", "ERR")
+    assert metrics.HELD.labels("webhook", "silence")._value.get() == held_before + 1
 
 
 async def test_an_incident_over_within_the_silence_is_never_told(kafka, redis_server, redis):
@@ -96,6 +99,7 @@ async def test_a_silence_holds_repeats_but_lets_the_close_through(kafka, redis_s
 async def test_hold_for_drops_a_flap_and_sends_an_incident_that_held(kafka, redis_server, redis):
     kafka.create_topic(STATUS_TOPIC, 1)
     flap, steady = Timeline("flap"), Timeline("steady")
+    held_before = metrics.HELD.labels("webhook", "hold_for")._value.get()
     async with Receiver() as receiver, running(notifier(kafka, redis_server, receiver, hold_for=1.0)) as service:
         await publish(kafka.bootstrap, flap.to("OK"), flap.to("WARN", (5,)), steady.to("OK"), steady.to("WARN", (5,)))
         await eventually(lambda: _handled(service, 4))
@@ -105,6 +109,7 @@ async def test_hold_for_drops_a_flap_and_sends_an_incident_that_held(kafka, redi
         assert time.monotonic() - started > 0.5
         await asyncio.sleep(1.2)
     assert sent(receiver) == [("steady", "open", "WARN")]
+    assert metrics.HELD.labels("webhook", "hold_for")._value.get() == held_before + 2
 
 
 async def _handled(service, n):

@@ -16,6 +16,11 @@ RETRIES = Counter("lagwatch_notifier_retries_total", "Failed attempts scheduled 
 DEAD_LETTERS = Counter(
     "lagwatch_notifier_dead_letters_total", "Deliveries published on the dead-letter topic", ["type"]
 )
+HELD = Counter(
+    "lagwatch_notifier_held_total",
+    "Notifications held back when due (sent later, or never if the incident ends)",
+    ["type", "reason"],
+)  # reason: silence, hold_for (holds.py)
 DEFERRED = Counter(
     "lagwatch_notifier_deferred_total", "Deliveries put back without an attempt", ["reason"]
 )  # reason: circuit_open, host_busy, host_paused

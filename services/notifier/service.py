@@ -214,7 +214,11 @@ class NotifierService:
                 if not holds.ends_unannounced(state, event):
                     return None, False
                 decision = Decision(None, None, None)
+            wanted = decision.kind
             decision = holds.hold(subscription.policy, decision, state, event, now, silenced_until)
+            if wanted is not None and decision.kind is None:
+                held_by = "silence" if silenced_until is not None and silenced_until > now else "hold_for"
+                metrics.HELD.labels(subscription.type, held_by).inc()
             delivery = None
             if decision.kind is not None:
                 delivery = Delivery(
@@ -270,6 +274,8 @@ class NotifierService:
             if subscription is not None:
                 until = self.silences.until_ms(state.event, now) if state is not None else None
                 decision = holds.due(subscription.policy, state, now, until, repeat_due)
+            if subscription is not None and state is not None and not state.held and decision.state is not state:
+                metrics.HELD.labels(subscription.type, "silence").inc()  # a repeat, held until the silence ends
             if subscription is not None and state is not None and (state.held or decision.state is not state):
                 if await self._record_held(subscription, member, score, state_field, raw, state, decision, now):
                     enqueued += 1
