@@ -282,13 +282,11 @@ def email_subscription(port, **extra):
     }
 
 
-async def test_email_is_sent_over_starttls_with_auth_to_every_recipient(
-    certificate, monkeypatch, redis_server, redis, kafka
-):
-    monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))  # the test CA, as the system's would be
+async def test_email_is_sent_over_starttls_with_auth_to_every_recipient(certificate, redis_server, redis, kafka):
     opened, _, closed = incident()
     with smtp_server(certificate) as (port, mailbox):
-        config = config_for(kafka, redis_server, [email_subscription(port, secret="k" * 16)])
+        ca = certificate[0].read_text()  # the server's self-signed certificate, trusted as a private CA would be
+        config = config_for(kafka, redis_server, [email_subscription(port, secret="k" * 16, extra_ca=ca)])
         async with dispatching(config, dead_letters=False) as (outbox, _):
             await enqueue(outbox, opened, "mail", "open")
             await enqueue(outbox, closed, "mail", "close")
@@ -406,6 +404,9 @@ async def test_the_api_checks_each_types_options_and_masks_their_secrets(redis_s
         assert status == 400 and set(body["errors"]) >= {"smtp_host", "from", "to"}
         status, body = await api("POST", BASE, {"id": "y", "url": "http://127.0.0.1:9/", "routing_key": "R0UT1NGKEY01"})
         assert status == 400 and body["errors"]["routing_key"] == "an option of pagerduty subscriptions, not webhook"
+        teams = {"id": "t", "type": "msteams", "url": "http://127.0.0.1:9/", "method_close": "DELETE"}
+        status, body = await api("POST", BASE, teams)
+        assert status == 400 and body["errors"]["method_close"] == "msteams sends closes as the others"
         status, body = await api("POST", BASE, {"id": "z", "type": "alertmanager"})
         assert status == 400 and body["errors"]["url"].startswith("required")
 

@@ -80,4 +80,8 @@ def problems(config: SubscriptionConfig) -> dict[str, str]:
 
 
 def require_post(config: SubscriptionConfig) -> dict[str, str]:
-    return {} if config.method == "POST" else {"method": f"{config.type} takes POST only"}
+    """The API channels take one request shape: POST to their endpoint, closes included."""
+    problems = {} if config.method == "POST" else {"method": f"{config.type} takes POST only"}
+    if config.url_close or config.method_close:
+        problems["url_close" if config.url_close else "method_close"] = f"{config.type} sends closes as the others"
+    return problems

@@ -2,10 +2,10 @@
 
 Options: `smtp-host`, `smtp-port` (587; 465 means implicit TLS), `from`, `to` (a list), `username` and `password`
 (AUTH; the password is masked in api answers), `starttls` (default true: the connection is upgraded, and the
-server's certificate checked against the system's CAs (SSL_CERT_FILE), before anything else is said; a
-`username` needs it). `body-template` replaces the text; the subject is the notification's title. The mail
-carries the X-Lagwatch-* headers of a webhook request and, with a `secret`, X-Lagwatch-Signature over its text
-with LF line ends.
+server's certificate checked against the system's CAs (SSL_CERT_FILE) and `extra-ca`'s, before anything else is
+said; a `username` needs it). `timeout` and `noverify` apply as for https. `body-template` replaces the text;
+the subject is the notification's title. The mail carries the X-Lagwatch-* headers of a webhook request and,
+with a `secret`, X-Lagwatch-Signature over its text with LF line ends.
 
 The SMTP host is judged by the address guard like a webhook's: when the subscription is created (every address
 its name resolves to) and when connecting — the name is resolved here, disallowed addresses dropped, and the
@@ -20,13 +20,14 @@ import asyncio
 import contextlib
 import re
 import socket
+import ssl
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
 import aiosmtplib
 
-from lagwatch.services.notifier import signing
+from lagwatch.services.notifier import signing, tls
 from lagwatch.services.notifier.channels import Channel, SendFailure, summary
 from lagwatch.shared import address_guard
 from lagwatch.shared.config import SubscriptionConfig
@@ -46,6 +47,9 @@ class Mail:
     username: str
     password: str
     starttls: bool
+    extra_ca: str = ""  # CAs trusted besides the system's, as for https (tls.py)
+    noverify: bool = False
+    timeout_s: float = 0.0  # the subscription's own `timeout`; 0: the notifier's request-timeout
 
     @property
     def url(self) -> str:  # what logs and errors name (never the credentials)
@@ -74,8 +78,8 @@ def check(config: SubscriptionConfig) -> dict[str, str]:
     problems: dict[str, str] = {}
     if config.url:
         problems["url"] = "email subscriptions have no url (smtp-host, smtp-port)"
-    if config.url_template:
-        problems["url_template"] = "email subscriptions have no url"
+    if config.url_template or config.url_close:
+        problems["url_template" if config.url_template else "url_close"] = "email subscriptions have no url"
     if not config.smtp_host.strip():
         problems["smtp_host"] = "required"
     if not ADDRESS.match(config.from_):
@@ -142,6 +146,9 @@ def build(
         config.username,
         config.password,
         config.starttls,
+        config.extra_ca,
+        config.noverify,
+        config.timeout,
     )
 
 
@@ -171,6 +178,11 @@ async def guarded_socket(host: str, port: int, *, allow_private: bool, timeout: 
 
 async def send(mail: Mail, *, timeout_s: float, allow_private: bool) -> None:
     """Send one mail; SendFailure says whether to retry."""
+    timeout_s = mail.timeout_s or timeout_s
+    try:
+        trust = tls.client_context(mail.extra_ca, mail.noverify)  # True: the system's CAs; False: no checks
+    except tls.TlsProblem as exc:
+        raise SendFailure(str(exc), retryable=False) from None
     sock = await guarded_socket(mail.host, mail.port, allow_private=allow_private, timeout=timeout_s)
     implicit_tls = mail.port == IMPLICIT_TLS_PORT
     try:
@@ -180,6 +192,8 @@ async def send(mail: Mail, *, timeout_s: float, allow_private: bool) -> None:
             timeout=timeout_s,
             use_tls=implicit_tls,
             start_tls=mail.starttls and not implicit_tls,  # True: STARTTLS or fail (never falls back to clear text)
+            validate_certs=trust is not False,
+            tls_context=trust if isinstance(trust, ssl.SSLContext) else None,
         )
     except Exception:
         sock.close()
