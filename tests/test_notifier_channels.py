@@ -11,6 +11,7 @@ import socket
 import ssl
 import subprocess
 import time
+from datetime import datetime
 from email import message_from_bytes
 from email.policy import default as default_policy
 
@@ -124,6 +125,8 @@ async def test_alertmanager_gets_the_alert_firing_on_open_and_resolved_on_close(
     assert alert["annotations"]["incident_id"] == opened["incident_id"]
     assert "Total lag: 500" in alert["annotations"]["description"]
     assert [a["labels"]["status"] for a in held] == ["ERR"] and held[0]["status"]["state"] == "active"
+    ends_at = datetime.fromisoformat(held[0]["endsAt"].replace("Z", "+00:00")).timestamp()
+    assert ends_at > time.time() + 23 * 3600  # no send-interval: it holds until the close (or a day)
     last = receiver.requests[-1].json()
     assert last["status"] == "resolved"
     assert {a["labels"]["status"]: a["status"] for a in last["alerts"]} == {"ERR": "resolved", "WARN": "resolved"}

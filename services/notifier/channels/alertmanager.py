@@ -1,9 +1,10 @@
 """`alertmanager`: alerts POSTed to an Alertmanager's `/api/v2/alerts`, so its receivers, routing, grouping,
 inhibition and silences serve lagwatch's incidents.
 
-* open, update and repeat send the alert firing (`startsAt` = when the incident began, no `endsAt`: it stays
-  firing until Alertmanager's `resolve_timeout` unless sent again — so use `send-interval` shorter than that);
-  close sends it resolved (`endsAt` = when the group was OK or gone again).
+* open, update and repeat send the alert firing (`startsAt` = when the incident began) with an `endsAt` ahead, as
+  Prometheus does: three `send-interval`s ahead with repeats (if lagwatch stops sending, Alertmanager resolves the
+  alert by itself), a day ahead without (no `resolve_timeout` resolves an incident still open); close sends it
+  resolved (`endsAt` = when the group was OK or gone again).
 * labels: `alertname` (`KafkaConsumerGroupStatus`, or `KafkaConsumerLagSeconds` for a lag-seconds threshold),
   `cluster`, `group`, `status` (WARN or ERR; ABOVE for a lag threshold), `severity` (warning, or critical for ERR)
   and, for a lag threshold, `threshold`. Alertmanager names an alert by its labels, so a WARN -> ERR update fires
@@ -66,7 +67,11 @@ def labels(event: dict, status: str) -> dict[str, str]:
     }
 
 
-def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> list[dict]:
+FIRING_FOR_S = 86_400.0  # without repeats: how long a firing alert holds in Alertmanager unless closed
+REPEATS_HELD = 3  # with repeats: send-intervals a firing alert holds
+
+
+def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "", send_interval_s: float = 0.0) -> list[dict]:
     """The alerts one notification posts: the firing one (unless it closes) and the resolved ones."""
     now = int(time.time() * 1000)
     started = min(event.get("incident_started_at") or event["evaluated_at"], now)  # (clocks apart: never ahead)
@@ -84,10 +89,11 @@ def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> list[d
 
     ended = min(event["evaluated_at"], now)  # an end still ahead would keep it firing
 
+    holds_ms = int(1000 * (REPEATS_HELD * send_interval_s if send_interval_s > 0 else FIRING_FOR_S))
+
     def alert(status: str, resolved: bool) -> dict:
         doc = {"labels": labels(event, status), "annotations": annotations, "startsAt": _iso(started)}
-        if resolved:
-            doc["endsAt"] = _iso(ended)
+        doc["endsAt"] = _iso(ended if resolved else now + holds_ms)
         if link:
             doc["generatorURL"] = link
         return doc
@@ -102,7 +108,8 @@ def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> list[d
 
 
 def body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboard_url: str) -> bytes:
-    return json.dumps(alerts(event, kind, ctx, dashboard_url)).encode()
+    repeats = config.send_interval if not config.send_once else 0.0
+    return json.dumps(alerts(event, kind, ctx, dashboard_url, repeats)).encode()
 
 
 CHANNEL = Channel("alertmanager", check, endpoint, body)
