@@ -310,10 +310,13 @@ async def test_lag_shows_every_partition_and_status_only_those_worse_than_ok(api
 
 
 def _pop_lag_seconds(status):
-    """Take lagwatch's lag-in-seconds fields out of a status body (Burrow's fields stay); return them."""
+    """Take lagwatch's lag-in-seconds fields out of a status body (Burrow's fields stay); return them. lagwatch's
+    velocity and explanation go too (tests/test_velocity_api.py checks them)."""
     found = [(status.pop("max_lag_seconds"), status.pop("max_lag_seconds_lower_bound"))]
+    status.pop("velocity"), status.pop("explanation")
     for part in [*status["partitions"], status["maxlag"]]:
         found.append((part.pop("current_lag_seconds"), part.pop("current_lag_seconds_lower_bound")))
+        part.pop("velocity", None)
     return found
 
 

@@ -191,6 +191,7 @@ async def _status(request: web.Request, *, only_bad_partitions: bool) -> web.Res
         return ok(request, "consumer status returned", http_status=404, status=body)
     status = statuses.evaluate(stored, now, context.config)
     body = statuses.with_lag_seconds(status.to_json(only_bad_partitions=only_bad_partitions), stored, now)
+    body = await statuses.with_velocity(body, status, stored, now, context)
     return ok(request, "consumer status returned", status=body)
 
 

@@ -101,6 +101,7 @@ async def group(request: web.Request) -> web.Response:
         raise ApiError(404, "consumer group not found")
     status = statuses.evaluate(stored, now, context.config)
     body = statuses.with_lag_seconds(status.to_json(), stored, now)
+    body = await statuses.with_velocity(body, status, stored, now, context)
     return ok(request, "dashboard group returned", status=group_detail(body, stored, context.config.storage.intervals))
 
 

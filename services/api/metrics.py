@@ -55,7 +55,14 @@ from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.results_store import CAUGHT_UP_LAG, HOUR_MS, UNKNOWN_LAG, ResultsStore
+from lagwatch.shared.store.results_store import (
+    CAUGHT_UP_LAG,
+    HOUR_MS,
+    UNKNOWN_CATCHUP,
+    UNKNOWN_LAG,
+    ResultsStore,
+    catchup_seconds,
+)
 from lagwatch.shared.window import AddOutcome
 
 STREAM_CHUNK = 4 << 20  # bytes written to the response at a time
@@ -78,6 +85,10 @@ GAUGES = {  # name -> help, in the order they are written
     "lagwatch_consumer_lag_seconds": "How long ago the log end passed the newest committed offset "
     "(a lower bound when history is short)",
     "lagwatch_consumer_group_max_lag_seconds": "The group's largest lag in seconds",
+    "lagwatch_consumer_group_catchup_seconds": "Estimated seconds until the group's slowest partition is caught up "
+    "(+Inf: its consumer is not faster than its producer)",
+    "lagwatch_consumer_group_lag_growth_per_second": "Messages per second the group's lag grows by (produce rate "
+    "minus consume rate; negative while it shrinks)",
 }
 PARTITION_FAMILIES = frozenset(
     {
@@ -132,6 +143,8 @@ GROUP_FAMILIES = (  # the families a group's lines go to, in the order `group_li
     "lagwatch_consumer_group_max_lag",
     "lagwatch_group_rebalances_last_hour",
     "lagwatch_consumer_group_max_lag_seconds",
+    "lagwatch_consumer_group_catchup_seconds",
+    "lagwatch_consumer_group_lag_growth_per_second",
     "burrow_kafka_consumer_partition_lag",
     "burrow_kafka_consumer_current_offset",
     "burrow_kafka_topic_partition_status",
@@ -216,10 +229,12 @@ class RenderedGroups:
     @staticmethod
     def _render(cluster_label: str, group: str, raw: bytes, log_ends, now: int, keep) -> tuple | None:
         try:
-            group_status, _, started, parts = json.loads(raw)
+            group_status, _, started, parts, *velocity = json.loads(raw)
         except (ValueError, TypeError):
             return None  # unreadable: the next evaluation rewrites it
-        return group_lines(cluster_label, group, group_status, started, parts, log_ends, now, keep)
+        return group_lines(
+            cluster_label, group, group_status, started, parts, log_ends, now, keep, velocity[0] if velocity else None
+        )
 
 
 def group_lines(
@@ -231,9 +246,11 @@ def group_lines(
     log_ends: Mapping[tuple[str, int], int],
     now: int,
     keep: MetricsFilter,
+    velocity: list | None = None,
 ) -> tuple[tuple[str, ...], bool]:
-    """A group's text for each of GROUP_FAMILIES (results_store.py's layout is read here), and whether it stays
-    right while the result and the log ends do (False: it moves with the clock)."""
+    """A group's text for each of GROUP_FAMILIES (results_store.py's layout is read here; `velocity` its optional
+    [catch-up anchor, lag growth]), and whether it stays right while the result and the log ends do (False: it
+    moves with the clock)."""
     labels = f'cluster="{cluster_label}",consumer_group="{label_value(group)}"'
     total = biggest = 0
     slowest: tuple[float, bool] | None = None
@@ -262,18 +279,27 @@ def group_lines(
         if seconds is not None:
             p_seconds.append(f"lagwatch_consumer_lag_seconds{{{part}{seconds}\n")
     recent = sum(1 for at in started if at >= now - HOUR_MS)
+    catchup, growth = velocity if velocity else (UNKNOWN_CATCHUP, None)
+    steady = steady and catchup < 0  # a catch-up estimate counts down with the clock
+    catchup_s = catchup_seconds(catchup, now)
     lines = (
         f"burrow_kafka_consumer_status{{{labels}}} {group_status}\n",
         f"burrow_kafka_consumer_lag_total{{{labels}}} {total}\n",
         f"lagwatch_consumer_group_max_lag{{{labels}}} {biggest}\n",
         f"lagwatch_group_rebalances_last_hour{{{labels}}} {recent}\n",
         f"lagwatch_consumer_group_max_lag_seconds{{{labels}}} {slowest[0]}\n" if slowest is not None else "",
+        f"lagwatch_consumer_group_catchup_seconds{{{labels}}} {_number(catchup_s)}\n" if catchup_s is not None else "",
+        f"lagwatch_consumer_group_lag_growth_per_second{{{labels}}} {growth}\n" if growth is not None else "",
         "".join(p_lag),
         "".join(p_offset),
         "".join(p_status),
         "".join(p_seconds),
     )
     return lines, steady
+
+
+def _number(value: float) -> str:
+    return "+Inf" if value == float("inf") else repr(value)
 
 
 def add_topic_offsets(

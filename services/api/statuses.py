@@ -7,10 +7,17 @@ as the evaluator treats it (its keys are about to expire in Redis anyway).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lagwatch.shared.config import Config
+from lagwatch.shared.explanation import explain
 from lagwatch.shared.protocol import GroupStatus, Status
 from lagwatch.shared.store.redis_store import StoredGroup
 from lagwatch.shared.time_lag import seconds_fields, worst
+from lagwatch.shared.velocity import group_velocity
+
+if TYPE_CHECKING:
+    from lagwatch.services.api.context import ApiContext
 
 
 def is_live(stored: StoredGroup | None, now_ms: int, config: Config) -> bool:
@@ -34,4 +41,20 @@ def with_lag_seconds(body: dict, stored: StoredGroup, now_ms: int) -> dict:
     for part in [*body["partitions"], *([body["maxlag"]] if body.get("maxlag") else [])]:
         part.update(seconds_fields(lags.get((part["topic"], part["partition"])), "current_lag_seconds"))
     body.update(seconds_fields(worst(lags.values()), "max_lag_seconds"))
+    return body
+
+
+async def with_velocity(body: dict, status: GroupStatus, stored: StoredGroup, now_ms: int, context: ApiContext) -> dict:
+    """lagwatch's lag velocity (`velocity` per partition, in `maxlag` and for the group: rates, lag growth, time to
+    catch up) and the group's `explanation` (why), beside Burrow's fields. Reads the group's recent generations
+    (for rebalance explanations) only when it had any."""
+    group = [stored.group] if stored.rebalances_last_hour else []
+    rebalances = (await context.store.rebalance_times(stored.cluster, group, now_ms)).get(stored.group, ())
+    speeds = stored.velocities(context.config.storage.intervals, now_ms)
+    for part in [*body["partitions"], *([body["maxlag"]] if body.get("maxlag") else [])]:
+        speed = speeds.get((part["topic"], part["partition"]))
+        part["velocity"] = speed.to_json() if speed is not None else None
+    overall = group_velocity(speeds.values())
+    body["velocity"] = overall.to_json()
+    body["explanation"] = explain(status, speeds, overall, rebalances, now_ms).to_json()
     return body

@@ -30,8 +30,7 @@ from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.lag_sparkline import lag_sparkline
 from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
 from lagwatch.shared.status_event import build_event, encode, next_incident
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import REBALANCE_WINDOW_MS, StoredGroup, WindowStore
+from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
 from lagwatch.shared.store.results_store import GroupResult, ResultsStore, result_of
 from lagwatch.shared.store.status_store import GroupState, StatusStore, Transition
 from lagwatch.shared.velocity import group_velocity
@@ -222,15 +221,7 @@ class GroupEvaluator:
         """When each recent generation started, for the groups that had any in the last hour (the result's
         rebalance count decays with the clock, so it keeps the times)."""
         rebalanced = [s.group for s in stored_groups if s is not None and s.rebalances_last_hour]
-        if not rebalanced:
-            return {}
-        async with self.store.redis.pipeline(transaction=False) as pipe:
-            for group in rebalanced:
-                pipe.zrangebyscore(
-                    keys.group_rebalances(self.cluster, group), now - REBALANCE_WINDOW_MS, "+inf", withscores=True
-                )
-            replies = await pipe.execute()
-        return {group: [int(at) for _, at in reply] for group, reply in zip(rebalanced, replies, strict=True)}
+        return await self.store.rebalance_times(self.cluster, rebalanced, now)
 
     def _transition(
         self,

@@ -459,6 +459,18 @@ class WindowStore:
         raw = await self._topic_fields(cluster, partitions, keys.broker_ring)
         return {tp: [offset for offset, _ in unpack_broker_ring(data)] if data else [] for tp, data in raw.items()}
 
+    async def rebalance_times(self, cluster: str, groups: Sequence[str], now_ms: int) -> dict[str, list[int]]:
+        """When each of these groups' generations of the last hour started (ms, oldest first)."""
+        if not groups:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for group in groups:
+                pipe.zrangebyscore(
+                    keys.group_rebalances(cluster, group), now_ms - REBALANCE_WINDOW_MS, "+inf", withscores=True
+                )
+            replies = await pipe.execute()
+        return {group: [int(at) for _, at in reply] for group, reply in zip(groups, replies, strict=True)}
+
     async def get_group(self, cluster: str, group: str) -> StoredGroup | None:
         """A group's windows with their broker rings and owners, or None when the group is unknown."""
         return (await self.get_groups(cluster, [group]))[0]
