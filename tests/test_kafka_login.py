@@ -17,10 +17,11 @@ from urllib.parse import parse_qs, urlparse
 import faust
 import pytest
 from aiohttp import web
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 from confluent_kafka import Producer
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
+from sasl_gateway import SaslGateway, oauthbearer_kafka
 
 from lagwatch.shared import kafka_client, kafka_login
 from lagwatch.shared.config import ConfigError, load_config
@@ -42,6 +43,7 @@ class TokenEndpoint:
     def __init__(self, lifetime: int = 100) -> None:
         self.lifetime = lifetime
         self.requests: list[dict] = []
+        self.issued: list[str] = []
         self.url = ""
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -53,6 +55,7 @@ class TokenEndpoint:
         if form.get("grant_type") != "client_credentials":
             return web.json_response({"error": "unsupported_grant_type"}, status=400)
         token = jwt({"sub": "svc-lagwatch", "n": len(self.requests)})
+        self.issued.append(token)
         return web.json_response({"access_token": token, "token_type": "Bearer", "expires_in": self.lifetime})
 
 
@@ -220,6 +223,58 @@ async def test_aiokafka_faust_and_librdkafka_clients_share_one_provider(endpoint
     await provider.token()
     await asyncio.to_thread(librdkafka_config(cluster, "cloud")["oauth_cb"], "")
     assert len(endpoint.requests) == 1
+
+
+def gateway_cluster(endpoint: TokenEndpoint, gateway: SaslGateway, secret: str = SECRET):
+    env = oauth_env(endpoint.url, secret, LAGWATCH__CLUSTERS__cloud__TLS__ENABLED="false")
+    env["LAGWATCH__CLUSTERS__cloud__BOOTSTRAP_SERVERS"] = f"127.0.0.1:{gateway.port}"
+    return load_config(env=env).cluster("cloud")
+
+
+async def test_librdkafka_and_aiokafka_clients_log_in_over_the_wire_with_one_token(endpoint):
+    """Through a SASL/OAUTHBEARER gateway in front of the Kafka mock: both libraries authenticate every connection
+    with the endpoint's token, then produce and consume."""
+    with oauthbearer_kafka(lambda token, _: token in endpoint.issued) as (kafka, gateway):
+        kafka.create_topic("orders", 1)
+        cluster = gateway_cluster(endpoint, gateway)
+        producer = await asyncio.to_thread(Producer, librdkafka_config(cluster, "cloud"))
+        producer.produce("orders", b"from librdkafka")
+        assert await asyncio.to_thread(producer.flush, 15) == 0
+        aio = AIOKafkaProducer(**client_kwargs(cluster, "cloud"))
+        await aio.start()
+        try:
+            await aio.send_and_wait("orders", b"from aiokafka")
+        finally:
+            await aio.stop()
+        consumer = AIOKafkaConsumer(**client_kwargs(cluster, "cloud"), auto_offset_reset="earliest")
+        deadline = time.monotonic() + 15
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition("orders", 0)])
+            values = []
+            while len(values) < 2 and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=1000)
+                values += [record.value for records in batches.values() for record in records]
+        finally:
+            await consumer.stop()
+    assert values == [b"from librdkafka", b"from aiokafka"]
+    assert len(endpoint.issued) == 1 and gateway.unauthenticated_requests == 0
+    assert len(gateway.logins) >= 4 and all(login == (endpoint.issued[0], {}, True) for login in gateway.logins)
+
+
+async def test_clients_whose_login_fails_stay_up_and_deliver_nothing(endpoint):
+    with oauthbearer_kafka(lambda token, _: token in endpoint.issued) as (kafka, gateway):
+        kafka.create_topic("orders", 1)
+        cluster = gateway_cluster(endpoint, gateway, secret="wrong-secret")
+        producer = await asyncio.to_thread(Producer, librdkafka_config(cluster, "cloud"))
+        producer.produce("orders", b"lost")
+        assert await asyncio.to_thread(producer.flush, 3) == 1  # still queued: no broker took it
+        aio = AIOKafkaProducer(**client_kwargs(cluster, "cloud"))
+        with pytest.raises(KafkaConnectionError):
+            await aio.start()
+        await aio.stop()
+    assert gateway.logins and all(login == (kafka_login.LOGIN_FAILED, {}, False) for login in gateway.logins)
+    assert endpoint.issued == []
 
 
 def test_spark_gets_kafkas_java_oidc_login():
