@@ -292,15 +292,20 @@ class SilenceCache:
         self.store = store
         self.silences: list[Silence] = []
         self.version: int | None = None
+        self._changed = False
 
-    async def refresh(self) -> bool:
-        """Reload if the silences changed; True when they did (held notifications may be due earlier)."""
+    async def refresh(self) -> None:
+        """Reload if the silences changed."""
         version = await self.store.version()
         if version == self.version:
-            return False
+            return
         self.silences = await self.store.all()
-        changed = self.version is not None
+        self._changed = True  # the first load too: a silence may have ended while this notifier was down
         self.version = version
+
+    def take_change(self) -> bool:
+        """Whether the silences changed since this was last asked (held notifications may be due earlier)."""
+        changed, self._changed = self._changed, False
         return changed
 
     def until_ms(self, event: Mapping, now_ms: int) -> int | None:

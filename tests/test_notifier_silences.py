@@ -118,3 +118,34 @@ async def _handled(service, n):
 
 async def _last_kind(receiver, kind):
     return receiver.requests and receiver.requests[-1].headers["X-Lagwatch-Notification"] == kind
+
+
+async def test_a_silence_ended_while_the_notifier_was_down_releases_what_it_held(kafka, redis_server, redis):
+    kafka.create_topic(STATUS_TOPIC, 1)
+    store = SilenceStore(redis)
+    await store.put(silence("billing", ends=time.time() + 3600))
+    t = Timeline("billing")
+    async with Receiver() as receiver:
+        async with running(notifier(kafka, redis_server, receiver)) as service:
+            await publish(kafka.bootstrap, t.to("OK"), t.to("ERR", (50,)))
+            await eventually(lambda: _handled(service, 2))
+        assert receiver.requests == []
+        await store.end("sil-1")
+        async with running(notifier(kafka, redis_server, receiver)):  # what was held is in Redis
+            await receiver.wait_for(1, timeout=15)
+    assert sent(receiver) == [("billing", "open", "ERR")]
+
+
+async def test_a_silence_ended_just_before_an_event_still_releases_what_it_held(kafka, redis_server, redis):
+    """The event reloads the silences first; the timer must still look at what they held."""
+    kafka.create_topic(STATUS_TOPIC, 1)
+    store = SilenceStore(redis)
+    await store.put(silence("billing", ends=time.time() + 3600))
+    billing, other = Timeline("billing"), Timeline("other")
+    async with Receiver() as receiver, running(notifier(kafka, redis_server, receiver)) as service:
+        await publish(kafka.bootstrap, billing.to("OK"), billing.to("ERR", (50,)))
+        await eventually(lambda: _handled(service, 2))
+        await store.end("sil-1")
+        await publish(kafka.bootstrap, other.to("OK"))
+        await receiver.wait_for(1, timeout=10)
+    assert sent(receiver) == [("billing", "open", "ERR")]

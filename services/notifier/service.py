@@ -261,7 +261,8 @@ class NotifierService:
         """Enqueue the repeats that are due; returns how many."""
         now = now_ms() if now is None else now
         await self.registry.refresh()
-        if await self.silences.refresh():
+        await self.silences.refresh()
+        if self.silences.take_change():  # (an event may have reloaded them since the last tick)
             await self._recheck_held(now)
         enqueued = 0
         for member, score in await self.outbox.due_repeats(now):
