@@ -3,7 +3,9 @@
 * `slack`: an incoming-webhook POST of a Block Kit message (`slack_message`): a header with the status emoji, the
   group, cluster, status change, total lag, partitions not OK and the incident's age as section fields, and — in
   an attachment coloured by status — the worst partitions, the incident id and a button to `notifier.dashboard-url`.
-  A close says the group is OK (or gone) again and how long the incident lasted. A lag-threshold event gets the
+  A close says the group is OK (or gone) again and how long the incident lasted. Events that carry lagwatch's
+  velocity and explanation (issue 17) add "Catches up in" (or "never at this rate", with the lag's growth) and
+  "Why". A lag-threshold event gets the
   same layout (`lag_slack_message`): "Lag above 300 s" / "Still above" / "Back under", how far behind, the
   threshold, Burrow's status of the group and the partitions over the threshold.
 * `webhook`: the event JSON exactly as on its topic (`status_event.encode`: a status-change or lag-threshold
@@ -109,6 +111,8 @@ def slack_message(event: dict, kind: str, context: dict, dashboard_url: str = ""
         fields.append(f"*Behind by*\n{_behind(event)}")
     if duration:
         fields.append(f"*Incident {'lasted' if kind == 'close' else 'open for'}*\n{duration}")
+    if kind != "close":
+        fields.extend(_insight_fields(event))
     worst = templates.worst_partitions(event, WORST_SHOWN) if kind != "close" else []
     lines = "\n".join(_partition_line(p) for p in worst)
     if worst and not_ok > len(worst):
@@ -133,12 +137,31 @@ def lag_slack_message(event: dict, kind: str, context: dict, dashboard_url: str 
     ]
     if duration:
         fields.append(f"*Incident {'lasted' if closing else 'open for'}*\n{duration}")
+    if not closing:
+        fields.extend(_insight_fields(event))
     worst = over[:WORST_SHOWN] if not closing else []
     lines = "\n".join(_lag_partition_line(p) for p in worst)
     if worst and len(over) > len(worst):
         lines += f"\n…and {len(over) - len(worst)} more"
     colour = STATUS_COLOUR["OK"] if closing else LAG_COLOUR
     return _blocks(_lag_title(kind, event), fields, lines, event, colour, dashboard_url)
+
+
+def _insight_fields(event: dict) -> list[str]:
+    """lagwatch's velocity and explanation (issue 17), when the event carries them: when the group catches up (or
+    that it will not at this rate) and why it is where it is."""
+    fields = []
+    velocity = event.get("velocity") or {}
+    growth = velocity.get("lag_growth_per_second")
+    trend = f" (lag {'+' if growth > 0 else ''}{growth:,.1f} msg/s)" if growth is not None else ""
+    if velocity.get("catchup") == "catching_up" and velocity.get("catchup_seconds") is not None:
+        fields.append(f"*Catches up in*\n~{templates.duration(velocity['catchup_seconds']) or '0s'}{trend}")
+    elif velocity.get("catchup") == "never":
+        fields.append(f"*Catches up in*\nnever at this rate{trend}")
+    explanation = event.get("explanation")
+    if explanation and explanation.get("text"):
+        fields.append(f"*Why*\n{_slack_escape(explanation['text'])}")
+    return fields
 
 
 def _behind(event: dict) -> str:
