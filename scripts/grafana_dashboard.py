@@ -235,6 +235,20 @@ ROWS = [
                 " again; the notifier tells the subscriptions both (docs: the notifier).",
             ),
             Panel(
+                "Partitions not OK now",
+                "table",
+                [
+                    Target(
+                        "max by (cluster, consumer_group, topic, partition) "
+                        f"(burrow_kafka_topic_partition_status{{{PARTITION}}}) >= 2",
+                        instant=True,
+                    )
+                ],
+                mappings=STATUS_MAPPINGS,
+                description="Why a group is WARN or ERR: its partitions that are WARN, STOP, STALL or REWIND"
+                " (partitions with a complete window of commits only, as Burrow exports them).",
+            ),
+            Panel(
                 "Status changes and notifications",
                 "timeseries",
                 [

@@ -146,18 +146,24 @@ def scraped(lagwatch_and_prometheus):
                 assert response.status in (200, 201), await response.text()
             prometheus = Prometheus(prometheus_url, http)
 
+            wanted = {
+                "demo-stalled ERR": 'burrow_kafka_consumer_status{consumer_group="demo-stalled"} >= 3',
+                "a dead letter": "lagwatch_notifier_dead_letters_total",
+                "a sweep": "lagwatch_evaluator_last_sweep_timestamp_seconds",
+            }
+            missing = list(wanted)
+
             async def ready() -> bool:
                 try:
-                    err = await prometheus.series(
-                        'burrow_kafka_consumer_status{consumer_group="demo-stalled"} >= 3', instant=True
-                    )
-                    dead = await prometheus.series("lagwatch_notifier_dead_letters_total", instant=True)
-                    sweeps = await prometheus.series("lagwatch_evaluator_last_sweep_timestamp_seconds", instant=True)
-                except (aiohttp.ClientError, AssertionError, ValueError):
-                    return False
-                return bool(err and dead and sweeps)
+                    missing[:] = [k for k, q in wanted.items() if not await prometheus.series(q, instant=True)]
+                except (aiohttp.ClientError, AssertionError, ValueError) as exc:
+                    missing[:] = [f"Prometheus: {exc!r}"]
+                return not missing
 
-            await eventually(ready, timeout=90, interval=1)
+            try:
+                await eventually(ready, timeout=90, interval=1)
+            except AssertionError:
+                raise AssertionError(f"missing {missing}; demo output:\n{output.read_text()[-3000:]}") from None
             await asyncio.sleep(3)  # a few more scrapes: rates and increases have two points
 
     asyncio.run(wait())
