@@ -28,6 +28,14 @@ def notifier(kafka, redis_server, receiver, **subscription):
     return NotifierService(config, "local", http_port=0)
 
 
+async def silenced(kafka, redis, group, ends_in=3600.0) -> SilenceStore:
+    """The status topic, and a silence `sil-1` of `group` for the next `ends_in` seconds."""
+    kafka.create_topic(STATUS_TOPIC, 1)
+    store = SilenceStore(redis)
+    await store.put(silence(group, ends=time.time() + ends_in))
+    return store
+
+
 def silence(group, *, starts=None, ends, id_="sil-1"):
     now = time.time()
     return Silence(id_, (Matcher("group", group),), starts or now, ends, "deploy", "alice", now)
@@ -52,9 +60,7 @@ async def test_a_silenced_incident_notifies_when_the_silence_ends_if_still_open(
 
 
 async def test_an_incident_over_within_the_silence_is_never_told(kafka, redis_server, redis):
-    kafka.create_topic(STATUS_TOPIC, 1)
-    store = SilenceStore(redis)
-    await store.put(silence("billing", ends=time.time() + 3600))
+    store = await silenced(kafka, redis, "billing")
     t = Timeline("billing")
     async with Receiver() as receiver, running(notifier(kafka, redis_server, receiver)) as service:
         await publish(kafka.bootstrap, t.to("OK"), t.to("ERR", (50,)), t.to("OK"))
@@ -65,9 +71,7 @@ async def test_an_incident_over_within_the_silence_is_never_told(kafka, redis_se
 
 
 async def test_ending_a_silence_early_sends_what_it_held(kafka, redis_server, redis):
-    kafka.create_topic(STATUS_TOPIC, 1)
-    store = SilenceStore(redis)
-    await store.put(silence("billing", ends=time.time() + 3600))
+    store = await silenced(kafka, redis, "billing")
     t = Timeline("billing")
     async with Receiver() as receiver, running(notifier(kafka, redis_server, receiver)) as service:
         await publish(kafka.bootstrap, t.to("OK"), t.to("WARN", (5,)))
@@ -121,9 +125,7 @@ async def _last_kind(receiver, kind):
 
 
 async def test_a_silence_ended_while_the_notifier_was_down_releases_what_it_held(kafka, redis_server, redis):
-    kafka.create_topic(STATUS_TOPIC, 1)
-    store = SilenceStore(redis)
-    await store.put(silence("billing", ends=time.time() + 3600))
+    store = await silenced(kafka, redis, "billing")
     t = Timeline("billing")
     async with Receiver() as receiver:
         async with running(notifier(kafka, redis_server, receiver)) as service:
@@ -138,9 +140,7 @@ async def test_a_silence_ended_while_the_notifier_was_down_releases_what_it_held
 
 async def test_a_silence_ended_just_before_an_event_still_releases_what_it_held(kafka, redis_server, redis):
     """The event reloads the silences first; the timer must still look at what they held."""
-    kafka.create_topic(STATUS_TOPIC, 1)
-    store = SilenceStore(redis)
-    await store.put(silence("billing", ends=time.time() + 3600))
+    store = await silenced(kafka, redis, "billing")
     billing, other = Timeline("billing"), Timeline("other")
     async with Receiver() as receiver, running(notifier(kafka, redis_server, receiver)) as service:
         await publish(kafka.bootstrap, billing.to("OK"), billing.to("ERR", (50,)))
