@@ -6,6 +6,9 @@ it answers the SASL handshake itself (Kafka's SaslHandshake v0-1 and SaslAuthent
 OAUTHBEARER message (RFC 7628) with `accept(token, extensions)`; until a client has logged in, any other request
 than ApiVersions closes the connection, as a broker's SASL listener does. After the login it relays bytes both
 ways unchanged. The mock's ApiVersions answer is amended to list the two SASL requests.
+
+`require_login(client_id)` says whose connections must log in (the Kafka request header names the client): test
+helpers that write the offsets topic or commit as a consumer group get through without, lagwatch's clients not.
 """
 
 from __future__ import annotations
@@ -41,11 +44,19 @@ def parse_oauthbearer(message: bytes) -> tuple[str, dict[str, str]]:
 
 
 class SaslGateway:
-    def __init__(self, upstream: tuple[str, int], accept: Callable[[str, dict[str, str]], bool]) -> None:
+    def __init__(
+        self,
+        upstream: tuple[str, int],
+        accept: Callable[[str, dict[str, str]], bool],
+        require_login: Callable[[str], bool] = lambda _client_id: True,
+    ) -> None:
         self.upstream = upstream
         self.accept = accept
+        self.require_login = require_login
         self.logins: list[tuple[str, dict[str, str], bool]] = []  # (token, extensions, accepted)
-        self.unauthenticated_requests = 0
+        self.logged_in_clients: set[str] = set()  # client ids that logged in
+        self.unauthenticated_requests = 0  # from clients that had to log in
+        self.plain_connections = 0  # of clients that need not
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -78,7 +89,14 @@ class SaslGateway:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         try:
-            if await self._login(reader, writer, up_reader, up_writer):
+            first = await _frame(reader)
+            client_id = _client_id(first)
+            if not self.require_login(client_id):
+                self.plain_connections += 1
+                up_writer.write(struct.pack(">i", len(first)) + first)
+                await asyncio.gather(_relay(reader, up_writer), _relay(up_reader, writer))
+            elif await self._login(first, reader, writer, up_reader, up_writer):
+                self.logged_in_clients.add(client_id)
                 await asyncio.gather(_relay(reader, up_writer), _relay(up_reader, writer))
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
@@ -86,10 +104,9 @@ class SaslGateway:
             for w in (writer, up_writer):
                 w.close()
 
-    async def _login(self, reader, writer, up_reader, up_writer) -> bool:
+    async def _login(self, request: bytes, reader, writer, up_reader, up_writer) -> bool:
         mechanism = None
         while True:
-            request = await _frame(reader)
             key, version, correlation = struct.unpack(">hhi", request[:8])
             if key == API_VERSIONS:
                 up_writer.write(struct.pack(">i", len(request)) + request)
@@ -121,6 +138,12 @@ class SaslGateway:
                 self.unauthenticated_requests += 1
                 return False
             await writer.drain()
+            request = await _frame(reader)
+
+
+def _client_id(request: bytes) -> str:
+    size = struct.unpack(">h", request[8:10])[0]
+    return request[10 : 10 + size].decode() if size > 0 else ""
 
 
 def _after_header(request: bytes) -> bytes:
@@ -159,12 +182,14 @@ async def _relay(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> No
 
 
 @contextlib.contextmanager
-def oauthbearer_kafka(accept: Callable[[str, dict[str, str]], bool]):
+def oauthbearer_kafka(
+    accept: Callable[[str, dict[str, str]], bool], require_login: Callable[[str], bool] = lambda _client_id: True
+):
     """A one-broker Kafka mock reachable only through a SASL/OAUTHBEARER gateway: (cluster, gateway)."""
     with MockKafkaCluster() as cluster:
         cluster.start()
         host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
-        gateway = SaslGateway((host, int(port)), accept)
+        gateway = SaslGateway((host, int(port)), accept, require_login)
         gateway.start()
         try:
             _lib().rd_kafka_mock_broker_set_host_port(cluster._mcluster, 1, b"127.0.0.1", gateway.port)

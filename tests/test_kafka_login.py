@@ -10,6 +10,7 @@ import json
 import os
 import re
 import ssl
+import threading
 import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -21,13 +22,17 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 from confluent_kafka import Producer
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
+from kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from sasl_gateway import SaslGateway, oauthbearer_kafka
 
+from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.shared import kafka_client, kafka_login
 from lagwatch.shared.config import ConfigError, load_config
 from lagwatch.shared.faust_kafka import faust_broker_settings
 from lagwatch.shared.kafka_client import client_kwargs, java_client_options, librdkafka_config
 from lagwatch.shared.kafka_login import LoginError, MskIamTokens, OidcClientCredentials
+from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, OffsetsTopicWriter
+from lagwatch.shared.store.redis_store import WindowStore
 
 CLIENT_ID, SECRET = "lagwatch", "s3cret-value"
 
@@ -60,17 +65,28 @@ class TokenEndpoint:
 
 
 @pytest.fixture
-async def endpoint():
-    server = TokenEndpoint()
-    app = web.Application()
-    app.router.add_post("/oauth2/token", server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+def endpoint():
+    """The token endpoint on an event loop of its own thread, as a real IdP is elsewhere: clients that fetch a token
+    synchronously (librdkafka's constructors) do not wait on the test's loop."""
+    server, loop = TokenEndpoint(), asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def serve() -> web.AppRunner:
+        app = web.Application()
+        app.router.add_post("/oauth2/token", server.handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        return runner
+
+    runner = asyncio.run_coroutine_threadsafe(serve(), loop).result(10)
     server.url = f"http://127.0.0.1:{runner.addresses[0][1]}/oauth2/token"
     yield server
-    await runner.cleanup()
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
 
 
 class Clock:
@@ -533,3 +549,35 @@ def test_the_guide_shows_each_service_and_mechanism():
     for mechanism in ("PLAIN", "SCRAM-SHA-256", "OAUTHBEARER", "AWS_MSK_IAM", "GSSAPI"):
         assert f"mechanism: {mechanism}" in examples, mechanism
     assert examples.count("offsets-source: admin") == 2  # Confluent Cloud and Event Hubs
+
+
+# every service: the ingest reads commits over an OAUTHBEARER login
+
+
+async def test_the_ingest_logs_in_with_oauthbearer_and_stores_a_groups_commits(endpoint, redis_server, redis):
+    """The ingest's librdkafka consumer (offsets topic) and its aiokafka clients (log ends, change notices) all log
+    in through the gateway; the test's own helpers (a consumer group, the offsets-topic writer) need not."""
+    with oauthbearer_kafka(
+        lambda token, _: token in endpoint.issued, require_login=lambda client_id: client_id.startswith("lagwatch")
+    ) as (kafka, gateway):
+        kafka.create_topic(OFFSETS_TOPIC, DEFAULT_PARTITIONS)
+        kafka.create_topic("orders", 1)
+        bootstrap = f"127.0.0.1:{gateway.port}"
+        await produce(bootstrap, "orders", {0: 12})
+        sasl = {k: v for k, v in oauth_env(endpoint.url).items() if "__SASL__" in k}  # the cluster `cloud`'s login
+        login = {k.replace("LAGWATCH__CLUSTERS__cloud__", f"CLUSTERS__{CLUSTER}__"): v for k, v in sasl.items()}
+        config = make_config(bootstrap, redis_server.url, **login)
+        store = WindowStore(redis, config.window())
+        async with OffsetsTopicWriter(bootstrap) as writer, running(IngestWorker(config, CLUSTER)):
+            order = await writer.commit("billing", "orders", 0, 10)
+
+            async def window():
+                stored = await store.get_group(CLUSTER, "billing")
+                return stored and stored.partitions[0].entries
+
+            entries = await eventually(window, timeout=30)
+            assert [(e.offset, e.order, e.lag) for e in entries] == [(10, order, 2)]
+    assert gateway.logged_in_clients == {"lagwatch"} and gateway.unauthenticated_requests == 0
+    assert gateway.plain_connections > 0  # the helpers' connections, which did not log in
+    assert len(endpoint.issued) == 1 and all(accepted for _, _, accepted in gateway.logins)
+    assert len(gateway.logins) >= 2  # the librdkafka consumer's and the aiokafka clients' connections
