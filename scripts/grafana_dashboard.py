@@ -506,8 +506,7 @@ def dashboard() -> dict:
         "templating": {"list": VARIABLES},
         "annotations": {"list": []},
         "links": [],
-        "panels": panels,
-        "__inputs": [{"name": "DS_PROMETHEUS", "label": "Prometheus", "type": "datasource", "pluginId": "prometheus"}],
+        "panels": panels,  # every query's data source is the `datasource` variable: import asks for nothing
     }
 
 
