@@ -24,9 +24,12 @@ from confluent_kafka import Producer
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from sasl_gateway import SaslGateway, oauthbearer_kafka
+from test_evaluator import StatusTopic, commits
 
+from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.shared import kafka_client, kafka_login
+from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.config import ConfigError, load_config
 from lagwatch.shared.faust_kafka import faust_broker_settings
 from lagwatch.shared.kafka_client import client_kwargs, java_client_options, librdkafka_config
@@ -554,6 +557,12 @@ def test_the_guide_shows_each_service_and_mechanism():
 # every service: the ingest reads commits over an OAUTHBEARER login
 
 
+def local_login(endpoint: TokenEndpoint) -> dict[str, str]:
+    """The OAUTHBEARER login of `oauth_env`, for make_config's cluster `local` (keys without LAGWATCH__)."""
+    sasl = {k: v for k, v in oauth_env(endpoint.url).items() if "__SASL__" in k}
+    return {k.replace("LAGWATCH__CLUSTERS__cloud__", f"CLUSTERS__{CLUSTER}__"): v for k, v in sasl.items()}
+
+
 async def test_the_ingest_logs_in_with_oauthbearer_and_stores_a_groups_commits(endpoint, redis_server, redis):
     """The ingest's librdkafka consumer (offsets topic) and its aiokafka clients (log ends, change notices) all log
     in through the gateway; the test's own helpers (a consumer group, the offsets-topic writer) need not."""
@@ -564,8 +573,7 @@ async def test_the_ingest_logs_in_with_oauthbearer_and_stores_a_groups_commits(e
         kafka.create_topic("orders", 1)
         bootstrap = f"127.0.0.1:{gateway.port}"
         await produce(bootstrap, "orders", {0: 12})
-        sasl = {k: v for k, v in oauth_env(endpoint.url).items() if "__SASL__" in k}  # the cluster `cloud`'s login
-        login = {k.replace("LAGWATCH__CLUSTERS__cloud__", f"CLUSTERS__{CLUSTER}__"): v for k, v in sasl.items()}
+        login = local_login(endpoint)
         config = make_config(bootstrap, redis_server.url, **login)
         store = WindowStore(redis, config.window())
         async with OffsetsTopicWriter(bootstrap) as writer, running(IngestWorker(config, CLUSTER)):
@@ -581,3 +589,35 @@ async def test_the_ingest_logs_in_with_oauthbearer_and_stores_a_groups_commits(e
     assert gateway.plain_connections > 0  # the helpers' connections, which did not log in
     assert len(endpoint.issued) == 1 and all(accepted for _, _, accepted in gateway.logins)
     assert len(gateway.logins) >= 2  # the librdkafka consumer's and the aiokafka clients' connections
+
+
+async def test_the_evaluators_faust_app_logs_in_with_oauthbearer_and_publishes_a_status(endpoint, redis_server, redis):
+    """Faust's consumer (on its own thread and event loop) and the evaluator's status publisher share the token."""
+    with oauthbearer_kafka(
+        lambda token, _: token in endpoint.issued, require_login=lambda client_id: client_id.startswith("lagwatch")
+    ) as (kafka, gateway):
+        kafka.create_topic("lagwatch.status", 1)
+        kafka.create_topic("lagwatch.changes", 1)
+        bootstrap = f"127.0.0.1:{gateway.port}"
+        login = local_login(endpoint)
+        config = make_config(bootstrap, redis_server.url, EVALUATOR__SWEEP_INTERVAL="3600", **login)
+        store = WindowStore(redis, config.window())
+        notices = ChangePublisher({"bootstrap_servers": bootstrap}, "lagwatch.changes")
+        await notices.start()
+        try:
+            async with StatusTopic(bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
+
+                async def owns_the_changes_partition():
+                    return ev.owned_partitions() == {0}
+
+                await eventually(owns_the_changes_partition, timeout=30)
+                now = int(time.time() * 1000)
+                await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+                await store.add_commits(CLUSTER, commits("billing", [100], now - 1000), now_ms=now)
+                await notices.publish(CLUSTER, [("billing", "commits")])
+                assert await topic.until("billing", 1, timeout=20) == [("NOTFOUND", "OK")]
+        finally:
+            await notices.stop()
+    assert {"lagwatch", "lagwatch-evaluator"} <= gateway.logged_in_clients
+    assert gateway.unauthenticated_requests == 0 and len(endpoint.issued) == 1
+    assert all(accepted for _, _, accepted in gateway.logins)
