@@ -1,6 +1,7 @@
 """deploy/kubernetes/: the kustomize base and the example overlay, rendered with `kubectl kustomize` and checked
 against the Kubernetes schemas (`kubernetes-validate`, strict: an unknown field fails). The Prometheus Operator's
-ServiceMonitor and PodMonitor are custom resources without a schema here: their shape is checked instead. Also
+ServiceMonitor, PodMonitor and PrometheusRule are custom resources without a schema here: their shape is checked
+instead (the PrometheusRule holds deploy/prometheus/lagwatch-rules.yml, which promtool tests). Also
 checked against lagwatch itself: each Deployment runs a command the real CLI accepts, its ports and probes are the
 ones its service's configuration (the ConfigMap's file, loaded by lagwatch) gives, and each has a disruption budget.
 """
@@ -8,6 +9,7 @@ ones its service's configuration (the ConfigMap's file, loaded by lagwatch) give
 import base64
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import kubernetes_validate
@@ -21,7 +23,7 @@ ROOT = Path(__file__).parent.parent
 KUSTOMIZE = ROOT / "deploy" / "kubernetes"
 KUBERNETES_VERSION = "1.32.0"  # the kubectl here; the manifests use only long-stable APIs
 SERVICES = {"ingest", "evaluator", "notifier", "api", "archiver"}
-CRDS = {"ServiceMonitor", "PodMonitor"}
+CRDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 
 
 def render(path: Path) -> list[dict]:
@@ -173,6 +175,19 @@ def test_the_api_service_and_the_monitors_reach_the_metrics(rendered):
     (pod_endpoint,) = pods["spec"]["podMetricsEndpoints"]
     assert pod_endpoint["path"] == "/metrics"
     assert all(container(deployments[name])["ports"][0]["name"] == pod_endpoint["port"] for name in scraped)
+
+
+def test_the_prometheus_rule_holds_the_rules_file_as_it_is(rendered):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "prometheus_rule_manifest.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    (rule,) = by_kind(rendered, "PrometheusRule").values()
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1" and set(rule["spec"]) == {"groups"}
+    rules_file = yaml.safe_load((ROOT / "deploy" / "prometheus" / "lagwatch-rules.yml").read_text())
+    assert rule["spec"]["groups"] == rules_file["groups"]
 
 
 def test_the_health_ports_match_docker_compose():
