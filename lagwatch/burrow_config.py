@@ -194,8 +194,11 @@ class _Migrator:
             out["tls"] = self.tls(here, body["tls"])
         if body.get("sasl"):
             out["sasl"] = self.sasl(here, body["sasl"])
-        if body.get("iam"):
-            self.warn(here, "iam (AWS MSK IAM) is not supported: use SASL/SCRAM on MSK")
+        if body.get("iam"):  # Burrow's MSK IAM login (SASL OAUTHBEARER over TLS): lagwatch's AWS_MSK_IAM
+            if body.get("sasl"):
+                self.warn(here, "sasl and iam both set: iam is written (MSK's IAM listener takes no other login)")
+            out["sasl"] = self.iam(here, body["iam"])
+            out.setdefault("tls", {"enabled": True})  # the IAM listener is TLS only
         self.unused(
             here,
             body,
@@ -230,6 +233,19 @@ class _Migrator:
             self.warn(f"[sasl.{name}]", f"mechanism {mechanism!r} is not supported; PLAIN is written")
             mechanism = "PLAIN"
         return {"mechanism": mechanism, "username": body.get("username", ""), "password": body.get("password", "")}
+
+    def iam(self, where: str, name: str) -> dict[str, Any]:
+        profiles = self.section("iam")
+        if name not in profiles:
+            self.warn(where, f"iam profile {name!r} is not defined: the AWS environment's region and credentials")
+        body = profiles.get(name, {})
+        aws = {key: body[key] for key in ("region", "role-arn", "profile") if body.get(key)}
+        if "role-arn" in aws and "profile" in aws:
+            del aws["profile"]
+            self.warn(f"[iam.{name}]", "profile is dropped: lagwatch assumes role-arn with the default credentials "
+                      "(a profile of ~/.aws/config may name the role itself)")  # fmt: skip
+        self.unused(f"[iam.{name}]", body, {"region", "role-arn", "profile"})
+        return {"mechanism": "AWS_MSK_IAM", **({"aws": aws} if aws else {})}
 
     # --- storage, evaluator, api --------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from lagwatch.services.notifier.messages import build_request
 from lagwatch.services.notifier.outbox import Delivery, now_ms
 from lagwatch.services.notifier.service import NotifierService
 from lagwatch.services.notifier.templates import context, render_limited
-from lagwatch.shared.config import SubscriptionConfig, build_section, load_config
+from lagwatch.shared.config import Config, SubscriptionConfig, build_section, load_config
 
 DATA = Path(__file__).parent / "data" / "burrow"
 
@@ -178,6 +178,28 @@ timeout = 30
     assert config.evaluator.minimum_complete == 0.5
     assert (config.api.host, config.api.port, config.api.request_timeout) == ("127.0.0.1", 8080, 30)
     assert "noverify: lagwatch still checks" in result.stderr and "expire-cache" in result.stderr
+
+
+ROLE = "arn:aws:iam::123456789012:role/ro"
+
+
+def test_burrows_msk_iam_profile_becomes_an_aws_msk_iam_login():
+    doc = migrate(
+        {
+            "iam": {"msk-iam": {"region": "us-west-1", "role-arn": ROLE, "profile": "p"}},
+            "client-profile": {"msk": {"client-id": "burrow", "iam": "msk-iam"}},
+            "cluster": {"prod": {"class-name": "kafka", "servers": ["b-1.example:9098"], "client-profile": "msk"}},
+        }
+    )
+    cluster = doc.config["clusters"]["prod"]
+    assert cluster["tls"] == {"enabled": True}
+    assert cluster["sasl"] == {
+        "mechanism": "AWS_MSK_IAM",
+        "aws": {"region": "us-west-1", "role-arn": ROLE},
+    }
+    assert any("profile is dropped" in w for w in doc.warnings), doc.warnings
+    loaded = build_section(Config, {"clusters": doc.config["clusters"]})  # the loader accepts what is written
+    assert loaded.clusters["prod"].sasl.aws.role_arn == ROLE
 
 
 def test_a_template_with_no_counterpart_is_a_warning_and_the_default_body_is_kept(tmp_path):
