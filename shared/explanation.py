@@ -7,14 +7,16 @@ The first rule that matches wins, in this order (the more specific cause before 
 1. rewound          a partition's committed offset went back (REWIND): someone reset the offsets;
 2. rebalance-storm  the group started `STORM_GENERATIONS` or more generations within `STORM_WINDOW_MS`;
 3. rebalancing      a generation started within `REBALANCE_RECENT_MS` while the group is not OK;
-4. consumer-gone    partitions stopped committing (STOP) and no member owns any partition: the members left;
+4. consumer-gone    partitions stopped committing (STOP) and no member owns any partition: the members left
+                    (only when the group's membership is known: its metadata was seen);
 5. stuck-partition  some partitions stopped or stalled while the group's other partitions keep moving;
-6. consumer-stopped every lagging partition stopped committing, though members are still in the group;
-7. producer-stopped no lag to speak of growing, and the log end has not moved for `PRODUCER_FLAT_MS` (nothing new
+6. stalled          partitions commit the same offset while messages arrive (STALL), none of the others moving;
+7. consumer-stopped partitions stopped committing (members still in the group, or membership unknown);
+8. producer-stopped no lag to speak of growing, and the log end has not moved for `PRODUCER_FLAT_MS` (nothing new
                     to consume: lag in seconds grows with the clock, not because the consumer is slow);
-8. slower-than-producer  the lag grows: the consumer reads fewer messages per second than are written;
-9. catching-up      lag, but the consumer is faster than the producer;
-10. caught-up       no lag.
+9. slower-than-producer  the lag grows: the consumer reads fewer messages per second than are written;
+10. catching-up     lag, but the consumer is faster than the producer;
+11. caught-up        no lag.
 Unknown rates and no matching rule: `unknown`.
 """
 
@@ -49,9 +51,11 @@ def explain(
     group: Velocity,
     rebalances: Sequence[int],
     now_ms: int,
+    membership_known: bool = True,
 ) -> Explanation:
     """The explanation for a group judged `status` (None: NOTFOUND), its partitions' and its own velocity, and the
-    start times (ms) of its recent generations."""
+    start times (ms) of its recent generations. `membership_known`: the group's metadata (generation, owners) was
+    seen; without it, no owner does not mean the members left."""
     if status is None:
         return Explanation("gone", "The group is not known (deleted, expired or excluded).")
     parts = status.partitions
@@ -69,7 +73,7 @@ def explain(
         text = f"Rebalance in progress: a new generation started {ago} s ago{_hosts(parts)}."
         return Explanation("rebalancing", text)
     stopped = [p for p in parts if p.status == Status.STOP]
-    if stopped and not any(p.owner for p in parts):
+    if stopped and membership_known and not any(p.owner for p in parts):
         return Explanation(
             "consumer-gone", f"The consumer stopped committing and its members left the group ({_names(stopped)})."
         )
@@ -81,12 +85,14 @@ def explain(
             "stuck-partition",
             f"Stuck on {_names(stuck)} while {len(moving)} other partition(s) keep moving{_hosts(stuck)}.",
         )
-    if stopped:
+    stalled = [p for p in parts if p.status == Status.STALL]
+    if stalled:
         return Explanation(
-            "consumer-stopped",
-            f"The consumer stopped committing on {_names(stopped)} but its members are still in the group"
-            f"{_hosts(stopped)}.",
+            "stalled", f"The consumer keeps committing the same offset on {_names(stalled)} while messages arrive."
         )
+    if stopped:
+        still = f" but its members are still in the group{_hosts(stopped)}" if any(p.owner for p in stopped) else ""
+        return Explanation("consumer-stopped", f"The consumer stopped committing on {_names(stopped)}{still}.")
     growth = group.lag_growth
     flat = group.log_end_flat_ms
     if flat is not None and flat >= PRODUCER_FLAT_MS and (growth is None or growth <= 0):

@@ -252,7 +252,8 @@ def _evaluate(state: _Group, now: int, result: ReplayResult) -> None:
     status, lags = state.evaluate(now)
     speeds = state.velocities(now)
     overall = group_velocity(speeds.values())
-    why = explain(status, speeds, overall, (), now)  # the history holds no group metadata: no rebalances
+    # the history holds no group metadata: no rebalances, no membership
+    why = explain(status, speeds, overall, (), now, membership_known=False)
     _record_timeline(state, now, status, lags, overall, why, result)
     new = status.status if status else Status.NOTFOUND
     if new == state.status:

@@ -3,12 +3,14 @@ rates within 5 % of the generated ones, time to catch up within 10 %, and the ri
 
 from dataclasses import dataclass
 
+import jsonschema
 import pytest
 
 from lagwatch.shared.explanation import explain
 from lagwatch.shared.protocol import OffsetEntry, PartitionInput, RuleConfig, Status
 from lagwatch.shared.rules import partition_status as judge
 from lagwatch.shared.rules import summarize_group
+from lagwatch.shared.status_event import Incident, build_event, schema
 from lagwatch.shared.time_lag import Sample, add_sample
 from lagwatch.shared.velocity import (
     CatchUp,
@@ -231,3 +233,37 @@ def test_too_little_data_is_unknown_not_a_guess():
     assert produce_rate([Sample(150, START)], None) is None
     v = partition_velocity(one_commit, [Sample(150, START)], 50, START)
     assert (v.catchup, v.catchup_seconds, v.lag_growth) == (CatchUp.UNKNOWN, None, None)
+
+
+def test_without_the_groups_membership_no_owner_does_not_mean_the_members_left():
+    p = Generated(produce=100, consume=80, commit_until=300, owner="")
+    status = summarize_group("c", "g", [p.status()])
+    speeds = {("t", 0): p.velocity()}
+    why = explain(status, speeds, group_velocity(speeds.values()), (), p.now, membership_known=False)
+    assert why.code == "consumer-stopped"
+
+
+def test_every_partition_committing_one_offset_while_messages_arrive_is_stalled():
+    status, why, _ = judged(Generated(produce=100, consume=0, start_lag=500))
+    assert status.partitions[0].status == Status.STALL
+    assert why.code == "stalled"
+
+
+def test_a_status_event_with_velocity_and_explanation_matches_the_published_schema():
+    p = Generated(produce=100, consume=80, start_lag=1000)
+    status, why, _ = judged(p)
+    event = build_event(
+        cluster="c",
+        group="g",
+        seq=1,
+        previous=Status.OK,
+        group_status=status,
+        incident=Incident("inc-1", p.now),
+        evaluated_at=p.now,
+        velocities={("t", 0): p.velocity()},
+        explanation=why,
+    )
+    jsonschema.validate(event, schema())
+    assert event["velocity"]["catchup"] == "never"
+    assert event["partitions"][0]["velocity"]["lag_growth_per_second"] == pytest.approx(20, rel=0.05)
+    assert event["explanation"]["code"] == "slower-than-producer"

@@ -56,5 +56,6 @@ async def with_velocity(body: dict, status: GroupStatus, stored: StoredGroup, no
         part["velocity"] = speed.to_json() if speed is not None else None
     overall = group_velocity(speeds.values())
     body["velocity"] = overall.to_json()
-    body["explanation"] = explain(status, speeds, overall, rebalances, now_ms).to_json()
+    known = stored.generation is not None
+    body["explanation"] = explain(status, speeds, overall, rebalances, now_ms, membership_known=known).to_json()
     return body

@@ -123,7 +123,8 @@ class GroupEvaluator:
             lags = stored.time_lags(now) if live else None
             speeds = stored.velocities(intervals, now) if live else {}
             overall = group_velocity(speeds.values())
-            why = explain(status, speeds, overall, rebalances.get(group, ()), now)
+            known = stored is not None and stored.generation is not None
+            why = explain(status, speeds, overall, rebalances.get(group, ()), now, membership_known=known)
             request = self._transition(group, state, status, now, lags, speeds if live else None, why)
             if request is not None:
                 requests.append(request)
