@@ -1,0 +1,57 @@
+"""/metrics' velocity families from the evaluator's ready results: the catch-up estimate counts down with the clock
+(+Inf when the consumer never catches up), the lag growth is as evaluated; results written before velocity existed
+still read."""
+
+import json
+
+from lagwatch.services.api.metrics import MetricsFilter, group_lines
+from lagwatch.shared.config import load_config
+from lagwatch.shared.protocol import Status
+from lagwatch.shared.store.results_store import (
+    CAUGHT_UP_CATCHUP,
+    NEVER_CATCHUP,
+    UNKNOWN_CATCHUP,
+    GroupResult,
+    PartitionResult,
+    decode_result,
+)
+
+NOW = 1_767_225_600_000
+LABELS = 'cluster="local",consumer_group="g"'
+
+
+def lines_of(result: GroupResult, now: int):
+    keep = MetricsFilter(load_config(env={}))
+    status, _, started, parts, *velocity = json.loads(result.encode())
+    lines, steady = group_lines("local", "g", status, started, parts, {("t", 0): 500}, now, keep, *velocity)
+    return "".join(lines), steady
+
+
+def result(anchor, growth):
+    part = PartitionResult("t", 0, Status.OK, 400, 10, -2)
+    return GroupResult("g", Status.WARN, NOW, (), (part,), anchor, growth)
+
+
+def test_a_catch_up_estimate_counts_down_with_the_clock():
+    text, steady = lines_of(result(NOW + 120_000, -2.5), NOW + 20_000)
+    assert f"lagwatch_consumer_group_catchup_seconds{{{LABELS}}} 100.0\n" in text
+    assert f"lagwatch_consumer_group_lag_growth_per_second{{{LABELS}}} -2.5\n" in text
+    assert not steady  # re-rendered at every scrape
+
+
+def test_never_is_plus_infinity_and_caught_up_is_zero():
+    never, steady = lines_of(result(NEVER_CATCHUP, 20.0), NOW)
+    assert f"lagwatch_consumer_group_catchup_seconds{{{LABELS}}} +Inf\n" in never
+    assert steady
+    caught_up, _ = lines_of(result(CAUGHT_UP_CATCHUP, 0.0), NOW)
+    assert f"lagwatch_consumer_group_catchup_seconds{{{LABELS}}} 0.0\n" in caught_up
+
+
+def test_unknown_velocity_has_no_series_and_old_results_still_read():
+    text, _ = lines_of(result(UNKNOWN_CATCHUP, None), NOW)
+    assert "catchup_seconds" not in text and "lag_growth" not in text
+    old = json.dumps([2, NOW, [], [["t", 0, 1, 400, 10, -2]]]).encode()  # written before velocity existed
+    decoded = decode_result("g", old)
+    assert decoded is not None and decoded.catchup_seconds(NOW) is None
+    round_trip = decode_result("g", result(NOW + 5000, 1.5).encode())
+    assert (round_trip.catchup_seconds(NOW), round_trip.lag_growth) == (5.0, 1.5)
