@@ -361,6 +361,19 @@ ROWS = [
                 thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
             ),
             Panel(
+                "Notifier: notifications held back (in the range)",
+                "stat",
+                [
+                    Target(
+                        "sum by (type, reason) (increase(lagwatch_notifier_held_total[$__range]))",
+                        "{{reason}} {{type}}",
+                    )
+                ],
+                unit="short",
+                description="Notifications due while a silence held their group (sent when it ends, if the incident is"
+                " still open) or before a subscription's hold-for passed (never sent if the status went back).",
+            ),
+            Panel(
                 "Notifier: time from evaluation to request (p95)",
                 "timeseries",
                 [

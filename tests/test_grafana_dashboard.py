@@ -3,11 +3,12 @@
 One `lagwatch dev up` (what `make run` runs: Redis, the Kafka mock, the five services and the demo workload, whose
 groups go WARN and ERR within seconds) and one Prometheus (Debian's, 1 s scrapes and rule evaluations) scraping the
 api's /metrics and every service's health port, loading lagwatch-rules.yml. A subscription with a wrong secret
-makes the demo's receiver refuse its notifications, so the notifier dead-letters some (the dead-letter panel has
-data). Then: every panel's query, with the template variables substituted (All, and one cluster/group/topic), returns
-series through Prometheus's HTTP API; the variables list the demo's values; every rule evaluates without error, the
-recording rules give series; every metric the dashboard and the rules name is one lagwatch exports. The demo's
-archiver writes the history its banner's Spark command replays.
+makes the demo's receiver refuse its notifications, so the notifier dead-letters some, and a silence on demo-stopped
+holds its notifications back (the dead-letter and held panels have data). Then: every panel's query, with the
+template variables substituted (All, and one cluster/group/topic), returns series through Prometheus's HTTP API;
+the variables list the demo's values; every rule evaluates without error, the recording rules give series; every
+metric the dashboard and the rules name is one lagwatch exports. The demo's archiver writes the history its
+banner's Spark command replays.
 """
 
 import asyncio
@@ -131,7 +132,7 @@ def lagwatch_and_prometheus(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def scraped(lagwatch_and_prometheus):
-    """Once Prometheus holds the demo's statuses (demo-stalled ERR), a sweep and a dead letter: addresses, URL."""
+    """Once Prometheus holds the demo's statuses (demo-stalled ERR), a sweep, a dead letter and a held notification."""
     addresses, prometheus_url, output = lagwatch_and_prometheus
 
     async def wait() -> None:
@@ -144,11 +145,24 @@ def scraped(lagwatch_and_prometheus):
                 headers={"Authorization": f"Bearer {addresses['API_TOKEN']}"},
             ) as response:
                 assert response.status in (200, 201), await response.text()
+            # a silence on demo-stopped: its ERR notifications are held back while it holds
+            async with http.post(
+                f"{addresses['API_URL']}/api/v1/silences",
+                json={
+                    "matchers": [{"name": "group", "value": "demo-stopped"}],
+                    "ends-at": time.time() + 3600,
+                    "reason": "the held-notifications panel",
+                    "created-by": "tests",
+                },
+                headers={"Authorization": f"Bearer {addresses['API_TOKEN']}"},
+            ) as response:
+                assert response.status in (200, 201), await response.text()
             prometheus = Prometheus(prometheus_url, http)
 
             wanted = {
                 "demo-stalled ERR": 'burrow_kafka_consumer_status{consumer_group="demo-stalled"} >= 3',
                 "a dead letter": "lagwatch_notifier_dead_letters_total",
+                "a held notification": "lagwatch_notifier_held_total",
                 "a sweep": "lagwatch_evaluator_last_sweep_timestamp_seconds",
             }
             missing = list(wanted)
