@@ -376,12 +376,12 @@ async def test_bad_encodings_are_400_not_500(api, body, content_type, message, c
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], caplog.text[:2000]
 
 
-async def test_the_number_of_subscriptions_is_capped(api, redis, monkeypatch):
-    from lagwatch.services.api import subscription_routes
-
-    monkeypatch.setattr(subscription_routes, "MAX_SUBSCRIPTIONS", 2)
-    for i in range(2):
-        assert (await api("POST", BASE, {"id": f"s{i}", "url": "http://127.0.0.1:9/"}))[0] == 201
-    status, body = await api("POST", BASE, {"id": "s2", "url": "http://127.0.0.1:9/"})
-    assert status == 409 and "2 subscriptions already" in body["message"]
+async def test_the_number_of_subscriptions_is_capped(api, redis):
+    """Issue 18 row 13: at most 10,000 through the api (filled here straight into Redis, as 10,000 POSTs would)."""
+    doc = '{"id": "%s", "url": "http://127.0.0.1:9/"}'
+    await redis.hset(keys.SUBSCRIPTIONS, mapping={f"s{i}": doc % f"s{i}" for i in range(1, 10_000)})
+    assert (await api("POST", BASE, {"id": "s0", "url": "http://127.0.0.1:9/"}))[0] == 201  # the 10,000th
+    status, body = await api("POST", BASE, {"id": "s10000", "url": "http://127.0.0.1:9/"})
+    assert status == 409 and "10000 subscriptions already" in body["message"], body
+    assert await redis.hlen(keys.SUBSCRIPTIONS) == 10_000
     assert (await api("PATCH", f"{BASE}/s0", {"threshold": "ERR"}))[0] == 200  # changes are still allowed
