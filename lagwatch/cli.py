@@ -78,6 +78,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-file", type=Path, default=None, help="log here instead of stderr")
     run.set_defaults(handler=_run_service)
 
+    check = commands.add_parser(
+        "check-kafka", help="connect to a configured cluster with its TLS and SASL login; print what lagwatch sees"
+    )
+    check.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
+    check.add_argument("--cluster", default=None, help="the configured cluster (default: the only one)")
+    check.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the brokers' answer")
+    check.set_defaults(handler=_check_kafka)
+
     notify = commands.add_parser("notify", help="the notifier").add_subparsers(title="notify commands")
     replay = notify.add_parser("replay-dlq", help="put dead-lettered notifications back into the outbox")
     replay.add_argument("--subscription", default=None, help="only this subscription's dead letters")
@@ -155,7 +163,6 @@ def _hex(text: str, what: str) -> bytes:
 
 
 def _run_service(args: argparse.Namespace) -> int:
-    import asyncio
     import logging
 
     from lagwatch.shared.config import ConfigError, load_config
@@ -172,6 +179,15 @@ def _run_service(args: argparse.Namespace) -> int:
             config.cluster(cluster)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
+    try:  # Kafka login settings are checked as the clients are built (a keytab, a region, the gssapi package)
+        return _start_service(args, config, cluster)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _start_service(args: argparse.Namespace, config, cluster: str) -> int:
+    import asyncio
+
     if args.service == "api":
         from lagwatch.services.api.app import run_api
 
@@ -199,10 +215,25 @@ def _run_service(args: argparse.Namespace) -> int:
     elif args.service == "notifier":
         from lagwatch.services.notifier.service import run_notifier
 
-        try:
-            asyncio.run(run_notifier(config, cluster, http_port=args.http_port))
-        except ConfigError as exc:  # subscriptions and notifier settings are checked as the service starts
-            raise InputError(str(exc)) from None
+        asyncio.run(run_notifier(config, cluster, http_port=args.http_port))  # checks its subscriptions as it starts
+    return 0
+
+
+def _check_kafka(args: argparse.Namespace) -> int:
+    """One JSON line on stdout when the cluster answers; else one line on stderr and exit code 1."""
+    from lagwatch.kafka_check import CheckError, check_cluster
+    from lagwatch.shared.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+        name = args.cluster or config.only_cluster()
+        report = check_cluster(config.cluster(name), name, args.timeout)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    except CheckError as exc:
+        print(f"lagwatch: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(report))
     return 0
 
 

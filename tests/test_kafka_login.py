@@ -10,6 +10,8 @@ import json
 import os
 import re
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -26,6 +28,7 @@ from kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from sasl_gateway import SaslGateway, oauthbearer_kafka
 from test_evaluator import StatusTopic, commits
 
+from lagwatch import cli
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.shared import kafka_client, kafka_login
@@ -621,3 +624,59 @@ async def test_the_evaluators_faust_app_logs_in_with_oauthbearer_and_publishes_a
     assert {"lagwatch", "lagwatch-evaluator"} <= gateway.logged_in_clients
     assert gateway.unauthenticated_requests == 0 and len(endpoint.issued) == 1
     assert all(accepted for _, _, accepted in gateway.logins)
+
+
+# `lagwatch check-kafka` and start-up errors
+
+
+def check_kafka(monkeypatch, env: dict[str, str], *args: str) -> int:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return cli.main(["check-kafka", *args])
+
+
+def test_check_kafka_logs_in_and_reports_what_lagwatch_sees(endpoint, monkeypatch, capsys):
+    with oauthbearer_kafka(lambda token, _: token in endpoint.issued) as (kafka, gateway):
+        kafka.create_topic(OFFSETS_TOPIC, 3)
+        env = oauth_env(endpoint.url, LAGWATCH__CLUSTERS__cloud__TLS__ENABLED="false")
+        env["LAGWATCH__CLUSTERS__cloud__BOOTSTRAP_SERVERS"] = f"127.0.0.1:{gateway.port}"
+        assert check_kafka(monkeypatch, env) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report == {
+        "cluster": "cloud",
+        "login": "OAUTHBEARER",
+        "principal": "svc-lagwatch",
+        "brokers": [f"127.0.0.1:{gateway.port}"],
+        "topics": 1,
+        "offsets_topic_visible": True,
+        "offsets_source": "topic",
+    }
+
+
+def test_check_kafka_names_a_refused_login(endpoint, monkeypatch, capsys):
+    assert check_kafka(monkeypatch, oauth_env(endpoint.url, secret="wrong-secret")) == 1
+    err = capsys.readouterr().err
+    assert "cluster cloud: login failed" in err and "HTTP 401: invalid_client" in err and "wrong-secret" not in err
+
+
+def test_check_kafka_names_a_cluster_that_does_not_answer(monkeypatch, capsys):
+    env = {"LAGWATCH__CLUSTERS__down__BOOTSTRAP_SERVERS": "127.0.0.1:9"}
+    assert check_kafka(monkeypatch, env, "--timeout", "1") == 1
+    assert "cluster down: no answer within 1 s" in capsys.readouterr().err
+
+
+def test_a_service_whose_login_cannot_be_built_stops_with_one_line_naming_the_key(aws_env):
+    """No region anywhere for MSK IAM: `lagwatch run` says so in one line (exit 2), not with a traceback."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAGWATCH")}
+    env.update(msk_env(), REDIS_URL="redis://127.0.0.1:1/0")
+    result = subprocess.run(
+        [sys.executable, "-m", "lagwatch.cli", "run", "evaluator", "--http-port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "lagwatch: config clusters.msk.sasl.aws.region: no region: set it, $AWS_REGION, or a region in the AWS profile"
+    )
