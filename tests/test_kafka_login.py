@@ -41,6 +41,7 @@ from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSE
 from lagwatch.shared.store.redis_store import WindowStore
 
 CLIENT_ID, SECRET = "lagwatch", "s3cret-value"
+EXTENSIONS = {"logicalCluster": "lkc-1"}
 
 
 def jwt(claims: dict) -> str:
@@ -247,18 +248,20 @@ async def test_aiokafka_faust_and_librdkafka_clients_share_one_provider(endpoint
     assert len(endpoint.requests) == 1
 
 
-def gateway_cluster(endpoint: TokenEndpoint, gateway: SaslGateway, secret: str = SECRET):
+def gateway_cluster(endpoint: TokenEndpoint, gateway: SaslGateway, secret: str = SECRET, file: Path | None = None):
     env = oauth_env(endpoint.url, secret, LAGWATCH__CLUSTERS__cloud__TLS__ENABLED="false")
     env["LAGWATCH__CLUSTERS__cloud__BOOTSTRAP_SERVERS"] = f"127.0.0.1:{gateway.port}"
-    return load_config(env=env).cluster("cloud")
+    return load_config(file, env=env).cluster("cloud")
 
 
-async def test_librdkafka_and_aiokafka_clients_log_in_over_the_wire_with_one_token(endpoint):
+async def test_librdkafka_and_aiokafka_clients_log_in_over_the_wire_with_one_token(endpoint, tmp_path):
     """Through a SASL/OAUTHBEARER gateway in front of the Kafka mock: both libraries authenticate every connection
-    with the endpoint's token, then produce and consume."""
-    with oauthbearer_kafka(lambda token, _: token in endpoint.issued) as (kafka, gateway):
+    with the endpoint's token and the configured SASL extensions, then produce and consume."""
+    file = tmp_path / "lagwatch.yaml"
+    file.write_text("clusters: {cloud: {sasl: {oauth: {extensions: {logicalCluster: lkc-1}}}}}\n")
+    with oauthbearer_kafka(lambda token, ext: token in endpoint.issued and ext == EXTENSIONS) as (kafka, gateway):
         kafka.create_topic("orders", 1)
-        cluster = gateway_cluster(endpoint, gateway)
+        cluster = gateway_cluster(endpoint, gateway, file=file)
         producer = await asyncio.to_thread(Producer, librdkafka_config(cluster, "cloud"))
         producer.produce("orders", b"from librdkafka")
         assert await asyncio.to_thread(producer.flush, 15) == 0
@@ -281,7 +284,8 @@ async def test_librdkafka_and_aiokafka_clients_log_in_over_the_wire_with_one_tok
             await consumer.stop()
     assert values == [b"from librdkafka", b"from aiokafka"]
     assert len(endpoint.issued) == 1 and gateway.unauthenticated_requests == 0
-    assert len(gateway.logins) >= 4 and all(login == (endpoint.issued[0], {}, True) for login in gateway.logins)
+    assert len(gateway.logins) >= 4
+    assert all(login == (endpoint.issued[0], EXTENSIONS, True) for login in gateway.logins), gateway.logins
 
 
 async def test_clients_whose_login_fails_stay_up_and_deliver_nothing(endpoint):
