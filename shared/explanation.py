@@ -6,7 +6,8 @@ The first rule that matches wins, in this order (the more specific cause before 
 
 1. rewound          a partition's committed offset went back (REWIND): someone reset the offsets;
 2. rebalance-storm  the group started `STORM_GENERATIONS` or more generations within `STORM_WINDOW_MS`;
-3. rebalancing      a generation started within `REBALANCE_RECENT_MS` while the group is not OK;
+3. rebalancing      a generation started within `REBALANCE_RECENT_MS` while the group is not OK (and no partition
+                    stalled: a consumer committing the same offset is not waiting for a rebalance);
 4. consumer-gone    partitions stopped committing (STOP) and no member owns any partition: the members left
                     (only when the group's membership is known: its metadata was seen);
 5. stuck-partition  some partitions stopped or stalled while the group's other partitions keep moving;
@@ -68,7 +69,8 @@ def explain(
         return Explanation(
             "rebalance-storm", f"Rebalance storm: {len(recent)} generations in the last {minutes} min{_hosts(parts)}."
         )
-    if status.status != Status.OK and recent and recent[-1] >= now_ms - REBALANCE_RECENT_MS:
+    stalled = [p for p in parts if p.status == Status.STALL]  # committing, so not held up by a rebalance
+    if status.status != Status.OK and not stalled and recent and recent[-1] >= now_ms - REBALANCE_RECENT_MS:
         ago = max(0, (now_ms - recent[-1]) // 1000)
         text = f"Rebalance in progress: a new generation started {ago} s ago{_hosts(parts)}."
         return Explanation("rebalancing", text)
@@ -85,7 +87,6 @@ def explain(
             "stuck-partition",
             f"Stuck on {_names(stuck)} while {len(moving)} other partition(s) keep moving{_hosts(stuck)}.",
         )
-    stalled = [p for p in parts if p.status == Status.STALL]
     if stalled:
         return Explanation(
             "stalled", f"The consumer keeps committing the same offset on {_names(stalled)} while messages arrive."

@@ -429,6 +429,9 @@ async def test_the_page_renders_groups_statuses_lag_incidents_and_changes_in_chr
     assert "600" in partitions["orders:1"]["text"] and "/10.0.0.2" in partitions["orders:1"]["text"]
     stalled_lag = [c["text"] for c in cells if c["data-field"] == "current_lag_seconds"][1]
     assert stalled_lag.startswith("≥ ")
+    why = [c for c in cells if c["data-field"] == "explanation"]  # lagwatch's explanation above the partitions
+    assert [c["data-code"] for c in why] == ["stuck-partition"], why
+    assert "orders/1" in why[0]["text"]
 
     assert set(dom.having("data-incident")) == {"billing", "search-indexer"}
     changes = [e for e in dom.found if "data-change" in e]

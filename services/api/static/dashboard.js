@@ -324,8 +324,36 @@ function groupRow(g) {
 
 function detailRow(g, columns) {
   const detail = state.details.get(g.group);
-  const content = detail ? partitionsTable(detail) : empty("This group has no windows any more.");
+  const content = detail ? [insight(detail), partitionsTable(detail)] : empty("This group has no windows any more.");
   return el("tr", { class: "detail", "data-detail": g.group }, el("td", { colspan: columns }, content));
+}
+
+// When the lag is cleared at this pace (or that it is not), and why (lagwatch's velocity and explanation).
+function catchUp(v) {
+  if (!v) return "—";
+  if (v.catchup === "caught_up") return "caught up";
+  if (v.catchup === "never") return "never at this rate";
+  if (v.catchup === "catching_up") return `~${duration(v.catchup_seconds)}`;
+  return "—";
+}
+
+function rate(n) {
+  return n === null || n === undefined ? "—" : `${Number(n).toFixed(1)}/s`;
+}
+
+function insight(status) {
+  const v = status.velocity;
+  const why = status.explanation;
+  if (!v && !why) return null;
+  const growth = v && v.lag_growth_per_second !== null ? ` (lag ${v.lag_growth_per_second > 0 ? "+" : ""}${rate(v.lag_growth_per_second)})` : "";
+  return el(
+    "p",
+    { class: "insight", "data-field": "insight" },
+    el("strong", {}, "Catches up: "),
+    el("span", { "data-field": "catchup" }, `${catchUp(v)}${growth}`),
+    v ? ` · consuming ${rate(v.consume_rate)}, producing ${rate(v.produce_rate)}` : "",
+    why ? el("span", { "data-field": "explanation", "data-code": why.code }, ` · ${why.text}`) : "",
+  );
 }
 
 function partitionsTable(status) {
@@ -335,6 +363,7 @@ function partitionsTable(status) {
     ["Status"],
     ["Lag", "num"],
     ["Behind by", "num"],
+    ["Catches up", "num"],
     ["Window (lag per commit)"],
     ["Committed offsets"],
     ["Owner"],
@@ -357,6 +386,7 @@ function partitionsTable(status) {
         { class: "num", "data-field": "current_lag_seconds" },
         lagSeconds(p.current_lag_seconds, p.current_lag_seconds_lower_bound),
       ),
+      el("td", { class: "num", "data-field": "catchup" }, catchUp(p.velocity)),
       el("td", {}, windowBars(p.window, p.status)),
       el("td", { class: "muted" }, offsets),
       el("td", {}, p.owner || "—"),
