@@ -15,7 +15,6 @@ caught up. Pure functions, no I/O: the evaluator, the api and the Spark replay c
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -76,7 +75,10 @@ def rewind_free_tail(entries: Sequence[OffsetEntry | None]) -> list[OffsetEntry]
 
 
 def window_span_ms(entries: Sequence[OffsetEntry | None]) -> int | None:
-    tail = rewind_free_tail(entries)
+    return _span(rewind_free_tail(entries))
+
+
+def _span(tail: Sequence[OffsetEntry]) -> int | None:
     if len(tail) < 2 or tail[-1].timestamp <= tail[0].timestamp:
         return None
     return tail[-1].timestamp - tail[0].timestamp
@@ -85,8 +87,11 @@ def window_span_ms(entries: Sequence[OffsetEntry | None]) -> int | None:
 def consume_rate(entries: Sequence[OffsetEntry | None], now_ms: int) -> float | None:
     """Messages per second committed over the window (None: fewer than two commits since a rewind, or no time
     between them); 0 for a consumer that stopped committing longer ago than its window spans."""
-    tail = rewind_free_tail(entries)
-    span = window_span_ms(tail)
+    return _consume_rate(rewind_free_tail(entries), now_ms)
+
+
+def _consume_rate(tail: Sequence[OffsetEntry], now_ms: int) -> float | None:
+    span = _span(tail)
     if span is None:
         return None
     first, last = tail[0], tail[-1]
@@ -101,7 +106,10 @@ def log_end_at(history: Sequence[Sample], at_ms: int) -> float:
         return float(history[0].offset)
     if at_ms >= history[-1].at:
         return float(history[-1].offset)
-    i = bisect_right([s.at for s in history], at_ms) - 1
+    # from the newest back: the span starts a window's length before it, a few samples of an hour's history
+    i = len(history) - 2
+    while history[i].at > at_ms:
+        i -= 1
     before, after = history[i], history[i + 1]
     return before.offset + (after.offset - before.offset) * (at_ms - before.at) / (after.at - before.at)
 
@@ -147,13 +155,13 @@ def partition_velocity(
     if lag <= 0:
         filled = [e for e in entries if e is not None]
         entries = [filled[0], filled[-1]] if filled else []
-    consume = consume_rate(entries, now_ms)
-    span = window_span_ms(entries)
+    tail = rewind_free_tail(entries)
+    consume = _consume_rate(tail, now_ms)
+    span = _span(tail)
     # the producer over the same stretch of time the consumer is judged on (to now: a stopped consumer's window
     # ends long ago, the producer's rate is what it is now)
     if span is not None and history:
-        newest_commit = rewind_free_tail(entries)[-1].timestamp
-        span = max(span, history[-1].at - newest_commit)
+        span = max(span, history[-1].at - tail[-1].timestamp)
     produce = produce_rate(history, span)
     if produce is not None:
         produce = max(0.0, produce)
