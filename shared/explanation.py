@@ -6,10 +6,11 @@ The first rule that matches wins, in this order (the more specific cause before 
 
 1. rewound          a partition's committed offset went back (REWIND): someone reset the offsets;
 2. rebalance-storm  the group started `STORM_GENERATIONS` or more generations within `STORM_WINDOW_MS`;
-3. rebalancing      a generation started within `REBALANCE_RECENT_MS` while the group is not OK (and no partition
+3. consumer-gone    partitions stopped committing (STOP) and no member owns any partition: the members left
+                    (only when the group's membership is known: its metadata was seen; the coordinator records
+                    a group left Empty as a new generation without members, so this comes before 4);
+4. rebalancing      a generation started within `REBALANCE_RECENT_MS` while the group is not OK (and no partition
                     stalled: a consumer committing the same offset is not waiting for a rebalance);
-4. consumer-gone    partitions stopped committing (STOP) and no member owns any partition: the members left
-                    (only when the group's membership is known: its metadata was seen);
 5. stuck-partition  some partitions stopped or stalled while the group's other partitions keep moving;
 6. stalled          partitions commit the same offset while messages arrive (STALL), none of the others moving;
 7. consumer-stopped partitions stopped committing (members still in the group, or membership unknown);
@@ -69,16 +70,16 @@ def explain(
         return Explanation(
             "rebalance-storm", f"Rebalance storm: {len(recent)} generations in the last {minutes} min{_hosts(parts)}."
         )
-    stalled = [p for p in parts if p.status == Status.STALL]  # committing, so not held up by a rebalance
-    if status.status != Status.OK and not stalled and recent and recent[-1] >= now_ms - REBALANCE_RECENT_MS:
-        ago = max(0, (now_ms - recent[-1]) // 1000)
-        text = f"Rebalance in progress: a new generation started {ago} s ago{_hosts(parts)}."
-        return Explanation("rebalancing", text)
     stopped = [p for p in parts if p.status == Status.STOP]
     if stopped and membership_known and not any(p.owner for p in parts):
         return Explanation(
             "consumer-gone", f"The consumer stopped committing and its members left the group ({_names(stopped)})."
         )
+    stalled = [p for p in parts if p.status == Status.STALL]  # committing, so not held up by a rebalance
+    if status.status != Status.OK and not stalled and recent and recent[-1] >= now_ms - REBALANCE_RECENT_MS:
+        ago = max(0, (now_ms - recent[-1]) // 1000)
+        text = f"Rebalance in progress: a new generation started {ago} s ago{_hosts(parts)}."
+        return Explanation("rebalancing", text)
     stuck = [p for p in parts if p.status in (Status.STOP, Status.STALL)]
     stuck_tps = {(p.topic, p.partition) for p in stuck}
     moving = [tp for tp, v in velocities.items() if v.consume_rate and tp not in stuck_tps]

@@ -19,11 +19,12 @@ from kafka_helpers import CLUSTER, eventually, make_config, running
 from redis.asyncio import Redis
 from test_api import serving
 from test_evaluator import STATUS_TOPIC, StatusTopic
+from test_status_end_to_end import Scenario, _both_assigned, lagging, stopped
 
 from lagwatch.services.api.metrics import scrape_results
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared.local.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
+from lagwatch.shared.local.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter, member
 from lagwatch.shared.store.redis_store import WindowStore
 
 pytestmark = pytest.mark.timeout(120)
@@ -184,3 +185,45 @@ async def api_get(api, path):
     async with aiohttp.ClientSession() as session, session.get(api.url + path) as response:
         assert response.status == 200, await response.text()
         yield await response.json()
+
+
+async def test_group_metadata_explains_a_rebalance_storm_and_a_consumer_whose_members_left(kafka, redis_server):
+    """Generations and members come from the coordinator's group-metadata records, as the ingest reads them."""
+    kafka.create_topic(STATUS_TOPIC, 3)
+    kafka.create_topic("lagwatch.changes", 4)
+    config = make_config(kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="3", EVALUATOR__SWEEP_INTERVAL="0.5")
+    async with (
+        OffsetsTopicWriter(kafka.bootstrap) as writer,
+        StatusTopic(kafka.bootstrap) as topic,
+        running(IngestWorker(config, CLUSTER)) as ingest,
+        running(EvaluatorService(config, CLUSTER, http_port=0)) as evaluator,
+    ):
+        await eventually(lambda: _both_assigned(ingest, evaluator))
+        store = WindowStore(Redis.from_url(redis_server.url), config.window())
+        storm, gone = Scenario(kafka, writer, store, "storm"), Scenario(kafka, writer, store, "gone")
+
+        async def churn():  # three generations in a few seconds, the partition owned by one host each time
+            for generation in (1, 2, 3):
+                owner = member(f"m{generation}", "storm-app", "/10.0.0.9", {"t-storm": [0]})
+                await writer.group_metadata("g-storm", generation=generation, members=[owner])
+            await lagging(storm)
+
+        async def members_leave():
+            owner = member("m1", "gone-app", "/10.0.0.5", {"t-gone": [0]})
+            await writer.group_metadata("g-gone", generation=1, members=[owner])
+            await stopped(gone)  # commits stop with lag left...
+            await writer.group_metadata("g-gone", generation=2, members=[])  # ...and the group is left Empty
+
+        await asyncio.gather(churn(), members_leave())
+
+        async def opened(group, status):
+            await topic.read()
+            return next((e for e in topic.events if e["group"] == group and e["status"] == status), None)
+
+        warn = await eventually(lambda: opened("g-storm", "WARN"))
+        err = await eventually(lambda: opened("g-gone", "ERR"))
+    assert warn["explanation"]["code"] == "rebalance-storm"
+    assert "3 generations" in warn["explanation"]["text"] and "/10.0.0.9" in warn["explanation"]["text"]
+    assert err["partitions"][0]["status"] == "STOP"
+    assert err["explanation"]["code"] == "consumer-gone"
+    assert "members left" in err["explanation"]["text"]
