@@ -12,7 +12,10 @@ REWIND 6)::
 
 Names, labels and values as Burrow's `prometheus.go`; * as there, only for partitions whose window is complete
 (every ring slot filled): a partition with fewer commits has lag but no offset or status series.
-`lagwatch_consumer_group_max_lag{cluster,consumer_group}` (the largest partition lag) is lagwatch's own.
+`lagwatch_consumer_group_max_lag{cluster,consumer_group}` (the largest partition lag) is lagwatch's own, as are
+`lagwatch_consumer_group_catchup_seconds` (the evaluator's estimate of when the slowest partition is caught up,
+counting down with the clock; +Inf when the consumer is not faster than its producer; absent when unknown) and
+`lagwatch_consumer_group_lag_growth_per_second` (produce minus consume rate), see shared/velocity.py.
 
 The group and partition series come from the results the evaluator stores at each evaluation (results_store.py:
 status, partition statuses, newest offsets, lag-in-seconds anchors); lags are derived from the topics' log ends at
