@@ -1,0 +1,71 @@
+"""Retention risk as a pure function, against a generated partition whose broker deletes behind a slow consumer:
+the time until its oldest unconsumed message is deleted within 10 % of the known answer, skipped messages exact."""
+
+import pytest
+
+from lagwatch.shared.retention import NO_RISK, group_risk, log_start_rate, retention_risk
+from lagwatch.shared.time_lag import Sample, add_sample, time_lag
+
+S = 1000
+T0 = 1_767_225_600_000
+BASE = 50_000
+PRODUCE = 100  # msg/s
+RETENTION_S = 600
+
+
+def log_end(t):
+    return BASE + PRODUCE * t
+
+
+def log_start(t):  # time-based retention: what was appended more than RETENTION_S ago is gone
+    return BASE + PRODUCE * max(0, t - RETENTION_S)
+
+
+def histories(now_s, poll_s=10):
+    ends, starts = [], []
+    for t in range(0, now_s + 1, poll_s):
+        add_sample(ends, Sample(log_end(t), T0 + t * S), 3_600_000, 720)
+        add_sample(starts, Sample(log_start(t), T0 + t * S), 3_600_000, 720)
+    return ends, starts
+
+
+@pytest.mark.parametrize("age_s", [30, 250, 590])
+def test_a_slow_consumers_oldest_message_goes_when_retention_says(age_s):
+    now_s = 1200
+    ends, starts = histories(now_s)
+    committed = log_end(now_s - age_s)  # its oldest unconsumed message was appended age_s ago
+    lag = time_lag(committed, ends, T0 + now_s * S)
+    for retention_ms, basis in ((None, "log-start"), (RETENTION_S * S, None)):
+        risk = retention_risk(committed, log_end(now_s), starts, lag, retention_ms, T0 + now_s * S)
+        assert risk.seconds == pytest.approx(RETENTION_S - age_s, rel=0.10), retention_ms
+        assert risk.skipped == 0
+        if basis:
+            assert risk.basis == basis
+    assert log_start_rate(starts) == pytest.approx(PRODUCE, rel=0.05)
+
+
+def test_retention_ms_alone_gives_the_estimate_before_the_log_start_has_moved():
+    ends, starts = histories(300)  # younger than the retention: nothing deleted yet
+    committed = log_end(100)
+    lag = time_lag(committed, ends, T0 + 300 * S)
+    assert retention_risk(committed, log_end(300), starts, lag, None, T0 + 300 * S) == NO_RISK
+    risk = retention_risk(committed, log_end(300), starts, lag, RETENTION_S * S, T0 + 300 * S)
+    assert (risk.seconds, risk.basis) == (pytest.approx(400, rel=0.10), "retention.ms")
+
+
+def test_a_committed_offset_below_the_log_start_counts_the_messages_lost():
+    _, starts = histories(1200)
+    committed = log_start(1200) - 1234
+    risk = retention_risk(committed, log_end(1200), starts, None, None, T0 + 1200 * S)
+    assert (risk.seconds, risk.skipped) == (0.0, 1234)
+
+
+def test_a_caught_up_consumer_is_at_no_risk_and_a_group_takes_its_soonest_partition():
+    _, starts = histories(1200)
+    assert retention_risk(log_end(1200), log_end(1200), starts, None, 600_000, T0 + 1200 * S) == NO_RISK
+    soon = retention_risk(log_end(700), log_end(1200), starts, None, None, T0 + 1200 * S)
+    later = retention_risk(log_end(1100), log_end(1200), starts, None, None, T0 + 1200 * S)
+    lost = retention_risk(log_start(1200) - 5, log_end(1200), starts, None, None, T0 + 1200 * S)
+    group = group_risk([later, soon, NO_RISK])
+    assert group.seconds == soon.seconds == pytest.approx(100, rel=0.10)
+    assert group_risk([later, lost]).skipped == 5
