@@ -30,10 +30,14 @@ from dataclasses import dataclass, field
 
 from aiokafka.abc import AbstractTokenProvider
 from aiokafka.errors import KafkaConnectionError
+from prometheus_client import Counter
 
 from lagwatch.shared.config import AwsIamConfig, ClusterConfig, ConfigError, OAuthConfig
 
 log = logging.getLogger(__name__)
+LOGINS = Counter(
+    "lagwatch_kafka_logins_total", "Kafka login tokens fetched (OAUTHBEARER, AWS_MSK_IAM)", ["cluster", "outcome"]
+)
 
 REFRESH_AT = 0.8  # of a token's lifetime: then a new one is fetched
 REFRESH_MARGIN_S = 60.0  # ...and never later than this before it expires
@@ -58,12 +62,13 @@ class Token:
 class TokenProvider(AbstractTokenProvider):
     """Caches a token and fetches a new one before it expires; subclasses say how to fetch."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, *, cluster: str = "", clock: Callable[[], float] = time.time) -> None:
+        self.cluster = cluster
         self._clock = clock
         self._lock = threading.Lock()
         self._token: Token | None = None
         self._failed: tuple[float, LoginError] | None = None  # (until when, the error) after a failed login
-        self.fetches = 0  # tokens fetched so far (health and tests)
+        self.fetches = 0  # tokens fetched so far (also lagwatch_kafka_logins_total)
         self.failures = 0  # failed logins librdkafka was told nothing of (it would fail its client)
 
     def _fetch(self) -> Token:
@@ -80,9 +85,11 @@ class TokenProvider(AbstractTokenProvider):
                     fresh = self._fetch()
                 except LoginError as exc:
                     self._failed = (self._clock() + RETRY_S, exc)
+                    LOGINS.labels(self.cluster, "failed").inc()
                     raise
                 self._failed = None
                 self.fetches += 1
+                LOGINS.labels(self.cluster, "ok").inc()
                 now = self._clock()
                 lifetime = max(fresh.expires_at - now, 0.0)
                 refresh_at = now + min(lifetime * REFRESH_AT, max(lifetime - REFRESH_MARGIN_S, 0.0))
@@ -122,8 +129,8 @@ class OidcClientCredentials(TokenProvider):
     """Tokens from an OIDC provider's token endpoint with the client-credentials grant (RFC 6749 4.4); the client
     authenticates with HTTP basic auth (2.3.1), as librdkafka's and Kafka's Java OIDC logins do."""
 
-    def __init__(self, oauth: OAuthConfig, *, clock: Callable[[], float] = time.time) -> None:
-        super().__init__(clock=clock)
+    def __init__(self, oauth: OAuthConfig, *, cluster: str = "", clock: Callable[[], float] = time.time) -> None:
+        super().__init__(cluster=cluster, clock=clock)
         self.oauth = oauth
 
     def extensions(self) -> dict[str, str]:
@@ -181,8 +188,10 @@ class MskIamTokens(TokenProvider):
     credentials of the default chain, a named profile, or an assumed role. Signing needs no network (assuming a
     role calls STS)."""
 
-    def __init__(self, aws: AwsIamConfig, where: str = "sasl.aws", *, clock: Callable[[], float] = time.time) -> None:
-        super().__init__(clock=clock)
+    def __init__(
+        self, aws: AwsIamConfig, where: str = "sasl.aws", *, cluster: str = "", clock: Callable[[], float] = time.time
+    ) -> None:
+        super().__init__(cluster=cluster, clock=clock)
         self.aws = aws
         self.region = aws_region(aws, where)
 
@@ -230,9 +239,9 @@ def token_provider(cluster: ClusterConfig, name: str) -> TokenProvider:
         provider = _providers.get(key)
         if provider is None:
             if mechanism == "OAUTHBEARER":
-                provider = OidcClientCredentials(cluster.sasl.oauth)
+                provider = OidcClientCredentials(cluster.sasl.oauth, cluster=name)
             elif mechanism == "AWS_MSK_IAM":
-                provider = MskIamTokens(cluster.sasl.aws, f"clusters.{name}.sasl.aws")
+                provider = MskIamTokens(cluster.sasl.aws, f"clusters.{name}.sasl.aws", cluster=name)
             else:
                 raise ValueError(f"mechanism {mechanism} takes no token provider")
             _providers[key] = provider

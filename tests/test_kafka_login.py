@@ -25,6 +25,7 @@ from aiokafka.errors import KafkaConnectionError
 from confluent_kafka import Producer
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from kafka_helpers import CLUSTER, eventually, make_config, produce, running
+from prometheus_client import REGISTRY
 from sasl_gateway import SaslGateway, oauthbearer_kafka
 from test_evaluator import StatusTopic, commits
 
@@ -180,6 +181,17 @@ async def test_aiokafka_sees_a_failed_login_as_a_connection_error_and_retries(en
     with pytest.raises(KafkaConnectionError):
         await provider.token()
     assert len(endpoint.requests) == 2
+
+
+async def test_logins_are_counted_per_cluster_for_metrics(endpoint):
+    def count(outcome: str) -> float:
+        return REGISTRY.get_sample_value("lagwatch_kafka_logins_total", {"cluster": "cloud", "outcome": outcome}) or 0
+
+    before = count("ok"), count("failed")
+    await kafka_login.token_provider(oauth_cluster(endpoint.url), "cloud").token()
+    with pytest.raises(KafkaConnectionError):
+        await kafka_login.token_provider(oauth_cluster(endpoint.url, secret="wrong-secret"), "cloud").token()
+    assert (count("ok"), count("failed")) == (before[0] + 1, before[1] + 1)
 
 
 async def test_an_unreachable_endpoint_is_a_clear_error():
