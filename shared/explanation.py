@@ -5,6 +5,7 @@ events.
 The first rule that matches wins, in this order (the more specific cause before the symptom it produces):
 
 1. rewound          a partition's committed offset went back (REWIND): someone reset the offsets;
+   messages-skipped retention deleted messages before they were consumed (committed offset below the log start);
 2. rebalance-storm  the group started `STORM_GENERATIONS` or more generations within `STORM_WINDOW_MS`;
 3. consumer-gone    partitions stopped committing (STOP) and no member owns any partition: the members left
                     (only when the group's membership is known: its metadata was seen; the coordinator records
@@ -28,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from lagwatch.shared.protocol import GroupStatus, Status
+from lagwatch.shared.retention import RetentionRisk
 from lagwatch.shared.velocity import CatchUp, Velocity
 
 STORM_GENERATIONS = 3
@@ -54,16 +56,23 @@ def explain(
     rebalances: Sequence[int],
     now_ms: int,
     membership_known: bool = True,
+    retention: RetentionRisk | None = None,
 ) -> Explanation:
     """The explanation for a group judged `status` (None: NOTFOUND), its partitions' and its own velocity, and the
     start times (ms) of its recent generations. `membership_known`: the group's metadata (generation, owners) was
-    seen; without it, no owner does not mean the members left."""
+    seen; without it, no owner does not mean the members left. `retention`: the group's retention risk."""
     if status is None:
         return Explanation("gone", "The group is not known (deleted, expired or excluded).")
     parts = status.partitions
     rewound = [p for p in parts if p.status == Status.REWIND]
     if rewound:
         return Explanation("rewound", f"Offsets were reset: the committed offset went back on {_names(rewound)}.")
+    if retention is not None and retention.skipped:
+        return Explanation(
+            "messages-skipped",
+            f"Retention deleted {retention.skipped:,} messages before they were consumed (the committed offset is "
+            "below the log start).",
+        )
     recent = sorted(at for at in rebalances if at >= now_ms - STORM_WINDOW_MS)
     if len(recent) >= STORM_GENERATIONS:
         minutes = STORM_WINDOW_MS // 60_000

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from lagwatch.shared.explanation import Explanation
 from lagwatch.shared.protocol import GroupStatus, PartitionStatus, Status
+from lagwatch.shared.retention import RetentionRisk, group_risk
 from lagwatch.shared.time_lag import TimeLag, seconds_fields, worst
 from lagwatch.shared.velocity import Velocity, group_velocity
 
@@ -69,10 +70,12 @@ def build_event(
     time_lags: Mapping[tuple[str, int], TimeLag | None] | None = None,
     velocities: Mapping[tuple[str, int], Velocity] | None = None,
     explanation: Explanation | None = None,
+    retention: Mapping[tuple[str, int], RetentionRisk] | None = None,
 ) -> dict:
     """The event for transition number `seq`; `group_status` None means the group is gone (NOTFOUND).
     `time_lags` (lag in seconds per partition), when known, adds `lag_seconds` fields; `velocities` (per partition,
-    `velocity.py`) add `velocity` objects to the group and its partitions; `explanation` adds `explanation`."""
+    `velocity.py`) add `velocity` objects to the group and its partitions; `explanation` adds `explanation`;
+    `retention` (per partition, `retention.py`) adds `retention` objects."""
     status = group_status.status if group_status else Status.NOTFOUND
     bad = [p for p in group_status.partitions if p.status != Status.OK] if group_status else []
     lags = time_lags or {}
@@ -82,6 +85,9 @@ def build_event(
         extra["velocity"] = group_velocity(speeds.values()).to_json()
     if explanation is not None:
         extra["explanation"] = explanation.to_json()
+    risks = retention or {}
+    if retention is not None and group_status is not None:
+        extra["retention"] = group_risk(risks.values()).to_json()
     return {
         "schema_version": SCHEMA_VERSION,
         "event_id": event_id(cluster, group, seq),
@@ -96,8 +102,10 @@ def build_event(
         "complete": group_status.complete if group_status else 0.0,
         "partition_count": group_status.partition_count if group_status else 0,
         "totallag": group_status.totallag if group_status else 0,
-        "maxlag": _partition(group_status.maxlag, lags, speeds) if group_status and group_status.maxlag else None,
-        "partitions": [_partition(p, lags, speeds) for p in bad],
+        "maxlag": _partition(group_status.maxlag, lags, speeds, risks)
+        if group_status and group_status.maxlag
+        else None,
+        "partitions": [_partition(p, lags, speeds, risks) for p in bad],
         **seconds_fields(worst(lags.values()), "max_lag_seconds"),
         **extra,
         "replayed": replayed,
@@ -108,8 +116,10 @@ def _partition(
     p: PartitionStatus,
     lags: Mapping[tuple[str, int], TimeLag | None],
     velocities: Mapping[tuple[str, int], Velocity],
+    risks: Mapping[tuple[str, int], RetentionRisk],
 ) -> dict:
     velocity = velocities.get((p.topic, p.partition))
+    risk = risks.get((p.topic, p.partition))
     return {
         "topic": p.topic,
         "partition": p.partition,
@@ -121,6 +131,7 @@ def _partition(
         "client_id": p.client_id,
         **seconds_fields(lags.get((p.topic, p.partition)), "lag_seconds"),
         **({"velocity": velocity.to_json()} if velocity is not None else {}),
+        **({"retention": risk.to_json()} if risk is not None else {}),
     }
 
 

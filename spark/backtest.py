@@ -25,8 +25,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from lagwatch.services.notifier.policy import Kind, Policy, decide
 from lagwatch.shared.config import THRESHOLDS, Config
+from lagwatch.shared.notification_policy import Kind, Policy, decide
 from lagwatch.shared.protocol import RuleConfig, Status
 from lagwatch.spark.replay import ReplayConfig
 

@@ -26,8 +26,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from yarl import URL
 
 from lagwatch.services.api.app import ApiServer
-from lagwatch.services.ingest.metrics import add_to_totals
 from lagwatch.shared.config import load_config
+from lagwatch.shared.ingest_totals import add_to_totals
 from lagwatch.shared.local.redis_server import RedisServer
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
@@ -311,12 +311,12 @@ async def test_lag_shows_every_partition_and_status_only_those_worse_than_ok(api
 
 def _pop_lag_seconds(status):
     """Take lagwatch's lag-in-seconds fields out of a status body (Burrow's fields stay); return them. lagwatch's
-    velocity and explanation go too (tests/test_velocity_api.py checks them)."""
+    velocity, retention risk and explanation go too (tests/test_velocity_end_to_end.py checks them)."""
     found = [(status.pop("max_lag_seconds"), status.pop("max_lag_seconds_lower_bound"))]
-    status.pop("velocity"), status.pop("explanation")
+    status.pop("velocity"), status.pop("explanation"), status.pop("retention")
     for part in [*status["partitions"], status["maxlag"]]:
         found.append((part.pop("current_lag_seconds"), part.pop("current_lag_seconds_lower_bound")))
-        part.pop("velocity", None)
+        part.pop("velocity", None), part.pop("retention", None)
     return found
 
 

@@ -15,9 +15,9 @@ from kafka_helpers import CLUSTER, eventually, make_config, running
 from prometheus_client.parser import text_string_to_metric_families
 
 from lagwatch.services.api.app import ApiServer
-from lagwatch.services.ingest.metrics import read_totals
 from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.shared import offsets_codec as codec
+from lagwatch.shared.ingest_totals import read_totals
 from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
 from lagwatch.shared.store import keys
 

@@ -17,8 +17,8 @@ from multidict import CIMultiDict
 from test_notifier_service import STATUS_TOPIC, publish
 from test_notifier_support import Receiver, Timeline
 
-from lagwatch.services.notifier import signing
 from lagwatch.services.notifier.service import NotifierService
+from lagwatch.shared import signing
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.local.mock_kafka import MockKafkaCluster
 

@@ -132,7 +132,7 @@ async def _newest_offset_is(store, group, offset):
 
 
 async def _totals(redis):
-    from lagwatch.services.ingest.metrics import read_totals
+    from lagwatch.shared.ingest_totals import read_totals
 
     return await read_totals(redis, CLUSTER)
 

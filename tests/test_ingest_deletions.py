@@ -15,12 +15,12 @@ from test_evaluator import STATUS_TOPIC, StatusTopic
 from lagwatch.services.api.app import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
-from lagwatch.services.ingest.metrics import read_totals
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
 from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.group_filter import GroupFilter
+from lagwatch.shared.ingest_totals import read_totals
 from lagwatch.shared.local.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore

@@ -12,11 +12,11 @@ from lagwatch.services.notifier.events import parse_lag_event, parse_status_even
 from lagwatch.services.notifier.lag_policy import ABOVE, decide_lag, lag_repeat_due
 from lagwatch.services.notifier.messages import build_request
 from lagwatch.services.notifier.outbox import Delivery
-from lagwatch.services.notifier.policy import IncidentState, Kind, Policy
 from lagwatch.services.notifier.subscriptions import compile_subscription
 from lagwatch.shared.config import ConfigError, SubscriptionConfig, load_config
 from lagwatch.shared.lag_threshold_event import Crossing, Reason, build_event, encode, schema
 from lagwatch.shared.lag_threshold_index import index_entry, parse_index_entry, thresholds_for
+from lagwatch.shared.notification_policy import IncidentState, Kind, Policy
 from lagwatch.shared.protocol import Status
 from lagwatch.shared.store.lag_state_store import ThresholdState
 from lagwatch.shared.time_lag import TimeLag, exceeds

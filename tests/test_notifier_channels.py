@@ -23,10 +23,10 @@ from kafka_helpers import eventually
 from test_notifier_delivery import DLQ, config_for, dispatching, enqueue, open_event, outbox_empty
 from test_notifier_support import Receiver, Timeline
 
-from lagwatch.services.notifier import signing
 from lagwatch.services.notifier.channels import SendFailure
 from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.dlq import read_dead_letters
+from lagwatch.shared import signing
 from lagwatch.shared.config import SubscriptionConfig
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")

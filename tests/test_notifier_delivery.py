@@ -15,11 +15,11 @@ import aiohttp
 from kafka_helpers import FAST_NOTIFIER, eventually, make_config
 from test_notifier_support import Receiver, Timeline
 
-from lagwatch.services.notifier import signing
 from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters, read_dead_letters
 from lagwatch.services.notifier.outbox import Delivery, Outbox, now_ms
 from lagwatch.services.notifier.subscriptions import Registry, SubscriptionStore
+from lagwatch.shared import signing
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.status_event import encode

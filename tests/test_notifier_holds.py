@@ -8,7 +8,7 @@ from test_notifier_support import Timeline
 
 from lagwatch.services.notifier.holds import due, ends_unannounced, hold
 from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due
-from lagwatch.services.notifier.policy import Decision, IncidentState, Kind, Policy, decide, repeat_due
+from lagwatch.shared.notification_policy import Decision, IncidentState, Kind, Policy, decide, repeat_due
 from lagwatch.shared.silences import Matcher, Silence, SilenceInvalid, parse_new, silenced_until
 
 NOW = 1_700_000_000_000

@@ -11,7 +11,6 @@ import jsonschema
 import pytest
 from test_notifier_support import Timeline
 
-from lagwatch.services.notifier import signing
 from lagwatch.services.notifier.delivery import CircuitBreaker, RetryPolicy, classify, parse_retry_after
 from lagwatch.services.notifier.messages import PermanentError, build_request, slack_message
 from lagwatch.services.notifier.outbox import Delivery
@@ -23,7 +22,7 @@ from lagwatch.services.notifier.subscriptions import (
     unmask_unchanged,
 )
 from lagwatch.services.notifier.templates import context
-from lagwatch.shared import address_guard
+from lagwatch.shared import address_guard, signing
 from lagwatch.shared.config import ConfigError, SubscriptionConfig, load_config
 from lagwatch.shared.status_event import encode, schema
 

@@ -3,7 +3,7 @@
 import pytest
 from test_notifier_support import Timeline
 
-from lagwatch.services.notifier.policy import IncidentState, Kind, Policy, decide, repeat_due
+from lagwatch.shared.notification_policy import IncidentState, Kind, Policy, decide, repeat_due
 from lagwatch.shared.protocol import Status
 
 NOW = 1_800_000_000_000

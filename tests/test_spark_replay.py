@@ -8,9 +8,9 @@ import itertools
 import jsonschema
 import pytest
 
-from lagwatch.services.notifier.policy import Policy
 from lagwatch.shared.config import load_config
 from lagwatch.shared.history import KIND_COMMIT
+from lagwatch.shared.notification_policy import Policy
 from lagwatch.shared.protocol import RuleConfig, Status
 from lagwatch.shared.status_event import schema
 from lagwatch.shared.window import WindowConfig

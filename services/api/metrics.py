@@ -51,10 +51,9 @@ from redis.asyncio import Redis
 
 from lagwatch.services.api.context import now_ms
 from lagwatch.services.api.scrape_process import ScrapeWorker
-from lagwatch.services.ingest.metrics import read_totals
-from lagwatch.services.ingest.records import KNOWN_TYPES
 from lagwatch.shared.config import Config
 from lagwatch.shared.group_filter import GroupFilter
+from lagwatch.shared.ingest_totals import KNOWN_TYPES, read_totals
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from lagwatch.shared.config import Config
 from lagwatch.shared.explanation import explain
 from lagwatch.shared.protocol import GroupStatus, Status
+from lagwatch.shared.retention import group_risk
 from lagwatch.shared.store.redis_store import StoredGroup
 from lagwatch.shared.time_lag import seconds_fields, worst
 from lagwatch.shared.velocity import group_velocity
@@ -46,16 +47,22 @@ def with_lag_seconds(body: dict, stored: StoredGroup, now_ms: int) -> dict:
 
 async def with_velocity(body: dict, status: GroupStatus, stored: StoredGroup, now_ms: int, context: ApiContext) -> dict:
     """lagwatch's lag velocity (`velocity` per partition, in `maxlag` and for the group: rates, lag growth, time to
-    catch up) and the group's `explanation` (why), beside Burrow's fields. Reads the group's recent generations
+    catch up), retention risk (`retention`, likewise) and the group's `explanation` (why), beside Burrow's fields. Reads the group's recent generations
     (for rebalance explanations) only when it had any."""
     group = [stored.group] if stored.rebalances_last_hour else []
     rebalances = (await context.store.rebalance_times(stored.cluster, group, now_ms)).get(stored.group, ())
     speeds = stored.velocities(context.config.storage.intervals, now_ms)
+    risks = stored.retention_risks(now_ms)
     for part in [*body["partitions"], *([body["maxlag"]] if body.get("maxlag") else [])]:
         speed = speeds.get((part["topic"], part["partition"]))
         part["velocity"] = speed.to_json() if speed is not None else None
-    overall = group_velocity(speeds.values())
+        risk = risks.get((part["topic"], part["partition"]))
+        part["retention"] = risk.to_json() if risk is not None else None
+    overall, retention = group_velocity(speeds.values()), group_risk(risks.values())
     body["velocity"] = overall.to_json()
-    known = stored.generation is not None
-    body["explanation"] = explain(status, speeds, overall, rebalances, now_ms, membership_known=known).to_json()
+    body["retention"] = retention.to_json()
+    why = explain(
+        status, speeds, overall, rebalances, now_ms, membership_known=stored.generation is not None, retention=retention
+    )
+    body["explanation"] = why.to_json()
     return body

@@ -29,6 +29,7 @@ from lagwatch.shared.explanation import Explanation, explain
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.lag_sparkline import lag_sparkline
 from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
+from lagwatch.shared.retention import group_risk
 from lagwatch.shared.status_event import build_event, encode, next_incident
 from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
 from lagwatch.shared.store.results_store import GroupResult, ResultsStore, result_of
@@ -123,9 +124,18 @@ class GroupEvaluator:
             lags = stored.time_lags(now) if live else None
             speeds = stored.velocities(intervals, now) if live else {}
             overall = group_velocity(speeds.values())
+            risks = stored.retention_risks(now) if live else None
             known = stored is not None and stored.generation is not None
-            why = explain(status, speeds, overall, rebalances.get(group, ()), now, membership_known=known)
-            request = self._transition(group, state, status, now, lags, speeds if live else None, why)
+            why = explain(
+                status,
+                speeds,
+                overall,
+                rebalances.get(group, ()),
+                now,
+                membership_known=known,
+                retention=group_risk(risks.values()) if risks else None,
+            )
+            request = self._transition(group, state, status, now, lags, speeds if live else None, why, risks)
             if request is not None:
                 requests.append(request)
             evaluated.append(Evaluated(group, status, lags, why))
@@ -233,6 +243,7 @@ class GroupEvaluator:
         time_lags: dict | None = None,
         velocities: dict | None = None,
         explanation: Explanation | None = None,
+        retention: dict | None = None,
     ) -> Transition | None:
         """The transition to record when the group's status changed (with its event), or None."""
         new = status.status if status else Status.NOTFOUND
@@ -252,6 +263,7 @@ class GroupEvaluator:
                 time_lags=time_lags,
                 velocities=velocities,
                 explanation=explanation,
+                retention=retention,
             )
         )
         return Transition(group, state.seq, new, keeps, event, now)

@@ -32,12 +32,13 @@ from lagwatch.shared.store.redis_store import WindowStore
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
 LATEST = -1  # ListOffsets timestamp meaning "the log end"
+EARLIEST = -2  # ... and "the log start" (retention risk: polled every topic-refresh)
 READ_UNCOMMITTED = 0
 HOLD_POLLS_MAX_S = 60.0  # a consumer that takes longer to catch up gets its log-end offsets polled anyway
 
 
 async def list_latest_offsets(
-    client: AIOKafkaClient, partitions: Iterable[TP], timeout: float
+    client: AIOKafkaClient, partitions: Iterable[TP], timeout: float, at: int = LATEST
 ) -> tuple[dict[TP, int], list[TP]]:
     """ListOffsets (latest, read-uncommitted: the high watermark), one request per partition leader.
 
@@ -52,7 +53,7 @@ async def list_latest_offsets(
         if leader is None or leader < 0:
             unknown.append((topic, partition))
             continue
-        by_leader.setdefault(leader, {}).setdefault(topic, []).append((partition, LATEST))
+        by_leader.setdefault(leader, {}).setdefault(topic, []).append((partition, at))
     requests = [
         client.send(leader, OffsetRequest(-1, READ_UNCOMMITTED, list(topics.items())))
         for leader, topics in by_leader.items()
@@ -101,6 +102,7 @@ class BrokerOffsets:
         self._renew = store.redis.register_script(scripts.RENEW_LEASE)
         self._release = store.redis.register_script(scripts.RELEASE_LEASE)
         self._last_topic_refresh = 0.0
+        self._last_log_start_poll = 0.0
         self.changes: ChangePublisher | None = None  # set by the worker: log-end notices for the evaluator
 
     async def start(self) -> None:
@@ -172,6 +174,8 @@ class BrokerOffsets:
             await self.refresh_topics()
         if poll:
             await self.poll(self.all_partitions())
+            if time.monotonic() - self._last_log_start_poll >= self.topic_refresh:
+                await self.poll_log_starts(self.all_partitions())
             return
         # Held: partitions never sampled are sampled all the same. No window can hold commits for them yet (a
         # commit waits for its partition's first log end), and a first sample taken only when a commit asks for it
@@ -240,6 +244,17 @@ class BrokerOffsets:
         self.latest.update(found)
         if moved and self.changes is not None:  # lags changed: the evaluator re-checks the groups reading these
             await self.changes.publish_log_ends(self.cluster, moved)
+        return found
+
+    async def poll_log_starts(self, partitions: Iterable[TP]) -> dict[TP, int]:
+        """Log-start offsets (retention risk, `shared/retention.py`): the pace at which the broker deletes. Polled
+        every topic-refresh, not every tick: retention deletes whole segments, minutes apart."""
+        self._last_log_start_poll = time.monotonic()
+        found, _ = await list_latest_offsets(self._consumer._client, partitions, self.request_timeout, EARLIEST)
+        by_topic: dict[str, dict[int, int]] = {}
+        for (topic, partition), offset in found.items():
+            by_topic.setdefault(topic, {})[partition] = offset
+        await self.store.add_log_start_polls(self.cluster, by_topic, int(time.time() * 1000))
         return found
 
     # --- on demand, for commits that arrive before their partition's first sample -------------------------

@@ -1,18 +1,11 @@
-"""The ingest's counters: Prometheus metrics of this process, and running totals in Redis for the api service.
-
-Redis holds one hash per cluster (`keys.ingest_stats`), incremented once per batch, so the api can show what every
-ingest worker did without reaching into their processes. Field names: `records`, `batches`, `decode_error:<type>`,
-`skipped_type:<type>`, `filtered`, `offset_commit_tombstone`, `outcome:<name>` (window outcomes), `redis_retries`.
-"""
+"""The ingest's Prometheus metrics (this process). Its running totals in Redis, which the api reads, are a contract
+between the two: `shared/ingest_totals.py`."""
 
 from __future__ import annotations
 
 from collections import Counter as Tally
 
 from prometheus_client import Counter, Histogram
-from redis.asyncio import Redis
-
-from lagwatch.shared.store import keys
 
 RECORDS = Counter("lagwatch_ingest_records_total", "Records read from the offsets topic", ["cluster"])
 DECODE_ERRORS = Counter(
@@ -49,17 +42,3 @@ def observe(cluster: str, tally: Tally[str]) -> None:
             RETRIES.labels(cluster).inc(n)
         elif kind != "batches":
             SKIPPED.labels(cluster, detail or kind).inc(n)
-
-
-async def add_to_totals(redis: Redis, cluster: str, tally: Tally[str]) -> None:
-    if not tally:
-        return
-    async with redis.pipeline(transaction=False) as pipe:
-        for name, n in tally.items():
-            pipe.hincrby(keys.ingest_stats(cluster), name, n)
-        await pipe.execute()
-
-
-async def read_totals(redis: Redis, cluster: str) -> dict[str, int]:
-    raw = await redis.hgetall(keys.ingest_stats(cluster))
-    return {k.decode(): int(v) for k, v in raw.items()}

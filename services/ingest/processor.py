@@ -27,12 +27,12 @@ from lagwatch.services.ingest.records import (
     KeyCache,
     RecordLike,
     decode_group_record,
-    type_label,
 )
 from lagwatch.services.ingest.window_cache import WindowCache
 from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.history import encode_commit
+from lagwatch.shared.ingest_totals import type_label
 from lagwatch.shared.store.packed_window import add_to_ring
 from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER, GroupMetadataUpdate, WindowStore
 from lagwatch.shared.store.window_writer import GroupWrite, WindowWriter

@@ -20,19 +20,10 @@ from typing import NamedTuple, Protocol
 
 from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.group_filter import GroupFilter
+from lagwatch.shared.ingest_totals import type_label
 
 TopicPartition = tuple[str, int]
-# Kafka's coordinator record types are small numbers; anything else (a corrupt key) is counted under one label
-KNOWN_TYPES = range(32)
 KEY_CACHE_LIMIT = 500_000  # distinct commit keys remembered (group, topic, partition): ~100 B each
-
-
-def type_label(record_type: int | None, key: bytes = b"") -> str:
-    """A metric label for a record type, from a fixed set (a corrupt record must not mint a new series). Without a
-    type (an error in a commit's value) it is the key's."""
-    if record_type is None and len(key) >= 2:
-        record_type = int.from_bytes(key[:2], "big", signed=True)
-    return str(record_type) if record_type in KNOWN_TYPES else "other"
 
 
 class RecordLike(Protocol):

@@ -43,6 +43,7 @@ from lagwatch.services.ingest.records import RecordLike
 from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.config import Config
 from lagwatch.shared.health_server import HealthServer
+from lagwatch.shared.ingest_totals import add_to_totals
 from lagwatch.shared.kafka_client import client_kwargs, librdkafka_config
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.service_lifecycle import pause, run_until_signalled
@@ -404,7 +405,7 @@ class IngestWorker:
             return False
         metrics.observe(self.cluster, tally)
         try:
-            await metrics.add_to_totals(self.redis, self.cluster, tally)
+            await add_to_totals(self.redis, self.cluster, tally)
         except RedisError as exc:  # counters are best effort; the windows are already stored
             log.warning("ingest %s: could not add to the stats totals (%s)", self.cluster, exc)
         return True

@@ -2,7 +2,7 @@
 read, where the incident announced to a subscription is kept (its field in the subscription's state hash), and
 the rules that decide.
 
-* status-change events (`evaluator.status-topic`): Burrow's rules, policy.py;
+* status-change events (`evaluator.status-topic`): Burrow's rules, shared/notification_policy.py;
 * lag-threshold events (`evaluator.lag-threshold-topic`): lagwatch's lag-seconds threshold, lag_policy.py.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due
 from lagwatch.services.notifier.outbox import group_field, is_lag_field, lag_field
-from lagwatch.services.notifier.policy import Decision, IncidentState, Policy, decide, repeat_due
 from lagwatch.shared.lag_threshold_event import KIND as LAG_THRESHOLD_KIND
+from lagwatch.shared.notification_policy import Decision, IncidentState, Policy, decide, repeat_due
 
 STATUSES = ("NOTFOUND", "OK", "WARN", "ERR")
 STATUS_FIELDS = ("event_id", "cluster", "group", "status", "previous_status", "incident_id", "evaluated_at")

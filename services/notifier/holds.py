@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lagwatch.services.notifier.policy import Decision, IncidentState, Kind, Policy, next_repeat
+from lagwatch.shared.notification_policy import Decision, IncidentState, Kind, Policy, next_repeat
 
 OPENS = frozenset({Kind.OPEN, Kind.LAG_OPEN})
 
@@ -89,7 +89,8 @@ def due(
 
 def ends_unannounced(state: IncidentState | None, event: dict) -> bool:
     """The event ends the incident whose open is held (a lag-seconds alert back under before it was announced):
-    the held open is dropped. (Status events need no help: policy.py forgets an unannounced incident.)"""
+    the held open is dropped. (Status events need no help: shared/notification_policy.py forgets an unannounced
+    incident.)"""
     return (
         state is not None
         and state.incident_id is None

@@ -15,7 +15,7 @@ The state per (subscription, cluster/group) is an `IncidentState` kept under the
 
 from __future__ import annotations
 
-from lagwatch.services.notifier.policy import Decision, IncidentState, Kind, Policy, next_repeat
+from lagwatch.shared.notification_policy import Decision, IncidentState, Kind, Policy, next_repeat
 
 ABOVE = "ABOVE"  # the `status` an announced lag incident keeps
 

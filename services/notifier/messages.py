@@ -17,7 +17,7 @@ Burrow's HTTP notifier options: closes (close, lag-close) go to `url_close` with
 travel with the request to the sender (delivery.py, tls.py).
 Every request carries X-Lagwatch-Event-Id, X-Lagwatch-Timestamp, X-Lagwatch-Notification (open, update, repeat,
 close, status, lag-open, lag-repeat, lag-close), X-Lagwatch-Subscription, X-Lagwatch-Attempt and, when the
-subscription has a secret, X-Lagwatch-Signature (signing.py).
+subscription has a secret, X-Lagwatch-Signature (shared/signing.py).
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from urllib.parse import quote
 
 from multidict import CIMultiDict
 
-from lagwatch.services.notifier import channels, signing, template_worker, templates
+from lagwatch.services.notifier import channels, template_worker, templates
 from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.channels.email import Mail
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription, is_credential_name
-from lagwatch.shared import address_guard
+from lagwatch.shared import address_guard, signing
 from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
 from lagwatch.shared.status_event import encode
 

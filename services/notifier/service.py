@@ -42,12 +42,12 @@ from lagwatch.services.notifier.outbox import (
     parse_repeat_member,
     repeat_notification_id,
 )
-from lagwatch.services.notifier.policy import Decision, IncidentState
 from lagwatch.services.notifier.subscriptions import Registry, Subscription, SubscriptionStore
 from lagwatch.shared.config import Config, ConfigError
 from lagwatch.shared.faust_kafka import faust_broker_settings, raw_topic
 from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.kafka_client import client_kwargs
+from lagwatch.shared.notification_policy import Decision, IncidentState
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.service_lifecycle import pause, run_until_signalled
 from lagwatch.shared.silences import SilenceCache, SilenceStore

@@ -33,7 +33,6 @@ from redis.exceptions import WatchError
 
 from lagwatch.services.notifier import channels, template_worker, tls
 from lagwatch.services.notifier.channels import email as email_channel
-from lagwatch.services.notifier.policy import Policy
 from lagwatch.services.notifier.templates import TemplateProblem
 from lagwatch.shared import address_guard
 from lagwatch.shared.config import (
@@ -46,6 +45,7 @@ from lagwatch.shared.config import (
 )
 from lagwatch.shared.group_filter import GroupFilter, linear_regex_problem
 from lagwatch.shared.lag_threshold_index import index_entry
+from lagwatch.shared.notification_policy import Policy
 from lagwatch.shared.protocol import Status
 from lagwatch.shared.store import keys
 

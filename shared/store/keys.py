@@ -99,6 +99,12 @@ def offset_history(cluster: str, topic: str) -> str:
     return f"{PREFIX}:t:{{{cluster}/{topic}}}:h"
 
 
+def log_start_history(cluster: str, topic: str) -> str:
+    """Per partition, the log-start offsets polled every topic-refresh (packed like `offset_history`): the pace
+    at which retention deletes, for retention risk."""
+    return f"{PREFIX}:t:{{{cluster}/{topic}}}:ls"
+
+
 def group_windows(cluster: str, group: str) -> str:
     return f"{PREFIX}:g:{{{cluster}/{group}}}:w"
 

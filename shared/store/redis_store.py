@@ -21,6 +21,7 @@ from redis.crc import key_slot
 from redis.exceptions import NoScriptError
 
 from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig
+from lagwatch.shared.retention import NO_RISK, RetentionRisk, retention_risk
 from lagwatch.shared.rules import caught_up_status, partition_status, summarize_group
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.group_outbox import pairs
@@ -69,6 +70,16 @@ class StoredPartition:
     client_id: str = ""
     history: list[Sample] = field(default_factory=list)  # log-end samples, for lag in seconds
     _entries: list[OffsetEntry] | None = None
+    log_start: list[Sample] = field(default_factory=list)  # log-start samples, for retention risk
+
+    def retention_risk(self, now_ms: int, retention_ms: int | None = None) -> RetentionRisk:
+        """How long until the oldest unconsumed message is deleted, and messages already skipped (retention.py)."""
+        if not self.packed:
+            return NO_RISK
+        committed = commit_entry_at(self.packed, -1).offset
+        log_end = self.broker_offsets[-1] if self.broker_offsets else None
+        lag = time_lag(committed, self.history, now_ms) if retention_ms is not None else None
+        return retention_risk(committed, log_end, self.log_start, lag, retention_ms, now_ms)
 
     def time_lag(self, now_ms: int) -> TimeLag | None:
         """How far behind in time the newest commit is (None without a commit or a log-end history)."""
@@ -141,6 +152,10 @@ class StoredGroup:
 
     def time_lags(self, now_ms: int) -> dict[TopicPartition, TimeLag | None]:
         return {(p.topic, p.partition): p.time_lag(now_ms) for p in self.partitions}
+
+    def retention_risks(self, now_ms: int) -> dict[TopicPartition, RetentionRisk]:
+        """Each partition with a commit: its retention risk (retention.py)."""
+        return {(p.topic, p.partition): p.retention_risk(now_ms) for p in self.partitions if p.packed}
 
     def velocities(self, intervals: int, now_ms: int) -> dict[TopicPartition, Velocity]:
         """Each partition with a commit: its velocity (`velocity.py`)."""
@@ -296,11 +311,30 @@ class WindowStore:
             await pipe.execute()
 
     async def offset_histories(
-        self, cluster: str, partitions: Iterable[TopicPartition]
+        self, cluster: str, partitions: Iterable[TopicPartition], key: Callable[[str, str], str] = keys.offset_history
     ) -> dict[TopicPartition, list[Sample]]:
-        """The log-end histories (for lag in seconds) of the given partitions; [] where none."""
-        raw = await self._topic_fields(cluster, partitions, keys.offset_history)
+        """The log-end histories (for lag in seconds) of the given partitions; [] where none. With
+        `key=keys.log_start_history`, their log-start histories."""
+        raw = await self._topic_fields(cluster, partitions, key)
         return {tp: [Sample(o, t) for o, t in unpack_broker_ring(data)] if data else [] for tp, data in raw.items()}
+
+    async def add_log_start_polls(self, cluster: str, polls: Mapping[str, Mapping[int, int]], sampled_at: int) -> None:
+        """Record one poll of log-start offsets (topic -> {partition: offset}) in their histories (retention.py)."""
+        cfg = self.config
+        calls = [
+            (
+                1,
+                keys.log_start_history(cluster, topic),
+                cfg.lag_history_ms,
+                cfg.lag_history_samples,
+                sampled_at,
+                *(v for partition, offset in sorted(offsets.items()) for v in (partition, offset)),
+            )
+            for topic, offsets in polls.items()
+            if offsets
+        ]
+        if calls:
+            await self._eval_many(scripts.APPEND_OFFSET_HISTORY, calls)
 
     async def _topic_fields(
         self, cluster: str, partitions: Iterable[TopicPartition], key: Callable[[str, str], str]
@@ -400,7 +434,11 @@ class WindowStore:
             calls.append((2, windows_key, owners_key, topic))
         removed = await self._eval_many(scripts.DELETE_TOPIC_FROM_GROUP, calls) if calls else []
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.delete(keys.broker_ring(cluster, topic), keys.offset_history(cluster, topic))
+            pipe.delete(
+                keys.broker_ring(cluster, topic),
+                keys.offset_history(cluster, topic),
+                keys.log_start_history(cluster, topic),
+            )
             pipe.hdel(keys.topics_index(cluster), topic)
             await pipe.execute()
         return sum(removed)
@@ -502,9 +540,10 @@ class WindowStore:
         needed = {
             keys.parse_partition_field(f) for windows, meta, _, _ in raw_groups if meta[0] is not None for f in windows
         }
-        rings, histories, counts = await asyncio.gather(
+        rings, histories, starts, counts = await asyncio.gather(
             self.broker_rings(cluster, needed),
             self.offset_histories(cluster, needed),
+            self.offset_histories(cluster, needed, keys.log_start_history),
             self.partition_counts(cluster, {topic for topic, _ in needed}),
         )
         result: list[StoredGroup | None] = []
@@ -517,7 +556,7 @@ class WindowStore:
                     cluster,
                     group,
                     int(last),
-                    _partitions(windows, owners, rings, histories, counts),
+                    _partitions(windows, owners, rings, histories, counts, starts),
                     generation=None if generation is None else int(generation),
                     rebalances_last_hour=rebalances,
                 )
@@ -531,6 +570,7 @@ def _partitions(
     rings: Mapping[TopicPartition, list[int]],
     histories: Mapping[TopicPartition, list[Sample]],
     partition_counts: Mapping[str, int],
+    log_starts: Mapping[TopicPartition, list[Sample]],
 ) -> list[StoredPartition]:
     """The group's partitions: those with a window, and every other partition of the topics it commits on (as
     Burrow creates all of a topic's partitions at a group's first commit on it): no commit, lag 0, status OK,
@@ -541,7 +581,18 @@ def _partitions(
         tp = keys.parse_partition_field(raw_field)
         seen.add(tp)
         owner, _, client_id = owners.get(raw_field, b"").decode().partition(OWNER_SEPARATOR)
-        parts.append(StoredPartition(tp[0], tp[1], packed, rings.get(tp, []), owner, client_id, histories.get(tp, [])))
+        parts.append(
+            StoredPartition(
+                tp[0],
+                tp[1],
+                packed,
+                rings.get(tp, []),
+                owner,
+                client_id,
+                histories.get(tp, []),
+                log_start=log_starts.get(tp, []),
+            )
+        )
     for topic in {topic for topic, _ in seen}:
         for partition in range(partition_counts.get(topic, 0)):
             if (topic, partition) not in seen:
