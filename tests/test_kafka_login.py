@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 from confluent_kafka import Producer
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
-from kafka_helpers import CLUSTER, eventually, make_config, produce, running
+from kafka_helpers import CLUSTER, consume_and_commit, eventually, make_config, produce, running
 from prometheus_client import REGISTRY
 from sasl_gateway import SaslGateway, oauthbearer_kafka
 from test_evaluator import StatusTopic, commits
@@ -696,3 +696,28 @@ def test_a_service_whose_login_cannot_be_built_stops_with_one_line_naming_the_ke
     assert result.stderr.strip().splitlines()[-1] == (
         "lagwatch: config clusters.msk.sasl.aws.region: no region: set it, $AWS_REGION, or a region in the AWS profile"
     )
+
+
+async def test_the_ingest_in_admin_mode_logs_in_and_polls_a_groups_commits(endpoint, redis_server, redis):
+    """Confluent Cloud's case: no offsets topic to read, an OAuth login; the ingest's admin client (librdkafka) logs
+    in and fetches the committed offsets of a group named in `admin-groups`."""
+    with oauthbearer_kafka(
+        lambda token, _: token in endpoint.issued, require_login=lambda client_id: client_id.startswith("lagwatch")
+    ) as (kafka, gateway):
+        kafka.create_topic("orders", 1)
+        bootstrap = f"127.0.0.1:{gateway.port}"
+        await produce(bootstrap, "orders", {0: 12})
+        admin = {f"CLUSTERS__{CLUSTER}__OFFSETS_SOURCE": "admin", f"CLUSTERS__{CLUSTER}__ADMIN_GROUPS": "billing"}
+        config = make_config(bootstrap, redis_server.url, **admin, **local_login(endpoint))
+        store = WindowStore(redis, config.window())
+        committed = await consume_and_commit(bootstrap, "billing", "orders", 12)
+        async with running(IngestWorker(config, CLUSTER)):
+
+            async def window():
+                stored = await store.get_group(CLUSTER, "billing")
+                return stored and stored.partitions[0].entries
+
+            entries = await eventually(window, timeout=30)
+    assert committed == {0: 12} and [(e.offset, e.lag) for e in entries] == [(12, 0)]
+    assert gateway.logged_in_clients == {"lagwatch"} and gateway.unauthenticated_requests == 0
+    assert len(endpoint.issued) == 1 and all(accepted for _, _, accepted in gateway.logins)
