@@ -1,9 +1,10 @@
-"""A SASL/OAUTHBEARER front for the Kafka mock, for tests: librdkafka's mock cluster has no SASL at all.
+"""A SASL front (OAUTHBEARER or PLAIN) for the Kafka mock, for tests: librdkafka's mock cluster has no SASL at all.
 
 The gateway listens in front of a one-broker mock and the mock advertises the gateway's address, so every
 connection of a client (bootstrap, then the broker it learns from metadata) goes through it. On each connection
 it answers the SASL handshake itself (Kafka's SaslHandshake v0-1 and SaslAuthenticate v0-1), checking the client's
-OAUTHBEARER message (RFC 7628) with `accept(token, extensions)`; until a client has logged in, any other request
+OAUTHBEARER message (RFC 7628) with `accept(token, extensions)`, or a PLAIN one (RFC 4616) with
+`accept(username, {"password": password})`; until a client has logged in, any other request
 than ApiVersions closes the connection, as a broker's SASL listener does. After the login it relays bytes both
 ways unchanged. The mock's ApiVersions answer is amended to list the two SASL requests.
 
@@ -32,6 +33,12 @@ def _string(value: str | None) -> bytes:
     return struct.pack(">h", len(raw)) + raw
 
 
+def parse_plain(message: bytes) -> tuple[str, dict[str, str]]:
+    """The user name and password of a PLAIN message: `authzid NUL authcid NUL passwd`."""
+    _authzid, username, password = message.decode().split("\0")
+    return username, {"password": password}
+
+
 def parse_oauthbearer(message: bytes) -> tuple[str, dict[str, str]]:
     """The token and extensions of an OAUTHBEARER client-first message (`n,,^Aauth=Bearer T^Ak=v^A^A`)."""
     text = message.decode()
@@ -49,11 +56,14 @@ class SaslGateway:
         upstream: tuple[str, int],
         accept: Callable[[str, dict[str, str]], bool],
         require_login: Callable[[str], bool] = lambda _client_id: True,
+        mechanism: str = "OAUTHBEARER",
     ) -> None:
         self.upstream = upstream
         self.accept = accept
+        self.mechanism = mechanism
+        self.parse = parse_plain if mechanism == "PLAIN" else parse_oauthbearer
         self.require_login = require_login
-        self.logins: list[tuple[str, dict[str, str], bool]] = []  # (token, extensions, accepted)
+        self.logins: list[tuple[str, dict[str, str], bool]] = []  # (token or user, extensions or password, accepted)
         self.logged_in_clients: set[str] = set()  # client ids that logged in
         self.unauthenticated_requests = 0  # from clients that had to log in
         self.plain_connections = 0  # of clients that need not
@@ -115,14 +125,14 @@ class SaslGateway:
             elif key == SASL_HANDSHAKE:
                 body = _after_header(request)
                 mechanism = body[2 : 2 + struct.unpack(">h", body[:2])[0]].decode()
-                error = 0 if mechanism == "OAUTHBEARER" else UNSUPPORTED_SASL_MECHANISM
-                payload = struct.pack(">hi", error, 1) + _string("OAUTHBEARER")
+                error = 0 if mechanism == self.mechanism else UNSUPPORTED_SASL_MECHANISM
+                payload = struct.pack(">hi", error, 1) + _string(self.mechanism)
                 writer.write(_response(correlation, payload))
-            elif key == SASL_AUTHENTICATE and mechanism == "OAUTHBEARER":
+            elif key == SASL_AUTHENTICATE and mechanism == self.mechanism:
                 body = _after_header(request)
                 size = struct.unpack(">i", body[:4])[0]
                 try:
-                    token, extensions = parse_oauthbearer(body[4 : 4 + size])
+                    token, extensions = self.parse(body[4 : 4 + size])
                     ok = self.accept(token, extensions)
                 except ValueError:
                     token, extensions, ok = "", {}, False
@@ -182,14 +192,16 @@ async def _relay(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> No
 
 
 @contextlib.contextmanager
-def oauthbearer_kafka(
-    accept: Callable[[str, dict[str, str]], bool], require_login: Callable[[str], bool] = lambda _client_id: True
+def sasl_kafka(
+    accept: Callable[[str, dict[str, str]], bool],
+    require_login: Callable[[str], bool] = lambda _client_id: True,
+    mechanism: str = "OAUTHBEARER",
 ):
-    """A one-broker Kafka mock reachable only through a SASL/OAUTHBEARER gateway: (cluster, gateway)."""
+    """A one-broker Kafka mock reachable only through a SASL gateway (OAUTHBEARER or PLAIN): (cluster, gateway)."""
     with MockKafkaCluster() as cluster:
         cluster.start()
         host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
-        gateway = SaslGateway((host, int(port)), accept, require_login)
+        gateway = SaslGateway((host, int(port)), accept, require_login, mechanism)
         gateway.start()
         try:
             _lib().rd_kafka_mock_broker_set_host_port(cluster._mcluster, 1, b"127.0.0.1", gateway.port)

@@ -26,7 +26,7 @@ from confluent_kafka import Producer
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from kafka_helpers import CLUSTER, consume_and_commit, eventually, make_config, produce, running
 from prometheus_client import REGISTRY
-from sasl_gateway import SaslGateway, oauthbearer_kafka
+from sasl_gateway import SaslGateway, sasl_kafka
 from test_evaluator import StatusTopic, commits
 
 from lagwatch import cli
@@ -271,7 +271,7 @@ async def test_librdkafka_and_aiokafka_clients_log_in_over_the_wire_with_one_tok
     with the endpoint's token and the configured SASL extensions, then produce and consume."""
     file = tmp_path / "lagwatch.yaml"
     file.write_text("clusters: {cloud: {sasl: {oauth: {extensions: {logicalCluster: lkc-1}}}}}\n")
-    with oauthbearer_kafka(lambda token, ext: token in endpoint.issued and ext == EXTENSIONS) as (kafka, gateway):
+    with sasl_kafka(lambda token, ext: token in endpoint.issued and ext == EXTENSIONS) as (kafka, gateway):
         kafka.create_topic("orders", 1)
         cluster = gateway_cluster(endpoint, gateway, file=file)
         producer = await asyncio.to_thread(Producer, librdkafka_config(cluster, "cloud"))
@@ -301,7 +301,7 @@ async def test_librdkafka_and_aiokafka_clients_log_in_over_the_wire_with_one_tok
 
 
 async def test_clients_whose_login_fails_stay_up_and_deliver_nothing(endpoint):
-    with oauthbearer_kafka(lambda token, _: token in endpoint.issued) as (kafka, gateway):
+    with sasl_kafka(lambda token, _: token in endpoint.issued) as (kafka, gateway):
         kafka.create_topic("orders", 1)
         cluster = gateway_cluster(endpoint, gateway, secret="wrong-secret")
         producer = await asyncio.to_thread(Producer, librdkafka_config(cluster, "cloud"))
@@ -585,7 +585,7 @@ def local_login(endpoint: TokenEndpoint) -> dict[str, str]:
 async def test_the_ingest_logs_in_with_oauthbearer_and_stores_a_groups_commits(endpoint, redis_server, redis):
     """The ingest's librdkafka consumer (offsets topic) and its aiokafka clients (log ends, change notices) all log
     in through the gateway; the test's own helpers (a consumer group, the offsets-topic writer) need not."""
-    with oauthbearer_kafka(
+    with sasl_kafka(
         lambda token, _: token in endpoint.issued, require_login=lambda client_id: client_id.startswith("lagwatch")
     ) as (kafka, gateway):
         kafka.create_topic(OFFSETS_TOPIC, DEFAULT_PARTITIONS)
@@ -612,7 +612,7 @@ async def test_the_ingest_logs_in_with_oauthbearer_and_stores_a_groups_commits(e
 
 async def test_the_evaluators_faust_app_logs_in_with_oauthbearer_and_publishes_a_status(endpoint, redis_server, redis):
     """Faust's consumer (on its own thread and event loop) and the evaluator's status publisher share the token."""
-    with oauthbearer_kafka(
+    with sasl_kafka(
         lambda token, _: token in endpoint.issued, require_login=lambda client_id: client_id.startswith("lagwatch")
     ) as (kafka, gateway):
         kafka.create_topic("lagwatch.status", 1)
@@ -652,7 +652,7 @@ def check_kafka(monkeypatch, env: dict[str, str], *args: str) -> int:
 
 
 def test_check_kafka_logs_in_and_reports_what_lagwatch_sees(endpoint, monkeypatch, capsys):
-    with oauthbearer_kafka(lambda token, _: token in endpoint.issued) as (kafka, gateway):
+    with sasl_kafka(lambda token, _: token in endpoint.issued) as (kafka, gateway):
         kafka.create_topic(OFFSETS_TOPIC, 3)
         env = oauth_env(endpoint.url, LAGWATCH__CLUSTERS__cloud__TLS__ENABLED="false")
         env["LAGWATCH__CLUSTERS__cloud__BOOTSTRAP_SERVERS"] = f"127.0.0.1:{gateway.port}"
@@ -701,7 +701,7 @@ def test_a_service_whose_login_cannot_be_built_stops_with_one_line_naming_the_ke
 async def test_the_ingest_in_admin_mode_logs_in_and_polls_a_groups_commits(endpoint, redis_server, redis):
     """Confluent Cloud's case: no offsets topic to read, an OAuth login; the ingest's admin client (librdkafka) logs
     in and fetches the committed offsets of a group named in `admin-groups`."""
-    with oauthbearer_kafka(
+    with sasl_kafka(
         lambda token, _: token in endpoint.issued, require_login=lambda client_id: client_id.startswith("lagwatch")
     ) as (kafka, gateway):
         kafka.create_topic("orders", 1)
@@ -721,3 +721,28 @@ async def test_the_ingest_in_admin_mode_logs_in_and_polls_a_groups_commits(endpo
     assert committed == {0: 12} and [(e.offset, e.lag) for e in entries] == [(12, 0)]
     assert gateway.logged_in_clients == {"lagwatch"} and gateway.unauthenticated_requests == 0
     assert len(endpoint.issued) == 1 and all(accepted for _, _, accepted in gateway.logins)
+
+
+async def test_an_event_hubs_style_plain_login_works_over_the_wire_for_both_libraries():
+    """SASL PLAIN with `$ConnectionString` and a connection string as the password, as Event Hubs takes it."""
+    secret = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=lagwatch;SharedAccessKey=k="
+
+    def accept(user: str, extra: dict[str, str]) -> bool:
+        return (user, extra) == ("$ConnectionString", {"password": secret})
+
+    with sasl_kafka(accept, mechanism="PLAIN") as (kafka, gateway):
+        kafka.create_topic("orders", 1)
+        env = {
+            "LAGWATCH__CLUSTERS__hub__BOOTSTRAP_SERVERS": f"127.0.0.1:{gateway.port}",
+            "LAGWATCH__CLUSTERS__hub__SASL__MECHANISM": "PLAIN",
+            "LAGWATCH__CLUSTERS__hub__SASL__USERNAME": "$ConnectionString",
+            "LAGWATCH__CLUSTERS__hub__SASL__PASSWORD": secret,
+        }
+        cluster = load_config(env=env).cluster("hub")
+        producer = await asyncio.to_thread(Producer, librdkafka_config(cluster, "hub"))
+        producer.produce("orders", b"from librdkafka")
+        assert await asyncio.to_thread(producer.flush, 15) == 0
+        async with AIOKafkaProducer(**client_kwargs(cluster, "hub")) as aio:
+            await aio.send_and_wait("orders", b"from aiokafka")
+    assert len(gateway.logins) >= 2 and all(accepted for _, _, accepted in gateway.logins)
+    assert gateway.unauthenticated_requests == 0
