@@ -47,8 +47,8 @@ def with_lag_seconds(body: dict, stored: StoredGroup, now_ms: int) -> dict:
 
 async def with_velocity(body: dict, status: GroupStatus, stored: StoredGroup, now_ms: int, context: ApiContext) -> dict:
     """lagwatch's lag velocity (`velocity` per partition, in `maxlag` and for the group: rates, lag growth, time to
-    catch up), retention risk (`retention`, likewise) and the group's `explanation` (why), beside Burrow's fields. Reads the group's recent generations
-    (for rebalance explanations) only when it had any."""
+    catch up), retention risk (`retention`, likewise) and the group's `explanation` (why), beside Burrow's fields.
+    Reads the group's recent generations (for rebalance explanations) only when it had any."""
     group = [stored.group] if stored.rebalances_last_hour else []
     rebalances = (await context.store.rebalance_times(stored.cluster, group, now_ms)).get(stored.group, ())
     speeds = stored.velocities(context.config.storage.intervals, now_ms)
