@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import struct
 import threading
 from collections.abc import Callable
@@ -57,8 +58,10 @@ class SaslGateway:
         accept: Callable[[str, dict[str, str]], bool],
         require_login: Callable[[str], bool] = lambda _client_id: True,
         mechanism: str = "OAUTHBEARER",
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.upstream = upstream
+        self.tls = tls  # the clients' side speaks TLS (SASL_SSL) with this server context
         self.accept = accept
         self.mechanism = mechanism
         self.parse = parse_plain if mechanism == "PLAIN" else parse_oauthbearer
@@ -86,7 +89,7 @@ class SaslGateway:
 
     async def _main(self) -> None:
         self._stopping = asyncio.Event()
-        server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         await self._stopping.wait()
@@ -108,7 +111,7 @@ class SaslGateway:
             elif await self._login(first, reader, writer, up_reader, up_writer):
                 self.logged_in_clients.add(client_id)
                 await asyncio.gather(_relay(reader, up_writer), _relay(up_reader, writer))
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError, ssl.SSLError):
             pass
         finally:
             for w in (writer, up_writer):
@@ -196,12 +199,14 @@ def sasl_kafka(
     accept: Callable[[str, dict[str, str]], bool],
     require_login: Callable[[str], bool] = lambda _client_id: True,
     mechanism: str = "OAUTHBEARER",
+    tls: ssl.SSLContext | None = None,
 ):
-    """A one-broker Kafka mock reachable only through a SASL gateway (OAUTHBEARER or PLAIN): (cluster, gateway)."""
+    """A one-broker Kafka mock reachable only through a SASL gateway (OAUTHBEARER or PLAIN, over TLS when given a
+    server context): (cluster, gateway)."""
     with MockKafkaCluster() as cluster:
         cluster.start()
         host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
-        gateway = SaslGateway((host, int(port)), accept, require_login, mechanism)
+        gateway = SaslGateway((host, int(port)), accept, require_login, mechanism, tls)
         gateway.start()
         try:
             _lib().rd_kafka_mock_broker_set_host_port(cluster._mcluster, 1, b"127.0.0.1", gateway.port)

@@ -28,6 +28,7 @@ from kafka_helpers import CLUSTER, consume_and_commit, eventually, make_config, 
 from prometheus_client import REGISTRY
 from sasl_gateway import SaslGateway, sasl_kafka
 from test_evaluator import StatusTopic, commits
+from test_notifier_burrow_options import test_ca  # noqa: F401 (a fixture: a CA and a certificate for 127.0.0.1)
 
 from lagwatch import cli
 from lagwatch.services.evaluator.service import EvaluatorService
@@ -260,6 +261,15 @@ async def test_aiokafka_faust_and_librdkafka_clients_share_one_provider(endpoint
     assert len(endpoint.requests) == 1
 
 
+async def produce_with_both_libraries(cluster, name: str) -> None:
+    """One record through librdkafka, then one through aiokafka, each client built from the cluster's config."""
+    producer = await asyncio.to_thread(Producer, librdkafka_config(cluster, name))
+    producer.produce("orders", b"from librdkafka")
+    assert await asyncio.to_thread(producer.flush, 15) == 0
+    async with AIOKafkaProducer(**client_kwargs(cluster, name)) as aio:
+        await aio.send_and_wait("orders", b"from aiokafka")
+
+
 def gateway_cluster(endpoint: TokenEndpoint, gateway: SaslGateway, secret: str = SECRET, file: Path | None = None):
     env = oauth_env(endpoint.url, secret, LAGWATCH__CLUSTERS__cloud__TLS__ENABLED="false")
     env["LAGWATCH__CLUSTERS__cloud__BOOTSTRAP_SERVERS"] = f"127.0.0.1:{gateway.port}"
@@ -274,15 +284,7 @@ async def test_librdkafka_and_aiokafka_clients_log_in_over_the_wire_with_one_tok
     with sasl_kafka(lambda token, ext: token in endpoint.issued and ext == EXTENSIONS) as (kafka, gateway):
         kafka.create_topic("orders", 1)
         cluster = gateway_cluster(endpoint, gateway, file=file)
-        producer = await asyncio.to_thread(Producer, librdkafka_config(cluster, "cloud"))
-        producer.produce("orders", b"from librdkafka")
-        assert await asyncio.to_thread(producer.flush, 15) == 0
-        aio = AIOKafkaProducer(**client_kwargs(cluster, "cloud"))
-        await aio.start()
-        try:
-            await aio.send_and_wait("orders", b"from aiokafka")
-        finally:
-            await aio.stop()
+        await produce_with_both_libraries(cluster, "cloud")
         consumer = AIOKafkaConsumer(**client_kwargs(cluster, "cloud"), auto_offset_reset="earliest")
         deadline = time.monotonic() + 15
         await consumer.start()
@@ -436,6 +438,31 @@ def test_the_config_that_selects_msk_iam_is_validated(env, key):
     with pytest.raises(ConfigError) as err:
         load_config(env=msk_env(**env))
     assert err.value.key == key
+
+
+async def test_msk_iam_tokens_reach_the_broker_over_tls_from_both_libraries(aws_env, monkeypatch, test_ca):  # noqa: F811
+    """SASL_SSL, as MSK's IAM listener: each connection carries a presigned kafka-cluster:Connect request for the
+    cluster's region, signed with the environment's key."""
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+
+    def accept(token: str, extensions: dict[str, str]) -> bool:
+        url, query = signed_url(token)
+        credential = query["X-Amz-Credential"][0]
+        return (url, query["Action"], extensions) == (
+            "https://kafka.eu-west-1.amazonaws.com/",
+            ["kafka-cluster:Connect"],
+            {},
+        ) and credential.startswith("AKIAEXAMPLEKEY123456/")
+
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(test_ca["cert"], test_ca["key"])
+    with sasl_kafka(accept, tls=server) as (kafka, gateway):
+        kafka.create_topic("orders", 1)
+        env = msk_env(LAGWATCH__CLUSTERS__msk__TLS__CA_FILE=str(test_ca["ca"]))
+        env["LAGWATCH__CLUSTERS__msk__BOOTSTRAP_SERVERS"] = f"127.0.0.1:{gateway.port}"
+        cluster = load_config(env=env).cluster("msk")
+        await produce_with_both_libraries(cluster, "msk")
+    assert len(gateway.logins) >= 2 and all(accepted for _, _, accepted in gateway.logins), gateway.logins
 
 
 def test_spark_gets_the_msk_iam_login_module():
@@ -739,10 +766,6 @@ async def test_an_event_hubs_style_plain_login_works_over_the_wire_for_both_libr
             "LAGWATCH__CLUSTERS__hub__SASL__PASSWORD": secret,
         }
         cluster = load_config(env=env).cluster("hub")
-        producer = await asyncio.to_thread(Producer, librdkafka_config(cluster, "hub"))
-        producer.produce("orders", b"from librdkafka")
-        assert await asyncio.to_thread(producer.flush, 15) == 0
-        async with AIOKafkaProducer(**client_kwargs(cluster, "hub")) as aio:
-            await aio.send_and_wait("orders", b"from aiokafka")
+        await produce_with_both_libraries(cluster, "hub")
     assert len(gateway.logins) >= 2 and all(accepted for _, _, accepted in gateway.logins)
     assert gateway.unauthenticated_requests == 0
