@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterable
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.kafka_batches import partition_for, send_keyed
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class ChangePublisher:
         a notice is a trigger, and a failure is logged and counted."""
         if not self._started:
             return
-        now = int(time.time() * 1000)
+        now = now_ms()
         records = ((notice_key(cluster, g), encode_notice(cluster, g, reason, now)) for g, reason in groups)
         try:
             for future in await send_keyed(self._producer, self.topic, records):
@@ -109,7 +109,7 @@ class ChangePublisher:
         if not self._started:
             return
         names = sorted(topics)
-        now = int(time.time() * 1000)
+        now = now_ms()
         try:
             for partition in sorted(await self._producer.partitions_for(self.topic)):
                 for i in range(0, len(names), LOG_END_TOPICS_PER_NOTICE):

@@ -18,8 +18,9 @@ from test_subscriptions_api import BASE, serving
 from test_subscriptions_api import config_for as api_config
 
 from lagwatch.services.notifier import subscriptions
-from lagwatch.services.notifier.outbox import Delivery, now_ms
+from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import SubscriptionStore
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import load_config
 from lagwatch.shared.status_event import encode
 

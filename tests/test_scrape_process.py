@@ -5,8 +5,8 @@ import os
 
 from test_api import api_config, seed
 
-from lagwatch.services.api.context import now_ms
 from lagwatch.services.api.scrape_process import ScrapeWorker
+from lagwatch.shared.clock import now_ms
 
 
 async def test_a_scrape_comes_back_through_a_file_that_is_already_gone(redis_server, redis):

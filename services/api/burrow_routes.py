@@ -17,8 +17,9 @@ from aiohttp import web
 
 from lagwatch.services.api import statuses
 from lagwatch.services.api.auth import requires_token
-from lagwatch.services.api.context import CONTEXT, ApiContext, now_ms
+from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.responses import ApiError, ok
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import ClusterConfig
 from lagwatch.shared.kafka_client import security_protocol
 from lagwatch.shared.store.redis_store import StoredGroup, StoredPartition

@@ -6,7 +6,6 @@ api can front ingests configured elsewhere). It keeps no state of its own beyond
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -20,10 +19,6 @@ from lagwatch.shared.config import Config
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass

@@ -21,10 +21,11 @@ from importlib import resources
 from aiohttp import web
 
 from lagwatch.services.api import statuses
-from lagwatch.services.api.context import CONTEXT, ApiContext, now_ms
+from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.services.api.dashboard_data import group_detail, group_row, incident_json, severity_order
 from lagwatch.services.api.responses import ApiError, ok
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.silences import EXPIRED, SilenceStore
 from lagwatch.shared.status_event import QUIET
 from lagwatch.shared.store.results_store import ResultsStore

@@ -49,8 +49,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram,
 from prometheus_client.core import CounterMetricFamily, Metric
 from redis.asyncio import Redis
 
-from lagwatch.services.api.context import now_ms
 from lagwatch.services.api.scrape_process import ScrapeWorker
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.ingest_totals import KNOWN_TYPES, read_totals

@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAlerts
 from lagwatch.services.evaluator.next_change import PartitionWatch, next_change_at, watch
 from lagwatch.services.evaluator.publisher import EventPublisher
+from lagwatch.shared import clock
 from lagwatch.shared.explanation import Explanation, explain
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.lag_sparkline import lag_sparkline
@@ -101,7 +102,7 @@ class GroupEvaluator:
         this evaluation's `read`, started ahead (while the previous batch was evaluated); a transition recorded
         since is caught by the compare-and-set, a commit since by its own notice."""
         started = time.perf_counter()
-        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        now = now_ms if now_ms is not None else clock.now_ms()
         report = EvaluationReport(groups=len(groups))
         stored_groups, states = await (read if read is not None else self.read(groups, now))
         stored_groups = await self._drop_excluded(groups, stored_groups)
@@ -203,7 +204,7 @@ class GroupEvaluator:
         self.sparklines_owed.difference_update(groups)
         if not groups:
             return 0
-        now = int(time.time() * 1000)
+        now = clock.now_ms()
         intervals = self.store.config.intervals
         lines = {}
         try:

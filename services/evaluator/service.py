@@ -41,6 +41,7 @@ from lagwatch.services.evaluator.lag_thresholds import LagThresholdAlerts, Thres
 from lagwatch.services.evaluator.next_change import PartitionWatch
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.changes import decode_notice, partition_of
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
 from lagwatch.shared.faust_kafka import faust_broker_settings, raw_topic
 from lagwatch.shared.health_server import HealthServer
@@ -242,7 +243,7 @@ class EvaluatorService:
             for i, chunk in enumerate(chunks):
                 read, ahead = ahead, None
                 if i + 1 < len(chunks):  # Redis reads the next batch while this one is evaluated
-                    ahead = asyncio.ensure_future(self.evaluator.read(chunks[i + 1], int(time.time() * 1000)))
+                    ahead = asyncio.ensure_future(self.evaluator.read(chunks[i + 1], now_ms()))
                 try:
                     await self._evaluate(chunk, trigger, read)
                 finally:
@@ -273,7 +274,7 @@ class EvaluatorService:
         if owned != self.taken_over:
             await self._take_over(owned)
             return
-        now = int(time.time() * 1000)
+        now = now_ms()
         due = await self.schedule.due(owned, now)
         if due and now - self._delay_sampled_at >= DELAY_SAMPLE_MS:
             self._delay_sampled_at = now

@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient
 
 from lagwatch.services.ingest.records import RawRecord
 from lagwatch.shared import offsets_codec as codec
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.group_filter import GroupFilter
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class AdminOffsets:
             self._admin = AdminClient(self._config)
         groups = [g for g in await self._groups() if self._mine(g) and self._filter.accepts(g)]
         fetched = await asyncio.gather(*(self._fetch(g) for g in groups))
-        observed = int(time.time() * 1000)
+        observed = now_ms()
         records: list[RawRecord] = []
         for group, offsets in zip(groups, fetched, strict=True):
             if offsets is not None:

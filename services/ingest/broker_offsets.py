@@ -25,6 +25,7 @@ from aiokafka.protocol.offset import OffsetRequest
 
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.shared.changes import ChangePublisher
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.service_lifecycle import pause
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.redis_store import WindowStore
@@ -148,7 +149,7 @@ class BrokerOffsets:
     async def announce(self, behind: bool) -> bool:
         """Tell the other workers whether this one's commits are behind, and hear whether any other's are: the
         poller holds its samples while any worker is behind (each worker's groups are only its own to catch up)."""
-        now = int(time.time() * 1000)
+        now = now_ms()
         key = keys.ingest_behind(self.cluster)
         async with self.store.redis.pipeline(transaction=False) as pipe:
             if behind:  # renewed every tick while behind: a worker that died behind holds nobody for long
@@ -232,7 +233,7 @@ class BrokerOffsets:
         self.kafka_ok = True
         if unknown:
             self._last_topic_refresh = 0.0
-        sampled_at = int(time.time() * 1000)
+        sampled_at = now_ms()
         by_topic: dict[str, dict[int, int]] = {}
         for (topic, partition), offset in found.items():
             by_topic.setdefault(topic, {})[partition] = offset
@@ -254,7 +255,7 @@ class BrokerOffsets:
         by_topic: dict[str, dict[int, int]] = {}
         for (topic, partition), offset in found.items():
             by_topic.setdefault(topic, {})[partition] = offset
-        await self.store.add_log_start_polls(self.cluster, by_topic, int(time.time() * 1000))
+        await self.store.add_log_start_polls(self.cluster, by_topic, now_ms())
         return found
 
     # --- on demand, for commits that arrive before their partition's first sample -------------------------

@@ -30,6 +30,7 @@ from lagwatch.services.ingest.records import (
 )
 from lagwatch.services.ingest.window_cache import WindowCache
 from lagwatch.shared import offsets_codec as codec
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.history import encode_commit
 from lagwatch.shared.ingest_totals import type_label
@@ -91,7 +92,7 @@ class BatchProcessor:
 
     def start(self, records: Sequence[RecordLike]) -> AppliedBatch:
         """The first pass (CPU only): applies what it can, sets aside the rest (`batch.deferred`)."""
-        batch = AppliedBatch(int(time.time() * 1000))
+        batch = AppliedBatch(now_ms())
         batch.tally["records"] += len(records)
         batch.tally["batches"] += 1
         self._pass(records, batch, defer=True)
@@ -273,7 +274,7 @@ class BatchProcessor:
         this goes through the store's atomic script, not the single-writer cache."""
         if not positions or not self.group_filter.accepts(group):
             return
-        now = int(time.time() * 1000)
+        now = now_ms()
         commits = [Commit(group, topic, p, pos, now, pos, now) for p, pos in positions.items()]
         latest = await self.broker_offsets.lookup({(topic, p) for p in positions})
         await self.store.add_commits(self.cluster, commits, now, broker_offsets=latest)

@@ -41,6 +41,7 @@ from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer
 from lagwatch.services.ingest.processor import AppliedBatch, BatchProcessor, Flush
 from lagwatch.services.ingest.records import RecordLike
 from lagwatch.shared.changes import ChangePublisher
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
 from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.ingest_totals import add_to_totals
@@ -280,7 +281,7 @@ class IngestWorker:
         key = keys.topic_deletions(self.cluster)
         try:
             entries = await self.redis.hgetall(key)
-            stale_before = int(time.time() * 1000) - DELETIONS_KEPT_MS
+            stale_before = now_ms() - DELETIONS_KEPT_MS
             taken = []
             for name, at in entries.items():
                 group, _, topic = name.decode().partition("\n")

@@ -21,7 +21,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from lagwatch.services.notifier.outbox import Delivery, Outbox, now_ms
+from lagwatch.services.notifier.outbox import Delivery, Outbox
+from lagwatch.shared.clock import now_ms
 
 SCHEMA = "lagwatch.dead-letter/1"
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")

@@ -17,21 +17,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
 
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.store import keys, scripts
 
 APPLIED, DUPLICATE, CONFLICT = 1, 0, -1
 FIELD_SEPARATOR = "\x1f"
 LAG_FIELD_PREFIX = "lag:"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +31,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from lagwatch.services.notifier import burrow_helpers
+from lagwatch.shared import clock
 
 MAX_OUTPUT_CHARS = 1_000_000
 MAX_INT_BITS = 4096  # about 1200 decimal digits: past any lag, offset or timestamp
@@ -182,7 +182,7 @@ def context(
     dashboard_url: str,
     now_ms: int | None = None,
 ) -> dict:
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    now_ms = clock.now_ms() if now_ms is None else now_ms
     started = event.get("incident_started_at")
     ended = event.get("evaluated_at", now_ms) if kind == "close" else now_ms  # a close: how long it lasted
     incident = {

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import NoScriptError
 
+from lagwatch.shared import clock
 from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig
 from lagwatch.shared.retention import NO_RISK, RetentionRisk, retention_risk
 from lagwatch.shared.rules import caught_up_status, partition_status, summarize_group
@@ -418,7 +418,7 @@ class WindowStore:
         if not await self.redis.exists(meta_key):
             return False
         # the ingest worker holding the group in memory must drop the topic too, or its next write brings it back
-        await self.redis.hset(keys.topic_deletions(cluster), f"{group}\n{topic}", int(time.time() * 1000))
+        await self.redis.hset(keys.topic_deletions(cluster), f"{group}\n{topic}", clock.now_ms())
         await self._eval_many(scripts.DELETE_TOPIC_FROM_GROUP, [(2, windows_key, owners_key, topic)])
         if not await self.redis.exists(windows_key):  # Redis drops an emptied hash
             await self.delete_group(cluster, group)
@@ -521,7 +521,7 @@ class WindowStore:
         more than everything the evaluator does with their replies."""
         if not groups:
             return []
-        since = (now_ms if now_ms is not None else int(time.time() * 1000)) - REBALANCE_WINDOW_MS
+        since = (now_ms if now_ms is not None else clock.now_ms()) - REBALANCE_WINDOW_MS
         if self.cluster_mode:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for group in groups:

@@ -20,10 +20,10 @@ is used as it is).
 from __future__ import annotations
 
 import json
-import time
 
 from lagwatch.services.notifier import templates
 from lagwatch.services.notifier.channels import Channel, require_post, summary
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
 
@@ -73,7 +73,7 @@ REPEATS_HELD = 3  # with repeats: send-intervals a firing alert holds
 
 def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "", send_interval_s: float = 0.0) -> list[dict]:
     """The alerts one notification posts: the firing one (unless it closes) and the resolved ones."""
-    now = int(time.time() * 1000)
+    now = now_ms()
     started = min(event.get("incident_started_at") or event["evaluated_at"], now)  # (clocks apart: never ahead)
     lines = [f"{name}: {value}" for name, value in summary.facts(event, kind, ctx)]
     worst = summary.worst_lines(event, kind)
