@@ -55,3 +55,17 @@ def test_unknown_velocity_has_no_series_and_old_results_still_read():
     assert decoded is not None and decoded.catchup_seconds(NOW) is None
     round_trip = decode_result("g", result(NOW + 5000, 1.5).encode())
     assert (round_trip.catchup_seconds(NOW), round_trip.lag_growth) == (5.0, 1.5)
+
+
+def test_retention_risk_counts_down_and_skipped_messages_are_shown():
+    part = PartitionResult("t", 0, Status.WARN, 400, 10, -2)
+    at_risk = GroupResult("g", Status.WARN, NOW, (), (part,), NEVER_CATCHUP, 5.0, NOW + 90_000, 0)
+    text, steady = lines_of(at_risk, NOW + 30_000)
+    assert f"lagwatch_consumer_group_retention_risk_seconds{{{LABELS}}} 60.0\n" in text
+    assert f"lagwatch_consumer_group_skipped_messages{{{LABELS}}} 0\n" in text
+    assert not steady
+    lost = GroupResult("g", Status.WARN, NOW, (), (part,), NEVER_CATCHUP, 5.0, NOW, 1234)
+    text, _ = lines_of(lost, NOW + 30_000)
+    assert f"lagwatch_consumer_group_retention_risk_seconds{{{LABELS}}} 0.0\n" in text
+    assert f"lagwatch_consumer_group_skipped_messages{{{LABELS}}} 1234\n" in text
+    assert decode_result("g", lost.encode()).skipped == 1234

@@ -15,7 +15,8 @@ Names, labels and values as Burrow's `prometheus.go`; * as there, only for parti
 `lagwatch_consumer_group_max_lag{cluster,consumer_group}` (the largest partition lag) is lagwatch's own, as are
 `lagwatch_consumer_group_catchup_seconds` (the evaluator's estimate of when the slowest partition is caught up,
 counting down with the clock; +Inf when the consumer is not faster than its producer; absent when unknown) and
-`lagwatch_consumer_group_lag_growth_per_second` (produce minus consume rate), see shared/velocity.py.
+`lagwatch_consumer_group_lag_growth_per_second` (produce minus consume rate), see shared/velocity.py, and
+`lagwatch_consumer_group_retention_risk_seconds` / `lagwatch_consumer_group_skipped_messages` (shared/retention.py).
 
 The group and partition series come from the results the evaluator stores at each evaluation (results_store.py:
 status, partition statuses, newest offsets, lag-in-seconds anchors); lags are derived from the topics' log ends at
@@ -91,6 +92,10 @@ GAUGES = {  # name -> help, in the order they are written
     "(+Inf: its consumer is not faster than its producer)",
     "lagwatch_consumer_group_lag_growth_per_second": "Messages per second the group's lag grows by (produce rate "
     "minus consume rate; negative while it shrinks)",
+    "lagwatch_consumer_group_retention_risk_seconds": "Estimated seconds until the group's oldest unconsumed "
+    "message is deleted by retention (0: messages were already skipped)",
+    "lagwatch_consumer_group_skipped_messages": "Messages retention deleted before the group consumed them "
+    "(committed offset below the log start)",
 }
 PARTITION_FAMILIES = frozenset(
     {
@@ -147,6 +152,8 @@ GROUP_FAMILIES = (  # the families a group's lines go to, in the order `group_li
     "lagwatch_consumer_group_max_lag_seconds",
     "lagwatch_consumer_group_catchup_seconds",
     "lagwatch_consumer_group_lag_growth_per_second",
+    "lagwatch_consumer_group_retention_risk_seconds",
+    "lagwatch_consumer_group_skipped_messages",
     "burrow_kafka_consumer_partition_lag",
     "burrow_kafka_consumer_current_offset",
     "burrow_kafka_topic_partition_status",
@@ -281,8 +288,9 @@ def group_lines(
         if seconds is not None:
             p_seconds.append(f"lagwatch_consumer_lag_seconds{{{part}{seconds}\n")
     recent = sum(1 for at in started if at >= now - HOUR_MS)
-    catchup, growth = velocity if velocity else (UNKNOWN_CATCHUP, None)
-    steady = steady and catchup < 0  # a catch-up estimate counts down with the clock
+    catchup, growth, retention, skipped = [*velocity, -1, 0][:4] if velocity else (UNKNOWN_CATCHUP, None, -1, 0)
+    steady = steady and catchup < 0 and retention < 0  # estimates count down with the clock
+    risk_s = max(0.0, (retention - now) / 1000) if retention >= 0 else None
     catchup_s = catchup_seconds(catchup, now)
     lines = (
         f"burrow_kafka_consumer_status{{{labels}}} {group_status}\n",
@@ -292,6 +300,8 @@ def group_lines(
         f"lagwatch_consumer_group_max_lag_seconds{{{labels}}} {slowest[0]}\n" if slowest is not None else "",
         f"lagwatch_consumer_group_catchup_seconds{{{labels}}} {_number(catchup_s)}\n" if catchup_s is not None else "",
         f"lagwatch_consumer_group_lag_growth_per_second{{{labels}}} {growth}\n" if growth is not None else "",
+        f"lagwatch_consumer_group_retention_risk_seconds{{{labels}}} {risk_s}\n" if risk_s is not None else "",
+        f"lagwatch_consumer_group_skipped_messages{{{labels}}} {skipped}\n" if velocity else "",
         "".join(p_lag),
         "".join(p_offset),
         "".join(p_status),

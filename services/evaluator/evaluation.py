@@ -143,8 +143,9 @@ class GroupEvaluator:
             if stored is None or status is None or lags is None:
                 results[group] = report.next_at[group] = report.watches[group] = None
                 continue
+            retention = group_risk(risks.values()) if risks else None
             results[group] = result_of(
-                status, stored.last_commit_ms, rebalances.get(group, ()), lags, now, intervals, overall
+                status, stored.last_commit_ms, rebalances.get(group, ()), lags, now, intervals, overall, retention
             )
             seen = hash(tuple(p.packed for p in stored.partitions))
             if self._windows_seen.get(group) != seen:  # the sparkline changes with the windows only

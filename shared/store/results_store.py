@@ -10,9 +10,11 @@ schedule, a log-end poll that could flip a rule), so a result is what the rules 
 
 Value: JSON `[status, last_commit_ms, [rebalance start ms, ...], [[topic, partition, status, newest offset | -1,
 filled slots, lag anchor ms | -1 unknown | -2 caught up, lower bound 0/1], ...], [catch-up anchor ms | -1 unknown
-| -2 caught up | -3 never, lag growth per second | null]]`, statuses as Burrow's numbers; the last element (the
-group's velocity, `velocity.py`) is absent from results written before it existed. The catch-up anchor is when the
-group is expected to be caught up (its time to catch up then counts down with the clock, as its lag shrinks).
+| -2 caught up | -3 never, lag growth per second | null, retention-risk anchor ms | -1 none, skipped messages]]`,
+statuses as Burrow's numbers; the last element (the group's velocity, `velocity.py`, and retention risk,
+`retention.py`) is absent from results written before it existed, and its last two from older ones. The catch-up
+anchor is when the group is expected to be caught up (its time to catch up then counts down with the clock, as its
+lag shrinks); the retention-risk anchor likewise when its oldest unconsumed message is deleted.
 JSON because Python's C parser reads 25k of them in a fraction of a second, and it stays readable in redis-cli.
 """
 
@@ -25,12 +27,15 @@ from dataclasses import dataclass, field
 from redis.asyncio import Redis
 
 from lagwatch.shared.protocol import GroupStatus, Status
+from lagwatch.shared.retention import RetentionRisk
 from lagwatch.shared.store import keys
 from lagwatch.shared.time_lag import CAUGHT_UP, TimeLag
 from lagwatch.shared.velocity import CatchUp, Velocity
 
 UNKNOWN_LAG, CAUGHT_UP_LAG = -1, -2
 UNKNOWN_CATCHUP, CAUGHT_UP_CATCHUP, NEVER_CATCHUP = -1, -2, -3
+NO_RETENTION_RISK = -1
+EMPTY_VELOCITY = (UNKNOWN_CATCHUP, None, NO_RETENTION_RISK, 0)
 HOUR_MS = 3_600_000
 Point = tuple[int, int]
 
@@ -69,6 +74,11 @@ class GroupResult:
     partitions: tuple[PartitionResult, ...] = ()
     catchup_anchor: int = UNKNOWN_CATCHUP  # see the module's docstring
     lag_growth: float | None = None  # messages per second
+    retention_anchor: int = NO_RETENTION_RISK  # when the oldest unconsumed message is deleted (ms)
+    skipped: int = 0  # messages deleted before they were consumed
+
+    def retention_risk_seconds(self, now_ms: int) -> float | None:
+        return None if self.retention_anchor < 0 else max(0.0, (self.retention_anchor - now_ms) / 1000)
 
     def catchup_seconds(self, now_ms: int) -> float | None:
         """Seconds until caught up (0: caught up; inf: never; None: unknown)."""
@@ -84,8 +94,9 @@ class GroupResult:
             for p in self.partitions
         ]
         value = [int(self.status), self.last_commit_ms, list(self.rebalances), parts]
-        if self.catchup_anchor != UNKNOWN_CATCHUP or self.lag_growth is not None:
-            value.append([self.catchup_anchor, None if self.lag_growth is None else round(self.lag_growth, 3)])
+        if self.catchup_anchor != UNKNOWN_CATCHUP or self.lag_growth is not None or self.retention_anchor >= 0:
+            growth = None if self.lag_growth is None else round(self.lag_growth, 3)
+            value.append([self.catchup_anchor, growth, self.retention_anchor, self.skipped])
         return json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -93,7 +104,7 @@ def decode_result(group: str, raw: bytes) -> GroupResult | None:
     """The stored result, or None when it is unreadable (skipped by readers; the next evaluation rewrites it)."""
     try:
         status, last, rebalances, parts, *velocity = json.loads(raw)
-        anchor, growth = velocity[0] if velocity else (UNKNOWN_CATCHUP, None)
+        anchor, growth, retention, skipped = [*velocity[0], NO_RETENTION_RISK, 0][:4] if velocity else EMPTY_VELOCITY
         return GroupResult(
             group,
             Status(status),
@@ -105,6 +116,8 @@ def decode_result(group: str, raw: bytes) -> GroupResult | None:
             ),
             int(anchor),
             None if growth is None else float(growth),
+            int(retention),
+            int(skipped),
         )
     except (ValueError, TypeError, IndexError, KeyError):
         return None
@@ -149,8 +162,10 @@ def result_of(
     now_ms: int,
     intervals: int,
     velocity: Velocity | None = None,
+    retention: RetentionRisk | None = None,
 ) -> GroupResult:
-    """The result to store for a group the rules just judged (`velocity`: the group's, `velocity.py`)."""
+    """The result to store for a group the rules just judged (`velocity`: the group's, `velocity.py`;
+    `retention`: its retention risk, `retention.py`)."""
     parts = []
     for p in status.partitions:
         anchor, lower = time_lag_anchor(time_lags.get((p.topic, p.partition)), now_ms)
@@ -173,6 +188,10 @@ def result_of(
         tuple(parts),
         UNKNOWN_CATCHUP if velocity is None else catchup_anchor(velocity, now_ms),
         None if velocity is None else velocity.lag_growth,
+        NO_RETENTION_RISK
+        if retention is None or retention.seconds is None
+        else round(now_ms + retention.seconds * 1000),
+        0 if retention is None else retention.skipped,
     )
 
 
