@@ -88,3 +88,14 @@ def test_the_webhook_default_body_carries_them_as_on_the_topic():
     body = json.loads(build_request(sub(), delivery(event, "update")).body)
     assert body["velocity"] == SLOWER["velocity"]
     assert body["explanation"]["code"] == "slower-than-producer"
+
+
+def test_slack_warns_before_retention_deletes_unread_messages_and_counts_those_lost():
+    _, worse, _ = incident()
+    at_risk = {**worse, "retention": {"retention_risk_seconds": 95.0, "retention_risk_basis": "log-start",
+                                      "skipped_messages": 0}}  # fmt: skip
+    jsonschema.validate(at_risk, schema())
+    assert "*Retention deletes unread messages in*\n~1m 35s" in fields_of(at_risk)
+    lost = {**worse, "retention": {"retention_risk_seconds": 0.0, "retention_risk_basis": "log-start",
+                                   "skipped_messages": 1234}}  # fmt: skip
+    assert "*Messages lost*\n1,234 deleted by retention before consumed" in fields_of(lost)

@@ -148,8 +148,9 @@ def lag_slack_message(event: dict, kind: str, context: dict, dashboard_url: str 
 
 
 def _insight_fields(event: dict) -> list[str]:
-    """lagwatch's velocity and explanation (issue 17), when the event carries them: when the group catches up (or
-    that it will not at this rate) and why it is where it is."""
+    """lagwatch's velocity, retention risk and explanation (issue 17), when the event carries them: when the group
+    catches up (or that it will not at this rate), when retention deletes what it has not read (or what it lost)
+    and why it is where it is."""
     fields = []
     velocity = event.get("velocity") or {}
     growth = velocity.get("lag_growth_per_second")
@@ -158,6 +159,12 @@ def _insight_fields(event: dict) -> list[str]:
         fields.append(f"*Catches up in*\n~{templates.duration(velocity['catchup_seconds']) or '0s'}{trend}")
     elif velocity.get("catchup") == "never":
         fields.append(f"*Catches up in*\nnever at this rate{trend}")
+    retention = event.get("retention") or {}
+    if retention.get("skipped_messages"):
+        fields.append(f"*Messages lost*\n{retention['skipped_messages']:,} deleted by retention before consumed")
+    elif retention.get("retention_risk_seconds") is not None:
+        left = templates.duration(retention["retention_risk_seconds"]) or "0s"
+        fields.append(f"*Retention deletes unread messages in*\n~{left}")
     explanation = event.get("explanation")
     if explanation and explanation.get("text"):
         fields.append(f"*Why*\n{_slack_escape(explanation['text'])}")
