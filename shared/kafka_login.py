@@ -6,8 +6,8 @@ One provider per cluster and process serves both client libraries: aiokafka (and
 provider is synchronous underneath, with a lock, and the aiokafka side runs a fetch on a thread: Faust's consumer
 lives on an event loop of its own, which an HTTP session bound to one loop could not serve.
 
-A token is kept until 80% of its lifetime has passed (at most 60 s before it expires), so connections opened in
-between share it and a new one never gets a token about to lapse. A refused login (HTTP 401, no AWS credentials) is
+A token is kept until 80% of its lifetime has passed (librdkafka's own rule), so connections opened in between
+share it, and none gets a token about to lapse. A refused login (HTTP 401, no AWS credentials) is
 a `LoginError` naming the endpoint and client, never the secret, logged; the clients treat it as they treat an
 unreachable broker and try again.
 """
@@ -40,7 +40,6 @@ LOGINS = Counter(
 )
 
 REFRESH_AT = 0.8  # of a token's lifetime: then a new one is fetched
-REFRESH_MARGIN_S = 60.0  # ...and never later than this before it expires
 DEFAULT_LIFETIME_S = 300.0  # a token whose endpoint names no lifetime (no expires_in, no JWT exp)
 HTTP_TIMEOUT_S = 10.0
 RETRY_S = 10.0  # after a failed login, librdkafka asks again this soon
@@ -92,7 +91,7 @@ class TokenProvider(AbstractTokenProvider):
                 LOGINS.labels(self.cluster, "ok").inc()
                 now = self._clock()
                 lifetime = max(fresh.expires_at - now, 0.0)
-                refresh_at = now + min(lifetime * REFRESH_AT, max(lifetime - REFRESH_MARGIN_S, 0.0))
+                refresh_at = now + lifetime * REFRESH_AT
                 token = self._token = Token(fresh.value, fresh.expires_at, fresh.principal, refresh_at)
             return token
 

@@ -59,6 +59,7 @@ class TokenEndpoint:
         self.requests: list[dict] = []
         self.issued: list[str] = []
         self.url = ""
+        self.html = False  # answer like a misconfigured proxy or a login page
 
     async def handle(self, request: web.Request) -> web.Response:
         form = dict(await request.post())
@@ -66,6 +67,8 @@ class TokenEndpoint:
         expected = "Basic " + base64.b64encode(f"{CLIENT_ID}:{SECRET}".encode()).decode()
         if request.headers.get("Authorization") != expected:
             return web.json_response({"error": "invalid_client", "error_description": "bad credentials"}, status=401)
+        if self.html:
+            return web.Response(text="<html>sign in</html>", content_type="text/html")
         if form.get("grant_type") != "client_credentials":
             return web.json_response({"error": "unsupported_grant_type"}, status=400)
         token = jwt({"sub": "svc-lagwatch", "n": len(self.requests)})
@@ -145,13 +148,18 @@ async def test_the_token_is_cached_until_it_is_due_and_refreshed_before_it_expir
     clock = Clock()
     provider = OidcClientCredentials(oauth_cluster(endpoint.url).sasl.oauth, clock=clock)
     first = await provider.token()
-    clock.now += 39  # a 100 s token is refreshed at 40 s: 60 s before it expires
+    clock.now += 79  # a 100 s token is refreshed after 80 s, 20 s before it expires
     assert await provider.token() == first
     assert len(endpoint.requests) == 1
     clock.now += 2
     second = await provider.token()
     assert second != first and len(endpoint.requests) == 2
     assert provider.current().expires_at == pytest.approx(clock.now + 100, abs=2)
+    endpoint.lifetime = 10  # a short-lived token is kept for 8 s too, not fetched anew for every connection
+    clock.now += 81
+    third = await provider.token()
+    clock.now += 7
+    assert await provider.token() == third and len(endpoint.requests) == 3
 
 
 async def test_concurrent_connections_share_one_fetch(endpoint):
@@ -195,6 +203,13 @@ async def test_logins_are_counted_per_cluster_for_metrics(endpoint):
     assert (count("ok"), count("failed")) == (before[0] + 1, before[1] + 1)
 
 
+async def test_an_answer_without_a_token_is_a_clear_error(endpoint):
+    endpoint.html = True
+    provider = OidcClientCredentials(oauth_cluster(endpoint.url).sasl.oauth)
+    with pytest.raises(LoginError, match="answered without an access_token"):
+        await asyncio.to_thread(provider.current)
+
+
 async def test_an_unreachable_endpoint_is_a_clear_error():
     provider = OidcClientCredentials(oauth_cluster("http://127.0.0.1:9/token").sasl.oauth)
     with pytest.raises(LoginError, match="unreachable"):
@@ -218,7 +233,7 @@ async def test_librdkafka_keeps_the_last_token_while_a_refresh_fails(endpoint):
     clock = Clock()
     provider = OidcClientCredentials(oauth_cluster(endpoint.url).sasl.oauth, clock=clock)
     good, expires_at, _, _ = await asyncio.to_thread(provider.oauth_cb, "")
-    clock.now += 45  # due for refresh; the endpoint now refuses
+    clock.now += 81  # due for refresh; the endpoint now refuses
     provider.oauth = dataclasses.replace(provider.oauth, client_secret="rotated-away")
     token, retry_at, _, _ = await asyncio.to_thread(provider.oauth_cb, "")
     assert token == good and retry_at == clock.now + kafka_login.RETRY_S < expires_at
