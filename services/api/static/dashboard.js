@@ -341,10 +341,18 @@ function rate(n) {
   return n === null || n === undefined ? "—" : `${Number(n).toFixed(1)}/s`;
 }
 
+// Retention risk: messages already deleted unread, or when the oldest unread one goes.
+function retentionNote(r) {
+  if (!r) return "";
+  if (r.skipped_messages) return el("span", { "data-field": "skipped" }, ` · ${number(r.skipped_messages)} messages deleted unread`);
+  if (r.retention_risk_seconds === null || r.retention_risk_seconds === undefined) return "";
+  return el("span", { "data-field": "retention" }, ` · retention deletes unread messages in ~${duration(r.retention_risk_seconds)}`);
+}
+
 function insight(status) {
   const v = status.velocity;
   const why = status.explanation;
-  if (!v && !why) return null;
+  if (!v && !why && !status.retention) return null;
   const growth = v && v.lag_growth_per_second !== null ? ` (lag ${v.lag_growth_per_second > 0 ? "+" : ""}${rate(v.lag_growth_per_second)})` : "";
   return el(
     "p",
@@ -352,6 +360,7 @@ function insight(status) {
     el("strong", {}, "Catches up: "),
     el("span", { "data-field": "catchup" }, `${catchUp(v)}${growth}`),
     v ? ` · consuming ${rate(v.consume_rate)}, producing ${rate(v.produce_rate)}` : "",
+    retentionNote(status.retention),
     why ? el("span", { "data-field": "explanation", "data-code": why.code }, ` · ${why.text}`) : "",
   );
 }
