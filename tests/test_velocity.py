@@ -11,7 +11,7 @@ from lagwatch.shared.protocol import OffsetEntry, PartitionInput, RuleConfig, St
 from lagwatch.shared.rules import partition_status as judge
 from lagwatch.shared.rules import summarize_group
 from lagwatch.shared.status_event import Incident, build_event, schema
-from lagwatch.shared.time_lag import Sample, add_sample
+from lagwatch.shared.time_lag import Sample, add_sample, time_lag
 from lagwatch.shared.velocity import (
     CatchUp,
     Velocity,
@@ -266,4 +266,25 @@ def test_a_status_event_with_velocity_and_explanation_matches_the_published_sche
     jsonschema.validate(event, schema())
     assert event["velocity"]["catchup"] == "never"
     assert event["partitions"][0]["velocity"]["lag_growth_per_second"] == pytest.approx(20, rel=0.05)
+    assert event["explanation"]["code"] == "slower-than-producer"
+
+
+def test_a_lag_threshold_event_carries_the_explanation_within_its_schema():
+    from lagwatch.shared import lag_threshold_event
+
+    p = Generated(produce=100, consume=80, start_lag=1000)
+    status, why, _ = judged(p)
+    lags = {("t", 0): time_lag(p.window()[-1].offset, p.history(), p.now)}
+    event = lag_threshold_event.build_event(
+        cluster="c",
+        group="g",
+        crossing=lag_threshold_event.Crossing(5.0, True),
+        seq=1,
+        incident_started_at=p.now,
+        evaluated_at=p.now,
+        group_status=status,
+        time_lags=lags,
+        explanation=why,
+    )
+    jsonschema.validate(event, lag_threshold_event.schema())
     assert event["explanation"]["code"] == "slower-than-producer"
