@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lagwatch.services.notifier.template_worker import TemplateWorkers
+from lagwatch.services.notifier.template_worker import OverBudget, TemplateWorkers
 from lagwatch.services.notifier.templates import TemplateProblem
 
 NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
@@ -41,6 +41,31 @@ def test_a_template_that_needs_too_much_memory_fails_and_the_worker_is_replaced(
     with pytest.raises(TemplateProblem, match=r"memory budget|output is over|over 1000000 items"):
         workers.render(template, {})
     assert workers.render("{{ 1 + 1 }}", {}) == "2"
+
+
+@pytest.mark.parametrize(
+    ("template", "budget"),
+    [(NESTED_LOOPS, "time budget"), ('{% set n = 400000000 %}{{ "x"|center(n) }}', "memory budget")],
+)
+def test_a_template_over_its_budget_is_not_rendered_again_for_a_while(template, budget):
+    """Each over-budget render costs a worker's whole budget and a restart: a hostile subscription repeating every
+    second would keep the shared workers busy. Once over, the same template fails at once until its quarantine
+    ends; others render meanwhile; cheap failures are not quarantined."""
+    pool = TemplateWorkers(size=1, timeout_s=0.5, memory_bytes=128 * 2**20, quarantine_s=1.5)
+    try:
+        with pytest.raises(OverBudget, match=budget):
+            pool.render(template, {})
+        with pytest.raises(OverBudget, match="not rendered again"):
+            pool.render(template, {})
+        assert pool.render("{{ 1 + 1 }}", {}) == "2"
+        for _ in range(2):
+            with pytest.raises(TemplateProblem, match="over 4096 bits"):
+                pool.render("{{ 2**100000 }}", {})
+        time.sleep(1.6)
+        with pytest.raises(OverBudget, match=budget):  # tried again once its quarantine is over
+            pool.render(template, {})
+    finally:
+        pool.close()
 
 
 def test_output_is_counted_while_it_is_produced(workers):

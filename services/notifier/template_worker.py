@@ -6,7 +6,11 @@ CPU and memory, and Jinja2 evaluates constant expressions while compiling. In a 
 * has a wall-clock budget (`timeout_s`): past it the worker is killed and the call fails with TemplateProblem;
 * has a memory budget (`memory_bytes` of address space beyond the worker's own, RLIMIT_AS): past it the call fails
   with a MemoryError, and the worker is replaced;
-* has an output budget checked while rendering (templates.render_limited) and arithmetic limits (templates.py).
+* has an output budget checked while rendering (templates.render_limited) and arithmetic limits (templates.py);
+* once a template ran over its time or memory budget, it is not rendered again for `quarantine_s` (10 minutes):
+  calls fail at once (OverBudget). Every over-budget render costs a worker's whole budget and a restart, and the
+  pool is shared: without this, a few hostile subscriptions repeating every second would keep the workers busy
+  and every other templated notification would wait behind a backlog that only grows.
 
 `WORKERS` is the process's pool (started on first use; spawned, not forked: the services run threads). A pool of
 `size` workers serves calls in parallel, one call per worker at a time.
@@ -15,9 +19,12 @@ CPU and memory, and Jinja2 evaluates constant expressions while compiling. In a 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import multiprocessing
 import queue
+import threading
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -27,6 +34,12 @@ log = logging.getLogger(__name__)
 TIMEOUT_S = 1.0  # a real template renders in a millisecond
 MEMORY_BYTES = 256 * 1024 * 1024
 START_TIMEOUT_S = 60.0  # importing Jinja2 in a fresh process on a loaded machine
+QUARANTINE_S = 600.0  # a template over its time or memory budget is not rendered again for this long
+MAX_QUARANTINED = 100_000  # sources remembered (by hash); the oldest are forgotten beyond this
+
+
+class OverBudget(TemplateProblem):
+    """The template ran over its time or memory budget (or killed its worker): a costly failure."""
 
 
 def _serve(conn: Connection, memory_bytes: int) -> None:
@@ -81,14 +94,15 @@ class _Worker:
         conn.send(request)
         if not conn.poll(timeout_s):
             self.stop()
-            raise TemplateProblem(f"template failed: it ran over its time budget ({timeout_s:g}s)")
+            raise OverBudget(f"template failed: it ran over its time budget ({timeout_s:g}s)")
         try:
             status, value = conn.recv()
         except (EOFError, OSError):
             self.stop()
-            raise TemplateProblem("template failed: its worker process died") from None
+            raise OverBudget("template failed: its worker process died") from None
         if status == "retired":
             self.stop()
+            raise OverBudget(value)
         if status != "ok":
             raise TemplateProblem(value)
         return value
@@ -125,8 +139,18 @@ class TemplateWorkers:
     """A pool of template worker processes; `check` and `render` block the calling thread, never longer than
     about `timeout_s` once a worker is up."""
 
-    def __init__(self, size: int = 2, *, timeout_s: float = TIMEOUT_S, memory_bytes: int = MEMORY_BYTES) -> None:
+    def __init__(
+        self,
+        size: int = 2,
+        *,
+        timeout_s: float = TIMEOUT_S,
+        memory_bytes: int = MEMORY_BYTES,
+        quarantine_s: float = QUARANTINE_S,
+    ) -> None:
         self.timeout_s = timeout_s
+        self.quarantine_s = quarantine_s
+        self._quarantined: dict[bytes, float] = {}  # sha256 of a source -> when it may be rendered again
+        self._lock = threading.Lock()  # calls come from many threads
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         for _ in range(size):
             self._idle.put(_Worker(memory_bytes))
@@ -136,7 +160,30 @@ class TemplateWorkers:
         self._call(("check", source))
 
     def render(self, source: str, context: dict, max_chars: int = MAX_OUTPUT_CHARS) -> str:
-        return self._call(("render", source, context, max_chars))
+        key = hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest()
+        with self._lock:
+            until = self._quarantined.get(key)
+        if until is not None and time.monotonic() < until:
+            raise OverBudget(
+                "template failed: it ran over its budget lately; not rendered again for"
+                f" {until - time.monotonic():.0f}s"
+            )
+        try:
+            return self._call(("render", source, context, max_chars))
+        except OverBudget:
+            self._quarantine(key)
+            raise
+
+    def _quarantine(self, key: bytes) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._quarantined.pop(key, None)  # re-inserted last: the dict stays in expiry order
+            self._quarantined[key] = now + self.quarantine_s
+            while self._quarantined:
+                oldest, until = next(iter(self._quarantined.items()))
+                if until > now and len(self._quarantined) <= MAX_QUARANTINED:
+                    break
+                del self._quarantined[oldest]
 
     def close(self) -> None:
         """Stop the idle workers (a later call starts them again)."""
