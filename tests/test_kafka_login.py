@@ -60,12 +60,13 @@ class TokenEndpoint:
         self.issued: list[str] = []
         self.url = ""
         self.html = False  # answer like a misconfigured proxy or a login page
+        self.refuse = False  # refuse every client, as an identity provider in trouble
 
     async def handle(self, request: web.Request) -> web.Response:
         form = dict(await request.post())
         self.requests.append({"form": form, "authorization": request.headers.get("Authorization", "")})
         expected = "Basic " + base64.b64encode(f"{CLIENT_ID}:{SECRET}".encode()).decode()
-        if request.headers.get("Authorization") != expected:
+        if request.headers.get("Authorization") != expected or self.refuse:
             return web.json_response({"error": "invalid_client", "error_description": "bad credentials"}, status=401)
         if self.html:
             return web.Response(text="<html>sign in</html>", content_type="text/html")
@@ -330,6 +331,28 @@ async def test_clients_whose_login_fails_stay_up_and_deliver_nothing(endpoint):
         await aio.stop()
     assert gateway.logins and all(login == (kafka_login.LOGIN_FAILED, {}, False) for login in gateway.logins)
     assert endpoint.issued == []
+
+
+async def test_clients_pick_up_a_login_that_starts_working_without_a_restart(endpoint, monkeypatch):
+    """The identity provider refuses, then recovers: librdkafka asks again when its placeholder lapses and delivers
+    what it held; a new aiokafka connection gets the token once the failure is no longer remembered."""
+    monkeypatch.setattr(kafka_login, "RETRY_S", 1.0)
+    endpoint.refuse = True
+    with sasl_kafka(lambda token, _: token in endpoint.issued) as (kafka, gateway):
+        kafka.create_topic("orders", 1)
+        cluster = gateway_cluster(endpoint, gateway)
+        producer = await asyncio.to_thread(Producer, librdkafka_config(cluster, "cloud"))
+        producer.produce("orders", b"held while refused")
+        assert await asyncio.to_thread(producer.flush, 2) == 1
+        aio = AIOKafkaProducer(**client_kwargs(cluster, "cloud"))
+        with pytest.raises(KafkaConnectionError):
+            await aio.start()
+        await aio.stop()
+        endpoint.refuse = False
+        assert await asyncio.to_thread(producer.flush, 15) == 0
+        async with AIOKafkaProducer(**client_kwargs(cluster, "cloud")) as aio:
+            await aio.send_and_wait("orders", b"after the recovery")
+    assert len(endpoint.issued) == 1 and (endpoint.issued[0], {}, True) in gateway.logins
 
 
 def test_spark_gets_kafkas_java_oidc_login():
