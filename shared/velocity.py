@@ -3,7 +3,9 @@ caught up. Pure functions, no I/O: the evaluator, the api and the Spark replay c
 
 * consume rate: messages per second from a partition's window of commits, the committed offset's rise over the
   commit timestamps, since the last rewind (an offset reset is not consumption); with no lag, from the window's
-  first and last commits alone. A consumer with no commit for
+  first and last commits alone. (With `min-distance` above 0 a merged entry keeps its first commit's timestamp and
+  takes the newest offset, so the rate reads high by up to min-distance over the window's span; Burrow's default
+  is 0.) A consumer with no commit for
   longer than its window spans (Burrow's STOP test) reads nothing now: rate 0.
 * produce rate: messages per second from the partition's log-end history (`time_lag.py`), over the same span of
   time the window covers, ending at the newest sample (interpolated where the span starts between samples).
