@@ -1,6 +1,6 @@
-"""/metrics' velocity families from the evaluator's ready results: the catch-up estimate counts down with the clock
-(+Inf when the consumer never catches up), the lag growth is as evaluated; results written before velocity existed
-still read."""
+"""/metrics' velocity families (and the dashboard's group row) from the evaluator's ready results: the catch-up
+estimate counts down with the clock (+Inf when the consumer never catches up), the lag growth is as evaluated;
+results written before velocity existed still read."""
 
 import json
 
@@ -69,3 +69,17 @@ def test_retention_risk_counts_down_and_skipped_messages_are_shown():
     assert f"lagwatch_consumer_group_retention_risk_seconds{{{LABELS}}} 0.0\n" in text
     assert f"lagwatch_consumer_group_skipped_messages{{{LABELS}}} 1234\n" in text
     assert decode_result("g", lost.encode()).skipped == 1234
+
+
+def test_the_dashboards_group_row_names_the_catch_up_as_the_api_does():
+    assert result(NOW + 120_000, -2.5).velocity_json(NOW + 20_000) == {
+        "catchup": "catching_up",
+        "catchup_seconds": 100.0,
+        "lag_growth_per_second": -2.5,
+    }
+    assert result(NEVER_CATCHUP, 3.0).velocity_json(NOW)["catchup"] == "never"
+    assert result(UNKNOWN_CATCHUP, None).velocity_json(NOW) == {
+        "catchup": "unknown",
+        "catchup_seconds": None,
+        "lag_growth_per_second": None,
+    }

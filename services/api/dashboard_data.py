@@ -44,6 +44,7 @@ def group_row(
         **seconds_fields(worst(p.time_lag(now_ms) for p in result.partitions), "max_lag_seconds"),
         "last_commit": result.last_commit_ms,
         "rebalances_last_hour": result.rebalances_last_hour(now_ms),
+        "velocity": result.velocity_json(now_ms),
         "sparkline": [[at, lag] for at, lag in sparkline if at < now_ms] + [[now_ms, totallag]],
         "incident": incident_json(incident),
     }

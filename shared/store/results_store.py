@@ -77,6 +77,18 @@ class GroupResult:
     retention_anchor: int = NO_RETENTION_RISK  # when the oldest unconsumed message is deleted (ms)
     skipped: int = 0  # messages deleted before they were consumed
 
+    def velocity_json(self, now_ms: int) -> dict:
+        """The group's catch-up and lag growth as the api shows them (`velocity.py`'s names): `catchup` caught_up,
+        catching_up, never or unknown, `catchup_seconds` counting down, `lag_growth_per_second`."""
+        seconds = self.catchup_seconds(now_ms)
+        named = {UNKNOWN_CATCHUP: CatchUp.UNKNOWN, NEVER_CATCHUP: CatchUp.NEVER, CAUGHT_UP_CATCHUP: CatchUp.CAUGHT_UP}
+        state = named.get(self.catchup_anchor, CatchUp.CATCHING_UP).value
+        return {
+            "catchup": state,
+            "catchup_seconds": None if seconds in (None, float("inf")) else round(seconds, 3),
+            "lag_growth_per_second": self.lag_growth,
+        }
+
     def retention_risk_seconds(self, now_ms: int) -> float | None:
         return None if self.retention_anchor < 0 else max(0.0, (self.retention_anchor - now_ms) / 1000)
 
