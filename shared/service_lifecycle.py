@@ -1,10 +1,12 @@
-"""What every lagwatch service process shares in its life cycle: pauses that a stop request cuts short, and running
-until SIGTERM or SIGINT (both ask for a clean stop through the service's `stopping` event)."""
+"""What every lagwatch service process shares in its life cycle: pauses that a stop request cuts short, the one
+back-off for retrying what must eventually succeed (Redis or Kafka coming back), and running until SIGTERM or SIGINT
+(both ask for a clean stop through the service's `stopping` event)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import signal
 from typing import Protocol
 
@@ -19,6 +21,24 @@ async def pause(event: asyncio.Event, seconds: float) -> None:
     """Wait `seconds`, or less when `event` is set meanwhile (a back-off that must not delay a stop)."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(event.wait(), seconds)
+
+
+class Backoff:
+    """Pauses between tries: doubling from `first` up to `cap` seconds, each drawn within ±50 % so that processes
+    that failed together (a Redis restart) do not retry in step. `reset()` after a success."""
+
+    def __init__(self, first: float = 0.1, cap: float = 5.0) -> None:
+        self.first, self.cap = first, cap
+        self.delay = first  # the next pause's nominal length (for log lines)
+
+    def reset(self) -> None:
+        self.delay = self.first
+
+    async def pause(self, stopping: asyncio.Event) -> None:
+        """Wait the next pause, or less when `stopping` is set meanwhile."""
+        seconds = self.delay * (0.5 + random.random())
+        self.delay = min(self.delay * 2, self.cap)
+        await pause(stopping, seconds)
 
 
 async def run_until_signalled(service: Service) -> None:

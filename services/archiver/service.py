@@ -24,7 +24,7 @@ from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.history import HistoryRecordInvalid, decode
 from lagwatch.shared.history_files import HistoryFileWriter
 from lagwatch.shared.kafka_client import client_kwargs
-from lagwatch.shared.service_lifecycle import pause, run_until_signalled
+from lagwatch.shared.service_lifecycle import Backoff, run_until_signalled
 
 log = logging.getLogger(__name__)
 RECORDS = Counter("lagwatch_archiver_records_total", "History records read", ["cluster", "outcome"])
@@ -93,23 +93,24 @@ class Archiver:
             self.settings.path,
             self.health.url,
         )
-        delay = 0.5
+        backoff = Backoff(0.5, MAX_BACKOFF_S)
         try:
             while not self.stopping.is_set():
                 try:
                     await self.consumer.start()
                     self._kafka_up = True
                     await self._consume()
-                    delay = 0.5
+                    backoff.reset()
                 except (KafkaError, OSError) as exc:
-                    log.warning("archiver %s: consumer failed (%s); retrying in %.1fs", self.cluster, exc, delay)
+                    log.warning(
+                        "archiver %s: consumer failed (%s); retrying in %.1fs", self.cluster, exc, backoff.delay
+                    )
                 finally:
                     self._kafka_up = False
                     await self.flush()
                     await self.consumer.stop()
                 if not self.stopping.is_set():
-                    await pause(self.stopping, delay)
-                    delay = min(delay * 2, MAX_BACKOFF_S)
+                    await backoff.pause(self.stopping)
                     self.consumer = self._new_consumer()
         finally:
             await self.health.stop()

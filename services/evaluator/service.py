@@ -47,7 +47,7 @@ from lagwatch.shared.faust_kafka import faust_broker_settings, raw_topic
 from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.kafka_client import client_kwargs
 from lagwatch.shared.redis_client import connect
-from lagwatch.shared.service_lifecycle import pause, run_until_signalled
+from lagwatch.shared.service_lifecycle import Backoff, pause, run_until_signalled
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.lag_state_store import LagStateStore
 from lagwatch.shared.store.redis_store import WindowStore
@@ -350,7 +350,7 @@ class EvaluatorService:
         self, groups: list[str], trigger: str, read: asyncio.Future | None = None
     ) -> EvaluationReport | None:
         """Evaluate (retrying while Redis or Kafka fail); `read`: the groups' reads, started ahead."""
-        delay = 0.1
+        backoff = Backoff()
         while not self.stopping.is_set():
             try:
                 async with self._lock:  # a takeover's sparklines wait until its statuses are out
@@ -358,9 +358,8 @@ class EvaluatorService:
                     await self._reschedule(report)
             except (RedisError, OSError) as exc:
                 read = None  # read again
-                log.warning("evaluator %s: evaluation failed (%s); retrying in %.1fs", self.cluster, exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                log.warning("evaluator %s: evaluation failed (%s); retrying in %.1fs", self.cluster, exc, backoff.delay)
+                await backoff.pause(self.stopping)
                 continue
             EVALUATIONS.labels(self.cluster, trigger).inc(report.groups)
             EVALUATION_SECONDS.labels(self.cluster, trigger).observe(report.seconds)
@@ -436,7 +435,7 @@ class EvaluatorService:
             await pause(self.stopping, 1.0)
 
     async def _start_publisher(self) -> None:
-        delay = 0.2
+        backoff = Backoff(0.2)
         while True:
             try:
                 await self.publisher.start()
@@ -445,8 +444,7 @@ class EvaluatorService:
                 if self.stopping.is_set():
                     raise
                 log.warning("evaluator %s: cannot reach Kafka (%s); retrying", self.cluster, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                await backoff.pause(self.stopping)
 
     async def evaluate_now(self, groups: Iterable[str]) -> EvaluationReport | None:
         """Evaluate some groups at once (used by tests and the API's refresh)."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import random
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -47,7 +46,7 @@ from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.ingest_totals import add_to_totals
 from lagwatch.shared.kafka_client import client_kwargs, librdkafka_config
 from lagwatch.shared.redis_client import connect
-from lagwatch.shared.service_lifecycle import pause, run_until_signalled
+from lagwatch.shared.service_lifecycle import Backoff, pause, run_until_signalled
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 
@@ -225,20 +224,19 @@ class IngestWorker:
     async def _consume_until_stopped(self) -> None:
         """Join the group and consume; a consumer that fails (a fatal Kafka error) is replaced after a pause.
         Records it had fetched but not committed are simply read again."""
-        delay = 0.5
+        backoff = Backoff(0.5, MAX_BACKOFF_S)
         while not self.stopping.is_set():
             try:
                 await self.consumer.start()
                 await self._consume()
-                delay = 0.5
+                backoff.reset()
             except (KafkaException, KafkaError) as exc:
-                log.warning("ingest %s: consumer failed (%s); rejoining in %.1fs", self.cluster, exc, delay)
+                log.warning("ingest %s: consumer failed (%s); rejoining in %.1fs", self.cluster, exc, backoff.delay)
             finally:
                 await self._drain()
                 await self.consumer.close()
             if not self.stopping.is_set():
-                await self._sleep(delay)
-                delay = min(delay * 2, MAX_BACKOFF_S)
+                await backoff.pause(self.stopping)
                 self.consumer.shutdown()
                 self.consumer = self._new_consumer()
 
@@ -388,18 +386,17 @@ class IngestWorker:
 
     async def _retry(self, what: str, operation: Callable[[], Awaitable[T]]) -> T | None:
         """Run `operation` until it succeeds, backing off with jitter; None when a stop interrupted the retries."""
-        delay = 0.1
+        backoff = Backoff(0.1, MAX_BACKOFF_S)
         while True:
             try:
                 return await operation()
             except (RedisError, KafkaError, KafkaException, OSError) as exc:
                 self.caught_up.clear()  # commits wait: log-end samples must wait with them (see BrokerOffsets.run)
                 metrics.RETRIES.labels(self.cluster).inc()
-                log.warning("ingest %s: %s failed (%s); retrying in %.1fs", self.cluster, what, exc, delay)
+                log.warning("ingest %s: %s failed (%s); retrying in %.1fs", self.cluster, what, exc, backoff.delay)
                 if self.stopping.is_set():
                     return None
-                await self._sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, MAX_BACKOFF_S)
+                await backoff.pause(self.stopping)
 
     async def _store_with_retry(self, flush: Flush, tally: Counter[str]) -> bool:
         if await self._retry("storing a batch", lambda: self._write(flush)) is None:

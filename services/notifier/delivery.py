@@ -37,7 +37,7 @@ from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.address_guard import ForbiddenAddress, GuardedResolver, destination, guarded_socket_factory
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import NotifierConfig
-from lagwatch.shared.service_lifecycle import pause
+from lagwatch.shared.service_lifecycle import Backoff, pause
 
 log = logging.getLogger(__name__)
 MAX_RETRY_AFTER_S = 3600.0
@@ -276,7 +276,7 @@ class Dispatcher:
 
     async def run(self, stopping: asyncio.Event) -> None:
         renewer = asyncio.create_task(self._renew_leases(stopping))
-        delay = 0.1
+        backoff = Backoff()
         refreshed = 0.0
         try:
             while not stopping.is_set():
@@ -289,11 +289,10 @@ class Dispatcher:
                         self._start(delivery)
                     if len(claimed) < CLAIM_BATCH:
                         await self._idle(stopping, next_due)
-                    delay = 0.1
+                    backoff.reset()
                 except Exception as exc:  # Redis down, mostly: keep going, nothing is lost
-                    log.warning("notifier: outbox unavailable (%s); retrying in %.1fs", exc, delay)
-                    await pause(stopping, delay)
-                    delay = min(delay * 2, 5.0)
+                    log.warning("notifier: outbox unavailable (%s); retrying in %.1fs", exc, backoff.delay)
+                    await backoff.pause(stopping)
         finally:
             # let requests in flight finish (and settle) rather than send them again later; start no new ones
             self.draining = True

@@ -49,7 +49,7 @@ from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.kafka_client import client_kwargs
 from lagwatch.shared.notification_policy import Decision, IncidentState
 from lagwatch.shared.redis_client import connect
-from lagwatch.shared.service_lifecycle import pause, run_until_signalled
+from lagwatch.shared.service_lifecycle import Backoff, run_until_signalled
 from lagwatch.shared.silences import SilenceCache, SilenceStore
 from lagwatch.shared.store import keys
 
@@ -151,14 +151,14 @@ class NotifierService:
             log.warning("notifier: skipped a record that is not a %s event", rules.name)
             metrics.EVENTS.labels("malformed").inc()
             return True
-        delay = 0.1
+        backoff = Backoff()
         while not self.stopping.is_set():
             try:
                 outcomes = await self._record(event, rules)
             except (RedisError, OSError) as exc:
-                log.warning("notifier: cannot record event %s (%s); retrying in %.1fs", event["event_id"], exc, delay)
-                await self._sleep(delay)
-                delay = min(delay * 2, 5.0)
+                event_id = event["event_id"]
+                log.warning("notifier: cannot record event %s (%s); retrying in %.1fs", event_id, exc, backoff.delay)
+                await backoff.pause(self.stopping)
                 continue
             except Exception:  # a bug or an event this version cannot handle: skip it rather than block the topic
                 log.exception("notifier: event %s could not be handled; skipped", event["event_id"])
@@ -354,9 +354,6 @@ class NotifierService:
 
     # --- life cycle ---------------------------------------------------------------------------------------------
 
-    async def _sleep(self, seconds: float) -> None:
-        await pause(self.stopping, seconds)
-
     async def run(self) -> None:
         await self.health.start()
         log.info(
@@ -383,15 +380,14 @@ class NotifierService:
             await self.redis.aclose()
 
     async def _start_dead_letters(self) -> None:
-        delay = 0.2
+        backoff = Backoff(0.2)
         while not self.stopping.is_set():
             try:
                 await self.dead_letters.start()
                 return
             except Exception as exc:  # Kafka not up yet: keep trying, as the other services do
                 log.warning("notifier: cannot reach Kafka (%s); retrying", exc)
-                await self._sleep(delay)
-                delay = min(delay * 2, 5.0)
+                await backoff.pause(self.stopping)
 
 
 async def run_notifier(config: Config, cluster: str, *, http_port: int | None = None) -> None:
