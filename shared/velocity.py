@@ -172,11 +172,12 @@ def partition_velocity(
 
 
 def group_velocity(partitions: Iterable[Velocity]) -> Velocity:
-    """The group's: rates and lag summed over its partitions (unknown ones left out), the catch-up of the slowest
-    partition ("never" when any never catches up; unknown only when every lagging partition is unknown)."""
+    """The group's: rates summed over the partitions where both are known, lag over all of them, the catch-up of the
+    slowest partition ("never" when any never catches up; unknown only when every lagging partition is unknown)."""
     parts = list(partitions)
-    consumes = [p.consume_rate for p in parts if p.consume_rate is not None]
-    produces = [p.produce_rate for p in parts if p.produce_rate is not None]
+    both = [p for p in parts if p.consume_rate is not None and p.produce_rate is not None]  # growth stays honest
+    consumes = [p.consume_rate for p in both if p.consume_rate is not None]
+    produces = [p.produce_rate for p in both if p.produce_rate is not None]
     lag = sum(p.lag for p in parts)
     flats = [p.log_end_flat_ms for p in parts if p.log_end_flat_ms is not None]
     lagging = [p for p in parts if p.catchup != CatchUp.CAUGHT_UP]
