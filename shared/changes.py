@@ -16,8 +16,10 @@ next poll that moves the topic, or the sweep.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,6 +32,7 @@ from lagwatch.shared.kafka_batches import partition_for, send_keyed
 log = logging.getLogger(__name__)
 _json_string = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # json.dumps' own C string encoder
 DEFAULT_TOPIC = "lagwatch.changes"
+RESTART_AFTER_S = 5.0  # a producer that could not start is tried again at most this often
 LOG_END_TOPICS_PER_NOTICE = 2000  # topic names per log-end notice (a notice stays far below Kafka's record limit)
 
 
@@ -75,15 +78,32 @@ class ChangePublisher:
     def __init__(self, kafka_kwargs: dict[str, Any], topic: str = DEFAULT_TOPIC) -> None:
         self.topic = topic
         self.failures = 0
-        self._producer = AIOKafkaProducer(**kafka_kwargs, acks=1, linger_ms=5)
+        self._kafka_kwargs = kafka_kwargs
+        self._producer = self._new_producer()
         self._started = False
+        self._tried_at = float("-inf")  # monotonic time of the last attempt to start the producer
+
+    def _new_producer(self) -> AIOKafkaProducer:
+        return AIOKafkaProducer(**self._kafka_kwargs, acks=1, linger_ms=5)
 
     async def start(self) -> None:
+        """Start the producer; when Kafka cannot be reached, notices are dropped (counted) and starting is tried
+        again at most every RESTART_AFTER_S, on the next notice: Kafka down when a service starts must not turn its
+        notices off for good (the evaluator would hear of changes only at its sweeps)."""
+        self._tried_at = time.monotonic()
         try:
             await self._producer.start()
             self._started = True
         except (KafkaError, OSError) as exc:
-            log.warning("change notices disabled until restart: cannot start a producer (%s)", exc)
+            log.warning("change notices paused: cannot start a producer (%s); trying again later", exc)
+            with contextlib.suppress(Exception):
+                await self._producer.stop()
+            self._producer = self._new_producer()  # a producer whose start failed is not started twice
+
+    async def _ready(self) -> bool:
+        if not self._started and time.monotonic() - self._tried_at >= RESTART_AFTER_S:
+            await self.start()
+        return self._started
 
     async def stop(self) -> None:
         if self._started:
@@ -93,7 +113,7 @@ class ChangePublisher:
         """Queue a notice per (group, reason), one record batch per partition (a batch of the ingest can touch
         thousands of groups: sending them one by one cost more than storing them). Does not wait for the broker:
         a notice is a trigger, and a failure is logged and counted."""
-        if not self._started:
+        if not await self._ready():
             return
         now = now_ms()
         records = ((notice_key(cluster, g), encode_notice(cluster, g, reason, now)) for g, reason in groups)
@@ -106,7 +126,7 @@ class ChangePublisher:
     async def publish_log_ends(self, cluster: str, topics: Iterable[str]) -> None:
         """A log-end notice naming `topics`, to every partition of the changes topic (every evaluator instance has
         groups that may read them), in chunks of LOG_END_TOPICS_PER_NOTICE. Best effort, like `publish`."""
-        if not self._started:
+        if not await self._ready():
             return
         names = sorted(topics)
         now = now_ms()

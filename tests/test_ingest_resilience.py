@@ -15,7 +15,14 @@ from kafka_helpers import CLUSTER, eventually, make_config, running
 from redis.asyncio import Redis
 
 from lagwatch.services.ingest.worker import IngestWorker, consumer_group
-from lagwatch.shared.local.offsets_topic_writer import OFFSETS_TOPIC, OffsetCommitSpec, OffsetsTopicWriter
+from lagwatch.shared.changes import RESTART_AFTER_S, ChangePublisher, decode_notice
+from lagwatch.shared.local.mock_kafka import MockKafkaCluster
+from lagwatch.shared.local.offsets_topic_writer import (
+    DEFAULT_PARTITIONS,
+    OFFSETS_TOPIC,
+    OffsetCommitSpec,
+    OffsetsTopicWriter,
+)
 from lagwatch.shared.local.redis_server import RedisServer
 from lagwatch.shared.store.redis_store import WindowStore
 
@@ -226,3 +233,58 @@ async def _ready(port):
             return response.status == 200
     except aiohttp.ClientError:
         return False
+
+
+async def test_kafka_down_at_start_up_the_worker_waits_unready_and_then_works(redis_server, redis):
+    """A worker started before its Kafka answers keeps running (health up, not ready) and, once Kafka is there,
+    stores commits."""
+    kafka_port, health_port = free_port(), free_port()
+    config = make_config(f"127.0.0.1:{kafka_port}", redis_server.url, INGEST__HTTP_PORT=str(health_port))
+    async with running(IngestWorker(config, CLUSTER)) as worker:
+        await eventually(lambda: _health_answers(health_port))
+        await asyncio.sleep(2)  # a few failed connection attempts
+        assert not worker.stopping.is_set()
+        assert not await _ready(health_port)
+        with MockKafkaCluster(port=kafka_port) as kafka:
+            kafka.start()
+            kafka.create_topic(OFFSETS_TOPIC, DEFAULT_PARTITIONS)
+            kafka.create_topic("orders", 1)
+            async with OffsetsTopicWriter(kafka.bootstrap) as writer:
+                await eventually(lambda: _ready(health_port), timeout=40)
+                await writer.commit("billing", "orders", 0, 3)
+                await eventually(lambda: WindowStore(redis).get_group(CLUSTER, "billing"), timeout=30)
+
+
+async def test_change_notices_start_once_kafka_is_there_when_it_was_not_at_first():
+    """A notice producer that could not start (Kafka down when the service started) is started again on a later
+    notice: the evaluator is not left to its sweeps for good."""
+    port = free_port()
+    publisher = ChangePublisher({"bootstrap_servers": f"127.0.0.1:{port}", "request_timeout_ms": 2000})
+    await publisher.start()
+    await publisher.publish(CLUSTER, [("billing", "commits")])  # dropped: no producer yet
+    with MockKafkaCluster(port=port) as kafka:
+        kafka.start()
+        kafka.create_topic("lagwatch.changes", 4)
+        consumer = AIOKafkaConsumer("lagwatch.changes", bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            await asyncio.sleep(RESTART_AFTER_S)
+            await publisher.publish(CLUSTER, [("billing", "commits")])
+            records = await eventually(lambda: _some_records(consumer), timeout=20)
+        finally:
+            await consumer.stop()
+            await publisher.stop()
+    assert [decode_notice(r.value)["group"] for r in records] == ["billing"]
+
+
+async def _health_answers(port):
+    try:
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/healthz") as response:
+            return response.status == 200
+    except aiohttp.ClientError:
+        return False
+
+
+async def _some_records(consumer):
+    batch = await consumer.getmany(timeout_ms=200)
+    return [r for records in batch.values() for r in records] or None

@@ -169,10 +169,11 @@ class IngestWorker:
         """Run until `stopping` is set; always cleans up."""
         await self.health.start()
         log.info("ingest %s: health and metrics on %s", self.cluster, self.health.url)
-        await self.broker_offsets.start()
-        await self.changes.start()
         poller: asyncio.Task | None = None
         try:
+            # Kafka down at start-up: the worker waits for it (health answering, /readyz not ready), not exits
+            await self._retry("connecting to Kafka", self.broker_offsets.start)
+            await self.changes.start()  # notices are best effort: a producer that cannot start is retried later
             await self._start_history()
             await self._first_broker_poll()
             await self._purge_excluded_groups()
