@@ -13,6 +13,11 @@ made; commits between two polls collapse into the last one; a consumer that comm
 like one that stopped committing. Admin calls go through confluent-kafka's AdminClient; it fetches one group per
 request, so a poll sends them all at once and waits for the answers together.
 
+Members and owners come from DescribeGroups where the broker answers it: a group whose membership changed since
+the last poll becomes a group-metadata record (generation = the membership changes lagwatch has seen, as Kafka's
+generation is not in the answer). A broker without DescribeGroups (the librdkafka mock) leaves owners empty; it is
+asked again every DESCRIBE_RETRY_S.
+
 Workers split the groups (`--workers N`: worker i of N takes the groups whose CRC-32 is i modulo N).
 """
 
@@ -25,8 +30,8 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
 from lagwatch.services.ingest.records import RawRecord
 from lagwatch.shared import offsets_codec as codec
@@ -35,6 +40,7 @@ from lagwatch.shared.group_filter import GroupFilter
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 10.0
+DESCRIBE_RETRY_S = 600.0  # a broker that refused DescribeGroups is asked again after this
 NAMED_FETCH_CHUNK = 1000  # partitions named in one OffsetFetch when a group's all-partitions fetch answers nothing
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> committed offset
 
@@ -58,6 +64,9 @@ class AdminOffsets:
         self._seen: dict[str, Offsets] = {}  # group -> what the last poll found
         self._named_fetch: set[str] = set()  # groups whose all-partitions fetch came back empty (see _fetch)
         self._order = time.time_ns() // 1000  # the records' `order`: increasing, also across restarts
+        self._members: dict[str, tuple] = {}  # group -> its membership at the last poll (see _membership)
+        self._generations: dict[str, int] = {}  # group -> membership changes seen
+        self._describe_after = 0.0  # monotonic time before which DescribeGroups is not tried (refused last time)
 
     def close(self) -> None:
         self._admin = None  # AdminClient has no close; its threads end with the object
@@ -73,9 +82,60 @@ class AdminOffsets:
         for group, offsets in zip(groups, fetched, strict=True):
             if offsets is not None:
                 records.extend(self._changes(group, offsets, observed))
+        records.extend(await self._membership_changes(groups, observed))
         for gone in set(self._seen) - set(groups):  # no longer listed (deleted, or now filtered out): forget it
             del self._seen[gone]
+            self._members.pop(gone, None)
         return records
+
+    async def _membership_changes(self, groups: list[str], observed: int) -> list[RawRecord]:
+        if not groups or time.monotonic() < self._describe_after:
+            return []
+        futures = self._admin_client().describe_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S)
+        records = []
+        for group, future in futures.items():
+            try:
+                description = await asyncio.wrap_future(future)
+            except KafkaException as exc:
+                if exc.args and exc.args[0].code() == KafkaError._UNSUPPORTED_FEATURE:
+                    log.info("admin offsets: the broker does not describe groups; owners stay unknown")
+                    self._describe_after = time.monotonic() + DESCRIBE_RETRY_S
+                    return records
+                log.debug("admin offsets: describing group %s failed (%s)", group, exc)
+                continue
+            membership = _membership(description)
+            if self._members.get(group) != membership:
+                self._members[group] = membership
+                generation = self._generations[group] = self._generations.get(group, 0) + 1
+                records.append(self._group_record(group, membership, generation, description, observed))
+        return records
+
+    def _group_record(
+        self, group: str, membership: tuple, generation: int, description: ConsumerGroupDescription, observed: int
+    ) -> RawRecord:
+        members = [
+            codec.GroupMember(
+                member_id=member_id,
+                group_instance_id=None,
+                client_id=client_id,
+                client_host=host,
+                rebalance_timeout=-1,
+                session_timeout=-1,
+                subscription=codec.encode_subscription(sorted({t for t, _ in assignment})),
+                assignment=codec.encode_assignment(_by_topic(assignment)),
+            )
+            for member_id, client_id, host, assignment in membership
+        ]
+        value = codec.encode_group_metadata_value(
+            generation=generation,
+            protocol=description.partition_assignor or "",
+            leader=members[0].member_id if members else None,
+            members=members,
+            current_state_timestamp=observed,
+        )
+        self._order += 1
+        key = codec.encode_group_metadata_key(group)
+        return RawRecord(key, value, partition_number=0, offset_number=self._order, timestamp_ms=observed)
 
     def _mine(self, group: str) -> bool:
         return self._count <= 1 or zlib.crc32(group.encode()) % self._count == self._index
@@ -141,6 +201,28 @@ class AdminOffsets:
     def _admin_client(self) -> AdminClient:
         assert self._admin is not None
         return self._admin
+
+
+def _membership(description: ConsumerGroupDescription) -> tuple:
+    """What a rebalance changes: each member with its client id, host and assigned partitions (sorted)."""
+    return tuple(
+        sorted(
+            (
+                m.member_id,
+                m.client_id or "",
+                m.host or "",
+                tuple(sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions or ()))),
+            )
+            for m in description.members or ()
+        )
+    )
+
+
+def _by_topic(assignment: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for topic, partition in assignment:
+        out.setdefault(topic, []).append(partition)
+    return out
 
 
 async def _wait(future: Future) -> object:
