@@ -24,15 +24,15 @@ from bench_ingest import produce
 from confluent_kafka import Producer
 from redis.asyncio import Redis
 
-from lagwatch.services.evaluator.evaluation import GroupEvaluator
-from lagwatch.shared.local.mock_kafka import start_mock_kafka_process, stop_process
-from lagwatch.shared.local.offsets_topic_writer import (
+from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
+from lagwatch.devkit.offsets_topic_writer import (
     DEFAULT_PARTITIONS,
     OFFSETS_TOPIC,
     OffsetCommitSpec,
     OffsetsTopicWriter,
 )
-from lagwatch.shared.local.redis_server import RedisServer
+from lagwatch.devkit.redis_server import RedisServer
+from lagwatch.services.evaluator.evaluation import GroupEvaluator
 from lagwatch.shared.protocol import RuleConfig
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.status_store import StatusStore

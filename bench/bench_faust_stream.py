@@ -18,8 +18,8 @@ from pathlib import Path
 
 from bench_ingest import bare_consumer, produce
 
-from lagwatch.shared.local.mock_kafka import start_mock_kafka_process, stop_process
-from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
+from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
+from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
 
 AGENT = textwrap.dedent(
     """

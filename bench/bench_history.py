@@ -16,9 +16,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from bench_ingest import peak_rss_mb, produce, run_ingest
 
-from lagwatch.shared.local.mock_kafka import start_mock_kafka_process, stop_process
-from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
-from lagwatch.shared.local.redis_server import RedisServer
+from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
+from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
+from lagwatch.devkit.redis_server import RedisServer
 
 HISTORY_TOPIC = "lagwatch.history"
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from lagwatch.shared.local.mock_kafka import start_mock_kafka_process, stop_process
-from lagwatch.shared.local.redis_server import RedisServer
+from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
+from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
 from lagwatch.shared.status_event import Incident, build_event, encode, new_incident_id, record_key
 

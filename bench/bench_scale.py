@@ -34,10 +34,10 @@ import aiohttp
 from aiokafka import AIOKafkaConsumer
 from redis.asyncio import Redis
 
+from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
+from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
+from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.shared.changes import ChangePublisher
-from lagwatch.shared.local.mock_kafka import start_mock_kafka_process, stop_process
-from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
-from lagwatch.shared.local.redis_server import RedisServer
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.window import Commit, WindowConfig

@@ -10,7 +10,7 @@ import time
 
 from redis.asyncio import Redis
 
-from lagwatch.shared.local.redis_server import RedisServer
+from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.window import Commit, WindowConfig
 

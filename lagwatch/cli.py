@@ -307,11 +307,11 @@ def _spark_reprocess(job_args: list[str]) -> int:
 
 def _dev_up(args: argparse.Namespace) -> int:
     if args.no_demo:
-        from lagwatch.shared.local.stack import run_local_stack
+        from lagwatch.devkit.stack import run_local_stack
 
         run_local_stack(args.state_dir, redis_port=args.redis_port, kafka_port=args.kafka_port)
         return 0
-    from lagwatch.shared.local.demo_system import run_demo
+    from lagwatch.devkit.demo_system import run_demo
 
     return run_demo(args.state_dir, redis_port=args.redis_port, kafka_port=args.kafka_port, api_port=args.api_port)
 

@@ -6,7 +6,7 @@ import aiohttp
 import pytest
 from redis.asyncio import Redis
 
-from lagwatch.shared.local.redis_server import RedisServer
+from lagwatch.devkit.redis_server import RedisServer
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +37,8 @@ async def redis(redis_server):
 @pytest.fixture
 def kafka():
     """A fresh Kafka mock cluster per test (isolation is free: it starts in milliseconds)."""
-    from lagwatch.shared.local.mock_kafka import MockKafkaCluster
-    from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
+    from lagwatch.devkit.mock_kafka import MockKafkaCluster
+    from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
 
     with MockKafkaCluster() as cluster:
         cluster.start()

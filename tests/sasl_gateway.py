@@ -21,7 +21,7 @@ import struct
 import threading
 from collections.abc import Callable
 
-from lagwatch.shared.local.mock_kafka import MockKafkaCluster, _lib
+from lagwatch.devkit.mock_kafka import MockKafkaCluster, _lib
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE = 33, 58, 34

@@ -25,10 +25,10 @@ from kafka_helpers import CLUSTER, eventually, running
 from prometheus_client.parser import text_string_to_metric_families
 from yarl import URL
 
+from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.api.app import ApiServer
 from lagwatch.shared.config import load_config
 from lagwatch.shared.ingest_totals import add_to_totals
-from lagwatch.shared.local.redis_server import RedisServer
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.window import Commit

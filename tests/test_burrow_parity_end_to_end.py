@@ -17,10 +17,10 @@ from kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
+from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.services.api.app import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared.local.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 

@@ -17,10 +17,10 @@ import yaml
 from kafka_helpers import eventually
 from test_evaluator import StatusTopic
 
+from lagwatch.devkit.demo_scenarios import scenarios
+from lagwatch.devkit.demo_system import ALERTS_FILE, CONFIG_FILE, DemoTimings
+from lagwatch.devkit.webhook_receiver import VALID, WebhookReceiver, read_records
 from lagwatch.shared import signing
-from lagwatch.shared.local.demo_scenarios import scenarios
-from lagwatch.shared.local.demo_system import ALERTS_FILE, CONFIG_FILE, DemoTimings
-from lagwatch.shared.local.webhook_receiver import VALID, WebhookReceiver, read_records
 
 SCENARIOS = scenarios(DemoTimings().intervals)
 

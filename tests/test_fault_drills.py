@@ -36,16 +36,16 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from kafka_helpers import eventually
 
+from lagwatch.devkit.demo_processes import ServiceProcess
+from lagwatch.devkit.demo_scenarios import Scenario, scenarios
+from lagwatch.devkit.demo_system import CLUSTER, DemoSystem, DemoTimings
+from lagwatch.devkit.demo_workload import demo_topics, run_workload
+from lagwatch.devkit.stack import local_infra
+from lagwatch.devkit.webhook_receiver import ReceivedAlert
 from lagwatch.services.evaluator.service import consumer_group as evaluator_group
 from lagwatch.services.ingest.worker import consumer_group as ingest_group
 from lagwatch.services.ingest.worker import self_group
 from lagwatch.services.notifier.service import CONSUMER_GROUP as NOTIFIER_GROUP
-from lagwatch.shared.local.demo_processes import ServiceProcess
-from lagwatch.shared.local.demo_scenarios import Scenario, scenarios
-from lagwatch.shared.local.demo_system import CLUSTER, DemoSystem, DemoTimings
-from lagwatch.shared.local.demo_workload import demo_topics, run_workload
-from lagwatch.shared.local.stack import local_infra
-from lagwatch.shared.local.webhook_receiver import ReceivedAlert
 from lagwatch.shared.status_event import schema
 
 pytestmark = pytest.mark.slow

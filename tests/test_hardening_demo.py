@@ -14,8 +14,8 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from kafka_helpers import eventually
 
-from lagwatch.shared.local.demo_scenarios import scenarios
-from lagwatch.shared.local.demo_workload import demo_topics, run_workload
+from lagwatch.devkit.demo_scenarios import scenarios
+from lagwatch.devkit.demo_workload import demo_topics, run_workload
 
 MAX_POLL_INTERVAL_MS = 2000
 TICK_S = 0.3

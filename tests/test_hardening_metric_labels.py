@@ -14,11 +14,11 @@ from aiokafka import AIOKafkaProducer
 from kafka_helpers import CLUSTER, eventually, make_config, running
 from prometheus_client.parser import text_string_to_metric_families
 
+from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
 from lagwatch.services.api.app import ApiServer
 from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.ingest_totals import read_totals
-from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
 from lagwatch.shared.store import keys
 
 RECORDS = 1000

@@ -13,12 +13,12 @@ import time
 import aiohttp
 from kafka_helpers import CLUSTER, eventually, make_config, running
 
+from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
+from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.api.app import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.local.offsets_topic_writer import OffsetsTopicWriter
-from lagwatch.shared.local.redis_server import RedisServer
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.store.redis_store import WindowStore
 

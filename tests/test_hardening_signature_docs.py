@@ -17,10 +17,10 @@ from multidict import CIMultiDict
 from test_notifier_service import STATUS_TOPIC, publish
 from test_notifier_support import Receiver, Timeline
 
+from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.services.notifier.service import NotifierService
 from lagwatch.shared import signing
 from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.local.mock_kafka import MockKafkaCluster
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SECRET = "k" * 24

@@ -4,8 +4,8 @@ import time
 
 from kafka_helpers import CLUSTER, consume_and_commit, eventually, make_config, produce, running
 
+from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.ingest.worker import IngestWorker, self_group
-from lagwatch.shared.local.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.shared.store.redis_store import WindowStore
 
 
@@ -65,7 +65,7 @@ def now_ms():
 
 
 async def test_group_metadata_sets_owners_and_its_tombstone_deletes_the_group(kafka, redis_server, redis):
-    from lagwatch.shared.local.offsets_topic_writer import member
+    from lagwatch.devkit.offsets_topic_writer import member
 
     kafka.create_topic("orders", 2)
     config = make_config(kafka.bootstrap, redis_server.url)

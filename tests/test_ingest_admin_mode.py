@@ -18,9 +18,9 @@ from redis.asyncio import Redis
 from test_evaluator import STATUS_TOPIC, StatusTopic
 from test_ingest import window_of
 
+from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared.local.mock_kafka import MockKafkaCluster
 from lagwatch.shared.store.redis_store import WindowStore
 
 STEP = 0.8  # between two steps of a scenario: longer than the ingest's poll (0.3 s) and the evaluator's sweep

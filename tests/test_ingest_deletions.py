@@ -12,6 +12,7 @@ import aiohttp
 from kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from test_evaluator import STATUS_TOPIC, StatusTopic
 
+from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.services.api.app import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
@@ -21,7 +22,6 @@ from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.ingest_totals import read_totals
-from lagwatch.shared.local.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 

@@ -6,9 +6,9 @@ from confluent_kafka.admin import AdminClient
 from kafka_helpers import CLUSTER, eventually, make_config, running
 from test_ingest import _with_owners
 
+from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.shared import offsets_codec as codec
-from lagwatch.shared.local.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.shared.store.redis_store import WindowStore
 
 

@@ -14,16 +14,16 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from kafka_helpers import CLUSTER, eventually, make_config, running
 from redis.asyncio import Redis
 
-from lagwatch.services.ingest.worker import IngestWorker, consumer_group
-from lagwatch.shared.changes import RESTART_AFTER_S, ChangePublisher, decode_notice
-from lagwatch.shared.local.mock_kafka import MockKafkaCluster
-from lagwatch.shared.local.offsets_topic_writer import (
+from lagwatch.devkit.mock_kafka import MockKafkaCluster
+from lagwatch.devkit.offsets_topic_writer import (
     DEFAULT_PARTITIONS,
     OFFSETS_TOPIC,
     OffsetCommitSpec,
     OffsetsTopicWriter,
 )
-from lagwatch.shared.local.redis_server import RedisServer
+from lagwatch.devkit.redis_server import RedisServer
+from lagwatch.services.ingest.worker import IngestWorker, consumer_group
+from lagwatch.shared.changes import RESTART_AFTER_S, ChangePublisher, decode_notice
 from lagwatch.shared.store.redis_store import WindowStore
 
 GROUPS = [f"group-{i}" for i in range(40)]

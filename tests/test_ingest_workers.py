@@ -16,9 +16,9 @@ from pathlib import Path
 from kafka_helpers import eventually, make_config, produce, running
 from redis.asyncio import Redis
 
+from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
+from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared.local.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
-from lagwatch.shared.local.redis_server import RedisServer
 from lagwatch.shared.store.redis_store import WindowStore
 
 GROUPS = [f"shop-{i}" for i in range(60)]

@@ -31,6 +31,7 @@ from test_evaluator import StatusTopic, commits
 from test_notifier_burrow_options import test_ca  # noqa: F401 (a fixture: a CA and a certificate for 127.0.0.1)
 
 from lagwatch import cli
+from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, OffsetsTopicWriter
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.shared import kafka_client, kafka_login
@@ -39,7 +40,6 @@ from lagwatch.shared.config import ConfigError, load_config
 from lagwatch.shared.faust_kafka import faust_broker_settings
 from lagwatch.shared.kafka_client import client_kwargs, java_client_options, librdkafka_config
 from lagwatch.shared.kafka_login import LoginError, MskIamTokens, OidcClientCredentials
-from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, OffsetsTopicWriter
 from lagwatch.shared.store.redis_store import WindowStore
 
 CLIENT_ID, SECRET = "lagwatch", "s3cret-value"

@@ -8,10 +8,10 @@ import time
 import aiohttp
 from kafka_helpers import CLUSTER, eventually, make_config, produce, running
 
+from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.api.app import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared.local.offsets_topic_writer import OffsetsTopicWriter
 
 POLL_S = 0.3  # offset-refresh in make_config
 

@@ -12,11 +12,11 @@ from kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from test_notifier_service import FAST
 from test_notifier_support import Receiver
 
+from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.services.notifier.service import NotifierService
 from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.local.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.shared.store.status_store import StatusStore
 
 THRESHOLD_S = 3

@@ -16,15 +16,15 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from lagwatch.shared.local import redis_server as redis_server_module
-from lagwatch.shared.local.mock_kafka import (
+from lagwatch.devkit import redis_server as redis_server_module
+from lagwatch.devkit.mock_kafka import (
     STATE_FILE_NAME,
     MockKafkaCluster,
     MockKafkaError,
     start_mock_kafka_process,
     stop_process,
 )
-from lagwatch.shared.local.redis_server import RedisServer, RedisServerError
+from lagwatch.devkit.redis_server import RedisServer, RedisServerError
 
 # -- helpers -------------------------------------------------------------------------------------
 

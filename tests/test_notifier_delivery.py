@@ -293,7 +293,7 @@ async def test_a_hostile_template_is_cut_off_and_holds_up_neither_the_loop_nor_o
 async def test_a_captured_request_resent_with_another_event_id_or_kind_is_refused(redis_server, redis, kafka):
     """The signature covers the timestamp, the event id, the kind and the body (issue 18 row 9): the receiver that
     verifies as docs/webhooks.md says refuses a captured request re-sent as a new alert or as another kind."""
-    from lagwatch.shared.local.webhook_receiver import WebhookReceiver
+    from lagwatch.devkit.webhook_receiver import WebhookReceiver
 
     async with WebhookReceiver("k" * 16) as receiver, aiohttp.ClientSession() as http:
         config = config_for(kafka, redis_server, [{"id": "hook", "url": receiver.url("webhook"), "secret": "k" * 16}])

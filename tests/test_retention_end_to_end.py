@@ -12,9 +12,9 @@ from redis.asyncio import Redis
 from test_evaluator import STATUS_TOPIC, StatusTopic
 from test_status_end_to_end import _both_assigned
 
+from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared.local.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 

@@ -17,10 +17,10 @@ from redis.asyncio import Redis
 from test_evaluator import STATUS_TOPIC, StatusTopic
 from test_status_end_to_end import EXPECTED, Scenario, idle, lagging, rewound, stalled, stopped
 
+from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.archiver.service import Archiver
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared.local.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.shared.store.redis_store import WindowStore
 
 pytestmark = pytest.mark.timeout(300)

@@ -12,9 +12,9 @@ from kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from redis.asyncio import Redis
 from test_evaluator import STATUS_TOPIC, StatusTopic
 
+from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared.local.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.shared.store.redis_store import WindowStore
 
 POLL = 0.8  # a pause between steps, longer than the evaluator's sweep interval

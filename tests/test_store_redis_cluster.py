@@ -8,7 +8,7 @@ import time
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
-from lagwatch.shared.local.redis_server import RedisServer, find_redis_server
+from lagwatch.devkit.redis_server import RedisServer, find_redis_server
 from lagwatch.shared.protocol import Status
 from lagwatch.shared.status_event import Incident
 from lagwatch.shared.store.redis_store import WindowStore

@@ -21,10 +21,10 @@ from test_api import serving
 from test_evaluator import STATUS_TOPIC, StatusTopic
 from test_status_end_to_end import Scenario, _both_assigned, lagging, stopped
 
+from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter, member
 from lagwatch.services.api.metrics import scrape_results
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared.local.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter, member
 from lagwatch.shared.store.redis_store import WindowStore
 
 pytestmark = pytest.mark.timeout(120)

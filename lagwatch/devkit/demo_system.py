@@ -41,12 +41,12 @@ import aiohttp
 import redis
 import yaml
 
+from lagwatch.devkit.demo_processes import ServiceProcess, stop_all
+from lagwatch.devkit.demo_scenarios import Phase, Scenario, scenarios
+from lagwatch.devkit.demo_workload import demo_topics, run_workload
+from lagwatch.devkit.stack import ENV_FILE, LocalInfra, local_infra, write_env_file
+from lagwatch.devkit.webhook_receiver import ReceivedAlert, WebhookReceiver
 from lagwatch.shared.config import HistoryConfig
-from lagwatch.shared.local.demo_processes import ServiceProcess, stop_all
-from lagwatch.shared.local.demo_scenarios import Phase, Scenario, scenarios
-from lagwatch.shared.local.demo_workload import demo_topics, run_workload
-from lagwatch.shared.local.stack import ENV_FILE, LocalInfra, local_infra, write_env_file
-from lagwatch.shared.local.webhook_receiver import ReceivedAlert, WebhookReceiver
 
 CLUSTER = "local"  # the cluster KAFKA_BOOTSTRAP_SERVERS points at
 SERVICES = ("ingest", "evaluator", "notifier", "api")

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from lagwatch.shared.local.mock_kafka import MockKafkaControl, start_mock_kafka_process, stop_process
-from lagwatch.shared.local.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
-from lagwatch.shared.local.redis_server import RedisServer
+from lagwatch.devkit.mock_kafka import MockKafkaControl, start_mock_kafka_process, stop_process
+from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
+from lagwatch.devkit.redis_server import RedisServer
 
 # Topics every local run needs: the coordinator's, and lagwatch's own (docs/architecture.md).
 LOCAL_TOPICS = {OFFSETS_TOPIC: DEFAULT_PARTITIONS, "lagwatch.status": 6, "lagwatch.changes": 6, "lagwatch.dlq": 3}

@@ -7,7 +7,7 @@ offsets, consumer groups, offset commits).  We drive its C API through ctypes.
 Three layers:
 
 * `MockKafkaCluster` - an in-process cluster (`start`, `create_topic`, `delete_topic`, `stop`).
-* `serve` / `python -m lagwatch.shared.local.mock_kafka` - the cluster in its own process with a
+* `serve` / `python -m lagwatch.devkit.mock_kafka` - the cluster in its own process with a
   tiny HTTP control endpoint, so tests and the demo can kill and restart Kafka independently of
   the services, or take its brokers down for a while and up again (`POST /brokers/down`,
   `/brokers/up`: an outage that keeps the data).  `MockKafkaControl` is the client for that
@@ -773,7 +773,7 @@ def start_mock_kafka_process(
     cmd = [
         sys.executable,
         "-m",
-        "lagwatch.shared.local.mock_kafka",
+        "lagwatch.devkit.mock_kafka",
         "--state-file",
         str(state_file),
         "--brokers",
@@ -841,7 +841,7 @@ def _topic_arg(value: str) -> tuple[str, int]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m lagwatch.shared.local.mock_kafka",
+        prog="python -m lagwatch.devkit.mock_kafka",
         description="Run librdkafka's mock Kafka cluster with an HTTP control endpoint until SIGTERM/SIGINT.",
     )
     parser.add_argument(

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from lagwatch.shared.local.demo_scenarios import ALL, Phase, Scenario
-from lagwatch.shared.local.offsets_topic_writer import OffsetsTopicWriter, member
+from lagwatch.devkit.demo_scenarios import ALL, Phase, Scenario
+from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter, member
 from lagwatch.shared.offsets_codec import GroupMember
 
 DEFAULT_TICK_S = 1.0
