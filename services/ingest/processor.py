@@ -28,7 +28,7 @@ from lagwatch.services.ingest.records import (
     RecordLike,
     decode_group_record,
 )
-from lagwatch.services.ingest.window_cache import WindowCache
+from lagwatch.services.ingest.window_cache import CachedGroup, WindowCache
 from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.group_filter import GroupFilter
@@ -128,49 +128,30 @@ class BatchProcessor:
         return batch
 
     def _pass(self, records: Sequence[RecordLike], batch: AppliedBatch, *, defer: bool) -> None:
-        """The hot loop: per record a dict look-up of its key, two integers from its value, and its ring's update."""
-        known = self.keys.keys
-        groups = self.cache.groups
-        dirty = self.cache.dirty
-        latest = self.broker_offsets.latest
-        config = self.store.config
-        tally, positions, touched = batch.tally, batch.positions, batch.touched
-        deferred, waiting = batch.deferred, batch.waiting
-        keep = self.keep_commits
-        now = batch.observed_at
-        expired_before = now - config.expire_group_ms
+        """The hot loop: per record a dict look-up of its key, two integers from its value, and its ring's update.
+        Anything but a plain commit of a loaded group leaves the loop through `_unusual` (rare)."""
+        known, groups, latest, config = self.keys.keys, self.cache.groups, self.broker_offsets.latest, self.store.config
+        tally, positions, waiting, history = batch.tally, batch.positions, batch.waiting, batch.history
+        keep, now = self.keep_commits, batch.observed_at
         offset_and_timestamp = codec.commit_offset_and_timestamp
         outcomes: Counter = Counter()
         current_name: str | None = None
         current = rings = changed = None
         for record in records:
-            key = record.key()
-            partition = record.partition()
-            order = record.offset()
-            positions[partition] = order + 1
-            if key is None:
-                tally["decode_error:no-key"] += 1
-                continue
-            commit_key = known.get(key)
-            try:
+            key, value, order = record.key(), record.value(), record.offset()
+            positions[record.partition()] = order + 1
+            commit_key = known.get(key) if key is not None else None
+            if commit_key is None or not value or not commit_key[5]:
+                commit_key = self._unusual(record, key, commit_key, batch, defer)
                 if commit_key is None:
-                    commit_key = self.keys.commit_key(key)
-                    if commit_key is None:  # not an offset commit: group metadata or another record type
-                        self._group_record(record, key, batch, defer)
-                        continue
-                value = record.value()
-                group = commit_key[0]
-                if not commit_key[5]:  # filtered out by the allow/deny regexes
-                    tally["offset_commit_tombstone" if not value else "filtered"] += 1
+                    current_name = None  # a tombstone or a rebalance may have replaced the group's rings
                     continue
-                if not value:
-                    self._offsets_deleted(record, commit_key, batch, defer)
-                    current_name = None  # the group's rings may have been replaced
-                    continue
-                if group in waiting or (defer and (group not in groups or commit_key[4] not in latest)):
-                    waiting[group] = partition
-                    deferred.append(record)
-                    continue
+            group = commit_key[0]
+            if group in waiting or (defer and (group not in groups or commit_key[4] not in latest)):
+                waiting[group] = record.partition()
+                batch.deferred.append(record)
+                continue
+            try:
                 committed, timestamp = offset_and_timestamp(value)
             except codec.CodecError as exc:
                 tally[f"decode_error:{type_label(exc.record_type, key)}"] += 1
@@ -179,19 +160,10 @@ class BatchProcessor:
                 tally["decode_error:out-of-range"] += 1
                 continue
             if keep:
-                batch.history.append(
-                    encode_commit(self.cluster, group, commit_key[1], commit_key[2], committed, timestamp, order, now)
-                )
+                history.append(encode_commit(self.cluster, group, *commit_key[1:3], committed, timestamp, order, now))
             if group != current_name:
-                current_name = group
-                current = groups[group]
-                if current.last is not None and current.last < expired_before:
-                    self.cache.restart(current)
-                dirty[group] = current
-                touched[group] = "commits"
-                rings, changed = current.rings, current.changed
-                if changed is None:
-                    changed = current.changed = set()
+                current_name, current = group, groups[group]
+                rings, changed = self._open_group(group, current, batch)
             field_name = commit_key[3]
             outcome, ring = add_to_ring(
                 rings.get(field_name, b""), committed, timestamp, order, now, latest.get(commit_key[4]), now, config
@@ -204,6 +176,42 @@ class BatchProcessor:
                     current.last = timestamp
         for outcome, n in outcomes.items():
             tally[f"outcome:{outcome.name.lower()}"] += n
+
+    def _unusual(
+        self, record: RecordLike, key: bytes | None, commit_key: CommitKey | None, batch: AppliedBatch, defer: bool
+    ) -> CommitKey | None:
+        """A record the hot loop does not apply as is: a key not seen yet, a group record, a filtered group's, an
+        offset-commit tombstone or one without a key. Returns the commit key when it is a commit to apply after all."""
+        if key is None:
+            batch.tally["decode_error:no-key"] += 1
+            return None
+        if commit_key is None:
+            try:
+                commit_key = self.keys.commit_key(key)
+            except codec.CodecError as exc:
+                batch.tally[f"decode_error:{type_label(exc.record_type, key)}"] += 1
+                return None
+            if commit_key is None:  # not an offset commit: group metadata or another record type
+                self._group_record(record, key, batch, defer)
+                return None
+        value = record.value()
+        if not commit_key[5]:  # filtered out by the allow/deny regexes
+            batch.tally["offset_commit_tombstone" if not value else "filtered"] += 1
+            return None
+        if not value:
+            self._offsets_deleted(record, commit_key, batch, defer)
+            return None
+        return commit_key
+
+    def _open_group(self, group: str, current: CachedGroup, batch: AppliedBatch) -> tuple[dict, set]:
+        """The group's first commit in a run of them: an expired group starts afresh; it is marked for the flush."""
+        if current.last is not None and current.last < batch.observed_at - self.store.config.expire_group_ms:
+            self.cache.restart(current)
+        self.cache.dirty[group] = current
+        batch.touched[group] = "commits"
+        if current.changed is None:
+            current.changed = set()
+        return current.rings, current.changed
 
     def _group_record(self, record: RecordLike, key: bytes, batch: AppliedBatch, defer: bool) -> None:
         """A record other than an offset commit (rare): a rebalance, a group tombstone, or one skipped."""
