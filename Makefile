@@ -31,9 +31,11 @@ test: venv system-deps
 bench: venv system-deps
 	$(BIN)/python bench/run_all.py
 
+## lint: ruff (lint and format) and mypy (strict on shared/; configured in pyproject.toml)
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/typecheck.py
 
 clean:
 	rm -rf $(VENV) .local .pytest_cache .ruff_cache .hypothesis

@@ -10,13 +10,27 @@ MAPPING = {
     "services": "lagwatch.services",
     "spark": "lagwatch.spark",
 }
+SETUPTOOLS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
+def _package_folders() -> dict[str, Path]:
+    """Every folder that ships: Python packages and the folders of data files (schemas, static)."""
+    found = {}
+    for folder, package in MAPPING.items():
+        for path in [ROOT / folder, *(ROOT / folder).rglob("*")]:
+            if not path.is_dir() or path.name == "__pycache__" or path.name.endswith(".egg-info"):
+                continue
+            if not any(child.is_file() and child.suffix != ".pyc" for child in path.iterdir()):
+                continue
+            relative = path.relative_to(ROOT / folder)
+            found[".".join([package, *relative.parts])] = path
+    return found
 
 
 def test_every_package_folder_is_listed_in_pyproject():
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = set()
-    for folder, package in MAPPING.items():
-        for init in (ROOT / folder).rglob("__init__.py"):
-            relative = init.parent.relative_to(ROOT / folder)
-            found.add(".".join([package, *relative.parts]))
-    assert found == listed
+    assert set(_package_folders()) == set(SETUPTOOLS["packages"])
+
+
+def test_every_folder_of_data_files_is_declared_as_package_data():
+    data_folders = {name for name, path in _package_folders().items() if not (path / "__init__.py").exists()}
+    assert data_folders == set(SETUPTOOLS["package-data"])
