@@ -15,8 +15,8 @@ from test_notifier_support import Receiver, Timeline
 
 from lagwatch.services.notifier.dlq import read_dead_letters
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.services.notifier.subscriptions import SubscriptionStore
 from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 DLQ = "lagwatch.dlq"
 LOOK_ALIKES = {

@@ -19,10 +19,10 @@ from test_subscriptions_api import config_for as api_config
 
 from lagwatch.services.notifier import subscriptions
 from lagwatch.services.notifier.outbox import Delivery
-from lagwatch.services.notifier.subscriptions import SubscriptionStore
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import load_config
 from lagwatch.shared.status_event import encode
+from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 
 def close_event(group="billing"):

@@ -18,13 +18,14 @@ from test_notifier_support import Receiver, Timeline
 from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters, read_dead_letters
 from lagwatch.services.notifier.outbox import Delivery, Outbox
-from lagwatch.services.notifier.subscriptions import Registry, SubscriptionStore
+from lagwatch.services.notifier.subscriptions import Registry
 from lagwatch.shared import signing
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.redis_client import connect
 from lagwatch.shared.status_event import encode
 from lagwatch.shared.store import keys
+from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 DLQ = "lagwatch.dlq"
 FAST = {**FAST_NOTIFIER, "NOTIFIER__MAX_ATTEMPTS": "4"}

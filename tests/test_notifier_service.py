@@ -16,10 +16,10 @@ from kafka_helpers import FAST_NOTIFIER, eventually, make_config, running
 from test_notifier_support import Receiver, Timeline
 
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.services.notifier.subscriptions import SubscriptionStore
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.status_event import encode, record_key
 from lagwatch.shared.store import keys
+from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 STATUS_TOPIC = "lagwatch.status"
 FAST = {**FAST_NOTIFIER, "NOTIFIER__REPEAT_CHECK_INTERVAL": "0.1", "NOTIFIER__HTTP_PORT": "0"}

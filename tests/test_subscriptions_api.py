@@ -12,9 +12,9 @@ import pytest
 from kafka_helpers import running
 
 from lagwatch.services.api.app import ApiServer
-from lagwatch.services.notifier.subscriptions import SubscriptionStore
 from lagwatch.shared.config import SubscriptionConfig, load_config
 from lagwatch.shared.store import keys
+from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from test_subscriptions_api import AUTH, BASE, config_for
 
 from lagwatch.services.api.app import ApiServer
-from lagwatch.services.notifier.subscriptions import SOURCE_API, compile_subscription
+from lagwatch.services.notifier.subscriptions import compile_subscription
 from lagwatch.shared.config import SubscriptionConfig, build_section
 from lagwatch.shared.store import keys
+from lagwatch.shared.subscriptions.documents import SOURCE_API
 
 OPTIONS = [
     "id",

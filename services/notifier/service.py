@@ -42,7 +42,7 @@ from lagwatch.services.notifier.outbox import (
     parse_repeat_member,
     repeat_notification_id,
 )
-from lagwatch.services.notifier.subscriptions import Registry, Subscription, SubscriptionStore
+from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.config import Config, ConfigError
 from lagwatch.shared.faust_kafka import faust_broker_settings, raw_topic
 from lagwatch.shared.health_server import HealthServer
@@ -52,6 +52,7 @@ from lagwatch.shared.redis_client import connect
 from lagwatch.shared.service_lifecycle import Backoff, run_until_signalled
 from lagwatch.shared.silences import SilenceCache, SilenceStore
 from lagwatch.shared.store import keys
+from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 log = logging.getLogger(__name__)
 CONSUMER_GROUP = "lagwatch-notifier"

@@ -1,35 +1,21 @@
-"""Subscriptions: who is notified, when and how. From the configuration file (`subscriptions:`) and from the api
-(`/api/v1/subscriptions`, stored in Redis). One model, `SubscriptionConfig` (shared/config.py); here it is
-validated further (URL safety, templates), compiled (regexes, templates, policy) and masked for display.
+"""Subscriptions as the notifier runs them: validated further than the model (URL safety, the destination types'
+options, templates), compiled (policy, group regexes) and served from a `Registry` of the configuration file's and
+the api's. The stored document, its masking and the Redis store are shared with the api: shared/subscriptions/.
 
-Field names: the configuration file uses its usual kebab-case (`send-close`); the api's JSON uses snake_case
-(`send_close`) and accepts kebab-case too.
-
-Everything that may carry a credential — the URLs past scheme://host:port, `secret`, the basic-auth `password`,
-every header value, every extra, and the templates (but for token holders) — is masked in every api answer
-(`****` + the last 4 characters of long values) and never logged: log lines name a subscription by id and its
-destination (scheme://host:port) only. Credentials stay with their destination: when a change moves a
-subscription to another scheme, host or port, its stored secret, basic-auth username and password, headers and
-extras are dropped unless the change gives them again; `url-close` must keep `url`'s scheme, host and port, and a
-url-template may change the path and query only (and never sees extras with credential-like names: they would
-travel in clear).
+One model, `SubscriptionConfig` (shared/config.py), from the configuration file (`subscriptions:`) and from the api
+(`/api/v1/subscriptions`). Log lines name a subscription by id and its destination (scheme://host:port) only.
+`url-close` must keep `url`'s scheme, host and port, and a url-template may change the path and query only (and
+never sees extras with credential-like names: they would travel in clear).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import logging
 import re
-import secrets as random_secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
-
-from redis.asyncio import Redis
-from redis.exceptions import WatchError
 
 from lagwatch.services.notifier import channels, template_worker, tls
 from lagwatch.services.notifier.channels import email as email_channel
@@ -41,28 +27,23 @@ from lagwatch.shared.config import (
     SubscriptionConfig,
     build_section,
     field_problems,
-    option_name,
 )
 from lagwatch.shared.group_filter import GroupFilter, linear_regex_problem
-from lagwatch.shared.lag_threshold_index import index_entry
 from lagwatch.shared.notification_policy import Policy
 from lagwatch.shared.protocol import Status
-from lagwatch.shared.store import keys
+from lagwatch.shared.subscriptions.documents import (
+    READ_ONLY,
+    SOURCE_API,
+    SOURCE_CONFIG,
+    SubscriptionInvalid,
+    kebab,
+    snake,
+    to_document,
+)
+from lagwatch.shared.subscriptions.masking import masked_values, unmask_unchanged
+from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 log = logging.getLogger(__name__)
-CREDENTIAL_NAME = re.compile(r"authorization|api[-_]?key|token|secret|passw|cookie|signature|credential|auth|key", re.I)
-MASK = "****"
-SOURCE_CONFIG, SOURCE_API = "config", "api"
-READ_ONLY = frozenset({"source"})  # api output only
-TEMPLATES = ("body_template", "url_template")
-
-
-class SubscriptionInvalid(ValueError):
-    """Validation failed; `errors` maps field names to problems."""
-
-    def __init__(self, errors: Mapping[str, str]) -> None:
-        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
-        self.errors = dict(errors)
 
 
 @dataclass(frozen=True)
@@ -206,26 +187,6 @@ def from_config(config: Config) -> list[Subscription]:
 # --- api documents ----------------------------------------------------------------------------------------------
 
 
-def _kebab(doc: Mapping[str, Any]) -> dict[str, Any]:
-    return {str(k).replace("_", "-"): v for k, v in doc.items()}
-
-
-def _option_keys(doc: dict[str, Any]) -> dict[str, Any]:
-    """Fields named after Python keywords (`from_`) under their option's name (`from`)."""
-    return {
-        option_name(f) if f.name.endswith("_") else f.name: doc[f.name] for f in dataclasses.fields(SubscriptionConfig)
-    }
-
-
-def _snake(key: str) -> str:
-    return key.replace("-", "_")
-
-
-def to_document(config: SubscriptionConfig) -> dict[str, Any]:
-    """The stored (and unmasked) JSON form, snake_case."""
-    return _option_keys(dataclasses.asdict(config))
-
-
 async def validate_document(
     doc: Any, *, allow_private: bool, resolve: bool = True, existing: SubscriptionConfig | None = None
 ) -> SubscriptionConfig:
@@ -237,8 +198,8 @@ async def validate_document(
     doc = {k: v for k, v in doc.items() if k not in READ_ONLY}  # what GET shows may be sent back as it is
     if existing is not None:
         doc = unmask_unchanged(doc, existing)
-    raw = _kebab(doc)
-    problems = {_snake(k): v for k, v in field_problems(SubscriptionConfig, raw).items()}
+    raw = kebab(doc)
+    problems = {snake(k): v for k, v in field_problems(SubscriptionConfig, raw).items()}
     if problems:
         if "url" not in raw and str(raw.get("type", "webhook")) not in channels.URL_OPTIONAL:  # with the rest
             problems["url"] = "required"
@@ -259,178 +220,16 @@ async def validate_document(
     return config
 
 
-def new_id() -> str:
-    return "sub-" + random_secrets.token_hex(6)
-
-
-# --- masking ----------------------------------------------------------------------------------------------------
-
-
-def mask(value: str) -> str:
-    """`****` and, for values long enough that 4 characters give little away, their last 4."""
-    return MASK + value[-4:] if len(value) >= 12 else MASK
-
-
-def is_credential_name(name: str) -> bool:
-    return bool(CREDENTIAL_NAME.search(name))
-
-
-def mask_url(url: str) -> str:
-    """Only the destination (scheme://host:port) is shown: past it anything may be a credential — Slack's and many
-    webhooks' paths, `sig=` or `code=` query values, `user:password@` — so the rest shows its last 4 characters."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return mask(url)
-    host = f"[{host}]" if ":" in host else host
-    user = f"{MASK}@" if parts.username is not None or parts.password is not None else ""
-    rest = (
-        parts.path.lstrip("/")
-        + (f"?{parts.query}" if parts.query else "")
-        + (f"#{parts.fragment}" if parts.fragment else "")
-    )
-    return f"{parts.scheme}://{user}{host}{port}/{mask(rest) if rest else ''}"
-
-
-def masked_document(config: SubscriptionConfig, source: str, *, show_templates: bool = False) -> dict[str, Any]:
-    """The api's view of a subscription: every credential-bearing part masked — the URL past its destination, the
-    secret, every header value and every extra (a credential need not have a telling name), and the templates
-    (they may hold any of these) unless `show_templates` (for token holders, who write them)."""
-    doc = to_document(config)
-    doc["url"] = mask_url(config.url) if config.url else ""
-    doc["url_close"] = mask_url(config.url_close) if config.url_close else ""
-    for name in ("secret", *channels.secret_options()):
-        doc[name] = mask(doc[name]) if doc[name] else ""
-    doc["headers"] = {k: mask(v) for k, v in config.headers.items()}
-    doc["extras"] = {k: mask(v) for k, v in config.extras.items()}
-    if not show_templates:
-        for name in TEMPLATES:
-            doc[name] = mask(doc[name]) if doc[name] else ""
-    doc["source"] = source
-    return doc
-
-
-def unmask_unchanged(doc: Mapping[str, Any], existing: SubscriptionConfig) -> dict[str, Any]:
-    """Replace values that equal what the api showed for `existing` by `existing`'s real values."""
-    shown = masked_document(existing, SOURCE_API)
-    out = dict(doc)
-    for name in ("url", "url_close", "secret", *channels.secret_options(), *TEMPLATES):
-        if out.get(name) == shown[name] and shown[name] != getattr(existing, name):
-            out[name] = getattr(existing, name)
-    for name in ("headers", "extras"):
-        given = out.get(name)
-        if isinstance(given, Mapping):
-            real = getattr(existing, name)
-            out[name] = {
-                k: real[k] if k in real and v == shown[name].get(k) != real[k] else v for k, v in given.items()
-            }
-    return out
-
-
 def moves(doc: Mapping[str, Any], existing: SubscriptionConfig, *, merge: bool) -> bool:
     """Whether a change (api JSON, masked values restored) sends the subscription elsewhere — another type, or
     another destination (`destination_of`) — so the credentials it holds must not follow unless given again."""
     given = {k: v for k, v in doc.items() if k not in READ_ONLY}
-    raw = _kebab({**(to_document(existing) if merge else {}), **given, "id": existing.id})
+    raw = kebab({**(to_document(existing) if merge else {}), **given, "id": existing.id})
     try:
         candidate = build_section(SubscriptionConfig, raw)
     except ConfigError:
         return True
     return candidate.type != existing.type or destination_of(candidate) != destination_of(existing)
-
-
-def without_credentials(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored document without what was meant for its destination only: secret, headers, extras and the
-    channels' credentials (routing-key, password)."""
-    cleared = dict.fromkeys(("secret", "username", *channels.secret_options()), "")
-    return {**doc, **cleared, "headers": {}, "extras": {}}
-
-
-def masked_values(config: SubscriptionConfig) -> dict[str, str]:
-    """Credentials that are still masked values (sent back for a subscription they do not belong to, or moved to
-    another destination): problems, for they would be sent as they are."""
-    found = {
-        name: getattr(config, name)
-        for name in ("secret", *channels.secret_options())
-        if getattr(config, name).startswith(MASK)
-    }
-    for name in ("headers", "extras"):
-        found.update({f"{name}.{k}": v for k, v in getattr(config, name).items() if v.startswith(MASK)})
-    return {key: "a masked value: send the real one (credentials stay with their destination)" for key in found}
-
-
-# --- storage (api-created subscriptions) -------------------------------------------------------------------------
-
-
-def _parse_stored(sub_id: str, text: bytes | str) -> SubscriptionConfig | None:
-    try:
-        return build_section(SubscriptionConfig, _kebab(json.loads(text)), f"subscription {sub_id}")
-    except Exception as exc:  # unreadable (stored by an older, laxer version, say): the others still count
-        log.error("subscription %s in Redis is invalid and ignored: %s", sub_id, exc)
-        return None
-
-
-class SubscriptionStore:
-    """API-created subscriptions in Redis; every change bumps a version the notifiers watch, and keeps the index of
-    lag-seconds thresholds the evaluators read (`lw:n:{notify}:lag-thresholds`) in step, in the same transaction."""
-
-    def __init__(self, redis: Redis) -> None:
-        self.redis = redis
-
-    async def version(self) -> int:
-        return int(await self.redis.get(keys.SUBSCRIPTIONS_VERSION) or 0)
-
-    async def all(self) -> dict[str, SubscriptionConfig]:
-        raw = await self.redis.hgetall(keys.SUBSCRIPTIONS)
-        out = {}
-        for sub_id, text in raw.items():
-            sub_id = sub_id.decode() if isinstance(sub_id, bytes) else sub_id
-            config = _parse_stored(sub_id, text)
-            if config is not None:
-                out[sub_id] = config
-        return out
-
-    async def count(self) -> int:
-        return int(await self.redis.hlen(keys.SUBSCRIPTIONS))
-
-    async def get(self, sub_id: str) -> SubscriptionConfig | None:
-        """The subscription, or None when there is none or it cannot be read (it can still be deleted)."""
-        text = await self.redis.hget(keys.SUBSCRIPTIONS, sub_id)
-        return None if text is None else _parse_stored(sub_id, text)
-
-    async def put(self, config: SubscriptionConfig, *, create: bool) -> bool:
-        """Store a subscription; with `create`, only if the id is free (False otherwise)."""
-        text = json.dumps(to_document(config), sort_keys=True)
-        lag_entry = index_entry(config)
-        while True:
-            async with self.redis.pipeline(transaction=True) as pipe:
-                if create:  # only if the id is free; watched, so nothing is written for a refused create
-                    await pipe.watch(keys.SUBSCRIPTIONS)
-                    if await pipe.hexists(keys.SUBSCRIPTIONS, config.id):
-                        return False
-                    pipe.multi()
-                pipe.hset(keys.SUBSCRIPTIONS, config.id, text)
-                if lag_entry is None:
-                    pipe.hdel(keys.LAG_THRESHOLDS, config.id)
-                else:
-                    pipe.hset(keys.LAG_THRESHOLDS, config.id, lag_entry)
-                pipe.incr(keys.SUBSCRIPTIONS_VERSION)
-                try:
-                    await pipe.execute()
-                    return True
-                except WatchError:  # another subscription was written meanwhile: look again
-                    continue
-
-    async def delete(self, sub_id: str) -> bool:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hdel(keys.SUBSCRIPTIONS, sub_id)
-            pipe.hdel(keys.LAG_THRESHOLDS, sub_id)
-            pipe.delete(keys.notify_state(sub_id))  # its announced incidents; repeats are dropped by the timer
-            pipe.incr(keys.SUBSCRIPTIONS_VERSION)
-            removed, *_ = await pipe.execute()
-        return bool(removed)
 
 
 class Registry:

@@ -1,0 +1,26 @@
+"""shared/subscriptions: the contract the api and the notifier share — masking covers every destination type's
+credentials, and a stored document reads back as the subscription it was."""
+
+import json
+
+from lagwatch.services.notifier import channels
+from lagwatch.shared.config import SubscriptionConfig, build_section
+from lagwatch.shared.subscriptions.documents import kebab, to_document
+from lagwatch.shared.subscriptions.masking import CHANNEL_SECRETS, MASK, masked_document
+
+
+def test_every_credential_a_destination_type_declares_is_masked():
+    assert set(channels.secret_options()) == set(CHANNEL_SECRETS)
+
+
+def test_a_pagerduty_routing_key_and_an_email_password_are_masked_in_the_api_view():
+    config = SubscriptionConfig(id="s", type="pagerduty", routing_key="R0UTINGKEY1234", password="hunter2-hunter2")
+    shown = masked_document(config, "api")
+    assert shown["routing_key"] == MASK + "1234"
+    assert shown["password"] == MASK + "ter2"
+
+
+def test_a_stored_document_reads_back_as_the_same_subscription():
+    config = SubscriptionConfig(id="s", type="email", smtp_host="mail.example", from_="a@example.com", to=["b@x.io"])
+    text = json.dumps(to_document(config))
+    assert build_section(SubscriptionConfig, kebab(json.loads(text))) == config
