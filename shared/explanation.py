@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lagwatch.shared.protocol import GroupStatus, Status
+from lagwatch.shared.protocol import GroupStatus, PartitionStatus, Status
 from lagwatch.shared.retention import RetentionRisk
 from lagwatch.shared.velocity import CatchUp, Velocity
 
@@ -45,7 +45,7 @@ class Explanation:
     code: str
     text: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, str]:
         return {"code": self.code, "text": self.text}
 
 
@@ -63,8 +63,18 @@ def explain(
     seen; without it, no owner does not mean the members left. `retention`: the group's retention risk."""
     if status is None:
         return Explanation("gone", "The group is not known (deleted, expired or excluded).")
-    parts = status.partitions
-    rewound = [p for p in parts if p.status == Status.REWIND]
+    recent = sorted(at for at in rebalances if at >= now_ms - STORM_WINDOW_MS)
+    return (
+        _offsets_cause(status, retention)
+        or _membership_cause(status, recent, now_ms, membership_known)
+        or _partitions_cause(status, velocities)
+        or _rates_cause(velocities, group)
+    )
+
+
+def _offsets_cause(status: GroupStatus, retention: RetentionRisk | None) -> Explanation | None:
+    """Rules 1: the committed offsets moved under the consumer (a reset, or retention deleting unread messages)."""
+    rewound = [p for p in status.partitions if p.status == Status.REWIND]
     if rewound:
         return Explanation("rewound", f"Offsets were reset: the committed offset went back on {_names(rewound)}.")
     if retention is not None and retention.skipped:
@@ -73,7 +83,14 @@ def explain(
             f"Retention deleted {retention.skipped:,} messages before they were consumed (the committed offset is "
             "below the log start).",
         )
-    recent = sorted(at for at in rebalances if at >= now_ms - STORM_WINDOW_MS)
+    return None
+
+
+def _membership_cause(
+    status: GroupStatus, recent: list[int], now_ms: int, membership_known: bool
+) -> Explanation | None:
+    """Rules 2-4: the group's members (generations in `recent`, oldest first; owners) explain it."""
+    parts = status.partitions
     if len(recent) >= STORM_GENERATIONS:
         minutes = STORM_WINDOW_MS // 60_000
         return Explanation(
@@ -89,6 +106,14 @@ def explain(
         ago = max(0, (now_ms - recent[-1]) // 1000)
         text = f"Rebalance in progress: a new generation started {ago} s ago{_hosts(parts)}."
         return Explanation("rebalancing", text)
+    return None
+
+
+def _partitions_cause(status: GroupStatus, velocities: Mapping[TopicPartition, Velocity]) -> Explanation | None:
+    """Rules 5-7: some partitions stopped or stalled."""
+    parts = status.partitions
+    stopped = [p for p in parts if p.status == Status.STOP]
+    stalled = [p for p in parts if p.status == Status.STALL]
     stuck = [p for p in parts if p.status in (Status.STOP, Status.STALL)]
     stuck_tps = {(p.topic, p.partition) for p in stuck}
     moving = [tp for tp, v in velocities.items() if v.consume_rate and tp not in stuck_tps]
@@ -104,6 +129,11 @@ def explain(
     if stopped:
         still = f" but its members are still in the group{_hosts(stopped)}" if any(p.owner for p in stopped) else ""
         return Explanation("consumer-stopped", f"The consumer stopped committing on {_names(stopped)}{still}.")
+    return None
+
+
+def _rates_cause(velocities: Mapping[TopicPartition, Velocity], group: Velocity) -> Explanation:
+    """Rules 8-11: the producer's and the consumer's rates; `unknown` without them."""
     growth = group.lag_growth
     flat = group.log_end_flat_ms
     if flat is not None and flat >= PRODUCER_FLAT_MS and (growth is None or growth <= 0):
@@ -127,12 +157,12 @@ def explain(
     return Explanation("unknown", "Not enough commits or log-end samples yet to say why.")
 
 
-def _names(parts: Sequence) -> str:
+def _names(parts: Sequence[PartitionStatus]) -> str:
     shown = ", ".join(f"{p.topic}/{p.partition}" for p in parts[:3])
     return shown + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
 
 
-def _hosts(parts: Sequence) -> str:
+def _hosts(parts: Sequence[PartitionStatus]) -> str:
     hosts = sorted({p.owner for p in parts if p.owner})
     if not hosts:
         return ""

@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lagwatch.shared.explanation import Explanation
 from lagwatch.shared.protocol import GroupStatus, PartitionStatus, Status
@@ -71,23 +72,12 @@ def build_event(
     velocities: Mapping[tuple[str, int], Velocity] | None = None,
     explanation: Explanation | None = None,
     retention: Mapping[tuple[str, int], RetentionRisk] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The event for transition number `seq`; `group_status` None means the group is gone (NOTFOUND).
     `time_lags` (lag in seconds per partition), when known, adds `lag_seconds` fields; `velocities` (per partition,
     `velocity.py`) add `velocity` objects to the group and its partitions; `explanation` adds `explanation`;
     `retention` (per partition, `retention.py`) adds `retention` objects."""
     status = group_status.status if group_status else Status.NOTFOUND
-    bad = [p for p in group_status.partitions if p.status != Status.OK] if group_status else []
-    lags = time_lags or {}
-    speeds = velocities or {}
-    extra: dict = {}
-    if velocities is not None and group_status is not None:
-        extra["velocity"] = group_velocity(speeds.values()).to_json()
-    if explanation is not None:
-        extra["explanation"] = explanation.to_json()
-    risks = retention or {}
-    if retention is not None and group_status is not None:
-        extra["retention"] = group_risk(risks.values()).to_json()
     return {
         "schema_version": SCHEMA_VERSION,
         "event_id": event_id(cluster, group, seq),
@@ -99,17 +89,55 @@ def build_event(
         "incident_id": incident.incident_id,
         "incident_started_at": incident.started_at,
         "evaluated_at": evaluated_at,
-        "complete": group_status.complete if group_status else 0.0,
-        "partition_count": group_status.partition_count if group_status else 0,
-        "totallag": group_status.totallag if group_status else 0,
-        "maxlag": _partition(group_status.maxlag, lags, speeds, risks)
-        if group_status and group_status.maxlag
-        else None,
-        "partitions": [_partition(p, lags, speeds, risks) for p in bad],
-        **seconds_fields(worst(lags.values()), "max_lag_seconds"),
-        **extra,
+        **_group_fields(group_status, time_lags or {}, velocities or {}, retention or {}),
+        **_insight_fields(group_status, velocities, explanation, retention),
         "replayed": replayed,
     }
+
+
+def _group_fields(
+    group_status: GroupStatus | None,
+    lags: Mapping[tuple[str, int], TimeLag | None],
+    speeds: Mapping[tuple[str, int], Velocity],
+    risks: Mapping[tuple[str, int], RetentionRisk],
+) -> dict[str, Any]:
+    """The group's numbers and its partitions that are not OK (none for a gone group)."""
+    if group_status is None:
+        return {
+            "complete": 0.0,
+            "partition_count": 0,
+            "totallag": 0,
+            "maxlag": None,
+            "partitions": [],
+            **seconds_fields(worst(lags.values()), "max_lag_seconds"),
+        }
+    bad = [p for p in group_status.partitions if p.status != Status.OK]
+    maxlag = group_status.maxlag
+    return {
+        "complete": group_status.complete,
+        "partition_count": group_status.partition_count,
+        "totallag": group_status.totallag,
+        "maxlag": _partition(maxlag, lags, speeds, risks) if maxlag else None,
+        "partitions": [_partition(p, lags, speeds, risks) for p in bad],
+        **seconds_fields(worst(lags.values()), "max_lag_seconds"),
+    }
+
+
+def _insight_fields(
+    group_status: GroupStatus | None,
+    velocities: Mapping[tuple[str, int], Velocity] | None,
+    explanation: Explanation | None,
+    retention: Mapping[tuple[str, int], RetentionRisk] | None,
+) -> dict[str, Any]:
+    """The optional group-level `velocity`, `explanation` and `retention` objects, when they were given."""
+    extra: dict[str, Any] = {}
+    if velocities is not None and group_status is not None:
+        extra["velocity"] = group_velocity(velocities.values()).to_json()
+    if explanation is not None:
+        extra["explanation"] = explanation.to_json()
+    if retention is not None and group_status is not None:
+        extra["retention"] = group_risk(retention.values()).to_json()
+    return extra
 
 
 def _partition(
@@ -117,7 +145,7 @@ def _partition(
     lags: Mapping[tuple[str, int], TimeLag | None],
     velocities: Mapping[tuple[str, int], Velocity],
     risks: Mapping[tuple[str, int], RetentionRisk],
-) -> dict:
+) -> dict[str, Any]:
     velocity = velocities.get((p.topic, p.partition))
     risk = risks.get((p.topic, p.partition))
     return {
@@ -135,9 +163,10 @@ def _partition(
     }
 
 
-def encode(event: dict) -> bytes:
+def encode(event: Mapping[str, Any]) -> bytes:
     return json.dumps(event, separators=(",", ":"), sort_keys=True).encode()
 
 
-def schema() -> dict:
-    return json.loads(SCHEMA_PATH.read_text())
+def schema() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
+    return loaded
