@@ -1,4 +1,4 @@
-"""Burrow's evaluation rules as pure functions (spec §3).
+"""Burrow's evaluation rules as pure functions (docs/rules.md §3).
 
 A partition is judged from its window of recent commits (oldest first), its recent broker log-end offsets and its
 current lag; a group is the worst of its partitions. No I/O: the evaluator, the API and the Spark job all call these.

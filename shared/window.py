@@ -1,4 +1,4 @@
-"""The per-partition sliding window of spec §2, as a pure data structure.
+"""The per-partition sliding window of docs/rules.md §2, as a pure data structure.
 
 A window holds the `intervals` most recent commits of one (cluster, group, topic, partition), sorted by `order`
 (the commit record's position in the offsets topic), and the last `intervals` broker log-end offsets of the

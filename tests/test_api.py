@@ -1,4 +1,4 @@
-"""The api service (spec §5): Burrow's HTTP API v3 over real Redis windows, served on a real socket.
+"""The api service (docs/rules.md §5): Burrow's HTTP API v3 over real Redis windows, served on a real socket.
 
 Every test talks HTTP to an `ApiServer` on a free port with an aiohttp client. The windows are written with the
 window store, with current timestamps (group keys expire by Redis' clock and statuses are judged at request time).

@@ -81,3 +81,17 @@ def test_the_readme_links_the_operator_docs():
     readme = (ROOT / "README.md").read_text()
     for doc in ("docs/configuration.md", "docs/operations.md", "docs/migrating-from-burrow.md"):
         assert f"]({doc})" in readme, doc
+
+
+def test_every_rules_section_the_code_cites_is_in_docs_rules_md():
+    sections = set(re.findall(r"^## (\d+)\. ", (DOCS / "rules.md").read_text(), re.M))
+    cited, unresolved = set(), []
+    for folder in ("shared", "services", "spark", "lagwatch", "tests"):
+        for path in (ROOT / folder).rglob("*.py"):
+            text = path.read_text()
+            for group in re.findall(r"docs/rules\.md ((?:§\d+(?:, )?)+)", text):
+                cited.update(re.findall(r"§(\d+)", group))
+            if re.search(r"\bspec §\d", text):  # the old, unresolvable form
+                unresolved.append(str(path.relative_to(ROOT)))
+    assert cited and cited <= sections
+    assert unresolved == []

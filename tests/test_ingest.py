@@ -1,4 +1,4 @@
-"""The ingest service against the Kafka mock cluster and a real Redis: commits become windows (spec §2, §4)."""
+"""The ingest service against the Kafka mock cluster and a real Redis: commits become windows (docs/rules.md §2, §4)."""
 
 import time
 

@@ -1,4 +1,4 @@
-"""Burrow's evaluation rules (spec §3), partition by partition and for whole groups."""
+"""Burrow's evaluation rules (docs/rules.md §3), partition by partition and for whole groups."""
 
 import json
 from pathlib import Path

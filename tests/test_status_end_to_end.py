@@ -1,4 +1,4 @@
-"""Commits through the ingest path make the evaluator publish the expected status changes (spec §3).
+"""Commits through the ingest path make the evaluator publish the expected status changes (docs/rules.md §3).
 
 One ingest and one evaluator run against the Kafka mock cluster; each scenario plays a consumer group on its own
 topic, writing coordinator records as the group coordinator would and moving the topic's log end with real

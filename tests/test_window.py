@@ -1,4 +1,4 @@
-"""The per-partition window (spec §2) as a pure data structure."""
+"""The per-partition window (docs/rules.md §2) as a pure data structure."""
 
 from lagwatch.shared.window import AddOutcome, Commit, PartitionWindow, WindowConfig
 

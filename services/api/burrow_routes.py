@@ -1,4 +1,4 @@
-"""Burrow's HTTP API v3 (spec §5): clusters, topics and their consumers, consumer groups, their statuses, and
+"""Burrow's HTTP API v3 (docs/rules.md §5): clusters, topics and their consumers, consumer groups, their statuses, and
 removing a group or one of its topics.
 
 Shapes and messages follow Burrow's httpserver (v1.9.5) so existing Burrow clients (dashboards, Telegraf's burrow

@@ -1,4 +1,4 @@
-"""The window store on Redis: spec §2's windows, persisted, atomic and batched. Key layout: `keys.py`.
+"""The window store on Redis: the windows of docs/rules.md §2, persisted, atomic and batched. Key layout: `keys.py`.
 
 Writers hand over commits in batches; each group's commits become one Lua call (atomic, one hash slot), and the
 calls of a batch travel in one pipeline. A commit's lag needs its partition's latest broker offset, which lives in
