@@ -131,6 +131,8 @@ MEANINGS = {
     "subscriptions[].send-once": "one notification per incident: no updates, no repeats",
     "subscriptions[].send-interval": "seconds; repeat while the incident lasts (0 = never)",
     "subscriptions[].lag-seconds-threshold": "seconds; also alert while the lag in seconds is over it (0 = off)",
+    "subscriptions[].retention-risk-threshold": "seconds; also alert while retention would delete unconsumed "
+    "messages sooner, and when it deleted some (0 = off)",
     "subscriptions[].group-allowlist": "regex: only matching groups notify",
     "subscriptions[].group-denylist": "regex: matching groups never notify",
     "subscriptions[].clusters": "only these clusters (empty = all)",

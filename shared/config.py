@@ -306,6 +306,9 @@ class SubscriptionConfig:
     send_interval: float = field(default=0.0, metadata={"check": _up_to_a_year})  # repeat while open; 0 = never
     # lagwatch's own rule beside Burrow's: alert while the group's max lag in seconds is over this; 0 = off
     lag_seconds_threshold: float = field(default=0.0, metadata={"check": _up_to_a_year})
+    # ... and while retention deletes the group's oldest unconsumed message in less than this (data-loss-risk), or
+    # deleted messages it never consumed (messages-skipped); 0 = off
+    retention_risk_threshold: float = field(default=0.0, metadata={"check": _up_to_a_year})
     group_allowlist: str = field(default="", metadata={"check": _regex})
     group_denylist: str = field(default="", metadata={"check": _regex})
     clusters: list[str] = field(default_factory=list)  # empty = every cluster

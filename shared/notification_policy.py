@@ -49,6 +49,7 @@ class Policy:
     send_once: bool = False
     send_interval_ms: int = 0
     lag_threshold_s: float = 0.0  # lagwatch's own rule (lag_policy.py); 0 = off
+    retention_risk_s: float = 0.0  # data-loss-risk and messages-skipped alerts (lag_policy.py); 0 = off
     hold_for_ms: int = 0  # an open waits until the incident held this long (holds.py); 0 = at once
 
     @property

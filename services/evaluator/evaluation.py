@@ -139,7 +139,7 @@ class GroupEvaluator:
             request = self._transition(group, state, status, now, lags, speeds if live else None, why, risks)
             if request is not None:
                 requests.append(request)
-            evaluated.append(Evaluated(group, status, lags, why))
+            evaluated.append(Evaluated(group, status, lags, why, risks))
             if stored is None or status is None or lags is None:
                 results[group] = report.next_at[group] = report.watches[group] = None
                 continue
@@ -164,6 +164,7 @@ class GroupEvaluator:
                 expire_group_ms=expire_ms,
                 time_lags=lags,
                 thresholds_s=thresholds,
+                retention=retention,
             )
             report.watches[group] = watch(stored, intervals, lags)
         if gone:  # names whose keys Redis expired on its own leave the group index too (not listed, not swept)

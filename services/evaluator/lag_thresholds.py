@@ -1,14 +1,18 @@
-"""Lag-seconds thresholds: lagwatch's own rule beside Burrow's ("alert when the max lag is over 300 s, even if
-Burrow's rules say OK"), evaluated by the evaluator with the statuses and published as lag-threshold events.
+"""Alert thresholds: lagwatch's own rules beside Burrow's ("alert when the max lag is over 300 s, even if Burrow's
+rules say OK"; "alert when retention deletes unread messages within an hour"), evaluated by the evaluator with the
+statuses and published as lag-threshold events (shared/lag_threshold_event.py: one path, three alerts).
 
-* Which thresholds: every `lag-seconds-threshold` of a subscription for this cluster — the configuration file's
-  (the evaluator reads the same `subscriptions:` as the notifier) and the api's (`lw:n:{notify}:lag-thresholds`,
-  written with each subscription). Re-read at most every `REFRESH_S`.
+* Which thresholds: every `lag-seconds-threshold` and `retention-risk-threshold` of a subscription for this cluster
+  — the configuration file's (the evaluator reads the same `subscriptions:` as the notifier) and the api's
+  (`lw:n:{notify}:lag-thresholds`, written with each subscription). Re-read at most every `REFRESH_S`.
 * Each evaluation compares the group's max lag in seconds (`time_lag.worst`; a lower bound only counts when the
-  bound itself is over) with each threshold, strictly: over when `max_lag_seconds > threshold`. A group whose lag is
-  unknown keeps its state. When the group crosses a threshold, a crossing is recorded with a compare-and-set and its
-  event in an outbox (`lag_state_store.py`), then published on `evaluator.lag-threshold-topic` — as status
-  transitions are, so a restart or a second evaluator never records or publishes a crossing twice.
+  bound itself is over) with each lag-seconds threshold, strictly: over when `max_lag_seconds > threshold`; its
+  retention risk (shared/retention.py, the soonest partition) with each data-loss-risk threshold: in the alert when
+  `retention_risk_seconds < threshold`; and its skipped messages with the messages-skipped alert (any). A group
+  whose lag (or retention risk) is unknown keeps its state. When the group crosses a threshold, a crossing is
+  recorded with a compare-and-set and its event in an outbox (`lag_state_store.py`), then published on
+  `evaluator.lag-threshold-topic` — as status transitions are, so a restart or a second evaluator never records
+  or publishes a crossing twice.
 * A group over a threshold comes back under when its lag does, when it is gone (NOTFOUND), or when no subscription
   asks for that threshold any more: every incident that was opened is closed.
 * Thresholds are not filtered by group: the topic has every group's crossings, and the notifier applies each
@@ -28,37 +32,53 @@ from redis.asyncio import Redis
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.explanation import Explanation
-from lagwatch.shared.lag_threshold_event import Crossing, Reason, build_event, encode, threshold_key
-from lagwatch.shared.lag_threshold_index import parse_index_entry, thresholds_for
+from lagwatch.shared.lag_threshold_event import Alert, Crossing, Reason, Threshold, at_risk, build_event, encode
+from lagwatch.shared.lag_threshold_index import parse_index_entry, thresholds_for, thresholds_of
 from lagwatch.shared.protocol import GroupStatus
+from lagwatch.shared.retention import RetentionRisk, group_risk
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.lag_state_store import GroupLagState, LagStateStore, ThresholdState
 from lagwatch.shared.time_lag import TimeLag, exceeds, worst
 
 log = logging.getLogger(__name__)
 CROSSINGS = Counter(
-    "lagwatch_lag_threshold_crossings_total", "Lag-seconds threshold crossings recorded", ["cluster", "direction"]
+    "lagwatch_lag_threshold_crossings_total",
+    "Alert threshold crossings recorded (lag-seconds, data-loss-risk, messages-skipped)",
+    ["cluster", "direction", "alert"],
 )
 REFRESH_S = 1.0
 NEVER_CROSSED = ThresholdState()
 
 
 def crossings(
-    states: Mapping[float, ThresholdState], thresholds: frozenset[float], lag: TimeLag | None, *, gone: bool
+    states: Mapping[Threshold, ThresholdState],
+    thresholds: frozenset[Threshold],
+    lag: TimeLag | None,
+    *,
+    gone: bool,
+    risk: RetentionRisk | None = None,
 ) -> list[Crossing]:
-    """The thresholds a group crosses at this evaluation, lowest first. `lag` is the group's max lag in seconds
-    (None: unknown, nothing changes); `gone`: the group is NOTFOUND."""
+    """The thresholds a group crosses at this evaluation, by alert, lowest first. `lag` is the group's max lag in
+    seconds and `risk` its retention risk (None: unknown, nothing changes); `gone`: the group is NOTFOUND."""
     out = []
-    for threshold in sorted(thresholds | {t for t, s in states.items() if s.above}):
+    for threshold in sorted(thresholds | {t for t, s in states.items() if s.above}, key=_order):
         above = states.get(threshold, NEVER_CROSSED).above
         if gone or threshold not in thresholds:
             if above:
-                out.append(Crossing(threshold, False, Reason.GROUP_GONE if gone else Reason.THRESHOLD_REMOVED))
+                reason = Reason.GROUP_GONE if gone else Reason.THRESHOLD_REMOVED
+                out.append(Crossing(threshold.seconds, False, reason, threshold.alert))
             continue
-        over = exceeds(lag, threshold)
+        if threshold.alert == Alert.LAG_SECONDS:
+            over, reason = exceeds(lag, threshold.seconds), Reason.LAG
+        else:
+            over, reason = at_risk(risk, threshold), Reason.RETENTION
         if over is not None and over != above:
-            out.append(Crossing(threshold, over))
+            out.append(Crossing(threshold.seconds, over, reason, threshold.alert))
     return out
+
+
+def _order(threshold: Threshold) -> tuple[int, float]:
+    return list(Alert).index(threshold.alert), threshold.seconds
 
 
 class ThresholdSource:
@@ -69,12 +89,12 @@ class ThresholdSource:
     ) -> None:
         self.redis = redis
         self.cluster = cluster
-        self.from_file = [(s.lag_seconds_threshold, s.clusters) for s in from_file]
+        self.from_file = [(thresholds_of(s), s.clusters) for s in from_file]
         self.refresh_s = refresh_s
         self._read_at = float("-inf")
-        self._current: tuple[frozenset[float], frozenset[str]] = (frozenset(), frozenset())
+        self._current: tuple[frozenset[Threshold], frozenset[str]] = (frozenset(), frozenset())
 
-    async def current(self) -> tuple[frozenset[float], frozenset[str]]:
+    async def current(self) -> tuple[frozenset[Threshold], frozenset[str]]:
         """(thresholds, groups over some threshold or with events pending)."""
         if time.monotonic() - self._read_at >= self.refresh_s:
             async with self.redis.pipeline(transaction=False) as pipe:
@@ -96,12 +116,14 @@ class ThresholdSource:
 
 @dataclass(frozen=True, slots=True)
 class Evaluated:
-    """One group as the evaluator just saw it: its status (None = NOTFOUND) and lag in seconds per partition."""
+    """One group as the evaluator just saw it: its status (None = NOTFOUND), lag in seconds and retention risk per
+    partition."""
 
     group: str
     status: GroupStatus | None
     time_lags: Mapping[tuple[str, int], TimeLag | None] | None
     explanation: Explanation | None = None  # why (shared/explanation.py), carried by its events
+    retention: Mapping[tuple[str, int], RetentionRisk] | None = None  # None: unknown (the group is not live)
 
 
 class LagThresholdAlerts:
@@ -130,9 +152,9 @@ class LagThresholdAlerts:
         recorded = 0
         for item, state in zip(looked_at, states, strict=True):
             events = list(state.pending)  # left by an evaluator that stopped before publishing
-            for crossing in crossings(
-                state.thresholds, thresholds, worst((item.time_lags or {}).values()), gone=item.status is None
-            ):
+            lag = worst((item.time_lags or {}).values())
+            risk = group_risk(item.retention.values()) if item.retention is not None else None
+            for crossing in crossings(state.thresholds, thresholds, lag, gone=item.status is None, risk=risk):
                 event = await self._record(item, state, crossing, now_ms)
                 if event is not None:
                     events.append(event)
@@ -144,7 +166,7 @@ class LagThresholdAlerts:
         return recorded, sum(len(e) for e in published.values())
 
     async def _record(self, item: Evaluated, state: GroupLagState, crossing: Crossing, now_ms: int) -> bytes | None:
-        before = state.thresholds.get(crossing.threshold_s, NEVER_CROSSED)
+        before = state.thresholds.get(crossing.threshold, NEVER_CROSSED)
         seq = before.seq + 1
         started_at = now_ms if crossing.above else (before.started_at or now_ms)
         event = encode(
@@ -158,26 +180,27 @@ class LagThresholdAlerts:
                 group_status=item.status,
                 time_lags=item.time_lags or {},
                 explanation=item.explanation,
+                retention=item.retention,
             )
         )
         applied = await self.store.record(
             self.cluster,
             item.group,
-            threshold_key=threshold_key(crossing.threshold_s),
+            threshold_key=crossing.threshold.key,
             expected_seq=before.seq,
             started_at=started_at,
             event=event,
         )
         if not applied:
             return None  # another evaluator recorded it: it publishes it
-        state.thresholds[crossing.threshold_s] = ThresholdState(seq, started_at)
-        CROSSINGS.labels(self.cluster, "over" if crossing.above else "under").inc()
+        state.thresholds[crossing.threshold] = ThresholdState(seq, started_at)
+        CROSSINGS.labels(self.cluster, "over" if crossing.above else "under", crossing.alert.value).inc()
         log.info(
-            "%s/%s: lag %s %ss (%s)",
+            "%s/%s: %s %s (%s)",
             self.cluster,
             item.group,
-            "over" if crossing.above else "back under",
-            threshold_key(crossing.threshold_s),
+            crossing.threshold.key,
+            "in alert" if crossing.above else "over",
             crossing.reason.value,
         )
         return event

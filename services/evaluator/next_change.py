@@ -2,8 +2,9 @@
 
 Without a new commit or log-end poll, a partition's verdict (shared/rules.py) can only change when its STOP rule
 turns true, at `last.timestamp + (last.timestamp - first.timestamp)` (strictly after it); the group only when it
-expires (`expire-group` after its newest commit); and its lag-seconds thresholds only when its lag in seconds,
-which grows with the clock, passes one. Everything else the rules read changes with commits (a change notice) or
+expires (`expire-group` after its newest commit); its lag-seconds thresholds only when its lag in seconds,
+which grows with the clock, passes one; and its data-loss-risk thresholds when its retention risk, which counts
+down with the clock, falls under one. Everything else the rules read changes with commits (a change notice) or
 polls (a log-end notice). The evaluator schedules each group at the earliest of these instants (schedule_store.py).
 
 `watch` describes, per partition, what the log-end notices need to decide whether a poll could flip a rule.
@@ -14,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from lagwatch.shared.lag_threshold_event import Alert, Threshold
 from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
+from lagwatch.shared.retention import RetentionRisk
 from lagwatch.shared.rules import was_caught_up_recently
 from lagwatch.shared.store.packing import COMMIT_ENTRY, commit_entry_at
 from lagwatch.shared.store.redis_store import StoredGroup
@@ -72,10 +75,11 @@ def next_change_at(
     rules: RuleConfig,
     expire_group_ms: int,
     time_lags: Mapping[tuple[str, int], TimeLag | None] | None = None,
-    thresholds_s: Iterable[float] = (),
+    thresholds_s: Iterable[Threshold] = (),
+    retention: RetentionRisk | None = None,
 ) -> int:
-    """The earliest instant after `now_ms` at which time alone may change the group's status or a lag-seconds
-    threshold crossing (the group's expiry at the latest)."""
+    """The earliest instant after `now_ms` at which time alone may change the group's status or cross one of the
+    alert thresholds (the group's expiry at the latest)."""
     candidates = [stored.last_commit_ms + expire_group_ms + 1]
     for p, verdict in zip(stored.partitions, status.partitions, strict=True):
         filled = min(len(p.packed) // COMMIT_ENTRY.size, intervals)
@@ -87,7 +91,11 @@ def next_change_at(
         at = stop_instant(first.timestamp, last.timestamp)
         if at > now_ms and not was_caught_up_recently(p.broker_offsets, last):
             candidates.append(at)
-    candidates.extend(threshold_instants(time_lags or {}, thresholds_s, now_ms))
+    thresholds = list(thresholds_s)
+    lag_thresholds = [t.seconds for t in thresholds if t.alert == Alert.LAG_SECONDS]
+    candidates.extend(threshold_instants(time_lags or {}, lag_thresholds, now_ms))
+    risk_thresholds = [t.seconds for t in thresholds if t.alert == Alert.DATA_LOSS_RISK]
+    candidates.extend(retention_instants(retention, risk_thresholds, now_ms))
     return min(candidates)
 
 
@@ -101,3 +109,12 @@ def threshold_instants(
         return []
     slowest = max(growing)
     return [now_ms + int((t - slowest) * 1000) + 1 for t in thresholds_s if t >= slowest]
+
+
+def retention_instants(risk: RetentionRisk | None, thresholds_s: Iterable[float], now_ms: int) -> list[int]:
+    """When the group's retention risk will fall under each data-loss-risk threshold it is not under yet (the
+    time left counts down with the clock: `r` seconds left at `now` is under `t` from `now + (r - t) s` on,
+    strictly)."""
+    if risk is None or risk.seconds is None:
+        return []
+    return [now_ms + int((risk.seconds - t) * 1000) + 1 for t in thresholds_s if risk.seconds >= t]

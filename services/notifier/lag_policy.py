@@ -1,20 +1,24 @@
-"""When a subscription is told about a lag-threshold event (shared/lag_threshold_event.py): lagwatch's own rule,
-beside Burrow's (policy.py), as pure functions.
+"""When a subscription is told about a lag-threshold event (shared/lag_threshold_event.py): lagwatch's own rules,
+beside Burrow's (policy.py), as pure functions. One path for the three alerts (the event's `alert`):
 
 * `lag-seconds-threshold` (0 = off): the event that takes a group's max lag in seconds over exactly that threshold
   is a **lag-open** notification ("lag above N s").
+* `retention-risk-threshold` (0 = off): the event that brings the time until retention deletes the group's oldest
+  unconsumed message under exactly that threshold (`data-loss-risk`) is a lag-open too, and so is any event
+  saying retention deleted messages before they were consumed (`messages-skipped`, how many in the event).
 * `send-close`: the event that brings the announced incident back under (or ends it: the group is gone, or the
   threshold is no longer used) is a **lag-close** ("back under N s"). Only incidents announced to the
   subscription are closed, so one that changed its threshold still hears the end of what it was told.
 * `send-interval` > 0: a **lag-repeat** every interval while the announced incident lasts, unless `send-once`.
 * Burrow's `threshold` (a status) plays no part: a group can be over the lag threshold while its status is OK.
 
-The state per (subscription, cluster/group) is an `IncidentState` kept under the group's lag field
-(`outbox.lag_field`), apart from the status incident's.
+The state per (subscription, cluster/group, alert) is an `IncidentState` kept under the group's lag field for
+the alert (`outbox.lag_field`), apart from the status incident's.
 """
 
 from __future__ import annotations
 
+from lagwatch.shared.lag_threshold_event import Alert
 from lagwatch.shared.notification_policy import Decision, IncidentState, Kind, Policy, next_repeat
 
 ABOVE = "ABOVE"  # the `status` an announced lag incident keeps
@@ -25,13 +29,23 @@ def decide_lag(policy: Policy, event: dict, state: IncidentState | None, now_ms:
     threshold's crossing, or the end of an incident it was never told about): nothing to record."""
     announced = state.incident_id if state is not None else None
     if event["above"]:
-        if float(event["threshold_seconds"]) != policy.lag_threshold_s or event["incident_id"] == announced:
+        if not asks_for(policy, event) or event["incident_id"] == announced:
             return None
         opened = IncidentState(event["incident_id"], ABOVE, now_ms, event)
         return Decision(Kind.LAG_OPEN, opened, next_repeat(policy, now_ms))
     if announced is None or event["incident_id"] != announced:
         return None
     return Decision(Kind.LAG_CLOSE if policy.send_close else None, None, None)
+
+
+def asks_for(policy: Policy, event: dict) -> bool:
+    """Whether the subscription asked for the alert and threshold the event went into."""
+    alert, threshold = event.get("alert", Alert.LAG_SECONDS.value), float(event["threshold_seconds"])
+    if alert == Alert.LAG_SECONDS:
+        return policy.lag_threshold_s > 0 and threshold == policy.lag_threshold_s
+    if alert == Alert.DATA_LOSS_RISK:
+        return policy.retention_risk_s > 0 and threshold == policy.retention_risk_s
+    return alert == Alert.MESSAGES_SKIPPED and policy.retention_risk_s > 0
 
 
 def lag_repeat_due(policy: Policy, state: IncidentState | None, now_ms: int) -> Decision:

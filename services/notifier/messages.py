@@ -131,8 +131,7 @@ def lag_slack_message(event: dict, kind: str, context: dict, dashboard_url: str 
     fields = [
         f"*Group*\n{_slack_escape(event['group'])}",
         f"*Cluster*\n{_slack_escape(event['cluster'])}",
-        f"*Behind by*\n{_behind(event)}",
-        f"*Threshold*\n{_threshold(event)}",
+        *_alert_fields(event),
         f"*Status (Burrow's rules)*\n{event['status']}",
         f"*Total lag*\n{event['totallag']:,}",
     ]
@@ -141,7 +140,7 @@ def lag_slack_message(event: dict, kind: str, context: dict, dashboard_url: str 
     if not closing:
         fields.extend(_insight_fields(event))
     worst = over[:WORST_SHOWN] if not closing else []
-    lines = "\n".join(_lag_partition_line(p) for p in worst)
+    lines = "\n".join(_lag_partition_line(p, event.get("alert", "lag-seconds")) for p in worst)
     if worst and len(over) > len(worst):
         lines += f"\n…and {len(over) - len(worst)} more"
     colour = STATUS_COLOUR["OK"] if closing else LAG_COLOUR
@@ -183,8 +182,35 @@ def _threshold(event: dict) -> str:
     return f"{threshold_key(event['threshold_seconds'])} s"
 
 
+def _alert_fields(event: dict) -> list[str]:
+    """What the alert measures: the lag in seconds and its threshold, or the retention risk (data-loss-risk) and
+    the messages retention deleted unread (messages-skipped)."""
+    alert = event.get("alert", "lag-seconds")
+    if alert == "lag-seconds":
+        return [f"*Behind by*\n{_behind(event)}", f"*Threshold*\n{_threshold(event)}"]
+    left = event.get("retention_risk_seconds")
+    fields = [f"*Deleted unread in*\n{'unknown' if left is None else '~' + (templates.duration(left) or '0s')}"]
+    if alert == "data-loss-risk":
+        return [*fields, f"*Threshold*\n{_threshold(event)}"]
+    return [f"*Messages lost*\n{event.get('skipped_messages', 0):,} deleted by retention before consumed", *fields]
+
+
+def _retention_title(kind: str, event: dict, where: str) -> str:
+    risk = event.get("alert") == "data-loss-risk"
+    if kind == "lag-close":
+        ended = "No longer at risk of data loss" if risk else "No longer behind deleted messages"
+        return f":white_check_mark: {ended}: {where}"
+    if risk:
+        still = "Still at risk" if kind == "lag-repeat" else "At risk"
+        return f":warning: {still}: retention deletes unread messages within {_threshold(event)}: {where}"
+    still = "Still lost" if kind == "lag-repeat" else "Lost"
+    return f":x: {still}: {event.get('skipped_messages', 0):,} messages deleted before consumed: {where}"
+
+
 def _lag_title(kind: str, event: dict) -> str:
     where = f"{event['group']} on {event['cluster']}"
+    if event.get("alert", "lag-seconds") != "lag-seconds" and event.get("reason") in (None, "retention"):
+        return _short(_retention_title(kind, event, where))
     if kind != "lag-close":
         still = "Still above" if kind == "lag-repeat" else "Lag above"
         return _short(f":hourglass_flowing_sand: {still} {_threshold(event)}: {where}")
@@ -199,10 +225,15 @@ def _lag_title(kind: str, event: dict) -> str:
     )
 
 
-def _lag_partition_line(p: dict) -> str:
+def _lag_partition_line(p: dict, alert: str = "lag-seconds") -> str:
     where = f"`{_slack_escape(p['topic'])}` / {p['partition']}"
-    at_least = "at least " if p.get("lag_seconds_lower_bound") else ""
     owner = f" — {_slack_escape(p['owner'])}" if p.get("owner") else ""
+    if alert == "messages-skipped":
+        return f"• {where}: {p.get('skipped_messages', 0):,} messages lost, lag {p['current_lag']:,}{owner}"
+    if alert == "data-loss-risk":
+        left = templates.duration(p.get("retention_risk_seconds") or 0) or "0s"
+        return f"• {where}: deleted unread in ~{left}, lag {p['current_lag']:,}{owner}"
+    at_least = "at least " if p.get("lag_seconds_lower_bound") else ""
     return f"• {where}: {at_least}{templates.duration(p['lag_seconds'])} behind, lag {p['current_lag']:,}{owner}"
 
 

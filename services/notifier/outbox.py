@@ -94,8 +94,11 @@ def group_field(cluster: str, group: str) -> str:
     return f"{cluster}/{group}"
 
 
-def lag_field(cluster: str, group: str) -> str:
-    """The state field of a group's lag-seconds incident (cluster names cannot hold ':', so no group field is one)."""
+def lag_field(cluster: str, group: str, alert: str = "lag-seconds") -> str:
+    """The state field of a group's lag-seconds incident, or of another alert's (`lag:<alert>:`): cluster names
+    cannot hold ':', so no group field is one and no alert's field is another's."""
+    if alert != "lag-seconds":
+        return f"{LAG_FIELD_PREFIX}{alert}:{cluster}/{group}"
     return f"{LAG_FIELD_PREFIX}{cluster}/{group}"
 
 

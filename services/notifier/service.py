@@ -174,7 +174,7 @@ class NotifierService:
 
     async def _record(self, event: dict, rules: EventRules) -> list[int]:
         cluster, group = event["cluster"], event["group"]
-        state_field = rules.state_field(cluster, group)
+        state_field = rules.state_field(event)
         if self.registry.version is None:
             await self.registry.refresh()
         await self.silences.refresh()

@@ -90,6 +90,7 @@ def compile_subscription(config: SubscriptionConfig, source: str) -> Subscriptio
             send_once=config.send_once,
             send_interval_ms=int(config.send_interval * 1000),
             lag_threshold_s=config.lag_seconds_threshold,
+            retention_risk_s=config.retention_risk_threshold,
             hold_for_ms=int(config.hold_for * 1000),
         ),
         groups=GroupFilter(config.group_allowlist, config.group_denylist, linear=True),

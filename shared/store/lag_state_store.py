@@ -1,4 +1,5 @@
-"""The evaluator's memory of lag-seconds thresholds in Redis: per group and threshold, how many times the group
+"""The evaluator's memory of alert thresholds (lag-seconds, data-loss-risk, messages-skipped: lag_threshold_event.py)
+in Redis: per group and threshold, how many times the group
 crossed it (odd: it is over it now) and when its current or last incident began; the lag-threshold events written
 but not yet acknowledged by Kafka (an outbox); and the cluster's index of groups that need looking at even when no
 threshold is configured (over one, or with events pending). Keys: `keys.py`; the script: `RECORD_LAG_CROSSING`.
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
+from lagwatch.shared.lag_threshold_event import Threshold
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.group_outbox import acknowledge, read_states_and_outboxes
 
@@ -30,7 +32,7 @@ class ThresholdState:
 
 @dataclass(slots=True)
 class GroupLagState:
-    thresholds: dict[float, ThresholdState] = field(default_factory=dict)
+    thresholds: dict[Threshold, ThresholdState] = field(default_factory=dict)
     pending: list[bytes] = field(default_factory=list)  # events in the outbox, oldest first
 
     @property
@@ -81,5 +83,7 @@ def _state(raw: dict[bytes, bytes], pending: list[bytes]) -> GroupLagState:
     thresholds = {}
     for threshold, value in raw.items():
         seq, _, started_at = value.decode().partition(":")
-        thresholds[float(threshold)] = ThresholdState(int(seq), int(started_at) if started_at else None)
+        thresholds[Threshold.from_key(threshold.decode())] = ThresholdState(
+            int(seq), int(started_at) if started_at else None
+        )
     return GroupLagState(thresholds, list(pending))

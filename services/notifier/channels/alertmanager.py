@@ -48,10 +48,13 @@ def _iso(ms: int | None) -> str:
     return templates.format_ts(ms, "%Y-%m-%dT%H:%M:%S.") + f"{int(ms or 0) % 1000:03d}Z"
 
 
+ALERT_NAMES = {"data-loss-risk": "KafkaConsumerDataLossRisk", "messages-skipped": "KafkaConsumerMessagesSkipped"}
+
+
 def labels(event: dict, status: str) -> dict[str, str]:
     if is_lag_threshold_event(event):
         return {
-            "alertname": "KafkaConsumerLagSeconds",
+            "alertname": ALERT_NAMES.get(event.get("alert", ""), "KafkaConsumerLagSeconds"),
             "cluster": event["cluster"],
             "group": event["group"],
             "status": "ABOVE",

@@ -28,6 +28,14 @@ def title(event: dict, kind: str) -> str:
     where = f"{event['group']} on {event['cluster']}"
     if is_lag_threshold_event(event):
         threshold = f"{threshold_key(event['threshold_seconds'])} s"
+        if event.get("alert") == "data-loss-risk":
+            if kind == "lag-close":
+                return f"Resolved: {where} is no longer at risk of data loss"
+            return f"{'Still at' if kind == 'lag-repeat' else 'At'} risk of data loss within {threshold}: {where}"
+        if event.get("alert") == "messages-skipped":
+            if kind == "lag-close":
+                return f"Resolved: {where} is no longer behind deleted messages"
+            return f"{event.get('skipped_messages', 0):,} messages deleted before consumed: {where}"
         if kind == "lag-close":
             return f"Resolved: {where} is back under {threshold}"
         return f"{'Still above' if kind == 'lag-repeat' else 'Lag above'} {threshold}: {where}"
