@@ -14,7 +14,7 @@ import os
 import ssl
 from typing import Any
 
-from lagwatch.shared.config import ClusterConfig, ConfigError
+from lagwatch.shared.config import ClusterConfig, ConfigError, OAuthConfig, SaslConfig, TlsConfig
 from lagwatch.shared.kafka_login import token_provider
 
 TOKEN_MECHANISMS = ("OAUTHBEARER", "AWS_MSK_IAM")  # SASL OAUTHBEARER with a token provider
@@ -171,34 +171,35 @@ def java_client_options(cluster: ClusterConfig, name: str = "cluster") -> dict[s
     prefix). MSK IAM needs the aws-msk-iam-auth jar on the classpath; OIDC needs Kafka 3.4 or later."""
     check_login(cluster, name)
     props = {"bootstrap.servers": ",".join(cluster.bootstrap_servers), "security.protocol": security_protocol(cluster)}
-    tls, sasl = cluster.tls, cluster.sasl
-    if tls.enabled:
-        if not tls.verify_hostname:
-            props["ssl.endpoint.identification.algorithm"] = ""
-        if tls.ca_file:
-            props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": tls.ca_file})
-        if tls.cert_file:  # PEM keystores as text: the Java client reads no separate key file
-            props["ssl.keystore.type"] = "PEM"
-            props["ssl.keystore.certificate.chain"] = _pem(tls.cert_file, name, "cert-file")
-            props["ssl.keystore.key"] = _pem(tls.key_file or tls.cert_file, name, "key-file")
+    if cluster.tls.enabled:
+        props.update(_java_tls_options(cluster.tls, name))
+    props.update(_java_sasl_options(cluster.sasl))
+    return props
+
+
+def _java_tls_options(tls: TlsConfig, name: str) -> dict[str, str]:
+    props: dict[str, str] = {}
+    if not tls.verify_hostname:
+        props["ssl.endpoint.identification.algorithm"] = ""
+    if tls.ca_file:
+        props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": tls.ca_file})
+    if tls.cert_file:  # PEM keystores as text: the Java client reads no separate key file
+        props["ssl.keystore.type"] = "PEM"
+        props["ssl.keystore.certificate.chain"] = _pem(tls.cert_file, name, "cert-file")
+        props["ssl.keystore.key"] = _pem(tls.key_file or tls.cert_file, name, "key-file")
+    return props
+
+
+def _java_sasl_options(sasl: SaslConfig) -> dict[str, str]:
     m = sasl.mechanism
+    if not m:
+        return {}
+    props: dict[str, str] = {}
     if m in PASSWORD_MECHANISMS:
         module = "plain.PlainLoginModule" if m == "PLAIN" else "scram.ScramLoginModule"
         props["sasl.jaas.config"] = _jaas(module, username=sasl.username, password=sasl.password)
     elif m == "OAUTHBEARER":
-        o = sasl.oauth
-        props["sasl.oauthbearer.token.endpoint.url"] = o.token_endpoint_url
-        props["sasl.login.callback.handler.class"] = (
-            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
-        )
-        extensions = {f"extension_{k}": v for k, v in o.extensions.items()}
-        props["sasl.jaas.config"] = _jaas(
-            "oauthbearer.OAuthBearerLoginModule",
-            clientId=o.client_id,
-            clientSecret=o.client_secret,
-            **({"scope": o.scope} if o.scope else {}),
-            **extensions,
-        )
+        props.update(_java_oauth_options(sasl.oauth))
     elif m == "AWS_MSK_IAM":
         aws = sasl.aws
         options = {"awsProfileName": aws.profile} if aws.profile else {}
@@ -215,9 +216,25 @@ def java_client_options(cluster: ClusterConfig, name: str = "cluster") -> dict[s
         if k.principal:
             options["principal"] = k.principal
         props["sasl.jaas.config"] = _jaas("com.sun.security.auth.module.Krb5LoginModule", **options)
-    if m:
-        props["sasl.mechanism"] = m
+    props["sasl.mechanism"] = m
     return props
+
+
+def _java_oauth_options(o: OAuthConfig) -> dict[str, str]:
+    extensions = {f"extension_{k}": v for k, v in o.extensions.items()}
+    return {
+        "sasl.oauthbearer.token.endpoint.url": o.token_endpoint_url,
+        "sasl.login.callback.handler.class": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+        ),
+        "sasl.jaas.config": _jaas(
+            "oauthbearer.OAuthBearerLoginModule",
+            clientId=o.client_id,
+            clientSecret=o.client_secret,
+            **({"scope": o.scope} if o.scope else {}),
+            **extensions,
+        ),
+    }
 
 
 def _jaas(module: str, **options: str) -> str:

@@ -357,8 +357,8 @@ class _Wire(NamedTuple):
 
     string: Callable[[bytes, int, str], tuple[str, int]]
     nstring: Callable[[bytes, int, str], tuple[str | None, int]]
-    bytes: Callable[[bytes, int, str], tuple[bytes, int]]
-    count: Callable[[bytes, int, str], tuple[int, int]]
+    blob: Callable[[bytes, int, str], tuple[bytes, int]]
+    array_length: Callable[[bytes, int, str], tuple[int, int]]
 
 
 _CLASSIC = _Wire(_str16, _nstr16, _bytes32, _count32)
@@ -366,7 +366,7 @@ _COMPACT = _Wire(_cstr, _ncstr, _cbytes, _ccount)
 
 
 def _int32_array(buf: bytes, pos: int, field: str, wire: _Wire) -> tuple[list[int], int]:
-    n, pos = wire.count(buf, pos, field)
+    n, pos = wire.array_length(buf, pos, field)
     if pos + 4 * n > len(buf):
         raise _truncated(field, 4 * n, buf, pos)
     return list(struct.unpack_from(f">{n}i", buf, pos)), pos + 4 * n
@@ -533,8 +533,8 @@ def _decode_member(buf: bytes, pos: int, version: int, path: str) -> tuple[Group
     if version >= 1:
         rebalance_timeout, pos = _int(_I32, buf, pos, path + ".rebalance_timeout")
     session_timeout, pos = _int(_I32, buf, pos, path + ".session_timeout")
-    subscription, pos = wire.bytes(buf, pos, path + ".subscription")
-    assignment, pos = wire.bytes(buf, pos, path + ".assignment")
+    subscription, pos = wire.blob(buf, pos, path + ".subscription")
+    assignment, pos = wire.blob(buf, pos, path + ".assignment")
     if version >= 4:
         pos = _skip_tags(buf, pos, path + ".tagged_fields")
     member = GroupMember(
@@ -563,7 +563,7 @@ def _decode_group_metadata(record_type: int, key: bytes, value: bytes | None) ->
     state_timestamp = None
     if version >= 2:
         state_timestamp, pos = _int(_I64, value, pos, "value.current_state_timestamp")
-    count, pos = wire.count(value, pos, "value.members")
+    count, pos = wire.array_length(value, pos, "value.members")
     members = []
     for i in range(count):
         member, pos = _decode_member(value, pos, version, f"value.members[{i}]")
@@ -728,56 +728,72 @@ def _member_json(member: GroupMember, consumer_protocol: bool) -> dict[str, Any]
 def record_to_json(record: Record) -> dict[str, Any]:
     """The CLI's JSON shape of a decoded record (fields absent from the record's version are null)."""
     if isinstance(record, OffsetCommit):
-        return {
-            "kind": "offset_commit",
-            "key_version": record.key_version,
-            "value_version": record.value_version,
-            "group": record.group,
-            "topic": record.topic,
-            "partition": record.partition,
-            "offset": record.offset,
-            "leader_epoch": record.leader_epoch,
-            "metadata": record.metadata,
-            "commit_timestamp": record.commit_timestamp,
-            "expire_timestamp": record.expire_timestamp,
-            "tombstone": record.tombstone,
-        }
+        return _offset_commit_json(record)
     if isinstance(record, GroupMetadata):
-        consumer = record.protocol_type == "consumer"
-        return {
-            "kind": "group_metadata",
-            "key_version": record.key_version,
-            "value_version": record.value_version,
-            "group": record.group,
-            "protocol_type": record.protocol_type,
-            "generation": record.generation,
-            "protocol": record.protocol,
-            "leader": record.leader,
-            "members": [_member_json(m, consumer) for m in record.members],
-            "tombstone": record.tombstone,
-        }
+        return _group_metadata_json(record)
     if isinstance(record, ConsumerGroupMember):
-        return {
-            "kind": "consumer_group_member",
-            "record_type": record.record_type,
-            "group": record.group,
-            "member_id": record.member_id,
-            "client_id": record.client_id,
-            "client_host": record.client_host,
-            "instance_id": record.instance_id,
-            "tombstone": record.tombstone,
-        }
+        return _member_record_json(record)
     if isinstance(record, ConsumerGroupAssignment):
-        return {
-            "kind": "consumer_group_assignment",
-            "record_type": record.record_type,
-            "group": record.group,
-            "member_id": record.member_id,
-            "member_epoch": record.member_epoch,
-            "partitions": {topic: list(parts) for topic, parts in record.partitions.items()},
-            "tombstone": record.tombstone,
-        }
+        return _assignment_record_json(record)
     return {"kind": "other", "record_type": record.record_type, "tombstone": record.tombstone}
+
+
+def _offset_commit_json(record: OffsetCommit) -> dict[str, Any]:
+    return {
+        "kind": "offset_commit",
+        "key_version": record.key_version,
+        "value_version": record.value_version,
+        "group": record.group,
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "leader_epoch": record.leader_epoch,
+        "metadata": record.metadata,
+        "commit_timestamp": record.commit_timestamp,
+        "expire_timestamp": record.expire_timestamp,
+        "tombstone": record.tombstone,
+    }
+
+
+def _group_metadata_json(record: GroupMetadata) -> dict[str, Any]:
+    consumer = record.protocol_type == "consumer"
+    return {
+        "kind": "group_metadata",
+        "key_version": record.key_version,
+        "value_version": record.value_version,
+        "group": record.group,
+        "protocol_type": record.protocol_type,
+        "generation": record.generation,
+        "protocol": record.protocol,
+        "leader": record.leader,
+        "members": [_member_json(m, consumer) for m in record.members],
+        "tombstone": record.tombstone,
+    }
+
+
+def _member_record_json(record: ConsumerGroupMember) -> dict[str, Any]:
+    return {
+        "kind": "consumer_group_member",
+        "record_type": record.record_type,
+        "group": record.group,
+        "member_id": record.member_id,
+        "client_id": record.client_id,
+        "client_host": record.client_host,
+        "instance_id": record.instance_id,
+        "tombstone": record.tombstone,
+    }
+
+
+def _assignment_record_json(record: ConsumerGroupAssignment) -> dict[str, Any]:
+    return {
+        "kind": "consumer_group_assignment",
+        "record_type": record.record_type,
+        "group": record.group,
+        "member_id": record.member_id,
+        "member_epoch": record.member_epoch,
+        "partitions": {topic: list(parts) for topic, parts in record.partitions.items()},
+        "tombstone": record.tombstone,
+    }
 
 
 # ------------------------------------------------------------------------------------ primitive writers

@@ -17,9 +17,7 @@ KNOWN_LONG_FUNCTIONS = {
     "services/evaluator/service.py::__init__",
     "services/notifier/messages.py::build_request",
     "services/notifier/service.py::_record_one",
-    "shared/kafka_client.py::java_client_options",
     "shared/lag_threshold_event.py::build_event",
-    "shared/offsets_codec.py::record_to_json",
     "spark/replay.py::replay_group",
     "spark/reprocess.py::run",
 }
