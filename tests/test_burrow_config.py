@@ -22,9 +22,9 @@ from lagwatch.services.notifier import subscriptions
 from lagwatch.services.notifier.messages import build_request
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.services.notifier.templates import context, render_limited
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config, SubscriptionConfig, build_section, load_config
+from lagwatch.shared.templating.templates import context, render_limited
 
 DATA = Path(__file__).parent / "data" / "burrow"
 

@@ -6,8 +6,8 @@ import json
 import pytest
 from test_notifier_support import Timeline
 
-from lagwatch.services.notifier import template_worker
-from lagwatch.services.notifier.templates import TemplateProblem, context
+from lagwatch.shared.templating import template_worker
+from lagwatch.shared.templating.templates import TemplateProblem, context
 
 GO_PLAYGROUND_MS = 1_257_894_000_000  # 2009-11-10 23:00:00 UTC, the time Go's examples print
 

@@ -365,7 +365,7 @@ async def test_the_smtp_host_is_judged_by_the_address_guard_when_connecting():
 
 
 def _ctx():
-    from lagwatch.services.notifier import templates
+    from lagwatch.shared.templating import templates
 
     return templates.context(
         open_event(), kind="open", subscription_id="mail", notification_id="n", attempt=1, extras={}, dashboard_url=""

@@ -7,8 +7,8 @@ import jsonschema
 from test_notifier_messages import delivery, incident, sub
 
 from lagwatch.services.notifier.messages import build_request, lag_slack_message, slack_message
-from lagwatch.services.notifier.templates import context
 from lagwatch.shared.status_event import schema
+from lagwatch.shared.templating.templates import context
 
 SLOWER = {
     "velocity": {

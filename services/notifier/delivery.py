@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from lagwatch.services.notifier import metrics, tls
+from lagwatch.services.notifier import metrics
 from lagwatch.services.notifier.channels import SendFailure
 from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.channels.email import Mail
@@ -34,6 +34,7 @@ from lagwatch.services.notifier.dlq import DeadLetters, dead_letter_record
 from lagwatch.services.notifier.messages import PermanentError, Request, build_request, has_templates
 from lagwatch.services.notifier.outbox import Delivery, Outbox
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
+from lagwatch.shared import tls
 from lagwatch.shared.address_guard import ForbiddenAddress, GuardedResolver, destination, guarded_socket_factory
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import NotifierConfig

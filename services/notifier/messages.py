@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 from multidict import CIMultiDict
 
-from lagwatch.services.notifier import channels, template_worker, templates
+from lagwatch.services.notifier import channels
 from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.channels.email import Mail
 from lagwatch.services.notifier.outbox import Delivery
@@ -39,6 +39,7 @@ from lagwatch.shared import address_guard, signing
 from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
 from lagwatch.shared.status_event import encode
 from lagwatch.shared.subscriptions.masking import is_credential_name
+from lagwatch.shared.templating import template_worker, templates
 
 USER_AGENT = "lagwatch-notifier/1"
 STATUS_EMOJI = {"ERR": ":red_circle:", "WARN": ":large_yellow_circle:", "OK": ":large_green_circle:"}

@@ -17,10 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lagwatch.services.notifier import channels, template_worker, tls
+from lagwatch.services.notifier import channels
 from lagwatch.services.notifier.channels import email as email_channel
-from lagwatch.services.notifier.templates import TemplateProblem
-from lagwatch.shared import address_guard
+from lagwatch.shared import address_guard, tls
 from lagwatch.shared.config import (
     Config,
     ConfigError,
@@ -42,6 +41,8 @@ from lagwatch.shared.subscriptions.documents import (
 )
 from lagwatch.shared.subscriptions.masking import masked_values, unmask_unchanged
 from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.templating import template_worker
+from lagwatch.shared.templating.templates import TemplateProblem
 
 log = logging.getLogger(__name__)
 

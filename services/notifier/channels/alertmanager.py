@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 
-from lagwatch.services.notifier import templates
 from lagwatch.services.notifier.channels import Channel, require_post, summary
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
+from lagwatch.shared.templating import templates
 
 ALERTS_PATH = "/api/v2/alerts"
 BAD = ("WARN", "ERR")

@@ -27,9 +27,8 @@ from email.utils import formatdate, make_msgid
 
 import aiosmtplib
 
-from lagwatch.services.notifier import tls
 from lagwatch.services.notifier.channels import Channel, SendFailure, summary
-from lagwatch.shared import address_guard, signing
+from lagwatch.shared import address_guard, signing, tls
 from lagwatch.shared.config import SubscriptionConfig
 
 ADDRESS = re.compile(r"^[^@\s<>,;\"]+@[^@\s<>,;\"]+$")

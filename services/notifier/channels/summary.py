@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from lagwatch.services.notifier import templates
 from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
+from lagwatch.shared.templating import templates
 
 CLOSING = frozenset({"close", "lag-close"})
 WORST_SHOWN = 5

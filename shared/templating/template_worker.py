@@ -28,7 +28,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from lagwatch.services.notifier.templates import MAX_OUTPUT_CHARS, TemplateProblem
+from lagwatch.shared.templating.templates import MAX_OUTPUT_CHARS, TemplateProblem
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 1.0  # a real template renders in a millisecond
@@ -46,7 +46,7 @@ def _serve(conn: Connection, memory_bytes: int) -> None:
     """The worker's loop: ("check", source) or ("render", source, context, max_chars) -> ("ok", value) | ("error",
     message) | ("retired", message): the last after a MemoryError (its heap may be left fragmented), when it
     exits. It exits too when the pipe closes."""
-    from lagwatch.services.notifier import templates
+    from lagwatch.shared.templating import templates
 
     _limit_memory(memory_bytes)
     conn.send(("ready", None))

@@ -30,8 +30,8 @@ from jinja2 import StrictUndefined, Template, TemplateError
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from lagwatch.services.notifier import burrow_helpers
 from lagwatch.shared import clock
+from lagwatch.shared.templating import burrow_helpers
 
 MAX_OUTPUT_CHARS = 1_000_000
 MAX_INT_BITS = 4096  # about 1200 decimal digits: past any lag, offset or timestamp
