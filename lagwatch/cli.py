@@ -48,15 +48,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+# The `commands` of the top-level parser, each command group added by its own function below.
+_Commands = argparse._SubParsersAction  # argparse names no public type for it
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lagwatch", description="Kafka consumer-lag monitoring with Burrow's rules.")
     commands = parser.add_subparsers(title="commands")
+    _add_rules_commands(commands)
+    _add_offsets_commands(commands)
+    _add_run_command(commands)
+    _add_check_kafka_command(commands)
+    _add_notify_commands(commands)
+    _add_migrate_commands(commands)
+    _add_spark_commands(commands)
+    _add_dev_commands(commands)
+    return parser
 
+
+def _add_rules_commands(commands: _Commands) -> None:
+    """`lagwatch rules eval`."""
     rules = commands.add_parser("rules", help="the evaluation rules").add_subparsers(title="rules commands")
     evaluate = rules.add_parser("eval", help="evaluate one group given as a JSON request (stdin by default)")
     evaluate.add_argument("--file", type=Path, help="read the request from this file instead of stdin")
     evaluate.set_defaults(handler=_rules_eval)
 
+
+def _add_offsets_commands(commands: _Commands) -> None:
+    """`lagwatch offsets decode`."""
     offsets_cmd = commands.add_parser("offsets", help="the __consumer_offsets codec")
     offsets = offsets_cmd.add_subparsers(title="offsets commands")
     decode = offsets.add_parser("decode", help="decode one record given as hex")
@@ -64,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     decode.add_argument("value_hex", nargs="?", default=None, help="the record value, hex (absent = tombstone)")
     decode.set_defaults(handler=_offsets_decode)
 
+
+def _add_run_command(commands: _Commands) -> None:
+    """`lagwatch run <service>`."""
     run = commands.add_parser("run", help="run a service until SIGTERM/Ctrl-C")
     run.add_argument("service", choices=["ingest", "evaluator", "api", "notifier", "archiver"], help="which service")
     run.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
@@ -78,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-file", type=Path, default=None, help="log here instead of stderr")
     run.set_defaults(handler=_run_service)
 
+
+def _add_check_kafka_command(commands: _Commands) -> None:
+    """`lagwatch check-kafka`."""
     check = commands.add_parser(
         "check-kafka", help="connect to a configured cluster with its TLS and SASL login; print what lagwatch sees"
     )
@@ -86,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the brokers' answer")
     check.set_defaults(handler=_check_kafka)
 
+
+def _add_notify_commands(commands: _Commands) -> None:
+    """`lagwatch notify replay-dlq`."""
     notify = commands.add_parser("notify", help="the notifier").add_subparsers(title="notify commands")
     replay = notify.add_parser("replay-dlq", help="put dead-lettered notifications back into the outbox")
     replay.add_argument("--subscription", default=None, help="only this subscription's dead letters")
@@ -94,6 +122,9 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--cluster", default=None, help="the cluster holding the dead-letter topic")
     replay.set_defaults(handler=_notify_replay_dlq)
 
+
+def _add_migrate_commands(commands: _Commands) -> None:
+    """`lagwatch migrate burrow-config`."""
     migrate = commands.add_parser("migrate", help="moving from Burrow").add_subparsers(title="migrate commands")
     burrow = migrate.add_parser(
         "burrow-config", help="print a Burrow configuration (TOML) as lagwatch's YAML; warnings go to stderr"
@@ -104,12 +135,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     burrow.set_defaults(handler=_migrate_burrow_config)
 
+
+def _add_spark_commands(commands: _Commands) -> None:
+    """`lagwatch spark reprocess` (its options are the job's own)."""
     spark = commands.add_parser("spark", help="history reprocessing on Spark").add_subparsers(title="spark commands")
     reprocess = spark.add_parser(
         "reprocess", help="replay commit history with the live rules (--help for its options)", add_help=False
     )
     reprocess.add_argument("job_args", nargs=argparse.REMAINDER, help="options of the job (see --help)")
 
+
+def _add_dev_commands(commands: _Commands) -> None:
+    """`lagwatch dev up`."""
     dev = commands.add_parser("dev", help="local infrastructure").add_subparsers(title="dev commands")
     up = dev.add_parser(
         "up", help="run Redis, the Kafka mock, every service and a demo workload on localhost until Ctrl-C"
@@ -120,7 +157,6 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--redis-port", type=int, default=None, help="fixed Redis port (default: a free one)")
     up.add_argument("--kafka-port", type=int, default=None, help="fixed Kafka port (default: a free one)")
     up.set_defaults(handler=_dev_up)
-    return parser
 
 
 def _rules_eval(args: argparse.Namespace) -> int:

@@ -204,46 +204,65 @@ def replay_group(
 ) -> ReplayResult:
     """Replay a group's commits and the log-end samples of its partitions; evaluate until `end_ms` (default: the
     last input). Inputs need not be sorted."""
-    # (time, 0 = sample first on ties, tie-breaker, input)
-    timeline_inputs: list[tuple[int, int, int, CommitInput | SampleInput]] = [(s.sampled_at, 0, 0, s) for s in samples]
-    timeline_inputs.extend((c.observed_at, 1, c.order, c) for c in commits)
-    timeline_inputs.sort(key=lambda item: item[:3])
+    timeline_inputs = _timeline(commits, samples)
     result = ReplayResult()
     if not timeline_inputs:
         return result
     state = _Group(cluster, group, config)
     tick = config.tick_ms
     end = max(end_ms if end_ms is not None else timeline_inputs[-1][0], timeline_inputs[-1][0])
-    next_tick = _ceil_tick(timeline_inputs[0][0], tick)
+    next_tick: int | None = _ceil_tick(timeline_inputs[0][0], tick)
     result.first_at, result.last_at = next_tick, end
     outcomes: dict[str, int] = {}
     i, n = 0, len(timeline_inputs)
-    while True:
+    while next_tick is not None:
         # apply every input up to and including the tick's time, then evaluate at the tick
-        while i < n and timeline_inputs[i][0] <= next_tick:
-            item = timeline_inputs[i][3]
-            if isinstance(item, SampleInput):
-                state.add_sample(item)
-            else:
-                name = state.add_commit(item).name
-                outcomes[name] = outcomes.get(name, 0) + 1
-            i += 1
+        i = _apply_inputs(state, timeline_inputs, i, next_tick, outcomes)
         if next_tick > end and i >= n:
             break
         _evaluate(state, next_tick, result)
-        following = next_tick + tick
-        if i < n and timeline_inputs[i][0] > following:
-            # nothing arrives before the next input: jump to the next tick where the clock could change a verdict
-            flip = state.next_flip(next_tick)
-            following = _ceil_tick(min(flip, timeline_inputs[i][0]), tick)
-        elif i >= n:
-            flip = state.next_flip(next_tick)
-            if flip > end:
-                break
-            following = max(following, _ceil_tick(flip, tick))
-        next_tick = following
+        next_tick = _following_tick(state, next_tick, tick, timeline_inputs[i][0] if i < n else None, end)
     result.outcomes = outcomes
     return result
+
+
+_Timeline = list[tuple[int, int, int, CommitInput | SampleInput]]
+
+
+def _timeline(commits: Iterable[CommitInput], samples: Iterable[SampleInput]) -> _Timeline:
+    """The inputs in replay order: (time, 0 = sample first on ties, tie-breaker, input)."""
+    timeline_inputs: _Timeline = [(s.sampled_at, 0, 0, s) for s in samples]
+    timeline_inputs.extend((c.observed_at, 1, c.order, c) for c in commits)
+    timeline_inputs.sort(key=lambda item: item[:3])
+    return timeline_inputs
+
+
+def _apply_inputs(state: _Group, timeline_inputs: _Timeline, i: int, until: int, outcomes: dict[str, int]) -> int:
+    """Applies the inputs from index `i` up to time `until` (included), counting the commits' outcomes; returns the
+    index of the first input left."""
+    while i < len(timeline_inputs) and timeline_inputs[i][0] <= until:
+        item = timeline_inputs[i][3]
+        if isinstance(item, SampleInput):
+            state.add_sample(item)
+        else:
+            name = state.add_commit(item).name
+            outcomes[name] = outcomes.get(name, 0) + 1
+        i += 1
+    return i
+
+
+def _following_tick(state: _Group, now: int, tick: int, next_input_at: int | None, end: int) -> int | None:
+    """The next tick to evaluate at after `now`, or None when the replay is over."""
+    following = now + tick
+    if next_input_at is not None:
+        if next_input_at > following:
+            # nothing arrives before the next input: jump to the next tick where the clock could change a verdict
+            following = _ceil_tick(min(state.next_flip(now), next_input_at), tick)
+        return following
+    flip = state.next_flip(now)
+    if flip > end:
+        return None
+    return max(following, _ceil_tick(flip, tick))
 
 
 def _evaluate(state: _Group, now: int, result: ReplayResult) -> None:
