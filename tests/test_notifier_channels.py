@@ -175,7 +175,7 @@ async def test_pagerduty_triggers_and_resolves_with_the_incident_id_as_dedup_key
 
 async def test_pagerduty_url_defaults_to_the_events_api():
     config = SubscriptionConfig(id="pd", type="pagerduty", routing_key="R0UT1NGKEY0123")
-    from lagwatch.services.notifier.channels import endpoint, problems
+    from lagwatch.shared.subscriptions.destinations import endpoint, problems
 
     assert endpoint(config) == "https://events.pagerduty.com/v2/enqueue" and problems(config) == {}
     assert problems(SubscriptionConfig(id="pd", type="pagerduty"))["routing_key"].startswith("required")

@@ -5,12 +5,20 @@ import json
 
 from lagwatch.services.notifier import channels
 from lagwatch.shared.config import SubscriptionConfig, build_section
+from lagwatch.shared.subscriptions.destinations import DESTINATIONS
 from lagwatch.shared.subscriptions.documents import kebab, to_document
-from lagwatch.shared.subscriptions.masking import CHANNEL_SECRETS, MASK, masked_document
+from lagwatch.shared.subscriptions.masking import MASK, masked_document
 
 
-def test_every_credential_a_destination_type_declares_is_masked():
-    assert set(channels.secret_options()) == set(CHANNEL_SECRETS)
+def test_every_credential_a_destination_type_declares_is_masked_whatever_the_type():
+    secrets = {name for d in DESTINATIONS.values() for name in d.secrets}
+    config = SubscriptionConfig(id="s", type="webhook", **dict.fromkeys(secrets, "a-long-credential-value"))
+    shown = masked_document(config, "api")
+    assert secrets and all(shown[name] == MASK + "alue" for name in secrets)
+
+
+def test_every_destination_type_with_its_own_options_has_a_notifier_channel():
+    assert {t: channels.channel(t).destination for t in DESTINATIONS} == DESTINATIONS
 
 
 def test_a_pagerduty_routing_key_and_an_email_password_are_masked_in_the_api_view():

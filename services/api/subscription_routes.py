@@ -23,11 +23,11 @@ from aiohttp import web
 from lagwatch.services.api.auth import has_token, requires_token
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.responses import ApiError, ok
-from lagwatch.services.notifier.subscriptions import moves, validate_document
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.subscriptions.documents import SOURCE_API, SOURCE_CONFIG, SubscriptionInvalid, new_id, to_document
 from lagwatch.shared.subscriptions.masking import masked_document, unmask_unchanged, without_credentials
 from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.subscriptions.validation import moves, validate_document
 
 routes = web.RouteTableDef()
 BASE = "/api/v1/subscriptions"

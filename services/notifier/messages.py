@@ -38,6 +38,7 @@ from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared import address_guard, signing
 from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
 from lagwatch.shared.status_event import encode
+from lagwatch.shared.subscriptions import destinations
 from lagwatch.shared.subscriptions.masking import is_credential_name
 from lagwatch.shared.templating import template_worker, templates
 
@@ -300,7 +301,7 @@ def build_request(
         now_ms=int(now * 1000),
     )
     channel = channels.channel(sub.type)
-    endpoint = channels.endpoint(sub)
+    endpoint = destinations.endpoint(sub)
     try:
         if channel is not None and not channel.http:  # email: a mail, sent over SMTP by the same delivery loop
             text = template_worker.WORKERS.render(sub.body_template, ctx) if sub.body_template else None

@@ -1,6 +1,6 @@
-"""Subscriptions as the notifier runs them: validated further than the model (URL safety, the destination types'
-options, templates), compiled (policy, group regexes) and served from a `Registry` of the configuration file's and
-the api's. The stored document, its masking and the Redis store are shared with the api: shared/subscriptions/.
+"""Subscriptions as the notifier runs them: the configuration file's validated at start (shared/subscriptions/
+validation.py, as the api validates its documents), each compiled (policy, group regexes) and served with the api's
+from a `Registry`. The stored document, its masking and the Redis store are shared with the api too.
 
 One model, `SubscriptionConfig` (shared/config.py), from the configuration file (`subscriptions:`) and from the api
 (`/api/v1/subscriptions`). Log lines name a subscription by id and its destination (scheme://host:port) only.
@@ -10,39 +10,16 @@ never sees extras with credential-like names: they would travel in clear).
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from lagwatch.services.notifier import channels
-from lagwatch.services.notifier.channels import email as email_channel
-from lagwatch.shared import address_guard, tls
-from lagwatch.shared.config import (
-    Config,
-    ConfigError,
-    SubscriptionConfig,
-    build_section,
-    field_problems,
-)
-from lagwatch.shared.group_filter import GroupFilter, linear_regex_problem
+from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig
+from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.notification_policy import Policy
 from lagwatch.shared.protocol import Status
-from lagwatch.shared.subscriptions.documents import (
-    READ_ONLY,
-    SOURCE_API,
-    SOURCE_CONFIG,
-    SubscriptionInvalid,
-    kebab,
-    snake,
-    to_document,
-)
-from lagwatch.shared.subscriptions.masking import masked_values, unmask_unchanged
+from lagwatch.shared.subscriptions.documents import SOURCE_API, SOURCE_CONFIG
 from lagwatch.shared.subscriptions.store import SubscriptionStore
-from lagwatch.shared.templating import template_worker
-from lagwatch.shared.templating.templates import TemplateProblem
+from lagwatch.shared.subscriptions.validation import deep_problems, destination_of
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +51,6 @@ class Subscription:
         return destination_of(self.config)
 
 
-def destination_of(config: SubscriptionConfig) -> str:
-    """Where a subscription's requests go, as its per-destination queue: scheme://host:port (smtp://host:port)."""
-    endpoint = channels.endpoint(config)
-    return endpoint if endpoint.startswith("smtp://") else address_guard.destination(endpoint)
-
-
 def compile_subscription(config: SubscriptionConfig, source: str) -> Subscription:
     """Compile the rules (templates are compiled where they are rendered: template_worker.py)."""
     return Subscription(
@@ -98,76 +69,6 @@ def compile_subscription(config: SubscriptionConfig, source: str) -> Subscriptio
     )
 
 
-def _deep_problems(config: SubscriptionConfig, *, allow_private: bool, read_files: bool = True) -> dict[str, str]:
-    """What the configuration model cannot check alone: URL safety (without a DNS lookup), the group regexes in
-    RE2's syntax, and the templates (in a template worker: this blocks the calling thread, for at most the
-    workers' time budget per template)."""
-    problems = channels.problems(config)
-    target, field_name = guarded_target(config)
-    if field_name not in problems:
-        try:
-            address_guard.check_url_static(target, allow_private=allow_private)
-        except address_guard.TargetError as exc:
-            problems[field_name] = str(exc)
-    problems.update(_close_url_problems(config, allow_private=allow_private))
-    problems.update(_http_options_problems(config, read_files=read_files))
-    for name in ("group_allowlist", "group_denylist"):  # matched with RE2, in linear time (group_filter.py)
-        problem = linear_regex_problem(getattr(config, name))
-        if problem:
-            problems[name] = problem
-    for name in ("body_template", "url_template"):
-        source = getattr(config, name)
-        if source:
-            try:
-                template_worker.WORKERS.check(source)
-            except TemplateProblem as exc:
-                problems[name] = str(exc)
-    for header, value in config.headers.items():
-        if not re.match(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", header):
-            problems[f"headers.{header}"] = "not a valid header name"
-        elif header.lower().startswith("x-lagwatch-"):
-            problems[f"headers.{header}"] = "X-Lagwatch-* headers are set by the notifier"
-        elif "\r" in value or "\n" in value:
-            problems[f"headers.{header}"] = "header values cannot contain line breaks"
-    return problems
-
-
-def _close_url_problems(config: SubscriptionConfig, *, allow_private: bool) -> dict[str, str]:
-    """Burrow's `url-close`: guarded as `url` is, and on url's destination (its credentials are for that host)."""
-    if not config.url_close:
-        return {}
-    try:
-        address_guard.check_url_static(config.url_close, allow_private=allow_private)
-        same = address_guard.destination(config.url_close) == address_guard.destination(config.url)
-    except (address_guard.TargetError, ValueError) as exc:
-        return {"url_close": str(exc)}
-    return {} if same else {"url_close": "must keep url's scheme, host and port (credentials stay with their host)"}
-
-
-def _http_options_problems(config: SubscriptionConfig, *, read_files: bool) -> dict[str, str]:
-    """Burrow's HTTP notifier options: basic auth, and the CAs trusted for https requests (an extra-ca path is
-    read only with `read_files`: the configuration file's, never the api's)."""
-    problems: dict[str, str] = {}
-    if config.type != "email" and config.username:
-        if ":" in config.username:
-            problems["username"] = "cannot contain ':' (basic auth joins username and password with it)"
-        elif any(h.lower() == "authorization" for h in config.headers):
-            problems["username"] = "give either username/password (basic auth) or an Authorization header"
-    if config.extra_ca and (read_files or tls.is_pem(config.extra_ca)):
-        try:
-            tls.client_context(config.extra_ca, False)
-        except tls.TlsProblem as exc:
-            problems["extra_ca"] = str(exc)
-    return problems
-
-
-def guarded_target(config: SubscriptionConfig) -> tuple[str, str]:
-    """(the URL the address guard judges, the option it comes from): the HTTP endpoint, or the SMTP host."""
-    if config.type == "email":
-        return email_channel.guard_url(config), "smtp_host"
-    return channels.endpoint(config), "url"
-
-
 def from_config(config: Config) -> list[Subscription]:
     """The configuration file's subscriptions, validated: ConfigError names the first bad key."""
     out: list[Subscription] = []
@@ -177,7 +78,7 @@ def from_config(config: Config) -> list[Subscription]:
         if sub.id in seen:
             raise ConfigError(f"{where}.id", f"duplicate subscription id {sub.id!r}")
         seen.add(sub.id)
-        problems = _deep_problems(sub, allow_private=config.notifier.allow_private_targets)
+        problems = deep_problems(sub, allow_private=config.notifier.allow_private_targets)
         if problems:
             key, problem = next(iter(problems.items()))
             field_name, dot, rest = key.partition(".")
@@ -187,51 +88,6 @@ def from_config(config: Config) -> list[Subscription]:
 
 
 # --- api documents ----------------------------------------------------------------------------------------------
-
-
-async def validate_document(
-    doc: Any, *, allow_private: bool, resolve: bool = True, existing: SubscriptionConfig | None = None
-) -> SubscriptionConfig:
-    """A subscription from api JSON (a whole document); SubscriptionInvalid with every problem found.
-
-    Values equal to the masked form of `existing`'s (a client sending back what it was shown) keep the secret."""
-    if not isinstance(doc, Mapping):
-        raise SubscriptionInvalid({"body": "expected a JSON object"})
-    doc = {k: v for k, v in doc.items() if k not in READ_ONLY}  # what GET shows may be sent back as it is
-    if existing is not None:
-        doc = unmask_unchanged(doc, existing)
-    raw = kebab(doc)
-    problems = {snake(k): v for k, v in field_problems(SubscriptionConfig, raw).items()}
-    if problems:
-        if "url" not in raw and str(raw.get("type", "webhook")) not in channels.URL_OPTIONAL:  # with the rest
-            problems["url"] = "required"
-        raise SubscriptionInvalid(problems)
-    config = build_section(SubscriptionConfig, raw)
-    problems = masked_values(config)
-    if config.extra_ca and not tls.is_pem(config.extra_ca):  # a path would have the notifier open its host's files
-        problems["extra_ca"] = "give the CA certificates' PEM text (file paths are for the configuration file only)"
-    problems.update(await asyncio.to_thread(_deep_problems, config, allow_private=allow_private, read_files=False))
-    target, field_name = guarded_target(config)
-    if field_name not in problems and resolve:
-        try:
-            await address_guard.check_url(target, allow_private=allow_private)
-        except address_guard.TargetError as exc:
-            problems[field_name] = str(exc)
-    if problems:
-        raise SubscriptionInvalid(problems)
-    return config
-
-
-def moves(doc: Mapping[str, Any], existing: SubscriptionConfig, *, merge: bool) -> bool:
-    """Whether a change (api JSON, masked values restored) sends the subscription elsewhere — another type, or
-    another destination (`destination_of`) — so the credentials it holds must not follow unless given again."""
-    given = {k: v for k, v in doc.items() if k not in READ_ONLY}
-    raw = kebab({**(to_document(existing) if merge else {}), **given, "id": existing.id})
-    try:
-        candidate = build_section(SubscriptionConfig, raw)
-    except ConfigError:
-        return True
-    return candidate.type != existing.type or destination_of(candidate) != destination_of(existing)
 
 
 class Registry:

@@ -1,9 +1,10 @@
 """What the api shows of a subscription: every credential-bearing part masked (`****` + the last 4 characters of
 long values), and what a client sends back masked restored from the stored values.
 
-Credential-bearing: the URLs past scheme://host:port, `secret`, the destination types' credentials
-(`CHANNEL_SECRETS`), every header value, every extra, and the templates (but for token holders). Credentials stay
-with their destination: a change that moves a subscription elsewhere drops them unless it gives them again.
+Credential-bearing: the URLs past scheme://host:port, `secret`, the destination types' credentials (pagerduty's
+routing key, the password: `destinations.secret_options()`), every header value, every extra, and the templates
+(but for token holders). Credentials stay with their destination: a change that moves a subscription elsewhere
+drops them unless it gives them again.
 """
 
 from __future__ import annotations
@@ -14,13 +15,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.subscriptions.destinations import secret_options
 from lagwatch.shared.subscriptions.documents import SOURCE_API, TEMPLATES, to_document
 
 CREDENTIAL_NAME = re.compile(r"authorization|api[-_]?key|token|secret|passw|cookie|signature|credential|auth|key", re.I)
 MASK = "****"
-# The destination types' credential options (pagerduty's routing key; the basic-auth and SMTP password): masked
-# whatever the type. A channel declares its own in its `secrets` (services/notifier/channels); a test keeps both equal.
-CHANNEL_SECRETS = ("routing_key", "password")
 
 
 def mask(value: str) -> str:
@@ -58,7 +57,7 @@ def masked_document(config: SubscriptionConfig, source: str, *, show_templates: 
     doc = to_document(config)
     doc["url"] = mask_url(config.url) if config.url else ""
     doc["url_close"] = mask_url(config.url_close) if config.url_close else ""
-    for name in ("secret", *CHANNEL_SECRETS):
+    for name in ("secret", *secret_options()):
         doc[name] = mask(doc[name]) if doc[name] else ""
     doc["headers"] = {k: mask(v) for k, v in config.headers.items()}
     doc["extras"] = {k: mask(v) for k, v in config.extras.items()}
@@ -73,7 +72,7 @@ def unmask_unchanged(doc: Mapping[str, Any], existing: SubscriptionConfig) -> di
     """Replace values that equal what the api showed for `existing` by `existing`'s real values."""
     shown = masked_document(existing, SOURCE_API)
     out = dict(doc)
-    for name in ("url", "url_close", "secret", *CHANNEL_SECRETS, *TEMPLATES):
+    for name in ("url", "url_close", "secret", *secret_options(), *TEMPLATES):
         if out.get(name) == shown[name] and shown[name] != getattr(existing, name):
             out[name] = getattr(existing, name)
     for name in ("headers", "extras"):
@@ -89,7 +88,7 @@ def unmask_unchanged(doc: Mapping[str, Any], existing: SubscriptionConfig) -> di
 def without_credentials(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A stored document without what was meant for its destination only: secret, headers, extras and the
     channels' credentials (routing-key, password)."""
-    cleared = dict.fromkeys(("secret", "username", *CHANNEL_SECRETS), "")
+    cleared = dict.fromkeys(("secret", "username", *secret_options()), "")
     return {**doc, **cleared, "headers": {}, "extras": {}}
 
 
@@ -97,7 +96,7 @@ def masked_values(config: SubscriptionConfig) -> dict[str, str]:
     """Credentials that are still masked values (sent back for a subscription they do not belong to, or moved to
     another destination): problems, for they would be sent as they are."""
     found = {
-        name: getattr(config, name) for name in ("secret", *CHANNEL_SECRETS) if getattr(config, name).startswith(MASK)
+        name: getattr(config, name) for name in ("secret", *secret_options()) if getattr(config, name).startswith(MASK)
     }
     for name in ("headers", "extras"):
         found.update({f"{name}.{k}": v for k, v in getattr(config, name).items() if v.startswith(MASK)})

@@ -21,27 +21,15 @@ from __future__ import annotations
 
 import json
 
-from lagwatch.services.notifier.channels import Channel, require_post, summary
+from lagwatch.services.notifier.channels import Channel, summary
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
+from lagwatch.shared.subscriptions.destinations import ALERTMANAGER
 from lagwatch.shared.templating import templates
 
-ALERTS_PATH = "/api/v2/alerts"
 BAD = ("WARN", "ERR")
 SEVERITY = {"ERR": "critical", "WARN": "warning"}
-
-
-def endpoint(config: SubscriptionConfig) -> str:
-    base = config.url.rstrip("/")
-    return base if base.endswith(ALERTS_PATH) else base + ALERTS_PATH
-
-
-def check(config: SubscriptionConfig) -> dict[str, str]:
-    return {
-        **({} if config.url.strip() else {"url": "required (the Alertmanager, http://host:9093)"}),
-        **require_post(config),
-    }
 
 
 def _iso(ms: int | None) -> str:
@@ -115,4 +103,4 @@ def body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboar
     return json.dumps(alerts(event, kind, ctx, dashboard_url, repeats)).encode()
 
 
-CHANNEL = Channel("alertmanager", check, endpoint, body)
+CHANNEL = Channel(ALERTMANAGER, body)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import socket
 import ssl
 from dataclasses import dataclass
@@ -30,10 +29,7 @@ import aiosmtplib
 from lagwatch.services.notifier.channels import Channel, SendFailure, summary
 from lagwatch.shared import address_guard, signing, tls
 from lagwatch.shared.config import SubscriptionConfig
-
-ADDRESS = re.compile(r"^[^@\s<>,;\"]+@[^@\s<>,;\"]+$")
-IMPLICIT_TLS_PORT = 465
-MAX_RECIPIENTS = 100
+from lagwatch.shared.subscriptions.destinations import EMAIL, IMPLICIT_TLS_PORT, guard_url, smtp_destination
 
 
 @dataclass(frozen=True)
@@ -52,53 +48,7 @@ class Mail:
 
     @property
     def url(self) -> str:  # what logs and errors name (never the credentials)
-        return destination_of(self.host, self.port)
-
-
-def destination_of(host: str, port: int) -> str:
-    return f"smtp://{f'[{host}]' if ':' in host else host}:{port}"
-
-
-def guard_url(config: SubscriptionConfig) -> str:
-    """The host as a URL, so the address guard parses and judges it exactly as it does a webhook's."""
-    host = config.smtp_host.strip()
-    return f"http://{f'[{host}]' if ':' in host and not host.startswith('[') else host}:{config.smtp_port}/"
-
-
-def endpoint(config: SubscriptionConfig) -> str:
-    try:
-        host = address_guard.parse_target(guard_url(config)).host
-    except address_guard.TargetError:
-        host = config.smtp_host
-    return destination_of(host, config.smtp_port)
-
-
-def check(config: SubscriptionConfig) -> dict[str, str]:
-    problems: dict[str, str] = {}
-    if config.url:
-        problems["url"] = "email subscriptions have no url (smtp-host, smtp-port)"
-    if config.url_template or config.url_close:
-        problems["url_template" if config.url_template else "url_close"] = "email subscriptions have no url"
-    if not config.smtp_host.strip():
-        problems["smtp_host"] = "required"
-    if not ADDRESS.match(config.from_):
-        problems["from"] = "required: one address (ops@example.com)"
-    if not config.to:
-        problems["to"] = "required: a list of addresses"
-    elif len(config.to) > MAX_RECIPIENTS:
-        problems["to"] = f"at most {MAX_RECIPIENTS} addresses"
-    else:
-        bad = [a for a in config.to if not ADDRESS.match(a)]
-        if bad:
-            problems["to"] = f"not an address: {bad[0]!r}"
-    if config.password and not config.username:
-        problems["username"] = "required with a password"
-    if config.username and not config.starttls and config.smtp_port != IMPLICIT_TLS_PORT:
-        problems["starttls"] = "a password is never sent in clear: keep starttls (or use port 465)"
-    for name in ("headers",):
-        if getattr(config, name):
-            problems[name] = "email subscriptions send no HTTP headers"
-    return problems
+        return smtp_destination(self.host, self.port)
 
 
 def build(
@@ -219,12 +169,4 @@ async def send(mail: Mail, *, timeout_s: float, allow_private: bool) -> None:
         client.close()
 
 
-CHANNEL = Channel(
-    "email",
-    check,
-    endpoint,
-    None,
-    options=("smtp_host", "smtp_port", "from_", "to", "starttls"),  # username, password: HTTP basic auth too
-    secrets=("password",),
-    http=False,
-)
+CHANNEL = Channel(EMAIL, None, http=False)

@@ -10,20 +10,14 @@ from __future__ import annotations
 
 import json
 
-from lagwatch.services.notifier.channels import Channel, require_post, summary
+from lagwatch.services.notifier.channels import Channel, summary
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.lag_threshold_event import is_lag_threshold_event
+from lagwatch.shared.subscriptions.destinations import MSTEAMS
 
 CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
 CARD_VERSION = "1.4"  # what Teams renders
 COLOUR = {"ERR": "Attention", "WARN": "Warning"}
-
-
-def check(config: SubscriptionConfig) -> dict[str, str]:
-    return {
-        **({} if config.url.strip() else {"url": "required (the workflow's HTTP POST URL)"}),
-        **require_post(config),
-    }
 
 
 def card(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> dict:
@@ -76,4 +70,4 @@ def body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboar
     return json.dumps(message(event, kind, ctx, dashboard_url)).encode()
 
 
-CHANNEL = Channel("msteams", check, lambda config: config.url, body)
+CHANNEL = Channel(MSTEAMS, body)

@@ -11,29 +11,14 @@ group, and `custom_details` the facts and the worst partitions.
 from __future__ import annotations
 
 import json
-import re
 
-from lagwatch.services.notifier.channels import Channel, require_post, summary
+from lagwatch.services.notifier.channels import Channel, summary
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.lag_threshold_event import is_lag_threshold_event
+from lagwatch.shared.subscriptions.destinations import PAGERDUTY
 
-EVENTS_API = "https://events.pagerduty.com/v2/enqueue"
-ROUTING_KEY = re.compile(r"^[A-Za-z0-9+/=_-]{8,64}$")
 SUMMARY_MAX = 1024  # the Events API's limit
 SEVERITY = {"ERR": "critical", "WARN": "warning"}
-
-
-def endpoint(config: SubscriptionConfig) -> str:
-    return config.url or EVENTS_API
-
-
-def check(config: SubscriptionConfig) -> dict[str, str]:
-    problems = require_post(config)
-    if not config.routing_key:
-        problems["routing_key"] = "required (the integration's routing key)"
-    elif not ROUTING_KEY.match(config.routing_key):
-        problems["routing_key"] = "8-64 letters, digits, '+', '/', '=', '_' or '-'"
-    return problems
 
 
 def event_body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboard_url: str) -> dict:
@@ -70,4 +55,4 @@ def body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboar
     return json.dumps(event_body(config, event, kind, ctx, dashboard_url)).encode()
 
 
-CHANNEL = Channel("pagerduty", check, endpoint, body, options=("routing_key",), secrets=("routing_key",))
+CHANNEL = Channel(PAGERDUTY, body)
