@@ -122,11 +122,6 @@ def spark_session(options: ReprocessOptions):
 
 def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, Any]:
     """Run the job; returns the summary it also writes to `<output>/summary.json`."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from lagwatch.spark.inputs import InputError, bad_row_reason, read_history
-
     started = time.monotonic()
     output = Path(options.output)
     source = HistorySource(options.input, options.input_format)
@@ -136,68 +131,25 @@ def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, A
     spark = spark or spark_session(options)
     try:
         _say(f"reading history from {options.input}", started)
-        try:
-            raw = read_history(spark, source, config)
-        except InputError as exc:
-            raise JobError(str(exc)) from None
-        # one pass over the input: bad rows by reason, good rows and the end of each cluster's history
-        checked = raw.withColumn("bad_reason", bad_row_reason())
-        stats = checked.groupBy("bad_reason", "cluster").agg(
-            F.count("*").alias("rows"), F.max("observed_at").alias("end")
-        )
-        bad: dict[str, int] = {}
-        ends: dict[str, int] = {}
-        good_rows = 0
-        for r in stats.collect():
-            if r["bad_reason"] is None:
-                ends[r["cluster"]], good_rows = r["end"], good_rows + r["rows"]
-            else:
-                bad[r["bad_reason"]] = bad.get(r["bad_reason"], 0) + r["rows"]
-        good, filtered = _apply_group_filter(checked.where(F.col("bad_reason").isNull()).drop("bad_reason"), config)
-        job = dataclasses.replace(job, ends=ends)
-        _say(f"{good_rows:,} good rows, {sum(bad.values()):,} bad rows skipped {bad or ''}", started)
+        rows = _read_rows(spark, source, config)
+        job = dataclasses.replace(job, ends=rows.ends)
+        _say(f"{rows.good:,} good rows, {sum(rows.bad.values()):,} bad rows skipped {rows.bad or ''}", started)
         _say(
             f"replaying (tick {job.production.tick_ms / 1000:g}s, variants: {', '.join(v.name for v in job.variants)})",
             started,
         )
-
-        commits = good.where(F.col("kind") == "commit")
-        group_topics = commits.select("cluster", "group", "topic").distinct()
-        samples = good.where(F.col("kind") == "broker").drop("group").join(group_topics, ["cluster", "topic"])
-        inputs = commits.unionByName(samples)
-        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-        replayed = (
-            inputs.repartition(partitions, "cluster", "group")
-            .sortWithinPartitions("cluster", "group")
-            .select(*HISTORY_NAMES)
-            .mapInArrow(_replayer(job), schema=output_ddl())
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
+        replayed = _replay(spark, rows.frame, job)
         counts = {r["row_type"]: r["count"] for r in replayed.groupBy("row_type").count().collect()}
         _say(f"replayed: {counts}", started)
-
-        def part(kind: str):
-            return replayed.where(F.col("row_type") == kind)
-
-        _write(part(ROW_TIMELINE).select(*TIMELINE_COLUMNS), output / "timeline")
-        _write(part(ROW_EVENT).select(*EVENT_COLUMNS), output / "events")
-        part(ROW_EVENT).orderBy("cluster", "group", "seq").select("event").write.mode("overwrite").text(
-            str(output / "events_jsonl")
-        )
-        report = part(ROW_REPORT).select(*REPORT_COLUMNS)
-        _write(report, output / "report")
-        report.coalesce(1).write.mode("overwrite").option("header", "true").csv(str(output / "report_csv"))
-        _write(part(ROW_BACKTEST).select(*BACKTEST_COLUMNS), output / "backtest")
-        backtest = _backtest_summary(part(ROW_BACKTEST), [v.name for v in job.variants])
-        _write_backtest_files(backtest, output)
+        backtest = _write_outputs(replayed, job, output)
         _say("outputs written", started)
-        charted = _write_charts(replayed, output / "charts", options.charts, ends) if options.charts > 0 else 0
-        published = _publish(part(ROW_EVENT), options, config) if options.publish_topic else 0
+        charted = _write_charts(replayed, output / "charts", options.charts, rows.ends) if options.charts > 0 else 0
+        published = _publish(_rows_of(replayed, ROW_EVENT), options, config) if options.publish_topic else 0
         summary = {
             "input": options.input,
-            "rows_good": good_rows,
-            "rows_bad": bad,
-            "commits_filtered_by_group_filter": filtered,
+            "rows_good": rows.good,
+            "rows_bad": rows.bad,
+            "commits_filtered_by_group_filter": rows.filtered,
             "groups": counts.get(ROW_REPORT, 0),
             "timeline_rows": counts.get(ROW_TIMELINE, 0),
             "events": counts.get(ROW_EVENT, 0),
@@ -215,6 +167,79 @@ def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, A
     finally:
         if own_session:
             spark.stop()
+
+
+@dataclass
+class _Rows:
+    frame: Any  # the good rows the group filter keeps (a DataFrame)
+    good: int  # good rows read
+    bad: dict[str, int]  # bad rows skipped, by reason
+    ends: dict[str, int]  # the end of each cluster's history
+    filtered: int  # commits the group filter dropped
+
+
+def _read_rows(spark, source: HistorySource, config: Config) -> _Rows:
+    """One pass over the input: bad rows by reason, good rows and the end of each cluster's history."""
+    from pyspark.sql import functions as F
+
+    from lagwatch.spark.inputs import InputError, bad_row_reason, read_history
+
+    try:
+        raw = read_history(spark, source, config)
+    except InputError as exc:
+        raise JobError(str(exc)) from None
+    checked = raw.withColumn("bad_reason", bad_row_reason())
+    stats = checked.groupBy("bad_reason", "cluster").agg(F.count("*").alias("rows"), F.max("observed_at").alias("end"))
+    bad: dict[str, int] = {}
+    ends: dict[str, int] = {}
+    good_rows = 0
+    for r in stats.collect():
+        if r["bad_reason"] is None:
+            ends[r["cluster"]], good_rows = r["end"], good_rows + r["rows"]
+        else:
+            bad[r["bad_reason"]] = bad.get(r["bad_reason"], 0) + r["rows"]
+    good, filtered = _apply_group_filter(checked.where(F.col("bad_reason").isNull()).drop("bad_reason"), config)
+    return _Rows(good, good_rows, bad, ends, filtered)
+
+
+def _replay(spark, good, job: ReplayJob):
+    """The replayed rows (timeline, events, report, backtest), one group per task, kept for the several writes."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    commits = good.where(F.col("kind") == "commit")
+    group_topics = commits.select("cluster", "group", "topic").distinct()
+    samples = good.where(F.col("kind") == "broker").drop("group").join(group_topics, ["cluster", "topic"])
+    inputs = commits.unionByName(samples)
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    return (
+        inputs.repartition(partitions, "cluster", "group")
+        .sortWithinPartitions("cluster", "group")
+        .select(*HISTORY_NAMES)
+        .mapInArrow(_replayer(job), schema=output_ddl())
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+
+
+def _rows_of(replayed, kind: str):
+    from pyspark.sql import functions as F
+
+    return replayed.where(F.col("row_type") == kind)
+
+
+def _write_outputs(replayed, job: ReplayJob, output: Path) -> list[dict[str, Any]]:
+    """Writes the timeline, events, report and backtest folders; returns the backtest's summary."""
+    _write(_rows_of(replayed, ROW_TIMELINE).select(*TIMELINE_COLUMNS), output / "timeline")
+    events = _rows_of(replayed, ROW_EVENT)
+    _write(events.select(*EVENT_COLUMNS), output / "events")
+    events.orderBy("cluster", "group", "seq").select("event").write.mode("overwrite").text(str(output / "events_jsonl"))
+    report = _rows_of(replayed, ROW_REPORT).select(*REPORT_COLUMNS)
+    _write(report, output / "report")
+    report.coalesce(1).write.mode("overwrite").option("header", "true").csv(str(output / "report_csv"))
+    _write(_rows_of(replayed, ROW_BACKTEST).select(*BACKTEST_COLUMNS), output / "backtest")
+    backtest = _backtest_summary(_rows_of(replayed, ROW_BACKTEST), [v.name for v in job.variants])
+    _write_backtest_files(backtest, output)
+    return backtest
 
 
 def check_source(source) -> None:

@@ -17,7 +17,6 @@ KNOWN_LONG_FUNCTIONS = {
     "services/notifier/messages.py::build_request",
     "services/notifier/service.py::_record_one",
     "shared/lag_threshold_event.py::build_event",
-    "spark/reprocess.py::run",
 }
 
 # Imports across services still being moved (issue 19); the list only shrinks.
