@@ -43,6 +43,7 @@ import json
 import os
 from collections import Counter as Tally
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from aiohttp import web
@@ -261,53 +262,73 @@ def group_lines(
     [catch-up anchor, lag growth]), and whether it stays right while the result and the log ends do (False: it
     moves with the clock)."""
     labels = f'cluster="{cluster_label}",consumer_group="{label_value(group)}"'
-    total = biggest = 0
-    slowest: tuple[float, bool] | None = None
-    steady = not started
-    p_lag, p_offset, p_status, p_seconds = [], [], [], []
-    for topic, partition, part_status, newest, filled, anchor, *lower in parts:
-        end = log_ends.get((topic, partition))
-        lag = end - newest if end is not None and newest >= 0 and end > newest else 0
-        total += lag
-        biggest = lag if lag > biggest else biggest
-        seconds = None
-        if anchor == CAUGHT_UP_LAG:
-            seconds = 0.0
-        elif anchor != UNKNOWN_LAG:
-            seconds = max(0.0, (now - anchor) / 1000)
-            steady = False
-        if seconds is not None and (slowest is None or (seconds, bool(lower)) > slowest):
-            slowest = (seconds, bool(lower))
-        if not keep.partitions or not (keep.all_topics or keep.topics.accepts(topic)):
-            continue
-        part = f'{labels},topic="{topic}",partition="{partition}"}} '
-        p_lag.append(f"burrow_kafka_consumer_partition_lag{{{part}{lag}\n")
-        if filled >= keep.ring_size and newest >= 0:  # Burrow: `if partition.Complete == 1.0`
-            p_offset.append(f"burrow_kafka_consumer_current_offset{{{part}{newest}\n")
-            p_status.append(f"burrow_kafka_topic_partition_status{{{part}{part_status}\n")
-        if seconds is not None:
-            p_seconds.append(f"lagwatch_consumer_lag_seconds{{{part}{seconds}\n")
+    scan = _scan_partitions(labels, parts, log_ends, now, keep)
     recent = sum(1 for at in started if at >= now - HOUR_MS)
     catchup, growth, retention, skipped = [*velocity, -1, 0][:4] if velocity else (UNKNOWN_CATCHUP, None, -1, 0)
-    steady = steady and catchup < 0 and retention < 0  # estimates count down with the clock
+    # estimates count down with the clock
+    steady = not started and not scan.moves_with_clock and catchup < 0 and retention < 0
     risk_s = max(0.0, (retention - now) / 1000) if retention >= 0 else None
     catchup_s = catchup_seconds(catchup, now)
+    slowest = scan.slowest
     lines = (
         f"burrow_kafka_consumer_status{{{labels}}} {group_status}\n",
-        f"burrow_kafka_consumer_lag_total{{{labels}}} {total}\n",
-        f"lagwatch_consumer_group_max_lag{{{labels}}} {biggest}\n",
+        f"burrow_kafka_consumer_lag_total{{{labels}}} {scan.total}\n",
+        f"lagwatch_consumer_group_max_lag{{{labels}}} {scan.biggest}\n",
         f"lagwatch_group_rebalances_last_hour{{{labels}}} {recent}\n",
         f"lagwatch_consumer_group_max_lag_seconds{{{labels}}} {slowest[0]}\n" if slowest is not None else "",
         f"lagwatch_consumer_group_catchup_seconds{{{labels}}} {_number(catchup_s)}\n" if catchup_s is not None else "",
         f"lagwatch_consumer_group_lag_growth_per_second{{{labels}}} {growth}\n" if growth is not None else "",
         f"lagwatch_consumer_group_retention_risk_seconds{{{labels}}} {risk_s}\n" if risk_s is not None else "",
         f"lagwatch_consumer_group_skipped_messages{{{labels}}} {skipped}\n" if velocity else "",
-        "".join(p_lag),
-        "".join(p_offset),
-        "".join(p_status),
-        "".join(p_seconds),
+        "".join(scan.lag),
+        "".join(scan.offset),
+        "".join(scan.status),
+        "".join(scan.seconds),
     )
     return lines, steady
+
+
+@dataclass(slots=True)
+class _PartitionScan:
+    """What one pass over a group's partitions gives: the group's sums and each partition's lines."""
+
+    total: int = 0
+    biggest: int = 0
+    slowest: tuple[float, bool] | None = None  # (most lag in seconds, lower bound)
+    moves_with_clock: bool = False  # some lag in seconds grows with the clock
+    lag: list[str] = field(default_factory=list)
+    offset: list[str] = field(default_factory=list)
+    status: list[str] = field(default_factory=list)
+    seconds: list[str] = field(default_factory=list)
+
+
+def _scan_partitions(
+    labels: str, parts: list[list], log_ends: Mapping[tuple[str, int], int], now: int, keep: MetricsFilter
+) -> _PartitionScan:
+    scan = _PartitionScan()
+    for topic, partition, part_status, newest, filled, anchor, *lower in parts:
+        end = log_ends.get((topic, partition))
+        lag = end - newest if end is not None and newest >= 0 and end > newest else 0
+        scan.total += lag
+        scan.biggest = lag if lag > scan.biggest else scan.biggest
+        seconds = None
+        if anchor == CAUGHT_UP_LAG:
+            seconds = 0.0
+        elif anchor != UNKNOWN_LAG:
+            seconds = max(0.0, (now - anchor) / 1000)
+            scan.moves_with_clock = True
+        if seconds is not None and (scan.slowest is None or (seconds, bool(lower)) > scan.slowest):
+            scan.slowest = (seconds, bool(lower))
+        if not keep.partitions or not (keep.all_topics or keep.topics.accepts(topic)):
+            continue
+        part = f'{labels},topic="{topic}",partition="{partition}"}} '
+        scan.lag.append(f"burrow_kafka_consumer_partition_lag{{{part}{lag}\n")
+        if filled >= keep.ring_size and newest >= 0:  # Burrow: `if partition.Complete == 1.0`
+            scan.offset.append(f"burrow_kafka_consumer_current_offset{{{part}{newest}\n")
+            scan.status.append(f"burrow_kafka_topic_partition_status{{{part}{part_status}\n")
+        if seconds is not None:
+            scan.seconds.append(f"lagwatch_consumer_lag_seconds{{{part}{seconds}\n")
+    return scan
 
 
 def _number(value: float) -> str:
