@@ -11,7 +11,9 @@ Value: JSON {"cluster", "group", "reason": "commits" | "rebalance" | "deleted", 
 Log-end notices: the ingest's broker-offset poller names the topics whose log end moved in a poll,
 {"cluster", "topics": [...], "reason": "log-end", "at"}, sent to every partition of the topic (no key), since
 every evaluator instance has groups reading them. They are triggers too: one lost delays a re-evaluation until the
-next poll that moves the topic, or the sweep.
+next poll that moves the topic, or the sweep. With `"reason": "log-start"` they name the topics whose log start
+moved (retention deleted from the front, polled every topic-refresh): the groups behind on them are re-evaluated,
+their retention risk having changed.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ def encode_notice(cluster: str, group: str, reason: str, at: int) -> bytes:
     ).encode()
 
 
-def encode_log_end_notice(cluster: str, topics: list[str], at: int) -> bytes:
-    return json.dumps({"cluster": cluster, "topics": topics, "reason": "log-end", "at": at}).encode()
+def encode_log_end_notice(cluster: str, topics: list[str], at: int, reason: str = "log-end") -> bytes:
+    return json.dumps({"cluster": cluster, "topics": topics, "reason": reason, "at": at}).encode()
 
 
 def decode_notice(value: bytes | None) -> dict[str, Any] | None:
@@ -123,7 +125,7 @@ class ChangePublisher:
         except (KafkaError, OSError) as exc:
             self._failed(exc)
 
-    async def publish_log_ends(self, cluster: str, topics: Iterable[str]) -> None:
+    async def publish_log_ends(self, cluster: str, topics: Iterable[str], reason: str = "log-end") -> None:
         """A log-end notice naming `topics`, to every partition of the changes topic (every evaluator instance has
         groups that may read them), in chunks of LOG_END_TOPICS_PER_NOTICE. Best effort, like `publish`."""
         if not await self._ready():
@@ -133,7 +135,7 @@ class ChangePublisher:
         try:
             for partition in sorted(await self._producer.partitions_for(self.topic)):
                 for i in range(0, len(names), LOG_END_TOPICS_PER_NOTICE):
-                    value = encode_log_end_notice(cluster, names[i : i + LOG_END_TOPICS_PER_NOTICE], now)
+                    value = encode_log_end_notice(cluster, names[i : i + LOG_END_TOPICS_PER_NOTICE], now, reason)
                     future = await self._producer.send(self.topic, value, partition=partition)
                     future.add_done_callback(self._check)
         except (KafkaError, OSError) as exc:

@@ -174,7 +174,7 @@ class EvaluatorService:
 
     async def _on_changes(self, stream) -> None:
         async for events in stream.take_events(NOTICE_BATCH, within=NOTICE_WAIT_S):
-            groups, topics = set(), set()
+            groups, topics, starts = set(), set(), set()
             for event in events:
                 notice = decode_notice(event.value)
                 if notice is None:
@@ -182,13 +182,27 @@ class EvaluatorService:
                 elif notice["cluster"] != self.cluster:
                     continue
                 elif "topics" in notice:
-                    topics.update(notice["topics"])
+                    (starts if notice.get("reason") == "log-start" else topics).update(notice["topics"])
                 else:
                     groups.add(notice["group"])
             if groups:
                 await self._evaluate(sorted(groups), "notice")
             if topics:
                 await self._on_log_ends(topics)
+            if starts:
+                await self._on_log_starts(starts)
+
+    async def _on_log_starts(self, topics: set[str]) -> None:
+        """Re-evaluate the groups behind on these topics: retention deleted from the front, so their retention risk
+        moved (rare: segments go minutes apart)."""
+        due = sorted(
+            g
+            for t in topics
+            for g in self.readers.get(t, ())
+            if any(tp[0] == t and w.lag > 0 for tp, w in self.watches.get(g, {}).items())
+        )
+        for i in range(0, len(due), SWEEP_CHUNK):
+            await self._evaluate(due[i : i + SWEEP_CHUNK], "log-start")
 
     async def _on_log_ends(self, topics: set[str]) -> None:
         """Re-evaluate the groups reading these topics where the new log ends could flip a rule."""

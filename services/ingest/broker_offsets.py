@@ -24,6 +24,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.protocol.offset import OffsetRequest
 
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
+from lagwatch.services.ingest.topic_retention import TopicRetentionReader
 from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.service_lifecycle import pause
@@ -85,9 +86,11 @@ class BrokerOffsets:
         offset_refresh: float,
         topic_refresh: float,
         history: HistoryPublisher | None = None,
+        retention: TopicRetentionReader | None = None,
     ) -> None:
         self.cluster = cluster
         self.history = history
+        self.retention = retention  # topics' retention.ms, read with the log starts where the broker allows
         self.store = store
         self.offset_refresh = offset_refresh
         self.request_timeout = max(5.0, offset_refresh)
@@ -104,6 +107,7 @@ class BrokerOffsets:
         self._release = store.redis.register_script(scripts.RELEASE_LEASE)
         self._last_topic_refresh = 0.0
         self._last_log_start_poll = 0.0
+        self.log_starts: dict[TP, int] = {}
         self.changes: ChangePublisher | None = None  # set by the worker: log-end notices for the evaluator
 
     async def start(self) -> None:
@@ -249,13 +253,23 @@ class BrokerOffsets:
 
     async def poll_log_starts(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """Log-start offsets (retention risk, `shared/retention.py`): the pace at which the broker deletes. Polled
-        every topic-refresh, not every tick: retention deletes whole segments, minutes apart."""
+        every topic-refresh, not every tick: retention deletes whole segments, minutes apart. The topics'
+        `retention.ms` is read along (topic_retention.py). A log start that moved is a log-start notice for its topic:
+        the evaluator re-checks the groups behind on it."""
         self._last_log_start_poll = time.monotonic()
         found, _ = await list_latest_offsets(self._consumer._client, partitions, self.request_timeout, EARLIEST)
         by_topic: dict[str, dict[int, int]] = {}
         for (topic, partition), offset in found.items():
             by_topic.setdefault(topic, {})[partition] = offset
         await self.store.add_log_start_polls(self.cluster, by_topic, now_ms())
+        if self.retention is not None:
+            read = await self.retention.read(by_topic)
+            if read:
+                await self.store.set_topic_retention(self.cluster, {t: r.ms for t, r in read.items()})
+        moved = {tp[0] for tp, offset in found.items() if self.log_starts.get(tp, offset) != offset}
+        self.log_starts.update(found)
+        if moved and self.changes is not None:
+            await self.changes.publish_log_ends(self.cluster, moved, "log-start")
         return found
 
     # --- on demand, for commits that arrive before their partition's first sample -------------------------

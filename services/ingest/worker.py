@@ -39,6 +39,7 @@ from lagwatch.services.ingest.new_protocol_groups import TopicIds
 from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer
 from lagwatch.services.ingest.processor import AppliedBatch, BatchProcessor, Flush
 from lagwatch.services.ingest.records import RecordLike
+from lagwatch.services.ingest.topic_retention import TopicRetentionReader
 from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
@@ -91,6 +92,7 @@ class IngestWorker:
             offset_refresh=cluster_config.offset_refresh,
             topic_refresh=cluster_config.topic_refresh,
             history=self.history,
+            retention=TopicRetentionReader(rdkafka),
         )
         self.processor = BatchProcessor(
             cluster,

@@ -5,6 +5,8 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:clusters                       SET   names of clusters that have data
     lw:c:{<cluster>}:groups           ZSET  group -> newest commit timestamp (ms); listing and the expiry sweep
     lw:c:{<cluster>}:topics           HASH  topic -> partition count, from the broker-offset poller
+    lw:c:{<cluster>}:retention        HASH  topic -> its `retention.ms`, where the broker let the poller read it
+                                            (absent: unlimited, compact-only or not readable); retention risk
     lw:c:{<cluster>}:poller           STR   lease: id of the ingest worker polling broker offsets (expires)
     lw:c:{<cluster>}:behind           HASH  ingest worker id -> until when (ms) its commits are behind: the poller
                                             takes no log-end samples meanwhile (any worker's groups would look stopped)
@@ -73,6 +75,10 @@ def groups_index(cluster: str) -> str:
 
 def topics_index(cluster: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:topics"
+
+
+def topic_retention(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:retention"
 
 
 def poller_lease(cluster: str) -> str:

@@ -71,11 +71,13 @@ class StoredPartition:
     history: list[Sample] = field(default_factory=list)  # log-end samples, for lag in seconds
     _entries: list[OffsetEntry] | None = None
     log_start: list[Sample] = field(default_factory=list)  # log-start samples, for retention risk
+    retention_ms: int | None = None  # its topic's `retention.ms` where the broker let us read it
 
     def retention_risk(self, now_ms: int, retention_ms: int | None = None) -> RetentionRisk:
         """How long until the oldest unconsumed message is deleted, and messages already skipped (retention.py)."""
         if not self.packed:
             return NO_RISK
+        retention_ms = self.retention_ms if retention_ms is None else retention_ms
         committed = commit_entry_at(self.packed, -1).offset
         log_end = self.broker_offsets[-1] if self.broker_offsets else None
         lag = time_lag(committed, self.history, now_ms) if retention_ms is not None else None
@@ -440,6 +442,7 @@ class WindowStore:
                 keys.log_start_history(cluster, topic),
             )
             pipe.hdel(keys.topics_index(cluster), topic)
+            pipe.hdel(keys.topic_retention(cluster), topic)
             await pipe.execute()
         return sum(removed)
 
@@ -477,6 +480,25 @@ class WindowStore:
             return {}
         counts = await self.redis.hmget(keys.topics_index(cluster), topics)
         return {topic: int(n) for topic, n in zip(topics, counts, strict=True) if n is not None}
+
+    async def set_topic_retention(self, cluster: str, retention_ms: Mapping[str, int | None]) -> None:
+        """Record the topics' `retention.ms` as read from the broker (None: unlimited or compact-only)."""
+        known = {topic: ms for topic, ms in retention_ms.items() if ms is not None}
+        unlimited = [topic for topic, ms in retention_ms.items() if ms is None]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if known:
+                pipe.hset(keys.topic_retention(cluster), mapping=known)
+            if unlimited:
+                pipe.hdel(keys.topic_retention(cluster), *unlimited)
+            await pipe.execute()
+
+    async def topic_retention_ms(self, cluster: str, topics: Iterable[str]) -> dict[str, int]:
+        """The `retention.ms` of these topics where it is known (set_topic_retention)."""
+        topics = sorted(topics)
+        if not topics:
+            return {}
+        values = await self.redis.hmget(keys.topic_retention(cluster), topics)
+        return {topic: int(ms) for topic, ms in zip(topics, values, strict=True) if ms is not None}
 
     async def topic_offsets(self, cluster: str, topic: str) -> list[int | None] | None:
         """Latest log-end offset per partition of a topic, or None for an unknown topic."""
@@ -540,11 +562,12 @@ class WindowStore:
         needed = {
             keys.parse_partition_field(f) for windows, meta, _, _ in raw_groups if meta[0] is not None for f in windows
         }
-        rings, histories, starts, counts = await asyncio.gather(
+        rings, histories, starts, counts, retention = await asyncio.gather(
             self.broker_rings(cluster, needed),
             self.offset_histories(cluster, needed),
             self.offset_histories(cluster, needed, keys.log_start_history),
             self.partition_counts(cluster, {topic for topic, _ in needed}),
+            self.topic_retention_ms(cluster, {topic for topic, _ in needed}),
         )
         result: list[StoredGroup | None] = []
         for group, (windows, (last, generation), owners, rebalances) in zip(groups, raw_groups, strict=True):
@@ -556,7 +579,7 @@ class WindowStore:
                     cluster,
                     group,
                     int(last),
-                    _partitions(windows, owners, rings, histories, counts, starts),
+                    _partitions(windows, owners, rings, histories, counts, starts, retention),
                     generation=None if generation is None else int(generation),
                     rebalances_last_hour=rebalances,
                 )
@@ -571,6 +594,7 @@ def _partitions(
     histories: Mapping[TopicPartition, list[Sample]],
     partition_counts: Mapping[str, int],
     log_starts: Mapping[TopicPartition, list[Sample]],
+    retention_ms: Mapping[str, int] | None = None,
 ) -> list[StoredPartition]:
     """The group's partitions: those with a window, and every other partition of the topics it commits on (as
     Burrow creates all of a topic's partitions at a group's first commit on it): no commit, lag 0, status OK,
@@ -591,6 +615,7 @@ def _partitions(
                 client_id,
                 histories.get(tp, []),
                 log_start=log_starts.get(tp, []),
+                retention_ms=(retention_ms or {}).get(tp[0]),
             )
         )
     for topic in {topic for topic, _ in seen}:
