@@ -19,7 +19,10 @@ log = logging.getLogger(__name__)
 
 def _parse_stored(sub_id: str, text: bytes | str) -> SubscriptionConfig | None:
     try:
-        return build_section(SubscriptionConfig, kebab(json.loads(text)), f"subscription {sub_id}")
+        config: SubscriptionConfig = build_section(
+            SubscriptionConfig, kebab(json.loads(text)), f"subscription {sub_id}"
+        )
+        return config
     except Exception as exc:  # unreadable (stored by an older, laxer version, say): the others still count
         log.error("subscription %s in Redis is invalid and ignored: %s", sub_id, exc)
         return None

@@ -116,7 +116,7 @@ async def validate_document(
         if "url" not in raw and str(raw.get("type", "webhook")) not in destinations.URL_OPTIONAL:  # with the rest
             problems["url"] = "required"
         raise SubscriptionInvalid(problems)
-    config = build_section(SubscriptionConfig, raw)
+    config: SubscriptionConfig = build_section(SubscriptionConfig, raw)
     problems = masked_values(config)
     if config.extra_ca and not tls.is_pem(config.extra_ca):  # a path would have the notifier open its host's files
         problems["extra_ca"] = "give the CA certificates' PEM text (file paths are for the configuration file only)"

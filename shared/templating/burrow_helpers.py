@@ -28,7 +28,7 @@ COUNTED = ("warn", "stop", "stall", "rewind")  # partitioncounts' keys besides "
 # --- Burrow's names ---------------------------------------------------------------------------------------------
 
 
-def burrow_names(event: Mapping, incident: Mapping, extras: Mapping[str, str]) -> dict[str, Any]:
+def burrow_names(event: Mapping[str, Any], incident: Mapping[str, Any], extras: Mapping[str, str]) -> dict[str, Any]:
     """`Cluster`, `Group`, `ID` (the incident's id: the same for its open and its close, as Burrow's), `Start`
     (when the incident began, epoch ms), `Extras` and `Result` (Burrow's ConsumerGroupStatus, field names and all)."""
     return {
@@ -41,7 +41,7 @@ def burrow_names(event: Mapping, incident: Mapping, extras: Mapping[str, str]) -
     }
 
 
-class GoStruct(dict):
+class GoStruct(dict[str, Any]):
     """One of Burrow's Go structs: read by its Go field names (`Result.TotalLag`), written by `jsonencoder` with
     their JSON names, in declaration order, as json.Marshal writes a struct."""
 
@@ -56,7 +56,7 @@ class GoStruct(dict):
         return {self.JSON_NAMES.get(k, k.lower()): v for k, v in self.items()}
 
 
-def burrow_result(event: Mapping) -> GoStruct:
+def burrow_result(event: Mapping[str, Any]) -> GoStruct:
     maxlag = event.get("maxlag")
     return GoStruct({
         "Cluster": event.get("cluster"),
@@ -70,7 +70,7 @@ def burrow_result(event: Mapping) -> GoStruct:
     })  # fmt: skip
 
 
-def burrow_partition(p: Mapping) -> GoStruct:
+def burrow_partition(p: Mapping[str, Any]) -> GoStruct:
     out = GoStruct({
         "Topic": p.get("topic"),
         "Partition": p.get("partition"),
@@ -110,12 +110,12 @@ def jsonencoder(value: Any) -> str:
     return text.replace("\u2029", "\\u2029")
 
 
-def _field(p: Mapping, name: str) -> Any:
+def _field(p: Mapping[str, Any], name: str) -> Any:
     """A partition's field in either spelling: the event's (`status`) or Burrow's (`Status`)."""
     return p[name] if name in p else p.get(name.title().replace("_", ""))
 
 
-def topicsbystatus(partitions: Iterable[Mapping] | None) -> dict[str, list[str]]:
+def topicsbystatus(partitions: Iterable[Mapping[str, Any]] | None) -> dict[str, list[str]]:
     """{partition status: [topic, ...]}, each topic once per status (sorted here; Go's map order is random)."""
     found: dict[str, set[str]] = {}
     for p in partitions or []:
@@ -123,7 +123,7 @@ def topicsbystatus(partitions: Iterable[Mapping] | None) -> dict[str, list[str]]
     return {status: sorted(topics) for status, topics in sorted(found.items())}
 
 
-def partitioncounts(partitions: Iterable[Mapping] | None) -> dict[str, int]:
+def partitioncounts(partitions: Iterable[Mapping[str, Any]] | None) -> dict[str, int]:
     """{"warn", "stop", "stall", "rewind", "unknown"}: partitions per status; OK ones are not counted, any other
     status counts as unknown."""
     counts = dict.fromkeys((*COUNTED, "unknown"), 0)
@@ -134,7 +134,7 @@ def partitioncounts(partitions: Iterable[Mapping] | None) -> dict[str, int]:
     return counts
 
 
-def maxlag(partition: Mapping | None) -> int:
+def maxlag(partition: Mapping[str, Any] | None) -> int:
     """A partition's current lag; 0 for none (Burrow's `maxlag .Result.Maxlag` of a group without partitions)."""
     if not partition:
         return 0

@@ -89,7 +89,7 @@ class _Worker:
         self.process: multiprocessing.process.BaseProcess | None = None
         self.conn: Connection | None = None
 
-    def call(self, request: tuple, timeout_s: float) -> Any:
+    def call(self, request: tuple[Any, ...], timeout_s: float) -> Any:
         conn = self._started()
         conn.send(request)
         if not conn.poll(timeout_s):
@@ -159,7 +159,7 @@ class TemplateWorkers:
         """TemplateProblem when the template does not compile (compiling evaluates its constant expressions)."""
         self._call(("check", source))
 
-    def render(self, source: str, context: dict, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+    def render(self, source: str, context: dict[str, Any], max_chars: int = MAX_OUTPUT_CHARS) -> str:
         key = hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest()
         with self._lock:
             until = self._quarantined.get(key)
@@ -169,7 +169,7 @@ class TemplateWorkers:
                 f" {until - time.monotonic():.0f}s"
             )
         try:
-            return self._call(("render", source, context, max_chars))
+            return str(self._call(("render", source, context, max_chars)))
         except OverBudget:
             self._quarantine(key)
             raise
@@ -197,7 +197,7 @@ class TemplateWorkers:
             worker.stop()
             self._idle.put(worker)
 
-    def _call(self, request: tuple) -> Any:
+    def _call(self, request: tuple[Any, ...]) -> Any:
         worker = self._idle.get()
         try:
             return worker.call(request, self.timeout_s)

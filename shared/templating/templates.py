@@ -28,6 +28,7 @@ from typing import Any
 
 from jinja2 import StrictUndefined, Template, TemplateError
 from jinja2.exceptions import SecurityError
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from lagwatch.shared import clock
@@ -61,26 +62,27 @@ def duration(seconds: float | int | None) -> str:
     return " ".join(parts)
 
 
-def partitions_by_status(event: dict) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
+def partitions_by_status(event: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
     for p in event.get("partitions") or []:
         out.setdefault(p["status"], []).append(p)
     return out
 
 
-def worst_partitions(event: dict, n: int = 5) -> list[dict]:
+def worst_partitions(event: dict[str, Any], n: int = 5) -> list[dict[str, Any]]:
     """The partitions worse than OK with the most lag first."""
     return sorted(event.get("partitions") or [], key=lambda p: (-p["current_lag"], p["topic"], p["partition"]))[:n]
 
 
-def worst_partition(event: dict) -> dict | None:
-    if event.get("maxlag"):
-        return event["maxlag"]
+def worst_partition(event: dict[str, Any]) -> dict[str, Any] | None:
+    maxlag: dict[str, Any] | None = event.get("maxlag")
+    if maxlag:
+        return maxlag
     worst = worst_partitions(event, 1)
     return worst[0] if worst else None
 
 
-def worst_partition_lag(event: dict) -> int:
+def worst_partition_lag(event: dict[str, Any]) -> int:
     worst = worst_partition(event)
     return int(worst["current_lag"]) if worst else 0
 
@@ -112,7 +114,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     intercepted_binops = frozenset({"**", "*"})
 
-    def call_binop(self, context, operator: str, left: Any, right: Any) -> Any:
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         problem = arithmetic_problem(operator, left, right)
         if problem:
             raise SecurityError(problem)
@@ -150,7 +152,7 @@ def compile_template(source: str) -> Template:
         raise TemplateProblem(f"template does not compile: {type(exc).__name__}: {exc}") from None
 
 
-def render_limited(source: str, context: dict, max_chars: int = MAX_OUTPUT_CHARS) -> str:
+def render_limited(source: str, context: dict[str, Any], max_chars: int = MAX_OUTPUT_CHARS) -> str:
     """Render, counting the output as it is produced: TemplateProblem as soon as it is over `max_chars`. (In a
     template worker only.)"""
     template = compile_template(source)
@@ -172,7 +174,7 @@ def render_limited(source: str, context: dict, max_chars: int = MAX_OUTPUT_CHARS
 
 
 def context(
-    event: dict,
+    event: dict[str, Any],
     *,
     kind: str,
     subscription_id: str,
@@ -181,7 +183,7 @@ def context(
     extras: dict[str, str],
     dashboard_url: str,
     now_ms: int | None = None,
-) -> dict:
+) -> dict[str, Any]:
     now_ms = clock.now_ms() if now_ms is None else now_ms
     started = event.get("incident_started_at")
     ended = event.get("evaluated_at", now_ms) if kind == "close" else now_ms  # a close: how long it lasted
