@@ -29,6 +29,7 @@ from lagwatch.shared import clock
 from lagwatch.shared.explanation import Explanation, explain
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.lag_sparkline import lag_sparkline
+from lagwatch.shared.lag_threshold_event import Threshold
 from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
 from lagwatch.shared.retention import group_risk
 from lagwatch.shared.status_event import build_event, encode, next_incident
@@ -53,6 +54,22 @@ class EvaluationReport:
     next_at: dict[str, int | None] = field(default_factory=dict)
     # per group: its partitions as evaluated, for the log-end notices (None: NOTFOUND)
     watches: dict[str, dict[tuple[str, int], PartitionWatch] | None] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Batch:
+    """One `evaluate` call: what it knows up front, and what it gathers group by group to write at the end."""
+
+    now: int
+    sparklines: bool  # draw the sparklines now (False: leave them owed)
+    thresholds: frozenset[Threshold]  # the subscriptions' lag-seconds thresholds
+    rebalances: dict[str, list[int]]  # when each group's recent generations started
+    evaluated: list[Evaluated] = field(default_factory=list)
+    results: dict[str, GroupResult | None] = field(default_factory=dict)
+    lines: dict[str, list] = field(default_factory=dict)  # sparklines
+    requests: list[Transition] = field(default_factory=list)
+    pending: dict[str, list[bytes]] = field(default_factory=dict)  # events to publish, per group
+    gone: bool = False  # some group is NOTFOUND: expired, deleted, or its keys expired in Redis
 
 
 class GroupEvaluator:
@@ -106,84 +123,102 @@ class GroupEvaluator:
         report = EvaluationReport(groups=len(groups))
         stored_groups, states = await (read if read is not None else self.read(groups, now))
         stored_groups = await self._drop_excluded(groups, stored_groups)
-        evaluated: list[Evaluated] = []
-        results: dict[str, GroupResult | None] = {}
-        lines: dict[str, list] = {}
-        thresholds = (await self.lag_alerts.source.current())[0] if self.lag_alerts is not None else frozenset()
-        rebalances = await self._rebalance_times(stored_groups, now)
-        intervals, expire_ms = self.store.config.intervals, self.store.config.expire_group_ms
-        requests: list[Transition] = []
-        pending: dict[str, list[bytes]] = {}
-        gone = False  # some group is NOTFOUND: expired, deleted, or its keys expired in Redis
+        batch = _Batch(
+            now=now,
+            sparklines=sparklines,
+            thresholds=(await self.lag_alerts.source.current())[0] if self.lag_alerts is not None else frozenset(),
+            rebalances=await self._rebalance_times(stored_groups, now),
+        )
         for group, stored, state in zip(groups, stored_groups, states, strict=True):
-            status = self.status_of(stored, now)
-            gone = gone or status is None
-            if stored is not None and status is None:  # expired: forget its windows too
-                await self.store.delete_group(self.cluster, group)
-            pending[group] = list(state.pending)  # left by an evaluator that stopped before publishing
-            live = stored is not None and status is not None
-            lags = stored.time_lags(now) if live else None
-            speeds = stored.velocities(intervals, now) if live else {}
-            overall = group_velocity(speeds.values())
-            risks = stored.retention_risks(now) if live else None
-            known = stored is not None and stored.generation is not None
-            why = explain(
-                status,
-                speeds,
-                overall,
-                rebalances.get(group, ()),
-                now,
-                membership_known=known,
-                retention=group_risk(risks.values()) if risks else None,
-            )
-            request = self._transition(group, state, status, now, lags, speeds if live else None, why, risks)
-            if request is not None:
-                requests.append(request)
-            evaluated.append(Evaluated(group, status, lags, why, risks))
-            if stored is None or status is None or lags is None:
-                results[group] = report.next_at[group] = report.watches[group] = None
-                continue
-            retention = group_risk(risks.values()) if risks else None
-            results[group] = result_of(
-                status, stored.last_commit_ms, rebalances.get(group, ()), lags, now, intervals, overall, retention
-            )
-            seen = hash(tuple(p.packed for p in stored.partitions))
-            if self._windows_seen.get(group) != seen:  # the sparkline changes with the windows only
-                if sparklines:
-                    self._windows_seen[group] = seen
-                    lines[group] = lag_sparkline(stored.partitions, status.totallag, now, intervals)[:-1]
-                    self.sparklines_owed.discard(group)
-                else:
-                    self.sparklines_owed.add(group)
-            report.next_at[group] = next_change_at(
-                stored,
-                status,
-                now,
-                intervals=intervals,
-                rules=self.rules,
-                expire_group_ms=expire_ms,
-                time_lags=lags,
-                thresholds_s=thresholds,
-                retention=retention,
-            )
-            report.watches[group] = watch(stored, intervals, lags)
-        if gone:  # names whose keys Redis expired on its own leave the group index too (not listed, not swept)
+            await self._evaluate_group(batch, report, group, stored, state)
+        if batch.gone:  # names whose keys Redis expired on its own leave the group index too (not listed, not swept)
             await self.store.unindex_expired(self.cluster, now)
-        for request, applied in zip(requests, await self.statuses.transitions(self.cluster, requests), strict=True):
+        await self._record_and_publish(batch, report)
+        await self.results.write(self.cluster, batch.results, batch.lines)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    async def _evaluate_group(
+        self, batch: _Batch, report: EvaluationReport, group: str, stored: StoredGroup | None, state: GroupState
+    ) -> None:
+        """One group of `evaluate`: its status, explanation and transition request; when it is live, its result."""
+        now, intervals = batch.now, self.store.config.intervals
+        status = self.status_of(stored, now)
+        batch.gone = batch.gone or status is None
+        if stored is not None and status is None:  # expired: forget its windows too
+            await self.store.delete_group(self.cluster, group)
+        batch.pending[group] = list(state.pending)  # left by an evaluator that stopped before publishing
+        live = stored is not None and status is not None
+        lags = stored.time_lags(now) if live else None
+        speeds = stored.velocities(intervals, now) if live else {}
+        overall = group_velocity(speeds.values())
+        risks = stored.retention_risks(now) if live else None
+        known = stored is not None and stored.generation is not None
+        why = explain(
+            status,
+            speeds,
+            overall,
+            batch.rebalances.get(group, ()),
+            now,
+            membership_known=known,
+            retention=group_risk(risks.values()) if risks else None,
+        )
+        request = self._transition(group, state, status, now, lags, speeds if live else None, why, risks)
+        if request is not None:
+            batch.requests.append(request)
+        batch.evaluated.append(Evaluated(group, status, lags, why, risks))
+        if stored is None or status is None or lags is None:
+            batch.results[group] = report.next_at[group] = report.watches[group] = None
+            return
+        retention = group_risk(risks.values()) if risks else None
+        batch.results[group] = result_of(
+            status, stored.last_commit_ms, batch.rebalances.get(group, ()), lags, now, intervals, overall, retention
+        )
+        self._draw_sparkline(batch, group, stored, status)
+        report.next_at[group] = next_change_at(
+            stored,
+            status,
+            now,
+            intervals=intervals,
+            rules=self.rules,
+            expire_group_ms=self.store.config.expire_group_ms,
+            time_lags=lags,
+            thresholds_s=batch.thresholds,
+            retention=retention,
+        )
+        report.watches[group] = watch(stored, intervals, lags)
+
+    def _draw_sparkline(self, batch: _Batch, group: str, stored: StoredGroup, status: GroupStatus) -> None:
+        """The group's sparkline, when its windows changed (now, or owed when `batch.sparklines` is False)."""
+        seen = hash(tuple(p.packed for p in stored.partitions))
+        if self._windows_seen.get(group) == seen:  # the sparkline changes with the windows only
+            return
+        if batch.sparklines:
+            self._windows_seen[group] = seen
+            line = lag_sparkline(stored.partitions, status.totallag, batch.now, self.store.config.intervals)
+            batch.lines[group] = line[:-1]
+            self.sparklines_owed.discard(group)
+        else:
+            self.sparklines_owed.add(group)
+
+    async def _record_and_publish(self, batch: _Batch, report: EvaluationReport) -> None:
+        """Records the batch's transitions (compare-and-set), publishes their events and those left in the outbox,
+        and checks the lag-seconds thresholds."""
+        transitions = await self.statuses.transitions(self.cluster, batch.requests)
+        for request, applied in zip(batch.requests, transitions, strict=True):
             if applied:
                 report.transitions += 1
-                pending[request.group].append(request.event)
+                batch.pending[request.group].append(request.event)
                 log.info("%s/%s: -> %s", self.cluster, request.group, request.status.name)
             else:
                 report.lost_races += 1
-        outbox = [(group, events) for group, events in pending.items() if events]
+        outbox = [(group, events) for group, events in batch.pending.items() if events]
         if outbox:
             report.published = await self._publish(outbox)
         if self.lag_alerts is not None:
-            report.lag_crossings, report.lag_events_published = await self.lag_alerts.evaluate(evaluated, now)
-        await self.results.write(self.cluster, results, lines)
-        report.seconds = time.perf_counter() - started
-        return report
+            report.lag_crossings, report.lag_events_published = await self.lag_alerts.evaluate(
+                batch.evaluated, batch.now
+            )
 
     async def _drop_excluded(
         self, groups: Sequence[str], stored_groups: list[StoredGroup | None]
