@@ -36,6 +36,7 @@ from lagwatch.services.notifier.channels.email import Mail
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared import address_guard, signing
+from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
 from lagwatch.shared.status_event import encode
 from lagwatch.shared.subscriptions import destinations
@@ -302,42 +303,66 @@ def build_request(
     )
     channel = channels.channel(sub.type)
     endpoint = destinations.endpoint(sub)
+    closing = delivery.kind in CLOSE_KINDS
     try:
         if channel is not None and not channel.http:  # email: a mail, sent over SMTP by the same delivery loop
-            text = template_worker.WORKERS.render(sub.body_template, ctx) if sub.body_template else None
-            return email_channel.build(
-                sub,
-                delivery.event,
-                delivery.kind,
-                ctx,
-                text,
-                dashboard_url,
-                notification_id=delivery.notification_id,
-                attempt=delivery.attempts,
-                timestamp=int(now),
-            )
-        closing = delivery.kind in CLOSE_KINDS
-        url = _templated_url(sub.url_template, ctx) if sub.url_template else endpoint
-        if closing and sub.url_close and not sub.url_template:
-            url = sub.url_close
-        if sub.body_template:
-            body = template_worker.WORKERS.render(sub.body_template, ctx).encode()
-        elif channel is not None and channel.body is not None:  # alertmanager, pagerduty, msteams
-            body = channel.body(sub, delivery.event, delivery.kind, ctx, dashboard_url)
-        elif sub.type == "slack":
-            message = lag_slack_message if is_lag_threshold_event(delivery.event) else slack_message
-            body = json.dumps(message(delivery.event, delivery.kind, ctx, dashboard_url)).encode()
-        else:
-            body = encode(delivery.event)
+            return _mail(sub, delivery, ctx, dashboard_url, now)
+        url = _url(sub, ctx, endpoint, closing)
+        body = _body(sub, channel, delivery, ctx, dashboard_url)
     except templates.TemplateProblem as exc:
         raise PermanentError(str(exc)) from None
+    _check_target(url, endpoint, allow_private)
+    headers = _headers(sub, delivery, int(now), body)
+    method = sub.method_close or sub.method if closing else sub.method
+    return Request(method, url, headers, body, sub.timeout, sub.extra_ca, sub.noverify)
+
+
+def _mail(sub: SubscriptionConfig, delivery: Delivery, ctx: dict, dashboard_url: str, now: float) -> Mail:
+    text = template_worker.WORKERS.render(sub.body_template, ctx) if sub.body_template else None
+    return email_channel.build(
+        sub,
+        delivery.event,
+        delivery.kind,
+        ctx,
+        text,
+        dashboard_url,
+        notification_id=delivery.notification_id,
+        attempt=delivery.attempts,
+        timestamp=int(now),
+    )
+
+
+def _url(sub: SubscriptionConfig, ctx: dict, endpoint: str, closing: bool) -> str:
+    url = _templated_url(sub.url_template, ctx) if sub.url_template else endpoint
+    if closing and sub.url_close and not sub.url_template:
+        url = sub.url_close
+    return url
+
+
+def _body(
+    sub: SubscriptionConfig, channel: channels.Channel | None, delivery: Delivery, ctx: dict, dashboard_url: str
+) -> bytes:
+    if sub.body_template:
+        return template_worker.WORKERS.render(sub.body_template, ctx).encode()
+    if channel is not None and channel.body is not None:  # alertmanager, pagerduty, msteams
+        return channel.body(sub, delivery.event, delivery.kind, ctx, dashboard_url)
+    if sub.type == "slack":
+        message = lag_slack_message if is_lag_threshold_event(delivery.event) else slack_message
+        return json.dumps(message(delivery.event, delivery.kind, ctx, dashboard_url)).encode()
+    return encode(delivery.event)
+
+
+def _check_target(url: str, endpoint: str, allow_private: bool) -> None:
+    """PermanentError unless `url` may be called: a public address (or private ones allowed), the endpoint's host."""
     try:
         address_guard.check_url_static(url, allow_private=allow_private)
     except address_guard.TargetError as exc:
         raise PermanentError(f"target refused: {exc}") from None
     if address_guard.destination(url) != address_guard.destination(endpoint):  # its headers are for `url`'s host
         raise PermanentError("target refused: url-template must keep the scheme, host and port of url")
-    timestamp = int(now)
+
+
+def _headers(sub: SubscriptionConfig, delivery: Delivery, timestamp: int, body: bytes) -> dict[str, str]:
     headers = CIMultiDict({"Content-Type": "application/json", "User-Agent": USER_AGENT})
     for name, value in sub.headers.items():  # the subscription's replace ours, whatever their case...
         headers[name] = value
@@ -357,5 +382,4 @@ def build_request(
         headers[signing.SIGNATURE_HEADER] = signing.sign(
             sub.secret, timestamp, delivery.notification_id, delivery.kind, body
         )
-    method = sub.method_close or sub.method if closing else sub.method
-    return Request(method, url, dict(headers), body, sub.timeout, sub.extra_ca, sub.noverify)
+    return dict(headers)
