@@ -108,12 +108,7 @@ class IngestWorker:
         self._inflight: asyncio.Task[bool] | None = None  # the batch being stored and committed
         self._announcing: asyncio.Future | None = None
         self.consumer = self._new_consumer()
-        self.health = HealthServer(
-            "ingest",
-            {"redis": self._redis_ok, "kafka": self._kafka_ok},
-            host=config.ingest.http_host,
-            port=config.ingest.http_port if http_port is None else http_port,
-        )
+        self.health = self._health_server(config, http_port)
         self.stopping = asyncio.Event()
         self.caught_up = asyncio.Event()  # every assigned partition read and stored up to its end (_caught_up)
         self.batches_done = 0
@@ -121,6 +116,11 @@ class IngestWorker:
         self._deletions_checked = 0.0
         self._positions: dict[int, int] = {}  # offsets-topic partition -> position stored and committed
         self._known_topics: dict[str, int] = self.broker_offsets.partition_counts
+
+    def _health_server(self, config: Config, http_port: int | None) -> HealthServer:
+        port = config.ingest.http_port if http_port is None else http_port
+        checks = {"redis": self._redis_ok, "kafka": self._kafka_ok}
+        return HealthServer("ingest", checks, host=config.ingest.http_host, port=port)
 
     def _librdkafka_settings(self, connection: dict, cluster_config) -> dict:
         return {
