@@ -103,7 +103,33 @@ class EvaluatorService:
     def __init__(self, config: Config, cluster: str, *, http_port: int | None = None) -> None:
         self.cluster = cluster
         self.config = config
-        cluster_config = config.cluster(cluster)
+        self._connect_stores(config, cluster)
+        # topic -> groups reading it, and each evaluated group's partitions, for the log-end notices
+        self.readers: dict[str, set[str]] = {}
+        self.watches: dict[str, dict[tuple[str, int], PartitionWatch]] = {}
+        self.taken_over: set[int] = set()  # changes-topic partitions whose groups were evaluated since assigned
+        self.scheduled_evaluations = 0
+        self._wake = asyncio.Event()  # an evaluation scheduled something sooner than the loop sleeps
+        self._sleeping_until: float = 0.0
+        self.health = HealthServer(
+            "evaluator",
+            {"redis": self._redis_ok, "kafka": self._kafka_ok},
+            host=config.evaluator.http_host,
+            port=config.evaluator.http_port if http_port is None else http_port,
+        )
+        self.stopping = asyncio.Event()
+        self.sweeps_done = 0
+        SWEEP_INTERVAL.labels(cluster).set(config.evaluator.sweep_interval)
+        LAST_SWEEP.labels(cluster).set_to_current_time()
+        SCHEDULE_DELAY.labels(cluster).set(0)
+        self._delay_sampled_at = 0
+        self._schedule_task: asyncio.Task | None = None
+        self._lock = asyncio.Lock()  # one evaluation at a time in this instance: notices and sweeps interleave
+        self._create_app(config, cluster)
+
+    def _connect_stores(self, config: Config, cluster: str) -> None:
+        """Redis, the stores on it, the event publisher and the group evaluator that uses them all."""
+        cluster_config = config.cluster(cluster)  # an unknown cluster fails before anything connects
         self.redis = connect(config.redis)
         self.store = WindowStore(self.redis, config.window())
         self.statuses = StatusStore(self.redis, config.window().expire_group_ms)
@@ -127,27 +153,10 @@ class EvaluatorService:
             results=self.results,
             group_filter=config.group_filter(cluster),
         )
-        # topic -> groups reading it, and each evaluated group's partitions, for the log-end notices
-        self.readers: dict[str, set[str]] = {}
-        self.watches: dict[str, dict[tuple[str, int], PartitionWatch]] = {}
-        self.taken_over: set[int] = set()  # changes-topic partitions whose groups were evaluated since assigned
-        self.scheduled_evaluations = 0
-        self._wake = asyncio.Event()  # an evaluation scheduled something sooner than the loop sleeps
-        self._sleeping_until: float = 0.0
-        self.health = HealthServer(
-            "evaluator",
-            {"redis": self._redis_ok, "kafka": self._kafka_ok},
-            host=config.evaluator.http_host,
-            port=config.evaluator.http_port if http_port is None else http_port,
-        )
-        self.stopping = asyncio.Event()
-        self.sweeps_done = 0
-        SWEEP_INTERVAL.labels(cluster).set(config.evaluator.sweep_interval)
-        LAST_SWEEP.labels(cluster).set_to_current_time()
-        SCHEDULE_DELAY.labels(cluster).set(0)
-        self._delay_sampled_at = 0
-        self._schedule_task: asyncio.Task | None = None
-        self._lock = asyncio.Lock()  # one evaluation at a time in this instance: notices and sweeps interleave
+
+    def _create_app(self, config: Config, cluster: str) -> None:
+        """The Faust app: the changes-topic agent and the sweep timer."""
+        cluster_config = config.cluster(cluster)
         self.app = faust.App(
             consumer_group(cluster),
             **faust_broker_settings(cluster_config, cluster),

@@ -210,26 +210,10 @@ class NotifierService:
         for _ in range(MAX_CONFLICTS):
             state = IncidentState.from_json(json.loads(current)) if current else None
             now = now_ms()
-            decision = rules.decide(subscription.policy, event, state, now)
+            decision = _decide(subscription, event, state, rules, now, silenced_until)
             if decision is None:
-                if not holds.ends_unannounced(state, event):
-                    return None, False
-                decision = Decision(None, None, None)
-            wanted = decision.kind
-            decision = holds.hold(subscription.policy, decision, state, event, now, silenced_until)
-            if wanted is not None and decision.kind is None:
-                held_by = "silence" if silenced_until is not None and silenced_until > now else "hold_for"
-                metrics.HELD.labels(subscription.type, held_by).inc()
-            delivery = None
-            if decision.kind is not None:
-                delivery = Delivery(
-                    id=delivery_id(event["event_id"], subscription.id),
-                    subscription_id=subscription.id,
-                    kind=decision.kind.value,
-                    event=event,
-                    notification_id=event["event_id"],
-                    created_at=now,
-                )
+                return None, False
+            delivery = _delivery(subscription, event, decision, now)
             outcome = await self.outbox.record(
                 subscription_id=subscription.id,
                 event=event,
@@ -395,3 +379,39 @@ async def run_notifier(config: Config, cluster: str, *, http_port: int | None = 
     started = time.monotonic()
     await run_until_signalled(NotifierService(config, cluster, http_port=http_port))
     log.info("notifier: stopped after %.0fs", time.monotonic() - started)
+
+
+def _decide(
+    subscription: Subscription,
+    event: dict,
+    state: IncidentState | None,
+    rules: EventRules,
+    now: int,
+    silenced_until: int | None,
+) -> Decision | None:
+    """The subscription's decision for the event, after holds and silences; None: the event does not concern it."""
+    decision = rules.decide(subscription.policy, event, state, now)
+    if decision is None:
+        if not holds.ends_unannounced(state, event):
+            return None
+        decision = Decision(None, None, None)
+    wanted = decision.kind
+    decision = holds.hold(subscription.policy, decision, state, event, now, silenced_until)
+    if wanted is not None and decision.kind is None:
+        held_by = "silence" if silenced_until is not None and silenced_until > now else "hold_for"
+        metrics.HELD.labels(subscription.type, held_by).inc()
+    return decision
+
+
+def _delivery(subscription: Subscription, event: dict, decision: Decision, now: int) -> Delivery | None:
+    """The notification a decision sends, if any."""
+    if decision.kind is None:
+        return None
+    return Delivery(
+        id=delivery_id(event["event_id"], subscription.id),
+        subscription_id=subscription.id,
+        kind=decision.kind.value,
+        event=event,
+        notification_id=event["event_id"],
+        created_at=now,
+    )
