@@ -3,7 +3,11 @@ the time until its oldest unconsumed message is deleted within 10 % of the known
 
 import pytest
 
-from lagwatch.shared.retention import NO_RISK, group_risk, log_start_rate, retention_risk
+from lagwatch.services.evaluator.next_change import retention_instants
+from lagwatch.shared.protocol import OffsetEntry
+from lagwatch.shared.retention import NO_RISK, RetentionRisk, group_risk, log_start_rate, retention_risk
+from lagwatch.shared.store.packing import pack_commit_ring
+from lagwatch.shared.store.redis_store import StoredPartition
 from lagwatch.shared.time_lag import Sample, add_sample, time_lag
 
 S = 1000
@@ -69,3 +73,22 @@ def test_a_caught_up_consumer_is_at_no_risk_and_a_group_takes_its_soonest_partit
     group = group_risk([later, soon, NO_RISK])
     assert group.seconds == soon.seconds == pytest.approx(100, rel=0.10)
     assert group_risk([later, lost]).skipped == 5
+
+
+def test_a_stored_partition_estimates_from_its_topics_retention_ms_as_read_from_the_broker():
+    ends, _ = histories(300)
+    committed = log_end(100)
+    ring = pack_commit_ring([OffsetEntry(committed, T0 + 290 * S, T0 + 290 * S, 1, 1, 1)])
+    unknown = StoredPartition("orders", 0, ring, [log_end(300)], history=ends)
+    assert unknown.retention_risk(T0 + 300 * S) == NO_RISK  # the log start has not moved: no estimate
+    known = StoredPartition("orders", 0, ring, [log_end(300)], history=ends, retention_ms=RETENTION_S * S)
+    risk = known.retention_risk(T0 + 300 * S)
+    assert (risk.seconds, risk.basis) == (pytest.approx(400, rel=0.10), "retention.ms")
+
+
+def test_the_evaluator_wakes_when_the_time_left_falls_under_each_data_loss_risk_threshold():
+    now = T0
+    risk = RetentionRisk(900.0, 0, "log-start")
+    assert retention_instants(risk, [600.0, 3600.0], now) == [now + 300_000 + 1]  # already under 3600 s
+    assert retention_instants(RetentionRisk(None), [600.0], now) == [] and retention_instants(None, [600.0], now) == []
+    assert retention_instants(RetentionRisk(0.0, 10), [600.0], now) == []  # in the alert already: nothing to wait for
