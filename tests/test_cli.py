@@ -132,3 +132,19 @@ def test_offsets_decode_names_the_field_that_failed(args, says):
     result = lagwatch("offsets", "decode", *args)
     assert result.returncode == 2
     assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_python_dash_m_lagwatch_is_the_lagwatch_command():
+    result = subprocess.run(
+        [sys.executable, "-m", "lagwatch", "rules", "eval"],
+        input='{"intervals": 3, "offsets": [], "lags": []}',
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    command = shutil.which("lagwatch") or str(Path(sys.executable).parent / "lagwatch")
+    same = subprocess.run(
+        [command, "rules", "eval"], input='{"intervals": 3, "offsets": [], "lags": []}', capture_output=True, text=True
+    )
+    assert (result.returncode, result.stdout) == (same.returncode, same.stdout)
+    assert result.stdout or result.stderr
