@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from lagwatch.shared.explanation import Explanation
 from lagwatch.shared.protocol import GroupStatus, PartitionStatus, Status
@@ -153,9 +153,8 @@ def build_event(
     threshold, alert = crossing.threshold_s, crossing.alert
     parts = group_status.partitions if group_status else ()
     if alert == Alert.LAG_SECONDS:
-        over = [p for p in parts if exceeds(time_lags.get((p.topic, p.partition)), threshold)]
-        over.sort(key=lambda p: (-time_lags[(p.topic, p.partition)].seconds, p.topic, p.partition))  # type: ignore[union-attr]
-        extra = {}
+        over = _partitions_over(parts, time_lags, threshold)
+        extra: dict[str, Any] = {}
     else:
         over, extra = _retention_partitions(parts, retention or {}, crossing.threshold)
     opened_by = seq if crossing.above else seq - 1
@@ -176,20 +175,42 @@ def build_event(
         **seconds_fields(worst(time_lags.values()), "max_lag_seconds"),
         "status": group_status.status.name if group_status else Status.NOTFOUND.name,
         "totallag": group_status.totallag if group_status else 0,
-        "partitions": [
-            {
-                "topic": p.topic,
-                "partition": p.partition,
-                "current_lag": p.current_lag,
-                "owner": p.owner,
-                "client_id": p.client_id,
-                **seconds_fields(time_lags.get((p.topic, p.partition)), "lag_seconds"),
-                **(_partition_risk(retention, p) if alert != Alert.LAG_SECONDS else {}),
-            }
-            for p in over
-        ],
+        "partitions": [_partition(p, time_lags, retention, with_risk=alert != Alert.LAG_SECONDS) for p in over],
         **extra,
         **({"explanation": explanation.to_json()} if explanation is not None else {}),
+    }
+
+
+def _partitions_over(
+    parts: Sequence[PartitionStatus], time_lags: Mapping[tuple[str, int], TimeLag | None], threshold: float
+) -> list[PartitionStatus]:
+    """The partitions whose lag in seconds is over the threshold, the most behind first."""
+    over = [p for p in parts if exceeds(time_lags.get((p.topic, p.partition)), threshold)]
+
+    def behind(p: PartitionStatus) -> tuple[float, str, int]:
+        lag = time_lags[(p.topic, p.partition)]
+        assert lag is not None  # over the threshold, so known
+        return (-lag.seconds, p.topic, p.partition)
+
+    return sorted(over, key=behind)
+
+
+def _partition(
+    p: PartitionStatus,
+    time_lags: Mapping[tuple[str, int], TimeLag | None],
+    retention: Mapping[tuple[str, int], RetentionRisk] | None,
+    *,
+    with_risk: bool,
+) -> dict[str, Any]:
+    """A partition of the event; `with_risk` (a retention alert's) adds its retention risk."""
+    return {
+        "topic": p.topic,
+        "partition": p.partition,
+        "current_lag": p.current_lag,
+        "owner": p.owner,
+        "client_id": p.client_id,
+        **seconds_fields(time_lags.get((p.topic, p.partition)), "lag_seconds"),
+        **(_partition_risk(retention, p) if with_risk else {}),
     }
 
 
@@ -211,7 +232,7 @@ def _retention_partitions(
     return over, {k: group[k] for k in ("retention_risk_seconds", "skipped_messages")}
 
 
-def _partition_risk(risks: Mapping[tuple[str, int], RetentionRisk] | None, p: PartitionStatus) -> dict:
+def _partition_risk(risks: Mapping[tuple[str, int], RetentionRisk] | None, p: PartitionStatus) -> dict[str, Any]:
     risk = (risks or {}).get((p.topic, p.partition))
     doc = risk.to_json() if risk is not None else RetentionRisk(None).to_json()
     return {k: doc[k] for k in ("retention_risk_seconds", "skipped_messages")}
