@@ -23,7 +23,8 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:g:{<cluster>/<group>}:s        HASH  evaluator state: status, seq (transitions so far), incident_id,
                                             incident_started_at, changed_at (kept `expire-group` after NOTFOUND)
     lw:g:{<cluster>/<group>}:p        LIST  status-change events written but not yet acknowledged by Kafka
-    lw:g:{<cluster>/<group>}:lt       HASH  lag-seconds thresholds: threshold ("300") -> "<seq>:<incident_started_at>",
+    lw:g:{<cluster>/<group>}:lt       HASH  alert thresholds: threshold ("300"; "data-loss-risk:600", "messages-skipped:0"
+                                            for the retention alerts) -> "<seq>:<incident_started_at>",
                                             seq = crossings so far (odd: over it now); kept `expire-group` once
                                             under every threshold (services/evaluator/lag_thresholds.py)
     lw:g:{<cluster>/<group>}:lp       LIST  lag-threshold events written but not yet acknowledged by Kafka
@@ -40,10 +41,12 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
                                             groups of one changes-topic partition (schedule_store.py)
     lw:n:{notify}:subs                HASH  subscription id -> JSON subscription (created through the api)
     lw:n:{notify}:subs-version        STR   bumped on every api change to subscriptions; notifiers reload on it
-    lw:n:{notify}:lag-thresholds      HASH  subscription id -> JSON {"seconds", "clusters"}: the api's subscriptions
-                                            with a `lag-seconds-threshold`, written with them; the evaluator reads it
+    lw:n:{notify}:lag-thresholds      HASH  subscription id -> JSON {"seconds", "retention_seconds", "clusters"}: the
+                                            api's subscriptions with a `lag-seconds-threshold` or a
+                                            `retention-risk-threshold`, written with them; the evaluator reads it
     lw:n:{notify}:state:<sub id>      HASH  "<cluster>/<group>" -> JSON incident announced to the subscription;
-                                            "lag:<cluster>/<group>" -> the same for its lag-seconds threshold
+                                            "lag:<cluster>/<group>" -> the same for its lag-seconds threshold,
+                                            "lag:<alert>:<cluster>/<group>" for its retention alerts
     lw:n:{notify}:repeats             ZSET  "<sub id>\x1f<state field>" -> when its next repeat is due (ms)
     lw:n:{notify}:seen:<event>:<sub>  STR   the event was handled for the subscription (expires `dedupe-ttl`)
     lw:n:{notify}:due                 ZSET  delivery id -> time of its next attempt (ms): the outbox's queue
