@@ -23,8 +23,8 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:g:{<cluster>/<group>}:s        HASH  evaluator state: status, seq (transitions so far), incident_id,
                                             incident_started_at, changed_at (kept `expire-group` after NOTFOUND)
     lw:g:{<cluster>/<group>}:p        LIST  status-change events written but not yet acknowledged by Kafka
-    lw:g:{<cluster>/<group>}:lt       HASH  alert thresholds: threshold ("300"; "data-loss-risk:600", "messages-skipped:0"
-                                            for the retention alerts) -> "<seq>:<incident_started_at>",
+    lw:g:{<cluster>/<group>}:lt       HASH  alert thresholds: threshold ("300"; "data-loss-risk:600" and
+                                            "messages-skipped:0" for the retention alerts) -> "<seq>:<started_at>",
                                             seq = crossings so far (odd: over it now); kept `expire-group` once
                                             under every threshold (services/evaluator/lag_thresholds.py)
     lw:g:{<cluster>/<group>}:lp       LIST  lag-threshold events written but not yet acknowledged by Kafka
