@@ -35,7 +35,7 @@ import ipaddress
 import re
 import socket
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
@@ -203,7 +203,7 @@ class GuardedResolver(AbstractResolver):
         await self._inner.close()
 
 
-AddrInfo = tuple[int, int, int, str, tuple]
+AddrInfo = tuple[int, int, int, str, tuple[Any, ...]]
 
 
 def guarded_socket_factory(*, allow_private: bool) -> Callable[[AddrInfo], socket.socket]:

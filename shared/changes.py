@@ -32,7 +32,7 @@ from lagwatch.shared.clock import now_ms
 from lagwatch.shared.kafka_batches import partition_for, send_keyed
 
 log = logging.getLogger(__name__)
-_json_string = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # json.dumps' own C string encoder
+_json_string = json.encoder.encode_basestring_ascii  # json.dumps' own C string encoder
 DEFAULT_TOPIC = "lagwatch.changes"
 RESTART_AFTER_S = 5.0  # a producer that could not start is tried again at most this often
 LOG_END_TOPICS_PER_NOTICE = 2000  # topic names per log-end notice (a notice stays far below Kafka's record limit)

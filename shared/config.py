@@ -413,7 +413,8 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         raw = _read_file(Path(path))
     _merge(raw, _from_env(env))
     _apply_shortcuts(raw, env)
-    return _build(Config, raw, "")
+    config: Config = _build(Config, raw, "")
+    return config
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -468,7 +469,7 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
             base[key] = value
 
 
-def option_name(f: dataclasses.Field) -> str:
+def option_name(f: dataclasses.Field[Any]) -> str:
     """How the file spells a field: kebab-case, or its `option` (`from`, a Python keyword)."""
     return f.metadata.get("option") or f.name.replace("_", "-")
 
@@ -495,7 +496,7 @@ def _build(cls: type, raw: Any, where: str) -> Any:
     return built
 
 
-def _field_value(kind: Any, f: dataclasses.Field, value: Any, dotted: str) -> Any:
+def _field_value(kind: Any, f: dataclasses.Field[Any], value: Any, dotted: str) -> Any:
     converted = _convert(kind, value, dotted)
     check = f.metadata.get("check")
     problem = check(converted) if check else None
@@ -536,7 +537,7 @@ def _join(where: str, key: str) -> str:
 
 def _convert(kind: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(kind)
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return _build(kind, value, where)
     if origin is dict and not dataclasses.is_dataclass(typing.get_args(kind)[1]):  # headers, extras: str -> str
         if not isinstance(value, Mapping):
@@ -578,9 +579,10 @@ def _to_bool(value: Any, where: str) -> bool:
     raise ConfigError(where, f"expected true or false, got {value!r}")
 
 
-def _to_number(kind: type, value: Any, where: str) -> int | float:
+def _to_number(kind: type[int] | type[float], value: Any, where: str) -> int | float:
     if isinstance(value, bool):
         raise ConfigError(where, f"expected a number, got {value!r}")
+    number: Any
     try:
         number = kind(value) if isinstance(value, str) else value
     except ValueError:

@@ -16,6 +16,7 @@ aiokafka rejoins the group, as Kafka's Java consumer does after any failed SyncG
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import faust
 from aiokafka.errors import KafkaError
@@ -33,7 +34,7 @@ FETCH_MAX_WAIT_MS = 100
 COORDINATOR_ERRORS_EVERY_S = 1.0
 
 
-def take_coordinator_error(consumer) -> KafkaError | None:
+def take_coordinator_error(consumer: Any) -> KafkaError | None:
     """The group-coordination error aiokafka is waiting for the application to see, if any, taken (so it goes on
     coordinating: it has already asked to rejoin). A coordinator that died for good is left for Faust to find."""
     coordinator = getattr(consumer, "_coordinator", None)
@@ -49,7 +50,7 @@ def take_coordinator_error(consumer) -> KafkaError | None:
 
 
 class _ConsumerThread(driver.AIOKafkaConsumerThread):
-    def _create_worker_consumer(self, transport):
+    def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read when the consumer starts its fetcher
         return consumer
@@ -74,10 +75,10 @@ class Transport(driver.Transport):
 TRANSPORTS.aliases[SCHEME] = f"{__name__}:Transport"
 
 
-def faust_broker_settings(cluster: ClusterConfig, name: str) -> dict:
+def faust_broker_settings(cluster: ClusterConfig, name: str) -> dict[str, Any]:
     """Faust's spelling of the cluster's connection settings (its aiokafka driver turns them into the same
     keyword arguments as `client_kwargs`)."""
-    settings: dict = {"broker": ";".join(f"{SCHEME}://{s}" for s in cluster.bootstrap_servers)}
+    settings: dict[str, Any] = {"broker": ";".join(f"{SCHEME}://{s}" for s in cluster.bootstrap_servers)}
     context = ssl_context(cluster, name)
     check_login(cluster, name)
     sasl = cluster.sasl

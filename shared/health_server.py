@@ -52,7 +52,9 @@ class HealthServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
+        server = site._server
+        assert isinstance(server, asyncio.Server)  # started just above
+        self.port = server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
 
     async def stop(self) -> None:
         if self._runner is not None:

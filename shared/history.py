@@ -46,7 +46,7 @@ HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("order", "long"),
     ("observed_at", "long"),
 )
-_json_string = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # json.dumps' own string encoder
+_json_string = json.encoder.encode_basestring_ascii  # json.dumps' own string encoder
 COLUMN_NAMES = tuple(name for name, _ in HISTORY_COLUMNS)
 PARTITION_COLUMNS = ("cluster", "date")  # directory levels of the file layout
 

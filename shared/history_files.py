@@ -24,7 +24,8 @@ ARROW_SCHEMA = pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kind in H
 
 def _filesystem(root: str) -> tuple[fs.FileSystem, str]:
     if "://" in root:
-        return fs.FileSystem.from_uri(root)
+        filesystem, path = fs.FileSystem.from_uri(root)
+        return filesystem, path
     return fs.LocalFileSystem(), str(root)
 
 

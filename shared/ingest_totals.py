@@ -12,6 +12,7 @@ from collections import Counter
 
 from redis.asyncio import Redis
 
+from lagwatch.shared.redis_client import reply
 from lagwatch.shared.store import keys
 
 # Kafka's coordinator record types are small numbers; anything else (a corrupt key) is counted under one label
@@ -36,5 +37,5 @@ async def add_to_totals(redis: Redis, cluster: str, tally: Counter[str]) -> None
 
 
 async def read_totals(redis: Redis, cluster: str) -> dict[str, int]:
-    raw = await redis.hgetall(keys.ingest_stats(cluster))
+    raw = await reply(redis.hgetall(keys.ingest_stats(cluster)))
     return {k.decode(): int(v) for k, v in raw.items()}

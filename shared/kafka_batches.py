@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import murmur2
@@ -27,13 +28,13 @@ _PARTITIONS: dict[tuple[bytes, int], int] = {}
 
 async def send_keyed(
     producer: AIOKafkaProducer, topic: str, records: Iterable[tuple[bytes, bytes]]
-) -> list[asyncio.Future]:
+) -> list[asyncio.Future[Any]]:
     """Queue the (key, value) records; returns one future per batch sent, resolved when Kafka acknowledges it."""
     count = len(await producer.partitions_for(topic))
-    batches: dict[int, object] = {}
-    futures: list[asyncio.Future] = []
+    batches: dict[int, Any] = {}  # partition -> its aiokafka BatchBuilder
+    futures: list[asyncio.Future[Any]] = []
 
-    async def send(partition: int, batch) -> None:
+    async def send(partition: int, batch: Any) -> None:
         batch.close()
         futures.append(await producer.send_batch(batch, topic, partition=partition))
 

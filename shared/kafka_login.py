@@ -27,6 +27,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka.abc import AbstractTokenProvider
 from aiokafka.errors import KafkaConnectionError
@@ -58,7 +59,7 @@ class Token:
     refresh_at: float = field(default=0.0)  # when a new one is fetched
 
 
-class TokenProvider(AbstractTokenProvider):
+class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # aiokafka ships no types
     """Caches a token and fetches a new one before it expires; subclasses say how to fetch."""
 
     def __init__(self, *, cluster: str = "", clock: Callable[[], float] = time.time) -> None:
@@ -259,7 +260,7 @@ def _oauth_error(exc: urllib.error.HTTPError) -> str:
     return f": {doc['error']}{description}"
 
 
-def _jwt_claims(value: str) -> dict:
+def _jwt_claims(value: str) -> dict[str, Any]:
     """The claims of a JWT access token, unverified (the broker verifies it); {} for an opaque token."""
     parts = value.split(".")
     if len(parts) != 3:

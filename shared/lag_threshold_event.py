@@ -147,7 +147,7 @@ def build_event(
     time_lags: Mapping[tuple[str, int], TimeLag | None],
     explanation: Explanation | None = None,
     retention: Mapping[tuple[str, int], RetentionRisk] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The event for crossing number `seq`; `incident_started_at` is when the incident went (or goes) over.
     `retention` (per partition): the retention alerts' fields and partitions."""
     threshold, alert = crossing.threshold_s, crossing.alert
@@ -218,12 +218,12 @@ def _retention_partitions(
     parts: Sequence[PartitionStatus],
     risks: Mapping[tuple[str, int], RetentionRisk],
     threshold: Threshold,
-) -> tuple[list[PartitionStatus], dict]:
+) -> tuple[list[PartitionStatus], dict[str, Any]]:
     """A retention alert's partitions (in the alert: soonest deleted, or most skipped, first) and the group's
     `retention_risk_seconds` and `skipped_messages`."""
     over = [p for p in parts if at_risk(risks.get((p.topic, p.partition)), threshold)]
 
-    def order(p: PartitionStatus) -> tuple:
+    def order(p: PartitionStatus) -> tuple[Any, ...]:
         risk = risks[(p.topic, p.partition)]
         return (-risk.skipped, risk.seconds or 0.0, p.topic, p.partition)
 
@@ -238,9 +238,10 @@ def _partition_risk(risks: Mapping[tuple[str, int], RetentionRisk] | None, p: Pa
     return {k: doc[k] for k in ("retention_risk_seconds", "skipped_messages")}
 
 
-def is_lag_threshold_event(event: Mapping) -> bool:
+def is_lag_threshold_event(event: Mapping[str, Any]) -> bool:
     return event.get("kind") == KIND
 
 
-def schema() -> dict:
-    return json.loads(SCHEMA_PATH.read_text())
+def schema() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
+    return loaded

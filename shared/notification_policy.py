@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 from lagwatch.shared.protocol import Status
 
@@ -64,11 +65,11 @@ class IncidentState:
     incident_id: str | None  # the incident announced (open sent)
     status: str  # the group's latest status
     notified_at: int  # epoch ms of the last notification (open, update or repeat)
-    event: dict  # the group's latest event
+    event: dict[str, Any]  # the group's latest event
     held: str | None = None  # a notification held back (holds.py: a silence, `hold-for`): its kind
     held_since: int | None = None  # epoch ms since when the open is held (what `hold-for` counts from)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         doc = {
             "incident_id": self.incident_id,
             "status": self.status,
@@ -80,7 +81,7 @@ class IncidentState:
         return doc
 
     @classmethod
-    def from_json(cls, doc: dict) -> IncidentState:
+    def from_json(cls, doc: dict[str, Any]) -> IncidentState:
         return cls(
             doc.get("incident_id"),
             doc["status"],
@@ -102,7 +103,7 @@ def at_or_above(status: str, threshold: Status) -> bool:
     return Status[status] >= threshold
 
 
-def decide(policy: Policy, event: dict, state: IncidentState | None, now_ms: int) -> Decision:
+def decide(policy: Policy, event: dict[str, Any], state: IncidentState | None, now_ms: int) -> Decision:
     """What a status-change event means for one subscription, given what it was told so far."""
     status = event["status"]
     if status in QUIET:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Status(IntEnum):
@@ -45,7 +45,7 @@ class OffsetEntry(NamedTuple):
     def covers(self, order: int) -> bool:
         return self.first_order <= order <= self.order
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"offset": self.offset, "timestamp": self.timestamp, "observedAt": self.observed_at, "lag": self.lag}
 
 
@@ -82,7 +82,7 @@ class PartitionStatus:
     owner: str = ""
     client_id: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "topic": self.topic,
             "partition": self.partition,
@@ -110,7 +110,7 @@ class GroupStatus:
     def partition_count(self) -> int:
         return len(self.partitions)
 
-    def to_json(self, *, only_bad_partitions: bool = False) -> dict:
+    def to_json(self, *, only_bad_partitions: bool = False) -> dict[str, Any]:
         """Burrow's status object; `only_bad_partitions` gives the `/status` variant (partitions worse than OK)."""
         parts = [p for p in self.partitions if p.status != Status.OK] if only_bad_partitions else self.partitions
         return {

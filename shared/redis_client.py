@@ -9,6 +9,9 @@ past its 5 s `busy-reply-threshold`, so an answer slower than `SOCKET_TIMEOUT_S`
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from typing import TypeVar, cast
+
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
@@ -20,7 +23,25 @@ CONNECT_TIMEOUT_S = 2.0  # a refused or unroutable address fails sooner (localho
 
 def connect(config: RedisConfig) -> Redis:
     """A client for the configured Redis. Connection errors surface on first use, so callers can retry them."""
-    timeouts = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": CONNECT_TIMEOUT_S}
     if config.cluster_mode:
-        return RedisCluster.from_url(config.url, **timeouts)  # type: ignore[return-value]  # same command surface
-    return Redis.from_url(config.url, health_check_interval=30, socket_keepalive=True, **timeouts)
+        cluster = RedisCluster.from_url(
+            config.url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S
+        )
+        return cast(Redis, cluster)  # not a subclass, but the same command surface
+    client: Redis = Redis.from_url(
+        config.url,
+        health_check_interval=30,
+        socket_keepalive=True,
+        socket_timeout=SOCKET_TIMEOUT_S,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+    )
+    return client
+
+
+T = TypeVar("T")
+
+
+def reply(command: Awaitable[T] | T) -> Awaitable[T]:
+    """A command's reply to await. redis-py types its commands once for its blocking and its asyncio clients
+    (`Awaitable[T] | T`); on the asyncio client they are always awaitable."""
+    return cast("Awaitable[T]", command)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from lagwatch.shared.time_lag import Sample, TimeLag
 
@@ -28,7 +29,7 @@ class RetentionRisk:
     skipped: int = 0  # messages deleted before they were consumed (committed offset below the log start)
     basis: str | None = None  # "log-start" or "retention.ms": the estimate that decided
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "retention_risk_seconds": None if self.seconds is None else round(self.seconds, 3),
             "retention_risk_basis": self.basis,

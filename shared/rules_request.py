@@ -31,7 +31,7 @@ class EvalRequest:
     partitions: tuple[PartitionInput, ...]
 
 
-def evaluate_request(doc: Any) -> dict:
+def evaluate_request(doc: Any) -> dict[str, Any]:
     """Parse, evaluate and shape in one call (what the CLI does)."""
     req = parse_request(doc)
     return group_answer(group_status(req.cluster, req.group, req.partitions, req.now_ms, req.config))
@@ -112,7 +112,7 @@ def _str(value: Any, where: str) -> str:
     return value
 
 
-def group_answer(status: GroupStatus) -> dict:
+def group_answer(status: GroupStatus) -> dict[str, Any]:
     return {
         "cluster": status.cluster,
         "group": status.group,
@@ -125,7 +125,7 @@ def group_answer(status: GroupStatus) -> dict:
     }
 
 
-def _partition_answer(p: PartitionStatus) -> dict:
+def _partition_answer(p: PartitionStatus) -> dict[str, Any]:
     """The status object of Burrow's API without owner and client id, which the contract does not carry."""
     body = p.to_json()
     del body["owner"], body["client_id"]

@@ -23,6 +23,7 @@ from typing import Any
 import re2
 from redis.asyncio import Redis
 
+from lagwatch.shared.redis_client import reply
 from lagwatch.shared.store import keys
 
 MATCHER_NAMES = ("cluster", "group", "topic")
@@ -56,7 +57,7 @@ class Matcher:
             return text == self.value
         return _compiled(self.value).fullmatch(text) is not None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "value": self.value, "regex": self.regex}
 
 
@@ -98,7 +99,7 @@ class Silence:
                 return False
         return True
 
-    def to_json(self, now: float | None = None) -> dict:
+    def to_json(self, now: float | None = None) -> dict[str, Any]:
         doc = {
             "id": self.id,
             "matchers": [m.to_json() for m in self.matchers],
@@ -113,7 +114,7 @@ class Silence:
         return doc
 
 
-def _number(doc: Mapping, name: str, errors: dict[str, str]) -> float | None:
+def _number(doc: Mapping[str, Any], name: str, errors: dict[str, str]) -> float | None:
     value = doc.get(name, doc.get(name.replace("-", "_")))
     if value is None:
         return None
@@ -123,7 +124,7 @@ def _number(doc: Mapping, name: str, errors: dict[str, str]) -> float | None:
     return float(value)
 
 
-def _text(doc: Mapping, name: str, errors: dict[str, str], *, required: bool) -> str:
+def _text(doc: Mapping[str, Any], name: str, errors: dict[str, str], *, required: bool) -> str:
     value = doc.get(name, doc.get(name.replace("-", "_"), ""))
     if not isinstance(value, str):
         errors[name] = "a string"
@@ -225,7 +226,7 @@ def silenced_until(
     return until
 
 
-def event_topics(event: Mapping) -> list[str]:
+def event_topics(event: Mapping[str, Any]) -> list[str]:
     """The topics a notification is about: those of its partitions not OK (over the lag threshold)."""
     return sorted({p["topic"] for p in event.get("partitions") or [] if isinstance(p, Mapping) and "topic" in p})
 
@@ -241,7 +242,7 @@ class SilenceStore:
 
     async def all(self) -> list[Silence]:
         out = []
-        for text in (await self.redis.hgetall(keys.SILENCES)).values():
+        for text in (await reply(self.redis.hgetall(keys.SILENCES))).values():
             try:
                 out.append(from_json(text))
             except (ValueError, KeyError, TypeError):  # unreadable: the others still count
@@ -249,11 +250,11 @@ class SilenceStore:
         return sorted(out, key=lambda s: (s.starts_at, s.id))
 
     async def get(self, silence_id: str) -> Silence | None:
-        text = await self.redis.hget(keys.SILENCES, silence_id)
+        text = await reply(self.redis.hget(keys.SILENCES, silence_id))
         return None if text is None else from_json(text)
 
     async def count(self) -> int:
-        return int(await self.redis.hlen(keys.SILENCES))
+        return int(await reply(self.redis.hlen(keys.SILENCES)))
 
     async def put(self, silence: Silence, now: float | None = None) -> None:
         now = time.time() if now is None else now
@@ -308,7 +309,7 @@ class SilenceCache:
         changed, self._changed = self._changed, False
         return changed
 
-    def until_ms(self, event: Mapping, now_ms: int) -> int | None:
+    def until_ms(self, event: Mapping[str, Any], now_ms: int) -> int | None:
         """Until when (epoch ms) silences hold this event's notifications back; None when none does."""
         if not self.silences:
             return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Sample(NamedTuple):
@@ -99,7 +99,7 @@ def exceeds(lag: TimeLag | None, threshold_s: float) -> bool | None:
     return None if lag is None else lag.seconds > threshold_s
 
 
-def seconds_fields(lag: TimeLag | None, prefix: str) -> dict:
+def seconds_fields(lag: TimeLag | None, prefix: str) -> dict[str, Any]:
     """`{<prefix>: seconds or None, <prefix>_lower_bound: bool}`: how lag in seconds appears in JSON."""
     return {
         prefix: None if lag is None else round(lag.seconds, 3),

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from lagwatch.shared.protocol import OffsetEntry
 from lagwatch.shared.time_lag import Sample
@@ -50,7 +51,7 @@ class Velocity:
             return None
         return self.produce_rate - self.consume_rate
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "consume_rate": _round(self.consume_rate),
             "produce_rate": _round(self.produce_rate),

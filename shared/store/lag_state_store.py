@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis.asyncio import Redis
 
 from lagwatch.shared.lag_threshold_event import Threshold
+from lagwatch.shared.redis_client import reply
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.group_outbox import acknowledge, read_states_and_outboxes
 
@@ -57,7 +59,7 @@ class LagStateStore:
     ) -> bool:
         """Record crossing number `expected_seq + 1` and its event, unless another was recorded since."""
         state_keys = [keys.group_lag_thresholds(cluster, group), keys.group_pending_lag_events(cluster, group)]
-        args = [threshold_key, expected_seq, expected_seq + 1, started_at, event, self.expire_group_ms]
+        args: list[Any] = [threshold_key, expected_seq, expected_seq + 1, started_at, event, self.expire_group_ms]
         return bool(await self._record(keys=state_keys, args=args))
 
     async def acknowledge(self, cluster: str, events: Mapping[str, Sequence[bytes]]) -> None:
@@ -76,7 +78,7 @@ class LagStateStore:
             await pipe.execute()
 
     async def active_groups(self, cluster: str) -> set[str]:
-        return {g.decode() for g in await self.redis.smembers(keys.lag_active_groups(cluster))}
+        return {g.decode() for g in await reply(self.redis.smembers(keys.lag_active_groups(cluster)))}
 
 
 def _state(raw: dict[bytes, bytes], pending: list[bytes]) -> GroupLagState:

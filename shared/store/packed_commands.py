@@ -20,13 +20,14 @@ from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+_AsyncHiredisParser: type[Any] | None
 try:  # the parser redis-py uses when hiredis is installed (it is a dependency of ours)
     from redis._parsers.hiredis import NOT_ENOUGH_DATA, _AsyncHiredisParser
 except ImportError:  # pragma: no cover - another redis-py layout: the per-reply path below still works
     NOT_ENOUGH_DATA, _AsyncHiredisParser = object(), None
 
 
-async def execute(redis: Redis, commands: Sequence[tuple]) -> list[Any]:
+async def execute(redis: Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
     """Send the commands in order and return their replies; the first error reply is raised after all are read."""
     if not commands:
         return []
@@ -36,7 +37,7 @@ async def execute(redis: Redis, commands: Sequence[tuple]) -> list[Any]:
                 pipe.execute_command(*command)
             return await pipe.execute()
     pool = redis.connection_pool
-    connection = await pool.get_connection()
+    connection = await pool.get_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     try:
         await connection.send_packed_command(b"".join(map(hiredis.pack_command, commands)), check_health=False)
         try:
@@ -59,7 +60,7 @@ async def _read_replies(connection: AbstractConnection, count: int) -> list[Any]
     parser = connection._parser  # private: the bulk read below is why this module exists
     if _AsyncHiredisParser is None or not isinstance(parser, _AsyncHiredisParser):
         return [await connection.read_response(disconnect_on_error=False) for _ in range(count)]
-    reader = parser._reader
+    reader: Any = parser._reader  # hiredis.Reader
     replies: list[Any] = []
     while len(replies) < count:
         reply = reader.gets()

@@ -12,7 +12,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -21,6 +21,7 @@ from redis.exceptions import NoScriptError
 
 from lagwatch.shared import clock
 from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig
+from lagwatch.shared.redis_client import reply
 from lagwatch.shared.retention import NO_RISK, RetentionRisk, retention_risk
 from lagwatch.shared.rules import caught_up_status, partition_status, summarize_group
 from lagwatch.shared.store import keys, scripts
@@ -207,9 +208,9 @@ class WindowStore:
         replies = [letters for reply in await self._eval_many(scripts.ADD_COMMITS, arguments) for letters in reply]
         outcomes: list[AddOutcome] = [AddOutcome.EXPIRED] * len(commits)
         newest: dict[str, int] = {}
-        for group, reply in zip((g for call in calls for g in call), replies, strict=True):
+        for group, letters_of_group in zip((g for call in calls for g in call), replies, strict=True):
             stored = []
-            for i, letter in zip(by_group[group], reply.decode(), strict=True):
+            for i, letter in zip(by_group[group], letters_of_group.decode(), strict=True):
                 outcomes[i] = OUTCOMES[letter]
                 if letter in STORED:
                     stored.append(commits[i].timestamp)
@@ -219,7 +220,7 @@ class WindowStore:
             await self._index_groups(cluster, newest)
         return outcomes
 
-    async def _eval_many(self, source: str, calls: list[tuple]) -> list:
+    async def _eval_many(self, source: str, calls: list[tuple[Any, ...]]) -> list[Any]:
         """Many calls of one script, each `(numkeys, *keys, *args)`, in one round trip: a pipeline on a single
         server; concurrent calls on a cluster, whose redis-py client cannot pipeline scripts. EVALSHA straight
         away, loading the script only when Redis lacks it (redis-py's script objects ask SCRIPT EXISTS before
@@ -237,9 +238,10 @@ class WindowStore:
                 raise result
         return results
 
-    async def _eval_each(self, sha: str, calls: list[tuple]) -> list:
+    async def _eval_each(self, sha: str, calls: list[tuple[Any, ...]]) -> list[Any]:
         if self.cluster_mode:
-            return list(await asyncio.gather(*(self.redis.evalsha(sha, *c) for c in calls), return_exceptions=True))
+            replies = (reply(self.redis.evalsha(sha, *c)) for c in calls)
+            return list(await asyncio.gather(*replies, return_exceptions=True))
         async with self.redis.pipeline(transaction=False) as pipe:
             for call in calls:
                 pipe.evalsha(sha, *call)
@@ -420,7 +422,7 @@ class WindowStore:
         if not await self.redis.exists(meta_key):
             return False
         # the ingest worker holding the group in memory must drop the topic too, or its next write brings it back
-        await self.redis.hset(keys.topic_deletions(cluster), f"{group}\n{topic}", clock.now_ms())
+        await reply(self.redis.hset(keys.topic_deletions(cluster), f"{group}\n{topic}", str(clock.now_ms())))
         await self._eval_many(scripts.DELETE_TOPIC_FROM_GROUP, [(2, windows_key, owners_key, topic)])
         if not await self.redis.exists(windows_key):  # Redis drops an emptied hash
             await self.delete_group(cluster, group)
@@ -451,7 +453,7 @@ class WindowStore:
         by themselves in Redis; the index would keep the name forever, listed and swept). One command, however
         many: a group committing again is re-added by its writer (ZADD GT keeps a newer score). Returns how many."""
         cutoff = now_ms - self.config.expire_group_ms
-        return await self.redis.zremrangebyscore(keys.groups_index(cluster), "-inf", f"({cutoff}")
+        return int(await self.redis.zremrangebyscore(keys.groups_index(cluster), "-inf", f"({cutoff}"))
 
     async def expire_groups(self, cluster: str, now_ms: int) -> list[str]:
         """Delete groups whose newest commit is older than `expire-group`; returns their names."""
@@ -463,14 +465,14 @@ class WindowStore:
     # --- reads --------------------------------------------------------------------------------------------
 
     async def list_clusters(self) -> list[str]:
-        return sorted(c.decode() for c in await self.redis.smembers(keys.CLUSTERS))
+        return sorted(c.decode() for c in await reply(self.redis.smembers(keys.CLUSTERS)))
 
     async def list_groups(self, cluster: str) -> list[str]:
         return sorted(g.decode() for g in await self.redis.zrange(keys.groups_index(cluster), 0, -1))
 
     async def list_topics(self, cluster: str) -> dict[str, int]:
         """Topics seen by the broker-offset poller, with their partition counts."""
-        raw = await self.redis.hgetall(keys.topics_index(cluster))
+        raw = await reply(self.redis.hgetall(keys.topics_index(cluster)))
         return {t.decode(): int(n) for t, n in sorted(raw.items())}
 
     async def partition_counts(self, cluster: str, topics: Iterable[str]) -> dict[str, int]:
@@ -478,7 +480,7 @@ class WindowStore:
         topics = sorted(topics)
         if not topics:
             return {}
-        counts = await self.redis.hmget(keys.topics_index(cluster), topics)
+        counts = await reply(self.redis.hmget(keys.topics_index(cluster), topics))
         return {topic: int(n) for topic, n in zip(topics, counts, strict=True) if n is not None}
 
     async def set_topic_retention(self, cluster: str, retention_ms: Mapping[str, int | None]) -> None:
@@ -497,12 +499,12 @@ class WindowStore:
         topics = sorted(topics)
         if not topics:
             return {}
-        values = await self.redis.hmget(keys.topic_retention(cluster), topics)
+        values = await reply(self.redis.hmget(keys.topic_retention(cluster), topics))
         return {topic: int(ms) for topic, ms in zip(topics, values, strict=True) if ms is not None}
 
     async def topic_offsets(self, cluster: str, topic: str) -> list[int | None] | None:
         """Latest log-end offset per partition of a topic, or None for an unknown topic."""
-        count = await self.redis.hget(keys.topics_index(cluster), topic)
+        count = await reply(self.redis.hget(keys.topics_index(cluster), topic))
         if count is None:
             return None
         rings = await self.broker_rings(cluster, [(topic, p) for p in range(int(count))])
@@ -549,7 +551,7 @@ class WindowStore:
                 for group in groups:
                     windows_key, meta_key, owners_key, rebalances_key = keys.group_keys(cluster, group)
                     pipe.hgetall(windows_key)
-                    pipe.hmget(meta_key, "last", "generation")
+                    pipe.hmget(meta_key, ["last", "generation"])
                     pipe.hgetall(owners_key)
                     pipe.zcount(rebalances_key, since, "+inf")
                 replies = await pipe.execute()

@@ -23,10 +23,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis.asyncio import Redis
 
 from lagwatch.shared.protocol import GroupStatus, Status
+from lagwatch.shared.redis_client import reply
 from lagwatch.shared.retention import RetentionRisk
 from lagwatch.shared.store import keys
 from lagwatch.shared.time_lag import CAUGHT_UP, TimeLag
@@ -77,7 +79,7 @@ class GroupResult:
     retention_anchor: int = NO_RETENTION_RISK  # when the oldest unconsumed message is deleted (ms)
     skipped: int = 0  # messages deleted before they were consumed
 
-    def velocity_json(self, now_ms: int) -> dict:
+    def velocity_json(self, now_ms: int) -> dict[str, Any]:
         """The group's catch-up and lag growth as the api shows them (`velocity.py`'s names): `catchup` caught_up,
         catching_up, never or unknown, `catchup_seconds` counting down, `lag_growth_per_second`."""
         seconds = self.catchup_seconds(now_ms)
@@ -261,7 +263,7 @@ class ResultsStore:
 
     async def raw(self, cluster: str) -> dict[bytes, bytes]:
         """Every group's encoded result (for readers that decode lazily, like /metrics)."""
-        return await self.redis.hgetall(keys.group_results(cluster))
+        return await reply(self.redis.hgetall(keys.group_results(cluster)))
 
     async def all(self, cluster: str) -> dict[str, GroupResult]:
         out = {}
@@ -272,11 +274,11 @@ class ResultsStore:
         return out
 
     async def groups(self, cluster: str) -> list[str]:
-        return sorted(g.decode() for g in await self.redis.hkeys(keys.group_results(cluster)))
+        return sorted(g.decode() for g in await reply(self.redis.hkeys(keys.group_results(cluster))))
 
     async def sparklines(self, cluster: str) -> dict[str, list[Point]]:
         out = {}
-        for group, raw in (await self.redis.hgetall(keys.group_sparklines(cluster))).items():
+        for group, raw in (await reply(self.redis.hgetall(keys.group_sparklines(cluster)))).items():
             try:
                 out[group.decode()] = [(int(at), int(lag)) for at, lag in json.loads(raw)]
             except (ValueError, TypeError):

@@ -17,13 +17,15 @@ group.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from lagwatch.shared.protocol import Status
+from lagwatch.shared.redis_client import reply
 from lagwatch.shared.status_event import Incident
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.group_outbox import acknowledge, read_states_and_outboxes
@@ -76,7 +78,7 @@ class StatusStore:
         self, cluster: str, group: str, *, expected_seq: int, status: Status, keeps: Incident, event: bytes, now_ms: int
     ) -> bool:
         """Record the transition and its event if nobody recorded another since `expected_seq`."""
-        args = [
+        args: list[Any] = [
             expected_seq,
             status.name,
             keeps.incident_id or "",
@@ -111,7 +113,8 @@ class StatusStore:
                 for t in items
             ]
         cluster_keys = [keys.statuses_index(cluster), keys.recent_status_changes(cluster)]
-        group_keys, args = [], [RECENT_CHANGES]
+        group_keys: list[str] = []
+        args: list[Any] = [RECENT_CHANGES]
         for t in items:
             group_keys += [keys.group_state(cluster, t.group), keys.group_pending_events(cluster, t.group)]
             change = change_summary(t.group, t.expected_seq + 1, t.status, t.keeps, t.now_ms, t.event)
@@ -119,7 +122,7 @@ class StatusStore:
         replies = await self._transitions(keys=cluster_keys + group_keys, args=args)
         return [bool(reply) for reply in replies]
 
-    def _transition_args(self, t: Transition) -> list:
+    def _transition_args(self, t: Transition) -> list[Any]:
         started = "" if t.keeps.started_at is None else t.keeps.started_at
         return [
             t.expected_seq,
@@ -135,18 +138,18 @@ class StatusStore:
         """Kafka has these events: take them out of the outbox."""
         await self.acknowledge_many(cluster, {group: events})
 
-    async def acknowledge_many(self, cluster: str, events: dict[str, Sequence[bytes]]) -> None:
+    async def acknowledge_many(self, cluster: str, events: Mapping[str, Sequence[bytes]]) -> None:
         """`acknowledge` for many groups in one round trip."""
         await acknowledge(self.redis, cluster, events, keys.group_pending_events)
 
     async def known_groups(self, cluster: str) -> dict[str, Status]:
         """Groups whose last recorded status is not NOTFOUND."""
-        raw = await self.redis.hgetall(keys.statuses_index(cluster))
+        raw = await reply(self.redis.hgetall(keys.statuses_index(cluster)))
         return {g.decode(): Status[s.decode()] for g, s in raw.items()}
 
-    async def recent_changes(self, cluster: str, count: int = RECENT_CHANGES) -> list[dict]:
+    async def recent_changes(self, cluster: str, count: int = RECENT_CHANGES) -> list[dict[str, Any]]:
         """The cluster's latest status changes, newest first (see `change_summary`); unreadable entries skipped."""
-        raw = await self.redis.lrange(keys.recent_status_changes(cluster), 0, count - 1)
+        raw = await reply(self.redis.lrange(keys.recent_status_changes(cluster), 0, count - 1))
         return [change for change in map(_json_object, raw) if change]
 
 
@@ -159,7 +162,7 @@ def change_summary(group: str, seq: int, status: Status, keeps: Incident, now_ms
     return json.dumps(summary, separators=(",", ":")).encode()
 
 
-def _json_object(raw: bytes) -> dict:
+def _json_object(raw: bytes) -> dict[str, Any]:
     """The JSON object in `raw`, or {} when it is not one."""
     try:
         value = json.loads(raw)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -42,7 +43,7 @@ class WindowWriter:
         caller had one (their keys were deleted meanwhile by someone else: the api, or expiry)."""
         if not writes:
             return []
-        commands: list[tuple] = []
+        commands: list[tuple[Any, ...]] = []
         probes: list[tuple[int, GroupWrite]] = []  # (index of the `HSET meta last` reply, write)
         index = keys.groups_index(cluster)
         deleted = [w.group for w in writes if w.replace]

@@ -11,6 +11,7 @@ from redis.exceptions import WatchError
 
 from lagwatch.shared.config import SubscriptionConfig, build_section
 from lagwatch.shared.lag_threshold_index import index_entry
+from lagwatch.shared.redis_client import reply
 from lagwatch.shared.store import keys
 from lagwatch.shared.subscriptions.documents import kebab, to_document
 
@@ -39,7 +40,7 @@ class SubscriptionStore:
         return int(await self.redis.get(keys.SUBSCRIPTIONS_VERSION) or 0)
 
     async def all(self) -> dict[str, SubscriptionConfig]:
-        raw = await self.redis.hgetall(keys.SUBSCRIPTIONS)
+        raw = await reply(self.redis.hgetall(keys.SUBSCRIPTIONS))
         out = {}
         for sub_id, text in raw.items():
             sub_id = sub_id.decode() if isinstance(sub_id, bytes) else sub_id
@@ -49,11 +50,11 @@ class SubscriptionStore:
         return out
 
     async def count(self) -> int:
-        return int(await self.redis.hlen(keys.SUBSCRIPTIONS))
+        return int(await reply(self.redis.hlen(keys.SUBSCRIPTIONS)))
 
     async def get(self, sub_id: str) -> SubscriptionConfig | None:
         """The subscription, or None when there is none or it cannot be read (it can still be deleted)."""
-        text = await self.redis.hget(keys.SUBSCRIPTIONS, sub_id)
+        text = await reply(self.redis.hget(keys.SUBSCRIPTIONS, sub_id))
         return None if text is None else _parse_stored(sub_id, text)
 
     async def put(self, config: SubscriptionConfig, *, create: bool) -> bool:
@@ -64,9 +65,9 @@ class SubscriptionStore:
             async with self.redis.pipeline(transaction=True) as pipe:
                 if create:  # only if the id is free; watched, so nothing is written for a refused create
                     await pipe.watch(keys.SUBSCRIPTIONS)
-                    if await pipe.hexists(keys.SUBSCRIPTIONS, config.id):
+                    if await reply(pipe.hexists(keys.SUBSCRIPTIONS, config.id)):
                         return False
-                    pipe.multi()
+                    pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
                 pipe.hset(keys.SUBSCRIPTIONS, config.id, text)
                 if lag_entry is None:
                     pipe.hdel(keys.LAG_THRESHOLDS, config.id)
