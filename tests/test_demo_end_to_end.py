@@ -85,7 +85,8 @@ async def test_demo_scenarios_reach_the_status_topic_and_the_receiver(tmp_path):
                 assert [(p["topic"], p["status"]) for p in opening["partitions"]] == [(s.topic, s.bad_partition)]
 
         alerts = state_dir / ALERTS_FILE
-        wanted = sum(2 * len(s.notifications) for s in SCENARIOS)  # each to the webhook and the Slack subscription
+        # each to the webhook and the Slack subscription
+        wanted = sum(2 * (len(s.notifications) + len(s.alerts)) for s in SCENARIOS)
         await eventually(lambda: _count(alerts, wanted), timeout=30)
         await asyncio.sleep(2)  # anything more would be a notification too many
         records = read_records(alerts)
@@ -98,10 +99,14 @@ async def test_demo_scenarios_reach_the_status_topic_and_the_receiver(tmp_path):
         events_by_id = {e["event_id"]: e for e in topic.events}
         for s in SCENARIOS:
             hooks = [r for r in records if r.channel == "webhook" and r.document()["group"] == s.group]
-            assert [r.kind for r in hooks] == list(s.notifications), s.group
-            assert all(r.document() == events_by_id[r.notification_id] for r in hooks), s.group  # the event itself
+            statuses = [r for r in hooks if not r.kind.startswith("lag-")]  # the others: lag-threshold alerts
+            assert [r.kind for r in statuses] == list(s.notifications), s.group
+            assert all(r.document() == events_by_id[r.notification_id] for r in statuses), s.group  # the event
+            alerts = [f"{r.document()['alert']} {r.kind}" for r in hooks if r.kind.startswith("lag-")]
+            assert alerts == list(s.alerts), s.group
             slack = [r for r in records if r.channel == "slack" and s.group in r.document()["text"]]
-            assert [r.kind for r in slack] == list(s.notifications), s.group
+            assert [r.kind for r in slack if not r.kind.startswith("lag-")] == list(s.notifications), s.group
+            assert len([r for r in slack if r.kind.startswith("lag-")]) == len(s.alerts), s.group
 
         async with aiohttp.ClientSession() as http:  # the addresses printed for people work
             async with http.get(f"{env['API_URL']}/v3/kafka/local/consumer/demo-stalled/status") as response:

@@ -5,6 +5,11 @@ A scenario is a list of phases; in every tick of a phase the scenario's producer
 commits. Burrow's rules judge a partition over its last `intervals` commits, so every scenario first stays healthy
 for `warmup(intervals)` ticks: its window is then full of caught-up commits before anything goes wrong, and each
 status appears in a deterministic order (`expected`, checked by tests/test_demo_end_to_end.py).
+
+The Kafka mock keeps about 5 MB per partition and deletes the oldest batches beyond (its log start moves, as a
+broker's retention would): the `retention` scenario writes large messages fast behind a slow consumer, so retention
+closes in on what it has not read and the demo's subscriptions (`retention-risk-threshold`) get its data-loss-risk
+alert (`alerts`), before the consumer catches up.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from dataclasses import dataclass
 
 ALL: int | None = None  # `consume`: everything produced so far (a consumer that keeps up)
 FOREVER: int | None = None  # `ticks`: the phase never ends
+RETENTION_RISK_S = 5  # the demo subscriptions' `retention-risk-threshold` (the retention scenario's log keeps ~10 s)
+RETENTION_TICKS = 15  # the retention scenario's slow phase: ends before retention reaches its consumer
 
 
 @dataclass(frozen=True)
@@ -24,6 +31,7 @@ class Phase:
     commit_unchanged: bool = True  # commit each tick even without progress (as auto-commit does)
     rewind: int = 0  # seek back this many messages before the phase's first tick
     consumer_running: bool = True  # False: the consumer has left, nothing is consumed or committed
+    message_bytes: int = 0  # padded to this size (0: a short text): large ones fill the mock's ~5 MB sooner
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,7 @@ class Scenario:
     expected: tuple[tuple[str, str], ...]  # (previous, status) of each event on the status topic, in order
     bad_partition: str | None  # the partition status of the event that opens the incident
     notifications: tuple[str, ...]  # X-Lagwatch-Notification kinds a threshold-WARN subscription receives
+    alerts: tuple[str, ...] = ()  # ... and the lag-threshold alerts ("<alert> <kind>") the demo's subscriptions get
 
     @property
     def group(self) -> str:
@@ -52,6 +61,17 @@ def scenarios(intervals: int) -> tuple[Scenario, ...]:
     """Every demo scenario, timed for windows of `intervals` commits."""
     w = warmup(intervals)
     healthy = Phase("keeps up", w, produce=5, consume=ALL)
+    # 25 messages of 20 kB a tick (500 kB): the mock's ~5 MB hold ~255 of them (~10 ticks' worth: its retention),
+    # so from about the 10th tick of the phase retention deletes 25 a tick; reading 12 a tick, the consumer is then
+    # ~(255 - 13 t) messages, (255 - 13 t) / 25 ticks, ahead of deletion: under RETENTION_RISK_S from then on, and
+    # messages would be lost from t ~ 19. Caught up again, it is ~10 ticks ahead of deletion: out of the alert.
+    big = Phase(
+        "falls behind 20 kB messages: retention deletes toward what it has not read (WARN, data-loss-risk)",
+        RETENTION_TICKS,
+        produce=25,
+        consume=12,
+        message_bytes=20_000,
+    )
     return (
         Scenario(
             "healthy",
@@ -102,6 +122,14 @@ def scenarios(intervals: int) -> tuple[Scenario, ...]:
             expected=(("NOTFOUND", "OK"), ("OK", "ERR"), ("ERR", "OK")),
             bad_partition="REWIND",
             notifications=("open", "close"),
+        ),
+        Scenario(
+            "retention",
+            (healthy, big, Phase("catches up before anything is lost (OK, the alert closes)", FOREVER, 5, ALL)),
+            expected=(("NOTFOUND", "OK"), ("OK", "WARN"), ("WARN", "OK")),
+            bad_partition="WARN",
+            notifications=("open", "close"),
+            alerts=("data-loss-risk lag-open", "data-loss-risk lag-close"),
         ),
         Scenario(
             "idle",

@@ -42,7 +42,7 @@ import redis
 import yaml
 
 from lagwatch.devkit.demo_processes import ServiceProcess, stop_all
-from lagwatch.devkit.demo_scenarios import Phase, Scenario, scenarios
+from lagwatch.devkit.demo_scenarios import RETENTION_RISK_S, Phase, Scenario, scenarios
 from lagwatch.devkit.demo_workload import demo_topics, run_workload
 from lagwatch.devkit.stack import ENV_FILE, LocalInfra, local_infra, write_env_file
 from lagwatch.devkit.webhook_receiver import ReceivedAlert, WebhookReceiver
@@ -117,8 +117,14 @@ def demo_config(
             "lease": 5,  # a notifier that died mid-request has its deliveries taken over within seconds
         },
         "subscriptions": [
-            {"id": "demo-webhook", "type": "webhook", "url": receiver.url("webhook"), "secret": receiver.secret},
-            {"id": "demo-slack", "type": "slack", "url": receiver.url("slack"), "secret": receiver.secret},
+            {
+                "id": f"demo-{kind}",
+                "type": kind,
+                "url": receiver.url(kind),
+                "secret": receiver.secret,
+                "retention-risk-threshold": RETENTION_RISK_S,  # the retention scenario's alert
+            }
+            for kind in ("webhook", "slack")
         ],
         **history,
     }
@@ -326,6 +332,7 @@ class DemoSystem:
         services = ", ".join(f"{s.name} :{s.port}" for s in self.services)
         groups = "\n".join(
             f"    {s.group:<14} on {s.topic:<14} {' -> '.join(status for _, status in s.expected)}"
+            + ("   + its data-loss-risk alert" if s.alerts else "")
             for s in self.scenarios
         )
         return (

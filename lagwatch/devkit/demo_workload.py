@@ -158,7 +158,7 @@ class ScenarioPlayer:
     async def _tick(self, phase: Phase) -> None:
         loop = asyncio.get_running_loop()
         start = loop.time()
-        await self._produce(phase.produce)
+        await self._produce(phase.produce, phase.message_bytes)
         if phase.consumer_running:
             # Half a tick between producing and committing: the poller sees the new log end before the commit, so
             # the lag stored with the commit is the real one.
@@ -170,11 +170,12 @@ class ScenarioPlayer:
                 await self.consumer.commit()
         await asyncio.sleep(max(0.0, start + self.tick_s - loop.time()))
 
-    async def _produce(self, n: int) -> None:
+    async def _produce(self, n: int, size: int = 0) -> None:
         if n == 0:
             return
         topic = self.scenario.topic
-        sent = [await self.producer.send(topic, b"%s message %d" % (topic.encode(), i), partition=0) for i in range(n)]
+        messages = (b"%s message %d" % (topic.encode(), i) for i in range(n))
+        sent = [await self.producer.send(topic, m.ljust(size, b"."), partition=0) for m in messages]
         metadata = await asyncio.gather(*sent)
         self.log_end = max(m.offset for m in metadata) + 1
 
