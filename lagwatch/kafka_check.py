@@ -32,7 +32,8 @@ def check_cluster(cluster: ClusterConfig, name: str, timeout: float = 10.0) -> d
         report["principal"] = token.principal
     config = librdkafka_config(cluster, name)
     errors: list[str] = []
-    admin = AdminClient({**config, "error_cb": lambda error: errors.append(error.str())})
+    admin_config: dict[str, Any] = {**config, "error_cb": lambda error: errors.append(error.str())}
+    admin = AdminClient(admin_config)
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:

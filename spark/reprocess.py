@@ -358,10 +358,12 @@ def _publish(events, options: ReprocessOptions, config: Config) -> int:
         connection = librdkafka_config(cluster, name)  # the cluster's TLS and SASL login
     except ConfigError as exc:
         raise JobError(str(exc)) from None
+    topic = options.publish_topic
+    assert topic is not None  # called only when there is one
     producer = Producer({**connection, "linger.ms": 50})
     sent = 0
     for row in events.orderBy("cluster", "group", "seq").select("cluster", "group", "event").toLocalIterator():
-        producer.produce(options.publish_topic, row["event"].encode(), key=record_key(row["cluster"], row["group"]))
+        producer.produce(topic, row["event"].encode(), key=record_key(row["cluster"], row["group"]))
         producer.poll(0)
         sent += 1
     if producer.flush(30) > 0:

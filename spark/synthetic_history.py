@@ -87,10 +87,10 @@ def group_records(shape: HistoryShape, group_index: int, order_base: int) -> Ite
     for step in range(steps):
         ts = shape.start_ms + step * shape.commit_interval_ms
         for p in range(shape.partitions):
-            offset = _committed(scenario, step, steps)
-            if offset is not None:
+            committed = _committed(scenario, step, steps)
+            if committed is not None:
                 order = order_base + step * shape.partitions + p
-                yield HistoryRecord(KIND_COMMIT, shape.cluster, group, topic, p, offset, ts, order, ts + 20)
+                yield HistoryRecord(KIND_COMMIT, shape.cluster, group, topic, p, committed, ts, order, ts + 20)
 
 
 def history_records(shape: HistoryShape, first_group: int = 0, groups: int | None = None) -> Iterator[HistoryRecord]:

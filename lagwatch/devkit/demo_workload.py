@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from lagwatch.devkit.demo_scenarios import ALL, Phase, Scenario
+from lagwatch.devkit.demo_scenarios import Phase, Scenario
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter, member
 from lagwatch.shared.offsets_codec import GroupMember
 
@@ -164,7 +164,8 @@ class ScenarioPlayer:
             # the lag stored with the commit is the real one.
             await asyncio.sleep(max(0.0, start + self.tick_s / 2 - loop.time()))
             position = await self.consumer.position()
-            target = self.log_end if phase.consume is ALL else min(self.log_end, position + phase.consume)
+            consume = phase.consume  # ALL (None): up to the log end
+            target = self.log_end if consume is None else min(self.log_end, position + consume)
             moved = await self.consumer.consume_to(target, deadline=start + self.tick_s * 0.9)
             if moved or phase.commit_unchanged:
                 await self.consumer.commit()

@@ -59,7 +59,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any, Self
+from typing import Any, Self, cast
 from urllib.parse import quote, unquote
 
 __all__ = [
@@ -482,7 +482,7 @@ class MockKafkaCluster:
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": self._log_level})
         metadata = admin.list_topics(timeout=10)
-        return {b.id: (b.host, b.port) for b in metadata.brokers.values()}
+        return {b.id: (cast(str, b.host), b.port) for b in metadata.brokers.values()}  # a listed broker has a host
 
     def _require(self) -> int:
         if self._mcluster is None:

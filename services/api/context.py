@@ -16,7 +16,7 @@ from lagwatch.services.api.kafka_probe import KafkaProbe
 from lagwatch.services.api.notices import DeletionNotices
 from lagwatch.services.api.responses import ApiError
 from lagwatch.shared.config import Config
-from lagwatch.shared.redis_client import connect
+from lagwatch.shared.redis_client import connect, reply
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
 
@@ -51,7 +51,7 @@ class ApiContext:
         return sorted(set(self.config.clusters) | set(await self.store.list_clusters()))
 
     async def knows_cluster(self, cluster: str) -> bool:
-        return cluster in self.config.clusters or bool(await self.redis.sismember(keys.CLUSTERS, cluster))
+        return cluster in self.config.clusters or bool(await reply(self.redis.sismember(keys.CLUSTERS, cluster)))
 
     async def require_cluster(self, cluster: str) -> str:
         """The cluster's name when the api knows it; a 404 otherwise."""

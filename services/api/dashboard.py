@@ -17,6 +17,7 @@ machines it runs on may have no internet), and its Content-Security-Policy allow
 from __future__ import annotations
 
 from importlib import resources
+from typing import Any
 
 from aiohttp import web
 
@@ -77,7 +78,7 @@ async def overview(request: web.Request) -> web.Response:
     context = request.app[CONTEXT]
     clusters = await context.clusters()
     cluster = request.query.get("cluster") or (clusters[0] if clusters else None)
-    body = {
+    body: dict[str, Any] = {
         "clusters": clusters,
         "cluster": cluster,
         "generated_at": now_ms(),
@@ -119,7 +120,9 @@ async def _cluster_overview(context: ApiContext, cluster: str) -> dict:
     return {
         "generated_at": now_ms(),
         "groups": await _group_rows(context, cluster, incidents),
-        "incidents": [{"group": g, "status": s.status.name, **incident_json(s.incident)} for g, s in incidents.items()],
+        "incidents": [
+            {"group": g, "status": s.status.name, **(incident_json(s.incident) or {})} for g, s in incidents.items()
+        ],
         "changes": await history.recent_changes(cluster, RECENT_CHANGES_SHOWN),
     }
 

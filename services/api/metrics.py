@@ -56,7 +56,7 @@ from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.ingest_totals import KNOWN_TYPES, read_totals
-from lagwatch.shared.redis_client import connect
+from lagwatch.shared.redis_client import connect, reply
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.results_store import (
@@ -121,7 +121,7 @@ class Series:
     objects per sample cost several times the whole budget)."""
 
     def __init__(self) -> None:
-        self.lines: dict[str, list[str]] = {name: [] for name in GAUGES}
+        self.lines: dict[str, list[str | bytes]] = {name: [] for name in GAUGES}  # bytes: blocks already encoded
 
     def render(self) -> bytes:
         out = []
@@ -191,15 +191,17 @@ class RenderedGroups:
         else:
             steady, moving = self._render_all(cluster, results, log_ends, now, keep)
             self._clusters[cluster] = (results, log_ends, steady, moving)
-        moving_lines = [[] for _ in GROUP_FAMILIES]
+        moving_lines: list[list[str]] = [[] for _ in GROUP_FAMILIES]
         cluster_label = label_value(cluster)
         for raw_group, raw in moving.items():
-            lines, _ = self._render(cluster_label, raw_group.decode(), raw, log_ends, now, keep)
+            rendered = self._render(cluster_label, raw_group.decode(), raw, log_ends, now, keep)
+            assert rendered is not None  # `moving` holds groups that rendered
+            lines, _ = rendered
             for out, text in zip(moving_lines, lines, strict=True):
                 out.append(text)
-        for out, block, extra in zip(outs, steady, moving_lines, strict=True):
-            out.append(block)
-            out.append("".join(extra).encode())
+        for family, block, extra in zip(outs, steady, moving_lines, strict=True):
+            family.append(block)
+            family.append("".join(extra).encode())
 
     def _render_all(
         self, cluster: str, results: dict[bytes, bytes], log_ends: dict[tuple[str, int], int], now: int, keep
@@ -438,7 +440,7 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
         RENDERED.add(series, cluster, await results.raw(cluster), log_ends, now, keep)
         add_topic_offsets(series, cluster, log_ends, keep)
         counters.add_ingest_totals(cluster, await read_totals(redis, cluster))
-        raw = await redis.hgetall(keys.evaluator_stats(cluster))
+        raw = await reply(redis.hgetall(keys.evaluator_stats(cluster)))
         counters.add_evaluator_totals(cluster, {k.decode(): float(v) for k, v in raw.items()})
     registry = CollectorRegistry()
     registry.register(_Families(counters.families()))

@@ -148,11 +148,11 @@ class GroupEvaluator:
         if stored is not None and status is None:  # expired: forget its windows too
             await self.store.delete_group(self.cluster, group)
         batch.pending[group] = list(state.pending)  # left by an evaluator that stopped before publishing
-        live = stored is not None and status is not None
-        lags = stored.time_lags(now) if live else None
-        speeds = stored.velocities(intervals, now) if live else {}
+        live = stored if status is not None else None  # the stored group, unless it is NOTFOUND
+        lags = live.time_lags(now) if live is not None else None
+        speeds = live.velocities(intervals, now) if live is not None else {}
         overall = group_velocity(speeds.values())
-        risks = stored.retention_risks(now) if live else None
+        risks = live.retention_risks(now) if live is not None else None
         known = stored is not None and stored.generation is not None
         why = explain(
             status,
@@ -163,7 +163,7 @@ class GroupEvaluator:
             membership_known=known,
             retention=group_risk(risks.values()) if risks else None,
         )
-        request = self._transition(group, state, status, now, lags, speeds if live else None, why, risks)
+        request = self._transition(group, state, status, now, lags, speeds if live is not None else None, why, risks)
         if request is not None:
             batch.requests.append(request)
         batch.evaluated.append(Evaluated(group, status, lags, why, risks))

@@ -183,7 +183,9 @@ class EvaluatorService:
 
     async def _on_changes(self, stream) -> None:
         async for events in stream.take_events(NOTICE_BATCH, within=NOTICE_WAIT_S):
-            groups, topics, starts = set(), set(), set()
+            groups: set[str] = set()
+            topics: set[str] = set()
+            starts: set[str] = set()
             for event in events:
                 notice = decode_notice(event.value)
                 if notice is None:
@@ -231,7 +233,7 @@ class EvaluatorService:
             for t in topics
             for g in self.readers.get(t, ())
             if any(
-                tp[0] == t and ends.get(tp) is not None and w.poll_could_flip(ends[tp], rules)
+                tp[0] == t and (end := ends.get(tp)) is not None and w.poll_could_flip(end, rules)
                 for tp, w in self.watches.get(g, {}).items()
             )
         )
@@ -446,8 +448,8 @@ class EvaluatorService:
             start.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await start
-        elif start.exception() is not None:
-            raise start.exception()
+        elif (failure := start.exception()) is not None:
+            raise failure
 
     async def _wait_until_stopping_or_crashed(self) -> None:
         """A crashed Faust app (its consumer failed for good) ends the service with an error, so a supervisor

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from redis.asyncio import Redis
 
@@ -199,7 +200,8 @@ class Outbox:
         )
 
     async def read_state_field(self, subscription_id: str, group_key: str) -> str:
-        raw = await self.redis.hget(keys.notify_state(subscription_id), group_key)
+        # bytes: the client does not decode replies (redis-py types hget as str)
+        raw = await cast("Awaitable[bytes | None]", self.redis.hget(keys.notify_state(subscription_id), group_key))
         return raw.decode() if raw else ""
 
     async def forget_repeat(self, member: str) -> None:

@@ -95,7 +95,7 @@ def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "", send_inte
         return [alert(status, True) for status in BAD]
     firing, before = event["status"], event.get("previous_status")
     moved = kind == "update" and before in BAD and before != firing  # WARN -> ERR: a new alert, the old one over
-    return [alert(firing, False), *([alert(before, True)] if moved else [])]
+    return [alert(firing, False), *([alert(before, True)] if moved and before is not None else [])]
 
 
 def body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboard_url: str) -> bytes:
