@@ -23,8 +23,8 @@ system-deps:
 run: venv system-deps
 	$(BIN)/lagwatch dev up --state-dir .local $(ARGS)
 
-## test: the whole suite against a real redis-server and the Kafka mock cluster
-test: venv system-deps
+## test: lint, then the whole suite against a real redis-server and the Kafka mock cluster
+test: venv system-deps lint
 	$(BIN)/pytest -q
 
 ## bench: every benchmark in bench/, printing numbers
