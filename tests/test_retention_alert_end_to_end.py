@@ -12,6 +12,7 @@ import time
 
 from aiokafka import AIOKafkaProducer
 from kafka_helpers import CLUSTER, eventually, make_config, running
+from prometheus_client import REGISTRY
 from test_lag_threshold_end_to_end import _assigned, _log_end
 from test_notifier_service import FAST
 from test_notifier_support import Receiver
@@ -55,6 +56,11 @@ async def fill(bootstrap, topic, n):
         await producer.flush()
 
 
+def _log_start_evaluations():
+    labels = {"cluster": CLUSTER, "trigger": "log-start"}
+    return REGISTRY.get_sample_value("lagwatch_evaluations_total", labels) or 0
+
+
 def _alert(request):
     """A lag-threshold notification (the others are Burrow's status changes: the stopped consumer goes ERR)."""
     return request.headers["X-Lagwatch-Notification"].startswith("lag-")
@@ -73,6 +79,7 @@ def by_alert(requests, path, kind):
 async def test_retention_deleting_behind_a_stopped_consumer_raises_data_loss_risk_then_messages_skipped(
     kafka, redis_server
 ):
+    before = _log_start_evaluations()
     kafka.create_topic("orders", 1)
     for topic in ("lagwatch.changes", "lagwatch.status", "lagwatch.lag-thresholds"):
         kafka.create_topic(topic, 2)
@@ -124,6 +131,8 @@ async def test_retention_deleting_behind_a_stopped_consumer_raises_data_loss_ris
     assert closed["messages-skipped"]["skipped_messages"] == 0
     assert len([r for r in receiver.requests if _alert(r)]) == 8  # open and close of both, webhook and Slack, once
     assert not any(r.path == "/lag" and _alert(r) for r in receiver.requests)  # lag-seconds only: never an hour
+    # the poller's log-start notices had the evaluator re-check the group as retention moved (the sweep is 30 s)
+    assert _log_start_evaluations() > before
 
 
 @contextlib.asynccontextmanager
