@@ -8,6 +8,7 @@ import pytest
 from test_notifier_support import group_status
 
 from lagwatch.services.evaluator.lag_thresholds import crossings
+from lagwatch.services.notifier.channels import alertmanager, summary
 from lagwatch.services.notifier.events import LAG_EVENTS, parse_lag_event, parse_status_event
 from lagwatch.services.notifier.lag_policy import ABOVE, decide_lag, lag_repeat_due
 from lagwatch.services.notifier.messages import build_request
@@ -325,3 +326,13 @@ def test_slack_says_when_retention_deletes_unread_messages_and_how_many_it_delet
     assert "`orders` / 0: 250 messages lost" in lost["attachments"][0]["blocks"][0]["text"]["text"]
     back = json.loads(_request("lag-close", risk_event(above=False, seq=2, risks={}), "slack").body)
     assert back["text"] == ":white_check_mark: No longer at risk of data loss: billing on local"
+
+
+def test_other_destinations_name_the_retention_alerts():
+    summary_lines = summary.worst_lines(risk_event(Alert.MESSAGES_SKIPPED), "lag-open")
+    assert summary_lines == ["orders / 0: 250 messages lost, lag 40"]
+    assert summary.title(risk_event(), "lag-open") == "At risk of data loss within 600 s: billing on local"
+    facts = dict(summary.facts(risk_event(), "lag-open", {"incident": {"duration_s": 60}}))
+    assert facts["Deleted unread in"] == "~2m" and facts["Messages lost"] == "0"
+    assert alertmanager.labels(risk_event(), "ABOVE")["alertname"] == "KafkaConsumerDataLossRisk"
+    assert alertmanager.labels(lag_event(), "ABOVE")["alertname"] == "KafkaConsumerLagSeconds"

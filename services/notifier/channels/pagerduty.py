@@ -36,7 +36,7 @@ def event_body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, da
         "severity": "warning" if lag else SEVERITY.get(event["status"], "info"),
         "component": event["group"],
         "group": event["cluster"],
-        "class": "consumer-lag-seconds" if lag else "consumer-group-status",
+        "class": f"consumer-{event.get('alert', 'lag-seconds')}" if lag else "consumer-group-status",
         "custom_details": {
             **dict(summary.facts(event, kind, ctx)),
             "worst_partitions": summary.worst_lines(event, kind),

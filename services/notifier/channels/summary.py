@@ -59,6 +59,7 @@ def facts(event: dict, kind: str, ctx: dict) -> list[tuple[str, str]]:
             ("Behind by", behind(event)),
             ("Threshold", f"{threshold_key(event['threshold_seconds'])} s"),
             ("Status (Burrow's rules)", event["status"]),
+            *_retention_facts(event),
         ]
     else:
         out.append(("Status", f"{event['previous_status']} -> {event['status']}"))
@@ -75,17 +76,31 @@ def facts(event: dict, kind: str, ctx: dict) -> list[tuple[str, str]]:
     return out
 
 
+def _retention_facts(event: dict) -> list[tuple[str, str]]:
+    """A retention alert's: when retention deletes what the group has not read, and what it deleted unread."""
+    if event.get("alert", "lag-seconds") == "lag-seconds":
+        return []
+    left = event.get("retention_risk_seconds")
+    deleted_in = "unknown" if left is None else f"~{templates.duration(left) or '0s'}"
+    return [("Deleted unread in", deleted_in), ("Messages lost", f"{event.get('skipped_messages', 0):,}")]
+
+
+def _how_bad(event: dict, p: dict) -> str:
+    alert = event.get("alert", "lag-seconds")
+    if alert == "messages-skipped":
+        return f"{p.get('skipped_messages', 0):,} messages lost"
+    if alert == "data-loss-risk":
+        return f"deleted unread in ~{templates.duration(p.get('retention_risk_seconds') or 0) or '0s'}"
+    return f"{templates.duration(p.get('lag_seconds')) or '?'} behind"
+
+
 def worst_lines(event: dict, kind: str) -> list[str]:
     """The worst partitions, one line each (none for a close)."""
     if is_close(kind):
         return []
     if is_lag_threshold_event(event):
         over = (event.get("partitions") or [])[:WORST_SHOWN]
-        return [
-            f"{p['topic']} / {p['partition']}: {templates.duration(p.get('lag_seconds')) or '?'} behind, "
-            f"lag {p['current_lag']:,}"
-            for p in over
-        ]
+        return [f"{p['topic']} / {p['partition']}: {_how_bad(event, p)}, lag {p['current_lag']:,}" for p in over]
     return [
         f"{p['topic']} / {p['partition']}: {p['status']}, lag {p['current_lag']:,}"
         + (f" ({p['owner']})" if p.get("owner") else "")
