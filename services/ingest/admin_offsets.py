@@ -29,6 +29,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
+from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
@@ -48,7 +49,7 @@ Offsets = dict[tuple[str, int], int]  # (topic, partition) -> committed offset
 class AdminOffsets:
     def __init__(
         self,
-        rdkafka_config: Mapping[str, object],
+        rdkafka_config: Mapping[str, Any],
         *,
         named_groups: Iterable[str],
         group_filter: GroupFilter,
@@ -92,7 +93,7 @@ class AdminOffsets:
         if not groups or time.monotonic() < self._describe_after:
             return []
         futures = self._admin_client().describe_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S)
-        records = []
+        records: list[RawRecord] = []
         for group, future in futures.items():
             try:
                 description = await asyncio.wrap_future(future)
@@ -225,11 +226,11 @@ def _by_topic(assignment: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
     return out
 
 
-async def _wait(future: Future) -> object:
+async def _wait(future: Future[Any]) -> Any:
     return await asyncio.wrap_future(future)
 
 
-def offsets_topic_readable(admin_config: Mapping[str, object], topic: str, timeout: float = REQUEST_TIMEOUT_S) -> bool:
+def offsets_topic_readable(admin_config: Mapping[str, Any], topic: str, timeout: float = REQUEST_TIMEOUT_S) -> bool:
     """Whether the cluster lets this client see the offsets topic (for `offsets-source: auto`); blocking."""
     # all topics, not this one by name: asking for a topic by name may create it where auto-creation is on
     metadata = AdminClient(dict(admin_config)).list_topics(timeout=timeout)

@@ -27,6 +27,7 @@ from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
 from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.clock import now_ms
+from lagwatch.shared.redis_client import reply
 from lagwatch.shared.service_lifecycle import pause
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.redis_store import WindowStore
@@ -116,7 +117,7 @@ class BrokerOffsets:
     async def stop(self) -> None:
         await self._consumer.stop()
         with contextlib.suppress(Exception):  # Redis may be the reason we stop; the word then expires by itself
-            await self.store.redis.hdel(keys.ingest_behind(self.cluster), self._owner)
+            await reply(self.store.redis.hdel(keys.ingest_behind(self.cluster), self._owner))
         try:  # hand the poller lease on at once instead of letting it expire
             await self._release(keys=[keys.poller_lease(self.cluster)], args=[self._owner])
         except Exception as exc:  # Redis may be the reason we stop; the lease then simply expires
@@ -157,7 +158,7 @@ class BrokerOffsets:
         key = keys.ingest_behind(self.cluster)
         async with self.store.redis.pipeline(transaction=False) as pipe:
             if behind:  # renewed every tick while behind: a worker that died behind holds nobody for long
-                pipe.hset(key, self._owner, now + int(3 * self.offset_refresh * 1000))
+                pipe.hset(key, self._owner, str(now + int(3 * self.offset_refresh * 1000)))
             else:
                 pipe.hdel(key, self._owner)
             pipe.hgetall(key)
@@ -165,7 +166,7 @@ class BrokerOffsets:
         others = {k: int(v) for k, v in replies[-1].items() if k.decode() != self._owner}
         stale = [k for k, until in others.items() if until <= now]
         if stale:  # a worker that died while behind: its word expires with the hold
-            await self.store.redis.hdel(key, *stale)
+            await reply(self.store.redis.hdel(key, *stale))
         return any(until > now for until in others.values())
 
     async def tick(self, *, poll: bool = True) -> None:

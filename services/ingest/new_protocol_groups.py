@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
@@ -74,7 +75,7 @@ class NewProtocolGroups:
 class TopicIds:
     """Topic id (32 hex digits) -> name, from DescribeTopics of the topics the log-end poller knows."""
 
-    def __init__(self, rdkafka_config: Mapping[str, object], topics: Callable[[], Iterable[str]]) -> None:
+    def __init__(self, rdkafka_config: Mapping[str, Any], topics: Callable[[], Iterable[str]]) -> None:
         self._config = dict(rdkafka_config)
         self._topics = topics
         self._names: dict[str, str] = {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -40,7 +40,7 @@ class OffsetsConsumer:
         topic: str,
         *,
         on_assigned: Callable[[list[int]], None],
-        on_revoked: Callable[[list[int]], Awaitable[None]],
+        on_revoked: Callable[[list[int]], Coroutine[Any, Any, None]],
     ) -> None:
         self.topic = topic
         self._config = config
@@ -145,7 +145,10 @@ class OffsetsConsumer:
         offsets = [TopicPartition(self.topic, p, o) for p, o in pending.items() if p in self.assigned]
         if offsets:
             try:
-                consumer.commit(offsets=offsets, asynchronous=not wait)
+                if wait:
+                    consumer.commit(offsets=offsets, asynchronous=False)
+                else:
+                    consumer.commit(offsets=offsets, asynchronous=True)
             except KafkaException as exc:
                 log.warning("offsets consumer: commit failed (%s); records will be read again", exc)
 

@@ -43,6 +43,9 @@ from lagwatch.shared.window import Commit
 MAX_EXACT = MAX_SCRIPT_NUMBER
 
 
+NO_GROUP = CachedGroup(("", "", "", ""))  # a placeholder for "no group yet" in the hot loop (never written)
+
+
 @dataclass(slots=True)
 class AppliedBatch:
     """What one batch did, for the worker: counters, positions to commit, groups to announce, history."""
@@ -136,7 +139,8 @@ class BatchProcessor:
         offset_and_timestamp = codec.commit_offset_and_timestamp
         outcomes: Counter = Counter()
         current_name: str | None = None
-        current = rings = changed = None
+        # bound at a group's first commit of a run (current_name starts as None): these are placeholders
+        current, rings, changed = NO_GROUP, NO_GROUP.rings, set[str]()
         for record in records:
             key, value, order = record.key(), record.value(), record.offset()
             positions[record.partition()] = order + 1
@@ -152,9 +156,9 @@ class BatchProcessor:
                 batch.deferred.append(record)
                 continue
             try:
-                committed, timestamp = offset_and_timestamp(value)
+                committed, timestamp = offset_and_timestamp(value)  # type: ignore[arg-type]  # a value: see _unusual
             except codec.CodecError as exc:
-                tally[f"decode_error:{type_label(exc.record_type, key)}"] += 1
+                tally[f"decode_error:{type_label(exc.record_type, key or b'')}"] += 1
                 continue
             if not (0 <= committed < MAX_EXACT and 0 <= timestamp < MAX_EXACT):
                 tally["decode_error:out-of-range"] += 1

@@ -138,7 +138,7 @@ def decode_group_record(
         counts[f"decode_error:{type_label(exc.record_type, key)}"] += 1
         return None
     if not isinstance(record, codec.GroupMetadata | codec.ConsumerGroupMember | codec.ConsumerGroupAssignment):
-        counts[f"skipped_type:{type_label(record.record_type)}"] += 1
+        counts[f"skipped_type:{type_label(getattr(record, 'record_type', None))}"] += 1
         return None
     if not group_filter.accepts(record.group):
         counts["filtered"] += 1

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
@@ -51,7 +52,7 @@ def _limit(value: str | None) -> int | None:
 class TopicRetentionReader:
     """DescribeConfigs for topics, through one AdminClient (blocking calls run in a thread)."""
 
-    def __init__(self, rdkafka_config: Mapping[str, object]) -> None:
+    def __init__(self, rdkafka_config: Mapping[str, Any]) -> None:
         self._config = dict(rdkafka_config)
         self._admin: AdminClient | None = None
         self._retry_at = 0.0  # monotonic time before which the broker is not asked (it refused last time)

@@ -25,7 +25,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
@@ -46,7 +46,7 @@ from lagwatch.shared.config import Config
 from lagwatch.shared.health_server import HealthServer
 from lagwatch.shared.ingest_totals import add_to_totals
 from lagwatch.shared.kafka_client import client_kwargs, librdkafka_config
-from lagwatch.shared.redis_client import connect
+from lagwatch.shared.redis_client import connect, reply
 from lagwatch.shared.service_lifecycle import Backoff, pause, run_until_signalled
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
@@ -218,7 +218,7 @@ class IngestWorker:
 
         for start in range(0, len(excluded), PURGE_CHUNK):
             chunk = excluded[start : start + PURGE_CHUNK]
-            if not await self._retry("deleting excluded groups", lambda c=chunk: delete(c)):
+            if not await self._retry("deleting excluded groups", functools.partial(delete, chunk)):
                 return  # stopping
             await self.changes.publish(self.cluster, [(group, "deleted") for group in chunk])
         if excluded:
@@ -248,7 +248,7 @@ class IngestWorker:
             fetched = await self.consumer.fetch(self.batch_size, 0.2, want_ends=not self.caught_up.is_set())
             self._forget_deleted_topics()
             if fetched.records:
-                if not await self._apply(fetched.records, fetched.at_end):
+                if not await self._apply(cast("list[RecordLike]", fetched.records), fetched.at_end):
                     return  # stopping while Redis or Kafka was down: nothing more is committed
             elif fetched.at_end and (self._inflight is None or self._inflight.done()):
                 self._caught_up(fetched.at_end)
@@ -281,7 +281,7 @@ class IngestWorker:
         self._deletions_checked = now
         key = keys.topic_deletions(self.cluster)
         try:
-            entries = await self.redis.hgetall(key)
+            entries = await reply(self.redis.hgetall(key))
             stale_before = now_ms() - DELETIONS_KEPT_MS
             taken = []
             for name, at in entries.items():
@@ -289,7 +289,7 @@ class IngestWorker:
                 if self.processor.cache.delete_topic_of_group(group, topic) or int(at) < stale_before:
                     taken.append(name)
             if taken:
-                await self.redis.hdel(key, *taken)
+                await reply(self.redis.hdel(key, *taken))
         except (RedisError, ValueError) as exc:  # checked again in a second
             log.warning("ingest %s: could not read the api's topic deletions (%s)", self.cluster, exc)
 
