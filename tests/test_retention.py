@@ -3,7 +3,7 @@ the time until its oldest unconsumed message is deleted within 10 % of the known
 
 import pytest
 
-from lagwatch.services.evaluator.next_change import retention_instants
+from lagwatch.services.evaluator.next_change import PartitionWatch, closing_in, retention_instants
 from lagwatch.shared.protocol import OffsetEntry
 from lagwatch.shared.retention import NO_RISK, RetentionRisk, group_risk, log_start_rate, retention_risk
 from lagwatch.shared.store.packing import pack_commit_ring
@@ -92,3 +92,12 @@ def test_the_evaluator_wakes_when_the_time_left_falls_under_each_data_loss_risk_
     assert retention_instants(risk, [600.0, 3600.0], now) == [now + 300_000 + 1]  # already under 3600 s
     assert retention_instants(RetentionRisk(None), [600.0], now) == [] and retention_instants(None, [600.0], now) == []
     assert retention_instants(RetentionRisk(0.0, 10), [600.0], now) == []  # in the alert already: nothing to wait for
+
+
+def test_a_moving_log_start_re_checks_only_consumers_in_the_older_half_of_the_log_or_past_its_start():
+    def watched(newest):
+        return PartitionWatch(newest, 0, False, False)
+
+    assert closing_in(watched(1_200), log_start=500, log_end=2_000)  # 700 of 1,500 retained: older half
+    assert not closing_in(watched(1_900), log_start=500, log_end=2_000)  # near the end: not yet
+    assert closing_in(watched(400), log_start=500, log_end=2_000)  # 100 messages skipped

@@ -46,6 +46,12 @@ class PartitionWatch:
         return lag > rules.allowed_lag and (self.recently_caught_up or self.lower_bound_lag)
 
 
+def closing_in(watched: PartitionWatch, log_start: int, log_end: int) -> bool:
+    """Does retention close in on this partition's consumer? Its newest commit is in the older half of what the log
+    holds (at a steady pace, it is deleted within half the retention), or below the log start (messages skipped)."""
+    return (watched.newest - log_start) * 2 < log_end - log_start
+
+
 def stop_instant(first_ts: int, last_ts: int) -> int:
     """The first ms at which `now - last > last - first` holds."""
     return 2 * last_ts - first_ts + 1

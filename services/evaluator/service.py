@@ -38,7 +38,7 @@ from redis.exceptions import RedisError
 
 from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
 from lagwatch.services.evaluator.lag_thresholds import LagThresholdAlerts, ThresholdSource
-from lagwatch.services.evaluator.next_change import PartitionWatch
+from lagwatch.services.evaluator.next_change import PartitionWatch, closing_in
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.changes import decode_notice, partition_of
 from lagwatch.shared.clock import now_ms
@@ -204,13 +204,33 @@ class EvaluatorService:
                 await self._on_log_starts(starts)
 
     async def _on_log_starts(self, topics: set[str]) -> None:
-        """Re-evaluate the groups behind on these topics: retention deleted from the front, so their retention risk
-        moved (rare: segments go minutes apart)."""
+        """Re-evaluate the groups that retention closes in on: on some partition of these topics (whose log start
+        moved), their newest commit is in the older half of what the log holds, or below its start (messages
+        skipped). A caught-up group is not: its retention risk only matters once it falls that far behind."""
+        partitions = {
+            tp for t in topics for g in self.readers.get(t, ()) for tp in self.watches.get(g, {}) if tp[0] == t
+        }
+        if not partitions:
+            return
+        try:
+            starts, ends = await asyncio.gather(
+                self.store.offset_histories(self.cluster, partitions, keys.log_start_history),
+                self.store.latest_broker_offsets(self.cluster, partitions),
+            )
+        except RedisError as exc:
+            log.warning("evaluator %s: log-start notice skipped, Redis unavailable (%s)", self.cluster, exc)
+            return
         due = sorted(
             g
             for t in topics
             for g in self.readers.get(t, ())
-            if any(tp[0] == t and w.lag > 0 for tp, w in self.watches.get(g, {}).items())
+            if any(
+                tp[0] == t
+                and starts.get(tp)
+                and ends.get(tp) is not None
+                and closing_in(w, starts[tp][-1].offset, ends[tp])
+                for tp, w in self.watches.get(g, {}).items()
+            )
         )
         for i in range(0, len(due), SWEEP_CHUNK):
             await self._evaluate(due[i : i + SWEEP_CHUNK], "log-start")
