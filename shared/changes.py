@@ -12,8 +12,8 @@ Log-end notices: the ingest's broker-offset poller names the topics whose log en
 {"cluster", "topics": [...], "reason": "log-end", "at"}, sent to every partition of the topic (no key), since
 every evaluator instance has groups reading them. They are triggers too: one lost delays a re-evaluation until the
 next poll that moves the topic, or the sweep. With `"reason": "log-start"` they name the topics whose log start
-moved (retention deleted from the front, polled every topic-refresh): the groups behind on them are re-evaluated,
-their retention risk having changed.
+moved (retention deleted from the front, polled every topic-refresh): the groups retention closes in on are
+re-evaluated, their retention risk having changed.
 """
 
 from __future__ import annotations

@@ -256,7 +256,7 @@ class BrokerOffsets:
         """Log-start offsets (retention risk, `shared/retention.py`): the pace at which the broker deletes. Polled
         every topic-refresh, not every tick: retention deletes whole segments, minutes apart. The topics'
         `retention.ms` is read along (topic_retention.py). A log start that moved is a log-start notice for its topic:
-        the evaluator re-checks the groups behind on it."""
+        the evaluator re-checks the groups retention closes in on."""
         self._last_log_start_poll = time.monotonic()
         found, _ = await list_latest_offsets(self._consumer._client, partitions, self.request_timeout, EARLIEST)
         by_topic: dict[str, dict[int, int]] = {}
