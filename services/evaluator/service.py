@@ -227,8 +227,8 @@ class EvaluatorService:
             if any(
                 tp[0] == t
                 and starts.get(tp)
-                and ends.get(tp) is not None
-                and closing_in(w, starts[tp][-1].offset, ends[tp])
+                and (end := ends.get(tp)) is not None
+                and closing_in(w, starts[tp][-1].offset, end)
                 for tp, w in self.watches.get(g, {}).items()
             )
         )
