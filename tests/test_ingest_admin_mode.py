@@ -13,10 +13,11 @@ import contextlib
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
-from kafka_helpers import CLUSTER, eventually, make_config, produce, running
+from kafka_helpers import CLUSTER, eventually, make_config, running
 from redis.asyncio import Redis
 from test_evaluator import STATUS_TOPIC, StatusTopic
 from test_ingest import window_of
+from test_status_end_to_end import Scenario as TopicScenario
 
 from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.services.evaluator.service import EvaluatorService
@@ -52,22 +53,12 @@ class Member:
         await self.consumer.stop()
 
 
-class Scenario:
+class Scenario(TopicScenario):
+    """A scenario of topic mode (its own topic and log end), committed by a real group member instead of records."""
+
     def __init__(self, kafka: MockKafkaCluster, store: WindowStore, name: str) -> None:
-        self.kafka, self.store = kafka, store
-        self.group, self.topic = f"g-{name}", f"t-{name}"
-        self.log_end = 0
-        kafka.create_topic(self.topic, 1)
+        super().__init__(kafka, None, store, name)
         self.member = Member(kafka.bootstrap, self.group, self.topic)
-
-    async def produce(self, n: int) -> None:
-        """Move the log end, and wait until lagwatch has polled it: the next commit's lag is measured against it."""
-        await produce(self.kafka.bootstrap, self.topic, {0: n})
-        self.log_end += n
-        await eventually(self._log_end_known)
-
-    async def _log_end_known(self) -> bool:
-        return (await self.store.latest_broker_offsets(CLUSTER, [(self.topic, 0)]))[(self.topic, 0)] == self.log_end
 
 
 async def settle(s: Scenario) -> None:

@@ -7,14 +7,12 @@ samples are recorded in the store as the poller records its polls."""
 import asyncio
 import time
 
-from kafka_helpers import CLUSTER, eventually, make_config, produce, running
+from kafka_helpers import CLUSTER, eventually, make_config, produce
 from redis.asyncio import Redis
-from test_evaluator import STATUS_TOPIC, StatusTopic
-from test_status_end_to_end import _both_assigned
+from test_evaluator import STATUS_TOPIC
+from test_status_end_to_end import ingest_and_evaluator
 
-from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
-from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 
@@ -34,13 +32,7 @@ async def test_the_poller_records_log_starts_and_events_carry_retention_risk_and
     )
     redis = Redis.from_url(redis_server.url)
     store = WindowStore(redis, config.window())
-    async with (
-        OffsetsTopicWriter(kafka.bootstrap) as writer,
-        StatusTopic(kafka.bootstrap) as topic,
-        running(IngestWorker(config, CLUSTER)) as ingest,
-        running(EvaluatorService(config, CLUSTER, http_port=0)) as evaluator,
-    ):
-        await eventually(lambda: _both_assigned(ingest, evaluator))
+    async with ingest_and_evaluator(kafka, config) as (writer, topic):
         await produce(kafka.bootstrap, "t-risk", {0: 1000})
         await produce(kafka.bootstrap, "t-lost", {0: 1000})
 

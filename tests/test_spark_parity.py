@@ -14,13 +14,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from kafka_helpers import CLUSTER, eventually, make_config, running
 from redis.asyncio import Redis
-from test_evaluator import STATUS_TOPIC, StatusTopic
-from test_status_end_to_end import EXPECTED, Scenario, idle, lagging, rewound, stalled, stopped
+from test_evaluator import STATUS_TOPIC
+from test_status_end_to_end import EXPECTED, Scenario, idle, ingest_and_evaluator, lagging, rewound, stalled, stopped
 
-from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.archiver.service import Archiver
-from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.shared.store.redis_store import WindowStore
 
 pytestmark = pytest.mark.timeout(300)
@@ -43,13 +40,7 @@ async def test_the_replay_of_the_archived_history_gives_the_live_status_changes(
     )
 
     # 1. live: the scenarios through the ingest and the evaluator, status changes read from the status topic
-    async with (
-        OffsetsTopicWriter(kafka.bootstrap) as writer,
-        StatusTopic(kafka.bootstrap) as topic,
-        running(IngestWorker(config, CLUSTER)) as ingest,
-        running(EvaluatorService(config, CLUSTER, http_port=0)) as evaluator,
-    ):
-        await eventually(lambda: _both_assigned(ingest, evaluator))
+    async with ingest_and_evaluator(kafka, config) as (writer, topic):
         store = WindowStore(Redis.from_url(redis_server.url), config.window())
         scenarios = {name: Scenario(kafka, writer, store, name) for name in PLAYS}
         await asyncio.gather(*(play(scenarios[name]) for name, play in PLAYS.items()))
@@ -83,10 +74,6 @@ async def test_the_replay_of_the_archived_history_gives_the_live_status_changes(
 
     assert replayed == live
     assert summary["rows_bad"] == {}
-
-
-async def _both_assigned(ingest, evaluator):
-    return bool(ingest.consumer.assigned) and evaluator.owned_partitions() is not None
 
 
 async def _records_in(bootstrap: str, topic: str) -> int:

@@ -6,6 +6,7 @@ messages. Commit timestamps are spread out (the rules judge time from them) so n
 """
 
 import asyncio
+import contextlib
 import time
 
 from kafka_helpers import CLUSTER, eventually, make_config, produce, running
@@ -113,13 +114,7 @@ async def test_each_scenario_publishes_its_status_changes(kafka, redis_server):
         "idle": idle,
         "deleted": deleted,
     }
-    async with (
-        OffsetsTopicWriter(kafka.bootstrap) as writer,
-        StatusTopic(kafka.bootstrap) as topic,
-        running(IngestWorker(config, CLUSTER)) as ingest,
-        running(EvaluatorService(config, CLUSTER, http_port=0)) as evaluator,
-    ):
-        await eventually(lambda: _both_assigned(ingest, evaluator))  # scenarios start once both are at work
+    async with ingest_and_evaluator(kafka, config) as (writer, topic):
         store = WindowStore(Redis.from_url(redis_server.url), config.window())
         scenarios = {name: Scenario(kafka, writer, store, name) for name in plays}
         await asyncio.gather(*(play(scenarios[name]) for name, play in plays.items()))
@@ -132,6 +127,20 @@ async def test_each_scenario_publishes_its_status_changes(kafka, redis_server):
     for name, partition_status in BAD_PARTITION.items():
         opening = next(e for e in topic.events if e["group"] == f"g-{name}" and e["previous_status"] == "OK")
         assert [p["status"] for p in opening["partitions"]] == [partition_status], name
+
+
+@contextlib.asynccontextmanager
+async def ingest_and_evaluator(kafka, config):
+    """An ingest and an evaluator at work on the Kafka mock (both assigned their partitions), with a writer of
+    coordinator records and a reader of the status topic: (writer, topic)."""
+    async with (
+        OffsetsTopicWriter(kafka.bootstrap) as writer,
+        StatusTopic(kafka.bootstrap) as topic,
+        running(IngestWorker(config, CLUSTER)) as ingest,
+        running(EvaluatorService(config, CLUSTER, http_port=0)) as evaluator,
+    ):
+        await eventually(lambda: _both_assigned(ingest, evaluator))
+        yield writer, topic
 
 
 async def _both_assigned(ingest, evaluator):

@@ -19,7 +19,7 @@ from kafka_helpers import CLUSTER, eventually, make_config, running
 from redis.asyncio import Redis
 from test_api import serving
 from test_evaluator import STATUS_TOPIC, StatusTopic
-from test_status_end_to_end import Scenario, _both_assigned, lagging, stopped
+from test_status_end_to_end import Scenario, ingest_and_evaluator, lagging, stopped
 
 from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter, member
 from lagwatch.services.api.metrics import scrape_results
@@ -192,13 +192,7 @@ async def test_group_metadata_explains_a_rebalance_storm_and_a_consumer_whose_me
     kafka.create_topic(STATUS_TOPIC, 3)
     kafka.create_topic("lagwatch.changes", 4)
     config = make_config(kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="3", EVALUATOR__SWEEP_INTERVAL="0.5")
-    async with (
-        OffsetsTopicWriter(kafka.bootstrap) as writer,
-        StatusTopic(kafka.bootstrap) as topic,
-        running(IngestWorker(config, CLUSTER)) as ingest,
-        running(EvaluatorService(config, CLUSTER, http_port=0)) as evaluator,
-    ):
-        await eventually(lambda: _both_assigned(ingest, evaluator))
+    async with ingest_and_evaluator(kafka, config) as (writer, topic):
         store = WindowStore(Redis.from_url(redis_server.url), config.window())
         storm, gone = Scenario(kafka, writer, store, "storm"), Scenario(kafka, writer, store, "gone")
 
