@@ -60,6 +60,8 @@ class AdminOffsets:
         self._named = tuple(named_groups)
         self._filter = group_filter
         self._partition_counts = partition_counts
+        self._counts_seen: Mapping[str, int] | None = None
+        self._partitions: list[tuple[str, int]] = []
         self._index, self._count = shard
         self._admin: AdminClient | None = None
         self._seen: dict[str, Offsets] = {}  # group -> what the last poll found
@@ -162,13 +164,22 @@ class AdminOffsets:
                 # some brokers (the librdkafka mock) answer an all-partitions fetch with nothing: name them
                 self._named_fetch.add(group)
             offsets = {}
-            partitions = [(t, p) for t, n in sorted(self._partition_counts().items()) for p in range(n)]
+            partitions = self._all_partitions()
             for start in range(0, len(partitions), NAMED_FETCH_CHUNK):
                 offsets.update(await self._offset_fetch(group, partitions[start : start + NAMED_FETCH_CHUNK]))
             return offsets
         except KafkaException as exc:
             log.warning("admin offsets: fetching group %s failed (%s)", group, exc)
             return None
+
+    def _all_partitions(self) -> list[tuple[str, int]]:
+        """Every partition of the cluster's topics, rebuilt only when the poller's table is replaced (it is never
+        changed in place)."""
+        counts = self._partition_counts()
+        if counts is not self._counts_seen:
+            self._counts_seen = counts
+            self._partitions = [(t, p) for t, n in sorted(counts.items()) for p in range(n)]
+        return self._partitions
 
     async def _offset_fetch(self, group: str, partitions: list[tuple[str, int]] | None) -> Offsets:
         request = ConsumerGroupTopicPartitions(
