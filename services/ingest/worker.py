@@ -285,12 +285,12 @@ class IngestWorker:
             stale_before = now_ms() - DELETIONS_KEPT_MS
             taken = []
             for name, at in entries.items():
-                group, _, topic = name.decode().partition("\n")
-                if self.processor.cache.delete_topic_of_group(group, topic) or int(at) < stale_before:
+                group, _, topic = name.decode(errors="replace").partition("\n")
+                if self.processor.cache.delete_topic_of_group(group, topic) or not _fresh(at, stale_before):
                     taken.append(name)
             if taken:
                 await reply(self.redis.hdel(key, *taken))
-        except (RedisError, ValueError) as exc:  # checked again in a second
+        except RedisError as exc:  # checked again in a second
             log.warning("ingest %s: could not read the api's topic deletions (%s)", self.cluster, exc)
 
     async def _read_commits(self) -> None:
@@ -433,3 +433,12 @@ class IngestWorker:
 async def run_ingest(config: Config, cluster: str, *, http_port: int | None = None) -> None:
     """`lagwatch run ingest`: run one worker until SIGTERM or SIGINT."""
     await run_until_signalled(IngestWorker(config, cluster, http_port=http_port))
+
+
+def _fresh(at: bytes, limit_ms: int) -> bool:
+    """Whether a deletion entry is newer than `limit_ms`; an unreadable one (not written by lagwatch) is not,
+    so it is dropped rather than read again every second."""
+    try:
+        return int(at) >= limit_ms
+    except ValueError:
+        return False
