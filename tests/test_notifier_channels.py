@@ -95,10 +95,8 @@ async def alertmanager(tmp_path, receiver_url):
         process.wait(10)
 
 
-@pytest.mark.skipif(
-    ALERTMANAGER is None, reason="prometheus-alertmanager is not installed (scripts/install-system-deps.sh)"
-)
 async def test_alertmanager_gets_the_alert_firing_on_open_and_resolved_on_close(tmp_path, redis_server, redis, kafka):
+    assert ALERTMANAGER, "prometheus-alertmanager is missing: scripts/install-system-deps.sh installs it"
     opened, updated, closed = incident()
     async with Receiver() as receiver, alertmanager(tmp_path, receiver.url("/am")) as (am_url, http):
         config = config_for(kafka, redis_server, [{"id": "am", "type": "alertmanager", "url": am_url}])
