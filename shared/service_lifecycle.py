@@ -24,8 +24,9 @@ async def pause(event: asyncio.Event, seconds: float) -> None:
 
 
 class Backoff:
-    """Pauses between tries: doubling from `first` up to `cap` seconds, each drawn within ±50 % so that processes
-    that failed together (a Redis restart) do not retry in step. `reset()` after a success."""
+    """Pauses between tries: doubling from `first` up to `cap` seconds, each drawn between half and all of that so
+    that processes that failed together (a Redis restart) do not retry in step, and never longer than `cap` (a
+    recovered dependency is noticed within it). `reset()` after a success."""
 
     def __init__(self, first: float = 0.1, cap: float = 5.0) -> None:
         self.first, self.cap = first, cap
@@ -36,7 +37,7 @@ class Backoff:
 
     async def pause(self, stopping: asyncio.Event) -> None:
         """Wait the next pause, or less when `stopping` is set meanwhile."""
-        seconds = self.delay * (0.5 + random.random())
+        seconds = self.delay * (0.5 + random.random() / 2)
         self.delay = min(self.delay * 2, self.cap)
         await pause(stopping, seconds)
 
