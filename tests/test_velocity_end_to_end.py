@@ -89,8 +89,10 @@ async def stuck_consumer(writer, store, stuck_after_s=3.0):
 
 
 async def start_caught_up(writer, store):
-    """Both groups first commit offset 0 on empty topics (OK) twice, so the rules judge what follows from a window
-    that began caught up (a lone commit with lag would already be a STALL)."""
+    """Both groups first commit offset 0 on empty topics (OK) three times, 1.5 s apart, so the rules judge what
+    follows from a window that began caught up (a lone commit with lag would already be a STALL). The window spans
+    3 s from the start: with a shorter span, a commit that arrives a little over a second later (the consumers sleep
+    1 s between commits) already reads STOP on a loaded machine."""
     partitions = [("t-slow", 0), ("t-stuck", 0), ("t-stuck", 1)]
 
     async def log_ends_known():
@@ -100,12 +102,12 @@ async def start_caught_up(writer, store):
     now = int(time.time() * 1000)
     groups = {"t-slow": "g-slow", "t-stuck": "g-stuck"}
     await writer.commits(
-        [OffsetCommitSpec(groups[t], t, p, 0, timestamp=now - age) for age in (1000, 0) for t, p in partitions]
+        [OffsetCommitSpec(groups[t], t, p, 0, timestamp=now - age) for age in (3000, 1500, 0) for t, p in partitions]
     )
 
     async def stored():
         found = await store.get_groups(CLUSTER, ["g-slow", "g-stuck"])
-        return all(g is not None and all(len(p.entries) == 2 for p in g.partitions) for g in found)
+        return all(g is not None and all(len(p.entries) == 3 for p in g.partitions) for g in found)
 
     await eventually(stored)
 
