@@ -33,12 +33,14 @@ from lagwatch.shared.lag_threshold_event import Threshold
 from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
 from lagwatch.shared.retention import group_risk
 from lagwatch.shared.status_event import build_event, encode, next_incident
+from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
 from lagwatch.shared.store.results_store import GroupResult, ResultsStore, result_of
 from lagwatch.shared.store.status_store import GroupState, StatusStore, Transition
 from lagwatch.shared.velocity import group_velocity
 
 log = logging.getLogger(__name__)
+HELD_RETRY_MS = 500  # while the judging clock is held, a group due by the wall clock is looked at again this often
 
 
 @dataclass(slots=True)
@@ -50,6 +52,7 @@ class EvaluationReport:
     lag_crossings: int = 0  # lag-seconds thresholds crossed (lag_thresholds.py)
     lag_events_published: int = 0
     seconds: float = 0.0
+    held_ms: int = 0  # how far the judging clock was behind the wall clock (shared/read_through.py)
     # per group: the next instant time alone may change it (None: NOTFOUND, nothing to wait for)
     next_at: dict[str, int | None] = field(default_factory=dict)
     # per group: its partitions as evaluated, for the log-end notices (None: NOTFOUND)
@@ -92,6 +95,7 @@ class GroupEvaluator:
         self.rules = rules
         self.lag_alerts = lag_alerts
         self.results = results or ResultsStore(store.redis)
+        self.read_through = ReadThroughStore(store.redis, cluster)
         self._windows_seen: dict[str, int] = {}  # group -> hash of its windows when its sparkline was last stored
         self.sparklines_owed: set[str] = set()  # evaluated without drawing their sparklines (`evaluate`)
 
@@ -119,8 +123,8 @@ class GroupEvaluator:
         this evaluation's `read`, started ahead (while the previous batch was evaluated); a transition recorded
         since is caught by the compare-and-set, a commit since by its own notice."""
         started = time.perf_counter()
-        now = now_ms if now_ms is not None else clock.now_ms()
-        report = EvaluationReport(groups=len(groups))
+        wall, now = (now_ms, now_ms) if now_ms is not None else await self.read_through.judging_clock()
+        report = EvaluationReport(groups=len(groups), held_ms=wall - now)
         stored_groups, states = await (read if read is not None else self.read(groups, now))
         stored_groups = await self._drop_excluded(groups, stored_groups)
         batch = _Batch(
@@ -135,6 +139,8 @@ class GroupEvaluator:
             await self.store.unindex_expired(self.cluster, now)
         await self._record_and_publish(batch, report)
         await self.results.write(self.cluster, batch.results, batch.lines)
+        if now < wall:  # the clock is held (shared/read_through.py): what is due by the wall clock is looked at again
+            _retry_held(report.next_at, wall)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -317,3 +323,11 @@ class GroupEvaluator:
         if done:
             await self.statuses.acknowledge_many(self.cluster, done)
         return sum(len(acked) for acked in done.values())
+
+
+def _retry_held(next_at: dict[str, int | None], wall: int) -> None:
+    """Instants already past by the wall clock (not yet by the held judging clock) move a little into the future:
+    due again at once, they would be evaluated in a tight loop until the clock resumes."""
+    for group, at in next_at.items():
+        if at is not None and at <= wall:
+            next_at[group] = wall + HELD_RETRY_MS

@@ -58,6 +58,12 @@ from lagwatch.shared.store.status_store import StatusStore
 log = logging.getLogger(__name__)
 EVALUATIONS = Counter("lagwatch_evaluations_total", "Group evaluations", ["cluster", "trigger"])
 TRANSITIONS = Counter("lagwatch_status_transitions_total", "Status changes recorded", ["cluster"])
+CLOCK_HELD = Gauge(
+    "lagwatch_evaluator_clock_held_seconds",
+    "How far the rules' clock was held behind the wall clock at the last evaluation, because the ingest had not read "
+    "the offsets topic that far (shared/read_through.py)",
+    ["cluster"],
+)
 EVALUATION_SECONDS = Histogram(
     "lagwatch_evaluation_seconds",
     "Time to evaluate one batch of groups",
@@ -409,6 +415,7 @@ class EvaluatorService:
             EVALUATIONS.labels(self.cluster, trigger).inc(report.groups)
             EVALUATION_SECONDS.labels(self.cluster, trigger).observe(report.seconds)
             TRANSITIONS.labels(self.cluster).inc(report.transitions)
+            CLOCK_HELD.labels(self.cluster).set(report.held_ms / 1000)
             await self._count(f"evaluations:{trigger}", report.groups, report)
             return report
         return None

@@ -9,6 +9,10 @@ rebalances call back on that thread: a revocation waits there for the worker's c
 in flight stored) and then commits its positions synchronously, so the next owner starts exactly where this
 worker's windows end. Commits are only ever sent from that thread (`commit` queues them): a librdkafka call from
 the event loop's thread while a rebalance callback waits for the loop deadlocks.
+
+Losing the brokers (a connection error) makes librdkafka's cached high watermarks stale: a consumer that read up to
+them is not known to be at the end any more. The worker hears of it (`on_contact_lost`: its commits count as behind,
+so the log-end poller holds its samples) and the next end check asks the brokers instead of the cache.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,14 +28,40 @@ from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from lagwatch.shared.clock import now_ms
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# errors that mean the brokers were (or are) out of reach: what the cache says of their logs may be stale
+CONTACT_ERRORS = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
+WATERMARK_TIMEOUT_S = 2.0
+READ_THROUGH_EVERY_S = 0.25  # how often the brokers are asked how far the partitions go (shared/read_through.py)
+OFFSET_LATEST = -1  # ListOffsets' "latest": the high watermark
 
 
 @dataclass(slots=True)
 class Fetched:
     records: list[Message]  # without error events; only of partitions still assigned
     at_end: dict[int, int] | None  # every assigned partition's position, when each has been read to its end
+    read_through: ReadThrough | None = None  # these records and those before hold every commit made before then
+
+
+@dataclass(frozen=True, slots=True)
+class ReadThrough:
+    """Every commit appended to these partitions before `at_ms` has been read (shared/read_through.py)."""
+
+    at_ms: int
+    partitions: frozenset[int]
+
+
+@dataclass(slots=True)
+class _Mark:
+    """The partitions' high watermarks as the brokers answered them at `asked_at_ms`: once the consumer's positions
+    reach them, everything appended before then has been read."""
+
+    asked_at_ms: int
+    highs: dict[int, int]
+    revocations: int  # the assignment it was taken under
 
 
 class OffsetsConsumer:
@@ -41,9 +72,13 @@ class OffsetsConsumer:
         *,
         on_assigned: Callable[[list[int]], None],
         on_revoked: Callable[[list[int]], Coroutine[Any, Any, None]],
+        on_contact_lost: Callable[[], None] = lambda: None,
     ) -> None:
         self.topic = topic
-        self._config = config
+        self._config = {**config, "error_cb": self._error}
+        self._on_contact_lost = on_contact_lost
+        self._contact_losses = 0  # connection errors so far; the end check asks the brokers while any is unconfirmed
+        self._confirmed_losses = 0
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
         self._consumer: Consumer | None = None
@@ -53,6 +88,9 @@ class OffsetsConsumer:
         self._revocations = 0  # partitions taken away so far (revoked or lost)
         self._pending: dict[int, int] = {}  # positions stored in Redis, to commit (see `commit`)
         self._lock = threading.Lock()
+        self._mark: _Mark | None = None  # high watermarks being read up to (`_read_through`)
+        self._marked_at = 0.0  # monotonic time of the last watermark request
+        self._committed: dict[int, int] = {}  # committed offsets of this assignment's partitions, as asked
 
     # --- life cycle -----------------------------------------------------------------------------------------
 
@@ -104,9 +142,82 @@ class OffsetsConsumer:
         if revocations != self._revocations:  # records of partitions revoked meanwhile are not ours to store
             assigned = self.assigned
             records = [m for m in records if m.partition() in assigned]
-        return Fetched(records, self._ends() if want_ends else None)
+        return Fetched(records, self._ends() if want_ends else None, self._read_through(consumer))
+
+    def _read_through(self, consumer: Consumer) -> ReadThrough | None:
+        """Every READ_THROUGH_EVERY_S, ask the brokers for the assigned partitions' high watermarks (one request per
+        leader); when the positions reach them, everything appended before the question has been read."""
+        mark = self._mark
+        if mark is not None and mark.revocations != self._revocations:
+            mark = self._mark = None  # the assignment changed under it
+        if mark is None:
+            if not self.assigned or time.monotonic() - self._marked_at < READ_THROUGH_EVERY_S:
+                return None
+            mark = self._mark = self._ask_highs(consumer)
+            if mark is None:
+                return None
+        positions = consumer.position([TopicPartition(self.topic, p) for p in mark.highs])
+        if not self._reached(consumer, positions, mark.highs):
+            return None
+        self._mark = None
+        return ReadThrough(mark.asked_at_ms, frozenset(mark.highs))
+
+    def _ask_highs(self, consumer: Consumer) -> _Mark | None:
+        self._marked_at = time.monotonic()
+        revocations, partitions = self._revocations, sorted(self.assigned)
+        asked_at = now_ms()
+        try:
+            answer = consumer.offsets_for_times(
+                [TopicPartition(self.topic, p, OFFSET_LATEST) for p in partitions], timeout=WATERMARK_TIMEOUT_S
+            )
+        except KafkaException as exc:  # out of reach: how far we read stays where it was
+            log.debug("offsets consumer: high watermarks unknown (%s)", exc)
+            return None
+        if any(tp.error is not None or tp.offset < 0 for tp in answer):
+            return None
+        return _Mark(asked_at, {tp.partition: tp.offset for tp in answer}, revocations)
+
+    def _reached(self, consumer: Consumer, positions: list[TopicPartition], highs: dict[int, int]) -> bool:
+        """Every position is at or past its high watermark. A partition with nothing consumed since the assignment
+        (position unset) is where the group left off, or at the log start where it never committed."""
+        unread = [
+            TopicPartition(self.topic, tp.partition)
+            for tp in positions
+            if tp.offset == OFFSET_INVALID and tp.partition not in self._committed
+        ]
+        if unread:  # asked once per assignment: nothing consumed, so nothing committed since
+            answer = consumer.committed(unread, timeout=WATERMARK_TIMEOUT_S)
+            self._committed.update({tp.partition: tp.offset for tp in answer})
+        for tp in positions:
+            position = tp.offset
+            if position == OFFSET_INVALID:
+                position = self._committed[tp.partition]
+                if position < 0:
+                    position = consumer.get_watermark_offsets(tp, cached=True)[0]
+            if highs[tp.partition] > 0 and position < highs[tp.partition]:
+                return False
+        return True
+
+    def _error(self, error: KafkaError) -> None:
+        """librdkafka's client-level errors (on the consumer's thread, from `consume`)."""
+        if error.code() in CONTACT_ERRORS:
+            self._contact_losses += 1
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._on_contact_lost)
+            log.info("offsets consumer: %s", error.str())  # librdkafka reconnects by itself
+        else:
+            log.warning("offsets consumer: %s", error.str())
 
     def _ends(self) -> dict[int, int] | None:
+        """Every assigned partition's position when each has been read to its high watermark, else None. After a
+        connection error the watermarks come from the brokers, not the cache, until one such check succeeds."""
+        losses = self._contact_losses
+        ends = self._read_ends(fresh=losses != self._confirmed_losses)
+        if ends is not None:
+            self._confirmed_losses = losses
+        return ends
+
+    def _read_ends(self, fresh: bool) -> dict[int, int] | None:
         consumer = self._require()
         partitions = [TopicPartition(self.topic, p) for p in sorted(self.assigned)]
         if not partitions:
@@ -117,7 +228,11 @@ class OffsetsConsumer:
             positions.update({tp.partition: tp.offset for tp in consumer.committed(unread, timeout=10)})
         ends = {}
         for tp in partitions:
-            low, high = consumer.get_watermark_offsets(tp, cached=True)
+            try:
+                low, high = consumer.get_watermark_offsets(tp, cached=not fresh, timeout=WATERMARK_TIMEOUT_S)
+            except KafkaException as exc:  # the brokers are still away
+                log.debug("offsets consumer: high watermark of %s unknown (%s)", tp.partition, exc)
+                return None
             if high < 0:  # nothing fetched from it yet
                 return None
             position = positions[tp.partition]
@@ -157,6 +272,7 @@ class OffsetsConsumer:
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         added = frozenset(tp.partition for tp in partitions)
         self.assigned = added  # an (eager) assignment replaces the last one
+        self._committed = {}
         assert self._loop is not None
         self._loop.call_soon_threadsafe(self._on_assigned, sorted(added))
 

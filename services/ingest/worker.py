@@ -36,7 +36,7 @@ from lagwatch.services.ingest.admin_offsets import AdminOffsets, offsets_topic_r
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.new_protocol_groups import TopicIds
-from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer
+from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer, ReadThrough
 from lagwatch.services.ingest.processor import AppliedBatch, BatchProcessor, Flush
 from lagwatch.services.ingest.records import RecordLike
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
@@ -49,6 +49,7 @@ from lagwatch.shared.kafka_client import client_kwargs, librdkafka_config
 from lagwatch.shared.redis_client import connect, reply
 from lagwatch.shared.service_lifecycle import Backoff, pause, run_until_signalled
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import WindowStore
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class IngestWorker:
         self.session_timeout_ms = int(config.ingest.session_timeout * 1000)
         self.redis = connect(config.redis)
         self.store = WindowStore(self.redis, config.window())
+        self.read_through = ReadThroughStore(self.redis, cluster)
         kafka = client_kwargs(cluster_config, cluster)
         rdkafka = self._rdkafka = librdkafka_config(cluster_config, cluster)
         self.offsets_source = cluster_config.offsets_source
@@ -140,13 +142,25 @@ class IngestWorker:
 
     def _new_consumer(self) -> OffsetsConsumer:
         return OffsetsConsumer(
-            self._consumer_config, self.topic, on_assigned=self._on_assigned, on_revoked=self._on_revoked
+            self._consumer_config,
+            self.topic,
+            on_assigned=self._on_assigned,
+            on_revoked=self._on_revoked,
+            on_contact_lost=self._on_contact_lost,
         )
 
     def _on_assigned(self, partitions: list[int]) -> None:
         log.info("ingest: assigned offsets-topic partitions %s", partitions)
         self.caught_up.clear()  # their commits since the last owner's last commit are still to be read
         self._announcing = asyncio.ensure_future(self._announce_behind())  # the poller must hear it now
+
+    def _on_contact_lost(self) -> None:
+        """The consumer lost the brokers: commits made meanwhile are unread until it is back and at the end again,
+        so the log-end poller must not sample log ends that moved past them (every group would look stopped)."""
+        if self.caught_up.is_set():
+            log.info("ingest %s: lost contact with Kafka; commits count as behind until read to the end", self.cluster)
+            self.caught_up.clear()
+            self._announcing = asyncio.ensure_future(self._announce_behind())
 
     async def _announce_behind(self) -> None:
         try:
@@ -248,14 +262,20 @@ class IngestWorker:
             fetched = await self.consumer.fetch(self.batch_size, 0.2, want_ends=not self.caught_up.is_set())
             self._forget_deleted_topics()
             if fetched.records:
-                if not await self._apply(cast("list[RecordLike]", fetched.records), fetched.at_end):
+                records = cast("list[RecordLike]", fetched.records)
+                if not await self._apply(records, fetched.at_end, fetched.read_through):
                     return  # stopping while Redis or Kafka was down: nothing more is committed
-            elif fetched.at_end and (self._inflight is None or self._inflight.done()):
-                self._caught_up(fetched.at_end)
+            else:
+                if fetched.at_end and (self._inflight is None or self._inflight.done()):
+                    self._caught_up(fetched.at_end)
+                if fetched.read_through is not None and await self._drain():
+                    await self._record_read_through(fetched.read_through)
             await self._apply_topic_deletions()
             await self._maybe_report_self()
 
-    async def _apply(self, records: Sequence[RecordLike], at_end: dict[int, int] | None) -> bool:
+    async def _apply(
+        self, records: Sequence[RecordLike], at_end: dict[int, int] | None, read_through: ReadThrough | None = None
+    ) -> bool:
         """Apply a batch to the windows in memory and start storing it, which overlaps the next fetch; False when a
         stop came while Redis or Kafka was down."""
         batch = self.processor.start(records)
@@ -266,7 +286,7 @@ class IngestWorker:
         if not await self._drain():
             return False
         flush = self.processor.take_flush(batch.observed_at)
-        self._inflight = asyncio.create_task(self._store_and_commit(batch, flush, at_end))
+        self._inflight = asyncio.create_task(self._store_and_commit(batch, flush, at_end, read_through))
         await asyncio.sleep(0)  # let it send its writes: Redis works on them while we fetch the next batch
         return True
 
@@ -327,7 +347,7 @@ class IngestWorker:
         log.info("ingest %s: reading commits through the admin API every %.1fs", self.cluster, self.offset_refresh)
         try:
             while not self.stopping.is_set():
-                started = time.monotonic()
+                started, asked_at = time.monotonic(), now_ms()
                 records = await self._retry("polling committed offsets", admin.poll)
                 if records is None:
                     return  # stopping
@@ -338,9 +358,16 @@ class IngestWorker:
                 if not await self._drain():
                     return
                 self.caught_up.set()  # everything seen is stored: log-end samples may go on
+                await self._record_admin_read_through(asked_at)
                 await self._sleep(max(0.0, self.offset_refresh - (time.monotonic() - started)))
         finally:
             admin.close()
+
+    async def _record_admin_read_through(self, asked_at: int) -> None:
+        try:  # the poll that just stored its changes was asked at `asked_at` (a retried poll: later, still true)
+            await self.read_through.record_admin(workers.worker_shard(), asked_at)
+        except (RedisError, OSError) as exc:
+            log.debug("ingest %s: could not record how far it read (%s)", self.cluster, exc)
 
     def _forget_deleted_topics(self) -> None:
         """The poller removed deleted topics from Redis; their rings must leave memory too (or a later write would
@@ -365,7 +392,9 @@ class IngestWorker:
         inflight, self._inflight = self._inflight, None
         return True if inflight is None else await inflight
 
-    async def _store_and_commit(self, batch: AppliedBatch, flush: Flush, at_end: dict[int, int] | None) -> bool:
+    async def _store_and_commit(
+        self, batch: AppliedBatch, flush: Flush, at_end: dict[int, int] | None, read_through: ReadThrough | None
+    ) -> bool:
         # Redis and the history topic at once: the batch waits for the slower of the two, not for both in turn
         stored, archived = await asyncio.gather(self._store_with_retry(flush, batch.tally), self._archive(batch))
         if not (stored and archived):
@@ -378,7 +407,17 @@ class IngestWorker:
         self.batches_done += 1
         if at_end:
             self._caught_up(at_end)
+        if read_through is not None:
+            await self._record_read_through(read_through)
         return True
+
+    async def _record_read_through(self, read_through: ReadThrough) -> None:
+        """Tell the evaluator and the api how far the commits are stored (shared/read_through.py): the rules judge
+        no later than that. Best effort: the next one, a quarter of a second on, says more."""
+        try:
+            await self.read_through.record_partitions(read_through.partitions, read_through.at_ms)
+        except (RedisError, OSError) as exc:
+            log.debug("ingest %s: could not record how far it read (%s)", self.cluster, exc)
 
     async def _archive(self, batch: AppliedBatch) -> bool:
         """The batch's commits on the history topic before the position moves on (none lost to the replay)."""

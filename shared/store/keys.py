@@ -10,6 +10,9 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:c:{<cluster>}:poller           STR   lease: id of the ingest worker polling broker offsets (expires)
     lw:c:{<cluster>}:behind           HASH  ingest worker id -> until when (ms) its commits are behind: the poller
                                             takes no log-end samples meanwhile (any worker's groups would look stopped)
+    lw:c:{<cluster>}:read-through     HASH  offsets-topic partition, or "admin:<worker>/<workers>" -> the instant
+                                            (ms) through which the ingest has stored its commits: the rules judge
+                                            no later than the oldest of them plus a grace (shared/read_through.py)
     lw:c:{<cluster>}:topic-deletions  HASH  "<group>\n<topic>" -> when (ms) the api deleted the topic from the group;
                                             the ingest worker holding the group in memory drops it there, then the entry
     lw:c:{<cluster>}:stats            HASH  ingest counters (records, decode errors by type, outcomes, ...)
@@ -90,6 +93,10 @@ def poller_lease(cluster: str) -> str:
 
 def ingest_behind(cluster: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:behind"
+
+
+def read_through(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:read-through"
 
 
 def topic_deletions(cluster: str) -> str:
