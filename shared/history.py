@@ -1,18 +1,21 @@
 """The history lagwatch keeps of what it ingested, for the Spark replay (`lagwatch.spark`).
 
-Two kinds of normalized records, one flat shape so a file or a topic can hold both:
+Three kinds of normalized records, one flat shape so a file or a topic can hold them all:
 
-| column            | commit                                   | broker (a log-end offset sample)  |
-| ----------------- | ---------------------------------------- | --------------------------------- |
-| `kind`            | `"commit"`                               | `"broker"`                        |
-| `cluster`         | cluster name                             | cluster name                      |
-| `group`           | consumer group                           | null                              |
-| `topic`           | topic                                    | topic                             |
-| `partition`       | partition                                | partition                         |
-| `offset`          | committed offset                         | log-end offset                    |
-| `commit_timestamp`| commit timestamp from the record (ms)    | null                              |
-| `order`           | offset of the record in the offsets topic| null                              |
-| `observed_at`     | when lagwatch read the commit (ms)       | when the log end was sampled (ms) |
+| column            | commit                                | broker (log-end sample) | log-start (log-start sample) |
+| ----------------- | ------------------------------------- | ----------------------- | ---------------------------- |
+| `kind`            | `"commit"`                            | `"broker"`              | `"log-start"`                |
+| `cluster`         | cluster name                          | cluster name            | cluster name                 |
+| `group`           | consumer group                        | null                    | null                         |
+| `topic`           | topic                                 | topic                   | topic                        |
+| `partition`       | partition                             | partition               | partition                    |
+| `offset`          | committed offset                      | log-end offset          | log-start offset             |
+| `commit_timestamp`| commit timestamp from the record (ms) | null                    | null                         |
+| `order`           | offset of the record in offsets topic | null                    | null                         |
+| `observed_at`     | when lagwatch read the commit (ms)    | when sampled (ms)       | when sampled (ms)            |
+
+Log-start samples (every `topic-refresh`) let the replay estimate retention risk as the evaluator does
+(`shared/retention.py`, from the log start's pace; the topics' `retention.ms` is not in the history).
 
 On the history topic (`lagwatch.history`) each record is one JSON object with these keys, keyed by
 `<cluster>/<group>` (commits) or `<cluster>/<topic>` (samples). In files, Parquet with `HISTORY_COLUMNS`, laid out
@@ -32,7 +35,9 @@ from lagwatch.shared.window import Commit
 
 KIND_COMMIT = "commit"
 KIND_BROKER = "broker"
-KINDS = (KIND_COMMIT, KIND_BROKER)
+KIND_LOG_START = "log-start"
+KINDS = (KIND_COMMIT, KIND_BROKER, KIND_LOG_START)
+SAMPLE_KINDS = (KIND_BROKER, KIND_LOG_START)
 
 # (name, type) in file order; the types are Arrow / Spark SQL type names shared by the archiver and the job
 HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -100,10 +105,13 @@ def encode_commit(
     return f"{cluster}/{group}".encode(), value.encode()
 
 
-def broker_records(cluster: str, by_topic: dict[str, dict[int, int]], sampled_at: int) -> Iterator[HistoryRecord]:
+def broker_records(
+    cluster: str, by_topic: dict[str, dict[int, int]], sampled_at: int, kind: str = KIND_BROKER
+) -> Iterator[HistoryRecord]:
+    """A poll's samples: log ends (`KIND_BROKER`) or log starts (`KIND_LOG_START`)."""
     for topic, offsets in by_topic.items():
         for partition, offset in offsets.items():
-            yield HistoryRecord(KIND_BROKER, cluster, None, topic, partition, offset, None, None, sampled_at)
+            yield HistoryRecord(kind, cluster, None, topic, partition, offset, None, None, sampled_at)
 
 
 def decode(value: bytes) -> HistoryRecord:

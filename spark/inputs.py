@@ -13,7 +13,7 @@ from pyspark.sql.types import StructField, StructType
 from pyspark.sql.utils import AnalysisException
 
 from lagwatch.shared.config import Config, ConfigError
-from lagwatch.shared.history import COLUMN_NAMES, HISTORY_COLUMNS, KIND_BROKER, KIND_COMMIT
+from lagwatch.shared.history import COLUMN_NAMES, HISTORY_COLUMNS, KIND_COMMIT, KINDS
 from lagwatch.shared.kafka_client import java_client_options
 from lagwatch.spark.spark_types import spark_type
 
@@ -135,7 +135,7 @@ def bad_row_reason() -> Column:
     """Why a row cannot be replayed (a short reason), or null for a good row."""
     is_commit = F.col("kind") == KIND_COMMIT
     return (
-        F.when(F.col("kind").isNull() | ~F.col("kind").isin(KIND_COMMIT, KIND_BROKER), F.lit("unknown kind"))
+        F.when(F.col("kind").isNull() | ~F.col("kind").isin(*KINDS), F.lit("unknown kind"))
         .when(F.col("cluster").isNull() | (F.col("cluster") == ""), F.lit("no cluster"))
         .when(F.col("topic").isNull() | (F.col("topic") == ""), F.lit("no topic"))
         .when(_non_negative("partition"), F.lit("bad partition"))

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from lagwatch.shared.explanation import Explanation, explain
+from lagwatch.shared.history import KIND_COMMIT, KIND_LOG_START, HistoryRecord
 from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig, Status
+from lagwatch.shared.retention import RetentionRisk, group_risk, retention_risk
 from lagwatch.shared.rules import caught_up_status, partition_status, summarize_group
 from lagwatch.shared.status_event import Incident, build_event, next_incident
 from lagwatch.shared.time_lag import Sample, TimeLag, add_sample, time_lag, worst
@@ -58,6 +60,7 @@ class SampleInput(NamedTuple):
     partition: int
     offset: int
     sampled_at: int
+    log_start: bool = False  # a log-start sample (retention risk), else a log-end sample
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,8 @@ class TimelineRow(NamedTuple):
     catchup_seconds: float | None = None  # the group's time to catch up (velocity.py); None: never or unknown
     lag_growth_per_second: float | None = None
     explanation: str | None = None  # the explanation's code (explanation.py)
+    retention_risk_seconds: float | None = None  # until retention deletes unconsumed messages (retention.py)
+    skipped_messages: int = 0  # deleted before they were consumed
 
 
 @dataclass(slots=True)
@@ -97,6 +102,7 @@ class _Partition:
     entries: list[OffsetEntry] = field(default_factory=list)
     broker: list[int] = field(default_factory=list)
     history: list[Sample] = field(default_factory=list)
+    log_start: list[Sample] = field(default_factory=list)
 
 
 class _Group:
@@ -120,8 +126,11 @@ class _Group:
 
     def add_sample(self, s: SampleInput) -> None:
         part = self.partition((s.topic, s.partition))
-        add_broker_offset(part.broker, s.offset, self.config.window.intervals)
         w = self.config.window
+        if s.log_start:  # kept as the live store keeps them (`add_log_start_polls`)
+            add_sample(part.log_start, Sample(s.offset, s.sampled_at), w.lag_history_ms, w.lag_history_samples)
+            return
+        add_broker_offset(part.broker, s.offset, w.intervals)
         add_sample(part.history, Sample(s.offset, s.sampled_at), w.lag_history_ms, w.lag_history_samples)
 
     def add_commit(self, c: CommitInput) -> AddOutcome:
@@ -166,6 +175,16 @@ class _Group:
             out[tp] = partition_velocity(part.entries[-intervals:], part.history, lag, now)
         return out
 
+    def retention_risks(self, now: int) -> dict[TopicPartition, RetentionRisk]:
+        """Each partition's retention risk from its log-start samples, as the live evaluator estimates it where a
+        topic's `retention.ms` is unknown (the history does not hold it)."""
+        out = {}
+        for tp in sorted(self.windows):
+            part = self.topics[tp]
+            log_end = part.broker[-1] if part.broker else None
+            out[tp] = retention_risk(part.entries[-1].offset, log_end, part.log_start, None, None, now)
+        return out
+
     def next_flip(self, now: int) -> int:
         """The earliest time after `now` at which the clock alone could change the group's verdict."""
         flips = [self.last_commit + self.config.window.expire_group_ms + 1] if self.windows else []
@@ -187,6 +206,20 @@ def _partition_status(
         return caught_up_status(tp[0], tp[1], entries[0], entries[-1], len(entries), intervals, lag)
     ring = PartitionInput(tp[0], tp[1], padded_ring(entries, intervals), tuple(part.broker), lag)
     return partition_status(ring, now, rules)
+
+
+def replay_inputs(records: Iterable[HistoryRecord]) -> tuple[list[CommitInput], list[SampleInput]]:
+    """History records (`shared/history.py`) as replay inputs: the commits, and the log-end and log-start samples."""
+    commits: list[CommitInput] = []
+    samples: list[SampleInput] = []
+    for r in records:
+        if r.kind == KIND_COMMIT:
+            commits.append(
+                CommitInput(r.topic, r.partition, r.offset, r.commit_timestamp or 0, r.order or 0, r.observed_at)
+            )
+        else:
+            samples.append(SampleInput(r.topic, r.partition, r.offset, r.observed_at, r.kind == KIND_LOG_START))
+    return commits, samples
 
 
 def _ceil_tick(t: int, tick: int) -> int:
@@ -271,9 +304,11 @@ def _evaluate(state: _Group, now: int, result: ReplayResult) -> None:
     status, lags = state.evaluate(now)
     speeds = state.velocities(now)
     overall = group_velocity(speeds.values())
+    risks = state.retention_risks(now)
+    retention = group_risk(risks.values()) if risks else None
     # the history holds no group metadata: no rebalances, no membership
-    why = explain(status, speeds, overall, (), now, membership_known=False)
-    _record_timeline(state, now, status, lags, overall, why, result)
+    why = explain(status, speeds, overall, (), now, membership_known=False, retention=retention)
+    _record_timeline(state, now, status, lags, overall, why, retention, result)
     new = status.status if status else Status.NOTFOUND
     if new == state.status:
         return
@@ -292,6 +327,7 @@ def _evaluate(state: _Group, now: int, result: ReplayResult) -> None:
             time_lags=lags or None,
             velocities=speeds if status is not None else None,
             explanation=why,
+            retention=risks if status is not None else None,
         )
     )
     state.status, state.incident = new, keeps
@@ -304,6 +340,7 @@ def _record_timeline(
     lags: dict[TopicPartition, TimeLag | None],
     velocity: Velocity,
     why: Explanation,
+    retention: RetentionRisk | None,
     result: ReplayResult,
 ) -> None:
     if status is None:
@@ -327,6 +364,8 @@ def _record_timeline(
             None if velocity.catchup_seconds is None else round(velocity.catchup_seconds, 3),
             None if velocity.lag_growth is None else round(velocity.lag_growth, 3),
             why.code,
+            None if retention is None or retention.seconds is None else round(retention.seconds, 3),
+            retention.skipped if retention is not None else 0,
         )
     if key != state.last_row:
         state.last_row = key

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lagwatch.shared.history import KIND_COMMIT
+from lagwatch.shared.history import KIND_COMMIT, KIND_LOG_START
 from lagwatch.shared.status_event import encode
 from lagwatch.spark.backtest import Variant, count_notifications
 from lagwatch.spark.replay import CommitInput, ReplayConfig, ReplayResult, SampleInput, replay_group
@@ -43,6 +43,8 @@ OUTPUT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("catchup_seconds", "double"),
     ("lag_growth_per_second", "double"),
     ("explanation", "string"),
+    ("retention_risk_seconds", "double"),
+    ("skipped_messages", "long"),
     # events
     ("seq", "int"),
     ("previous_status", "string"),
@@ -144,7 +146,7 @@ def _groups(
             if kind == KIND_COMMIT:
                 commits.append(CommitInput(topic, partition, offset, timestamp, order, observed_at))
             else:
-                samples.append(SampleInput(topic, partition, offset, observed_at))
+                samples.append(SampleInput(topic, partition, offset, observed_at, kind == KIND_LOG_START))
     if key is not None:
         yield key, commits, samples
 

@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from lagwatch.shared.config import Config, ConfigError, load_config
-from lagwatch.shared.history import COLUMN_NAMES
+from lagwatch.shared.history import COLUMN_NAMES, SAMPLE_KINDS
 from lagwatch.spark.backtest import BacktestError, Variant, load_variants, production_variant
 from lagwatch.spark.inputs import HistorySource
 from lagwatch.spark.replay import ReplayConfig
 from lagwatch.spark.replay_batches import (
-    OUTPUT_COLUMNS,
+    OUTPUT_NAMES,
     ROW_BACKTEST,
     ROW_EVENT,
     ROW_REPORT,
@@ -48,9 +48,14 @@ from lagwatch.spark.replay_batches import (
 )
 
 HISTORY_NAMES = list(COLUMN_NAMES)
-TIMELINE_COLUMNS = [name for name, _ in OUTPUT_COLUMNS[1:17]]
+TIMELINE_COLUMNS = list(OUTPUT_NAMES[OUTPUT_NAMES.index("cluster") : OUTPUT_NAMES.index("skipped_messages") + 1])
 EVENT_COLUMNS = ["cluster", "group", "seq", "at", "previous_status", "status", "incident_id", "totallag", "event"]
-REPORT_COLUMNS = ["cluster", "group", "status"] + [name for name, _ in OUTPUT_COLUMNS[21:35]]
+REPORT_COLUMNS = [
+    "cluster",
+    "group",
+    "status",
+    *OUTPUT_NAMES[OUTPUT_NAMES.index("observed_ms") : OUTPUT_NAMES.index("commits_stored") + 1],
+]
 BACKTEST_COUNTS = ["status_changes", "incidents", "notifications", "opens", "updates", "closes", "repeats"]
 BACKTEST_COLUMNS = ["variant", "cluster", "group", *BACKTEST_COUNTS, "ms_warn", "ms_err"]
 
@@ -209,7 +214,7 @@ def _replay(spark, good, job: ReplayJob):
 
     commits = good.where(F.col("kind") == "commit")
     group_topics = commits.select("cluster", "group", "topic").distinct()
-    samples = good.where(F.col("kind") == "broker").drop("group").join(group_topics, ["cluster", "topic"])
+    samples = good.where(F.col("kind").isin(*SAMPLE_KINDS)).drop("group").join(group_topics, ["cluster", "topic"])
     inputs = commits.unionByName(samples)
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     return (

@@ -1,5 +1,7 @@
 """Generated commit histories for tests, benchmarks and demos of the replay: one behaviour per group, each ending in a
-known status, with the log-end samples the broker-offset poller would have taken.
+known status, with the log-end and log-start samples the broker-offset poller would have taken. Retention keeps the
+last RETAINED_MESSAGES of each partition: late in the history the log start moves, never past a consumer's commits
+(the lagging group has a retention risk; no scenario skips messages).
 
 Scenarios (the group's final status under Burrow's default rules):
 
@@ -16,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lagwatch.shared.history import KIND_BROKER, KIND_COMMIT, HistoryRecord
+from lagwatch.shared.history import KIND_BROKER, KIND_COMMIT, KIND_LOG_START, HistoryRecord
 
 SCENARIOS = ("healthy", "lagging", "stalled", "stopped", "rewound", "idle")
 FINAL_STATUS = {"healthy": "OK", "lagging": "WARN", "stalled": "ERR", "stopped": "ERR", "rewound": "ERR", "idle": "OK"}
 PRODUCED_PER_STEP = 100  # messages produced per partition between two commits
+RETAINED_MESSAGES = 2500  # what retention keeps of a partition (its log start follows the log end this far behind)
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ def group_records(shape: HistoryShape, group_index: int, order_base: int) -> Ite
         for p in range(shape.partitions):
             offset = _log_end(scenario, (at - shape.start_ms) / shape.commit_interval_ms)
             yield HistoryRecord(KIND_BROKER, shape.cluster, None, topic, p, max(offset, 0), None, None, at)
+            start = max(0, offset - RETAINED_MESSAGES)
+            yield HistoryRecord(KIND_LOG_START, shape.cluster, None, topic, p, start, None, None, at)
     for step in range(steps):
         ts = shape.start_ms + step * shape.commit_interval_ms
         for p in range(shape.partitions):

@@ -51,7 +51,7 @@ def test_log_end_samples_are_keyed_by_topic():
         (b'{"kind": "commit"}', "missing cluster, group"),
         (COMMIT._replace(offset=-1).encode(), "offset must be a non-negative integer"),
         (COMMIT._replace(group="").encode(), "group is empty"),
-        (COMMIT._replace(kind="x").encode(), "kind must be one of commit, broker"),
+        (COMMIT._replace(kind="x").encode(), "kind must be one of commit, broker, log-start"),
     ],
 )
 def test_bad_records_say_what_is_wrong(value, problem):

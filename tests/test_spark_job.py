@@ -73,7 +73,7 @@ def test_every_group_ends_in_its_scenarios_status(replayed):
 
 
 def test_the_events_are_the_live_schema_marked_replayed_and_match_the_plain_python_replay(replayed):
-    from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group
+    from lagwatch.spark.replay import ReplayConfig, replay_group, replay_inputs
     from lagwatch.spark.synthetic_history import group_records
 
     _, out = replayed
@@ -90,12 +90,7 @@ def test_the_events_are_the_live_schema_marked_replayed_and_match_the_plain_pyth
         per_group.setdefault(event["group"], []).append((event["seq"], event["previous_status"], event["status"]))
     for index in range(SHAPE.groups):
         records = list(group_records(SHAPE, index, index * SHAPE.partitions * SHAPE.commits_per_partition))
-        commits = [
-            CommitInput(r.topic, r.partition, r.offset, r.commit_timestamp, r.order, r.observed_at)
-            for r in records
-            if r.kind == KIND_COMMIT
-        ]
-        samples = [SampleInput(r.topic, r.partition, r.offset, r.observed_at) for r in records if r.kind != KIND_COMMIT]
+        commits, samples = replay_inputs(records)
         expected = replay_group("prod", records[-1].group, commits, samples, ReplayConfig(), end_ms=SHAPE.end_ms)
         name = records[-1].group
         assert sorted(per_group[name]) == [(e["seq"], e["previous_status"], e["status"]) for e in expected.events]
@@ -109,6 +104,12 @@ def test_the_timeline_has_a_row_per_change(replayed):
     assert list(stopped.groupby("group")["status"].last().unique()) == ["ERR"]
     assert (timeline.groupby("group")["at"].is_monotonic_increasing).all()
     assert timeline["max_lag_seconds"].notna().any()
+    # retention risk from the history's log-start samples: the lagging groups' unread messages near deletion
+    last = timeline.groupby("group").last()
+    lagging, healthy = last[last.index.str.startswith("lagging")], last[last.index.str.startswith("healthy")]
+    assert lagging["retention_risk_seconds"].notna().all() and (lagging["retention_risk_seconds"] > 0).all()
+    assert healthy["retention_risk_seconds"].isna().all()  # nothing unconsumed, nothing at risk
+    assert (last["skipped_messages"] == 0).all()
 
 
 def test_the_backtest_compares_variants_side_by_side(replayed):

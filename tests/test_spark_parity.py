@@ -58,6 +58,8 @@ async def test_the_replay_of_the_archived_history_gives_the_live_status_changes(
         await eventually(lambda: _archived(archiver, total), timeout=30)
     files = list((tmp_path / "history").rglob("*.parquet"))
     assert files and all("cluster=local" in str(f) for f in files)
+    kinds = set(pd.read_parquet(tmp_path / "history")["kind"])
+    assert kinds == {"commit", "broker", "log-start"}  # log starts too: the replay's retention risk
 
     # 3. the Spark job replays the files with the same rules, ticking as often as the ingest polled
     from lagwatch.spark.reprocess import ReprocessOptions, run

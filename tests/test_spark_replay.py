@@ -9,14 +9,13 @@ import jsonschema
 import pytest
 
 from lagwatch.shared.config import load_config
-from lagwatch.shared.history import KIND_COMMIT
 from lagwatch.shared.notification_policy import Policy
 from lagwatch.shared.protocol import RuleConfig, Status
 from lagwatch.shared.status_event import schema
 from lagwatch.shared.window import WindowConfig
 from lagwatch.spark.backtest import BacktestError, count_notifications, variants_from_document
 from lagwatch.spark.charts import GroupChart, page
-from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group, status_changes
+from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group, replay_inputs, status_changes
 from lagwatch.spark.replay_batches import ReplayJob, replay_rows
 from lagwatch.spark.report import group_report, weighted_percentile
 from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, group_records, scenario_of
@@ -26,13 +25,7 @@ T0 = SHAPE.start_ms
 
 
 def inputs_of(group_index: int, shape: HistoryShape = SHAPE) -> tuple[list[CommitInput], list[SampleInput]]:
-    commits, samples = [], []
-    for r in group_records(shape, group_index, 0):
-        if r.kind == KIND_COMMIT:
-            commits.append(CommitInput(r.topic, r.partition, r.offset, r.commit_timestamp, r.order, r.observed_at))
-        else:
-            samples.append(SampleInput(r.topic, r.partition, r.offset, r.observed_at))
-    return commits, samples
+    return replay_inputs(group_records(shape, group_index, 0))
 
 
 def replay_scenario(group_index: int, config: ReplayConfig | None = None):

@@ -27,6 +27,7 @@ from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
 from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.clock import now_ms
+from lagwatch.shared.history import KIND_LOG_START
 from lagwatch.shared.redis_client import reply
 from lagwatch.shared.service_lifecycle import pause
 from lagwatch.shared.store import keys, scripts
@@ -262,7 +263,10 @@ class BrokerOffsets:
         by_topic: dict[str, dict[int, int]] = {}
         for (topic, partition), offset in found.items():
             by_topic.setdefault(topic, {})[partition] = offset
-        await self.store.add_log_start_polls(self.cluster, by_topic, now_ms())
+        sampled_at = now_ms()
+        await self.store.add_log_start_polls(self.cluster, by_topic, sampled_at)
+        if self.history is not None:  # the replay's retention risk (shared/history.py)
+            await self.history.publish_samples(by_topic, sampled_at, KIND_LOG_START)
         if self.retention is not None:
             read = await self.retention.read(by_topic)
             if read:

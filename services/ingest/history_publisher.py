@@ -1,5 +1,5 @@
-"""The ingest's history writer: every decoded commit and every log-end sample, as `shared/history.py` records, to
-the history topic (`history.topic`, when `history.enabled`), for the archiver and the Spark replay.
+"""The ingest's history writer: every decoded commit and every log-end and log-start sample, as `shared/history.py`
+records, to the history topic (`history.topic`, when `history.enabled`), for the archiver and the Spark replay.
 
 Commits are durable: `publish_commits` returns once Kafka acknowledged them all (acks=all) and raises otherwise,
 and the ingest commits its offsets-topic position only after that, so a failure makes it read the batch again
@@ -21,7 +21,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from lagwatch.shared.history import broker_records
+from lagwatch.shared.history import KIND_BROKER, broker_records
 
 log = logging.getLogger(__name__)
 DELIVERY_TIMEOUT_S = 30.0
@@ -66,10 +66,13 @@ class HistoryPublisher:
             raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, f"history records not archived: {reason}"))
         return len(records)
 
-    async def publish_samples(self, by_topic: dict[str, dict[int, int]], sampled_at: int) -> None:
-        """Queue a poll's log-end samples (best effort: they go out with the next flush)."""
+    async def publish_samples(
+        self, by_topic: dict[str, dict[int, int]], sampled_at: int, kind: str = KIND_BROKER
+    ) -> None:
+        """Queue a poll's log-end (or log-start) samples (best effort: they go out with the next flush)."""
         try:
-            self._produce([(r.key(), r.encode()) for r in broker_records(self.cluster, by_topic, sampled_at)])
+            records = broker_records(self.cluster, by_topic, sampled_at, kind)
+            self._produce([(r.key(), r.encode()) for r in records])
         except KafkaException as exc:
             self.samples_lost += sum(len(p) for p in by_topic.values())
             log.warning("history: log-end samples not archived (%s); the history has a gap of one poll", exc)
