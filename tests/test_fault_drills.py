@@ -366,6 +366,12 @@ class Drill:
     def report(self) -> str:
         groups = sorted({e["group"] for e in self.status.events})
         lines = [f"  {g}: {self.status.transitions(g)}" for g in groups]
+        lines += [  # what each partition looked like when a group went bad: enough to tell why
+            f"  {e['group']} seq {e['seq']} {e['status']} at {e['evaluated_at']}: "
+            + ", ".join(f"{p['status']} lag {p['current_lag']} {p['start_offset']} -> {p['end_offset']}" for p in e["partitions"])
+            for e in self.status.events
+            if e["status"] in ("WARN", "ERR")
+        ][:20]
         lines += [f"  delivery {a.subscription} {a.kind} {a.notification_id}" for a in self.receiver.deliveries]
         lines.append(f"  status topic: {self.status.records} records, {len(self.status.events)} distinct events")
         lines += [f"  supervisor: {line}" for line in self.output if "exited" in line]
