@@ -368,7 +368,7 @@ class Drill:
         lines = [f"  {g}: {self.status.transitions(g)}" for g in groups]
         lines += [  # what each partition looked like when a group went bad: enough to tell why
             f"  {e['group']} seq {e['seq']} {e['status']} at {e['evaluated_at']}: "
-            + ", ".join(f"{p['status']} lag {p['current_lag']} {p['start_offset']} -> {p['end_offset']}" for p in e["partitions"])
+            + ", ".join(_described(p) for p in e["partitions"])
             for e in self.status.events
             if e["status"] in ("WARN", "ERR")
         ][:20]
@@ -533,3 +533,8 @@ async def test_kafka_outage_then_a_restart_that_loses_everything(tmp_path):
         await drill.quiet()
         drill.assert_exactly_once([*gone, *after])
         assert [s.restarts for s in drill.system.services] == [0, 0, 0, 0]
+
+
+def _described(partition: dict) -> str:
+    p = partition
+    return f"{p['status']} lag {p['current_lag']} {p['start_offset']} -> {p['end_offset']}"

@@ -10,9 +10,8 @@ in flight stored) and then commits its positions synchronously, so the next owne
 worker's windows end. Commits are only ever sent from that thread (`commit` queues them): a librdkafka call from
 the event loop's thread while a rebalance callback waits for the loop deadlocks.
 
-Losing the brokers (a connection error) makes librdkafka's cached high watermarks stale: a consumer that read up to
-them is not known to be at the end any more. The worker hears of it (`on_contact_lost`: its commits count as behind,
-so the log-end poller holds its samples) and the next end check asks the brokers instead of the cache.
+How far the commits are read (`ReadThrough`, shared/read_through.py) is measured against high watermarks asked of
+the brokers, never librdkafka's cache: after a lost connection the cache still says what the log ends were.
 """
 
 from __future__ import annotations
@@ -32,8 +31,6 @@ from lagwatch.shared.clock import now_ms
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-# errors that mean the brokers were (or are) out of reach: what the cache says of their logs may be stale
-CONTACT_ERRORS = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
 WATERMARK_TIMEOUT_S = 2.0
 READ_THROUGH_EVERY_S = 0.25  # how often the brokers are asked how far the partitions go (shared/read_through.py)
 OFFSET_LATEST = -1  # ListOffsets' "latest": the high watermark
@@ -72,13 +69,9 @@ class OffsetsConsumer:
         *,
         on_assigned: Callable[[list[int]], None],
         on_revoked: Callable[[list[int]], Coroutine[Any, Any, None]],
-        on_contact_lost: Callable[[], None] = lambda: None,
     ) -> None:
         self.topic = topic
-        self._config = {**config, "error_cb": self._error}
-        self._on_contact_lost = on_contact_lost
-        self._contact_losses = 0  # connection errors so far; the end check asks the brokers while any is unconfirmed
-        self._confirmed_losses = 0
+        self._config = config
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
         self._consumer: Consumer | None = None
@@ -198,26 +191,7 @@ class OffsetsConsumer:
                 return False
         return True
 
-    def _error(self, error: KafkaError) -> None:
-        """librdkafka's client-level errors (on the consumer's thread, from `consume`)."""
-        if error.code() in CONTACT_ERRORS:
-            self._contact_losses += 1
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._on_contact_lost)
-            log.info("offsets consumer: %s", error.str())  # librdkafka reconnects by itself
-        else:
-            log.warning("offsets consumer: %s", error.str())
-
     def _ends(self) -> dict[int, int] | None:
-        """Every assigned partition's position when each has been read to its high watermark, else None. After a
-        connection error the watermarks come from the brokers, not the cache, until one such check succeeds."""
-        losses = self._contact_losses
-        ends = self._read_ends(fresh=losses != self._confirmed_losses)
-        if ends is not None:
-            self._confirmed_losses = losses
-        return ends
-
-    def _read_ends(self, fresh: bool) -> dict[int, int] | None:
         consumer = self._require()
         partitions = [TopicPartition(self.topic, p) for p in sorted(self.assigned)]
         if not partitions:
@@ -228,11 +202,7 @@ class OffsetsConsumer:
             positions.update({tp.partition: tp.offset for tp in consumer.committed(unread, timeout=10)})
         ends = {}
         for tp in partitions:
-            try:
-                low, high = consumer.get_watermark_offsets(tp, cached=not fresh, timeout=WATERMARK_TIMEOUT_S)
-            except KafkaException as exc:  # the brokers are still away
-                log.debug("offsets consumer: high watermark of %s unknown (%s)", tp.partition, exc)
-                return None
+            low, high = consumer.get_watermark_offsets(tp, cached=True)
             if high < 0:  # nothing fetched from it yet
                 return None
             position = positions[tp.partition]

@@ -146,21 +146,12 @@ class IngestWorker:
             self.topic,
             on_assigned=self._on_assigned,
             on_revoked=self._on_revoked,
-            on_contact_lost=self._on_contact_lost,
         )
 
     def _on_assigned(self, partitions: list[int]) -> None:
         log.info("ingest: assigned offsets-topic partitions %s", partitions)
         self.caught_up.clear()  # their commits since the last owner's last commit are still to be read
         self._announcing = asyncio.ensure_future(self._announce_behind())  # the poller must hear it now
-
-    def _on_contact_lost(self) -> None:
-        """The consumer lost the brokers: commits made meanwhile are unread until it is back and at the end again,
-        so the log-end poller must not sample log ends that moved past them (every group would look stopped)."""
-        if self.caught_up.is_set():
-            log.info("ingest %s: lost contact with Kafka; commits count as behind until read to the end", self.cluster)
-            self.caught_up.clear()
-            self._announcing = asyncio.ensure_future(self._announce_behind())
 
     async def _announce_behind(self) -> None:
         try:
