@@ -58,6 +58,55 @@ def next_incident(
     return current, current
 
 
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    """A transition: the group's status, transition number and incident after it, and the event announcing it."""
+
+    status: Status
+    seq: int
+    incident: Incident  # the incident the group keeps (closed: Incident(None, None))
+    event: dict[str, Any]
+
+
+def transition(
+    cluster: str,
+    group: str,
+    previous: Status,
+    seq_so_far: int,
+    incident: Incident,
+    group_status: GroupStatus | None,
+    now_ms: int,
+    *,
+    replayed: bool = False,
+    time_lags: Mapping[tuple[str, int], TimeLag | None] | None = None,
+    velocities: Mapping[tuple[str, int], Velocity] | None = None,
+    explanation: Explanation | None = None,
+    retention: Mapping[tuple[str, int], RetentionRisk] | None = None,
+) -> StatusChange | None:
+    """The status → event step, shared by the evaluator and the Spark replay: None when the status is unchanged,
+    else the next transition number, its incident and its event (`group_status` None: the group is gone)."""
+    new = group_status.status if group_status else Status.NOTFOUND
+    if new == previous:
+        return None
+    seq = seq_so_far + 1
+    carried, keeps = next_incident(previous, new, incident, cluster, group, seq, now_ms)
+    event = build_event(
+        cluster=cluster,
+        group=group,
+        seq=seq,
+        previous=previous,
+        group_status=group_status,
+        incident=carried,
+        evaluated_at=now_ms,
+        replayed=replayed,
+        time_lags=time_lags,
+        velocities=velocities,
+        explanation=explanation,
+        retention=retention,
+    )
+    return StatusChange(new, seq, keeps, event)
+
+
 def build_event(
     *,
     cluster: str,

@@ -29,7 +29,7 @@ from lagwatch.shared.history import KIND_COMMIT, KIND_LOG_START, HistoryRecord
 from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig, Status
 from lagwatch.shared.retention import RetentionRisk, group_risk, retention_risk
 from lagwatch.shared.rules import caught_up_status, partition_status, summarize_group
-from lagwatch.shared.status_event import Incident, build_event, next_incident
+from lagwatch.shared.status_event import Incident, transition
 from lagwatch.shared.time_lag import Sample, TimeLag, add_sample, time_lag, worst
 from lagwatch.shared.velocity import Velocity, group_velocity, partition_velocity
 from lagwatch.shared.window import (
@@ -309,28 +309,23 @@ def _evaluate(state: _Group, now: int, result: ReplayResult) -> None:
     # the history holds no group metadata: no rebalances, no membership
     why = explain(status, speeds, overall, (), now, membership_known=False, retention=retention)
     _record_timeline(state, now, status, lags, overall, why, retention, result)
-    new = status.status if status else Status.NOTFOUND
-    if new == state.status:
-        return
-    state.seq += 1
-    carried, keeps = next_incident(state.status, new, state.incident, state.cluster, state.group, state.seq, now)
-    result.events.append(
-        build_event(
-            cluster=state.cluster,
-            group=state.group,
-            seq=state.seq,
-            previous=state.status,
-            group_status=status,
-            incident=carried,
-            evaluated_at=now,
-            replayed=True,
-            time_lags=lags or None,
-            velocities=speeds if status is not None else None,
-            explanation=why,
-            retention=risks if status is not None else None,
-        )
+    change = transition(
+        state.cluster,
+        state.group,
+        state.status,
+        state.seq,
+        state.incident,
+        status,
+        now,
+        replayed=True,
+        time_lags=lags or None,
+        velocities=speeds if status is not None else None,
+        explanation=why,
+        retention=risks if status is not None else None,
     )
-    state.status, state.incident = new, keeps
+    if change is not None:
+        result.events.append(change.event)
+        state.status, state.seq, state.incident = change.status, change.seq, change.incident
 
 
 def _record_timeline(

@@ -30,9 +30,9 @@ from lagwatch.shared.explanation import Explanation, explain
 from lagwatch.shared.group_filter import GroupFilter
 from lagwatch.shared.lag_sparkline import lag_sparkline
 from lagwatch.shared.lag_threshold_event import Threshold
-from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
+from lagwatch.shared.protocol import GroupStatus, RuleConfig
 from lagwatch.shared.retention import group_risk
-from lagwatch.shared.status_event import build_event, encode, next_incident
+from lagwatch.shared.status_event import encode, transition
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
 from lagwatch.shared.store.results_store import GroupResult, ResultsStore, result_of
@@ -290,27 +290,22 @@ class GroupEvaluator:
         retention: dict | None = None,
     ) -> Transition | None:
         """The transition to record when the group's status changed (with its event), or None."""
-        new = status.status if status else Status.NOTFOUND
-        if new == state.status:
-            return None
-        seq = state.seq + 1
-        carried, keeps = next_incident(state.status, new, state.incident, self.cluster, group, seq, now)
-        event = encode(
-            build_event(
-                cluster=self.cluster,
-                group=group,
-                seq=seq,
-                previous=state.status,
-                group_status=status,
-                incident=carried,
-                evaluated_at=now,
-                time_lags=time_lags,
-                velocities=velocities,
-                explanation=explanation,
-                retention=retention,
-            )
+        change = transition(
+            self.cluster,
+            group,
+            state.status,
+            state.seq,
+            state.incident,
+            status,
+            now,
+            time_lags=time_lags,
+            velocities=velocities,
+            explanation=explanation,
+            retention=retention,
         )
-        return Transition(group, state.seq, new, keeps, event, now)
+        if change is None:
+            return None
+        return Transition(group, state.seq, change.status, change.incident, encode(change.event), now)
 
     async def _publish(self, outbox: list[tuple[str, list[bytes]]]) -> int:
         """Publish every event (in order per group) and clear what Kafka acknowledged. A failure leaves the events
