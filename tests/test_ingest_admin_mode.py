@@ -10,6 +10,7 @@ says STALL; the group is ERR either way.
 
 import asyncio
 import contextlib
+import time
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
@@ -22,6 +23,7 @@ from test_status_end_to_end import Scenario as TopicScenario
 from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import WindowStore
 
 STEP = 0.8  # between two steps of a scenario: longer than the ingest's poll (0.3 s) and the evaluator's sweep
@@ -148,6 +150,9 @@ async def test_groups_polled_through_the_admin_api_reach_the_same_statuses_as_fr
                 await topic.read()
                 for name, expected in EXPECTED.items():
                     assert topic.transitions(f"g-{name}") == expected, name
+                # how far it read: the time each poll was asked, which the rules' clock follows (read_through.py)
+                instants = await ReadThroughStore(store.redis, CLUSTER).instants()
+                assert len(instants) == 1 and time.time() * 1000 - instants[0] < 5_000
             finally:
                 for s in scenarios.values():
                     with contextlib.suppress(Exception):
