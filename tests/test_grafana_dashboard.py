@@ -271,11 +271,12 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
             )
         }
         sweep_age = await prometheus.series("time() - lagwatch_evaluator_last_sweep_timestamp_seconds", instant=True)
-        return groups, recorded, sweep_age
+        held = await prometheus.series("max by (cluster) (lagwatch_evaluator_clock_held_seconds)", instant=True)
+        return groups, recorded, sweep_age, held
 
-    groups, recorded, sweep_age = run(check, prometheus_url)
+    groups, recorded, sweep_age, held = run(check, prometheus_url)
     rules = [r for g in groups for r in g["rules"]]
-    assert len(rules) == 25
+    assert len(rules) == 26
     assert [(r["name"], r["lastError"]) for r in rules if r["health"] != "ok"] == []
     assert {name: series for name, series in recorded.items() if not series} == {}
     (behind,) = recorded["cluster:lagwatch_ingest_behind_seconds:max"]
@@ -287,6 +288,8 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
     assert counts.get("3", 0) >= 2  # demo-stalled and demo-stopped are ERR
     # the demo sweeps every second: the sweep gauge is fresh, so LagwatchEvaluatorSweepsLate stays quiet
     assert sweep_age and all(float(s["value"][1]) < 10 for s in sweep_age)
+    # the ingest reads the demo's offsets as they come: the rules' clock is not held (LagwatchRulesClockHeld quiet)
+    assert held and all(float(s["value"][1]) < 5 for s in held)
     firing = {r["name"] for r in rules if r["type"] == "alerting" and r["state"] != "inactive"}
     assert "LagwatchNotifierDeadLetters" in firing  # the refused subscription's dead letters
     assert not firing & {"LagwatchIngestBehind", "LagwatchEvaluatorSweepsLate", "LagwatchTargetDown"}
