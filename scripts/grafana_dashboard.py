@@ -328,6 +328,15 @@ ROWS = [
                 " LagwatchEvaluatorScheduleLate.",
             ),
             Panel(
+                "Evaluator: rules' clock held behind",
+                "timeseries",
+                [Target(f"lagwatch_evaluator_clock_held_seconds{{{CLUSTER}}}", "{{instance}}")],
+                unit="s",
+                description="How far the rules' clock was behind the wall clock at the last evaluation: the ingest had"
+                " not read the offsets topic that far, and no consumer can be found stopped meanwhile (rules.md"
+                " section 3). Tenths of a second are normal. Alert: LagwatchRulesClockHeld.",
+            ),
+            Panel(
                 "Evaluator: busy share",
                 "timeseries",
                 [
