@@ -319,3 +319,15 @@ async def test_how_far_the_commits_are_read_stops_during_a_kafka_outage_and_resu
 async def _read_through_after(store, at_ms):
     instants = await store.instants()
     return bool(instants) and min(instants) > at_ms
+
+
+async def test_with_start_latest_old_commits_left_unread_do_not_hold_the_rules_clock(kafka, redis_server, redis):
+    """`start-latest` skips what the offsets topic held before the first start: those records are never read, and
+    how far the worker has read must still follow the clock (else no STOP would ever be found)."""
+    kafka.create_topic("orders", 1)
+    async with OffsetsTopicWriter(kafka.bootstrap) as writer:
+        await writer.commit("billing", "orders", 0, 3)  # before lagwatch ever ran: skipped
+        config = make_config(kafka.bootstrap, redis_server.url, **{f"CLUSTERS__{CLUSTER}__START_LATEST": "true"})
+        async with running(IngestWorker(config, CLUSTER)):
+            read_through = ReadThroughStore(redis, CLUSTER)
+            await eventually(lambda: _read_through_after(read_through, time.time() * 1000 - 1000), timeout=30)

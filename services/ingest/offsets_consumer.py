@@ -72,6 +72,7 @@ class OffsetsConsumer:
     ) -> None:
         self.topic = topic
         self._config = config
+        self._starts_latest = config.get("auto.offset.reset") == "latest"
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
         self._consumer: Consumer | None = None
@@ -172,7 +173,8 @@ class OffsetsConsumer:
 
     def _reached(self, consumer: Consumer, positions: list[TopicPartition], highs: dict[int, int]) -> bool:
         """Every position is at or past its high watermark. A partition with nothing consumed since the assignment
-        (position unset) is where the group left off, or at the log start where it never committed."""
+        (position unset) is where the group left off; where it never committed, at the log start, or (start-latest)
+        at the end."""
         unread = [
             TopicPartition(self.topic, tp.partition)
             for tp in positions
@@ -185,7 +187,9 @@ class OffsetsConsumer:
             position = tp.offset
             if position == OFFSET_INVALID:
                 position = self._committed[tp.partition]
-                if position < 0:
+                if position < 0 and self._starts_latest:  # nothing before the start is ever read: not behind
+                    position = highs[tp.partition]
+                elif position < 0:
                     position = consumer.get_watermark_offsets(tp, cached=True)[0]
             if highs[tp.partition] > 0 and position < highs[tp.partition]:
                 return False
