@@ -31,11 +31,19 @@ class LagTopic(StatusTopic):
         super().__init__(bootstrap, LAG_TOPIC, schema())
 
     async def until(self, n, timeout=20):
+        """The first `n` distinct events. Publishing is at least once: when two evaluators race, the one that did
+        not record a crossing may still publish its pending event before the other's acknowledgement clears it; a
+        repeat carries the same `event_id`, by which consumers (the notifier) drop it."""
+
         async def enough():
-            return len(await self.read()) >= n
+            await self.read()
+            return len(self.distinct()) >= n
 
         await eventually(enough, timeout=timeout)
-        return [(e["group"], e["threshold_seconds"], e["above"], e["reason"]) for e in self.events]
+        return [(e["group"], e["threshold_seconds"], e["above"], e["reason"]) for e in self.distinct()]
+
+    def distinct(self):
+        return list({e["event_id"]: e for e in self.events}.values())  # in order of first appearance
 
 
 class DeadPublisher:  # Kafka refuses everything: crossings are recorded, their events stay in the outbox
