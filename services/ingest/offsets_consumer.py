@@ -32,6 +32,7 @@ from lagwatch.shared.clock import now_ms
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 WATERMARK_TIMEOUT_S = 2.0
+COMMITTED_TIMEOUT_S = 10.0
 READ_THROUGH_EVERY_S = 0.25  # how often the brokers are asked how far the partitions go (shared/read_through.py)
 OFFSET_LATEST = -1  # ListOffsets' "latest": the high watermark
 
@@ -150,8 +151,8 @@ class OffsetsConsumer:
             mark = self._mark = self._ask_highs(consumer)
             if mark is None:
                 return None
-        positions = consumer.position([TopicPartition(self.topic, p) for p in mark.highs])
-        if not self._reached(consumer, positions, mark.highs):
+        positions = self._positions(consumer, mark.highs)
+        if any(positions[p] < high for p, high in mark.highs.items() if high > 0):
             return None
         self._mark = None
         return ReadThrough(mark.asked_at_ms, frozenset(mark.highs))
@@ -171,53 +172,43 @@ class OffsetsConsumer:
             return None
         return _Mark(asked_at, {tp.partition: tp.offset for tp in answer}, revocations)
 
-    def _reached(self, consumer: Consumer, positions: list[TopicPartition], highs: dict[int, int]) -> bool:
-        """Every position is at or past its high watermark. A partition with nothing consumed since the assignment
-        (position unset) is where the group left off; where it never committed, at the log start, or (start-latest)
-        at the end."""
-        unread = [
-            TopicPartition(self.topic, tp.partition)
-            for tp in positions
-            if tp.offset == OFFSET_INVALID and tp.partition not in self._committed
-        ]
-        if unread:  # asked once per assignment: nothing consumed, so nothing committed since
-            answer = consumer.committed(unread, timeout=WATERMARK_TIMEOUT_S)
-            self._committed.update({tp.partition: tp.offset for tp in answer})
-        for tp in positions:
-            position = tp.offset
-            if position == OFFSET_INVALID:
-                position = self._committed[tp.partition]
-                if position < 0 and self._starts_latest:  # nothing before the start is ever read: not behind
-                    position = highs[tp.partition]
-                elif position < 0:
-                    position = consumer.get_watermark_offsets(tp, cached=True)[0]
-            if highs[tp.partition] > 0 and position < highs[tp.partition]:
-                return False
-        return True
-
     def _ends(self) -> dict[int, int] | None:
+        """Every assigned partition's position when each has been read to its (cached) high watermark, else None."""
         consumer = self._require()
-        partitions = [TopicPartition(self.topic, p) for p in sorted(self.assigned)]
-        if not partitions:
-            return None
-        positions = {tp.partition: tp.offset for tp in consumer.position(partitions)}
-        unread = [TopicPartition(self.topic, p) for p, offset in positions.items() if offset == OFFSET_INVALID]
-        if unread:  # nothing consumed from them since the assignment: where the group left off is their position
-            positions.update({tp.partition: tp.offset for tp in consumer.committed(unread, timeout=10)})
-        ends = {}
-        for tp in partitions:
-            low, high = consumer.get_watermark_offsets(tp, cached=True)
+        highs = {}
+        for p in sorted(self.assigned):
+            high = consumer.get_watermark_offsets(TopicPartition(self.topic, p), cached=True)[1]
             if high < 0:  # nothing fetched from it yet
                 return None
-            position = positions[tp.partition]
-            if position < 0:  # never committed, nothing consumed: at its end only when it holds nothing
-                if high > low:
-                    return None
-                position = high
-            elif position < high:
-                return None
-            ends[tp.partition] = position
-        return ends
+            highs[p] = high
+        if not highs:
+            return None
+        positions = self._positions(consumer, highs)
+        return None if any(positions[p] < high for p, high in highs.items()) else positions
+
+    def _positions(self, consumer: Consumer, highs: dict[int, int]) -> dict[int, int]:
+        """Where the consumer reads each of these partitions next: its position; with nothing consumed since the
+        assignment, where the group left off (asked once per assignment: nothing consumed, nothing committed since);
+        where it never committed, where it starts: the log start, or with start-latest the end (`highs`)."""
+        asked = consumer.position([TopicPartition(self.topic, p) for p in highs])
+        positions = {tp.partition: tp.offset for tp in asked}
+        unread = [
+            TopicPartition(self.topic, p)
+            for p, offset in positions.items()
+            if offset == OFFSET_INVALID and p not in self._committed
+        ]
+        if unread:
+            answer = consumer.committed(unread, timeout=COMMITTED_TIMEOUT_S)
+            self._committed.update({tp.partition: tp.offset for tp in answer})
+        for p, offset in positions.items():
+            if offset != OFFSET_INVALID:
+                continue
+            offset = self._committed[p]
+            if offset < 0:
+                tp = TopicPartition(self.topic, p)
+                offset = highs[p] if self._starts_latest else consumer.get_watermark_offsets(tp, cached=True)[0]
+            positions[p] = offset
+        return positions
 
     # --- committing ------------------------------------------------------------------------------------------
 
