@@ -91,3 +91,15 @@ async def running(service):
     finally:
         service.stopping.set()
         await asyncio.wait_for(task, timeout=30)
+
+
+@contextlib.asynccontextmanager
+async def in_background(loop: Callable[[], Awaitable[object]]):
+    """Run `loop()` as a task while the block runs; cancel it (and wait for it) when the block ends."""
+    task = asyncio.create_task(loop())
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

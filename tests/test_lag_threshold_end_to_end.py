@@ -8,7 +8,7 @@ import dataclasses
 import time
 
 from faust.exceptions import ConsumerNotStarted
-from kafka_helpers import CLUSTER, eventually, make_config, produce, running
+from kafka_helpers import CLUSTER, eventually, in_background, make_config, produce, running
 from test_notifier_service import FAST
 from test_notifier_support import Receiver
 
@@ -31,13 +31,8 @@ async def producing(bootstrap, topic, every_s=0.2):
             await produce(bootstrap, topic, {0: 2})
             await asyncio.sleep(every_s)
 
-    task = asyncio.create_task(loop())
-    try:
+    async with in_background(loop):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_a_stopped_consumer_raises_the_lag_alert_while_burrow_says_ok_and_closes_it(kafka, redis_server):

@@ -11,7 +11,7 @@ import dataclasses
 import time
 
 from aiokafka import AIOKafkaProducer
-from kafka_helpers import CLUSTER, eventually, make_config, running
+from kafka_helpers import CLUSTER, eventually, in_background, make_config, running
 from prometheus_client import REGISTRY
 from test_lag_threshold_end_to_end import _assigned, _log_end
 from test_notifier_service import FAST
@@ -39,13 +39,10 @@ async def producing(bootstrap, topic, per_second=100):
                     await producer.send(topic, PAYLOAD, partition=0)
                 await asyncio.sleep(0.1)
 
-        task = asyncio.create_task(loop())
         try:
-            yield
+            async with in_background(loop):
+                yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
             await producer.flush()
 
 

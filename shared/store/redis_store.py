@@ -477,11 +477,7 @@ class WindowStore:
 
     async def partition_counts(self, cluster: str, topics: Iterable[str]) -> dict[str, int]:
         """The partition counts of these topics, as the broker-offset poller last saw them (unknown ones left out)."""
-        topics = sorted(topics)
-        if not topics:
-            return {}
-        counts = await reply(self.redis.hmget(keys.topics_index(cluster), topics))
-        return {topic: int(n) for topic, n in zip(topics, counts, strict=True) if n is not None}
+        return await self._topic_numbers(keys.topics_index(cluster), topics)
 
     async def set_topic_retention(self, cluster: str, retention_ms: Mapping[str, int | None]) -> None:
         """Record the topics' `retention.ms` as read from the broker (None: unlimited or compact-only)."""
@@ -496,11 +492,15 @@ class WindowStore:
 
     async def topic_retention_ms(self, cluster: str, topics: Iterable[str]) -> dict[str, int]:
         """The `retention.ms` of these topics where it is known (set_topic_retention)."""
-        topics = sorted(topics)
-        if not topics:
+        return await self._topic_numbers(keys.topic_retention(cluster), topics)
+
+    async def _topic_numbers(self, key: str, topics: Iterable[str]) -> dict[str, int]:
+        """A per-topic number from a topic -> number hash, for the topics that have one."""
+        names = sorted(topics)
+        if not names:
             return {}
-        values = await reply(self.redis.hmget(keys.topic_retention(cluster), topics))
-        return {topic: int(ms) for topic, ms in zip(topics, values, strict=True) if ms is not None}
+        values = await reply(self.redis.hmget(key, names))
+        return {topic: int(n) for topic, n in zip(names, values, strict=True) if n is not None}
 
     async def topic_offsets(self, cluster: str, topic: str) -> list[int | None] | None:
         """Latest log-end offset per partition of a topic, or None for an unknown topic."""
