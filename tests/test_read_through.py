@@ -3,8 +3,10 @@ which the ingest could not read the offsets topic does not make caught-up consum
 
 import time
 
+import aiohttp
 from evaluated import evaluate
 from kafka_helpers import CLUSTER, make_config
+from test_api import serving
 
 from lagwatch.shared.read_through import READ_THROUGH_GRACE_MS, judging_clock
 from lagwatch.shared.store.read_through_store import ReadThroughStore
@@ -67,3 +69,25 @@ async def test_entries_of_another_mode_or_worker_count_are_dropped_by_the_first_
     assert await store.instants() == [5_000]
     await ReadThroughStore(redis, CLUSTER).record_partitions([0, 1], 7_000)  # then in topic mode
     assert sorted(await store.instants()) == [7_000, 7_000]
+
+
+async def test_the_api_judges_at_the_evaluators_clock(redis_server, redis):
+    """The status route and the dashboard's group page compute a status on request: held as the evaluator is."""
+    config = make_config("127.0.0.1:1", redis_server.url, STORAGE__INTERVALS="3")
+    now = int(time.time() * 1000)
+    await stopped_group(redis, config, now)
+    paths = [f"/v3/kafka/{CLUSTER}/consumer/billing/status", f"/dashboard/api/group/{CLUSTER}/billing"]
+
+    async def statuses(api):
+        async with aiohttp.ClientSession() as http:
+            found = []
+            for path in paths:
+                async with http.get(api.url + path) as response:
+                    found.append((await response.json())["status"]["status"])
+            return found
+
+    async with serving(config) as api:
+        await ReadThroughStore(redis, CLUSTER).record_partitions(range(50), now - 10 * SECOND + 500)
+        assert await statuses(api) == ["OK", "OK"]  # judged 1.5 s after the last commit
+        await ReadThroughStore(redis, CLUSTER).record_partitions(range(50), int(time.time() * 1000))
+        assert await statuses(api) == ["ERR", "ERR"]

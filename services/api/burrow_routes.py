@@ -22,7 +22,6 @@ from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import ClusterConfig
 from lagwatch.shared.kafka_client import security_protocol
-from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import StoredGroup, StoredPartition
 from lagwatch.shared.store.results_store import ResultsStore
 
@@ -186,7 +185,7 @@ async def _status(request: web.Request, *, only_bad_partitions: bool) -> web.Res
     context = _context(request)
     cluster = request.match_info["cluster"]
     group = request.match_info["group"]
-    _, now = await ReadThroughStore(context.redis, cluster).judging_clock()  # as the evaluator judges
+    now = await context.judging_clock(cluster)
     stored = await context.live_group(cluster, group, now)
     if stored is None:
         body = statuses.not_found(cluster, group).to_json()

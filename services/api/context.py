@@ -18,6 +18,7 @@ from lagwatch.services.api.responses import ApiError
 from lagwatch.shared.config import Config
 from lagwatch.shared.redis_client import connect, reply
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
 
 
@@ -58,6 +59,10 @@ class ApiContext:
         if await self.knows_cluster(cluster):
             return cluster
         raise ApiError(404, "cluster not found")
+
+    async def judging_clock(self, cluster: str) -> int:
+        """The instant a status computed now is judged at: the evaluator's clock (shared/read_through.py)."""
+        return (await ReadThroughStore(self.redis, cluster).judging_clock())[1]
 
     async def live_group(self, cluster: str, group: str, at_ms: int) -> StoredGroup | None:
         """The group's windows, or None when it is unknown or expired (NOTFOUND)."""

@@ -97,7 +97,7 @@ async def overview(request: web.Request) -> web.Response:
 async def group(request: web.Request) -> web.Response:
     context = request.app[CONTEXT]
     cluster = await context.require_cluster(request.match_info["cluster"])
-    now = now_ms()
+    now = await context.judging_clock(cluster)  # as the evaluator and the status route judge
     stored = await context.live_group(cluster, request.match_info["group"], now)
     if stored is None:
         raise ApiError(404, "consumer group not found")
