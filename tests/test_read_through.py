@@ -91,3 +91,8 @@ async def test_the_api_judges_at_the_evaluators_clock(redis_server, redis):
         assert await statuses(api) == ["OK", "OK"]  # judged 1.5 s after the last commit
         await ReadThroughStore(redis, CLUSTER).record_partitions(range(50), int(time.time() * 1000))
         assert await statuses(api) == ["ERR", "ERR"]
+
+
+async def test_an_entry_lagwatch_did_not_write_is_left_out(redis_server, redis):
+    await redis.hset(f"lw:c:{{{CLUSTER}}}:read-through", mapping={"0": "garbage", "1": "5000"})
+    assert await ReadThroughStore(redis, CLUSTER).instants() == [5000]

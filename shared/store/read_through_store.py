@@ -45,7 +45,9 @@ class ReadThroughStore:
         await reply(self.redis.hset(self.key, mapping=fields))
 
     async def instants(self) -> list[int]:
-        return [int(v) for v in (await reply(self.redis.hgetall(self.key))).values()]
+        """The recorded instants; a value lagwatch did not write (not an integer) is left out, not fatal."""
+        values = (await reply(self.redis.hgetall(self.key))).values()
+        return [int(v) for v in values if v.isdigit()]
 
     async def judging_clock(self) -> tuple[int, int]:
         """(wall clock, the clock the rules judge at) now."""
