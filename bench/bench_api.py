@@ -23,8 +23,8 @@ import aiohttp
 from redis.asyncio import Redis
 
 from lagwatch.devkit.redis_server import RedisServer
+from lagwatch.shared.domain.window import Commit, WindowConfig
 from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.window import Commit, WindowConfig
 
 CLUSTER = "bench"
 TOPIC = "topic"

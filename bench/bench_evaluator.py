@@ -33,10 +33,10 @@ from lagwatch.devkit.offsets_topic_writer import (
 )
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.evaluator.evaluation import GroupEvaluator
-from lagwatch.shared.protocol import RuleConfig
+from lagwatch.shared.domain.protocol import RuleConfig
+from lagwatch.shared.domain.window import WindowConfig
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.status_store import StatusStore
-from lagwatch.shared.window import WindowConfig
 
 CLUSTER = "local"
 PROBE_TOPIC = "probe"

@@ -29,8 +29,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
-from lagwatch.shared.status_event import Incident, build_event, encode, new_incident_id, record_key
+from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
+from lagwatch.shared.domain.status_event import Incident, build_event, encode, new_incident_id, record_key
 
 CLUSTER = "local"
 STATUS_TOPIC = "lagwatch.status"

@@ -37,10 +37,10 @@ from redis.asyncio import Redis
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.changes import ChangePublisher
+from lagwatch.shared.domain.window import Commit, WindowConfig
+from lagwatch.shared.kafka.changes import ChangePublisher
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.window import Commit, WindowConfig
 
 CLUSTER = "local"
 PARTITIONS = 4

@@ -48,7 +48,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, offsets_partition_for
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared import offsets_codec as codec
+from lagwatch.shared.kafka import offsets_codec as codec
 
 BURROW = Path("/usr/bin/Burrow")
 ZOOKEEPER_JARS = "/usr/share/java/zookeeper.jar:/usr/share/java/*"

@@ -160,7 +160,7 @@ def _add_dev_commands(commands: _Commands) -> None:
 
 
 def _rules_eval(args: argparse.Namespace) -> int:
-    from lagwatch.shared.rules_request import RequestError, evaluate_request
+    from lagwatch.shared.domain.rules_request import RequestError, evaluate_request
 
     try:
         text = args.file.read_text() if args.file else sys.stdin.read()
@@ -179,7 +179,7 @@ def _rules_eval(args: argparse.Namespace) -> int:
 
 
 def _offsets_decode(args: argparse.Namespace) -> int:
-    from lagwatch.shared.offsets_codec import CodecError, decode_record, record_to_json
+    from lagwatch.shared.kafka.offsets_codec import CodecError, decode_record, record_to_json
 
     key = _hex(args.key_hex, "key")
     value = None if args.value_hex is None else _hex(args.value_hex, "value")
@@ -294,8 +294,8 @@ def _notify_replay_dlq(args: argparse.Namespace) -> int:
 async def _replay_dlq(config, cluster: str, subscription: str | None, since_ms: int | None) -> dict:
     from lagwatch.services.notifier.dlq import read_dead_letters, replay, select
     from lagwatch.services.notifier.outbox import Outbox
-    from lagwatch.shared.kafka_client import client_kwargs
-    from lagwatch.shared.redis_client import connect
+    from lagwatch.shared.kafka.kafka_client import client_kwargs
+    from lagwatch.shared.store.redis_client import connect
 
     records = await read_dead_letters(client_kwargs(config.cluster(cluster), cluster), config.notifier.dlq_topic)
     chosen = select(records, subscription=subscription, since_ms=since_ms)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from lagwatch.shared.config import ClusterConfig
-from lagwatch.shared.kafka_client import TOKEN_MECHANISMS, librdkafka_config
-from lagwatch.shared.kafka_login import LoginError, token_provider
+from lagwatch.shared.kafka.kafka_client import TOKEN_MECHANISMS, librdkafka_config
+from lagwatch.shared.kafka.kafka_login import LoginError, token_provider
 
 
 class CheckError(RuntimeError):

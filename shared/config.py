@@ -38,9 +38,9 @@ from typing import Any
 
 import yaml
 
-from lagwatch.shared.group_filter import GroupFilter
-from lagwatch.shared.protocol import RuleConfig
-from lagwatch.shared.window import WindowConfig
+from lagwatch.shared.domain.group_filter import GroupFilter
+from lagwatch.shared.domain.protocol import RuleConfig
+from lagwatch.shared.domain.window import WindowConfig
 
 ENV_PREFIX = "LAGWATCH__"
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # safe inside Redis keys and hash tags
@@ -349,7 +349,7 @@ class NotifierConfig:
 
 @dataclass(frozen=True)
 class HistoryConfig:
-    """The history of what the ingest read, for the Spark replay (shared/history.py): the ingest publishes every
+    """The history of what the ingest read, for the Spark replay (shared/domain/history.py): the ingest publishes every
     commit and log-end sample to `topic`; the archiver (`lagwatch run archiver`) writes the topic to Parquet."""
 
     enabled: bool = False  # off by default: it doubles what the ingest writes to Kafka

@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 import yaml
 
 from lagwatch.shared.config import THRESHOLDS, Config
-from lagwatch.shared.notification_policy import Kind, Policy, decide
-from lagwatch.shared.protocol import RuleConfig, Status
+from lagwatch.shared.domain.protocol import RuleConfig, Status
+from lagwatch.shared.subscriptions.notification_policy import Kind, Policy, decide
 from lagwatch.spark.replay import ReplayConfig
 
 VARIANT_KEYS = (

@@ -1,6 +1,6 @@
 """Reading history into Spark: Parquet or JSON-lines files (the archiver's layout or any directory of them), or the
 history topic through the spark-sql-kafka connector when it is on the classpath. Every row is checked as
-`shared/history.py` checks a record; bad rows are counted by reason and skipped, never fatal."""
+`shared/domain/history.py` checks a record; bad rows are counted by reason and skipped, never fatal."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pyspark.sql.types import StructField, StructType
 from pyspark.sql.utils import AnalysisException
 
 from lagwatch.shared.config import Config, ConfigError
-from lagwatch.shared.history import COLUMN_NAMES, HISTORY_COLUMNS, KIND_COMMIT, KINDS
-from lagwatch.shared.kafka_client import java_client_options
+from lagwatch.shared.domain.history import COLUMN_NAMES, HISTORY_COLUMNS, KIND_COMMIT, KINDS
+from lagwatch.shared.kafka.kafka_client import java_client_options
 from lagwatch.spark.spark_types import spark_type
 
 FORMATS = ("auto", "parquet", "json", "kafka")
@@ -65,7 +65,7 @@ def _check_columns(columns: list[str], location: str) -> None:
     if missing:
         raise InputError(
             f"history at {location} lacks column(s) {', '.join(missing)}; "
-            f"expected {', '.join(COLUMN_NAMES)} (see shared/history.py)"
+            f"expected {', '.join(COLUMN_NAMES)} (see shared/domain/history.py)"
         )
 
 

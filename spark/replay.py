@@ -5,7 +5,7 @@ loop; tests call it directly. It does what the live services do, in history time
 
 * inputs in time order (a commit at `observed_at`, when the ingest read it; a log-end sample at its sampling time;
   a sample first on ties): a sample goes into the partition's broker ring and log-end history, a commit into its
-  window with the latest sampled log end (`shared/window.py`, the same outcomes as the Redis store);
+  window with the latest sampled log end (`shared/domain/window.py`, the same outcomes as the Redis store);
 * the group is evaluated with the shared rules at evaluation ticks, every `tick_ms` of history time (multiples of
   `tick_ms` since the epoch), up to the end of the history;
 * ticks where nothing changed and the rules cannot change their answer are skipped: between inputs only the clock
@@ -24,15 +24,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from lagwatch.shared.explanation import Explanation, explain
-from lagwatch.shared.history import KIND_COMMIT, KIND_LOG_START, HistoryRecord
-from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig, Status
-from lagwatch.shared.retention import RetentionRisk, group_risk, retention_risk
-from lagwatch.shared.rules import caught_up_status, partition_status, summarize_group
-from lagwatch.shared.status_event import Incident, transition
-from lagwatch.shared.time_lag import Sample, TimeLag, add_sample, time_lag, worst
-from lagwatch.shared.velocity import Velocity, group_velocity, partition_velocity
-from lagwatch.shared.window import (
+from lagwatch.shared.domain.explanation import Explanation, explain
+from lagwatch.shared.domain.history import KIND_COMMIT, KIND_LOG_START, HistoryRecord
+from lagwatch.shared.domain.protocol import (
+    GroupStatus,
+    OffsetEntry,
+    PartitionInput,
+    PartitionStatus,
+    RuleConfig,
+    Status,
+)
+from lagwatch.shared.domain.retention import RetentionRisk, group_risk, retention_risk
+from lagwatch.shared.domain.rules import caught_up_status, partition_status, summarize_group
+from lagwatch.shared.domain.status_event import Incident, transition
+from lagwatch.shared.domain.time_lag import Sample, TimeLag, add_sample, time_lag, worst
+from lagwatch.shared.domain.velocity import Velocity, group_velocity, partition_velocity
+from lagwatch.shared.domain.window import (
     AddOutcome,
     Commit,
     WindowConfig,
@@ -209,7 +216,8 @@ def _partition_status(
 
 
 def replay_inputs(records: Iterable[HistoryRecord]) -> tuple[list[CommitInput], list[SampleInput]]:
-    """History records (`shared/history.py`) as replay inputs: the commits, and the log-end and log-start samples."""
+    """History records (`shared/domain/history.py`) as replay inputs: the commits, and the log-end and log-start
+    samples."""
     commits: list[CommitInput] = []
     samples: list[SampleInput] = []
     for r in records:

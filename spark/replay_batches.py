@@ -15,8 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from lagwatch.shared.history import KIND_COMMIT, KIND_LOG_START
-from lagwatch.shared.status_event import encode
+from lagwatch.shared.domain.history import KIND_COMMIT, KIND_LOG_START
+from lagwatch.shared.domain.status_event import encode
 from lagwatch.spark.backtest import Variant, count_notifications
 from lagwatch.spark.replay import CommitInput, ReplayConfig, ReplayResult, SampleInput, replay_group
 from lagwatch.spark.report import group_report

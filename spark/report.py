@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from lagwatch.shared.protocol import Status
+from lagwatch.shared.domain.protocol import Status
 from lagwatch.spark.replay import ReplayResult, TimelineRow
 
 QUIET = (Status.OK.name, Status.NOTFOUND.name)

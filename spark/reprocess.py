@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from lagwatch.shared.config import Config, ConfigError, load_config
-from lagwatch.shared.history import COLUMN_NAMES, SAMPLE_KINDS
+from lagwatch.shared.domain.history import COLUMN_NAMES, SAMPLE_KINDS
 from lagwatch.spark.backtest import BacktestError, Variant, load_variants, production_variant
 from lagwatch.spark.inputs import HistorySource
 from lagwatch.spark.replay import ReplayConfig
@@ -354,8 +354,8 @@ def _publish(events, options: ReprocessOptions, config: Config) -> int:
     """Produce the replayed events (marked `replayed`) to a topic of a configured cluster, keyed like the live ones."""
     from confluent_kafka import Producer
 
-    from lagwatch.shared.kafka_client import librdkafka_config
-    from lagwatch.shared.status_event import record_key
+    from lagwatch.shared.domain.status_event import record_key
+    from lagwatch.shared.kafka.kafka_client import librdkafka_config
 
     try:
         name = options.publish_cluster or config.only_cluster()

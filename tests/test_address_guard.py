@@ -1,6 +1,6 @@
-"""The address guard (shared/address_guard.py): hosts are judged as the HTTP client will connect to them (Unicode
-look-alike digits, numeric IPv4 spellings), non-global ranges are refused, and the notifier's client checks every
-address again when it connects — a real HTTP receiver on 127.0.0.1 gets nothing it should not."""
+"""The address guard (shared/delivery/address_guard.py): hosts are judged as the HTTP client will connect to them
+(Unicode look-alike digits, numeric IPv4 spellings), non-global ranges are refused, and the notifier's client checks
+every address again when it connects — a real HTTP receiver on 127.0.0.1 gets nothing it should not."""
 
 import pytest
 from test_notifier_support import Receiver
@@ -8,8 +8,8 @@ from test_notifier_support import Receiver
 from lagwatch.services.notifier.delivery import Sender
 from lagwatch.services.notifier.messages import Request
 from lagwatch.services.notifier.subscriptions import from_config
-from lagwatch.shared import address_guard
 from lagwatch.shared.config import ConfigError, load_config
+from lagwatch.shared.delivery import address_guard
 
 LOOK_ALIKES = [
     "http://\uff11\uff12\uff17.\uff10.\uff10.\uff11:47001/",  # full-width digits

@@ -28,10 +28,10 @@ from yarl import URL
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.api.app import ApiServer
 from lagwatch.shared.config import load_config
-from lagwatch.shared.ingest_totals import add_to_totals
+from lagwatch.shared.domain.window import Commit
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.ingest_totals import add_to_totals
 from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.window import Commit
 
 SECOND, MINUTE = 1000, 60_000
 INTERVALS = 3

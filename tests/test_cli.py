@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lagwatch.shared import offsets_codec as codec
+from lagwatch.shared.kafka import offsets_codec as codec
 
 SEEDS = json.loads((Path(__file__).parent / "data" / "seed_examples.json").read_text())["cases"]
 LAGWATCH = shutil.which("lagwatch", path=str(Path(sys.executable).parent)) or "lagwatch"

@@ -22,16 +22,16 @@ from test_api import api_config, serving
 
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.shared.config import load_config
-from lagwatch.shared.lag_sparkline import lag_sparkline
-from lagwatch.shared.protocol import GroupStatus, OffsetEntry, Status
-from lagwatch.shared.silences import Matcher, Silence, SilenceStore
-from lagwatch.shared.status_event import Incident, build_event, encode, next_incident
+from lagwatch.shared.domain.lag_sparkline import lag_sparkline
+from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, Status
+from lagwatch.shared.domain.status_event import Incident, build_event, encode, next_incident
+from lagwatch.shared.domain.window import Commit
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.packing import pack_commit_ring
 from lagwatch.shared.store.redis_store import StoredPartition, WindowStore
 from lagwatch.shared.store.results_store import ResultsStore, result_of
 from lagwatch.shared.store.status_store import RECENT_CHANGES, StatusStore
-from lagwatch.shared.window import Commit
+from lagwatch.shared.subscriptions.silences import Matcher, Silence, SilenceStore
 
 INTERVALS = 6
 STEP = 30_000

@@ -20,7 +20,7 @@ from test_evaluator import StatusTopic
 from lagwatch.devkit.demo_scenarios import scenarios
 from lagwatch.devkit.demo_system import ALERTS_FILE, CONFIG_FILE, DemoTimings
 from lagwatch.devkit.webhook_receiver import VALID, WebhookReceiver, read_records
-from lagwatch.shared import signing
+from lagwatch.shared.delivery import signing
 
 SCENARIOS = scenarios(DemoTimings().intervals)
 

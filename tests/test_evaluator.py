@@ -12,12 +12,12 @@ from kafka_helpers import CLUSTER, eventually, make_config, running
 from lagwatch.services.evaluator.evaluation import GroupEvaluator
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.shared.lag_sparkline import lag_sparkline
-from lagwatch.shared.status_event import schema
+from lagwatch.shared.domain.lag_sparkline import lag_sparkline
+from lagwatch.shared.domain.status_event import schema
+from lagwatch.shared.domain.window import Commit
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.results_store import ResultsStore
 from lagwatch.shared.store.status_store import StatusStore
-from lagwatch.shared.window import Commit
 
 STATUS_TOPIC = "lagwatch.status"
 MINUTE = 60_000

@@ -15,11 +15,11 @@ from test_evaluator import StatusTopic
 
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
-from lagwatch.shared.changes import ChangePublisher, partition_of
+from lagwatch.shared.domain.window import Commit
+from lagwatch.shared.kafka.changes import ChangePublisher, partition_of
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.schedule_store import ScheduleStore
-from lagwatch.shared.window import Commit
 
 STATUS_TOPIC, CHANGES_TOPIC = "lagwatch.status", "lagwatch.changes"
 NO_SWEEP = {"EVALUATOR__SWEEP_INTERVAL": "3600"}

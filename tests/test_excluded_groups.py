@@ -12,8 +12,8 @@ from test_evaluator import STATUS_TOPIC, StatusTopic
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared.changes import partition_of
-from lagwatch.shared.ingest_totals import read_totals
+from lagwatch.shared.kafka.changes import partition_of
+from lagwatch.shared.store.ingest_totals import read_totals
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.results_store import ResultsStore
 from lagwatch.shared.store.schedule_store import ScheduleStore

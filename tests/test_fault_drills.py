@@ -46,7 +46,7 @@ from lagwatch.services.evaluator.service import consumer_group as evaluator_grou
 from lagwatch.services.ingest.worker import consumer_group as ingest_group
 from lagwatch.services.ingest.worker import self_group
 from lagwatch.services.notifier.service import CONSUMER_GROUP as NOTIFIER_GROUP
-from lagwatch.shared.status_event import schema
+from lagwatch.shared.domain.status_event import schema
 
 pytestmark = pytest.mark.slow
 

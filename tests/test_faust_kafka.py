@@ -1,5 +1,5 @@
-"""lagwatch's Faust transport (shared/faust_kafka.py) against the Kafka mock: a group-coordination error that aiokafka
-hands to the application does not leave a Faust app out of its consumer group."""
+"""lagwatch's Faust transport (shared/kafka/faust_kafka.py) against the Kafka mock: a group-coordination error that
+aiokafka hands to the application does not leave a Faust app out of its consumer group."""
 
 import time
 
@@ -8,7 +8,7 @@ from kafka_helpers import CLUSTER, eventually, make_config, running
 from test_evaluator import StatusTopic, commits
 
 from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.shared.changes import ChangePublisher
+from lagwatch.shared.kafka.changes import ChangePublisher
 from lagwatch.shared.store.redis_store import WindowStore
 
 STATUS_TOPIC, CHANGES_TOPIC = "lagwatch.status", "lagwatch.changes"

@@ -7,7 +7,7 @@ aiohttp's short plain-text 400 and a closed connection: aiohttp answers them bef
 or route exists and offers no public hook to shape that answer (see
 docs/security.md). What holds, and is checked here: a 400, no traceback and no more than a short excerpt of the
 input in the answer, one WARNING line in the log (never an ERROR with a traceback: aiohttp's own, which
-shared/http_client_errors.py shortens), and the server goes on answering.
+shared/runtime/http_client_errors.py shortens), and the server goes on answering.
 """
 
 import asyncio

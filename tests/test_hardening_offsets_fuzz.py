@@ -24,9 +24,9 @@ from lagwatch.services.api.app import ApiServer
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
-from lagwatch.shared import offsets_codec as codec
-from lagwatch.shared.kafka_client import client_kwargs
-from lagwatch.shared.redis_client import connect
+from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.kafka.kafka_client import client_kwargs
+from lagwatch.shared.store.redis_client import connect
 from lagwatch.shared.store.redis_store import WindowStore
 
 INT64 = st.integers(-(2**63), 2**63 - 1)

@@ -15,10 +15,10 @@ from kafka_helpers import CLUSTER, eventually, make_config, running
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.api.app import ApiServer
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared.ingest_totals import read_totals
+from lagwatch.shared.domain.window import Commit
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.ingest_totals import read_totals
 from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.window import Commit
 
 HUGE = 2**62
 

@@ -19,7 +19,7 @@ from lagwatch.services.api.app import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.redis_client import connect
+from lagwatch.shared.store.redis_client import connect
 from lagwatch.shared.store.redis_store import WindowStore
 
 # What a prober waits for an answer (Kubernetes' default is 1 s; the issue asked for 5 s): a hang fails the test.

@@ -19,8 +19,8 @@ from test_notifier_support import Receiver, Timeline
 
 from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared import signing
 from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.delivery import signing
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SECRET = "k" * 24

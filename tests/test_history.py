@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaProducer
 from kafka_helpers import CLUSTER, eventually, make_config, running
 
 from lagwatch.services.archiver.service import RECORDS, Archiver
-from lagwatch.shared.history import (
+from lagwatch.shared.domain.history import (
     KIND_BROKER,
     HistoryRecord,
     HistoryRecordInvalid,
@@ -20,8 +20,8 @@ from lagwatch.shared.history import (
     encode_commit,
     utc_date,
 )
-from lagwatch.shared.history_files import HistoryFileWriter
-from lagwatch.shared.window import Commit
+from lagwatch.shared.domain.window import Commit
+from lagwatch.shared.store.history_files import HistoryFileWriter
 
 DAY = 86_400_000
 T = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -138,7 +138,7 @@ async def _idle_for(archiver: Archiver) -> bool:
 
 
 def test_history_record_fields_are_the_documented_columns():
-    from lagwatch.shared.history import COLUMN_NAMES
+    from lagwatch.shared.domain.history import COLUMN_NAMES
 
     assert HistoryRecord._fields == COLUMN_NAMES
 

@@ -132,7 +132,7 @@ async def _newest_offset_is(store, group, offset):
 
 
 async def _totals(redis):
-    from lagwatch.shared.ingest_totals import read_totals
+    from lagwatch.shared.store.ingest_totals import read_totals
 
     return await read_totals(redis, CLUSTER)
 
@@ -161,7 +161,7 @@ async def _groups_include(store, group):
 async def test_malformed_and_unknown_records_are_counted_and_skipped(kafka, redis_server, redis):
     from prometheus_client import REGISTRY
 
-    from lagwatch.shared import offsets_codec as codec
+    from lagwatch.shared.kafka import offsets_codec as codec
 
     kafka.create_topic("orders", 1)
     config = make_config(kafka.bootstrap, redis_server.url)

@@ -211,7 +211,7 @@ def test_a_described_groups_membership_becomes_a_rebalance_with_its_owners():
 
     from lagwatch.services.ingest.admin_offsets import AdminOffsets, _membership
     from lagwatch.services.ingest.records import GroupRebalance, decode_group_record
-    from lagwatch.shared.group_filter import GroupFilter
+    from lagwatch.shared.domain.group_filter import GroupFilter
 
     members = [
         MemberDescription("m-2", "billing-b", "/10.0.0.2", MemberAssignment([Tp("orders", 1), Tp("audit", 0)])),

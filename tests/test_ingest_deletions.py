@@ -19,10 +19,10 @@ from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared import offsets_codec as codec
-from lagwatch.shared.group_filter import GroupFilter
-from lagwatch.shared.ingest_totals import read_totals
+from lagwatch.shared.domain.group_filter import GroupFilter
+from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.ingest_totals import read_totals
 from lagwatch.shared.store.redis_store import WindowStore
 
 POLL_S = 0.3  # offset-refresh in make_config

@@ -8,7 +8,7 @@ from test_ingest import _with_owners
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared import offsets_codec as codec
+from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store.redis_store import WindowStore
 
 

@@ -23,7 +23,7 @@ from lagwatch.devkit.offsets_topic_writer import (
 )
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.ingest.worker import IngestWorker, consumer_group
-from lagwatch.shared.changes import RESTART_AFTER_S, ChangePublisher, decode_notice
+from lagwatch.shared.kafka.changes import RESTART_AFTER_S, ChangePublisher, decode_notice
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import WindowStore
 
@@ -292,7 +292,7 @@ async def _some_records(consumer):
 
 
 async def test_how_far_the_commits_are_read_stops_during_a_kafka_outage_and_resumes_after(kafka, redis_server, redis):
-    """The instant through which the worker has stored every commit (shared/read_through.py) keeps up with the
+    """The instant through which the worker has stored every commit (shared/domain/read_through.py) keeps up with the
     clock; while the brokers are away it stays where it was (commits made meanwhile are unread, so the rules'
     clock holds); once they are back and the worker has read to the ends they report, it moves on."""
     kafka.create_topic("orders", 1)

@@ -1,7 +1,7 @@
-"""Logins managed Kafka needs (shared/kafka_login.py, shared/kafka_client.py): OAUTHBEARER tokens from a real OIDC
-token endpoint (an aiohttp server in the test), MSK IAM tokens signed by the AWS signer library with credentials
-from the environment or a profile (no network), Kerberos where the client library has it, and the same login in
-every Kafka client lagwatch builds: aiokafka, librdkafka, Faust and Spark's Java client."""
+"""Logins managed Kafka needs (shared/kafka/kafka_login.py, shared/kafka/kafka_client.py): OAUTHBEARER tokens from a
+real OIDC token endpoint (an aiohttp server in the test), MSK IAM tokens signed by the AWS signer library with
+credentials from the environment or a profile (no network), Kerberos where the client library has it, and the same login
+in every Kafka client lagwatch builds: aiokafka, librdkafka, Faust and Spark's Java client."""
 
 import asyncio
 import base64
@@ -34,12 +34,12 @@ from lagwatch import cli
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, OffsetsTopicWriter
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.worker import IngestWorker
-from lagwatch.shared import kafka_client, kafka_login
-from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.config import ConfigError, load_config
-from lagwatch.shared.faust_kafka import faust_broker_settings
-from lagwatch.shared.kafka_client import client_kwargs, java_client_options, librdkafka_config
-from lagwatch.shared.kafka_login import LoginError, MskIamTokens, OidcClientCredentials
+from lagwatch.shared.kafka import kafka_client, kafka_login
+from lagwatch.shared.kafka.changes import ChangePublisher
+from lagwatch.shared.kafka.faust_kafka import faust_broker_settings
+from lagwatch.shared.kafka.kafka_client import client_kwargs, java_client_options, librdkafka_config
+from lagwatch.shared.kafka.kafka_login import LoginError, MskIamTokens, OidcClientCredentials
 from lagwatch.shared.store.redis_store import WindowStore
 
 CLIENT_ID, SECRET = "lagwatch", "s3cret-value"

@@ -15,13 +15,13 @@ from lagwatch.services.notifier.messages import build_request
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import compile_subscription
 from lagwatch.shared.config import ConfigError, SubscriptionConfig, load_config
-from lagwatch.shared.lag_threshold_event import Alert, Crossing, Reason, Threshold, build_event, encode, schema
-from lagwatch.shared.lag_threshold_index import index_entry, parse_index_entry, thresholds_for
-from lagwatch.shared.notification_policy import IncidentState, Kind, Policy
-from lagwatch.shared.protocol import Status
-from lagwatch.shared.retention import RetentionRisk
+from lagwatch.shared.domain.lag_threshold_event import Alert, Crossing, Reason, Threshold, build_event, encode, schema
+from lagwatch.shared.domain.protocol import Status
+from lagwatch.shared.domain.retention import RetentionRisk
+from lagwatch.shared.domain.time_lag import TimeLag, exceeds
 from lagwatch.shared.store.lag_state_store import ThresholdState
-from lagwatch.shared.time_lag import TimeLag, exceeds
+from lagwatch.shared.subscriptions.lag_threshold_index import index_entry, parse_index_entry, thresholds_for
+from lagwatch.shared.subscriptions.notification_policy import IncidentState, Kind, Policy
 
 T = 300.0
 LT = Threshold(T)  # a lag-seconds threshold

@@ -12,13 +12,13 @@ from lagwatch.services.evaluator.evaluation import GroupEvaluator
 from lagwatch.services.evaluator.lag_thresholds import LagThresholdAlerts, ThresholdSource
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.lag_threshold_event import schema
+from lagwatch.shared.domain.lag_threshold_event import schema
+from lagwatch.shared.domain.window import Commit
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.lag_state_store import LagStateStore
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.status_store import StatusStore
 from lagwatch.shared.subscriptions.store import SubscriptionStore
-from lagwatch.shared.window import Commit
 
 LAG_TOPIC = "lagwatch.lag-thresholds"
 S = 1000

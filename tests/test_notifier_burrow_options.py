@@ -21,7 +21,7 @@ from lagwatch.services.notifier import subscriptions
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import load_config
-from lagwatch.shared.status_event import encode
+from lagwatch.shared.domain.status_event import encode
 from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 

@@ -26,8 +26,8 @@ from test_notifier_support import Receiver, Timeline
 from lagwatch.services.notifier.channels import SendFailure
 from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.dlq import read_dead_letters
-from lagwatch.shared import signing
 from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.delivery import signing
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 

@@ -19,12 +19,12 @@ from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters, read_dead_letters
 from lagwatch.services.notifier.outbox import Delivery, Outbox
 from lagwatch.services.notifier.subscriptions import Registry
-from lagwatch.shared import signing
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.redis_client import connect
-from lagwatch.shared.status_event import encode
+from lagwatch.shared.delivery import signing
+from lagwatch.shared.domain.status_event import encode
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_client import connect
 from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 DLQ = "lagwatch.dlq"

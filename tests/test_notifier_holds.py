@@ -1,5 +1,5 @@
-"""Holding notifications back (services/notifier/holds.py, shared/silences.py), as pure functions: silences and
-`hold-for` over the decisions of Burrow's rules and of lag-seconds thresholds."""
+"""Holding notifications back (services/notifier/holds.py, shared/subscriptions/silences.py), as pure functions:
+silences and `hold-for` over the decisions of Burrow's rules and of lag-seconds thresholds."""
 
 import pytest
 from hypothesis import given, settings
@@ -8,8 +8,8 @@ from test_notifier_support import Timeline
 
 from lagwatch.services.notifier.holds import due, ends_unannounced, hold
 from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due
-from lagwatch.shared.notification_policy import Decision, IncidentState, Kind, Policy, decide, repeat_due
-from lagwatch.shared.silences import Matcher, Silence, SilenceInvalid, parse_new, silenced_until
+from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState, Kind, Policy, decide, repeat_due
+from lagwatch.shared.subscriptions.silences import Matcher, Silence, SilenceInvalid, parse_new, silenced_until
 
 NOW = 1_700_000_000_000
 

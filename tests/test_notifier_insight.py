@@ -7,7 +7,7 @@ import jsonschema
 from test_notifier_messages import delivery, incident, sub
 
 from lagwatch.services.notifier.messages import build_request, lag_slack_message, slack_message
-from lagwatch.shared.status_event import schema
+from lagwatch.shared.domain.status_event import schema
 from lagwatch.shared.templating.templates import context
 
 SLOWER = {

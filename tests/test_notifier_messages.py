@@ -15,9 +15,9 @@ from lagwatch.services.notifier.delivery import CircuitBreaker, RetryPolicy, cla
 from lagwatch.services.notifier.messages import PermanentError, build_request, slack_message
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import compile_subscription, from_config
-from lagwatch.shared import address_guard, signing
 from lagwatch.shared.config import ConfigError, SubscriptionConfig, load_config
-from lagwatch.shared.status_event import encode, schema
+from lagwatch.shared.delivery import address_guard, signing
+from lagwatch.shared.domain.status_event import encode, schema
 from lagwatch.shared.subscriptions.masking import mask, masked_document, unmask_unchanged
 from lagwatch.shared.templating.templates import context
 

@@ -3,8 +3,8 @@
 import pytest
 from test_notifier_support import Timeline
 
-from lagwatch.shared.notification_policy import IncidentState, Kind, Policy, decide, repeat_due
-from lagwatch.shared.protocol import Status
+from lagwatch.shared.domain.protocol import Status
+from lagwatch.shared.subscriptions.notification_policy import IncidentState, Kind, Policy, decide, repeat_due
 
 NOW = 1_800_000_000_000
 OK, WARN, ERR = Status.OK, Status.WARN, Status.ERR

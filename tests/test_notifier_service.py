@@ -17,7 +17,7 @@ from test_notifier_support import Receiver, Timeline
 
 from lagwatch.services.notifier.service import NotifierService
 from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.status_event import encode, record_key
+from lagwatch.shared.domain.status_event import encode, record_key
 from lagwatch.shared.store import keys
 from lagwatch.shared.subscriptions.store import SubscriptionStore
 

@@ -1,5 +1,5 @@
 """Silences and `hold-for` end to end: events on the status topic (Kafka mock) -> `lagwatch run notifier` ->
-a real HTTP receiver, with silences written where the api writes them (shared/silences.py, Redis)."""
+a real HTTP receiver, with silences written where the api writes them (shared/subscriptions/silences.py, Redis)."""
 
 import asyncio
 import dataclasses
@@ -12,8 +12,8 @@ from test_notifier_support import Receiver, Timeline
 from lagwatch.services.notifier import metrics
 from lagwatch.services.notifier.service import NotifierService
 from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.silences import Matcher, Silence, SilenceStore
 from lagwatch.shared.store import keys
+from lagwatch.shared.subscriptions.silences import Matcher, Silence, SilenceStore
 
 
 def sent(receiver):

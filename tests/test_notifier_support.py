@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
-from lagwatch.shared.status_event import Incident, build_event, next_incident
+from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
+from lagwatch.shared.domain.status_event import Incident, build_event, next_incident
 
 CLUSTER = "local"
 

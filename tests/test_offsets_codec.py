@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lagwatch.shared.offsets_codec import (
+from lagwatch.shared.kafka.offsets_codec import (
     CodecError,
     ConsumerGroupAssignment,
     ConsumerGroupMember,

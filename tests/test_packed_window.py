@@ -2,9 +2,9 @@
 
 import random
 
+from lagwatch.shared.domain.window import AddOutcome, Commit, PartitionWindow, WindowConfig
 from lagwatch.shared.store.packed_window import add_to_ring
 from lagwatch.shared.store.packing import unpack_commit_ring
-from lagwatch.shared.window import AddOutcome, Commit, PartitionWindow, WindowConfig
 
 T0 = 1_700_000_000_000
 SECOND = 1000

@@ -1,4 +1,4 @@
-"""The judging clock (shared/read_through.py): the rules judge no later than the ingest has read, so a stretch in
+"""The judging clock (shared/domain/read_through.py): the rules judge no later than the ingest has read, so a stretch in
 which the ingest could not read the offsets topic does not make caught-up consumers look stopped."""
 
 import time
@@ -8,10 +8,10 @@ from evaluated import evaluate
 from kafka_helpers import CLUSTER, make_config
 from test_api import serving
 
-from lagwatch.shared.read_through import READ_THROUGH_GRACE_MS, judging_clock
+from lagwatch.shared.domain.read_through import READ_THROUGH_GRACE_MS, judging_clock
+from lagwatch.shared.domain.window import Commit
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.window import Commit
 
 SECOND = 1000
 

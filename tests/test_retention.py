@@ -4,11 +4,11 @@ the time until its oldest unconsumed message is deleted within 10 % of the known
 import pytest
 
 from lagwatch.services.evaluator.next_change import PartitionWatch, closing_in, retention_instants
-from lagwatch.shared.protocol import OffsetEntry
-from lagwatch.shared.retention import NO_RISK, RetentionRisk, group_risk, log_start_rate, retention_risk
+from lagwatch.shared.domain.protocol import OffsetEntry
+from lagwatch.shared.domain.retention import NO_RISK, RetentionRisk, group_risk, log_start_rate, retention_risk
+from lagwatch.shared.domain.time_lag import Sample, add_sample, time_lag
 from lagwatch.shared.store.packing import pack_commit_ring
 from lagwatch.shared.store.redis_store import StoredPartition
-from lagwatch.shared.time_lag import Sample, add_sample, time_lag
 
 S = 1000
 T0 = 1_767_225_600_000

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from lagwatch.shared.protocol import OffsetEntry, PartitionInput, RuleConfig, Status
-from lagwatch.shared.rules import group_status, partition_status
-from lagwatch.shared.rules_request import evaluate_request
+from lagwatch.shared.domain.protocol import OffsetEntry, PartitionInput, RuleConfig, Status
+from lagwatch.shared.domain.rules import group_status, partition_status
+from lagwatch.shared.domain.rules_request import evaluate_request
 
 SEEDS = json.loads((Path(__file__).parent / "data" / "seed_examples.json").read_text())["cases"]
 T0 = 1_700_000_000_000

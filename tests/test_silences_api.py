@@ -1,12 +1,12 @@
 """`/api/v1/silences` on the api service: create (token), list with states, get, end (DELETE), validation; what
-it writes is what the notifier reads (shared/silences.py)."""
+it writes is what the notifier reads (shared/subscriptions/silences.py)."""
 
 import time
 
 import pytest
 from test_subscriptions_api import TOKEN, config_for, serving
 
-from lagwatch.shared.silences import SilenceStore
+from lagwatch.shared.subscriptions.silences import SilenceStore
 
 BASE = "/api/v1/silences"
 

@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from lagwatch.shared.config import load_config
-from lagwatch.shared.history import KIND_COMMIT, HistoryRecord
-from lagwatch.shared.history_files import HistoryFileWriter
-from lagwatch.shared.status_event import schema
+from lagwatch.shared.domain.history import KIND_COMMIT, HistoryRecord
+from lagwatch.shared.domain.status_event import schema
+from lagwatch.shared.store.history_files import HistoryFileWriter
 from lagwatch.spark.reprocess import JobError, ReprocessOptions, run, spark_session
 from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, history_records, scenario_of
 

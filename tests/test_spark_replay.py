@@ -9,10 +9,10 @@ import jsonschema
 import pytest
 
 from lagwatch.shared.config import load_config
-from lagwatch.shared.notification_policy import Policy
-from lagwatch.shared.protocol import RuleConfig, Status
-from lagwatch.shared.status_event import schema
-from lagwatch.shared.window import WindowConfig
+from lagwatch.shared.domain.protocol import RuleConfig, Status
+from lagwatch.shared.domain.status_event import schema
+from lagwatch.shared.domain.window import WindowConfig
+from lagwatch.shared.subscriptions.notification_policy import Policy
 from lagwatch.spark.backtest import BacktestError, count_notifications, variants_from_document
 from lagwatch.spark.charts import GroupChart, page
 from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group, replay_inputs, status_changes

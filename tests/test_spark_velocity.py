@@ -5,7 +5,7 @@ import jsonschema
 import pytest
 from test_spark_replay import replay_scenario
 
-from lagwatch.shared.status_event import schema
+from lagwatch.shared.domain.status_event import schema
 from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group
 from lagwatch.spark.replay_batches import ReplayJob, replay_rows
 from lagwatch.spark.synthetic_history import PRODUCED_PER_STEP, SCENARIOS, HistoryShape

@@ -3,8 +3,8 @@ transitions numbered 1, 2, 3; one incident id from leaving OK until the event th
 
 import jsonschema
 
-from lagwatch.shared.protocol import GroupStatus, Status
-from lagwatch.shared.status_event import Incident, schema, transition
+from lagwatch.shared.domain.protocol import GroupStatus, Status
+from lagwatch.shared.domain.status_event import Incident, schema, transition
 
 NOW = 1_767_225_600_000
 

@@ -8,9 +8,9 @@ import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
+from lagwatch.shared.domain.window import AddOutcome, Commit, PartitionWindow, WindowConfig
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.window import AddOutcome, Commit, PartitionWindow, WindowConfig
 
 T0 = (int(time.time()) // 60) * 60_000  # real time: group keys expire by Redis' own clock
 SECOND = 1000
@@ -246,8 +246,8 @@ async def test_the_store_reloads_its_script_after_redis_forgets_it(redis):
 
 async def test_stored_statuses_match_the_rules_on_random_windows(redis):
     """StoredPartition.status skips unpacking caught-up windows; it must agree with the rules everywhere."""
-    from lagwatch.shared.protocol import RuleConfig
-    from lagwatch.shared.rules import group_status
+    from lagwatch.shared.domain.protocol import RuleConfig
+    from lagwatch.shared.domain.rules import group_status
 
     rng = random.Random(11)
     for run in range(30):
@@ -269,7 +269,7 @@ async def test_stored_statuses_match_the_rules_on_random_windows(redis):
 
 
 async def test_the_log_end_history_in_redis_agrees_with_the_pure_one(redis):
-    from lagwatch.shared.time_lag import Sample, add_sample
+    from lagwatch.shared.domain.time_lag import Sample, add_sample
 
     rng = random.Random(5)
     config = WindowConfig(lag_history_ms=40 * SECOND, lag_history_samples=6)

@@ -9,11 +9,11 @@ import pytest
 from redis.asyncio.cluster import RedisCluster
 
 from lagwatch.devkit.redis_server import RedisServer, find_redis_server
-from lagwatch.shared.protocol import Status
-from lagwatch.shared.status_event import Incident
+from lagwatch.shared.domain.protocol import Status
+from lagwatch.shared.domain.status_event import Incident
+from lagwatch.shared.domain.window import AddOutcome, Commit, WindowConfig
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.status_store import StatusStore
-from lagwatch.shared.window import AddOutcome, Commit, WindowConfig
 
 T0 = (int(time.time()) // 60) * 60_000
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lagwatch.shared.time_lag import CAUGHT_UP, Sample, TimeLag, add_sample, time_lag
+from lagwatch.shared.domain.time_lag import CAUGHT_UP, Sample, TimeLag, add_sample, time_lag
 
 S = 1000  # ms
 HOUR = 3600 * S

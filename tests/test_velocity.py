@@ -6,13 +6,13 @@ from dataclasses import dataclass
 import jsonschema
 import pytest
 
-from lagwatch.shared.explanation import explain
-from lagwatch.shared.protocol import OffsetEntry, PartitionInput, RuleConfig, Status
-from lagwatch.shared.rules import partition_status as judge
-from lagwatch.shared.rules import summarize_group
-from lagwatch.shared.status_event import Incident, build_event, schema
-from lagwatch.shared.time_lag import Sample, add_sample, time_lag
-from lagwatch.shared.velocity import (
+from lagwatch.shared.domain.explanation import explain
+from lagwatch.shared.domain.protocol import OffsetEntry, PartitionInput, RuleConfig, Status
+from lagwatch.shared.domain.rules import partition_status as judge
+from lagwatch.shared.domain.rules import summarize_group
+from lagwatch.shared.domain.status_event import Incident, build_event, schema
+from lagwatch.shared.domain.time_lag import Sample, add_sample, time_lag
+from lagwatch.shared.domain.velocity import (
     CatchUp,
     Velocity,
     consume_rate,
@@ -21,7 +21,7 @@ from lagwatch.shared.velocity import (
     partition_velocity,
     produce_rate,
 )
-from lagwatch.shared.window import padded_ring
+from lagwatch.shared.domain.window import padded_ring
 
 S = 1000
 START = 1_767_225_600_000
@@ -270,7 +270,7 @@ def test_a_status_event_with_velocity_and_explanation_matches_the_published_sche
 
 
 def test_a_lag_threshold_event_carries_the_explanation_within_its_schema():
-    from lagwatch.shared import lag_threshold_event
+    from lagwatch.shared.domain import lag_threshold_event
 
     p = Generated(produce=100, consume=80, start_lag=1000)
     status, why, _ = judged(p)

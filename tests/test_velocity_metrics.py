@@ -6,7 +6,7 @@ import json
 
 from lagwatch.services.api.metrics import MetricsFilter, group_lines
 from lagwatch.shared.config import load_config
-from lagwatch.shared.protocol import Status
+from lagwatch.shared.domain.protocol import Status
 from lagwatch.shared.store.results_store import (
     CAUGHT_UP_CATCHUP,
     NEVER_CATCHUP,

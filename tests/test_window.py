@@ -1,6 +1,6 @@
 """The per-partition window (docs/rules.md §2) as a pure data structure."""
 
-from lagwatch.shared.window import AddOutcome, Commit, PartitionWindow, WindowConfig
+from lagwatch.shared.domain.window import AddOutcome, Commit, PartitionWindow, WindowConfig
 
 T0 = 1_700_000_000_000
 SECOND = 1000
@@ -116,7 +116,7 @@ def test_the_broker_ring_keeps_the_last_intervals_offsets():
 
 
 def test_group_filter_searches_unanchored_and_deny_wins():
-    from lagwatch.shared.group_filter import GroupFilter
+    from lagwatch.shared.domain.group_filter import GroupFilter
 
     f = GroupFilter(allowlist="orders", denylist="^console-consumer-")
     assert f.accepts("prod-orders-v2")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 
-from lagwatch.shared import offsets_codec as codec
+from lagwatch.shared.kafka import offsets_codec as codec
 
 OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions

@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from lagwatch.shared.signing import (
+from lagwatch.shared.delivery.signing import (
     EVENT_ID_HEADER,
     MALFORMED,
     SIGNATURE_HEADER,

@@ -21,7 +21,7 @@ from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import ClusterConfig
-from lagwatch.shared.kafka_client import security_protocol
+from lagwatch.shared.kafka.kafka_client import security_protocol
 from lagwatch.shared.store.redis_store import StoredGroup, StoredPartition
 from lagwatch.shared.store.results_store import ResultsStore
 

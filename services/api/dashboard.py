@@ -27,10 +27,10 @@ from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.services.api.dashboard_data import group_detail, group_row, incident_json, severity_order
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.clock import now_ms
-from lagwatch.shared.silences import EXPIRED, SilenceStore
-from lagwatch.shared.status_event import QUIET
+from lagwatch.shared.domain.status_event import QUIET
 from lagwatch.shared.store.results_store import ResultsStore
 from lagwatch.shared.store.status_store import GroupState, StatusStore
+from lagwatch.shared.subscriptions.silences import EXPIRED, SilenceStore
 
 routes = web.RouteTableDef()
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}

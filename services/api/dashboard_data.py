@@ -1,6 +1,7 @@
 """What the dashboard shows about a group, as JSON: a row of the overview (status, lag, lag in seconds, a lag
 sparkline) from the evaluator's ready result (results_store.py), and the detail of its partitions with their windows.
-The sparkline's points before now are the evaluator's (shared/lag_sparkline.py); the row ends it with the lag now.
+The sparkline's points before now are the evaluator's (shared/domain/lag_sparkline.py); the row ends it with the lag
+now.
 """
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lagwatch.services.api.burrow_routes import consumer_topics
-from lagwatch.shared.lag_sparkline import Point
-from lagwatch.shared.protocol import Status
-from lagwatch.shared.status_event import Incident
+from lagwatch.shared.domain.lag_sparkline import Point
+from lagwatch.shared.domain.protocol import Status
+from lagwatch.shared.domain.status_event import Incident
+from lagwatch.shared.domain.time_lag import seconds_fields, worst
 from lagwatch.shared.store.redis_store import StoredGroup
 from lagwatch.shared.store.results_store import GroupResult, PartitionResult
-from lagwatch.shared.time_lag import seconds_fields, worst
 
 
 def group_row(

@@ -15,8 +15,9 @@ Names, labels and values as Burrow's `prometheus.go`; * as there, only for parti
 `lagwatch_consumer_group_max_lag{cluster,consumer_group}` (the largest partition lag) is lagwatch's own, as are
 `lagwatch_consumer_group_catchup_seconds` (the evaluator's estimate of when the slowest partition is caught up,
 counting down with the clock; +Inf when the consumer is not faster than its producer; absent when unknown) and
-`lagwatch_consumer_group_lag_growth_per_second` (produce minus consume rate), see shared/velocity.py, and
-`lagwatch_consumer_group_retention_risk_seconds` / `lagwatch_consumer_group_skipped_messages` (shared/retention.py).
+`lagwatch_consumer_group_lag_growth_per_second` (produce minus consume rate), see shared/domain/velocity.py, and
+`lagwatch_consumer_group_retention_risk_seconds` / `lagwatch_consumer_group_skipped_messages`
+(shared/domain/retention.py).
 
 The group and partition series come from the results the evaluator stores at each evaluation (results_store.py:
 status, partition statuses, newest offsets, lag-in-seconds anchors); lags are derived from the topics' log ends at
@@ -54,10 +55,11 @@ from redis.asyncio import Redis
 from lagwatch.services.api.scrape_process import ScrapeWorker
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
-from lagwatch.shared.group_filter import GroupFilter
-from lagwatch.shared.ingest_totals import KNOWN_TYPES, read_totals
-from lagwatch.shared.redis_client import connect, reply
+from lagwatch.shared.domain.group_filter import GroupFilter
+from lagwatch.shared.domain.window import AddOutcome
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.ingest_totals import KNOWN_TYPES, read_totals
+from lagwatch.shared.store.redis_client import connect, reply
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.results_store import (
     CAUGHT_UP_LAG,
@@ -67,7 +69,6 @@ from lagwatch.shared.store.results_store import (
     ResultsStore,
     catchup_seconds,
 )
-from lagwatch.shared.window import AddOutcome
 
 STREAM_CHUNK = 4 << 20  # bytes written to the response at a time
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)

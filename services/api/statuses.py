@@ -1,4 +1,5 @@
-"""Group statuses for the api: Burrow's rules (`shared/rules.py`) applied to the windows in Redis, at request time.
+"""Group statuses for the api: Burrow's rules (`shared/domain/rules.py`) applied to the windows in Redis, at request
+time.
 
 The api never reads the evaluator's recorded statuses: like Burrow, it judges a group when asked, so an answer is
 right even while no evaluator runs. A group whose newest commit is older than `expire-group` is NOTFOUND, exactly
@@ -10,12 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lagwatch.shared.config import Config
-from lagwatch.shared.explanation import explain
-from lagwatch.shared.protocol import GroupStatus, Status
-from lagwatch.shared.retention import group_risk
+from lagwatch.shared.domain.explanation import explain
+from lagwatch.shared.domain.protocol import GroupStatus, Status
+from lagwatch.shared.domain.retention import group_risk
+from lagwatch.shared.domain.time_lag import seconds_fields, worst
+from lagwatch.shared.domain.velocity import group_velocity
 from lagwatch.shared.store.redis_store import StoredGroup
-from lagwatch.shared.time_lag import seconds_fields, worst
-from lagwatch.shared.velocity import group_velocity
 
 if TYPE_CHECKING:
     from lagwatch.services.api.context import ApiContext

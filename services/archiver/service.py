@@ -1,5 +1,5 @@
 """The archiver service: consumes the history topic (`history.topic`) and writes its records to Parquet files
-partitioned by cluster and date under `history.path` (`shared/history_files.py`).
+partitioned by cluster and date under `history.path` (`shared/store/history_files.py`).
 
 Memory is bounded by `history.flush-rows`: a fetch brings at most that many records, and at that many buffered (or
 every `history.flush-interval` seconds) the buffer is written and only then the consumer's position committed, so a
@@ -20,11 +20,11 @@ from aiokafka.errors import KafkaError
 from prometheus_client import Counter
 
 from lagwatch.shared.config import Config
-from lagwatch.shared.health_server import HealthServer
-from lagwatch.shared.history import HistoryRecordInvalid, decode
-from lagwatch.shared.history_files import HistoryFileWriter
-from lagwatch.shared.kafka_client import client_kwargs
-from lagwatch.shared.service_lifecycle import Backoff, run_until_signalled
+from lagwatch.shared.domain.history import HistoryRecordInvalid, decode
+from lagwatch.shared.kafka.kafka_client import client_kwargs
+from lagwatch.shared.runtime.health_server import HealthServer
+from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled
+from lagwatch.shared.store.history_files import HistoryFileWriter
 
 log = logging.getLogger(__name__)
 RECORDS = Counter("lagwatch_archiver_records_total", "History records read", ["cluster", "outcome"])

@@ -26,18 +26,18 @@ from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAl
 from lagwatch.services.evaluator.next_change import PartitionWatch, next_change_at, watch
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared import clock
-from lagwatch.shared.explanation import Explanation, explain
-from lagwatch.shared.group_filter import GroupFilter
-from lagwatch.shared.lag_sparkline import lag_sparkline
-from lagwatch.shared.lag_threshold_event import Threshold
-from lagwatch.shared.protocol import GroupStatus, RuleConfig
-from lagwatch.shared.retention import group_risk
-from lagwatch.shared.status_event import encode, transition
+from lagwatch.shared.domain.explanation import Explanation, explain
+from lagwatch.shared.domain.group_filter import GroupFilter
+from lagwatch.shared.domain.lag_sparkline import lag_sparkline
+from lagwatch.shared.domain.lag_threshold_event import Threshold
+from lagwatch.shared.domain.protocol import GroupStatus, RuleConfig
+from lagwatch.shared.domain.retention import group_risk
+from lagwatch.shared.domain.status_event import encode, transition
+from lagwatch.shared.domain.velocity import group_velocity
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
 from lagwatch.shared.store.results_store import GroupResult, ResultsStore, result_of
 from lagwatch.shared.store.status_store import GroupState, StatusStore, Transition
-from lagwatch.shared.velocity import group_velocity
 
 log = logging.getLogger(__name__)
 HELD_RETRY_MS = 500  # while the judging clock is held, a group due by the wall clock is looked at again this often
@@ -52,7 +52,7 @@ class EvaluationReport:
     lag_crossings: int = 0  # lag-seconds thresholds crossed (lag_thresholds.py)
     lag_events_published: int = 0
     seconds: float = 0.0
-    held_ms: int = 0  # how far the judging clock was behind the wall clock (shared/read_through.py)
+    held_ms: int = 0  # how far the judging clock was behind the wall clock (shared/domain/read_through.py)
     # per group: the next instant time alone may change it (None: NOTFOUND, nothing to wait for)
     next_at: dict[str, int | None] = field(default_factory=dict)
     # per group: its partitions as evaluated, for the log-end notices (None: NOTFOUND)
@@ -139,7 +139,8 @@ class GroupEvaluator:
             await self.store.unindex_expired(self.cluster, now)
         await self._record_and_publish(batch, report)
         await self.results.write(self.cluster, batch.results, batch.lines)
-        if now < wall:  # the clock is held (shared/read_through.py): what is due by the wall clock is looked at again
+        # the clock is held (shared/domain/read_through.py): what is due by the wall clock is looked at again
+        if now < wall:
             _retry_held(report.next_at, wall)
         report.seconds = time.perf_counter() - started
         return report

@@ -1,6 +1,6 @@
 """When can time alone change a group's status? Pure functions over a group just evaluated.
 
-Without a new commit or log-end poll, a partition's verdict (shared/rules.py) can only change when its STOP rule
+Without a new commit or log-end poll, a partition's verdict (shared/domain/rules.py) can only change when its STOP rule
 turns true, at `last.timestamp + (last.timestamp - first.timestamp)` (strictly after it); the group only when it
 expires (`expire-group` after its newest commit); its lag-seconds thresholds only when its lag in seconds,
 which grows with the clock, passes one; and its data-loss-risk thresholds when its retention risk, which counts
@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from lagwatch.shared.lag_threshold_event import Alert, Threshold
-from lagwatch.shared.protocol import GroupStatus, RuleConfig, Status
-from lagwatch.shared.retention import RetentionRisk
-from lagwatch.shared.rules import was_caught_up_recently
+from lagwatch.shared.domain.lag_threshold_event import Alert, Threshold
+from lagwatch.shared.domain.protocol import GroupStatus, RuleConfig, Status
+from lagwatch.shared.domain.retention import RetentionRisk
+from lagwatch.shared.domain.rules import was_caught_up_recently
+from lagwatch.shared.domain.time_lag import TimeLag
 from lagwatch.shared.store.packing import COMMIT_ENTRY, commit_entry_at
 from lagwatch.shared.store.redis_store import StoredGroup
-from lagwatch.shared.time_lag import TimeLag
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from prometheus_client import Counter
 
-from lagwatch.shared.status_event import record_key
+from lagwatch.shared.domain.status_event import record_key
 
 log = logging.getLogger(__name__)
 PUBLISHED = Counter("lagwatch_events_published_total", "Status-change events acknowledged by Kafka", ["cluster"])

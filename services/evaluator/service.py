@@ -2,8 +2,8 @@
 them, and when a log-end poll can; it publishes a status-change event whenever a group's status changes and stores
 each group's ready result (results_store.py) for /metrics and the dashboard.
 
-* Commits: a Faust agent consumes the group-changes topic (`lagwatch.changes`, see `shared/changes.py`) in batches of
-  up to a thousand notices or 50 ms, and evaluates the groups named in them.
+* Commits: a Faust agent consumes the group-changes topic (`lagwatch.changes`, see `shared/kafka/changes.py`) in batches
+  of up to a thousand notices or 50 ms, and evaluates the groups named in them.
 * Time: each evaluation computes the group's next instant time alone can change it (a STOP rule turning true, its
   expiry, a lag-seconds threshold: next_change.py) and keeps it in the schedule (schedule_store.py: a sorted set per
   changes-topic partition). A loop sleeps until the earliest instant of the partitions this instance holds and
@@ -40,16 +40,16 @@ from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvalua
 from lagwatch.services.evaluator.lag_thresholds import LagThresholdAlerts, ThresholdSource
 from lagwatch.services.evaluator.next_change import PartitionWatch, closing_in
 from lagwatch.services.evaluator.publisher import EventPublisher
-from lagwatch.shared.changes import decode_notice, partition_of
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
-from lagwatch.shared.faust_kafka import faust_broker_settings, raw_topic
-from lagwatch.shared.health_server import HealthServer
-from lagwatch.shared.kafka_client import client_kwargs
-from lagwatch.shared.redis_client import connect
-from lagwatch.shared.service_lifecycle import Backoff, pause, run_until_signalled
+from lagwatch.shared.kafka.changes import decode_notice, partition_of
+from lagwatch.shared.kafka.faust_kafka import faust_broker_settings, raw_topic
+from lagwatch.shared.kafka.kafka_client import client_kwargs
+from lagwatch.shared.runtime.health_server import HealthServer
+from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_signalled
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.lag_state_store import LagStateStore
+from lagwatch.shared.store.redis_client import connect
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.results_store import ResultsStore
 from lagwatch.shared.store.schedule_store import ScheduleStore
@@ -61,7 +61,7 @@ TRANSITIONS = Counter("lagwatch_status_transitions_total", "Status changes recor
 CLOCK_HELD = Gauge(
     "lagwatch_evaluator_clock_held_seconds",
     "How far the rules' clock was held behind the wall clock at the last evaluation, because the ingest had not read "
-    "the offsets topic that far (shared/read_through.py)",
+    "the offsets topic that far (shared/domain/read_through.py)",
     ["cluster"],
 )
 EVALUATION_SECONDS = Histogram(

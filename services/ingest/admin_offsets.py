@@ -35,9 +35,9 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
 from lagwatch.services.ingest.records import RawRecord
-from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.clock import now_ms
-from lagwatch.shared.group_filter import GroupFilter
+from lagwatch.shared.domain.group_filter import GroupFilter
+from lagwatch.shared.kafka import offsets_codec as codec
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 10.0

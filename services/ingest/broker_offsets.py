@@ -25,12 +25,12 @@ from aiokafka.protocol.offset import OffsetRequest
 
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
-from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.clock import now_ms
-from lagwatch.shared.history import KIND_LOG_START
-from lagwatch.shared.redis_client import reply
-from lagwatch.shared.service_lifecycle import pause
+from lagwatch.shared.domain.history import KIND_LOG_START
+from lagwatch.shared.kafka.changes import ChangePublisher
+from lagwatch.shared.runtime.service_lifecycle import pause
 from lagwatch.shared.store import keys, scripts
+from lagwatch.shared.store.redis_client import reply
 from lagwatch.shared.store.redis_store import WindowStore
 
 log = logging.getLogger(__name__)
@@ -254,8 +254,8 @@ class BrokerOffsets:
         return found
 
     async def poll_log_starts(self, partitions: Iterable[TP]) -> dict[TP, int]:
-        """Log-start offsets (retention risk, `shared/retention.py`): the pace at which the broker deletes. Polled
-        every topic-refresh, not every tick: retention deletes whole segments, minutes apart. The topics'
+        """Log-start offsets (retention risk, `shared/domain/retention.py`): the pace at which the broker deletes.
+        Polled every topic-refresh, not every tick: retention deletes whole segments, minutes apart. The topics'
         `retention.ms` is read along (topic_retention.py). A log start that moved is a log-start notice for its topic:
         the evaluator re-checks the groups retention closes in on."""
         self._last_log_start_poll = time.monotonic()
@@ -265,7 +265,7 @@ class BrokerOffsets:
             by_topic.setdefault(topic, {})[partition] = offset
         sampled_at = now_ms()
         await self.store.add_log_start_polls(self.cluster, by_topic, sampled_at)
-        if self.history is not None:  # the replay's retention risk (shared/history.py)
+        if self.history is not None:  # the replay's retention risk (shared/domain/history.py)
             await self.history.publish_samples(by_topic, sampled_at, KIND_LOG_START)
         if self.retention is not None:
             read = await self.retention.read(by_topic)

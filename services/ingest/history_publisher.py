@@ -1,5 +1,6 @@
-"""The ingest's history writer: every decoded commit and every log-end and log-start sample, as `shared/history.py`
-records, to the history topic (`history.topic`, when `history.enabled`), for the archiver and the Spark replay.
+"""The ingest's history writer: every decoded commit and every log-end and log-start sample, as
+`shared/domain/history.py` records, to the history topic (`history.topic`, when `history.enabled`), for the archiver and
+the Spark replay.
 
 Commits are durable: `publish_commits` returns once Kafka acknowledged them all (acks=all) and raises otherwise,
 and the ingest commits its offsets-topic position only after that, so a failure makes it read the batch again
@@ -21,7 +22,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from lagwatch.shared.history import KIND_BROKER, broker_records
+from lagwatch.shared.domain.history import KIND_BROKER, broker_records
 
 log = logging.getLogger(__name__)
 DELIVERY_TIMEOUT_S = 30.0

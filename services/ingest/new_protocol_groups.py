@@ -21,7 +21,7 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from lagwatch.shared.offsets_codec import ConsumerGroupAssignment, ConsumerGroupMember
+from lagwatch.shared.kafka.offsets_codec import ConsumerGroupAssignment, ConsumerGroupMember
 from lagwatch.shared.store.redis_store import GroupMetadataUpdate
 
 log = logging.getLogger(__name__)

@@ -29,15 +29,15 @@ from lagwatch.services.ingest.records import (
     decode_group_record,
 )
 from lagwatch.services.ingest.window_cache import CachedGroup, WindowCache
-from lagwatch.shared import offsets_codec as codec
 from lagwatch.shared.clock import now_ms
-from lagwatch.shared.group_filter import GroupFilter
-from lagwatch.shared.history import encode_commit
-from lagwatch.shared.ingest_totals import type_label
+from lagwatch.shared.domain.group_filter import GroupFilter
+from lagwatch.shared.domain.history import encode_commit
+from lagwatch.shared.domain.window import Commit
+from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.store.ingest_totals import type_label
 from lagwatch.shared.store.packed_window import add_to_ring
 from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER, GroupMetadataUpdate, WindowStore
 from lagwatch.shared.store.window_writer import GroupWrite, WindowWriter
-from lagwatch.shared.window import Commit
 
 # offsets and timestamps at or beyond this are not real (and not exact as doubles: the store's script, JSON readers)
 MAX_EXACT = MAX_SCRIPT_NUMBER

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
+from lagwatch.shared.domain.window import WindowConfig
 from lagwatch.shared.store import keys, packed_commands
 from lagwatch.shared.store.window_writer import GroupWrite
-from lagwatch.shared.window import WindowConfig
 
 TopicPartition = tuple[str, int]
 LOAD_CHUNK = 1000  # groups per Redis round trip when loading

@@ -40,16 +40,16 @@ from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer, ReadThrou
 from lagwatch.services.ingest.processor import AppliedBatch, BatchProcessor, Flush
 from lagwatch.services.ingest.records import RecordLike
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
-from lagwatch.shared.changes import ChangePublisher
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
-from lagwatch.shared.health_server import HealthServer
-from lagwatch.shared.ingest_totals import add_to_totals
-from lagwatch.shared.kafka_client import client_kwargs, librdkafka_config
-from lagwatch.shared.redis_client import connect, reply
-from lagwatch.shared.service_lifecycle import Backoff, pause, run_until_signalled
+from lagwatch.shared.kafka.changes import ChangePublisher
+from lagwatch.shared.kafka.kafka_client import client_kwargs, librdkafka_config
+from lagwatch.shared.runtime.health_server import HealthServer
+from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_signalled
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.ingest_totals import add_to_totals
 from lagwatch.shared.store.read_through_store import ReadThroughStore
+from lagwatch.shared.store.redis_client import connect, reply
 from lagwatch.shared.store.redis_store import WindowStore
 
 log = logging.getLogger(__name__)
@@ -403,8 +403,8 @@ class IngestWorker:
         return True
 
     async def _record_read_through(self, read_through: ReadThrough) -> None:
-        """Tell the evaluator and the api how far the commits are stored (shared/read_through.py): the rules judge
-        no later than that. Best effort: the next one, a quarter of a second on, says more."""
+        """Tell the evaluator and the api how far the commits are stored (shared/domain/read_through.py): the rules
+        judge no later than that. Best effort: the next one, a quarter of a second on, says more."""
         try:
             await self.read_through.record_partitions(read_through.partitions, read_through.at_ms)
         except (RedisError, OSError) as exc:

@@ -34,11 +34,16 @@ from lagwatch.services.notifier.dlq import DeadLetters, dead_letter_record
 from lagwatch.services.notifier.messages import PermanentError, Request, build_request, has_templates
 from lagwatch.services.notifier.outbox import Delivery, Outbox
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
-from lagwatch.shared import tls
-from lagwatch.shared.address_guard import ForbiddenAddress, GuardedResolver, destination, guarded_socket_factory
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import NotifierConfig
-from lagwatch.shared.service_lifecycle import Backoff, pause
+from lagwatch.shared.delivery import tls
+from lagwatch.shared.delivery.address_guard import (
+    ForbiddenAddress,
+    GuardedResolver,
+    destination,
+    guarded_socket_factory,
+)
+from lagwatch.shared.runtime.service_lifecycle import Backoff, pause
 
 log = logging.getLogger(__name__)
 MAX_RETRY_AFTER_S = 3600.0

@@ -2,7 +2,7 @@
 read, where the incident announced to a subscription is kept (its field in the subscription's state hash), and
 the rules that decide.
 
-* status-change events (`evaluator.status-topic`): Burrow's rules, shared/notification_policy.py;
+* status-change events (`evaluator.status-topic`): Burrow's rules, shared/subscriptions/notification_policy.py;
 * lag-threshold events (`evaluator.lag-threshold-topic`): lagwatch's alert thresholds (lag-seconds, data-loss-risk,
   messages-skipped: each alert's incident under a field of its own), lag_policy.py.
 """
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due
 from lagwatch.services.notifier.outbox import group_field, is_lag_field, lag_field
-from lagwatch.shared.lag_threshold_event import KIND as LAG_THRESHOLD_KIND
-from lagwatch.shared.lag_threshold_event import Alert
-from lagwatch.shared.notification_policy import Decision, IncidentState, Policy, decide, repeat_due
+from lagwatch.shared.domain.lag_threshold_event import KIND as LAG_THRESHOLD_KIND
+from lagwatch.shared.domain.lag_threshold_event import Alert
+from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState, Policy, decide, repeat_due
 
 STATUSES = ("NOTFOUND", "OK", "WARN", "ERR")
 LAG_SECONDS = Alert.LAG_SECONDS.value  # events without `alert` were written before there were others

@@ -1,8 +1,8 @@
 """Notifications held back, as pure functions over the decisions of policy.py and lag_policy.py:
 
-* **silences** (maintenance windows, shared/silences.py): while a silence matching the group holds, an open, an
-  update or a repeat is not sent; it is held, and if the incident is still open when the silence ends it is sent
-  then (an open, or the update or repeat that was held). A close is always sent: the receiver must not be left
+* **silences** (maintenance windows, shared/subscriptions/silences.py): while a silence matching the group holds, an
+  open, an update or a repeat is not sent; it is held, and if the incident is still open when the silence ends it is
+  sent then (an open, or the update or repeat that was held). A close is always sent: the receiver must not be left
   with an incident open (PagerDuty's, Alertmanager's), and an incident never opened is never closed.
 * **`hold-for`** (flap suppression, like Prometheus's `for:`): an open is sent only once the incident has held
   that long; an incident over before then (the group OK again, or under the threshold) is never announced.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lagwatch.shared.notification_policy import Decision, IncidentState, Kind, Policy, next_repeat
+from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState, Kind, Policy, next_repeat
 
 OPENS = frozenset({Kind.OPEN, Kind.LAG_OPEN})
 
@@ -89,8 +89,8 @@ def due(
 
 def ends_unannounced(state: IncidentState | None, event: dict) -> bool:
     """The event ends the incident whose open is held (a lag-seconds alert back under before it was announced):
-    the held open is dropped. (Status events need no help: shared/notification_policy.py forgets an unannounced
-    incident.)"""
+    the held open is dropped. (Status events need no help: shared/subscriptions/notification_policy.py forgets an
+    unannounced incident.)"""
     return (
         state is not None
         and state.incident_id is None

@@ -1,4 +1,4 @@
-"""When a subscription is told about a lag-threshold event (shared/lag_threshold_event.py): lagwatch's own rules,
+"""When a subscription is told about a lag-threshold event (shared/domain/lag_threshold_event.py): lagwatch's own rules,
 beside Burrow's (policy.py), as pure functions. One path for the three alerts (the event's `alert`):
 
 * `lag-seconds-threshold` (0 = off): the event that takes a group's max lag in seconds over exactly that threshold
@@ -18,8 +18,8 @@ the alert (`outbox.lag_field`), apart from the status incident's.
 
 from __future__ import annotations
 
-from lagwatch.shared.lag_threshold_event import Alert
-from lagwatch.shared.notification_policy import Decision, IncidentState, Kind, Policy, next_repeat
+from lagwatch.shared.domain.lag_threshold_event import Alert
+from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState, Kind, Policy, next_repeat
 
 ABOVE = "ABOVE"  # the `status` an announced lag incident keeps
 

@@ -17,7 +17,7 @@ Burrow's HTTP notifier options: closes (close, lag-close) go to `url_close` with
 travel with the request to the sender (delivery.py, tls.py).
 Every request carries X-Lagwatch-Event-Id, X-Lagwatch-Timestamp, X-Lagwatch-Notification (open, update, repeat,
 close, status, lag-open, lag-repeat, lag-close), X-Lagwatch-Subscription, X-Lagwatch-Attempt and, when the
-subscription has a secret, X-Lagwatch-Signature (shared/signing.py).
+subscription has a secret, X-Lagwatch-Signature (shared/delivery/signing.py).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.channels.email import Mail
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription
-from lagwatch.shared import address_guard, signing
 from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
-from lagwatch.shared.status_event import encode
+from lagwatch.shared.delivery import address_guard, signing
+from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event, threshold_key
+from lagwatch.shared.domain.status_event import encode
 from lagwatch.shared.subscriptions import destinations
 from lagwatch.shared.subscriptions.masking import is_credential_name
 from lagwatch.shared.templating import template_worker, templates

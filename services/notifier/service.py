@@ -7,7 +7,7 @@ destination types of channels/).
   incident state, the delivery in the outbox, the repeat schedule — in one Lua call, idempotently per (event id,
   subscription). Only then is the event acknowledged (manual acks: an event whose handling did not finish, e.g.
   because Redis is down or the process stops, is not committed and is read again). Silences (the api's, read
-  from Redis: shared/silences.py) and `hold-for` hold notifications back (holds.py).
+  from Redis: shared/subscriptions/silences.py) and `hold-for` hold notifications back (holds.py).
 * A Faust timer (`notifier.repeat-check-interval`) enqueues `send-interval` repeats of open incidents and
   releases what was held once its time has come (a silence over, `hold-for` elapsed).
 * Delivery workers (delivery.py) in the same process send what the outbox holds: survives crashes, retries with
@@ -44,14 +44,14 @@ from lagwatch.services.notifier.outbox import (
 )
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.config import Config, ConfigError
-from lagwatch.shared.faust_kafka import faust_broker_settings, raw_topic
-from lagwatch.shared.health_server import HealthServer
-from lagwatch.shared.kafka_client import client_kwargs
-from lagwatch.shared.notification_policy import Decision, IncidentState
-from lagwatch.shared.redis_client import connect
-from lagwatch.shared.service_lifecycle import Backoff, run_until_signalled
-from lagwatch.shared.silences import SilenceCache, SilenceStore
+from lagwatch.shared.kafka.faust_kafka import faust_broker_settings, raw_topic
+from lagwatch.shared.kafka.kafka_client import client_kwargs
+from lagwatch.shared.runtime.health_server import HealthServer
+from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_client import connect
+from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState
+from lagwatch.shared.subscriptions.silences import SilenceCache, SilenceStore
 from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,10 @@ import logging
 from dataclasses import dataclass
 
 from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig
-from lagwatch.shared.group_filter import GroupFilter
-from lagwatch.shared.notification_policy import Policy
-from lagwatch.shared.protocol import Status
+from lagwatch.shared.domain.group_filter import GroupFilter
+from lagwatch.shared.domain.protocol import Status
 from lagwatch.shared.subscriptions.documents import SOURCE_API, SOURCE_CONFIG
+from lagwatch.shared.subscriptions.notification_policy import Policy
 from lagwatch.shared.subscriptions.store import SubscriptionStore
 from lagwatch.shared.subscriptions.validation import deep_problems, destination_of
 

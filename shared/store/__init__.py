@@ -1,1 +1,2 @@
-"""Window storage: the Redis-backed window store, its key layout and its Lua scripts."""
+"""Storage: the one Redis connection, its key layout (keys.py) and Lua scripts (scripts.py), the stores built on
+them (windows, statuses, schedules, outboxes, ingest totals), and the Parquet files of the history."""

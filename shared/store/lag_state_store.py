@@ -16,10 +16,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from lagwatch.shared.lag_threshold_event import Threshold
-from lagwatch.shared.redis_client import reply
+from lagwatch.shared.domain.lag_threshold_event import Threshold
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.group_outbox import acknowledge, read_states_and_outboxes
+from lagwatch.shared.store.redis_client import reply
 
 
 @dataclass(frozen=True, slots=True)

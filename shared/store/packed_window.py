@@ -8,8 +8,8 @@ Same semantics as `window.add_commit` and the ADD_COMMITS script; tests hold the
 
 from __future__ import annotations
 
+from lagwatch.shared.domain.window import AddOutcome, Commit, WindowConfig, add_commit
 from lagwatch.shared.store.packing import COMMIT_ENTRY, pack_commit_ring, unpack_commit_ring
-from lagwatch.shared.window import AddOutcome, Commit, WindowConfig, add_commit
 
 ENTRY_SIZE = COMMIT_ENTRY.size
 _pack = COMMIT_ENTRY.pack

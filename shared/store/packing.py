@@ -15,9 +15,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Mapping
 
-from lagwatch.shared.protocol import OffsetEntry
+from lagwatch.shared.domain.protocol import OffsetEntry
+from lagwatch.shared.domain.window import Commit
 from lagwatch.shared.store.keys import partition_field
-from lagwatch.shared.window import Commit
 
 COMMIT_ENTRY = struct.Struct("<qqqqqq")
 BROKER_ENTRY = struct.Struct("<qq")

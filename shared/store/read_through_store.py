@@ -1,5 +1,6 @@
-"""Where each ingest records how far it has read (`shared/read_through.py`): the hash `lw:c:{<cluster>}:read-through`,
-offsets-topic partition (or "admin:<worker>/<workers>") -> the instant (ms) through which its commits are stored."""
+"""Where each ingest records how far it has read (`shared/domain/read_through.py`): the hash
+`lw:c:{<cluster>}:read-through`, offsets-topic partition (or "admin:<worker>/<workers>") -> the instant (ms) through
+which its commits are stored."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from collections.abc import Callable, Iterable
 from redis.asyncio import Redis
 
 from lagwatch.shared.clock import now_ms
-from lagwatch.shared.read_through import ADMIN_PREFIX, judging_clock
-from lagwatch.shared.redis_client import reply
+from lagwatch.shared.domain.read_through import ADMIN_PREFIX, judging_clock
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_client import reply
 
 
 class ReadThroughStore:

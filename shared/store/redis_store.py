@@ -20,10 +20,13 @@ from redis.crc import key_slot
 from redis.exceptions import NoScriptError
 
 from lagwatch.shared import clock
-from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig
-from lagwatch.shared.redis_client import reply
-from lagwatch.shared.retention import NO_RISK, RetentionRisk, retention_risk
-from lagwatch.shared.rules import caught_up_status, partition_status, summarize_group
+from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig
+from lagwatch.shared.domain.retention import NO_RISK, RetentionRisk, retention_risk
+from lagwatch.shared.domain.rules import caught_up_status, partition_status, summarize_group
+from lagwatch.shared.domain.time_lag import Sample, TimeLag, time_lag
+from lagwatch.shared.domain.velocity import UNKNOWN as UNKNOWN_VELOCITY
+from lagwatch.shared.domain.velocity import Velocity, partition_velocity
+from lagwatch.shared.domain.window import AddOutcome, Commit, WindowConfig, padded_ring
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.group_outbox import pairs
 from lagwatch.shared.store.packing import (
@@ -33,10 +36,7 @@ from lagwatch.shared.store.packing import (
     unpack_broker_ring,
     unpack_commit_ring,
 )
-from lagwatch.shared.time_lag import Sample, TimeLag, time_lag
-from lagwatch.shared.velocity import UNKNOWN as UNKNOWN_VELOCITY
-from lagwatch.shared.velocity import Velocity, partition_velocity
-from lagwatch.shared.window import AddOutcome, Commit, WindowConfig, padded_ring
+from lagwatch.shared.store.redis_client import reply
 
 TopicPartition = tuple[str, int]
 OWNER_SEPARATOR = "\x1f"

@@ -27,12 +27,12 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from lagwatch.shared.protocol import GroupStatus, Status
-from lagwatch.shared.redis_client import reply
-from lagwatch.shared.retention import RetentionRisk
+from lagwatch.shared.domain.protocol import GroupStatus, Status
+from lagwatch.shared.domain.retention import RetentionRisk
+from lagwatch.shared.domain.time_lag import CAUGHT_UP, TimeLag
+from lagwatch.shared.domain.velocity import CatchUp, Velocity
 from lagwatch.shared.store import keys
-from lagwatch.shared.time_lag import CAUGHT_UP, TimeLag
-from lagwatch.shared.velocity import CatchUp, Velocity
+from lagwatch.shared.store.redis_client import reply
 
 UNKNOWN_LAG, CAUGHT_UP_LAG = -1, -2
 UNKNOWN_CATCHUP, CAUGHT_UP_CATCHUP, NEVER_CATCHUP = -1, -2, -3
@@ -159,7 +159,7 @@ def catchup_anchor(velocity: Velocity, now_ms: int) -> int:
 
 
 def time_lag_anchor(lag: TimeLag | None, now_ms: int) -> tuple[int, bool]:
-    """(anchor, lower bound) of a lag in seconds computed at `now_ms` (see `shared/time_lag.py`: it is
+    """(anchor, lower bound) of a lag in seconds computed at `now_ms` (see `shared/domain/time_lag.py`: it is
     `now - passed_at`, so `passed_at` is fixed until the history or the commit changes)."""
     if lag is None:
         return UNKNOWN_LAG, False

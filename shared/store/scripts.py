@@ -1,6 +1,6 @@
 """The store's Lua scripts, as named constants. Each binds KEYS/ARGV to named locals first.
 
-ADD_COMMITS is the Lua twin of `lagwatch.shared.window.add_commit`; the two must agree (tests/test_store.py
+ADD_COMMITS is the Lua twin of `lagwatch.shared.domain.window.add_commit`; the two must agree (tests/test_store.py
 replays random sequences through both). Ring layout: `packing.py`.
 """
 
@@ -169,9 +169,9 @@ return (#ARGV - 2) / 2
 
 # KEYS: offset-history hash of one topic
 # ARGV: max_age_ms, max_samples, sampled_at, then (partition, log-end offset) pairs
-# The Lua twin of `lagwatch.shared.time_lag.add_sample` (tests hold them to agreement): samples that are not later
-# are dropped; a log end that went back (the topic re-created) starts the history afresh; a third equal offset in a
-# row extends the flat stretch instead of adding a point; the front is trimmed to `max_age_ms` before the newest
+# The Lua twin of `lagwatch.shared.domain.time_lag.add_sample` (tests hold them to agreement): samples that are not
+# later are dropped; a log end that went back (the topic re-created) starts the history afresh; a third equal offset in
+# a row extends the flat stretch instead of adding a point; the front is trimmed to `max_age_ms` before the newest
 # sample and to `max_samples`.
 APPEND_OFFSET_HISTORY = """
 local history_key = KEYS[1]

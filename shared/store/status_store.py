@@ -24,11 +24,11 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from lagwatch.shared.protocol import Status
-from lagwatch.shared.redis_client import reply
-from lagwatch.shared.status_event import Incident
+from lagwatch.shared.domain.protocol import Status
+from lagwatch.shared.domain.status_event import Incident
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.group_outbox import acknowledge, read_states_and_outboxes
+from lagwatch.shared.store.redis_client import reply
 
 RECENT_CHANGES = 200  # status changes kept per cluster for the dashboard
 # what a recent-changes entry copies from the event, beside what the transition itself knows

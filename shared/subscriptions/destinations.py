@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lagwatch.shared import address_guard
 from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.delivery import address_guard
 
 URL_OPTIONAL = frozenset({"email", "pagerduty"})  # the types that need no `url`
 

@@ -10,10 +10,10 @@ from redis.asyncio import Redis
 from redis.exceptions import WatchError
 
 from lagwatch.shared.config import SubscriptionConfig, build_section
-from lagwatch.shared.lag_threshold_index import index_entry
-from lagwatch.shared.redis_client import reply
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_client import reply
 from lagwatch.shared.subscriptions.documents import kebab, to_document
+from lagwatch.shared.subscriptions.lag_threshold_index import index_entry
 
 log = logging.getLogger(__name__)
 

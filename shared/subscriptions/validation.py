@@ -13,9 +13,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from lagwatch.shared import address_guard, tls
 from lagwatch.shared.config import ConfigError, SubscriptionConfig, build_section, field_problems
-from lagwatch.shared.group_filter import linear_regex_problem
+from lagwatch.shared.delivery import address_guard, tls
+from lagwatch.shared.domain.group_filter import linear_regex_problem
 from lagwatch.shared.subscriptions import destinations
 from lagwatch.shared.subscriptions.documents import READ_ONLY, SubscriptionInvalid, kebab, snake, to_document
 from lagwatch.shared.subscriptions.masking import masked_values, unmask_unchanged

@@ -24,7 +24,7 @@ import json
 from lagwatch.services.notifier.channels import Channel, summary
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
+from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event, threshold_key
 from lagwatch.shared.subscriptions.destinations import ALERTMANAGER
 from lagwatch.shared.templating import templates
 

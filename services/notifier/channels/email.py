@@ -27,8 +27,8 @@ from email.utils import formatdate, make_msgid
 import aiosmtplib
 
 from lagwatch.services.notifier.channels import Channel, SendFailure, summary
-from lagwatch.shared import address_guard, signing, tls
 from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.delivery import address_guard, signing, tls
 from lagwatch.shared.subscriptions.destinations import EMAIL, IMPLICIT_TLS_PORT, guard_url, smtp_destination
 
 

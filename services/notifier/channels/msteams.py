@@ -12,7 +12,7 @@ import json
 
 from lagwatch.services.notifier.channels import Channel, summary
 from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.lag_threshold_event import is_lag_threshold_event
+from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event
 from lagwatch.shared.subscriptions.destinations import MSTEAMS
 
 CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from lagwatch.shared.lag_threshold_event import is_lag_threshold_event, threshold_key
+from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event, threshold_key
 from lagwatch.shared.templating import templates
 
 CLOSING = frozenset({"close", "lag-close"})

@@ -12,8 +12,8 @@ from collections import Counter
 
 from redis.asyncio import Redis
 
-from lagwatch.shared.redis_client import reply
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_client import reply
 
 # Kafka's coordinator record types are small numbers; anything else (a corrupt key) is counted under one label
 KNOWN_TYPES = range(32)

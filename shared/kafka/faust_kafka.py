@@ -25,8 +25,8 @@ from faust.transport.drivers import aiokafka as driver
 from mode import Service
 
 from lagwatch.shared.config import ClusterConfig
-from lagwatch.shared.kafka_client import TOKEN_MECHANISMS, check_login, kerberos_for_aiokafka, ssl_context
-from lagwatch.shared.kafka_login import token_provider
+from lagwatch.shared.kafka.kafka_client import TOKEN_MECHANISMS, check_login, kerberos_for_aiokafka, ssl_context
+from lagwatch.shared.kafka.kafka_login import token_provider
 
 log = logging.getLogger(__name__)
 SCHEME = "lagwatchkafka"

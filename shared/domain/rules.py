@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from lagwatch.shared.protocol import (
+from lagwatch.shared.domain.protocol import (
     GroupStatus,
     OffsetEntry,
     PartitionInput,

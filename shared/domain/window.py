@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
-from lagwatch.shared.protocol import OffsetEntry
+from lagwatch.shared.domain.protocol import OffsetEntry
 
 
 class AddOutcome(StrEnum):

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
-from lagwatch.shared.http_client_errors import quiet_client_errors
+from lagwatch.shared.runtime.http_client_errors import quiet_client_errors
 
 ReadinessCheck = Callable[[], Awaitable[bool]]
 LivenessCheck = Callable[[], bool]

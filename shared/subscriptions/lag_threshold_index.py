@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Sequence
 
 from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.lag_threshold_event import Threshold, subscription_thresholds
+from lagwatch.shared.domain.lag_threshold_event import Threshold, subscription_thresholds
 
 
 def thresholds_of(config: SubscriptionConfig) -> list[Threshold]:

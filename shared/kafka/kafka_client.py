@@ -3,7 +3,7 @@
 One place turns `ClusterConfig` into keyword arguments for aiokafka's clients and a configuration for librdkafka's,
 so every service connects to a real cluster the same way (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL with PLAIN,
 SCRAM-SHA-256/512, OAUTHBEARER from an OIDC token endpoint, AWS_MSK_IAM, or GSSAPI). OAUTHBEARER and AWS_MSK_IAM
-are both SASL OAUTHBEARER on the wire: they differ in where the token comes from (shared/kafka_login.py).
+are both SASL OAUTHBEARER on the wire: they differ in where the token comes from (shared/kafka/kafka_login.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import ssl
 from typing import Any
 
 from lagwatch.shared.config import ClusterConfig, ConfigError, OAuthConfig, SaslConfig, TlsConfig
-from lagwatch.shared.kafka_login import token_provider
+from lagwatch.shared.kafka.kafka_login import token_provider
 
 TOKEN_MECHANISMS = ("OAUTHBEARER", "AWS_MSK_IAM")  # SASL OAUTHBEARER with a token provider
 PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from lagwatch.shared.protocol import Status
+from lagwatch.shared.domain.protocol import Status
 
 QUIET = frozenset({"OK", "NOTFOUND"})
 

@@ -23,8 +23,8 @@ from typing import Any
 import re2
 from redis.asyncio import Redis
 
-from lagwatch.shared.redis_client import reply
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_client import reply
 
 MATCHER_NAMES = ("cluster", "group", "topic")
 MAX_SILENCES = 10_000

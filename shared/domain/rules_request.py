@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lagwatch.shared.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig
-from lagwatch.shared.rules import group_status
+from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig
+from lagwatch.shared.domain.rules import group_status
 
 
 class RequestError(ValueError):

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lagwatch.shared.time_lag import Sample, TimeLag
+from lagwatch.shared.domain.time_lag import Sample, TimeLag
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lagwatch.shared.explanation import Explanation
-from lagwatch.shared.protocol import GroupStatus, PartitionStatus, Status
-from lagwatch.shared.retention import RetentionRisk, group_risk
-from lagwatch.shared.time_lag import TimeLag, seconds_fields, worst
-from lagwatch.shared.velocity import Velocity, group_velocity
+from lagwatch.shared.domain.explanation import Explanation
+from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
+from lagwatch.shared.domain.retention import RetentionRisk, group_risk
+from lagwatch.shared.domain.time_lag import TimeLag, seconds_fields, worst
+from lagwatch.shared.domain.velocity import Velocity, group_velocity
 
 SCHEMA_VERSION = 1
-SCHEMA_PATH = Path(__file__).parent / "schemas" / "status_event.json"
+SCHEMA_PATH = Path(__file__).parent.parent / "schemas" / "status_event.json"
 QUIET = (Status.OK, Status.NOTFOUND)  # statuses outside an incident
 
 

@@ -1,4 +1,4 @@
-"""Writing history records to Parquet files, partitioned by cluster and date (the layout of `shared/history.py`).
+"""Writing history records to Parquet files, partitioned by cluster and date (the layout of `shared/domain/history.py`).
 
 Records are buffered up to `flush_rows` (bounded memory) and written as one file per (cluster, date) at each
 flush. A file is written under a temporary name and renamed when complete, so a reader (or a crash) never sees
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs
 
-from lagwatch.shared.history import HISTORY_COLUMNS, HistoryRecord, as_columns, utc_date
+from lagwatch.shared.domain.history import HISTORY_COLUMNS, HistoryRecord, as_columns, utc_date
 
 _ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "long": pa.int64()}
 ARROW_SCHEMA = pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kind in HISTORY_COLUMNS])

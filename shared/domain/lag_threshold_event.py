@@ -4,7 +4,7 @@ consumer group crosses a threshold some subscription asked for — lagwatch's ow
 
 * `lag-seconds` (`lag-seconds-threshold`): over when the group's max lag in seconds is over the threshold;
 * `data-loss-risk` (`retention-risk-threshold`): over when the time until retention deletes the group's oldest
-  unconsumed message (shared/retention.py) is under the threshold;
+  unconsumed message (shared/domain/retention.py) is under the threshold;
 * `messages-skipped` (with any `retention-risk-threshold`; no threshold of its own, 0): over while retention has
   deleted messages the group never consumed (a committed offset below the log start); the open says how many.
 
@@ -27,11 +27,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lagwatch.shared.explanation import Explanation
-from lagwatch.shared.protocol import GroupStatus, PartitionStatus, Status
-from lagwatch.shared.retention import RetentionRisk, group_risk
-from lagwatch.shared.status_event import encode
-from lagwatch.shared.time_lag import TimeLag, exceeds, seconds_fields, worst
+from lagwatch.shared.domain.explanation import Explanation
+from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
+from lagwatch.shared.domain.retention import RetentionRisk, group_risk
+from lagwatch.shared.domain.status_event import encode
+from lagwatch.shared.domain.time_lag import TimeLag, exceeds, seconds_fields, worst
 
 __all__ = [
     "KIND",
@@ -48,7 +48,7 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 KIND = "lag_threshold"
-SCHEMA_PATH = Path(__file__).parent / "schemas" / "lag_threshold_event.json"
+SCHEMA_PATH = Path(__file__).parent.parent / "schemas" / "lag_threshold_event.json"
 
 
 class Alert(StrEnum):

@@ -15,7 +15,7 @@ Three kinds of normalized records, one flat shape so a file or a topic can hold 
 | `observed_at`     | when lagwatch read the commit (ms)    | when sampled (ms)       | when sampled (ms)            |
 
 Log-start samples (every `topic-refresh`) let the replay estimate retention risk as the evaluator does
-(`shared/retention.py`, from the log start's pace; the topics' `retention.ms` is not in the history).
+(`shared/domain/retention.py`, from the log start's pace; the topics' `retention.ms` is not in the history).
 
 On the history topic (`lagwatch.history`) each record is one JSON object with these keys, keyed by
 `<cluster>/<group>` (commits) or `<cluster>/<topic>` (samples). In files, Parquet with `HISTORY_COLUMNS`, laid out
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from lagwatch.shared.window import Commit
+from lagwatch.shared.domain.window import Commit
 
 KIND_COMMIT = "commit"
 KIND_BROKER = "broker"

@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lagwatch.shared.protocol import GroupStatus, PartitionStatus, Status
-from lagwatch.shared.retention import RetentionRisk
-from lagwatch.shared.velocity import CatchUp, Velocity
+from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
+from lagwatch.shared.domain.retention import RetentionRisk
+from lagwatch.shared.domain.velocity import CatchUp, Velocity
 
 STORM_GENERATIONS = 3
 STORM_WINDOW_MS = 600_000  # 10 min

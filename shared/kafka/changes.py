@@ -29,7 +29,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from lagwatch.shared.clock import now_ms
-from lagwatch.shared.kafka_batches import partition_for, send_keyed
+from lagwatch.shared.kafka.kafka_batches import partition_for, send_keyed
 
 log = logging.getLogger(__name__)
 _json_string = json.encoder.encode_basestring_ascii  # json.dumps' own C string encoder

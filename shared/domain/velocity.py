@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from lagwatch.shared.protocol import OffsetEntry
-from lagwatch.shared.time_lag import Sample
+from lagwatch.shared.domain.protocol import OffsetEntry
+from lagwatch.shared.domain.time_lag import Sample
 
 DEFAULT_SPAN_MS = 300_000  # produce-rate span when there is no window to match (5 min)
 
