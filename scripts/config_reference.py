@@ -5,7 +5,7 @@
 
 Every option of every section dataclass becomes a row: its key as the file spells it, its environment variable,
 its default and what it means. Meanings come from `MEANINGS` below or, for an option added since, from the comment
-on its line in shared/config.py; an option with neither stops the script (tests/test_docs.py runs it).
+on its line in shared/config.py; an option with neither stops the script (tests/repository/test_docs.py runs it).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 
 Panels query the series lagwatch exports (services/api/metrics.py and each service's own metrics); where the api
 and a service both export a total (the api's is cluster-wide, from Redis), queries take `max by`, never a sum, so
-scraping both counts nothing twice. tests/test_grafana_dashboard.py runs every panel's query against a real
+scraping both counts nothing twice. tests/repository/test_grafana_dashboard.py runs every panel's query against a real
 Prometheus scraping a running lagwatch.
 """
 

@@ -4,7 +4,7 @@ A scenario is a list of phases; in every tick of a phase the scenario's producer
 (half a tick later, so lagwatch's broker-offset poller has seen them) its consumer reads `consume` of them and
 commits. Burrow's rules judge a partition over its last `intervals` commits, so every scenario first stays healthy
 for `warmup(intervals)` ticks: its window is then full of caught-up commits before anything goes wrong, and each
-status appears in a deterministic order (`expected`, checked by tests/test_demo_end_to_end.py).
+status appears in a deterministic order (`expected`, checked by tests/system/test_demo_end_to_end.py).
 
 The Kafka mock keeps about 5 MB per partition and deletes the oldest batches beyond (its log start moves, as a
 broker's retention would): the `retention` scenario writes large messages fast behind a slow consumer, so retention

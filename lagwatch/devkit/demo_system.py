@@ -15,7 +15,7 @@ every scenario's turns and every alert as it arrives, until Ctrl-C or SIGTERM; t
 stops the workload, the services (SIGTERM, each finishes what it holds), the receiver, Kafka and Redis. A service
 that dies meanwhile is started again (as an orchestrator would; a service that keeps dying within
 `CRASH_LOOP_S` of each start stops the demo). Logs go to `<state-dir>/logs/`, received alerts to
-`<state-dir>/alerts.jsonl`, addresses to `<state-dir>/env`. tests/test_fault_drills.py runs the same system
+`<state-dir>/alerts.jsonl`, addresses to `<state-dir>/env`. tests/system/test_fault_drills.py runs the same system
 without the workload (`workload=()`) or the archiver and plays its own, killing services and restarting Redis and
 Kafka.
 """

@@ -1,7 +1,7 @@
 """The store's Lua scripts, as named constants. Each binds KEYS/ARGV to named locals first.
 
-ADD_COMMITS is the Lua twin of `lagwatch.shared.domain.window.add_commit`; the two must agree (tests/test_store.py
-replays random sequences through both). Ring layout: `packing.py`.
+ADD_COMMITS is the Lua twin of `lagwatch.shared.domain.window.add_commit`; the two must agree
+(tests/shared/test_store.py replays random sequences through both). Ring layout: `packing.py`.
 """
 
 _RING_CODEC = """

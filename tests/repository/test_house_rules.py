@@ -1,0 +1,89 @@
+"""The house rules a reader can rely on (issue 19): small functions, and no service reaching into another."""
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests import paths
+
+ROOT = paths.ROOT
+CODE = ["services", "shared", "spark", "lagwatch"]  # tests/, scripts/ and bench/ are not held to these rules
+DEV_KIT = ROOT / "lagwatch" / "devkit"  # the local stand-ins (Kafka mock, demo) are tools, not the product
+MAX_FUNCTION_LINES = 50
+
+# Functions allowed over the limit while they are being split (none left); the list only shrinks.
+KNOWN_LONG_FUNCTIONS: set[str] = set()
+
+# Imports across services still being moved (issue 19); the list only shrinks.
+KNOWN_CROSS_SERVICE_IMPORTS: set[tuple[str, str]] = set()
+
+
+def _modules() -> Iterator[tuple[Path, ast.Module]]:
+    for folder in CODE:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if not path.is_relative_to(DEV_KIT):
+                yield path, ast.parse(path.read_text(), filename=str(path))
+
+
+def _long_functions() -> Iterator[tuple[str, int]]:
+    for path, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                # From the `def` line (decorators apart) to the last line of the body, docstring included.
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    yield f"{path.relative_to(ROOT)}::{node.name}", lines
+
+
+def _imported_modules(tree: ast.Module) -> Iterator[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def _layering_breaks() -> Iterator[tuple[str, str]]:
+    for path, tree in _modules():
+        relative = path.relative_to(ROOT)
+        for imported in set(_imported_modules(tree)):
+            parts = imported.split(".")
+            if relative.parts[0] == "services" and len(relative.parts) > 2:
+                own = relative.parts[1]
+                if parts[:2] == ["lagwatch", "services"] and len(parts) > 2 and parts[2] != own:
+                    yield str(relative), ".".join(parts[:3])
+            elif relative.parts[0] == "shared" and parts[:2] in (
+                ["lagwatch", "services"],
+                ["lagwatch", "spark"],
+                ["lagwatch", "devkit"],
+            ):
+                yield str(relative), ".".join(parts[:3])
+
+
+def test_no_function_is_longer_than_fifty_lines():
+    too_long = {name: lines for name, lines in _long_functions() if name not in KNOWN_LONG_FUNCTIONS}
+    assert too_long == {}, f"split these into named steps of at most {MAX_FUNCTION_LINES} lines: {too_long}"
+
+
+def test_the_list_of_known_long_functions_only_names_functions_still_too_long():
+    assert {name for name, _ in _long_functions()} >= KNOWN_LONG_FUNCTIONS
+
+
+def test_no_service_imports_another_service_and_shared_imports_no_service_spark_or_the_dev_kit():
+    breaks = set(_layering_breaks()) - KNOWN_CROSS_SERVICE_IMPORTS
+    assert breaks == set(), f"move what these share into shared/: {sorted(breaks)}"
+
+
+def test_the_list_of_known_cross_service_imports_only_names_imports_still_there():
+    assert set(_layering_breaks()) >= KNOWN_CROSS_SERVICE_IMPORTS
+
+
+def test_the_checks_see_a_long_function_and_a_cross_service_import():
+    """The walkers find what they look for (so an empty answer above means something)."""
+    source = "from lagwatch.services.notifier import policy\n\ndef f():\n" + "    x = 1\n" * 60
+    tree = ast.parse(source)
+    assert "lagwatch.services.notifier.policy" in set(_imported_modules(tree))
+    function = tree.body[1]
+    assert isinstance(function, ast.FunctionDef)
+    assert function.end_lineno - function.lineno + 1 > MAX_FUNCTION_LINES

@@ -1,0 +1,65 @@
+"""pyproject.toml lists every package (setuptools' find cannot apply the folder -> `lagwatch.*` mapping)."""
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from tests import paths
+
+ROOT = paths.ROOT
+MAPPING = {
+    "lagwatch": "lagwatch",
+    "shared": "lagwatch.shared",
+    "services": "lagwatch.services",
+    "spark": "lagwatch.spark",
+}
+SETUPTOOLS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
+def _package_folders() -> dict[str, Path]:
+    """Every folder that ships: Python packages and the folders of data files (schemas, static)."""
+    found = {}
+    for folder, package in MAPPING.items():
+        for path in [ROOT / folder, *(ROOT / folder).rglob("*")]:
+            if not path.is_dir() or path.name == "__pycache__" or path.name.endswith(".egg-info"):
+                continue
+            if not any(child.is_file() and child.suffix != ".pyc" for child in path.iterdir()):
+                continue
+            relative = path.relative_to(ROOT / folder)
+            found[".".join([package, *relative.parts])] = path
+    return found
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    assert set(_package_folders()) == set(SETUPTOOLS["packages"])
+
+
+def test_every_folder_of_data_files_is_declared_as_package_data():
+    data_folders = {name for name, path in _package_folders().items() if not (path / "__init__.py").exists()}
+    assert data_folders == set(SETUPTOOLS["package-data"])
+
+
+def test_installing_prints_no_warning(tmp_path):
+    """`pip install -e .` (what `make test` runs) in a fresh virtual environment prints no warning: package data and
+    packages are declared as setuptools expects. (pip's build isolation fetches setuptools, as on any machine.)"""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
+    done = subprocess.run(
+        [*pip, "--no-deps", "-e", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "Successfully installed lagwatch" in output
+    assert "warning" not in output.lower(), output
+    imported = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import lagwatch.shared.domain.rules as m; print(m.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert imported.stdout.strip() == str(ROOT / "shared" / "domain" / "rules.py")

@@ -1,0 +1,191 @@
+"""The evaluator's schedule and log-end notices (issue 13): a STOP is found when it happens, not at the next sweep;
+the schedule lives in Redis, survives a restart and follows the changes-topic partitions; a log-end poll re-judges
+the groups it can change. Every service here runs with the sweep practically off (an hour)."""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lagwatch.services.evaluator.service import EvaluatorService
+from lagwatch.services.ingest.broker_offsets import BrokerOffsets
+from lagwatch.shared.domain.window import Commit
+from lagwatch.shared.kafka.changes import ChangePublisher, partition_of
+from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.store.schedule_store import ScheduleStore
+from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
+from tests.services.evaluator.test_evaluator import StatusTopic
+
+STATUS_TOPIC, CHANGES_TOPIC = "lagwatch.status", "lagwatch.changes"
+NO_SWEEP = {"EVALUATOR__SWEEP_INTERVAL": "3600"}
+DEADLINE_MS = 1000 + 500  # the goal (1 s after the instant) and a margin for a loaded test machine
+
+
+async def stopping_group(store, group, *, stop_at_ms, now_ms, order=1):
+    """A group behind on a quiet topic whose STOP rule turns true at `stop_at_ms`: two commits whose span ends a
+    second ago, every log-end sample past its newest commit, its lag shrinking (OK until then)."""
+    last = now_ms - 1000
+    span = stop_at_ms - 1 - last
+    await store.add_broker_offsets(CLUSTER, "orders", [1000], sampled_at=now_ms - 500)
+    await store.add_commits(
+        CLUSTER,
+        [
+            Commit(group, "orders", 0, 100, last - span, order, last - span),
+            Commit(group, "orders", 0, 200, last, order + 1, last),
+        ],
+        now_ms=now_ms,
+        broker_offsets={("orders", 0): 1000},
+    )
+
+
+def err_event(topic, group):
+    return next(e for e in topic.events if e["group"] == group and e["status"] == "ERR")
+
+
+async def test_a_stop_is_found_within_a_second_of_its_instant_with_the_sweep_off(kafka, redis_server, redis):
+    kafka.create_topic(STATUS_TOPIC, 3)
+    kafka.create_topic(CHANGES_TOPIC, 4)
+    config = make_config(kafka.bootstrap, redis_server.url, **NO_SWEEP)
+    store = WindowStore(redis, config.window())
+    now = int(time.time() * 1000)
+    stop_at = now + 8000  # after the evaluator has started and judged the group OK
+    await stopping_group(store, "billing", stop_at_ms=stop_at, now_ms=now)
+    async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
+        assert await topic.until("billing", 2, timeout=30) == [("NOTFOUND", "OK"), ("OK", "ERR")]
+        assert ev.sweeps_done == 0
+    stopped = err_event(topic, "billing")
+    assert stopped["partitions"][0]["status"] == "STOP"
+    assert stop_at <= stopped["evaluated_at"] <= stop_at + DEADLINE_MS
+
+
+async def test_the_schedule_survives_a_restart_and_moves_with_the_changes_partitions(
+    kafka, redis_server, redis, tmp_path
+):
+    """A evaluates the groups and schedules their STOPs; A restarts: the schedule is still in Redis. Then B (a
+    `lagwatch run evaluator` process) shares the partitions; A leaves before the instants, and B finds the STOPs
+    of A's groups on time."""
+    kafka.create_topic(STATUS_TOPIC, 3)
+    kafka.create_topic(CHANGES_TOPIC, 4)
+    config = make_config(kafka.bootstrap, redis_server.url, **NO_SWEEP)
+    store, schedule = WindowStore(redis, config.window()), ScheduleStore(redis, CLUSTER)
+    now = int(time.time() * 1000)
+    groups = [f"group-{i}" for i in range(12)]
+    instants = {g: now + 40_000 + 100 * i for i, g in enumerate(groups)}
+    for i, g in enumerate(groups):
+        await stopping_group(store, g, stop_at_ms=instants[g], now_ms=now, order=2 * i + 1)
+
+    async def scheduled():
+        found = {}
+        for partition in range(4):
+            found |= await schedule.instants(partition)
+        return found
+
+    async with running(EvaluatorService(config, CLUSTER, http_port=0)):
+        await eventually(lambda: _has_all(scheduled, groups), timeout=30)
+    assert await scheduled() == instants  # survives the stop, at the instants the rules give
+    for g in groups:  # each in its changes partition's set
+        assert g in await schedule.instants(partition_of(CLUSTER, g, 4))
+
+    env = dict(
+        os.environ,
+        REDIS_URL=redis_server.url,
+        KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap,
+        LAGWATCH__EVALUATOR__SWEEP_INTERVAL="3600",
+        LAGWATCH__INGEST__SESSION_TIMEOUT="3",
+    )
+    other_log = tmp_path / "other-evaluator.log"
+    with other_log.open("w") as out:
+        other = subprocess.Popen(
+            [str(Path(sys.executable).parent / "lagwatch"), "run", "evaluator", "--http-port", "0"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        async with StatusTopic(kafka.bootstrap) as topic:
+            async with running(EvaluatorService(config, CLUSTER, http_port=0)) as a:
+
+                async def shared():
+                    owned = a.owned_partitions()
+                    return owned is not None and 0 < len(owned) < 4 and a.taken_over == owned
+
+                await eventually(shared, timeout=30)
+                a_groups = [g for g in groups if partition_of(CLUSTER, g, 4) in a.owned_partitions()]
+            assert a_groups and time.time() * 1000 < min(instants.values()) - 5000  # A left well before the STOPs
+            for g in groups:
+                await topic.until(g, 1, timeout=60)
+                await eventually(lambda g=g: _stopped(topic, g), timeout=60)
+    except AssertionError as failed:  # what the other instance did is the first thing to read
+        raise AssertionError(f"{failed}\nother evaluator's log:\n{other_log.read_text()[-20_000:]}") from failed
+    finally:
+        other.send_signal(signal.SIGTERM)
+        other.wait(timeout=30)
+    assert other.returncode == 0, other_log.read_text()[-20_000:]
+    for g in groups:
+        assert instants[g] <= err_event(topic, g)["evaluated_at"] <= instants[g] + DEADLINE_MS, g
+
+
+async def _has_all(scheduled, groups):
+    return set(groups) <= set(await scheduled())
+
+
+async def _stopped(topic, group):
+    await topic.read()
+    return any(e["group"] == group and e["status"] == "ERR" for e in topic.events)
+
+
+async def test_a_log_end_poll_makes_a_caught_up_group_fall_behind_and_a_commit_brings_it_back(
+    kafka, redis_server, redis
+):
+    """Windows of 2 slots: a group that caught up on `orders` long ago is OK (its commit was the log end). The
+    topic moves: the first poll's notice re-judges it, still OK (the old sample still says it was caught up); the
+    second pushes that sample out: STOP, ERR. A new commit at the log end brings it back to OK."""
+    kafka.create_topic(STATUS_TOPIC, 3)
+    kafka.create_topic(CHANGES_TOPIC, 4)
+    kafka.create_topic("orders", 1)
+    config = make_config(kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="2", **NO_SWEEP)
+    store = WindowStore(redis, config.window())
+    kafka_kwargs = {"bootstrap_servers": kafka.bootstrap}
+    notices = ChangePublisher(kafka_kwargs, CHANGES_TOPIC)
+    poller = BrokerOffsets(CLUSTER, store, kafka_kwargs, offset_refresh=0.3, topic_refresh=60)
+    poller.changes = notices
+    await notices.start()
+    await poller.start()
+    now = int(time.time() * 1000)
+    try:
+        await produce(kafka.bootstrap, "orders", {0: 10})
+        await poller.tick()  # log end 10
+        await store.add_commits(
+            CLUSTER,
+            [
+                Commit("billing", "orders", 0, 10, now - 600_000, 1, now - 600_000),
+                Commit("billing", "orders", 0, 10, now - 300_000, 2, now - 300_000),
+            ],
+            now_ms=now,
+        )
+        async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
+            assert await topic.until("billing", 1, timeout=30) == [("NOTFOUND", "OK")]
+            await eventually(lambda: _taken_over(ev), timeout=30)
+            for _ in range(2):
+                await produce(kafka.bootstrap, "orders", {0: 5})
+                await poller.tick()
+                await asyncio.sleep(0.5)
+            assert await topic.until("billing", 2, timeout=20) == [("NOTFOUND", "OK"), ("OK", "ERR")]
+            assert err_event(topic, "billing")["partitions"][0]["status"] == "STOP"
+            stats = await redis.hgetall(keys.evaluator_stats(CLUSTER))
+            assert int(stats[b"evaluations:log-end"]) >= 2 and b"evaluations:sweep" not in stats
+            await store.add_commits(CLUSTER, [Commit("billing", "orders", 0, 20, now, 3, now)], now_ms=now)
+            await notices.publish(CLUSTER, [("billing", "commits")])
+            assert (await topic.until("billing", 3, timeout=20))[-1] == ("ERR", "OK")
+    finally:
+        await poller.stop()
+        await notices.stop()
+
+
+async def _taken_over(ev):
+    owned = ev.owned_partitions()
+    return owned is not None and ev.taken_over == owned

@@ -1,0 +1,65 @@
+"""Consumer groups on the new protocol (KIP-848): their members' and assignments' records give owners as a classic
+group's rebalance does, with topic ids named through the broker's metadata."""
+
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient
+
+from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
+from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.store.redis_store import WindowStore
+from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.services.ingest.test_ingest import _with_owners
+
+
+def topic_id_hex(bootstrap: str, topic: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer is in
+    uuid = admin.describe_topics(TopicCollection([topic]))[topic].result().topic_id
+    msb, lsb = uuid.get_most_significant_bits(), uuid.get_least_significant_bits()
+    return f"{msb & (2**64 - 1):016x}{lsb & (2**64 - 1):016x}"
+
+
+async def member(writer: OffsetsTopicWriter, group: str, member_id: str, client_id: str, host: str) -> None:
+    key = codec.encode_consumer_group_member_key(group, member_id)
+    await writer.raw(group, key, codec.encode_consumer_group_member_value(client_id=client_id, client_host=host))
+
+
+async def assignment(writer: OffsetsTopicWriter, group: str, member_id: str, epoch: int, parts: dict) -> None:
+    key = codec.encode_consumer_group_assignment_key(group, member_id)
+    value = codec.encode_consumer_group_assignment_value(member_epoch=epoch, partitions=parts)
+    await writer.raw(group, key, value)
+
+
+async def test_new_protocol_members_and_assignments_become_owners_and_follow_a_member_leaving(
+    kafka, redis_server, redis
+):
+    kafka.create_topic("orders", 2)
+    orders = topic_id_hex(kafka.bootstrap, "orders")
+    config = make_config(kafka.bootstrap, redis_server.url)
+    store = WindowStore(redis, config.window())
+    async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)):
+        await writer.commit("billing", "orders", 0, 0)
+        await writer.commit("billing", "orders", 1, 0)
+        await member(writer, "billing", "m-1", "billing-a", "/10.0.0.1")
+        await member(writer, "billing", "m-2", "billing-b", "/10.0.0.2")
+        await assignment(writer, "billing", "m-1", 5, {orders: [0]})
+        await assignment(writer, "billing", "m-2", 6, {orders: [1]})
+        group = await eventually(lambda: _owned(store, {0: "billing-a", 1: "billing-b"}))
+        assert [(p.topic, p.partition, p.owner, p.client_id) for p in group.partitions] == [
+            ("orders", 0, "/10.0.0.1", "billing-a"),
+            ("orders", 1, "/10.0.0.2", "billing-b"),
+        ]
+        assert group.generation == 6  # the highest member epoch
+
+        # m-2 leaves (its member record is deleted); m-1 is given both partitions at a new epoch
+        await writer.raw("billing", codec.encode_consumer_group_member_key("billing", "m-2"), None)
+        await assignment(writer, "billing", "m-1", 7, {orders: [0, 1]})
+        group = await eventually(lambda: _owned(store, {0: "billing-a", 1: "billing-a"}))
+        assert group.generation == 7
+
+
+async def _owned(store: WindowStore, client_ids: dict[int, str]):
+    group = await _with_owners(store, "billing")
+    if group is None:
+        return None
+    return group if {p.partition: p.client_id for p in group.partitions} == client_ids else None

@@ -1,0 +1,68 @@
+"""lagwatch's Faust transport (shared/kafka/faust_kafka.py) against the Kafka mock: a group-coordination error that
+aiokafka hands to the application does not leave a Faust app out of its consumer group."""
+
+import time
+
+from aiokafka.protocol.group import SyncGroupRequest
+
+from lagwatch.services.evaluator.service import EvaluatorService
+from lagwatch.shared.kafka.changes import ChangePublisher
+from lagwatch.shared.store.redis_store import WindowStore
+from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.services.evaluator.test_evaluator import StatusTopic, commits
+
+STATUS_TOPIC, CHANGES_TOPIC = "lagwatch.status", "lagwatch.changes"
+INVALID_REQUEST = 42
+
+
+def answer_next_sync_group_with(coordinator, error_code: int) -> list:
+    """The broker's next SyncGroup answer carries `error_code` (what librdkafka's mock cluster answers a SyncGroup
+    that reaches it after the group settled); returns a list that gets the error code once it was answered."""
+    send, answered = coordinator._send_req, []
+
+    async def send_req(request):
+        response = await send(request)
+        if isinstance(request, SyncGroupRequest) and not answered:
+            response.error_code = error_code
+            answered.append(error_code)
+        return response
+
+    coordinator._send_req = send_req
+    return answered
+
+
+async def test_an_evaluator_rejoins_its_group_after_an_unexpected_sync_group_error(kafka, redis_server, redis):
+    """aiokafka stops coordinating after an unknown SyncGroup error until the application has seen it, which
+    Faust's fetcher never does: the evaluator would hold no partitions (and evaluate nothing) from then on."""
+    kafka.create_topic(STATUS_TOPIC, 3)
+    kafka.create_topic(CHANGES_TOPIC, 4)
+    config = make_config(kafka.bootstrap, redis_server.url, EVALUATOR__SWEEP_INTERVAL="3600")
+    store = WindowStore(redis, config.window())
+    notices = ChangePublisher({"bootstrap_servers": kafka.bootstrap}, CHANGES_TOPIC)
+    await notices.start()
+    try:
+        async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
+
+            async def settled():
+                owned = ev.owned_partitions()
+                return owned == {0, 1, 2, 3} and ev.taken_over == owned
+
+            await eventually(settled, timeout=30)
+            thread = ev.app.consumer._thread
+            coordinator = thread._consumer._coordinator
+            generation = coordinator.generation
+            answered = answer_next_sync_group_with(coordinator, INVALID_REQUEST)
+            thread.thread_loop.call_soon_threadsafe(coordinator.request_rejoin)
+
+            async def rejoined():  # and consuming again (a notice sent before its seek would be skipped)
+                resumed = not ev.app.rebalancing and ev.app.consumer.flow_active
+                return answered and coordinator.generation > generation and resumed and await settled()
+
+            await eventually(rejoined, timeout=30)
+            now = int(time.time() * 1000)  # and it evaluates what the changes topic says again
+            await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+            await store.add_commits(CLUSTER, commits("billing", [100], now - 1000), now_ms=now)
+            await notices.publish(CLUSTER, [("billing", "commits")])
+            assert await topic.until("billing", 1, timeout=20) == [("NOTFOUND", "OK")]
+    finally:
+        await notices.stop()

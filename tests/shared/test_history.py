@@ -1,0 +1,151 @@
+"""The history of what the ingest read: its records, the Parquet files they are archived in, and the archiver service
+that moves them from the history topic to those files."""
+
+from __future__ import annotations
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from lagwatch.services.archiver.service import RECORDS, Archiver
+from lagwatch.shared.domain.history import (
+    KIND_BROKER,
+    HistoryRecord,
+    HistoryRecordInvalid,
+    broker_records,
+    commit_record,
+    decode,
+    encode_commit,
+    utc_date,
+)
+from lagwatch.shared.domain.window import Commit
+from lagwatch.shared.store.history_files import HistoryFileWriter
+from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+
+DAY = 86_400_000
+T = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+COMMIT = commit_record("prod", Commit("g", "t", 3, 120, T - 5, 77, T))
+
+
+def test_a_commit_record_round_trips_through_its_json():
+    assert decode(COMMIT.encode()) == COMMIT
+    assert COMMIT.key() == b"prod/g"
+
+
+def test_log_end_samples_are_keyed_by_topic():
+    samples = list(broker_records("prod", {"t": {0: 10, 1: 12}}, T))
+
+    assert [(s.kind, s.partition, s.offset, s.observed_at, s.group) for s in samples] == [
+        (KIND_BROKER, 0, 10, T, None),
+        (KIND_BROKER, 1, 12, T, None),
+    ]
+    assert samples[0].key() == b"prod/t"
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (b"{", "not JSON"),
+        (b"[1]", "not a JSON object"),
+        (b'{"kind": "commit"}', "missing cluster, group"),
+        (COMMIT._replace(offset=-1).encode(), "offset must be a non-negative integer"),
+        (COMMIT._replace(group="").encode(), "group is empty"),
+        (COMMIT._replace(kind="x").encode(), "kind must be one of commit, broker, log-start"),
+    ],
+)
+def test_bad_records_say_what_is_wrong(value, problem):
+    with pytest.raises(HistoryRecordInvalid, match=problem):
+        decode(value)
+
+
+def test_files_are_partitioned_by_cluster_and_date_and_written_whole(tmp_path):
+    writer = HistoryFileWriter(str(tmp_path), flush_rows=3)
+    records = [COMMIT, COMMIT._replace(observed_at=T + DAY), COMMIT._replace(cluster="test")]
+
+    assert writer.add(records[:2]) is False
+    assert writer.add(records[2:]) is True  # full: time to flush
+    written = writer.flush()
+
+    assert sorted(p.split(str(tmp_path))[1].rsplit("/", 1)[0] for p in written) == [
+        "/cluster=prod/date=2026-01-01",
+        "/cluster=prod/date=2026-01-02",
+        "/cluster=test/date=2026-01-01",
+    ]
+    assert writer.buffered == 0 and writer.rows_written == 3
+    assert not list(tmp_path.rglob("*.tmp"))
+    table = ds.dataset(tmp_path, format="parquet", partitioning="hive").to_table()
+    assert sorted(table.column("cluster").to_pylist()) == ["prod", "prod", "test"]
+    assert set(table.column("offset").to_pylist()) == {120}
+
+
+def test_utc_dates():
+    assert utc_date(T - 1) == "2025-12-31" and utc_date(T) == "2026-01-01"
+
+
+async def test_the_archiver_writes_the_topic_to_files_and_skips_bad_records(kafka, redis_server, tmp_path):
+    kafka.create_topic("lagwatch.history", 2)
+    config = make_config(
+        kafka.bootstrap,
+        redis_server.url,
+        HISTORY__PATH=str(tmp_path),
+        HISTORY__FLUSH_ROWS="40",  # the memory bound: files every 40 records
+        HISTORY__FLUSH_INTERVAL="0.5",
+        HISTORY__HTTP_PORT="0",
+    )
+    good = [commit_record(CLUSTER, Commit("g", "t", i % 4, i, T + i, i, T + i)) for i in range(100)]
+    bad_before = RECORDS.labels(CLUSTER, "bad")._value.get()
+    async with AIOKafkaProducer(bootstrap_servers=kafka.bootstrap) as producer:
+        for record in good[:50]:
+            await producer.send("lagwatch.history", record.encode(), key=record.key())
+        await producer.send("lagwatch.history", b"not a record", key=b"x")
+        for record in good[50:]:
+            await producer.send("lagwatch.history", record.encode(), key=record.key())
+
+    archiver = Archiver(config, CLUSTER, http_port=0)
+    async with running(archiver):
+        await eventually(lambda: _archived(archiver, 100), timeout=30)
+
+    assert RECORDS.labels(CLUSTER, "bad")._value.get() == bad_before + 1
+    # memory bound: a flush comes once 40 are buffered, and a fetch brings at most 40 more
+    rows_per_file = [pq.ParquetFile(f).metadata.num_rows for f in tmp_path.rglob("*.parquet")]
+    assert len(rows_per_file) >= 2 and max(rows_per_file) < 80
+    assert sorted(_offsets(tmp_path)) == list(range(100))
+
+    # its position was committed with the files: a restarted archiver writes nothing twice
+    again = Archiver(config, CLUSTER, http_port=0)
+    async with running(again):
+        await eventually(lambda: _assigned(again), timeout=30)
+        await eventually(lambda: _idle_for(again), timeout=10)
+    assert sorted(_offsets(tmp_path)) == list(range(100))
+
+
+def _offsets(root) -> list[int]:
+    return ds.dataset(root, format="parquet", partitioning="hive").to_table().column("offset").to_pylist()
+
+
+async def _archived(archiver: Archiver, n: int) -> bool:
+    return archiver.writer.rows_written >= n and not archiver.positions
+
+
+async def _assigned(archiver: Archiver) -> bool:
+    return bool(archiver.consumer.assignment())
+
+
+async def _idle_for(archiver: Archiver) -> bool:
+    positions = [await archiver.consumer.position(tp) for tp in archiver.consumer.assignment()]
+    return sum(positions) >= 101 and archiver.writer.rows_written == 0
+
+
+def test_history_record_fields_are_the_documented_columns():
+    from lagwatch.shared.domain.history import COLUMN_NAMES
+
+    assert HistoryRecord._fields == COLUMN_NAMES
+
+
+def test_the_ingests_encoding_of_a_commit_is_the_records_own_to_the_byte():
+    for group, topic in (("g", "t"), ('we"ird\\', "tö pic"), ("ünïcode-群", "t.1")):
+        commit = Commit(group, topic, 3, 120, T - 5, 77, T)
+        record = commit_record("prod", commit)
+        assert encode_commit("prod", *commit) == (record.key(), record.encode())
+        assert decode(record.encode()) == record
