@@ -1,8 +1,7 @@
-"""`make lint`'s type check: mypy over the `lagwatch` namespace, configured in pyproject.toml ([tool.mypy]).
+"""`make lint`'s type check: mypy over the `lagwatch` package, configured in pyproject.toml ([tool.mypy]).
 
-The repository's folders are mapped onto one namespace (shared/ -> lagwatch.shared, services/ ->
-lagwatch.services, spark/ -> lagwatch.spark), which mypy cannot follow through an editable install's import
-hook. So this builds that namespace as a tree of symbolic links and checks it, printing the repository's paths.
+lagwatch/shared, lagwatch/services and lagwatch/spark are symbolic links to the repository's folders, so mypy reads
+the package as it is installed; this prints the repository's paths (shared/..., not lagwatch/shared/...).
 """
 
 import subprocess
@@ -10,38 +9,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MAPPED = {"shared": "shared", "services": "services", "spark": "spark"}  # lagwatch.<name> -> folder
-
-
-def build_tree(tree: Path) -> Path:
-    """`tree`/lagwatch: the entries of lagwatch/ and the mapped folders, as links; returns that package."""
-    package = tree / "lagwatch"
-    package.mkdir(parents=True, exist_ok=True)
-    wanted = {entry.name: entry for entry in (ROOT / "lagwatch").iterdir() if entry.name != "__pycache__"}
-    wanted.update({name: ROOT / folder for name, folder in MAPPED.items()})
-    for link in package.iterdir():
-        if link.name not in wanted or link.resolve() != wanted[link.name]:
-            link.unlink()
-    for name, target in wanted.items():
-        if not (package / name).is_symlink():
-            (package / name).symlink_to(target)
-    return package
+LINKED = ("shared", "services", "spark")  # lagwatch/<name> -> <name>/
 
 
 def repository_paths(report: str) -> str:
-    """mypy names the linked files lagwatch/shared/...; a reader wants shared/..."""
-    for name, folder in MAPPED.items():
-        report = report.replace(f"lagwatch/{name}/", f"{folder}/")
+    """mypy names the files lagwatch/shared/...; a reader wants shared/..."""
+    for name in LINKED:
+        report = report.replace(f"lagwatch/{name}/", f"{name}/")
     return report
 
 
 def main() -> int:
-    tree = ROOT / ".mypy_cache" / "namespace"
-    build_tree(tree)
-    # Run inside the tree, so `lagwatch` resolves to it (not to the repository's own lagwatch/ folder).
-    command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml")]
-    command += ["--cache-dir", str(ROOT / ".mypy_cache"), *sys.argv[1:]]
-    result = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
+    command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), *sys.argv[1:]]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     sys.stdout.write(repository_paths(result.stdout))
     sys.stderr.write(result.stderr)
     return result.returncode
