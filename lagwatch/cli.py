@@ -225,7 +225,7 @@ def _start_service(args: argparse.Namespace, config, cluster: str) -> int:
     import asyncio
 
     if args.service == "api":
-        from lagwatch.services.api.app import run_api
+        from lagwatch.services.api.service import run_api
 
         asyncio.run(run_api(config, port=args.http_port))
     elif args.service == "ingest":
@@ -235,7 +235,7 @@ def _start_service(args: argparse.Namespace, config, cluster: str) -> int:
         count = count or workers.default_workers()
         if count > 1:
             return workers.supervise(args.argv, count)  # a small process: it imports none of the worker's clients
-        from lagwatch.services.ingest.worker import run_ingest
+        from lagwatch.services.ingest.service import run_ingest
 
         workers.die_with_supervisor()
         workers.one_malloc_arena()

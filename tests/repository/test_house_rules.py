@@ -87,3 +87,13 @@ def test_the_checks_see_a_long_function_and_a_cross_service_import():
     function = tree.body[1]
     assert isinstance(function, ast.FunctionDef)
     assert function.end_lineno - function.lineno + 1 > MAX_FUNCTION_LINES
+
+
+def test_every_service_starts_from_its_service_module():
+    """One name for one role: `lagwatch run <service>` starts `services/<service>/service.py`'s `run_<service>`."""
+    services = sorted(p.name for p in (ROOT / "services").iterdir() if (p / "__init__.py").exists())
+    assert services == ["api", "archiver", "evaluator", "ingest", "notifier"]
+    for name in services:
+        tree = ast.parse((ROOT / "services" / name / "service.py").read_text())
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+        assert f"run_{name}" in defined, name

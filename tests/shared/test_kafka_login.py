@@ -29,7 +29,7 @@ from prometheus_client import REGISTRY
 from lagwatch import cli
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, OffsetsTopicWriter
 from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.config import ConfigError, load_config
 from lagwatch.shared.kafka import kafka_client, kafka_login
 from lagwatch.shared.kafka.changes import ChangePublisher

@@ -42,8 +42,8 @@ from lagwatch.devkit.demo_workload import demo_topics, run_workload
 from lagwatch.devkit.stack import local_infra
 from lagwatch.devkit.webhook_receiver import ReceivedAlert
 from lagwatch.services.evaluator.service import consumer_group as evaluator_group
-from lagwatch.services.ingest.worker import consumer_group as ingest_group
-from lagwatch.services.ingest.worker import self_group
+from lagwatch.services.ingest.service import consumer_group as ingest_group
+from lagwatch.services.ingest.service import self_group
 from lagwatch.services.notifier.service import CONSUMER_GROUP as NOTIFIER_GROUP
 from lagwatch.shared.domain.status_event import schema
 from tests.kafka_helpers import eventually

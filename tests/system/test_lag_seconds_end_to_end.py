@@ -8,9 +8,9 @@ import time
 import aiohttp
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
-from lagwatch.services.api.app import ApiServer
+from lagwatch.services.api.service import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.services.ingest.service import IngestWorker
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 
 POLL_S = 0.3  # offset-refresh in make_config

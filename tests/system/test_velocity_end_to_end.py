@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter, member
 from lagwatch.services.api.metrics import scrape_results
 from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.services.api.test_api import serving

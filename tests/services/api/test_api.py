@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from yarl import URL
 
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.services.api.app import ApiServer
+from lagwatch.services.api.service import ApiServer
 from lagwatch.shared.config import load_config
 from lagwatch.shared.domain.window import Commit
 from lagwatch.shared.store import keys

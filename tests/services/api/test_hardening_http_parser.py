@@ -18,7 +18,7 @@ import socket
 
 import pytest
 
-from lagwatch.services.api.app import ApiServer
+from lagwatch.services.api.service import ApiServer
 from lagwatch.shared.config import load_config
 from tests.kafka_helpers import running
 

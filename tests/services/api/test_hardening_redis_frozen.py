@@ -14,9 +14,9 @@ import aiohttp
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.services.api.app import ApiServer
+from lagwatch.services.api.service import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.services.notifier.service import NotifierService
 from lagwatch.shared.store.redis_client import connect
 from lagwatch.shared.store.redis_store import WindowStore

@@ -10,7 +10,7 @@ import logging
 import aiohttp
 import pytest
 
-from lagwatch.services.api.app import ApiServer
+from lagwatch.services.api.service import ApiServer
 from lagwatch.shared.config import SubscriptionConfig, load_config
 from lagwatch.shared.store import keys
 from lagwatch.shared.subscriptions.store import SubscriptionStore

@@ -12,7 +12,7 @@ import redis as sync_redis
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lagwatch.services.api.app import ApiServer
+from lagwatch.services.api.service import ApiServer
 from lagwatch.services.notifier.subscriptions import compile_subscription
 from lagwatch.shared.config import SubscriptionConfig, build_section
 from lagwatch.shared.store import keys

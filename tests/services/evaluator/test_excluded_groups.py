@@ -8,7 +8,7 @@ import asyncio
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.kafka.changes import partition_of
 from lagwatch.shared.store.ingest_totals import read_totals
 from lagwatch.shared.store.redis_store import WindowStore

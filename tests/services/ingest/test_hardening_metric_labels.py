@@ -14,8 +14,8 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
-from lagwatch.services.api.app import ApiServer
-from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.services.api.service import ApiServer
+from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import read_totals

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
-from lagwatch.services.api.app import ApiServer
-from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.services.api.service import ApiServer
+from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.domain.window import Commit
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import read_totals

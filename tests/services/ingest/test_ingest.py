@@ -3,7 +3,7 @@
 import time
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
-from lagwatch.services.ingest.worker import IngestWorker, self_group
+from lagwatch.services.ingest.service import IngestWorker, self_group
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, consume_and_commit, eventually, make_config, produce, running
 

@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running

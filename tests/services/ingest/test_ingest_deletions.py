@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import aiohttp
 
 from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
-from lagwatch.services.api.app import ApiServer
+from lagwatch.services.api.service import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
-from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.domain.group_filter import GroupFilter
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store import keys

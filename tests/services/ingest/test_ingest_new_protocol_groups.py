@@ -5,7 +5,7 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
-from lagwatch.services.ingest.worker import IngestWorker
+from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running

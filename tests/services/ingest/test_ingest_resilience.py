@@ -21,7 +21,7 @@ from lagwatch.devkit.offsets_topic_writer import (
     OffsetsTopicWriter,
 )
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.services.ingest.worker import IngestWorker, consumer_group
+from lagwatch.services.ingest.service import IngestWorker, consumer_group
 from lagwatch.shared.kafka.changes import RESTART_AFTER_S, ChangePublisher, decode_notice
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import WindowStore

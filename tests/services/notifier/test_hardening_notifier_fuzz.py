@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lagwatch.services.api.app import ApiServer
+from lagwatch.services.api.service import ApiServer
 from tests.kafka_helpers import make_config
 from tests.services.api.test_subscriptions_api import BASE, TOKEN
 from tests.services.api.test_subscriptions_api_fuzz import CATASTROPHIC_REGEX, DOCUMENTS, NESTED_LOOPS, call

@@ -1,4 +1,5 @@
-"""The ingest worker: the offsets topic in, per-partition windows in Redis out.
+"""The ingest service (`lagwatch run ingest`; one worker process): the offsets topic in, per-partition windows in Redis
+out.
 
 Consumption is a Kafka consumer group, `lagwatch-ingest-<cluster>`: start several workers (`--workers N` starts N
 processes) and they share the offsets topic's partitions. A consumer group's commits all land in one partition of
