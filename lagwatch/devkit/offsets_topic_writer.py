@@ -8,12 +8,12 @@ by `offsets_codec` exactly as Kafka encodes it, into the partition Kafka would c
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.kafka import offsets_codec as codec
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -110,7 +110,7 @@ class OffsetsTopicWriter:
         """Write many offset commits at once; returns their offsets (the `order` lagwatch will see)."""
         futures = []
         for s in specs:
-            ts = s.timestamp if s.timestamp is not None else int(time.time() * 1000)
+            ts = s.timestamp if s.timestamp is not None else now_ms()
             key = codec.encode_offset_commit_key(s.group, s.topic, s.partition)
             value = codec.encode_offset_commit_value(
                 s.offset, ts, metadata=s.metadata, leader_epoch=s.leader_epoch, version=self.value_version
@@ -129,7 +129,7 @@ class OffsetsTopicWriter:
         protocol_type: str = "consumer",
     ) -> int:
         """Write a group-metadata record (a rebalance's outcome: generation, members and their assignments)."""
-        now = int(time.time() * 1000)
+        now = now_ms()
         value = codec.encode_group_metadata_value(
             protocol_type=protocol_type,
             generation=generation,
@@ -143,12 +143,12 @@ class OffsetsTopicWriter:
 
     async def delete_group(self, group: str) -> int:
         """A group-metadata tombstone: what the coordinator writes when a group is deleted."""
-        now = int(time.time() * 1000)
+        now = now_ms()
         return (await (await self._send(group, codec.encode_group_metadata_key(group), None, now))).offset
 
     async def raw(self, group: str, key: bytes, value: bytes | None) -> int:
         """Any bytes, into the group's partition (for malformed-record tests)."""
-        return (await (await self._send(group, key, value, int(time.time() * 1000)))).offset
+        return (await (await self._send(group, key, value, now_ms()))).offset
 
     async def _send(self, group: str, key: bytes, value: bytes | None, ts: int) -> asyncio.Future:
         return await self._producer.send(

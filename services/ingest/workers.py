@@ -23,6 +23,8 @@ import threading
 import time
 from collections.abc import Sequence
 
+from lagwatch.shared.runtime.backoff import doubling
+
 log = logging.getLogger(__name__)
 SUPERVISOR_ENV = "LAGWATCH_INGEST_SUPERVISOR"  # set in each worker: the supervisor's pid
 SHARD_ENV = "LAGWATCH_INGEST_WORKER"  # set in each worker: "<index>/<count>" (admin mode splits groups by it)
@@ -129,7 +131,7 @@ def _tend(slot: _Slot) -> None:
             return
         slot.proc = None
         slot.quick_deaths = slot.quick_deaths + 1 if now - slot.started_at < MAX_BACKOFF_S else 0
-        delay = min(MAX_BACKOFF_S, 0.5 * 2**slot.quick_deaths)
+        delay = doubling(0.5, MAX_BACKOFF_S, slot.quick_deaths)
         slot.due = now + delay
         log.warning("ingest worker %d exited with %s; starting it again in %.1fs", slot.index, code, delay)
     if now >= slot.due:

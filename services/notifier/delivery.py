@@ -43,6 +43,7 @@ from lagwatch.shared.delivery.address_guard import (
     destination,
     guarded_socket_factory,
 )
+from lagwatch.shared.runtime.backoff import doubling
 from lagwatch.shared.runtime.service_lifecycle import Backoff, pause
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class RetryPolicy:
 
     def backoff(self, attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based): full jitter."""
-        ceiling = min(self.cap_s, self.base_s * (2 ** max(0, attempt - 1)))
+        ceiling = doubling(self.base_s, self.cap_s, attempt - 1)
         return (rng or random).uniform(0, ceiling)
 
 

@@ -10,6 +10,8 @@ import random
 import signal
 from typing import Protocol
 
+from lagwatch.shared.runtime.backoff import doubling
+
 
 class Service(Protocol):
     stopping: asyncio.Event
@@ -24,21 +26,25 @@ async def pause(event: asyncio.Event, seconds: float) -> None:
 
 
 class Backoff:
-    """Pauses between tries: doubling from `first` up to `cap` seconds, each drawn between half and all of that so
-    that processes that failed together (a Redis restart) do not retry in step, and never longer than `cap` (a
-    recovered dependency is noticed within it). `reset()` after a success."""
+    """Pauses between tries along `doubling`, each drawn between half and all of its nominal length so that processes
+    that failed together (a Redis restart) do not retry in step. `reset()` after a success."""
 
     def __init__(self, first: float = 0.1, cap: float = 5.0) -> None:
         self.first, self.cap = first, cap
-        self.delay = first  # the next pause's nominal length (for log lines)
+        self.failures = 0
+
+    @property
+    def delay(self) -> float:
+        """The next pause's nominal length (for log lines)."""
+        return doubling(self.first, self.cap, self.failures)
 
     def reset(self) -> None:
-        self.delay = self.first
+        self.failures = 0
 
     async def pause(self, stopping: asyncio.Event) -> None:
         """Wait the next pause, or less when `stopping` is set meanwhile."""
         seconds = self.delay * (0.5 + random.random() / 2)
-        self.delay = min(self.delay * 2, self.cap)
+        self.failures += 1
         await pause(stopping, seconds)
 
 
