@@ -46,6 +46,7 @@ from lagwatch.shared.domain.window import (
     add_broker_offset,
     add_commit,
     current_lag,
+    expired,
     padded_ring,
 )
 
@@ -152,7 +153,7 @@ class _Group:
         return outcome
 
     def expired(self, now: int) -> bool:
-        return bool(self.windows) and self.last_commit < now - self.config.window.expire_group_ms
+        return bool(self.windows) and expired(self.last_commit, now, self.config.window)
 
     def forget_windows(self) -> None:
         for tp in self.windows:

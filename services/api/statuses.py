@@ -16,6 +16,7 @@ from lagwatch.shared.domain.protocol import GroupStatus, Status
 from lagwatch.shared.domain.retention import group_risk
 from lagwatch.shared.domain.time_lag import seconds_fields, worst
 from lagwatch.shared.domain.velocity import group_velocity
+from lagwatch.shared.domain.window import expired
 from lagwatch.shared.store.redis_store import StoredGroup
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def is_live(stored: StoredGroup | None, now_ms: int, config: Config) -> bool:
-    return stored is not None and stored.last_commit_ms >= now_ms - config.window().expire_group_ms
+    return stored is not None and not expired(stored.last_commit_ms, now_ms, config.window())
 
 
 def evaluate(stored: StoredGroup, now_ms: int, config: Config) -> GroupStatus:

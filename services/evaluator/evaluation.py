@@ -34,6 +34,7 @@ from lagwatch.shared.domain.protocol import GroupStatus, RuleConfig
 from lagwatch.shared.domain.retention import group_risk
 from lagwatch.shared.domain.status_event import encode, transition
 from lagwatch.shared.domain.velocity import group_velocity
+from lagwatch.shared.domain.window import expired
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
 from lagwatch.shared.store.results_store import GroupResult, ResultsStore, result_of
@@ -101,7 +102,7 @@ class GroupEvaluator:
 
     def status_of(self, stored: StoredGroup | None, now_ms: int) -> GroupStatus | None:
         """The group's status now, or None when it is NOTFOUND."""
-        if stored is None or stored.last_commit_ms < now_ms - self.store.config.expire_group_ms:
+        if stored is None or expired(stored.last_commit_ms, now_ms, self.store.config):
             return None
         return stored.status(self.store.config.intervals, now_ms, self.rules)
 

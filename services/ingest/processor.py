@@ -32,7 +32,7 @@ from lagwatch.services.ingest.window_cache import CachedGroup, WindowCache
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.group_filter import GroupFilter
 from lagwatch.shared.domain.history import encode_commit
-from lagwatch.shared.domain.window import Commit
+from lagwatch.shared.domain.window import Commit, expired
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store.ingest_totals import type_label
 from lagwatch.shared.store.packed_window import add_to_ring
@@ -209,7 +209,7 @@ class BatchProcessor:
 
     def _open_group(self, group: str, current: CachedGroup, batch: AppliedBatch) -> tuple[dict, set]:
         """The group's first commit in a run of them: an expired group starts afresh; it is marked for the flush."""
-        if current.last is not None and current.last < batch.observed_at - self.store.config.expire_group_ms:
+        if current.last is not None and expired(current.last, batch.observed_at, self.store.config):
             self.cache.restart(current)
         self.cache.dirty[group] = current
         batch.touched[group] = "commits"

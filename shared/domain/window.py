@@ -53,6 +53,12 @@ class WindowConfig:
     lag_history_samples: int = 720
 
 
+def expired(newest_commit_ms: int, now_ms: int, config: WindowConfig) -> bool:
+    """Burrow's `expire-group`: a group (or a commit) older than it is gone, as if it had never committed. The one
+    statement of the rule: the ingest starts such a group afresh, the evaluator, the api and the replay drop it."""
+    return newest_commit_ms < now_ms - config.expire_group_ms
+
+
 class Commit(NamedTuple):
     """One decoded offset commit, as the ingest hands it to a window (a tuple: built ~1M times a second)."""
 
@@ -73,7 +79,7 @@ def add_commit(
     config: WindowConfig,
 ) -> AddOutcome:
     """Apply one commit to `entries` (oldest first, mutated in place) and say what happened."""
-    if commit.timestamp < now_ms - config.expire_group_ms:
+    if expired(commit.timestamp, now_ms, config):
         return AddOutcome.EXPIRED
     if latest_broker_offset is None:
         return AddOutcome.NO_BROKER_OFFSET

@@ -1,6 +1,6 @@
 """The per-partition window (docs/rules.md §2) as a pure data structure."""
 
-from lagwatch.shared.domain.window import AddOutcome, Commit, PartitionWindow, WindowConfig
+from lagwatch.shared.domain.window import AddOutcome, Commit, PartitionWindow, WindowConfig, expired
 
 T0 = 1_700_000_000_000
 SECOND = 1000
@@ -123,3 +123,9 @@ def test_group_filter_searches_unanchored_and_deny_wins():
     assert not f.accepts("payments")
     assert not f.accepts("console-consumer-orders")
     assert GroupFilter().accepts("anything")
+
+
+def test_a_group_expires_once_its_newest_commit_is_older_than_expire_group():
+    config = WindowConfig(expire_group_ms=1000)
+    assert not expired(9_000, 10_000, config)  # exactly expire-group old: still there
+    assert expired(8_999, 10_000, config)
