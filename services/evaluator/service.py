@@ -238,8 +238,7 @@ class EvaluatorService:
                 for tp, w in self.watches.get(g, {}).items()
             )
         )
-        for i in range(0, len(due), SWEEP_CHUNK):
-            await self._evaluate(due[i : i + SWEEP_CHUNK], "log-start")
+        await self._evaluate_in_chunks(due, "log-start")
 
     async def _on_log_ends(self, topics: set[str]) -> None:
         """Re-evaluate the groups reading these topics where the new log ends could flip a rule."""
@@ -263,8 +262,12 @@ class EvaluatorService:
                 for tp, w in self.watches.get(g, {}).items()
             )
         )
-        for i in range(0, len(due), SWEEP_CHUNK):
-            await self._evaluate(due[i : i + SWEEP_CHUNK], "log-end")
+        await self._evaluate_in_chunks(due, "log-end")
+
+    async def _evaluate_in_chunks(self, groups: list[str], trigger: str) -> None:
+        """Many groups, SWEEP_CHUNK at a time: one Redis read and one evaluation per chunk, memory bounded."""
+        for i in range(0, len(groups), SWEEP_CHUNK):
+            await self._evaluate(groups[i : i + SWEEP_CHUNK], trigger)
 
     async def _sweep(self) -> None:
         owned = self.owned_partitions()
@@ -332,8 +335,7 @@ class EvaluatorService:
             oldest = await self.schedule.earliest(owned)
             SCHEDULE_DELAY.labels(self.cluster).set(0 if oldest is None else max(0, now - oldest) / 1000)
         if due:
-            for i in range(0, len(due), SWEEP_CHUNK):
-                await self._evaluate(due[i : i + SWEEP_CHUNK], "schedule")
+            await self._evaluate_in_chunks(due, "schedule")
             self.scheduled_evaluations += len(due)
             return
         if self.evaluator.sparklines_owed:  # nothing due: draw the sparklines the takeover left for later
