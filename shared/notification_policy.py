@@ -25,7 +25,12 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from lagwatch.shared.event_codec import from_document
+from lagwatch.shared.lag_threshold_event import LagThresholdEvent, is_lag_threshold_event
 from lagwatch.shared.protocol import Status
+from lagwatch.shared.status_event import StatusEvent
+
+Event = StatusEvent | LagThresholdEvent  # what an incident state keeps: its group's latest event of either kind
 
 QUIET = frozenset({"OK", "NOTFOUND"})
 
@@ -65,7 +70,7 @@ class IncidentState:
     incident_id: str | None  # the incident announced (open sent)
     status: str  # the group's latest status
     notified_at: int  # epoch ms of the last notification (open, update or repeat)
-    event: dict[str, Any]  # the group's latest event
+    event: Event  # the group's latest event
     held: str | None = None  # a notification held back (holds.py: a silence, `hold-for`): its kind
     held_since: int | None = None  # epoch ms since when the open is held (what `hold-for` counts from)
 
@@ -74,7 +79,7 @@ class IncidentState:
             "incident_id": self.incident_id,
             "status": self.status,
             "notified_at": self.notified_at,
-            "event": self.event,
+            "event": self.event.as_dict(),
         }
         if self.held:
             doc.update(held=self.held, held_since=self.held_since)
@@ -86,10 +91,17 @@ class IncidentState:
             doc.get("incident_id"),
             doc["status"],
             int(doc["notified_at"]),
-            doc["event"],
+            event_from_json(doc["event"]),
             doc.get("held"),
             doc.get("held_since"),
         )
+
+
+def event_from_json(doc: dict[str, Any]) -> Event:
+    """A kept event (partially: states written by earlier versions kept whatever event the notifier took)."""
+    if is_lag_threshold_event(doc):
+        return from_document(LagThresholdEvent, doc, partial=True)
+    return from_document(StatusEvent, doc, partial=True)
 
 
 @dataclass(frozen=True)
@@ -103,15 +115,15 @@ def at_or_above(status: str, threshold: Status) -> bool:
     return Status[status] >= threshold
 
 
-def decide(policy: Policy, event: dict[str, Any], state: IncidentState | None, now_ms: int) -> Decision:
+def decide(policy: Policy, event: StatusEvent, state: IncidentState | None, now_ms: int) -> Decision:
     """What a status-change event means for one subscription, given what it was told so far."""
-    status = event["status"]
+    status = event.status
     if status in QUIET:
         if policy.send_close and state is not None and state.incident_id is not None:
             return Decision(Kind.CLOSE, None, None)
         return Decision(Kind.STATUS if at_or_above(status, policy.threshold) else None, None, None)
 
-    announced = state is not None and state.incident_id is not None and state.incident_id == event["incident_id"]
+    announced = state is not None and state.incident_id is not None and state.incident_id == event.incident_id
     if not at_or_above(status, policy.threshold):
         if announced:  # still in the announced incident, below the threshold: keep it (for the close), no repeats
             assert state is not None
@@ -123,7 +135,7 @@ def decide(policy: Policy, event: dict[str, Any], state: IncidentState | None, n
             return Decision(None, replace(state, status=status, event=event), None)
         updated = IncidentState(state.incident_id, status, now_ms, event)
         return Decision(Kind.UPDATE, updated, next_repeat(policy, now_ms))
-    opened = IncidentState(event["incident_id"], status, now_ms, event)
+    opened = IncidentState(event.incident_id, status, now_ms, event)
     return Decision(Kind.OPEN, opened, next_repeat(policy, now_ms))
 
 

@@ -32,7 +32,7 @@ from lagwatch.shared.lag_sparkline import lag_sparkline
 from lagwatch.shared.lag_threshold_event import Threshold
 from lagwatch.shared.protocol import GroupStatus, RuleConfig
 from lagwatch.shared.retention import group_risk
-from lagwatch.shared.status_event import encode, transition
+from lagwatch.shared.status_event import transition
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
 from lagwatch.shared.store.results_store import GroupResult, ResultsStore, result_of
@@ -305,7 +305,7 @@ class GroupEvaluator:
         )
         if change is None:
             return None
-        return Transition(group, state.seq, change.status, change.incident, encode(change.event), now)
+        return Transition(group, state.seq, change.status, change.incident, change.event.encode(), now)
 
     async def _publish(self, outbox: list[tuple[str, list[bytes]]]) -> int:
         """Publish every event (in order per group) and clear what Kafka acknowledged. A failure leaves the events
