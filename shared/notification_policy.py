@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from lagwatch.shared.event_codec import from_document
+from lagwatch.shared.event_codec import EventDecodeError, from_document
 from lagwatch.shared.lag_threshold_event import LagThresholdEvent, is_lag_threshold_event
 from lagwatch.shared.protocol import Status
 from lagwatch.shared.status_event import StatusEvent
@@ -97,11 +97,20 @@ class IncidentState:
         )
 
 
+# what the rules, holds and silences read of a kept event (and what the notifier checked when it took it)
+READ_FIELDS = frozenset(
+    {"event_id", "cluster", "group", "status", "incident_id", "kind", "alert", "threshold_seconds", "above"}
+)
+
+
 def event_from_json(doc: dict[str, Any]) -> Event:
-    """A kept event (partially: states written by earlier versions kept whatever event the notifier took)."""
-    if is_lag_threshold_event(doc):
-        return from_document(LagThresholdEvent, doc, partial=True)
-    return from_document(StatusEvent, doc, partial=True)
+    """A kept event, read partially: states written by earlier versions kept whatever event the notifier took,
+    and one whose other fields no longer decode is kept by what the rules read (else the timer would stall)."""
+    cls: type[Event] = LagThresholdEvent if is_lag_threshold_event(doc) else StatusEvent
+    try:
+        return from_document(cls, doc, partial=True)
+    except EventDecodeError:
+        return from_document(cls, {k: v for k, v in doc.items() if k in READ_FIELDS}, partial=True)
 
 
 @dataclass(frozen=True)

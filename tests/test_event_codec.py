@@ -22,6 +22,7 @@ from lagwatch.shared import lag_threshold_event, status_event
 from lagwatch.shared.event_codec import ABSENT, Absent, EventDecodeError, from_document
 from lagwatch.shared.explanation import Explanation
 from lagwatch.shared.lag_threshold_event import Alert, Crossing, LagPartition, LagThresholdEvent, Reason
+from lagwatch.shared.notification_policy import IncidentState
 from lagwatch.shared.protocol import Status
 from lagwatch.shared.retention import RetentionRisk
 from lagwatch.shared.status_event import (
@@ -312,3 +313,15 @@ def test_the_notifier_takes_records_with_the_fields_it_reads_and_ignores_fields_
     lag = from_document(LagThresholdEvent, {"kind": "lag_threshold", "incident_id": "lag-1"}, partial=True)
     assert lag.which is Alert.LAG_SECONDS and lag.reason is Reason.LAG  # what an older event without them meant
     assert parse_lag_event(known_lag_event().encode()) == known_lag_event()
+
+
+def test_an_incident_state_kept_with_an_event_that_no_longer_decodes_is_read_by_what_the_rules_need():
+    """A state an earlier notifier wrote from a record it took then (a field of the wrong type) must not stall
+    the repeat timer: its event keeps the fields the rules, holds and silences read."""
+    kept = {**GOOD, "totallag": "lots", "partitions": "none"}
+    state = IncidentState.from_json({"incident_id": "inc-1", "status": "ERR", "notified_at": NOW, "event": kept})
+    assert state.event.event_id == GOOD["event_id"] and state.event.incident_id == "inc-1"
+    assert (state.event.status, state.event.cluster, state.event.totallag) == ("ERR", "prod", 0)
+    lag = {**known_lag_event().as_dict(), "evaluated_at": "noon"}
+    lag_state = IncidentState.from_json({"incident_id": "x", "status": "ABOVE", "notified_at": NOW, "event": lag})
+    assert isinstance(lag_state.event, LagThresholdEvent) and lag_state.event.which is Alert.DATA_LOSS_RISK
