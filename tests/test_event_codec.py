@@ -250,20 +250,18 @@ def lag_events(draw) -> LagThresholdEvent:
     )
 
 
+@pytest.mark.parametrize(
+    ("cls", "events", "doc_schema"),
+    [(StatusEvent, status_events(), STATUS_SCHEMA), (LagThresholdEvent, lag_events(), LAG_SCHEMA)],
+    ids=["status", "lag-threshold"],
+)
 @settings(max_examples=150, deadline=None)
-@given(status_events())
-def test_any_status_event_encodes_to_json_its_schema_accepts_and_decodes_back_to_itself(event):
+@given(data=st.data())
+def test_any_event_encodes_to_json_its_schema_accepts_and_decodes_back_to_itself(cls, events, doc_schema, data):
+    event = data.draw(events)
     doc = json.loads(event.encode())
-    jsonschema.validate(doc, STATUS_SCHEMA)
-    assert StatusEvent.decode(event.encode()) == event and event.as_dict() == doc
-
-
-@settings(max_examples=150, deadline=None)
-@given(lag_events())
-def test_any_lag_threshold_event_encodes_to_json_its_schema_accepts_and_decodes_back_to_itself(event):
-    doc = json.loads(event.encode())
-    jsonschema.validate(doc, LAG_SCHEMA)
-    assert LagThresholdEvent.decode(event.encode()) == event and event.as_dict() == doc
+    jsonschema.validate(doc, doc_schema)
+    assert cls.decode(event.encode()) == event and event.as_dict() == doc
 
 
 # --- what is not an event ----------------------------------------------------------------------------------------
