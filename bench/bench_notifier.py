@@ -30,7 +30,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
-from lagwatch.shared.domain.status_event import Incident, build_event, encode, new_incident_id, record_key
+from lagwatch.shared.domain.status_event import Incident, StatusEvent, build_event, encode, new_incident_id, record_key
 
 CLUSTER = "local"
 STATUS_TOPIC = "lagwatch.status"
@@ -105,7 +105,7 @@ class KafkaArrivals:
         return self.seen[group]
 
 
-def open_event(group: str, now_ms: int) -> dict:
+def open_event(group: str, now_ms: int) -> StatusEvent:
     part = PartitionStatus("orders", 0, Status.STALL, OffsetEntry(10, now_ms), OffsetEntry(10, now_ms), 500, 1.0)
     status = GroupStatus(CLUSTER, group, Status.ERR, 1.0, (part,), part, 500)
     incident = Incident(new_incident_id(CLUSTER, group, 2), now_ms)
@@ -156,7 +156,7 @@ async def measure(bootstrap: str, config_dir: Path, env: dict, events: int, prob
             batch = [open_event(f"group-{i}", now) for i in range(events)]
             start = time.perf_counter()
             for event in batch:
-                await producer.send(STATUS_TOPIC, encode(event), key=record_key(CLUSTER, event["group"]))
+                await producer.send(STATUS_TOPIC, encode(event), key=record_key(CLUSTER, event.group))
             await producer.flush()
             await receiver.until(1 + events, timeout=600)
             burst = max(receiver.arrivals[e["group"]] for e in batch) - start

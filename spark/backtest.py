@@ -27,6 +27,7 @@ import yaml
 
 from lagwatch.shared.config import THRESHOLDS, Config
 from lagwatch.shared.domain.protocol import RuleConfig, Status
+from lagwatch.shared.domain.status_event import StatusEvent
 from lagwatch.shared.subscriptions.notification_policy import Kind, Policy, decide
 from lagwatch.spark.replay import ReplayConfig
 
@@ -138,14 +139,14 @@ def _number(item: Mapping, key: str, default: float, kind: type, *, minimum: flo
     return kind(value)
 
 
-def count_notifications(policy: Policy, events: Sequence[dict], end_ms: int) -> VariantCounts:
+def count_notifications(policy: Policy, events: Sequence[StatusEvent], end_ms: int) -> VariantCounts:
     """Feed a group's status-change events to a subscription's policy and count what it would have sent."""
     tally = dict.fromkeys(Kind, 0)
     state = None
     repeat_at: int | None = None
     for event in events:
-        repeat_at = _repeats_until(policy, repeat_at, event["evaluated_at"], tally)
-        decision = decide(policy, event, state, event["evaluated_at"])
+        repeat_at = _repeats_until(policy, repeat_at, event.evaluated_at, tally)
+        decision = decide(policy, event, state, event.evaluated_at)
         if decision.kind is not None:
             tally[decision.kind] += 1
         state, repeat_at = decision.state, decision.repeat_at

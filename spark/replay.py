@@ -36,7 +36,7 @@ from lagwatch.shared.domain.protocol import (
 )
 from lagwatch.shared.domain.retention import RetentionRisk, group_risk, retention_risk
 from lagwatch.shared.domain.rules import caught_up_status, partition_status, summarize_group
-from lagwatch.shared.domain.status_event import Incident, transition
+from lagwatch.shared.domain.status_event import Incident, StatusEvent, transition
 from lagwatch.shared.domain.time_lag import Sample, TimeLag, add_sample, time_lag, worst
 from lagwatch.shared.domain.velocity import Velocity, group_velocity, partition_velocity
 from lagwatch.shared.domain.window import (
@@ -99,7 +99,7 @@ class TimelineRow(NamedTuple):
 @dataclass(slots=True)
 class ReplayResult:
     timeline: list[TimelineRow] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
+    events: list[StatusEvent] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)  # window outcome name -> commits
     first_at: int | None = None  # history time covered
     last_at: int | None = None
@@ -376,6 +376,6 @@ def _record_timeline(
         result.timeline.append(row)
 
 
-def status_changes(events: Sequence[dict]) -> list[tuple[str, str]]:
+def status_changes(events: Sequence[StatusEvent]) -> list[tuple[str, str]]:
     """(previous, status) pairs: what parity with the live evaluator is judged on."""
-    return [(e["previous_status"], e["status"]) for e in events]
+    return [(e.previous_status, e.status) for e in events]

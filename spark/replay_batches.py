@@ -15,8 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from lagwatch.shared.domain.event_codec import present
 from lagwatch.shared.domain.history import KIND_COMMIT, KIND_LOG_START
-from lagwatch.shared.domain.status_event import encode
 from lagwatch.spark.backtest import Variant, count_notifications
 from lagwatch.spark.replay import CommitInput, ReplayConfig, ReplayResult, SampleInput, replay_group
 from lagwatch.spark.report import group_report
@@ -166,15 +166,15 @@ def _event_rows(cluster: str, group: str, result: ReplayResult) -> list[dict[str
             "row_type": ROW_EVENT,
             "cluster": cluster,
             "group": group,
-            "at": e["evaluated_at"],
-            "status": e["status"],
-            "totallag": e["totallag"],
-            "max_lag_seconds": e["max_lag_seconds"],
-            "max_lag_seconds_lower_bound": e["max_lag_seconds_lower_bound"],
-            "seq": e["seq"],
-            "previous_status": e["previous_status"],
-            "incident_id": e["incident_id"],
-            "event": encode(e).decode(),
+            "at": e.evaluated_at,
+            "status": e.status,
+            "totallag": e.totallag,
+            "max_lag_seconds": present(e.max_lag_seconds),
+            "max_lag_seconds_lower_bound": e.max_lag_seconds_lower_bound,
+            "seq": e.seq,
+            "previous_status": e.previous_status,
+            "incident_id": e.incident_id,
+            "event": e.encode().decode(),
         }
         for e in result.events
     ]

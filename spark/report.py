@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from lagwatch.shared.domain.protocol import Status
+from lagwatch.shared.domain.status_event import StatusEvent
 from lagwatch.spark.replay import ReplayResult, TimelineRow
 
 QUIET = (Status.OK.name, Status.NOTFOUND.name)
@@ -51,16 +52,16 @@ def weighted_percentile(values_and_weights: Sequence[tuple[int, int]], fraction:
     return max(v for v, _ in values_and_weights)
 
 
-def incidents(events: Sequence[dict], end: int) -> tuple[list[int], bool]:
+def incidents(events: Sequence[StatusEvent], end: int) -> tuple[list[int], bool]:
     """Lengths (ms) of the incidents in the events; True when the last one was still open at `end`."""
     lengths: list[int] = []
     opened_at: int | None = None
     for event in events:
-        quiet_before, quiet_now = event["previous_status"] in QUIET, event["status"] in QUIET
+        quiet_before, quiet_now = event.previous_status in QUIET, event.status in QUIET
         if quiet_before and not quiet_now:
-            opened_at = event["evaluated_at"]
+            opened_at = event.evaluated_at
         elif quiet_now and not quiet_before and opened_at is not None:
-            lengths.append(event["evaluated_at"] - opened_at)
+            lengths.append(event.evaluated_at - opened_at)
             opened_at = None
     if opened_at is not None:
         lengths.append(end - opened_at)

@@ -32,7 +32,7 @@ from lagwatch.shared.domain.lag_sparkline import lag_sparkline
 from lagwatch.shared.domain.lag_threshold_event import Threshold
 from lagwatch.shared.domain.protocol import GroupStatus, RuleConfig
 from lagwatch.shared.domain.retention import group_risk
-from lagwatch.shared.domain.status_event import encode, transition
+from lagwatch.shared.domain.status_event import transition
 from lagwatch.shared.domain.velocity import group_velocity
 from lagwatch.shared.domain.window import expired
 from lagwatch.shared.store.read_through_store import ReadThroughStore
@@ -307,7 +307,7 @@ class GroupEvaluator:
         )
         if change is None:
             return None
-        return Transition(group, state.seq, change.status, change.incident, encode(change.event), now)
+        return Transition(group, state.seq, change.status, change.incident, change.event.encode(), now)
 
     async def _publish(self, outbox: list[tuple[str, list[bytes]]]) -> int:
         """Publish every event (in order per group) and clear what Kafka acknowledged. A failure leaves the events

@@ -32,7 +32,7 @@ from redis.asyncio import Redis
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.domain.explanation import Explanation
-from lagwatch.shared.domain.lag_threshold_event import Alert, Crossing, Reason, Threshold, at_risk, build_event, encode
+from lagwatch.shared.domain.lag_threshold_event import Alert, Crossing, Reason, Threshold, at_risk, build_event
 from lagwatch.shared.domain.protocol import GroupStatus
 from lagwatch.shared.domain.retention import RetentionRisk, group_risk
 from lagwatch.shared.domain.time_lag import TimeLag, exceeds, worst
@@ -169,20 +169,18 @@ class LagThresholdAlerts:
         before = state.thresholds.get(crossing.threshold, NEVER_CROSSED)
         seq = before.seq + 1
         started_at = now_ms if crossing.above else (before.started_at or now_ms)
-        event = encode(
-            build_event(
-                cluster=self.cluster,
-                group=item.group,
-                crossing=crossing,
-                seq=seq,
-                incident_started_at=started_at,
-                evaluated_at=now_ms,
-                group_status=item.status,
-                time_lags=item.time_lags or {},
-                explanation=item.explanation,
-                retention=item.retention,
-            )
-        )
+        event = build_event(
+            cluster=self.cluster,
+            group=item.group,
+            crossing=crossing,
+            seq=seq,
+            incident_started_at=started_at,
+            evaluated_at=now_ms,
+            group_status=item.status,
+            time_lags=item.time_lags or {},
+            explanation=item.explanation,
+            retention=item.retention,
+        ).encode()
         applied = await self.store.record(
             self.cluster,
             item.group,

@@ -5,6 +5,10 @@ the rules that decide.
 * status-change events (`evaluator.status-topic`): Burrow's rules, shared/subscriptions/notification_policy.py;
 * lag-threshold events (`evaluator.lag-threshold-topic`): lagwatch's alert thresholds (lag-seconds, data-loss-risk,
   messages-skipped: each alert's incident under a field of its own), lag_policy.py.
+
+A record is read into the typed event (shared/domain/status_event.py, shared/domain/lag_threshold_event.py) once, here.
+The notifier always took records carrying only the fields it reads, so those must be there and the others are filled
+in when missing (`partial`); a record that is not the event (not JSON, a field of the wrong type) is skipped.
 """
 
 from __future__ import annotations
@@ -12,69 +16,78 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due
 from lagwatch.services.notifier.outbox import group_field, is_lag_field, lag_field
+from lagwatch.shared.domain.event_codec import EventDecodeError, from_document
 from lagwatch.shared.domain.lag_threshold_event import KIND as LAG_THRESHOLD_KIND
-from lagwatch.shared.domain.lag_threshold_event import Alert
+from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent
+from lagwatch.shared.domain.status_event import StatusEvent
 from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState, Policy, decide, repeat_due
 
-STATUSES = ("NOTFOUND", "OK", "WARN", "ERR")
-LAG_SECONDS = Alert.LAG_SECONDS.value  # events without `alert` were written before there were others
-ALERTS = frozenset(a.value for a in Alert)
 STATUS_FIELDS = ("event_id", "cluster", "group", "status", "previous_status", "incident_id", "evaluated_at")
-LAG_FIELDS = ("event_id", "cluster", "group", "threshold_seconds", "above", "incident_id", "evaluated_at")
+LAG_FIELDS = ("kind", "event_id", "cluster", "group", "threshold_seconds", "above", "incident_id", "evaluated_at")
+E = TypeVar("E", StatusEvent, LagThresholdEvent)
 
 
 @dataclass(frozen=True)
-class EventRules:
+class EventRules(Generic[E]):
     name: str
-    parse: Callable[[bytes | str | None], dict | None]
-    state_field: Callable[[dict], str]  # event -> the field of its incident
-    decide: Callable[[Policy, dict, IncidentState | None, int], Decision | None]  # None: not this subscription's
+    parse: Callable[[bytes | str | None], E | None]
+    state_field: Callable[[E], str]  # event -> the field of its incident
+    decide: Callable[[Policy, E, IncidentState | None, int], Decision | None]  # None: not this subscription's
     repeat_due: Callable[[Policy, IncidentState | None, int], Decision]
 
 
-def _json_object(raw: bytes | str | None, required: tuple[str, ...]) -> dict | None:
+def _json_object(raw: bytes | str | None, required: tuple[str, ...]) -> dict[str, Any] | None:
+    """The record's JSON object when it has the fields the notifier reads, else None."""
     try:
-        event = json.loads(raw) if raw is not None else None
+        doc = json.loads(raw) if raw is not None else None
     except (TypeError, ValueError):
         return None
-    if not isinstance(event, dict) or any(f not in event for f in required) or not isinstance(event["event_id"], str):
+    if not isinstance(doc, dict) or any(f not in doc for f in required):
         return None
-    return event
+    return doc
 
 
-def parse_status_event(raw: bytes | str | None) -> dict | None:
+def parse_status_event(raw: bytes | str | None) -> StatusEvent | None:
     """A status-change event, or None when the record is not one."""
-    event = _json_object(raw, STATUS_FIELDS)
-    return event if event is not None and event["status"] in STATUSES else None
+    doc = _json_object(raw, STATUS_FIELDS)
+    try:
+        return from_document(StatusEvent, doc, partial=True) if doc is not None else None
+    except EventDecodeError:
+        return None
 
 
-def parse_lag_event(raw: bytes | str | None) -> dict | None:
+def parse_lag_event(raw: bytes | str | None) -> LagThresholdEvent | None:
     """A lag-threshold event, or None when the record is not one."""
-    event = _json_object(raw, LAG_FIELDS)
-    if event is None or event.get("kind") != LAG_THRESHOLD_KIND or not isinstance(event["above"], bool):
+    doc = _json_object(raw, LAG_FIELDS)
+    if doc is None or doc["kind"] != LAG_THRESHOLD_KIND:
         return None
-    if event.get("alert", LAG_SECONDS) not in ALERTS:
+    try:
+        return from_document(LagThresholdEvent, doc, partial=True)
+    except EventDecodeError:
         return None
-    threshold = event["threshold_seconds"]
-    number = isinstance(threshold, int | float) and not isinstance(threshold, bool)
-    return event if number and isinstance(event["incident_id"], str) else None
 
 
-def _status_field(event: dict) -> str:
-    return group_field(event["cluster"], event["group"])
+def _status_field(event: StatusEvent) -> str:
+    return group_field(event.cluster, event.group)
 
 
-def _lag_field(event: dict) -> str:
-    return lag_field(event["cluster"], event["group"], event.get("alert", LAG_SECONDS))
+def _lag_field(event: LagThresholdEvent) -> str:
+    return lag_field(event.cluster, event.group, event.which.value)
 
 
-STATUS_EVENTS = EventRules("status-change", parse_status_event, _status_field, decide, repeat_due)
-LAG_EVENTS = EventRules("lag-threshold", parse_lag_event, _lag_field, decide_lag, lag_repeat_due)
+STATUS_EVENTS: EventRules[StatusEvent] = EventRules(
+    "status-change", parse_status_event, _status_field, decide, repeat_due
+)
+LAG_EVENTS: EventRules[LagThresholdEvent] = EventRules(
+    "lag-threshold", parse_lag_event, _lag_field, decide_lag, lag_repeat_due
+)
+AnyRules = EventRules[Any]  # either kind's (the agents and the timer handle both alike)
 
 
-def rules_for_field(state_field: str) -> EventRules:
+def rules_for_field(state_field: str) -> AnyRules:
     """The rules of the incident kept under a state field (the repeat timer only knows the field)."""
     return LAG_EVENTS if is_lag_field(state_field) else STATUS_EVENTS

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState, Kind, Policy, next_repeat
+from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent
+from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState, Kind, Policy, next_repeat
 
 OPENS = frozenset({Kind.OPEN, Kind.LAG_OPEN})
 
@@ -29,7 +30,7 @@ def hold(
     policy: Policy,
     decision: Decision,
     before: IncidentState | None,
-    event: dict,
+    event: Event,
     now_ms: int,
     silenced_until: int | None,
 ) -> Decision:
@@ -41,7 +42,7 @@ def hold(
         same = (
             before is not None
             and before.held in (Kind.OPEN, Kind.LAG_OPEN)
-            and before.event.get("incident_id") == event.get("incident_id")
+            and before.event.incident_id == event.incident_id
         )
         since = before.held_since if same and before is not None and before.held_since is not None else now_ms
         release = max(since + policy.hold_for_ms, silenced_until or 0)
@@ -76,7 +77,7 @@ def due(
             return Decision(None, state, release)
         kind = Kind(state.held)
         if kind in OPENS:
-            opened = IncidentState(state.event.get("incident_id"), state.status, now_ms, state.event)
+            opened = IncidentState(state.event.incident_id, state.status, now_ms, state.event)
             return Decision(kind, opened, next_repeat(policy, now_ms))
         return Decision(
             kind, replace(state, notified_at=now_ms, held=None, held_since=None), next_repeat(policy, now_ms)
@@ -87,7 +88,7 @@ def due(
     return decision
 
 
-def ends_unannounced(state: IncidentState | None, event: dict) -> bool:
+def ends_unannounced(state: IncidentState | None, event: Event) -> bool:
     """The event ends the incident whose open is held (a lag-seconds alert back under before it was announced):
     the held open is dropped. (Status events need no help: shared/subscriptions/notification_policy.py forgets an
     unannounced incident.)"""
@@ -95,6 +96,7 @@ def ends_unannounced(state: IncidentState | None, event: dict) -> bool:
         state is not None
         and state.incident_id is None
         and state.held is not None
-        and not event.get("above", True)
-        and state.event.get("incident_id") == event.get("incident_id")
+        and isinstance(event, LagThresholdEvent)
+        and not event.above
+        and state.event.incident_id == event.incident_id
     )

@@ -18,29 +18,29 @@ the alert (`outbox.lag_field`), apart from the status incident's.
 
 from __future__ import annotations
 
-from lagwatch.shared.domain.lag_threshold_event import Alert
+from lagwatch.shared.domain.lag_threshold_event import Alert, LagThresholdEvent
 from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState, Kind, Policy, next_repeat
 
 ABOVE = "ABOVE"  # the `status` an announced lag incident keeps
 
 
-def decide_lag(policy: Policy, event: dict, state: IncidentState | None, now_ms: int) -> Decision | None:
+def decide_lag(policy: Policy, event: LagThresholdEvent, state: IncidentState | None, now_ms: int) -> Decision | None:
     """What a lag-threshold event means for one subscription; None when it does not concern it (another
     threshold's crossing, or the end of an incident it was never told about): nothing to record."""
     announced = state.incident_id if state is not None else None
-    if event["above"]:
-        if not asks_for(policy, event) or event["incident_id"] == announced:
+    if event.above:
+        if not asks_for(policy, event) or event.incident_id == announced:
             return None
-        opened = IncidentState(event["incident_id"], ABOVE, now_ms, event)
+        opened = IncidentState(event.incident_id, ABOVE, now_ms, event)
         return Decision(Kind.LAG_OPEN, opened, next_repeat(policy, now_ms))
-    if announced is None or event["incident_id"] != announced:
+    if announced is None or event.incident_id != announced:
         return None
     return Decision(Kind.LAG_CLOSE if policy.send_close else None, None, None)
 
 
-def asks_for(policy: Policy, event: dict) -> bool:
+def asks_for(policy: Policy, event: LagThresholdEvent) -> bool:
     """Whether the subscription asked for the alert and threshold the event went into."""
-    alert, threshold = event.get("alert", Alert.LAG_SECONDS.value), float(event["threshold_seconds"])
+    alert, threshold = event.which, float(event.threshold_seconds)
     if alert == Alert.LAG_SECONDS:
         return policy.lag_threshold_s > 0 and threshold == policy.lag_threshold_s
     if alert == Alert.DATA_LOSS_RISK:

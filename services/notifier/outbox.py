@@ -145,7 +145,7 @@ class Outbox:
         self,
         *,
         subscription_id: str,
-        event: dict,
+        event_id: str,
         state_field: str,
         expected_state: str,
         new_state: str,
@@ -157,7 +157,7 @@ class Outbox:
             await self._record(
                 keys=[
                     keys.notify_state(subscription_id),
-                    keys.notify_seen(event["event_id"], subscription_id),
+                    keys.notify_seen(event_id, subscription_id),
                     keys.OUTBOX_DUE,
                     keys.OUTBOX_DELIVERIES,
                     keys.NOTIFY_REPEATS,

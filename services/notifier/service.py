@@ -30,7 +30,7 @@ from redis.exceptions import RedisError
 from lagwatch.services.notifier import holds, metrics
 from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters
-from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, EventRules, rules_for_field
+from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, AnyRules, rules_for_field
 from lagwatch.services.notifier.outbox import (
     APPLIED,
     CONFLICT,
@@ -50,7 +50,7 @@ from lagwatch.shared.runtime.health_server import HealthServer
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_client import connect
-from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState
+from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState
 from lagwatch.shared.subscriptions.silences import SilenceCache, SilenceStore
 from lagwatch.shared.subscriptions.store import SubscriptionStore
 
@@ -137,14 +137,14 @@ class NotifierService:
     async def _on_lag_threshold(self, stream) -> None:
         await self._consume(stream, LAG_EVENTS)
 
-    async def _consume(self, stream, rules: EventRules) -> None:
+    async def _consume(self, stream, rules: AnyRules) -> None:
         async for event in stream.noack().events():
             if await self.handle(event.value, rules):
                 await stream.ack(event)
             else:
                 return  # stopping: the event stays unacknowledged, so it is read again after a restart
 
-    async def handle(self, raw: bytes | None, rules: EventRules = STATUS_EVENTS) -> bool:
+    async def handle(self, raw: bytes | None, rules: AnyRules = STATUS_EVENTS) -> bool:
         """Record what one event means for every matching subscription; retried until it is done (True) or the
         service stops (False)."""
         event = rules.parse(raw)
@@ -157,12 +157,13 @@ class NotifierService:
             try:
                 outcomes = await self._record(event, rules)
             except (RedisError, OSError) as exc:
-                event_id = event["event_id"]
-                log.warning("notifier: cannot record event %s (%s); retrying in %.1fs", event_id, exc, backoff.delay)
+                log.warning(
+                    "notifier: cannot record event %s (%s); retrying in %.1fs", event.event_id, exc, backoff.delay
+                )
                 await backoff.pause(self.stopping)
                 continue
             except Exception:  # a bug or an event this version cannot handle: skip it rather than block the topic
-                log.exception("notifier: event %s could not be handled; skipped", event["event_id"])
+                log.exception("notifier: event %s could not be handled; skipped", event.event_id)
                 metrics.EVENTS.labels("failed").inc()
                 return True
             self.events_handled += 1
@@ -172,8 +173,8 @@ class NotifierService:
             return True
         return False
 
-    async def _record(self, event: dict, rules: EventRules) -> list[int]:
-        cluster, group = event["cluster"], event["group"]
+    async def _record(self, event: Event, rules: AnyRules) -> list[int]:
+        cluster, group = event.cluster, event.group
         state_field = rules.state_field(event)
         if self.registry.version is None:
             await self.registry.refresh()
@@ -199,9 +200,9 @@ class NotifierService:
     async def _record_one(
         self,
         subscription: Subscription,
-        event: dict,
+        event: Event,
         current: str,
-        rules: EventRules,
+        rules: AnyRules,
         state_field: str,
         silenced_until: int | None = None,
     ) -> tuple[int | None, bool]:
@@ -216,7 +217,7 @@ class NotifierService:
             delivery = _delivery(subscription, event, decision, now)
             outcome = await self.outbox.record(
                 subscription_id=subscription.id,
-                event=event,
+                event_id=event.event_id,
                 state_field=state_field,
                 expected_state=current,
                 new_state=json.dumps(decision.state.to_json(), sort_keys=True) if decision.state else "",
@@ -230,7 +231,7 @@ class NotifierService:
                 metrics.NOTIFICATIONS.labels(subscription.type, delivery.kind).inc()
                 return outcome, True
             return outcome, False
-        raise RedisError(f"incident state of {event['cluster']}/{event['group']} kept changing")  # retried
+        raise RedisError(f"incident state of {event.cluster}/{event.group} kept changing")  # retried
 
     # --- send-interval repeats ----------------------------------------------------------------------------------
 
@@ -268,12 +269,12 @@ class NotifierService:
                 continue
             delivery = None
             if decision.kind is not None and state is not None:
-                notification_id = repeat_notification_id(state.event["event_id"], subscription_id, score)
+                notification_id = repeat_notification_id(state.event.event_id, subscription_id, score)
                 delivery = Delivery(
                     id=delivery_id(notification_id, subscription_id),
                     subscription_id=subscription_id,
                     kind=decision.kind.value,
-                    event=state.event,
+                    event=state.event.as_dict(),
                     notification_id=notification_id,
                     created_at=now,
                 )
@@ -303,20 +304,20 @@ class NotifierService:
             event = state.event
             held_open = decision.kind in holds.OPENS or decision.kind.value == "update"
             notification_id = (
-                event["event_id"] if held_open else repeat_notification_id(event["event_id"], subscription.id, score)
+                event.event_id if held_open else repeat_notification_id(event.event_id, subscription.id, score)
             )
             delivery = Delivery(
                 id=delivery_id(notification_id, subscription.id),
                 subscription_id=subscription.id,
                 kind=decision.kind.value,
-                event=event,
+                event=event.as_dict(),
                 notification_id=notification_id,
                 created_at=now,
             )
         seen = hashlib.sha256(f"held\x00{member}\x00{score}".encode()).hexdigest()[:32]
         outcome = await self.outbox.record(
             subscription_id=subscription.id,
-            event={"event_id": seen},
+            event_id=seen,
             state_field=state_field,
             expected_state=raw,
             new_state=json.dumps(decision.state.to_json(), sort_keys=True) if decision.state else "",
@@ -383,9 +384,9 @@ async def run_notifier(config: Config, cluster: str, *, http_port: int | None = 
 
 def _decide(
     subscription: Subscription,
-    event: dict,
+    event: Event,
     state: IncidentState | None,
-    rules: EventRules,
+    rules: AnyRules,
     now: int,
     silenced_until: int | None,
 ) -> Decision | None:
@@ -403,15 +404,15 @@ def _decide(
     return decision
 
 
-def _delivery(subscription: Subscription, event: dict, decision: Decision, now: int) -> Delivery | None:
+def _delivery(subscription: Subscription, event: Event, decision: Decision, now: int) -> Delivery | None:
     """The notification a decision sends, if any."""
     if decision.kind is None:
         return None
     return Delivery(
-        id=delivery_id(event["event_id"], subscription.id),
+        id=delivery_id(event.event_id, subscription.id),
         subscription_id=subscription.id,
         kind=decision.kind.value,
-        event=event,
-        notification_id=event["event_id"],
+        event=event.as_dict(),  # the outbox keeps the event as the JSON the channels and templates render
+        notification_id=event.event_id,
         created_at=now,
     )

@@ -25,18 +25,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, cast
 
+from lagwatch.shared.domain.event_codec import ABSENT, Absent, JsonEvent, encode
 from lagwatch.shared.domain.explanation import Explanation
 from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
 from lagwatch.shared.domain.retention import RetentionRisk, group_risk
-from lagwatch.shared.domain.status_event import encode
+from lagwatch.shared.domain.status_event import ExplanationFields, GroupStatusName
 from lagwatch.shared.domain.time_lag import TimeLag, exceeds, seconds_fields, worst
 
 __all__ = [
     "KIND",
     "Alert",
     "Crossing",
+    "LagThresholdEvent",
     "Reason",
     "Threshold",
     "build_event",
@@ -46,8 +48,8 @@ __all__ = [
     "schema",
 ]
 
-SCHEMA_VERSION = 1
-KIND = "lag_threshold"
+SCHEMA_VERSION: Final = 1
+KIND: Final = "lag_threshold"
 SCHEMA_PATH = Path(__file__).parent.parent / "schemas" / "lag_threshold_event.json"
 
 
@@ -135,6 +137,61 @@ def at_risk(risk: RetentionRisk | None, threshold: Threshold) -> bool | None:
     return risk.seconds is not None and risk.seconds < threshold.seconds
 
 
+AlertName = Literal["lag-seconds", "data-loss-risk", "messages-skipped"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LagPartition:
+    """A partition in the alert (over the lag threshold, at risk, or with messages skipped)."""
+
+    topic: str
+    partition: int
+    current_lag: int
+    owner: str
+    client_id: str
+    lag_seconds: float | None
+    lag_seconds_lower_bound: bool
+    retention_risk_seconds: float | Absent | None = ABSENT  # the retention alerts'
+    skipped_messages: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LagThresholdEvent(JsonEvent):
+    """A lag-threshold event, field for field as `schemas/lag_threshold_event.json` describes it."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    kind: Literal["lag_threshold"] = KIND
+    alert: Alert | None = None  # left out by events written before there were other alerts: lag-seconds
+    event_id: str
+    seq: int
+    cluster: str
+    group: str
+    threshold_seconds: float
+    above: bool
+    reason: Reason
+    incident_id: str
+    incident_started_at: int
+    evaluated_at: int
+    max_lag_seconds: float | None
+    max_lag_seconds_lower_bound: bool
+    status: GroupStatusName
+    totallag: int
+    partitions: tuple[LagPartition, ...]
+    retention_risk_seconds: float | Absent | None = ABSENT  # the retention alerts'
+    skipped_messages: int | None = None
+    explanation: ExplanationFields | None = None
+
+    @property
+    def which(self) -> Alert:
+        """Its alert (lag-seconds for events written before there were others)."""
+        return self.alert or Alert.LAG_SECONDS
+
+    @property
+    def topics(self) -> list[str]:
+        """The topics of its partitions in the alert (what a silence's topic matcher looks at)."""
+        return sorted({p.topic for p in self.partitions})
+
+
 def build_event(
     *,
     cluster: str,
@@ -147,7 +204,7 @@ def build_event(
     time_lags: Mapping[tuple[str, int], TimeLag | None],
     explanation: Explanation | None = None,
     retention: Mapping[tuple[str, int], RetentionRisk] | None = None,
-) -> dict[str, Any]:
+) -> LagThresholdEvent:
     """The event for crossing number `seq`; `incident_started_at` is when the incident went (or goes) over.
     `retention` (per partition): the retention alerts' fields and partitions."""
     threshold, alert = crossing.threshold_s, crossing.alert
@@ -158,27 +215,25 @@ def build_event(
     else:
         over, extra = _retention_partitions(parts, retention or {}, crossing.threshold)
     opened_by = seq if crossing.above else seq - 1
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": KIND,
-        "alert": alert.value,
-        "event_id": event_id(cluster, group, threshold, seq, alert),
-        "seq": seq,
-        "cluster": cluster,
-        "group": group,
-        "threshold_seconds": threshold,
-        "above": crossing.above,
-        "reason": crossing.reason.value,
-        "incident_id": incident_id(cluster, group, threshold, opened_by, alert),
-        "incident_started_at": incident_started_at,
-        "evaluated_at": evaluated_at,
+    return LagThresholdEvent(
+        alert=alert,
+        event_id=event_id(cluster, group, threshold, seq, alert),
+        seq=seq,
+        cluster=cluster,
+        group=group,
+        threshold_seconds=threshold,
+        above=crossing.above,
+        reason=crossing.reason,
+        incident_id=incident_id(cluster, group, threshold, opened_by, alert),
+        incident_started_at=incident_started_at,
+        evaluated_at=evaluated_at,
         **seconds_fields(worst(time_lags.values()), "max_lag_seconds"),
-        "status": group_status.status.name if group_status else Status.NOTFOUND.name,
-        "totallag": group_status.totallag if group_status else 0,
-        "partitions": [_partition(p, time_lags, retention, with_risk=alert != Alert.LAG_SECONDS) for p in over],
+        status=cast("GroupStatusName", group_status.status.name if group_status else Status.NOTFOUND.name),
+        totallag=group_status.totallag if group_status else 0,
+        partitions=tuple(_partition(p, time_lags, retention, with_risk=alert != Alert.LAG_SECONDS) for p in over),
         **extra,
-        **({"explanation": explanation.to_json()} if explanation is not None else {}),
-    }
+        explanation=ExplanationFields.of(explanation) if explanation is not None else None,
+    )
 
 
 def _partitions_over(
@@ -201,17 +256,17 @@ def _partition(
     retention: Mapping[tuple[str, int], RetentionRisk] | None,
     *,
     with_risk: bool,
-) -> dict[str, Any]:
+) -> LagPartition:
     """A partition of the event; `with_risk` (a retention alert's) adds its retention risk."""
-    return {
-        "topic": p.topic,
-        "partition": p.partition,
-        "current_lag": p.current_lag,
-        "owner": p.owner,
-        "client_id": p.client_id,
+    return LagPartition(
+        topic=p.topic,
+        partition=p.partition,
+        current_lag=p.current_lag,
+        owner=p.owner,
+        client_id=p.client_id,
         **seconds_fields(time_lags.get((p.topic, p.partition)), "lag_seconds"),
         **(_partition_risk(retention, p) if with_risk else {}),
-    }
+    )
 
 
 def _retention_partitions(

@@ -15,15 +15,18 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal, cast
 
+from lagwatch.shared.domain.event_codec import ABSENT, Absent, JsonEvent, from_document
+from lagwatch.shared.domain.event_codec import EventDecodeError as EventDecodeError  # (re-exported)
+from lagwatch.shared.domain.event_codec import encode as encode  # (re-exported: the codec's, for any event)
 from lagwatch.shared.domain.explanation import Explanation
 from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
 from lagwatch.shared.domain.retention import RetentionRisk, group_risk
 from lagwatch.shared.domain.time_lag import TimeLag, seconds_fields, worst
 from lagwatch.shared.domain.velocity import Velocity, group_velocity
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 SCHEMA_PATH = Path(__file__).parent.parent / "schemas" / "status_event.json"
 QUIET = (Status.OK, Status.NOTFOUND)  # statuses outside an incident
 
@@ -58,6 +61,100 @@ def next_incident(
     return current, current
 
 
+GroupStatusName = Literal["NOTFOUND", "OK", "WARN", "ERR"]
+PartitionStatusName = Literal["OK", "WARN", "STOP", "STALL", "REWIND"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VelocityFields:
+    """A lag velocity in an event (velocity.py's `Velocity.to_json`)."""
+
+    consume_rate: float | None
+    produce_rate: float | None
+    lag_growth_per_second: float | None
+    catchup: Literal["caught_up", "catching_up", "never", "unknown"]
+    catchup_seconds: float | None
+
+    @classmethod
+    def of(cls, velocity: Velocity) -> VelocityFields:
+        return from_document(cls, velocity.to_json())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetentionFields:
+    """A retention risk in an event (retention.py's `RetentionRisk.to_json`)."""
+
+    retention_risk_seconds: float | None
+    retention_risk_basis: Literal["log-start", "retention.ms"] | None
+    skipped_messages: int
+
+    @classmethod
+    def of(cls, risk: RetentionRisk) -> RetentionFields:
+        return from_document(cls, risk.to_json())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExplanationFields:
+    """Why the group is where it is (explanation.py), in an event."""
+
+    code: str
+    text: str
+
+    @classmethod
+    def of(cls, explanation: Explanation) -> ExplanationFields:
+        return cls(code=explanation.code, text=explanation.text)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventPartition:
+    """A partition in a status-change event (the group's worst, or one not OK)."""
+
+    topic: str
+    partition: int
+    status: PartitionStatusName
+    start_offset: int | None
+    end_offset: int | None
+    current_lag: int
+    owner: str
+    client_id: str
+    lag_seconds: float | Absent | None = ABSENT
+    lag_seconds_lower_bound: bool | None = None
+    velocity: VelocityFields | None = None
+    retention: RetentionFields | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatusEvent(JsonEvent):
+    """A status-change event, field for field as `schemas/status_event.json` describes it."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    event_id: str
+    seq: int
+    cluster: str
+    group: str
+    previous_status: GroupStatusName
+    status: GroupStatusName
+    incident_id: str | None
+    incident_started_at: int | None
+    evaluated_at: int
+    complete: float
+    partition_count: int
+    totallag: int
+    maxlag: EventPartition | None
+    partitions: tuple[EventPartition, ...]
+    max_lag_seconds: float | Absent | None = ABSENT
+    max_lag_seconds_lower_bound: bool | None = None
+    velocity: VelocityFields | None = None
+    explanation: ExplanationFields | None = None
+    retention: RetentionFields | None = None
+    replayed: bool = False
+
+    @property
+    def topics(self) -> list[str]:
+        """The topics of its partitions not OK (what a silence's topic matcher looks at)."""
+        return sorted({p.topic for p in self.partitions})
+
+
 @dataclass(frozen=True, slots=True)
 class StatusChange:
     """A transition: the group's status, transition number and incident after it, and the event announcing it."""
@@ -65,7 +162,7 @@ class StatusChange:
     status: Status
     seq: int
     incident: Incident  # the incident the group keeps (closed: Incident(None, None))
-    event: dict[str, Any]
+    event: StatusEvent
 
 
 def transition(
@@ -121,72 +218,41 @@ def build_event(
     velocities: Mapping[tuple[str, int], Velocity] | None = None,
     explanation: Explanation | None = None,
     retention: Mapping[tuple[str, int], RetentionRisk] | None = None,
-) -> dict[str, Any]:
+) -> StatusEvent:
     """The event for transition number `seq`; `group_status` None means the group is gone (NOTFOUND).
     `time_lags` (lag in seconds per partition), when known, adds `lag_seconds` fields; `velocities` (per partition,
     `velocity.py`) add `velocity` objects to the group and its partitions; `explanation` adds `explanation`;
     `retention` (per partition, `retention.py`) adds `retention` objects."""
     status = group_status.status if group_status else Status.NOTFOUND
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "event_id": event_id(cluster, group, seq),
-        "seq": seq,
-        "cluster": cluster,
-        "group": group,
-        "previous_status": previous.name,
-        "status": status.name,
-        "incident_id": incident.incident_id,
-        "incident_started_at": incident.started_at,
-        "evaluated_at": evaluated_at,
-        **_group_fields(group_status, time_lags or {}, velocities or {}, retention or {}),
-        **_insight_fields(group_status, velocities, explanation, retention),
-        "replayed": replayed,
-    }
-
-
-def _group_fields(
-    group_status: GroupStatus | None,
-    lags: Mapping[tuple[str, int], TimeLag | None],
-    speeds: Mapping[tuple[str, int], Velocity],
-    risks: Mapping[tuple[str, int], RetentionRisk],
-) -> dict[str, Any]:
-    """The group's numbers and its partitions that are not OK (none for a gone group)."""
-    if group_status is None:
-        return {
-            "complete": 0.0,
-            "partition_count": 0,
-            "totallag": 0,
-            "maxlag": None,
-            "partitions": [],
-            **seconds_fields(worst(lags.values()), "max_lag_seconds"),
-        }
-    bad = [p for p in group_status.partitions if p.status != Status.OK]
-    maxlag = group_status.maxlag
-    return {
-        "complete": group_status.complete,
-        "partition_count": group_status.partition_count,
-        "totallag": group_status.totallag,
-        "maxlag": _partition(maxlag, lags, speeds, risks) if maxlag else None,
-        "partitions": [_partition(p, lags, speeds, risks) for p in bad],
+    lags, speeds, risks = time_lags or {}, velocities or {}, retention or {}
+    bad = [p for p in group_status.partitions if p.status != Status.OK] if group_status else []
+    maxlag = group_status.maxlag if group_status else None
+    known = group_status is not None
+    return StatusEvent(
+        event_id=event_id(cluster, group, seq),
+        seq=seq,
+        cluster=cluster,
+        group=group,
+        previous_status=_name(previous),
+        status=_name(status),
+        incident_id=incident.incident_id,
+        incident_started_at=incident.started_at,
+        evaluated_at=evaluated_at,
+        complete=group_status.complete if group_status else 0.0,
+        partition_count=group_status.partition_count if group_status else 0,
+        totallag=group_status.totallag if group_status else 0,
+        maxlag=_partition(maxlag, lags, speeds, risks) if maxlag else None,
+        partitions=tuple(_partition(p, lags, speeds, risks) for p in bad),
         **seconds_fields(worst(lags.values()), "max_lag_seconds"),
-    }
+        velocity=VelocityFields.of(group_velocity(velocities.values())) if velocities is not None and known else None,
+        explanation=ExplanationFields.of(explanation) if explanation is not None else None,
+        retention=RetentionFields.of(group_risk(retention.values())) if retention is not None and known else None,
+        replayed=replayed,
+    )
 
 
-def _insight_fields(
-    group_status: GroupStatus | None,
-    velocities: Mapping[tuple[str, int], Velocity] | None,
-    explanation: Explanation | None,
-    retention: Mapping[tuple[str, int], RetentionRisk] | None,
-) -> dict[str, Any]:
-    """The optional group-level `velocity`, `explanation` and `retention` objects, when they were given."""
-    extra: dict[str, Any] = {}
-    if velocities is not None and group_status is not None:
-        extra["velocity"] = group_velocity(velocities.values()).to_json()
-    if explanation is not None:
-        extra["explanation"] = explanation.to_json()
-    if retention is not None and group_status is not None:
-        extra["retention"] = group_risk(retention.values()).to_json()
-    return extra
+def _name(status: Status) -> GroupStatusName:
+    return cast("GroupStatusName", status.name)
 
 
 def _partition(
@@ -194,26 +260,22 @@ def _partition(
     lags: Mapping[tuple[str, int], TimeLag | None],
     velocities: Mapping[tuple[str, int], Velocity],
     risks: Mapping[tuple[str, int], RetentionRisk],
-) -> dict[str, Any]:
+) -> EventPartition:
     velocity = velocities.get((p.topic, p.partition))
     risk = risks.get((p.topic, p.partition))
-    return {
-        "topic": p.topic,
-        "partition": p.partition,
-        "status": p.status.name,
-        "start_offset": p.start.offset if p.start else None,
-        "end_offset": p.end.offset if p.end else None,
-        "current_lag": p.current_lag,
-        "owner": p.owner,
-        "client_id": p.client_id,
+    return EventPartition(
+        topic=p.topic,
+        partition=p.partition,
+        status=cast("PartitionStatusName", p.status.name),
+        start_offset=p.start.offset if p.start else None,
+        end_offset=p.end.offset if p.end else None,
+        current_lag=p.current_lag,
+        owner=p.owner,
+        client_id=p.client_id,
         **seconds_fields(lags.get((p.topic, p.partition)), "lag_seconds"),
-        **({"velocity": velocity.to_json()} if velocity is not None else {}),
-        **({"retention": risk.to_json()} if risk is not None else {}),
-    }
-
-
-def encode(event: Mapping[str, Any]) -> bytes:
-    return json.dumps(event, separators=(",", ":"), sort_keys=True).encode()
+        velocity=VelocityFields.of(velocity) if velocity is not None else None,
+        retention=RetentionFields.of(risk) if risk is not None else None,
+    )
 
 
 def schema() -> dict[str, Any]:

@@ -25,7 +25,12 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from lagwatch.shared.domain.event_codec import EventDecodeError, from_document
+from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent, is_lag_threshold_event
 from lagwatch.shared.domain.protocol import Status
+from lagwatch.shared.domain.status_event import StatusEvent
+
+Event = StatusEvent | LagThresholdEvent  # what an incident state keeps: its group's latest event of either kind
 
 QUIET = frozenset({"OK", "NOTFOUND"})
 
@@ -65,7 +70,7 @@ class IncidentState:
     incident_id: str | None  # the incident announced (open sent)
     status: str  # the group's latest status
     notified_at: int  # epoch ms of the last notification (open, update or repeat)
-    event: dict[str, Any]  # the group's latest event
+    event: Event  # the group's latest event
     held: str | None = None  # a notification held back (holds.py: a silence, `hold-for`): its kind
     held_since: int | None = None  # epoch ms since when the open is held (what `hold-for` counts from)
 
@@ -74,7 +79,7 @@ class IncidentState:
             "incident_id": self.incident_id,
             "status": self.status,
             "notified_at": self.notified_at,
-            "event": self.event,
+            "event": self.event.as_dict(),
         }
         if self.held:
             doc.update(held=self.held, held_since=self.held_since)
@@ -86,10 +91,26 @@ class IncidentState:
             doc.get("incident_id"),
             doc["status"],
             int(doc["notified_at"]),
-            doc["event"],
+            event_from_json(doc["event"]),
             doc.get("held"),
             doc.get("held_since"),
         )
+
+
+# what the rules, holds and silences read of a kept event (and what the notifier checked when it took it)
+READ_FIELDS = frozenset(
+    {"event_id", "cluster", "group", "status", "incident_id", "kind", "alert", "threshold_seconds", "above"}
+)
+
+
+def event_from_json(doc: dict[str, Any]) -> Event:
+    """A kept event, read partially: states written by earlier versions kept whatever event the notifier took,
+    and one whose other fields no longer decode is kept by what the rules read (else the timer would stall)."""
+    cls: type[Event] = LagThresholdEvent if is_lag_threshold_event(doc) else StatusEvent
+    try:
+        return from_document(cls, doc, partial=True)
+    except EventDecodeError:
+        return from_document(cls, {k: v for k, v in doc.items() if k in READ_FIELDS}, partial=True)
 
 
 @dataclass(frozen=True)
@@ -103,15 +124,15 @@ def at_or_above(status: str, threshold: Status) -> bool:
     return Status[status] >= threshold
 
 
-def decide(policy: Policy, event: dict[str, Any], state: IncidentState | None, now_ms: int) -> Decision:
+def decide(policy: Policy, event: StatusEvent, state: IncidentState | None, now_ms: int) -> Decision:
     """What a status-change event means for one subscription, given what it was told so far."""
-    status = event["status"]
+    status = event.status
     if status in QUIET:
         if policy.send_close and state is not None and state.incident_id is not None:
             return Decision(Kind.CLOSE, None, None)
         return Decision(Kind.STATUS if at_or_above(status, policy.threshold) else None, None, None)
 
-    announced = state is not None and state.incident_id is not None and state.incident_id == event["incident_id"]
+    announced = state is not None and state.incident_id is not None and state.incident_id == event.incident_id
     if not at_or_above(status, policy.threshold):
         if announced:  # still in the announced incident, below the threshold: keep it (for the close), no repeats
             assert state is not None
@@ -123,7 +144,7 @@ def decide(policy: Policy, event: dict[str, Any], state: IncidentState | None, n
             return Decision(None, replace(state, status=status, event=event), None)
         updated = IncidentState(state.incident_id, status, now_ms, event)
         return Decision(Kind.UPDATE, updated, next_repeat(policy, now_ms))
-    opened = IncidentState(event["incident_id"], status, now_ms, event)
+    opened = IncidentState(event.incident_id, status, now_ms, event)
     return Decision(Kind.OPEN, opened, next_repeat(policy, now_ms))
 
 

@@ -25,6 +25,7 @@ from redis.asyncio import Redis
 
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_client import reply
+from lagwatch.shared.subscriptions.notification_policy import Event
 
 MATCHER_NAMES = ("cluster", "group", "topic")
 MAX_SILENCES = 10_000
@@ -226,11 +227,6 @@ def silenced_until(
     return until
 
 
-def event_topics(event: Mapping[str, Any]) -> list[str]:
-    """The topics a notification is about: those of its partitions not OK (over the lag threshold)."""
-    return sorted({p["topic"] for p in event.get("partitions") or [] if isinstance(p, Mapping) and "topic" in p})
-
-
 class SilenceStore:
     """Silences in Redis; every change bumps the version the notifiers watch."""
 
@@ -309,9 +305,9 @@ class SilenceCache:
         changed, self._changed = self._changed, False
         return changed
 
-    def until_ms(self, event: Mapping[str, Any], now_ms: int) -> int | None:
+    def until_ms(self, event: Event, now_ms: int) -> int | None:
         """Until when (epoch ms) silences hold this event's notifications back; None when none does."""
         if not self.silences:
             return None
-        until = silenced_until(self.silences, event["cluster"], event["group"], event_topics(event), now_ms / 1000)
+        until = silenced_until(self.silences, event.cluster, event.group, event.topics, now_ms / 1000)
         return None if until is None else int(until * 1000)

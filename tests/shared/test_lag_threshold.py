@@ -14,7 +14,17 @@ from lagwatch.services.notifier.messages import build_request
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import compile_subscription
 from lagwatch.shared.config import ConfigError, SubscriptionConfig, load_config
-from lagwatch.shared.domain.lag_threshold_event import Alert, Crossing, Reason, Threshold, build_event, encode, schema
+from lagwatch.shared.domain.event_codec import from_document
+from lagwatch.shared.domain.lag_threshold_event import (
+    Alert,
+    Crossing,
+    LagThresholdEvent,
+    Reason,
+    Threshold,
+    build_event,
+    encode,
+    schema,
+)
 from lagwatch.shared.domain.protocol import Status
 from lagwatch.shared.domain.retention import RetentionRisk
 from lagwatch.shared.domain.time_lag import TimeLag, exceeds
@@ -144,7 +154,7 @@ def test_the_options_are_validated_and_read_from_the_environment(tmp_path):
 def lag_event(above=True, seq=1, threshold=T, status=Status.OK, reason=Reason.LAG, lags=None):
     gs = group_status("local", "billing", status, (40, 0, 7))
     lags = lags or {("orders", 0): TimeLag(420.0), ("orders", 1): TimeLag(0.0), ("orders", 2): TimeLag(310.0, True)}
-    return build_event(
+    return build_event(  # as the JSON object the notifier's deliveries carry (typed(): as its rules take it)
         cluster="local",
         group="billing",
         crossing=Crossing(threshold, above, reason),
@@ -153,7 +163,11 @@ def lag_event(above=True, seq=1, threshold=T, status=Status.OK, reason=Reason.LA
         evaluated_at=1_700_000_060_000,
         group_status=gs,
         time_lags=lags,
-    )
+    ).as_dict()
+
+
+def typed(doc, partial=False):
+    return from_document(LagThresholdEvent, doc, partial=partial)
 
 
 def test_the_event_follows_its_schema_and_names_the_partitions_over_the_threshold():
@@ -186,41 +200,41 @@ def test_status_and_lag_events_are_told_apart():
 def test_a_subscription_hears_its_own_threshold_go_over_and_come_back_under():
     policy = Policy(threshold=Status.ERR, lag_threshold_s=T)
     over = lag_event()
-    opened = decide_lag(policy, over, None, now_ms=5)
-    assert opened.kind == Kind.LAG_OPEN and opened.state == IncidentState(over["incident_id"], ABOVE, 5, over)
+    opened = decide_lag(policy, typed(over), None, now_ms=5)
+    assert opened.kind == Kind.LAG_OPEN and opened.state == IncidentState(over["incident_id"], ABOVE, 5, typed(over))
     assert opened.repeat_at is None  # no send-interval
-    assert decide_lag(policy, over, opened.state, now_ms=6) is None  # already announced
-    closed = decide_lag(policy, lag_event(above=False, seq=2), opened.state, now_ms=7)
+    assert decide_lag(policy, typed(over), opened.state, now_ms=6) is None  # already announced
+    closed = decide_lag(policy, typed(lag_event(above=False, seq=2)), opened.state, now_ms=7)
     assert (closed.kind, closed.state, closed.repeat_at) == (Kind.LAG_CLOSE, None, None)
 
 
 def test_other_thresholds_and_unannounced_incidents_do_not_concern_a_subscription():
-    assert decide_lag(Policy(lag_threshold_s=60), lag_event(), None, 1) is None
-    assert decide_lag(Policy(), lag_event(), None, 1) is None  # no lag threshold: never told
-    assert decide_lag(Policy(lag_threshold_s=T), lag_event(above=False, seq=2), None, 1) is None
-    other = IncidentState("lag-someotherincident000000", ABOVE, 1, {})
-    assert decide_lag(Policy(lag_threshold_s=T), lag_event(above=False, seq=2), other, 1) is None
+    assert decide_lag(Policy(lag_threshold_s=60), typed(lag_event()), None, 1) is None
+    assert decide_lag(Policy(), typed(lag_event()), None, 1) is None  # no lag threshold: never told
+    assert decide_lag(Policy(lag_threshold_s=T), typed(lag_event(above=False, seq=2)), None, 1) is None
+    other = IncidentState("lag-someotherincident000000", ABOVE, 1, typed({"kind": "lag_threshold"}, partial=True))
+    assert decide_lag(Policy(lag_threshold_s=T), typed(lag_event(above=False, seq=2)), other, 1) is None
 
 
 def test_a_changed_threshold_still_closes_what_was_announced():
-    announced = decide_lag(Policy(lag_threshold_s=T), lag_event(), None, 1).state
+    announced = decide_lag(Policy(lag_threshold_s=T), typed(lag_event()), None, 1).state
     gone = lag_event(above=False, seq=2, reason=Reason.THRESHOLD_REMOVED)
-    assert decide_lag(Policy(lag_threshold_s=600), gone, announced, 2).kind == Kind.LAG_CLOSE
+    assert decide_lag(Policy(lag_threshold_s=600), typed(gone), announced, 2).kind == Kind.LAG_CLOSE
 
 
 def test_send_close_send_interval_and_send_once():
     quiet = Policy(lag_threshold_s=T, send_close=False)
-    state = decide_lag(quiet, lag_event(), None, 1).state
-    closed = decide_lag(quiet, lag_event(above=False, seq=2), state, 2)
+    state = decide_lag(quiet, typed(lag_event()), None, 1).state
+    closed = decide_lag(quiet, typed(lag_event(above=False, seq=2)), state, 2)
     assert closed.kind is None and closed.state is None  # forgotten, not told
     repeating = Policy(lag_threshold_s=T, send_interval_ms=60_000)
-    opened = decide_lag(repeating, lag_event(), None, 1_000)
+    opened = decide_lag(repeating, typed(lag_event()), None, 1_000)
     assert opened.repeat_at == 61_000
     assert lag_repeat_due(repeating, opened.state, 61_000).kind == Kind.LAG_REPEAT
     assert lag_repeat_due(repeating, opened.state, 61_000).repeat_at == 121_000
     assert lag_repeat_due(repeating, None, 61_000).kind is None  # closed meanwhile
     once = Policy(lag_threshold_s=T, send_interval_ms=60_000, send_once=True)
-    assert decide_lag(once, lag_event(), None, 1).repeat_at is None
+    assert decide_lag(once, typed(lag_event()), None, 1).repeat_at is None
     assert lag_repeat_due(once, opened.state, 61_000).kind is None
 
 
@@ -272,7 +286,7 @@ def risk_event(alert=Alert.DATA_LOSS_RISK, above=True, seq=1, risks=None, reason
         group_status=gs,
         time_lags={("orders", 0): TimeLag(420.0)},
         retention=risks if risks is not None else (RISKS if alert == Alert.DATA_LOSS_RISK else LOST),
-    )
+    ).as_dict()
 
 
 def test_a_data_loss_risk_event_names_the_partitions_retention_reaches_first_and_has_its_own_ids():
@@ -298,18 +312,24 @@ def test_a_messages_skipped_event_says_how_many_were_lost_and_where():
 
 def test_a_subscription_with_a_retention_risk_threshold_hears_both_retention_alerts_and_only_its_threshold():
     policy = Policy(retention_risk_s=600.0)
-    opened = decide_lag(policy, risk_event(), None, 5)
+    opened = decide_lag(policy, typed(risk_event()), None, 5)
     assert opened.kind == Kind.LAG_OPEN and opened.state.incident_id == risk_event()["incident_id"]
-    assert decide_lag(Policy(retention_risk_s=60.0), risk_event(), None, 5) is None  # another threshold
-    assert decide_lag(Policy(lag_threshold_s=600.0), risk_event(), None, 5) is None  # lag only: not told
-    assert decide_lag(Policy(retention_risk_s=60.0), risk_event(Alert.MESSAGES_SKIPPED), None, 5).kind == Kind.LAG_OPEN
-    assert decide_lag(Policy(retention_risk_s=600.0), lag_event(threshold=600.0), None, 5) is None
-    closed = decide_lag(policy, risk_event(above=False, seq=2, risks={}), opened.state, 6)
+    assert decide_lag(Policy(retention_risk_s=60.0), typed(risk_event()), None, 5) is None  # another threshold
+    assert decide_lag(Policy(lag_threshold_s=600.0), typed(risk_event()), None, 5) is None  # lag only: not told
+    assert (
+        decide_lag(Policy(retention_risk_s=60.0), typed(risk_event(Alert.MESSAGES_SKIPPED)), None, 5).kind
+        == Kind.LAG_OPEN
+    )
+    assert decide_lag(Policy(retention_risk_s=600.0), typed(lag_event(threshold=600.0)), None, 5) is None
+    closed = decide_lag(policy, typed(risk_event(above=False, seq=2, risks={})), opened.state, 6)
     assert closed.kind == Kind.LAG_CLOSE
 
 
 def test_each_alert_keeps_its_incident_under_its_own_state_field():
-    fields = {LAG_EVENTS.state_field(e) for e in (lag_event(), risk_event(), risk_event(Alert.MESSAGES_SKIPPED))}
+    fields = {
+        LAG_EVENTS.state_field(e)
+        for e in (typed(lag_event()), typed(risk_event()), typed(risk_event(Alert.MESSAGES_SKIPPED)))
+    }
     assert fields == {"lag:local/billing", "lag:data-loss-risk:local/billing", "lag:messages-skipped:local/billing"}
     assert parse_lag_event(encode(risk_event())) is not None
     assert parse_lag_event(json.dumps({**lag_event(), "alert": "something-else"})) is None

@@ -20,7 +20,7 @@ def play(statuses):
     for i, status in enumerate(statuses):
         change = transition("prod", "billing", *state, None if status is None else group(status), NOW + i)
         if change is not None:
-            events.append(change.event)
+            events.append(change.event.as_dict())
             state = (change.status, change.seq, change.incident)
     return events, state
 

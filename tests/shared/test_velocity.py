@@ -262,7 +262,7 @@ def test_a_status_event_with_velocity_and_explanation_matches_the_published_sche
         evaluated_at=p.now,
         velocities={("t", 0): p.velocity()},
         explanation=why,
-    )
+    ).as_dict()
     jsonschema.validate(event, schema())
     assert event["velocity"]["catchup"] == "never"
     assert event["partitions"][0]["velocity"]["lag_growth_per_second"] == pytest.approx(20, rel=0.05)
@@ -285,6 +285,6 @@ def test_a_lag_threshold_event_carries_the_explanation_within_its_schema():
         group_status=status,
         time_lags=lags,
         explanation=why,
-    )
+    ).as_dict()
     jsonschema.validate(event, lag_threshold_event.schema())
     assert event["explanation"]["code"] == "slower-than-producer"

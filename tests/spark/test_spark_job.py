@@ -25,6 +25,11 @@ SHAPE = HistoryShape(groups=12, partitions=2, commits_per_partition=20)
 pytestmark = pytest.mark.timeout(300)
 
 
+def documents(result):
+    """The replay's events as the JSON objects they are published as."""
+    return [e.as_dict() for e in result.events]
+
+
 @pytest.fixture(scope="module")
 def spark():
     session = spark_session(ReprocessOptions(input="", output="", master="local[2]", shuffle_partitions=4))
@@ -93,7 +98,7 @@ def test_the_events_are_the_live_schema_marked_replayed_and_match_the_plain_pyth
         commits, samples = replay_inputs(records)
         expected = replay_group("prod", records[-1].group, commits, samples, ReplayConfig(), end_ms=SHAPE.end_ms)
         name = records[-1].group
-        assert sorted(per_group[name]) == [(e["seq"], e["previous_status"], e["status"]) for e in expected.events]
+        assert sorted(per_group[name]) == [(e["seq"], e["previous_status"], e["status"]) for e in documents(expected)]
 
 
 def test_the_timeline_has_a_row_per_change(replayed):

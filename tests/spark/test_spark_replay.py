@@ -9,8 +9,9 @@ import jsonschema
 import pytest
 
 from lagwatch.shared.config import load_config
+from lagwatch.shared.domain.event_codec import from_document
 from lagwatch.shared.domain.protocol import RuleConfig, Status
-from lagwatch.shared.domain.status_event import schema
+from lagwatch.shared.domain.status_event import StatusEvent, schema
 from lagwatch.shared.domain.window import WindowConfig
 from lagwatch.shared.subscriptions.notification_policy import Policy
 from lagwatch.spark.backtest import BacktestError, count_notifications, variants_from_document
@@ -22,6 +23,11 @@ from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, group_r
 
 SHAPE = HistoryShape(groups=6, partitions=2, commits_per_partition=20)
 T0 = SHAPE.start_ms
+
+
+def documents(result):
+    """The replay's events as the JSON objects they are published as."""
+    return [e.as_dict() for e in result.events]
 
 
 def inputs_of(group_index: int, shape: HistoryShape = SHAPE) -> tuple[list[CommitInput], list[SampleInput]]:
@@ -38,14 +44,14 @@ def test_each_generated_scenario_ends_in_its_status(index):
     result = replay_scenario(index)
 
     assert result.timeline[-1].status == FINAL_STATUS[scenario_of(index)]
-    assert result.events[0]["previous_status"] == "NOTFOUND"
-    assert result.events[-1]["status"] == FINAL_STATUS[scenario_of(index)]
+    assert documents(result)[0]["previous_status"] == "NOTFOUND"
+    assert documents(result)[-1]["status"] == FINAL_STATUS[scenario_of(index)]
 
 
 def test_events_chain_and_match_the_live_schema():
     validator = jsonschema.Draft202012Validator(schema())
     for index in range(6):
-        events = replay_scenario(index).events
+        events = documents(replay_scenario(index))
         for before, after in itertools.pairwise(events):
             assert after["previous_status"] == before["status"]
             assert after["seq"] == before["seq"] + 1
@@ -55,7 +61,7 @@ def test_events_chain_and_match_the_live_schema():
 
 
 def test_the_partition_statuses_behind_err_are_the_burrow_ones():
-    bad = {scenario_of(i): replay_scenario(i).events[-1]["partitions"] for i in (2, 3, 4)}
+    bad = {scenario_of(i): documents(replay_scenario(i))[-1]["partitions"] for i in (2, 3, 4)}
 
     assert {p["status"] for p in bad["stalled"]} == {"STALL"}
     assert {p["status"] for p in bad["stopped"]} == {"STOP"}
@@ -72,9 +78,10 @@ def test_an_incident_carries_one_id_from_open_to_close():
     ]
     samples += [SampleInput("t", 0, 2400 + 100 * i, T0 + (8 + i) * 10_000) for i in range(4)]
 
-    events = replay_group("c", "g", commits, samples, ReplayConfig(window=WindowConfig(intervals=3))).events
+    result = replay_group("c", "g", commits, samples, ReplayConfig(window=WindowConfig(intervals=3)))
+    events = documents(result)
 
-    assert status_changes(events) == [("NOTFOUND", "OK"), ("OK", "WARN"), ("WARN", "OK")]
+    assert status_changes(result.events) == [("NOTFOUND", "OK"), ("OK", "WARN"), ("WARN", "OK")]
     assert events[1]["incident_id"] is not None
     assert events[2]["incident_id"] == events[1]["incident_id"]
 
@@ -97,7 +104,7 @@ def test_a_group_silent_for_expire_group_becomes_notfound():
     result = replay_group("c", "g", commits, samples, ReplayConfig(window=window, tick_ms=1000), end_ms=T0 + 3_600_000)
 
     assert status_changes(result.events) == [("NOTFOUND", "OK"), ("OK", "NOTFOUND")]
-    assert result.events[-1]["evaluated_at"] == T0 + 4000 + 60_000 + 1000  # the first tick after the expiry
+    assert documents(result)[-1]["evaluated_at"] == T0 + 4000 + 60_000 + 1000  # the first tick after the expiry
 
 
 def test_a_stop_is_seen_once_the_log_end_ring_forgets_the_caught_up_offsets():
@@ -111,8 +118,8 @@ def test_a_stop_is_seen_once_the_log_end_ring_forgets_the_caught_up_offsets():
     assert status_changes(result.events) == [("NOTFOUND", "OK"), ("OK", "ERR")]
     # the window spans 90 s, so the STOP check holds from 90 s after the last commit (T0 + 180 s), but the ring of
     # the last 10 log ends still shows the consumer caught up until the 10th sample after it (T0 + 190 s)
-    assert result.events[-1]["evaluated_at"] == T0 + 190_000
-    assert result.events[-1]["partitions"][0]["status"] == "STOP"
+    assert documents(result)[-1]["evaluated_at"] == T0 + 190_000
+    assert documents(result)[-1]["partitions"][0]["status"] == "STOP"
 
 
 def test_quiet_stretches_cost_no_evaluations():
@@ -128,10 +135,10 @@ def test_quiet_stretches_cost_no_evaluations():
 
 def test_allowed_lag_changes_the_verdict():
     lagging = 1  # WARN under the defaults
-    assert replay_scenario(lagging).events[-1]["status"] == "WARN"
+    assert documents(replay_scenario(lagging))[-1]["status"] == "WARN"
 
     tolerant = ReplayConfig(rules=RuleConfig(allowed_lag=100_000))
-    assert [e["status"] for e in replay_scenario(lagging, tolerant).events] == ["OK"]
+    assert [e["status"] for e in documents(replay_scenario(lagging, tolerant))] == ["OK"]
 
 
 def test_the_report_weighs_statuses_and_lag_by_time():
@@ -152,6 +159,7 @@ def test_backtest_counts_what_each_subscription_would_have_received():
         {"status": "ERR", "previous_status": "WARN", "incident_id": "i1", "evaluated_at": 60_000},
         {"status": "OK", "previous_status": "ERR", "incident_id": "i1", "evaluated_at": 120_000},
     ]
+    events = [from_document(StatusEvent, e, partial=True) for e in events]  # the fields the policy reads
 
     warn = count_notifications(Policy(threshold=Status.WARN), events, 200_000)
     err_only = count_notifications(Policy(threshold=Status.ERR, send_close=False), events, 200_000)
@@ -217,4 +225,4 @@ def test_the_replay_judges_rewinds_by_the_first_drop_only_as_burrow_and_the_live
     assert recovered.timeline[-1].status == "OK"
     not_recovered = _replay_offsets([1000, 900, 950, 800])
     assert not_recovered.timeline[-1].status == "ERR"
-    assert {p["status"] for p in not_recovered.events[-1]["partitions"]} == {"REWIND"}
+    assert {p["status"] for p in documents(not_recovered)[-1]["partitions"]} == {"REWIND"}

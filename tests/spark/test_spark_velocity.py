@@ -16,9 +16,14 @@ S = 1000
 T0 = 1_767_225_600_000
 
 
+def documents(result):
+    """The replay's events as the JSON objects they are published as."""
+    return [e.as_dict() for e in result.events]
+
+
 def opening(scenario):
     result = replay_scenario(SCENARIOS.index(scenario))
-    event = next(e for e in result.events if e["previous_status"] == "OK")
+    event = next(e for e in documents(result) if e["previous_status"] == "OK")
     jsonschema.validate(event, schema())
     return event
 

@@ -1,12 +1,17 @@
 """Holding notifications back (services/notifier/holds.py, shared/subscriptions/silences.py), as pure functions:
 silences and `hold-for` over the decisions of Burrow's rules and of lag-seconds thresholds."""
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lagwatch.services.notifier.holds import due, ends_unannounced, hold
 from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due
+from lagwatch.shared.domain.event_codec import from_document
+from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent
+from lagwatch.shared.domain.status_event import StatusEvent
 from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState, Kind, Policy, decide, repeat_due
 from lagwatch.shared.subscriptions.silences import Matcher, Silence, SilenceInvalid, parse_new, silenced_until
 from tests.services.notifier.test_notifier_support import Timeline
@@ -22,36 +27,36 @@ def step(policy, event, state, now, silenced_until=None):
 def test_hold_for_sends_the_open_only_once_the_incident_held_that_long():
     policy = Policy(hold_for_ms=60_000, send_interval_ms=0)
     t = Timeline("billing", start_ms=NOW)
-    t.to("OK")
-    warn = t.to("WARN", (5,))
+    t.next("OK")
+    warn = t.next("WARN", (5,))
     held = step(policy, warn, None, NOW)
     assert held.kind is None and held.repeat_at == NOW + 60_000
     assert held.state.incident_id is None and held.state.held == "open" and held.state.held_since == NOW
-    worse = step(policy, t.to("ERR", (50,)), held.state, NOW + 30_000)  # still the same incident: the clock runs on
+    worse = step(policy, t.next("ERR", (50,)), held.state, NOW + 30_000)  # still the same incident: the clock runs on
     assert worse.kind is None and worse.repeat_at == NOW + 60_000 and worse.state.status == "ERR"
     early = due(policy, worse.state, NOW + 59_000, None, repeat_due)
     assert early.kind is None and early.repeat_at == NOW + 60_000
     released = due(policy, worse.state, NOW + 60_000, None, repeat_due)
-    assert released.kind == Kind.OPEN and released.state.incident_id == warn["incident_id"]
+    assert released.kind == Kind.OPEN and released.state.incident_id == warn.incident_id
     assert released.state.status == "ERR" and released.state.held is None
 
 
 def test_a_flap_shorter_than_hold_for_is_never_announced():
     policy = Policy(hold_for_ms=60_000)
     t = Timeline("billing", start_ms=NOW)
-    t.to("OK")
-    held = step(policy, t.to("WARN", (5,)), None, NOW)
-    over = step(policy, t.to("OK"), held.state, NOW + 10_000)
+    t.next("OK")
+    held = step(policy, t.next("WARN", (5,)), None, NOW)
+    over = step(policy, t.next("OK"), held.state, NOW + 10_000)
     assert over == Decision(None, None, None)  # no close for what was never opened, the timer member dropped
-    again = step(policy, t.to("WARN", (5,)), None, NOW + 20_000)  # a new incident: its own hold
+    again = step(policy, t.next("WARN", (5,)), None, NOW + 20_000)  # a new incident: its own hold
     assert again.kind is None and again.state.held_since == NOW + 20_000
 
 
 def test_a_silence_holds_the_open_and_releases_it_when_it_ends():
     policy = Policy()
     t = Timeline("billing", start_ms=NOW)
-    t.to("OK")
-    opened = t.to("ERR", (5,))
+    t.next("OK")
+    opened = t.next("ERR", (5,))
     held = step(policy, opened, None, NOW, silenced_until=NOW + 3_600_000)
     assert held.kind is None and held.repeat_at == NOW + 3_600_000
     still = due(policy, held.state, NOW + 3_600_000, NOW + 7_200_000, repeat_due)  # extended meanwhile
@@ -63,11 +68,11 @@ def test_a_silence_holds_the_open_and_releases_it_when_it_ends():
 def test_a_silence_holds_updates_and_repeats_but_never_a_close():
     policy = Policy(send_interval_ms=60_000)
     t = Timeline("billing", start_ms=NOW)
-    t.to("OK")
-    opened = step(policy, t.to("WARN", (5,)), None, NOW)
+    t.next("OK")
+    opened = step(policy, t.next("WARN", (5,)), None, NOW)
     assert opened.kind == Kind.OPEN
     silence_end = NOW + 600_000
-    update = step(policy, t.to("ERR", (50,)), opened.state, NOW + 1000, silenced_until=silence_end)
+    update = step(policy, t.next("ERR", (50,)), opened.state, NOW + 1000, silenced_until=silence_end)
     assert update.kind is None and update.state.held == "update" and update.repeat_at == silence_end
     assert update.state.notified_at == NOW  # nothing was sent
     released = due(policy, update.state, silence_end, None, repeat_due)
@@ -75,7 +80,7 @@ def test_a_silence_holds_updates_and_repeats_but_never_a_close():
     repeat = due(policy, released.state, silence_end + 60_000, silence_end + 120_000, repeat_due)
     assert repeat.kind is None and repeat.state.held == "repeat" and repeat.repeat_at == silence_end + 120_000
     assert due(policy, repeat.state, silence_end + 120_000, None, repeat_due).kind == Kind.REPEAT
-    closed = step(policy, t.to("OK"), repeat.state, silence_end + 61_000, silenced_until=silence_end + 120_000)
+    closed = step(policy, t.next("OK"), repeat.state, silence_end + 61_000, silenced_until=silence_end + 120_000)
     assert closed.kind == Kind.CLOSE
 
 
@@ -83,19 +88,24 @@ def test_a_lag_alert_back_under_before_its_held_open_is_dropped():
     policy = Policy(lag_threshold_s=300.0, hold_for_ms=60_000)
     above = {"event_id": "e1", "cluster": "local", "group": "g", "threshold_seconds": 300, "above": True,
              "incident_id": "lag-1", "evaluated_at": NOW, "status": "OK"}  # fmt: skip
+    above = from_document(LagThresholdEvent, above, partial=True)
     held = hold(policy, decide_lag(policy, above, None, NOW), None, above, NOW, None)
     assert held.kind is None and held.state.held == "lag-open"
-    under = {**above, "event_id": "e2", "above": False}
+    under = replace(above, event_id="e2", above=False)
     assert decide_lag(policy, under, held.state, NOW + 1000) is None  # lag_policy: not an incident it announced
-    assert ends_unannounced(held.state, under) and not ends_unannounced(held.state, {**under, "incident_id": "x"})
+    assert ends_unannounced(held.state, under) and not ends_unannounced(held.state, replace(under, incident_id="x"))
     released = due(policy, held.state, NOW + 60_000, None, lag_repeat_due)
     assert released.kind == Kind.LAG_OPEN and released.state.incident_id == "lag-1"
 
 
+def _status_event(doc):
+    return from_document(StatusEvent, doc, partial=True)
+
+
 def test_incident_states_keep_what_is_held_through_json():
-    state = IncidentState(None, "WARN", 0, {"incident_id": "i"}, held="open", held_since=NOW)
+    state = IncidentState(None, "WARN", 0, _status_event({"incident_id": "i"}), held="open", held_since=NOW)
     assert IncidentState.from_json(state.to_json()) == state
-    plain = IncidentState("i", "WARN", NOW, {})
+    plain = IncidentState("i", "WARN", NOW, _status_event({}))
     assert "held" not in plain.to_json() and IncidentState.from_json(plain.to_json()) == plain
 
 

@@ -2,7 +2,9 @@
 
 import pytest
 
+from lagwatch.shared.domain.event_codec import from_document
 from lagwatch.shared.domain.protocol import Status
+from lagwatch.shared.domain.status_event import StatusEvent
 from lagwatch.shared.subscriptions.notification_policy import IncidentState, Kind, Policy, decide, repeat_due
 from tests.services.notifier.test_notifier_support import Timeline
 
@@ -10,8 +12,8 @@ NOW = 1_800_000_000_000
 OK, WARN, ERR = Status.OK, Status.WARN, Status.ERR
 
 
-def _event(status: str, incident: str | None = "inc-1", previous: str = "OK") -> dict:
-    return {
+def _event(status: str, incident: str | None = "inc-1", previous: str = "OK") -> StatusEvent:
+    doc = {
         "event_id": "e" * 32,
         "cluster": "c",
         "group": "g",
@@ -19,6 +21,7 @@ def _event(status: str, incident: str | None = "inc-1", previous: str = "OK") ->
         "previous_status": previous,
         "incident_id": None if status == "OK" and incident is None else incident,
     }
+    return from_document(StatusEvent, doc, partial=True)  # the fields the rules read; the others left empty
 
 
 ANNOUNCED = IncidentState("inc-1", "WARN", NOW - 60_000, _event("WARN"))
@@ -91,9 +94,9 @@ def test_send_once_and_send_interval_over_an_incident(send_once, interval_s, thr
         if d.kind:
             sent.append(d.kind.value)
 
-    apply(timeline.to("OK"))
+    apply(timeline.next("OK"))
     for status in ("WARN", "ERR", "WARN"):
-        apply(timeline.to(status, (10, 0)))
+        apply(timeline.next(status, (10, 0)))
     # 11 minutes pass: with send-interval 300 s the timer finds a repeat due at +5 and +10 minutes
     for minute in range(1, 12):
         now = timeline.now + minute * 60_000
@@ -103,7 +106,7 @@ def test_send_once_and_send_interval_over_an_incident(send_once, interval_s, thr
             if d.kind:
                 sent.append(d.kind.value)
     timeline.now += 11 * 60_000
-    apply(timeline.to("OK"))
+    apply(timeline.next("OK"))
     assert sent == expected
     assert state is None and repeat_at is None
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
-from lagwatch.shared.domain.status_event import Incident, build_event, next_incident
+from lagwatch.shared.domain.status_event import Incident, StatusEvent, build_event, next_incident
 
 CLUSTER = "local"
 
@@ -96,6 +96,11 @@ class Timeline:
         self.now = int(time.time() * 1000) if start_ms is None else start_ms
 
     def to(self, status: str, lags: tuple[int, ...] = (0, 0), *, step_ms: int = 60_000) -> dict:
+        """The next event as the JSON object the notifier reads (what deliveries and receivers see)."""
+        return self.next(status, lags, step_ms=step_ms).as_dict()
+
+    def next(self, status: str, lags: tuple[int, ...] = (0, 0), *, step_ms: int = 60_000) -> StatusEvent:
+        """The next event, typed (what the notifier's rules take)."""
         self.seq += 1
         self.now += step_ms
         new = Status[status]
