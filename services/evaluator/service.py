@@ -31,7 +31,6 @@ import logging
 import time
 from collections.abc import Iterable
 
-import faust
 from faust.exceptions import ConsumerNotStarted
 from prometheus_client import Counter, Gauge, Histogram
 from redis.exceptions import RedisError
@@ -43,7 +42,7 @@ from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
 from lagwatch.shared.kafka.changes import decode_notice, partition_of
-from lagwatch.shared.kafka.faust_kafka import faust_broker_settings, raw_topic
+from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
 from lagwatch.shared.kafka.kafka_client import client_kwargs
 from lagwatch.shared.runtime.health_server import HealthServer
 from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_signalled
@@ -87,7 +86,6 @@ SCHEDULE_DELAY = Gauge(
 DELAY_SAMPLE_MS = 1000  # the schedule's delay is looked up at most this often while evaluations are due
 SWEEP_CHUNK = 500
 SCHEDULE_IDLE_S = 2.0  # longest sleep of the schedule loop (it also wakes when an evaluation schedules sooner)
-STOP_TIMEOUT_S = 15
 NOTICE_BATCH, NOTICE_WAIT_S = 1000, 0.05
 
 
@@ -163,17 +161,13 @@ class EvaluatorService:
     def _create_app(self, config: Config, cluster: str) -> None:
         """The Faust app: the changes-topic agent and the sweep timer."""
         cluster_config = config.cluster(cluster)
-        self.app = faust.App(
+        self.app = faust_app(
             consumer_group(cluster),
-            **faust_broker_settings(cluster_config, cluster),
-            broker_client_id=f"{cluster_config.client_id}-evaluator",
-            topic_allow_declare=False,  # the changes and status topics are created by whoever runs Kafka
-            topic_disable_leader=True,
-            web_enabled=False,  # health and metrics are served by HealthServer, like every lagwatch service
+            cluster_config,
+            cluster,
+            "evaluator",
+            config.ingest.session_timeout,
             consumer_auto_offset_reset="latest",  # old notices are moot: the first sweep evaluates everything
-            broker_session_timeout=config.ingest.session_timeout,
-            broker_heartbeat_interval=max(0.1, config.ingest.session_timeout / 3),
-            stream_wait_empty=False,
         )
         self.changes = raw_topic(self.app, config.evaluator.changes_topic)
         self.app.agent(self.changes, name="lagwatch.evaluator.on_changes")(self._on_changes)
@@ -450,7 +444,7 @@ class EvaluatorService:
         log.info("evaluator %s: health and metrics on %s", self.cluster, self.health.url)
         try:
             await self._start_publisher()
-            await self._start_app_unless_stopping()
+            await start_unless_stopping(self.app, self.stopping)
             self._schedule_task = asyncio.create_task(self._run_schedule())
             await self._wait_until_stopping_or_crashed()
         finally:
@@ -459,26 +453,10 @@ class EvaluatorService:
                 self._schedule_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await self._schedule_task
-            try:  # Faust's stop waits on its consumer, which can be stuck in a rebalance: bounded
-                await asyncio.wait_for(self.app.stop(), timeout=STOP_TIMEOUT_S)
-            except TimeoutError:
-                log.warning("evaluator %s: Faust did not stop within %ss; exiting anyway", self.cluster, STOP_TIMEOUT_S)
+            await stop_within(self.app, f"evaluator {self.cluster}")
             await self.publisher.stop()
             await self.health.stop()
             await self.redis.aclose()
-
-    async def _start_app_unless_stopping(self) -> None:
-        """Faust's start can wait a long time on a consumer group that will not settle; a stop request wins."""
-        start = asyncio.ensure_future(self.app.start())
-        stop = asyncio.ensure_future(self.stopping.wait())
-        await asyncio.wait({start, stop}, return_when=asyncio.FIRST_COMPLETED)
-        stop.cancel()
-        if not start.done():
-            start.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await start
-        elif (failure := start.exception()) is not None:
-            raise failure
 
     async def _wait_until_stopping_or_crashed(self) -> None:
         """A crashed Faust app (its consumer failed for good) ends the service with an error, so a supervisor

@@ -24,7 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import faust
 from redis.exceptions import RedisError
 
 from lagwatch.services.notifier import holds, metrics
@@ -44,7 +43,7 @@ from lagwatch.services.notifier.outbox import (
 )
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.config import Config, ConfigError
-from lagwatch.shared.kafka.faust_kafka import faust_broker_settings, raw_topic
+from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
 from lagwatch.shared.kafka.kafka_client import client_kwargs
 from lagwatch.shared.runtime.health_server import HealthServer
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled
@@ -94,20 +93,16 @@ class NotifierService:
         self._dispatcher: asyncio.Task | None = None
         self.stopping = asyncio.Event()
         self.events_handled = 0
-        self.app = faust.App(
+        self.app = faust_app(
             CONSUMER_GROUP,
-            **faust_broker_settings(cluster_config, cluster),
-            broker_client_id=f"{cluster_config.client_id}-notifier",
-            topic_allow_declare=False,  # the status and dead-letter topics are created by whoever runs Kafka
-            topic_disable_leader=True,
-            web_enabled=False,  # health and metrics are served by HealthServer, like every lagwatch service
+            cluster_config,
+            cluster,
+            "notifier",
+            config.ingest.session_timeout,
             consumer_auto_offset_reset="latest" if settings.start_latest else "earliest",
-            broker_session_timeout=config.ingest.session_timeout,
-            broker_heartbeat_interval=max(0.1, config.ingest.session_timeout / 3),
             broker_commit_every=100,
             broker_max_poll_records=1000,
             broker_commit_interval=1.0,
-            stream_wait_empty=False,
             datadir=str(Path(tempfile.gettempdir()) / "lagwatch-notifier-data"),  # no tables: nothing to keep
         )
         self.status_topic = raw_topic(self.app, config.evaluator.status_topic)
@@ -352,12 +347,11 @@ class NotifierService:
             await self._start_dead_letters()
             # deliveries left by an earlier run go out even before Kafka assigns partitions
             self._dispatcher = asyncio.create_task(self.dispatcher.run(self.stopping))
-            if not self.stopping.is_set():
-                await self.app.start()
-                await self.stopping.wait()
+            await start_unless_stopping(self.app, self.stopping)
+            await self.stopping.wait()  # a crashed app is reported by /healthz (liveness "app") for a restart
         finally:
             self.stopping.set()
-            await self.app.stop()
+            await stop_within(self.app, "notifier")
             if self._dispatcher is not None:
                 await self._dispatcher
             await self.dead_letters.stop()

@@ -1,5 +1,6 @@
-"""How lagwatch's Faust apps (evaluator, notifier) reach Kafka: broker settings from a cluster's config, raw-bytes
-topics, and Faust's Kafka transport with a short fetch wait, registered as the `lagwatchkafka://` broker scheme.
+"""How lagwatch's Faust apps (evaluator, notifier) reach Kafka and live: one app set-up (broker settings from a
+cluster's config, the settings every lagwatch app shares), raw-bytes topics, a start that a stop request cuts short
+and a bounded stop, and Faust's Kafka transport with a short fetch wait, registered as the `lagwatchkafka://` scheme.
 
 Faust fixes its consumer's `fetch.max.wait.ms` at 1.5 s. A broker answers a fetch as soon as data arrives, so that
 mostly costs nothing, but a broker that holds fetches for the full wait (librdkafka's mock cluster does) would add
@@ -15,6 +16,8 @@ aiokafka rejoins the group, as Kafka's Java consumer does after any failed SyncG
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -32,6 +35,7 @@ log = logging.getLogger(__name__)
 SCHEME = "lagwatchkafka"
 FETCH_MAX_WAIT_MS = 100
 COORDINATOR_ERRORS_EVERY_S = 1.0
+STOP_TIMEOUT_S = 15.0
 
 
 def take_coordinator_error(consumer: Any) -> KafkaError | None:
@@ -105,3 +109,44 @@ def faust_broker_settings(cluster: ClusterConfig, name: str) -> dict[str, Any]:
 def raw_topic(app: faust.App, name: str) -> faust.TopicT:
     """A topic whose keys and values the agent gets as bytes (lagwatch decodes its own JSON)."""
     return app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+
+
+def faust_app(
+    group_id: str, cluster: ClusterConfig, name: str, role: str, session_timeout: float, **settings: Any
+) -> faust.App:
+    """A lagwatch service's Faust app: the cluster's connection, `<client-id>-<role>` as client id, and what every
+    lagwatch app wants; `settings` adds the service's own (offset reset, commit pace, timers' data dir...)."""
+    return faust.App(
+        group_id,
+        **faust_broker_settings(cluster, name),
+        broker_client_id=f"{cluster.client_id}-{role}",
+        topic_allow_declare=False,  # lagwatch's topics are created by whoever runs Kafka
+        topic_disable_leader=True,
+        web_enabled=False,  # health and metrics are served by HealthServer, like every lagwatch service
+        broker_session_timeout=session_timeout,
+        broker_heartbeat_interval=max(0.1, session_timeout / 3),
+        stream_wait_empty=False,
+        **settings,
+    )
+
+
+async def start_unless_stopping(app: faust.App, stopping: asyncio.Event) -> None:
+    """Start the app; Faust's start can wait a long time on a consumer group that will not settle: a stop wins."""
+    start = asyncio.ensure_future(app.start())
+    stop = asyncio.ensure_future(stopping.wait())
+    await asyncio.wait({start, stop}, return_when=asyncio.FIRST_COMPLETED)
+    stop.cancel()
+    if not start.done():
+        start.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await start
+    elif (failure := start.exception()) is not None:
+        raise failure
+
+
+async def stop_within(app: faust.App, what: str, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Stop the app, for at most `timeout_s`: Faust's stop waits on its consumer, which can be stuck in a rebalance."""
+    try:
+        await asyncio.wait_for(app.stop(), timeout=timeout_s)
+    except TimeoutError:
+        log.warning("%s: Faust did not stop within %ss; exiting anyway", what, timeout_s)

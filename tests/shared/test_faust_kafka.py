@@ -1,12 +1,14 @@
 """lagwatch's Faust transport (shared/kafka/faust_kafka.py) against the Kafka mock: a group-coordination error that
 aiokafka hands to the application does not leave a Faust app out of its consumer group."""
 
+import asyncio
 import time
 
 from aiokafka.protocol.group import SyncGroupRequest
 
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.shared.kafka.changes import ChangePublisher
+from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.services.evaluator.test_evaluator import StatusTopic, commits
@@ -66,3 +68,33 @@ async def test_an_evaluator_rejoins_its_group_after_an_unexpected_sync_group_err
             assert await topic.until("billing", 1, timeout=20) == [("NOTFOUND", "OK")]
     finally:
         await notices.stop()
+
+
+async def test_a_stop_request_wins_over_a_faust_start_that_cannot_finish(redis_server):
+    """A broker that accepts connections and never answers (a frozen one) keeps Faust's start waiting; a service
+    asked to stop meanwhile stops at once instead of hanging, and the bounded stop returns."""
+    silent = await asyncio.start_server(_never_answer, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    config = make_config(f"127.0.0.1:{port}", redis_server.url)
+    app = faust_app("lagwatch-test-frozen", config.cluster(CLUSTER), CLUSTER, "test", 10.0)
+    app.agent(raw_topic(app, "lagwatch.test"), name="lagwatch.test.agent")(_drain)
+    stopping = asyncio.Event()
+    asyncio.get_running_loop().call_later(1.0, stopping.set)
+    started = time.monotonic()
+    try:
+        await start_unless_stopping(app, stopping)
+        await stop_within(app, "test", timeout_s=5.0)
+    finally:
+        silent.close()
+    assert stopping.is_set()
+    assert time.monotonic() - started < 20  # aiokafka alone would wait 40 s for its first answer
+
+
+async def _never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await reader.read()  # until the client hangs up
+    writer.close()
+
+
+async def _drain(stream) -> None:
+    async for _ in stream:
+        pass
