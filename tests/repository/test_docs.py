@@ -98,3 +98,22 @@ def test_every_rules_section_the_code_cites_is_in_docs_rules_md():
             unresolved.append(str(path.relative_to(ROOT)))
     assert cited and cited <= sections
     assert unresolved == []
+
+
+def test_every_repository_file_the_code_and_docs_name_exists():
+    """A docstring, comment or doc that names a file of the repository (`shared/domain/rules.py`, a test, a doc)
+    names one that is there: files move, and a stale path sends a reader nowhere."""
+    named = re.compile(
+        r"(?<![\w./-])((?:shared|services|spark|lagwatch|tests|docs|bench|scripts|deploy)/[\w./-]*\.(?:py|md|json|ya?ml|toml))\b"
+    )
+    texts = [*ROOT.glob("*.md"), *DOCS.glob("*.md"), ROOT / "Makefile", ROOT / "pyproject.toml"]
+    for folder in ("shared", "services", "spark", "lagwatch", "tests", "bench", "scripts", "deploy"):
+        texts += [p for p in (ROOT / folder).rglob("*") if p.suffix in {".py", ".md", ".yml", ".yaml"}]
+    missing = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in texts
+        if path.is_file()
+        for name in named.findall(path.read_text())
+        if not (ROOT / name).exists()
+    }
+    assert not missing
