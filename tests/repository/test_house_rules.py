@@ -53,6 +53,8 @@ def _layering_breaks() -> Iterator[tuple[str, str]]:
                 own = relative.parts[1]
                 if parts[:2] == ["lagwatch", "services"] and len(parts) > 2 and parts[2] != own:
                     yield str(relative), ".".join(parts[:3])
+            elif relative.parts[0] == "spark" and parts[:2] == ["lagwatch", "services"]:
+                yield str(relative), ".".join(parts[:3])  # the replay shares the rules, not a service's code
             elif relative.parts[0] == "shared" and parts[:2] in (
                 ["lagwatch", "services"],
                 ["lagwatch", "spark"],
