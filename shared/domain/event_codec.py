@@ -23,21 +23,7 @@ from typing import Any, Self, TypeAlias, TypeVar, get_args
 
 import msgspec
 import msgspec.inspect as mi
-from msgspec import UNSET, UnsetType
-
-__all__ = [
-    "UNSET",
-    "EventDecodeError",
-    "EventFields",
-    "JsonEvent",
-    "Number",
-    "UnsetType",
-    "decode",
-    "encode",
-    "from_document",
-    "present",
-    "to_document",
-]
+from msgspec import UnsetType
 
 T = TypeVar("T")
 E = TypeVar("E", bound="EventFields")

@@ -27,7 +27,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple, cast
 
-from lagwatch.shared.domain.event_codec import UNSET, EventFields, JsonEvent, Number, UnsetType, encode
+from msgspec import UNSET, UnsetType
+
+from lagwatch.shared.domain.event_codec import EventFields, JsonEvent, Number, encode
 from lagwatch.shared.domain.explanation import Explanation
 from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
 from lagwatch.shared.domain.retention import RetentionRisk, group_risk
@@ -155,7 +157,8 @@ class LagPartition(EventFields, frozen=True, kw_only=True):
 
 
 class LagThresholdEvent(JsonEvent, frozen=True, kw_only=True):
-    """A lag-threshold event, field for field as `schemas/lag_threshold_event.json` describes it."""
+    """A lag-threshold event, field for field as `schemas/lag_threshold_event.json` describes it (a required field
+    has no default, not even `schema_version` or `kind`: a field at its default is left out of the JSON)."""
 
     schema_version: Literal[1]
     kind: Literal["lag_threshold"]

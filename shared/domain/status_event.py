@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 
-from lagwatch.shared.domain.event_codec import UNSET, EventFields, JsonEvent, Number, UnsetType, from_document
+from msgspec import UNSET, UnsetType
+
 from lagwatch.shared.domain.event_codec import EventDecodeError as EventDecodeError  # (re-exported)
+from lagwatch.shared.domain.event_codec import EventFields, JsonEvent, Number, from_document
 from lagwatch.shared.domain.event_codec import encode as encode  # (re-exported: the codec's, for any event)
 from lagwatch.shared.domain.explanation import Explanation
 from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
@@ -120,7 +122,8 @@ class EventPartition(EventFields, frozen=True, kw_only=True):
 
 
 class StatusEvent(JsonEvent, frozen=True, kw_only=True):
-    """A status-change event, field for field as `schemas/status_event.json` describes it."""
+    """A status-change event, field for field as `schemas/status_event.json` describes it (a required field has no
+    default, not even `schema_version` or `replayed`: a field at its default is left out of the JSON)."""
 
     schema_version: Literal[1]
     event_id: str

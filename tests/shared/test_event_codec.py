@@ -15,10 +15,11 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec import UNSET, UnsetType
 
 from lagwatch.services.notifier.events import parse_lag_event, parse_status_event
 from lagwatch.shared.domain import lag_threshold_event, status_event
-from lagwatch.shared.domain.event_codec import UNSET, EventDecodeError, UnsetType, from_document
+from lagwatch.shared.domain.event_codec import EventDecodeError, from_document
 from lagwatch.shared.domain.explanation import Explanation
 from lagwatch.shared.domain.lag_threshold_event import Alert, Crossing, LagPartition, LagThresholdEvent, Reason
 from lagwatch.shared.domain.protocol import Status
