@@ -1,48 +1,45 @@
-"""One JSON codec for the events' frozen dataclasses (status_event.py, lag_threshold_event.py): the dataclass is the
-one description of an event's fields; this turns it into the JSON on the wire and back.
+"""One JSON codec for the events (status_event.py, lag_threshold_event.py), on msgspec: an event and each of its parts
+is a frozen `msgspec.Struct` (`EventFields`), the one description of its fields; msgspec checks a record against it.
 
-* Encoding: compact JSON with sorted keys (the bytes the evaluator always published). A field the schema does not
-  require is left out when it holds its "left out" value: `None` for a field that is never null (`velocity`),
-  `ABSENT` for one that may be null (`max_lag_seconds`: `None` is written as null).
-* Decoding checks every field against its type (JSON numbers, strings, booleans, enums, literals, nested objects,
-  arrays) and raises `EventDecodeError` naming the field. `partial=True` (the notifier's boundary, which always took
-  records carrying only the fields it reads) fills a missing field with its type's empty value and ignores fields
-  it does not know (a newer producer's); otherwise a missing required field or an unknown one is an error, as in
-  the schemas (`additionalProperties: false`).
+* Encoding: compact JSON with sorted keys (the bytes the evaluator always published). msgspec makes the JSON object
+  (`to_builtins`) and the standard library writes it: msgspec's own writer spells some floats (`1e16`) and every
+  non-ASCII character differently. A field the schema does not require is left out when it holds its default:
+  `None` for a field that is never null (`velocity`), `UNSET` for one that may be null (`max_lag_seconds`: `None` is
+  written as null). So a field the schema requires has no default (else it would be left out when it held it).
+* Decoding checks every field against its type and raises `EventDecodeError` naming the field. `partial=True` (the
+  notifier's boundary, which always took records carrying only the fields it reads) fills a missing field with its
+  type's empty value and ignores fields it does not know (a newer producer's); otherwise a missing required field
+  or an unknown one is an error, as in the schemas (`additionalProperties: false`).
+* A JSON number in a field of floats stays as written (`Number`: 300 stays 300), so a record re-encodes unchanged.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import types
+import re
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, fields, is_dataclass
-from enum import Enum
-from typing import Any, Literal, Self, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, Self, TypeAlias, TypeVar, get_args
+
+import msgspec
+import msgspec.inspect as mi
+from msgspec import UnsetType
 
 T = TypeVar("T")
-
-
-class Absent(Enum):
-    """The value of a nullable field the schema does not require, when the event leaves it out."""
-
-    ABSENT = "absent"
-
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-
-ABSENT = Absent.ABSENT
+E = TypeVar("E", bound="EventFields")
+Number: TypeAlias = int | float  # a JSON number as written (msgspec would make 300 in a `float` field 300.0)
 
 
 class EventDecodeError(ValueError):
     """A record that is not the event it should be; the message names the field and what is wrong with it."""
 
 
-class JsonEvent:
-    """The codec as methods of an event dataclass (its base: no fields, empty slots, so the event keeps its slots)."""
+class EventFields(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """The base of an event and of its parts: immutable, strict, and leaving out the fields at their defaults."""
 
-    __slots__ = ()
+
+class JsonEvent(EventFields, frozen=True):
+    """The codec as methods of an event."""
 
     def encode(self) -> bytes:
         """The bytes on the wire."""
@@ -58,154 +55,119 @@ class JsonEvent:
         return decode(cls, raw, partial=partial)
 
 
-def present(value: T | Absent) -> T | None:
+def present(value: T | UnsetType) -> T | None:
     """A nullable field's value, None when the event leaves it out."""
-    return None if isinstance(value, Absent) else value
+    return None if isinstance(value, UnsetType) else value
 
 
-def to_document(event: Any) -> dict[str, Any]:
-    """The event as a JSON object (keys sorted, as on the wire); nested dataclasses as objects, tuples as arrays."""
-    doc: dict[str, Any] = {}
-    for f in _sorted_fields(type(event)):
-        value = getattr(event, f.name)
-        if value is ABSENT or (value is None and f.default is None):
-            continue
-        doc[f.name] = _to_json(value)
+def to_document(event: EventFields) -> dict[str, Any]:
+    """The event as a JSON object (keys sorted, as on the wire; arrays as lists)."""
+    doc: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(event, order="sorted"))
     return doc
 
 
-def encode(event: Any) -> bytes:
+def encode(event: EventFields | Mapping[str, Any]) -> bytes:
     """The event's bytes on the wire: compact JSON, sorted keys (`event` may also be its JSON object already)."""
-    doc = event if isinstance(event, Mapping) else to_document(event)
+    doc = event if isinstance(event, Mapping) else msgspec.to_builtins(event, order="sorted")
     return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
 
-def decode(cls: type[T], raw: bytes | str | bytearray, *, partial: bool = False) -> T:
+def decode(cls: type[E], raw: bytes | str | bytearray, *, partial: bool = False) -> E:
     """The event in a record; EventDecodeError when the record is not one."""
     try:
-        doc = json.loads(raw)
-    except (TypeError, ValueError) as exc:
+        return msgspec.json.decode(raw, type=cls)
+    except msgspec.ValidationError as exc:
+        if not partial:
+            raise _decode_error(exc) from None
+    except msgspec.DecodeError as exc:
         raise EventDecodeError(f"not JSON: {exc}") from None
-    return from_document(cls, doc, partial=partial)
+    return _from_partial(cls, msgspec.json.decode(raw))
 
 
-def from_document(cls: type[T], doc: Any, *, partial: bool = False, path: str = "") -> T:
-    """The dataclass `cls` from a decoded JSON object (see the module's docstring for `partial`)."""
-    if not isinstance(doc, dict):
-        raise EventDecodeError(f"{path or 'the event'}: expected a JSON object, got {_json_type(doc)}")
-    hints = _hints(cls)
-    if not partial:
-        unknown = sorted(set(doc) - set(hints))
-        if unknown:
-            raise EventDecodeError(f"{path or 'the event'}: unknown fields {', '.join(unknown)}")
-    values: dict[str, Any] = {}
-    for f in _sorted_fields(cls):
-        where = f"{path}.{f.name}" if path else f.name
-        if f.name in doc:
-            values[f.name] = _from_json(hints[f.name], doc[f.name], partial, where)
-        elif f.default is MISSING:
-            if not partial:
-                raise EventDecodeError(f"{where}: missing")
-            values[f.name] = _empty(hints[f.name], where)
-    return cls(**values)
+def from_document(cls: type[E], doc: Any, *, partial: bool = False) -> E:
+    """The event `cls` from a decoded JSON object (see the module's docstring for `partial`)."""
+    try:
+        return msgspec.convert(doc, cls)
+    except msgspec.ValidationError as exc:
+        if not partial:
+            raise _decode_error(exc) from None
+    return _from_partial(cls, doc)
 
 
-def _to_json(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return to_document(value)
-    if isinstance(value, tuple | list):
-        return [_to_json(v) for v in value]
-    if isinstance(value, Enum):
-        return value.value
-    return value
+def _from_partial(cls: type[E], doc: Any) -> E:
+    """A record the strict decode refused, made whole first: a whole record decodes the same either way, and the
+    strict decode (msgspec's alone) is the fast one."""
+    try:
+        return msgspec.convert(_filled(_type_info(cls), doc), cls)
+    except msgspec.ValidationError as exc:
+        raise _decode_error(exc) from None
 
 
-def _from_json(tp: Any, value: Any, partial: bool, where: str) -> Any:
-    origin = get_origin(tp)
-    if origin in (Union, types.UnionType):
-        return _from_union(tp, value, partial, where)
-    if origin is Literal:
-        if any(value == arg and type(value) is type(arg) for arg in get_args(tp)):
-            return value
-        raise EventDecodeError(f"{where}: {value!r} is not one of {', '.join(map(repr, get_args(tp)))}")
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise EventDecodeError(f"{where}: expected an array, got {_json_type(value)}")
-        item = get_args(tp)[0]
-        return tuple(_from_json(item, v, partial, f"{where}[{i}]") for i, v in enumerate(value))
-    if isinstance(tp, type) and is_dataclass(tp):
-        return from_document(tp, value, partial=partial, path=where)
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        try:
-            return tp(value)
-        except ValueError:
-            raise EventDecodeError(f"{where}: {value!r} is not one of {', '.join(str(m.value) for m in tp)}") from None
-    return _scalar(tp, value, where)
-
-
-def _from_union(tp: Any, value: Any, partial: bool, where: str) -> Any:
-    """`X | None` (and `| Absent`, never in JSON); the events have no other unions."""
-    arms = [arm for arm in get_args(tp) if arm not in (Absent, type(None))]
-    nullable = type(None) in get_args(tp)
-    if value is None and nullable:
-        return None
-    (arm,) = arms
-    if arm in SCALARS:
-        return _scalar(arm, value, where, " or null" if nullable else "")
-    return _from_json(arm, value, partial, where)
-
-
-SCALARS: dict[Any, tuple[tuple[type, ...], str]] = {
-    str: ((str,), "a string"),
-    bool: ((bool,), "a boolean"),
-    int: ((int,), "an integer"),
-    float: ((int, float), "a number"),  # 300 stays 300: the bytes re-encode unchanged
-}
-
-
-def _scalar(tp: Any, value: Any, where: str, or_null: str = "") -> Any:
-    accepted, name = SCALARS[tp]
-    if isinstance(value, accepted) and (tp is bool or not isinstance(value, bool)):
+def _filled(tp: mi.Type, value: Any) -> Any:
+    """A partial record made whole: in each object the fields of `tp` it lacks get their type's empty value, the
+    ones it does not know are dropped. Anything else is left for msgspec to refuse."""
+    if isinstance(tp, mi.UnionType):
+        objects = [arm for arm in tp.types if isinstance(arm, mi.StructType)]
+        return _filled(objects[0], value) if objects and isinstance(value, dict) else value
+    if isinstance(tp, mi.VarTupleType) and isinstance(value, list):
+        return [_filled(tp.item_type, item) for item in value]
+    if not (isinstance(tp, mi.StructType) and isinstance(value, dict)):
         return value
-    raise EventDecodeError(f"{where}: expected {name}{or_null}, got {_json_type(value)}")
+    whole: dict[str, Any] = {}
+    for f, empty in zip(tp.fields, _empties(tp.cls), strict=True):
+        if f.encode_name in value:
+            whole[f.encode_name] = _filled(f.type, value[f.encode_name])
+        elif empty is not _NO_EMPTY:
+            whole[f.encode_name] = empty  # (a required object has none: msgspec names it missing)
+    return whole
 
 
-def _empty(tp: Any, where: str) -> Any:
-    """The value a partial decode gives a field the record leaves out."""
-    args = get_args(tp)
-    if get_origin(tp) in (Union, types.UnionType):
-        return None if type(None) in args else _empty(args[0], where)
-    if get_origin(tp) is Literal:
-        return args[0]
-    if get_origin(tp) is tuple:
-        return ()
-    if tp in (str, bool, int, float):
-        return tp()
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        return next(iter(tp))  # its first member: the default older events meant (Reason.LAG)
-    raise EventDecodeError(f"{where}: missing")
+_NO_EMPTY = object()
+_EMPTY_SCALARS: dict[type[mi.Type], Any] = {mi.StrType: "", mi.BoolType: False, mi.IntType: 0, mi.FloatType: 0.0}
 
 
-def _json_type(value: Any) -> str:
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return f"the number {value!r}"
-    return names.get(type(value), type(value).__name__)
+@functools.cache
+def _type_info(cls: type) -> mi.Type:
+    return mi.type_info(cls)
 
 
-_FIELDS: dict[type, tuple[Field[Any], ...]] = {}
-_HINTS: dict[type, dict[str, Any]] = {}
+@functools.cache
+def _empties(cls: type[EventFields]) -> tuple[Any, ...]:
+    """What a partial decode gives each field of `cls` a record leaves out (`_NO_EMPTY`: nothing, it has a default
+    or is a required object)."""
+    info = _type_info(cls)
+    assert isinstance(info, mi.StructType)
+    return tuple(
+        _empty(f.type, declared.type) if f.required else _NO_EMPTY
+        for f, declared in zip(info.fields, msgspec.structs.fields(cls), strict=True)
+    )
 
 
-def _sorted_fields(cls: type) -> tuple[Field[Any], ...]:
-    found = _FIELDS.get(cls)
-    if found is None:
-        found = _FIELDS[cls] = tuple(sorted(fields(cls), key=lambda f: f.name))
-    return found
+def _empty(tp: mi.Type, declared: Any) -> Any:
+    """A required field's empty value (`declared`: its annotation, which keeps a Literal's values in order)."""
+    if isinstance(tp, mi.UnionType):
+        arms = tp.types
+        return None if any(isinstance(a, mi.NoneType) for a in arms) else _empty(arms[-1], None)  # int | float: 0.0
+    if isinstance(tp, mi.LiteralType):
+        return get_args(declared)[0]  # the first one declared
+    if isinstance(tp, mi.EnumType):
+        return next(iter(tp.cls)).value  # its first member: the default older events meant (Reason.LAG)
+    if isinstance(tp, mi.VarTupleType):
+        return []
+    return _EMPTY_SCALARS.get(type(tp), _NO_EMPTY)
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    found = _HINTS.get(cls)
-    if found is None:
-        found = _HINTS[cls] = get_type_hints(cls)
-    return found
+_WHERE = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_FIELD = re.compile(r"^Object (?P<what>missing required|contains unknown) field `(?P<field>[^`]*)`$")
+
+
+def _decode_error(exc: msgspec.ValidationError) -> EventDecodeError:
+    """msgspec's message ("Expected `int`, got `str` - at `$.partitions[0].partition`") as "<field>: <what>"."""
+    found = _WHERE.match(str(exc))
+    assert found is not None  # (the pattern matches any text)
+    what, path = found["what"], (found["path"] or "").removeprefix(".")
+    field = _FIELD.match(what)
+    if field:
+        path = f"{path}.{field['field']}" if path else field["field"]
+        what = "missing" if field["what"] == "missing required" else "unknown field"
+    return EventDecodeError(f"{path or 'the event'}: {what[:1].lower()}{what[1:]}")

@@ -27,7 +27,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple, cast
 
-from lagwatch.shared.domain.event_codec import ABSENT, Absent, JsonEvent, encode
+from msgspec import UNSET, UnsetType
+
+from lagwatch.shared.domain.event_codec import EventFields, JsonEvent, Number, encode
 from lagwatch.shared.domain.explanation import Explanation
 from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
 from lagwatch.shared.domain.retention import RetentionRisk, group_risk
@@ -140,8 +142,7 @@ def at_risk(risk: RetentionRisk | None, threshold: Threshold) -> bool | None:
 AlertName = Literal["lag-seconds", "data-loss-risk", "messages-skipped"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LagPartition:
+class LagPartition(EventFields, frozen=True, kw_only=True):
     """A partition in the alert (over the lag threshold, at risk, or with messages skipped)."""
 
     topic: str
@@ -149,35 +150,35 @@ class LagPartition:
     current_lag: int
     owner: str
     client_id: str
-    lag_seconds: float | None
+    lag_seconds: Number | None
     lag_seconds_lower_bound: bool
-    retention_risk_seconds: float | Absent | None = ABSENT  # the retention alerts'
+    retention_risk_seconds: Number | UnsetType | None = UNSET  # the retention alerts'
     skipped_messages: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LagThresholdEvent(JsonEvent):
-    """A lag-threshold event, field for field as `schemas/lag_threshold_event.json` describes it."""
+class LagThresholdEvent(JsonEvent, frozen=True, kw_only=True):
+    """A lag-threshold event, field for field as `schemas/lag_threshold_event.json` describes it (a required field
+    has no default, not even `schema_version` or `kind`: a field at its default is left out of the JSON)."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
-    kind: Literal["lag_threshold"] = KIND
+    schema_version: Literal[1]
+    kind: Literal["lag_threshold"]
     alert: Alert | None = None  # left out by events written before there were other alerts: lag-seconds
     event_id: str
     seq: int
     cluster: str
     group: str
-    threshold_seconds: float
+    threshold_seconds: Number
     above: bool
     reason: Reason
     incident_id: str
     incident_started_at: int
     evaluated_at: int
-    max_lag_seconds: float | None
+    max_lag_seconds: Number | None
     max_lag_seconds_lower_bound: bool
     status: GroupStatusName
     totallag: int
     partitions: tuple[LagPartition, ...]
-    retention_risk_seconds: float | Absent | None = ABSENT  # the retention alerts'
+    retention_risk_seconds: Number | UnsetType | None = UNSET  # the retention alerts'
     skipped_messages: int | None = None
     explanation: ExplanationFields | None = None
 
@@ -216,6 +217,8 @@ def build_event(
         over, extra = _retention_partitions(parts, retention or {}, crossing.threshold)
     opened_by = seq if crossing.above else seq - 1
     return LagThresholdEvent(
+        schema_version=SCHEMA_VERSION,
+        kind=KIND,
         alert=alert,
         event_id=event_id(cluster, group, threshold, seq, alert),
         seq=seq,

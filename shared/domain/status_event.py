@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 
-from lagwatch.shared.domain.event_codec import ABSENT, Absent, JsonEvent, from_document
+from msgspec import UNSET, UnsetType
+
 from lagwatch.shared.domain.event_codec import EventDecodeError as EventDecodeError  # (re-exported)
+from lagwatch.shared.domain.event_codec import EventFields, JsonEvent, Number, from_document
 from lagwatch.shared.domain.event_codec import encode as encode  # (re-exported: the codec's, for any event)
 from lagwatch.shared.domain.explanation import Explanation
 from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
@@ -65,26 +67,24 @@ GroupStatusName = Literal["NOTFOUND", "OK", "WARN", "ERR"]
 PartitionStatusName = Literal["OK", "WARN", "STOP", "STALL", "REWIND"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VelocityFields:
+class VelocityFields(EventFields, frozen=True, kw_only=True):
     """A lag velocity in an event (velocity.py's `Velocity.to_json`)."""
 
-    consume_rate: float | None
-    produce_rate: float | None
-    lag_growth_per_second: float | None
+    consume_rate: Number | None
+    produce_rate: Number | None
+    lag_growth_per_second: Number | None
     catchup: Literal["caught_up", "catching_up", "never", "unknown"]
-    catchup_seconds: float | None
+    catchup_seconds: Number | None
 
     @classmethod
     def of(cls, velocity: Velocity) -> VelocityFields:
         return from_document(cls, velocity.to_json())
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetentionFields:
+class RetentionFields(EventFields, frozen=True, kw_only=True):
     """A retention risk in an event (retention.py's `RetentionRisk.to_json`)."""
 
-    retention_risk_seconds: float | None
+    retention_risk_seconds: Number | None
     retention_risk_basis: Literal["log-start", "retention.ms"] | None
     skipped_messages: int
 
@@ -93,8 +93,7 @@ class RetentionFields:
         return from_document(cls, risk.to_json())
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExplanationFields:
+class ExplanationFields(EventFields, frozen=True, kw_only=True):
     """Why the group is where it is (explanation.py), in an event."""
 
     code: str
@@ -105,8 +104,7 @@ class ExplanationFields:
         return cls(code=explanation.code, text=explanation.text)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EventPartition:
+class EventPartition(EventFields, frozen=True, kw_only=True):
     """A partition in a status-change event (the group's worst, or one not OK)."""
 
     topic: str
@@ -117,17 +115,17 @@ class EventPartition:
     current_lag: int
     owner: str
     client_id: str
-    lag_seconds: float | Absent | None = ABSENT
+    lag_seconds: Number | UnsetType | None = UNSET
     lag_seconds_lower_bound: bool | None = None
     velocity: VelocityFields | None = None
     retention: RetentionFields | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StatusEvent(JsonEvent):
-    """A status-change event, field for field as `schemas/status_event.json` describes it."""
+class StatusEvent(JsonEvent, frozen=True, kw_only=True):
+    """A status-change event, field for field as `schemas/status_event.json` describes it (a required field has no
+    default, not even `schema_version` or `replayed`: a field at its default is left out of the JSON)."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1]
     event_id: str
     seq: int
     cluster: str
@@ -137,17 +135,17 @@ class StatusEvent(JsonEvent):
     incident_id: str | None
     incident_started_at: int | None
     evaluated_at: int
-    complete: float
+    complete: Number
     partition_count: int
     totallag: int
     maxlag: EventPartition | None
     partitions: tuple[EventPartition, ...]
-    max_lag_seconds: float | Absent | None = ABSENT
+    max_lag_seconds: Number | UnsetType | None = UNSET
     max_lag_seconds_lower_bound: bool | None = None
     velocity: VelocityFields | None = None
     explanation: ExplanationFields | None = None
     retention: RetentionFields | None = None
-    replayed: bool = False
+    replayed: bool
 
     @property
     def topics(self) -> list[str]:
@@ -229,6 +227,7 @@ def build_event(
     maxlag = group_status.maxlag if group_status else None
     known = group_status is not None
     return StatusEvent(
+        schema_version=SCHEMA_VERSION,
         event_id=event_id(cluster, group, seq),
         seq=seq,
         cluster=cluster,

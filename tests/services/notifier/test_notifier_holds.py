@@ -1,11 +1,10 @@
 """Holding notifications back (services/notifier/holds.py, shared/subscriptions/silences.py), as pure functions:
 silences and `hold-for` over the decisions of Burrow's rules and of lag-seconds thresholds."""
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from lagwatch.services.notifier.holds import due, ends_unannounced, hold
 from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due
