@@ -26,6 +26,8 @@ BENCHES = [
     "bench_api",
     "bench_lag_history",
     "bench_notifier",
+    "bench_event_codec",
+    "bench_velocity",
     "bench_history",
     "bench_spark",
     "bench_vs_burrow",

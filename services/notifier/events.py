@@ -32,7 +32,10 @@ E = TypeVar("E", StatusEvent, LagThresholdEvent)
 
 
 @dataclass(frozen=True)
-class EventRules(Generic[E]):
+class EventKind(Generic[E]):
+    """A kind of event the notifier handles: how its records are read, where its incident is kept, which
+    notification rules decide (Burrow's for status changes, the thresholds' for lag-threshold events)."""
+
     name: str
     parse: Callable[[bytes | str | None], E | None]
     state_field: Callable[[E], str]  # event -> the field of its incident
@@ -79,15 +82,15 @@ def _lag_field(event: LagThresholdEvent) -> str:
     return lag_field(event.cluster, event.group, event.which.value)
 
 
-STATUS_EVENTS: EventRules[StatusEvent] = EventRules(
+STATUS_EVENTS: EventKind[StatusEvent] = EventKind(
     "status-change", parse_status_event, _status_field, decide, repeat_due
 )
-LAG_EVENTS: EventRules[LagThresholdEvent] = EventRules(
+LAG_EVENTS: EventKind[LagThresholdEvent] = EventKind(
     "lag-threshold", parse_lag_event, _lag_field, decide_lag, lag_repeat_due
 )
-AnyRules = EventRules[Any]  # either kind's (the agents and the timer handle both alike)
+AnyKind = EventKind[Any]  # either kind (the agents and the timer handle both alike)
 
 
-def rules_for_field(state_field: str) -> AnyRules:
-    """The rules of the incident kept under a state field (the repeat timer only knows the field)."""
+def kind_for_field(state_field: str) -> AnyKind:
+    """The kind of the incident kept under a state field (the repeat timer only knows the field)."""
     return LAG_EVENTS if is_lag_field(state_field) else STATUS_EVENTS

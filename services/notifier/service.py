@@ -29,7 +29,7 @@ from redis.exceptions import RedisError
 from lagwatch.services.notifier import holds, metrics
 from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters
-from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, AnyRules, rules_for_field
+from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, AnyKind, kind_for_field
 from lagwatch.services.notifier.outbox import (
     APPLIED,
     CONFLICT,
@@ -132,25 +132,25 @@ class NotifierService:
     async def _on_lag_threshold(self, stream) -> None:
         await self._consume(stream, LAG_EVENTS)
 
-    async def _consume(self, stream, rules: AnyRules) -> None:
+    async def _consume(self, stream, kind: AnyKind) -> None:
         async for event in stream.noack().events():
-            if await self.handle(event.value, rules):
+            if await self.handle(event.value, kind):
                 await stream.ack(event)
             else:
                 return  # stopping: the event stays unacknowledged, so it is read again after a restart
 
-    async def handle(self, raw: bytes | None, rules: AnyRules = STATUS_EVENTS) -> bool:
+    async def handle(self, raw: bytes | None, kind: AnyKind = STATUS_EVENTS) -> bool:
         """Record what one event means for every matching subscription; retried until it is done (True) or the
         service stops (False)."""
-        event = rules.parse(raw)
+        event = kind.parse(raw)
         if event is None:
-            log.warning("notifier: skipped a record that is not a %s event", rules.name)
+            log.warning("notifier: skipped a record that is not a %s event", kind.name)
             metrics.EVENTS.labels("malformed").inc()
             return True
         backoff = Backoff()
         while not self.stopping.is_set():
             try:
-                outcomes = await self._record(event, rules)
+                outcomes = await self._record(event, kind)
             except (RedisError, OSError) as exc:
                 log.warning(
                     "notifier: cannot record event %s (%s); retrying in %.1fs", event.event_id, exc, backoff.delay
@@ -168,9 +168,9 @@ class NotifierService:
             return True
         return False
 
-    async def _record(self, event: Event, rules: AnyRules) -> list[int]:
+    async def _record(self, event: Event, kind: AnyKind) -> list[int]:
         cluster, group = event.cluster, event.group
-        state_field = rules.state_field(event)
+        state_field = kind.state_field(event)
         if self.registry.version is None:
             await self.registry.refresh()
         await self.silences.refresh()
@@ -184,7 +184,7 @@ class NotifierService:
         enqueued = False
         silenced_until = self.silences.until_ms(event, now_ms()) if subscriptions else None  # (holds.py)
         for subscription, state in zip(subscriptions, states, strict=True):
-            outcome, sent = await self._record_one(subscription, event, state, rules, state_field, silenced_until)
+            outcome, sent = await self._record_one(subscription, event, state, kind, state_field, silenced_until)
             if outcome is not None:
                 outcomes.append(outcome)
             enqueued |= sent
@@ -197,7 +197,7 @@ class NotifierService:
         subscription: Subscription,
         event: Event,
         current: str,
-        rules: AnyRules,
+        kind: AnyKind,
         state_field: str,
         silenced_until: int | None = None,
     ) -> tuple[int | None, bool]:
@@ -206,7 +206,7 @@ class NotifierService:
         for _ in range(MAX_CONFLICTS):
             state = IncidentState.from_json(json.loads(current)) if current else None
             now = now_ms()
-            decision = _decide(subscription, event, state, rules, now, silenced_until)
+            decision = _decide(subscription, event, state, kind, now, silenced_until)
             if decision is None:
                 return None, False
             delivery = _delivery(subscription, event, decision, now)
@@ -251,7 +251,7 @@ class NotifierService:
             subscription = self.registry.get(subscription_id)
             raw = await self.outbox.read_state_field(subscription_id, state_field)
             state = IncidentState.from_json(json.loads(raw)) if raw else None
-            repeat_due = rules_for_field(state_field).repeat_due
+            repeat_due = kind_for_field(state_field).repeat_due
             decision = Decision(None, None, None)
             if subscription is not None:
                 until = self.silences.until_ms(state.event, now) if state is not None else None
@@ -380,12 +380,12 @@ def _decide(
     subscription: Subscription,
     event: Event,
     state: IncidentState | None,
-    rules: AnyRules,
+    kind: AnyKind,
     now: int,
     silenced_until: int | None,
 ) -> Decision | None:
     """The subscription's decision for the event, after holds and silences; None: the event does not concern it."""
-    decision = rules.decide(subscription.policy, event, state, now)
+    decision = kind.decide(subscription.policy, event, state, now)
     if decision is None:
         if not holds.ends_unannounced(state, event):
             return None
