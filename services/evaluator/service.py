@@ -45,7 +45,7 @@ from lagwatch.shared.kafka.changes import decode_notice, partition_of
 from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
 from lagwatch.shared.kafka.kafka_client import client_kwargs
 from lagwatch.shared.runtime.health_server import HealthServer
-from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_signalled
+from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.lag_state_store import LagStateStore
 from lagwatch.shared.store.redis_client import connect
@@ -446,7 +446,7 @@ class EvaluatorService:
             await self._start_publisher()
             await start_unless_stopping(self.app, self.stopping)
             self._schedule_task = asyncio.create_task(self._run_schedule())
-            await self._wait_until_stopping_or_crashed()
+            await until_stopped_or_dead(self.stopping, self._dead_work, f"evaluator {self.cluster}")
         finally:
             if self._schedule_task is not None:
                 self._wake.set()
@@ -458,13 +458,9 @@ class EvaluatorService:
             await self.health.stop()
             await self.redis.aclose()
 
-    async def _wait_until_stopping_or_crashed(self) -> None:
-        """A crashed Faust app (its consumer failed for good) ends the service with an error, so a supervisor
-        (systemd, Docker's restart policy, Kubernetes) starts a fresh one; evaluation state lives in Redis."""
-        while not self.stopping.is_set():
-            if self.app.crash_reason is not None:
-                raise RuntimeError(f"evaluator {self.cluster}: Faust app crashed: {self.app.crash_reason!r}")
-            await pause(self.stopping, 1.0)
+    def _dead_work(self) -> str | None:
+        """A crashed Faust app (its consumer failed for good) ends the service (evaluation state lives in Redis)."""
+        return None if self.app.crash_reason is None else f"Faust app crashed: {self.app.crash_reason!r}"
 
     async def _start_publisher(self) -> None:
         backoff = Backoff(0.2)

@@ -46,7 +46,7 @@ from lagwatch.shared.config import Config, ConfigError
 from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
 from lagwatch.shared.kafka.kafka_client import client_kwargs
 from lagwatch.shared.runtime.health_server import HealthServer
-from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled
+from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_client import connect
 from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState
@@ -123,6 +123,12 @@ class NotifierService:
 
     def _dispatcher_alive(self) -> bool:
         return self._dispatcher is None or not self._dispatcher.done() or self.stopping.is_set()
+
+    def _dead_work(self) -> str | None:
+        """What died for good, if anything: /healthz says so at once, and the service then exits for a restart."""
+        if not self._app_alive():
+            return f"Faust app crashed: {self.app.crash_reason!r}"
+        return None if self._dispatcher_alive() else "delivery loop died"
 
     # --- status-change events -----------------------------------------------------------------------------------
 
@@ -348,7 +354,7 @@ class NotifierService:
             # deliveries left by an earlier run go out even before Kafka assigns partitions
             self._dispatcher = asyncio.create_task(self.dispatcher.run(self.stopping))
             await start_unless_stopping(self.app, self.stopping)
-            await self.stopping.wait()  # a crashed app is reported by /healthz (liveness "app") for a restart
+            await until_stopped_or_dead(self.stopping, self._dead_work, "notifier")
         finally:
             self.stopping.set()
             await stop_within(self.app, "notifier")

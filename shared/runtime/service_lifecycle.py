@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import random
 import signal
+from collections.abc import Callable
 from typing import Protocol
 
 from lagwatch.shared.runtime.backoff import doubling
@@ -46,6 +47,23 @@ class Backoff:
         seconds = self.delay * (0.5 + random.random() / 2)
         self.failures += 1
         await pause(stopping, seconds)
+
+
+DEAD_WORK_GRACE_S = 10.0  # how long /healthz says "dead" before the process exits (read at each call: tests shorten it)
+
+
+async def until_stopped_or_dead(stopping: asyncio.Event, dead: Callable[[], str | None], what: str) -> None:
+    """Wait for a stop request. Work that died for good (`dead()` says what; e.g. a crashed Faust app) ends the
+    service with an error after a grace in which /healthz reports it: every supervisor then starts a fresh process,
+    Docker's restart policy too, which does not act on health checks."""
+    while not stopping.is_set():
+        reason = dead()
+        if reason is not None:
+            await pause(stopping, DEAD_WORK_GRACE_S)
+            if stopping.is_set():
+                return
+            raise RuntimeError(f"{what}: {reason}")
+        await pause(stopping, 1.0)
 
 
 async def run_until_signalled(service: Service) -> None:

@@ -3,8 +3,11 @@
 import asyncio
 import time
 
+import pytest
+
+from lagwatch.shared.runtime import service_lifecycle
 from lagwatch.shared.runtime.backoff import doubling
-from lagwatch.shared.runtime.service_lifecycle import Backoff, pause
+from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, until_stopped_or_dead
 
 
 def test_the_back_off_doubles_from_its_first_pause_up_to_its_cap():
@@ -36,3 +39,15 @@ async def test_a_stop_request_cuts_a_pause_short():
     started = time.monotonic()
     await pause(stopping, 30.0)
     assert time.monotonic() - started < 5.0
+
+
+async def test_dead_work_ends_the_service_after_the_grace_unless_a_stop_comes_first(monkeypatch):
+    monkeypatch.setattr(service_lifecycle, "DEAD_WORK_GRACE_S", 0.2)
+    with pytest.raises(RuntimeError, match="worker: its loop died"):
+        await until_stopped_or_dead(asyncio.Event(), lambda: "its loop died", "worker")
+    stopping = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.05, stopping.set)
+    await until_stopped_or_dead(stopping, lambda: "its loop died", "worker")  # a stop within the grace: no error
+    stopping = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.05, stopping.set)
+    await until_stopped_or_dead(stopping, lambda: None, "worker")  # nothing dead: it returns on the stop

@@ -11,11 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from aiokafka import AIOKafkaProducer
 
 from lagwatch.services.notifier.service import NotifierService
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.domain.status_event import encode, record_key
+from lagwatch.shared.runtime import service_lifecycle
 from lagwatch.shared.store import keys
 from lagwatch.shared.subscriptions.store import SubscriptionStore
 from tests.kafka_helpers import FAST_NOTIFIER, eventually, make_config, running
@@ -253,6 +255,27 @@ async def test_healthz_fails_once_the_faust_app_has_crashed(kafka, redis_server,
         assert (await health(service))[0] == 200
         await service.app.crash(RuntimeError("an agent's bug"))
         assert await health(service) == (503, {"service": "notifier", "status": "dead", "dead": ["app"]})
+
+
+async def test_a_notifier_whose_faust_app_crashed_exits_with_an_error_after_the_grace(
+    kafka, redis_server, redis, monkeypatch
+):
+    """Docker's restart policy does not act on /healthz: a notifier whose agents stopped for good must end, or
+    it would hold no alert ever again. /healthz says "dead" during the grace, then the service fails."""
+    monkeypatch.setattr(service_lifecycle, "DEAD_WORK_GRACE_S", 1.0)
+    kafka.create_topic(STATUS_TOPIC, 1)
+    service = NotifierService(make_config(kafka.bootstrap, redis_server.url, **FAST), "local")
+    task = asyncio.create_task(service.run())
+    try:
+        await eventually(lambda: _assigned(service))
+        await service.app.crash(RuntimeError("an agent's bug"))
+        assert (await health(service))[0] == 503
+        with pytest.raises(RuntimeError, match="notifier: Faust app crashed"):
+            await asyncio.wait_for(task, timeout=30)
+    finally:
+        service.stopping.set()
+        if not task.done():
+            await asyncio.wait_for(task, timeout=30)
 
 
 async def _assigned(service):
