@@ -61,7 +61,8 @@ def present(value: T | UnsetType) -> T | None:
 
 
 def to_document(event: EventFields) -> dict[str, Any]:
-    """The event as a JSON object (keys sorted, as on the wire; arrays as lists)."""
+    """The event as a JSON object, exactly as a reader of the wire gets it (keys sorted; arrays as lists, which
+    `to_builtins` would leave as tuples)."""
     doc: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(event, order="sorted"))
     return doc
 

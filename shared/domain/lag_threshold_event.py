@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
+from importlib import resources
 from typing import Any, Final, Literal, NamedTuple, cast
 
 from msgspec import UNSET, UnsetType
@@ -52,7 +52,9 @@ __all__ = [
 
 SCHEMA_VERSION: Final = 1
 KIND: Final = "lag_threshold"
-SCHEMA_PATH = Path(__file__).parent.parent / "schemas" / "lag_threshold_event.json"
+SCHEMA_PATH = (
+    resources.files("lagwatch.shared.schemas") / "lag_threshold_event.json"
+)  # package data
 
 
 class Alert(StrEnum):

@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from importlib import resources
 from typing import Any, Final, Literal, cast
 
 from msgspec import UNSET, UnsetType
@@ -29,7 +29,7 @@ from lagwatch.shared.domain.time_lag import TimeLag, seconds_fields, worst
 from lagwatch.shared.domain.velocity import Velocity, group_velocity
 
 SCHEMA_VERSION: Final = 1
-SCHEMA_PATH = Path(__file__).parent.parent / "schemas" / "status_event.json"
+SCHEMA_PATH = resources.files("lagwatch.shared.schemas") / "status_event.json"  # package data
 QUIET = (Status.OK, Status.NOTFOUND)  # statuses outside an incident
 
 
