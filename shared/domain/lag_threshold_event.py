@@ -52,9 +52,7 @@ __all__ = [
 
 SCHEMA_VERSION: Final = 1
 KIND: Final = "lag_threshold"
-SCHEMA_PATH = (
-    resources.files("lagwatch.shared.schemas") / "lag_threshold_event.json"
-)  # package data
+SCHEMA_PATH = resources.files("lagwatch.shared.schemas") / "lag_threshold_event.json"  # package data
 
 
 class Alert(StrEnum):
