@@ -2,12 +2,15 @@
 # PySpark for the history replay (`lagwatch spark reprocess`).
 FROM python:3.11-slim AS services
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY lagwatch ./lagwatch
 COPY shared ./shared
 COPY services ./services
 COPY spark ./spark
-RUN pip install --no-cache-dir . \
+# gcc only while installing: it compiles the ingest's record loop (services/ingest/commit_pass.pyx)
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev \
+    && pip install --no-cache-dir . \
+    && apt-get purge -y -qq gcc libc6-dev && apt-get autoremove -y -qq && rm -rf /var/lib/apt/lists/* \
     && mkdir -p /history /replay && chown nobody /history /replay
 USER nobody
 ENTRYPOINT ["lagwatch"]

@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py services/ingest/commit_pass.pyx  # the .pyx: compiled by the install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev,spark]"
@@ -20,15 +20,15 @@ system-deps:
 
 ## run: the whole system on this machine (Redis, Kafka mock, the four services, a webhook receiver) with a demo
 ## workload, until Ctrl-C; `make run ARGS=--no-demo` starts only Redis and the Kafka mock
-run: venv system-deps
+run: system-deps venv
 	$(BIN)/lagwatch dev up --state-dir .local $(ARGS)
 
 ## test: lint, then the whole suite against a real redis-server and the Kafka mock cluster
-test: venv system-deps lint
+test: system-deps venv lint
 	$(BIN)/pytest -q
 
 ## bench: every benchmark in bench/, printing numbers
-bench: venv system-deps
+bench: system-deps venv
 	$(BIN)/python bench/run_all.py
 
 ## lint: ruff (lint and format) and mypy (strict on shared/; configured in pyproject.toml)

@@ -4,10 +4,14 @@
 # (the Spark job: PySpark 4 runs on Java 17 or 21), and Burrow 1.2.1 with ZooKeeper (bench/bench_vs_burrow.py
 # measures lagwatch against it; neither runs as a service), Prometheus with promtool and Alertmanager (the alert
 # rules' unit tests, the Grafana dashboard's queries run against a real Prometheus; Alertmanager as a notification
-# destination) (Debian).
+# destination), and a C compiler with Python's headers (the install compiles the ingest's record loop,
+# services/ingest/commit_pass.pyx) (Debian).
 set -euo pipefail
 
 need=()
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  || need+=(python3-dev)
 command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)

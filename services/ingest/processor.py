@@ -39,6 +39,11 @@ from lagwatch.shared.store.packed_window import add_to_ring
 from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER, GroupMetadataUpdate, WindowStore
 from lagwatch.shared.store.window_writer import GroupWrite, WindowWriter
 
+try:
+    from lagwatch.services.ingest.commit_pass import run_pass as compiled_pass
+except ImportError:  # installed without a C compiler (setup.py): the same loop runs in Python
+    compiled_pass = None
+
 # offsets and timestamps at or beyond this are not real (and not exact as doubles: the store's script, JSON readers)
 MAX_EXACT = MAX_SCRIPT_NUMBER
 
@@ -90,6 +95,7 @@ class BatchProcessor:
         self._rebalances: list[GroupMetadataUpdate] = []  # applied in memory, not yet written
         self.new_protocol = NewProtocolGroups()  # KIP-848 groups' members and assignments
         self.topic_ids = topic_ids  # names the topic ids of new-protocol assignments (None: left as ids)
+        self.compiled = compiled_pass is not None  # the per-record loop of commit_pass.pyx, else _python_pass
 
     # --- applying -----------------------------------------------------------------------------------------
 
@@ -131,8 +137,14 @@ class BatchProcessor:
         return batch
 
     def _pass(self, records: Sequence[RecordLike], batch: AppliedBatch, *, defer: bool) -> None:
-        """The hot loop: per record a dict look-up of its key, two integers from its value, and its ring's update.
-        Anything but a plain commit of a loaded group leaves the loop through `_unusual` (rare)."""
+        if self.compiled:
+            compiled_pass(self, records, batch, defer)
+        else:
+            self._python_pass(records, batch, defer=defer)
+
+    def _python_pass(self, records: Sequence[RecordLike], batch: AppliedBatch, *, defer: bool) -> None:
+        """The hot loop (also compiled: commit_pass.pyx): per record a key look-up, two integers from its value, its
+        ring's update. Anything but a plain commit of a loaded group leaves the loop through `_unusual` (rare)."""
         known, groups, latest, config = self.keys.keys, self.cache.groups, self.broker_offsets.latest, self.store.config
         tally, positions, waiting, history = batch.tally, batch.positions, batch.waiting, batch.history
         keep, now = self.keep_commits, batch.observed_at

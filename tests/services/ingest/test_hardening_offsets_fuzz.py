@@ -76,8 +76,8 @@ BATCHES = st.lists(commit() | other_record(), min_size=1, max_size=30)
 class Stack:
     """Redis, the Kafka mock's log ends and the api: the api on a loop in its own thread, the processor on ours."""
 
-    def __init__(self, kafka, redis_url):
-        self.config = make_config(kafka.bootstrap, redis_url, STORAGE__INTERVALS="3")
+    def __init__(self, kafka, redis_url, **settings):
+        self.config = make_config(kafka.bootstrap, redis_url, **({"STORAGE__INTERVALS": "3"} | settings))
         self.loop = asyncio.new_event_loop()
         self.redis = connect(self.config.redis)
         self.store = WindowStore(self.redis, self.config.window())

@@ -1,0 +1,243 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""`BatchProcessor._pass` compiled: the ingest's per-record loop, the only code that runs for every record.
+
+Same semantics as the Python loop in processor.py (`BatchProcessor._python_pass`), which stays as the reference: tests run both
+over the same records and require identical windows, tallies, positions and set-aside records. What is compiled is
+the steady state: a commit of a loaded group, its value read in place (versions 0-3) and its ring's new newest
+entry packed here (the layout of shared/store/packing.py). Everything else calls back into Python exactly where
+the Python loop would: unusual records (`_unusual`), a group's first commit of a run (`_open_group`), a value of
+another version or a short one (`commit_offset_and_timestamp`, which names the bad field), a commit at or before
+its ring's newest entry (`add_to_ring`).
+
+Measured (bench/bench_commit_pass.py): the loop's own cost per record fell from microseconds of interpreted code
+to a few method calls and dict operations.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.object cimport PyObject
+from cpython.set cimport PySet_Add
+from libc.stdint cimport INT64_MAX, int64_t, uint64_t
+from libc.string cimport memcpy
+
+from lagwatch.shared.domain.history import encode_commit
+from lagwatch.shared.domain.window import AddOutcome
+from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.store.ingest_totals import type_label
+from lagwatch.shared.store.packed_window import add_to_ring
+
+from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER
+
+cdef enum:
+    ENTRY = 48  # bytes per ring entry: six little-endian int64 (packing.COMMIT_ENTRY)
+cdef int64_t MAX_EXACT = MAX_SCRIPT_NUMBER  # processor.MAX_EXACT: offsets beyond are not exact as doubles
+
+
+cdef inline int64_t _be16(const unsigned char* p) noexcept:
+    cdef int64_t v = (p[0] << 8) | p[1]
+    return v - 0x10000 if v >= 0x8000 else v
+
+
+cdef inline int64_t _be64(const unsigned char* p) noexcept:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(8):
+        v = (v << 8) | p[i]
+    return <int64_t>v
+
+
+cdef inline int64_t _le64(const unsigned char* p) noexcept:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(7, -1, -1):
+        v = (v << 8) | p[i]
+    return <int64_t>v
+
+
+cdef inline void _put_le64(unsigned char* p, int64_t value) noexcept:
+    cdef uint64_t v = <uint64_t>value
+    cdef int i
+    for i in range(8):
+        p[i] = v & 0xFF
+        v >>= 8
+
+
+cdef inline void _put_entry(
+    unsigned char* p, int64_t offset, int64_t timestamp, int64_t observed, int64_t lag, int64_t order, int64_t first
+) noexcept:
+    _put_le64(p, offset)
+    _put_le64(p + 8, timestamp)
+    _put_le64(p + 16, observed)
+    _put_le64(p + 24, lag)
+    _put_le64(p + 32, order)
+    _put_le64(p + 40, first)
+
+
+cdef inline bint _read_value(bytes value, int64_t* offset, int64_t* timestamp) noexcept:
+    """Offset and commit timestamp of an OffsetCommitValue v0-v3 read in place; False: let Python decode it."""
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(value)
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(value)
+    cdef int64_t version, n, at
+    if size < 12:
+        return False
+    version = _be16(p)
+    if version == 3:
+        if size < 16:
+            return False
+        n = _be16(p + 14)
+        at = 16 + n
+    elif 0 <= version <= 2:
+        n = _be16(p + 10)
+        at = 12 + n
+    else:
+        return False
+    if n < 0 or size < at + (16 if version == 1 else 8):
+        return False
+    offset[0] = _be64(p + 2)
+    timestamp[0] = _be64(p + at)
+    return True
+
+
+def run_pass(processor, records, batch, bint defer):
+    """The pass over `records` for `processor` (a BatchProcessor), into `batch` (an AppliedBatch)."""
+    cdef dict known = processor.keys.keys
+    cdef dict groups = processor.cache.groups
+    cdef dict latest = processor.broker_offsets.latest
+    config = processor.store.config
+    cdef int64_t expire_ms = config.expire_group_ms, min_distance = config.min_distance_ms
+    cdef Py_ssize_t keep_bytes = (config.intervals - 1) * ENTRY
+    tally, history = batch.tally, batch.history
+    cdef dict positions = batch.positions, waiting = batch.waiting
+    cdef list deferred = batch.deferred
+    cdef bint keep = processor.keep_commits
+    cdef int64_t now = batch.observed_at
+    cluster = processor.cluster
+    unusual, open_group = processor._unusual, processor._open_group
+    cdef Py_ssize_t appended = 0, merged = 0, expired = 0, no_broker = 0
+    others = {}  # outcomes of commits at or before their ring's newest entry (Python's add_to_ring)
+
+    cdef object current_name = None, current = None, rings = None, changed = None
+    cdef int64_t current_last = 0  # `current.last`, kept here while the run lasts (-1: None)
+    cdef bint last_moved = False
+    cdef object part_now = None  # the offsets partition of the records in hand, and the position after them
+    cdef int64_t position = 0
+
+    cdef object record, key, value, commit_key, group, field_name, ring, tp
+    cdef PyObject* found
+    cdef int64_t order, committed, timestamp, broker, lag, last_ts, last_order, last_first
+    cdef Py_ssize_t size
+    cdef bytes new_ring
+    cdef unsigned char* out
+    cdef const unsigned char* old
+
+    for record in records:
+        key, value, order = record.key(), record.value(), record.offset()
+        partition = record.partition()
+        if part_now is None or partition != part_now:
+            if part_now is not None:
+                positions[part_now] = position
+            part_now = partition
+        position = order + 1
+        commit_key = None
+        if key is not None:
+            found = PyDict_GetItem(known, key)
+            if found is not NULL:
+                commit_key = <object>found
+        if commit_key is None or not value or not commit_key[5]:
+            if last_moved:
+                current.last, last_moved = current_last, False
+            commit_key = unusual(record, key, commit_key, batch, defer)
+            if commit_key is None:
+                current_name = None  # a tombstone or a rebalance may have replaced the group's rings
+                continue
+        group = commit_key[0]
+        if group in waiting or (defer and (group not in groups or commit_key[4] not in latest)):
+            waiting[group] = partition
+            deferred.append(record)
+            continue
+        if type(value) is not bytes or not _read_value(<bytes>value, &committed, &timestamp):
+            try:
+                committed, timestamp = codec.commit_offset_and_timestamp(value)
+            except codec.CodecError as exc:
+                tally[f"decode_error:{type_label(exc.record_type, key or b'')}"] += 1
+                continue
+            except OverflowError:  # beyond int64: out of range like any value past MAX_EXACT
+                tally["decode_error:out-of-range"] += 1
+                continue
+        if not (0 <= committed < MAX_EXACT and 0 <= timestamp < MAX_EXACT):
+            tally["decode_error:out-of-range"] += 1
+            continue
+        if keep:
+            history.append(encode_commit(cluster, group, commit_key[1], commit_key[2], committed, timestamp, order, now))
+        if current_name is None or (group is not current_name and group != current_name):
+            if last_moved:
+                current.last, last_moved = current_last, False
+            current_name, current = group, groups[group]
+            rings, changed = open_group(group, current, batch)
+            try:
+                current_last = -1 if current.last is None else current.last
+            except OverflowError:  # not a timestamp lagwatch wrote: compare as Python would
+                current_last = INT64_MAX if current.last > 0 else -1
+        field_name = commit_key[3]
+        tp = commit_key[4]
+
+        # add_to_ring's common cases, on the bytes (shared/store/packed_window.py)
+        if timestamp < now - expire_ms:
+            expired += 1
+            continue
+        found = PyDict_GetItem(latest, tp)
+        if found is NULL or <object>found is None:
+            no_broker += 1
+            continue
+        broker = <object>found
+        lag = broker - committed if broker > committed else 0
+        found = PyDict_GetItem(rings, field_name)
+        if found is NULL:
+            new_ring = PyBytes_FromStringAndSize(NULL, ENTRY)
+            _put_entry(<unsigned char*>PyBytes_AS_STRING(new_ring), committed, timestamp, now, lag, order, order)
+            appended += 1
+        else:
+            ring = <object>found
+            size = PyBytes_GET_SIZE(ring) if type(ring) is bytes else -1
+            if size < ENTRY or size % ENTRY:  # not a ring this loop reads in place (Python raises or decides)
+                new_ring = None
+                last_order = order
+            else:
+                old = <const unsigned char*>PyBytes_AS_STRING(ring)
+                last_ts = _le64(old + size - ENTRY + 8)
+                last_order = _le64(old + size - ENTRY + 32)
+                last_first = _le64(old + size - ENTRY + 40)
+            if size < ENTRY or size % ENTRY or order <= last_order:  # an older commit: the pure window decides
+                outcome, new_ring = add_to_ring(ring, committed, timestamp, order, now, broker, now, config)
+                others[outcome] = others.get(outcome, 0) + 1
+                if new_ring is None:
+                    continue
+            elif (timestamp - last_ts if timestamp >= last_ts else last_ts - timestamp) < min_distance:
+                new_ring = PyBytes_FromStringAndSize(NULL, size)
+                out = <unsigned char*>PyBytes_AS_STRING(new_ring)
+                memcpy(out, old, size - ENTRY)
+                _put_entry(out + size - ENTRY, committed, last_ts, now, lag, order, last_first)
+                merged += 1
+            else:
+                if size > keep_bytes:
+                    old += size - keep_bytes
+                    size = keep_bytes
+                new_ring = PyBytes_FromStringAndSize(NULL, size + ENTRY)
+                out = <unsigned char*>PyBytes_AS_STRING(new_ring)
+                memcpy(out, old, size)
+                _put_entry(out + size, committed, timestamp, now, lag, order, order)
+                appended += 1
+        PyDict_SetItem(rings, field_name, new_ring)
+        PySet_Add(changed, field_name)
+        if current_last < 0 or timestamp > current_last:
+            current_last, last_moved = timestamp, True
+    if last_moved:
+        current.last = current_last
+    if part_now is not None:
+        positions[part_now] = position
+    for outcome, n in ((AddOutcome.APPENDED, appended), (AddOutcome.MERGED, merged),
+                       (AddOutcome.EXPIRED, expired), (AddOutcome.NO_BROKER_OFFSET, no_broker)):
+        others[outcome] = others.get(outcome, 0) + n
+    for outcome, n in others.items():
+        if n:
+            tally[f"outcome:{outcome.name.lower()}"] += n

@@ -1,0 +1,121 @@
+"""The compiled per-record loop (commit_pass.pyx) and the Python one (`BatchProcessor._python_pass`) agree.
+
+The same batches go through two processors, one per loop, each on an empty Redis with the Kafka mock's log ends:
+windows in memory, their `last`, tallies, positions and what each wrote to Redis must be identical. The batches mix
+what the hot loop meets (commits in order, merges within min-distance, full rings, commits older than the newest,
+expired ones, unknown log ends, groups loaded from Redis) with what it must hand back to Python (tombstones, group
+metadata, junk values and keys, values of every version).
+"""
+
+import asyncio
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lagwatch.services.ingest import processor as processor_module
+from lagwatch.services.ingest.processor import BatchProcessor
+from lagwatch.services.ingest.records import RawRecord
+from lagwatch.shared.kafka import offsets_codec as codec
+from tests.kafka_helpers import CLUSTER, produce
+from tests.services.ingest.test_hardening_offsets_fuzz import Stack, commit, other_record
+
+NOW_MS = int(time.time() * 1000)
+WEEK_MS = 604_800_000
+
+
+@st.composite
+def ordered_commit(draw):
+    """A commit of a few groups and partitions, near now (or expired), in a narrow offset range: rings fill up, and
+    neighbouring timestamps fall within min-distance."""
+    group = draw(st.sampled_from(["billing", "audit", "search"]))
+    topic, partition = draw(st.sampled_from([("orders", 0), ("orders", 1), ("unknown-topic", 0)]))
+    timestamp = draw(st.integers(NOW_MS - 20_000, NOW_MS) | st.sampled_from([NOW_MS - WEEK_MS - 1, 0]))
+    value = codec.encode_offset_commit_value(
+        draw(st.integers(0, 30)),
+        timestamp,
+        version=draw(st.sampled_from([1, 2, 3, 3, 3, 4])),
+        metadata=draw(st.text(max_size=3)),
+    )
+    if draw(st.integers(0, 15)) == 0:
+        value = None  # an offset-commit tombstone
+    return group, codec.encode_offset_commit_key(group, topic, partition), value
+
+
+RECORDS = st.lists(ordered_commit() | ordered_commit() | ordered_commit() | commit() | other_record(), max_size=40)
+BATCHES = st.lists(st.tuples(RECORDS, st.integers(0, 12)), min_size=1, max_size=4)  # (records, offset step back)
+
+
+@pytest.fixture
+def stack(kafka, redis_server):
+    kafka.create_topic("orders", 2)
+    asyncio.run(produce(kafka.bootstrap, "orders", {0: 20, 1: 5}))
+    with Stack(kafka, redis_server.url, STORAGE__INTERVALS="3", STORAGE__MIN_DISTANCE="2") as stack:
+        yield stack
+
+
+def run(stack, batches, *, compiled):
+    """Every batch through a fresh processor on an empty Redis; what it holds and wrote."""
+    processor = BatchProcessor(CLUSTER, stack.store, stack.broker_offsets, stack.config.group_filter(CLUSTER))
+    processor.compiled = compiled
+    stack.loop.run_until_complete(stack.redis.flushdb())
+    stack.loop.run_until_complete(stack.broker_offsets.tick())
+    outcome = []
+    order = 0
+    for i, (records, step_back) in enumerate(batches):
+        if i % 2 and step_back > 8:
+            records, order = batches[i - 1][0], order - len(batches[i - 1][0])  # the previous batch read again
+        order -= step_back  # records read again: `order` goes back
+        raw = []
+        for _, key, value in records:
+            raw.append(RawRecord(key, value, 0, max(order, 0), 1))
+            order += 1
+        batch = stack.loop.run_until_complete(processor.apply(raw))
+        stack.loop.run_until_complete(processor.write(processor.take_flush(batch.observed_at)))
+        outcome.append((dict(batch.tally), dict(batch.positions), dict(batch.touched), len(batch.deferred)))
+    cache = {
+        group: (dict(cached.rings), cached.last, cached.changed, cached.removed, cached.replace)
+        for group, cached in processor.cache.groups.items()
+    }
+    stored = stack.loop.run_until_complete(_groups_stored(stack.redis))
+    return outcome, cache, stored
+
+
+async def _groups_stored(redis):
+    """Every key of the groups and the group index (not the log ends: sampled anew for each run)."""
+    contents = {}
+    for key in await redis.keys("lw:g:*") + await redis.keys("lw:c:*:groups"):
+        kind = (await redis.type(key)).decode()
+        if kind == "hash":
+            contents[key] = await redis.hgetall(key)
+        elif kind == "zset":
+            contents[key] = await redis.zrange(key, 0, -1, withscores=True)
+        elif kind == "set":
+            contents[key] = await redis.smembers(key)
+        else:
+            contents[key] = await redis.get(key)
+    return contents
+
+
+def test_the_compiled_loop_and_the_python_loop_agree(stack, monkeypatch):
+    monkeypatch.setattr(processor_module, "now_ms", lambda: NOW_MS)  # both runs observe at the same instant
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(batches=BATCHES)
+    def agree(batches):
+        compiled, python = run(stack, batches, compiled=True), run(stack, batches, compiled=False)
+        assert compiled == python
+        outcomes.update(name for tally, *_ in compiled[0] for name in tally if name.startswith("outcome:"))
+
+    outcomes: set[str] = set()
+    agree()
+    # the property covered every way the loop stores or refuses a commit
+    assert {"outcome:appended", "outcome:merged", "outcome:expired", "outcome:no_broker_offset"} <= outcomes, outcomes
+    assert {"outcome:duplicate", "outcome:too_old", "outcome:inserted"} & outcomes, outcomes
+
+
+def test_the_compiled_loop_is_built_where_the_tests_run():
+    """`pip install -e .` compiles it (setup.py); a missing compiler would leave the ingest on the Python loop."""
+    assert processor_module.compiled_pass is not None
+    assert processor_module.compiled_pass.__module__ == "lagwatch.services.ingest.commit_pass"
