@@ -125,10 +125,9 @@ async def seed_probes(redis_url: str, bootstrap: str, first_instant_ms: int) -> 
         ]
     await store.add_commits(CLUSTER, commits, now, broker_offsets={(PROBE_TOPIC, 0): 1000})
     await redis.aclose()
-    notices = ChangePublisher({"bootstrap_servers": bootstrap}, "lagwatch.changes")
+    notices = ChangePublisher({"bootstrap.servers": bootstrap}, "lagwatch.changes")
     await notices.start()
     await notices.publish(CLUSTER, [(g, "commits") for g in instants])
-    await notices._producer.flush()
     await notices.stop()
     return instants
 

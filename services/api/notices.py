@@ -14,7 +14,7 @@ import logging
 
 from lagwatch.shared.config import Config
 from lagwatch.shared.kafka.changes import ChangePublisher
-from lagwatch.shared.kafka.kafka_client import client_kwargs
+from lagwatch.shared.kafka.kafka_client import librdkafka_config
 
 log = logging.getLogger(__name__)
 START_WAIT_S = 5.0  # how long a DELETE waits for a producer still connecting
@@ -30,7 +30,7 @@ class DeletionNotices:
         """Create and start a producer per configured cluster, without waiting for any of them."""
         topic = self.config.evaluator.changes_topic
         for name, cluster in self.config.clusters.items():
-            publisher = ChangePublisher(client_kwargs(cluster, name), topic)
+            publisher = ChangePublisher(librdkafka_config(cluster, name), topic)
             self._publishers[name] = publisher
             self._starting[name] = asyncio.create_task(publisher.start(), name=f"api-notices-{name}")
 

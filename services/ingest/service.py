@@ -107,7 +107,7 @@ class IngestWorker:
             keep_commits=self.history is not None,
             topic_ids=TopicIds(rdkafka, lambda: self.broker_offsets.partition_counts),
         )
-        self.changes = ChangePublisher(kafka, config.evaluator.changes_topic)
+        self.changes = ChangePublisher(rdkafka, config.evaluator.changes_topic)
         self.broker_offsets.changes = self.changes  # log-end notices: the evaluator re-checks groups on moved topics
         self._consumer_config = self._librdkafka_settings(rdkafka, cluster_config)
         self._inflight: asyncio.Task[bool] | None = None  # the batch being stored and committed

@@ -18,23 +18,23 @@ re-evaluated, their retention risk having changed.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import json
 import logging
-import time
 from collections.abc import Iterable
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
+from aiokafka.partitioner import murmur2
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from lagwatch.shared.clock import now_ms
-from lagwatch.shared.kafka.kafka_batches import partition_for, send_keyed
 
 log = logging.getLogger(__name__)
 _json_string = json.encoder.encode_basestring_ascii  # json.dumps' own C string encoder
 DEFAULT_TOPIC = "lagwatch.changes"
-RESTART_AFTER_S = 5.0  # a producer that could not start is tried again at most this often
+MESSAGE_TIMEOUT_MS = 30_000  # a notice not sent by then is dropped and counted (the sweep catches up)
+METADATA_TIMEOUT_S = 5.0
+STOP_FLUSH_S = 5.0
 LOG_END_TOPICS_PER_NOTICE = 2000  # topic names per log-end notice (a notice stays far below Kafka's record limit)
 
 
@@ -43,8 +43,20 @@ def notice_key(cluster: str, group: str) -> bytes:
 
 
 def partition_of(cluster: str, group: str, partitions: int) -> int:
-    """The partition Kafka's default partitioner gives the group's key (so the sweep knows what it owns)."""
-    return partition_for(notice_key(cluster, group), partitions)
+    """The partition Kafka's default partitioner (murmur2) gives the group's key, as the publisher's producer does:
+    so the sweep knows what it owns."""
+    key = (cluster, group, partitions)
+    known = _PARTITIONS.get(key)
+    if known is None:
+        if len(_PARTITIONS) >= PARTITION_CACHE_LIMIT:
+            _PARTITIONS.clear()
+        known = _PARTITIONS[key] = int(murmur2(notice_key(cluster, group)) & 0x7FFFFFFF) % partitions
+    return known
+
+
+# murmur2 in Python costs more than the rest of a look-up: the same groups come back sweep after sweep
+PARTITION_CACHE_LIMIT = 200_000
+_PARTITIONS: dict[tuple[str, str, int], int] = {}
 
 
 def encode_notice(cluster: str, group: str, reason: str, at: int) -> bytes:
@@ -75,76 +87,83 @@ def decode_notice(value: bytes | None) -> dict[str, Any] | None:
 
 
 class ChangePublisher:
-    """Best-effort notices: a failure is logged and counted, never raised (the evaluator's sweep catches up)."""
+    """Best-effort notices: a failure is logged and counted, never raised (the evaluator's sweep catches up).
 
-    def __init__(self, kafka_kwargs: dict[str, Any], topic: str = DEFAULT_TOPIC) -> None:
+    Sent with librdkafka (confluent-kafka): the ingest sends one notice per group per batch, thousands a second, and
+    aiokafka's record building in Python cost a sixth of the ingest worker's time. librdkafka connects in the
+    background, so Kafka down when a service starts leaves notices queued (up to MESSAGE_TIMEOUT_MS, then counted as
+    failed), not turned off. Keys are partitioned with murmur2, as Kafka's Java producer and `partition_of` do."""
+
+    def __init__(self, kafka_config: dict[str, Any], topic: str = DEFAULT_TOPIC) -> None:
         self.topic = topic
         self.failures = 0
-        self._kafka_kwargs = kafka_kwargs
-        self._producer = self._new_producer()
-        self._started = False
-        self._tried_at = float("-inf")  # monotonic time of the last attempt to start the producer
-
-    def _new_producer(self) -> AIOKafkaProducer:
-        return AIOKafkaProducer(**self._kafka_kwargs, acks=1, linger_ms=5)
+        self._config = {
+            "acks": 1,
+            "linger.ms": 5,
+            "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+            **kafka_config,
+            "partitioner": "murmur2_random",  # a key's partition as Kafka's default partitioner gives it
+            "delivery.report.only.error": True,  # a callback per failed notice only
+            "on_delivery": self._delivered,
+            "error_cb": self._client_error,
+        }
+        self._producer: Producer | None = None
 
     async def start(self) -> None:
-        """Start the producer; when Kafka cannot be reached, notices are dropped (counted) and starting is tried
-        again at most every RESTART_AFTER_S, on the next notice: Kafka down when a service starts must not turn its
-        notices off for good (the evaluator would hear of changes only at its sweeps)."""
-        self._tried_at = time.monotonic()
-        try:
-            await self._producer.start()
-            self._started = True
-        except (KafkaError, OSError) as exc:
-            log.warning("change notices paused: cannot start a producer (%s); trying again later", exc)
-            with contextlib.suppress(Exception):
-                await self._producer.stop()
-            self._producer = self._new_producer()  # a producer whose start failed is not started twice
-
-    async def _ready(self) -> bool:
-        if not self._started and time.monotonic() - self._tried_at >= RESTART_AFTER_S:
-            await self.start()
-        return self._started
+        """Create the producer (it connects in the background; notices queue until it has)."""
+        if self._producer is None:
+            self._producer = Producer(self._config, logger=log)
 
     async def stop(self) -> None:
-        if self._started:
-            await self._producer.stop()
+        """Send what is queued (for at most STOP_FLUSH_S), then let go of the producer."""
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            left = await asyncio.to_thread(producer.flush, STOP_FLUSH_S)
+            if left:
+                self._failed(f"{left} notices not sent before stopping")
 
     async def publish(self, cluster: str, groups: Iterable[tuple[str, str]]) -> None:
-        """Queue a notice per (group, reason), one record batch per partition (a batch of the ingest can touch
-        thousands of groups: sending them one by one cost more than storing them). Does not wait for the broker:
-        a notice is a trigger, and a failure is logged and counted."""
-        if not await self._ready():
+        """Queue a notice per (group, reason). Does not wait for the broker: a notice is a trigger."""
+        producer = self._producer
+        if producer is None:
             return
         now = now_ms()
-        records = ((notice_key(cluster, g), encode_notice(cluster, g, reason, now)) for g, reason in groups)
+        produce, topic = producer.produce, self.topic
         try:
-            for future in await send_keyed(self._producer, self.topic, records):
-                future.add_done_callback(self._check)
-        except (KafkaError, OSError) as exc:
+            for group, reason in groups:
+                produce(topic, encode_notice(cluster, group, reason, now), notice_key(cluster, group))
+        except (BufferError, KafkaException) as exc:  # BufferError: the queue is full (Kafka away for long)
             self._failed(exc)
+        producer.poll(0)  # delivery reports of earlier notices (failures only)
 
     async def publish_log_ends(self, cluster: str, topics: Iterable[str], reason: str = "log-end") -> None:
         """A log-end notice naming `topics`, to every partition of the changes topic (every evaluator instance has
         groups that may read them), in chunks of LOG_END_TOPICS_PER_NOTICE. Best effort, like `publish`."""
-        if not await self._ready():
+        producer = self._producer
+        if producer is None:
             return
         names = sorted(topics)
         now = now_ms()
         try:
-            for partition in sorted(await self._producer.partitions_for(self.topic)):
+            metadata = await asyncio.to_thread(producer.list_topics, self.topic, METADATA_TIMEOUT_S)
+            described = metadata.topics.get(self.topic)
+            if described is None or described.error is not None:
+                raise KafkaException(described.error if described is not None else "no metadata")
+            for partition in sorted(described.partitions):
                 for i in range(0, len(names), LOG_END_TOPICS_PER_NOTICE):
                     value = encode_log_end_notice(cluster, names[i : i + LOG_END_TOPICS_PER_NOTICE], now, reason)
-                    future = await self._producer.send(self.topic, value, partition=partition)
-                    future.add_done_callback(self._check)
-        except (KafkaError, OSError) as exc:
+                    producer.produce(self.topic, value, partition=partition)
+        except (BufferError, KafkaException) as exc:
             self._failed(exc)
+        producer.poll(0)
 
-    def _check(self, future: Any) -> None:
-        if not future.cancelled() and future.exception() is not None:
-            self._failed(future.exception())
+    def _delivered(self, error: KafkaError | None, _message: Any) -> None:
+        if error is not None:
+            self._failed(error)
 
-    def _failed(self, exc: BaseException) -> None:
+    def _client_error(self, error: KafkaError) -> None:
+        log.debug("change notices: %s", error)  # librdkafka retries connections itself; failures are counted above
+
+    def _failed(self, exc: object) -> None:
         self.failures += 1
         log.warning("change notices not published (%s); the evaluator's sweep catches up", exc)

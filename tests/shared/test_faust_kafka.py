@@ -40,7 +40,7 @@ async def test_an_evaluator_rejoins_its_group_after_an_unexpected_sync_group_err
     kafka.create_topic(CHANGES_TOPIC, 4)
     config = make_config(kafka.bootstrap, redis_server.url, EVALUATOR__SWEEP_INTERVAL="3600")
     store = WindowStore(redis, config.window())
-    notices = ChangePublisher({"bootstrap_servers": kafka.bootstrap}, CHANGES_TOPIC)
+    notices = ChangePublisher({"bootstrap.servers": kafka.bootstrap}, CHANGES_TOPIC)
     await notices.start()
     try:
         async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:

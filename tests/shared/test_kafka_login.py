@@ -687,7 +687,7 @@ async def test_the_evaluators_faust_app_logs_in_with_oauthbearer_and_publishes_a
         login = local_login(endpoint)
         config = make_config(bootstrap, redis_server.url, EVALUATOR__SWEEP_INTERVAL="3600", **login)
         store = WindowStore(redis, config.window())
-        notices = ChangePublisher({"bootstrap_servers": bootstrap}, "lagwatch.changes")
+        notices = ChangePublisher({"bootstrap.servers": bootstrap}, "lagwatch.changes")
         await notices.start()
         try:
             async with StatusTopic(bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:

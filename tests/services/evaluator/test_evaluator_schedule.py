@@ -150,7 +150,7 @@ async def test_a_log_end_poll_makes_a_caught_up_group_fall_behind_and_a_commit_b
     config = make_config(kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="2", **NO_SWEEP)
     store = WindowStore(redis, config.window())
     kafka_kwargs = {"bootstrap_servers": kafka.bootstrap}
-    notices = ChangePublisher(kafka_kwargs, CHANGES_TOPIC)
+    notices = ChangePublisher({"bootstrap.servers": kafka.bootstrap}, CHANGES_TOPIC)
     poller = BrokerOffsets(CLUSTER, store, kafka_kwargs, offset_refresh=0.3, topic_refresh=60)
     poller.changes = notices
     await notices.start()

@@ -22,7 +22,7 @@ from lagwatch.devkit.offsets_topic_writer import (
 )
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.ingest.service import IngestWorker, consumer_group
-from lagwatch.shared.kafka.changes import RESTART_AFTER_S, ChangePublisher, decode_notice
+from lagwatch.shared.kafka.changes import ChangePublisher, decode_notice
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
@@ -256,26 +256,41 @@ async def test_kafka_down_at_start_up_the_worker_waits_unready_and_then_works(re
                 await eventually(lambda: WindowStore(redis).get_group(CLUSTER, "billing"), timeout=30)
 
 
-async def test_change_notices_start_once_kafka_is_there_when_it_was_not_at_first():
-    """A notice producer that could not start (Kafka down when the service started) is started again on a later
-    notice: the evaluator is not left to its sweeps for good."""
+async def test_change_notices_flow_once_kafka_is_there_when_it_was_not_at_first():
+    """Kafka down when a service starts: its notices wait for it (queued by the producer), they are not turned off
+    for good (the evaluator would hear of changes only at its sweeps)."""
     port = free_port()
-    publisher = ChangePublisher({"bootstrap_servers": f"127.0.0.1:{port}", "request_timeout_ms": 2000})
+    publisher = ChangePublisher({"bootstrap.servers": f"127.0.0.1:{port}"})
     await publisher.start()
-    await publisher.publish(CLUSTER, [("billing", "commits")])  # dropped: no producer yet
+    await publisher.publish(CLUSTER, [("billing", "commits")])  # no Kafka yet
     with MockKafkaCluster(port=port) as kafka:
         kafka.start()
         kafka.create_topic("lagwatch.changes", 4)
         consumer = AIOKafkaConsumer("lagwatch.changes", bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest")
         await consumer.start()
+        records: list = []
         try:
-            await asyncio.sleep(RESTART_AFTER_S)
-            await publisher.publish(CLUSTER, [("billing", "commits")])
-            records = await eventually(lambda: _some_records(consumer), timeout=20)
+            await publisher.publish(CLUSTER, [("audit", "commits")])
+            await eventually(lambda: _records_of(consumer, 2, records), timeout=30)
         finally:
             await consumer.stop()
             await publisher.stop()
-    assert [decode_notice(r.value)["group"] for r in records] == ["billing"]
+    assert sorted(decode_notice(r.value)["group"] for r in records) == ["audit", "billing"]
+    assert publisher.failures == 0
+
+
+async def test_a_notice_kafka_never_takes_is_counted_as_failed_not_raised():
+    """Best effort: the service goes on, and the loss is counted (and logged)."""
+    publisher = ChangePublisher({"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": 1500})
+    await publisher.start()
+    await publisher.publish(CLUSTER, [("billing", "commits")])
+
+    async def counted():
+        await publisher.publish(CLUSTER, [])  # serves delivery reports
+        return publisher.failures >= 1
+
+    await eventually(counted, timeout=20)
+    await publisher.stop()
 
 
 async def _health_answers(port):
@@ -286,9 +301,10 @@ async def _health_answers(port):
         return False
 
 
-async def _some_records(consumer):
+async def _records_of(consumer, count, seen):
     batch = await consumer.getmany(timeout_ms=200)
-    return [r for records in batch.values() for r in records] or None
+    seen.extend(r for records in batch.values() for r in records)
+    return seen if len(seen) >= count else None
 
 
 async def test_how_far_the_commits_are_read_stops_during_a_kafka_outage_and_resumes_after(kafka, redis_server, redis):
