@@ -40,7 +40,7 @@ from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER, GroupMetadataUp
 from lagwatch.shared.store.window_writer import GroupWrite, WindowWriter
 
 try:
-    from lagwatch.services.ingest.commit_pass import run_pass as compiled_pass
+    from lagwatch.services.ingest.commit_pass import run_pass as compiled_pass  # type: ignore[import-untyped]
 except ImportError:  # installed without a C compiler (setup.py): the same loop runs in Python
     compiled_pass = None
 
