@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,6 +36,7 @@ DEFAULT_TOPIC = "lagwatch.changes"
 MESSAGE_TIMEOUT_MS = 30_000  # a notice not sent by then is dropped and counted (the sweep catches up)
 METADATA_TIMEOUT_S = 5.0
 STOP_FLUSH_S = 5.0
+FAILURES_LOGGED_EVERY_S = 10.0  # Kafka away: every queued notice fails, thousands a second; one warning says so
 LOG_END_TOPICS_PER_NOTICE = 2000  # topic names per log-end notice (a notice stays far below Kafka's record limit)
 
 
@@ -108,6 +110,7 @@ class ChangePublisher:
             "error_cb": self._client_error,
         }
         self._producer: Producer | None = None
+        self._logged_at = float("-inf")  # monotonic time of the last failure warning
 
     async def start(self) -> None:
         """Create the producer (it connects in the background; notices queue until it has)."""
@@ -128,12 +131,12 @@ class ChangePublisher:
         if producer is None:
             return
         now = now_ms()
-        produce, topic = producer.produce, self.topic
+        produce, topic, pending = producer.produce, self.topic, iter(groups)
         try:
-            for group, reason in groups:
+            for group, reason in pending:
                 produce(topic, encode_notice(cluster, group, reason, now), notice_key(cluster, group))
         except (BufferError, KafkaException) as exc:  # BufferError: the queue is full (Kafka away for long)
-            self._failed(exc)
+            self._failed(exc, 1 + sum(1 for _ in pending))  # this notice and those after it
         producer.poll(0)  # delivery reports of earlier notices (failures only)
 
     async def publish_log_ends(self, cluster: str, topics: Iterable[str], reason: str = "log-end") -> None:
@@ -164,6 +167,13 @@ class ChangePublisher:
     def _client_error(self, error: KafkaError) -> None:
         log.debug("change notices: %s", error)  # librdkafka retries connections itself; failures are counted above
 
-    def _failed(self, exc: object) -> None:
-        self.failures += 1
-        log.warning("change notices not published (%s); the evaluator's sweep catches up", exc)
+    def _failed(self, exc: object, count: int = 1) -> None:
+        self.failures += count
+        now = time.monotonic()
+        if now - self._logged_at >= FAILURES_LOGGED_EVERY_S:
+            self._logged_at = now
+            log.warning(
+                "change notices not published (%s; %d failed so far); the evaluator's sweep catches up",
+                exc,
+                self.failures,
+            )

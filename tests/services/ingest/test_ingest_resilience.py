@@ -1,6 +1,7 @@
 """The ingest under restarts, scale-out, a Redis outage and SIGTERM: nothing lost, nothing doubled."""
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -279,18 +280,21 @@ async def test_change_notices_flow_once_kafka_is_there_when_it_was_not_at_first(
     assert publisher.failures == 0
 
 
-async def test_a_notice_kafka_never_takes_is_counted_as_failed_not_raised():
-    """Best effort: the service goes on, and the loss is counted (and logged)."""
+async def test_notices_kafka_never_takes_are_counted_as_failed_not_raised_and_logged_once(caplog):
+    """Best effort: the service goes on, and every lost notice is counted; the log says so once, not per notice."""
     publisher = ChangePublisher({"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": 1500})
     await publisher.start()
-    await publisher.publish(CLUSTER, [("billing", "commits")])
+    await publisher.publish(CLUSTER, [(f"group-{i}", "commits") for i in range(200)])
 
     async def counted():
         await publisher.publish(CLUSTER, [])  # serves delivery reports
-        return publisher.failures >= 1
+        return publisher.failures >= 200
 
-    await eventually(counted, timeout=20)
+    with caplog.at_level(logging.WARNING, logger="lagwatch.shared.kafka.changes"):
+        await eventually(counted, timeout=20)
     await publisher.stop()
+    warnings = [r for r in caplog.records if "change notices not published" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
 
 
 async def _health_answers(port):
@@ -347,3 +351,13 @@ async def test_with_start_latest_old_commits_left_unread_do_not_hold_the_rules_c
         async with running(IngestWorker(config, CLUSTER)):
             read_through = ReadThroughStore(redis, CLUSTER)
             await eventually(lambda: _read_through_after(read_through, time.time() * 1000 - 1000), timeout=30)
+
+
+async def test_notices_a_full_queue_refuses_are_each_counted():
+    """Kafka away for long fills the producer's queue: every notice it refuses is counted, not only the first."""
+    settings = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "queue.buffering.max.messages": 10}
+    publisher = ChangePublisher(settings)
+    await publisher.start()
+    await publisher.publish(CLUSTER, [(f"group-{i}", "commits") for i in range(50)])
+    assert publisher.failures == 40
+    await publisher.stop()
