@@ -108,7 +108,7 @@ def test_every_repository_file_the_code_and_docs_name_exists():
     )
     texts = [*ROOT.glob("*.md"), *DOCS.glob("*.md"), ROOT / "Makefile", ROOT / "pyproject.toml"]
     for folder in ("shared", "services", "spark", "lagwatch", "tests", "bench", "scripts", "deploy"):
-        texts += [p for p in (ROOT / folder).rglob("*") if p.suffix in {".py", ".md", ".yml", ".yaml"}]
+        texts += [p for p in (ROOT / folder).rglob("*") if p.suffix in {".py", ".pyx", ".md", ".yml", ".yaml"}]
     missing = {
         f"{path.relative_to(ROOT)}: {name}"
         for path in texts
