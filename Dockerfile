@@ -7,7 +7,7 @@ COPY lagwatch ./lagwatch
 COPY shared ./shared
 COPY services ./services
 COPY spark ./spark
-# gcc only while installing: it compiles the ingest's record loop (services/ingest/commit_pass.pyx)
+# gcc only while installing: it compiles the ingest's hot path (services/ingest/*.pyx)
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev \
     && pip install --no-cache-dir . \
     && apt-get purge -y -qq gcc libc6-dev && apt-get autoremove -y -qq && rm -rf /var/lib/apt/lists/* \

@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from redis.asyncio.cluster import RedisCluster
+
 from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.new_protocol_groups import NewProtocolGroups, TopicIds
@@ -37,12 +39,13 @@ from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store.ingest_totals import type_label
 from lagwatch.shared.store.packed_window import add_to_ring
 from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER, GroupMetadataUpdate, WindowStore
-from lagwatch.shared.store.window_writer import GroupWrite, WindowWriter
+from lagwatch.shared.store.window_writer import GroupWrite, PackedWrites, WindowWriter
 
-try:
+try:  # installed without a C compiler (setup.py): the same steps run in Python
     from lagwatch.services.ingest.commit_pass import run_pass as compiled_pass  # type: ignore[import-untyped]
-except ImportError:  # installed without a C compiler (setup.py): the same loop runs in Python
-    compiled_pass = None
+    from lagwatch.services.ingest.flush_encoding import encode_flush  # type: ignore[import-untyped]
+except ImportError:
+    compiled_pass = encode_flush = None
 
 # offsets and timestamps at or beyond this are not real (and not exact as doubles: the store's script, JSON readers)
 MAX_EXACT = MAX_SCRIPT_NUMBER
@@ -68,7 +71,7 @@ class AppliedBatch:
 class Flush:
     """What batches changed, ready to write (immutable snapshots: later batches may change the cache)."""
 
-    writes: list[GroupWrite] = field(default_factory=list)
+    writes: list[GroupWrite] | PackedWrites = field(default_factory=list)  # packed: flush_encoding.pyx
     rebalances: list[GroupMetadataUpdate] = field(default_factory=list)
     now_ms: int = 0
 
@@ -96,6 +99,8 @@ class BatchProcessor:
         self.new_protocol = NewProtocolGroups()  # KIP-848 groups' members and assignments
         self.topic_ids = topic_ids  # names the topic ids of new-protocol assignments (None: left as ids)
         self.compiled = compiled_pass is not None  # the per-record loop of commit_pass.pyx, else _python_pass
+        # the flush encoded by flush_encoding.pyx, else take_writes + WindowWriter; Redis Cluster routes commands
+        self.packs_flush = encode_flush is not None and not isinstance(store.redis, RedisCluster)
 
     # --- applying -----------------------------------------------------------------------------------------
 
@@ -265,7 +270,8 @@ class BatchProcessor:
     # --- writing ---------------------------------------------------------------------------------------------
 
     def take_flush(self, now_ms: int) -> Flush:
-        flush = Flush(self.cache.take_writes(), self._rebalances, now_ms)
+        writes = encode_flush(self.cache, self.cluster) if self.packs_flush else self.cache.take_writes()
+        flush = Flush(writes, self._rebalances, now_ms)
         self._rebalances = []
         return flush
 

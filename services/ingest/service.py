@@ -181,8 +181,8 @@ class IngestWorker:
         log.info("ingest %s: health and metrics on %s", self.cluster, self.health.url)
         if not self.processor.compiled:
             log.warning(
-                "ingest %s: the compiled record loop was not built (no C compiler at install): the same loop "
-                "runs in Python, about half as fast",
+                "ingest %s: the compiled record loop and flush were not built (no C compiler at install): the "
+                "same steps run in Python, about half as fast",
                 self.cluster,
             )
         poller: asyncio.Task | None = None

@@ -36,15 +36,22 @@ async def execute(redis: Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any
             for command in commands:
                 pipe.execute_command(*command)
             return await pipe.execute()
+    return await execute_packed(redis, b"".join(map(hiredis.pack_command, commands)), len(commands))
+
+
+async def execute_packed(redis: Redis, payload: bytes, count: int) -> list[Any]:
+    """`execute` of commands already in the Redis protocol: `payload` holds `count` of them (a single server)."""
+    if not count:
+        return []
     pool = redis.connection_pool
     connection = await pool.get_connection()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     try:
-        await connection.send_packed_command(b"".join(map(hiredis.pack_command, commands)), check_health=False)
+        await connection.send_packed_command(payload, check_health=False)
         try:
             async with asyncio.timeout(connection.socket_timeout):
-                replies = await _read_replies(connection, len(commands))
+                replies = await _read_replies(connection, count)
         except TimeoutError:
-            raise RedisTimeoutError(f"Timeout reading {len(commands)} replies from Redis") from None
+            raise RedisTimeoutError(f"Timeout reading {count} replies from Redis") from None
     except BaseException:
         await connection.disconnect()  # replies may be left unread: the connection is not reusable
         raise

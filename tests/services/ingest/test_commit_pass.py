@@ -1,4 +1,5 @@
-"""The compiled per-record loop (commit_pass.pyx) and the Python one (`BatchProcessor._python_pass`) agree.
+"""The compiled per-record loop (commit_pass.pyx) and the Python one (`BatchProcessor._python_pass`) agree, and so do
+the compiled flush (flush_encoding.pyx) and the Python one, as Redis stores them.
 
 The same batches go through two processors, one per loop, each on an empty Redis with the Kafka mock's log ends:
 windows in memory, their `last`, tallies, positions and what each wrote to Redis must be identical. The batches mix
@@ -58,7 +59,7 @@ def stack(kafka, redis_server):
 def run(stack, batches, *, compiled):
     """Every batch through a fresh processor on an empty Redis; what it holds and wrote."""
     processor = BatchProcessor(CLUSTER, stack.store, stack.broker_offsets, stack.config.group_filter(CLUSTER))
-    processor.compiled = compiled
+    processor.compiled = processor.packs_flush = compiled
     stack.loop.run_until_complete(stack.redis.flushdb())
     stack.loop.run_until_complete(stack.broker_offsets.tick())
     outcome = []

@@ -92,6 +92,7 @@ async def test_two_workers_share_the_partitions_and_each_group_has_one_writer(ka
     config = make_config(kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="50")
     store = WindowStore(redis, config.window())
     here = IngestWorker(config, CLUSTER)
+    here.processor.packs_flush = False  # writes as GroupWrites, to see each group (the packed ones are the same)
     writes_here: list[tuple[str, bool]] = []  # (group written, did A hold the group's offsets partition right then)
     original = here.processor.writer.write
 
