@@ -21,7 +21,7 @@ from cpython.set cimport PySet_Add
 from libc.stdint cimport INT64_MAX, int64_t, uint64_t
 from libc.string cimport memcpy
 
-from lagwatch.shared.domain.history import encode_commit
+from lagwatch.shared.domain.history import commit_group_head, commit_partition_head
 from lagwatch.shared.domain.window import AddOutcome
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store.ingest_totals import type_label
@@ -31,6 +31,7 @@ from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER
 
 cdef enum:
     ENTRY = 48  # bytes per ring entry: six little-endian int64 (packing.COMMIT_ENTRY)
+    HEADS_KEPT = 200_000  # groups (and partitions) whose history record heads are kept; then the cache starts over
 cdef int64_t MAX_EXACT = MAX_SCRIPT_NUMBER  # processor.MAX_EXACT: offsets beyond are not exact as doubles
 
 
@@ -99,6 +100,87 @@ cdef inline bint _read_value(bytes value, int64_t* offset, int64_t* timestamp) n
     return True
 
 
+cdef inline int _digits(int64_t value) noexcept:
+    """How many characters `value` takes in decimal (a sign included)."""
+    cdef int n = 1 if value < 0 else 0
+    cdef uint64_t v = <uint64_t>(-value) if value < 0 else <uint64_t>value
+    while True:
+        n += 1
+        v //= 10
+        if v == 0:
+            return n
+
+
+cdef inline char* _put_decimal(char* p, int64_t value, int width) noexcept:
+    """Write `value` (taking `width` characters, from `_digits`) at p; returns the end."""
+    cdef uint64_t v = <uint64_t>(-value) if value < 0 else <uint64_t>value
+    cdef char* end = p + width
+    cdef char* q = end
+    if value < 0:
+        p[0] = b'-'
+    while True:
+        q -= 1
+        q[0] = <char>(48 + v % 10)
+        v //= 10
+        if v == 0:
+            return end
+
+
+cdef inline char* _put(char* p, bytes data) noexcept:
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    memcpy(p, PyBytes_AS_STRING(data), n)
+    return p + n
+
+
+cdef tuple _history_record(
+    dict groups, dict partitions, str cluster, str group, tuple tp,
+    int64_t offset, int64_t timestamp, int64_t order, int64_t observed,
+):
+    """`history.encode_commit(...)` to the byte: the parts that name the group and the partition are built once
+    (`commit_group_head`, `commit_partition_head`) and kept, the numbers are written here."""
+    cdef PyObject* found = PyDict_GetItem(groups, group)
+    cdef tuple group_head
+    cdef bytes topic_head, value
+    cdef int w1, w2, w3, w4
+    cdef char* p
+    if found is NULL:
+        if len(groups) >= HEADS_KEPT:
+            groups.clear()
+        group_head = commit_group_head(cluster, group)
+        groups[group] = group_head
+    else:
+        group_head = <tuple>found
+    found = PyDict_GetItem(partitions, tp)
+    if found is NULL:
+        if len(partitions) >= HEADS_KEPT:
+            partitions.clear()
+        topic_head = commit_partition_head(tp)
+        partitions[tp] = topic_head
+    else:
+        topic_head = <bytes>found
+    w1, w2, w3, w4 = _digits(offset), _digits(timestamp), _digits(order), _digits(observed)
+    value = PyBytes_FromStringAndSize(
+        NULL, PyBytes_GET_SIZE(group_head[1]) + PyBytes_GET_SIZE(topic_head) + w1 + w2 + w3 + w4 + 45  # the names between the numbers, and the closing brace
+    )
+    p = PyBytes_AS_STRING(value)
+    p = _put(p, group_head[1])
+    p = _put(p, topic_head)
+    p = _put_decimal(p, offset, w1)
+    memcpy(p, b',"commit_timestamp":', 20)
+    p = _put_decimal(p + 20, timestamp, w2)
+    memcpy(p, b',"order":', 9)
+    p = _put_decimal(p + 9, order, w3)
+    memcpy(p, b',"observed_at":', 15)
+    p = _put_decimal(p + 15, observed, w4)
+    p[0] = b'}'
+    return (group_head[0], value)
+
+
+def history_record(dict groups, dict partitions, str cluster, str group, tuple tp, offset, timestamp, order, observed):
+    """`_history_record` for tests: the same bytes as `history.encode_commit`."""
+    return _history_record(groups, partitions, cluster, group, tp, offset, timestamp, order, observed)
+
+
 def run_pass(processor, records, batch, bint defer):
     """The pass over `records` for `processor` (a BatchProcessor), into `batch` (an AppliedBatch)."""
     cdef dict known = processor.keys.keys
@@ -111,6 +193,7 @@ def run_pass(processor, records, batch, bint defer):
     cdef dict positions = batch.positions, waiting = batch.waiting
     cdef list deferred = batch.deferred
     cdef bint keep = processor.keep_commits
+    cdef dict group_heads = processor.history_heads[0], partition_heads = processor.history_heads[1]
     cdef int64_t now = batch.observed_at
     cluster = processor.cluster
     unusual, open_group = processor._unusual, processor._open_group
@@ -170,7 +253,9 @@ def run_pass(processor, records, batch, bint defer):
             tally["decode_error:out-of-range"] += 1
             continue
         if keep:
-            history.append(encode_commit(cluster, group, commit_key[1], commit_key[2], committed, timestamp, order, now))
+            history.append(
+                _history_record(group_heads, partition_heads, cluster, group, commit_key[4], committed, timestamp, order, now)
+            )
         if current_name is None or (group is not current_name and group != current_name):
             if last_moved:
                 current.last, last_moved = current_last, False

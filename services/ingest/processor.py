@@ -92,6 +92,7 @@ class BatchProcessor:
         self.broker_offsets = broker_offsets
         self.group_filter = group_filter
         self.keep_commits = keep_commits  # the history topic wants every commit
+        self.history_heads: tuple[dict, dict] = ({}, {})  # history record parts (compiled pass): per group, partition
         self.keys = KeyCache(group_filter)
         self.cache = WindowCache(store.redis, cluster, store.config)
         self.writer = WindowWriter(store.redis)

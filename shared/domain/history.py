@@ -96,13 +96,24 @@ def encode_commit(
     cluster: str, group: str, topic: str, partition: int, offset: int, timestamp: int, order: int, observed_at: int
 ) -> tuple[bytes, bytes]:
     """(key, value) of a commit's record: `commit_record(...).key()` and `.encode()` to the byte, without building
-    either (the ingest archives every commit it reads)."""
-    value = (
-        f'{{"kind":"commit","cluster":{_json_string(cluster)},"group":{_json_string(group)},'
-        f'"topic":{_json_string(topic)},"partition":{int(partition)},"offset":{int(offset)},'
-        f'"commit_timestamp":{int(timestamp)},"order":{int(order)},"observed_at":{int(observed_at)}}}'
+    either (the ingest archives every commit it reads; its compiled loop writes the numbers after the same heads)."""
+    key, group_head = commit_group_head(cluster, group)
+    numbers = (
+        f'{int(offset)},"commit_timestamp":{int(timestamp)},"order":{int(order)},"observed_at":{int(observed_at)}}}'
     )
-    return f"{cluster}/{group}".encode(), value.encode()
+    return key, group_head + commit_partition_head((topic, partition)) + numbers.encode()
+
+
+def commit_group_head(cluster: str, group: str) -> tuple[bytes, bytes]:
+    """The parts of a commit's record that name its group: the key, and the value up to `"topic":`."""
+    head = f'{{"kind":"commit","cluster":{_json_string(cluster)},"group":{_json_string(group)},'
+    return f"{cluster}/{group}".encode(), head.encode()
+
+
+def commit_partition_head(topic_partition: tuple[str, int]) -> bytes:
+    """The part of a commit's record value that names its partition, up to the offset's digits."""
+    topic, partition = topic_partition
+    return f'"topic":{_json_string(topic)},"partition":{int(partition)},"offset":'.encode()
 
 
 def broker_records(

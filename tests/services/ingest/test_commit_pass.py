@@ -16,8 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lagwatch.services.ingest import processor as processor_module
+from lagwatch.services.ingest.commit_pass import history_record
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
+from lagwatch.shared.domain.history import encode_commit
 from lagwatch.shared.kafka import offsets_codec as codec
 from tests.kafka_helpers import CLUSTER, produce
 from tests.services.ingest.test_hardening_offsets_fuzz import Stack, commit, other_record
@@ -114,6 +116,26 @@ def test_the_compiled_loop_and_the_python_loop_agree(stack, monkeypatch):
     # the property covered every way the loop stores or refuses a commit
     assert {"outcome:appended", "outcome:merged", "outcome:expired", "outcome:no_broker_offset"} <= outcomes, outcomes
     assert {"outcome:duplicate", "outcome:too_old", "outcome:inserted"} & outcomes, outcomes
+
+
+NUMBERS = st.integers(0, 2**53 - 1) | st.integers(-(2**63), 2**63 - 1)
+HISTORY_HEADS: tuple[dict, dict] = ({}, {})  # kept across examples: parts built once, then reused
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cluster=st.sampled_from(["prod", "prod-é"]),
+    group=st.sampled_from(["billing", 'quo"te\\', "zählung"]) | st.text(max_size=8),
+    topic=st.sampled_from(["orders", "tab\tbed"]) | st.text(max_size=8),
+    partition=st.integers(0, 2**31 - 1),
+    numbers=st.tuples(NUMBERS, NUMBERS, NUMBERS, NUMBERS),
+)
+def test_the_compiled_loop_writes_history_records_as_encode_commit_does(cluster, group, topic, partition, numbers):
+    """With `history.enabled` the compiled loop writes each commit's history record itself, the parts naming the
+    group and the partition built once: byte for byte what `history.encode_commit` writes."""
+    heads = HISTORY_HEADS if cluster == "prod" else ({}, {})  # a cache is one cluster's, as a processor's is
+    encoded = history_record(*heads, cluster, group, (topic, partition), *numbers)
+    assert encoded == encode_commit(cluster, group, topic, partition, *numbers)
 
 
 def test_the_compiled_loop_is_built_where_the_tests_run():
