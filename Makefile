@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py services/ingest/commit_pass.pyx services/ingest/flush_encoding.pyx  # compiled by the install
+$(STAMP): pyproject.toml setup.py services/ingest/*.pyx services/ingest/*.pxd  # compiled by the install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev,spark]"

@@ -21,6 +21,8 @@ from cpython.set cimport PySet_Add
 from libc.stdint cimport INT64_MAX, int64_t, uint64_t
 from libc.string cimport memcpy
 
+from lagwatch.services.ingest.decimal_text cimport decimal_width, put_decimal
+
 from lagwatch.shared.domain.history import commit_group_head, commit_partition_head
 from lagwatch.shared.domain.window import AddOutcome
 from lagwatch.shared.kafka import offsets_codec as codec
@@ -100,32 +102,6 @@ cdef inline bint _read_value(bytes value, int64_t* offset, int64_t* timestamp) n
     return True
 
 
-cdef inline int _digits(int64_t value) noexcept:
-    """How many characters `value` takes in decimal (a sign included)."""
-    cdef int n = 1 if value < 0 else 0
-    cdef uint64_t v = <uint64_t>(-value) if value < 0 else <uint64_t>value
-    while True:
-        n += 1
-        v //= 10
-        if v == 0:
-            return n
-
-
-cdef inline char* _put_decimal(char* p, int64_t value, int width) noexcept:
-    """Write `value` (taking `width` characters, from `_digits`) at p; returns the end."""
-    cdef uint64_t v = <uint64_t>(-value) if value < 0 else <uint64_t>value
-    cdef char* end = p + width
-    cdef char* q = end
-    if value < 0:
-        p[0] = b'-'
-    while True:
-        q -= 1
-        q[0] = <char>(48 + v % 10)
-        v //= 10
-        if v == 0:
-            return end
-
-
 cdef inline char* _put(char* p, bytes data) noexcept:
     cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
     memcpy(p, PyBytes_AS_STRING(data), n)
@@ -158,20 +134,20 @@ cdef tuple _history_record(
         partitions[tp] = topic_head
     else:
         topic_head = <bytes>found
-    w1, w2, w3, w4 = _digits(offset), _digits(timestamp), _digits(order), _digits(observed)
+    w1, w2, w3, w4 = decimal_width(offset), decimal_width(timestamp), decimal_width(order), decimal_width(observed)
     value = PyBytes_FromStringAndSize(
         NULL, PyBytes_GET_SIZE(group_head[1]) + PyBytes_GET_SIZE(topic_head) + w1 + w2 + w3 + w4 + 45  # the names between the numbers, and the closing brace
     )
     p = PyBytes_AS_STRING(value)
     p = _put(p, group_head[1])
     p = _put(p, topic_head)
-    p = _put_decimal(p, offset, w1)
+    p = put_decimal(p, offset, w1)
     memcpy(p, b',"commit_timestamp":', 20)
-    p = _put_decimal(p + 20, timestamp, w2)
+    p = put_decimal(p + 20, timestamp, w2)
     memcpy(p, b',"order":', 9)
-    p = _put_decimal(p + 9, order, w3)
+    p = put_decimal(p + 9, order, w3)
     memcpy(p, b',"observed_at":', 15)
-    p = _put_decimal(p + 15, observed, w4)
+    p = put_decimal(p + 15, observed, w4)
     p[0] = b'}'
     return (group_head[0], value)
 

@@ -11,17 +11,16 @@ command to its slot's node.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
-from libc.stdint cimport int64_t, uint64_t
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from libc.stdint cimport int64_t
 from libc.string cimport memcpy
+
+from lagwatch.services.ingest.decimal_text cimport decimal_width, put_decimal
 
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.window_writer import PackedWrites
-
-
-cdef extern from "Python.h":
-    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
 
 
 cdef struct Buffer:
@@ -30,58 +29,38 @@ cdef struct Buffer:
     Py_ssize_t capacity
 
 
-cdef int _reserve(Buffer* buf, Py_ssize_t more) except -1:
+cdef char* _reserve(Buffer* buf, Py_ssize_t more) except NULL:
+    """Room for `more` bytes at the end; returns where they go."""
     cdef Py_ssize_t capacity = buf.capacity
     cdef char* grown
-    if buf.size + more <= capacity:
-        return 0
-    while capacity < buf.size + more:
-        capacity = capacity * 2 if capacity else 1 << 16
-    grown = <char*>PyMem_Realloc(buf.data, capacity)
-    if grown is NULL:
-        raise MemoryError()
-    buf.data, buf.capacity = grown, capacity
-    return 0
+    if buf.size + more > capacity:
+        while capacity < buf.size + more:
+            capacity = capacity * 2 if capacity else 1 << 16
+        grown = <char*>PyMem_Realloc(buf.data, capacity)
+        if grown is NULL:
+            raise MemoryError()
+        buf.data, buf.capacity = grown, capacity
+    return buf.data + buf.size
 
 
-cdef int _raw(Buffer* buf, const char* data, Py_ssize_t size) except -1:
-    _reserve(buf, size)
-    memcpy(buf.data + buf.size, data, size)
-    buf.size += size
-    return 0
-
-
-cdef int _decimal(Buffer* buf, char prefix, int64_t value) except -1:
-    """`prefix` then `value` in decimal then CRLF: a RESP header (`*3`, `$480`)."""
-    cdef char digits[24]
-    cdef int n = 0
-    cdef uint64_t v = <uint64_t>(-value) if value < 0 else <uint64_t>value
-    _reserve(buf, 24)
-    buf.data[buf.size] = prefix
-    buf.size += 1
-    if value < 0:
-        buf.data[buf.size] = b'-'
-        buf.size += 1
-    while True:
-        digits[n] = <char>(48 + v % 10)
-        n += 1
-        v //= 10
-        if v == 0:
-            break
-    while n:
-        n -= 1
-        buf.data[buf.size] = digits[n]
-        buf.size += 1
-    buf.data[buf.size] = b'\r'
-    buf.data[buf.size + 1] = b'\n'
-    buf.size += 2
+cdef int _header(Buffer* buf, char kind, int64_t n) except -1:
+    """A RESP header line: `*<n>` (a command of n arguments) or `$<n>` (an argument of n bytes)."""
+    cdef int width = decimal_width(n)
+    cdef char* p = _reserve(buf, width + 3)
+    p[0] = kind
+    p = put_decimal(p + 1, n, width)
+    p[0], p[1] = b'\r', b'\n'
+    buf.size += width + 3
     return 0
 
 
 cdef int _bulk(Buffer* buf, const char* data, Py_ssize_t size) except -1:
-    _decimal(buf, b'$', size)
-    _raw(buf, data, size)
-    _raw(buf, b"\r\n", 2)
+    cdef char* p
+    _header(buf, b'$', size)
+    p = _reserve(buf, size + 2)
+    memcpy(p, data, size)
+    p[size], p[size + 1] = b'\r', b'\n'
+    buf.size += size + 2
     return 0
 
 
@@ -89,17 +68,22 @@ cdef int _arg(Buffer* buf, object value) except -1:
     """One argument as hiredis packs it: bytes as they are, text as UTF-8, an int in decimal."""
     cdef Py_ssize_t size
     cdef const char* text
-    cdef char digits[24]
-    cdef Buffer number
+    cdef int64_t number
+    cdef int width
+    cdef char* p
     if type(value) is bytes:
         return _bulk(buf, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
     if type(value) is str:
         text = PyUnicode_AsUTF8AndSize(value, &size)
         return _bulk(buf, text, size)
     if type(value) is int:
-        number.data, number.size, number.capacity = digits, 0, 24
-        _decimal(&number, b'0', value)  # "0<digits>\r\n": the digits start after the prefix
-        return _bulk(buf, digits + 1, number.size - 3)
+        number = value
+        width = decimal_width(number)
+        _header(buf, b'$', width)
+        p = put_decimal(_reserve(buf, width + 2), number, width)
+        p[0], p[1] = b'\r', b'\n'
+        buf.size += width + 2
+        return 0
     raise TypeError(f"not a Redis argument here: {type(value).__name__}")
 
 
@@ -112,23 +96,16 @@ cdef class _Commands:
     def __dealloc__(self):
         PyMem_Free(self.buf.data)
 
-    cdef int start(self, Py_ssize_t args, const char* name, Py_ssize_t name_size) except -1:
-        _decimal(&self.buf, b'*', args)
-        _bulk(&self.buf, name, name_size)
+    cdef int start(self, Py_ssize_t args, bytes name) except -1:
+        """A command's header and name; its `args - 1` other arguments follow (`_arg`)."""
+        _header(&self.buf, b'*', args)
+        _bulk(&self.buf, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name))
         self.count += 1
         return 0
 
-    cdef int command(self, const char* name, Py_ssize_t name_size, tuple args) except -1:
-        self.start(1 + len(args), name, name_size)
+    cdef int command(self, bytes name, tuple args) except -1:
+        self.start(1 + len(args), name)
         for value in args:
-            _arg(&self.buf, value)
-        return 0
-
-    cdef int command_with(self, const char* name, Py_ssize_t name_size, object key, object values) except -1:
-        """NAME key *values (values: any sized iterable)."""
-        self.start(2 + len(values), name, name_size)
-        _arg(&self.buf, key)
-        for value in values:
             _arg(&self.buf, value)
         return 0
 
@@ -148,14 +125,14 @@ def encode_flush(cache, str cluster):
             _group(out, group, cached, expire_ms, slack, probes, deleted, newest)
     cache.dirty = {}
     if deleted:
-        out.command_with(b"ZREM", 4, index, deleted)
+        out.command(b"ZREM", (index, *deleted))
     if newest:
-        out.start(3 + len(newest), b"ZADD", 4)
+        out.start(3 + len(newest), b"ZADD")
         _arg(&out.buf, index)
         _arg(&out.buf, "GT")
         for value in newest:
             _arg(&out.buf, value)
-        out.command(b"SADD", 4, (keys.CLUSTERS, cluster))
+        out.command(b"SADD", (keys.CLUSTERS, cluster))
     return PackedWrites(out.payload(), out.count, tuple(probes))
 
 
@@ -171,13 +148,13 @@ cdef int _group(
     if last is not None and (replace or last + expire_ms > cached.expires_at):  # a DEL took the old expiry
         expires_at = cached.expires_at = last + expire_ms + slack
     if replace:
-        out.command(b"DEL", 3, group_keys)
+        out.command(b"DEL", group_keys)
         deleted.append(group)
     if removed:
-        out.command_with(b"HDEL", 4, group_keys[0], removed)
+        out.command(b"HDEL", (group_keys[0], *removed))
     if changed:
         rings = cached.rings
-        out.start(2 + 2 * len(changed), b"HSET", 4)
+        out.start(2 + 2 * len(changed), b"HSET")
         _arg(&out.buf, group_keys[0])
         for name in changed:
             found = PyDict_GetItem(rings, name)
@@ -188,12 +165,12 @@ cdef int _group(
     if last is not None:
         if cached.had_last and not replace:
             probes.append((out.count, group))
-        out.command(b"HSET", 4, (group_keys[1], "last", last))
+        out.command(b"HSET", (group_keys[1], "last", last))
         newest.append(last)
         newest.append(group)
     if expires_at is not None:
         for key in group_keys:
-            out.command(b"PEXPIREAT", 9, (key, expires_at))
+            out.command(b"PEXPIREAT", (key, expires_at))
     cached.had_last = last is not None
     cached.changed = cached.removed = None
     cached.replace = False
