@@ -15,6 +15,9 @@ written last to that partition):
   whole bench. CPU = the Burrow process; ZooKeeper is listed separately.
 
 CPU seconds and peak RSS are sampled per process tree with psutil (peak = the kernel's VmHWM of each process).
+lagwatch's row is followed by its timeline, from the stored-records counter in Redis sampled at each poll: when
+the first batch was stored, the longest pause (a rebalance shows here), the rate from 20 to 80 % of the records,
+and how many were stored twice (read again after a rebalance).
 `--history` also runs lagwatch with `history.enabled` and prints the throughput drop. Without the `burrow` and
 `zookeeper` packages (scripts/install-system-deps.sh installs them) only lagwatch's row is printed.
 """
@@ -43,12 +46,14 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import redis as redis_lib
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, offsets_partition_for
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.store import keys
 
 BURROW = Path("/usr/bin/Burrow")
 ZOOKEEPER_JARS = "/usr/share/java/zookeeper.jar:/usr/share/java/*"
@@ -309,14 +314,66 @@ def visible(api: str, cluster: str, sentinel: Sentinel) -> bool:
     return any(e and e.get("offset") == sentinel.offset for e in slots[sentinel.partition].get("offsets") or [])
 
 
+class Progress:
+    """lagwatch's stored-records counter (`keys.ingest_stats`, added to once per stored batch by every worker),
+    sampled at each poll: where a run's time went (start-up, pauses such as a rebalance, the steady rate)."""
+
+    def __init__(self, redis_url: str, cluster: str, start: float) -> None:
+        self._redis = redis_lib.Redis.from_url(redis_url, socket_timeout=2)
+        self._key = keys.ingest_stats(cluster)
+        self.start = start
+        self.samples: list[tuple[float, int]] = []  # (seconds since start, records stored)
+
+    def sample(self) -> None:
+        with contextlib.suppress(redis_lib.RedisError):
+            self.samples.append((time.perf_counter() - self.start, int(self._redis.hget(self._key, "records") or 0)))
+
+    def summary(self, records: int, done_s: float) -> dict[str, float]:
+        """First batch stored, the longest time without progress after it, the rate from 20 to 80 %, and how many
+        records were stored more than once (the counter's excess over the records written)."""
+        stored = [(t, n) for t, n in self.samples if n > 0]
+        if not stored:
+            return {}
+        out = {"first_stored_s": round(stored[0][0], 2)}
+        pause, at = _longest_pause(stored)
+        if pause > 0:
+            out |= {"longest_pause_s": round(pause, 2), "pause_at_s": round(at, 2)}
+        low = next((s for s in stored if s[1] >= 0.2 * records), None)
+        high = next((s for s in stored if s[1] >= 0.8 * records), None)
+        if low and high and high[0] > low[0]:
+            out["steady_records_per_s"] = round((high[1] - low[1]) / (high[0] - low[0]))
+        out["stored_twice"] = max(0, stored[-1][1] - records)  # read again after a rebalance: counted again
+        out["done_s"] = round(done_s, 2)
+        return out
+
+
+def _longest_pause(stored: list[tuple[float, int]]) -> tuple[float, float]:
+    """The longest stretch between samples over which the counter did not move: (length, when it started)."""
+    best, best_at, since = 0.0, 0.0, stored[0]
+    for t, n in stored[1:]:
+        if n != since[1]:
+            since = (t, n)
+        elif t - since[0] > best:
+            best, best_at = t - since[0], since[0]
+    return best, best_at
+
+
 def wait_until_visible(
-    api: str, cluster: str, sentinels: Sequence[Sentinel], proc: subprocess.Popen, log: Path, what: str
+    api: str,
+    cluster: str,
+    sentinels: Sequence[Sentinel],
+    proc: subprocess.Popen,
+    log: Path,
+    what: str,
+    progress: Progress | None = None,
 ) -> float:
     """Poll until every sentinel shows, checking pending ones in order and stopping at the first not there yet
     (a few requests per poll, so polling costs the measured processes next to nothing); returns when it did."""
     pending = list(sentinels)
     deadline = time.monotonic() + DONE_TIMEOUT_S
     while pending:
+        if progress is not None:
+            progress.sample()
         while pending and visible(api, cluster, pending[0]):
             pending.pop(0)
         if not pending:
@@ -438,11 +495,13 @@ def run_lagwatch(
         ingest = spawn(command, ingest_log, env=env)
         stack.callback(stop_group, ingest)
         meter.add("ingest", ingest.pid)
-        done = wait_until_visible(base, cluster, sentinels, ingest, ingest_log, "lagwatch ingest")
+        progress = Progress(redis.url, cluster, start)
+        done = wait_until_visible(base, cluster, sentinels, ingest, ingest_log, "lagwatch ingest", progress)
         processes = meter.stop()
         if os.environ.get("BENCH_KEEP_LOG"):  # e.g. with BENCH_INGEST_LOG_LEVEL=INFO: where the start-up time goes
             shutil.copy(ingest_log, os.environ["BENCH_KEEP_LOG"])
     notes = {"workers": workers if workers is not None else "cli default", "history": history, "load_1m": load}
+    notes["timeline"] = progress.summary(records, done - start)
     return Row("lagwatch", records, done - start, processes, ("ingest", "redis-server"), notes)
 
 
@@ -600,7 +659,20 @@ def format_rows(rows: Sequence[Row], ratio_line: str | None = None) -> list[str]
     for row in rows:  # how many cores each process kept busy: where the time went, and how noisy the machine was
         busy = ", ".join(f"{k} {v['cpu_s'] / row.seconds:.2f}" for k, v in row.processes.items())
         lines.append(f"  {row.system}: cores busy on average: {busy}; load average at start {row.notes['load_1m']:.1f}")
+        if row.notes.get("timeline"):
+            lines.append(f"  {row.system}: {format_timeline(row.notes['timeline'])}")
     return lines
+
+
+def format_timeline(t: dict[str, float]) -> str:
+    parts = [f"first batch stored at +{t['first_stored_s']:.1f} s"]
+    if "longest_pause_s" in t:
+        parts.append(f"longest pause {t['longest_pause_s']:.1f} s (from +{t['pause_at_s']:.1f} s)")
+    if "steady_records_per_s" in t:
+        parts.append(f"20 to 80 % of the records at {_k(t['steady_records_per_s'])}/s")
+    if t.get("stored_twice"):
+        parts.append(f"{_k(t['stored_twice'])} records stored twice (read again after a rebalance)")
+    return "; ".join(parts) + f"; done at +{t['done_s']:.1f} s"
 
 
 def ratios(lagwatch: Row, burrow: Row) -> dict[str, float]:
