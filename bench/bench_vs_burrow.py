@@ -320,13 +320,16 @@ class Progress:
 
     def __init__(self, redis_url: str, cluster: str, start: float) -> None:
         self._redis = redis_lib.Redis.from_url(redis_url, socket_timeout=2)
-        self._key = keys.ingest_stats(cluster)
-        self.start = start
+        self._key = keys.ingest_stats(cluster)  # the field read is `records` (shared/store/ingest_totals.py)
+        self._start = start
         self.samples: list[tuple[float, int]] = []  # (seconds since start, records stored)
 
     def sample(self) -> None:
         with contextlib.suppress(redis_lib.RedisError):
-            self.samples.append((time.perf_counter() - self.start, int(self._redis.hget(self._key, "records") or 0)))
+            self.samples.append((time.perf_counter() - self._start, int(self._redis.hget(self._key, "records") or 0)))
+
+    def close(self) -> None:
+        self._redis.close()
 
     def summary(self, records: int, done_s: float) -> dict[str, float]:
         """First batch stored, the longest time without progress after it, the rate from 20 to 80 %, and how many
@@ -496,6 +499,7 @@ def run_lagwatch(
         stack.callback(stop_group, ingest)
         meter.add("ingest", ingest.pid)
         progress = Progress(redis.url, cluster, start)
+        stack.callback(progress.close)
         done = wait_until_visible(base, cluster, sentinels, ingest, ingest_log, "lagwatch ingest", progress)
         processes = meter.stop()
         if os.environ.get("BENCH_KEEP_LOG"):  # e.g. with BENCH_INGEST_LOG_LEVEL=INFO: where the start-up time goes
