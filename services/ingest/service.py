@@ -141,6 +141,9 @@ class IngestWorker:
             # read-ahead while a batch is applied, bounded: librdkafka's defaults keep up to 64 MB per consumer
             "fetch.max.bytes": 16 * 1024 * 1024,
             "queued.max.messages.kbytes": 8 * 1024,
+            # a partition whose queue is over that bound is not fetched again for this long: librdkafka's 1 s default
+            # left the worker idle once it had drained the queue (measured: 1M records in 9.7 s, with 100 ms 5.4 s)
+            "fetch.queue.backoff.ms": 100,
         }
 
     def _new_consumer(self) -> OffsetsConsumer:
