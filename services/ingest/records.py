@@ -106,19 +106,18 @@ class KeyCache:
             return known
         if len(key) < 2 or key[0] != 0 or key[1] > 1:  # record types 0 and 1 are offset commits
             return None
-        record = codec.decode_record(key, None)  # a commit key with no value: the key alone, checked
-        assert isinstance(record, codec.OffsetCommit)
+        group_name, topic_name, partition_number = codec.decode_offset_commit_key(key)
         if len(self.keys) >= self.limit:
             self.keys.clear()
             self._groups.clear()
             self._partitions.clear()
-        group = self._groups.get(record.group)
+        group = self._groups.get(group_name)
         if group is None:
-            group = self._groups[record.group] = (record.group, self.group_filter.accepts(record.group))
-        tp = (record.topic, record.partition)
+            group = self._groups[group_name] = (group_name, self.group_filter.accepts(group_name))
+        tp = (topic_name, partition_number)
         shared = self._partitions.get(tp)
         if shared is None:
-            shared = self._partitions[tp] = (tp, f"{record.topic}:{record.partition}")
+            shared = self._partitions[tp] = (tp, f"{topic_name}:{partition_number}")
         (topic, partition), field_name = shared
         known = self.keys[key] = CommitKey(group[0], topic, partition, field_name, shared[0], group[1])
         return known

@@ -24,6 +24,7 @@ from lagwatch.shared.kafka.offsets_codec import (
     OffsetCommit,
     OtherRecord,
     decode_assignment,
+    decode_offset_commit_key,
     decode_record,
     encode_assignment,
     encode_consumer_group_assignment_key,
@@ -950,3 +951,40 @@ def test_corrupted_records_never_raise_anything_but_codec_error(
     for _ in range(data.draw(st.integers(1, 4))):
         damaged[data.draw(st.integers(0, len(damaged) - 1))] = data.draw(st.integers(0, 255))
     decodes_or_codec_error(key, bytes(damaged))
+
+
+def _key_or_error(decode, key: bytes) -> tuple | str:
+    try:
+        return decode(key)
+    except CodecError as exc:
+        return exc.field
+
+
+@given(
+    st.sampled_from([i16(0), i16(1)]),
+    st.text(max_size=12).map(str.encode) | st.binary(max_size=12),  # any bytes: invalid UTF-8 too
+    st.text(max_size=12).map(str.encode),
+    st.integers(-(2**31), 2**31 - 1),
+    st.binary(max_size=6),
+    st.data(),
+)
+def test_commit_key_decoder_agrees_with_decode_record(
+    key_type: bytes, group: bytes, topic: bytes, partition: int, tail: bytes, data: st.DataObject
+) -> None:
+    """The ingest's fast key decoder: the same group, topic and partition as `decode_record` for well-formed keys
+    (trailing bytes included), the same CodecError field for cut, damaged or invalid UTF-8 ones."""
+    key = bytearray(key_type + i16(len(group)) + group + i16(len(topic)) + topic + i32(partition) + tail)
+    if data.draw(st.booleans()):  # damage it: a cut, or bytes overwritten (lengths, -1, invalid UTF-8)
+        key = key[: data.draw(st.integers(2, len(key)))]
+        for _ in range(data.draw(st.integers(0, 3))):
+            if len(key) > 2:
+                key[data.draw(st.integers(2, len(key) - 1))] = data.draw(
+                    st.sampled_from([0x00, 0x7F, 0x80, 0xFF, 0xC3])
+                )
+
+    def reference(k: bytes) -> tuple[str, str, int]:
+        record = decode_record(k, None)
+        assert isinstance(record, OffsetCommit)
+        return record.group, record.topic, record.partition
+
+    assert _key_or_error(decode_offset_commit_key, bytes(key)) == _key_or_error(reference, bytes(key))
