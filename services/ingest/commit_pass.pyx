@@ -5,7 +5,7 @@ Same semantics as the Python loop in processor.py (`BatchProcessor._python_pass`
 over the same records and require identical windows, tallies, positions and set-aside records. What is compiled is
 the steady state: a commit of a loaded group, its value read in place (versions 0-3) and its ring's new newest
 entry packed here (the layout of shared/store/packing.py). Everything else calls back into Python exactly where
-the Python loop would: unusual records (`_unusual`), a group's first commit of a run (`_open_group`), a value of
+the Python loop would: unusual records (`_unusual`), the first commit of an expired group (`_open_group`), a value of
 another version or a short one (`commit_offset_and_timestamp`, which names the bad field), a commit at or before
 its ring's newest entry (`add_to_ring`).
 
@@ -160,7 +160,7 @@ def history_record(dict groups, dict partitions, str cluster, str group, tuple t
 def run_pass(processor, records, batch, bint defer):
     """The pass over `records` for `processor` (a BatchProcessor), into `batch` (an AppliedBatch)."""
     cdef dict known = processor.keys.keys
-    cdef dict groups = processor.cache.groups
+    cdef dict groups = processor.cache.groups, dirty = processor.cache.dirty, touched = batch.touched
     cdef dict latest = processor.broker_offsets.latest
     config = processor.store.config
     cdef int64_t expire_ms = config.expire_group_ms, min_distance = config.min_distance_ms
@@ -182,7 +182,7 @@ def run_pass(processor, records, batch, bint defer):
     cdef object part_now = None  # the offsets partition of the records in hand, and the position after them
     cdef int64_t position = 0
 
-    cdef object record, key, value, commit_key, group, field_name, ring, tp
+    cdef object record, key, value, commit_key, group, field_name, ring, tp, last
     cdef PyObject* found
     cdef int64_t order, committed, timestamp, broker, lag, last_ts, last_order, last_first
     cdef Py_ssize_t size
@@ -236,7 +236,15 @@ def run_pass(processor, records, batch, bint defer):
             if last_moved:
                 current.last, last_moved = current_last, False
             current_name, current = group, groups[group]
-            rings, changed = open_group(group, current, batch)
+            last = current.last
+            if last is not None and last < now - expire_ms:  # an expired group starts afresh: Python's _open_group
+                rings, changed = open_group(group, current, batch)
+            else:  # _open_group's common case
+                PyDict_SetItem(dirty, group, current)
+                PyDict_SetItem(touched, group, "commits")
+                rings, changed = current.rings, current.changed
+                if changed is None:
+                    changed = current.changed = set()
             try:
                 current_last = -1 if current.last is None else current.last
             except OverflowError:  # not a timestamp lagwatch wrote: compare as Python would

@@ -20,21 +20,24 @@ from lagwatch.services.ingest.commit_pass import history_record
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
 from lagwatch.shared.domain.history import encode_commit
+from lagwatch.shared.domain.window import expired
 from lagwatch.shared.kafka import offsets_codec as codec
 from tests.kafka_helpers import CLUSTER, produce
 from tests.services.ingest.test_hardening_offsets_fuzz import Stack, commit, other_record
 
 NOW_MS = int(time.time() * 1000)
 WEEK_MS = 604_800_000
+LATER_MS = WEEK_MS + 30_000  # a batch observed this much later finds the groups of the earlier ones expired
 
 
 @st.composite
 def ordered_commit(draw):
-    """A commit of a few groups and partitions, near now (or expired), in a narrow offset range: rings fill up, and
-    neighbouring timestamps fall within min-distance."""
+    """A commit of a few groups and partitions, near now, near a later now (or expired), in a narrow offset range:
+    rings fill up, and neighbouring timestamps fall within min-distance."""
     group = draw(st.sampled_from(["billing", "audit", "search"]))
     topic, partition = draw(st.sampled_from([("orders", 0), ("orders", 1), ("unknown-topic", 0)]))
-    timestamp = draw(st.integers(NOW_MS - 20_000, NOW_MS) | st.sampled_from([NOW_MS - WEEK_MS - 1, 0]))
+    later = draw(st.sampled_from([0, 0, LATER_MS]))
+    timestamp = draw(st.integers(NOW_MS - 20_000, NOW_MS) | st.sampled_from([NOW_MS - WEEK_MS - 1, 0])) + later
     value = codec.encode_offset_commit_value(
         draw(st.integers(0, 30)),
         timestamp,
@@ -47,7 +50,8 @@ def ordered_commit(draw):
 
 
 RECORDS = st.lists(ordered_commit() | ordered_commit() | ordered_commit() | commit() | other_record(), max_size=40)
-BATCHES = st.lists(st.tuples(RECORDS, st.integers(0, 12)), min_size=1, max_size=4)  # (records, offset step back)
+# (records, offset step back, observed how much after the first batch)
+BATCHES = st.lists(st.tuples(RECORDS, st.integers(0, 12), st.sampled_from([0, 0, LATER_MS])), min_size=1, max_size=4)
 
 
 @pytest.fixture
@@ -58,15 +62,17 @@ def stack(kafka, redis_server):
         yield stack
 
 
-def run(stack, batches, *, compiled):
-    """Every batch through a fresh processor on an empty Redis; what it holds and wrote."""
+def run(stack, batches, clock, *, compiled):
+    """Every batch through a fresh processor on an empty Redis, each observed at its own time; what it holds and
+    wrote."""
     processor = BatchProcessor(CLUSTER, stack.store, stack.broker_offsets, stack.config.group_filter(CLUSTER))
     processor.compiled = processor.packs_flush = compiled
     stack.loop.run_until_complete(stack.redis.flushdb())
     stack.loop.run_until_complete(stack.broker_offsets.tick())
     outcome = []
     order = 0
-    for i, (records, step_back) in enumerate(batches):
+    for i, (records, step_back, later) in enumerate(batches):
+        clock[0] = NOW_MS + later
         if i % 2 and step_back > 8:
             records, order = batches[i - 1][0], order - len(batches[i - 1][0])  # the previous batch read again
         order -= step_back  # records read again: `order` goes back
@@ -102,20 +108,38 @@ async def _groups_stored(redis):
 
 
 def test_the_compiled_loop_and_the_python_loop_agree(stack, monkeypatch):
-    monkeypatch.setattr(processor_module, "now_ms", lambda: NOW_MS)  # both runs observe at the same instant
+    clock = [NOW_MS]
+    monkeypatch.setattr(processor_module, "now_ms", lambda: clock[0])  # both runs observe each batch at one instant
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
     @given(batches=BATCHES)
     def agree(batches):
-        compiled, python = run(stack, batches, compiled=True), run(stack, batches, compiled=False)
+        compiled, python = run(stack, batches, clock, compiled=True), run(stack, batches, clock, compiled=False)
         assert compiled == python
         outcomes.update(name for tally, *_ in compiled[0] for name in tally if name.startswith("outcome:"))
 
     outcomes: set[str] = set()
+    restarts = _count_restarts(monkeypatch)
     agree()
+    assert restarts, "no group expired between batches: the compiled loop's hand-over to _open_group went untested"
     # the property covered every way the loop stores or refuses a commit
     assert {"outcome:appended", "outcome:merged", "outcome:expired", "outcome:no_broker_offset"} <= outcomes, outcomes
     assert {"outcome:duplicate", "outcome:too_old", "outcome:inserted"} & outcomes, outcomes
+
+
+def _count_restarts(monkeypatch) -> list[str]:
+    """The groups opened while expired (`_open_group` starts them afresh), as it happens: the compiled loop hands
+    exactly these to Python."""
+    restarts: list[str] = []
+    open_group = BatchProcessor._open_group
+
+    def counted(processor, group, current, batch):
+        if current.last is not None and expired(current.last, batch.observed_at, processor.store.config):
+            restarts.append(group)
+        return open_group(processor, group, current, batch)
+
+    monkeypatch.setattr(BatchProcessor, "_open_group", counted)
+    return restarts
 
 
 NUMBERS = st.integers(0, 2**53 - 1) | st.integers(-(2**63), 2**63 - 1)
