@@ -456,6 +456,26 @@ def ingest_supports_workers() -> bool:
     return "--workers" in out.stdout
 
 
+def start_api(env: dict[str, str], log: Path, attempts: int = 3) -> tuple[subprocess.Popen, str]:
+    """`lagwatch run api` on a free port, and its base URL. The port is free when picked, but an outgoing connection
+    may take it before the api binds it: then another port."""
+    for attempt in range(1, attempts + 1):
+        api, base = _spawn_api(env, log, free_port())
+        if api.poll() is None:
+            return api, base
+        if attempt == attempts or "address already in use" not in log_tail(log):
+            raise BenchError(f"lagwatch api exited ({api.returncode}); log tail:\n{log_tail(log)}")
+    raise AssertionError("unreachable")
+
+
+def _spawn_api(env: dict[str, str], log: Path, port: int) -> tuple[subprocess.Popen, str]:
+    """The api started and answering, or exited."""
+    command = [str(lagwatch_bin()), "run", "api", "--http-port", str(port), "--log-level", "WARNING"]
+    api, base = spawn(command, log, env=env), f"http://127.0.0.1:{port}"
+    wait_for(lambda: api.poll() is not None or _get_json(f"{base}/v3/kafka") is not None, "lagwatch api", log=log)
+    return api, base
+
+
 def run_lagwatch(
     bootstrap: str,
     sentinels: Sequence[Sentinel],
@@ -473,20 +493,13 @@ def run_lagwatch(
     env["LAGWATCH__INGEST__SESSION_TIMEOUT"] = os.environ.get("BENCH_SESSION_TIMEOUT", "3")
     if history:
         env["LAGWATCH__HISTORY__ENABLED"] = "true"
-    api_port = free_port()
     with contextlib.ExitStack() as stack:
         redis = stack.enter_context(RedisServer())  # its own temporary directory, removed on exit
         redis.start()
         env["REDIS_URL"] = redis.url
         api_log, ingest_log = tmp / "api.log", tmp / "ingest.log"
-        api = spawn(
-            [str(lagwatch_bin()), "run", "api", "--http-port", str(api_port), "--log-level", "WARNING"],
-            api_log,
-            env=env,
-        )
+        api, base = start_api(env, api_log)
         stack.callback(stop_group, api)
-        base = f"http://127.0.0.1:{api_port}"
-        wait_for(lambda: _get_json(f"{base}/v3/kafka") is not None, "lagwatch api", log=api_log)
         command = [str(lagwatch_bin()), "run", "ingest", "--cluster", cluster, "--http-port", "0"]
         command += ["--log-level", os.environ.get("BENCH_INGEST_LOG_LEVEL", "WARNING")]
         if workers is not None:
