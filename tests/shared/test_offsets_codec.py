@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lagwatch.shared.kafka import offsets_codec
 from lagwatch.shared.kafka.offsets_codec import (
     CodecError,
     ConsumerGroupAssignment,
@@ -971,8 +972,8 @@ def _key_or_error(decode, key: bytes) -> tuple | str:
 def test_commit_key_decoder_agrees_with_decode_record(
     key_type: bytes, group: bytes, topic: bytes, partition: int, tail: bytes, data: st.DataObject
 ) -> None:
-    """The ingest's fast key decoder: the same group, topic and partition as `decode_record` for well-formed keys
-    (trailing bytes included), the same CodecError field for cut, damaged or invalid UTF-8 ones."""
+    """The key decoder's sliced path: the same group, topic and partition as reading the key field by field for
+    well-formed keys (trailing bytes included), the same CodecError field for cut, damaged or invalid UTF-8 ones."""
     key = bytearray(key_type + i16(len(group)) + group + i16(len(topic)) + topic + i32(partition) + tail)
     if data.draw(st.booleans()):  # damage it: a cut, or bytes overwritten (lengths, -1, invalid UTF-8)
         key = key[: data.draw(st.integers(2, len(key)))]
@@ -982,9 +983,11 @@ def test_commit_key_decoder_agrees_with_decode_record(
                     st.sampled_from([0x00, 0x7F, 0x80, 0xFF, 0xC3])
                 )
 
-    def reference(k: bytes) -> tuple[str, str, int]:
+    def via_record(k: bytes) -> tuple[str, str, int]:
         record = decode_record(k, None)
         assert isinstance(record, OffsetCommit)
         return record.group, record.topic, record.partition
 
-    assert _key_or_error(decode_offset_commit_key, bytes(key)) == _key_or_error(reference, bytes(key))
+    expected = _key_or_error(offsets_codec._read_offset_commit_key, bytes(key))
+    assert _key_or_error(decode_offset_commit_key, bytes(key)) == expected
+    assert _key_or_error(via_record, bytes(key)) == expected  # decode_record reads keys through it
