@@ -459,13 +459,13 @@ def ingest_supports_workers() -> bool:
 def start_api(env: dict[str, str], log: Path, attempts: int = 3) -> tuple[subprocess.Popen, str]:
     """`lagwatch run api` on a free port, and its base URL. The port is free when picked, but an outgoing connection
     may take it before the api binds it: then another port."""
-    for attempt in range(1, attempts + 1):
+    for _ in range(attempts):
         api, base = _spawn_api(env, log, free_port())
         if api.poll() is None:
             return api, base
-        if attempt == attempts or "address already in use" not in log_tail(log):
-            raise BenchError(f"lagwatch api exited ({api.returncode}); log tail:\n{log_tail(log)}")
-    raise AssertionError("unreachable")
+        if "address already in use" not in log_tail(log):
+            break
+    raise BenchError(f"lagwatch api exited ({api.returncode}); log tail:\n{log_tail(log)}")
 
 
 def _spawn_api(env: dict[str, str], log: Path, port: int) -> tuple[subprocess.Popen, str]:
