@@ -119,8 +119,14 @@ def _read_kafka(spark: SparkSession, location: str, connection: dict[str, str]) 
                 "or read the archiver's Parquet files instead"
             ) from None
         raise
-    parsed = raw.select(F.from_json(F.col("value").cast("string"), history_schema()).alias("r"))
-    return parsed.select("r.*")
+    return history_of_messages(raw)
+
+
+def history_of_messages(raw: DataFrame) -> DataFrame:
+    """History rows from history-topic messages (a `value` column): one or more JSON records per message, one per
+    line (shared/domain/history.py)."""
+    lines = raw.select(F.explode(F.split(F.col("value").cast("string"), "\n")).alias("line"))
+    return lines.select(F.from_json("line", history_schema()).alias("r")).select("r.*")
 
 
 def _first_line(exc: Exception) -> str:

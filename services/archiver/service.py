@@ -1,8 +1,9 @@
 """The archiver service: consumes the history topic (`history.topic`) and writes its records to Parquet files
 partitioned by cluster and date under `history.path` (`shared/store/history_files.py`).
 
-Memory is bounded by `history.flush-rows`: a fetch brings at most that many records, and at that many buffered (or
-every `history.flush-interval` seconds) the buffer is written and only then the consumer's position committed, so a
+Memory is bounded by `history.flush-rows`: at that many records buffered (checked after each message, which holds
+at most `history.MESSAGE_BYTES` of records), or every `history.flush-interval` seconds, the buffer is written and
+only then the consumer's position committed, so a
 crash loses nothing (the records after the last commit are read again; a duplicate commit is harmless to the replay,
 which drops repeated `order`s). Records that are not history records are counted
 (`lagwatch_archiver_records_total{outcome="bad"}`) and skipped. Several archivers share the topic's partitions as
@@ -20,7 +21,7 @@ from aiokafka.errors import KafkaError
 from prometheus_client import Counter
 
 from lagwatch.shared.config import Config
-from lagwatch.shared.domain.history import HistoryRecordInvalid, decode
+from lagwatch.shared.domain.history import HistoryRecordInvalid, decode, records_of
 from lagwatch.shared.kafka.kafka_client import client_kwargs
 from lagwatch.shared.runtime.health_server import HealthServer
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled
@@ -120,19 +121,29 @@ class Archiver:
         while not self.stopping.is_set():
             fetched = await self.consumer.getmany(timeout_ms=500)
             for tp, messages in fetched.items():
-                self.writer.add(self._decoded(messages))
-                self.positions[tp] = messages[-1].offset + 1
-            if self.writer.buffered >= self.settings.flush_rows or time.monotonic() - self._last_flush >= interval:
+                for message in messages:  # a message holds many records: the bound is checked after each
+                    self.writer.add(self._decoded(message))
+                    self.positions[tp] = message.offset + 1
+                    if self.writer.buffered >= self.settings.flush_rows:
+                        await self.flush()
+            if time.monotonic() - self._last_flush >= interval:
                 await self.flush()
 
-    def _decoded(self, messages):
-        for message in messages:
+    def _decoded(self, message):
+        """Every record of a message (one or more, one per line); a bad one is counted and skipped, the message's
+        other records kept."""
+        for line, value in enumerate(records_of(message.value or b""), 1):
             try:
-                record = decode(message.value or b"")
+                record = decode(value)
             except HistoryRecordInvalid as exc:
                 RECORDS.labels(self.cluster, "bad").inc()
                 log.warning(
-                    "archiver %s: skipped a record at %s:%s (%s)", self.cluster, message.partition, message.offset, exc
+                    "archiver %s: skipped record %d of the message at %s:%s (%s)",
+                    self.cluster,
+                    line,
+                    message.partition,
+                    message.offset,
+                    exc,
                 )
                 continue
             RECORDS.labels(self.cluster, "archived").inc()

@@ -14,6 +14,7 @@ records' method calls, dict look-ups across the cached keys, and allocating the 
 measures the whole ingest).
 """
 
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
@@ -23,7 +24,8 @@ from libc.string cimport memcpy
 
 from lagwatch.services.ingest.decimal_text cimport decimal_width, put_decimal
 
-from lagwatch.shared.domain.history import commit_group_head, commit_partition_head
+import functools
+from lagwatch.shared.domain.history import MESSAGE_BYTES as _MESSAGE_BYTES, commit_group_head, commit_partition_head
 from lagwatch.shared.domain.window import AddOutcome
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store.ingest_totals import type_label
@@ -34,6 +36,7 @@ from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER
 cdef enum:
     ENTRY = 48  # bytes per ring entry: six little-endian int64 (packing.COMMIT_ENTRY)
     HEADS_KEPT = 200_000  # groups (and partitions) whose history record heads are kept; then the cache starts over
+cdef Py_ssize_t MESSAGE_BYTES = _MESSAGE_BYTES
 cdef int64_t MAX_EXACT = MAX_SCRIPT_NUMBER  # processor.MAX_EXACT: offsets beyond are not exact as doubles
 
 
@@ -108,53 +111,93 @@ cdef inline char* _put(char* p, bytes data) noexcept:
     return p + n
 
 
-cdef tuple _history_record(
-    dict groups, dict partitions, str cluster, str group, tuple tp,
-    int64_t offset, int64_t timestamp, int64_t order, int64_t observed,
-):
-    """`history.encode_commit(...)` to the byte: the parts that name the group and the partition are built once
-    (`commit_group_head`, `commit_partition_head`) and kept, the numbers are written here."""
-    cdef PyObject* found = PyDict_GetItem(groups, group)
-    cdef tuple group_head
-    cdef bytes topic_head, value
-    cdef int w1, w2, w3, w4
-    cdef char* p
-    if found is NULL:
-        if len(groups) >= HEADS_KEPT:
-            groups.clear()
-        group_head = commit_group_head(cluster, group)
-        groups[group] = group_head
-    else:
-        group_head = <tuple>found
-    found = PyDict_GetItem(partitions, tp)
-    if found is NULL:
-        if len(partitions) >= HEADS_KEPT:
-            partitions.clear()
-        topic_head = commit_partition_head(tp)
-        partitions[tp] = topic_head
-    else:
-        topic_head = <bytes>found
-    w1, w2, w3, w4 = decimal_width(offset), decimal_width(timestamp), decimal_width(order), decimal_width(observed)
-    value = PyBytes_FromStringAndSize(
-        NULL, PyBytes_GET_SIZE(group_head[1]) + PyBytes_GET_SIZE(topic_head) + w1 + w2 + w3 + w4 + 45  # the names between the numbers, and the closing brace
-    )
-    p = PyBytes_AS_STRING(value)
-    p = _put(p, group_head[1])
-    p = _put(p, topic_head)
-    p = put_decimal(p, offset, w1)
-    memcpy(p, b',"commit_timestamp":', 20)
-    p = put_decimal(p + 20, timestamp, w2)
-    memcpy(p, b',"order":', 9)
-    p = put_decimal(p + 9, order, w3)
-    memcpy(p, b',"observed_at":', 15)
-    p = put_decimal(p + 15, observed, w4)
-    p[0] = b'}'
-    return (group_head[0], value)
+cdef class HistoryWriter:
+    """A pass's commits as history-topic messages (`history.HistoryMessages`, whose `add` and `close` are the
+    reference): each record written here byte for byte as `history.encode_commit` writes it, from the parts naming
+    its group and its partition built once (`commit_group_head`, `commit_partition_head`, kept in the processor's
+    `heads`), into the open message, a buffer reused for every message; a message is copied out once, when the
+    group changes or it passed MESSAGE_BYTES."""
+
+    cdef list messages
+    cdef dict groups, partitions
+    cdef object group_head  # builds a group's heads (`commit_group_head` for this cluster)
+    cdef object group  # the open message's group (None: no message open) and its heads
+    cdef tuple head
+    cdef char* buffer
+    cdef Py_ssize_t size, capacity
+
+    def __cinit__(self):
+        self.buffer, self.size, self.capacity = NULL, 0, 0
+
+    def __init__(self, messages, tuple heads, str cluster):
+        self.messages = messages.messages
+        self.groups, self.partitions = heads
+        self.group_head = functools.partial(commit_group_head, cluster)
+
+    def __dealloc__(self):
+        PyMem_Free(self.buffer)
+
+    cdef int write(
+        self, str group, tuple tp, int64_t offset, int64_t timestamp, int64_t order, int64_t observed
+    ) except -1:
+        if self.group is None or (group is not self.group and group != self.group) or self.size >= MESSAGE_BYTES:
+            self.close()
+            self.group, self.head = group, _kept(self.groups, group, self.group_head)
+        self._append(self.head[1], _kept(self.partitions, tp, commit_partition_head), offset, timestamp, order, observed)
+        return 0
+
+    cpdef close(self):
+        """The open message joins `messages`."""
+        if self.group is not None:
+            self.messages.append((self.head[0], PyBytes_FromStringAndSize(self.buffer, self.size)))
+            self.group, self.size = None, 0
+
+    def add(self, str group, tuple tp, offset, timestamp, order, observed):
+        """`write`, for tests."""
+        self.write(group, tp, offset, timestamp, order, observed)
+
+    cdef int _append(
+        self, bytes group_head, bytes topic_head, int64_t offset, int64_t timestamp, int64_t order, int64_t observed
+    ) except -1:
+        """One record at the end of the open message, after a newline unless it is the first."""
+        cdef int newline = 1 if self.size else 0
+        cdef int w1 = decimal_width(offset), w2 = decimal_width(timestamp), w3 = decimal_width(order)
+        cdef int w4 = decimal_width(observed)
+        # the names between the numbers and the closing brace take 45 bytes
+        cdef Py_ssize_t added = newline + PyBytes_GET_SIZE(group_head) + PyBytes_GET_SIZE(topic_head) + w1 + w2 + w3 + w4 + 45
+        cdef char* grown
+        if self.size + added > self.capacity:
+            grown = <char*>PyMem_Realloc(self.buffer, 2 * (self.size + added))
+            if grown is NULL:
+                raise MemoryError()
+            self.buffer, self.capacity = grown, 2 * (self.size + added)
+        cdef char* p = self.buffer + self.size
+        self.size += added
+        if newline:
+            p[0] = b'\n'
+            p += 1
+        p = _put(p, group_head)
+        p = _put(p, topic_head)
+        p = put_decimal(p, offset, w1)
+        memcpy(p, b',"commit_timestamp":', 20)
+        p = put_decimal(p + 20, timestamp, w2)
+        memcpy(p, b',"order":', 9)
+        p = put_decimal(p + 9, order, w3)
+        memcpy(p, b',"observed_at":', 15)
+        p = put_decimal(p + 15, observed, w4)
+        p[0] = b'}'
+        return 0
 
 
-def history_record(dict groups, dict partitions, str cluster, str group, tuple tp, offset, timestamp, order, observed):
-    """`_history_record` for tests: the same bytes as `history.encode_commit`."""
-    return _history_record(groups, partitions, cluster, group, tp, offset, timestamp, order, observed)
+cdef object _kept(dict cache, object key, object build):
+    """`cache[key]`, built by `build(key)` the first time (past HEADS_KEPT entries the cache starts over)."""
+    cdef PyObject* found = PyDict_GetItem(cache, key)
+    if found is not NULL:
+        return <object>found
+    if len(cache) >= HEADS_KEPT:
+        cache.clear()
+    value = cache[key] = build(key)
+    return value
 
 
 def run_pass(processor, records, batch, bint defer):
@@ -165,13 +208,12 @@ def run_pass(processor, records, batch, bint defer):
     config = processor.store.config
     cdef int64_t expire_ms = config.expire_group_ms, min_distance = config.min_distance_ms
     cdef Py_ssize_t keep_bytes = (config.intervals - 1) * ENTRY
-    tally, history = batch.tally, batch.history
+    tally = batch.tally
     cdef dict positions = batch.positions, waiting = batch.waiting
     cdef list deferred = batch.deferred
     cdef bint keep = processor.keep_commits
-    cdef dict group_heads = processor.history_heads[0], partition_heads = processor.history_heads[1]
+    cdef HistoryWriter history = HistoryWriter(batch.history, processor.history_heads, processor.cluster) if keep else None
     cdef int64_t now = batch.observed_at
-    cluster = processor.cluster
     unusual, open_group = processor._unusual, processor._open_group
     cdef Py_ssize_t appended = 0, merged = 0, expired = 0, no_broker = 0
     others = {}  # outcomes of commits at or before their ring's newest entry (Python's add_to_ring)
@@ -229,9 +271,7 @@ def run_pass(processor, records, batch, bint defer):
             tally["decode_error:out-of-range"] += 1
             continue
         if keep:
-            history.append(
-                _history_record(group_heads, partition_heads, cluster, group, commit_key[4], committed, timestamp, order, now)
-            )
+            history.write(group, commit_key[4], committed, timestamp, order, now)
         if current_name is None or (group is not current_name and group != current_name):
             if last_moved:
                 current.last, last_moved = current_last, False
@@ -303,6 +343,8 @@ def run_pass(processor, records, batch, bint defer):
             current_last, last_moved = timestamp, True
     if last_moved:
         current.last = current_last
+    if history is not None:
+        history.close()
     if part_now is not None:
         positions[part_now] = position
     for outcome, n in ((AddOutcome.APPENDED, appended), (AddOutcome.MERGED, merged),

@@ -7,6 +7,10 @@ and the ingest commits its offsets-topic position only after that, so a failure 
 (re-read commits are duplicates, which the replay drops by `order`). Log-end samples are best effort: one that is
 lost leaves a gap of one poll in the history, which the interpolation of lag in seconds bridges.
 
+A message holds consecutive records of one key (a group's commits, a topic's samples of a poll), one per line
+(`shared/domain/history.py`). A message per record cost the ingest ~30 % of its throughput with history on, most of it
+in handing librdkafka a million small messages per million commits (bench/bench_vs_burrow.py --history).
+
 The producer is librdkafka's (confluent-kafka): one C call queues a record, batching and lz4 run on librdkafka's
 own threads, and only failed deliveries call back into Python. With aiokafka's producer, whose record batches are
 built in Python, keeping the history cost the ingest 30 % of its throughput (bench/bench_vs_burrow.py --history).
@@ -22,7 +26,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from lagwatch.shared.domain.history import KIND_BROKER, broker_records
+from lagwatch.shared.domain.history import KIND_BROKER, HistoryMessages, broker_records
 
 log = logging.getLogger(__name__)
 DELIVERY_TIMEOUT_S = 30.0
@@ -56,35 +60,39 @@ class HistoryPublisher:
             await self._flush()
         self._executor.shutdown(wait=False)
 
-    async def publish_commits(self, records: list[tuple[bytes, bytes]]) -> int:
-        """Send commits' records (`history.encode_commit`: key, value) and wait until Kafka acknowledged every one;
-        KafkaException when one was not."""
+    async def publish_commits(self, commits: HistoryMessages) -> int:
+        """Send a batch's commits (`history.HistoryMessages`) and wait until Kafka acknowledged every message;
+        KafkaException when one was not. Returns the messages sent."""
         failed_before = self._failed
-        self._produce(records)
+        self._produce(commits)
         remaining = await self._flush()
         if remaining or self._failed != failed_before:
             reason = self._last_error if self._failed != failed_before else f"{remaining} not acknowledged in time"
             raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, f"history records not archived: {reason}"))
-        return len(records)
+        return len(commits.messages)
 
     async def publish_samples(
         self, by_topic: dict[str, dict[int, int]], sampled_at: int, kind: str = KIND_BROKER
     ) -> None:
         """Queue a poll's log-end (or log-start) samples (best effort: they go out with the next flush)."""
         try:
-            records = broker_records(self.cluster, by_topic, sampled_at, kind)
-            self._produce([(r.key(), r.encode()) for r in records])
+            messages = HistoryMessages()  # a topic's samples in one message
+            for record in broker_records(self.cluster, by_topic, sampled_at, kind):
+                key = record.key()
+                messages.add(key, key, record.encode())
+            messages.close()
+            self._produce(messages)
         except KafkaException as exc:
             self.samples_lost += sum(len(p) for p in by_topic.values())
             log.warning("history: log-end samples not archived (%s); the history has a gap of one poll", exc)
 
-    def _produce(self, records: list[tuple[bytes, bytes]]) -> None:
+    def _produce(self, messages: HistoryMessages) -> None:
         producer = self._require()
         produce, topic = producer.produce, self.topic
-        for key, value in records:
+        for key, value in messages.messages:
             try:
                 produce(topic, value, key)
-            except BufferError:  # librdkafka's queue is full: let it send, then queue the record
+            except BufferError:  # librdkafka's queue is full: let it send, then queue the message
                 producer.poll(0.1)
                 produce(topic, value, key)
 

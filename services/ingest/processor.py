@@ -33,7 +33,7 @@ from lagwatch.services.ingest.records import (
 from lagwatch.services.ingest.window_cache import CachedGroup, WindowCache
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.history import encode_commit
+from lagwatch.shared.domain.history import HistoryMessages, encode_commit
 from lagwatch.shared.domain.window import Commit, expired
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store.ingest_totals import type_label
@@ -62,7 +62,7 @@ class AppliedBatch:
     tally: Counter[str] = field(default_factory=Counter)
     positions: dict[int, int] = field(default_factory=dict)  # offsets-topic partition -> offset after its last record
     touched: dict[str, str] = field(default_factory=dict)  # group -> "commits" | "rebalance" | "deleted"
-    history: list[tuple[bytes, bytes]] = field(default_factory=list)  # every commit's history record, when kept
+    history: HistoryMessages = field(default_factory=HistoryMessages)  # every commit's history record, when kept
     deferred: list[RecordLike] = field(default_factory=list)  # records waiting for their group or log end
     waiting: dict[str, int] = field(default_factory=dict)  # group -> offsets-topic partition, for those records
 
@@ -147,6 +147,7 @@ class BatchProcessor:
             compiled_pass(self, records, batch, defer)
         else:
             self._python_pass(records, batch, defer=defer)
+            batch.history.close()  # as the compiled pass does: a pass's messages are complete
 
     def _python_pass(self, records: Sequence[RecordLike], batch: AppliedBatch, *, defer: bool) -> None:
         """The hot loop (also compiled: commit_pass.pyx): per record a key look-up, two integers from its value, its
@@ -182,7 +183,9 @@ class BatchProcessor:
                 tally["decode_error:out-of-range"] += 1
                 continue
             if keep:
-                history.append(encode_commit(self.cluster, group, *commit_key[1:3], committed, timestamp, order, now))
+                history.add(
+                    group, *encode_commit(self.cluster, group, *commit_key[1:3], committed, timestamp, order, now)
+                )
             if group != current_name:
                 current_name, current = group, groups[group]
                 rings, changed = self._open_group(group, current, batch)

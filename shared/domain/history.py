@@ -17,8 +17,11 @@ Three kinds of normalized records, one flat shape so a file or a topic can hold 
 Log-start samples (every `topic-refresh`) let the replay estimate retention risk as the evaluator does
 (`shared/domain/retention.py`, from the log start's pace; the topics' `retention.ms` is not in the history).
 
-On the history topic (`lagwatch.history`) each record is one JSON object with these keys, keyed by
-`<cluster>/<group>` (commits) or `<cluster>/<topic>` (samples). In files, Parquet with `HISTORY_COLUMNS`, laid out
+On the history topic (`lagwatch.history`) each record is one JSON object with these keys, and a message holds one
+or more records of one key, one per line (JSON Lines, in the order read): keyed by `<cluster>/<group>` (commits) or
+`<cluster>/<topic>` (samples). The ingest puts consecutive commits of one group in one message (`HistoryMessages`):
+handing Kafka a message per commit cost it a third of its throughput. A reader splits a message at its newlines
+(`records_of`); JSON never holds a raw newline inside a record. In files, Parquet with `HISTORY_COLUMNS`, laid out
 `<root>/cluster=<cluster>/date=<YYYY-MM-DD>/part-*.parquet` (UTC date of `observed_at`), which Spark reads as
 partition columns.
 """
@@ -76,6 +79,47 @@ class HistoryRecord(NamedTuple):
 
 class HistoryRecordInvalid(ValueError):
     pass
+
+
+MESSAGE_BYTES = 128 * 1024  # a group's message takes no more records past this (Kafka refuses messages over 1 MB)
+
+
+class HistoryMessages:
+    """Records as history-topic messages: consecutive records of one key share a message, one per line, until it
+    passes MESSAGE_BYTES. A key's messages keep the order of its records (`messages` is in the order they were
+    closed, and one key goes to one partition). Offsets topics hold a group's commits of one request together, so
+    a batch's commits of a group mostly make one message."""
+
+    __slots__ = ("_key", "_name", "_open", "messages")
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[bytes, bytes]] = []  # (key, records), closed
+        self._name: object = None  # what the open message's records belong to (a group, or the key)
+        self._key = b""
+        self._open = bytearray()
+
+    def add(self, name: object, key: bytes, value: bytes) -> None:
+        """One record (`encode_commit`'s key and value, with its group as `name`)."""
+        if self._open and name == self._name and len(self._open) < MESSAGE_BYTES:
+            self._open += b"\n"
+            self._open += value
+        else:
+            self.close()
+            self._name, self._key, self._open = name, key, bytearray(value)
+
+    def close(self) -> None:
+        """The open message joins `messages` (records added later begin a new one)."""
+        if self._open:
+            self.messages.append((self._key, bytes(self._open)))
+            self._name, self._open = None, bytearray()
+
+    def __bool__(self) -> bool:
+        return bool(self.messages or self._open)
+
+
+def records_of(message: bytes) -> list[bytes]:
+    """The records of a history-topic message (each for `decode`)."""
+    return message.split(b"\n")
 
 
 def commit_record(cluster: str, commit: Commit) -> HistoryRecord:

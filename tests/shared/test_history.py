@@ -11,12 +11,15 @@ from aiokafka import AIOKafkaProducer
 from lagwatch.services.archiver.service import RECORDS, Archiver
 from lagwatch.shared.domain.history import (
     KIND_BROKER,
+    MESSAGE_BYTES,
+    HistoryMessages,
     HistoryRecord,
     HistoryRecordInvalid,
     broker_records,
     commit_record,
     decode,
     encode_commit,
+    records_of,
     utc_date,
 )
 from lagwatch.shared.domain.window import Commit
@@ -84,6 +87,8 @@ def test_utc_dates():
 
 
 async def test_the_archiver_writes_the_topic_to_files_and_skips_bad_records(kafka, redis_server, tmp_path):
+    """Messages of one record and of several (one per line, as the ingest sends a group's commits); a bad record
+    alone or among good ones is counted and skipped, its neighbours archived."""
     kafka.create_topic("lagwatch.history", 2)
     config = make_config(
         kafka.bootstrap,
@@ -99,17 +104,20 @@ async def test_the_archiver_writes_the_topic_to_files_and_skips_bad_records(kafk
         for record in good[:50]:
             await producer.send("lagwatch.history", record.encode(), key=record.key())
         await producer.send("lagwatch.history", b"not a record", key=b"x")
-        for record in good[50:]:
-            await producer.send("lagwatch.history", record.encode(), key=record.key())
+        for start in range(50, 100, 10):  # ten records per message, one bad line among those of the first
+            lines = [record.encode() for record in good[start : start + 10]]
+            if start == 50:
+                lines.insert(4, b'{"kind":"commit"}')
+            await producer.send("lagwatch.history", b"\n".join(lines), key=good[start].key())
 
     archiver = Archiver(config, CLUSTER, http_port=0)
     async with running(archiver):
         await eventually(lambda: _archived(archiver, 100), timeout=30)
 
-    assert RECORDS.labels(CLUSTER, "bad")._value.get() == bad_before + 1
-    # memory bound: a flush comes once 40 are buffered, and a fetch brings at most 40 more
+    assert RECORDS.labels(CLUSTER, "bad")._value.get() == bad_before + 2
+    # memory bound: a flush comes once 40 are buffered, checked after each message (here at most ten records)
     rows_per_file = [pq.ParquetFile(f).metadata.num_rows for f in tmp_path.rglob("*.parquet")]
-    assert len(rows_per_file) >= 2 and max(rows_per_file) < 80
+    assert len(rows_per_file) >= 2 and max(rows_per_file) < 50
     assert sorted(_offsets(tmp_path)) == list(range(100))
 
     # its position was committed with the files: a restarted archiver writes nothing twice
@@ -134,7 +142,7 @@ async def _assigned(archiver: Archiver) -> bool:
 
 async def _idle_for(archiver: Archiver) -> bool:
     positions = [await archiver.consumer.position(tp) for tp in archiver.consumer.assignment()]
-    return sum(positions) >= 101 and archiver.writer.rows_written == 0
+    return sum(positions) >= 56 and archiver.writer.rows_written == 0  # every message: 50 + 1 + 5
 
 
 def test_history_record_fields_are_the_documented_columns():
@@ -149,3 +157,34 @@ def test_the_ingests_encoding_of_a_commit_is_the_records_own_to_the_byte():
         record = commit_record("prod", commit)
         assert encode_commit("prod", *commit) == (record.key(), record.encode())
         assert decode(record.encode()) == record
+
+
+def _commit(group: str, partition: int, offset: int) -> tuple[bytes, bytes]:
+    return encode_commit("prod", group, "t", partition, offset, T, offset, T)
+
+
+def test_consecutive_records_of_a_group_share_a_message_and_each_group_keeps_its_order():
+    messages = HistoryMessages()
+    sent = [("a", 0, 1), ("a", 1, 2), ("b", 0, 3), ("a", 0, 4), ("a", 1, 5)]
+    for group, partition, offset in sent:
+        messages.add(group, *_commit(group, partition, offset))
+    messages.close()
+
+    assert [key for key, _ in messages.messages] == [b"prod/a", b"prod/b", b"prod/a"]
+    read = [decode(line) for _, message in messages.messages for line in records_of(message)]
+    assert [(r.group, r.partition, r.offset) for r in read] == sent
+    assert all(key == f"prod/{decode(records_of(m)[0]).group}".encode() for key, m in messages.messages)
+
+
+def test_a_message_takes_no_more_records_once_past_its_size():
+    messages = HistoryMessages()
+    per_message = MESSAGE_BYTES // (len(_commit("g", 0, 1000)[1]) + 1) + 1  # records of 1000 to 9999: one size
+    offsets = range(1000, 1000 + 2 * per_message + 5)  # enough for two messages and a bit
+    for offset in offsets:
+        messages.add("g", *_commit("g", 0, offset))
+    assert len(messages.messages) == 2  # the third is still open
+    messages.close()
+
+    sizes = [len(message) for _, message in messages.messages]
+    assert len(sizes) == 3 and all(size < MESSAGE_BYTES + 200 for size in sizes)
+    assert [decode(line).offset for _, m in messages.messages for line in records_of(m)] == list(offsets)

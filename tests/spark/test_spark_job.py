@@ -15,9 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from lagwatch.shared.config import load_config
-from lagwatch.shared.domain.history import KIND_COMMIT, HistoryRecord
+from lagwatch.shared.domain.history import KIND_COMMIT, HistoryMessages, HistoryRecord
 from lagwatch.shared.domain.status_event import schema
 from lagwatch.shared.store.history_files import HistoryFileWriter
+from lagwatch.spark.inputs import history_of_messages
 from lagwatch.spark.reprocess import JobError, ReprocessOptions, run, spark_session
 from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, history_records, scenario_of
 
@@ -182,6 +183,22 @@ def test_json_lines_history_reads_the_same(spark, tmp_path):
     assert summary["rows_bad"] == {"unknown kind": 1}  # the line that is not JSON has no fields at all
     report = pd.read_parquet(tmp_path / "out" / "report")
     assert dict(zip(report["group"].str.split("-").str[0], report["status"], strict=True)) == FINAL_STATUS
+
+
+def test_history_topic_messages_of_several_records_give_a_row_per_record(spark):
+    """What the Kafka source (`kafka://...`) reads: messages as the ingest sends them, a group's consecutive records
+    one per line (the connector itself is not installed here; its rows are key, value, ...)."""
+    records = list(history_records(HistoryShape(groups=3, partitions=2, commits_per_partition=4)))
+    messages = HistoryMessages()
+    for record in records:
+        messages.add(record.group or record.topic, record.key(), record.encode())
+    messages.close()
+    assert len(messages.messages) < len(records)  # some messages hold several records
+    raw = spark.createDataFrame([(key, value) for key, value in messages.messages], "key binary, value binary")
+
+    rows = history_of_messages(raw).collect()
+
+    assert [HistoryRecord(*row) for row in rows] == records
 
 
 def test_missing_input_and_missing_columns_are_clear_errors(spark, tmp_path):

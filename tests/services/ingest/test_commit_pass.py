@@ -12,14 +12,14 @@ import asyncio
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lagwatch.services.ingest import processor as processor_module
-from lagwatch.services.ingest.commit_pass import history_record
+from lagwatch.services.ingest.commit_pass import HistoryWriter
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
-from lagwatch.shared.domain.history import encode_commit
+from lagwatch.shared.domain.history import MESSAGE_BYTES, HistoryMessages, encode_commit
 from lagwatch.shared.domain.window import expired
 from lagwatch.shared.kafka import offsets_codec as codec
 from tests.kafka_helpers import CLUSTER, produce
@@ -54,6 +54,18 @@ RECORDS = st.lists(ordered_commit() | ordered_commit() | ordered_commit() | comm
 BATCHES = st.lists(st.tuples(RECORDS, st.integers(0, 12), st.sampled_from([0, 0, LATER_MS])), min_size=1, max_size=4)
 
 
+def _billing_commit(offset: int, timestamp: int) -> tuple[str, bytes, bytes]:
+    return (
+        "billing",
+        codec.encode_offset_commit_key("billing", "orders", 0),
+        codec.encode_offset_commit_value(offset, timestamp),
+    )
+
+
+# a group committing, then committing again in a batch observed after it expired
+EXPIRING = [([_billing_commit(3, NOW_MS)], 0, 0), ([_billing_commit(4, NOW_MS + LATER_MS)], 0, LATER_MS)]
+
+
 @pytest.fixture
 def stack(kafka, redis_server):
     kafka.create_topic("orders", 2)
@@ -65,7 +77,8 @@ def stack(kafka, redis_server):
 def run(stack, batches, clock, *, compiled):
     """Every batch through a fresh processor on an empty Redis, each observed at its own time; what it holds and
     wrote."""
-    processor = BatchProcessor(CLUSTER, stack.store, stack.broker_offsets, stack.config.group_filter(CLUSTER))
+    group_filter = stack.config.group_filter(CLUSTER)
+    processor = BatchProcessor(CLUSTER, stack.store, stack.broker_offsets, group_filter, keep_commits=True)
     processor.compiled = processor.packs_flush = compiled
     stack.loop.run_until_complete(stack.redis.flushdb())
     stack.loop.run_until_complete(stack.broker_offsets.tick())
@@ -82,7 +95,9 @@ def run(stack, batches, clock, *, compiled):
             order += 1
         batch = stack.loop.run_until_complete(processor.apply(raw))
         stack.loop.run_until_complete(processor.write(processor.take_flush(batch.observed_at)))
-        outcome.append((dict(batch.tally), dict(batch.positions), dict(batch.touched), len(batch.deferred)))
+        outcome.append(
+            (dict(batch.tally), dict(batch.positions), dict(batch.touched), len(batch.deferred), batch.history.messages)
+        )
     cache = {
         group: (dict(cached.rings), cached.last, cached.changed, cached.removed, cached.replace)
         for group, cached in processor.cache.groups.items()
@@ -113,6 +128,7 @@ def test_the_compiled_loop_and_the_python_loop_agree(stack, monkeypatch):
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
     @given(batches=BATCHES)
+    @example(batches=EXPIRING)  # the random batches expire a group in most runs, this one always
     def agree(batches):
         compiled, python = run(stack, batches, clock, compiled=True), run(stack, batches, clock, compiled=False)
         assert compiled == python
@@ -144,22 +160,31 @@ def _count_restarts(monkeypatch) -> list[str]:
 
 NUMBERS = st.integers(0, 2**53 - 1) | st.integers(-(2**63), 2**63 - 1)
 HISTORY_HEADS: tuple[dict, dict] = ({}, {})  # kept across examples: parts built once, then reused
+COMMITS = st.tuples(
+    st.sampled_from(["billing", 'quo"te\\', "zählung"]) | st.text(max_size=8),  # group
+    st.sampled_from(["orders", "tab\tbed"]) | st.text(max_size=8),  # topic
+    st.integers(0, 2**31 - 1),  # partition
+    st.tuples(NUMBERS, NUMBERS, NUMBERS, NUMBERS),
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    cluster=st.sampled_from(["prod", "prod-é"]),
-    group=st.sampled_from(["billing", 'quo"te\\', "zählung"]) | st.text(max_size=8),
-    topic=st.sampled_from(["orders", "tab\tbed"]) | st.text(max_size=8),
-    partition=st.integers(0, 2**31 - 1),
-    numbers=st.tuples(NUMBERS, NUMBERS, NUMBERS, NUMBERS),
-)
-def test_the_compiled_loop_writes_history_records_as_encode_commit_does(cluster, group, topic, partition, numbers):
+@given(cluster=st.sampled_from(["prod", "prod-é"]), commits=st.lists(COMMITS, max_size=6), long_run=st.booleans())
+def test_the_compiled_loop_writes_history_messages_as_history_messages_does(cluster, commits, long_run):
     """With `history.enabled` the compiled loop writes each commit's history record itself, the parts naming the
-    group and the partition built once: byte for byte what `history.encode_commit` writes."""
+    group and the partition built once, into messages of consecutive records of a group: byte for byte the
+    messages `history.HistoryMessages` makes of `history.encode_commit`'s records, split where it splits them."""
+    if long_run and commits:  # one group's commits past a message's size
+        commits = commits + [commits[-1]] * (MESSAGE_BYTES // 150)
     heads = HISTORY_HEADS if cluster == "prod" else ({}, {})  # a cache is one cluster's, as a processor's is
-    encoded = history_record(*heads, cluster, group, (topic, partition), *numbers)
-    assert encoded == encode_commit(cluster, group, topic, partition, *numbers)
+    compiled, reference = HistoryMessages(), HistoryMessages()
+    writer = HistoryWriter(compiled, heads, cluster)
+    for group, topic, partition, numbers in commits:
+        writer.add(group, (topic, partition), *numbers)
+        reference.add(group, *encode_commit(cluster, group, topic, partition, *numbers))
+    writer.close()
+    reference.close()
+    assert compiled.messages == reference.messages
 
 
 def test_the_compiled_loop_is_built_where_the_tests_run():
