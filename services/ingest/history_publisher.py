@@ -8,8 +8,8 @@ and the ingest commits its offsets-topic position only after that, so a failure 
 lost leaves a gap of one poll in the history, which the interpolation of lag in seconds bridges.
 
 A message holds consecutive records of one key (a group's commits, a topic's samples of a poll), one per line
-(`shared/domain/history.py`). A message per record cost the ingest ~30 % of its throughput with history on, most of it
-in handing librdkafka a million small messages per million commits (bench/bench_vs_burrow.py --history).
+(`shared/domain/history.py`): with a message per commit, history cost one worker 30-32 % of its throughput, with a
+message per run of a group's commits 17-21 % (bench/bench_vs_burrow.py --history, 1M commits).
 
 The producer is librdkafka's (confluent-kafka): one C call queues a record, batching and lz4 run on librdkafka's
 own threads, and only failed deliveries call back into Python. With aiokafka's producer, whose record batches are
