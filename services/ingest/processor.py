@@ -154,7 +154,7 @@ class BatchProcessor:
         ring's update. Anything but a plain commit of a loaded group leaves the loop through `_unusual` (rare)."""
         known, groups, latest, config = self.keys.keys, self.cache.groups, self.broker_offsets.latest, self.store.config
         tally, positions, waiting, history = batch.tally, batch.positions, batch.waiting, batch.history
-        keep, now = self.keep_commits, batch.observed_at
+        keep, now, cluster = self.keep_commits, batch.observed_at, self.cluster
         offset_and_timestamp = codec.commit_offset_and_timestamp
         outcomes: Counter = Counter()
         current_name: str | None = None
@@ -183,9 +183,7 @@ class BatchProcessor:
                 tally["decode_error:out-of-range"] += 1
                 continue
             if keep:
-                history.add(
-                    group, *encode_commit(self.cluster, group, *commit_key[1:3], committed, timestamp, order, now)
-                )
+                history.add(group, *encode_commit(cluster, group, *commit_key[1:3], committed, timestamp, order, now))
             if group != current_name:
                 current_name, current = group, groups[group]
                 rings, changed = self._open_group(group, current, batch)
