@@ -64,11 +64,20 @@ class ReceivedAlert:
 
 
 def _event_line(event: dict[str, Any]) -> str:
-    worst = ", ".join(
-        f"{p['topic']}/{p['partition']} {p['status']} lag {p['current_lag']}" for p in event.get("partitions") or []
-    )
+    worst = ", ".join(_partition_line(p) for p in event.get("partitions") or [] if isinstance(p, dict))
     line = f"{event.get('group')} on {event.get('cluster')}: {event.get('previous_status')} -> {event.get('status')}"
     return f"{line}, total lag {event.get('totallag')}" + (f" ({worst})" if worst else "")
+
+
+def _partition_line(partition: dict[str, Any]) -> str:
+    """A status event's partition has a status; a lag-threshold event's has lag in seconds instead."""
+    line = f"{partition.get('topic')}/{partition.get('partition')}"
+    if "status" in partition:
+        line += f" {partition['status']}"
+    line += f" lag {partition.get('current_lag')}"
+    if partition.get("lag_seconds") is not None:
+        line += f" ({partition['lag_seconds']} s)"
+    return line
 
 
 class WebhookReceiver:

@@ -1,0 +1,27 @@
+"""The demo's stand-in endpoint prints one line per alert, whatever kind of event the notifier sent."""
+
+import json
+
+from lagwatch.devkit.webhook_receiver import VALID, ReceivedAlert
+
+
+def alert(body: dict, kind: str = "open") -> ReceivedAlert:
+    return ReceivedAlert(0.0, "webhook", kind, "n-1", "sub", "0", "sha256=x", VALID, json.dumps(body))
+
+
+def test_a_status_event_names_its_worst_partitions():
+    event = {"group": "g", "cluster": "c", "previous_status": "OK", "status": "WARN", "totallag": 3}
+    event["partitions"] = [{"topic": "orders", "partition": 3, "status": "STALL", "current_lag": 3}]
+
+    assert alert(event).summary().endswith("g on c: OK -> WARN, total lag 3 (orders/3 STALL lag 3)  [signature ok]")
+
+
+def test_a_lag_threshold_event_whose_partitions_have_no_status_is_summarised_too():
+    """These partitions carry lag in seconds instead of a status (docs/status-topic.md): the demo printed a
+    traceback for them and answered the notifier 500."""
+    event = {"group": "g", "cluster": "c", "previous_status": None, "status": "OK", "totallag": 0}
+    event["partitions"] = [{"topic": "orders", "partition": 1, "current_lag": 6011, "lag_seconds": 42}]
+
+    line = alert(event, "lag-open").summary()
+
+    assert "g on c: None -> OK, total lag 0 (orders/1 lag 6011 (42 s))" in line
