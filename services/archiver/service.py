@@ -122,9 +122,9 @@ class Archiver:
             fetched = await self.consumer.getmany(timeout_ms=500)
             for tp, messages in fetched.items():
                 for message in messages:  # a message holds many records: the bound is checked after each
-                    self.writer.add(self._decoded(message))
+                    full = self.writer.add(self._decoded(message))  # at `flush-rows` records buffered
                     self.positions[tp] = message.offset + 1
-                    if self.writer.buffered >= self.settings.flush_rows:
+                    if full:
                         await self.flush()
             if time.monotonic() - self._last_flush >= interval:
                 await self.flush()

@@ -78,8 +78,7 @@ class HistoryPublisher:
         try:
             messages = HistoryMessages()  # a topic's samples in one message
             for record in broker_records(self.cluster, by_topic, sampled_at, kind):
-                key = record.key()
-                messages.add(key, key, record.encode())
+                messages.add(record.key(), record.encode())
             messages.close()
             self._produce(messages)
         except KafkaException as exc:

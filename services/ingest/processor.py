@@ -183,7 +183,7 @@ class BatchProcessor:
                 tally["decode_error:out-of-range"] += 1
                 continue
             if keep:
-                history.add(group, *encode_commit(cluster, group, *commit_key[1:3], committed, timestamp, order, now))
+                history.add(*encode_commit(cluster, group, *commit_key[1:3], committed, timestamp, order, now))
             if group != current_name:
                 current_name, current = group, groups[group]
                 rings, changed = self._open_group(group, current, batch)

@@ -90,28 +90,27 @@ class HistoryMessages:
     closed, and one key goes to one partition). Offsets topics hold a group's commits of one request together, so
     a batch's commits of a group mostly make one message."""
 
-    __slots__ = ("_key", "_name", "_open", "messages")
+    __slots__ = ("_key", "_open", "messages")
 
     def __init__(self) -> None:
         self.messages: list[tuple[bytes, bytes]] = []  # (key, records), closed
-        self._name: object = None  # what the open message's records belong to (a group, or the key)
-        self._key = b""
+        self._key = b""  # the open message's key
         self._open = bytearray()
 
-    def add(self, name: object, key: bytes, value: bytes) -> None:
-        """One record (`encode_commit`'s key and value, with its group as `name`)."""
-        if self._open and name == self._name and len(self._open) < MESSAGE_BYTES:
+    def add(self, key: bytes, value: bytes) -> None:
+        """One record (`encode_commit`'s key and value, or a sample's)."""
+        if self._open and key == self._key and len(self._open) < MESSAGE_BYTES:
             self._open += b"\n"
             self._open += value
         else:
             self.close()
-            self._name, self._key, self._open = name, key, bytearray(value)
+            self._key, self._open = key, bytearray(value)
 
     def close(self) -> None:
         """The open message joins `messages` (records added later begin a new one)."""
         if self._open:
             self.messages.append((self._key, bytes(self._open)))
-            self._name, self._open = None, bytearray()
+            self._open = bytearray()
 
     def __bool__(self) -> bool:
         return bool(self.messages or self._open)

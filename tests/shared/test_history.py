@@ -167,7 +167,7 @@ def test_consecutive_records_of_a_group_share_a_message_and_each_group_keeps_its
     messages = HistoryMessages()
     sent = [("a", 0, 1), ("a", 1, 2), ("b", 0, 3), ("a", 0, 4), ("a", 1, 5)]
     for group, partition, offset in sent:
-        messages.add(group, *_commit(group, partition, offset))
+        messages.add(*_commit(group, partition, offset))
     messages.close()
 
     assert [key for key, _ in messages.messages] == [b"prod/a", b"prod/b", b"prod/a"]
@@ -181,7 +181,7 @@ def test_a_message_takes_no_more_records_once_past_its_size():
     per_message = MESSAGE_BYTES // (len(_commit("g", 0, 1000)[1]) + 1) + 1  # records of 1000 to 9999: one size
     offsets = range(1000, 1000 + 2 * per_message + 5)  # enough for two messages and a bit
     for offset in offsets:
-        messages.add("g", *_commit("g", 0, offset))
+        messages.add(*_commit("g", 0, offset))
     assert len(messages.messages) == 2  # the third is still open
     messages.close()
 

@@ -191,7 +191,7 @@ def test_history_topic_messages_of_several_records_give_a_row_per_record(spark):
     records = list(history_records(HistoryShape(groups=3, partitions=2, commits_per_partition=4)))
     messages = HistoryMessages()
     for record in records:
-        messages.add(record.group or record.topic, record.key(), record.encode())
+        messages.add(record.key(), record.encode())
     messages.close()
     assert len(messages.messages) < len(records)  # some messages hold several records
     raw = spark.createDataFrame([(key, value) for key, value in messages.messages], "key binary, value binary")

@@ -181,7 +181,7 @@ def test_the_compiled_loop_writes_history_messages_as_history_messages_does(clus
     writer = HistoryWriter(compiled, heads, cluster)
     for group, topic, partition, numbers in commits:
         writer.add(group, (topic, partition), *numbers)
-        reference.add(group, *encode_commit(cluster, group, topic, partition, *numbers))
+        reference.add(*encode_commit(cluster, group, topic, partition, *numbers))
     writer.close()
     reference.close()
     assert compiled.messages == reference.messages
