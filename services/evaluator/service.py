@@ -41,7 +41,7 @@ from lagwatch.services.evaluator.next_change import PartitionWatch, closing_in
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
-from lagwatch.shared.kafka.changes import decode_notice, partition_of
+from lagwatch.shared.kafka.changes import decode_notice, groups_of, partition_of
 from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
 from lagwatch.shared.kafka.kafka_client import client_kwargs
 from lagwatch.shared.runtime.health_server import HealthServer
@@ -195,7 +195,7 @@ class EvaluatorService:
                 elif "topics" in notice:
                     (starts if notice.get("reason") == "log-start" else topics).update(notice["topics"])
                 else:
-                    groups.add(notice["group"])
+                    groups.update(groups_of(notice))
             if groups:
                 await self._evaluate(sorted(groups), "notice")
             if topics:

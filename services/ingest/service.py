@@ -143,7 +143,7 @@ class IngestWorker:
             "queued.max.messages.kbytes": 8 * 1024,
             # a partition whose queue is over that bound is not fetched again for this long: librdkafka's 1 s default
             # left the worker idle once it had drained the queue (measured: 1M records in 9.7 s, with 100 ms 5.4 s;
-            # 10 ms against 100 ms in one session, three runs each: 5.1-5.7 s against 5.3-6.6 s). Only a full queue waits
+            # 10 ms against 100 ms, three runs each in one session: 5.1-5.7 s against 5.3-6.6 s); only full queues wait
             "fetch.queue.backoff.ms": 10,
         }
 

@@ -6,7 +6,10 @@ partition (key `<cluster>/<group>`, Kafka's default murmur2 partitioning), so th
 partition owns the group, and evaluator instances scale out by sharing partitions. Notices are triggers, not data:
 one that is lost only delays an evaluation until the evaluator's next sweep.
 
-Value: JSON {"cluster", "group", "reason": "commits" | "rebalance" | "deleted", "at": epoch ms}.
+Value: JSON {"cluster", "groups": [...], "reason": "commits" | "rebalance" | "deleted", "at": epoch ms}: the groups
+of one publish whose keys fall in the partition the notice is sent to (so one produce covers many groups: the ingest
+touches thousands of groups a second). The evaluator also reads the single-group form {"cluster", "group", ...},
+which the publisher sends, keyed `<cluster>/<group>`, while it does not know the topic's partition count yet.
 
 Log-end notices: the ingest's broker-offset poller names the topics whose log end moved in a poll,
 {"cluster", "topics": [...], "reason": "log-end", "at"}, sent to every partition of the topic (no key), since
@@ -22,11 +25,11 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from aiokafka.partitioner import murmur2
 from confluent_kafka import KafkaError, KafkaException, Producer
+from murmurhash2 import murmurhash2
 
 from lagwatch.shared.clock import now_ms
 
@@ -38,6 +41,10 @@ METADATA_TIMEOUT_S = 5.0
 STOP_FLUSH_S = 5.0
 FAILURES_LOGGED_EVERY_S = 10.0  # Kafka away: every queued notice fails, thousands a second; one warning says so
 LOG_END_TOPICS_PER_NOTICE = 2000  # topic names per log-end notice (a notice stays far below Kafka's record limit)
+GROUPS_PER_NOTICE = 2000  # group names per notice, for the same reason
+PARTITIONS_REFRESH_S = 30.0  # how long the changes topic's partition count is trusted before it is read again
+KAFKA_MURMUR2_SEED = 0x9747B28C  # Kafka's default partitioner: MurmurHash2 with this seed
+PARTITION_CACHE_LIMIT = 200_000  # groups whose notice partition a publisher remembers; then it starts over
 
 
 def notice_key(cluster: str, group: str) -> bytes:
@@ -45,20 +52,10 @@ def notice_key(cluster: str, group: str) -> bytes:
 
 
 def partition_of(cluster: str, group: str, partitions: int) -> int:
-    """The partition Kafka's default partitioner (murmur2) gives the group's key, as the publisher's producer does:
-    so the sweep knows what it owns."""
-    key = (cluster, group, partitions)
-    known = _PARTITIONS.get(key)
-    if known is None:
-        if len(_PARTITIONS) >= PARTITION_CACHE_LIMIT:
-            _PARTITIONS.clear()
-        known = _PARTITIONS[key] = int(murmur2(notice_key(cluster, group)) & 0x7FFFFFFF) % partitions
-    return known
-
-
-# murmur2 in Python costs more than the rest of a look-up: the same groups come back sweep after sweep
-PARTITION_CACHE_LIMIT = 200_000
-_PARTITIONS: dict[tuple[str, str, int], int] = {}
+    """The partition Kafka's default partitioner (murmur2) gives the group's key, as Kafka's Java producer and the
+    publisher's librdkafka do: so the sweep knows what it owns, and a notice naming the group goes where its owner
+    reads. Kafka's murmur2 is MurmurHash2 with this seed (C: the ingest asks for every touched group)."""
+    return (murmurhash2(notice_key(cluster, group), KAFKA_MURMUR2_SEED) & 0x7FFFFFFF) % partitions
 
 
 def encode_notice(cluster: str, group: str, reason: str, at: int) -> bytes:
@@ -67,6 +64,10 @@ def encode_notice(cluster: str, group: str, reason: str, at: int) -> bytes:
         f'{{"cluster": {_json_string(cluster)}, "group": {_json_string(group)}, '
         f'"reason": {_json_string(reason)}, "at": {int(at)}}}'
     ).encode()
+
+
+def encode_groups_notice(cluster: str, groups: list[str], reason: str, at: int) -> bytes:
+    return json.dumps({"cluster": cluster, "groups": groups, "reason": reason, "at": at}).encode()
 
 
 def encode_log_end_notice(cluster: str, topics: list[str], at: int, reason: str = "log-end") -> bytes:
@@ -82,10 +83,16 @@ def decode_notice(value: bytes | None) -> dict[str, Any] | None:
         return None
     if not isinstance(notice, dict) or not isinstance(notice.get("cluster"), str):
         return None
-    topics = notice.get("topics")
-    if isinstance(topics, list):
-        return notice if all(isinstance(t, str) for t in topics) else None
+    for field in ("topics", "groups"):
+        names = notice.get(field)
+        if isinstance(names, list):
+            return notice if all(isinstance(name, str) for name in names) else None
     return notice if isinstance(notice.get("group"), str) else None
+
+
+def groups_of(notice: dict[str, Any]) -> list[str]:
+    """The groups a decoded group notice names (either form)."""
+    return notice["groups"] if "groups" in notice else [notice["group"]]
 
 
 class ChangePublisher:
@@ -111,33 +118,91 @@ class ChangePublisher:
         }
         self._producer: Producer | None = None
         self._logged_at = float("-inf")  # monotonic time of the last failure warning
+        self._partitions: int | None = None  # the topic's partition count, once metadata gave it
+        self._partitions_read_at = float("-inf")  # monotonic time of the last metadata request
+        self._reading_partitions: asyncio.Task[None] | None = None
+        # the same groups are touched batch after batch: their partitions, for one (cluster, partition count)
+        self._cached: dict[str, int] = {}
+        self._cached_for: tuple[str, int] | None = None
 
     async def start(self) -> None:
-        """Create the producer (it connects in the background; notices queue until it has)."""
+        """Create the producer (it connects in the background; notices queue until it has) and start reading the
+        topic's partition count."""
         if self._producer is None:
             self._producer = Producer(self._config, logger=log)
+            self._partition_count()
 
     async def stop(self) -> None:
         """Send what is queued (for at most STOP_FLUSH_S), then let go of the producer."""
         producer, self._producer = self._producer, None
+        if self._reading_partitions is not None:
+            self._reading_partitions.cancel()
         if producer is not None:
             left = await asyncio.to_thread(producer.flush, STOP_FLUSH_S)
             if left:
                 self._failed(f"{left} notices not sent before stopping")
 
     async def publish(self, cluster: str, groups: Iterable[tuple[str, str]]) -> None:
-        """Queue a notice per (group, reason). Does not wait for the broker: a notice is a trigger."""
+        """Queue notices naming these (group, reason)s: one per partition and reason they fall in, or one per group
+        while the partition count is unknown. Does not wait for the broker: a notice is a trigger."""
         producer = self._producer
         if producer is None:
             return
+        count = self._partition_count()
         now = now_ms()
-        produce, topic, pending = producer.produce, self.topic, iter(groups)
+        notices: Iterator[tuple[bytes, bytes | None, int | None]]
+        if count is None:  # librdkafka partitions each group's key
+            notices = ((encode_notice(cluster, g, reason, now), notice_key(cluster, g), None) for g, reason in groups)
+        else:
+            notices = self._notices_by_partition(cluster, groups, count, now)
+        produce, topic = producer.produce, self.topic
         try:
-            for group, reason in pending:
-                produce(topic, encode_notice(cluster, group, reason, now), notice_key(cluster, group))
+            for value, key, partition in notices:
+                if partition is None:
+                    produce(topic, value, key)
+                else:
+                    produce(topic, value, partition=partition)
         except (BufferError, KafkaException) as exc:  # BufferError: the queue is full (Kafka away for long)
-            self._failed(exc, 1 + sum(1 for _ in pending))  # this notice and those after it
+            self._failed(exc, 1 + sum(1 for _ in notices))  # this notice and those after it
         producer.poll(0)  # delivery reports of earlier notices (failures only)
+
+    def _notices_by_partition(
+        self, cluster: str, groups: Iterable[tuple[str, str]], count: int, now: int
+    ) -> Iterator[tuple[bytes, bytes | None, int | None]]:
+        if self._cached_for != (cluster, count) or len(self._cached) > PARTITION_CACHE_LIMIT:
+            self._cached_for, self._cached = (cluster, count), {}
+        cached, by_partition = self._cached, dict[tuple[int, str], list[str]]()
+        for group, reason in groups:
+            partition = cached.get(group)
+            if partition is None:
+                partition = cached[group] = partition_of(cluster, group, count)
+            by_partition.setdefault((partition, reason), []).append(group)
+        for (partition, reason), names in by_partition.items():
+            for i in range(0, len(names), GROUPS_PER_NOTICE):
+                yield encode_groups_notice(cluster, names[i : i + GROUPS_PER_NOTICE], reason, now), None, partition
+
+    @property
+    def partitions(self) -> int | None:
+        """The topic's partition count, once read (None: notices go one per group, keyed)."""
+        return self._partitions
+
+    def _partition_count(self) -> int | None:
+        """The partition count last read (None until one was); a read in the background when it is due, so a
+        publish never waits for metadata (Kafka away would hold it for the metadata timeout)."""
+        due = time.monotonic() - self._partitions_read_at >= PARTITIONS_REFRESH_S
+        if due and (self._reading_partitions is None or self._reading_partitions.done()):
+            self._partitions_read_at = time.monotonic()
+            self._reading_partitions = asyncio.ensure_future(self._read_partition_count())
+        return self._partitions
+
+    async def _read_partition_count(self) -> None:
+        producer = self._producer
+        if producer is None:
+            return
+        try:
+            self._partitions = len(await self._topic_partitions(producer)) or None
+        except KafkaException as exc:  # keep the count known (or per-group notices); read again when due
+            log.debug("change notices: no metadata for %s (%s)", self.topic, exc)
 
     async def publish_log_ends(self, cluster: str, topics: Iterable[str], reason: str = "log-end") -> None:
         """A log-end notice naming `topics`, to every partition of the changes topic (every evaluator instance has
@@ -148,17 +213,20 @@ class ChangePublisher:
         names = sorted(topics)
         now = now_ms()
         try:
-            metadata = await asyncio.to_thread(producer.list_topics, self.topic, METADATA_TIMEOUT_S)
-            described = metadata.topics.get(self.topic)
-            if described is None or described.error is not None:
-                raise KafkaException(described.error if described is not None else "no metadata")
-            for partition in sorted(described.partitions):
+            for partition in await self._topic_partitions(producer):
                 for i in range(0, len(names), LOG_END_TOPICS_PER_NOTICE):
                     value = encode_log_end_notice(cluster, names[i : i + LOG_END_TOPICS_PER_NOTICE], now, reason)
                     producer.produce(self.topic, value, partition=partition)
         except (BufferError, KafkaException) as exc:
             self._failed(exc)
         producer.poll(0)
+
+    async def _topic_partitions(self, producer: Producer) -> list[int]:
+        metadata = await asyncio.to_thread(producer.list_topics, self.topic, METADATA_TIMEOUT_S)
+        described = metadata.topics.get(self.topic)
+        if described is None or described.error is not None:
+            raise KafkaException(described.error if described is not None else "no metadata")
+        return sorted(described.partitions)
 
     def _delivered(self, error: KafkaError | None, _message: Any) -> None:
         if error is not None:

@@ -27,6 +27,7 @@ from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.api.service import ApiServer
 from lagwatch.shared.config import load_config
 from lagwatch.shared.domain.window import Commit
+from lagwatch.shared.kafka.changes import decode_notice, groups_of
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import add_to_totals
 from lagwatch.shared.store.redis_store import WindowStore
@@ -396,13 +397,12 @@ async def test_a_deletion_sends_a_change_notice_so_the_evaluator_reacts_at_once(
         message = await asyncio.wait_for(consumer.getone(), 20)
     finally:
         await consumer.stop()
-    notice = json.loads(message.value)
-    assert message.key == b"local/billing"
-    assert {k: notice[k] for k in ("cluster", "group", "reason")} == {
-        "cluster": "local",
-        "group": "billing",
-        "reason": "deleted",
-    }
+    notice = decode_notice(message.value)
+    assert notice is not None and (notice["cluster"], groups_of(notice), notice["reason"]) == (
+        "local",
+        ["billing"],
+        "deleted",
+    )
 
 
 # --- bad requests and failures -------------------------------------------------------------------------------------
