@@ -29,22 +29,18 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from murmurhash2 import murmurhash2
 
 from lagwatch.shared.clock import now_ms
+from lagwatch.shared.kafka.partitioner import PartitionCache, PartitionCount, partition_for
 
 log = logging.getLogger(__name__)
 _json_string = json.encoder.encode_basestring_ascii  # json.dumps' own C string encoder
 DEFAULT_TOPIC = "lagwatch.changes"
 MESSAGE_TIMEOUT_MS = 30_000  # a notice not sent by then is dropped and counted (the sweep catches up)
-METADATA_TIMEOUT_S = 5.0
 STOP_FLUSH_S = 5.0
 FAILURES_LOGGED_EVERY_S = 10.0  # Kafka away: every queued notice fails, thousands a second; one warning says so
 LOG_END_TOPICS_PER_NOTICE = 2000  # topic names per log-end notice (a notice stays far below Kafka's record limit)
 GROUPS_PER_NOTICE = 2000  # group names per notice, for the same reason
-PARTITIONS_REFRESH_S = 30.0  # how long the changes topic's partition count is trusted before it is read again
-KAFKA_MURMUR2_SEED = 0x9747B28C  # Kafka's default partitioner: MurmurHash2 with this seed
-PARTITION_CACHE_LIMIT = 200_000  # groups whose notice partition a publisher remembers; then it starts over
 
 
 def notice_key(cluster: str, group: str) -> bytes:
@@ -52,10 +48,9 @@ def notice_key(cluster: str, group: str) -> bytes:
 
 
 def partition_of(cluster: str, group: str, partitions: int) -> int:
-    """The partition Kafka's default partitioner (murmur2) gives the group's key, as Kafka's Java producer and the
-    publisher's librdkafka do: so the sweep knows what it owns, and a notice naming the group goes where its owner
-    reads. Kafka's murmur2 is MurmurHash2 with this seed (C: the ingest asks for every touched group)."""
-    return (murmurhash2(notice_key(cluster, group), KAFKA_MURMUR2_SEED) & 0x7FFFFFFF) % partitions
+    """The partition Kafka's default partitioner gives the group's key: so the sweep knows what it owns, and a
+    notice naming the group goes where its owner reads."""
+    return partition_for(notice_key(cluster, group), partitions)
 
 
 def encode_notice(cluster: str, group: str, reason: str, at: int) -> bytes:
@@ -118,25 +113,20 @@ class ChangePublisher:
         }
         self._producer: Producer | None = None
         self._logged_at = float("-inf")  # monotonic time of the last failure warning
-        self._partitions: int | None = None  # the topic's partition count, once metadata gave it
-        self._partitions_read_at = float("-inf")  # monotonic time of the last metadata request
-        self._reading_partitions: asyncio.Task[None] | None = None
-        # the same groups are touched batch after batch: their partitions, for one (cluster, partition count)
-        self._cached: dict[str, int] = {}
-        self._cached_for: tuple[str, int] | None = None
+        self._partition_count = PartitionCount(topic)
+        self._group_partitions: PartitionCache[tuple[str, str]] = PartitionCache()
 
     async def start(self) -> None:
         """Create the producer (it connects in the background; notices queue until it has) and start reading the
         topic's partition count."""
         if self._producer is None:
             self._producer = Producer(self._config, logger=log)
-            self._partition_count()
+            self._partition_count.current(self._producer)
 
     async def stop(self) -> None:
         """Send what is queued (for at most STOP_FLUSH_S), then let go of the producer."""
         producer, self._producer = self._producer, None
-        if self._reading_partitions is not None:
-            self._reading_partitions.cancel()
+        self._partition_count.cancel()
         if producer is not None:
             left = await asyncio.to_thread(producer.flush, STOP_FLUSH_S)
             if left:
@@ -148,7 +138,7 @@ class ChangePublisher:
         producer = self._producer
         if producer is None:
             return
-        count = self._partition_count()
+        count = self._partition_count.current(producer)
         now = now_ms()
         notices: Iterator[tuple[bytes, bytes | None, int | None]]
         if count is None:  # librdkafka partitions each group's key
@@ -169,13 +159,11 @@ class ChangePublisher:
     def _notices_by_partition(
         self, cluster: str, groups: Iterable[tuple[str, str]], count: int, now: int
     ) -> Iterator[tuple[bytes, bytes | None, int | None]]:
-        if self._cached_for != (cluster, count) or len(self._cached) > PARTITION_CACHE_LIMIT:
-            self._cached_for, self._cached = (cluster, count), {}
-        cached, by_partition = self._cached, dict[tuple[int, str], list[str]]()
+        known, by_partition = self._group_partitions.lookup(count), dict[tuple[int, str], list[str]]()
         for group, reason in groups:
-            partition = cached.get(group)
+            partition = known.get((cluster, group))
             if partition is None:
-                partition = cached[group] = partition_of(cluster, group, count)
+                partition = known[cluster, group] = partition_of(cluster, group, count)
             by_partition.setdefault((partition, reason), []).append(group)
         for (partition, reason), names in by_partition.items():
             for i in range(0, len(names), GROUPS_PER_NOTICE):
@@ -184,25 +172,7 @@ class ChangePublisher:
     @property
     def partitions(self) -> int | None:
         """The topic's partition count, once read (None: notices go one per group, keyed)."""
-        return self._partitions
-
-    def _partition_count(self) -> int | None:
-        """The partition count last read (None until one was); a read in the background when it is due, so a
-        publish never waits for metadata (Kafka away would hold it for the metadata timeout)."""
-        due = time.monotonic() - self._partitions_read_at >= PARTITIONS_REFRESH_S
-        if due and (self._reading_partitions is None or self._reading_partitions.done()):
-            self._partitions_read_at = time.monotonic()
-            self._reading_partitions = asyncio.ensure_future(self._read_partition_count())
-        return self._partitions
-
-    async def _read_partition_count(self) -> None:
-        producer = self._producer
-        if producer is None:
-            return
-        try:
-            self._partitions = len(await self._topic_partitions(producer)) or None
-        except KafkaException as exc:  # keep the count known (or per-group notices); read again when due
-            log.debug("change notices: no metadata for %s (%s)", self.topic, exc)
+        return self._partition_count.known
 
     async def publish_log_ends(self, cluster: str, topics: Iterable[str], reason: str = "log-end") -> None:
         """A log-end notice naming `topics`, to every partition of the changes topic (every evaluator instance has
@@ -213,20 +183,13 @@ class ChangePublisher:
         names = sorted(topics)
         now = now_ms()
         try:
-            for partition in await self._topic_partitions(producer):
+            for partition in await self._partition_count.partitions(producer):
                 for i in range(0, len(names), LOG_END_TOPICS_PER_NOTICE):
                     value = encode_log_end_notice(cluster, names[i : i + LOG_END_TOPICS_PER_NOTICE], now, reason)
                     producer.produce(self.topic, value, partition=partition)
         except (BufferError, KafkaException) as exc:
             self._failed(exc)
         producer.poll(0)
-
-    async def _topic_partitions(self, producer: Producer) -> list[int]:
-        metadata = await asyncio.to_thread(producer.list_topics, self.topic, METADATA_TIMEOUT_S)
-        described = metadata.topics.get(self.topic)
-        if described is None or described.error is not None:
-            raise KafkaException(described.error if described is not None else "no metadata")
-        return sorted(described.partitions)
 
     def _delivered(self, error: KafkaError | None, _message: Any) -> None:
         if error is not None:

@@ -4,9 +4,6 @@ and land in the partition each group's key gives, so the evaluator instance owni
 import json
 
 from aiokafka import AIOKafkaConsumer
-from aiokafka.partitioner import murmur2
-from hypothesis import given
-from hypothesis import strategies as st
 
 from lagwatch.shared.kafka.changes import (
     GROUPS_PER_NOTICE,
@@ -20,12 +17,6 @@ from lagwatch.shared.kafka.changes import (
 from tests.kafka_helpers import CLUSTER, eventually
 
 TOPIC = "lagwatch.changes"
-
-
-@given(st.text(min_size=1, max_size=40), st.text(max_size=120), st.integers(1, 500))
-def test_a_group_s_partition_is_the_one_kafka_s_java_partitioner_gives_its_key(cluster, group, partitions):
-    key = f"{cluster}/{group}".encode()
-    assert partition_of(cluster, group, partitions) == (murmur2(key) & 0x7FFFFFFF) % partitions  # aiokafka's port
 
 
 def test_both_notice_forms_decode_to_the_groups_they_name():
