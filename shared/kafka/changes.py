@@ -1,8 +1,8 @@
 """The group-changes topic (`lagwatch.changes` by default): "group G of cluster C changed, evaluate it now".
 
-The ingest publishes one notice per group touched by a batch (new commits, a rebalance, a deletion), the api one
-per group it deletes. The evaluator consumes the topic as a Kafka consumer group: a group's notices all land in one
-partition (key `<cluster>/<group>`, Kafka's default murmur2 partitioning), so the evaluator instance holding that
+The ingest names every group a batch touched (new commits, a rebalance, a deletion), the api each group it
+deletes. The evaluator consumes the topic as a Kafka consumer group: a group is always named in one partition (the
+one Kafka's default murmur2 partitioning gives the key `<cluster>/<group>`), so the evaluator instance holding that
 partition owns the group, and evaluator instances scale out by sharing partitions. Notices are triggers, not data:
 one that is lost only delays an evaluation until the evaluator's next sweep.
 
@@ -54,7 +54,7 @@ def partition_of(cluster: str, group: str, partitions: int) -> int:
 
 
 def encode_notice(cluster: str, group: str, reason: str, at: int) -> bytes:
-    # what json.dumps gives for this dict, built without it: the ingest sends one per touched group per batch
+    # what json.dumps gives for this dict, built without it: sent per touched group until the partition count is known
     return (
         f'{{"cluster": {_json_string(cluster)}, "group": {_json_string(group)}, '
         f'"reason": {_json_string(reason)}, "at": {int(at)}}}'
@@ -93,10 +93,12 @@ def groups_of(notice: dict[str, Any]) -> list[str]:
 class ChangePublisher:
     """Best-effort notices: a failure is logged and counted, never raised (the evaluator's sweep catches up).
 
-    Sent with librdkafka (confluent-kafka): the ingest sends one notice per group per batch, thousands a second, and
-    aiokafka's record building in Python cost a sixth of the ingest worker's time. librdkafka connects in the
-    background, so Kafka down when a service starts leaves notices queued (up to MESSAGE_TIMEOUT_MS, then counted as
-    failed), not turned off. Keys are partitioned with murmur2, as Kafka's Java producer and `partition_of` do."""
+    Sent with librdkafka (confluent-kafka): the ingest touches thousands of groups a second. aiokafka's record
+    building in Python cost a sixth of the ingest worker's time with a notice per group; a notice per partition and
+    reason cut the publish of 250k touched groups from 0.32 s of the worker's main thread to 0.08-0.10 s.
+    librdkafka connects in the background, so Kafka down when a service starts leaves notices queued (up to
+    MESSAGE_TIMEOUT_MS, then counted as failed), not turned off. Partitions are murmur2's, as Kafka's Java producer
+    gives keys (`partition_of`)."""
 
     def __init__(self, kafka_config: dict[str, Any], topic: str = DEFAULT_TOPIC) -> None:
         self.topic = topic
