@@ -3,7 +3,8 @@ them, and when a log-end poll can; it publishes a status-change event whenever a
 each group's ready result (results_store.py) for /metrics and the dashboard.
 
 * Commits: a Faust agent consumes the group-changes topic (`lagwatch.changes`, see `shared/kafka/changes.py`) in batches
-  of up to a thousand notices or 50 ms, and evaluates the groups named in them.
+  of up to a thousand notices or 50 ms, and evaluates the groups named in them (a notice names the groups of a
+  batch that share its partition), SWEEP_CHUNK at a time.
 * Time: each evaluation computes the group's next instant time alone can change it (a STOP rule turning true, its
   expiry, a lag-seconds threshold: next_change.py) and keeps it in the schedule (schedule_store.py: a sorted set per
   changes-topic partition). A loop sleeps until the earliest instant of the partitions this instance holds and
@@ -196,8 +197,8 @@ class EvaluatorService:
                     (starts if notice.get("reason") == "log-start" else topics).update(notice["topics"])
                 else:
                     groups.update(groups_of(notice))
-            if groups:
-                await self._evaluate(sorted(groups), "notice")
+            if groups:  # a notice names up to thousands of groups: evaluated in bounded chunks
+                await self._evaluate_in_chunks(sorted(groups), "notice")
             if topics:
                 await self._on_log_ends(topics)
             if starts:

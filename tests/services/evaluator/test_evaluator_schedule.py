@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from lagwatch.services.evaluator.service import EvaluatorService
+from lagwatch.services.evaluator.service import SWEEP_CHUNK, EvaluatorService
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.shared.domain.window import Commit
 from lagwatch.shared.kafka.changes import ChangePublisher, partition_of
@@ -189,3 +189,41 @@ async def test_a_log_end_poll_makes_a_caught_up_group_fall_behind_and_a_commit_b
 async def _taken_over(ev):
     owned = ev.owned_partitions()
     return owned is not None and ev.taken_over == owned
+
+
+async def test_a_notice_naming_more_groups_than_an_evaluation_chunk_has_each_of_them_evaluated(
+    kafka, redis_server, redis
+):
+    """The ingest names a batch's groups of one partition in one notice: hundreds at once. Groups stored after the
+    evaluator took its partitions over are evaluated because the notice named them, every one."""
+    kafka.create_topic(STATUS_TOPIC, 3)
+    kafka.create_topic(CHANGES_TOPIC, 1)
+    config = make_config(kafka.bootstrap, redis_server.url, **NO_SWEEP)
+    store = WindowStore(redis, config.window())
+    notices = ChangePublisher({"bootstrap.servers": kafka.bootstrap}, CHANGES_TOPIC)
+    await notices.start()
+    groups = [f"team-{i:04d}" for i in range(SWEEP_CHUNK + 100)]
+    try:
+        async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
+            await eventually(lambda: _taken_over(ev), timeout=30)
+            await eventually(lambda: _knows_partitions(notices), timeout=20)
+            now = int(time.time() * 1000)
+            await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+            await store.add_commits(
+                CLUSTER, [Commit(g, "orders", 0, 100, now - 1000, 1, now - 1000) for g in groups], now_ms=now
+            )
+            await notices.publish(CLUSTER, [(g, "commits") for g in groups])
+
+            async def all_evaluated():
+                await topic.read()
+                return {e["group"] for e in topic.events} >= set(groups)
+
+            await eventually(all_evaluated, timeout=30)
+            stats = await redis.hgetall(keys.evaluator_stats(CLUSTER))
+            assert int(stats[b"evaluations:notice"]) >= len(groups)
+    finally:
+        await notices.stop()
+
+
+async def _knows_partitions(notices):
+    return notices.partitions == 1
