@@ -21,6 +21,7 @@ BENCHES = [
     "bench_rules",
     "bench_store",
     "bench_ingest",
+    "bench_ingest_steady",
     "bench_faust_stream",
     "bench_evaluator",
     "bench_api",
