@@ -70,8 +70,9 @@ def encode_log_end_notice(cluster: str, topics: list[str], at: int, reason: str 
 
 
 def decode_notice(value: bytes | None) -> dict[str, Any] | None:
-    """The notice (a group's, or a log-end notice with `topics`), or None for anything that is not one (counted by
-    the caller and skipped)."""
+    """The notice (naming `groups` or a `group`, or a log-end notice naming `topics`), or None for anything that is
+    not one (counted by the caller and skipped): names present in any other shape than a list of strings too, or
+    the evaluator would take a string for its characters."""
     try:
         notice = json.loads(value or b"")
     except (ValueError, UnicodeDecodeError):
@@ -79,9 +80,9 @@ def decode_notice(value: bytes | None) -> dict[str, Any] | None:
     if not isinstance(notice, dict) or not isinstance(notice.get("cluster"), str):
         return None
     for field in ("topics", "groups"):
-        names = notice.get(field)
-        if isinstance(names, list):
-            return notice if all(isinstance(name, str) for name in names) else None
+        if field in notice:
+            names = notice[field]
+            return notice if isinstance(names, list) and all(isinstance(name, str) for name in names) else None
     return notice if isinstance(notice.get("group"), str) else None
 
 

@@ -3,6 +3,7 @@ and land in the partition each group's key gives, so the evaluator instance owni
 
 import json
 
+import pytest
 from aiokafka import AIOKafkaConsumer
 
 from lagwatch.shared.kafka.changes import (
@@ -26,8 +27,17 @@ def test_both_notice_forms_decode_to_the_groups_they_name():
     assert many is not None and groups_of(many) == ["billing", "audit"]
 
 
-def test_a_groups_notice_naming_something_else_than_group_names_is_rejected():
-    bad = json.dumps({"cluster": CLUSTER, "groups": ["billing", 7], "reason": "commits", "at": 1}).encode()
+@pytest.mark.parametrize(
+    "names",
+    [
+        {"groups": ["billing", 7]},
+        {"groups": "billing", "group": "billing"},  # a string would be read as its characters
+        {"topics": "orders", "group": "billing"},
+        {"topics": None, "group": "billing"},
+    ],
+)
+def test_a_notice_whose_names_are_not_a_list_of_strings_is_rejected(names):
+    bad = json.dumps({"cluster": CLUSTER, "reason": "commits", "at": 1, **names}).encode()
     assert decode_notice(bad) is None
 
 
