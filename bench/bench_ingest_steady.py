@@ -27,6 +27,7 @@ from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, offsets_partition_for
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.store import keys
 
 CLUSTER = "steady"
 GROUPS, PARTITIONS = 2000, 4
@@ -68,13 +69,13 @@ def measure(rate: int) -> dict:
             write_steadily(control.bootstrap, rate, WARM_UP_S)  # groups loaded, consumer settled
             procs = {"ingest": psutil.Process(ingest.pid), "redis-server": psutil.Process(redis.pid)}
             cpu0 = {k: sum(p.cpu_times()[:2]) for k, p in procs.items()}
-            batches0 = int(client.hget(f"lw:c:{{{CLUSTER}}}:stats", "batches") or 0)
+            batches0 = int(client.hget(keys.ingest_stats(CLUSTER), "batches") or 0)
             started = time.monotonic()
             written = write_steadily(control.bootstrap, rate, SECONDS)
             elapsed = time.monotonic() - started
             time.sleep(0.5)
             cpu = {k: sum(p.cpu_times()[:2]) - cpu0[k] for k, p in procs.items()}
-            batches = int(client.hget(f"lw:c:{{{CLUSTER}}}:stats", "batches") or 0) - batches0
+            batches = int(client.hget(keys.ingest_stats(CLUSTER), "batches") or 0) - batches0
         finally:
             ingest.terminate()
             ingest.wait(30)

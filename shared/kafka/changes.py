@@ -41,6 +41,7 @@ STOP_FLUSH_S = 5.0
 FAILURES_LOGGED_EVERY_S = 10.0  # Kafka away: every queued notice fails, thousands a second; one warning says so
 LOG_END_TOPICS_PER_NOTICE = 2000  # topic names per log-end notice (a notice stays far below Kafka's record limit)
 GROUPS_PER_NOTICE = 2000  # group names per notice, for the same reason
+ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: its partitioner chooses from the key
 
 
 def notice_key(cluster: str, group: str) -> bytes:
@@ -143,25 +144,22 @@ class ChangePublisher:
             return
         count = self._partition_count.current(producer)
         now = now_ms()
-        notices: Iterator[tuple[bytes, bytes | None, int | None]]
-        if count is None:  # librdkafka partitions each group's key
-            notices = ((encode_notice(cluster, g, reason, now), notice_key(cluster, g), None) for g, reason in groups)
+        notices: Iterator[tuple[bytes, bytes | None, int]]
+        if count is None:  # librdkafka's partitioner places each group's key
+            notices = ((encode_notice(cluster, g, r, now), notice_key(cluster, g), ANY_PARTITION) for g, r in groups)
         else:
             notices = self._notices_by_partition(cluster, groups, count, now)
         produce, topic = producer.produce, self.topic
         try:
             for value, key, partition in notices:
-                if partition is None:
-                    produce(topic, value, key)
-                else:
-                    produce(topic, value, partition=partition)
+                produce(topic, value, key, partition)
         except (BufferError, KafkaException) as exc:  # BufferError: the queue is full (Kafka away for long)
             self._failed(exc, 1 + sum(1 for _ in notices))  # this notice and those after it
         producer.poll(0)  # delivery reports of earlier notices (failures only)
 
     def _notices_by_partition(
         self, cluster: str, groups: Iterable[tuple[str, str]], count: int, now: int
-    ) -> Iterator[tuple[bytes, bytes | None, int | None]]:
+    ) -> Iterator[tuple[bytes, bytes | None, int]]:
         known, by_partition = self._group_partitions.lookup(count), dict[tuple[int, str], list[str]]()
         for group, reason in groups:
             partition = known.get((cluster, group))
