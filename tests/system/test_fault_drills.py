@@ -153,6 +153,10 @@ class StatusLog:
     async def from_beginning(self) -> None:
         await self.consumer.seek_to_beginning()
 
+    def groups(self) -> list[str]:
+        """Every group an event was read for, sorted."""
+        return sorted({e["group"] for e in self.events})
+
     def of(self, group: str) -> list[dict]:
         return [e for e in self.events if e["group"] == group]
 
@@ -249,17 +253,20 @@ class Drill:
         """DELETE each scenario's group through the api (Burrow's route, with the bearer token)."""
         headers = {"Authorization": f"Bearer {self.system.token}"}
         for s in round_scenarios:
-            url = f"{self.system.api_url}/v3/kafka/{CLUSTER}/consumer/{s.group}"
-            async with self.http.delete(url, headers=headers) as response:
+            async with self.http.delete(self.group_url(s.group), headers=headers) as response:
                 assert response.status == 200, await response.text()
+
+    def group_url(self, group: str) -> str:
+        return f"{self.system.api_url}/v3/kafka/{CLUSTER}/consumer/{group}"
+
+    async def group_topics(self, group: str) -> dict[str, list[dict]]:
+        """The group's topics as the api shows them (Burrow's partitions with their `offsets`); none if unknown."""
+        async with self.http.get(self.group_url(group)) as response:
+            return (await response.json())["topics"] if response.status == 200 else {}
 
     async def window_full(self, group: str) -> bool:
         """The group's (one-partition) window holds `intervals` commits, as the api shows it."""
-        url = f"{self.system.api_url}/v3/kafka/{CLUSTER}/consumer/{group}"
-        async with self.http.get(url) as response:
-            if response.status != 200:
-                return False
-            topics = (await response.json())["topics"]
+        topics = await self.group_topics(group)
         return any(all(partition["offsets"]) for partitions in topics.values() for partition in partitions)
 
     async def _none_ready(self) -> bool:
@@ -386,11 +393,9 @@ class Drill:
     async def windows(self) -> str:
         """Each watched group's window as the api shows it, `offset:lag` per commit: why a status came or did not."""
         lines = []
-        for group in sorted({e["group"] for e in self.status.events}):
-            url = f"{self.system.api_url}/v3/kafka/{CLUSTER}/consumer/{group}"
+        for group in self.status.groups():
             try:
-                async with self.http.get(url) as response:
-                    topics = (await response.json())["topics"] if response.status == 200 else {}
+                topics = await self.group_topics(group)
             except (aiohttp.ClientError, ValueError, KeyError) as exc:
                 lines.append(f"  window {group}: {exc!r}")
                 continue
@@ -402,8 +407,7 @@ class Drill:
         return "\n".join(lines)
 
     def report(self) -> str:
-        groups = sorted({e["group"] for e in self.status.events})
-        lines = [f"  {g}: {self.status.transitions(g)}" for g in groups]
+        lines = [f"  {g}: {self.status.transitions(g)}" for g in self.status.groups()]
         lines += [  # what each partition looked like when a group went bad: enough to tell why
             f"  {e['group']} seq {e['seq']} {e['status']} at {e['evaluated_at']}: "
             + ", ".join(_described(p) for p in e["partitions"])
@@ -525,8 +529,7 @@ async def test_each_service_killed_once_and_started_again(tmp_path):
         assert [s.restarts for s in drill.system.services] == [1, 1, 1, 1]
         restarted = [line for line in drill.output if "exited with code -9; starting it again" in line]
         assert len(restarted) == 4, drill.output
-        api = drill.system.api_url
-        async with drill.http.get(f"{api}/v3/kafka/{CLUSTER}/consumer/demo-stalled/status") as response:
+        async with drill.http.get(drill.group_url("demo-stalled") + "/status") as response:
             assert (await response.json())["status"]["status"] == "ERR"
 
 
