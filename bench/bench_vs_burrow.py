@@ -10,7 +10,8 @@ Burrow-compatible v3 HTTP API (`/v3/kafka/<cluster>/consumer/<group>`, polled fo
 written last to that partition):
 
 * lagwatch: a fresh redis-server, `lagwatch run api` (started before the clock), `lagwatch run ingest` (with
-  `--workers N` when the CLI has it). CPU = every ingest process + redis-server; the api is listed, not counted.
+  `--workers N` when the CLI has it: its default, one per CPU but one, unless given). CPU = every ingest process +
+  redis-server; the api is listed, not counted.
 * Burrow: `/usr/bin/Burrow` with a generated config (everything on loopback), on a ZooKeeper started once for the
   whole bench. CPU = the Burrow process; ZooKeeper is listed separately.
 
@@ -52,6 +53,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, offsets_partition_for
 from lagwatch.devkit.redis_server import RedisServer
+from lagwatch.services.ingest.workers import default_workers
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store import keys
 
@@ -800,7 +802,7 @@ def measure(
     elif not use_burrow:
         print("Burrow skipped (--no-burrow): lagwatch's row only", flush=True)
     if ingest_supports_workers():
-        workers = workers or os.cpu_count() or 1
+        workers = workers or default_workers()
     elif workers is not None:
         print(f"this lagwatch's `run ingest` has no --workers: --workers {workers} ignored", flush=True)
         workers = None
@@ -840,7 +842,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the groups of each shape (0.1: quick)")
     parser.add_argument("--runs", type=int, default=1, help="runs per shape (the records are written once)")
     parser.add_argument("--shape", choices=["1m", "2m", "all"], default="all")
-    parser.add_argument("--workers", type=int, default=None, help="ingest workers (default: CPUs), if supported")
+    parser.add_argument("--workers", type=int, default=None, help="ingest workers (default: the CLI's), if supported")
     parser.add_argument("--history", action="store_true", help="also run lagwatch with history.enabled")
     parser.add_argument("--no-burrow", action="store_true", help="lagwatch only")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")

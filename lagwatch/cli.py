@@ -94,7 +94,10 @@ def _add_run_command(commands: _Commands) -> None:
         "--http-port", type=int, default=None, help="port of /healthz, /readyz and /metrics (api: its port)"
     )
     run.add_argument(
-        "--workers", type=int, default=None, help="ingest: worker processes (default: ingest.workers; 0: one per CPU)"
+        "--workers",
+        type=int,
+        default=None,
+        help="ingest: worker processes (default: ingest.workers; 0: one per CPU but one)",
     )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.add_argument("--log-file", type=Path, default=None, help="log here instead of stderr")

@@ -232,7 +232,7 @@ class ClusterConfig:
 @dataclass(frozen=True)
 class IngestConfig:
     batch_size: int = field(default=5000, metadata={"check": _positive})  # records per Redis round of writes
-    workers: int = field(default=0, metadata={"check": _non_negative})  # worker processes; 0: one per CPU
+    workers: int = field(default=0, metadata={"check": _non_negative})  # worker processes; 0: one per CPU but one
     session_timeout: float = field(default=10.0, metadata={"check": _positive})  # consumer-group session, seconds
     http_host: str = "127.0.0.1"
     http_port: int = field(default=8001, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})

@@ -25,7 +25,9 @@ from libc.string cimport memcpy
 from lagwatch.services.ingest.decimal_text cimport decimal_width, put_decimal
 
 import functools
-from lagwatch.shared.domain.history import MESSAGE_BYTES as _MESSAGE_BYTES, commit_group_head, commit_partition_head
+from lagwatch.shared.domain.history import (
+    MESSAGE_BYTES as _MESSAGE_BYTES, commit_group_head, commit_partition_head, commits_key,
+)
 from lagwatch.shared.domain.window import AddOutcome
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store.ingest_totals import type_label
@@ -33,9 +35,14 @@ from lagwatch.shared.store.packed_window import add_to_ring
 
 from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER
 
+cdef extern from "Python.h":
+    # a borrowed item of a tuple or of a tuple subclass (a CommitKey): Cython's own indexing of an untyped object
+    # takes the generic sequence path for a NamedTuple, measured at ~10 % of the pass on the 1M bench
+    PyObject* _item "PyTuple_GET_ITEM"(object, Py_ssize_t)
+
 cdef enum:
     ENTRY = 48  # bytes per ring entry: six little-endian int64 (packing.COMMIT_ENTRY)
-    HEADS_KEPT = 200_000  # groups (and partitions) whose history record heads are kept; then the cache starts over
+    HEADS_KEPT = 200_000  # groups (partitions, keys) whose history record parts are kept; then the cache starts over
 cdef Py_ssize_t MESSAGE_BYTES = _MESSAGE_BYTES
 cdef int64_t MAX_EXACT = MAX_SCRIPT_NUMBER  # processor.MAX_EXACT: offsets beyond are not exact as doubles
 
@@ -115,46 +122,52 @@ cdef class HistoryWriter:
     """A pass's commits as history-topic messages (`history.HistoryMessages`, whose `add` and `close` are the
     reference): each record written here byte for byte as `history.encode_commit` writes it, from the parts naming
     its group and its partition built once (`commit_group_head`, `commit_partition_head`, kept in the processor's
-    `heads`), into the open message, a buffer reused for every message; a message is copied out once, when the
-    group changes or it passed MESSAGE_BYTES."""
+    `heads`), into the open message, a buffer reused for every message; a message (key `commits_key`) is copied
+    out once, when the offsets partition changes or it passed MESSAGE_BYTES."""
 
     cdef list messages
-    cdef dict groups, partitions
-    cdef object group_head  # builds a group's heads (`commit_group_head` for this cluster)
-    cdef object group  # the open message's group (None: no message open) and its heads
-    cdef tuple head
+    cdef dict groups, partitions, keys
+    cdef object group_head, key_of  # build a group's head, an offsets partition's key (for this cluster)
+    cdef object group  # the group of the last record written and its head
+    cdef bytes head
+    cdef int64_t offsets_partition  # the open message's (-1: no message open)
+    cdef bytes key
     cdef char* buffer
     cdef Py_ssize_t size, capacity
 
     def __cinit__(self):
-        self.buffer, self.size, self.capacity = NULL, 0, 0
+        self.buffer, self.size, self.capacity, self.offsets_partition = NULL, 0, 0, -1
 
     def __init__(self, messages, tuple heads, str cluster):
         self.messages = messages.messages
-        self.groups, self.partitions = heads
+        self.groups, self.partitions, self.keys = heads
         self.group_head = functools.partial(commit_group_head, cluster)
+        self.key_of = functools.partial(commits_key, cluster)
 
     def __dealloc__(self):
         PyMem_Free(self.buffer)
 
     cdef int write(
-        self, str group, tuple tp, int64_t offset, int64_t timestamp, int64_t order, int64_t observed
+        self, int64_t offsets_partition, str group, tuple tp,
+        int64_t offset, int64_t timestamp, int64_t order, int64_t observed,
     ) except -1:
-        if self.group is None or (group is not self.group and group != self.group) or self.size >= MESSAGE_BYTES:
+        if offsets_partition != self.offsets_partition or self.size >= MESSAGE_BYTES:
             self.close()
+            self.offsets_partition, self.key = offsets_partition, _kept(self.keys, offsets_partition, self.key_of)
+        if self.group is None or (group is not self.group and group != self.group):
             self.group, self.head = group, _kept(self.groups, group, self.group_head)
-        self._append(self.head[1], _kept(self.partitions, tp, commit_partition_head), offset, timestamp, order, observed)
+        self._append(self.head, _kept(self.partitions, tp, commit_partition_head), offset, timestamp, order, observed)
         return 0
 
     cpdef close(self):
         """The open message joins `messages`."""
-        if self.group is not None:
-            self.messages.append((self.head[0], PyBytes_FromStringAndSize(self.buffer, self.size)))
-            self.group, self.size = None, 0
+        if self.offsets_partition >= 0:
+            self.messages.append((self.key, PyBytes_FromStringAndSize(self.buffer, self.size)))
+            self.offsets_partition, self.size = -1, 0
 
-    def add(self, str group, tuple tp, offset, timestamp, order, observed):
+    def add(self, offsets_partition, str group, tuple tp, offset, timestamp, order, observed):
         """`write`, for tests."""
-        self.write(group, tp, offset, timestamp, order, observed)
+        self.write(offsets_partition, group, tp, offset, timestamp, order, observed)
 
     cdef int _append(
         self, bytes group_head, bytes topic_head, int64_t offset, int64_t timestamp, int64_t order, int64_t observed
@@ -246,15 +259,16 @@ def run_pass(processor, records, batch, bint defer):
             found = PyDict_GetItem(known, key)
             if found is not NULL:
                 commit_key = <object>found
-        if commit_key is None or not value or not commit_key[5]:
+        if commit_key is None or not value or not <object>_item(commit_key, 5):
             if last_moved:
                 current.last, last_moved = current_last, False
             commit_key = unusual(record, key, commit_key, batch, defer)
             if commit_key is None:
                 current_name = None  # a tombstone or a rebalance may have replaced the group's rings
                 continue
-        group = commit_key[0]
-        if group in waiting or (defer and (group not in groups or commit_key[4] not in latest)):
+        group = <object>_item(commit_key, 0)
+        tp = <object>_item(commit_key, 4)
+        if group in waiting or (defer and (group not in groups or tp not in latest)):
             waiting[group] = partition
             deferred.append(record)
             continue
@@ -271,7 +285,7 @@ def run_pass(processor, records, batch, bint defer):
             tally["decode_error:out-of-range"] += 1
             continue
         if keep:
-            history.write(group, commit_key[4], committed, timestamp, order, now)
+            history.write(partition, group, tp, committed, timestamp, order, now)
         if current_name is None or (group is not current_name and group != current_name):
             if last_moved:
                 current.last, last_moved = current_last, False
@@ -289,8 +303,7 @@ def run_pass(processor, records, batch, bint defer):
                 current_last = -1 if current.last is None else current.last
             except OverflowError:  # not a timestamp lagwatch wrote: compare as Python would
                 current_last = INT64_MAX if current.last > 0 else -1
-        field_name = commit_key[3]
-        tp = commit_key[4]
+        field_name = <object>_item(commit_key, 3)
 
         # add_to_ring's common cases, on the bytes (shared/store/packed_window.py)
         if timestamp < now - expire_ms:

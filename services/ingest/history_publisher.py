@@ -7,9 +7,14 @@ and the ingest commits its offsets-topic position only after that, so a failure 
 (re-read commits are duplicates, which the replay drops by `order`). Log-end samples are best effort: one that is
 lost leaves a gap of one poll in the history, which the interpolation of lag in seconds bridges.
 
-A message holds consecutive records of one key (a group's commits, a topic's samples of a poll), one per line
-(`shared/domain/history.py`): with a message per commit, history cost one worker 30-32 % of its throughput, with a
-message per run of a group's commits 17-21 % (bench/bench_vs_burrow.py --history, 1M commits).
+A message holds records one per line (`shared/domain/history.py`): the pass writes a batch's commits as messages per
+offsets-topic partition (`commits_key`), and those bound for the same history partition are sent joined, as one
+message with an explicit partition (murmur2 of their keys, as Kafka's producers place keys), so a group's records
+still stay in order in one partition. Each message costs a delivery report, for which confluent-kafka takes the
+GIL even when it reports only failures: with a message per commit history cost one worker 30-32 % of its
+throughput, with a message per group's run of commits 17-39 %, per offsets partition 7-19 %, joined per history
+partition 2-11 % (bench/bench_vs_burrow.py --history, 1M and 2M commits). Until the topic's partition count is
+known (metadata, read in the background) the messages go keyed as the pass wrote them.
 
 The producer is librdkafka's (confluent-kafka): one C call queues a record, batching and lz4 run on librdkafka's
 own threads, and only failed deliveries call back into Python. With aiokafka's producer, whose record batches are
@@ -26,10 +31,13 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from lagwatch.shared.domain.history import KIND_BROKER, HistoryMessages, broker_records
+from lagwatch.shared.domain.history import KIND_BROKER, MESSAGE_BYTES, HistoryMessages, broker_records
+from lagwatch.shared.kafka.partitioner import PartitionCache, PartitionCount, partition_for
 
 log = logging.getLogger(__name__)
 DELIVERY_TIMEOUT_S = 30.0
+ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: its partitioner places the key
+Outgoing = list[tuple[bytes | None, bytes, int]]  # (key, value, partition) of each message to send
 
 
 class HistoryPublisher:
@@ -50,26 +58,36 @@ class HistoryPublisher:
             "on_delivery": self._delivered,
         }
         self._producer: Producer | None = None
+        self._partition_count = PartitionCount(topic)
+        self._key_partitions: PartitionCache[bytes] = PartitionCache()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="history-producer")  # flushes block
 
     async def start(self) -> None:
         self._producer = Producer(self._config, logger=log)
+        self._partition_count.current(self._producer)
 
     async def stop(self) -> None:
+        self._partition_count.cancel()
         if self._producer is not None:
             await self._flush()
         self._executor.shutdown(wait=False)
+
+    @property
+    def partitions(self) -> int | None:
+        """The history topic's partition count, once read (None: messages go keyed, as the pass wrote them)."""
+        return self._partition_count.known
 
     async def publish_commits(self, commits: HistoryMessages) -> int:
         """Send a batch's commits (`history.HistoryMessages`) and wait until Kafka acknowledged every message;
         KafkaException when one was not. Returns the messages sent."""
         failed_before = self._failed
-        self._produce(commits)
+        outgoing = self._joined(commits)
+        self._produce(outgoing)
         remaining = await self._flush()
         if remaining or self._failed != failed_before:
             reason = self._last_error if self._failed != failed_before else f"{remaining} not acknowledged in time"
             raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, f"history records not archived: {reason}"))
-        return len(commits.messages)
+        return len(outgoing)
 
     async def publish_samples(
         self, by_topic: dict[str, dict[int, int]], sampled_at: int, kind: str = KIND_BROKER
@@ -80,20 +98,42 @@ class HistoryPublisher:
             for record in broker_records(self.cluster, by_topic, sampled_at, kind):
                 messages.add(record.key(), record.encode())
             messages.close()
-            self._produce(messages)
+            self._produce([(key, value, ANY_PARTITION) for key, value in messages.messages])
         except KafkaException as exc:
             self.samples_lost += sum(len(p) for p in by_topic.values())
             log.warning("history: log-end samples not archived (%s); the history has a gap of one poll", exc)
 
-    def _produce(self, messages: HistoryMessages) -> None:
+    def _joined(self, commits: HistoryMessages) -> Outgoing:
+        """The batch's messages joined per history partition, in order, each up to MESSAGE_BYTES; keyed as written
+        while the partition count is unknown."""
+        count = self._partition_count.current(self._require())
+        if count is None:
+            return [(key, value, ANY_PARTITION) for key, value in commits.messages]
+        known = self._key_partitions.lookup(count)
+        outgoing: Outgoing = []
+        open_parts: dict[int, list[bytes]] = {}  # history partition -> values of its open message
+        open_sizes: dict[int, int] = {}
+        for key, value in commits.messages:
+            partition = known.get(key)
+            if partition is None:
+                partition = known[key] = partition_for(key, count)
+            if open_sizes.get(partition, 0) + len(value) > MESSAGE_BYTES and partition in open_parts:
+                outgoing.append((None, b"\n".join(open_parts.pop(partition)), partition))
+                open_sizes[partition] = 0
+            open_parts.setdefault(partition, []).append(value)
+            open_sizes[partition] = open_sizes.get(partition, 0) + len(value) + 1
+        outgoing.extend((None, b"\n".join(values), partition) for partition, values in open_parts.items())
+        return outgoing
+
+    def _produce(self, outgoing: Outgoing) -> None:
         producer = self._require()
         produce, topic = producer.produce, self.topic
-        for key, value in messages.messages:
+        for key, value, partition in outgoing:
             try:
-                produce(topic, value, key)
+                produce(topic, value, key, partition)
             except BufferError:  # librdkafka's queue is full: let it send, then queue the message
                 producer.poll(0.1)
-                produce(topic, value, key)
+                produce(topic, value, key, partition)
 
     async def _flush(self) -> int:
         """Wait (on the producer's own thread) until everything queued is delivered or failed; returns what is left."""

@@ -33,7 +33,7 @@ from lagwatch.services.ingest.records import (
 from lagwatch.services.ingest.window_cache import CachedGroup, WindowCache
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.history import HistoryMessages, encode_commit
+from lagwatch.shared.domain.history import HistoryMessages
 from lagwatch.shared.domain.window import Commit, expired
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store.ingest_totals import type_label
@@ -92,7 +92,8 @@ class BatchProcessor:
         self.broker_offsets = broker_offsets
         self.group_filter = group_filter
         self.keep_commits = keep_commits  # the history topic wants every commit
-        self.history_heads: tuple[dict, dict] = ({}, {})  # history record parts (compiled pass): per group, partition
+        # history record parts (compiled pass): per group, per partition, message keys per offsets partition
+        self.history_heads: tuple[dict, dict, dict] = ({}, {}, {})
         self.keys = KeyCache(group_filter)
         self.cache = WindowCache(store.redis, cluster, store.config)
         self.writer = WindowWriter(store.redis)
@@ -161,8 +162,8 @@ class BatchProcessor:
         # bound at a group's first commit of a run (current_name starts as None): these are placeholders
         current, rings, changed = NO_GROUP, NO_GROUP.rings, set[str]()
         for record in records:
-            key, value, order = record.key(), record.value(), record.offset()
-            positions[record.partition()] = order + 1
+            key, value, order, part = record.key(), record.value(), record.offset(), record.partition()
+            positions[part] = order + 1
             commit_key = known.get(key) if key is not None else None
             if commit_key is None or not value or not commit_key[5]:
                 commit_key = self._unusual(record, key, commit_key, batch, defer)
@@ -171,7 +172,7 @@ class BatchProcessor:
                     continue
             group = commit_key[0]
             if group in waiting or (defer and (group not in groups or commit_key[4] not in latest)):
-                waiting[group] = record.partition()
+                waiting[group] = part
                 batch.deferred.append(record)
                 continue
             try:
@@ -183,7 +184,7 @@ class BatchProcessor:
                 tally["decode_error:out-of-range"] += 1
                 continue
             if keep:
-                history.add(*encode_commit(cluster, group, *commit_key[1:3], committed, timestamp, order, now))
+                history.add_commit(cluster, part, group, *commit_key[1:3], committed, timestamp, order, now)
             if group != current_name:
                 current_name, current = group, groups[group]
                 rings, changed = self._open_group(group, current, batch)

@@ -18,12 +18,16 @@ Log-start samples (every `topic-refresh`) let the replay estimate retention risk
 (`shared/domain/retention.py`, from the log start's pace; the topics' `retention.ms` is not in the history).
 
 On the history topic (`lagwatch.history`) each record is one JSON object with these keys, and a message holds one
-or more records of one key, one per line (JSON Lines, in the order read): keyed by `<cluster>/<group>` (commits) or
-`<cluster>/<topic>` (samples). The ingest puts consecutive commits of one group in one message (`HistoryMessages`):
-a message per commit cost it ~30 % of its throughput, such runs ~20 %. A reader splits a message at its newlines
-(`records_of`); JSON never holds a raw newline inside a record. In files, Parquet with `HISTORY_COLUMNS`, laid out
-`<root>/cluster=<cluster>/date=<YYYY-MM-DD>/part-*.parquet` (UTC date of `observed_at`), which Spark reads as
-partition columns.
+or more records of one key, one per line (JSON Lines, in the order read). Keys only place messages (the archiver
+ignores them) and keep what must stay in order in one partition: the ingest keys commits by the offsets-topic
+partition it read them from (`commits_key`: `<cluster>/offsets-<p>`, which holds every commit of its groups), so a
+message carries a batch's commits of one offsets partition, many groups; samples are keyed `<cluster>/<topic>`.
+Messages per group cost the ingest's single worker 17-39 % of its throughput, mostly in confluent-kafka taking the
+GIL for every message's delivery report; per offsets partition 5-15 % (bench/bench_vs_burrow.py --history). A
+reader splits a message at its newlines (`records_of`); JSON never holds a raw newline inside a record.
+
+In files, Parquet with `HISTORY_COLUMNS`, laid out `<root>/cluster=<cluster>/date=<YYYY-MM-DD>/part-*.parquet` (UTC
+date of `observed_at`), which Spark reads as partition columns.
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ class HistoryRecord(NamedTuple):
     observed_at: int
 
     def key(self) -> bytes:
+        """A key for a message of this record alone (samples are published so; the ingest keys its messages of
+        commits by offsets partition, `commits_key`)."""
         return f"{self.cluster}/{self.group if self.kind == KIND_COMMIT else self.topic}".encode()
 
     def encode(self) -> bytes:
@@ -81,14 +87,14 @@ class HistoryRecordInvalid(ValueError):
     pass
 
 
-MESSAGE_BYTES = 128 * 1024  # a group's message takes no more records past this (Kafka refuses messages over 1 MB)
+MESSAGE_BYTES = 128 * 1024  # a message takes no more records past this (Kafka refuses messages over 1 MB)
 
 
 class HistoryMessages:
     """Records as history-topic messages: consecutive records of one key share a message, one per line, until it
     passes MESSAGE_BYTES. A key's messages keep the order of its records (`messages` is in the order they were
-    closed, and one key goes to one partition). Offsets topics hold a group's commits of one request together, so
-    a batch's commits of a group mostly make one message."""
+    closed, and one key goes to one partition). A batch reads an offsets partition's records in one run, so its
+    commits of one offsets partition (`commits_key`) mostly make one message."""
 
     __slots__ = ("_key", "_open", "messages")
 
@@ -98,13 +104,20 @@ class HistoryMessages:
         self._open = bytearray()
 
     def add(self, key: bytes, value: bytes) -> None:
-        """One record (`encode_commit`'s key and value, or a sample's)."""
+        """One record (`commits_key` and `encode_commit`'s value, or a sample's key and value)."""
         if self._open and key == self._key and len(self._open) < MESSAGE_BYTES:
             self._open += b"\n"
             self._open += value
         else:
             self.close()
             self._key, self._open = key, bytearray(value)
+
+    def add_commit(
+        self, cluster: str, offsets_partition: int, group: str, topic: str, partition: int, *numbers: int
+    ) -> None:
+        """A commit as the ingest archives it, read from `offsets_partition`: `numbers` are `encode_commit`'s offset,
+        timestamp, order and observed_at."""
+        self.add(commits_key(cluster, offsets_partition), encode_commit(cluster, group, topic, partition, *numbers))
 
     def close(self) -> None:
         """The open message joins `messages` (records added later begin a new one)."""
@@ -135,22 +148,26 @@ def commit_record(cluster: str, commit: Commit) -> HistoryRecord:
     )
 
 
+def commits_key(cluster: str, offsets_partition: int) -> bytes:
+    """The key of the ingest's messages of commits read from one offsets-topic partition: every commit of a group
+    is in one such partition, so a group's records keep their order in one history partition."""
+    return f"{cluster}/offsets-{int(offsets_partition)}".encode()
+
+
 def encode_commit(
     cluster: str, group: str, topic: str, partition: int, offset: int, timestamp: int, order: int, observed_at: int
-) -> tuple[bytes, bytes]:
-    """(key, value) of a commit's record: `commit_record(...).key()` and `.encode()` to the byte, without building
-    either (the ingest archives every commit it reads; its compiled loop writes the numbers after the same heads)."""
-    key, group_head = commit_group_head(cluster, group)
+) -> bytes:
+    """A commit's record, `commit_record(...).encode()` to the byte, without building it (the ingest archives every
+    commit it reads; its compiled loop writes the numbers after the same heads)."""
     numbers = (
         f'{int(offset)},"commit_timestamp":{int(timestamp)},"order":{int(order)},"observed_at":{int(observed_at)}}}'
     )
-    return key, group_head + commit_partition_head((topic, partition)) + numbers.encode()
+    return commit_group_head(cluster, group) + commit_partition_head((topic, partition)) + numbers.encode()
 
 
-def commit_group_head(cluster: str, group: str) -> tuple[bytes, bytes]:
-    """The parts of a commit's record that name its group: the key, and the value up to `"topic":`."""
-    head = f'{{"kind":"commit","cluster":{_json_string(cluster)},"group":{_json_string(group)},'
-    return f"{cluster}/{group}".encode(), head.encode()
+def commit_group_head(cluster: str, group: str) -> bytes:
+    """The part of a commit's record that names its group: the value up to `"topic":`."""
+    return f'{{"kind":"commit","cluster":{_json_string(cluster)},"group":{_json_string(group)},'.encode()
 
 
 def commit_partition_head(topic_partition: tuple[str, int]) -> bytes:

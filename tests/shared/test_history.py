@@ -17,6 +17,7 @@ from lagwatch.shared.domain.history import (
     HistoryRecordInvalid,
     broker_records,
     commit_record,
+    commits_key,
     decode,
     encode_commit,
     records_of,
@@ -155,25 +156,28 @@ def test_the_ingests_encoding_of_a_commit_is_the_records_own_to_the_byte():
     for group, topic in (("g", "t"), ('we"ird\\', "tö pic"), ("ünïcode-群", "t.1")):
         commit = Commit(group, topic, 3, 120, T - 5, 77, T)
         record = commit_record("prod", commit)
-        assert encode_commit("prod", *commit) == (record.key(), record.encode())
+        assert encode_commit("prod", *commit) == record.encode()
         assert decode(record.encode()) == record
 
 
-def _commit(group: str, partition: int, offset: int) -> tuple[bytes, bytes]:
-    return encode_commit("prod", group, "t", partition, offset, T, offset, T)
+def _commit(group: str, partition: int, offset: int, offsets_partition: int = 0) -> tuple[bytes, bytes]:
+    """(key, value) as the ingest adds a commit read from `offsets_partition`."""
+    return commits_key("prod", offsets_partition), encode_commit("prod", group, "t", partition, offset, T, offset, T)
 
 
-def test_consecutive_records_of_a_group_share_a_message_and_each_group_keeps_its_order():
+def test_consecutive_commits_of_an_offsets_partition_share_a_message_and_each_partition_keeps_its_order():
+    """Many groups' commits share a message; a group's are all read from one offsets partition, so they stay in
+    order under one key."""
     messages = HistoryMessages()
-    sent = [("a", 0, 1), ("a", 1, 2), ("b", 0, 3), ("a", 0, 4), ("a", 1, 5)]
-    for group, partition, offset in sent:
-        messages.add(*_commit(group, partition, offset))
+    sent = [("a", 0, 1, 7), ("b", 1, 2, 7), ("c", 0, 3, 12), ("a", 0, 4, 7), ("b", 1, 5, 7)]
+    for group, partition, offset, offsets_partition in sent:
+        messages.add(*_commit(group, partition, offset, offsets_partition))
     messages.close()
 
-    assert [key for key, _ in messages.messages] == [b"prod/a", b"prod/b", b"prod/a"]
+    assert [key for key, _ in messages.messages] == [b"prod/offsets-7", b"prod/offsets-12", b"prod/offsets-7"]
     read = [decode(line) for _, message in messages.messages for line in records_of(message)]
-    assert [(r.group, r.partition, r.offset) for r in read] == sent
-    assert all(key == f"prod/{decode(records_of(m)[0]).group}".encode() for key, m in messages.messages)
+    assert [(r.group, r.partition, r.offset) for r in read] == [s[:3] for s in sent]
+    assert [len(records_of(m)) for _, m in messages.messages] == [2, 1, 2]
 
 
 def test_a_message_takes_no_more_records_once_past_its_size():

@@ -19,7 +19,7 @@ from lagwatch.services.ingest import processor as processor_module
 from lagwatch.services.ingest.commit_pass import HistoryWriter
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
-from lagwatch.shared.domain.history import MESSAGE_BYTES, HistoryMessages, encode_commit
+from lagwatch.shared.domain.history import MESSAGE_BYTES, HistoryMessages
 from lagwatch.shared.domain.window import expired
 from lagwatch.shared.kafka import offsets_codec as codec
 from tests.kafka_helpers import CLUSTER, produce
@@ -159,8 +159,9 @@ def _count_restarts(monkeypatch) -> list[str]:
 
 
 NUMBERS = st.integers(0, 2**53 - 1) | st.integers(-(2**63), 2**63 - 1)
-HISTORY_HEADS: tuple[dict, dict] = ({}, {})  # kept across examples: parts built once, then reused
+HISTORY_HEADS: tuple[dict, dict, dict] = ({}, {}, {})  # kept across examples: parts built once, then reused
 COMMITS = st.tuples(
+    st.sampled_from([0, 1, 49]),  # the offsets-topic partition read from
     st.sampled_from(["billing", 'quo"te\\', "zählung"]) | st.text(max_size=8),  # group
     st.sampled_from(["orders", "tab\tbed"]) | st.text(max_size=8),  # topic
     st.integers(0, 2**31 - 1),  # partition
@@ -172,16 +173,16 @@ COMMITS = st.tuples(
 @given(cluster=st.sampled_from(["prod", "prod-é"]), commits=st.lists(COMMITS, max_size=6), long_run=st.booleans())
 def test_the_compiled_loop_writes_history_messages_as_history_messages_does(cluster, commits, long_run):
     """With `history.enabled` the compiled loop writes each commit's history record itself, the parts naming the
-    group and the partition built once, into messages of consecutive records of a group: byte for byte the
-    messages `history.HistoryMessages` makes of `history.encode_commit`'s records, split where it splits them."""
+    group and the partition built once, into messages of consecutive records of an offsets partition: byte for byte
+    the messages `history.HistoryMessages` makes of the same commits (`add_commit`), split where it splits them."""
     if long_run and commits:  # one group's commits past a message's size
         commits = commits + [commits[-1]] * (MESSAGE_BYTES // 150)
-    heads = HISTORY_HEADS if cluster == "prod" else ({}, {})  # a cache is one cluster's, as a processor's is
+    heads = HISTORY_HEADS if cluster == "prod" else ({}, {}, {})  # a cache is one cluster's, as a processor's is
     compiled, reference = HistoryMessages(), HistoryMessages()
     writer = HistoryWriter(compiled, heads, cluster)
-    for group, topic, partition, numbers in commits:
-        writer.add(group, (topic, partition), *numbers)
-        reference.add(*encode_commit(cluster, group, topic, partition, *numbers))
+    for offsets_partition, group, topic, partition, numbers in commits:
+        writer.add(offsets_partition, group, (topic, partition), *numbers)
+        reference.add_commit(cluster, offsets_partition, group, topic, partition, *numbers)
     writer.close()
     reference.close()
     assert compiled.messages == reference.messages

@@ -217,3 +217,11 @@ async def _split_between(children, log: Path) -> bool:
 
 async def _all_gone(children) -> bool:
     return all(not c.is_running() or c.status() == "zombie" for c in children)
+
+
+def test_the_default_leaves_a_core_for_redis_and_the_kafka_clients_threads(monkeypatch):
+    from lagwatch.services.ingest import workers
+
+    for cpus, expected in ((None, 1), (1, 1), (2, 1), (4, 3), (16, 15)):
+        monkeypatch.setattr(workers.os, "cpu_count", lambda cpus=cpus: cpus)
+        assert workers.default_workers() == expected

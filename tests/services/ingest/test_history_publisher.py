@@ -1,0 +1,92 @@
+"""The ingest's history publisher on the Kafka mock: a batch's commits arrive complete and each group's in order in
+one partition, joined into one message per history partition (a message costs a delivery report, and
+confluent-kafka takes the GIL for each)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+
+from confluent_kafka import Consumer, TopicPartition
+
+from lagwatch.services.ingest.history_publisher import HistoryPublisher
+from lagwatch.shared.domain.history import MESSAGE_BYTES, HistoryMessages, commits_key, decode, records_of
+from lagwatch.shared.kafka.partitioner import partition_for
+from tests.kafka_helpers import eventually
+
+TOPIC = "lagwatch.history"
+T = 1_767_225_600_000
+
+
+async def started(kafka, partitions: int) -> HistoryPublisher:
+    kafka.create_topic(TOPIC, partitions)
+    publisher = HistoryPublisher("prod", {"bootstrap.servers": kafka.bootstrap}, TOPIC)
+    await publisher.start()
+
+    async def count_known() -> bool:  # read in the background: until then messages go keyed, unjoined
+        return publisher.partitions == partitions
+
+    await eventually(count_known)
+    return publisher
+
+
+def read_all(bootstrap: str, partitions: int) -> list[tuple[int, bytes | None, bytes]]:
+    """Every message of the topic: (partition, key, value), in each partition's order."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(partitions)])
+    out, idle = [], 0
+    while idle < 5:
+        message = consumer.poll(0.2)
+        if message is None or message.error():
+            idle += 1
+            continue
+        out.append((message.partition(), message.key(), message.value()))
+    consumer.close()
+    return out
+
+
+async def test_a_batchs_commits_arrive_joined_per_history_partition_with_each_group_in_order_in_one(kafka):
+    publisher = await started(kafka, 3)
+    commits, sent = HistoryMessages(), []
+    for round_ in range(2):  # a group's second commit comes after every group's first, as in a real batch
+        for offsets_partition in range(10):
+            for n in range(3):
+                group = f"g{offsets_partition}-{n}"
+                order = len(sent)
+                commits.add_commit("prod", offsets_partition, group, "t", 0, 100 + round_, T, order, T)
+                sent.append((offsets_partition, group, order))
+    commits.close()
+
+    messages = await publisher.publish_commits(commits)
+    await publisher.stop()
+
+    read = await asyncio.to_thread(read_all, kafka.bootstrap, 3)
+    assert messages == len(read) <= 3 < len(commits.messages)  # 20 messages of the pass, one per history partition
+    assert all(key is None for _, key, _ in read)
+    by_group = collections.defaultdict(list)
+    for partition, _, value in read:
+        for line in records_of(value):
+            record = decode(line)
+            by_group[record.group].append((partition, record.order, record.offset))
+    assert sorted(order for records in by_group.values() for _, order, _ in records) == list(range(len(sent)))
+    for offsets_partition, group, _ in sent:
+        partitions = {partition for partition, _, _ in by_group[group]}
+        assert partitions == {partition_for(commits_key("prod", offsets_partition), 3)}  # where its key goes
+        assert [offset for _, _, offset in by_group[group]] == [100, 101]  # in order
+
+
+async def test_a_joined_message_takes_no_more_records_once_past_its_size(kafka):
+    publisher = await started(kafka, 1)
+    commits = HistoryMessages()
+    count = 3 * MESSAGE_BYTES // 150  # records of ~190 bytes: four or five messages' worth
+    for order in range(count):
+        commits.add_commit("prod", order % 7, f"g{order % 7}", "t", 0, order, T, order, T)
+    commits.close()
+
+    messages = await publisher.publish_commits(commits)
+    await publisher.stop()
+
+    read = await asyncio.to_thread(read_all, kafka.bootstrap, 1)
+    assert messages == len(read) >= 4
+    assert all(len(value) <= MESSAGE_BYTES + 300 for _, _, value in read)
+    assert [decode(line).order for _, _, value in read for line in records_of(value)] == list(range(count))
