@@ -19,15 +19,18 @@ CPU seconds and peak RSS are sampled per process tree with psutil (peak = the ke
 lagwatch's row is followed by its timeline, from the stored-records counter in Redis sampled at each poll: when
 the first batch was stored, the longest pause (a rebalance shows here), the rate from 20 to 80 % of the records,
 and how many were stored twice (read again after a rebalance).
-`--history` also runs lagwatch with `history.enabled` and prints the throughput drop. Without the `burrow` and
+`--history` also runs lagwatch with `history.enabled` and prints the throughput drop. lagwatch's modules are
+byte-compiled first, as a wheel install has them (`compile_lagwatch`). Without the `burrow` and
 `zookeeper` packages (scripts/install-system-deps.sh installs them) only lagwatch's row is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import ctypes
+import importlib
 import json
 import os
 import shutil
@@ -723,7 +726,9 @@ def bench_shape(
         check_retention(control.bootstrap, shape.records)
         print(f"written in {writing:.1f} s ({_k(shape.records / writing)}/s); all kept by the mock", flush=True)
         for run in range(runs):
-            order = ["lagwatch", "burrow"] if run % 2 == 0 else ["burrow", "lagwatch"]
+            # alternated, so a machine slowing down or speeding up within a run favours neither system; the history
+            # run next to the plain one, before it in every other run (its drop is their ratio)
+            order = ["lagwatch", "history", "burrow"] if run % 2 == 0 else ["burrow", "history", "lagwatch"]
             by: dict[str, Row] = {}
             for system in order:
                 if system == "burrow" and burrow:
@@ -735,25 +740,17 @@ def bench_shape(
                         tmp / f"burrow-{run}",
                         f"bench{shape.name}r{run}",
                     )
-                elif system == "lagwatch":
+                elif system == "lagwatch" or (system == "history" and history):
+                    with_history = system == "history"
                     by[system] = run_lagwatch(
                         control.bootstrap,
                         sentinels,
                         shape.records,
-                        tmp / f"lagwatch-{run}",
-                        f"bench{shape.name}r{run}",
+                        tmp / f"{'lagwatch-history' if with_history else 'lagwatch'}-{run}",
+                        f"bench{shape.name}{'h' if with_history else 'r'}{run}",
                         workers=workers,
+                        history=with_history,
                     )
-            if history:
-                by["history"] = run_lagwatch(
-                    control.bootstrap,
-                    sentinels,
-                    shape.records,
-                    tmp / f"lagwatch-history-{run}",
-                    f"bench{shape.name}h{run}",
-                    workers=workers,
-                    history=True,
-                )
             rows = [by[k] for k in ("burrow", "lagwatch", "history") if k in by]
             print(f"\nrun {run + 1}/{runs}:")
             entry: dict[str, Any] = {k: v.to_dict() for k, v in by.items()}
@@ -783,6 +780,17 @@ def bench_shape(
     return results
 
 
+def compile_lagwatch() -> None:
+    """Byte-compile lagwatch's modules, as installing a wheel does. Run from a source checkout (an editable install)
+    with PYTHONDONTWRITEBYTECODE set, every process would compile them again at its start (~80 ms of the ingest's
+    ~0.5 s before its first read, measured); Python still recompiles any module edited since."""
+    import lagwatch
+
+    for package in (lagwatch, *(importlib.import_module(f"lagwatch.{name}") for name in ("services", "shared"))):
+        for path in package.__path__:
+            compileall.compile_dir(path, quiet=1)
+
+
 def measure(
     scale: float = 1.0,
     runs: int = 1,
@@ -807,6 +815,7 @@ def measure(
         print(f"this lagwatch's `run ingest` has no --workers: --workers {workers} ignored", flush=True)
         workers = None
     with_burrow = use_burrow and not missing
+    compile_lagwatch()
     out: dict[str, Any] = {
         "burrow": "1.2.1 (Debian)" if with_burrow else f"not found: {missing}" if missing else "skipped"
     }
