@@ -14,7 +14,7 @@ records' method calls, dict look-ups across the cached keys, and allocating the 
 measures the whole ingest).
 """
 
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
@@ -44,6 +44,7 @@ cdef enum:
     ENTRY = 48  # bytes per ring entry: six little-endian int64 (packing.COMMIT_ENTRY)
     HEADS_KEPT = 200_000  # groups (partitions, keys) whose history record parts are kept; then the cache starts over
 cdef Py_ssize_t MESSAGE_BYTES = _MESSAGE_BYTES
+heads_kept = HEADS_KEPT  # for tests
 cdef int64_t MAX_EXACT = MAX_SCRIPT_NUMBER  # processor.MAX_EXACT: offsets beyond are not exact as doubles
 
 
@@ -112,105 +113,152 @@ cdef inline bint _read_value(bytes value, int64_t* offset, int64_t* timestamp) n
     return True
 
 
-cdef inline char* _put(char* p, bytes data) noexcept:
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
-    memcpy(p, PyBytes_AS_STRING(data), n)
-    return p + n
+cdef struct Pending:
+    # a commit's history record, kept until it is encoded: its heads point into bytes the writer keeps alive
+    int64_t offsets_partition
+    const char* group_head
+    const char* topic_head
+    Py_ssize_t group_size, topic_size
+    int64_t offset, timestamp, order, observed
 
 
 cdef class HistoryWriter:
-    """A pass's commits as history-topic messages (`history.HistoryMessages`, whose `add` and `close` are the
-    reference): each record written here byte for byte as `history.encode_commit` writes it, from the parts naming
-    its group and its partition built once (`commit_group_head`, `commit_partition_head`, kept in the processor's
-    `heads`), into the open message, a buffer reused for every message; a message (key `commits_key`) is copied
-    out once, when the offsets partition changes or it passed MESSAGE_BYTES."""
+    """A pass's commits as history-topic messages (`history.HistoryMessages`, whose `add_commit` and `close` are the
+    reference), each record byte for byte as `history.encode_commit` writes it, a message (key `commits_key`) per
+    run of an offsets partition's records, up to MESSAGE_BYTES.
 
-    cdef list messages
-    cdef dict groups, partitions, keys
+    Two steps, so that the pass's thread does the least: `write` notes a record (its numbers, and where the parts
+    naming its group and its partition are: `commit_group_head`, `commit_partition_head`, built once per cluster in
+    the processor's `heads`); `encode` writes the messages, the text without the GIL, and is called by whoever
+    needs them (`HistoryMessages.close`: the history publisher's thread, while the next batch is applied). The
+    writer holds every heads cache its records point into: a full cache is replaced, never cleared."""
+
+    cdef object messages  # the HistoryMessages this writer's records go to
+    cdef list heads  # the processor's caches: [per group, per partition, keys per offsets partition]
+    cdef list held  # caches this writer's records point into
     cdef object group_head, key_of  # build a group's head, an offsets partition's key (for this cluster)
     cdef object group  # the group of the last record written and its head
     cdef bytes head
-    cdef int64_t offsets_partition  # the open message's (-1: no message open)
-    cdef bytes key
-    cdef char* buffer
-    cdef Py_ssize_t size, capacity
+    cdef Pending* pending
+    cdef Py_ssize_t count, capacity
 
     def __cinit__(self):
-        self.buffer, self.size, self.capacity, self.offsets_partition = NULL, 0, 0, -1
+        self.pending, self.count, self.capacity = NULL, 0, 0
 
-    def __init__(self, messages, tuple heads, str cluster):
-        self.messages = messages.messages
-        self.groups, self.partitions, self.keys = heads
+    def __init__(self, messages, list heads, str cluster):
+        self.messages, self.heads = messages, heads
+        self.held = list(heads)
         self.group_head = functools.partial(commit_group_head, cluster)
         self.key_of = functools.partial(commits_key, cluster)
+        messages.defer(self)
 
     def __dealloc__(self):
-        PyMem_Free(self.buffer)
+        PyMem_Free(self.pending)
 
     cdef int write(
         self, int64_t offsets_partition, str group, tuple tp,
         int64_t offset, int64_t timestamp, int64_t order, int64_t observed,
     ) except -1:
-        if offsets_partition != self.offsets_partition or self.size >= MESSAGE_BYTES:
-            self.close()
-            self.offsets_partition, self.key = offsets_partition, _kept(self.keys, offsets_partition, self.key_of)
+        cdef Pending* grown
+        cdef Pending* r
+        cdef bytes topic_head
+        if self.count == self.capacity:
+            grown = <Pending*>PyMem_Realloc(self.pending, (2 * self.capacity + 64) * sizeof(Pending))
+            if grown is NULL:
+                raise MemoryError()
+            self.pending, self.capacity = grown, 2 * self.capacity + 64
         if self.group is None or (group is not self.group and group != self.group):
-            self.group, self.head = group, _kept(self.groups, group, self.group_head)
-        self._append(self.head, _kept(self.partitions, tp, commit_partition_head), offset, timestamp, order, observed)
+            self.group, self.head = group, self._kept(0, group, self.group_head)
+        topic_head = self._kept(1, tp, commit_partition_head)
+        r = &self.pending[self.count]
+        r.offsets_partition, r.offset, r.timestamp, r.order, r.observed = offsets_partition, offset, timestamp, order, observed
+        r.group_head, r.group_size = PyBytes_AS_STRING(self.head), PyBytes_GET_SIZE(self.head)
+        r.topic_head, r.topic_size = PyBytes_AS_STRING(topic_head), PyBytes_GET_SIZE(topic_head)
+        self.count += 1
         return 0
 
-    cpdef close(self):
-        """The open message joins `messages`."""
-        if self.offsets_partition >= 0:
-            self.messages.append((self.key, PyBytes_FromStringAndSize(self.buffer, self.size)))
-            self.offsets_partition, self.size = -1, 0
+    cdef object _kept(self, int which, object key, object build):
+        """`heads[which][key]`, built by `build(key)` the first time; past HEADS_KEPT entries the processor gets a
+        new cache, and this writer keeps the old one (its records point into it)."""
+        cdef dict cache = self.heads[which]
+        cdef PyObject* found = PyDict_GetItem(cache, key)
+        if found is not NULL:
+            return <object>found
+        if len(cache) >= HEADS_KEPT:
+            cache = self.heads[which] = {}
+            self.held.append(cache)
+        value = cache[key] = build(key)
+        return value
 
     def add(self, offsets_partition, str group, tuple tp, offset, timestamp, order, observed):
         """`write`, for tests."""
         self.write(offsets_partition, group, tp, offset, timestamp, order, observed)
 
-    cdef int _append(
-        self, bytes group_head, bytes topic_head, int64_t offset, int64_t timestamp, int64_t order, int64_t observed
-    ) except -1:
-        """One record at the end of the open message, after a newline unless it is the first."""
-        cdef int newline = 1 if self.size else 0
-        cdef int w1 = decimal_width(offset), w2 = decimal_width(timestamp), w3 = decimal_width(order)
-        cdef int w4 = decimal_width(observed)
-        # the names between the numbers and the closing brace take 45 bytes
-        cdef Py_ssize_t added = newline + PyBytes_GET_SIZE(group_head) + PyBytes_GET_SIZE(topic_head) + w1 + w2 + w3 + w4 + 45
-        cdef char* grown
-        if self.size + added > self.capacity:
-            grown = <char*>PyMem_Realloc(self.buffer, 2 * (self.size + added))
-            if grown is NULL:
+    def encode(self, list messages):
+        """Append the records' messages, as (key, value), to `messages`; the records are then forgotten."""
+        cdef Py_ssize_t count = self.count, size = 0, i
+        cdef char* text = NULL
+        cdef Py_ssize_t* starts = <Py_ssize_t*>PyMem_Malloc((count + 1) * sizeof(Py_ssize_t))
+        if starts is NULL:
+            raise MemoryError()
+        try:
+            for i in range(count):  # an upper bound of the text: every record with its newline
+                size += self.pending[i].group_size + self.pending[i].topic_size + 4 * 20 + 46
+            text = <char*>PyMem_Malloc(size + 1)
+            if text is NULL:
                 raise MemoryError()
-            self.buffer, self.capacity = grown, 2 * (self.size + added)
-        cdef char* p = self.buffer + self.size
-        self.size += added
-        if newline:
+            with nogil:
+                size = _encode(self.pending, count, text, starts)
+            for i in range(count):
+                if starts[i] >= 0:
+                    key = self._kept(2, self.pending[i].offsets_partition, self.key_of)
+                    messages.append((key, PyBytes_FromStringAndSize(text + starts[i], _end(starts, i, count, size) - starts[i])))
+        finally:
+            PyMem_Free(text)
+            PyMem_Free(starts)
+        self.count = 0
+
+
+cdef Py_ssize_t _end(const Py_ssize_t* starts, Py_ssize_t i, Py_ssize_t count, Py_ssize_t size) noexcept:
+    """Where the message beginning at record i ends: where the next one begins, or at the end of the text."""
+    cdef Py_ssize_t j = i + 1
+    while j < count and starts[j] < 0:
+        j += 1
+    return size if j == count else starts[j]
+
+
+cdef Py_ssize_t _encode(const Pending* pending, Py_ssize_t count, char* text, Py_ssize_t* starts) noexcept nogil:
+    """The records' text into `text`, messages back to back; starts[i] is where record i's message begins when it
+    begins one, else -1 (HistoryMessages.add's rule: a new message when the offsets partition changes or the open one
+    holds MESSAGE_BYTES). Returns the size written."""
+    cdef Py_ssize_t size = 0, message_at = 0, i
+    cdef const Pending* r
+    cdef char* p
+    cdef int64_t open_partition = -1
+    cdef int w1, w2, w3, w4
+    for i in range(count):
+        r = &pending[i]
+        p = text + size
+        if open_partition < 0 or r.offsets_partition != open_partition or size - message_at >= MESSAGE_BYTES:
+            starts[i], message_at, open_partition = size, size, r.offsets_partition
+        else:
+            starts[i] = -1
             p[0] = b'\n'
             p += 1
-        p = _put(p, group_head)
-        p = _put(p, topic_head)
-        p = put_decimal(p, offset, w1)
+        w1, w2, w3, w4 = decimal_width(r.offset), decimal_width(r.timestamp), decimal_width(r.order), decimal_width(r.observed)
+        memcpy(p, r.group_head, r.group_size)
+        p += r.group_size
+        memcpy(p, r.topic_head, r.topic_size)
+        p = put_decimal(p + r.topic_size, r.offset, w1)
         memcpy(p, b',"commit_timestamp":', 20)
-        p = put_decimal(p + 20, timestamp, w2)
+        p = put_decimal(p + 20, r.timestamp, w2)
         memcpy(p, b',"order":', 9)
-        p = put_decimal(p + 9, order, w3)
+        p = put_decimal(p + 9, r.order, w3)
         memcpy(p, b',"observed_at":', 15)
-        p = put_decimal(p + 15, observed, w4)
+        p = put_decimal(p + 15, r.observed, w4)
         p[0] = b'}'
-        return 0
-
-
-cdef object _kept(dict cache, object key, object build):
-    """`cache[key]`, built by `build(key)` the first time (past HEADS_KEPT entries the cache starts over)."""
-    cdef PyObject* found = PyDict_GetItem(cache, key)
-    if found is not NULL:
-        return <object>found
-    if len(cache) >= HEADS_KEPT:
-        cache.clear()
-    value = cache[key] = build(key)
-    return value
+        size = p + 1 - text
+    return size
 
 
 def run_pass(processor, records, batch, bint defer):
@@ -356,8 +404,6 @@ def run_pass(processor, records, batch, bint defer):
             current_last, last_moved = timestamp, True
     if last_moved:
         current.last = current_last
-    if history is not None:
-        history.close()
     if part_now is not None:
         positions[part_now] = position
     for outcome, n in ((AddOutcome.APPENDED, appended), (AddOutcome.MERGED, merged),

@@ -5,7 +5,7 @@ flush_encoding.pyx: the Redis protocol). Inline: each module compiles its own co
 from libc.stdint cimport int64_t, uint64_t
 
 
-cdef inline int decimal_width(int64_t value) noexcept:
+cdef inline int decimal_width(int64_t value) noexcept nogil:
     """How many characters `value` takes in decimal, a sign included."""
     cdef int n = 1 if value < 0 else 0
     cdef uint64_t v = <uint64_t>(-value) if value < 0 else <uint64_t>value
@@ -16,7 +16,7 @@ cdef inline int decimal_width(int64_t value) noexcept:
             return n
 
 
-cdef inline char* put_decimal(char* p, int64_t value, int width) noexcept:
+cdef inline char* put_decimal(char* p, int64_t value, int width) noexcept nogil:
     """Write `value` at p in the `width` characters `decimal_width` gave; returns the end."""
     cdef uint64_t v = <uint64_t>(-value) if value < 0 else <uint64_t>value
     cdef char* end = p + width

@@ -81,7 +81,9 @@ class HistoryPublisher:
         """Send a batch's commits (`history.HistoryMessages`) and wait until Kafka acknowledged every message;
         KafkaException when one was not. Returns the messages sent."""
         failed_before = self._failed
-        outgoing = self._joined(commits)
+        count = self._partition_count.current(self._require())
+        # the compiled pass left the records' text to be written (`HistoryMessages.close`): here, off the loop's thread
+        outgoing = await asyncio.get_running_loop().run_in_executor(self._executor, self._joined, commits, count)
         self._produce(outgoing)
         remaining = await self._flush()
         if remaining or self._failed != failed_before:
@@ -103,10 +105,10 @@ class HistoryPublisher:
             self.samples_lost += sum(len(p) for p in by_topic.values())
             log.warning("history: log-end samples not archived (%s); the history has a gap of one poll", exc)
 
-    def _joined(self, commits: HistoryMessages) -> Outgoing:
-        """The batch's messages joined per history partition, in order, each up to MESSAGE_BYTES; keyed as written
-        while the partition count is unknown."""
-        count = self._partition_count.current(self._require())
+    def _joined(self, commits: HistoryMessages, count: int | None) -> Outgoing:
+        """The batch's messages joined per history partition (`count` of them), in order, each up to MESSAGE_BYTES;
+        keyed as written while the partition count is unknown (None)."""
+        commits.close()
         if count is None:
             return [(key, value, ANY_PARTITION) for key, value in commits.messages]
         known = self._key_partitions.lookup(count)

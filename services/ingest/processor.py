@@ -93,7 +93,7 @@ class BatchProcessor:
         self.group_filter = group_filter
         self.keep_commits = keep_commits  # the history topic wants every commit
         # history record parts (compiled pass): per group, per partition, message keys per offsets partition
-        self.history_heads: tuple[dict, dict, dict] = ({}, {}, {})
+        self.history_heads: list[dict] = [{}, {}, {}]
         self.keys = KeyCache(group_filter)
         self.cache = WindowCache(store.redis, cluster, store.config)
         self.writer = WindowWriter(store.redis)

@@ -94,17 +94,23 @@ class HistoryMessages:
     """Records as history-topic messages: consecutive records of one key share a message, one per line, until it
     passes MESSAGE_BYTES. A key's messages keep the order of its records (`messages` is in the order they were
     closed, and one key goes to one partition). A batch reads an offsets partition's records in one run, so its
-    commits of one offsets partition (`commits_key`) mostly make one message."""
+    commits of one offsets partition (`commits_key`) mostly make one message.
 
-    __slots__ = ("_key", "_open", "messages")
+    The ingest's compiled pass notes its records in writers (`defer`) whose `encode` writes their messages later,
+    off the pass's thread: `close` has them written, in order, before `messages` is read."""
+
+    __slots__ = ("_deferred", "_key", "_open", "messages")
 
     def __init__(self) -> None:
         self.messages: list[tuple[bytes, bytes]] = []  # (key, records), closed
         self._key = b""  # the open message's key
         self._open = bytearray()
+        self._deferred: list[Any] = []  # writers with records to encode (`encode(messages)`), in order
 
     def add(self, key: bytes, value: bytes) -> None:
         """One record (`commits_key` and `encode_commit`'s value, or a sample's key and value)."""
+        if self._deferred:
+            self.close()
         if self._open and key == self._key and len(self._open) < MESSAGE_BYTES:
             self._open += b"\n"
             self._open += value
@@ -119,14 +125,22 @@ class HistoryMessages:
         timestamp, order and observed_at."""
         self.add(commits_key(cluster, offsets_partition), encode_commit(cluster, group, topic, partition, *numbers))
 
+    def defer(self, writer: Any) -> None:
+        """Records noted by `writer` come next: `close` has `writer.encode(messages)` append their messages."""
+        self._deferred.append(writer)
+
     def close(self) -> None:
-        """The open message joins `messages` (records added later begin a new one)."""
+        """Every message complete in `messages`: the open one (records added later begin a new one), then those of
+        deferred writers, in order."""
         if self._open:
             self.messages.append((self._key, bytes(self._open)))
             self._open = bytearray()
+        writers, self._deferred = self._deferred, []
+        for writer in writers:
+            writer.encode(self.messages)
 
     def __bool__(self) -> bool:
-        return bool(self.messages or self._open)
+        return bool(self.messages or self._open or self._deferred)
 
 
 def records_of(message: bytes) -> list[bytes]:

@@ -9,6 +9,7 @@ metadata, junk values and keys, values of every version).
 """
 
 import asyncio
+import gc
 import time
 
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lagwatch.services.ingest import processor as processor_module
-from lagwatch.services.ingest.commit_pass import HistoryWriter
+from lagwatch.services.ingest.commit_pass import HistoryWriter, heads_kept
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
 from lagwatch.shared.domain.history import MESSAGE_BYTES, HistoryMessages
@@ -95,6 +96,7 @@ def run(stack, batches, clock, *, compiled):
             order += 1
         batch = stack.loop.run_until_complete(processor.apply(raw))
         stack.loop.run_until_complete(processor.write(processor.take_flush(batch.observed_at)))
+        batch.history.close()  # the compiled pass's records are written when the publisher asks for them
         outcome.append(
             (dict(batch.tally), dict(batch.positions), dict(batch.touched), len(batch.deferred), batch.history.messages)
         )
@@ -159,7 +161,7 @@ def _count_restarts(monkeypatch) -> list[str]:
 
 
 NUMBERS = st.integers(0, 2**53 - 1) | st.integers(-(2**63), 2**63 - 1)
-HISTORY_HEADS: tuple[dict, dict, dict] = ({}, {}, {})  # kept across examples: parts built once, then reused
+HISTORY_HEADS: list[dict] = [{}, {}, {}]  # kept across examples: parts built once, then reused
 COMMITS = st.tuples(
     st.sampled_from([0, 1, 49]),  # the offsets-topic partition read from
     st.sampled_from(["billing", 'quo"te\\', "zählung"]) | st.text(max_size=8),  # group
@@ -177,15 +179,40 @@ def test_the_compiled_loop_writes_history_messages_as_history_messages_does(clus
     the messages `history.HistoryMessages` makes of the same commits (`add_commit`), split where it splits them."""
     if long_run and commits:  # one group's commits past a message's size
         commits = commits + [commits[-1]] * (MESSAGE_BYTES // 150)
-    heads = HISTORY_HEADS if cluster == "prod" else ({}, {}, {})  # a cache is one cluster's, as a processor's is
+    heads = HISTORY_HEADS if cluster == "prod" else [{}, {}, {}]  # a cache is one cluster's, as a processor's is
     compiled, reference = HistoryMessages(), HistoryMessages()
     writer = HistoryWriter(compiled, heads, cluster)
     for offsets_partition, group, topic, partition, numbers in commits:
         writer.add(offsets_partition, group, (topic, partition), *numbers)
         reference.add_commit(cluster, offsets_partition, group, topic, partition, *numbers)
-    writer.close()
+    compiled.close()
     reference.close()
     assert compiled.messages == reference.messages
+
+
+def test_records_are_written_whole_after_their_heads_cache_started_over_for_later_writers():
+    """The writer notes where each record's parts are and writes the text later (off the pass's thread), while the
+    next batch's writer goes on filling the processor's caches: a full cache is replaced, never cleared, and each
+    writer keeps alive every cache its records point into."""
+    heads: list[dict] = [{}, {}, {}]
+    first, reference = HistoryMessages(), HistoryMessages()
+    writer = HistoryWriter(first, heads, "prod")
+    for n in range(heads_kept + 50):  # past the cache's size: the last 50 groups' parts are in a new cache
+        writer.add(n % 50, f"group-{n}", ("orders", n % 3), n, NOW_MS, n, NOW_MS)
+        reference.add_commit("prod", n % 50, f"group-{n}", "orders", n % 3, n, NOW_MS, n, NOW_MS)
+    later = HistoryMessages()
+    later_writer = HistoryWriter(later, heads, "prod")
+    for n in range(heads_kept):  # the next batch fills that new cache in turn: the processor starts a third
+        later_writer.add(0, f"other-{n}", ("orders", 0), n, NOW_MS, n, NOW_MS)
+    later.close()
+    del later, later_writer
+    gc.collect()
+    assert len(heads[0]) == 50  # the processor holds the third cache only
+    reuse = [b"#" * (40 + n % 40) for n in range(100_000)]  # memory a freed cache left would now hold these
+    first.close()
+    del reuse
+    reference.close()
+    assert first.messages == reference.messages
 
 
 def test_the_compiled_loop_is_built_where_the_tests_run():
