@@ -241,7 +241,7 @@ def _start_service(args: argparse.Namespace, config, cluster: str) -> int:
         from lagwatch.services.ingest.service import run_ingest
 
         workers.die_with_supervisor()
-        workers.one_malloc_arena()
+        workers.tune_malloc()
         asyncio.run(run_ingest(config, cluster, http_port=args.http_port))
     elif args.service == "evaluator":
         from lagwatch.services.evaluator.service import run_evaluator

@@ -140,9 +140,12 @@ class IngestWorker:
             # a worker hears of a rebalance at its next heartbeat: the group waits for the slowest to hear it
             "heartbeat.interval.ms": max(100, min(1000, self.session_timeout_ms // 3)),
             "fetch.wait.max.ms": 100,  # an idle fetch costs little; a broker that holds fetches would cost latency
-            # read-ahead while a batch is applied, bounded: librdkafka's defaults keep up to 64 MB per consumer
-            "fetch.max.bytes": 16 * 1024 * 1024,
-            "queued.max.messages.kbytes": 8 * 1024,
+            # read-ahead while a batch is applied, bounded: librdkafka's defaults keep up to 64 MB per consumer. A
+            # couple of batches' worth is enough on the 1M/2M benches (bench_vs_burrow.py, one worker, alternating
+            # runs): 2 MB and 1 MB took the worker's peak RSS from 210-222 MB to 177-191 MB at the same speed (1M in
+            # 4.4-4.6 s against 4.2-4.9 s); 1 MB and 512 KB read slower
+            "fetch.max.bytes": 2 * 1024 * 1024,
+            "queued.max.messages.kbytes": 1024,
             # a partition whose queue is over that bound is not fetched again for this long: librdkafka's 1 s default
             # left the worker idle once it had drained the queue (measured: 1M records in 9.7 s, with 100 ms 5.4 s;
             # 10 ms against 100 ms, three runs each in one session: 5.1-5.7 s against 5.3-6.6 s); only full queues wait
