@@ -12,9 +12,10 @@ offsets-topic partition (`commits_key`), and those bound for the same history pa
 message with an explicit partition (murmur2 of their keys, as Kafka's producers place keys), so a group's records
 still stay in order in one partition. Each message costs a delivery report, for which confluent-kafka takes the
 GIL even when it reports only failures: with a message per commit history cost one worker 30-32 % of its
-throughput, with a message per group's run of commits 17-39 %, per offsets partition 7-19 %, joined per history
-partition 2-11 % (bench/bench_vs_burrow.py --history, 1M and 2M commits). Until the topic's partition count is
-known (metadata, read in the background) the messages go keyed as the pass wrote them.
+throughput, with a message per group's run of commits 17-39 %, per offsets partition 7-19 %; joined per history
+partition, with the text written on this publisher's thread (`HistoryMessages.close` in `_joined`), 0-20 %, median
+~10 % (bench/bench_vs_burrow.py --history, 1M and 2M commits, one worker on 2 CPUs). Until the topic's partition
+count is known (metadata, read in the background) the messages go keyed as the pass wrote them.
 
 The producer is librdkafka's (confluent-kafka): one C call queues a record, batching and lz4 run on librdkafka's
 own threads, and only failed deliveries call back into Python. With aiokafka's producer, whose record batches are
