@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from lagwatch.shared.runtime.backoff import doubling
 
@@ -35,6 +37,7 @@ M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
 MMAP_THRESHOLD = 4 * 1024 * 1024  # bytes: smaller blocks come from the heap
 TRIM_THRESHOLD = 64 * 1024 * 1024  # bytes free at the heap's top before it is given back
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 STOP_TIMEOUT_S = 60.0
 MAX_BACKOFF_S = 30.0
 
@@ -42,9 +45,30 @@ MAX_BACKOFF_S = 30.0
 def default_workers() -> int:
     """One worker per CPU but one. A worker keeps one core busy with its own thread, and needs part of another for
     librdkafka's threads, Redis and the history producer. Measured on 2 CPUs (bench/bench_vs_burrow.py, same runs):
-    one worker read 1M commits at 2.1-2.2x Burrow's rate and 2M at 2.3-3.2x, two workers at 1.5-1.6x and 2.1-2.4x,
-    with ~175 MB more memory and a rebalance when the second joins."""
-    return max(1, (os.cpu_count() or 1) - 1)
+    one worker read 1M commits at 2.0-2.9x Burrow's rate and 2M at 2.8-3.6x, two workers at 1.5-1.9x and 2.1-2.5x,
+    with ~120 MB more memory and a rebalance when the second joins."""
+    return max(1, available_cpus() - 1)
+
+
+def available_cpus() -> int:
+    """The CPUs this process may use: those it may run on, fewer under a container's CPU limit (cgroup v2 `cpu.max`
+    or v1 `cpu.cfs_quota_us`, rounded up), which `os.cpu_count()` does not see: a pod limited to 2 CPUs on a
+    64-CPU node would otherwise start 63 workers."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    quota = cgroup_cpu_limit(CGROUP_ROOT)
+    return max(1, min(cpus, math.ceil(quota)) if quota else cpus)
+
+
+def cgroup_cpu_limit(root: Path) -> float | None:
+    """CPUs allowed by the cgroup's quota under `root` (v2, then v1); None when unlimited or unreadable."""
+    with contextlib.suppress(OSError, ValueError):
+        quota, _, period = (root / "cpu.max").read_text().partition(" ")  # v2: "<quota|max> <period>"
+        return None if quota == "max" else int(quota) / int(period)
+    with contextlib.suppress(OSError, ValueError):
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())  # v1: -1 when unlimited
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+    return None
 
 
 def tune_malloc() -> None:

@@ -222,6 +222,30 @@ async def _all_gone(children) -> bool:
 def test_the_default_leaves_a_core_for_redis_and_the_kafka_clients_threads(monkeypatch):
     from lagwatch.services.ingest import workers
 
-    for cpus, expected in ((None, 1), (1, 1), (2, 1), (4, 3), (16, 15)):
-        monkeypatch.setattr(workers.os, "cpu_count", lambda cpus=cpus: cpus)
+    for cpus, expected in ((1, 1), (2, 1), (4, 3), (16, 15)):
+        monkeypatch.setattr(workers, "available_cpus", lambda cpus=cpus: cpus)
         assert workers.default_workers() == expected
+
+
+def test_a_containers_cpu_limit_caps_the_cpus_counted(tmp_path, monkeypatch):
+    """cgroup v2 `cpu.max`, then v1's quota and period; no limit (or none readable) leaves the CPUs as they are."""
+    from lagwatch.services.ingest import workers
+
+    v2, v1, none = tmp_path / "v2", tmp_path / "v1" / "cpu", tmp_path / "none"
+    for d in (v2, v1, none):
+        d.mkdir(parents=True)
+    (v2 / "cpu.max").write_text("150000 100000\n")
+    (v1 / "cpu.cfs_quota_us").write_text("200000\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    assert workers.cgroup_cpu_limit(v2) == 1.5
+    assert workers.cgroup_cpu_limit(tmp_path / "v1") == 2.0
+    assert workers.cgroup_cpu_limit(none) is None
+    (v2 / "cpu.max").write_text("max 100000\n")
+    assert workers.cgroup_cpu_limit(v2) is None
+
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(workers, "CGROUP_ROOT", tmp_path / "v1")
+    assert workers.available_cpus() == 2  # a pod limited to 2 CPUs on a 64-CPU node
+    assert workers.default_workers() == 1
+    monkeypatch.setattr(workers, "CGROUP_ROOT", none)
+    assert workers.available_cpus() == 64
