@@ -171,7 +171,8 @@ cdef class HistoryWriter:
             self.group, self.head = group, self._kept(0, group, self.group_head)
         topic_head = self._kept(1, tp, commit_partition_head)
         r = &self.pending[self.count]
-        r.offsets_partition, r.offset, r.timestamp, r.order, r.observed = offsets_partition, offset, timestamp, order, observed
+        r.offsets_partition, r.observed = offsets_partition, observed
+        r.offset, r.timestamp, r.order = offset, timestamp, order
         r.group_head, r.group_size = PyBytes_AS_STRING(self.head), PyBytes_GET_SIZE(self.head)
         r.topic_head, r.topic_size = PyBytes_AS_STRING(topic_head), PyBytes_GET_SIZE(topic_head)
         self.count += 1
@@ -212,7 +213,8 @@ cdef class HistoryWriter:
             for i in range(count):
                 if starts[i] >= 0:
                     key = self._kept(2, self.pending[i].offsets_partition, self.key_of)
-                    messages.append((key, PyBytes_FromStringAndSize(text + starts[i], _end(starts, i, count, size) - starts[i])))
+                    value = PyBytes_FromStringAndSize(text + starts[i], _end(starts, i, count, size) - starts[i])
+                    messages.append((key, value))
         finally:
             PyMem_Free(text)
             PyMem_Free(starts)
@@ -245,7 +247,8 @@ cdef Py_ssize_t _encode(const Pending* pending, Py_ssize_t count, char* text, Py
             starts[i] = -1
             p[0] = b'\n'
             p += 1
-        w1, w2, w3, w4 = decimal_width(r.offset), decimal_width(r.timestamp), decimal_width(r.order), decimal_width(r.observed)
+        w1, w2 = decimal_width(r.offset), decimal_width(r.timestamp)
+        w3, w4 = decimal_width(r.order), decimal_width(r.observed)
         memcpy(p, r.group_head, r.group_size)
         p += r.group_size
         memcpy(p, r.topic_head, r.topic_size)
