@@ -33,11 +33,10 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from lagwatch.shared.domain.history import KIND_BROKER, MESSAGE_BYTES, HistoryMessages, broker_records
-from lagwatch.shared.kafka.partitioner import PartitionCache, PartitionCount, partition_for
+from lagwatch.shared.kafka.partitioner import ANY_PARTITION, PartitionCache, PartitionCount, partition_for
 
 log = logging.getLogger(__name__)
 DELIVERY_TIMEOUT_S = 30.0
-ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: its partitioner places the key
 Outgoing = list[tuple[bytes | None, bytes, int]]  # (key, value, partition) of each message to send
 
 

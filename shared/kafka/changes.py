@@ -31,7 +31,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from lagwatch.shared.clock import now_ms
-from lagwatch.shared.kafka.partitioner import PartitionCache, PartitionCount, partition_for
+from lagwatch.shared.kafka.partitioner import ANY_PARTITION, PartitionCache, PartitionCount, partition_for
 
 log = logging.getLogger(__name__)
 _json_string = json.encoder.encode_basestring_ascii  # json.dumps' own C string encoder
@@ -41,7 +41,6 @@ STOP_FLUSH_S = 5.0
 FAILURES_LOGGED_EVERY_S = 10.0  # Kafka away: every queued notice fails, thousands a second; one warning says so
 LOG_END_TOPICS_PER_NOTICE = 2000  # topic names per log-end notice (a notice stays far below Kafka's record limit)
 GROUPS_PER_NOTICE = 2000  # group names per notice, for the same reason
-ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: its partitioner chooses from the key
 
 
 def notice_key(cluster: str, group: str) -> bytes:

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 
 KAFKA_MURMUR2_SEED = 0x9747B28C  # Kafka's murmur2 is MurmurHash2 with this seed
+ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: its partitioner chooses from the key
 
 
 def partition_for(key: bytes, partitions: int) -> int:
