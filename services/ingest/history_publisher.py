@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -112,20 +113,13 @@ class HistoryPublisher:
         if count is None:
             return [(key, value, ANY_PARTITION) for key, value in commits.messages]
         known = self._key_partitions.lookup(count)
-        outgoing: Outgoing = []
-        open_parts: dict[int, list[bytes]] = {}  # history partition -> values of its open message
-        open_sizes: dict[int, int] = {}
+        by_partition: dict[int, list[bytes]] = {}  # history partition -> its messages' values, in order
         for key, value in commits.messages:
             partition = known.get(key)
             if partition is None:
                 partition = known[key] = partition_for(key, count)
-            if open_sizes.get(partition, 0) + len(value) > MESSAGE_BYTES and partition in open_parts:
-                outgoing.append((None, b"\n".join(open_parts.pop(partition)), partition))
-                open_sizes[partition] = 0
-            open_parts.setdefault(partition, []).append(value)
-            open_sizes[partition] = open_sizes.get(partition, 0) + len(value) + 1
-        outgoing.extend((None, b"\n".join(values), partition) for partition, values in open_parts.items())
-        return outgoing
+            by_partition.setdefault(partition, []).append(value)
+        return [(None, joined, p) for p, values in by_partition.items() for joined in _joined_up_to_size(values)]
 
     def _produce(self, outgoing: Outgoing) -> None:
         producer = self._require()
@@ -151,3 +145,16 @@ class HistoryPublisher:
         if self._producer is None:
             raise KafkaException(KafkaError(KafkaError._STATE, "the history producer is not started"))
         return self._producer
+
+
+def _joined_up_to_size(values: list[bytes]) -> Iterator[bytes]:
+    """Consecutive values joined by newlines, a message taking no more once the next would pass MESSAGE_BYTES (a
+    value alone may)."""
+    start, size = 0, 0
+    for i, value in enumerate(values):
+        if i > start and size + len(value) > MESSAGE_BYTES:
+            yield b"\n".join(values[start:i])
+            start, size = i, 0
+        size += len(value) + 1
+    if values:
+        yield b"\n".join(values[start:])
