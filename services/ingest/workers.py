@@ -63,12 +63,15 @@ def cgroup_cpu_limit(root: Path) -> float | None:
     """CPUs allowed by the cgroup's quota under `root` (v2, then v1); None when unlimited or unreadable."""
     with contextlib.suppress(OSError, ValueError):
         quota, _, period = (root / "cpu.max").read_text().partition(" ")  # v2: "<quota|max> <period>"
-        return None if quota == "max" else int(quota) / int(period)
+        return None if quota == "max" else _cpus(int(quota), int(period))
     with contextlib.suppress(OSError, ValueError):
         quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())  # v1: -1 when unlimited
-        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
-        return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+        return _cpus(quota_us, int((root / "cpu" / "cpu.cfs_period_us").read_text()))
     return None
+
+
+def _cpus(quota: int, period: int) -> float | None:
+    return quota / period if quota > 0 and period > 0 else None  # anything else: no limit we can read
 
 
 def tune_malloc() -> None:

@@ -242,6 +242,9 @@ def test_a_containers_cpu_limit_caps_the_cpus_counted(tmp_path, monkeypatch):
     assert workers.cgroup_cpu_limit(none) is None
     (v2 / "cpu.max").write_text("max 100000\n")
     assert workers.cgroup_cpu_limit(v2) is None
+    for malformed in ("100000 0\n", "-1 100000\n", "lots\n"):  # read as no limit, never a crash at start
+        (v2 / "cpu.max").write_text(malformed)
+        assert workers.cgroup_cpu_limit(v2) is None
 
     monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(range(64)))
     monkeypatch.setattr(workers, "CGROUP_ROOT", tmp_path / "v1")
