@@ -166,8 +166,6 @@ async def _true(value: object) -> bool:
 async def test_run_ingest_with_two_workers_shares_the_topic_and_stops_or_dies_with_its_supervisor(
     kafka, redis_server, tmp_path
 ):
-    import psutil
-
     env = dict(os.environ, REDIS_URL=redis_server.url, KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap)
     env["LAGWATCH__INGEST__SESSION_TIMEOUT"] = "3"
     lagwatch = Path(sys.executable).parent / "lagwatch"
@@ -192,9 +190,19 @@ async def test_run_ingest_with_two_workers_shares_the_topic_and_stops_or_dies_wi
         finally:
             if supervisor.poll() is None:
                 supervisor.kill()
-            for child in psutil.Process().children(recursive=True):
-                if child.pid != supervisor.pid and "run ingest" in " ".join(child.cmdline()):
-                    child.kill()
+            _kill_left_workers(supervisor.pid)
+
+
+def _kill_left_workers(supervisor: int) -> None:
+    """Kill any worker a failed run left behind; other children (even zombies of other tests) are left alone."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.pid != supervisor and "run ingest" in " ".join(child.cmdline()):
+                child.kill()
+        except psutil.Error:  # gone or a zombie since it was listed: nothing to kill
+            continue
 
 
 async def _children(pid: int, n: int):
@@ -216,7 +224,15 @@ async def _split_between(children, log: Path) -> bool:
 
 
 async def _all_gone(children) -> bool:
-    return all(not c.is_running() or c.status() == "zombie" for c in children)
+    import psutil
+
+    def gone(child: psutil.Process) -> bool:
+        try:
+            return not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:  # reaped between the two questions
+            return True
+
+    return all(gone(c) for c in children)
 
 
 def test_the_default_leaves_a_core_for_redis_and_the_kafka_clients_threads(monkeypatch):
