@@ -20,9 +20,7 @@ import asyncio
 import hashlib
 import json
 import logging
-import tempfile
 import time
-from pathlib import Path
 
 from redis.exceptions import RedisError
 
@@ -103,7 +101,6 @@ class NotifierService:
             broker_commit_every=100,
             broker_max_poll_records=1000,
             broker_commit_interval=1.0,
-            datadir=str(Path(tempfile.gettempdir()) / "lagwatch-notifier-data"),  # no tables: nothing to keep
         )
         self.status_topic = raw_topic(self.app, config.evaluator.status_topic)
         self.app.agent(self.status_topic, name="lagwatch.notifier.on_status")(self._on_status)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -115,7 +117,10 @@ def faust_app(
     group_id: str, cluster: ClusterConfig, name: str, role: str, session_timeout: float, **settings: Any
 ) -> faust.App:
     """A lagwatch service's Faust app: the cluster's connection, `<client-id>-<role>` as client id, and what every
-    lagwatch app wants; `settings` adds the service's own (offset reset, commit pace, timers' data dir...)."""
+    lagwatch app wants; `settings` adds the service's own (offset reset, commit pace...)."""
+    # Faust makes a data dir even without tables, in the working directory by default: a read-only image's root
+    # would refuse it, and a test run would litter the checkout. No lagwatch app keeps a table.
+    settings.setdefault("datadir", str(Path(tempfile.gettempdir()) / f"{group_id}-data"))
     return faust.App(
         group_id,
         **faust_broker_settings(cluster, name),

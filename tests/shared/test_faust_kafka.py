@@ -98,3 +98,18 @@ async def _never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
 async def _drain(stream) -> None:
     async for _ in stream:
         pass
+
+
+def test_a_faust_apps_data_dir_is_under_the_temp_dir_not_the_working_directory(tmp_path, monkeypatch):
+    """Faust creates its data dir even without tables: in the working directory it would fail on a read-only image
+    and litter a checkout. A service can still name its own."""
+    import tempfile
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    config = make_config("127.0.0.1:9", "redis://127.0.0.1:1")
+    app = faust_app("lagwatch-test-dir", config.cluster(CLUSTER), CLUSTER, "test", 10.0)
+    assert Path(app.conf.datadir).parent == Path(tempfile.gettempdir())
+    assert not Path(app.conf.datadir).is_relative_to(tmp_path)
+    own = faust_app("lagwatch-test-dir", config.cluster(CLUSTER), CLUSTER, "test", 10.0, datadir=str(tmp_path / "d"))
+    assert Path(own.conf.datadir) == tmp_path / "d"
