@@ -777,7 +777,22 @@ def bench_shape(
         if burrow:
             for key in ("records_per_s", "records_per_cpu_s", "peak_rss"):
                 print(f"  lagwatch/Burrow {key}: {statistics.median(r['ratios'][key] for r in results['runs']):.2f}x")
+        if history:
+            print(f"  {history_drop_summary(results['runs'])}")
     return results
+
+
+def history_drop_summary(runs: Sequence[dict[str, Any]]) -> str:
+    """The history drop over several runs: one run's drop swings by ±5-10 points on a shared 2-CPU machine, so the
+    runs within the issue's 15 % and the drop of the median rates say more than any one run."""
+    drops = [r["history_drop_pct"] for r in runs]
+    plain = statistics.median(r["lagwatch"]["records_per_s"] for r in runs)
+    with_history = statistics.median(r["history"]["records_per_s"] for r in runs)
+    within = sum(d <= 15.0 for d in drops)
+    return (
+        f"history drop: median of runs {statistics.median(drops):.1f} %, of the median rates "
+        f"{100 * (1 - with_history / plain):.1f} %; {within} of {len(drops)} runs within 15 %"
+    )
 
 
 def compile_lagwatch() -> None:
