@@ -25,18 +25,13 @@ from lagwatch.devkit.mock_kafka import (
     stop_process,
 )
 from lagwatch.devkit.redis_server import RedisServer, RedisServerError
+from tests.net_helpers import free_port
 
 # -- helpers -------------------------------------------------------------------------------------
 
 
 def _unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _partition_counts(bootstrap: str) -> dict[str, int]:
@@ -205,7 +200,7 @@ async def test_aiokafka_produce_fetch_and_commit_round_trip(cluster: MockKafkaCl
 
 
 def test_fixed_port_cluster_serves_groups_through_the_forwarder() -> None:
-    port = _free_port()
+    port = free_port()
     with MockKafkaCluster(port=port) as mock:
         assert mock.bootstrap == f"127.0.0.1:{port}"
         metadata = AdminClient({"bootstrap.servers": mock.bootstrap}).list_topics(timeout=10)
@@ -264,7 +259,7 @@ def test_process_start_failure_reports_log(tmp_path: Path) -> None:
 
 
 async def test_killed_process_restarts_on_the_same_fixed_port(tmp_path: Path) -> None:
-    port, topic, group = _free_port(), "lag-events", _unique("svc")
+    port, topic, group = free_port(), "lag-events", _unique("svc")
     # Seeding the group lets the aiokafka consumer below rejoin after the restart (see module doc).
     proc, control = start_mock_kafka_process(tmp_path, {topic: 2}, port=port, groups=[group])
     restarted = None

@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import yaml
 
 from tests import paths
 from tests.kafka_helpers import eventually
+from tests.net_helpers import free_port
 
 ROOT = paths.ROOT
 DASHBOARD = ROOT / "deploy" / "grafana" / "lagwatch.json"
@@ -36,12 +36,6 @@ RULES = ROOT / "deploy" / "prometheus" / "lagwatch-rules.yml"
 ALL = {"cluster": ".*", "group": ".*", "topic": ".*"}
 ONE = {"cluster": "local", "group": "demo-stalled", "topic": "demo.stalled"}
 RATE_INTERVAL, RANGE = "30s", "10m"  # what Grafana would put for $__rate_interval and $__range here
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def host_port(url: str) -> str:

@@ -33,6 +33,7 @@ from lagwatch.shared.store.ingest_totals import add_to_totals
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER, eventually, running
+from tests.net_helpers import free_port
 
 SECOND, MINUTE = 1000, 60_000
 INTERVALS = 3
@@ -580,12 +581,6 @@ async def test_metrics_have_burrows_names_and_lagwatchs_counters(api, http, redi
 
 
 # --- the command ---------------------------------------------------------------------------------------------------
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_lagwatch_run_api_serves_until_sigterm(redis_server, redis, http):

@@ -4,7 +4,6 @@ import asyncio
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from lagwatch.shared.kafka.changes import ChangePublisher, decode_notice, groups
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.net_helpers import free_port
 
 GROUPS = [f"group-{i}" for i in range(40)]
 
@@ -195,12 +195,6 @@ async def _newest_offset(store, group, offset):
 async def _committed_past(bootstrap, partition, before):
     committed = (await committed_offsets(bootstrap))[partition]
     return committed is not None and committed > before
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_sigterm_finishes_commits_and_exits_cleanly(kafka, redis_server, redis):

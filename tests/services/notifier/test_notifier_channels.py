@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import json
 import shutil
-import socket
 import ssl
 import subprocess
 import time
@@ -26,6 +25,7 @@ from lagwatch.services.notifier.dlq import read_dead_letters
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.delivery import signing
 from tests.kafka_helpers import eventually
+from tests.net_helpers import free_port
 from tests.services.notifier.test_notifier_delivery import (
     DLQ,
     config_for,
@@ -37,12 +37,6 @@ from tests.services.notifier.test_notifier_delivery import (
 from tests.services.notifier.test_notifier_support import Receiver, Timeline
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def incident():
