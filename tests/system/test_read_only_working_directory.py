@@ -1,0 +1,95 @@
+"""Every service starts with a read-only working directory, as the Kubernetes manifests run them
+(deploy/kubernetes/base: `readOnlyRootFilesystem`, the image's WORKDIR /app, only /tmp writable). Faust makes a data
+dir on its first start, in the working directory unless told otherwise: the evaluator exited with
+`[Errno 30] Read-only file system: 'lagwatch-evaluator-<cluster>-data'` there.
+
+The read-only directory is a tmpfs mounted read-only in a mount namespace of the service's own (`unshare`, from
+util-linux: as root, or in a user namespace of its own, which Debian allows any user), so nothing is mounted on the
+machine itself."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.net_helpers import free_port
+
+LAGWATCH = str(Path(sys.executable).parent / "lagwatch")
+SERVICES = ("ingest", "evaluator", "notifier", "api", "archiver")
+TOPICS = {
+    "lagwatch.status": 2,
+    "lagwatch.changes": 2,
+    "lagwatch.lag-thresholds": 2,
+    "lagwatch.dlq": 1,
+    "lagwatch.history": 2,
+}
+READY_TIMEOUT_S = 60
+
+
+def in_read_only_directory(directory: Path, command: list[str]) -> list[str]:
+    """`command` run with `directory` as its working directory, mounted read-only in a private mount namespace."""
+    unshare = shutil.which("unshare") or "unshare"
+    namespace = [unshare, "--mount"] if os.geteuid() == 0 else [unshare, "--mount", "--map-root-user"]
+    script = 'mount -t tmpfs -o ro tmpfs "$1" && cd "$1" && shift && exec "$@"'
+    return [*namespace, "sh", "-c", script, "sh", str(directory), *command]
+
+
+def ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.mark.timeout(180)
+def test_every_service_starts_and_gets_ready_with_a_read_only_working_directory(kafka, redis_server, tmp_path):
+    for topic, partitions in TOPICS.items():
+        kafka.create_topic(topic, partitions)
+    directory = tmp_path / "app"
+    directory.mkdir()
+    env = dict(
+        os.environ,
+        REDIS_URL=redis_server.url,
+        KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap,
+        LAGWATCH__HISTORY__ENABLED="true",
+        LAGWATCH__HISTORY__PATH=str(tmp_path / "history"),
+        TMPDIR=str(tmp_path),  # writable, as /tmp is in the manifests
+    )
+    ports = {service: free_port() for service in SERVICES}
+    logs = {service: tmp_path / f"{service}.log" for service in SERVICES}
+    processes = {
+        service: subprocess.Popen(
+            in_read_only_directory(directory, [LAGWATCH, "run", service, "--http-port", str(ports[service])]),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=logs[service].open("w"),
+        )
+        for service in SERVICES
+    }
+    try:
+        pending, deadline = set(SERVICES), time.monotonic() + READY_TIMEOUT_S
+        while pending and time.monotonic() < deadline:
+            for service in sorted(pending):
+                assert processes[service].poll() is None, f"{service} exited:\n{logs[service].read_text()[-2000:]}"
+                if ready(ports[service]):
+                    pending.discard(service)
+            time.sleep(0.5)
+        assert not pending, {s: logs[s].read_text()[-1500:] for s in pending}
+        assert not any(directory.iterdir())  # nothing was written there (nor could be)
+    finally:
+        for process in processes.values():
+            process.terminate()
+        for process in processes.values():
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
