@@ -33,6 +33,11 @@ TOPICS = {
 READY_TIMEOUT_S = 60
 
 
+def command(service: str, port: int) -> list[str]:
+    """`lagwatch run <service>`; one ingest worker whatever the machine's CPUs: no rebalance to wait for."""
+    return [LAGWATCH, "run", service, "--http-port", str(port), *(("--workers", "1") if service == "ingest" else ())]
+
+
 def in_read_only_directory(directory: Path, command: list[str]) -> list[str]:
     """`command` run with `directory` as its working directory, mounted read-only in a private mount namespace."""
     unshare = shutil.which("unshare") or "unshare"
@@ -67,7 +72,7 @@ def test_every_service_starts_and_gets_ready_with_a_read_only_working_directory(
     logs = {service: tmp_path / f"{service}.log" for service in SERVICES}
     processes = {
         service: subprocess.Popen(
-            in_read_only_directory(directory, [LAGWATCH, "run", service, "--http-port", str(ports[service])]),
+            in_read_only_directory(directory, command(service, ports[service])),
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=logs[service].open("w"),
