@@ -209,6 +209,8 @@ def _run_service(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", filename=args.log_file
     )
+    if args.workers is not None and (args.service != "ingest" or args.workers < 0):
+        raise InputError("--workers: the ingest's worker processes, 0 or more (0: one per CPU but one)")
     try:
         config = load_config(args.config)
         if args.service == "api":  # serves every cluster: none to choose

@@ -149,3 +149,13 @@ def test_python_dash_m_lagwatch_is_the_lagwatch_command():
     )
     assert (result.returncode, result.stdout) == (same.returncode, same.stdout)
     assert result.stdout or result.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [["api", "--workers", "2"], ["evaluator", "--workers", "1"], ["ingest", "--workers", "-1"]]
+)
+def test_run_refuses_workers_for_a_service_without_them_or_below_zero(args):
+    """Only the ingest runs worker processes; a count the command would ignore, or a negative one, is an error."""
+    result = lagwatch("run", *args)
+    assert result.returncode == 2
+    assert "--workers" in result.stderr and len(result.stderr.strip().splitlines()) == 1
