@@ -2,7 +2,9 @@
 aiokafka hands to the application does not leave a Faust app out of its consumer group."""
 
 import asyncio
+import tempfile
 import time
+from pathlib import Path
 
 from aiokafka.protocol.group import SyncGroupRequest
 
@@ -103,9 +105,6 @@ async def _drain(stream) -> None:
 def test_a_faust_apps_data_dir_is_under_the_temp_dir_not_the_working_directory(tmp_path, monkeypatch):
     """Faust creates its data dir even without tables: in the working directory it would fail on a read-only image
     and litter a checkout. A service can still name its own."""
-    import tempfile
-    from pathlib import Path
-
     monkeypatch.chdir(tmp_path)
     config = make_config("127.0.0.1:9", "redis://127.0.0.1:1")
     app = faust_app("lagwatch-test-dir", config.cluster(CLUSTER), CLUSTER, "test", 10.0)
