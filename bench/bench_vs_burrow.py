@@ -1,6 +1,6 @@
 """lagwatch's ingest against Burrow 1.2.1 (the Debian package) on the same offset commits, in the same run.
 
-    python bench/bench_vs_burrow.py [--scale 0.1] [--runs N] [--shape 1m|2m|all] [--workers N] [--history]
+    python bench/bench_vs_burrow.py [--scale 0.1] [--runs N] [--shape 1m|2m|all] [--workers N] [--history] [--again]
 
 Per shape, the commits are written once, in coordinator format, into a 50-partition `__consumer_offsets` on the
 Kafka mock (its own process), in rounds of every group in turn; the data topic gets log-end offsets above every
@@ -19,7 +19,9 @@ CPU seconds and peak RSS are sampled per process tree with psutil (peak = the ke
 lagwatch's row is followed by its timeline, from the stored-records counter in Redis sampled at each poll: when
 the first batch was stored, the longest pause (a rebalance shows here), the rate from 20 to 80 % of the records,
 and how many were stored twice (read again after a rebalance).
-`--history` also runs lagwatch with `history.enabled` and prints the throughput drop. lagwatch's modules are
+`--history` also runs lagwatch with `history.enabled` and prints the throughput drop. `--again` also runs the plain
+lagwatch a second time next to the first and prints how much slower the second was: the drop a history costing
+nothing would show, the noise any one run's drop is read against. lagwatch's modules are
 byte-compiled first, as a wheel install has them (`compile_lagwatch`). Without the `burrow` and
 `zookeeper` packages (scripts/install-system-deps.sh installs them) only lagwatch's row is printed.
 """
@@ -671,6 +673,7 @@ def format_rows(rows: Sequence[Row], ratio_line: str | None = None) -> list[str]
         )
         rss = ", ".join(f"{k} {row.processes.get(k, {}).get('peak_rss_mb', 0):.0f}" for k in row.counted)
         name = row.system + (" (history.enabled)" if row.notes.get("history") else "")
+        name += " (again)" if row.notes.get("again") else ""
         if row.system == "lagwatch":
             name += f" ({' + '.join(row.counted)}; workers: {row.notes.get('workers')})"
         lines.append(
@@ -715,7 +718,7 @@ def format_ratios(r: dict[str, float]) -> str:
 
 
 def bench_shape(
-    shape: Shape, tmp: Path, *, runs: int, workers: int | None, history: bool, burrow: bool, zk
+    shape: Shape, tmp: Path, *, runs: int, workers: int | None, history: bool, burrow: bool, zk, again: bool = False
 ) -> dict[str, Any]:
     print(f"\n## {shape.name}: {shape.label()}", flush=True)
     topics = {OFFSETS_TOPIC: DEFAULT_PARTITIONS, DATA_TOPIC: shape.partitions, HISTORY_TOPIC: 12}
@@ -728,7 +731,9 @@ def bench_shape(
         for run in range(runs):
             # alternated, so a machine slowing down or speeding up within a run favours neither system; the history
             # run next to the plain one, before it in every other run (its drop is their ratio)
-            order = ["lagwatch", "history", "burrow"] if run % 2 == 0 else ["burrow", "history", "lagwatch"]
+            order = ["lagwatch", "again", "history", "burrow"]
+            order = order if run % 2 == 0 else order[::-1]
+            wanted = {"lagwatch", *(["history"] if history else []), *(["again"] if again else [])}
             by: dict[str, Row] = {}
             for system in order:
                 if system == "burrow" and burrow:
@@ -740,18 +745,18 @@ def bench_shape(
                         tmp / f"burrow-{run}",
                         f"bench{shape.name}r{run}",
                     )
-                elif system == "lagwatch" or (system == "history" and history):
-                    with_history = system == "history"
+                elif system in wanted:
                     by[system] = run_lagwatch(
                         control.bootstrap,
                         sentinels,
                         shape.records,
-                        tmp / f"{'lagwatch-history' if with_history else 'lagwatch'}-{run}",
-                        f"bench{shape.name}{'h' if with_history else 'r'}{run}",
+                        tmp / f"{system}-{run}",
+                        f"bench{shape.name}{system[0]}{run}",
                         workers=workers,
-                        history=with_history,
+                        history=system == "history",
                     )
-            rows = [by[k] for k in ("burrow", "lagwatch", "history") if k in by]
+                    by[system].notes["again"] = system == "again"
+            rows = [by[k] for k in ("burrow", "lagwatch", "again", "history") if k in by]
             print(f"\nrun {run + 1}/{runs}:")
             entry: dict[str, Any] = {k: v.to_dict() for k, v in by.items()}
             ratio_line = None
@@ -764,13 +769,19 @@ def bench_shape(
                 lines.append(
                     f"\nhistory.enabled: {entry['history_drop_pct']:.1f} % fewer records/s (the issue allows 15 %)"
                 )
+            if "again" in by:
+                entry["again_drop_pct"] = round(100 * (1 - by["again"].per_s / by["lagwatch"].per_s), 1)
+                lines.append(
+                    f"the same lagwatch again: {entry['again_drop_pct']:.1f} % fewer records/s (the noise: a history "
+                    "costing nothing would show this drop)"
+                )
             print("\n".join(lines), flush=True)
             results["runs"].append(entry)
     finally:
         stop_process(mock)
     if runs > 1:
         print(f"\nmedian of {runs} runs, {shape.name}:")
-        for key in ("lagwatch", "burrow", "history"):
+        for key in ("lagwatch", "burrow", "again", "history"):
             values = [r[key]["records_per_s"] for r in results["runs"] if key in r]
             if values:
                 print(f"  {key}: {_k(statistics.median(values))} records/s ({', '.join(_k(v) for v in values)})")
@@ -779,19 +790,23 @@ def bench_shape(
                 print(f"  lagwatch/Burrow {key}: {statistics.median(r['ratios'][key] for r in results['runs']):.2f}x")
         if history:
             print(f"  {history_drop_summary(results['runs'])}")
+        if again:
+            print(f"  {history_drop_summary(results['runs'], 'again')}")
     return results
 
 
-def history_drop_summary(runs: Sequence[dict[str, Any]]) -> str:
-    """The history drop over several runs: one run's drop swings by ±5-10 points on a shared 2-CPU machine, so the
-    runs within the issue's 15 % and the drop of the median rates say more than any one run."""
-    drops = [r["history_drop_pct"] for r in runs]
+def history_drop_summary(runs: Sequence[dict[str, Any]], second: str = "history") -> str:
+    """The drop of the `second` lagwatch of each run (with history, or the same one again) over several runs: one
+    run's drop swings by ±5-10 points on a shared 2-CPU machine, so the runs within the issue's 15 % and the drop of
+    the median rates say more than any one run."""
+    drops = [r[f"{second}_drop_pct"] for r in runs]
     plain = statistics.median(r["lagwatch"]["records_per_s"] for r in runs)
-    with_history = statistics.median(r["history"]["records_per_s"] for r in runs)
+    slower = statistics.median(r[second]["records_per_s"] for r in runs)
     within = sum(d <= 15.0 for d in drops)
     return (
-        f"history drop: median of runs {statistics.median(drops):.1f} %, of the median rates "
-        f"{100 * (1 - with_history / plain):.1f} %; {within} of {len(drops)} runs within 15 %"
+        f"{second} drop: median of runs {statistics.median(drops):.1f} %, of the median rates "
+        f"{100 * (1 - slower / plain):.1f} %; {within} of {len(drops)} runs within 15 %; "
+        f"from {min(drops):.1f} to {max(drops):.1f} %"
     )
 
 
@@ -813,6 +828,7 @@ def measure(
     workers: int | None = None,
     history: bool = False,
     use_burrow: bool = True,
+    again: bool = False,
 ) -> dict[str, Any]:
     """Every shape asked for, printing the tables as it goes; returns every number, per shape and run."""
     missing = burrow_available() if use_burrow else None
@@ -840,7 +856,14 @@ def measure(
         for name in shapes:
             shape = SHAPES[name].scaled(scale)
             out[name] = bench_shape(
-                shape, tmp / name, runs=runs, workers=workers, history=history, burrow=with_burrow, zk=zk
+                shape,
+                tmp / name,
+                runs=runs,
+                workers=workers,
+                history=history,
+                burrow=with_burrow,
+                zk=zk,
+                again=again,
             )
     return out
 
@@ -868,6 +891,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--shape", choices=["1m", "2m", "all"], default="all")
     parser.add_argument("--workers", type=int, default=None, help="ingest workers (default: the CLI's), if supported")
     parser.add_argument("--history", action="store_true", help="also run lagwatch with history.enabled")
+    parser.add_argument(
+        "--again", action="store_true", help="also run the plain lagwatch twice: the noise of the history drop"
+    )
     parser.add_argument("--no-burrow", action="store_true", help="lagwatch only")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = parser.parse_args(argv)
@@ -876,7 +902,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: every child stopped, temp dirs removed
     shapes = ["1m", "2m"] if args.shape == "all" else [args.shape]
     try:
-        result = measure(args.scale, args.runs, shapes, args.workers, args.history, not args.no_burrow)
+        result = measure(args.scale, args.runs, shapes, args.workers, args.history, not args.no_burrow, args.again)
     except BenchError as exc:
         print(f"bench_vs_burrow: {exc}", file=sys.stderr)
         return 1
