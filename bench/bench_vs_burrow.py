@@ -66,6 +66,11 @@ BURROW = Path("/usr/bin/Burrow")
 ZOOKEEPER_JARS = "/usr/share/java/zookeeper.jar:/usr/share/java/*"
 DATA_TOPIC = "bench-data"
 HISTORY_TOPIC = "lagwatch.history"
+# the lagwatch runs compared with the plain one: how each run's drop is printed, and what it means
+SECOND_RUNS = {
+    "history": ("\nhistory.enabled", "the issue allows 15 %"),
+    "again": ("the same lagwatch again", "the noise: a history costing nothing would show this drop"),
+}
 OFFSET_STEP = 10  # a commit of round r is at offset (r + 1) * STEP; the log end is one step above the last round
 ROUND_SPACING_MS = 1000  # commit timestamps one second apart per round: no min-distance merging in either system
 POLL_S = 0.1
@@ -728,12 +733,13 @@ def bench_shape(
         sentinels, writing = write_records(control.bootstrap, shape)
         check_retention(control.bootstrap, shape.records)
         print(f"written in {writing:.1f} s ({_k(shape.records / writing)}/s); all kept by the mock", flush=True)
+        wanted = {"lagwatch", *(["history"] if history else []), *(["again"] if again else [])}
         for run in range(runs):
-            # alternated, so a machine slowing down or speeding up within a run favours neither system; the history
-            # run next to the plain one, before it in every other run (its drop is their ratio)
+            # alternated, so a machine slowing down or speeding up within a run favours neither system; each second
+            # lagwatch (with history, or the same again) before the plain one in every other run (its drop is their
+            # ratio)
             order = ["lagwatch", "again", "history", "burrow"]
             order = order if run % 2 == 0 else order[::-1]
-            wanted = {"lagwatch", *(["history"] if history else []), *(["again"] if again else [])}
             by: dict[str, Row] = {}
             for system in order:
                 if system == "burrow" and burrow:
@@ -764,17 +770,10 @@ def bench_shape(
                 entry["ratios"] = ratios(by["lagwatch"], by["burrow"])
                 ratio_line = format_ratios(entry["ratios"])
             lines = format_rows(rows, ratio_line)
-            if "history" in by:
-                entry["history_drop_pct"] = round(100 * (1 - by["history"].per_s / by["lagwatch"].per_s), 1)
-                lines.append(
-                    f"\nhistory.enabled: {entry['history_drop_pct']:.1f} % fewer records/s (the issue allows 15 %)"
-                )
-            if "again" in by:
-                entry["again_drop_pct"] = round(100 * (1 - by["again"].per_s / by["lagwatch"].per_s), 1)
-                lines.append(
-                    f"the same lagwatch again: {entry['again_drop_pct']:.1f} % fewer records/s (the noise: a history "
-                    "costing nothing would show this drop)"
-                )
+            for second, (label, meaning) in SECOND_RUNS.items():
+                if second in by:
+                    drop = entry[f"{second}_drop_pct"] = round(100 * (1 - by[second].per_s / by["lagwatch"].per_s), 1)
+                    lines.append(f"{label}: {drop:.1f} % fewer records/s ({meaning})")
             print("\n".join(lines), flush=True)
             results["runs"].append(entry)
     finally:
@@ -788,14 +787,13 @@ def bench_shape(
         if burrow:
             for key in ("records_per_s", "records_per_cpu_s", "peak_rss"):
                 print(f"  lagwatch/Burrow {key}: {statistics.median(r['ratios'][key] for r in results['runs']):.2f}x")
-        if history:
-            print(f"  {history_drop_summary(results['runs'])}")
-        if again:
-            print(f"  {history_drop_summary(results['runs'], 'again')}")
+        for second in SECOND_RUNS:
+            if second in wanted:
+                print(f"  {drop_summary(results['runs'], second)}")
     return results
 
 
-def history_drop_summary(runs: Sequence[dict[str, Any]], second: str = "history") -> str:
+def drop_summary(runs: Sequence[dict[str, Any]], second: str) -> str:
     """The drop of the `second` lagwatch of each run (with history, or the same one again) over several runs: one
     run's drop swings by ±5-10 points on a shared 2-CPU machine, so the runs within the issue's 15 % and the drop of
     the median rates say more than any one run."""
