@@ -1,7 +1,8 @@
 """Every answer is JSON in Burrow's envelope, whatever goes wrong; and every request is timed by route.
 
-* unknown route 404, wrong method 405 (with `Allow`), a malformed path 400 (bad percent-encoding, not UTF-8, a
-  name over `MAX_NAME_CHARS`): checked before any handler runs, so handlers only ever see clean names;
+* unknown route 404, wrong method 405 (with `Allow`; OPTIONS on a route: 200 with `Allow` and no body), a
+  malformed path 400 (bad percent-encoding, not UTF-8, a name over `MAX_NAME_CHARS`): checked before any handler
+  runs, so handlers only ever see clean names;
 * Redis unreachable, or a request over `api.request-timeout`: 503 (the client may retry; nothing is wrong with it);
 * anything else: 500 with a generic message; the traceback goes to the log, never to the client.
 """
@@ -69,6 +70,8 @@ async def errors_as_json(request: web.Request, handler) -> web.StreamResponse:
 
 def _from_http_exception(request: web.Request, exc: web.HTTPException) -> web.Response:
     if isinstance(exc, web.HTTPMethodNotAllowed):
+        if request.method == "OPTIONS":  # as Burrow's router (httprouter's HandleOPTIONS): the route's methods
+            return web.Response(headers={"Allow": ", ".join(sorted({*exc.allowed_methods, "OPTIONS"}))})
         allowed = ", ".join(sorted(exc.allowed_methods))
         message = f"method {request.method} not allowed (allowed: {allowed})"
         return error_response(request, 405, message, headers={"Allow": allowed})

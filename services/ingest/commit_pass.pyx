@@ -386,7 +386,7 @@ def run_pass(processor, records, batch, bint defer):
                 others[outcome] = others.get(outcome, 0) + 1
                 if new_ring is None:
                     continue
-            elif (timestamp - last_ts if timestamp >= last_ts else last_ts - timestamp) < min_distance:
+            elif timestamp - last_ts < min_distance:  # signed: window._merges_into_previous
                 new_ring = PyBytes_FromStringAndSize(NULL, size)
                 out = <unsigned char*>PyBytes_AS_STRING(new_ring)
                 memcpy(out, old, size - ENTRY)

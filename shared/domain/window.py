@@ -92,7 +92,7 @@ def add_commit(
     if at == 0 and not newest and len(entries) >= config.intervals:
         return AddOutcome.TOO_OLD
     lag = max(0, latest_broker_offset - commit.offset) if newest else None
-    if at > 0 and _within_min_distance(entries[at - 1], commit, config):
+    if _merges_into_previous(entries, at, newest, commit, config):
         entries[at - 1] = entries[at - 1]._replace(
             offset=commit.offset, order=commit.order, observed_at=commit.observed_at, lag=lag
         )
@@ -112,8 +112,16 @@ def add_commit(
     return AddOutcome.APPENDED if newest else AddOutcome.INSERTED
 
 
-def _within_min_distance(previous: OffsetEntry, commit: Commit, config: WindowConfig) -> bool:
-    return abs(commit.timestamp - previous.timestamp) < config.min_distance_ms
+def _merges_into_previous(
+    entries: list[OffsetEntry], at: int, newest: bool, commit: Commit, config: WindowConfig
+) -> bool:
+    """Whether the commit, due at `at`, replaces the entry before it (min-distance). As Burrow's ring: the gap is
+    signed, so a commit stamped before that entry (the coordinator's clock moved back) is within any min-distance,
+    the default 0 too; and in a full ring an older commit due right after the oldest entry takes the oldest's place
+    instead (Burrow overwrites that slot)."""
+    if at == 0 or (at == 1 and not newest and len(entries) >= config.intervals):
+        return False
+    return commit.timestamp - entries[at - 1].timestamp < config.min_distance_ms
 
 
 def add_broker_offset(ring: list[int], offset: int, intervals: int) -> None:

@@ -43,7 +43,7 @@ def add_to_ring(
     if order <= last_order:
         commit = Commit("", "", 0, offset, timestamp, order, observed_at)  # the group is not the window's concern
         return _add_older(ring, commit, latest_broker_offset, now_ms, config)
-    if abs(timestamp - last_ts) < config.min_distance_ms:
+    if timestamp - last_ts < config.min_distance_ms:  # signed: window._merges_into_previous
         return MERGED, ring[: size - ENTRY_SIZE] + _pack(offset, last_ts, observed_at, lag, order, last_first)
     keep = (config.intervals - 1) * ENTRY_SIZE  # the newest intervals - 1 entries stay beside the new one
     if size > keep:

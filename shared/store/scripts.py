@@ -57,7 +57,8 @@ local function insert_older(packed, offset, ts, order, observed)
   end
   if entries[at][6] <= order then return 'd' end
   if at == 1 and n >= intervals then return 'o' end
-  if at > 1 and math.abs(ts - entries[at - 1][2]) < min_distance then
+  -- in a full ring a commit just after the oldest takes its place (window.add_commit); the gap is signed
+  if at > 1 and not (at == 2 and n >= intervals) and ts - entries[at - 1][2] < min_distance then
     local prev = entries[at - 1]        -- merge: keep its timestamp and first order
     prev[1], prev[3], prev[4], prev[5] = offset, observed, -1, order
     return 'm', encode_ring(entries)
@@ -81,7 +82,7 @@ local function add(packed, offset, ts, order, observed, broker)
     return insert_older(packed, offset, ts, order, observed)
   end
   -- The common case, a new newest entry, works on the bytes without decoding the ring.
-  if math.abs(ts - last_ts) < min_distance then
+  if ts - last_ts < min_distance then   -- signed: a commit stamped before the newest merges too
     return 'm', string.sub(packed, 1, size - ENTRY_SIZE)
                 .. struct.pack(ENTRY, offset, last_ts, observed, lag, order, last_first)
   end

@@ -99,6 +99,34 @@ def test_min_distance_zero_never_merges_even_for_equal_timestamps():
     assert w.add_commit(commit(2, 20, ts=T0), now_ms=T0) is AddOutcome.APPENDED
 
 
+def test_a_commit_stamped_before_the_newest_entry_replaces_it_even_at_min_distance_zero():
+    """Burrow compares the signed gap: a clock that moved back merges instead of appending an earlier time."""
+    w = window(broker=100)
+    w.add_commit(commit(1, 10, ts=T0), now_ms=T0)
+    assert w.add_commit(commit(2, 20, ts=T0 - 3 * SECOND), now_ms=T0) is AddOutcome.MERGED
+    assert [(e.offset, e.timestamp, e.lag, e.order) for e in w.entries] == [(20, T0, 80, 2)]
+    assert w.add_commit(commit(3, 30, ts=T0 + SECOND), now_ms=T0) is AddOutcome.APPENDED
+
+
+def test_an_older_commit_due_right_after_the_oldest_of_a_full_ring_takes_its_place_with_its_own_time():
+    """Burrow overwrites the oldest slot there, whatever the min-distance; elsewhere an insert merges as usual."""
+    w = window(intervals=3, min_distance_ms=10 * SECOND)
+    for order, ts in [(1, T0), (5, T0 + 60 * SECOND), (9, T0 + 120 * SECOND)]:
+        w.add_commit(commit(order, order * 10, ts=ts), now_ms=T0)
+    assert w.add_commit(commit(3, 30, ts=T0 + 2 * SECOND), now_ms=T0) is AddOutcome.INSERTED
+    assert [(e.order, e.timestamp) for e in w.entries] == [
+        (3, T0 + 2 * SECOND),
+        (5, T0 + 60 * SECOND),
+        (9, T0 + 120 * SECOND),
+    ]
+    assert w.add_commit(commit(7, 70, ts=T0 + 61 * SECOND), now_ms=T0) is AddOutcome.MERGED
+    assert [(e.order, e.timestamp) for e in w.entries] == [
+        (3, T0 + 2 * SECOND),
+        (7, T0 + 60 * SECOND),
+        (9, T0 + 120 * SECOND),
+    ]
+
+
 def test_commits_older_than_expire_group_are_dropped():
     cfg = WindowConfig(expire_group_ms=60 * SECOND)
     w = PartitionWindow(cfg)

@@ -37,9 +37,10 @@ class Scenario:
     async def _log_end_known(self):
         return (await self.store.latest_broker_offsets(CLUSTER, [(self.topic, 0)]))[(self.topic, 0)] == self.log_end
 
-    async def commit(self, *offsets, spacing_s=20):
-        """Commits written together, the newest stamped now and each earlier one `spacing_s` before it."""
-        now = int(time.time() * 1000)
+    async def commit(self, *offsets, spacing_s=20, ago_s=0):
+        """Commits written together, the newest stamped `ago_s` before now and each earlier one `spacing_s` before
+        it. A batch must be stamped after the one before: a commit stamped earlier merges into it (min-distance)."""
+        now = int(time.time() * 1000) - ago_s * 1000
         n = len(offsets)
         await self.writer.commits(
             [
@@ -61,7 +62,7 @@ async def lagging(s):  # OK, then lag grows with every commit (WARN), then it ca
 
 async def stalled(s):  # the committed offset stops moving while messages arrive (STALL), then it moves on
     await s.produce(10)
-    await s.commit(5, 10)
+    await s.commit(5, 10, spacing_s=70, ago_s=60)  # long ago, but spanning longer: no STOP before the next batch
     await s.produce(5)
     await s.commit(10, 10, 10)
     await asyncio.sleep(1.5)

@@ -425,6 +425,17 @@ async def test_unknown_routes_and_wrong_methods_answer_json(api, http):
     )
 
 
+async def test_options_on_a_route_lists_its_methods_as_burrows_router_does(api, http):
+    async with http.options(f"{api.url}/v3/kafka/local/consumer/billing") as response:
+        assert (response.status, response.headers["Allow"], await response.read()) == (
+            200,
+            "DELETE, GET, HEAD, OPTIONS",
+            b"",
+        )
+    status, body, _ = await call(http, "OPTIONS", f"{api.url}/v2/kafka")
+    assert (status, body["message"]) == (404, "no such route: OPTIONS /v2/kafka")
+
+
 @pytest.mark.parametrize(
     ("path", "message"),
     [
