@@ -12,10 +12,10 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from lagwatch.services.api import statuses
-from lagwatch.services.api.kafka_probe import KafkaProbe
 from lagwatch.services.api.notices import DeletionNotices
 from lagwatch.services.api.responses import ApiError
 from lagwatch.shared.config import Config
+from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_client import connect, reply

@@ -2,7 +2,7 @@
 lagwatch's `/healthz` and `/readyz`.
 
 `/healthz` says the process runs. `/readyz` says it can answer: Redis answers a PING, and every configured
-cluster's Kafka accepts a connection (the probe is cached, see `kafka_probe.py`). Kafka is part of readiness
+cluster's Kafka accepts a connection (the probe is cached: `shared/kafka/kafka_probe.py`). Kafka is part of readiness
 because a DELETE's change notice needs it; reads only need Redis.
 """
 

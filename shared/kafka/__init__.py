@@ -1,2 +1,2 @@
 """Kafka plumbing every process shares: client settings and logins, the Faust apps' broker settings, keyed batch
-sends, the `__consumer_offsets` record codec and the group-changes topic."""
+sends, the `__consumer_offsets` record codec, the group-changes topic and the readiness probe (`kafka_probe`)."""
