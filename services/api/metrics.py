@@ -497,8 +497,9 @@ async def handle_metrics(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST})
         response.content_length = os.fstat(scraped.fileno()).st_size + len(own)
         await response.prepare(request)
-        while chunk := scraped.read(STREAM_CHUNK):
-            await response.write(chunk)
-        await response.write(own)
+        if request.method != "HEAD":  # a streamed body is not held back for HEAD: sent, it breaks keep-alive
+            while chunk := scraped.read(STREAM_CHUNK):
+                await response.write(chunk)
+            await response.write(own)
         await response.write_eof()
     return response

@@ -68,6 +68,10 @@ async def read_json_body(request: web.Request) -> dict[str, Any]:
         raise ApiError(400, "request body is not valid JSON") from None
     if not isinstance(doc, dict):
         raise ApiError(400, "request body must be a JSON object")
+    try:  # JSON may escape a lone surrogate ("\ud800"): no text, so no regex, header or signature could take it
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, "request body holds a lone surrogate escape (\\udXXX), not Unicode text") from None
     return doc
 
 

@@ -22,6 +22,22 @@ from lagwatch.shared.subscriptions.masking import masked_values, unmask_unchange
 from lagwatch.shared.templating import template_worker
 from lagwatch.shared.templating.templates import TemplateProblem
 
+# framing and connection headers: the HTTP client writes them for the body it sends and the connection it holds
+CLIENT_SET_HEADERS = frozenset(
+    {
+        "content-length",
+        "transfer-encoding",
+        "content-encoding",
+        "host",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+    }
+)
+CONTROL_CHARACTER = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # all but the tab
+
 
 def destination_of(config: SubscriptionConfig) -> str:
     """Where a subscription's requests go, as its per-destination queue: scheme://host:port (smtp://host:port)."""
@@ -53,13 +69,26 @@ def deep_problems(config: SubscriptionConfig, *, allow_private: bool, read_files
                 template_worker.WORKERS.check(source)
             except TemplateProblem as exc:
                 problems[name] = str(exc)
-    for header, value in config.headers.items():
+    problems.update(_header_problems(config.headers))
+    return problems
+
+
+def _header_problems(headers: dict[str, str]) -> dict[str, str]:
+    """Extra headers the notifier can send as given: a token name, not one the HTTP client sets from the body and
+    the connection (a Content-Length of 5 sent every event cut to 5 bytes, and the receiver answered 200), and a
+    value without control characters (RFC 9110 field values: visible characters, spaces and tabs)."""
+    problems = {}
+    for header, value in headers.items():
         if not re.match(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", header):
             problems[f"headers.{header}"] = "not a valid header name"
         elif header.lower().startswith("x-lagwatch-"):
             problems[f"headers.{header}"] = "X-Lagwatch-* headers are set by the notifier"
+        elif header.lower() in CLIENT_SET_HEADERS:
+            problems[f"headers.{header}"] = "set by the HTTP client from the body and the connection"
         elif "\r" in value or "\n" in value:
             problems[f"headers.{header}"] = "header values cannot contain line breaks"
+        elif CONTROL_CHARACTER.search(value):
+            problems[f"headers.{header}"] = "header values cannot contain control characters"
     return problems
 
 

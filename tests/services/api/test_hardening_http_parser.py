@@ -34,12 +34,7 @@ async def api_on(redis_url):
 
 def exchange(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
     """Send raw bytes; (status, headers, body) of the answer, read until the server closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(data)
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
-    head, _, body = answer.partition(b"\r\n\r\n")
+    head, _, body = read_all(port, data).partition(b"\r\n\r\n")
     status_line, *header_lines = head.decode("latin-1").split("\r\n")
     headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in header_lines)}
     return int(status_line.split()[1]), headers, body
@@ -88,3 +83,26 @@ async def test_what_the_http_parser_refuses_is_a_short_400_and_the_api_keeps_ans
     assert all(r.levelno <= logging.WARNING and not r.exc_info and len(r.getMessage()) < 400 for r in logged), [
         (r.levelname, r.getMessage()[:400], bool(r.exc_info)) for r in logged
     ]
+
+
+async def test_head_on_the_streamed_metrics_sends_no_body_so_the_connection_stays_usable(redis_server):
+    """HEAD /metrics then GET /healthz on one kept-alive connection: the second answer follows the first's headers."""
+    async with api_on(redis_server.url) as api:
+        pipelined = (
+            b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        answer = await asyncio.to_thread(read_all, api.port, pipelined)
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"content-length" in head.lower()
+    assert rest.startswith(b"HTTP/1.1 200"), rest[:80]
+    assert b'"alive"' in rest
+
+
+def read_all(port: int, data: bytes) -> bytes:
+    """Send raw bytes; everything answered until the server closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer

@@ -60,5 +60,10 @@ async def test_silences_need_the_token_and_valid_fields(api):
     assert status == 400 and body["message"] == "invalid silence"
     assert set(body["errors"]) == {"matchers[0].name", "ends-at", "created-by"}
     assert (await api("POST", BASE, raw="[1]"))[0] == 400
+    surrogate = (
+        '{"matchers": [{"name": "group", "value": "\\ud800", "regex": true}], "ends-at": 2e9, "created-by": "a"}'
+    )
+    status, body = await api("POST", BASE, raw=surrogate)  # a lone surrogate is no text for the regex: 400, not 500
+    assert status == 400 and "lone surrogate" in body["message"], body
     assert (await api("GET", BASE + "?state=soon"))[0] == 400
     assert (await api("GET", BASE))[1]["silences"] == []

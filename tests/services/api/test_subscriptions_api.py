@@ -361,6 +361,9 @@ async def test_a_chunked_body_is_held_to_the_same_limit(api, redis):
         (b'{"url": "http://127.0.0.1:9/"}', "application/json; charset=bogus", None),  # JSON is UTF-8 anyway
         (b'{"url": "http://127.0.0.1:9/\xff"}', "application/json", "not UTF-8"),
         (b"[" * 100_000 + b"]" * 100_000, "application/json", "nested too deeply"),
+        (b'{"url": "http://127.0.0.1:9/", "secret": "\\ud800"}', "application/json", "lone surrogate"),
+        (b'{"url": "http://127.0.0.1:9/", "group_allowlist": "\\udfff"}', "application/json", "lone surrogate"),
+        (b'{"url": "http://127.0.0.1:9/", "headers": {"\\ud800": "x"}}', "application/json", "lone surrogate"),
     ],
 )
 async def test_bad_encodings_are_400_not_500(api, body, content_type, message, caplog):

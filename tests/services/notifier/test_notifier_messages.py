@@ -447,6 +447,11 @@ def test_headers_the_notifier_owns_cannot_be_configured():
         SubscriptionConfig(id="a", url="https://x.example.com", headers={"X-Lagwatch-Signature": "v1=forged"}),
         SubscriptionConfig(id="b", url="https://x.example.com", headers={"X-Evil": "a\r\nInjected: 1"}),
         SubscriptionConfig(id="c", url="https://x.example.com", headers={"Bad Name": "x"}),
+        # the client frames the body: a Content-Length of 5 would cut every event to 5 bytes, answered 200
+        SubscriptionConfig(id="d", url="https://x.example.com", headers={"Content-Length": "5"}),
+        SubscriptionConfig(id="e", url="https://x.example.com", headers={"transfer-encoding": "chunked"}),
+        SubscriptionConfig(id="f", url="https://x.example.com", headers={"Host": "other.example.com"}),
+        SubscriptionConfig(id="g", url="https://x.example.com", headers={"X-Nul": "a\x00b"}),
     ]
     for i, sub in enumerate(bad):
         with pytest.raises(ConfigError) as err:
