@@ -103,3 +103,32 @@ async def in_background(loop: Callable[[], Awaitable[object]]):
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def readiness(service) -> tuple[int, dict]:
+    """A service's `/readyz` answer (status, body); (0, {}) while its health server does not listen yet."""
+    import aiohttp
+
+    try:
+        async with aiohttp.ClientSession() as http, http.get(service.health.url + "/readyz") as response:
+            return response.status, await response.json()
+    except OSError:
+        return 0, {}
+
+
+async def check_readiness_follows_the_brokers(kafka, service) -> None:
+    """Ready, then not ready with `kafka` false while the mock's brokers are down, then ready again once they are
+    up: a consumer keeps its assignment through an outage, so readiness must ask the brokers themselves."""
+
+    async def answer_is(status: int):
+        got = await readiness(service)
+        return got if got[0] == status else None
+
+    await eventually(lambda: answer_is(200), timeout=30)
+    await asyncio.to_thread(kafka.set_broker_down)
+    try:
+        _, body = await eventually(lambda: answer_is(503), timeout=30)
+        assert body["checks"]["kafka"] is False and body["checks"]["redis"] is True, body
+    finally:
+        await asyncio.to_thread(kafka.set_broker_up)
+    await eventually(lambda: answer_is(200), timeout=60)

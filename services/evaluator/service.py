@@ -45,6 +45,7 @@ from lagwatch.shared.config import Config
 from lagwatch.shared.kafka.changes import decode_notice, groups_of, partition_of
 from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
 from lagwatch.shared.kafka.kafka_client import client_kwargs
+from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.health_server import HealthServer
 from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import keys
@@ -116,6 +117,7 @@ class EvaluatorService:
         self.scheduled_evaluations = 0
         self._wake = asyncio.Event()  # an evaluation scheduled something sooner than the loop sleeps
         self._sleeping_until: float = 0.0
+        self._kafka_probe = KafkaProbe(config.clusters)  # assignment outlives a broker outage: ask the brokers
         self.health = HealthServer(
             "evaluator",
             {"redis": self._redis_ok, "kafka": self._kafka_ok},
@@ -178,7 +180,9 @@ class EvaluatorService:
         return bool(await self.redis.ping())
 
     async def _kafka_ok(self) -> bool:
-        return bool(self.app.consumer.assignment()) if self.app.consumer else False
+        """Assigned its partitions, and the brokers answer now (an assignment stays while they are down)."""
+        assigned = bool(self.app.consumer.assignment()) if self.app.consumer else False
+        return assigned and await self._kafka_probe.reachable(self.cluster)
 
     # --- the two triggers ------------------------------------------------------------------------------------
 

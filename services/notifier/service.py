@@ -43,6 +43,7 @@ from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.config import Config, ConfigError
 from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
 from lagwatch.shared.kafka.kafka_client import client_kwargs
+from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.health_server import HealthServer
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import keys
@@ -81,6 +82,7 @@ class NotifierService:
         self.dead_letters = DeadLetters(client_kwargs(cluster_config, cluster), settings.dlq_topic)
         self.sender = Sender(timeout_s=settings.request_timeout, allow_private=settings.allow_private_targets)
         self.dispatcher = Dispatcher(self.outbox, self.registry, self.sender, self.dead_letters, settings)
+        self._kafka_probe = KafkaProbe(config.clusters)  # assignment outlives a broker outage: ask the brokers
         self.health = HealthServer(
             "notifier",
             {"redis": self._redis_ok, "kafka": self._kafka_ok},
@@ -112,7 +114,9 @@ class NotifierService:
         return bool(await self.redis.ping())
 
     async def _kafka_ok(self) -> bool:
-        return bool(self.app.consumer.assignment()) if self.app.consumer else False
+        """Assigned its partitions, and the brokers answer now (an assignment stays while they are down)."""
+        assigned = bool(self.app.consumer.assignment()) if self.app.consumer else False
+        return assigned and await self._kafka_probe.reachable(self.cluster)
 
     def _app_alive(self) -> bool:
         """False once the Faust app crashed: its agents and timer stopped, so no event would be handled again."""

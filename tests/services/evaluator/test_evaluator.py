@@ -17,7 +17,7 @@ from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.results_store import ResultsStore
 from lagwatch.shared.store.status_store import StatusStore
 from tests.evaluated import AcceptingPublisher
-from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.kafka_helpers import CLUSTER, check_readiness_follows_the_brokers, eventually, make_config, running
 
 STATUS_TOPIC = "lagwatch.status"
 MINUTE = 60_000
@@ -240,3 +240,11 @@ async def test_a_takeover_draws_its_sparklines_after_the_statuses(redis_server, 
     expected = [list(p) for p in lag_sparkline(stored.partitions, 0, now, config.window().intervals)[:-1]]
     assert [list(p) for p in (await results.sparklines(CLUSTER))["billing"]] == expected and expected
     assert evaluator.sparklines_owed == set()
+
+
+async def test_readiness_reports_a_broker_outage_and_the_recovery(kafka, redis_server):
+    kafka.create_topic(STATUS_TOPIC, 3)
+    kafka.create_topic("lagwatch.changes", 4)
+    config = make_config(kafka.bootstrap, redis_server.url)
+    async with running(EvaluatorService(config, CLUSTER, http_port=0)) as evaluator:
+        await check_readiness_follows_the_brokers(kafka, evaluator)

@@ -20,7 +20,7 @@ from lagwatch.shared.domain.status_event import encode, record_key
 from lagwatch.shared.runtime import service_lifecycle
 from lagwatch.shared.store import keys
 from lagwatch.shared.subscriptions.store import SubscriptionStore
-from tests.kafka_helpers import FAST_NOTIFIER, eventually, make_config, running
+from tests.kafka_helpers import FAST_NOTIFIER, check_readiness_follows_the_brokers, eventually, make_config, running
 from tests.services.notifier.test_notifier_support import Receiver, Timeline
 
 STATUS_TOPIC = "lagwatch.status"
@@ -283,3 +283,9 @@ async def _assigned(service):
         return (await health(service, "/readyz"))[0] == 200
     except OSError:  # its health server is not listening yet
         return False
+
+
+async def test_readiness_reports_a_broker_outage_and_the_recovery(kafka, redis_server):
+    kafka.create_topic(STATUS_TOPIC, 1)
+    async with running(NotifierService(make_config(kafka.bootstrap, redis_server.url, **FAST), "local")) as service:
+        await check_readiness_follows_the_brokers(kafka, service)
