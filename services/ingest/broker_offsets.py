@@ -22,6 +22,7 @@ from typing import Any
 from aiokafka import AIOKafkaClient, AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.offset import OffsetRequest
+from redis.exceptions import RedisError
 
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
@@ -148,7 +149,9 @@ class BrokerOffsets:
             except (KafkaError, OSError) as exc:
                 self.kafka_ok = False
                 log.warning("broker offsets for %s: Kafka unreachable (%s); retrying", self.cluster, exc)
-            except Exception:  # Redis errors and the unexpected: keep polling, say why
+            except RedisError as exc:  # an outage, not a bug: one line per poll, no traceback
+                log.warning("broker offsets for %s: Redis unreachable (%s); retrying", self.cluster, exc)
+            except Exception:  # the unexpected: keep polling, say why
                 log.exception("broker offsets for %s: poll failed; retrying", self.cluster)
             await pause(stopping, self.offset_refresh)
 

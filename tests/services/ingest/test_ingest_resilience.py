@@ -160,8 +160,9 @@ async def committed_offsets(bootstrap):
         await consumer.stop()
 
 
-async def test_redis_down_the_batch_waits_and_kafka_offsets_are_not_committed_past_it(kafka, tmp_path):
+async def test_redis_down_the_batch_waits_and_kafka_offsets_are_not_committed_past_it(kafka, tmp_path, caplog):
     kafka.create_topic("orders", 1)
+    caplog.set_level(logging.WARNING, logger="lagwatch.services.ingest")
     with RedisServer(dir=tmp_path / "redis", appendonly=True) as server:
         server.start()
         config = make_config(kafka.bootstrap, server.url)
@@ -178,6 +179,8 @@ async def test_redis_down_the_batch_waits_and_kafka_offsets_are_not_committed_pa
             await asyncio.sleep(2)  # the worker retries meanwhile
             assert (await committed_offsets(kafka.bootstrap))[partition] == before
             assert not worker.stopping.is_set()
+            outage = [r for r in caplog.records if "Redis unreachable" in r.getMessage()]
+            assert outage and not [r for r in caplog.records if r.exc_info], caplog.text[-2000:]  # an outage, no bug
             server.start()
             await eventually(lambda: _newest_offset(store, "billing", 2), timeout=30)
             await eventually(lambda: _committed_past(kafka.bootstrap, partition, before), timeout=10)
