@@ -3,11 +3,14 @@ partitioned by cluster and date under `history.path` (`shared/store/history_file
 
 Memory is bounded by `history.flush-rows`: at that many records buffered (checked after each message, which holds
 at most `history.MESSAGE_BYTES` of records), or every `history.flush-interval` seconds, the buffer is written and
-only then the consumer's position committed, so a
-crash loses nothing (the records after the last commit are read again; a duplicate commit is harmless to the replay,
-which drops repeated `order`s). Records that are not history records are counted
-(`lagwatch_archiver_records_total{outcome="bad"}`) and skipped. Several archivers share the topic's partitions as
-one consumer group; each writes its own files.
+only then the consumer's position committed, so a crash loses nothing (the records after the last commit are read
+again; a duplicate commit is harmless to the replay, which drops repeated `order`s). A write that fails (the path
+unwritable, the disk full, the object store away) keeps the buffer; once it is full, fetching stops (the partitions
+are paused and wound back to the first message not buffered) and the write is retried with back-off, so memory
+stays bounded and no position is committed past a record not written. Meanwhile `/readyz` says `history_path:
+false` and `lagwatch_archiver_write_failures_total` counts the failures; records count as `archived` once written.
+Records that are not history records are counted (`lagwatch_archiver_records_total{outcome="bad"}`) and skipped.
+Several archivers share the topic's partitions as one consumer group; each writes its own files.
 """
 
 from __future__ import annotations
@@ -23,14 +26,21 @@ from prometheus_client import Counter
 from lagwatch.shared.config import Config
 from lagwatch.shared.domain.history import HistoryRecordInvalid, decode, records_of
 from lagwatch.shared.kafka.kafka_client import client_kwargs
+from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.health_server import HealthServer
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled
 from lagwatch.shared.store.history_files import HistoryFileWriter
 
 log = logging.getLogger(__name__)
-RECORDS = Counter("lagwatch_archiver_records_total", "History records read", ["cluster", "outcome"])
+RECORDS = Counter(
+    "lagwatch_archiver_records_total", "History records: archived (written to a file) or bad", ["cluster", "outcome"]
+)
 FILES = Counter("lagwatch_archiver_files_total", "Parquet files written", ["cluster"])
+WRITE_FAILURES = Counter(
+    "lagwatch_archiver_write_failures_total", "Writes under history.path that failed (retried)", ["cluster"]
+)
 MAX_BACKOFF_S = 30.0
+WRITE_BACKOFF_CAP_S = 10.0  # a path writable again is written within this (read at construction: tests shorten it)
 
 
 def consumer_group(cluster: str) -> str:
@@ -57,10 +67,11 @@ class Archiver:
         self.settings = config.history
         self.writer = HistoryFileWriter(self.settings.path, flush_rows=self.settings.flush_rows)
         self._kafka = client_kwargs(config.cluster(cluster), cluster)
+        self.kafka_probe = KafkaProbe(config.clusters)
         self.consumer = self._new_consumer()
         self.health = HealthServer(
             "archiver",
-            {"kafka": self._kafka_ok},
+            {"kafka": self._kafka_ok, "history_path": self._history_path_ok},
             host=self.settings.http_host,
             port=self.settings.http_port if http_port is None else http_port,
         )
@@ -69,6 +80,8 @@ class Archiver:
         self._last_flush = time.monotonic()
         self._kafka_up = False
         self._flush_lock = asyncio.Lock()
+        self._write_failing = False  # the last write failed: the buffer waits for the next try
+        self._write_backoff = Backoff(0.5, WRITE_BACKOFF_CAP_S)
 
     def _new_consumer(self) -> AIOKafkaConsumer:
         consumer = AIOKafkaConsumer(
@@ -82,8 +95,21 @@ class Archiver:
         consumer.subscribe([self.settings.topic], listener=_FlushBeforeRevoke(self))
         return consumer
 
+    @property
+    def pending_rows(self) -> int:
+        """Records read and not yet written (what the memory bound holds)."""
+        return self.writer.buffered
+
     async def _kafka_ok(self) -> bool:
-        return self._kafka_up
+        # The consumer does not fail while the brokers are away (it only fetches nothing): ask them too.
+        return self._kafka_up and await self.kafka_probe.reachable(self.cluster)
+
+    async def _history_path_ok(self) -> bool:
+        return not self._write_failing
+
+    def _held_back(self) -> bool:
+        """The buffer is full and could not be written: read nothing more until it is."""
+        return self._write_failing and self.writer.buffered >= self.settings.flush_rows
 
     async def run(self) -> None:
         await self.health.start()
@@ -119,15 +145,40 @@ class Archiver:
     async def _consume(self) -> None:
         interval = self.settings.flush_interval
         while not self.stopping.is_set():
-            fetched = await self.consumer.getmany(timeout_ms=500)
-            for tp, messages in fetched.items():
-                for message in messages:  # a message holds many records: the bound is checked after each
-                    full = self.writer.add(self._decoded(message))  # at `flush-rows` records buffered
-                    self.positions[tp] = message.offset + 1
-                    if full:
-                        await self.flush()
+            if self._held_back():
+                await self._retry_write()
+                continue
+            paused = self.consumer.paused()
+            if paused:
+                self.consumer.resume(*paused)
+            await self._add(await self.consumer.getmany(timeout_ms=500))
             if time.monotonic() - self._last_flush >= interval:
                 await self.flush()
+
+    async def _add(self, fetched) -> None:
+        """Buffer the fetched messages, writing at `flush-rows` records (checked after each message: a message holds
+        many records). Once a write fails with the buffer full, each partition is wound back to its first message
+        not buffered: it is read again after the write succeeds, and memory stays bounded meanwhile."""
+        for tp, messages in fetched.items():
+            for message in messages:
+                if self._held_back():
+                    if tp in self.consumer.assignment():  # else its new owner reads it
+                        self.consumer.seek(tp, message.offset)
+                    break
+                full = self.writer.add(self._decoded(message))
+                self.positions[tp] = message.offset + 1
+                if full:
+                    await self.flush()
+
+    async def _retry_write(self) -> None:
+        """Paused partitions fetch nothing; the poll keeps this consumer in its group (`max.poll.interval.ms`)
+        while the write is retried. What it returns anyway (a partition assigned meanwhile, not yet paused) is wound
+        back by `_add`, not dropped."""
+        self.consumer.pause(*self.consumer.assignment())
+        await self._add(await self.consumer.getmany(timeout_ms=0))
+        await self._write_backoff.pause(self.stopping)
+        if not self.stopping.is_set():
+            await self.flush()
 
     def _decoded(self, message):
         """Every record of a message (one or more, one per line); a bad one is counted and skipped, the message's
@@ -146,26 +197,15 @@ class Archiver:
                     exc,
                 )
                 continue
-            RECORDS.labels(self.cluster, "archived").inc()
             yield record
 
     async def flush(self) -> None:
-        """Write the buffer (in a thread: Parquet encoding is CPU and disk), then commit the positions it covers.
-        A write that fails keeps the buffer and the positions: the next flush tries again."""
+        """Write the buffer, then commit the positions it covers. A write that fails keeps the buffer and the
+        positions: the next flush tries again."""
         async with self._flush_lock:
             self._last_flush = time.monotonic()
-            if self.writer.buffered:
-                try:
-                    written = await asyncio.to_thread(self.writer.flush)
-                except OSError as exc:
-                    log.error(
-                        "archiver %s: writing files under %s failed (%s); will retry",
-                        self.cluster,
-                        self.settings.path,
-                        exc,
-                    )
-                    return
-                FILES.labels(self.cluster).inc(len(written))
+            if self.writer.buffered and not await self._write():
+                return
             if self.positions:
                 positions, self.positions = self.positions, {}
                 try:
@@ -174,6 +214,31 @@ class Archiver:
                     log.warning(
                         "archiver %s: commit failed (%s); some records may be archived twice", self.cluster, exc
                     )
+
+    async def _write(self) -> bool:
+        """Write the buffer (in a thread: Parquet encoding is CPU and disk); False when that failed."""
+        before = self.writer.rows_written
+        try:
+            written = await asyncio.to_thread(self.writer.flush)
+        except OSError as exc:
+            self._write_failing = True
+            WRITE_FAILURES.labels(self.cluster).inc()
+            log.error(
+                "archiver %s: writing files under %s failed (%s); will retry (%d records held)",
+                self.cluster,
+                self.settings.path,
+                exc,
+                self.writer.buffered,
+            )
+            return False
+        finally:  # archived means in a file: a failed write may still have written some (cluster, date) files
+            RECORDS.labels(self.cluster, "archived").inc(self.writer.rows_written - before)
+        FILES.labels(self.cluster).inc(len(written))
+        if self._write_failing:
+            log.info("archiver %s: writing under %s works again", self.cluster, self.settings.path)
+        self._write_failing = False
+        self._write_backoff.reset()
+        return True
 
 
 async def run_archiver(config: Config, cluster: str, *, http_port: int | None = None) -> None:
