@@ -11,7 +11,8 @@
     lagwatch notify replay-dlq [--subscription ID] [--since 2h]   re-send dead-lettered notifications
     lagwatch migrate burrow-config burrow.toml [--templates DIR]   Burrow's configuration as lagwatch's YAML
 
-Usage errors and invalid input exit with code 2 and one line on stderr.
+Usage errors and invalid input exit with code 2 and one line on stderr; a service that cannot start for want of
+something outside lagwatch (the archiver's object store) exits with code 1 and one line.
 """
 
 from __future__ import annotations
@@ -23,10 +24,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 USAGE_ERROR = 2
+START_FAILED = 1
 
 
 class InputError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
+
+
+class StartError(Exception):
+    """A service could not start for a reason outside the user's input: printed as one line, exit code 1."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"lagwatch: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    except StartError as exc:
+        print(f"lagwatch: {exc}", file=sys.stderr)
+        return START_FAILED
     except KeyboardInterrupt:
         return 130
 
@@ -205,12 +214,16 @@ def _run_service(args: argparse.Namespace) -> int:
     import logging
 
     from lagwatch.shared.config import ConfigError, load_config
+    from lagwatch.shared.runtime.log_throttle import throttle_kafka_client_logs
 
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", filename=args.log_file
     )
+    throttle_kafka_client_logs()  # a broker outage: aiokafka's same line a hundred times a second, thinned
     if args.workers is not None and (args.service != "ingest" or args.workers < 0):
         raise InputError("--workers: the ingest's worker processes, 0 or more (0: one per CPU but one)")
+    if args.http_port is not None and not 0 <= args.http_port <= 65535:
+        raise InputError(f"--http-port: not a port (0-65535), got {args.http_port}")
     try:
         config = load_config(args.config)
         if args.service == "api":  # serves every cluster: none to choose
@@ -220,10 +233,69 @@ def _run_service(args: argparse.Namespace) -> int:
             config.cluster(cluster)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
+    _check_listen(*_listen_address(args, config))
+    if args.service == "archiver":
+        _check_history_root(config.history.path)
     try:  # Kafka login settings are checked as the clients are built (a keytab, a region, the gssapi package)
         return _start_service(args, config, cluster)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
+
+
+# Where each service listens (the api's own port, the others' /healthz, /readyz, /metrics): section and options
+_LISTENERS = {
+    "api": ("api", "host", "port"),
+    "ingest": ("ingest", "http-host", "http-port"),
+    "evaluator": ("evaluator", "http-host", "http-port"),
+    "notifier": ("notifier", "http-host", "http-port"),
+    "archiver": ("history", "http-host", "http-port"),
+}
+
+
+def _listen_address(args: argparse.Namespace, config) -> tuple[str, int, str]:
+    """(host, port, the options that set them) of the service's HTTP server, as the service will pick them."""
+    section, host_option, port_option = _LISTENERS[args.service]
+    settings = getattr(config, section)
+    host = getattr(settings, host_option.replace("-", "_"))
+    if args.http_port is not None:
+        return host, args.http_port, f"{section}.{host_option} / --http-port"
+    return host, getattr(settings, port_option.replace("-", "_")), f"{section}.{host_option} / {section}.{port_option}"
+
+
+def _check_listen(host: str, port: int, options: str) -> None:
+    """Bind the service's address once, before the service starts: a host that does not resolve or is not this
+    machine's, or a port in use, is one line naming the options, not a traceback from deep in the start-up (the
+    services bind after connecting to Redis and Kafka). Bound as asyncio's servers bind, then released."""
+    import socket
+
+    try:
+        addresses = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in addresses:
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError:  # a family this host lacks (no IPv6): asyncio skips it too
+                continue
+            with sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+    except OSError as exc:
+        raise InputError(f"cannot listen on {host}:{port} ({options}): {exc.strerror or exc}") from None
+
+
+def _check_history_root(path: str) -> None:
+    """Open the archiver's filesystem as the archiver will (an object store resolves its bucket's region), so that
+    an unreachable one is one line and exit code 1, not a traceback."""
+    import pyarrow as pa
+
+    from lagwatch.shared.store.history_files import HistoryFileWriter
+
+    try:
+        HistoryFileWriter(path)
+    except (OSError, pa.ArrowException) as exc:
+        reason = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())  # pyarrow's span lines
+        raise StartError(f"archiver: cannot open history.path: {reason}") from None
 
 
 def _start_service(args: argparse.Namespace, config, cluster: str) -> int:

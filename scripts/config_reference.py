@@ -46,7 +46,9 @@ MEANINGS = {
     "evaluator.http-host": "address of the evaluator's `/healthz`, `/readyz`, `/metrics`",
     "evaluator.http-port": "port of the evaluator's `/healthz`, `/readyz`, `/metrics`",
     "ingest.batch-size": "records of the offsets topic per batch (one round of Redis writes, then one offset commit)",
-    "ingest.workers": "worker processes of `lagwatch run ingest` (one consumer group); 0: one per CPU",
+    "ingest.workers": "worker processes of `lagwatch run ingest` (one consumer group); 0: one per CPU but one (at "
+    "least one: a core is left for Redis and the Kafka client's threads), counting the CPUs the process may use, a "
+    "container's CPU limit (cgroup quota) included",
     "ingest.session-timeout": "seconds: consumer-group session of the ingest (also the evaluator's and notifier's)",
     "ingest.http-host": "address of the ingest's `/healthz`, `/readyz`, `/metrics`",
     "ingest.http-port": "port of the ingest's `/healthz`, `/readyz`, `/metrics`",

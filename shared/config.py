@@ -20,7 +20,8 @@ Precedence, lowest first: defaults, the file (`--config` or $LAGWATCH_CONFIG), t
 `LAGWATCH__SECTION__KEY` (`__` between levels, `_` for `-`; e.g. `LAGWATCH__STORAGE__MIN_DISTANCE=5`,
 `LAGWATCH__CLUSTERS__PROD__BOOTSTRAP_SERVERS=a:9092,b:9092`). Two shortcuts for the common case:
 `REDIS_URL`, and `KAFKA_BOOTSTRAP_SERVERS`, which sets the servers of every configured cluster (or defines the
-cluster `local` when none is). Any bad value fails at start-up with a `ConfigError` naming the key.
+cluster `local` when none is). Any bad value fails at start-up with a `ConfigError` naming the key (the limits:
+docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import os
 import re
 import tomllib
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,16 @@ from lagwatch.shared.domain.window import WindowConfig
 ENV_PREFIX = "LAGWATCH__"
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # safe inside Redis keys and hash tags
 MAX_SUBSCRIPTION_SECONDS = 366 * 86_400
+# Upper bounds, so that a typo fails here and not in a service: durations become milliseconds added to an epoch-ms
+# clock (int64 in the ingest's Cython pass, doubles in Redis scores and Lua, exact below 2^53); counts end up in C ints
+MAX_SECONDS = 100 * 365 * 86_400  # a century
+MAX_COUNT = 2**31 - 1
+MAX_LAG = 2**63 - 1  # Kafka offsets are int64
+MAX_BATCH = 1_000_000  # librdkafka's consume() takes at most this many messages
+MAX_SESSION_SECONDS = 3600  # librdkafka's session.timeout.ms is 1 ms to 1 hour
+REDIS_SCHEMES = ("redis", "rediss", "unix")  # redis-py's; unix:// not with cluster-mode
+# pyarrow's FileSystem.from_uri (the archiver's), by scheme; anything without "://" is a local path
+HISTORY_SCHEMES = ("file", "local", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
 
 
 class ConfigError(ValueError):
@@ -53,6 +64,9 @@ class ConfigError(ValueError):
     def __init__(self, key: str, problem: str) -> None:
         super().__init__(f"config {key}: {problem}")
         self.key = key
+
+
+Check = Callable[[Any], str | None]  # a field's `check`: the problem with a value, or None
 
 
 def _positive(v: float) -> str | None:
@@ -68,6 +82,71 @@ def _up_to_a_year(v: float) -> str | None:
     millisecond timestamps in Redis scores, which must stay exact."""
     too_long = f"must be <= {MAX_SUBSCRIPTION_SECONDS} (a year)"
     return _non_negative(v) or (None if v <= MAX_SUBSCRIPTION_SECONDS else too_long)
+
+
+def _at_most(limit: int, what: str, check: Check) -> Check:
+    """`check`, then an upper bound that says why it is there (`what`)."""
+
+    def bounded(v: float) -> str | None:
+        return check(v) or (None if v <= limit else f"must be <= {limit} ({what})")
+
+    return bounded
+
+
+_seconds = _at_most(MAX_SECONDS, "a century", _positive)
+_seconds_or_zero = _at_most(MAX_SECONDS, "a century", _non_negative)
+_count = _at_most(MAX_COUNT, "2^31 - 1", _positive)
+_count_or_zero = _at_most(MAX_COUNT, "2^31 - 1", _non_negative)
+_batch_size = _at_most(MAX_BATCH, "librdkafka's consume() limit", _positive)
+_lag = _at_most(MAX_LAG, "2^63 - 1", _non_negative)
+
+
+def _port(v: int) -> str | None:
+    return None if 0 <= v <= 65535 else "not a port"
+
+
+def _session(v: float) -> str | None:
+    ok = 0.001 <= v <= MAX_SESSION_SECONDS
+    return None if ok else f"must be between 0.001 and {MAX_SESSION_SECONDS} (librdkafka's session.timeout.ms range)"
+
+
+def _brokers(v: list[str]) -> str | None:
+    return None if v and all(s.strip() for s in v) else "must list at least one broker (host:port)"
+
+
+def _redis_url(v: str) -> str | None:
+    """What redis-py's `from_url` takes: otherwise every service dies with its traceback as it connects."""
+    from redis.asyncio.connection import parse_url  # the services' client; imported only when a URL is set
+
+    if v.partition("://")[0].lower() not in REDIS_SCHEMES or "://" not in v:
+        return "must be a redis://, rediss:// or unix:// URL"
+    try:
+        parse_url(v)
+    except ValueError as exc:  # a port out of range, a bad query argument
+        return f"not a valid Redis URL: {exc}"
+    return None
+
+
+def _hide_password(url: Any) -> Any:
+    """The URL for an error line: a password in it (redis://:secret@host, s3://key:secret@bucket) becomes ***."""
+    return re.sub(r"(?<=://)([^/@]*?):[^/@]*@", r"\1:***@", url, count=1) if isinstance(url, str) else url
+
+
+def _history_path(v: str) -> str | None:
+    if not v.strip():
+        return "must not be empty (a local path, or a URI such as s3://bucket/prefix)"
+    if "://" not in v:
+        return None
+    scheme, _, rest = v.partition("://")
+    if scheme not in HISTORY_SCHEMES:
+        return (
+            f"unknown filesystem {scheme!r}: use a local path or one of {', '.join(s + '://' for s in HISTORY_SCHEMES)}"
+        )
+    if not rest.strip("/"):
+        return f"{scheme}:// needs a bucket or path after it"
+    if scheme in ("file", "local") and not rest.startswith("/"):
+        return f"{scheme}:// needs an absolute path ({scheme}:///...)"
+    return None
 
 
 def _fraction(v: float) -> str | None:
@@ -87,32 +166,37 @@ OFFSETS_SOURCES = ("topic", "admin", "auto")
 
 @dataclass(frozen=True)
 class RedisConfig:
-    url: str = "redis://127.0.0.1:6379/0"
+    url: str = field(default="redis://127.0.0.1:6379/0", metadata={"check": _redis_url, "shown": _hide_password})
     cluster_mode: bool = False  # connect with the Redis Cluster client
+
+    def cross_check(self) -> tuple[str, str] | None:
+        if self.cluster_mode and self.url.lower().startswith("unix://"):
+            return "url", "a Redis Cluster is reached over TCP: use redis:// or rediss:// with cluster-mode"
+        return None
 
 
 @dataclass(frozen=True)
 class StorageConfig:
-    intervals: int = field(default=10, metadata={"check": _positive})
-    min_distance: int = field(default=0, metadata={"check": _non_negative})
-    expire_group: int = field(default=604_800, metadata={"check": _positive})
+    intervals: int = field(default=10, metadata={"check": _count})
+    min_distance: int = field(default=0, metadata={"check": _seconds_or_zero})
+    expire_group: int = field(default=604_800, metadata={"check": _seconds})
     group_allowlist: str = field(default="", metadata={"check": _regex})
     group_denylist: str = field(default="", metadata={"check": _regex})
-    lag_history: int = field(default=3600, metadata={"check": _positive})  # seconds of log-end samples kept
-    lag_history_samples: int = field(default=720, metadata={"check": _positive})  # at most, per partition
+    lag_history: int = field(default=3600, metadata={"check": _seconds})  # seconds of log-end samples kept
+    lag_history_samples: int = field(default=720, metadata={"check": _count})  # at most, per partition
 
 
 @dataclass(frozen=True)
 class EvaluatorConfig:
-    allowed_lag: int = field(default=0, metadata={"check": _non_negative})
+    allowed_lag: int = field(default=0, metadata={"check": _lag})
     minimum_complete: float = field(default=0.0, metadata={"check": _fraction})
     # seconds between full sweeps: a safety net, as each evaluation schedules the group's next time-driven change
-    sweep_interval: float = field(default=300.0, metadata={"check": _positive})
+    sweep_interval: float = field(default=300.0, metadata={"check": _seconds})
     status_topic: str = "lagwatch.status"
     changes_topic: str = "lagwatch.changes"
     lag_threshold_topic: str = "lagwatch.lag-thresholds"  # lag-seconds threshold crossings (lag_threshold_event.py)
     http_host: str = "127.0.0.1"
-    http_port: int = field(default=8002, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
+    http_port: int = field(default=8002, metadata={"check": _port})
 
 
 @dataclass(frozen=True)
@@ -201,7 +285,7 @@ class SaslConfig:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    bootstrap_servers: list[str] = field(default_factory=lambda: ["127.0.0.1:9092"])
+    bootstrap_servers: list[str] = field(default_factory=lambda: ["127.0.0.1:9092"], metadata={"check": _brokers})
     offsets_topic: str = "__consumer_offsets"
     # where commits come from: the offsets topic; the admin API (ListGroups + OffsetFetch every `offset-refresh`,
     # for clusters whose offsets topic is closed: Confluent Cloud, Event Hubs); auto: the topic, else the admin API
@@ -210,8 +294,8 @@ class ClusterConfig:
         metadata={"check": lambda v: None if v in OFFSETS_SOURCES else f"must be one of {', '.join(OFFSETS_SOURCES)}"},
     )
     admin_groups: list[str] = field(default_factory=list)  # admin mode: groups to watch besides those listed
-    offset_refresh: float = field(default=10.0, metadata={"check": _positive})
-    topic_refresh: float = field(default=60.0, metadata={"check": _positive})
+    offset_refresh: float = field(default=10.0, metadata={"check": _seconds})
+    topic_refresh: float = field(default=60.0, metadata={"check": _seconds})
     start_latest: bool = False
     client_id: str = "lagwatch"
     group_allowlist: str = field(default="", metadata={"check": _regex})  # overrides storage's when set
@@ -231,19 +315,19 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class IngestConfig:
-    batch_size: int = field(default=5000, metadata={"check": _positive})  # records per Redis round of writes
-    workers: int = field(default=0, metadata={"check": _non_negative})  # worker processes; 0: one per CPU but one
-    session_timeout: float = field(default=10.0, metadata={"check": _positive})  # consumer-group session, seconds
+    batch_size: int = field(default=5000, metadata={"check": _batch_size})  # records per Redis round of writes
+    workers: int = field(default=0, metadata={"check": _count_or_zero})  # worker processes; 0: one per CPU but one
+    session_timeout: float = field(default=10.0, metadata={"check": _session})  # consumer-group session, seconds
     http_host: str = "127.0.0.1"
-    http_port: int = field(default=8001, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
+    http_port: int = field(default=8001, metadata={"check": _port})
 
 
 @dataclass(frozen=True)
 class ApiConfig:
     host: str = "127.0.0.1"
-    port: int = field(default=8000, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
+    port: int = field(default=8000, metadata={"check": _port})
     token: str = ""  # bearer token for mutating routes; empty = mutations refused
-    request_timeout: float = field(default=30.0, metadata={"check": _positive})  # seconds; then 503
+    request_timeout: float = field(default=30.0, metadata={"check": _seconds})  # seconds; then 503
     # /metrics cardinality: partition-level series (lag, offset, status, lag seconds, topic offsets) on or off, and
     # group / topic allow and deny regexes (unanchored search) for the series; they change no status
     metrics_partition_series: bool = True
@@ -328,23 +412,23 @@ class SubscriptionConfig:
 @dataclass(frozen=True)
 class NotifierConfig:
     http_host: str = "127.0.0.1"
-    http_port: int = field(default=8003, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
+    http_port: int = field(default=8003, metadata={"check": _port})
     dashboard_url: str = ""  # linked from Slack messages (the api or a dashboard)
     dlq_topic: str = "lagwatch.dlq"  # dead letters: deliveries that failed for good
     start_latest: bool = False  # a brand-new notifier group starts at the end of the status topic
     allow_private_targets: bool = False  # webhooks to 10/8, 172.16/12, 192.168/16, 127/8, ::1, fc00::/7
-    max_attempts: int = field(default=8, metadata={"check": _positive})
-    backoff_base: float = field(default=1.0, metadata={"check": _positive})  # seconds; doubles per attempt
-    backoff_cap: float = field(default=300.0, metadata={"check": _positive})  # seconds; full jitter below it
-    request_timeout: float = field(default=10.0, metadata={"check": _positive})  # seconds per HTTP request
-    per_host_concurrency: int = field(default=4, metadata={"check": _positive})  # requests in flight per host
-    per_host_queue: int = field(default=200, metadata={"check": _positive})  # deliveries held per host
-    breaker_failures: int = field(default=5, metadata={"check": _positive})  # consecutive failures: circuit opens
-    breaker_cooldown: float = field(default=30.0, metadata={"check": _positive})  # seconds before a probe
-    lease: float = field(default=30.0, metadata={"check": _positive})  # visibility timeout of a claimed delivery
-    poll_interval: float = field(default=0.5, metadata={"check": _positive})  # outbox poll when idle, seconds
-    repeat_check_interval: float = field(default=1.0, metadata={"check": _positive})  # send-interval timer
-    dedupe_ttl: float = field(default=604_800.0, metadata={"check": _positive})  # seconds an event id is remembered
+    max_attempts: int = field(default=8, metadata={"check": _count})
+    backoff_base: float = field(default=1.0, metadata={"check": _seconds})  # seconds; doubles per attempt
+    backoff_cap: float = field(default=300.0, metadata={"check": _seconds})  # seconds; full jitter below it
+    request_timeout: float = field(default=10.0, metadata={"check": _seconds})  # seconds per HTTP request
+    per_host_concurrency: int = field(default=4, metadata={"check": _count})  # requests in flight per host
+    per_host_queue: int = field(default=200, metadata={"check": _count})  # deliveries held per host
+    breaker_failures: int = field(default=5, metadata={"check": _count})  # consecutive failures: circuit opens
+    breaker_cooldown: float = field(default=30.0, metadata={"check": _seconds})  # seconds before a probe
+    lease: float = field(default=30.0, metadata={"check": _seconds})  # visibility timeout of a claimed delivery
+    poll_interval: float = field(default=0.5, metadata={"check": _seconds})  # outbox poll when idle, seconds
+    repeat_check_interval: float = field(default=1.0, metadata={"check": _seconds})  # send-interval timer
+    dedupe_ttl: float = field(default=604_800.0, metadata={"check": _seconds})  # seconds an event id is remembered
 
 
 @dataclass(frozen=True)
@@ -355,10 +439,14 @@ class HistoryConfig:
     enabled: bool = False  # off by default: it doubles what the ingest writes to Kafka
     topic: str = "lagwatch.history"
     path: str = "history"  # the archiver's Parquet root: a local path or a URI (s3://bucket/prefix, hdfs://...)
-    flush_rows: int = field(default=100_000, metadata={"check": _positive})  # the archiver's memory bound, records
-    flush_interval: float = field(default=60.0, metadata={"check": _positive})  # seconds: files at least this often
+    flush_rows: int = field(default=100_000, metadata={"check": _count})  # the archiver's memory bound, records
+    flush_interval: float = field(default=60.0, metadata={"check": _seconds})  # seconds: files at least this often
     http_host: str = "127.0.0.1"
-    http_port: int = field(default=8004, metadata={"check": lambda v: None if 0 <= v <= 65535 else "not a port"})
+    http_port: int = field(default=8004, metadata={"check": _port})
+
+    def cross_check(self) -> tuple[str, str] | None:
+        problem = _history_path(self.path)  # here, not a field check: the field's line comment is its documentation
+        return ("path", f"{problem}, got {_hide_password(self.path)!r}") if problem else None
 
 
 @dataclass(frozen=True)
@@ -501,7 +589,8 @@ def _field_value(kind: Any, f: dataclasses.Field[Any], value: Any, dotted: str) 
     check = f.metadata.get("check")
     problem = check(converted) if check else None
     if problem:
-        raise ConfigError(dotted, f"{problem}, got {value!r}")
+        shown = f.metadata.get("shown", lambda v: v)(value)  # a URL's password stays out of logs
+        raise ConfigError(dotted, f"{problem}, got {shown!r}")
     return converted
 
 

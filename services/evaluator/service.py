@@ -474,8 +474,8 @@ class EvaluatorService:
                 await self.publisher.start()
                 return
             except Exception as exc:  # Kafka not up yet: keep trying, as the other services do
-                if self.stopping.is_set():
-                    raise
+                if self.stopping.is_set():  # asked to stop while waiting for Kafka: a clean stop, not a failure
+                    return
                 log.warning("evaluator %s: cannot reach Kafka (%s); retrying", self.cluster, exc)
                 await backoff.pause(self.stopping)
 

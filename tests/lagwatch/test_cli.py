@@ -1,7 +1,9 @@
 """The `lagwatch` command's contracts, run as a real subprocess."""
 
 import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +17,16 @@ SEEDS = json.loads((paths.DATA / "seed_examples.json").read_text())["cases"]
 LAGWATCH = shutil.which("lagwatch", path=str(Path(sys.executable).parent)) or "lagwatch"
 
 
-def lagwatch(*args, stdin=""):
-    return subprocess.run([LAGWATCH, *args], input=stdin, capture_output=True, text=True, timeout=60)
+def lagwatch(*args, stdin="", env=None):
+    environment = {**os.environ, **(env or {})}
+    return subprocess.run([LAGWATCH, *args], input=stdin, capture_output=True, text=True, timeout=60, env=environment)
+
+
+def one_line_error(result):
+    """The command failed as the project's standard says: one line on stderr, no traceback."""
+    assert "Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    return result.stderr
 
 
 @pytest.mark.parametrize("case", SEEDS, ids=[c["name"] for c in SEEDS])
@@ -159,3 +169,66 @@ def test_run_refuses_workers_for_a_service_without_them_or_below_zero(args):
     result = lagwatch("run", *args)
     assert result.returncode == 2
     assert "--workers" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+A_CLUSTER = {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9"}  # configured, never reached: these runs stop before Kafka
+
+
+@pytest.mark.parametrize(
+    ("service", "env", "says"),
+    [
+        ("ingest", {"LAGWATCH__STORAGE__EXPIRE_GROUP": "1" + "0" * 30}, "config storage.expire-group: must be <="),
+        ("api", {"LAGWATCH__REDIS__URL": "http://nope"}, "config redis.url: must be a redis://"),
+        ("archiver", {"LAGWATCH__HISTORY__PATH": "bogus://x"}, "config history.path: unknown filesystem 'bogus'"),
+        ("ingest", {"KAFKA_BOOTSTRAP_SERVERS": ",,"}, "config clusters.local.bootstrap-servers: must list"),
+    ],
+)
+def test_run_stops_at_a_bad_value_with_one_line_naming_the_key(service, env, says):
+    result = lagwatch("run", service, env={**A_CLUSTER, **env})
+    assert result.returncode == 2
+    assert says in one_line_error(result)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (["api"], {"LAGWATCH__API__HOST": "no.such.host.invalid"}, "no.such.host.invalid:8000 (api.host / api.port)"),
+        (
+            ["ingest", "--workers", "1"],
+            {"LAGWATCH__INGEST__HTTP_HOST": "999.1.1.1"},
+            "999.1.1.1:8001 (ingest.http-host / ingest.http-port)",
+        ),
+        (["evaluator"], {"LAGWATCH__EVALUATOR__HTTP_HOST": "192.0.2.1"}, "192.0.2.1:8002 (evaluator.http-host / "),
+    ],
+)
+def test_run_names_a_listen_address_it_cannot_use(args, env, says):
+    """A host that does not resolve, or is not this machine's (192.0.2.1: TEST-NET-1), before any other start-up."""
+    result = lagwatch("run", *args, env={**A_CLUSTER, **env})
+    assert result.returncode == 2
+    assert f"lagwatch: cannot listen on {says}" in one_line_error(result)
+
+
+def test_run_names_a_port_already_in_use():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        notifier = lagwatch("run", "notifier", env={**A_CLUSTER, "LAGWATCH__NOTIFIER__HTTP_PORT": str(port)})
+        api = lagwatch("run", "api", "--http-port", str(port), env=A_CLUSTER)
+    assert (notifier.returncode, api.returncode) == (2, 2)
+    assert f"127.0.0.1:{port} (notifier.http-host / notifier.http-port): " in one_line_error(notifier)
+    assert f"127.0.0.1:{port} (api.host / --http-port): " in one_line_error(api)
+
+
+def test_run_refuses_an_http_port_out_of_range():
+    result = lagwatch("run", "api", "--http-port", "70000", env=A_CLUSTER)
+    assert result.returncode == 2
+    assert "--http-port: not a port" in one_line_error(result)
+
+
+def test_archiver_that_cannot_open_its_filesystem_exits_1_with_one_line():
+    """Not the user's input (the path is well-formed), so exit code 1: here libhdfs is missing or nothing listens."""
+    env = {**A_CLUSTER, "LAGWATCH__HISTORY__PATH": "hdfs://127.0.0.1:9/lagwatch", "LAGWATCH__HISTORY__HTTP_PORT": "0"}
+    result = lagwatch("run", "archiver", env=env)
+    assert result.returncode == 1
+    assert "lagwatch: archiver: cannot open history.path: " in one_line_error(result)

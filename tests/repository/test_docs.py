@@ -3,6 +3,7 @@ environment variable and default, and the README's and docs' links to files in t
 
 import importlib.util
 import re
+import subprocess
 import sys
 
 import pytest
@@ -45,6 +46,14 @@ def test_every_option_is_documented_with_its_environment_variable_and_default():
         assert meaning, o.key
     stale = sorted(set(rows) - {o.key for o in options})
     assert not stale, f"documented but not options any more: {stale}"
+
+
+def test_the_table_is_what_the_script_writes_from_the_code():
+    """A meaning edited in the doc alone drifts from the script's and is lost at the next regeneration."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "config_reference.py"), "--check"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_the_documented_environment_variables_set_the_options():

@@ -248,3 +248,14 @@ async def test_readiness_reports_a_broker_outage_and_the_recovery(kafka, redis_s
     config = make_config(kafka.bootstrap, redis_server.url)
     async with running(EvaluatorService(config, CLUSTER, http_port=0)) as evaluator:
         await check_readiness_follows_the_brokers(kafka, evaluator)
+
+
+async def test_stopped_while_waiting_for_kafka_it_stops_cleanly(redis_server):
+    """SIGTERM before Kafka was ever reached (a rollout, a broken cluster): a clean stop, not the last connection
+    error raised as a crash."""
+    service = EvaluatorService(make_config("127.0.0.1:9", redis_server.url), CLUSTER, http_port=0)
+    task = asyncio.create_task(service.run())
+    await asyncio.sleep(1.5)  # the status-topic producer's start is being retried
+    assert not task.done()
+    service.stopping.set()
+    await asyncio.wait_for(task, timeout=30)  # returns: raised nothing

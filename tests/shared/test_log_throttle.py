@@ -1,0 +1,43 @@
+"""The Kafka client libraries' repeated lines, thinned (shared/runtime/log_throttle.py)."""
+
+import logging
+
+from lagwatch.shared.runtime.log_throttle import RepeatThrottle
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def record(name: str, msg: str, *args, level: int = logging.ERROR) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, msg, args, None)
+
+
+def test_a_repeated_line_passes_once_per_interval_and_then_says_how_many_were_held():
+    clock = Clock()
+    throttle = RepeatThrottle(["aiokafka"], every=10, clock=clock)
+    passed = []
+    for i in range(100):  # a hundred a second, as aiokafka logs while the brokers are away
+        clock.now += 0.01
+        line = record("aiokafka.conn", "Unable connect to %s: %s", f"node-{i % 3}", "refused")
+        if throttle.filter(line):
+            passed.append(line.getMessage())
+    assert passed == ["Unable connect to node-0: refused"]
+    clock.now += 10
+    line = record("aiokafka.conn", "Unable connect to %s: %s", "node-1", "refused")
+    assert throttle.filter(line)
+    assert line.getMessage() == "Unable connect to node-1: refused [99 more like this in the last 11 s]"
+
+
+def test_other_templates_levels_and_loggers_pass_on_their_own():
+    throttle = RepeatThrottle(["aiokafka"], every=10, clock=Clock())
+    assert throttle.filter(record("aiokafka.conn", "Unable connect to %s", "a"))
+    assert throttle.filter(record("aiokafka.conn", "Unable connect to %s", "a", level=logging.WARNING))
+    assert throttle.filter(record("aiokafka.cluster", "Unable connect to %s", "a"))
+    assert throttle.filter(record("aiokafka.conn", "Metadata refresh failed"))
+    for _ in range(5):  # lagwatch's own lines are never thinned
+        assert throttle.filter(record("lagwatch.services.ingest", "Kafka unreachable"))
