@@ -447,6 +447,15 @@ class MockKafkaCluster:
     def set_broker_up(self, broker_id: int = -1) -> None:
         self._check(_lib().rd_kafka_mock_broker_set_up(self._require(), broker_id), "set_broker_up")
 
+    def delete_records(self, topic: str, partition: int, before: int) -> None:
+        """Move a partition's log start to `before`, as retention or DeleteRecords do (librdkafka 2.10 and later)."""
+        func = getattr(_lib(), "rd_kafka_mock_partition_delete_records", None)
+        if func is None:
+            raise MockKafkaError("this librdkafka's mock cluster cannot delete records")
+        func.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int64]
+        func.restype = ctypes.c_int
+        self._check(func(self._require(), topic.encode(), partition, before), "delete_records")
+
     # -- internals -----------------------------------------------------------------------------
 
     def _new_handle(self) -> int:

@@ -223,9 +223,12 @@ class OffsetsConsumer:
             if offset != OFFSET_INVALID:
                 continue
             offset = self._committed[p]
-            if offset < 0:
-                tp = TopicPartition(self.topic, p)
-                offset = highs[p] if self._starts_latest else consumer.get_watermark_offsets(tp, cached=True)[0]
+            low = consumer.get_watermark_offsets(TopicPartition(self.topic, p), cached=True)[0]
+            # never committed, or the log start (retention, compaction) moved past where the group left off: the
+            # consumer starts where auto.offset.reset puts it (else that partition would never read as read through,
+            # and the rules' clock, the slowest partition's, would stop for the whole cluster)
+            if offset < 0 or 0 <= offset < low:
+                offset = highs[p] if self._starts_latest else low
             positions[p] = offset
         return positions
 

@@ -314,7 +314,7 @@ class IngestWorker:
             stale_before = now_ms() - DELETIONS_KEPT_MS
             taken = []
             for name, at in entries.items():
-                group, _, topic = name.decode(errors="replace").partition("\n")
+                group, _, topic = name.decode(errors="replace").rpartition("\n")  # a topic holds no newline
                 if self.processor.cache.delete_topic_of_group(group, topic) or not _fresh(at, stale_before):
                     taken.append(name)
             if taken:

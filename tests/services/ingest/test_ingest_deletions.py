@@ -7,8 +7,10 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import aiohttp
+import pytest
 
 from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.services.api.service import ApiServer
@@ -278,7 +280,10 @@ async def _last_transition_is(events, group, status):
     return bool(transitions) and transitions[-1][1] == status
 
 
-async def test_a_topic_deleted_through_the_api_stays_deleted_while_the_group_commits_on(kafka, redis_server, redis):
+@pytest.mark.parametrize("group", ["billing", "bill\ning"])  # a group name may hold a newline, a topic cannot
+async def test_a_topic_deleted_through_the_api_stays_deleted_while_the_group_commits_on(
+    kafka, redis_server, redis, group
+):
     """`DELETE /v3/kafka/<cluster>/consumer/<group>/topic/<topic>` while the ingest holds the group's windows in
     memory: its next writes must not bring the topic's windows back, and a later commit of that topic starts a fresh
     window."""
@@ -287,25 +292,25 @@ async def test_a_topic_deleted_through_the_api_stays_deleted_while_the_group_com
     async with ingest_and_api(kafka, redis_server, redis, API__TOKEN="t0ken") as run:
         writer, http, api, store = run.writer, run.http, run.api, run.store
         for offset in (1, 2):
-            await writer.commit("billing", "orders", 0, offset)
-            await writer.commit("billing", "audit", 0, offset)
-        await eventually(lambda: _newest_offset_of(store, "billing", ("orders", 0), 2))
-        await eventually(lambda: _newest_offset_of(store, "billing", ("audit", 0), 2))
+            await writer.commit(group, "orders", 0, offset)
+            await writer.commit(group, "audit", 0, offset)
+        await eventually(lambda: _newest_offset_of(store, group, ("orders", 0), 2))
+        await eventually(lambda: _newest_offset_of(store, group, ("audit", 0), 2))
 
         await redis.hset(keys.topic_deletions(CLUSTER), "ghost\nnowhere", "not-a-time")  # unreadable: dropped
-        url = f"{api.url}/v3/kafka/{CLUSTER}/consumer/billing/topic/orders"
+        url = f"{api.url}/v3/kafka/{CLUSTER}/consumer/{quote(group, safe='')}/topic/orders"
         async with http.delete(url, headers={"Authorization": "Bearer t0ken"}) as response:
             assert response.status == 200
-        assert await partitions_of(store, "billing") == [("audit", 0)]
-        await eventually(lambda: _deletion_taken(redis))  # billing's taken by its worker, the unreadable one dropped
+        assert await partitions_of(store, group) == [("audit", 0)]
+        await eventually(lambda: _deletion_taken(redis))  # the group's taken by its worker, the unreadable one dropped
 
-        await writer.commit("billing", "audit", 0, 3)  # rewrites billing: orders must not come back
-        await eventually(lambda: _newest_offset_of(store, "billing", ("audit", 0), 3))
-        assert await partitions_of(store, "billing") == [("audit", 0)]
+        await writer.commit(group, "audit", 0, 3)  # rewrites the group: orders must not come back
+        await eventually(lambda: _newest_offset_of(store, group, ("audit", 0), 3))
+        assert await partitions_of(store, group) == [("audit", 0)]
 
-        await writer.commit("billing", "orders", 0, 9)
-        await eventually(lambda: _newest_offset_of(store, "billing", ("orders", 0), 9))
-        window = next(p for p in (await store.get_group(CLUSTER, "billing")).partitions if p.topic == "orders")
+        await writer.commit(group, "orders", 0, 9)
+        await eventually(lambda: _newest_offset_of(store, group, ("orders", 0), 9))
+        window = next(p for p in (await store.get_group(CLUSTER, group)).partitions if p.topic == "orders")
         assert [e.offset for e in window.entries] == [9]
 
 

@@ -334,6 +334,32 @@ async def test_how_far_the_commits_are_read_stops_during_a_kafka_outage_and_resu
         assert [e.offset for e in stored.partitions[0].entries][-1] == 5  # read through means stored
 
 
+async def test_a_log_start_moved_past_where_the_worker_left_off_does_not_stop_the_rules_clock(
+    kafka, redis_server, redis
+):
+    """Retention (or DeleteRecords) removed everything after the worker's committed position while it was away: the
+    consumer resets to the log start, and that partition reads as read through, not stuck behind for good (the
+    rules' clock is the slowest partition's: one stuck partition would hold STOP back for every group)."""
+    kafka.create_topic("orders", 1)
+    config = make_config(kafka.bootstrap, redis_server.url)
+    async with OffsetsTopicWriter(kafka.bootstrap) as writer:
+        partition = writer.partition_for("billing")
+        async with running(IngestWorker(config, CLUSTER)):
+            await writer.commit("billing", "orders", 0, 1)
+            await eventually(lambda: _committed_past(kafka.bootstrap, partition, 0), timeout=30)
+        await writer.commit("billing", "orders", 0, 2)
+        await writer.commit("billing", "orders", 0, 3)
+        await asyncio.to_thread(kafka.delete_records, OFFSETS_TOPIC, partition, 3)  # the log start passes both
+        restarted_at = time.time() * 1000
+        async with running(IngestWorker(config, CLUSTER)) as worker:
+            await eventually(lambda: _read_through_after(ReadThroughStore(redis, CLUSTER), restarted_at), timeout=30)
+            await eventually(lambda: _is_set(worker.caught_up), timeout=30)
+
+
+async def _is_set(event):
+    return event.is_set()
+
+
 async def _read_through_after(store, at_ms):
     instants = await store.instants()
     return bool(instants) and min(instants) > at_ms
