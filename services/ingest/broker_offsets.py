@@ -212,7 +212,8 @@ class BrokerOffsets:
         self.latest = {tp: ring[-1] for tp, ring in rings.items() if ring}
 
     async def refresh_topics(self) -> list[str]:
-        """Re-read topic metadata; topics that disappeared are deleted from the store. Returns them."""
+        """Re-read topic metadata; topics that disappeared, or came back with fewer partitions (a topic never shrinks:
+        it was deleted and re-created), are deleted from the store. Returns them."""
         client = self._consumer._client  # aiokafka exposes metadata only through its client
         await client.force_metadata_update()
         cluster_meta = client.cluster
@@ -223,11 +224,12 @@ class BrokerOffsets:
                 counts[topic] = max(parts) + 1
         self.kafka_ok = True
         self._last_topic_refresh = time.monotonic()
-        known = set(self.partition_counts) | set(await self.store.list_topics(self.cluster))
-        deleted = sorted(known - set(counts))
+        known = {**await self.store.list_topics(self.cluster), **self.partition_counts}
+        deleted = sorted(t for t, n in known.items() if counts.get(t, 0) < n)
         for topic in deleted:
             removed = await self.store.delete_topic(self.cluster, topic)
-            log.info("topic %s/%s was deleted: removed from %d group partitions", self.cluster, topic, removed)
+            how = f"re-created with {counts[topic]} partitions, not {known[topic]}" if topic in counts else "deleted"
+            log.info("topic %s/%s was %s: removed from %d group partitions", self.cluster, topic, how, removed)
         self.latest = {tp: off for tp, off in self.latest.items() if tp[0] in counts}
         self.partition_counts = counts
         return deleted
@@ -296,7 +298,9 @@ class BrokerOffsets:
 
     async def _lookup_in_kafka(self, missing: list[TP]) -> None:
         try:
-            if any(topic not in self.partition_counts for topic, _ in missing):
+            # a topic or a partition not seen yet (created, or partitions added, since the last refresh): look again
+            # (the coordinator refuses commits for partitions that do not exist: these are new ones, not noise)
+            if any(p >= self.partition_counts.get(topic, 0) for topic, p in missing):
                 await self.refresh_topics()
             existing = [(t, p) for t, p in missing if p < self.partition_counts.get(t, 0)]
             await self.poll(existing)

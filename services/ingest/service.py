@@ -379,11 +379,12 @@ class IngestWorker:
             log.debug("ingest %s: could not record how far it read (%s)", self.cluster, exc)
 
     def _forget_deleted_topics(self) -> None:
-        """The poller removed deleted topics from Redis; their rings must leave memory too (or a later write would
-        bring them back). Its topic table is replaced, never changed in place, so an identity check suffices."""
+        """The poller removed deleted topics (and re-created ones with fewer partitions) from Redis; their rings
+        must leave memory too (or a later write would bring them back). Its topic table is replaced, never changed in
+        place, so an identity check suffices."""
         current = self.broker_offsets.partition_counts
         if current is not self._known_topics:
-            gone = set(self._known_topics) - set(current)
+            gone = {topic for topic, count in self._known_topics.items() if current.get(topic, 0) < count}
             if gone and current:
                 self.processor.cache.forget_topics(gone)
             self._known_topics = current

@@ -81,8 +81,8 @@ async def _paused_consumer_shows_its_pause(kafka, run: Running, group):
     assert abs(part["current_lag_seconds"] - paused) <= POLL_S + 0.5, (part["current_lag_seconds"], paused)
 
 
-async def _newest_sample_is(store, topic, offset):
-    history = await history_of(store, topic)
+async def _newest_sample_is(store, topic, offset, partition=0):
+    history = await history_of(store, topic, partition)
     return bool(history) and history[-1].offset == offset
 
 
@@ -101,6 +101,53 @@ async def test_a_deleted_topics_log_end_history_goes_with_it_and_a_re_created_to
         kafka.create_topic("orders", 1)
         await produce(kafka.bootstrap, "orders", {0: 5})
         await _paused_consumer_shows_its_pause(kafka, run, "billing")
+
+
+async def test_a_topic_re_created_with_fewer_partitions_takes_the_missing_partitions_windows_along(
+    kafka, redis_server, redis
+):
+    """A topic never shrinks: fewer partitions than before means deleted and re-created (here between two metadata
+    refreshes). The old incarnation's windows go, or partitions that no longer exist would read STOP for good."""
+    kafka.create_topic("orders", 3)
+    async with ingest_and_api(kafka, redis_server, redis) as run:
+        await produce(kafka.bootstrap, "orders", {0: 5, 1: 5, 2: 5})
+        await eventually(lambda: _newest_sample_is(run.store, "orders", 5, partition=2))
+        for partition in range(3):
+            await run.writer.commit("billing", "orders", partition, 3)
+        await eventually(lambda: _partitions_with_commits(run.store, "billing", 3))
+        kafka.delete_topic("orders")
+        kafka.create_topic("orders", 1)
+        await produce(kafka.bootstrap, "orders", {0: 2})
+        await eventually(lambda: _topic_count_is(run.store, "orders", 1), timeout=15)
+        await run.writer.commit("billing", "orders", 0, 2)
+        await eventually(lambda: _newest_offset_of(run.store, "billing", ("orders", 0), 2))
+        group = await run.store.get_group(CLUSTER, "billing")
+        assert [(p.partition, [e.offset for e in p.entries]) for p in group.partitions] == [(0, [2])]
+
+
+async def test_commits_on_partitions_added_since_the_last_metadata_refresh_are_kept(kafka, redis_server, redis):
+    """The topic-refresh is a minute by default: a commit on a partition not seen yet makes the worker look again,
+    instead of dropping it for want of a log end."""
+    kafka.create_topic("orders", 1)
+    async with ingest_and_api(kafka, redis_server, redis, **{f"CLUSTERS__{CLUSTER}__TOPIC_REFRESH": "60"}) as run:
+        await produce(kafka.bootstrap, "orders", {0: 5})
+        await run.writer.commit("billing", "orders", 0, 1)
+        await eventually(lambda: _newest_offset_of(run.store, "billing", ("orders", 0), 1))
+        kafka.delete_topic("orders")  # the mock cannot add partitions: the metadata looks the same as if it had
+        kafka.create_topic("orders", 3)
+        await produce(kafka.bootstrap, "orders", {2: 5})
+        await run.writer.commit("billing", "orders", 2, 4)
+        await eventually(lambda: _newest_offset_of(run.store, "billing", ("orders", 2), 4), timeout=15)
+        assert (await read_totals(redis, CLUSTER)).get("outcome:no_broker_offset", 0) == 0
+
+
+async def _partitions_with_commits(store, group, n):
+    stored = await store.get_group(CLUSTER, group)
+    return stored is not None and sum(1 for p in stored.partitions if p.entries) == n
+
+
+async def _topic_count_is(store, topic, n):
+    return (await store.list_topics(CLUSTER)).get(topic) == n
 
 
 async def _history_key_gone(redis, topic):
@@ -191,7 +238,7 @@ async def _tombstones_counted(redis, n):
 async def _newest_offset_of(store, group, tp, offset):
     stored = await store.get_group(CLUSTER, group)
     part = next((p for p in stored.partitions if (p.topic, p.partition) == tp), None) if stored else None
-    return part is not None and part.entries[-1].offset == offset
+    return part is not None and bool(part.entries) and part.entries[-1].offset == offset
 
 
 async def test_within_one_batch_a_tombstone_and_the_commits_around_it_apply_in_their_order(kafka, redis_server, redis):
