@@ -7,7 +7,7 @@
 The subscription's id is there, never its URL, secret or headers. `lagwatch notify replay-dlq` reads the topic
 (from its beginning to its current end), filters by subscription and time, and puts each matching dead letter back
 into the outbox as a fresh delivery (its attempt count reset), under its original delivery id: a dead letter whose
-delivery is still pending is not enqueued twice.
+delivery is still pending is not enqueued twice, and one that would re-open an incident closed since is left out.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS
+from lagwatch.services.notifier.messages import CLOSE_KINDS
 from lagwatch.services.notifier.outbox import Delivery, Outbox
 from lagwatch.shared.clock import now_ms
 
@@ -137,10 +139,15 @@ def select(records: Iterable[dict], *, subscription: str | None = None, since_ms
 
 
 async def replay(outbox: Outbox, records: Iterable[dict]) -> dict[str, int]:
-    """Put dead letters back into the outbox; {"enqueued": n, "already_pending": m}."""
-    enqueued = pending = 0
+    """Put dead letters back into the outbox; {"enqueued", "already_pending", "incident_over"}. An open, update or
+    repeat of an incident the subscription has been told is over is not sent again: after its close, it would open
+    the incident anew at the receiver (a pager left ringing)."""
+    enqueued = pending = over = 0
     now = now_ms()
     for r in records:
+        if r["kind"] not in CLOSE_KINDS and await _incident_over(outbox, r):
+            over += 1
+            continue
         delivery = Delivery(
             id=r["delivery_id"],
             subscription_id=r["subscription_id"],
@@ -154,4 +161,19 @@ async def replay(outbox: Outbox, records: Iterable[dict]) -> dict[str, int]:
             enqueued += 1
         else:
             pending += 1
-    return {"enqueued": enqueued, "already_pending": pending}
+    return {"enqueued": enqueued, "already_pending": pending, "incident_over": over}
+
+
+async def _incident_over(outbox: Outbox, record: dict) -> bool:
+    """Whether the subscription's current incident for the event's group is no longer the dead letter's."""
+    raw = json.dumps(record["event"])
+    status, lag = STATUS_EVENTS.parse(raw), LAG_EVENTS.parse(raw)
+    if status is not None:
+        state_field = STATUS_EVENTS.state_field(status)
+    elif lag is not None:
+        state_field = LAG_EVENTS.state_field(lag)
+    else:
+        return False  # not an event this notifier reads: replayed as it was
+    state = await outbox.read_state_field(record["subscription_id"], state_field)
+    announced = json.loads(state).get("incident_id") if state else None
+    return bool(announced != record["event"].get("incident_id"))

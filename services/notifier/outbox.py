@@ -9,6 +9,9 @@
   live worker's deliveries are never claimed by anyone else).
 * After a success, or after the delivery was dead-lettered, it is removed; after a failure it goes back to `due`
   at its retry time with its attempt count.
+* One incident's notifications to one subscription (its chain) go out in the order they were recorded: a delivery
+  is claimed only when every earlier one of its chain is finished (delivered or dead-lettered), so a retried open
+  never lands after its close, nor two of them in one claimed batch side by side.
 
 Keys: shared/store/keys.py (`lw:n:{notify}:...`); scripts: shared/store/scripts.py.
 """
@@ -27,6 +30,10 @@ from lagwatch.shared.clock import now_ms
 from lagwatch.shared.store import keys, scripts
 
 APPLIED, DUPLICATE, CONFLICT = 1, 0, -1
+CHAIN_KEYS = (keys.OUTBOX_ORDER, keys.OUTBOX_CHAIN_OF, keys.OUTBOX_SEQ)
+# claiming and finishing: the outbox's queues, and the chains that keep one incident's deliveries in order
+CLAIM_KEYS = [keys.OUTBOX_DUE, keys.OUTBOX_INFLIGHT, keys.OUTBOX_DELIVERIES, keys.OUTBOX_ORDER, keys.OUTBOX_CHAIN_OF]
+CHAIN_WAIT_MS = 1000  # a delivery behind an earlier one of its incident is looked at again after this
 FIELD_SEPARATOR = "\x1f"
 LAG_FIELD_PREFIX = "lag:"
 
@@ -111,6 +118,12 @@ def repeat_member(subscription_id: str, state_field: str) -> str:
     return f"{subscription_id}{FIELD_SEPARATOR}{state_field}"
 
 
+def chain_of(member: str) -> str:
+    """The name of the chain of one incident's notifications to one subscription (`repeat_member`), which go out
+    in order: fixed length (32 hex digits), so no chain's name begins another's (scripts.py `_CHAIN_FNS`)."""
+    return hashlib.sha256(member.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def parse_repeat_member(member: bytes | str) -> tuple[str, str]:
     """(subscription id, state field)"""
     text = member.decode() if isinstance(member, bytes) else member
@@ -129,6 +142,7 @@ class Outbox:
         self._claim = redis.register_script(scripts.CLAIM_DELIVERIES)
         self._reschedule = redis.register_script(scripts.RESCHEDULE_DELIVERY)
         self._release = redis.register_script(scripts.RELEASE_DELIVERIES)
+        self._finish = redis.register_script(scripts.FINISH_DELIVERY)
 
     # --- the agent's side ---------------------------------------------------------------------------------------
 
@@ -161,6 +175,7 @@ class Outbox:
                     keys.OUTBOX_DUE,
                     keys.OUTBOX_DELIVERIES,
                     keys.NOTIFY_REPEATS,
+                    *CHAIN_KEYS,
                 ],
                 args=[
                     state_field,
@@ -172,6 +187,7 @@ class Outbox:
                     self.seen_ttl_ms,
                     repeat_member(subscription_id, state_field),
                     "" if repeat_at is None else str(int(repeat_at)),
+                    chain_of(repeat_member(subscription_id, state_field)),
                 ],
             )
         )
@@ -187,7 +203,7 @@ class Outbox:
     ) -> bool:
         return bool(
             await self._repeat(
-                keys=[keys.NOTIFY_REPEATS, keys.OUTBOX_DUE, keys.OUTBOX_DELIVERIES],
+                keys=[keys.NOTIFY_REPEATS, keys.OUTBOX_DUE, keys.OUTBOX_DELIVERIES, *CHAIN_KEYS],
                 args=[
                     member,
                     seen_score,
@@ -195,6 +211,7 @@ class Outbox:
                     delivery.id if delivery else "",
                     delivery.to_json() if delivery else "",
                     now,
+                    chain_of(member),
                 ],
             )
         )
@@ -220,8 +237,8 @@ class Outbox:
     async def claim(self, limit: int, now: int | None = None) -> tuple[list[Delivery], int | None]:
         """(up to `limit` due deliveries, now leased to this worker; when the next one left is due, ms or None)."""
         raw = await self._claim(
-            keys=[keys.OUTBOX_DUE, keys.OUTBOX_INFLIGHT, keys.OUTBOX_DELIVERIES],
-            args=[now_ms() if now is None else now, self.lease_ms, max(0, limit)],
+            keys=CLAIM_KEYS,
+            args=[now_ms() if now is None else now, self.lease_ms, max(0, limit), CHAIN_WAIT_MS],
         )
         *pairs, earliest = raw
         deliveries = [Delivery.from_json(pairs[i + 1]) for i in range(0, len(pairs), 2)]
@@ -234,12 +251,11 @@ class Outbox:
             await self.redis.zadd(keys.OUTBOX_INFLIGHT, dict.fromkeys(ids, expiry), xx=True)
 
     async def finish(self, delivery_id_: str) -> None:
-        """Delivered or dead-lettered: out of the outbox."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.zrem(keys.OUTBOX_INFLIGHT, delivery_id_)
-            pipe.zrem(keys.OUTBOX_DUE, delivery_id_)
-            pipe.hdel(keys.OUTBOX_DELIVERIES, delivery_id_)
-            await pipe.execute()
+        """Delivered or dead-lettered: out of the outbox (and the next of its incident's chain due at once)."""
+        await self._finish(
+            keys=CLAIM_KEYS,
+            args=[delivery_id_, now_ms()],
+        )
 
     async def reschedule(self, delivery: Delivery, at_ms: int) -> None:
         await self._reschedule(

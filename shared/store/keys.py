@@ -212,6 +212,12 @@ NOTIFY_REPEATS = f"{NOTIFY}:repeats"
 OUTBOX_DUE = f"{NOTIFY}:due"
 OUTBOX_INFLIGHT = f"{NOTIFY}:inflight"
 OUTBOX_DELIVERIES = f"{NOTIFY}:deliveries"
+# one incident's notifications to one subscription go out in order: each pending one has an entry
+# "<chain>:<seq, 20 digits>:<delivery id>" in OUTBOX_ORDER (all scores 0: ordered by the text), and OUTBOX_CHAIN_OF
+# maps the delivery to its entry; OUTBOX_SEQ numbers them
+OUTBOX_ORDER = f"{NOTIFY}:order"
+OUTBOX_CHAIN_OF = f"{NOTIFY}:chain-of"
+OUTBOX_SEQ = f"{NOTIFY}:seq"
 SILENCES = f"{NOTIFY}:silences"
 SILENCES_VERSION = f"{NOTIFY}:silences-version"
 

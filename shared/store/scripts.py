@@ -440,13 +440,41 @@ return 0
 
 # --- the notifier's outbox (keys: shared/store/keys.py, all in the `{notify}` slot) --------------------------------
 
-# KEYS: state hash of the subscription, seen key of (event, subscription), due zset, deliveries hash, repeats zset
+# One incident's notifications to one subscription (a chain: a 32-hex-digit name, `outbox.chain_of`) go out in the
+# order they were recorded: a retried open must not arrive after its close. Keys: shared/store/keys.py OUTBOX_ORDER,
+# OUTBOX_CHAIN_OF, OUTBOX_SEQ. A delivery is claimed only while it is its chain's head.
+_CHAIN_FNS = """
+local CHAIN_NAME = 32
+local function chain_add(order_key, chain_of_key, seq_key, chain, id)
+  if chain == '' then return end
+  local entry = chain .. ':' .. string.format('%020d', redis.call('INCR', seq_key)) .. ':' .. id
+  redis.call('ZADD', order_key, 0, entry)
+  redis.call('HSET', chain_of_key, id, entry)
+end
+-- the chain's first delivery still in the outbox (entries of deliveries gone some other way are dropped)
+local function chain_head(order_key, chain_of_key, deliveries_key, chain)
+  while true do
+    local first = redis.call('ZRANGEBYLEX', order_key, '[' .. chain .. ':', '(' .. chain .. ';', 'LIMIT', 0, 1)[1]
+    if not first then return nil end
+    local id = string.sub(first, CHAIN_NAME + 23)
+    if redis.call('HEXISTS', deliveries_key, id) == 1 then return id end
+    redis.call('ZREM', order_key, first)
+    redis.call('HDEL', chain_of_key, id)
+  end
+end
+"""
+
+# KEYS: state hash of the subscription, seen key of (event, subscription), due zset, deliveries hash, repeats zset,
+#       order zset, chain-of hash, seq counter
 # ARGV: "<cluster>/<group>", expected state JSON ('' = none), new state JSON ('' = forget), delivery id
-#       ('' = nothing to send), delivery JSON, due at ms, seen ttl ms, repeats member, next repeat ms ('' = none)
+#       ('' = nothing to send), delivery JSON, due at ms, seen ttl ms, repeats member, next repeat ms ('' = none),
+#       the incident's chain
 # Records what one status-change event means for one subscription, once: the incident state, the delivery in the
 # outbox and the repeat schedule together. Returns 1 applied, 0 already handled (a redelivered event), -1 the state
 # changed since it was read (the caller decides again).
-RECORD_NOTIFICATION = """
+RECORD_NOTIFICATION = (
+    _CHAIN_FNS
+    + """
 local state_key, seen_key, due_key, deliveries_key, repeats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local field, expected, new_state = ARGV[1], ARGV[2], ARGV[3]
 local delivery_id, delivery, due_at = ARGV[4], ARGV[5], ARGV[6]
@@ -462,6 +490,7 @@ else
 end
 if delivery_id ~= '' and redis.call('HSETNX', deliveries_key, delivery_id, delivery) == 1 then
   redis.call('ZADD', due_key, 'NX', due_at, delivery_id)
+  chain_add(KEYS[6], KEYS[7], KEYS[8], ARGV[10], delivery_id)
 end
 if repeat_at == '' then
   redis.call('ZREM', repeats_key, repeat_member)
@@ -471,12 +500,16 @@ end
 redis.call('SET', seen_key, '1', 'PX', seen_ttl_ms)
 return 1
 """
+)
 
-# KEYS: repeats zset, due zset, deliveries hash
-# ARGV: repeats member, its score as read, next repeat ms ('' = stop repeating), delivery id, delivery JSON, now ms
+# KEYS: repeats zset, due zset, deliveries hash, order zset, chain-of hash, seq counter
+# ARGV: repeats member, its score as read, next repeat ms ('' = stop repeating), delivery id, delivery JSON, now ms,
+#       the incident's chain
 # One repeat per due slot, whichever notifier instance asks first: applies only while the member's score is still the
 # one read. Returns 1 when a repeat was enqueued.
-SCHEDULE_REPEAT = """
+SCHEDULE_REPEAT = (
+    _CHAIN_FNS
+    + """
 local repeats_key, due_key, deliveries_key = KEYS[1], KEYS[2], KEYS[3]
 local member, seen_score, next_at = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local delivery_id, delivery, now = ARGV[4], ARGV[5], ARGV[6]
@@ -490,9 +523,11 @@ end
 redis.call('ZADD', repeats_key, next_at, member)
 if redis.call('HSETNX', deliveries_key, delivery_id, delivery) == 1 then
   redis.call('ZADD', due_key, 'NX', now, delivery_id)
+  chain_add(KEYS[4], KEYS[5], KEYS[6], ARGV[7], delivery_id)
 end
 return 1
 """
+)
 
 # KEYS: due zset, deliveries hash
 # ARGV: delivery id, delivery JSON, due at ms
@@ -505,14 +540,18 @@ redis.call('ZADD', due_key, 'NX', due_at, delivery_id)
 return 1
 """
 
-# KEYS: due zset, inflight zset, deliveries hash
-# ARGV: now ms, lease ms, max deliveries
+# KEYS: due zset, inflight zset, deliveries hash, order zset, chain-of hash
+# ARGV: now ms, lease ms, max deliveries, ms a delivery behind an earlier one of its chain waits to be looked at again
 # Claims due deliveries for one worker: each moves from `due` to `inflight` with a lease (visibility timeout).
-# Deliveries whose lease ran out (their worker died) go back to `due` first. Returns id, JSON, id, JSON, ...,
-# then when the earliest delivery left in `due` is due (ms; '' when none), so an idle worker knows how long to wait.
-CLAIM_DELIVERIES = """
-local due_key, inflight_key, deliveries_key = KEYS[1], KEYS[2], KEYS[3]
-local now, lease_ms, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+# Deliveries whose lease ran out (their worker died) go back to `due` first. A delivery behind an earlier one of its
+# chain stays in `due`, looked at again later (FINISH_DELIVERY makes it due at once when its turn comes). Returns id,
+# JSON, id, JSON, ..., then when the earliest delivery left in `due` is due (ms; '' when none), so an idle worker
+# knows how long to wait.
+CLAIM_DELIVERIES = (
+    _CHAIN_FNS
+    + """
+local due_key, inflight_key, deliveries_key, order_key, chain_of_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local now, lease_ms, limit, wait_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', inflight_key, '-inf', '(' .. now, 'LIMIT', 0, 1000)) do
   redis.call('ZREM', inflight_key, id)
@@ -520,18 +559,48 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', inflight_key, '-inf', '(' .. now
 end
 local claimed = {}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', due_key, '-inf', now, 'LIMIT', 0, limit)) do
-  redis.call('ZREM', due_key, id)
-  local delivery = redis.call('HGET', deliveries_key, id)
-  if delivery then
-    redis.call('ZADD', inflight_key, now + lease_ms, id)
-    claimed[#claimed + 1] = id
-    claimed[#claimed + 1] = delivery
+  local entry = redis.call('HGET', chain_of_key, id)
+  local head = id
+  if entry then head = chain_head(order_key, chain_of_key, deliveries_key, string.sub(entry, 1, CHAIN_NAME)) end
+  if head ~= id then
+    redis.call('ZADD', due_key, now + wait_ms, id)
+  else
+    redis.call('ZREM', due_key, id)
+    local delivery = redis.call('HGET', deliveries_key, id)
+    if delivery then
+      redis.call('ZADD', inflight_key, now + lease_ms, id)
+      claimed[#claimed + 1] = id
+      claimed[#claimed + 1] = delivery
+    end
   end
 end
 local earliest = redis.call('ZRANGE', due_key, 0, 0, 'WITHSCORES')
 claimed[#claimed + 1] = earliest[2] or ''
 return claimed
 """
+)
+
+# KEYS: due zset, inflight zset, deliveries hash, order zset, chain-of hash
+# ARGV: delivery id, now ms
+# Delivered or dead-lettered: out of the outbox; the next delivery of its chain, if any, is due at once.
+FINISH_DELIVERY = (
+    _CHAIN_FNS
+    + """
+local due_key, inflight_key, deliveries_key, order_key, chain_of_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id, now = ARGV[1], ARGV[2]
+redis.call('ZREM', inflight_key, id)
+redis.call('ZREM', due_key, id)
+redis.call('HDEL', deliveries_key, id)
+local entry = redis.call('HGET', chain_of_key, id)
+if entry then
+  redis.call('ZREM', order_key, entry)
+  redis.call('HDEL', chain_of_key, id)
+  local next_id = chain_head(order_key, chain_of_key, deliveries_key, string.sub(entry, 1, CHAIN_NAME))
+  if next_id and redis.call('ZSCORE', due_key, next_id) then redis.call('ZADD', due_key, 'LT', now, next_id) end
+end
+return 1
+"""
+)
 
 # KEYS: due zset, inflight zset, deliveries hash
 # ARGV: delivery id, next attempt ms, delivery JSON (attempts and last error updated)

@@ -15,7 +15,7 @@ import aiohttp
 
 from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters, read_dead_letters
-from lagwatch.services.notifier.outbox import Delivery, Outbox
+from lagwatch.services.notifier.outbox import Delivery, Outbox, group_field
 from lagwatch.services.notifier.subscriptions import Registry
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import SubscriptionConfig
@@ -126,18 +126,37 @@ async def test_a_400_is_dead_lettered_at_once_and_replay_dlq_sends_it_again(redi
             assert letter["status_code"] == 400 and letter["attempts"] == 1 and letter["event"] == event
             assert "top-secret-key" not in json.dumps(letter) and receiver.url() not in json.dumps(letter)
 
+            # the incident is still open for the subscription (as recorded when its open was decided)
+            state = group_field(event["cluster"], event["group"])
+            await redis.hset(keys.notify_state("hook"), state, json.dumps({"incident_id": event["incident_id"]}))
             result = replay_dlq(kafka, redis_server, "--subscription", "hook", "--since", "1h")
-            assert result == {"read": 1, "matched": 1, "enqueued": 1, "already_pending": 0}
+            assert result == {"read": 1, "matched": 1, "enqueued": 1, "already_pending": 0, "incident_over": 0}
             assert replay_dlq(kafka, redis_server, "--subscription", "other") == {
                 "read": 1,
                 "matched": 0,
                 "enqueued": 0,
                 "already_pending": 0,
+                "incident_over": 0,
             }
             await receiver.wait_for(2)
             await eventually(lambda: outbox_empty(redis))
     assert receiver.requests[1].body == encode(event)
     assert receiver.requests[1].headers["X-Lagwatch-Event-Id"] == event["event_id"]
+
+
+async def test_replay_dlq_leaves_out_an_open_whose_incident_was_closed_since(redis_server, redis, kafka):
+    """The open was dead-lettered, the close delivered (the subscription's incident state is gone): replaying the
+    open would open the incident anew at the receiver, after its close, for good."""
+    kafka.create_topic(DLQ, 1)
+    async with Receiver(script=[400]) as receiver:
+        config = config_for(kafka, redis_server, [{"id": "hook", "url": receiver.url()}])
+        async with dispatching(config) as (outbox, _):
+            await enqueue(outbox, open_event())
+            await eventually(lambda: read_dead_letters({"bootstrap_servers": kafka.bootstrap}, DLQ))
+            result = replay_dlq(kafka, redis_server, "--subscription", "hook")
+            assert result == {"read": 1, "matched": 1, "enqueued": 0, "already_pending": 0, "incident_over": 1}
+            await asyncio.sleep(0.3)
+    assert len(receiver.requests) == 1
 
 
 def replay_dlq(kafka, redis_server, *args):
