@@ -58,8 +58,11 @@ def crossings(
     gone: bool,
     risk: RetentionRisk | None = None,
 ) -> list[Crossing]:
-    """The thresholds a group crosses at this evaluation, by alert, lowest first. `lag` is the group's max lag in
-    seconds and `risk` its retention risk (None: unknown, nothing changes); `gone`: the group is NOTFOUND."""
+    """The thresholds a group crosses at this evaluation: the ones it comes back under first, then the ones it
+    goes over, each by alert, lowest first. `lag` is the group's max lag in seconds and `risk` its retention risk
+    (None: unknown, nothing changes); `gone`: the group is NOTFOUND. (Closes first: a subscription whose threshold
+    changed hears the end of its old incident before the new one opens, even from a notifier keeping one incident
+    per alert.)"""
     out = []
     for threshold in sorted(thresholds | {t for t, s in states.items() if s.above}, key=_order):
         above = states.get(threshold, NEVER_CROSSED).above
@@ -74,7 +77,7 @@ def crossings(
             over, reason = at_risk(risk, threshold), Reason.RETENTION
         if over is not None and over != above:
             out.append(Crossing(threshold.seconds, over, reason, threshold.alert))
-    return out
+    return sorted(out, key=lambda c: c.above)  # (stable)
 
 
 def _order(threshold: Threshold) -> tuple[int, float]:

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaConnectionError
 
 from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS
 from lagwatch.services.notifier.messages import CLOSE_KINDS
@@ -65,6 +66,8 @@ class DeadLetters:
             self.started = False
 
     async def publish(self, record: dict) -> None:
+        if not self.started:  # Kafka down since start-up: fail at once (a never-started producer would wait on it)
+            raise KafkaConnectionError("the dead-letter producer has not started yet (Kafka unreachable)")
         value = json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
         await self._producer.send_and_wait(self.topic, value, key=record["subscription_id"].encode())
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due
+from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due, superseded_close
 from lagwatch.services.notifier.outbox import group_field, is_lag_field, lag_field
 from lagwatch.shared.domain.event_codec import EventDecodeError, from_document
 from lagwatch.shared.domain.lag_threshold_event import KIND as LAG_THRESHOLD_KIND
@@ -41,6 +41,8 @@ class EventKind(Generic[E]):
     state_field: Callable[[E], str]  # event -> the field of its incident
     decide: Callable[[Policy, E, IncidentState | None, int], Decision | None]  # None: not this subscription's
     repeat_due: Callable[[Policy, IncidentState | None, int], Decision]
+    # the event that ends the announced incident before this event is decided, if this one replaces it
+    superseded: Callable[[Policy, E, IncidentState | None], E | None]
 
 
 def _json_object(raw: bytes | str | None, required: tuple[str, ...]) -> dict[str, Any] | None:
@@ -82,11 +84,15 @@ def _lag_field(event: LagThresholdEvent) -> str:
     return lag_field(event.cluster, event.group, event.which.value)
 
 
+def _supersedes_nothing(policy: Policy, event: StatusEvent, state: IncidentState | None) -> None:
+    return None  # Burrow's rules close or update the announced incident themselves
+
+
 STATUS_EVENTS: EventKind[StatusEvent] = EventKind(
-    "status-change", parse_status_event, _status_field, decide, repeat_due
+    "status-change", parse_status_event, _status_field, decide, repeat_due, _supersedes_nothing
 )
 LAG_EVENTS: EventKind[LagThresholdEvent] = EventKind(
-    "lag-threshold", parse_lag_event, _lag_field, decide_lag, lag_repeat_due
+    "lag-threshold", parse_lag_event, _lag_field, decide_lag, lag_repeat_due, superseded_close
 )
 AnyKind = EventKind[Any]  # either kind (the agents and the timer handle both alike)
 

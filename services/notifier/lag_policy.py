@@ -9,6 +9,9 @@ beside Burrow's (policy.py), as pure functions. One path for the three alerts (t
 * `send-close`: the event that brings the announced incident back under (or ends it: the group is gone, or the
   threshold is no longer used) is a **lag-close** ("back under N s"). Only incidents announced to the
   subscription are closed, so one that changed its threshold still hears the end of what it was told.
+* An open for another incident of the alert while one is announced (the subscription's threshold changed: the
+  evaluator may publish the new threshold's open before the old one's close, and the state holds one incident per
+  alert) first closes the announced one (`superseded_close`), so its end is not lost.
 * `send-interval` > 0: a **lag-repeat** every interval while the announced incident lasts, unless `send-once`.
 * Burrow's `threshold` (a status) plays no part: a group can be over the lag threshold while its status is OK.
 
@@ -18,7 +21,9 @@ the alert (`outbox.lag_field`), apart from the status incident's.
 
 from __future__ import annotations
 
-from lagwatch.shared.domain.lag_threshold_event import Alert, LagThresholdEvent
+import msgspec
+
+from lagwatch.shared.domain.lag_threshold_event import Alert, LagThresholdEvent, Reason, event_id
 from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState, Kind, Policy, next_repeat
 
 ABOVE = "ABOVE"  # the `status` an announced lag incident keeps
@@ -36,6 +41,33 @@ def decide_lag(policy: Policy, event: LagThresholdEvent, state: IncidentState | 
     if announced is None or event.incident_id != announced:
         return None
     return Decision(Kind.LAG_CLOSE if policy.send_close else None, None, None)
+
+
+def superseded_close(policy: Policy, event: LagThresholdEvent, state: IncidentState | None) -> LagThresholdEvent | None:
+    """The close of the announced incident that this event's open replaces, or None. It is the event the evaluator
+    publishes for that close (same id: a redelivery, or the evaluator's own close later, adds nothing), with the
+    group's figures as of this event."""
+    if state is None or state.incident_id is None or not isinstance(state.event, LagThresholdEvent):
+        return None
+    announced = state.event
+    if not event.above or event.incident_id == state.incident_id or not asks_for(policy, event):
+        return None
+    if announced.threshold_seconds != event.threshold_seconds:
+        reason = Reason.THRESHOLD_REMOVED  # for this subscription, which no longer asks for it
+    else:  # (its close was missed: the same threshold opened again)
+        reason = Reason.LAG if event.which == Alert.LAG_SECONDS else Reason.RETENTION
+    seq = announced.seq + 1
+    return msgspec.structs.replace(
+        event,
+        event_id=event_id(event.cluster, event.group, float(announced.threshold_seconds), seq, event.which),
+        seq=seq,
+        threshold_seconds=announced.threshold_seconds,
+        above=False,
+        reason=reason,
+        incident_id=state.incident_id,
+        incident_started_at=announced.incident_started_at,
+        partitions=(),
+    )
 
 
 def asks_for(policy: Policy, event: LagThresholdEvent) -> bool:

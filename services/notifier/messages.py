@@ -47,9 +47,15 @@ USER_AGENT = "lagwatch-notifier/1"
 STATUS_EMOJI = {"ERR": ":red_circle:", "WARN": ":large_yellow_circle:", "OK": ":large_green_circle:"}
 STATUS_COLOUR = {"ERR": "#E01E5A", "WARN": "#ECB22E", "OK": "#2EB67D", "NOTFOUND": "#9E9E9E"}
 LAG_COLOUR = "#E8912D"  # a lag-threshold alert: neither Burrow's WARN nor its ERR
-HEADER_MAX = 150  # Slack's limit for a header block's text
+# Slack's Block Kit limits: a message over one is refused with a 400, which dead-letters it
+HEADER_MAX = 150  # a header block's text
+FIELD_MAX = 2000  # a section field's text
+FIELDS_MAX = 10  # fields in a section
+SECTION_MAX = 3000  # a section's text
+URL_MAX = 3000  # a button's url
 CLOSE_KINDS = frozenset({"close", "lag-close"})  # sent to url-close with method-close, when set
 WORST_SHOWN = 5
+LINE_MAX = (SECTION_MAX - 100) // WORST_SHOWN  # a worst partition's line: all of them, and "…and N more", fit
 
 
 class PermanentError(ValueError):
@@ -92,6 +98,18 @@ def _short(text: str) -> str:
     return text if len(text) <= HEADER_MAX else text[: HEADER_MAX - 1] + "…"
 
 
+def _clip(text: str, limit: int) -> str:
+    """Escaped mrkdwn cut to `limit` characters, ellipsis included, never inside an entity (`&amp;`: escaping
+    makes a name up to five times longer, so names are only cut once escaped)."""
+    if len(text) <= limit:
+        return text
+    cut = limit - 1
+    entity = text.rfind("&", max(0, cut - 4), cut)  # one starting there would not end before the cut
+    if entity != -1 and ";" not in text[entity:cut]:
+        cut = entity
+    return text[:cut] + "…"
+
+
 def _partition_line(p: dict) -> str:
     where = f"`{_slack_escape(p['topic'])}` / {p['partition']}"
     owner = f" — {_slack_escape(p['owner'])}" if p.get("owner") else ""
@@ -118,7 +136,7 @@ def slack_message(event: dict, kind: str, context: dict, dashboard_url: str = ""
     if kind != "close":
         fields.extend(_insight_fields(event))
     worst = templates.worst_partitions(event, WORST_SHOWN) if kind != "close" else []
-    lines = "\n".join(_partition_line(p) for p in worst)
+    lines = "\n".join(_clip(_partition_line(p), LINE_MAX) for p in worst)
     if worst and not_ok > len(worst):
         lines += f"\n…and {not_ok - len(worst)} more"
     colour = STATUS_COLOUR["OK"] if kind == "close" else STATUS_COLOUR.get(status, STATUS_COLOUR["NOTFOUND"])
@@ -143,7 +161,7 @@ def lag_slack_message(event: dict, kind: str, context: dict, dashboard_url: str 
     if not closing:
         fields.extend(_insight_fields(event))
     worst = over[:WORST_SHOWN] if not closing else []
-    lines = "\n".join(_lag_partition_line(p, event.get("alert", "lag-seconds")) for p in worst)
+    lines = "\n".join(_clip(_lag_partition_line(p, event.get("alert", "lag-seconds")), LINE_MAX) for p in worst)
     if worst and len(over) > len(worst):
         lines += f"\n…and {len(over) - len(worst)} more"
     colour = STATUS_COLOUR["OK"] if closing else LAG_COLOUR
@@ -241,19 +259,22 @@ def _lag_partition_line(p: dict, alert: str = "lag-seconds") -> str:
 
 
 def _blocks(title: str, fields: list[str], worst_lines: str, event: dict, colour: str, dashboard_url: str) -> dict:
-    """Header and fields, then an attachment coloured `colour`: the worst partitions, the incident, a button."""
+    """Header and fields, then an attachment coloured `colour`: the worst partitions, the incident, a button
+    (left out when its URL is too long for Slack: a long group name, URL-quoted)."""
     blocks: list[dict] = [
         {"type": "header", "text": {"type": "plain_text", "text": title, "emoji": True}},
-        {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f, FIELD_MAX)} for f in fields[:FIELDS_MAX]]},
     ]
     details: list[dict] = []
     if worst_lines:
-        details.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Worst partitions*\n{worst_lines}"}})
+        worst = _clip(f"*Worst partitions*\n{worst_lines}", SECTION_MAX)
+        details.append({"type": "section", "text": {"type": "mrkdwn", "text": worst}})
     context_bits = [f"evaluated {templates.format_ts(event['evaluated_at'])}"]
     if event.get("incident_id"):
         context_bits.insert(0, f"incident `{event['incident_id']}`")
     details.append({"type": "context", "elements": [{"type": "mrkdwn", "text": " · ".join(context_bits)}]})
-    if dashboard_url:
+    link = dashboard_link(dashboard_url, event["cluster"], event["group"]) if dashboard_url else ""
+    if link and len(link) <= URL_MAX:
         details.append(
             {
                 "type": "actions",
@@ -261,7 +282,7 @@ def _blocks(title: str, fields: list[str], worst_lines: str, event: dict, colour
                     {
                         "type": "button",
                         "text": {"type": "plain_text", "text": "Open in lagwatch"},
-                        "url": dashboard_link(dashboard_url, event["cluster"], event["group"]),
+                        "url": link,
                     }
                 ],
             }

@@ -191,6 +191,11 @@ class NotifierService:
         enqueued = False
         silenced_until = self.silences.until_ms(event, now_ms()) if subscriptions else None  # (holds.py)
         for subscription, state in zip(subscriptions, states, strict=True):
+            superseded = kind.superseded(subscription.policy, event, _parse_state(state))
+            if superseded is not None:  # its close is recorded (once: its own event id) before the event
+                _, sent = await self._record_one(subscription, superseded, state, kind, state_field, silenced_until)
+                enqueued |= sent
+                state = await self.outbox.read_state_field(subscription.id, state_field)
             outcome, sent = await self._record_one(subscription, event, state, kind, state_field, silenced_until)
             if outcome is not None:
                 outcomes.append(outcome)
@@ -211,7 +216,7 @@ class NotifierService:
         """Decide from the state read and record it (one Lua call); on a conflict, read the state again. The
         outcome is None when the event does not concern the subscription (nothing recorded)."""
         for _ in range(MAX_CONFLICTS):
-            state = IncidentState.from_json(json.loads(current)) if current else None
+            state = _parse_state(current)
             now = now_ms()
             decision = _decide(subscription, event, state, kind, now, silenced_until)
             if decision is None:
@@ -351,9 +356,10 @@ class NotifierService:
         )
         try:
             await self.sender.start()
-            await self._start_dead_letters()
-            # deliveries left by an earlier run go out even before Kafka assigns partitions
+            # deliveries left by an earlier run go out from Redis even while Kafka is down (the wait below) or
+            # has not assigned partitions yet; a dead letter due before its producer has started waits in the outbox
             self._dispatcher = asyncio.create_task(self.dispatcher.run(self.stopping))
+            await self._start_dead_letters()  # also waits for Kafka: Faust's start fails while it is down
             await start_unless_stopping(self.app, self.stopping)
             await until_stopped_or_dead(self.stopping, self._dead_work, "notifier")
         finally:
@@ -381,6 +387,10 @@ async def run_notifier(config: Config, cluster: str, *, http_port: int | None = 
     started = time.monotonic()
     await run_until_signalled(NotifierService(config, cluster, http_port=http_port))
     log.info("notifier: stopped after %.0fs", time.monotonic() - started)
+
+
+def _parse_state(raw: str) -> IncidentState | None:
+    return IncidentState.from_json(json.loads(raw)) if raw else None
 
 
 def _decide(

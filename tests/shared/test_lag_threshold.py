@@ -86,6 +86,17 @@ def test_a_gone_group_or_a_threshold_nobody_uses_closes_what_is_open():
     assert crossings({LT: UNDER}, frozenset(), TimeLag(900.0), gone=False) == []
 
 
+@pytest.mark.parametrize("alert", [Alert.LAG_SECONDS, Alert.DATA_LOSS_RISK])
+def test_a_changed_threshold_closes_the_old_incident_before_the_new_one_opens(alert):
+    """A notifier keeps one incident per alert: the old threshold's close must come first, or the new open
+    replaces the incident announced and that close no longer concerns anybody."""
+    old, new = Threshold(600.0, alert), Threshold(300.0, alert)
+    assert crossings({old: OVER}, frozenset({new}), TimeLag(700.0), gone=False, risk=RetentionRisk(200.0)) == [
+        Crossing(600.0, False, Reason.THRESHOLD_REMOVED, alert),
+        Crossing(300.0, True, Reason.LAG if alert == Alert.LAG_SECONDS else Reason.RETENTION, alert),
+    ]
+
+
 RISK, SKIPPED = Threshold(600.0, Alert.DATA_LOSS_RISK), Threshold(0.0, Alert.MESSAGES_SKIPPED)
 
 

@@ -5,6 +5,7 @@ import dataclasses
 import hashlib
 import hmac
 import json
+import re
 import time
 
 import jsonschema
@@ -16,7 +17,12 @@ from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import compile_subscription, from_config
 from lagwatch.shared.config import ConfigError, SubscriptionConfig, load_config
 from lagwatch.shared.delivery import address_guard, signing
-from lagwatch.shared.domain.status_event import encode, schema
+from lagwatch.shared.domain.lag_threshold_event import Crossing
+from lagwatch.shared.domain.lag_threshold_event import build_event as build_lag_event
+from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
+from lagwatch.shared.domain.status_event import Incident, encode, next_incident, schema
+from lagwatch.shared.domain.status_event import build_event as build_status_event
+from lagwatch.shared.domain.time_lag import TimeLag
 from lagwatch.shared.subscriptions.masking import mask, masked_document, unmask_unchanged
 from lagwatch.shared.templating.templates import context
 from tests.services.notifier.test_notifier_support import Timeline
@@ -116,6 +122,75 @@ def test_slack_text_is_escaped_and_the_header_fits_slacks_limit():
     msg = slack_message(event, "open", ctx)
     assert len(msg["blocks"][0]["text"]["text"]) <= 150
     assert "&lt;!channel&gt; &amp; x" in msg["blocks"][1]["fields"][0]["text"]
+
+
+def _hostile_events(group, topic, client_id):
+    """A status event (open) and a lag-threshold event (lag-open) of a group whose names are as long as Kafka (or
+    nothing at all) lets them be, over eight partitions."""
+    now = 1_700_000_060_000
+    offsets = OffsetEntry(1, now - 60_000), OffsetEntry(2, now)
+    parts = tuple(
+        PartitionStatus(topic, i, Status.STALL, *offsets, 1000 + i, 1.0, "/" + client_id, client_id) for i in range(8)
+    )
+    gs = GroupStatus("prod", group, Status.ERR, 1.0, parts, parts[-1], sum(p.current_lag for p in parts))
+    _, opened = next_incident(Status.OK, Status.ERR, Incident(None, None), "prod", group, 2, now)
+    status = build_status_event(
+        cluster="prod", group=group, seq=2, previous=Status.OK, group_status=gs, incident=opened, evaluated_at=now
+    )
+    lag = build_lag_event(
+        cluster="prod",
+        group=group,
+        crossing=Crossing(60.0, True),
+        seq=1,
+        incident_started_at=now,
+        evaluated_at=now,
+        group_status=gs,
+        time_lags={(topic, i): TimeLag(600.0 + i) for i in range(8)},
+    )
+    return [(status.as_dict(), "open"), (lag.as_dict(), "lag-open")]
+
+
+def _over_slacks_limits(message):
+    """What in a message Slack would refuse (a 400, so a dead letter), and mrkdwn cut inside an entity."""
+    problems = []
+    texts = []
+    for block in message["blocks"] + message["attachments"][0]["blocks"]:
+        if block["type"] == "header" and len(block["text"]["text"]) > 150:
+            problems.append(("header", len(block["text"]["text"])))
+        if block["type"] == "section":
+            fields = [f["text"] for f in block.get("fields", [])]
+            problems += [("field", len(f)) for f in fields if len(f) > 2000]
+            problems += [("fields", len(fields))] if len(fields) > 10 else []
+            text = block.get("text", {}).get("text", "")
+            problems += [("section", len(text))] if len(text) > 3000 else []
+            texts += [*fields, text]
+        if block["type"] == "actions":
+            problems += [("url", len(e["url"])) for e in block["elements"] if len(e["url"]) > 3000]
+    problems += [("entity cut", t[-12:]) for t in texts if "&" in re.sub("&(amp|lt|gt);", "", t)]
+    return problems, texts
+
+
+@pytest.mark.parametrize(
+    ("group", "topic", "client_id"),
+    [
+        ("g" * 2100, "orders", "c"),
+        ("&" * 600, "orders", "c"),  # escaped, five times longer
+        ("a&" * 700 + "<>" * 300, "orders", "c"),  # entities of every length at the cut
+        ("a/" * 1200, "orders", "c"),  # the dashboard URL, quoted
+        ("billing", "t" * 249, "&" * 900),  # the worst partitions' lines
+    ],
+    ids=["long-group", "ampersands", "mixed-entities", "slashes", "long-topic-and-client-id"],
+)
+def test_slack_messages_stay_within_slacks_limits_whatever_the_names(group, topic, client_id):
+    for event, kind in _hostile_events(group, topic, client_id):
+        request = build_request(
+            sub(type="slack", url=SLACK_URL),
+            delivery(event, kind),
+            dashboard_url="https://lw.example/{cluster}/{group}",
+        )
+        problems, texts = _over_slacks_limits(json.loads(request.body))
+        assert problems == [], kind
+        assert any(t.endswith("…") for t in texts) or "…" in texts[-1], kind  # cut, and says so
 
 
 def test_slack_request_posts_json_to_the_incoming_webhook():

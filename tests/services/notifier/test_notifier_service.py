@@ -14,14 +14,19 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from lagwatch.services.notifier.events import LAG_EVENTS
 from lagwatch.services.notifier.service import NotifierService
 from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.domain.lag_threshold_event import Alert, Crossing, Reason, build_event, event_id, incident_id
+from lagwatch.shared.domain.protocol import Status
+from lagwatch.shared.domain.retention import RetentionRisk
 from lagwatch.shared.domain.status_event import encode, record_key
+from lagwatch.shared.domain.time_lag import TimeLag
 from lagwatch.shared.runtime import service_lifecycle
 from lagwatch.shared.store import keys
 from lagwatch.shared.subscriptions.store import SubscriptionStore
 from tests.kafka_helpers import FAST_NOTIFIER, check_readiness_follows_the_brokers, eventually, make_config, running
-from tests.services.notifier.test_notifier_support import Receiver, Timeline
+from tests.services.notifier.test_notifier_support import Receiver, Timeline, group_status
 
 STATUS_TOPIC = "lagwatch.status"
 FAST = {**FAST_NOTIFIER, "NOTIFIER__REPEAT_CHECK_INTERVAL": "0.1", "NOTIFIER__HTTP_PORT": "0"}
@@ -289,3 +294,64 @@ async def test_readiness_reports_a_broker_outage_and_the_recovery(kafka, redis_s
     kafka.create_topic(STATUS_TOPIC, 1)
     async with running(NotifierService(make_config(kafka.bootstrap, redis_server.url, **FAST), "local")) as service:
         await check_readiness_follows_the_brokers(kafka, service)
+
+
+def _crossing(group, alert, threshold, seq, above, reason=None):
+    """A lag-threshold event as the evaluator publishes it (the group far over every threshold, or at risk)."""
+    reason = reason or (Reason.LAG if alert == Alert.LAG_SECONDS else Reason.RETENTION)
+    return build_event(
+        cluster="local",
+        group=group,
+        crossing=Crossing(threshold, above, reason, alert),
+        seq=seq,
+        incident_started_at=1_700_000_000_000,
+        evaluated_at=1_700_000_000_000 + seq,
+        group_status=group_status("local", group, Status.OK, (40,)),
+        time_lags={("orders", 0): TimeLag(700.0)},
+        retention={("orders", 0): RetentionRisk(200.0)},
+    ).encode()
+
+
+@pytest.mark.parametrize("alert", [Alert.LAG_SECONDS, Alert.DATA_LOSS_RISK])
+async def test_a_changed_threshold_still_closes_the_incident_announced(kafka, redis_server, redis, alert):
+    """docs/webhooks.md: a subscription whose threshold was changed still hears the end of what it was told —
+    whichever order the evaluator publishes the old threshold's close and the new one's open in (an evaluator
+    older than this notifier published the open first: group `old`)."""
+    option = "lag_seconds_threshold" if alert == Alert.LAG_SECONDS else "retention_risk_threshold"
+    store = SubscriptionStore(redis)
+    await store.put(SubscriptionConfig(id="pager", url="http://127.0.0.1:9/", **{option: 600}), create=True)
+    service = NotifierService(make_config(kafka.bootstrap, redis_server.url, **FAST), "local", http_port=0)
+    try:
+        for group in ("old", "new"):
+            assert await service.handle(_crossing(group, alert, 600.0, 1, True), LAG_EVENTS)
+        await store.put(SubscriptionConfig(id="pager", url="http://127.0.0.1:9/", **{option: 300}), create=False)
+        for group in ("old", "new"):
+            new_open = _crossing(group, alert, 300.0, 1, True)
+            old_close = _crossing(group, alert, 600.0, 2, False, Reason.THRESHOLD_REMOVED)
+            for raw in [new_open, old_close] if group == "old" else [old_close, new_open]:
+                assert await service.handle(raw, LAG_EVENTS)
+            assert await service.handle(new_open, LAG_EVENTS)  # redelivered: nothing more
+            assert await service.handle(_crossing(group, alert, 300.0, 2, False), LAG_EVENTS)
+    finally:
+        await service.redis.aclose()
+    sent = [json.loads(raw) for raw in (await redis.hgetall(keys.OUTBOX_DELIVERIES)).values()]
+    for group in ("old", "new"):
+        told = sorted(
+            (d["event"]["threshold_seconds"], d["kind"], d["event"]["incident_id"])
+            for d in sent
+            if d["event"]["group"] == group
+        )
+        incident = {t: incident_id("local", group, t, 1, alert) for t in (300.0, 600.0)}
+        assert told == [
+            (300.0, "lag-close", incident[300.0]),
+            (300.0, "lag-open", incident[300.0]),
+            (600.0, "lag-close", incident[600.0]),
+            (600.0, "lag-open", incident[600.0]),
+        ], group
+        (closed,) = [
+            d
+            for d in sent
+            if d["event"]["group"] == group and d["kind"] == "lag-close" and d["event"]["threshold_seconds"] == 600.0
+        ]
+        assert closed["notification_id"] == event_id("local", group, 600.0, 2, alert)  # the evaluator's close's
+        assert not closed["event"]["above"]
