@@ -159,7 +159,7 @@ async def measure(bootstrap: str, config_dir: Path, env: dict, events: int, prob
                 await producer.send(STATUS_TOPIC, encode(event), key=record_key(CLUSTER, event.group))
             await producer.flush()
             await receiver.until(1 + events, timeout=600)
-            burst = max(receiver.arrivals[e["group"]] for e in batch) - start
+            burst = max(receiver.arrivals[e.group] for e in batch) - start
 
             latencies, floor = [], []
             async with KafkaArrivals(bootstrap) as kafka_only:
