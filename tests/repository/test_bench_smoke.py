@@ -1,0 +1,20 @@
+"""The benchmarks run (`make bench`): each is timed by hand, never in the suite, so a change that breaks one would
+go unseen until someone measures. These run the ones that drive whole services at a token size, and check the
+numbers are there, not what they are (bench_notifier once failed at its first burst for months)."""
+
+import importlib.util
+
+from tests import paths
+
+
+def bench(name: str):
+    spec = importlib.util.spec_from_file_location(name, paths.ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_notifier_bench_runs_at_a_token_size():
+    result = bench("bench_notifier").run(events=20, probes=2)
+    assert result["events"] == 20 and result["notifications_per_second"] > 0
+    assert result["latency_p50_ms"] > 0
