@@ -76,7 +76,7 @@ REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 # the stats hash keeps them): what `services/ingest` writes; any other value is counted under "other".
 _RECORD_TYPES = frozenset(str(t) for t in KNOWN_TYPES) | {"other"}
 DECODE_ERROR_TYPES = _RECORD_TYPES | {"no-key", "out-of-range", "assignment"}
-SKIP_REASONS = _RECORD_TYPES | {"filtered", "offset_commit_tombstone", "group_deleted"}
+SKIP_REASONS = _RECORD_TYPES | {"filtered", "offset_commit_tombstone", "group_deleted", "group_upgraded"}
 COMMIT_OUTCOMES = frozenset(o.name.lower() for o in AddOutcome) | {"other"}
 GAUGES = {  # name -> help, in the order they are written
     "burrow_kafka_consumer_status": "Consumer group status (Burrow's numbering)",

@@ -65,6 +65,8 @@ class AppliedBatch:
     history: HistoryMessages = field(default_factory=HistoryMessages)  # every commit's history record, when kept
     deferred: list[RecordLike] = field(default_factory=list)  # records waiting for their group or log end
     waiting: dict[str, int] = field(default_factory=dict)  # group -> offsets-topic partition, for those records
+    # group -> its windows as a group tombstone found them: a protocol upgrade's records next put them back
+    tombstoned: dict[str, tuple] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -246,17 +248,44 @@ class BatchProcessor:
             batch.deferred.append(record)
             return
         if isinstance(step, GroupDeletion):
-            self.cache.delete_group(step.group, record.partition())
-            self.new_protocol.forget(step.group)
-            self._rebalances = [r for r in self._rebalances if r.group != step.group]  # deleted with it
-            batch.tally["group_deleted"] += 1
-            batch.touched[step.group] = "deleted"
+            if defer and step.group not in self.cache.groups:  # loaded first: what it held decides an upgrade
+                batch.waiting[step.group] = record.partition()
+                batch.deferred.append(record)
+                return
+            self._delete_group(step.group, record.partition(), batch)
         elif isinstance(step, GroupRebalance):
             self._rebalances.append(GroupMetadataUpdate(step.group, step.generation, step.started_at, step.owners))
             batch.touched[step.group] = "rebalance"
         else:  # a new-protocol group's member or assignment changed
+            self._kept_through_upgrade(step.group, batch)
             self._rebalances.append(self.new_protocol.apply(step, record.partition(), record.timestamp()[1]))
             batch.touched[step.group] = "rebalance"
+
+    def _delete_group(self, group: str, partition: int, batch: AppliedBatch) -> None:
+        cached = self.cache.groups.get(group)
+        if cached is not None and cached.rings:
+            batch.tombstoned[group] = (cached.rings, cached.changed, cached.removed, cached.last, cached.replace)
+        self.cache.delete_group(group, partition)
+        self.new_protocol.forget(group)
+        self._rebalances = [r for r in self._rebalances if r.group != group]  # deleted with it
+        batch.tally["group_deleted"] += 1
+        batch.touched[group] = "deleted"
+
+    def _kept_through_upgrade(self, group: str, batch: AppliedBatch) -> None:
+        """KIP-848's online upgrade of a classic group: the coordinator writes a group tombstone and the group's
+        new-protocol records in one append, and keeps its offsets. A new-protocol record after the tombstone, with
+        no commit between (a commit would have started the group afresh), puts the windows back: not a deletion.
+        Split across two batches (rare), the deletion stands, as Burrow reads it."""
+        kept = batch.tombstoned.pop(group, None)
+        if kept is None or batch.touched.get(group) != "deleted":
+            return
+        cached = self.cache.groups[group]
+        cached.rings, cached.changed, cached.removed, cached.last, cached.replace = kept
+        batch.tally["group_deleted"] -= 1
+        if not batch.tally["group_deleted"]:
+            del batch.tally["group_deleted"]
+        batch.tally["group_upgraded"] += 1
+        batch.touched[group] = "rebalance"
 
     def _offsets_deleted(self, record: RecordLike, commit_key: CommitKey, batch: AppliedBatch, defer: bool) -> None:
         """An offset-commit tombstone (rare): the partition's offset was deleted (`kafka-consumer-groups

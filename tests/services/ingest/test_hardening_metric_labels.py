@@ -23,12 +23,12 @@ from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 
 RECORDS = 1000
 RECORD_TYPES = {str(t) for t in range(32)} | {"other"}
-SKIP_REASONS = {"filtered", "offset_commit_tombstone", "group_deleted"}
+SKIP_REASONS = {"filtered", "offset_commit_tombstone", "group_deleted", "group_upgraded"}
 FIXED_LABELS = {  # family -> (label, every value it may take)
     "lagwatch_ingest_decode_errors": ("type", RECORD_TYPES | {"no-key", "out-of-range", "assignment"}),
     "lagwatch_ingest_skipped_records": (
         "reason",
-        RECORD_TYPES | {"filtered", "offset_commit_tombstone", "group_deleted"},
+        RECORD_TYPES | SKIP_REASONS,
     ),
     "lagwatch_ingest_commits": (
         "outcome",

@@ -4,6 +4,8 @@ import time
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.ingest.service import IngestWorker, self_group
+from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.store.ingest_totals import read_totals
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, consume_and_commit, eventually, make_config, produce, running
 
@@ -86,6 +88,38 @@ async def test_group_metadata_sets_owners_and_its_tombstone_deletes_the_group(ka
         await writer.delete_group("billing")
         await eventually(lambda: _is_gone(store, "billing"))
         assert "billing" not in await store.list_groups(CLUSTER)
+
+
+async def test_an_online_upgrade_to_the_new_consumer_protocol_is_not_a_deletion(kafka, redis_server, redis):
+    """KIP-848: the coordinator upgrades a live classic group by writing a group tombstone and the group's
+    new-protocol records in one append, and keeps its offsets: the windows stay, and commits carry on in them."""
+    kafka.create_topic("orders", 1)
+    config = make_config(kafka.bootstrap, redis_server.url)
+    store = WindowStore(redis, config.window())
+    async with OffsetsTopicWriter(kafka.bootstrap) as writer:
+        async with running(IngestWorker(config, CLUSTER)):
+            for offset in (10, 20, 30):
+                await writer.commit("billing", "orders", 0, offset)
+            await eventually(lambda: _offsets_are(store, "billing", [10, 20, 30]))
+        # written while no worker reads, so that the next one reads them in one batch, as an append is read
+        await writer.raw("billing", codec.encode_group_metadata_key("billing"), None)
+        await writer.raw(
+            "billing",
+            codec.encode_consumer_group_member_key("billing", "m-1"),
+            codec.encode_consumer_group_member_value(
+                client_id="billing-a", client_host="/10.0.0.1", subscribed_topics=["orders"]
+            ),
+        )
+        async with running(IngestWorker(config, CLUSTER)):
+            await writer.commit("billing", "orders", 0, 40)
+            await eventually(lambda: _offsets_are(store, "billing", [10, 20, 30, 40]))
+    totals = await read_totals(redis, CLUSTER)
+    assert (totals.get("group_deleted", 0), totals.get("group_upgraded")) == (0, 1)
+
+
+async def _offsets_are(store, group, offsets):
+    stored = await store.get_group(CLUSTER, group)
+    return stored is not None and [e.offset for e in stored.partitions[0].entries] == offsets
 
 
 async def _with_owners(store, group):

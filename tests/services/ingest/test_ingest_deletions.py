@@ -249,13 +249,7 @@ async def test_within_one_batch_a_tombstone_and_the_commits_around_it_apply_in_t
     kafka.create_topic("orders", 2)
     await produce(kafka.bootstrap, "orders", {0: 20, 1: 20})
     store = WindowStore(redis)
-    broker_offsets = BrokerOffsets(
-        CLUSTER, store, {"bootstrap_servers": kafka.bootstrap}, offset_refresh=1, topic_refresh=1
-    )
-    await broker_offsets.start()
-    try:
-        await broker_offsets.tick()
-        processor = BatchProcessor(CLUSTER, store, broker_offsets, GroupFilter())
+    async with batch_processor(kafka, store) as processor:
         order = iter(range(1000))
         now = int(time.time() * 1000)
 
@@ -277,6 +271,53 @@ async def test_within_one_batch_a_tombstone_and_the_commits_around_it_apply_in_t
         # and a commit after that starts the group afresh
         await processor.process([commit("a", 1, 12)])
         assert await windows_of(store, "a") == {1: [12]}
+
+
+async def test_a_group_tombstone_followed_by_new_protocol_records_keeps_the_windows_unless_a_commit_came_between(
+    kafka, redis_server, redis
+):
+    """KIP-848's online upgrade (a tombstone, then the group's new-protocol records, offsets kept) leaves a loaded
+    group's windows as they were; a commit between the two means the group was deleted and started afresh."""
+    kafka.create_topic("orders", 1)
+    await produce(kafka.bootstrap, "orders", {0: 20})
+    store = WindowStore(redis)
+    async with batch_processor(kafka, store) as processor:
+        order = iter(range(1000))
+        now = int(time.time() * 1000)
+
+        def commit(group, offset):
+            key = codec.encode_offset_commit_key(group, "orders", 0)
+            return RawRecord(key, codec.encode_offset_commit_value(offset, now), 0, next(order), now)
+
+        def upgrade(group):
+            tombstone = RawRecord(codec.encode_group_metadata_key(group), None, 0, next(order), now)
+            key = codec.encode_consumer_group_member_key(group, "m-1")
+            value = codec.encode_consumer_group_member_value(
+                client_id="c", client_host="/h", subscribed_topics=["orders"]
+            )
+            return [tombstone, RawRecord(key, value, 0, next(order), now)]
+
+        await processor.process([commit("a", 5), commit("b", 5)])
+        tally = await processor.process([*upgrade("a"), commit("a", 6)])
+        assert (tally["group_upgraded"], tally["group_deleted"]) == (1, 0)
+        assert await windows_of(store, "a") == {0: [5, 6]}
+        tombstone, member = upgrade("b")
+        tally = await processor.process([tombstone, commit("b", 7), member])
+        assert (tally["group_upgraded"], tally["group_deleted"]) == (0, 1)
+        assert await windows_of(store, "b") == {0: [7]}
+
+
+@contextlib.asynccontextmanager
+async def batch_processor(kafka, store):
+    """The batch processor, fed records directly (the order inside one batch is then certain), over log ends read
+    once from the mock."""
+    broker_offsets = BrokerOffsets(
+        CLUSTER, store, {"bootstrap_servers": kafka.bootstrap}, offset_refresh=1, topic_refresh=1
+    )
+    await broker_offsets.start()
+    try:
+        await broker_offsets.tick()
+        yield BatchProcessor(CLUSTER, store, broker_offsets, GroupFilter())
     finally:
         await broker_offsets.stop()
 
