@@ -234,8 +234,6 @@ def _run_service(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise InputError(str(exc)) from None
     _check_listen(*_listen_address(args, config))
-    if args.service == "archiver":
-        _check_history_root(config.history.path)
     try:  # Kafka login settings are checked as the clients are built (a keytab, a region, the gssapi package)
         return _start_service(args, config, cluster)
     except ConfigError as exc:
@@ -284,20 +282,6 @@ def _check_listen(host: str, port: int, options: str) -> None:
         raise InputError(f"cannot listen on {host}:{port} ({options}): {exc.strerror or exc}") from None
 
 
-def _check_history_root(path: str) -> None:
-    """Open the archiver's filesystem as the archiver will (an object store resolves its bucket's region), so that
-    an unreachable one is one line and exit code 1, not a traceback."""
-    import pyarrow as pa
-
-    from lagwatch.shared.store.history_files import HistoryFileWriter
-
-    try:
-        HistoryFileWriter(path)
-    except (OSError, pa.ArrowException) as exc:
-        reason = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())  # pyarrow's span lines
-        raise StartError(f"archiver: cannot open history.path: {reason}") from None
-
-
 def _start_service(args: argparse.Namespace, config, cluster: str) -> int:
     import asyncio
 
@@ -323,8 +307,12 @@ def _start_service(args: argparse.Namespace, config, cluster: str) -> int:
         asyncio.run(run_evaluator(config, cluster, http_port=args.http_port))
     elif args.service == "archiver":
         from lagwatch.services.archiver.service import run_archiver
+        from lagwatch.shared.store.history_files import HistoryRootUnavailable
 
-        asyncio.run(run_archiver(config, cluster, http_port=args.http_port))
+        try:
+            asyncio.run(run_archiver(config, cluster, http_port=args.http_port))
+        except HistoryRootUnavailable as exc:  # it opens its filesystem as it starts
+            raise StartError(f"archiver: cannot open history.path: {exc}") from None
     elif args.service == "notifier":
         from lagwatch.services.notifier.service import run_notifier
 

@@ -22,11 +22,20 @@ _ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "long": pa.int64()}
 ARROW_SCHEMA = pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kind in HISTORY_COLUMNS])
 
 
+class HistoryRootUnavailable(Exception):
+    """The root's filesystem cannot be opened (an object store out of reach, a filesystem pyarrow lacks): the
+    archiver cannot start. The message is pyarrow's, on one line."""
+
+
 def _filesystem(root: str) -> tuple[fs.FileSystem, str]:
-    if "://" in root:
+    if "://" not in root:
+        return fs.LocalFileSystem(), str(root)
+    try:  # an object store resolves its bucket's region here
         filesystem, path = fs.FileSystem.from_uri(root)
-        return filesystem, path
-    return fs.LocalFileSystem(), str(root)
+    except (OSError, pa.ArrowException) as exc:
+        reason = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())  # pyarrow's span lines
+        raise HistoryRootUnavailable(reason) from exc
+    return filesystem, path
 
 
 @dataclass
