@@ -170,10 +170,9 @@ async def replay(outbox: Outbox, records: Iterable[dict]) -> dict[str, int]:
 async def _incident_over(outbox: Outbox, record: dict) -> bool:
     """Whether the subscription's current incident for the event's group is no longer the dead letter's."""
     raw = json.dumps(record["event"])
-    status, lag = STATUS_EVENTS.parse(raw), LAG_EVENTS.parse(raw)
-    if status is not None:
+    if (status := STATUS_EVENTS.parse(raw)) is not None:
         state_field = STATUS_EVENTS.state_field(status)
-    elif lag is not None:
+    elif (lag := LAG_EVENTS.parse(raw)) is not None:
         state_field = LAG_EVENTS.state_field(lag)
     else:
         return False  # not an event this notifier reads: replayed as it was
