@@ -9,6 +9,8 @@ unwritable, the disk full, the object store away) keeps the buffer; once it is f
 are paused and wound back to the first message not buffered) and the write is retried with back-off, so memory
 stays bounded and no position is committed past a record not written. Meanwhile `/readyz` says `history_path:
 false` and `lagwatch_archiver_write_failures_total` counts the failures; records count as `archived` once written.
+At start-up a probe file is written and deleted under the path (retried with back-off, like a write, until it
+works), so an unwritable path shows in `/readyz` before any record arrives.
 Records that are not history records are counted (`lagwatch_archiver_records_total{outcome="bad"}`) and skipped.
 Several archivers share the topic's partitions as one consumer group; each writes its own files.
 """
@@ -16,9 +18,11 @@ Several archivers share the topic's partitions as one consumer group; each write
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
+import pyarrow as pa
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from prometheus_client import Counter
@@ -82,6 +86,8 @@ class Archiver:
         self._flush_lock = asyncio.Lock()
         self._write_failing = False  # the last write failed: the buffer waits for the next try
         self._write_backoff = Backoff(0.5, WRITE_BACKOFF_CAP_S)
+        self._path_writable = False  # a probe or a write under history.path succeeded since start-up
+        self._probe_backoff = Backoff(0.5, WRITE_BACKOFF_CAP_S)
 
     def _new_consumer(self) -> AIOKafkaConsumer:
         consumer = AIOKafkaConsumer(
@@ -105,7 +111,7 @@ class Archiver:
         return self._kafka_up and await self.kafka_probe.reachable(self.cluster)
 
     async def _history_path_ok(self) -> bool:
-        return not self._write_failing
+        return self._path_writable and not self._write_failing
 
     def _held_back(self) -> bool:
         """The buffer is full and could not be written: read nothing more until it is."""
@@ -120,6 +126,7 @@ class Archiver:
             self.settings.path,
             self.health.url,
         )
+        probe = asyncio.create_task(self._probe_until_writable())
         backoff = Backoff(0.5, MAX_BACKOFF_S)
         try:
             while not self.stopping.is_set():
@@ -140,7 +147,31 @@ class Archiver:
                     await backoff.pause(self.stopping)
                     self.consumer = self._new_consumer()
         finally:
+            probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await probe
             await self.health.stop()
+
+    async def _probe_until_writable(self) -> None:
+        """Probe history.path until it takes a file: without records to write, an unwritable path would otherwise
+        go unseen (and `/readyz` say ready) until the first write. Retried like a write; consuming goes on meanwhile."""
+        while not self._path_writable and not self.stopping.is_set():
+            try:
+                await asyncio.to_thread(self.writer.probe)
+            except (OSError, pa.ArrowException) as exc:
+                WRITE_FAILURES.labels(self.cluster).inc()
+                if not self._probe_backoff.failures:  # one line: the retries count in the metric
+                    log.warning(
+                        "archiver %s: cannot write under history.path %s (%s); not ready until it can, retrying",
+                        self.cluster,
+                        self.settings.path,
+                        exc,
+                    )
+                await self._probe_backoff.pause(self.stopping)
+                continue
+            if self._probe_backoff.failures:
+                log.info("archiver %s: writing under %s works now", self.cluster, self.settings.path)
+            self._path_writable = True
 
     async def _consume(self) -> None:
         interval = self.settings.flush_interval
@@ -237,6 +268,7 @@ class Archiver:
         if self._write_failing:
             log.info("archiver %s: writing under %s works again", self.cluster, self.settings.path)
         self._write_failing = False
+        self._path_writable = True  # as good as a probe: the probe loop ends
         self._write_backoff.reset()
         return True
 

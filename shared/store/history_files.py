@@ -18,6 +18,8 @@ from pyarrow import fs
 
 from lagwatch.shared.domain.history import HISTORY_COLUMNS, HistoryRecord, as_columns, utc_date
 
+# Readers of the data (Spark, pyarrow datasets) skip names starting with "_", so a probe left by a crash is never read
+PROBE_DIRECTORY = "_lagwatch_probe"
 _ARROW_TYPES = {"string": pa.string(), "int": pa.int32(), "long": pa.int64()}
 ARROW_SCHEMA = pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kind in HISTORY_COLUMNS])
 
@@ -72,6 +74,17 @@ class HistoryFileWriter:
             self._buffered -= len(records)
         self.files_written += len(written)
         return written
+
+    def probe(self) -> None:
+        """Write and delete a small file under the root as `flush` writes (a directory made, a file written), through
+        the same filesystem and credentials: OSError or pyarrow's error when that fails. The directory stays (another
+        archiver on the same root may be probing in it)."""
+        directory = f"{self._base}/{PROBE_DIRECTORY}"
+        self._fs.create_dir(directory, recursive=True)
+        probe = f"{directory}/{uuid.uuid4().hex}"
+        with self._fs.open_output_stream(probe) as out:
+            out.write(b"lagwatch archiver start-up probe; safe to delete\n")
+        self._fs.delete_file(probe)
 
     def _write(self, cluster: str, date: str, records: list[HistoryRecord]) -> str:
         directory = f"{self._base}/cluster={cluster}/date={date}"

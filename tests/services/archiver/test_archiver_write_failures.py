@@ -1,10 +1,11 @@
 """The archiver when it cannot write under `history.path`, or its Kafka is away: memory stays bounded (fetching
 stops), nothing unwritten is counted or committed, `/readyz` says which dependency fails; once the path is writable
-again every record is written, once."""
+again every record is written, once. An unwritable path shows in `/readyz` from start-up, before any record."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pyarrow.dataset as ds
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -75,6 +76,38 @@ async def test_an_unwritable_path_holds_at_most_the_bound_and_a_writable_one_get
     assert RECORDS.labels(CLUSTER, "archived")._value.get() == archived_before + RECORDS_SENT
 
 
+async def test_an_unwritable_path_is_not_ready_from_start_up_without_any_record_and_ready_once_writable(
+    kafka, redis_server, tmp_path, http, monkeypatch, caplog
+):
+    monkeypatch.setattr(service, "WRITE_BACKOFF_CAP_S", 0.3)  # the start-up probe retries a few times a second
+    kafka.create_topic(TOPIC, 2)  # and stays empty: no write ever tries the path
+    blocker = tmp_path / "afile"  # a file where the root's parent should be: unwritable, as root too
+    blocker.write_text("")
+    root = blocker / "history"
+    failures_before = WRITE_FAILURES.labels(CLUSTER)._value.get()
+
+    archiver = Archiver(_config(kafka, redis_server, root), CLUSTER, http_port=0)
+    with caplog.at_level(logging.WARNING, logger=service.log.name):
+        async with running(archiver):
+            await eventually(
+                lambda: _readyz_is(http, archiver, 503, {"kafka": True, "history_path": False}), timeout=15
+            )
+            await eventually(lambda: _failures_at_least(failures_before + 3), timeout=10)  # retried, still failing
+            assert await _readyz_is(http, archiver, 503, {"kafka": True, "history_path": False})
+            assert archiver.writer.rows_written == 0 and archiver.pending_rows == 0  # no record came into it
+            warnings = [r.getMessage() for r in caplog.records if r.name == service.log.name]
+            assert len(warnings) == 1, warnings  # once, however many retries
+            assert str(root) in warnings[0] and "Not a directory" in warnings[0]  # the path and the error
+
+            blocker.unlink()
+            blocker.mkdir()
+            await eventually(lambda: _readyz_is(http, archiver, 200, {"kafka": True, "history_path": True}), timeout=10)
+
+    # the probe deleted its file; what is left is a directory that dataset readers skip ("_" prefix)
+    assert [(p.relative_to(root).as_posix(), p.is_dir()) for p in root.rglob("*")] == [("_lagwatch_probe", True)]
+    assert ds.dataset(root, format="parquet", partitioning="hive").files == []
+
+
 async def test_readiness_says_kafka_is_away_while_its_brokers_are_down(kafka, redis_server, tmp_path):
     kafka.create_topic(TOPIC, 2)
     archiver = Archiver(_config(kafka, redis_server, tmp_path), CLUSTER, http_port=0)
@@ -88,6 +121,10 @@ async def _readyz_is(http, archiver: Archiver, status: int, checks: dict[str, bo
         return False
     async with http.get(f"{archiver.health.url}/readyz") as response:
         return response.status == status and (await response.json())["checks"] == checks
+
+
+async def _failures_at_least(n: float) -> bool:
+    return WRITE_FAILURES.labels(CLUSTER)._value.get() >= n
 
 
 async def _pending_at_least(archiver: Archiver, n: int) -> bool:
