@@ -45,6 +45,7 @@ def dead_letter_record(delivery: Delivery, error: str, status_code: int | None, 
         "created_at": delivery.created_at,
         "dead_at": now_ms() if dead_at is None else dead_at,
         "event": delivery.event,
+        **({"reason": delivery.reason} if delivery.reason else {}),
     }
 
 
@@ -159,6 +160,7 @@ async def replay(outbox: Outbox, records: Iterable[dict]) -> dict[str, int]:
             notification_id=r["notification_id"],
             created_at=now,
             extra={"replayed_from": r.get("dead_at")},
+            reason=r.get("reason"),
         )
         if await outbox.enqueue(delivery, now):
             enqueued += 1

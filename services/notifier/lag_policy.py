@@ -56,15 +56,24 @@ def superseded_close(policy: Policy, event: LagThresholdEvent, state: IncidentSt
         reason = Reason.THRESHOLD_REMOVED  # for this subscription, which no longer asks for it
     else:  # (its close was missed: the same threshold opened again)
         reason = Reason.LAG if event.which == Alert.LAG_SECONDS else Reason.RETENTION
+    return closing_event(announced, state.incident_id, reason, figures=event)
+
+
+def closing_event(
+    announced: LagThresholdEvent, incident: str, reason: Reason, figures: LagThresholdEvent | None = None
+) -> LagThresholdEvent:
+    """The event that closes the announced incident (`incident`), as the evaluator would publish it: the next
+    `seq`, so the same id wherever it is built (a redelivery, or the evaluator's own close later, adds nothing),
+    with the group's figures as of `figures` (default: the announced event's)."""
     seq = announced.seq + 1
     return msgspec.structs.replace(
-        event,
-        event_id=event_id(event.cluster, event.group, float(announced.threshold_seconds), seq, event.which),
+        figures or announced,
+        event_id=event_id(announced.cluster, announced.group, float(announced.threshold_seconds), seq, announced.which),
         seq=seq,
         threshold_seconds=announced.threshold_seconds,
         above=False,
         reason=reason,
-        incident_id=state.incident_id,
+        incident_id=incident,
         incident_started_at=announced.incident_started_at,
         partitions=(),
     )

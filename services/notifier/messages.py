@@ -32,6 +32,7 @@ from multidict import CIMultiDict
 
 from lagwatch.services.notifier import channels
 from lagwatch.services.notifier.channels import email as email_channel
+from lagwatch.services.notifier.channels import summary
 from lagwatch.services.notifier.channels.email import Mail
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription
@@ -41,9 +42,11 @@ from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event, t
 from lagwatch.shared.domain.status_event import encode
 from lagwatch.shared.subscriptions import destinations
 from lagwatch.shared.subscriptions.masking import is_credential_name
+from lagwatch.shared.subscriptions.notification_policy import UNSUBSCRIBED
 from lagwatch.shared.templating import template_worker, templates
 
 USER_AGENT = "lagwatch-notifier/1"
+REASON_HEADER = "X-Lagwatch-Reason"  # why a close is sent when it is not the group's own (`unsubscribed`)
 STATUS_EMOJI = {"ERR": ":red_circle:", "WARN": ":large_yellow_circle:", "OK": ":large_green_circle:"}
 STATUS_COLOUR = {"ERR": "#E01E5A", "WARN": "#ECB22E", "OK": "#2EB67D", "NOTFOUND": "#9E9E9E"}
 LAG_COLOUR = "#E8912D"  # a lag-threshold alert: neither Burrow's WARN nor its ERR
@@ -82,9 +85,11 @@ def dashboard_link(dashboard_url: str, cluster: str, group: str) -> str:
     return dashboard_url.replace("{cluster}", quote(cluster, safe="")).replace("{group}", quote(group, safe=""))
 
 
-def _title(kind: str, event: dict) -> str:
+def _title(kind: str, event: dict, reason: str | None = None) -> str:
     status, group, cluster = event["status"], event["group"], event["cluster"]
-    if kind == "close":
+    if reason == UNSUBSCRIBED and kind in CLOSE_KINDS:
+        text = f":no_bell: No longer watched here: {group} on {cluster} (this subscription no longer covers it)"
+    elif kind == "close":
         back = "is OK again" if status == "OK" else "is gone (NOTFOUND)"
         text = f":white_check_mark: Resolved: {group} on {cluster} {back}"
     elif kind == "repeat":
@@ -140,7 +145,7 @@ def slack_message(event: dict, kind: str, context: dict, dashboard_url: str = ""
     if worst and not_ok > len(worst):
         lines += f"\n…and {not_ok - len(worst)} more"
     colour = STATUS_COLOUR["OK"] if kind == "close" else STATUS_COLOUR.get(status, STATUS_COLOUR["NOTFOUND"])
-    return _blocks(_title(kind, event), fields, lines, event, colour, dashboard_url)
+    return _blocks(_title(kind, event, summary.reason(context)), fields, lines, event, colour, dashboard_url)
 
 
 def lag_slack_message(event: dict, kind: str, context: dict, dashboard_url: str = "") -> dict:
@@ -165,7 +170,10 @@ def lag_slack_message(event: dict, kind: str, context: dict, dashboard_url: str 
     if worst and len(over) > len(worst):
         lines += f"\n…and {len(over) - len(worst)} more"
     colour = STATUS_COLOUR["OK"] if closing else LAG_COLOUR
-    return _blocks(_lag_title(kind, event), fields, lines, event, colour, dashboard_url)
+    title = _lag_title(kind, event)
+    if summary.reason(context) == UNSUBSCRIBED and closing:
+        title = _title(kind, event, UNSUBSCRIBED)
+    return _blocks(title, fields, lines, event, colour, dashboard_url)
 
 
 def _insight_fields(event: dict) -> list[str]:
@@ -321,6 +329,7 @@ def build_request(
         extras=sub.extras,
         dashboard_url=dashboard_url,
         now_ms=int(now * 1000),
+        reason=delivery.reason,
     )
     channel = channels.channel(sub.type)
     endpoint = destinations.endpoint(sub)
@@ -397,6 +406,7 @@ def _headers(sub: SubscriptionConfig, delivery: Delivery, timestamp: int, body: 
             signing.KIND_HEADER: delivery.kind,
             "X-Lagwatch-Subscription": sub.id,
             "X-Lagwatch-Attempt": str(delivery.attempts),
+            **({REASON_HEADER: delivery.reason} if delivery.reason else {}),
         }
     )
     if sub.secret:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -52,6 +52,7 @@ class Delivery:
     last_error: str | None = None
     first_sent_at: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None  # why a close is sent when it is not the group's own (scope.py: "unsubscribed")
 
     def to_json(self) -> str:
         return json.dumps(
@@ -66,6 +67,7 @@ class Delivery:
                 "last_error": self.last_error,
                 "first_sent_at": self.first_sent_at,
                 **({"extra": self.extra} if self.extra else {}),
+                **({"reason": self.reason} if self.reason else {}),
             },
             separators=(",", ":"),
             sort_keys=True,
@@ -85,7 +87,12 @@ class Delivery:
             last_error=doc.get("last_error"),
             first_sent_at=doc.get("first_sent_at"),
             extra=doc.get("extra") or {},
+            reason=doc.get("reason"),
         )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def delivery_id(notification_id: str, subscription_id: str) -> str:
@@ -215,6 +222,12 @@ class Outbox:
                 ],
             )
         )
+
+    async def states(self, subscription_id: str) -> AsyncIterator[tuple[str, str]]:
+        """Every incident state kept for the subscription: (state field, state JSON), scanned in steps (a
+        subscription may keep many)."""
+        async for field_, raw in self.redis.hscan_iter(keys.notify_state(subscription_id), count=500):
+            yield _text(field_), _text(raw)
 
     async def read_state_field(self, subscription_id: str, group_key: str) -> str:
         # bytes: the client does not decode replies (redis-py types hget as str)

@@ -24,7 +24,7 @@ import time
 
 from redis.exceptions import RedisError
 
-from lagwatch.services.notifier import holds, metrics
+from lagwatch.services.notifier import holds, metrics, scope
 from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters
 from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, AnyKind, kind_for_field
@@ -91,6 +91,7 @@ class NotifierService:
             liveness={"app": self._app_alive, "dispatcher": self._dispatcher_alive},
         )
         self._dispatcher: asyncio.Task | None = None
+        self._scope_checked: int | None = -1  # the subscriptions' version last checked for incidents out of scope
         self.stopping = asyncio.Event()
         self.events_handled = 0
         self.app = faust_app(
@@ -254,6 +255,10 @@ class NotifierService:
         """Enqueue the repeats that are due; returns how many."""
         now = now_ms() if now is None else now
         await self.registry.refresh()
+        if self._scope_checked != self.registry.version:  # subscriptions changed (or the first tick): look
+            version = self.registry.version
+            await self.close_out_of_scope(now)
+            self._scope_checked = version
         await self.silences.refresh()
         if self.silences.take_change():  # (an event may have reloaded them since the last tick)
             await self._recheck_held(now)
@@ -345,6 +350,40 @@ class NotifierService:
             if raw and json.loads(raw).get("held"):
                 await self.redis.zadd(keys.NOTIFY_REPEATS, {member: now}, xx=True)
 
+    # --- incidents a subscription no longer covers (scope.py) ---------------------------------------------------
+
+    async def close_out_of_scope(self, now: int) -> int:
+        """Close (or drop, if held) every kept incident whose subscription no longer covers its group or its alert;
+        returns the closes enqueued. Several notifiers may do this at once: each state is replaced only as read,
+        and a close is recorded once (its id is the same wherever it is made)."""
+        enqueued = 0
+        for subscription in self.registry.all():
+            async for state_field, raw in self.outbox.states(subscription.id):
+                try:
+                    state = _parse_state(raw)
+                except (ValueError, KeyError, TypeError):  # unreadable: the event path skips it alike
+                    continue
+                if state is None or scope.covers(subscription, state):
+                    continue
+                close = scope.scope_close(subscription, state)
+                delivery = _scope_delivery(subscription.id, close, now)
+                outcome = await self.outbox.record(
+                    subscription_id=subscription.id,
+                    event_id=close.notification_id,
+                    state_field=state_field,
+                    expected_state=raw,
+                    new_state="",
+                    delivery=delivery,
+                    repeat_at=None,
+                )
+                if outcome == APPLIED and delivery is not None:
+                    enqueued += 1
+                    metrics.NOTIFICATIONS.labels(subscription.type, delivery.kind).inc()
+        if enqueued:
+            log.info("notifier: %d incidents closed: their subscriptions no longer cover them", enqueued)
+            self.dispatcher.wake.set()
+        return enqueued
+
     # --- life cycle ---------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -413,6 +452,21 @@ def _decide(
         held_by = "silence" if silenced_until is not None and silenced_until > now else "hold_for"
         metrics.HELD.labels(subscription.type, held_by).inc()
     return decision
+
+
+def _scope_delivery(subscription_id: str, close: scope.ScopeClose, now: int) -> Delivery | None:
+    """The close of an incident the subscription no longer covers, if one is sent."""
+    if close.kind is None:
+        return None
+    return Delivery(
+        id=delivery_id(close.notification_id, subscription_id),
+        subscription_id=subscription_id,
+        kind=close.kind.value,
+        event=close.event.as_dict(),
+        notification_id=close.notification_id,
+        created_at=now,
+        reason=close.reason,
+    )
 
 
 def _delivery(subscription: Subscription, event: Event, decision: Decision, now: int) -> Delivery | None:

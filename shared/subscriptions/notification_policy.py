@@ -46,6 +46,10 @@ class Kind(StrEnum):
     LAG_CLOSE = "lag-close"
 
 
+# a close's reason when it is not the group's own: the subscription no longer covers the group (notifier/scope.py)
+UNSUBSCRIBED = "unsubscribed"
+
+
 @dataclass(frozen=True)
 class Policy:
     """The part of a subscription that decides when to notify."""

@@ -183,10 +183,12 @@ def context(
     extras: dict[str, str],
     dashboard_url: str,
     now_ms: int | None = None,
+    reason: str | None = None,
 ) -> dict[str, Any]:
     now_ms = clock.now_ms() if now_ms is None else now_ms
     started = event.get("incident_started_at")
-    ended = event.get("evaluated_at", now_ms) if kind == "close" else now_ms  # a close: how long it lasted
+    # a close: how long it lasted (one that is not the group's own, `reason`, ends the incident now)
+    ended = event.get("evaluated_at", now_ms) if kind == "close" and not reason else now_ms
     incident = {
         "id": event.get("incident_id"),
         "started_at": started,
@@ -195,7 +197,13 @@ def context(
     return {
         "event": event,
         "incident": incident,
-        "notification": {"kind": kind, "subscription_id": subscription_id, "id": notification_id, "attempt": attempt},
+        "notification": {
+            "kind": kind,
+            "subscription_id": subscription_id,
+            "id": notification_id,
+            "attempt": attempt,
+            "reason": reason,  # why a close is sent when it is not the group's own ("unsubscribed"), else None
+        },
         "extras": dict(extras),
         "dashboard_url": dashboard_url,
         **burrow_helpers.burrow_names(event, incident, extras),

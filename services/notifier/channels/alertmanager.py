@@ -70,7 +70,7 @@ def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "", send_inte
     worst = summary.worst_lines(event, kind)
     if worst:
         lines += ["Worst partitions:", *worst]
-    annotations = {"summary": summary.title(event, kind), "description": "\n".join(lines)}
+    annotations = {"summary": summary.title(event, kind, summary.reason(ctx)), "description": "\n".join(lines)}
     if event.get("incident_id"):
         annotations["incident_id"] = event["incident_id"]
     link = ""

@@ -65,7 +65,7 @@ def build(
 ) -> Mail:
     """The mail of one attempt; `text` is the rendered body-template, if the subscription has one."""
     if text is None:
-        lines = [summary.title(event, kind), ""]
+        lines = [summary.title(event, kind, summary.reason(ctx)), ""]
         lines += [f"{name}: {value}" for name, value in summary.facts(event, kind, ctx)]
         worst = summary.worst_lines(event, kind)
         if worst:
@@ -74,7 +74,7 @@ def build(
             lines += ["", f"Open in lagwatch: {summary.link(dashboard_url, event)}"]
         text = "\n".join(lines) + "\n"
     message = EmailMessage()
-    message["Subject"] = f"[lagwatch] {summary.title(event, kind)}"
+    message["Subject"] = f"[lagwatch] {summary.title(event, kind, summary.reason(ctx))}"
     message["From"] = config.from_
     message["To"] = ", ".join(config.to)
     message["Date"] = formatdate(timestamp, usegmt=True)

@@ -29,7 +29,7 @@ def card(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> dict:
     body: list[dict] = [
         {
             "type": "TextBlock",
-            "text": summary.title(event, kind),
+            "text": summary.title(event, kind, summary.reason(ctx)),
             "weight": "Bolder",
             "size": "Medium",
             "color": colour,

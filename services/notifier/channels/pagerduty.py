@@ -31,7 +31,7 @@ def event_body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, da
         return doc
     lag = is_lag_threshold_event(event)
     doc["payload"] = {
-        "summary": summary.title(event, kind)[:SUMMARY_MAX],
+        "summary": summary.title(event, kind, summary.reason(ctx))[:SUMMARY_MAX],
         "source": event["cluster"],
         "severity": "warning" if lag else SEVERITY.get(event["status"], "info"),
         "component": event["group"],

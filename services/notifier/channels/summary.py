@@ -6,6 +6,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event, threshold_key
+from lagwatch.shared.subscriptions.notification_policy import UNSUBSCRIBED
 from lagwatch.shared.templating import templates
 
 CLOSING = frozenset({"close", "lag-close"})
@@ -23,9 +24,16 @@ def is_close(kind: str) -> bool:
     return kind in CLOSING
 
 
-def title(event: dict, kind: str) -> str:
+def reason(ctx: dict) -> str | None:
+    """Why a close is sent when it is not the group's own (notifier/scope.py: "unsubscribed"), else None."""
+    return ctx["notification"].get("reason")
+
+
+def title(event: dict, kind: str, reason: str | None = None) -> str:
     """ "ERR: billing on prod", "Still WARN: ...", "Resolved: billing on prod is OK again", "Lag above 300 s: ..."."""
     where = f"{event['group']} on {event['cluster']}"
+    if reason == UNSUBSCRIBED and is_close(kind):
+        return f"Closed: {where} is no longer covered by this subscription"
     if is_lag_threshold_event(event):
         threshold = f"{threshold_key(event['threshold_seconds'])} s"
         if event.get("alert") == "data-loss-risk":

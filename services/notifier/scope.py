@@ -1,0 +1,62 @@
+"""Incidents a subscription no longer covers, as pure functions: what to do with an incident state kept for a
+group once the subscription's filters (`clusters`, `group-allowlist`, `group-denylist`) no longer take the group,
+or — for a lag or retention alert — once the subscription no longer asks for the alert's threshold.
+
+The group's later events are not the subscription's any more, so nothing else would ever end such an incident: the
+receiver (a PagerDuty incident, an Alertmanager alert) would keep it open for good, and `send-interval` would
+repeat it. So the notifier, whenever the subscriptions change (and at start-up, for the configuration file's),
+closes it: a `close` (or `lag-close`) with `send-close`, with the reason `unsubscribed`; a held open is dropped
+unsent, as an incident over before it was announced is.
+
+* status incidents: the close carries the group's latest event, as a repeat does (its status is not OK: the
+  reason says why it closes); its own notification id, since the latest event's id was already sent.
+* lag and retention incidents: the close carries the event the evaluator would publish for it
+  (`lag_policy.closing_event`, reason `threshold_removed`: this subscription no longer uses the threshold).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import NamedTuple
+
+from lagwatch.services.notifier.lag_policy import asks_for, closing_event
+from lagwatch.services.notifier.subscriptions import Subscription
+from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent, Reason
+from lagwatch.shared.subscriptions.notification_policy import UNSUBSCRIBED, Event, IncidentState, Kind
+
+
+def covers(subscription: Subscription, state: IncidentState) -> bool:
+    """Whether the subscription still takes the events of the incident kept in `state`."""
+    event = state.event
+    if not subscription.matches(event.cluster, event.group):
+        return False
+    return not isinstance(event, LagThresholdEvent) or asks_for(subscription.policy, event)
+
+
+class ScopeClose(NamedTuple):
+    """What ends an incident the subscription no longer covers (the state is then forgotten)."""
+
+    kind: Kind | None  # the notification to send; None for nothing (a held open, or no `send-close`)
+    event: Event  # the event it carries
+    notification_id: str
+    reason: str | None  # UNSUBSCRIBED when the filters no longer take the group (the close's own reason else)
+
+
+def scope_close(subscription: Subscription, state: IncidentState) -> ScopeClose:
+    """The close of an incident the subscription no longer covers (`covers` is False)."""
+    event: Event = state.event
+    unsubscribed = None if subscription.matches(event.cluster, event.group) else UNSUBSCRIBED
+    if state.incident_id is None:  # held, never announced: nothing to close
+        return ScopeClose(None, event, _notification_id(state, subscription.id), unsubscribed)
+    if isinstance(event, LagThresholdEvent):  # reason threshold_removed: this subscription no longer uses it
+        event = closing_event(event, state.incident_id, Reason.THRESHOLD_REMOVED)
+        kind, notification_id = Kind.LAG_CLOSE, event.event_id
+    else:
+        kind, notification_id = Kind.CLOSE, _notification_id(state, subscription.id)
+    return ScopeClose(kind if subscription.policy.send_close else None, event, notification_id, unsubscribed)
+
+
+def _notification_id(state: IncidentState, subscription_id: str) -> str:
+    """The close's own id: the same for every notifier that finds the incident (it is recorded once)."""
+    key = f"{UNSUBSCRIBED}\x00{state.incident_id or state.event.event_id}\x00{subscription_id}"
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -1,0 +1,151 @@
+"""Incidents a subscription no longer covers (services/notifier/scope.py): narrowing a subscription's filters, or
+turning off the threshold an announced lag alert was for, closes what it was told about, once, with the reason;
+repeats of it stop; what it still covers goes on as before."""
+
+import asyncio
+import dataclasses
+import json
+
+from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS
+from lagwatch.services.notifier.outbox import Delivery, now_ms
+from lagwatch.services.notifier.service import NotifierService
+from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.domain.lag_threshold_event import Alert, event_id
+from lagwatch.shared.domain.status_event import encode
+from lagwatch.shared.store import keys
+from lagwatch.shared.subscriptions.store import SubscriptionStore
+from tests.kafka_helpers import eventually, make_config, running
+from tests.services.notifier.test_notifier_service import FAST, _crossing, publish
+from tests.services.notifier.test_notifier_support import Receiver, Timeline
+
+STATUS_TOPIC = "lagwatch.status"
+
+
+def told(receiver, group):
+    """(kind, status in the body, reason header) of each request about `group`."""
+    return [
+        (r.headers["X-Lagwatch-Notification"], r.json()["status"], r.headers.get("X-Lagwatch-Reason"))
+        for r in receiver.requests
+        if r.path == "/hook" and r.json()["group"] == group
+    ]
+
+
+async def _deliveries(redis) -> list[Delivery]:
+    return [Delivery.from_json(raw) for raw in (await redis.hgetall(keys.OUTBOX_DELIVERIES)).values()]
+
+
+async def test_a_narrowed_subscription_closes_what_it_no_longer_covers_and_stops_repeating_it(
+    kafka, redis_server, redis
+):
+    kafka.create_topic(STATUS_TOPIC, 1)
+    store = SubscriptionStore(redis)
+    hook = SubscriptionConfig(id="hook", send_interval=0.3)
+    async with Receiver() as receiver:
+        await store.put(dataclasses.replace(hook, url=receiver.url("/hook")), create=True)
+        await store.put(SubscriptionConfig(id="slack", type="slack", url=receiver.url("/slack")), create=True)
+        billing, orders = Timeline("billing"), Timeline("orders")
+        config = make_config(kafka.bootstrap, redis_server.url, **FAST)
+        async with running(NotifierService(config, "local", http_port=0)):
+            await publish(kafka.bootstrap, billing.to("OK"), billing.to("ERR", (90,)), orders.to("WARN", (9,)))
+            await eventually(lambda: _has(receiver, "/slack", 2))
+            opened = next(r for r in receiver.requests if r.path == "/hook" and r.json()["group"] == "billing")
+            await store.put(
+                dataclasses.replace(hook, url=receiver.url("/hook"), group_denylist="^billing$"), create=False
+            )
+            await store.put(
+                SubscriptionConfig(id="slack", type="slack", url=receiver.url("/slack"), clusters=["prod"]),
+                create=False,
+            )
+            await eventually(lambda: _has(receiver, "/slack", 4))  # both of slack's incidents: other cluster now
+            await asyncio.sleep(1.0)  # repeats go on for orders only
+            await publish(kafka.bootstrap, billing.to("OK"))  # not the subscription's any more: nothing
+            await asyncio.sleep(0.5)
+    billing_told = told(receiver, "billing")
+    assert billing_told[0] == ("open", "ERR", None)
+    assert billing_told[-1] == ("close", "ERR", "unsubscribed")  # the latest event: the group is still ERR
+    assert [k for k, _, _ in billing_told].count("close") == 1
+    assert billing_told.index(("close", "ERR", "unsubscribed")) == len(billing_told) - 1  # no repeat after it
+    assert [k for k, _, _ in told(receiver, "orders")].count("repeat") >= 3  # still covered, still repeated
+    (close,) = [r for r in receiver.requests if r.headers.get("X-Lagwatch-Reason") and r.path == "/hook"]
+    assert close.headers["X-Lagwatch-Event-Id"] != opened.headers["X-Lagwatch-Event-Id"]  # news, not a duplicate
+    slack = [r.json()["blocks"][0]["text"]["text"] for r in receiver.requests if r.path == "/slack"]
+    assert sorted(slack[2:]) == [
+        f":no_bell: No longer watched here: {g} on local (this subscription no longer covers it)"
+        for g in ("billing", "orders")
+    ]
+    assert await redis.hlen(keys.notify_state("slack")) == 0
+    assert await redis.hkeys(keys.notify_state("hook")) == [b"local/orders"]
+
+
+async def _has(receiver, path, n):
+    return sum(r.path == path for r in receiver.requests) >= n
+
+
+async def test_a_lag_alert_whose_threshold_is_turned_off_is_closed_as_the_evaluator_would(kafka, redis_server, redis):
+    store = SubscriptionStore(redis)
+    await store.put(SubscriptionConfig(id="pager", url="http://127.0.0.1:9/", lag_seconds_threshold=600), create=True)
+    service = NotifierService(make_config(kafka.bootstrap, redis_server.url, **FAST), "local", http_port=0)
+    try:
+        assert await service.handle(_crossing("billing", Alert.LAG_SECONDS, 600.0, 1, True), LAG_EVENTS)
+        await store.put(SubscriptionConfig(id="pager", url="http://127.0.0.1:9/"), create=False)  # threshold off
+        await service.repeat_once()
+        await service.repeat_once()  # nothing more
+    finally:
+        await service.redis.aclose()
+    kinds = sorted((d.kind, d.reason, d.event.get("reason")) for d in await _deliveries(redis))
+    assert kinds == [("lag-close", None, "threshold_removed"), ("lag-open", None, "lag")]
+    (close,) = [d for d in await _deliveries(redis) if d.kind == "lag-close"]
+    assert close.notification_id == event_id("local", "billing", 600.0, 2, Alert.LAG_SECONDS)  # the evaluator's id
+    assert await redis.hlen(keys.notify_state("pager")) == 0
+
+
+async def test_the_configuration_files_narrowed_filters_close_at_start_up_and_a_held_open_is_dropped(
+    kafka, redis_server, redis
+):
+    """The file's subscriptions change across a restart: the first repeat tick looks. A held open (`hold-for`) of
+    a group no longer covered was never announced, so it is dropped unsent."""
+    wide = SubscriptionConfig(id="hook", url="http://127.0.0.1:9/")
+    held = SubscriptionConfig(id="held", url="http://127.0.0.1:9/", hold_for=3600)
+    config = make_config(kafka.bootstrap, redis_server.url, **FAST)
+    t = Timeline("billing")
+    t.to("OK")
+    opened = encode(t.to("ERR", (90,)))
+    first = NotifierService(dataclasses.replace(config, subscriptions=[wide, held]), "local", http_port=0)
+    try:
+        assert await first.handle(opened, STATUS_EVENTS)
+    finally:
+        await first.redis.aclose()
+    assert await redis.hlen(keys.notify_state("held")) == 1
+    narrowed = [dataclasses.replace(s, group_allowlist="^orders$") for s in (wide, held)]
+    second = NotifierService(dataclasses.replace(config, subscriptions=narrowed), "local", http_port=0)
+    try:
+        await second.repeat_once()
+    finally:
+        await second.redis.aclose()
+    sent = sorted((d.subscription_id, d.kind, d.reason) for d in await _deliveries(redis))
+    assert sent == [("hook", "close", "unsubscribed"), ("hook", "open", None)]
+    assert await redis.hlen(keys.notify_state("held")) == 0 and await redis.zcard(keys.NOTIFY_REPEATS) == 0
+
+
+async def test_notifiers_that_find_the_same_incident_at_once_close_it_once(kafka, redis_server, redis):
+    store = SubscriptionStore(redis)
+    sub = SubscriptionConfig(id="hook", url="http://127.0.0.1:9/")
+    await store.put(sub, create=True)
+    config = make_config(kafka.bootstrap, redis_server.url, **FAST)
+    services = [NotifierService(config, "local", http_port=0) for _ in range(3)]
+    try:
+        for i in range(20):
+            t = Timeline(f"group-{i}")
+            t.to("OK")
+            assert await services[0].handle(encode(t.to("WARN", (9,))), STATUS_EVENTS)
+        await store.put(dataclasses.replace(sub, group_denylist="^group-1"), create=False)  # 11 of the 20
+        for service in services:
+            await service.registry.refresh()
+        closed = await asyncio.gather(*(s.close_out_of_scope(now_ms()) for s in services))
+    finally:
+        for service in services:
+            await service.redis.aclose()
+    closes = [d for d in await _deliveries(redis) if d.kind == "close"]
+    assert sum(closed) == len(closes) == 11
+    assert len({d.event["group"] for d in closes}) == 11
+    assert all(json.loads(d.to_json())["reason"] == "unsubscribed" for d in closes)
