@@ -1,7 +1,8 @@
 """The notifier service (`lagwatch run notifier`): status-change and lag-threshold events -> notifications.
 
 service.py (Faust app, agents, repeat timer) · events.py (an event's decisions per subscription) · holds.py
-(silences, hold-for) · lag_policy.py (lag-seconds incidents) · outbox.py (Redis outbox) · delivery.py (HTTP,
+(silences, hold-for) · lag_policy.py (lag-seconds incidents) · scope.py (incidents a subscription no longer
+covers) · outbox.py (Redis outbox) · delivery.py (HTTP,
 retries, per-destination queues, circuit breakers) · channels/ (one module per destination type: what it sends) ·
 messages.py (Slack Block Kit, webhook bodies) · subscriptions.py (compiled subscriptions, the registry) · dlq.py
 (dead letters, replay) · metrics.py.
