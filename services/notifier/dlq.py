@@ -22,7 +22,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
-from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS
+from lagwatch.services.notifier.events import parse_either
 from lagwatch.services.notifier.messages import CLOSE_KINDS
 from lagwatch.services.notifier.outbox import Delivery, Outbox
 from lagwatch.shared.clock import now_ms
@@ -171,13 +171,10 @@ async def replay(outbox: Outbox, records: Iterable[dict]) -> dict[str, int]:
 
 async def _incident_over(outbox: Outbox, record: dict) -> bool:
     """Whether the subscription's current incident for the event's group is no longer the dead letter's."""
-    raw = json.dumps(record["event"])
-    if (status := STATUS_EVENTS.parse(raw)) is not None:
-        state_field = STATUS_EVENTS.state_field(status)
-    elif (lag := LAG_EVENTS.parse(raw)) is not None:
-        state_field = LAG_EVENTS.state_field(lag)
-    else:
+    parsed = parse_either(json.dumps(record["event"]))
+    if parsed is None:
         return False  # not an event this notifier reads: replayed as it was
-    state = await outbox.read_state_field(record["subscription_id"], state_field)
+    kind, event = parsed
+    state = await outbox.read_state_field(record["subscription_id"], kind.state_field(event))
     announced = json.loads(state).get("incident_id") if state else None
     return bool(announced != record["event"].get("incident_id"))

@@ -19,12 +19,19 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due, superseded_close
-from lagwatch.services.notifier.outbox import group_field, is_lag_field, lag_field
+from lagwatch.services.notifier.outbox import FIELD_SEPARATOR, group_field, is_lag_field, lag_field
 from lagwatch.shared.domain.event_codec import EventDecodeError, from_document
 from lagwatch.shared.domain.lag_threshold_event import KIND as LAG_THRESHOLD_KIND
-from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent
+from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent, threshold_key
 from lagwatch.shared.domain.status_event import StatusEvent
-from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState, Policy, decide, repeat_due
+from lagwatch.shared.subscriptions.notification_policy import (
+    QUIET,
+    Decision,
+    IncidentState,
+    Policy,
+    decide,
+    repeat_due,
+)
 
 STATUS_FIELDS = ("event_id", "cluster", "group", "status", "previous_status", "incident_id", "evaluated_at")
 LAG_FIELDS = ("kind", "event_id", "cluster", "group", "threshold_seconds", "above", "incident_id", "evaluated_at")
@@ -43,6 +50,8 @@ class EventKind(Generic[E]):
     repeat_due: Callable[[Policy, IncidentState | None, int], Decision]
     # the event that ends the announced incident before this event is decided, if this one replaces it
     superseded: Callable[[Policy, E, IncidentState | None], E | None]
+    going_on: Callable[[E], bool]  # the event leaves its incident going on (not over)
+    active_field: Callable[[E], str]  # where the latest event of an incident going on is kept (keys.NOTIFY_ACTIVE)
 
 
 def _json_object(raw: bytes | str | None, required: tuple[str, ...]) -> dict[str, Any] | None:
@@ -88,11 +97,38 @@ def _supersedes_nothing(policy: Policy, event: StatusEvent, state: IncidentState
     return None  # Burrow's rules close or update the announced incident themselves
 
 
+def _status_going_on(event: StatusEvent) -> bool:
+    return event.status not in QUIET
+
+
+def _lag_going_on(event: LagThresholdEvent) -> bool:
+    return event.above
+
+
+def _lag_active_field(event: LagThresholdEvent) -> str:
+    """One field per threshold: subscriptions with different thresholds have different incidents of one alert."""
+    return f"{threshold_key(event.threshold_seconds)}{FIELD_SEPARATOR}{_lag_field(event)}"
+
+
 STATUS_EVENTS: EventKind[StatusEvent] = EventKind(
-    "status-change", parse_status_event, _status_field, decide, repeat_due, _supersedes_nothing
+    "status-change",
+    parse_status_event,
+    _status_field,
+    decide,
+    repeat_due,
+    _supersedes_nothing,
+    _status_going_on,
+    _status_field,
 )
 LAG_EVENTS: EventKind[LagThresholdEvent] = EventKind(
-    "lag-threshold", parse_lag_event, _lag_field, decide_lag, lag_repeat_due, superseded_close
+    "lag-threshold",
+    parse_lag_event,
+    _lag_field,
+    decide_lag,
+    lag_repeat_due,
+    superseded_close,
+    _lag_going_on,
+    _lag_active_field,
 )
 AnyKind = EventKind[Any]  # either kind (the agents and the timer handle both alike)
 
@@ -100,3 +136,12 @@ AnyKind = EventKind[Any]  # either kind (the agents and the timer handle both al
 def kind_for_field(state_field: str) -> AnyKind:
     """The kind of the incident kept under a state field (the repeat timer only knows the field)."""
     return LAG_EVENTS if is_lag_field(state_field) else STATUS_EVENTS
+
+
+def parse_either(raw: bytes | str) -> tuple[AnyKind, Any] | None:
+    """(its kind, the event) for a record of either kind, or None when it is neither."""
+    for kind in (LAG_EVENTS, STATUS_EVENTS):  # a lag-threshold event has every field a status event needs
+        event = kind.parse(raw)
+        if event is not None:
+            return kind, event
+    return None

@@ -28,6 +28,7 @@ from redis.asyncio import Redis
 
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.store import keys, scripts
+from lagwatch.shared.store.redis_client import reply
 
 APPLIED, DUPLICATE, CONFLICT = 1, 0, -1
 CHAIN_KEYS = (keys.OUTBOX_ORDER, keys.OUTBOX_CHAIN_OF, keys.OUTBOX_SEQ)
@@ -228,6 +229,18 @@ class Outbox:
         subscription may keep many)."""
         async for field_, raw in self.redis.hscan_iter(keys.notify_state(subscription_id), count=500):
             yield _text(field_), _text(raw)
+
+    async def note_active(self, active_field: str, event_json: str | None) -> None:
+        """Keep the incident's latest event under `active_field` (`keys.NOTIFY_ACTIVE`), or forget it (None: over)."""
+        if event_json is None:
+            await reply(self.redis.hdel(keys.NOTIFY_ACTIVE, active_field))
+        else:
+            await reply(self.redis.hset(keys.NOTIFY_ACTIVE, active_field, event_json))
+
+    async def active(self) -> AsyncIterator[str]:
+        """The latest event (JSON) of every incident going on, as the events read so far tell."""
+        async for _, raw in self.redis.hscan_iter(keys.NOTIFY_ACTIVE, count=500):
+            yield _text(raw)
 
     async def read_state_field(self, subscription_id: str, group_key: str) -> str:
         # bytes: the client does not decode replies (redis-py types hget as str)

@@ -1,12 +1,21 @@
-"""Incidents a subscription no longer covers, as pure functions: what to do with an incident state kept for a
-group once the subscription's filters (`clusters`, `group-allowlist`, `group-denylist`) no longer take the group,
-or — for a lag or retention alert — once the subscription no longer asks for the alert's threshold.
+"""When what a subscription covers changes: the incidents it no longer covers are closed, those it newly covers
+are announced. Pure functions; the notifier's repeat timer applies them whenever the subscriptions change (and at
+start-up, for the configuration file's).
 
-The group's later events are not the subscription's any more, so nothing else would ever end such an incident: the
-receiver (a PagerDuty incident, an Alertmanager alert) would keep it open for good, and `send-interval` would
-repeat it. So the notifier, whenever the subscriptions change (and at start-up, for the configuration file's),
-closes it: a `close` (or `lag-close`) with `send-close`, with the reason `unsubscribed`; a held open is dropped
-unsent, as an incident over before it was announced is.
+**Announced:** an incident going on when a subscription is created or widened to take its group (or its alert's
+threshold) would be told only at its next change, which for a stopped consumer may never come (Burrow's notifier,
+which looks at every group on each evaluation, tells it). The notifier keeps the latest event of each incident
+going on (`keys.NOTIFY_ACTIVE`, from the events it reads) and decides it for each covering subscription with no
+state for it, as if it had just arrived: Burrow's rules, thresholds, `hold-for` and silences apply. Its
+notification has an id of its own (`announcement_id`).
+
+**Closed:** an incident state kept for a group once the subscription's filters (`clusters`, `group-allowlist`,
+`group-denylist`) no longer take the group, or — for a lag or retention alert — once the subscription no longer
+asks for the alert's threshold. The group's later events are not the subscription's any more, so nothing else
+would ever end it: the receiver (a PagerDuty incident, an Alertmanager alert) would keep it open for good, and
+`send-interval` would repeat it. So it is closed: a `close` (or `lag-close`) with `send-close`, with the reason
+`unsubscribed` when the filters left the group out; a held open is dropped unsent, as an incident over before it
+was announced is.
 
 * status incidents: the close carries the group's latest event, as a repeat does (its status is not OK: the
   reason says why it closes); its own notification id, since the latest event's id was already sent.
@@ -54,6 +63,14 @@ def scope_close(subscription: Subscription, state: IncidentState) -> ScopeClose:
     else:
         kind, notification_id = Kind.CLOSE, _notification_id(state, subscription.id)
     return ScopeClose(kind if subscription.policy.send_close else None, event, notification_id, unsubscribed)
+
+
+def announcement_id(event_id: str, subscription_id: str, version: int | None) -> str:
+    """The id of an incident's announcement to a subscription created or widened since it began: the same for every
+    notifier at one subscriptions' version (it is recorded once), another after the next change (a subscription
+    narrowed and widened again is told anew: a receiver deduplicating on the event's id would drop it)."""
+    key = f"announce\x00{event_id}\x00{subscription_id}\x00{version}"
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _notification_id(state: IncidentState, subscription_id: str) -> str:

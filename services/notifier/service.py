@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from lagwatch.services.notifier import holds, metrics, scope
 from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters
-from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, AnyKind, kind_for_field
+from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, AnyKind, kind_for_field, parse_either
 from lagwatch.services.notifier.outbox import (
     APPLIED,
     CONFLICT,
@@ -48,7 +48,7 @@ from lagwatch.shared.runtime.health_server import HealthServer
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_client import connect
-from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState
+from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
 from lagwatch.shared.subscriptions.silences import SilenceCache, SilenceStore
 from lagwatch.shared.subscriptions.store import SubscriptionStore
 
@@ -179,6 +179,8 @@ class NotifierService:
     async def _record(self, event: Event, kind: AnyKind) -> list[int]:
         cluster, group = event.cluster, event.group
         state_field = kind.state_field(event)
+        going_on = json.dumps(event.as_dict()) if kind.going_on(event) else None  # (for announce_going_on)
+        await self.outbox.note_active(kind.active_field(event), going_on)
         if self.registry.version is None:
             await self.registry.refresh()
         await self.silences.refresh()
@@ -222,7 +224,7 @@ class NotifierService:
             decision = _decide(subscription, event, state, kind, now, silenced_until)
             if decision is None:
                 return None, False
-            delivery = _delivery(subscription, event, decision, now)
+            delivery = _notification(subscription.id, decision.kind, event, event.event_id, now)
             outcome = await self.outbox.record(
                 subscription_id=subscription.id,
                 event_id=event.event_id,
@@ -255,11 +257,12 @@ class NotifierService:
         """Enqueue the repeats that are due; returns how many."""
         now = now_ms() if now is None else now
         await self.registry.refresh()
+        await self.silences.refresh()
         if self._scope_checked != self.registry.version:  # subscriptions changed (or the first tick): look
             version = self.registry.version
             await self.close_out_of_scope(now)
+            await self.announce_going_on(now)
             self._scope_checked = version
-        await self.silences.refresh()
         if self.silences.take_change():  # (an event may have reloaded them since the last tick)
             await self._recheck_held(now)
         enqueued = 0
@@ -280,16 +283,9 @@ class NotifierService:
                     enqueued += 1
                 continue
             delivery = None
-            if decision.kind is not None and state is not None:
+            if state is not None:
                 notification_id = repeat_notification_id(state.event.event_id, subscription_id, score)
-                delivery = Delivery(
-                    id=delivery_id(notification_id, subscription_id),
-                    subscription_id=subscription_id,
-                    kind=decision.kind.value,
-                    event=state.event.as_dict(),
-                    notification_id=notification_id,
-                    created_at=now,
-                )
+                delivery = _notification(subscription_id, decision.kind, state.event, notification_id, now)
             if await self.outbox.schedule_repeat(member, score, decision.repeat_at, delivery, now) and delivery:
                 enqueued += 1
                 metrics.NOTIFICATIONS.labels(subscription.type if subscription else "unknown", delivery.kind).inc()
@@ -311,21 +307,11 @@ class NotifierService:
         """Write what the timer decided for a held notification (released, or held longer) — the state, the
         delivery and the next wake-up in one call, as for an event; True when a delivery was enqueued. A state
         that moved meanwhile (an event) is left alone: the event's handling decided anew."""
-        delivery = None
-        if decision.kind is not None:
-            event = state.event
-            held_open = decision.kind in holds.OPENS or decision.kind.value == "update"
-            notification_id = (
-                event.event_id if held_open else repeat_notification_id(event.event_id, subscription.id, score)
-            )
-            delivery = Delivery(
-                id=delivery_id(notification_id, subscription.id),
-                subscription_id=subscription.id,
-                kind=decision.kind.value,
-                event=event.as_dict(),
-                notification_id=notification_id,
-                created_at=now,
-            )
+        event = state.event
+        held_open = decision.kind in holds.OPENS or decision.kind == Kind.UPDATE
+        repeat_id = repeat_notification_id(event.event_id, subscription.id, score)
+        notification_id = event.event_id if held_open else repeat_id
+        delivery = _notification(subscription.id, decision.kind, event, notification_id, now)
         seen = hashlib.sha256(f"held\x00{member}\x00{score}".encode()).hexdigest()[:32]
         outcome = await self.outbox.record(
             subscription_id=subscription.id,
@@ -366,7 +352,9 @@ class NotifierService:
                 if state is None or scope.covers(subscription, state):
                     continue
                 close = scope.scope_close(subscription, state)
-                delivery = _scope_delivery(subscription.id, close, now)
+                delivery = _notification(
+                    subscription.id, close.kind, close.event, close.notification_id, now, close.reason
+                )
                 outcome = await self.outbox.record(
                     subscription_id=subscription.id,
                     event_id=close.notification_id,
@@ -383,6 +371,55 @@ class NotifierService:
             log.info("notifier: %d incidents closed: their subscriptions no longer cover them", enqueued)
             self.dispatcher.wake.set()
         return enqueued
+
+    async def announce_going_on(self, now: int) -> int:
+        """Tell each subscription of the incidents going on that it covers but was never told about (it was
+        created or widened since they began: no event would tell it until their next change), as their latest
+        event would have; returns the notifications enqueued. Once per subscriptions' version and incident."""
+        subscriptions, enqueued = self.registry.all(), 0
+        if not subscriptions:
+            return 0
+        async for raw in self.outbox.active():
+            parsed = parse_either(raw)
+            if parsed is None or not parsed[0].going_on(parsed[1]):
+                continue
+            kind, event = parsed
+            covering = [s for s in subscriptions if s.matches(event.cluster, event.group)]
+            if not covering:
+                continue
+            state_field = kind.state_field(event)
+            _, states = await self.outbox.read_states([s.id for s in covering], state_field)
+            silenced_until = self.silences.until_ms(event, now)
+            for subscription, state in zip(covering, states, strict=True):
+                if not state:  # (one kept, even held, is an incident the subscription was told or is holding)
+                    enqueued += await self._announce(subscription, event, kind, state_field, now, silenced_until)
+        if enqueued:
+            log.info("notifier: %d incidents going on announced to subscriptions new to them", enqueued)
+            self.dispatcher.wake.set()
+        return enqueued
+
+    async def _announce(
+        self, subscription: Subscription, event: Event, kind: AnyKind, state_field: str, now: int, until: int | None
+    ) -> int:
+        """Record what the incident's latest event means for a subscription told nothing of it; 1 if it sends."""
+        decision = _decide(subscription, event, None, kind, now, until)
+        if decision is None or (decision.kind is None and decision.state is None):
+            return 0
+        notification_id = scope.announcement_id(event.event_id, subscription.id, self.registry.version)
+        delivery = _notification(subscription.id, decision.kind, event, notification_id, now)
+        outcome = await self.outbox.record(
+            subscription_id=subscription.id,
+            event_id=notification_id,
+            state_field=state_field,
+            expected_state="",  # told meanwhile (an event, another notifier): CONFLICT, and that stands
+            new_state=json.dumps(decision.state.to_json(), sort_keys=True) if decision.state else "",
+            delivery=delivery,
+            repeat_at=decision.repeat_at,
+        )
+        if outcome != APPLIED or delivery is None:
+            return 0
+        metrics.NOTIFICATIONS.labels(subscription.type, delivery.kind).inc()
+        return 1
 
     # --- life cycle ---------------------------------------------------------------------------------------------
 
@@ -454,30 +491,18 @@ def _decide(
     return decision
 
 
-def _scope_delivery(subscription_id: str, close: scope.ScopeClose, now: int) -> Delivery | None:
-    """The close of an incident the subscription no longer covers, if one is sent."""
-    if close.kind is None:
+def _notification(
+    subscription_id: str, kind: Kind | None, event: Event, notification_id: str, now: int, reason: str | None = None
+) -> Delivery | None:
+    """The delivery of a notification of `kind` carrying `event`, or None when `kind` is None (nothing is sent)."""
+    if kind is None:
         return None
     return Delivery(
-        id=delivery_id(close.notification_id, subscription_id),
+        id=delivery_id(notification_id, subscription_id),
         subscription_id=subscription_id,
-        kind=close.kind.value,
-        event=close.event.as_dict(),
-        notification_id=close.notification_id,
-        created_at=now,
-        reason=close.reason,
-    )
-
-
-def _delivery(subscription: Subscription, event: Event, decision: Decision, now: int) -> Delivery | None:
-    """The notification a decision sends, if any."""
-    if decision.kind is None:
-        return None
-    return Delivery(
-        id=delivery_id(event.event_id, subscription.id),
-        subscription_id=subscription.id,
-        kind=decision.kind.value,
+        kind=kind.value,
         event=event.as_dict(),  # the outbox keeps the event as the JSON the channels and templates render
-        notification_id=event.event_id,
+        notification_id=notification_id,
         created_at=now,
+        reason=reason,
     )

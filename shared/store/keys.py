@@ -50,6 +50,10 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:n:{notify}:state:<sub id>      HASH  "<cluster>/<group>" -> JSON incident announced to the subscription;
                                             "lag:<cluster>/<group>" -> the same for its lag-seconds threshold,
                                             "lag:<alert>:<cluster>/<group>" for its retention alerts
+    lw:n:{notify}:active              HASH  "<cluster>/<group>" -> the group's latest status-change event while it is
+                                            in an incident (not OK or NOTFOUND); "<threshold>\x1f<lag field>" -> the
+                                            latest lag-threshold event while over that threshold: what the notifier
+                                            announces to a subscription created or widened meanwhile (scope.py)
     lw:n:{notify}:repeats             ZSET  "<sub id>\x1f<state field>" -> when its next repeat is due (ms)
     lw:n:{notify}:seen:<event>:<sub>  STR   the event was handled for the subscription (expires `dedupe-ttl`)
     lw:n:{notify}:due                 ZSET  delivery id -> time of its next attempt (ms): the outbox's queue
@@ -209,6 +213,7 @@ SUBSCRIPTIONS = f"{NOTIFY}:subs"
 SUBSCRIPTIONS_VERSION = f"{NOTIFY}:subs-version"
 LAG_THRESHOLDS = f"{NOTIFY}:lag-thresholds"
 NOTIFY_REPEATS = f"{NOTIFY}:repeats"
+NOTIFY_ACTIVE = f"{NOTIFY}:active"
 OUTBOX_DUE = f"{NOTIFY}:due"
 OUTBOX_INFLIGHT = f"{NOTIFY}:inflight"
 OUTBOX_DELIVERIES = f"{NOTIFY}:deliveries"

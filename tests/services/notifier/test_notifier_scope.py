@@ -149,3 +149,70 @@ async def test_notifiers_that_find_the_same_incident_at_once_close_it_once(kafka
     assert sum(closed) == len(closes) == 11
     assert len({d.event["group"] for d in closes}) == 11
     assert all(json.loads(d.to_json())["reason"] == "unsubscribed" for d in closes)
+
+
+async def test_a_subscription_created_or_widened_during_an_incident_is_told_of_it(kafka, redis_server, redis):
+    """No event would tell it until the group changes, which for a stopped consumer may be never: the latest event
+    of each incident going on is decided for it as if it had just arrived (Burrow's notifier looks at every group)."""
+    kafka.create_topic(STATUS_TOPIC, 1)
+    store = SubscriptionStore(redis)
+    billing, orders, payments = Timeline("billing"), Timeline("orders"), Timeline("payments")
+    async with Receiver() as receiver:
+        late = SubscriptionConfig(id="late", url=receiver.url("/hook"), threshold="ERR")
+        config = make_config(kafka.bootstrap, redis_server.url, **FAST)
+        async with running(NotifierService(config, "local", http_port=0)) as service:
+            burning = billing.to("ERR", (90,))
+            await publish(kafka.bootstrap, billing.to("OK"), burning, orders.to("WARN", (9,)))
+            await publish(kafka.bootstrap, payments.to("ERR", (5,)), payments.to("OK"))
+            await eventually(lambda: _handled(service, 5))
+            await store.put(late, create=True)  # billing is ERR; orders only WARN; payments is over
+            await eventually(lambda: _has(receiver, "/hook", 1))
+            await publish(kafka.bootstrap, billing.to("OK"))  # the announced incident ends as any other
+            await eventually(lambda: _has(receiver, "/hook", 2))
+            await publish(kafka.bootstrap, billing.to("ERR", (70,)))
+            await eventually(lambda: _has(receiver, "/hook", 3))
+            await store.put(dataclasses.replace(late, group_denylist="^billing$"), create=False)
+            await eventually(lambda: _has(receiver, "/hook", 4))
+            await store.put(late, create=False)  # widened again while billing is still ERR: told anew
+            await eventually(lambda: _has(receiver, "/hook", 5))
+            await asyncio.sleep(0.5)
+    assert told(receiver, "billing") == [
+        ("open", "ERR", None),
+        ("close", "OK", None),
+        ("open", "ERR", None),
+        ("close", "ERR", "unsubscribed"),
+        ("open", "ERR", None),
+    ]
+    ids = [r.headers["X-Lagwatch-Event-Id"] for r in receiver.requests]
+    assert ids[0] != burning["event_id"] and len(set(ids)) == 5  # each news, none a duplicate of another
+    assert receiver.requests[0].json()["event_id"] == burning["event_id"]  # the body: the event itself
+
+
+async def _handled(service, n):
+    return service.events_handled >= n
+
+
+async def test_a_lag_alert_going_on_is_announced_to_a_new_subscription_with_its_threshold_only(
+    kafka, redis_server, redis
+):
+    """The evaluator publishes no new crossing for a threshold another subscription already used: the group is
+    over it already. A new subscription asking for that threshold is told; one asking for another is not, and one
+    with `hold-for` holds it as it would hold the event."""
+    store = SubscriptionStore(redis)
+    await store.put(SubscriptionConfig(id="first", url="http://127.0.0.1:9/", lag_seconds_threshold=600), create=True)
+    service = NotifierService(make_config(kafka.bootstrap, redis_server.url, **FAST), "local", http_port=0)
+    try:
+        await service.repeat_once()
+        assert await service.handle(_crossing("billing", Alert.LAG_SECONDS, 600.0, 1, True), LAG_EVENTS)
+        for sub_id, options in (("same", {}), ("held", {"hold_for": 3600}), ("other", {"lag_seconds_threshold": 300})):
+            options = {"lag_seconds_threshold": 600, **options}
+            await store.put(SubscriptionConfig(id=sub_id, url="http://127.0.0.1:9/", **options), create=True)
+        await service.repeat_once()
+        await service.repeat_once()  # nothing more
+        assert await service.handle(_crossing("billing", Alert.LAG_SECONDS, 600.0, 2, False), LAG_EVENTS)
+        assert await redis.hlen(keys.NOTIFY_ACTIVE) == 0  # over: nothing left to announce
+    finally:
+        await service.redis.aclose()
+    sent = sorted((d.subscription_id, d.kind) for d in await _deliveries(redis))
+    assert sent == [("first", "lag-close"), ("first", "lag-open"), ("same", "lag-close"), ("same", "lag-open")]
+    assert await redis.hlen(keys.notify_state("held")) == 0  # the held open was dropped by the close
