@@ -13,6 +13,7 @@ one webhook subscription (a signed webhook to an aiohttp receiver in this proces
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -213,6 +214,9 @@ def run(events: int = 2000, probes: int = 200) -> dict:
 
 
 if __name__ == "__main__":
-    args = [int(a) for a in sys.argv[1:3]]
-    for key, value in run(*args).items():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("events", type=int, nargs="?", default=2000, help="events in the burst (default 2000)")
+    parser.add_argument("probes", type=int, nargs="?", default=200, help="events timed one by one (default 200)")
+    options = parser.parse_args()
+    for key, value in run(options.events, options.probes).items():
         print(f"notifier: {key}: {value}")

@@ -28,7 +28,6 @@ from redis.asyncio import Redis
 
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.store import keys, scripts
-from lagwatch.shared.store.redis_client import reply
 
 APPLIED, DUPLICATE, CONFLICT = 1, 0, -1
 CHAIN_KEYS = (keys.OUTBOX_ORDER, keys.OUTBOX_CHAIN_OF, keys.OUTBOX_SEQ)
@@ -154,13 +153,24 @@ class Outbox:
 
     # --- the agent's side ---------------------------------------------------------------------------------------
 
-    async def read_states(self, subscription_ids: list[str], state_field: str) -> tuple[int, list[str]]:
-        """(subscriptions version, each subscription's state field as JSON or ''), in one round trip."""
+    async def read_states(
+        self, subscription_ids: list[str], state_field: str, active: tuple[str, str | None] | None = None
+    ) -> tuple[int, list[str]]:
+        """(subscriptions version, each subscription's state field as JSON or ''), in one round trip. An event's first
+        look passes `active`: (its incident's field in `keys.NOTIFY_ACTIVE`, its JSON while the incident goes on, or
+        None once over), kept in the same round trip."""
         async with self.redis.pipeline(transaction=False) as pipe:
+            if active is not None:
+                field_, event_json = active
+                if event_json is None:
+                    pipe.hdel(keys.NOTIFY_ACTIVE, field_)
+                else:
+                    pipe.hset(keys.NOTIFY_ACTIVE, field_, event_json)
             pipe.get(keys.SUBSCRIPTIONS_VERSION)
             for sub_id in subscription_ids:
                 pipe.hget(keys.notify_state(sub_id), state_field)
-            version, *states = await pipe.execute()
+            replies = await pipe.execute()
+        version, *states = replies[1:] if active is not None else replies
         return int(version or 0), [raw.decode() if raw else "" for raw in states]
 
     async def record(
@@ -229,13 +239,6 @@ class Outbox:
         subscription may keep many)."""
         async for field_, raw in self.redis.hscan_iter(keys.notify_state(subscription_id), count=500):
             yield _text(field_), _text(raw)
-
-    async def note_active(self, active_field: str, event_json: str | None) -> None:
-        """Keep the incident's latest event under `active_field` (`keys.NOTIFY_ACTIVE`), or forget it (None: over)."""
-        if event_json is None:
-            await reply(self.redis.hdel(keys.NOTIFY_ACTIVE, active_field))
-        else:
-            await reply(self.redis.hset(keys.NOTIFY_ACTIVE, active_field, event_json))
 
     async def active(self) -> AsyncIterator[str]:
         """The latest event (JSON) of every incident going on, as the events read so far tell."""

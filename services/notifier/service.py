@@ -179,13 +179,13 @@ class NotifierService:
     async def _record(self, event: Event, kind: AnyKind) -> list[int]:
         cluster, group = event.cluster, event.group
         state_field = kind.state_field(event)
-        going_on = json.dumps(event.as_dict()) if kind.going_on(event) else None  # (for announce_going_on)
-        await self.outbox.note_active(kind.active_field(event), going_on)
         if self.registry.version is None:
             await self.registry.refresh()
         await self.silences.refresh()
         subscriptions = self.registry.matching(cluster, group)
-        version, states = await self.outbox.read_states([s.id for s in subscriptions], state_field)
+        # the latest event of each incident going on is kept for subscriptions to come (announce_going_on)
+        active = (kind.active_field(event), json.dumps(event.as_dict()) if kind.going_on(event) else None)
+        version, states = await self.outbox.read_states([s.id for s in subscriptions], state_field, active)
         if version != self.registry.version:  # subscriptions changed through the api: reload, read again
             await self.registry.refresh(version=version)
             subscriptions = self.registry.matching(cluster, group)
