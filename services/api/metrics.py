@@ -324,7 +324,7 @@ def _scan_partitions(
             scan.slowest = (seconds, bool(lower))
         if not keep.partitions or not (keep.all_topics or keep.topics.accepts(topic)):
             continue
-        part = f'{labels},topic="{topic}",partition="{partition}"}} '
+        part = f'{labels},topic="{label_value(topic)}",partition="{partition}"}} '
         scan.lag.append(f"burrow_kafka_consumer_partition_lag{{{part}{lag}\n")
         if filled >= keep.ring_size and newest >= 0:  # Burrow: `if partition.Complete == 1.0`
             scan.offset.append(f"burrow_kafka_consumer_current_offset{{{part}{newest}\n")
@@ -347,7 +347,7 @@ def add_topic_offsets(
     cluster_label = label_value(cluster)
     for (topic, partition), offset in sorted(log_ends.items()):
         if keep.all_topics or keep.topics.accepts(topic):
-            labels = f'cluster="{cluster_label}",topic="{topic}",partition="{partition}"'
+            labels = f'cluster="{cluster_label}",topic="{label_value(topic)}",partition="{partition}"'
             lines.append(f"burrow_kafka_topic_partition_offset{{{labels}}} {offset}\n")
 
 

@@ -20,6 +20,10 @@ from lagwatch.shared.runtime.http_client_errors import quiet_client_errors
 from lagwatch.shared.runtime.service_lifecycle import run_until_signalled
 
 log = logging.getLogger(__name__)
+# A connection must complete a request's headers within this long of opening (or of its previous answer), or it is
+# closed. aiohttp's AppRunner default is 3630 s: idle or header-dripping connections (slow-loris) then hold file
+# descriptors for an hour, until the api can accept nothing more. 75 s as aiohttp's run_app and nginx.
+KEEPALIVE_TIMEOUT_S = 75.0
 
 
 def create_app(config: Config) -> web.Application:
@@ -63,7 +67,9 @@ class ApiServer:
     async def run(self) -> None:
         """Serve until `stopping` is set; in-flight requests get a short grace period at shutdown."""
         quiet_client_errors()  # a malformed request is a WARNING line, not an ERROR with a traceback
-        runner = web.AppRunner(create_app(self.config), access_log=None, shutdown_timeout=5.0)
+        runner = web.AppRunner(
+            create_app(self.config), access_log=None, shutdown_timeout=5.0, keepalive_timeout=KEEPALIVE_TIMEOUT_S
+        )
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.host, self.port)

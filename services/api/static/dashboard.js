@@ -5,7 +5,9 @@
 const API = "/dashboard/api";
 const SVG_NS = "http://www.w3.org/2000/svg";
 const params = new URLSearchParams(location.search);
-const REFRESH_MS = Math.max(1, Number(params.get("refresh")) || 5) * 1000;
+// At most an hour: setTimeout treats delays past 2^31 - 1 ms (~24.8 days) as 0, so a link with a huge ?refresh=
+// would make the page poll the api back to back.
+const REFRESH_MS = Math.min(3600, Math.max(1, Number(params.get("refresh")) || 5)) * 1000;
 const GROUP_STATUSES = ["ERR", "WARN", "OK"];
 
 const state = {

@@ -678,3 +678,19 @@ async def test_metrics_cardinality_settings_leave_series_out(redis_server, redis
         )
     # group series stay when only topics are filtered, with the group's totals over every partition
     assert found[("burrow_kafka_consumer_lag_total", labels(cluster=CLUSTER, consumer_group="billing"))] == 55
+
+
+async def test_metric_labels_escape_quotes_and_backslashes_in_every_name(api, http, redis):
+    """Kafka refuses such topic names, but whatever Redis holds is written so Prometheus reads it: an unescaped `"`
+    in one topic label made the whole scrape unreadable (Prometheus drops all of it)."""
+    now = now_ms()
+    topic, group = 'odd"topic\\', 'odd"group\\\n'
+    store = WindowStore(redis, api_config("redis://unused").window())
+    await store.add_broker_offsets(CLUSTER, topic, [10], sampled_at=now)
+    await store.add_commits(CLUSTER, [Commit(group, topic, 0, 4, now - SECOND, 1, now - SECOND)], now_ms=now)
+    await evaluate(redis, api_config("redis://unused"), CLUSTER, [group], now)
+    async with http.get(f"{api.url}/metrics") as response:
+        found = samples(await response.text())
+    part = labels(cluster=CLUSTER, consumer_group=group, topic=topic, partition="0")
+    assert found[("burrow_kafka_consumer_partition_lag", part)] == 6
+    assert found[("burrow_kafka_topic_partition_offset", labels(cluster=CLUSTER, topic=topic, partition="0"))] == 10

@@ -15,6 +15,7 @@ import socket
 import time
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -30,6 +31,7 @@ from lagwatch.shared.store.redis_store import StoredPartition, WindowStore
 from lagwatch.shared.store.results_store import ResultsStore, result_of
 from lagwatch.shared.store.status_store import RECENT_CHANGES, StatusStore
 from lagwatch.shared.subscriptions.silences import Matcher, Silence, SilenceStore
+from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER
 from tests.services.api.test_api import api_config, serving
 
@@ -463,6 +465,61 @@ async def test_the_page_refreshes_itself(api, redis, http, tmp_path):
         r'lagwatch_api_request_seconds_count\{method="GET",route="/dashboard/api/overview"\} (\S+)', text
     )
     assert counts and float(counts[0]) >= 4, counts
+
+
+HOSTILE = ['<script>document.title="pwned"</script>', '"><img src=x onerror=alert(1)>', "'\u202e<b>ü</b>&amp;"]
+
+
+async def seed_hostile(redis, now):
+    """Groups named like markup, stalled (ERR, so also incidents and changes), an owner and a silence likewise."""
+    store = WindowStore(redis, dashboard_config("redis://unused").window())
+    for i in range(3):
+        t = now - (2 - i) * STEP - 2_000
+        await store.add_broker_offsets(CLUSTER, "orders", [1000 + 100 * i], sampled_at=t)
+        commits = [Commit(g, "orders", 0, 900, t, 3 * i + n, t) for n, g in enumerate(HOSTILE)]
+        await store.add_commits(CLUSTER, commits, now_ms=t)
+    owners = {("orders", 0): ("<i>/10.0.0.1</i>", HOSTILE[1])}
+    await store.set_group_metadata(CLUSTER, HOSTILE[0], generation=1, started_at=now, owners=owners, now_ms=now)
+    await evaluate(redis, dashboard_config("redis://unused"), CLUSTER, HOSTILE, now)
+    matcher = Matcher("group", HOSTILE[0])
+    await SilenceStore(redis).put(Silence("s-1", (matcher,), now / 1000, now / 1000 + 60, HOSTILE[1], HOSTILE[2], 0))
+
+
+async def test_names_holding_markup_render_as_text_in_chromium(api, redis, tmp_path):
+    """Group names, owners and silences come from Kafka clients and token holders: the page shows them as text,
+    however much they look like HTML, and no element or handler of theirs reaches the DOM."""
+    await seed_hostile(redis, now_ms())
+    opened = "&".join(f"group={quote(g, safe='')}" for g in HOSTILE)
+    out = await browse(f"{api.url}/dashboard?cluster={CLUSTER}&{opened}", tmp_path / "profile", "--dump-dom")
+    dom = Elements(out)
+    assert [e.get("src") for e in dom.found if e["tag"] == "script"] == ["/dashboard/assets/dashboard.js"]
+    assert not [e for e in dom.found if e["tag"] in ("img", "b", "i") or {"onerror", "onload"} & e.keys()]
+    assert "<title>lagwatch dashboard</title>" in out
+    assert set(dom.having("data-group")) == set(dom.having("data-incident")) == set(HOSTILE)
+    assert set(dom.having("data-detail")) == set(HOSTILE)  # each group's partitions opened by its name
+    texts = {name: [e for e in dom.found if e["tag"] in ("td", "button") and e["text"] == name] for name in HOSTILE}
+    assert all(len(found) >= 3 for found in texts.values()), texts  # row, incident, change (and silence, owner)
+    assert "<i>/10.0.0.1</i>" in dom.having("data-partition")["orders:0"]["text"]
+    assert dom.having("data-silence")["s-1"]["text"].count(HOSTILE[1]) == 1
+
+
+async def overview_requests(http, api) -> float:
+    """How many overviews the api has answered (its request histogram's count)."""
+    async with http.get(f"{api.url}/metrics") as response:
+        text = await response.text()
+    route = 'method="GET",route="/dashboard/api/overview"'
+    found = re.findall(rf"lagwatch_api_request_seconds_count\{{{route}\}} (\S+)", text)
+    return float(found[0]) if found else 0.0
+
+
+async def test_a_huge_refresh_in_the_link_is_capped_not_a_poll_loop(api, redis, http, tmp_path):
+    """setTimeout reads a delay past 2^31 - 1 ms as 0: uncapped, ?refresh=3000000 polled the api back to back (about
+    a hundred overviews a virtual second). Capped at an hour, the page asks once in 6 s and says so."""
+    await seed_windows(redis, now_ms())
+    before = await overview_requests(http, api)
+    out = await browse(f"{api.url}/dashboard?refresh=3000000", tmp_path / "profile", "--dump-dom", budget_ms=6000)
+    assert await overview_requests(http, api) - before <= 2
+    assert "refreshes every 3600 s" in Elements(out).having("id")["freshness"]["text"]
 
 
 async def test_the_page_shows_empty_states_and_an_error_when_redis_is_down(redis_server, tmp_path):
