@@ -60,8 +60,8 @@ async def create_silence(request: web.Request) -> web.Response:
     except SilenceInvalid as exc:
         raise ApiError(400, "invalid silence", fields={"errors": exc.errors}) from None
     store = _store(request)
-    if await store.count() >= MAX_SILENCES:
-        raise ApiError(409, f"there are {MAX_SILENCES} silences already: end some first")
+    if await store.count_not_ended(now) >= MAX_SILENCES:
+        raise ApiError(409, f"there are {MAX_SILENCES} silences pending or active already: end some first")
     await store.put(silence, now)
     response = ok(request, "silence created", silence=silence.to_json(now))
     response.set_status(201)

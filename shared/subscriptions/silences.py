@@ -227,6 +227,10 @@ def silenced_until(
     return until
 
 
+def _ended_first(silence: Silence) -> tuple[float, str]:
+    return silence.ends_at, silence.id
+
+
 class SilenceStore:
     """Silences in Redis; every change bumps the version the notifiers watch."""
 
@@ -249,12 +253,19 @@ class SilenceStore:
         text = await reply(self.redis.hget(keys.SILENCES, silence_id))
         return None if text is None else from_json(text)
 
-    async def count(self) -> int:
-        return int(await reply(self.redis.hlen(keys.SILENCES)))
+    async def count_not_ended(self, now: float | None = None) -> int:
+        """Silences pending or active: what the api's cap counts (ended ones are only kept for the record, and
+        counting them would let a token holder block new silences for a week by creating and ending them)."""
+        now = time.time() if now is None else now
+        return sum(1 for s in await self.all() if s.ends_at > now)
 
     async def put(self, silence: Silence, now: float | None = None) -> None:
+        """Store a silence; ended ones over `RETENTION_S` go, and the oldest ended beyond MAX_SILENCES (the record of
+        ended silences stays bounded however many are made and ended)."""
         now = time.time() if now is None else now
-        stale = [s.id for s in await self.all() if s.ends_at < now - RETENTION_S]
+        ended = sorted((s for s in await self.all() if s.ends_at <= now and s.id != silence.id), key=_ended_first)
+        stale = [s.id for s in ended if s.ends_at < now - RETENTION_S]
+        stale += [s.id for s in ended[: max(0, len(ended) - MAX_SILENCES)] if s.id not in stale]
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(keys.SILENCES, silence.id, json.dumps(silence.to_json(), sort_keys=True))
             if stale:

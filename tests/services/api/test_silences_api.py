@@ -67,3 +67,24 @@ async def test_silences_need_the_token_and_valid_fields(api):
     assert status == 400 and "lone surrogate" in body["message"], body
     assert (await api("GET", BASE + "?state=soon"))[0] == 400
     assert (await api("GET", BASE))[1]["silences"] == []
+
+
+async def test_the_cap_counts_silences_not_ended_and_the_record_of_ended_ones_stays_bounded(api, redis, monkeypatch):
+    """Ended silences are kept for the record, but they neither block new ones (a token holder creating and ending
+    silences could otherwise block every new one for a week) nor grow without bound."""
+    from lagwatch.services.api import silence_routes
+    from lagwatch.shared.subscriptions import silences
+
+    monkeypatch.setattr(silence_routes, "MAX_SILENCES", 3)
+    monkeypatch.setattr(silences, "MAX_SILENCES", 3)
+    made = [(await api("POST", BASE, new()))[1]["silence"]["id"] for _ in range(3)]
+    status, body = await api("POST", BASE, new())
+    assert status == 409 and "pending or active" in body["message"]
+    for _ in range(5):  # end one, make one: always room
+        assert (await api("DELETE", f"{BASE}/{made.pop(0)}"))[0] == 200
+        status, body = await api("POST", BASE, new())
+        assert status == 201, body
+        made.append(body["silence"]["id"])
+    kept = await SilenceStore(redis).all()
+    now = time.time()
+    assert sum(s.ends_at > now for s in kept) == 3 and sum(s.ends_at <= now for s in kept) <= 3
