@@ -694,3 +694,28 @@ async def test_metric_labels_escape_quotes_and_backslashes_in_every_name(api, ht
     part = labels(cluster=CLUSTER, consumer_group=group, topic=topic, partition="0")
     assert found[("burrow_kafka_consumer_partition_lag", part)] == 6
     assert found[("burrow_kafka_topic_partition_offset", labels(cluster=CLUSTER, topic=topic, partition="0"))] == 10
+
+
+def test_the_consumers_of_a_topic_are_found_without_decoding_every_result():
+    """Only results naming the topic, as their JSON writes it, are decoded; a name that merely contains it, or a
+    window not filled yet, is not a consumer."""
+    from lagwatch.services.api.burrow_routes import _consumers_of
+    from lagwatch.shared.domain.protocol import Status
+    from lagwatch.shared.store.results_store import GroupResult, PartitionResult
+
+    def result(group, *parts):
+        return GroupResult(group, Status.OK, 1, (), tuple(PartitionResult(t, 0, Status.OK, 5, f, -2) for t, f in parts))
+
+    raw = {
+        g.encode(): r.encode()
+        for g, r in {
+            "a": result("a", ("orders", 3)),
+            "b": result("b", ("orders-v2", 3), ("x", 1)),
+            "c": result("c", ("orders", 0)),  # no commit in its window yet
+            "d": result("d", ("ördérs", 2), ("orders", 1)),
+        }.items()
+    }
+    raw[b"broken"] = b'not json but mentions "orders"'
+    assert _consumers_of("orders", raw) == ["a", "d"]
+    assert _consumers_of("ördérs", raw) == ["d"]
+    assert _consumers_of("orders-v", raw) == []
