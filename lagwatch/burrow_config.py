@@ -67,6 +67,15 @@ def migrate(burrow: Mapping[str, Any], template_dirs: list[Path] | None = None) 
     return Migration(config, list(dict.fromkeys(m.warnings)))
 
 
+def _servers(where: str, value: Any) -> list[str]:
+    """`servers` as Burrow reads it (viper's string slice): a list, or one string of space-separated brokers."""
+    if isinstance(value, str):
+        return value.split()
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise ValueError(f'{where} servers: expected a list of "host:port" strings, got {value!r}')
+    return list(value)
+
+
 class _Migrator:
     def __init__(self, burrow: Mapping[str, Any], template_dirs: list[Path]) -> None:
         self.burrow = burrow
@@ -78,6 +87,8 @@ class _Migrator:
 
     def section(self, name: str) -> dict[str, Mapping[str, Any]]:
         value = self.burrow.get(name) or {}
+        if not isinstance(value, Mapping):  # `client-profile = 5`: not Burrow's [client-profile.<name>] tables
+            raise ValueError(f"[{name}]: expected tables [{name}.<name>], got {value!r}")
         return {k: v for k, v in value.items() if isinstance(v, Mapping)}
 
     def run(self) -> dict[str, Any]:
@@ -129,7 +140,7 @@ class _Migrator:
                 continue
             out: dict[str, Any] = {}
             if body.get("servers"):
-                out["bootstrap-servers"] = list(body["servers"])
+                out["bootstrap-servers"] = _servers(where, body["servers"])
             for key in ("topic-refresh", "offset-refresh"):
                 if key in body:
                     out[key] = body[key]
@@ -160,7 +171,7 @@ class _Migrator:
             self.warn(where, "a second consumer of the same cluster: lagwatch reads a cluster's offsets once; skipped")
             return
         consumed.add(name)
-        if body.get("servers") and list(body["servers"]) != cluster.get("bootstrap-servers"):
+        if body.get("servers") and _servers(where, body["servers"]) != cluster.get("bootstrap-servers"):
             self.warn(where, "servers differ from its cluster's: lagwatch uses the cluster's bootstrap-servers")
         for key in ("offsets-topic", "start-latest"):
             if key in body:
@@ -181,6 +192,8 @@ class _Migrator:
     def client_profile(self, where: str, name: Any) -> dict[str, Any]:
         if not name:
             return {}
+        if not isinstance(name, str):
+            raise ValueError(f"{where} client-profile: expected a profile's name, got {name!r}")
         profiles = self.section("client-profile")
         if name not in profiles:
             self.warn(where, f"client-profile {name!r} is not defined")
@@ -302,6 +315,8 @@ class _Migrator:
             if body.get(key):
                 sub[key] = body[key]
         if body.get("extras"):
+            if not isinstance(body["extras"], Mapping):
+                raise ValueError(f"{where} extras: expected a table of names to values, got {body['extras']!r}")
             sub["extras"] = {str(k): str(v) for k, v in body["extras"].items()}
         template = self.templates(where, body, send_close, email=kind == "email")
         if template:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,8 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     args.argv = argv  # what `run ingest --workers N` passes on to its workers
-    if not getattr(args, "handler", None):
-        parser.print_help(sys.stderr)
+    if not getattr(args, "handler", None):  # `lagwatch` or a command group alone: the help of what was typed
+        getattr(args, "group_parser", parser).print_help(sys.stderr)
         return USAGE_ERROR
     try:
         return args.handler(args) or 0
@@ -75,9 +76,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _group(commands: _Commands, name: str, help_text: str) -> _Commands:
+    """A command group (`lagwatch rules ...`); typed alone, it prints its own help."""
+    group = commands.add_parser(name, help=help_text)
+    group.set_defaults(group_parser=group)
+    return group.add_subparsers(title=f"{name} commands")
+
+
 def _add_rules_commands(commands: _Commands) -> None:
     """`lagwatch rules eval`."""
-    rules = commands.add_parser("rules", help="the evaluation rules").add_subparsers(title="rules commands")
+    rules = _group(commands, "rules", "the evaluation rules")
     evaluate = rules.add_parser("eval", help="evaluate one group given as a JSON request (stdin by default)")
     evaluate.add_argument("--file", type=Path, help="read the request from this file instead of stdin")
     evaluate.set_defaults(handler=_rules_eval)
@@ -85,8 +93,7 @@ def _add_rules_commands(commands: _Commands) -> None:
 
 def _add_offsets_commands(commands: _Commands) -> None:
     """`lagwatch offsets decode`."""
-    offsets_cmd = commands.add_parser("offsets", help="the __consumer_offsets codec")
-    offsets = offsets_cmd.add_subparsers(title="offsets commands")
+    offsets = _group(commands, "offsets", "the __consumer_offsets codec")
     decode = offsets.add_parser("decode", help="decode one record given as hex")
     decode.add_argument("key_hex", help="the record key, hex")
     decode.add_argument("value_hex", nargs="?", default=None, help="the record value, hex (absent = tombstone)")
@@ -126,7 +133,7 @@ def _add_check_kafka_command(commands: _Commands) -> None:
 
 def _add_notify_commands(commands: _Commands) -> None:
     """`lagwatch notify replay-dlq`."""
-    notify = commands.add_parser("notify", help="the notifier").add_subparsers(title="notify commands")
+    notify = _group(commands, "notify", "the notifier")
     replay = notify.add_parser("replay-dlq", help="put dead-lettered notifications back into the outbox")
     replay.add_argument("--subscription", default=None, help="only this subscription's dead letters")
     replay.add_argument("--since", default=None, help="only those dead-lettered since: 30m, 2h, 1d, epoch, ISO-8601")
@@ -137,7 +144,7 @@ def _add_notify_commands(commands: _Commands) -> None:
 
 def _add_migrate_commands(commands: _Commands) -> None:
     """`lagwatch migrate burrow-config`."""
-    migrate = commands.add_parser("migrate", help="moving from Burrow").add_subparsers(title="migrate commands")
+    migrate = _group(commands, "migrate", "moving from Burrow")
     burrow = migrate.add_parser(
         "burrow-config", help="print a Burrow configuration (TOML) as lagwatch's YAML; warnings go to stderr"
     )
@@ -150,7 +157,7 @@ def _add_migrate_commands(commands: _Commands) -> None:
 
 def _add_spark_commands(commands: _Commands) -> None:
     """`lagwatch spark reprocess` (its options are the job's own)."""
-    spark = commands.add_parser("spark", help="history reprocessing on Spark").add_subparsers(title="spark commands")
+    spark = _group(commands, "spark", "history reprocessing on Spark")
     reprocess = spark.add_parser(
         "reprocess", help="replay commit history with the live rules (--help for its options)", add_help=False
     )
@@ -159,16 +166,24 @@ def _add_spark_commands(commands: _Commands) -> None:
 
 def _add_dev_commands(commands: _Commands) -> None:
     """`lagwatch dev up`."""
-    dev = commands.add_parser("dev", help="local infrastructure").add_subparsers(title="dev commands")
+    dev = _group(commands, "dev", "local infrastructure")
     up = dev.add_parser(
         "up", help="run Redis, the Kafka mock, every service and a demo workload on localhost until Ctrl-C"
     )
     up.add_argument("--no-demo", action="store_true", help="only Redis and the Kafka mock cluster")
-    up.add_argument("--api-port", type=int, default=8000, help="the api's port, if free (0: any free port)")
+    up.add_argument("--api-port", type=_port, default=8000, help="the api's port, if free (0: any free port)")
     up.add_argument("--state-dir", type=Path, default=Path(".local"), help="where addresses and data go")
-    up.add_argument("--redis-port", type=int, default=None, help="fixed Redis port (default: a free one)")
-    up.add_argument("--kafka-port", type=int, default=None, help="fixed Kafka port (default: a free one)")
+    up.add_argument("--redis-port", type=_port, default=None, help="fixed Redis port (default: a free one)")
+    up.add_argument("--kafka-port", type=_port, default=None, help="fixed Kafka port (default: a free one)")
     up.set_defaults(handler=_dev_up)
+
+
+def _port(text: str) -> int:
+    """A port option's value (argparse: a usage error, not a traceback from the bind)."""
+    port = int(text) if text.strip().isdigit() else -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port (0-65535): {text!r}")
+    return port
 
 
 def _rules_eval(args: argparse.Namespace) -> int:
@@ -216,9 +231,12 @@ def _run_service(args: argparse.Namespace) -> int:
     from lagwatch.shared.config import ConfigError, load_config
     from lagwatch.shared.runtime.log_throttle import throttle_kafka_client_logs
 
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", filename=args.log_file
-    )
+    try:
+        logging.basicConfig(
+            level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", filename=args.log_file
+        )
+    except OSError as exc:  # a folder that does not exist, or is not writable
+        raise InputError(f"--log-file: cannot write {args.log_file}: {exc.strerror}") from None
     throttle_kafka_client_logs()  # a broker outage: aiokafka's same line a hundred times a second, thinned
     if args.workers is not None and (args.service != "ingest" or args.workers < 0):
         raise InputError("--workers: the ingest's worker processes, 0 or more (0: one per CPU but one)")
@@ -325,6 +343,8 @@ def _check_kafka(args: argparse.Namespace) -> int:
     from lagwatch.kafka_check import CheckError, check_cluster
     from lagwatch.shared.config import ConfigError, load_config
 
+    if not 0 < args.timeout < math.inf:  # librdkafka waits forever for a negative one
+        raise InputError(f"--timeout: seconds, more than 0, got {args.timeout:g}")
     try:
         config = load_config(args.config)
         name = args.cluster or config.only_cluster()

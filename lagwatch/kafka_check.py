@@ -7,11 +7,17 @@ which librdkafka would report only as a failed SASL handshake.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from lagwatch.shared.config import ClusterConfig
 from lagwatch.shared.kafka.kafka_client import TOKEN_MECHANISMS, librdkafka_config
 from lagwatch.shared.kafka.kafka_login import LoginError, token_provider
+
+# librdkafka's own log lines (a FAIL per connection attempt) go here, not to stderr: the answer is one line
+_LIBRDKAFKA_LOG = logging.getLogger("lagwatch.kafka_check.librdkafka")
+_LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
+_LIBRDKAFKA_LOG.propagate = False
 
 
 class CheckError(RuntimeError):
@@ -33,10 +39,11 @@ def check_cluster(cluster: ClusterConfig, name: str, timeout: float = 10.0) -> d
     config = librdkafka_config(cluster, name)
     errors: list[str] = []
     admin_config: dict[str, Any] = {**config, "error_cb": lambda error: errors.append(error.str())}
-    admin = AdminClient(admin_config)
+    admin = AdminClient(admin_config, logger=_LIBRDKAFKA_LOG)
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
+        admin.poll(0)  # serves error_cb: the broker's own reason (connection refused, SSL or SASL failure)
         seen = f" ({errors[-1]})" if errors else ""
         raise CheckError(f"cluster {name}: no answer within {timeout:g} s: {exc.args[0].str()}{seen}") from None
     report["brokers"] = sorted(f"{b.host}:{b.port}" for b in metadata.brokers.values())

@@ -505,16 +505,48 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     return config
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, but a key given twice in a mapping is an error (YAML's own rule; TOML's too): PyYAML
+    keeps the last silently, so a section written twice (`ingest:` added at the end) would drop the first's
+    options with no word said."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: keys given here override those
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, typing.Hashable):  # PyYAML's own error follows
+                continue
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's error on one line, with the file's line and column (its own text spans several, with a caret)."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
+        return " ".join(str(exc).split())
+    mark, context_mark = exc.problem_mark, exc.context_mark
+    text = f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}"
+    if exc.context:
+        at = f" at line {context_mark.line + 1}, column {context_mark.column + 1}" if context_mark else ""
+        text += f" ({exc.context}{at})"
+    return text
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError("file", f"cannot read {path}: {exc.strerror}") from None
     try:
-        doc = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        kind = "TOML" if path.suffix == ".toml" else "YAML"
-        raise ConfigError("file", f"{path} is not valid {kind}: {exc}") from None
+        doc = tomllib.loads(text) if path.suffix == ".toml" else yaml.load(text, Loader=_UniqueKeyLoader)  # safe
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("file", f"{path} is not valid TOML: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError("file", f"{path} is not valid YAML: {_yaml_problem(exc)}") from None
     if doc is None:
         return {}
     if not isinstance(doc, dict):
@@ -544,7 +576,9 @@ def _apply_shortcuts(raw: dict[str, Any], env: Mapping[str, str]) -> None:
         clusters = raw.setdefault("clusters", {})
         if not clusters:
             clusters["local"] = {}
-        for cluster in clusters.values():
+        for name, cluster in clusters.items():
+            if cluster is None:  # `prod:` with nothing under it (its brokers left to this variable) is `prod: {}`
+                cluster = clusters[name] = {}
             if isinstance(cluster, dict):
                 cluster["bootstrap-servers"] = env["KAFKA_BOOTSTRAP_SERVERS"]
 

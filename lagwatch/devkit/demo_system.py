@@ -44,7 +44,7 @@ import yaml
 from lagwatch.devkit.demo_processes import ServiceProcess, stop_all
 from lagwatch.devkit.demo_scenarios import RETENTION_RISK_S, Phase, Scenario, scenarios
 from lagwatch.devkit.demo_workload import demo_topics, run_workload
-from lagwatch.devkit.stack import ENV_FILE, LocalInfra, local_infra, write_env_file
+from lagwatch.devkit.stack import ENV_FILE, LocalInfra, local_infra, shell_command, write_env_file
 from lagwatch.devkit.webhook_receiver import ReceivedAlert, WebhookReceiver
 from lagwatch.shared.config import HistoryConfig
 
@@ -345,7 +345,7 @@ class DemoSystem:
             f"  Alerts:     a local receiver on http://127.0.0.1:{self.receiver.port} (/webhook, /slack), "
             f"kept in {self.state_dir / ALERTS_FILE}\n"
             f"  Services:   {services}   (health ports; logs in {self._logs()})\n"
-            f"  Config:     {config_file}   addresses for other shells: source {self.state_dir / ENV_FILE}\n"
+            f"  Config:     {config_file}   addresses for other shells: {shell_command(self.state_dir / ENV_FILE)}\n"
             f"{self._history_lines()}"
             f"Demo workload: one consumer group per scenario, committing every {self.timings.tick_s:g}s, windows of"
             f" {self.timings.intervals} commits; statuses they go through:\n{groups}\n"

@@ -3,8 +3,8 @@
 `local_infra` starts both (with lagwatch's topics) and stops them; `run_local_stack` is `lagwatch dev up
 --no-demo`: just the two, until Ctrl-C. (The whole system with a demo workload is `demo_system.run_demo`.)
 
-Addresses are handed on through `<state-dir>/env` (shell syntax: `REDIS_URL=...`, `KAFKA_BOOTSTRAP_SERVERS=...`,
-`KAFKA_CONTROL_URL=...`), so other processes can `source` it or read it.
+Addresses are handed on through `<state-dir>/env` (`REDIS_URL=...`, `KAFKA_BOOTSTRAP_SERVERS=...`,
+`KAFKA_CONTROL_URL=...`, one a line), so other processes can read it or a shell load it (`shell_command`).
 
 With a fixed `kafka_port`, Kafka can be restarted in place (`LocalInfra.stop_kafka`, `start_kafka`; the fault
 drills do): same bootstrap and control addresses, its topics and seeded `groups` re-created, but empty — the mock
@@ -15,6 +15,7 @@ file (`LocalInfra.redis.restart()`).
 from __future__ import annotations
 
 import contextlib
+import shlex
 import signal
 import subprocess
 import threading
@@ -122,6 +123,12 @@ def write_env_file(state_dir: Path, env: Mapping[str, str]) -> Path:
     return path
 
 
+def shell_command(env_file: Path) -> str:
+    """What another shell runs to have the addresses: exported (`set -a`), or `lagwatch` started from that shell
+    would not see `LAGWATCH_CONFIG`, `REDIS_URL` or `KAFKA_BOOTSTRAP_SERVERS`, as a plain `source` leaves them."""
+    return f"set -a; . {shlex.quote(str(env_file))}; set +a"
+
+
 def run_local_stack(state_dir: Path, *, redis_port: int | None = None, kafka_port: int | None = None) -> None:
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -134,7 +141,7 @@ def run_local_stack(state_dir: Path, *, redis_port: int | None = None, kafka_por
             print(
                 "lagwatch local stack is up (Ctrl-C stops it)\n"
                 f"{infra.describe()}\n"
-                f"  Addresses for other shells: source {env_file}",
+                f"  Addresses for other shells: {shell_command(env_file)}",
                 flush=True,
             )
             stop.wait()

@@ -240,6 +240,30 @@ def test_bad_toml_is_one_line_and_exit_code_2(tmp_path):
     assert run_migrate(str(tmp_path / "missing.toml")).returncode == 2
 
 
+def test_servers_as_one_string_are_its_brokers_as_burrow_reads_them():
+    """Burrow (viper's string slice) splits a string on spaces; it is not a list of its characters."""
+    config = migrate({"cluster": {"prod": {"servers": "k1:9092 k2:9092"}}}).config
+    assert config["clusters"]["prod"]["bootstrap-servers"] == ["k1:9092", "k2:9092"]
+
+
+@pytest.mark.parametrize(
+    ("toml", "says"),
+    [
+        ("[cluster.prod]\nservers = 5\n", "[cluster.prod] servers: expected a list"),
+        ('client-profile = 5\n[cluster.prod]\nservers = ["k:1"]\nclient-profile = "p"\n', "[client-profile]: "),
+        ('[cluster.prod]\nservers = ["k:1"]\nclient-profile = ["p"]\n', "[cluster.prod] client-profile: "),
+        ('[notifier.n]\nclass-name = "http"\nurl-open = "https://h/x"\nextras = 5\n', "[notifier.n] extras: "),
+    ],
+    ids=["servers", "client-profile section", "client-profile name", "extras"],
+)
+def test_a_value_of_the_wrong_type_is_one_line_and_exit_code_2(tmp_path, toml, says):
+    path = tmp_path / "burrow.toml"
+    path.write_text(toml)
+    result = run_migrate(str(path))
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"lagwatch: {says}") and len(result.stderr.splitlines()) == 1
+
+
 # --- Go templates -> Jinja2 ----------------------------------------------------------------------------------------
 
 EVENT = Timeline("billing", start_ms=1_763_800_000_000)

@@ -161,6 +161,14 @@ def test_python_dash_m_lagwatch_is_the_lagwatch_command():
     assert result.stdout or result.stderr
 
 
+@pytest.mark.parametrize("group", ["rules", "offsets", "notify", "migrate", "spark", "dev"])
+def test_a_command_group_alone_prints_its_own_help_and_exit_code_2(group):
+    """`lagwatch dev` lists `up`, not every top-level command."""
+    result = lagwatch(group)
+    assert result.returncode == 2 and result.stderr.startswith(f"usage: lagwatch {group} ")
+    assert f"{group} commands:" in result.stderr
+
+
 @pytest.mark.parametrize(
     "args", [["api", "--workers", "2"], ["evaluator", "--workers", "1"], ["ingest", "--workers", "-1"]]
 )
@@ -232,3 +240,40 @@ def test_archiver_that_cannot_open_its_filesystem_exits_1_with_one_line():
     result = lagwatch("run", "archiver", env=env)
     assert result.returncode == 1
     assert "lagwatch: archiver: cannot open history.path: " in one_line_error(result)
+
+
+def test_check_kafka_that_gets_no_answer_says_why_in_one_line():
+    """librdkafka logs a line per connection attempt on stderr unless given a logger: none of them shows; the
+    brokers' own reason is in the one line."""
+    down = {"LAGWATCH__CLUSTERS__down__BOOTSTRAP_SERVERS": "127.0.0.1:9"}
+    result = lagwatch("check-kafka", "--timeout", "1", env=down)
+    assert result.returncode == 1 and not result.stdout
+    assert "cluster down: no answer within 1 s" in one_line_error(result) and "Connection refused" in result.stderr
+
+
+@pytest.mark.parametrize("timeout", ["-1", "0", "nan"])
+def test_check_kafka_refuses_a_timeout_that_is_not_a_wait(timeout):
+    """-1 is librdkafka's "forever": the command would hang on a cluster that does not answer."""
+    result = subprocess.run(
+        [LAGWATCH, "check-kafka", "--timeout", timeout],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env={**os.environ, "LAGWATCH__CLUSTERS__down__BOOTSTRAP_SERVERS": "127.0.0.1:9"},
+    )
+    assert result.returncode == 2
+    assert "--timeout: seconds, more than 0" in one_line_error(result)
+
+
+@pytest.mark.parametrize("where", ["no/such/folder/lagwatch.log", "."])
+def test_run_names_a_log_file_it_cannot_write(tmp_path, where):
+    result = lagwatch("run", "evaluator", "--log-file", str(tmp_path / where), env=A_CLUSTER)
+    assert result.returncode == 2
+    assert "lagwatch: --log-file: cannot write " in one_line_error(result)
+
+
+@pytest.mark.parametrize("option", ["--api-port", "--redis-port", "--kafka-port"])
+def test_dev_up_refuses_a_port_out_of_range_before_starting_anything(tmp_path, option):
+    result = lagwatch("dev", "up", "--state-dir", str(tmp_path), option, "70000")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"argument {option}: not a port (0-65535): '70000'" in result.stderr

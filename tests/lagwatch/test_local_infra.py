@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from lagwatch.devkit import redis_server as redis_server_module
+from lagwatch.devkit import stack
 from lagwatch.devkit.mock_kafka import (
     STATE_FILE_NAME,
     MockKafkaCluster,
@@ -364,3 +366,14 @@ def test_redis_missing_binary_names_the_install_command(monkeypatch: pytest.Monk
     monkeypatch.setattr(redis_server_module, "_FALLBACK_DIRS", ())
     with pytest.raises(RedisServerError, match="apt-get install -y redis-server"):
         RedisServer().start()
+
+
+def test_the_banners_shell_command_exports_the_addresses(tmp_path: Path) -> None:
+    """`lagwatch` run from the other shell must see them: a plain `source` of the file sets unexported variables."""
+    env_file = stack.write_env_file(tmp_path, {"REDIS_URL": "redis://127.0.0.1:1/0", "LAGWATCH_CONFIG": "/x/demo.yaml"})
+    clean = {"PATH": os.environ["PATH"]}
+    shell = subprocess.run(
+        ["bash", "-c", f"{stack.shell_command(env_file)}; exec env"], env=clean, capture_output=True, text=True
+    )
+    exported = shell.stdout.splitlines()
+    assert "REDIS_URL=redis://127.0.0.1:1/0" in exported and "LAGWATCH_CONFIG=/x/demo.yaml" in exported

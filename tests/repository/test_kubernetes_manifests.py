@@ -209,3 +209,12 @@ def test_the_example_overlay_sets_namespace_image_replicas_config_and_secret(tmp
     values = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
     assert values["api-token"] == "change-me-to-a-long-random-string" and values["redis-url"].startswith("redis://")
     assert list(lagwatch_config(docs, tmp_path).clusters) == ["prod"]
+
+
+def test_the_ingests_worker_count_does_not_follow_the_nodes_cpus(rendered, tmp_path):
+    """`ingest.workers: 0` starts one worker per CPU but one, and without a CPU limit those are the node's: 31 on a
+    32-CPU node, ~55 MB each before reading anything, past the pod's memory limit."""
+    config = lagwatch_config(rendered, tmp_path)
+    pod = container(by_kind(rendered, "Deployment")["lagwatch-ingest"])
+    workers = _parser().parse_args(pod["args"]).workers
+    assert (config.ingest.workers if workers is None else workers) > 0 or "cpu" in pod["resources"]["limits"]

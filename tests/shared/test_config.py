@@ -67,6 +67,13 @@ def test_shortcuts_for_redis_and_kafka():
     assert cfg.cluster("local").bootstrap_servers == ["k:9092"]
 
 
+def test_the_kafka_shortcut_sets_a_cluster_declared_with_nothing_under_it(tmp_path):
+    """`prod:` alone is YAML's null: its brokers are the shortcut's, not the default 127.0.0.1:9092."""
+    path = write(tmp_path, "c.yaml", "clusters:\n  prod:   # brokers from KAFKA_BOOTSTRAP_SERVERS\n  dev: {}\n")
+    cfg = load_config(path, env={"KAFKA_BOOTSTRAP_SERVERS": "k:9092"})
+    assert cfg.cluster("prod").bootstrap_servers == cfg.cluster("dev").bootstrap_servers == ["k:9092"]
+
+
 @pytest.mark.parametrize(
     ("env", "key"),
     [
@@ -98,6 +105,30 @@ def test_unreadable_or_malformed_files_are_clear_errors(tmp_path):
         load_config(write(tmp_path, "bad.yaml", "storage: [unclosed"), env={})
     with pytest.raises(ConfigError, match=r"clusters\.nope"):
         load_config(env={}).cluster("nope")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (
+            "ingest: {http-host: 0.0.0.0}\nstorage: {intervals: 3}\ningest: {workers: 2}\n",
+            "line 3, column 1: duplicate key 'ingest'",
+        ),
+        ("storage:\n  intervals: 3\n  intervals: 4\n", "line 3, column 3: duplicate key 'intervals'"),
+        ("redis: {url: 'redis://x\n", "line 2, column 1: found unexpected end of stream (while scanning a quoted"),
+    ],
+    ids=["a section twice", "an option twice", "a syntax error"],
+)
+def test_a_yaml_error_is_one_line_with_its_line_and_column(tmp_path, text, says):
+    """PyYAML keeps the last of two equal keys: the first `ingest:` (its http-host) would go with no word said."""
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, "c.yaml", text), env={})
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_yaml_merge_key_may_be_overridden(tmp_path):
+    path = write(tmp_path, "c.yaml", "ingest:\n  <<: {http-host: 0.0.0.0, http-port: 9}\n  http-port: 8001\n")
+    assert (load_config(path, env={}).ingest.http_host, load_config(path, env={}).ingest.http_port) == ("0.0.0.0", 8001)
 
 
 @pytest.mark.parametrize("value", [".inf", "-.inf", ".nan", "1e400", "'Infinity'", str(10**400), "31622401"])
