@@ -205,7 +205,8 @@ def test_the_example_overlay_sets_namespace_image_replicas_config_and_secret(tmp
     deployments = by_kind(docs, "Deployment")
     assert {container(d)["image"] for d in deployments.values()} == {"registry.example.com/lagwatch:1.0.0"}
     assert deployments["lagwatch-evaluator"]["spec"]["replicas"] == 3
-    secret = by_kind(docs, "Secret")["lagwatch-secrets"]  # replaced from the env file, under the base's name
+    (secret,) = by_kind(docs, "Secret").values()  # replaced from the env file
+    assert secret["metadata"]["name"].startswith("lagwatch-secrets-")
     values = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
     assert values["api-token"] == "change-me-to-a-long-random-string" and values["redis-url"].startswith("redis://")
     assert list(lagwatch_config(docs, tmp_path).clusters) == ["prod"]
@@ -218,3 +219,33 @@ def test_the_ingests_worker_count_does_not_follow_the_nodes_cpus(rendered, tmp_p
     pod = container(by_kind(rendered, "Deployment")["lagwatch-ingest"])
     workers = _parser().parse_args(pod["args"]).workers
     assert (config.ingest.workers if workers is None else workers) > 0 or "cpu" in pod["resources"]["limits"]
+
+
+def test_a_changed_configuration_or_token_rolls_every_deployment(tmp_path):
+    """The ConfigMap and the Secret are generated with a hash of their content in their names: a change renames
+    them, so `kubectl apply -k` rolls the Deployments (the services read both only at start; edited in place,
+    replicas would run on different configurations until each happened to restart)."""
+    overlay = KUSTOMIZE / "overlays" / "example"
+    copy = tmp_path / "overlays" / "example"
+    shutil.copytree(KUSTOMIZE / "base", tmp_path / "base")
+    shutil.copytree(overlay, copy)
+
+    def mounted() -> tuple[str, str]:
+        """(the ConfigMap, the Secret) every Deployment mounts."""
+        names = set()
+        for deployment in by_kind(render(copy), "Deployment").values():
+            pod = deployment["spec"]["template"]["spec"]
+            config_maps = {v["configMap"]["name"] for v in pod.get("volumes", []) if "configMap" in v}
+            env = container(deployment).get("env", [])
+            secrets = {e["valueFrom"]["secretKeyRef"]["name"] for e in env if "secretKeyRef" in e.get("valueFrom", {})}
+            names.add((*config_maps, *secrets))
+        (only,) = names
+        return only
+
+    config, secret = mounted()
+    (copy / "lagwatch.yaml").write_text((copy / "lagwatch.yaml").read_text() + "\nstorage:\n  intervals: 12\n")
+    new_config, same_secret = mounted()
+    (copy / "secrets.env.example").write_text("redis-url=redis://redis:6379/1\napi-token=another-long-token\n")
+    assert new_config != config and same_secret == secret
+    same_config, new_secret = mounted()
+    assert same_config == new_config and new_secret != secret
