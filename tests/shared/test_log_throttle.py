@@ -41,3 +41,24 @@ def test_other_templates_levels_and_loggers_pass_on_their_own():
     assert throttle.filter(record("aiokafka.conn", "Metadata refresh failed"))
     for _ in range(5):  # lagwatch's own lines are never thinned
         assert throttle.filter(record("lagwatch.services.ingest", "Kafka unreachable"))
+
+
+def test_librdkafkas_lines_are_told_apart_by_facility_and_text_whatever_logger_carries_them():
+    """confluent-kafka logs every librdkafka line with one template through the logger its client was given:
+    repeats of a text (numbers aside) are thinned, other texts and facilities pass, lagwatch's own lines too."""
+    clock = Clock()
+    throttle = RepeatThrottle(["aiokafka"], every=10, clock=clock)
+
+    def librdkafka(fac: str, text: str) -> logging.LogRecord:
+        return record("lagwatch.shared.kafka.changes", "%s [%s] %s", fac, "lagwatch#producer-1", text)
+
+    refused = "[thrd:10.0.0.{n}:9092/bootstrap]: Connect to ipv4#10.0.0.{n}:9092 failed (after {n}ms in state CONNECT)"
+    passed = [throttle.filter(librdkafka("FAIL", refused.format(n=n))) for n in range(155)]
+    assert passed.count(True) == 1
+    assert throttle.filter(librdkafka("FAIL", "[thrd:main]: SSL handshake failed"))
+    assert throttle.filter(librdkafka("ERROR", refused.format(n=1)))
+    assert throttle.filter(record("lagwatch.shared.kafka.changes", "change notices not sent: %s", "x"))
+    assert throttle.filter(record("lagwatch.shared.kafka.changes", "change notices not sent: %s", "x"))
+    clock.now += 10
+    line = librdkafka("FAIL", refused.format(n=7))
+    assert throttle.filter(line) and line.getMessage().endswith("[154 more like this in the last 10 s]")
