@@ -145,6 +145,7 @@ class Archiver:
                     await self.consumer.stop()
                 if not self.stopping.is_set():
                     await backoff.pause(self.stopping)
+                if not self.stopping.is_set():  # (one made and never closed is "Unclosed" at exit)
                     self.consumer = self._new_consumer()
         finally:
             probe.cancel()

@@ -62,9 +62,9 @@ class DeadLetters:
         self.started = True
 
     async def stop(self) -> None:
-        if self.started:
-            await self._producer.stop()
-            self.started = False
+        """Close the producer, started or not (one whose start failed still holds a client: "Unclosed" at exit)."""
+        await self._producer.stop()
+        self.started = False
 
     async def publish(self, record: dict) -> None:
         if not self.started:  # Kafka down since start-up: fail at once (a never-started producer would wait on it)
