@@ -138,26 +138,29 @@ async def scrape(session: aiohttp.ClientSession, base: str) -> str:
         return await response.text()
 
 
-def run(groups: int = 10_000, partitions: int = 10, requests: int = 500, concurrency: int = 8) -> dict:
+def against_api(groups: int, partitions: int, populate_with, measure_with) -> dict:
+    """A fresh redis-server holding `populate_with(url, groups, partitions)`, an api process serving it, and
+    `measure_with(api base url)`'s numbers, with the shape and how long storing took."""
     with RedisServer() as server:
         server.start()
         started = time.perf_counter()
-        asyncio.run(populate(server.url, groups, partitions))
+        asyncio.run(populate_with(server.url, groups, partitions))
         populate_s = round(time.perf_counter() - started, 1)
         port = free_port()
         api = start_api(server.url, port)
         try:
-            result = asyncio.run(measure(f"http://127.0.0.1:{port}", groups, requests, concurrency))
+            result = asyncio.run(measure_with(f"http://127.0.0.1:{port}"))
         finally:
             api.send_signal(signal.SIGTERM)
             try:
                 api.wait(30)
             except subprocess.TimeoutExpired:
                 api.kill()
-        result["groups"] = groups
-        result["partitions_per_group"] = partitions
-        result["populate_s"] = populate_s
-        return result
+    return {**result, "groups": groups, "partitions_per_group": partitions, "populate_s": populate_s}
+
+
+def run(groups: int = 10_000, partitions: int = 10, requests: int = 500, concurrency: int = 8) -> dict:
+    return against_api(groups, partitions, populate, lambda base: measure(base, groups, requests, concurrency))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ BENCHES = [
     "bench_faust_stream",
     "bench_evaluator",
     "bench_api",
+    "bench_dashboard",
     "bench_lag_history",
     "bench_notifier",
     "bench_event_codec",

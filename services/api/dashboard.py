@@ -1,21 +1,35 @@
 """The dashboard: one page (`/dashboard`, and `/` redirects to it) and the JSON it polls.
 
     GET /dashboard                                  the page (HTML; its script and style under /dashboard/assets/)
-    GET /dashboard/api/overview[?cluster=NAME]      clusters; for one cluster (default: the first) its groups worst
-                                                    first, open incidents, recent status changes
+    GET /dashboard/api/overview[?cluster=NAME][&limit=N][&q=TEXT]
+                                                    clusters; for one cluster (default: the first) its worst `limit`
+                                                    groups (default 200, at most 2000) whose name holds `q`
+                                                    (case-insensitive), totals over all its groups, open incidents,
+                                                    recent status changes
     GET /dashboard/api/group/{cluster}/{group}      a group's status with every partition and its window
 
 The overview's rows are the evaluator's ready results (`results_store.py`, the same /metrics reads) with lags from
 the topics' log ends now; a group's detail is computed from its windows at request time, as for Burrow's routes
 (`statuses.py`); open incidents and recent changes are the evaluator's records (`status_store.py`). All of these are
-empty while no evaluator has run. Overview requests within `OVERVIEW_REUSE_S` of one share it (every open page polls
-it); `generated_at` says when it was computed.
+empty while no evaluator has run.
+
+A cluster can hold 100k groups: ranking them all (status, then total lag) is a second of CPU, so it runs in a thread
+and is shared: requests within `OVERVIEW_REUSE_S` after one finished (and those that arrive while it runs) reuse it
+(`dashboard_cache.py`); `generated_at` says when it was computed. What is shared is the cluster's ranking, not an
+answer: each request picks its `limit` rows matching its `q` from it (milliseconds), and only these rows are decoded
+and have their sparklines read. Keyed by `q` and `limit` instead, every filter typed on a page would rank the whole
+cluster again.
 Like the api's other reads these need no token; the page mutates nothing. It loads no third-party code (the
 machines it runs on may have no internet), and its Content-Security-Policy allows only its own script and style.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -24,11 +38,23 @@ from aiohttp import web
 from lagwatch.services.api import statuses
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
-from lagwatch.services.api.dashboard_data import group_detail, group_row, incident_json, severity_order
+from lagwatch.services.api.dashboard_data import (
+    GROUP_STATUSES,
+    Ranking,
+    TopicPartition,
+    add_strays,
+    group_detail,
+    group_row,
+    incident_rows,
+    rank_results,
+    sparkline_points,
+)
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.status_event import QUIET
-from lagwatch.shared.store.results_store import ResultsStore
+from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_client import reply
+from lagwatch.shared.store.results_store import ResultsStore, decode_result
 from lagwatch.shared.store.status_store import GroupState, StatusStore
 from lagwatch.shared.subscriptions.silences import EXPIRED, SilenceStore
 
@@ -36,6 +62,10 @@ routes = web.RouteTableDef()
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 RECENT_CHANGES_SHOWN = 50
 OVERVIEW_REUSE_S = 5.0  # the page's default refresh: one computation per cluster per refresh, however many viewers
+DEFAULT_LIMIT, MAX_LIMIT = 200, 2000  # group rows (and open incidents) per overview
+MAX_QUERY_CHARS = 1000  # as the api's names (middleware.py)
+LOG_ENDS_PER_READ = 20_000  # partitions per read of their log ends
+STATES_PER_READ = 1_000  # groups per read of the evaluator's states
 OVERVIEWS = web.AppKey("lagwatch_dashboard_overviews", SharedRecentResults)
 PAGE_HEADERS = {
     "Cache-Control": "no-cache",
@@ -75,6 +105,7 @@ async def asset(request: web.Request) -> web.Response:
 
 @routes.get("/dashboard/api/overview")
 async def overview(request: web.Request) -> web.Response:
+    limit, q = _limit(request), _query(request)
     context = request.app[CONTEXT]
     clusters = await context.clusters()
     cluster = request.query.get("cluster") or (clusters[0] if clusters else None)
@@ -83,13 +114,23 @@ async def overview(request: web.Request) -> web.Response:
         "cluster": cluster,
         "generated_at": now_ms(),
         "groups": [],
+        "group_count": 0,
+        "status_counts": {s.name: 0 for s in GROUP_STATUSES},
+        "totallag": 0,
+        "matched": 0,
+        "shown": 0,
+        "truncated": False,
+        "limit": limit,
+        "q": q,
         "incidents": [],
+        "incident_count": 0,
         "changes": [],
         "silences": await _silences(context),
     }
     if cluster is not None:
         await context.require_cluster(cluster)
-        body.update(await request.app[OVERVIEWS].get(cluster, lambda: _cluster_overview(context, cluster)))
+        shared = await request.app[OVERVIEWS].get(cluster, lambda: _cluster_overview(context, cluster))
+        body.update(await _shown(context, cluster, shared, q, limit))
     return ok(request, "dashboard overview returned", **body)
 
 
@@ -114,38 +155,111 @@ async def _silences(context: ApiContext) -> list[dict]:
     return [s.to_json(now) for s in sorted(held, key=lambda s: (s.starts_at > now, s.ends_at))]
 
 
-async def _cluster_overview(context: ApiContext, cluster: str) -> dict:
+def _limit(request: web.Request) -> int:
+    raw = request.query.get("limit")
+    if raw is None:
+        return DEFAULT_LIMIT
+    if not re.fullmatch(r"[0-9]{1,9}", raw) or int(raw) > MAX_LIMIT:
+        raise ApiError(400, f"limit must be a whole number from 0 to {MAX_LIMIT}")
+    return int(raw)
+
+
+def _query(request: web.Request) -> str:
+    q = request.query.get("q", "")
+    if len(q) > MAX_QUERY_CHARS:
+        raise ApiError(400, f"q is longer than {MAX_QUERY_CHARS} characters")
+    return q
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterOverview:
+    """What every request for a cluster's overview shares (within `OVERVIEW_REUSE_S`): its groups ranked with their
+    stored results, the log ends their lags were computed from, the open incidents and the recent changes."""
+
+    generated_at: int
+    ranking: Ranking
+    log_ends: dict[TopicPartition, int]
+    incidents: dict[str, GroupState]  # the evaluator's state of each group with an open incident
+    incident_rows: list[dict]  # as the overview lists them, worst first
+    changes: list[dict]
+
+
+async def _cluster_overview(context: ApiContext, cluster: str) -> ClusterOverview:
+    """Every group of the cluster ranked, from the evaluator's ready results and the log ends now. Decoding 100k
+    results is a second of CPU: it runs in a thread, so the event loop keeps answering (`/healthz` above all)."""
+    now = now_ms()
     history = StatusStore(context.redis, context.config.window().expire_group_ms)
     incidents = await _open_incidents(history, cluster)
+    topics = await context.store.list_topics(cluster)
+    log_ends = await _log_ends(context, cluster, ((t, p) for t, n in topics.items() for p in range(n)))
+    stored = await ResultsStore(context.redis).raw(cluster)
+    groups, strays = await asyncio.to_thread(rank_results, stored, log_ends, topics)
+    del stored
+    if strays:  # partitions past their topic's count, rare: their rows read their log ends too
+        log_ends.update(await _log_ends(context, cluster, strays))
+        add_strays(groups, strays, log_ends)
+    ranking = await asyncio.to_thread(Ranking.of, groups)
+    return ClusterOverview(
+        now,
+        ranking,
+        log_ends,
+        incidents,
+        await asyncio.to_thread(incident_rows, ranking, incidents),
+        await history.recent_changes(cluster, RECENT_CHANGES_SHOWN),
+    )
+
+
+async def _log_ends(
+    context: ApiContext, cluster: str, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """The partitions' latest log ends (known and non-zero), read in slices so that no one reply holds the event
+    loop long."""
+    ends: dict[TopicPartition, int] = {}
+    remaining = iter(partitions)
+    while wanted := list(itertools.islice(remaining, LOG_ENDS_PER_READ)):
+        read = await context.store.latest_broker_offsets(cluster, wanted)
+        ends.update({tp: end for tp, end in read.items() if end})
+    return ends
+
+
+async def _shown(context: ApiContext, cluster: str, shared: ClusterOverview, q: str, limit: int) -> dict:
+    """The overview of one request: the first `limit` groups matching `q` as rows (only these are decoded and have
+    their sparklines read), with the cluster's totals."""
+    ranking = shared.ranking
+    matching = ranking.matching(q)
+    picked = list(itertools.islice(matching, limit))
+    matched = len(ranking.groups) if not q else len(picked) + sum(1 for _ in matching)
+    names = [group for _, _, group, _ in picked]
+    lines = await reply(context.redis.hmget(keys.group_sparklines(cluster), names)) if names else []
+    now, intervals, rows = shared.generated_at, context.config.storage.intervals, []
+    for (_, _, group, raw), line in zip(picked, lines, strict=True):
+        result = decode_result(group, raw)  # None: unreadable after all (the next evaluation rewrites it)
+        if result is not None:
+            state = shared.incidents.get(group)
+            incident = state.incident if state else None
+            rows.append(group_row(result, shared.log_ends, sparkline_points(line), now, intervals, incident))
     return {
-        "generated_at": now_ms(),
-        "groups": await _group_rows(context, cluster, incidents),
-        "incidents": [
-            {"group": g, "status": s.status.name, **(incident_json(s.incident) or {})} for g, s in incidents.items()
-        ],
-        "changes": await history.recent_changes(cluster, RECENT_CHANGES_SHOWN),
+        "generated_at": shared.generated_at,
+        "groups": rows,
+        "group_count": len(ranking.groups),
+        "status_counts": ranking.status_counts,
+        "totallag": ranking.totallag,
+        "matched": matched,
+        "shown": len(rows),
+        "truncated": len(rows) < matched,
+        "incidents": shared.incident_rows[:limit],
+        "incident_count": len(shared.incident_rows),
+        "changes": shared.changes,
     }
-
-
-async def _group_rows(context: ApiContext, cluster: str, incidents: dict[str, GroupState]) -> list[dict]:
-    """Every evaluated group of the cluster as an overview row, worst first."""
-    now, intervals = now_ms(), context.config.storage.intervals
-    results = ResultsStore(context.redis)
-    ready, sparklines = await results.all(cluster), await results.sparklines(cluster)
-    counts = await context.store.list_topics(cluster)
-    needed = {(p.topic, p.partition) for r in ready.values() for p in r.partitions if p.topic in counts}
-    log_ends = {tp: end for tp, end in (await context.store.latest_broker_offsets(cluster, needed)).items() if end}
-    rows = []
-    for group, result in ready.items():
-        state = incidents.get(group)
-        incident = state.incident if state else None
-        rows.append(group_row(result, log_ends, sparklines.get(group, ()), now, intervals, incident))
-    return sorted(rows, key=severity_order)
 
 
 async def _open_incidents(history: StatusStore, cluster: str) -> dict[str, GroupState]:
     """group -> the evaluator's state of it (status recorded, open incident), for groups it last saw in a bad state,
     by name."""
     bad = sorted(g for g, s in (await history.known_groups(cluster)).items() if s not in QUIET)
-    states = await history.states(cluster, bad)
-    return {g: state for g, state in zip(bad, states, strict=True) if state.incident.incident_id}
+    open_ones = {}
+    for i in range(0, len(bad), STATES_PER_READ):  # slices: one read of thousands held the event loop for 0.1 s
+        some = bad[i : i + STATES_PER_READ]
+        states = await history.states(cluster, some)
+        open_ones.update({g: state for g, state in zip(some, states, strict=True) if state.incident.incident_id})
+    return open_ones

@@ -1,12 +1,14 @@
 """Recent answers shared between callers: every open dashboard polls the same overview, and computing one means
-evaluating every group of a cluster (seconds at thousands of groups), so all requests within `ttl_s` of a
-computation share it, including those that arrive while it runs. Failures are not kept: the next caller retries.
+reading every group of a cluster (a second or more at 100k groups), so an answer is reused for `ttl_s` after its
+computation FINISHED, and callers that arrive while it runs wait for it rather than start another. (Counted from
+its start instead, nothing would be reused once a computation takes longer than `ttl_s`: every poll would compute
+again.) An answer is dropped `ttl_s` after it finished, whether or not anyone asks again, so a cluster nobody looks at
+keeps no memory. Failures are not kept: the next caller retries.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
@@ -14,23 +16,24 @@ from typing import Any
 class SharedRecentResults:
     def __init__(self, ttl_s: float) -> None:
         self.ttl_s = ttl_s
-        self._results: dict[Hashable, tuple[float, asyncio.Future]] = {}
+        self._results: dict[Hashable, asyncio.Future] = {}
 
     async def get(self, key: Hashable, compute: Callable[[], Awaitable[Any]]) -> Any:
-        """`compute()`'s answer for `key`, from a computation started less than `ttl_s` ago when there is one."""
-        now = time.monotonic()
-        self._forget_older_than(now - self.ttl_s)
-        if key not in self._results:
-            task = asyncio.ensure_future(compute())
-            task.add_done_callback(lambda done: self._forget_failure(key, done))
-            self._results[key] = (now, task)
+        """`compute()`'s answer for `key`: that of the computation running now or of one that finished less than
+        `ttl_s` ago, when there is one; else a new computation's."""
+        task = self._results.get(key)
+        if task is None:
+            task = self._results[key] = asyncio.ensure_future(compute())
+            task.add_done_callback(lambda done: self._finished(key, done))
         # shielded: a caller that goes away (client disconnect, request timeout) does not cancel the others' answer
-        return await asyncio.shield(self._results[key][1])
+        return await asyncio.shield(task)
 
-    def _forget_older_than(self, oldest: float) -> None:
-        for key in [k for k, (started, task) in self._results.items() if started < oldest and task.done()]:
-            del self._results[key]
+    def _finished(self, key: Hashable, task: asyncio.Future) -> None:
+        if task.cancelled() or task.exception() is not None:
+            self._forget(key, task)
+        else:
+            asyncio.get_running_loop().call_later(self.ttl_s, self._forget, key, task)
 
-    def _forget_failure(self, key: Hashable, task: asyncio.Future) -> None:
-        if (task.cancelled() or task.exception() is not None) and self._results.get(key, (0, None))[1] is task:
+    def _forget(self, key: Hashable, task: asyncio.Future) -> None:
+        if self._results.get(key) is task:
             del self._results[key]

@@ -18,3 +18,9 @@ def test_the_notifier_bench_runs_at_a_token_size():
     result = bench("bench_notifier").run(events=20, probes=2)
     assert result["events"] == 20 and result["notifications_per_second"] > 0
     assert result["latency_p50_ms"] > 0
+
+
+def test_the_dashboard_bench_runs_at_a_token_size(monkeypatch):
+    monkeypatch.syspath_prepend(str(paths.ROOT / "bench"))  # it takes the api's life cycle from bench_api
+    result = bench("bench_dashboard").run(groups=300, partitions=2)
+    assert result["groups"] == 300 and result["overview_rows"] > 0

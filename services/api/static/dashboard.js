@@ -1,5 +1,7 @@
 // lagwatch dashboard: polls /dashboard/api every few seconds and re-renders. No framework, no third-party code.
 // Every name from Kafka (clusters, groups, topics, owners) reaches the page as text nodes, never as HTML.
+// A cluster may hold 100k groups: the api sends the worst few hundred (those matching the filter box's text) and
+// totals over all of them; the tiles show the totals, the table says how many of how many it shows.
 "use strict";
 
 const API = "/dashboard/api";
@@ -9,9 +11,12 @@ const params = new URLSearchParams(location.search);
 // would make the page poll the api back to back.
 const REFRESH_MS = Math.min(3600, Math.max(1, Number(params.get("refresh")) || 5)) * 1000;
 const GROUP_STATUSES = ["ERR", "WARN", "OK"];
+const FILTER_DELAY_MS = 300; // typing in the filter box asks the api once the typing pauses
 
 const state = {
   cluster: params.get("cluster"), // null: the api's first cluster
+  q: params.get("q") || "", // the filter box: groups whose name holds it (any case)
+  limit: params.get("limit"), // null: the api's default number of rows
   open: new Set(params.getAll("group")), // groups whose partitions are shown
   clusters: [],
   overview: null, // of state.cluster; null while it loads
@@ -20,6 +25,7 @@ const state = {
   updatedAt: null,
 };
 let timer = null;
+let filterTimer = null;
 let cycle = 0; // the latest refresh: an older one still in flight (the user clicked meanwhile) drops its answer
 
 // --- data -------------------------------------------------------------------------------------------------------
@@ -40,14 +46,22 @@ async function getJSON(path) {
   return body;
 }
 
+function overviewPath(cluster) {
+  const query = new URLSearchParams();
+  if (cluster) query.set("cluster", cluster);
+  if (state.q) query.set("q", state.q);
+  if (state.limit) query.set("limit", state.limit);
+  const text = query.toString();
+  return `${API}/overview${text ? `?${text}` : ""}`;
+}
+
 async function loadOverview() {
-  const query = state.cluster ? `?cluster=${encodeURIComponent(state.cluster)}` : "";
   try {
-    return await getJSON(`${API}/overview${query}`);
+    return await getJSON(overviewPath(state.cluster));
   } catch (error) {
     if (error.status !== 404 || !state.cluster) throw error;
     state.cluster = null; // a cluster that went away: fall back to the first one
-    return getJSON(`${API}/overview`);
+    return getJSON(overviewPath(null));
   }
 }
 
@@ -88,6 +102,8 @@ async function refresh() {
 function remember() {
   const query = new URLSearchParams();
   if (state.cluster) query.set("cluster", state.cluster);
+  if (state.q) query.set("q", state.q);
+  if (state.limit) query.set("limit", state.limit);
   for (const group of state.open) query.append("group", group);
   if (params.get("refresh")) query.set("refresh", params.get("refresh"));
   history.replaceState(null, "", `${location.pathname}?${query}`);
@@ -208,6 +224,7 @@ function render() {
   const overview = state.overview;
   if (!overview) {
     replace("summary");
+    replace("shown");
     replace("groups", empty(state.error ? "No data: the api could not be reached." : "Loading…"));
     replace("incidents");
     replace("changes");
@@ -246,9 +263,13 @@ function renderHeader() {
   banner.textContent = state.error ? `Could not refresh: ${state.error}.${since}` : "";
 }
 
+// The cluster's totals as the api counts them over all its groups (the rows are only the worst few hundred).
 function renderSummary(overview) {
   const groups = overview.groups;
-  const count = (status) => groups.filter((g) => g.status === status).length;
+  const counts = overview.status_counts;
+  const count = (status) => (counts ? counts[status] || 0 : groups.filter((g) => g.status === status).length);
+  const total = overview.totallag ?? groups.reduce((sum, g) => sum + g.totallag, 0);
+  const incidents = overview.incident_count ?? overview.incidents.length;
   const tile = (label, value, status) =>
     el(
       "div",
@@ -258,20 +279,35 @@ function renderSummary(overview) {
     );
   replace(
     "summary",
-    tile("groups", number(groups.length)),
+    tile("groups", number(overview.group_count ?? groups.length)),
     ...GROUP_STATUSES.map((s) => tile(s, number(count(s)), s)),
-    tile("total lag (messages)", number(groups.reduce((sum, g) => sum + g.totallag, 0))),
-    tile("open incidents", number(overview.incidents.length), overview.incidents.length ? "ERR" : null),
+    tile("total lag (messages)", number(total)),
+    tile("open incidents", number(incidents), incidents ? "ERR" : null),
   );
+}
+
+// "showing 200 of 100,000, worst first" when the api sent fewer rows than groups match; what the filter matches.
+function shownText(overview) {
+  const matching = overview.q ? ` matching “${overview.q}”` : "";
+  const shown = overview.shown ?? overview.groups.length;
+  const matched = overview.matched ?? overview.groups.length;
+  if (overview.truncated) return `showing ${number(shown)} of ${number(matched)}${matching}, worst first`;
+  if (overview.q) return `${number(matched)} of ${number(overview.group_count)} groups${matching}`;
+  return "";
 }
 
 function renderGroups(overview) {
   if (!overview.cluster) {
+    replace("shown");
     replace("groups", empty("No clusters yet: none is configured and the ingest has written none to Redis."));
     return;
   }
+  replace("shown", shownText(overview));
   if (!overview.groups.length) {
-    replace("groups", empty(`No consumer groups with recent commits in cluster ${overview.cluster}.`));
+    const text = overview.q
+      ? `No consumer group of cluster ${overview.cluster} has “${overview.q}” in its name.`
+      : `No consumer groups with recent commits in cluster ${overview.cluster}.`;
+    replace("groups", empty(text));
     return;
   }
   const headers = [
@@ -409,14 +445,20 @@ function partitionsTable(status) {
   return table(headers, rows);
 }
 
-// A panel listing `items` as a table, or saying `emptyText` when there are none.
-function listPanel(id, items, emptyText, headers, row) {
-  replace(id, items.length ? table(headers, items.map(row)) : empty(emptyText));
+// A panel listing `items` as a table, or saying `emptyText` when there are none; `note` below it, if any.
+function listPanel(id, items, emptyText, headers, row, note = null) {
+  const notes = note ? [el("p", { class: "muted", "data-note": id }, note)] : [];
+  replace(id, items.length ? table(headers, items.map(row)) : empty(emptyText), ...notes);
 }
 
+// At most as many open incidents as group rows, worst first: the count says how many there are in all.
 function renderIncidents(overview) {
   const headers = [["Status"], ["Group"], ["Opened"], ["Incident"]];
-  listPanel("incidents", overview.incidents, "No open incidents.", headers, (i) =>
+  const all = overview.incident_count ?? overview.incidents.length;
+  const shown = overview.incidents.length;
+  const note = all > shown ? `showing ${number(shown)} of ${number(all)} open incidents, worst first` : null;
+  const emptyText = all ? "None shown." : "No open incidents.";
+  listPanel("incidents", overview.incidents, emptyText, headers, (i) =>
     el(
       "tr",
       { "data-incident": i.group },
@@ -425,6 +467,7 @@ function renderIncidents(overview) {
       el("td", { class: "muted" }, i.started_at ? `${clock(i.started_at)} (${ago(i.started_at)})` : "—"),
       el("td", { class: "muted" }, i.incident_id),
     ),
+    note,
   );
 }
 
@@ -475,6 +518,21 @@ function selectCluster(name) {
   render();
   refresh();
 }
+
+// The filter box: once typing pauses, ask for the groups whose name holds its text (kept in the link, like the rest).
+function filterGroups(text) {
+  if (text === state.q) return;
+  state.q = text;
+  remember();
+  refresh();
+}
+
+const filterBox = document.getElementById("filter");
+filterBox.value = state.q;
+filterBox.addEventListener("input", () => {
+  clearTimeout(filterTimer);
+  filterTimer = setTimeout(() => filterGroups(filterBox.value), FILTER_DELAY_MS);
+});
 
 function toggleGroup(group) {
   if (state.open.has(group)) state.open.delete(group);

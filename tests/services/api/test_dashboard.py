@@ -380,15 +380,15 @@ def chromium():
     return path
 
 
+def headless(profile: Path) -> list[str]:
+    """Headless Chromium with a profile of its own, as the tests run it (as root: no sandbox)."""
+    return [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={profile}"]
+
+
 async def browse(url, profile: Path, *flags, budget_ms=4000):
     """Load `url` in headless Chromium, let the page run `budget_ms` of virtual time; returns stdout."""
     process = await asyncio.create_subprocess_exec(
-        chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        f"--user-data-dir={profile}",
+        *headless(profile),
         f"--virtual-time-budget={budget_ms}",
         *flags,
         url,
