@@ -381,7 +381,8 @@ class NotifierService:
             return 0
         async for raw in self.outbox.active():
             parsed = parse_either(raw)
-            if parsed is None or not parsed[0].going_on(parsed[1]):
+            # this cluster's incidents only: its notifier keeps them current (a removed cluster's stay unannounced)
+            if parsed is None or not parsed[0].going_on(parsed[1]) or parsed[1].cluster != self.cluster:
                 continue
             kind, event = parsed
             covering = [s for s in subscriptions if s.matches(event.cluster, event.group)]

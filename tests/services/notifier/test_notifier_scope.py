@@ -204,15 +204,24 @@ async def test_a_lag_alert_going_on_is_announced_to_a_new_subscription_with_its_
     try:
         await service.repeat_once()
         assert await service.handle(_crossing("billing", Alert.LAG_SECONDS, 600.0, 1, True), LAG_EVENTS)
+        remote = Timeline("remote", cluster="elsewhere")  # another cluster's: its own notifier announces it
+        remote.to("OK")
+        assert await service.handle(encode(remote.to("ERR", (9,))), STATUS_EVENTS)
         for sub_id, options in (("same", {}), ("held", {"hold_for": 3600}), ("other", {"lag_seconds_threshold": 300})):
             options = {"lag_seconds_threshold": 600, **options}
             await store.put(SubscriptionConfig(id=sub_id, url="http://127.0.0.1:9/", **options), create=True)
         await service.repeat_once()
         await service.repeat_once()  # nothing more
         assert await service.handle(_crossing("billing", Alert.LAG_SECONDS, 600.0, 2, False), LAG_EVENTS)
-        assert await redis.hlen(keys.NOTIFY_ACTIVE) == 0  # over: nothing left to announce
+        assert await redis.hkeys(keys.NOTIFY_ACTIVE) == [b"elsewhere/remote"]  # billing's is over: gone
     finally:
         await service.redis.aclose()
     sent = sorted((d.subscription_id, d.kind) for d in await _deliveries(redis))
-    assert sent == [("first", "lag-close"), ("first", "lag-open"), ("same", "lag-close"), ("same", "lag-open")]
+    assert sent == [
+        ("first", "lag-close"),
+        ("first", "lag-open"),
+        ("first", "open"),  # (it covered the remote group's event when it came)
+        ("same", "lag-close"),
+        ("same", "lag-open"),
+    ]
     assert await redis.hlen(keys.notify_state("held")) == 0  # the held open was dropped by the close
