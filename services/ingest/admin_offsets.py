@@ -77,7 +77,7 @@ class AdminOffsets:
     async def poll(self) -> list[RawRecord]:
         """One round: the offset-commit records of everything that changed since the last round."""
         if self._admin is None:
-            self._admin = AdminClient(self._config)
+            self._admin = AdminClient(self._config, logger=log)  # librdkafka's lines in our log format, thinned
         groups = [g for g in await self._groups() if self._mine(g) and self._filter.accepts(g)]
         fetched = await asyncio.gather(*(self._fetch(g) for g in groups))
         observed = now_ms()
@@ -89,6 +89,7 @@ class AdminOffsets:
         for gone in set(self._seen) - set(groups):  # no longer listed (deleted, or now filtered out): forget it
             del self._seen[gone]
             self._members.pop(gone, None)
+        self._admin.poll(0)  # librdkafka's log lines wait in its queue until served
         return records
 
     async def _membership_changes(self, groups: list[str], observed: int) -> list[RawRecord]:
@@ -244,6 +245,10 @@ async def _wait(future: Future[Any]) -> Any:
 def offsets_topic_readable(admin_config: Mapping[str, Any], topic: str, timeout: float = REQUEST_TIMEOUT_S) -> bool:
     """Whether the cluster lets this client see the offsets topic (for `offsets-source: auto`); blocking."""
     # all topics, not this one by name: asking for a topic by name may create it where auto-creation is on
-    metadata = AdminClient(dict(admin_config)).list_topics(timeout=timeout)
+    admin = AdminClient(dict(admin_config), logger=log)
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    finally:
+        admin.poll(0)  # librdkafka's log lines wait in its queue until served
     found = metadata.topics.get(topic)
     return found is not None and found.error is None and bool(found.partitions)

@@ -103,7 +103,7 @@ class TopicIds:
         if not topics:
             return
         if self._admin is None:
-            self._admin = AdminClient(self._config)
+            self._admin = AdminClient(self._config, logger=log)  # librdkafka lines in our log format, thinned
         futures = self._admin.describe_topics(TopicCollection(sorted(topics)), request_timeout=REQUEST_TIMEOUT_S)
         for topic, future in futures.items():
             try:
@@ -115,3 +115,4 @@ class TopicIds:
             if uuid is not None:
                 msb, lsb = uuid.get_most_significant_bits(), uuid.get_least_significant_bits()
                 self._names[f"{msb & (2**64 - 1):016x}{lsb & (2**64 - 1):016x}"] = topic
+        self._admin.poll(0)  # librdkafka's log lines wait in its queue until served

@@ -71,7 +71,7 @@ class TopicRetentionReader:
 
     def _describe(self, names: list[str]) -> dict[str, TopicRetention]:
         if self._admin is None:
-            self._admin = AdminClient(self._config)
+            self._admin = AdminClient(self._config, logger=log)  # librdkafka lines in our log format, thinned
         out: dict[str, TopicRetention] = {}
         for i in range(0, len(names), CHUNK):
             resources = [ConfigResource(ResourceType.TOPIC, name) for name in names[i : i + CHUNK]]
@@ -84,6 +84,7 @@ class TopicRetentionReader:
                         raise
                     continue  # this topic only (deleted meanwhile, say): the others still count
                 out[resource.name] = parse_retention({name: entry.value for name, entry in entries.items()})
+        self._admin.poll(0)  # librdkafka's log lines wait in its queue until served
         return out
 
 

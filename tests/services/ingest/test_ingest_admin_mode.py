@@ -12,16 +12,20 @@ import asyncio
 import contextlib
 import time
 
+import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
+from confluent_kafka import KafkaException
 from redis.asyncio import Redis
 
 from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.services.evaluator.service import EvaluatorService
+from lagwatch.services.ingest.admin_offsets import offsets_topic_readable
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.net_helpers import free_port
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC, StatusTopic
 from tests.services.ingest.test_ingest import window_of
 from tests.system.test_status_end_to_end import Scenario as TopicScenario
@@ -233,3 +237,11 @@ def test_a_described_groups_membership_becomes_a_rebalance_with_its_owners():
     # the same members in another order are the same membership: no new record
     swapped = ConsumerGroupDescription("billing", False, members[::-1], "range", "STABLE", Node(1, "h", 9092))
     assert _membership(swapped) == membership
+
+
+def test_librdkafkas_lines_from_the_admin_client_go_to_the_ingests_log_not_raw_to_stderr(capfd, caplog):
+    """Given no logger, librdkafka writes `%3|...|FAIL|...` straight to stderr: outside the log format, unthinned."""
+    with caplog.at_level("ERROR", logger="lagwatch.services.ingest"), pytest.raises(KafkaException):
+        offsets_topic_readable({"bootstrap.servers": f"127.0.0.1:{free_port()}"}, "__consumer_offsets", timeout=1.5)
+    assert any("Connect to" in r.getMessage() for r in caplog.records if r.name.startswith("lagwatch.services"))
+    assert "|FAIL|" not in capfd.readouterr().err
