@@ -36,6 +36,12 @@ CLAIM_KEYS = [keys.OUTBOX_DUE, keys.OUTBOX_INFLIGHT, keys.OUTBOX_DELIVERIES, key
 CHAIN_WAIT_MS = 1000  # a delivery behind an earlier one of its incident is looked at again after this
 FIELD_SEPARATOR = "\x1f"
 LAG_FIELD_PREFIX = "lag:"
+# RECORD_NOTIFICATION, applied only while keys.NOTIFY_ACTIVE (KEYS[9]) keeps at ARGV[11] the event ARGV[12]
+# (else CONFLICT): an announcement made from an incident's latest event must not land after a later event of it
+# was decided without it (the group OK again: it would open an incident over, never to be closed)
+_RECORD_IF_ACTIVE = (
+    "if redis.call('HGET', KEYS[9], ARGV[11]) ~= ARGV[12] then return -1 end\n" + scripts.RECORD_NOTIFICATION
+)
 
 
 @dataclass
@@ -144,6 +150,7 @@ class Outbox:
         self.lease_ms = lease_ms
         self.seen_ttl_ms = seen_ttl_ms
         self._record = redis.register_script(scripts.RECORD_NOTIFICATION)
+        self._record_if_active = redis.register_script(_RECORD_IF_ACTIVE)
         self._repeat = redis.register_script(scripts.SCHEDULE_REPEAT)
         self._enqueue = redis.register_script(scripts.ENQUEUE_DELIVERY)
         self._claim = redis.register_script(scripts.CLAIM_DELIVERIES)
@@ -183,10 +190,15 @@ class Outbox:
         new_state: str,
         delivery: Delivery | None,
         repeat_at: int | None,
+        active: tuple[str, str] | None = None,
     ) -> int:
-        """APPLIED, DUPLICATE (the event was handled before) or CONFLICT (the state moved: decide again)."""
+        """APPLIED, DUPLICATE (the event was handled before) or CONFLICT (the state moved: decide again). With
+        `active` (a field of `keys.NOTIFY_ACTIVE`, the event JSON read there): CONFLICT also once it moved."""
+        script, guard_key, guard = self._record, [], []
+        if active is not None:
+            script, guard_key, guard = self._record_if_active, [keys.NOTIFY_ACTIVE], list(active)
         return int(
-            await self._record(
+            await script(
                 keys=[
                     keys.notify_state(subscription_id),
                     keys.notify_seen(event_id, subscription_id),
@@ -194,6 +206,7 @@ class Outbox:
                     keys.OUTBOX_DELIVERIES,
                     keys.NOTIFY_REPEATS,
                     *CHAIN_KEYS,
+                    *guard_key,
                 ],
                 args=[
                     state_field,
@@ -206,6 +219,7 @@ class Outbox:
                     repeat_member(subscription_id, state_field),
                     "" if repeat_at is None else str(int(repeat_at)),
                     chain_of(repeat_member(subscription_id, state_field)),
+                    *guard,
                 ],
             )
         )
@@ -240,10 +254,10 @@ class Outbox:
         async for field_, raw in self.redis.hscan_iter(keys.notify_state(subscription_id), count=500):
             yield _text(field_), _text(raw)
 
-    async def active(self) -> AsyncIterator[str]:
-        """The latest event (JSON) of every incident going on, as the events read so far tell."""
-        async for _, raw in self.redis.hscan_iter(keys.NOTIFY_ACTIVE, count=500):
-            yield _text(raw)
+    async def active(self) -> AsyncIterator[tuple[str, str]]:
+        """(its field, its latest event as JSON) of every incident going on, as the events read so far tell."""
+        async for field_, raw in self.redis.hscan_iter(keys.NOTIFY_ACTIVE, count=500):
+            yield _text(field_), _text(raw)
 
     async def read_state_field(self, subscription_id: str, group_key: str) -> str:
         # bytes: the client does not decode replies (redis-py types hget as str)

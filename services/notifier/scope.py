@@ -18,9 +18,13 @@ would ever end it: the receiver (a PagerDuty incident, an Alertmanager alert) wo
 was announced is.
 
 * status incidents: the close carries the group's latest event, as a repeat does (its status is not OK: the
-  reason says why it closes); its own notification id, since the latest event's id was already sent.
+  reason says why it closes).
 * lag and retention incidents: the close carries the event the evaluator would publish for it
   (`lag_policy.closing_event`, reason `threshold_removed`: this subscription no longer uses the threshold).
+* either has a notification id of its own, made from the state as kept: the same for every notifier that finds it
+  (it is recorded once), another for the same incident announced anew (narrowed, widened, narrowed again). Not
+  the evaluator's close's id: that close, once the incident is announced again, must not be a duplicate of this
+  one (to the `seen` keys, and to a receiver deduplicating on `X-Lagwatch-Event-Id`).
 """
 
 from __future__ import annotations
@@ -51,17 +55,17 @@ class ScopeClose(NamedTuple):
     reason: str | None  # UNSUBSCRIBED when the filters no longer take the group (the close's own reason else)
 
 
-def scope_close(subscription: Subscription, state: IncidentState) -> ScopeClose:
-    """The close of an incident the subscription no longer covers (`covers` is False)."""
+def scope_close(subscription: Subscription, state: IncidentState, raw: str) -> ScopeClose:
+    """The close of an incident the subscription no longer covers (`covers` is False); `raw`: the state as kept."""
     event: Event = state.event
     unsubscribed = None if subscription.matches(event.cluster, event.group) else UNSUBSCRIBED
+    notification_id = _notification_id(raw, subscription.id)
     if state.incident_id is None:  # held, never announced: nothing to close
-        return ScopeClose(None, event, _notification_id(state, subscription.id), unsubscribed)
+        return ScopeClose(None, event, notification_id, unsubscribed)
+    kind = Kind.CLOSE
     if isinstance(event, LagThresholdEvent):  # reason threshold_removed: this subscription no longer uses it
         event = closing_event(event, state.incident_id, Reason.THRESHOLD_REMOVED)
-        kind, notification_id = Kind.LAG_CLOSE, event.event_id
-    else:
-        kind, notification_id = Kind.CLOSE, _notification_id(state, subscription.id)
+        kind = Kind.LAG_CLOSE
     return ScopeClose(kind if subscription.policy.send_close else None, event, notification_id, unsubscribed)
 
 
@@ -73,7 +77,8 @@ def announcement_id(event_id: str, subscription_id: str, version: int | None) ->
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def _notification_id(state: IncidentState, subscription_id: str) -> str:
-    """The close's own id: the same for every notifier that finds the incident (it is recorded once)."""
-    key = f"{UNSUBSCRIBED}\x00{state.incident_id or state.event.event_id}\x00{subscription_id}"
+def _notification_id(raw: str, subscription_id: str) -> str:
+    """The close's own id: the same for every notifier that reads the state (it is recorded once); another once
+    the incident is announced anew (the state then has another `notified_at` or `held_since`)."""
+    key = f"{UNSUBSCRIBED}\x00{subscription_id}\x00{raw}"
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -40,7 +40,7 @@ from lagwatch.services.notifier.outbox import (
     repeat_notification_id,
 )
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
-from lagwatch.shared.config import Config, ConfigError
+from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig
 from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
 from lagwatch.shared.kafka.kafka_client import client_kwargs
 from lagwatch.shared.kafka.kafka_probe import KafkaProbe
@@ -91,7 +91,11 @@ class NotifierService:
             liveness={"app": self._app_alive, "dispatcher": self._dispatcher_alive},
         )
         self._dispatcher: asyncio.Task | None = None
-        self._scope_checked: int | None = -1  # the subscriptions' version last checked for incidents out of scope
+        # incidents out of a subscription's scope or new to it (`_check_scope`): the subscriptions' version last
+        # looked at (-1: none yet), each subscription as then, and those changed then, to look at once more
+        self._scope_checked: int | None = -1
+        self._scoped: dict[str, SubscriptionConfig] | None = None
+        self._rescan: set[str] = set()
         self.stopping = asyncio.Event()
         self.events_handled = 0
         self.app = faust_app(
@@ -258,11 +262,7 @@ class NotifierService:
         now = now_ms() if now is None else now
         await self.registry.refresh()
         await self.silences.refresh()
-        if self._scope_checked != self.registry.version:  # subscriptions changed (or the first tick): look
-            version = self.registry.version
-            await self.close_out_of_scope(now)
-            await self.announce_going_on(now)
-            self._scope_checked = version
+        await self._check_scope(now)
         if self.silences.take_change():  # (an event may have reloaded them since the last tick)
             await self._recheck_held(now)
         enqueued = 0
@@ -338,48 +338,74 @@ class NotifierService:
 
     # --- incidents a subscription no longer covers (scope.py) ---------------------------------------------------
 
-    async def close_out_of_scope(self, now: int) -> int:
-        """Close (or drop, if held) every kept incident whose subscription no longer covers its group or its alert;
-        returns the closes enqueued. Several notifiers may do this at once: each state is replaced only as read,
-        and a close is recorded once (its id is the same wherever it is made)."""
+    async def _check_scope(self, now: int) -> None:
+        """Close and announce (scope.py) when the subscriptions changed (and on the first tick); the ones changed,
+        once more on the next tick: an event decided under the subscriptions before the change (read just before
+        it, by another notifier say) may be recorded after the first look, which would then never see it."""
+        version, subscriptions = self.registry.version, self.registry.all()
+        if self._scope_checked != version:
+            await self.close_out_of_scope(now)
+            await self.announce_going_on(now)
+            looked = self._scoped
+            self._rescan = set() if looked is None else {s.id for s in subscriptions if looked.get(s.id) != s.config}
+        elif self._rescan:
+            again = [s for s in subscriptions if s.id in self._rescan]
+            await self.close_out_of_scope(now, again)
+            await self.announce_going_on(now, again)
+            self._rescan = set()
+        self._scope_checked, self._scoped = version, {s.id: s.config for s in subscriptions}
+
+    async def close_out_of_scope(self, now: int, subscriptions: list[Subscription] | None = None) -> int:
+        """Close (or drop, if held) every kept incident whose subscription (of `subscriptions`, default all) no
+        longer covers its group or its alert; returns the closes enqueued. Several notifiers may do this at once:
+        each state is replaced only as read, and a close is recorded once (its id is the same wherever it is made)."""
         enqueued = 0
-        for subscription in self.registry.all():
+        for subscription in self.registry.all() if subscriptions is None else subscriptions:
             async for state_field, raw in self.outbox.states(subscription.id):
-                try:
-                    state = _parse_state(raw)
-                except (ValueError, KeyError, TypeError):  # unreadable: the event path skips it alike
-                    continue
-                if state is None or scope.covers(subscription, state):
-                    continue
-                close = scope.scope_close(subscription, state)
-                delivery = _notification(
-                    subscription.id, close.kind, close.event, close.notification_id, now, close.reason
-                )
-                outcome = await self.outbox.record(
-                    subscription_id=subscription.id,
-                    event_id=close.notification_id,
-                    state_field=state_field,
-                    expected_state=raw,
-                    new_state="",
-                    delivery=delivery,
-                    repeat_at=None,
-                )
-                if outcome == APPLIED and delivery is not None:
-                    enqueued += 1
-                    metrics.NOTIFICATIONS.labels(subscription.type, delivery.kind).inc()
+                enqueued += await self._close_if_out_of_scope(subscription, state_field, raw, now)
         if enqueued:
             log.info("notifier: %d incidents closed: their subscriptions no longer cover them", enqueued)
             self.dispatcher.wake.set()
         return enqueued
 
-    async def announce_going_on(self, now: int) -> int:
-        """Tell each subscription of the incidents going on that it covers but was never told about (it was
-        created or widened since they began: no event would tell it until their next change), as their latest
-        event would have; returns the notifications enqueued. Once per subscriptions' version and incident."""
-        subscriptions, enqueued = self.registry.all(), 0
+    async def _close_if_out_of_scope(self, subscription: Subscription, state_field: str, raw: str, now: int) -> int:
+        """Close one kept incident if the subscription no longer covers it; 1 if a close is enqueued. A state
+        that moved meanwhile (an event, a held open released) is read and looked at again."""
+        for _ in range(MAX_CONFLICTS):
+            try:
+                state = _parse_state(raw)
+            except (ValueError, KeyError, TypeError):  # unreadable: the event path skips it alike
+                return 0
+            if state is None or scope.covers(subscription, state):
+                return 0
+            close = scope.scope_close(subscription, state, raw)
+            delivery = _notification(subscription.id, close.kind, close.event, close.notification_id, now, close.reason)
+            outcome = await self.outbox.record(
+                subscription_id=subscription.id,
+                event_id=close.notification_id,
+                state_field=state_field,
+                expected_state=raw,
+                new_state="",
+                delivery=delivery,
+                repeat_at=None,
+            )
+            if outcome != CONFLICT:
+                if outcome == APPLIED and delivery is not None:
+                    metrics.NOTIFICATIONS.labels(subscription.type, delivery.kind).inc()
+                    return 1
+                return 0
+            raw = await self.outbox.read_state_field(subscription.id, state_field)
+        return 0  # kept changing: left as the event path leaves it (a RedisError would only retry the whole look)
+
+    async def announce_going_on(self, now: int, subscriptions: list[Subscription] | None = None) -> int:
+        """Tell each subscription (of `subscriptions`, default all) of the incidents going on that it covers but was
+        never told about (it was created or widened since they began: no event would tell it until their next
+        change), as their latest event would have; returns the notifications enqueued. Once per subscriptions'
+        version and incident."""
+        subscriptions, enqueued = self.registry.all() if subscriptions is None else subscriptions, 0
         if not subscriptions:
             return 0
-        async for raw in self.outbox.active():
+        async for active_field, raw in self.outbox.active():
             parsed = parse_either(raw)
             # this cluster's incidents only: its notifier keeps them current (a removed cluster's stay unannounced)
             if parsed is None or not parsed[0].going_on(parsed[1]) or parsed[1].cluster != self.cluster:
@@ -393,16 +419,27 @@ class NotifierService:
             silenced_until = self.silences.until_ms(event, now)
             for subscription, state in zip(covering, states, strict=True):
                 if not state:  # (one kept, even held, is an incident the subscription was told or is holding)
-                    enqueued += await self._announce(subscription, event, kind, state_field, now, silenced_until)
+                    active = (active_field, raw)
+                    enqueued += await self._announce(
+                        subscription, event, kind, active, state_field, now, silenced_until
+                    )
         if enqueued:
             log.info("notifier: %d incidents going on announced to subscriptions new to them", enqueued)
             self.dispatcher.wake.set()
         return enqueued
 
     async def _announce(
-        self, subscription: Subscription, event: Event, kind: AnyKind, state_field: str, now: int, until: int | None
+        self,
+        subscription: Subscription,
+        event: Event,
+        kind: AnyKind,
+        active: tuple[str, str],
+        state_field: str,
+        now: int,
+        until: int | None,
     ) -> int:
-        """Record what the incident's latest event means for a subscription told nothing of it; 1 if it sends."""
+        """Record what the incident's latest event (`active`: where it is kept, as read) means for a subscription
+        told nothing of it; 1 if it sends. Not once a later event of it was read (CONFLICT): that one decides."""
         decision = _decide(subscription, event, None, kind, now, until)
         if decision is None or (decision.kind is None and decision.state is None):
             return 0
@@ -416,6 +453,7 @@ class NotifierService:
             new_state=json.dumps(decision.state.to_json(), sort_keys=True) if decision.state else "",
             delivery=delivery,
             repeat_at=decision.repeat_at,
+            active=active,
         )
         if outcome != APPLIED or delivery is None:
             return 0

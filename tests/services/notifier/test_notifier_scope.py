@@ -95,7 +95,8 @@ async def test_a_lag_alert_whose_threshold_is_turned_off_is_closed_as_the_evalua
     kinds = sorted((d.kind, d.reason, d.event.get("reason")) for d in await _deliveries(redis))
     assert kinds == [("lag-close", None, "threshold_removed"), ("lag-open", None, "lag")]
     (close,) = [d for d in await _deliveries(redis) if d.kind == "lag-close"]
-    assert close.notification_id == event_id("local", "billing", 600.0, 2, Alert.LAG_SECONDS)  # the evaluator's id
+    assert close.event["event_id"] == event_id("local", "billing", 600.0, 2, Alert.LAG_SECONDS)  # the evaluator's
+    assert close.notification_id != close.event["event_id"]  # its own id: the evaluator's close may yet be news
     assert await redis.hlen(keys.notify_state("pager")) == 0
 
 
@@ -225,3 +226,106 @@ async def test_a_lag_alert_going_on_is_announced_to_a_new_subscription_with_its_
         ("same", "lag-open"),
     ]
     assert await redis.hlen(keys.notify_state("held")) == 0  # the held open was dropped by the close
+
+
+async def test_an_incident_announced_anew_is_closed_anew_and_the_evaluators_close_still_ends_it(
+    kafka, redis_server, redis
+):
+    """Narrowed, widened (told anew), narrowed again: the second close is news, not a duplicate of the first (its
+    id comes from the state as kept). A lag alert told anew is ended by the evaluator's own close, whose id the
+    first close must not have taken."""
+    store = SubscriptionStore(redis)
+    hook = SubscriptionConfig(id="hook", url="http://127.0.0.1:9/", lag_seconds_threshold=600)
+    await store.put(hook, create=True)
+    await store.put(SubscriptionConfig(id="keeps", url="http://127.0.0.1:9/", lag_seconds_threshold=600), create=True)
+    service = NotifierService(make_config(kafka.bootstrap, redis_server.url, **FAST), "local", http_port=0)
+    t = Timeline("billing")
+    t.to("OK")
+    try:
+        await service.repeat_once()
+        assert await service.handle(encode(t.to("ERR", (9,))), STATUS_EVENTS)
+        assert await service.handle(_crossing("billing", Alert.LAG_SECONDS, 600.0, 1, True), LAG_EVENTS)
+        for config in (dataclasses.replace(hook, group_denylist="^billing$"), hook) * 2:
+            await store.put(config, create=False)
+            await service.repeat_once()
+        assert await service.handle(_crossing("billing", Alert.LAG_SECONDS, 600.0, 2, False), LAG_EVENTS)
+    finally:
+        await service.redis.aclose()
+    sent = sorted((d.created_at, d.kind, d.reason) for d in await _deliveries(redis) if d.subscription_id == "hook")
+    assert [(kind, reason) for _, kind, reason in sent if kind.endswith("close")] == [
+        ("close", "unsubscribed"),
+        ("lag-close", "unsubscribed"),
+        ("close", "unsubscribed"),
+        ("lag-close", "unsubscribed"),
+        ("lag-close", None),  # the evaluator's: the group is back under
+    ]
+    assert await redis.hkeys(keys.notify_state("hook")) == [b"local/billing"]  # told anew, still ERR
+
+
+async def test_an_event_decided_under_the_old_subscriptions_but_recorded_after_the_look_is_closed_a_tick_later(
+    kafka, redis_server, redis
+):
+    """Another notifier reads the subscriptions' version with the group's state, the subscription is narrowed, the
+    first look finds nothing, then that notifier records its open: the next tick looks again and closes it (else
+    it would be repeated, and open at the receiver, for good)."""
+    store = SubscriptionStore(redis)
+    hook = SubscriptionConfig(id="hook", url="http://127.0.0.1:9/", send_interval=60)
+    await store.put(hook, create=True)
+    config = make_config(kafka.bootstrap, redis_server.url, **FAST)
+    looking, late = NotifierService(config, "local", http_port=0), NotifierService(config, "local", http_port=0)
+    record = late.outbox.record
+
+    async def narrowed_meanwhile(**kwargs):
+        late.outbox.record = record
+        await store.put(dataclasses.replace(hook, group_denylist="^billing$"), create=False)
+        await looking.repeat_once()  # the look at the change: nothing kept yet
+        return await record(**kwargs)
+
+    t = Timeline("billing")
+    t.to("OK")
+    try:
+        await looking.repeat_once()
+        late.outbox.record = narrowed_meanwhile
+        assert await late.handle(encode(t.to("ERR", (9,))), STATUS_EVENTS)
+        assert await redis.hlen(keys.notify_state("hook")) == 1
+        await looking.repeat_once()
+        await looking.repeat_once()  # nothing more
+    finally:
+        for service in (looking, late):
+            await service.redis.aclose()
+    assert sorted((d.kind, d.reason) for d in await _deliveries(redis)) == [("close", "unsubscribed"), ("open", None)]
+    assert await redis.hlen(keys.notify_state("hook")) == 0 and await redis.zcard(keys.NOTIFY_REPEATS) == 0
+
+
+async def test_an_incident_that_ends_while_it_is_being_announced_is_not_announced(kafka, redis_server, redis):
+    """The group's OK event is decided between the look's read of the incident's latest event and its record: the
+    announcement, made from the ERR event, would open an incident already over (never closed, repeated for good),
+    and tell the subscription that heard the close an open again."""
+    store = SubscriptionStore(redis)
+    await store.put(SubscriptionConfig(id="first", url="http://127.0.0.1:9/"), create=True)
+    config = make_config(kafka.bootstrap, redis_server.url, **FAST)
+    looking, other = NotifierService(config, "local", http_port=0), NotifierService(config, "local", http_port=0)
+    active = looking.outbox.active
+    t = Timeline("billing")
+    t.to("OK")
+
+    async def ends_meanwhile():
+        read = [entry async for entry in active()]
+        assert await other.handle(encode(t.to("OK")), STATUS_EVENTS)
+        for entry in read:
+            yield entry
+
+    try:
+        await looking.repeat_once()
+        assert await other.handle(encode(t.to("ERR", (9,))), STATUS_EVENTS)
+        await store.put(SubscriptionConfig(id="late", url="http://127.0.0.1:9/", send_interval=60), create=True)
+        looking.outbox.active = ends_meanwhile
+        await looking.repeat_once()
+    finally:
+        for service in (looking, other):
+            await service.redis.aclose()
+    assert sorted((d.subscription_id, d.kind) for d in await _deliveries(redis)) == [
+        ("first", "close"),
+        ("first", "open"),
+    ]
+    assert await redis.hlen(keys.notify_state("late")) == 0 and await redis.zcard(keys.NOTIFY_REPEATS) == 0
