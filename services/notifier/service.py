@@ -41,13 +41,14 @@ from lagwatch.services.notifier.outbox import (
 )
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig
+from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent, Threshold
 from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
 from lagwatch.shared.kafka.kafka_client import client_kwargs
 from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.health_server import HealthServer
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_client import connect
+from lagwatch.shared.store.redis_client import connect, reply
 from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
 from lagwatch.shared.subscriptions.silences import SilenceCache, SilenceStore
 from lagwatch.shared.subscriptions.store import SubscriptionStore
@@ -412,7 +413,7 @@ class NotifierService:
                 continue
             kind, event = parsed
             covering = [s for s in subscriptions if s.matches(event.cluster, event.group)]
-            if not covering:
+            if not covering or not await self._evaluator_agrees(event):
                 continue
             state_field = kind.state_field(event)
             _, states = await self.outbox.read_states([s.id for s in covering], state_field)
@@ -427,6 +428,17 @@ class NotifierService:
             log.info("notifier: %d incidents going on announced to subscriptions new to them", enqueued)
             self.dispatcher.wake.set()
         return enqueued
+
+    async def _evaluator_agrees(self, event: Event) -> bool:
+        """Whether the evaluator's own record (keys.py) still shows the incident of the kept event: an entry left
+        stale (an event this notifier missed, a late write of an older one by a replica losing its partition) must
+        not be announced to subscriptions to come, where nothing would ever close it."""
+        if isinstance(event, LagThresholdEvent):  # "<crossings so far>:<started at>": still this crossing
+            key = Threshold(float(event.threshold_seconds), event.which).key
+            crossings = await reply(self.redis.hget(keys.group_lag_thresholds(event.cluster, event.group), key))
+            return crossings is not None and _text(crossings).split(":")[0] == str(event.seq)
+        status = await reply(self.redis.hget(keys.statuses_index(event.cluster), event.group))
+        return status is not None and _text(status) == event.status
 
     async def _announce(
         self,
@@ -502,6 +514,10 @@ async def run_notifier(config: Config, cluster: str, *, http_port: int | None = 
     started = time.monotonic()
     await run_until_signalled(NotifierService(config, cluster, http_port=http_port))
     log.info("notifier: stopped after %.0fs", time.monotonic() - started)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _parse_state(raw: str) -> IncidentState | None:

@@ -30,6 +30,15 @@ def told(receiver, group):
     ]
 
 
+async def evaluator_records(redis, group: str, status: str | None = None, lag_crossings: int | None = None):
+    """What the evaluator keeps of a group (keys.py), which an announcement checks the kept event against: its
+    current status, and the crossings of its 600 s lag threshold so far (odd: over it)."""
+    if status is not None:
+        await redis.hset(keys.statuses_index("local"), group, status)
+    if lag_crossings is not None:
+        await redis.hset(keys.group_lag_thresholds("local", group), "600", f"{lag_crossings}:1700000000000")
+
+
 async def _deliveries(redis) -> list[Delivery]:
     return [Delivery.from_json(raw) for raw in (await redis.hgetall(keys.OUTBOX_DELIVERIES)).values()]
 
@@ -166,6 +175,8 @@ async def test_a_subscription_created_or_widened_during_an_incident_is_told_of_i
             await publish(kafka.bootstrap, billing.to("OK"), burning, orders.to("WARN", (9,)))
             await publish(kafka.bootstrap, payments.to("ERR", (5,)), payments.to("OK"))
             await eventually(lambda: _handled(service, 5))
+            for group, status in (("billing", "ERR"), ("orders", "WARN"), ("payments", "OK")):
+                await evaluator_records(redis, group, status)
             await store.put(late, create=True)  # billing is ERR; orders only WARN; payments is over
             await eventually(lambda: _has(receiver, "/hook", 1))
             await publish(kafka.bootstrap, billing.to("OK"))  # the announced incident ends as any other
@@ -205,6 +216,7 @@ async def test_a_lag_alert_going_on_is_announced_to_a_new_subscription_with_its_
     try:
         await service.repeat_once()
         assert await service.handle(_crossing("billing", Alert.LAG_SECONDS, 600.0, 1, True), LAG_EVENTS)
+        await evaluator_records(redis, "billing", "OK", lag_crossings=1)
         remote = Timeline("remote", cluster="elsewhere")  # another cluster's: its own notifier announces it
         remote.to("OK")
         assert await service.handle(encode(remote.to("ERR", (9,))), STATUS_EVENTS)
@@ -245,6 +257,7 @@ async def test_an_incident_announced_anew_is_closed_anew_and_the_evaluators_clos
         await service.repeat_once()
         assert await service.handle(encode(t.to("ERR", (9,))), STATUS_EVENTS)
         assert await service.handle(_crossing("billing", Alert.LAG_SECONDS, 600.0, 1, True), LAG_EVENTS)
+        await evaluator_records(redis, "billing", "ERR", lag_crossings=1)
         for config in (dataclasses.replace(hook, group_denylist="^billing$"), hook) * 2:
             await store.put(config, create=False)
             await service.repeat_once()
@@ -318,6 +331,7 @@ async def test_an_incident_that_ends_while_it_is_being_announced_is_not_announce
     try:
         await looking.repeat_once()
         assert await other.handle(encode(t.to("ERR", (9,))), STATUS_EVENTS)
+        await evaluator_records(redis, "billing", "ERR")  # (the evaluator's record of the OK comes later)
         await store.put(SubscriptionConfig(id="late", url="http://127.0.0.1:9/", send_interval=60), create=True)
         looking.outbox.active = ends_meanwhile
         await looking.repeat_once()
@@ -329,3 +343,28 @@ async def test_an_incident_that_ends_while_it_is_being_announced_is_not_announce
         ("first", "open"),
     ]
     assert await redis.hlen(keys.notify_state("late")) == 0 and await redis.zcard(keys.NOTIFY_REPEATS) == 0
+
+
+async def test_a_kept_event_the_evaluator_no_longer_shows_is_not_announced(kafka, redis_server, redis):
+    """An entry left stale (an event this notifier missed, an older event written late by a replica losing its
+    partition) would open, for subscriptions to come, an incident nothing would ever close: the evaluator's own
+    record decides. Its status moved on to ERR: the WARN event is not announced either (ERR's event will be)."""
+    store = SubscriptionStore(redis)
+    config = make_config(kafka.bootstrap, redis_server.url, **FAST)
+    service = NotifierService(config, "local", http_port=0)
+    over, moved_on = Timeline("over"), Timeline("moved-on")
+    try:
+        await service.repeat_once()
+        for t, status in ((over, "OK"), (moved_on, "ERR")):
+            t.to("OK")
+            assert await service.handle(encode(t.to("WARN", (9,))), STATUS_EVENTS)
+            await evaluator_records(redis, t.group, status)
+        assert await service.handle(_crossing("lagging", Alert.LAG_SECONDS, 600.0, 1, True), LAG_EVENTS)
+        await evaluator_records(redis, "lagging", lag_crossings=2)  # back under since
+        await store.put(
+            SubscriptionConfig(id="late", url="http://127.0.0.1:9/", lag_seconds_threshold=600), create=True
+        )
+        await service.repeat_once()
+    finally:
+        await service.redis.aclose()
+    assert await _deliveries(redis) == []
