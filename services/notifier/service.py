@@ -272,6 +272,11 @@ class NotifierService:
             subscription = self.registry.get(subscription_id)
             raw = await self.outbox.read_state_field(subscription_id, state_field)
             state = IncidentState.from_json(json.loads(raw)) if raw else None
+            if subscription is not None and state is not None and not scope.covers(subscription, state):
+                # recorded by a notifier on other subscriptions (one with the old configuration file, in a rolling
+                # deploy) after this one looked: closed now rather than repeated
+                enqueued += await self._close_if_out_of_scope(subscription, state_field, raw, now)
+                continue
             repeat_due = kind_for_field(state_field).repeat_due
             decision = Decision(None, None, None)
             if subscription is not None:

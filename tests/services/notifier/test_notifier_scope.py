@@ -368,3 +368,27 @@ async def test_a_kept_event_the_evaluator_no_longer_shows_is_not_announced(kafka
     finally:
         await service.redis.aclose()
     assert await _deliveries(redis) == []
+
+
+async def test_a_repeat_due_for_a_group_no_longer_covered_is_a_close(kafka, redis_server, redis):
+    """A rolling deploy narrows the configuration file: a notifier still on the old file records an open after the
+    new one's start-up look. The new one's repeat timer closes it instead of repeating it."""
+    wide = SubscriptionConfig(id="hook", url="http://127.0.0.1:9/", send_interval=60)
+    config = make_config(kafka.bootstrap, redis_server.url, **FAST)
+    new = NotifierService(
+        dataclasses.replace(config, subscriptions=[dataclasses.replace(wide, group_denylist="^billing$")]),
+        "local",
+        http_port=0,
+    )
+    old = NotifierService(dataclasses.replace(config, subscriptions=[wide]), "local", http_port=0)
+    t = Timeline("billing")
+    t.to("OK")
+    try:
+        await new.repeat_once()  # its look at start-up: nothing kept yet
+        assert await old.handle(encode(t.to("ERR", (9,))), STATUS_EVENTS)
+        await new.repeat_once(now_ms() + 61_000)
+    finally:
+        for service in (new, old):
+            await service.redis.aclose()
+    assert sorted((d.kind, d.reason) for d in await _deliveries(redis)) == [("close", "unsubscribed"), ("open", None)]
+    assert await redis.hlen(keys.notify_state("hook")) == 0 and await redis.zcard(keys.NOTIFY_REPEATS) == 0
