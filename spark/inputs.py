@@ -4,21 +4,26 @@ history topic through the spark-sql-kafka connector when it is on the classpath.
 
 from __future__ import annotations
 
+import contextlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 from pyspark.sql.utils import AnalysisException
 
 from lagwatch.shared.config import Config, ConfigError
-from lagwatch.shared.domain.history import COLUMN_NAMES, HISTORY_COLUMNS, KIND_COMMIT, KINDS
+from lagwatch.shared.domain.history import COLUMN_NAMES, HISTORY_COLUMNS, KIND_COMMIT, KINDS, OBSERVED_AT_MAX
 from lagwatch.shared.kafka.kafka_client import java_client_options
 from lagwatch.spark.spark_types import spark_type
 
 FORMATS = ("auto", "parquet", "json", "kafka")
 KAFKA_PREFIX = "kafka://"  # kafka://<bootstrap servers or a configured cluster's name>/<topic>
+# a directory (or file) inside the archiver's layout: <root>/cluster=<name>[/date=<day>][/<file>.parquet]
+_INSIDE_LAYOUT = re.compile(r"^(?P<root>.*?)/?cluster=[^/]+(?:/date=[^/]+)?(?:/[^/]+\.parquet)?/?$")
 
 
 class InputError(ValueError):
@@ -35,8 +40,13 @@ class HistorySource:
         fmt = self.resolved_format()
         if fmt not in FORMATS:
             raise InputError(f"unknown input format {fmt!r} (use {', '.join(FORMATS)})")
-        if fmt != "kafka" and "://" not in self.location and not Path(self.location).exists():
+        if fmt == "kafka" or "://" in self.location:
+            return
+        path = Path(self.location)
+        if not path.exists():
             raise InputError(f"input path {self.location} does not exist")
+        if path.is_dir() and not _has_data_file(path):
+            raise InputError(f"input path {self.location} holds no history files (Parquet or JSON lines)")
 
     def resolved_format(self) -> str:
         if self.location.startswith(KAFKA_PREFIX):
@@ -49,6 +59,14 @@ class HistorySource:
         if path.is_dir() and not any(path.rglob("*.parquet")) and any(path.rglob("*.json*")):
             return "json"
         return "parquet"
+
+
+def _has_data_file(directory: Path) -> bool:
+    """Whether Spark would read a file under `directory` (it skips names starting with "." or "_", and all below)."""
+    for path in directory.rglob("*"):
+        if path.is_file() and not any(part.startswith((".", "_")) for part in path.relative_to(directory).parts):
+            return True
+    return False
 
 
 def history_schema(*, widen: bool = False) -> StructType:
@@ -91,12 +109,30 @@ def read_history(spark: SparkSession, source: HistorySource, config: Config | No
         if fmt == "json":
             frame = spark.read.schema(history_schema()).option("mode", "PERMISSIVE").json(source.location)
         else:
-            _check_columns(spark.read.parquet(source.location).columns, source.location)  # one file's footer
+            _check_columns(_parquet_columns(spark, source.location), source.location)
             # integers read as long: files from other writers may hold int64 partitions or int32 offsets
-            frame = spark.read.schema(history_schema(widen=True)).parquet(source.location)
-    except AnalysisException as exc:
+            frame = _parquet_reader(spark, source.location).schema(history_schema(widen=True)).parquet(source.location)
+    except (AnalysisException, Py4JJavaError) as exc:  # Py4JJavaError: not Parquet, unreadable, ...
         raise InputError(f"cannot read {fmt} history at {source.location}: {_first_line(exc)}") from None
-    return frame.select(*(F.col(name).cast(spark_type(kind)).alias(name) for name, kind in HISTORY_COLUMNS))
+    # try_cast: an int64 partition past int32 is a bad row (a cast would fail the job: Spark's ANSI mode)
+    return frame.select(*(F.col(name).try_cast(spark_type(kind)).alias(name) for name, kind in HISTORY_COLUMNS))
+
+
+def _parquet_reader(spark: SparkSession, location: str) -> DataFrameReader:
+    """A reader that takes `cluster` (and `date`) from the path also when `location` is inside the archiver's
+    layout (one cluster's or one day's directory), as it does from the root."""
+    inside = _INSIDE_LAYOUT.match(location)
+    return spark.read.option("basePath", inside["root"] or ".") if inside else spark.read
+
+
+def _parquet_columns(spark: SparkSession, location: str) -> list[str]:
+    """The columns of the files' schema: one file's footer, or all of theirs merged when that one lacks some (files
+    of an older layout beside newer ones: their rows then lack a value, and are counted bad, not the whole input)."""
+    columns = _parquet_reader(spark, location).parquet(location).columns
+    if any(name not in columns for name in COLUMN_NAMES):
+        with contextlib.suppress(Py4JJavaError):  # types that do not merge (int32 and int64): one file's answer
+            columns = _parquet_reader(spark, location).option("mergeSchema", "true").parquet(location).columns
+    return columns
 
 
 def _read_kafka(spark: SparkSession, location: str, connection: dict[str, str]) -> DataFrame:
@@ -130,7 +166,9 @@ def history_of_messages(raw: DataFrame) -> DataFrame:
 
 
 def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    java = getattr(exc, "java_exception", None)  # Py4JJavaError's own first line names only the Java call
+    text = (java.getMessage() or "") if java is not None else str(exc)
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
 def _non_negative(name: str) -> Column:
@@ -146,7 +184,7 @@ def bad_row_reason() -> Column:
         .when(F.col("topic").isNull() | (F.col("topic") == ""), F.lit("no topic"))
         .when(_non_negative("partition"), F.lit("bad partition"))
         .when(_non_negative("offset"), F.lit("bad offset"))
-        .when(_non_negative("observed_at"), F.lit("bad observed_at"))
+        .when(_non_negative("observed_at") | (F.col("observed_at") > OBSERVED_AT_MAX), F.lit("bad observed_at"))
         .when(is_commit & (F.col("group").isNull() | (F.col("group") == "")), F.lit("no group"))
         .when(is_commit & _non_negative("commit_timestamp"), F.lit("bad commit_timestamp"))
         .when(is_commit & _non_negative("order"), F.lit("bad order"))

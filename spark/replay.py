@@ -5,7 +5,9 @@ loop; tests call it directly. It does what the live services do, in history time
 
 * inputs in time order (a commit at `observed_at`, when the ingest read it; a log-end sample at its sampling time;
   a sample first on ties): a sample goes into the partition's broker ring and log-end history, a commit into its
-  window with the latest sampled log end (`shared/domain/window.py`, the same outcomes as the Redis store);
+  window with the latest sampled log end (`shared/domain/window.py`, the same outcomes as the Redis store); a
+  commit of a partition not sampled yet waits for its first sample, as the ingest holds it; a sample at the time
+  of the partition's last one is a duplicate (the archive is at-least-once; commits are told apart by `order`);
 * the group is evaluated with the shared rules at evaluation ticks, every `tick_ms` of history time (multiples of
   `tick_ms` since the epoch), up to the end of the history;
 * ticks where nothing changed and the rules cannot change their answer are skipped: between inputs only the clock
@@ -111,6 +113,7 @@ class _Partition:
     broker: list[int] = field(default_factory=list)
     history: list[Sample] = field(default_factory=list)
     log_start: list[Sample] = field(default_factory=list)
+    held: list[CommitInput] = field(default_factory=list)  # commits waiting for the partition's first log end
 
 
 class _Group:
@@ -132,18 +135,37 @@ class _Group:
             part = self.topics[tp] = _Partition()
         return part
 
-    def add_sample(self, s: SampleInput) -> None:
+    def add_sample(self, s: SampleInput) -> list[AddOutcome]:
+        """Applies a sample; the outcomes of the commits it lets through (those held for their log end)."""
         part = self.partition((s.topic, s.partition))
         w = self.config.window
         if s.log_start:  # kept as the live store keeps them (`add_log_start_polls`)
             add_sample(part.log_start, Sample(s.offset, s.sampled_at), w.lag_history_ms, w.lag_history_samples)
-            return
-        add_broker_offset(part.broker, s.offset, w.intervals)
-        add_sample(part.history, Sample(s.offset, s.sampled_at), w.lag_history_ms, w.lag_history_samples)
+            return []
+        # a sample at the time of the last one is that one again (the archive is at-least-once): twice in the ring,
+        # it would push out a poll the live ring keeps (STOP's "caught up recently")
+        if add_sample(part.history, Sample(s.offset, s.sampled_at), w.lag_history_ms, w.lag_history_samples):
+            add_broker_offset(part.broker, s.offset, w.intervals)
+        held, part.held = part.held, []
+        return [self._store(c) for c in held]
 
-    def add_commit(self, c: CommitInput) -> AddOutcome:
+    def add_commit(self, c: CommitInput) -> AddOutcome | None:
+        """The commit's outcome, or None while it waits for its partition's first log-end sample: the ingest holds
+        a commit of a partition it has no log end for until it has looked one up (that poll's sample follows the
+        commit in the history)."""
+        part = self.partition((c.topic, c.partition))
+        if not part.broker:
+            part.held.append(c)
+            return None
+        return self._store(c)
+
+    def held(self) -> int:
+        """Commits still waiting for a log end (at the end of the history: for partitions the broker never had)."""
+        return sum(len(part.held) for part in self.topics.values())
+
+    def _store(self, c: CommitInput) -> AddOutcome:
         tp = (c.topic, c.partition)
-        part = self.partition(tp)
+        part = self.topics[tp]
         commit = Commit(self.group, c.topic, c.partition, c.offset, c.timestamp, c.order, c.observed_at)
         latest = part.broker[-1] if part.broker else None
         outcome = add_commit(part.entries, commit, latest, c.observed_at, self.config.window)
@@ -264,6 +286,8 @@ def replay_group(
             break
         _evaluate(state, next_tick, result)
         next_tick = _following_tick(state, next_tick, tick, timeline_inputs[i][0] if i < n else None, end)
+    if state.held():  # dropped, as the ingest drops commits of partitions Kafka does not have
+        outcomes[AddOutcome.NO_BROKER_OFFSET.name] = outcomes.get(AddOutcome.NO_BROKER_OFFSET.name, 0) + state.held()
     result.outcomes = outcomes
     return result
 
@@ -284,11 +308,10 @@ def _apply_inputs(state: _Group, timeline_inputs: _Timeline, i: int, until: int,
     index of the first input left."""
     while i < len(timeline_inputs) and timeline_inputs[i][0] <= until:
         item = timeline_inputs[i][3]
-        if isinstance(item, SampleInput):
-            state.add_sample(item)
-        else:
-            name = state.add_commit(item).name
-            outcomes[name] = outcomes.get(name, 0) + 1
+        applied = state.add_sample(item) if isinstance(item, SampleInput) else [state.add_commit(item)]
+        for outcome in applied:
+            if outcome is not None:
+                outcomes[outcome.name] = outcomes.get(outcome.name, 0) + 1
         i += 1
     return i
 

@@ -23,6 +23,7 @@ import argparse
 import csv
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
@@ -84,11 +85,11 @@ def _say(message: str, started: float) -> None:
 
 def tick_ms(options: ReprocessOptions, config: Config) -> int:
     if options.tick_seconds is not None:
-        if options.tick_seconds <= 0:
-            raise JobError("--tick must be > 0 seconds")
+        if not (math.isfinite(options.tick_seconds) and options.tick_seconds >= 0.001):  # ticks are whole ms
+            raise JobError("--tick must be at least 0.001 seconds")
         return int(options.tick_seconds * 1000)
     refreshes = {c.offset_refresh for c in config.clusters.values()} or {10.0}
-    return int(min(refreshes) * 1000)
+    return max(1, int(min(refreshes) * 1000))
 
 
 def replay_job(options: ReprocessOptions, config: Config, ends: dict[str, int]) -> ReplayJob:
@@ -131,6 +132,7 @@ def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, A
     output = Path(options.output)
     source = HistorySource(options.input, options.input_format)
     check_source(source)
+    check_options(options)
     job = replay_job(options, config, {})  # bad options fail here, before Spark starts
     own_session = spark is None
     spark = spark or spark_session(options)
@@ -254,6 +256,19 @@ def check_source(source) -> None:
         source.check()
     except InputError as exc:
         raise JobError(str(exc)) from None
+
+
+def check_options(options: ReprocessOptions) -> None:
+    """What Spark would find only after the replay (or inside its tasks): a local output that cannot be a
+    directory, a partition count below one."""
+    if options.shuffle_partitions is not None and options.shuffle_partitions < 1:
+        raise JobError("--partitions must be >= 1")
+    if "://" in options.output:
+        return
+    path = Path(options.output).absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise JobError(f"output {options.output} cannot be a directory: {existing} is a file")
 
 
 def _replayer(job: ReplayJob):

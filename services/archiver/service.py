@@ -191,16 +191,19 @@ class Archiver:
         """Buffer the fetched messages, writing at `flush-rows` records (checked after each message: a message holds
         many records). Once a write fails with the buffer full, each partition is wound back to its first message
         not buffered: it is read again after the write succeeds, and memory stays bounded meanwhile."""
-        for tp, messages in fetched.items():
-            for message in messages:
-                if self._held_back():
-                    if tp in self.consumer.assignment():  # else its new owner reads it
-                        self.consumer.seek(tp, message.offset)
-                    break
-                full = self.writer.add(self._decoded(message))
-                self.positions[tp] = message.offset + 1
-                if full:
-                    await self.flush()
+        # under the flush lock: a rebalance's flush (on aiokafka's task) writes the buffer in a thread, and a record
+        # added to a file's rows meanwhile would be dropped with them, its position committed by that flush
+        async with self._flush_lock:
+            for tp, messages in fetched.items():
+                for message in messages:
+                    if self._held_back():
+                        if tp in self.consumer.assignment():  # else its new owner reads it
+                            self.consumer.seek(tp, message.offset)
+                        break
+                    full = self.writer.add(self._decoded(message))
+                    self.positions[tp] = message.offset + 1
+                    if full:
+                        await self._flush_locked()
 
     async def _retry_write(self) -> None:
         """Paused partitions fetch nothing; the poll keeps this consumer in its group (`max.poll.interval.ms`)
@@ -235,17 +238,18 @@ class Archiver:
         """Write the buffer, then commit the positions it covers. A write that fails keeps the buffer and the
         positions: the next flush tries again."""
         async with self._flush_lock:
-            self._last_flush = time.monotonic()
-            if self.writer.buffered and not await self._write():
-                return
-            if self.positions:
-                positions, self.positions = self.positions, {}
-                try:
-                    await self.consumer.commit(positions)
-                except KafkaError as exc:  # written already: re-reading them only makes duplicates
-                    log.warning(
-                        "archiver %s: commit failed (%s); some records may be archived twice", self.cluster, exc
-                    )
+            await self._flush_locked()
+
+    async def _flush_locked(self) -> None:
+        self._last_flush = time.monotonic()
+        if self.writer.buffered and not await self._write():
+            return
+        if self.positions:
+            positions, self.positions = self.positions, {}
+            try:
+                await self.consumer.commit(positions)
+            except KafkaError as exc:  # written already: re-reading them only makes duplicates
+                log.warning("archiver %s: commit failed (%s); some records may be archived twice", self.cluster, exc)
 
     async def _write(self) -> bool:
         """Write the buffer (in a thread: Parquet encoding is CPU and disk); False when that failed."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -61,6 +62,17 @@ HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
 _json_string = json.encoder.encode_basestring_ascii  # json.dumps' own string encoder
 COLUMN_NAMES = tuple(name for name, _ in HISTORY_COLUMNS)
 PARTITION_COLUMNS = ("cluster", "date")  # directory levels of the file layout
+CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # as configured names are (shared/config.py): a safe directory
+INT_MAX, LONG_MAX = 2**31 - 1, 2**63 - 1
+OBSERVED_AT_MAX = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant with a date to file it under
+# (column, largest value) of the integer columns, in `check`'s order
+_INTEGERS = (
+    ("partition", INT_MAX),
+    ("offset", LONG_MAX),
+    ("observed_at", OBSERVED_AT_MAX),
+    ("commit_timestamp", LONG_MAX),
+    ("order", LONG_MAX),
+)
 
 
 class HistoryRecord(NamedTuple):
@@ -203,8 +215,8 @@ def decode(value: bytes) -> HistoryRecord:
     """A record from the history topic; HistoryRecordInvalid names what is wrong."""
     try:
         doc = json.loads(value)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HistoryRecordInvalid(f"not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
+        raise HistoryRecordInvalid(f"not JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
         raise HistoryRecordInvalid("not a JSON object")
     missing = [name for name in COLUMN_NAMES if name not in doc]
@@ -218,25 +230,36 @@ def decode(value: bytes) -> HistoryRecord:
 
 
 def check(record: HistoryRecord) -> str | None:
-    """Why a record cannot be replayed, or None. The Spark job applies the same checks to its input columns."""
+    """Why a record cannot be archived and replayed, or None. The Spark job applies the same checks to its input
+    columns. Every value must also fit its file column (`HISTORY_COLUMNS`) and `observed_at` a calendar date: a
+    record the archiver could not write would otherwise stop it at every restart."""
     if record.kind not in KINDS:
         return f"kind must be one of {', '.join(KINDS)}"
-    if not isinstance(record.cluster, str) or not record.cluster:
-        return "cluster is empty"
-    if not isinstance(record.topic, str) or not record.topic:
-        return "topic is empty"
-    for name in ("partition", "offset", "observed_at"):
+    if not isinstance(record.cluster, str) or not CLUSTER_NAME.match(record.cluster):
+        return "cluster must be a cluster's name (letters, digits, '.', '_', '-')"  # it names a directory
+    if not _text(record.topic):
+        return "topic is empty or not UTF-8 text"
+    is_commit = record.kind == KIND_COMMIT
+    if not (_text(record.group) if is_commit else record.group is None or _text(record.group)):
+        return "group is empty or not UTF-8 text" if is_commit else "group must be UTF-8 text or null"
+    for name, ceiling in _INTEGERS:
         value = getattr(record, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            return f"{name} must be a non-negative integer"
-    if record.kind == KIND_COMMIT:
-        if not isinstance(record.group, str) or not record.group:
-            return "group is empty"
-        for name in ("commit_timestamp", "order"):
-            value = getattr(record, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                return f"{name} must be a non-negative integer"
+        if value is None and not is_commit and name in ("commit_timestamp", "order"):
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= ceiling:
+            return f"{name} must be a non-negative integer (at most {ceiling})"
     return None
+
+
+def _text(value: object) -> bool:
+    """A non-empty string that UTF-8 can hold (JSON's escapes can spell lone surrogates, which it cannot)."""
+    if not isinstance(value, str) or not value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def utc_date(ms: int) -> str:

@@ -56,6 +56,17 @@ def test_log_end_samples_are_keyed_by_topic():
         (COMMIT._replace(offset=-1).encode(), "offset must be a non-negative integer"),
         (COMMIT._replace(group="").encode(), "group is empty"),
         (COMMIT._replace(kind="x").encode(), "kind must be one of commit, broker, log-start"),
+        # values no file column can hold: the archiver could not write them (and stopped at each restart)
+        (
+            COMMIT._replace(offset=2**63).encode(),
+            r"offset must be a non-negative integer \(at most 9223372036854775807\)",
+        ),
+        (COMMIT._replace(partition=2**31).encode(), "partition must be"),
+        (COMMIT._replace(observed_at=2**62).encode(), "observed_at must be"),  # no UTC date to file it under
+        (COMMIT._replace(group="\ud800").encode(), "group is empty or not UTF-8 text"),
+        (COMMIT._replace(kind=KIND_BROKER, group=7).encode(), "group must be UTF-8 text or null"),
+        (COMMIT._replace(cluster="../../etc").encode(), "cluster must be a cluster's name"),  # names a directory
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON: RecursionError"),
     ],
 )
 def test_bad_records_say_what_is_wrong(value, problem):

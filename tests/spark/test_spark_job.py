@@ -172,6 +172,52 @@ def test_bad_rows_are_counted_by_reason_and_skipped(spark, history, tmp_path):
     assert summary["groups"] == SHAPE.groups
 
 
+def _copy(history: Path, to: Path) -> Path:
+    """A copy of the history's files (tests add files to it)."""
+    for f in history.rglob("*.parquet"):
+        target = to / f.relative_to(history)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(f.read_bytes())
+    return next(to.glob("cluster=prod/date=*"))
+
+
+def test_values_past_what_the_replay_holds_are_bad_rows_not_a_failed_job(spark, history, tmp_path):
+    """Another writer's int64 partition past int32 (a cast would fail the whole job in Spark's ANSI mode), an
+    observed_at past any date."""
+    day = _copy(history, tmp_path / "history")
+    rows = {"kind": ["commit"] * 2, "group": ["x"] * 2, "topic": ["t"] * 2, "partition": [2**40, 0], "offset": [5] * 2}
+    rows |= {"commit_timestamp": [1] * 2, "order": [1] * 2, "observed_at": [1, 2**62]}
+    pq.write_table(pa.Table.from_pydict(rows), day / "part-other-writer.parquet")
+
+    summary = job(spark, tmp_path / "history", tmp_path / "out", charts=0)
+
+    assert summary["rows_bad"] == {"bad partition": 1, "bad observed_at": 1}
+    assert summary["groups"] == SHAPE.groups
+
+
+def test_rows_of_older_files_lacking_a_column_are_bad_rows_whichever_file_spark_reads_the_schema_of(
+    spark, history, tmp_path
+):
+    day = _copy(history, tmp_path / "history")
+    old = HistoryRecord(KIND_COMMIT, "prod", "x", "t", 0, 5, 1, 1, 1)
+    columns = {name: [getattr(old, name)] for name in HistoryRecord._fields if name not in ("cluster", "order")}
+    columns["partition"] = pa.array(columns["partition"], pa.int32())  # as the archiver writes it
+    pq.write_table(pa.Table.from_pydict(columns), day / "part-0-older.parquet")  # listed first
+
+    summary = job(spark, tmp_path / "history", tmp_path / "out", charts=0)
+
+    assert summary["rows_bad"] == {"bad order": 1}
+    assert summary["groups"] == SHAPE.groups
+
+
+def test_a_cluster_or_a_day_of_the_archive_reads_as_the_whole_does(spark, history, tmp_path):
+    day = max(history.glob("cluster=prod/date=*"))  # the day of the commits (the one before has samples only)
+
+    for location, groups in ((history / "cluster=prod", SHAPE.groups), (day, SHAPE.groups)):
+        summary = job(spark, location, tmp_path / "out", charts=0)
+        assert (summary["rows_bad"], summary["groups"]) == ({}, groups)
+
+
 def test_json_lines_history_reads_the_same(spark, tmp_path):
     shape = HistoryShape(groups=6, partitions=1, commits_per_partition=20)
     path = tmp_path / "history.jsonl"
@@ -208,6 +254,32 @@ def test_missing_input_and_missing_columns_are_clear_errors(spark, tmp_path):
     pq.write_table(pa.Table.from_pydict({"kind": ["commit"], "topic": ["t"]}), tmp_path / "thin.parquet")
     with pytest.raises(JobError, match=r"lacks column\(s\) cluster, group, partition"):
         job(spark, tmp_path / "thin.parquet", tmp_path / "out")
+
+
+def test_an_empty_input_an_input_not_parquet_and_an_output_under_a_file_are_clear_errors(spark, history, tmp_path):
+    (tmp_path / "empty" / "_lagwatch_probe").mkdir(parents=True)  # an archiver's root before its first file
+    with pytest.raises(JobError, match="holds no history files"):
+        job(spark, tmp_path / "empty", tmp_path / "out")
+
+    (tmp_path / "notes.txt").write_text("not parquet\n")
+    with pytest.raises(JobError, match=r"cannot read parquet history at .*notes.txt: \[FAILED_READ_FILE"):
+        job(spark, tmp_path / "notes.txt", tmp_path / "out")
+
+    with pytest.raises(JobError, match=r"output .* cannot be a directory: .*notes.txt is a file"):
+        job(spark, history, tmp_path / "notes.txt" / "out")
+
+
+@pytest.mark.parametrize(
+    ("option", "problem"),
+    [
+        ({"tick_seconds": 0.0001}, "--tick must be at least 0.001 seconds"),  # a tick of 0 ms: every task failed
+        ({"tick_seconds": float("nan")}, "--tick must be at least 0.001 seconds"),
+        ({"shuffle_partitions": -1}, "--partitions must be >= 1"),  # Spark's session refused it with a traceback
+    ],
+)
+def test_options_spark_fails_on_are_refused_before_it_runs(spark, history, tmp_path, option, problem):
+    with pytest.raises(JobError, match=problem):
+        job(spark, history, tmp_path / "out", charts=0, **option)
 
 
 def test_the_command_line_fails_fast_with_one_line(tmp_path):

@@ -15,8 +15,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from redis.asyncio import Redis
 
 from lagwatch.services.archiver.service import Archiver
+from lagwatch.shared.domain.history import HistoryRecord, decode, records_of
 from lagwatch.shared.store.redis_store import WindowStore
-from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from lagwatch.spark.replay import ReplayConfig, replay_group, replay_inputs, status_changes
+from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC
 from tests.system.test_status_end_to_end import (
     EXPECTED,
@@ -85,6 +87,52 @@ async def test_the_replay_of_the_archived_history_gives_the_live_status_changes(
 
     assert replayed == live
     assert summary["rows_bad"] == {}
+
+
+async def test_a_commit_of_a_topic_newer_than_the_ingests_metadata_replays_as_the_live_status(
+    kafka, redis_server, tmp_path
+):
+    """The ingest holds such a commit and looks its partition's log end up: that poll's sample is archived after
+    the commit. The replay must store the commit as the ingest did, not drop it for want of a log end."""
+    for topic, partitions in ((STATUS_TOPIC, 3), ("lagwatch.changes", 4), (HISTORY_TOPIC, 1)):
+        kafka.create_topic(topic, partitions)
+    config = make_config(
+        kafka.bootstrap,
+        redis_server.url,
+        EVALUATOR__SWEEP_INTERVAL="0.5",
+        HISTORY__ENABLED="true",
+        **{f"CLUSTERS__{CLUSTER}__TOPIC_REFRESH": "3600", f"CLUSTERS__{CLUSTER}__OFFSET_REFRESH": "3600"},
+    )
+    async with ingest_and_evaluator(kafka, config) as (writer, topic):
+        kafka.create_topic("fresh", 1)  # after the ingest's only metadata refresh for the next hour
+        await produce(kafka.bootstrap, "fresh", {0: 7})
+        await writer.commit("g-fresh", "fresh", 0, 7)
+        await topic.until("g-fresh", 1)
+        live = topic.transitions("g-fresh")
+    assert live == [("NOTFOUND", "OK")]
+
+    records = sorted((r for r in await _history(kafka.bootstrap) if r.topic == "fresh"), key=lambda r: r.observed_at)
+    assert [r.kind for r in records] == ["commit", "broker"]  # the commit, then the log end looked up for it
+    commits, samples = replay_inputs(records)
+    replay = ReplayConfig(config.window(), config.rules(), tick_ms=100)
+    end = records[-1].observed_at + 100  # a tick after the last record
+    replayed = replay_group(CLUSTER, "g-fresh", commits, samples, replay, end_ms=end)
+
+    assert status_changes(replayed.events) == live
+
+
+async def _history(bootstrap: str) -> list[HistoryRecord]:
+    consumer = AIOKafkaConsumer(HISTORY_TOPIC, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets([TopicPartition(HISTORY_TOPIC, 0)])
+        records: list[HistoryRecord] = []
+        while await consumer.position(TopicPartition(HISTORY_TOPIC, 0)) < sum(ends.values()):
+            for messages in (await consumer.getmany(timeout_ms=500)).values():
+                records += [decode(line) for m in messages for line in records_of(m.value)]
+        return records
+    finally:
+        await consumer.stop()
 
 
 async def _records_in(bootstrap: str, topic: str) -> int:

@@ -86,14 +86,17 @@ def test_an_incident_carries_one_id_from_open_to_close():
     assert events[2]["incident_id"] == events[1]["incident_id"]
 
 
-def test_a_commit_before_any_log_end_sample_is_dropped_like_the_ingest_drops_it():
-    commits = [CommitInput("t", 0, 5, T0, 1, T0)]
-    samples = [SampleInput("t", 0, 5, T0 + 1)]
+def test_a_commit_before_its_partitions_first_log_end_waits_for_it_as_the_ingest_holds_it():
+    """The ingest holds a commit of a partition it has no log end for (a topic newer than its last metadata
+    refresh) and looks the log end up; that poll's sample is archived after the commit, which it stores with it.
+    A commit of a partition that never gets a log end is dropped, as the ingest drops it."""
+    commits = [CommitInput("t", 0, 5, T0, 1, T0), CommitInput("gone", 0, 5, T0, 2, T0)]
+    samples = [SampleInput("t", 0, 5, T0 + 250)]
 
     result = replay_group("c", "g", commits, samples, ReplayConfig(), end_ms=T0 + 60_000)
 
-    assert result.outcomes == {"NO_BROKER_OFFSET": 1}
-    assert result.events == []
+    assert result.outcomes == {"APPENDED": 1, "NO_BROKER_OFFSET": 1}
+    assert status_changes(result.events) == [("NOTFOUND", "OK")]
 
 
 def test_a_group_silent_for_expire_group_becomes_notfound():
@@ -120,6 +123,24 @@ def test_a_stop_is_seen_once_the_log_end_ring_forgets_the_caught_up_offsets():
     # the last 10 log ends still shows the consumer caught up until the 10th sample after it (T0 + 190 s)
     assert documents(result)[-1]["evaluated_at"] == T0 + 190_000
     assert documents(result)[-1]["partitions"][0]["status"] == "STOP"
+
+
+def test_log_end_samples_archived_twice_change_nothing():
+    """The archive is at-least-once (a restart re-reads what it wrote but had not committed): every sample twice
+    gives the same replay. Commits twice are duplicates by their `order`; a sample twice must not take two places
+    in the log-end ring, where it would push out a poll still showing the consumer caught up."""
+    commits = [CommitInput("t", 0, 100 * i, T0 + i * 10_000, i, T0 + i * 10_000) for i in range(10)]
+    samples = [SampleInput("t", 0, 100 * i, T0 + i * 10_000 - 1) for i in range(10)]
+    samples += [SampleInput("t", 0, 5000, T0 + i * 10_000) for i in range(10, 200)]
+    config = ReplayConfig(tick_ms=1000)  # the STOP check holds from T0 + 180 s; the ring shows no catch-up from 190 s
+    once = replay_group("c", "g", commits, samples, config, end_ms=T0 + 86_400_000)
+
+    twice = replay_group("c", "g", commits * 2, samples * 2, config, end_ms=T0 + 86_400_000)
+
+    assert documents(once)[-1]["evaluated_at"] == T0 + 190_000
+    assert documents(twice) == documents(once)
+    assert twice.timeline == once.timeline
+    assert twice.outcomes == {**once.outcomes, "DUPLICATE": len(commits)}
 
 
 def test_quiet_stretches_cost_no_evaluations():
