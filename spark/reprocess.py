@@ -259,12 +259,12 @@ def check_source(source) -> None:
 
 
 def check_options(options: ReprocessOptions) -> None:
-    """What Spark would find only after the replay (or inside its tasks): a local output that cannot be a
-    directory, a partition count below one."""
+    """What Spark would find only after the replay (or inside its tasks): an output that is not a local directory,
+    a partition count below one."""
     if options.shuffle_partitions is not None and options.shuffle_partitions < 1:
         raise JobError("--partitions must be >= 1")
-    if "://" in options.output:
-        return
+    if "://" in options.output:  # the summary, backtest and charts are written with local file calls
+        raise JobError(f"--output must be a local directory, not {options.output} (copy the outputs from there)")
     path = Path(options.output).absolute()
     existing = next(p for p in (path, *path.parents) if p.exists())
     if not existing.is_dir():
@@ -397,7 +397,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="history: a file or directory (Parquet/JSON), or kafka://<servers or a configured cluster>/<topic>",
     )
-    parser.add_argument("--output", required=True, help="directory (local or Hadoop-compatible URI) for the outputs")
+    parser.add_argument("--output", required=True, help="local directory for the outputs")
     parser.add_argument("--format", dest="input_format", default="auto", choices=("auto", "parquet", "json", "kafka"))
     parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[*]"), help="Spark master URL")
     parser.add_argument("--tick", dest="tick_seconds", type=float, help="evaluation tick, seconds (offset-refresh)")

@@ -268,6 +268,10 @@ def test_an_empty_input_an_input_not_parquet_and_an_output_under_a_file_are_clea
     with pytest.raises(JobError, match=r"output .* cannot be a directory: .*notes.txt is a file"):
         job(spark, history, tmp_path / "notes.txt" / "out")
 
+    # its summary, backtest and charts went to a local path named after the URI (`./file:/...`)
+    with pytest.raises(JobError, match="--output must be a local directory, not file:///"):
+        job(spark, history, f"file://{tmp_path / 'out'}")
+
 
 @pytest.mark.parametrize(
     ("option", "problem"),
