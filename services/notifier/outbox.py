@@ -259,6 +259,14 @@ class Outbox:
         async for field_, raw in self.redis.hscan_iter(keys.NOTIFY_ACTIVE, count=500):
             yield _text(field_), _text(raw)
 
+    async def told_nothing(self, subscription_ids: list[str]) -> set[str]:
+        """The subscriptions that keep no incident state at all, in one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for sub_id in subscription_ids:
+                pipe.exists(keys.notify_state(sub_id))
+            kept = await pipe.execute()
+        return {sub_id for sub_id, exists in zip(subscription_ids, kept, strict=True) if not exists}
+
     async def read_state_field(self, subscription_id: str, group_key: str) -> str:
         # bytes: the client does not decode replies (redis-py types hget as str)
         raw = await cast("Awaitable[bytes | None]", self.redis.hget(keys.notify_state(subscription_id), group_key))

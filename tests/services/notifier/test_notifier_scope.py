@@ -392,3 +392,39 @@ async def test_a_repeat_due_for_a_group_no_longer_covered_is_a_close(kafka, redi
             await service.redis.aclose()
     assert sorted((d.kind, d.reason) for d in await _deliveries(redis)) == [("close", "unsubscribed"), ("open", None)]
     assert await redis.hlen(keys.notify_state("hook")) == 0 and await redis.zcard(keys.NOTIFY_REPEATS) == 0
+
+
+async def test_only_changed_subscriptions_are_looked_at_and_one_made_again_the_same_is_told_anew(
+    kafka, redis_server, redis
+):
+    """A change looks at the subscriptions it changed (at 10k incidents and 100 subscriptions looking at all took
+    15-25 s per change), and at those told of nothing: deleted and made again the same between two ticks, a
+    subscription lost what it was told, and must hear of what goes on."""
+    store = SubscriptionStore(redis)
+    hook = SubscriptionConfig(id="hook", url="http://127.0.0.1:9/")
+    await store.put(hook, create=True)
+    await store.put(SubscriptionConfig(id="quiet", url="http://127.0.0.1:9/", threshold="ERR"), create=True)
+    service = NotifierService(make_config(kafka.bootstrap, redis_server.url, **FAST), "local", http_port=0)
+    t = Timeline("billing")
+    t.to("OK")
+    try:
+        await service.repeat_once()
+        assert await service.handle(encode(t.to("WARN", (9,))), STATUS_EVENTS)  # hook told; quiet (ERR) not
+        await evaluator_records(redis, "billing", "WARN")
+        looked = []
+        announce = service.announce_going_on
+
+        async def recording(now, subscriptions=None):
+            looked.append(sorted(s.id for s in subscriptions))
+            return await announce(now, subscriptions)
+
+        service.announce_going_on = recording
+        await store.delete("hook")
+        await store.put(hook, create=True)
+        await service.repeat_once()
+    finally:
+        await service.redis.aclose()
+    assert looked == [["hook", "quiet"]]  # quiet: told of nothing (as it should be: below its threshold)
+    opens = [d for d in await _deliveries(redis) if d.kind == "open"]
+    assert [d.subscription_id for d in opens] == ["hook", "hook"]
+    assert len({d.notification_id for d in opens}) == 2  # told anew, not a duplicate
