@@ -28,6 +28,7 @@ from redis.asyncio import Redis
 
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.store import keys, scripts
+from lagwatch.shared.store.redis_client import text
 
 APPLIED, DUPLICATE, CONFLICT = 1, 0, -1
 CHAIN_KEYS = (keys.OUTBOX_ORDER, keys.OUTBOX_CHAIN_OF, keys.OUTBOX_SEQ)
@@ -97,10 +98,6 @@ class Delivery:
         )
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def delivery_id(notification_id: str, subscription_id: str) -> str:
     return f"{notification_id}.{subscription_id}"
 
@@ -139,8 +136,7 @@ def chain_of(member: str) -> str:
 
 def parse_repeat_member(member: bytes | str) -> tuple[str, str]:
     """(subscription id, state field)"""
-    text = member.decode() if isinstance(member, bytes) else member
-    subscription_id, _, group = text.partition(FIELD_SEPARATOR)
+    subscription_id, _, group = text(member).partition(FIELD_SEPARATOR)
     return subscription_id, group
 
 
@@ -228,7 +224,7 @@ class Outbox:
 
     async def due_repeats(self, now: int, limit: int = 500) -> list[tuple[str, int]]:
         rows = await self.redis.zrangebyscore(keys.NOTIFY_REPEATS, "-inf", now, start=0, num=limit, withscores=True)
-        return [(m.decode() if isinstance(m, bytes) else m, int(score)) for m, score in rows]
+        return [(text(m), int(score)) for m, score in rows]
 
     async def schedule_repeat(
         self, member: str, seen_score: int, next_at: int | None, delivery: Delivery | None, now: int
@@ -252,12 +248,12 @@ class Outbox:
         """Every incident state kept for the subscription: (state field, state JSON), scanned in steps (a
         subscription may keep many)."""
         async for field_, raw in self.redis.hscan_iter(keys.notify_state(subscription_id), count=500):
-            yield _text(field_), _text(raw)
+            yield text(field_), text(raw)
 
     async def active(self) -> AsyncIterator[tuple[str, str]]:
         """(its field, its latest event as JSON) of every incident going on, as the events read so far tell."""
         async for field_, raw in self.redis.hscan_iter(keys.NOTIFY_ACTIVE, count=500):
-            yield _text(field_), _text(raw)
+            yield text(field_), text(raw)
 
     async def told_nothing(self, subscription_ids: list[str]) -> set[str]:
         """The subscriptions that keep no incident state at all, in one round trip."""

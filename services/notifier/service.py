@@ -48,7 +48,7 @@ from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.health_server import HealthServer
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_client import connect, reply
+from lagwatch.shared.store.redis_client import connect, reply, text
 from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
 from lagwatch.shared.subscriptions.silences import SilenceCache, SilenceStore
 from lagwatch.shared.subscriptions.store import SubscriptionStore
@@ -452,9 +452,9 @@ class NotifierService:
         if isinstance(event, LagThresholdEvent):  # "<crossings so far>:<started at>": still this crossing
             key = Threshold(float(event.threshold_seconds), event.which).key
             crossings = await reply(self.redis.hget(keys.group_lag_thresholds(event.cluster, event.group), key))
-            return crossings is not None and _text(crossings).split(":")[0] == str(event.seq)
+            return crossings is not None and text(crossings).split(":")[0] == str(event.seq)
         status = await reply(self.redis.hget(keys.statuses_index(event.cluster), event.group))
-        return status is not None and _text(status) == event.status
+        return status is not None and text(status) == event.status
 
     async def _announce(
         self,
@@ -530,10 +530,6 @@ async def run_notifier(config: Config, cluster: str, *, http_port: int | None = 
     started = time.monotonic()
     await run_until_signalled(NotifierService(config, cluster, http_port=http_port))
     log.info("notifier: stopped after %.0fs", time.monotonic() - started)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _parse_state(raw: str) -> IncidentState | None:

@@ -41,6 +41,11 @@ def connect(config: RedisConfig) -> Redis:
 T = TypeVar("T")
 
 
+def text(value: bytes | str) -> str:
+    """A reply as text: lagwatch's clients do not decode replies (redis-py types them as str all the same)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def reply(command: Awaitable[T] | T) -> Awaitable[T]:
     """A command's reply to await. redis-py types its commands once for its blocking and its asyncio clients
     (`Awaitable[T] | T`); on the asyncio client they are always awaitable."""

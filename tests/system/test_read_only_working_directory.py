@@ -14,12 +14,11 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.net_helpers import free_port
+from tests.net_helpers import answers_ok, free_port
 
 LAGWATCH = str(Path(sys.executable).parent / "lagwatch")
 SERVICES = ("ingest", "evaluator", "notifier", "api", "archiver")
@@ -44,14 +43,6 @@ def in_read_only_directory(directory: Path, command: list[str]) -> list[str]:
     namespace = [unshare, "--mount"] if os.geteuid() == 0 else [unshare, "--mount", "--map-root-user"]
     script = 'mount -t tmpfs -o ro tmpfs "$1" && cd "$1" && shift && exec "$@"'
     return [*namespace, "sh", "-c", script, "sh", str(directory), *command]
-
-
-def ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 @pytest.mark.timeout(180)
@@ -84,7 +75,7 @@ def test_every_service_starts_and_gets_ready_with_a_read_only_working_directory(
         while pending and time.monotonic() < deadline:
             for service in sorted(pending):
                 assert processes[service].poll() is None, f"{service} exited:\n{logs[service].read_text()[-2000:]}"
-                if ready(ports[service]):
+                if answers_ok(ports[service], "/readyz"):
                     pending.discard(service)
             time.sleep(0.5)
         assert not pending, {s: logs[s].read_text()[-1500:] for s in pending}

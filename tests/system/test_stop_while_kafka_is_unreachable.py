@@ -9,23 +9,14 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.net_helpers import free_port
+from tests.net_helpers import answers_ok, free_port
 
 LAGWATCH = str(Path(sys.executable).parent / "lagwatch")
 SERVICES = ("evaluator", "notifier", "archiver")
-
-
-def alive(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 @pytest.mark.timeout(120)
@@ -49,7 +40,7 @@ def test_a_service_stopped_while_kafka_is_unreachable_exits_cleanly(redis_server
     }
     try:
         deadline = time.monotonic() + 60
-        while not all(alive(port) for port in ports.values()) and time.monotonic() < deadline:
+        while not all(answers_ok(port, "/healthz") for port in ports.values()) and time.monotonic() < deadline:
             time.sleep(0.3)
         time.sleep(2.0)  # a few attempts to reach Kafka
         for process in processes.values():
