@@ -295,6 +295,40 @@ class ProcessMeter:
                     seen.peak_rss = max(seen.peak_rss, _vm_hwm(proc.pid), proc.memory_info().rss)
 
 
+def thread_cpu(pid: int) -> dict[str, dict[str, float]]:
+    """CPU seconds and context switches of a process tree's threads, summed per kind: each process's main thread
+    (the ingest's per-record work and its event loop), its other Python threads (flush encoding, the history
+    publisher, executors) and librdkafka's (`rdk:*`). Read before the processes stop. The main thread is the
+    critical path: a busier machine shows as its involuntary switches (time it was runnable but preempted)."""
+    out: dict[str, dict[str, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            for task in Path(f"/proc/{proc.pid}/task").iterdir():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    stat = (task / "stat").read_text()
+                    name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+                    status = dict(
+                        line.split(":", 1) for line in (task / "status").read_text().splitlines() if ":" in line
+                    )
+                    kind = (
+                        "main" if task.name == str(proc.pid) else "librdkafka" if name.startswith("rdk:") else "python"
+                    )
+                    entry = out.setdefault(kind, {"cpu_s": 0.0, "threads": 0, "involuntary": 0, "voluntary": 0})
+                    entry["cpu_s"] += (int(fields[11]) + int(fields[12])) / tick
+                    entry["threads"] += 1
+                    entry["involuntary"] += int(status["nonvoluntary_ctxt_switches"])
+                    entry["voluntary"] += int(status["voluntary_ctxt_switches"])
+    return out
+
+
+def _mock(pid: int | None) -> dict[str, int]:
+    """The Kafka mock, listed beside each system (not counted): it serves both from one thread on the same CPUs,
+    so its share shows how much of a run's time it took."""
+    return {"kafka-mock": pid} if pid is not None else {}
+
+
 def _vm_hwm(pid: int) -> int:
     with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -497,6 +531,7 @@ def run_lagwatch(
     *,
     workers: int | None,
     history: bool = False,
+    mock_pid: int | None = None,
 ) -> Row:
     tmp.mkdir(parents=True)
     env = dict(os.environ, **{f"LAGWATCH__CLUSTERS__{cluster}__BOOTSTRAP_SERVERS": bootstrap})
@@ -516,7 +551,7 @@ def run_lagwatch(
         command += ["--log-level", os.environ.get("BENCH_INGEST_LOG_LEVEL", "WARNING")]
         if workers is not None:
             command += ["--workers", str(workers)]
-        meter = ProcessMeter({"redis-server": redis.pid, "api": api.pid})
+        meter = ProcessMeter({"redis-server": redis.pid, "api": api.pid, **_mock(mock_pid)})
         load = os.getloadavg()[0]
         meter.start()
         start = time.perf_counter()
@@ -527,10 +562,12 @@ def run_lagwatch(
         stack.callback(progress.close)
         done = wait_until_visible(base, cluster, sentinels, ingest, ingest_log, "lagwatch ingest", progress)
         processes = meter.stop()
+        threads = thread_cpu(ingest.pid)
         if os.environ.get("BENCH_KEEP_LOG"):  # e.g. with BENCH_INGEST_LOG_LEVEL=INFO: where the start-up time goes
             shutil.copy(ingest_log, os.environ["BENCH_KEEP_LOG"])
     notes = {"workers": workers if workers is not None else "cli default", "history": history, "load_1m": load}
     notes["timeline"] = progress.summary(records, done - start)
+    notes["threads"] = threads
     return Row("lagwatch", records, done - start, processes, ("ingest", "redis-server"), notes)
 
 
@@ -638,12 +675,13 @@ def run_burrow(
     records: int,
     tmp: Path,
     cluster: str,
+    mock_pid: int | None = None,
 ) -> Row:
     tmp.mkdir(parents=True)
     port = free_port()
     (tmp / "burrow.toml").write_text(burrow_config(tmp, bootstrap, zk[0], cluster, port, f"/burrow-{cluster}"))
     log = tmp / "burrow.log"
-    meter = ProcessMeter({"zookeeper": zk[1].pid})
+    meter = ProcessMeter({"zookeeper": zk[1].pid, **_mock(mock_pid)})
     load = os.getloadavg()[0]
     meter.start()
     start = time.perf_counter()
@@ -691,6 +729,14 @@ def format_rows(rows: Sequence[Row], ratio_line: str | None = None) -> list[str]
         lines.append(f"  {row.system}: cores busy on average: {busy}; load average at start {row.notes['load_1m']:.1f}")
         if row.notes.get("timeline"):
             lines.append(f"  {row.system}: {format_timeline(row.notes['timeline'])}")
+        if row.notes.get("threads"):
+            lines.append(
+                f"  {row.system}: ingest threads (CPU s, switched out: preempted / waiting): "
+                + ", ".join(
+                    f"{kind} {v['cpu_s']:.2f} ({v['threads']}; {v['involuntary']} / {v['voluntary']})"
+                    for kind, v in row.notes["threads"].items()
+                )
+            )
     return lines
 
 
@@ -750,6 +796,7 @@ def bench_shape(
                         shape.records,
                         tmp / f"burrow-{run}",
                         f"bench{shape.name}r{run}",
+                        mock_pid=mock.pid,
                     )
                 elif system in wanted:
                     by[system] = run_lagwatch(
@@ -760,6 +807,7 @@ def bench_shape(
                         f"bench{shape.name}{system[0]}{run}",
                         workers=workers,
                         history=system == "history",
+                        mock_pid=mock.pid,
                     )
                     by[system].notes["again"] = system == "again"
             rows = [by[k] for k in ("burrow", "lagwatch", "again", "history") if k in by]
