@@ -9,7 +9,7 @@ loop; tests call it directly. It does what the live services do, in history time
   commit of a partition not sampled yet waits for its first sample, as the ingest holds it; a sample at the time
   of the partition's last one is a duplicate (the archive is at-least-once; commits are told apart by `order`);
 * the group is evaluated with the shared rules at evaluation ticks, every `tick_ms` of history time (multiples of
-  `tick_ms` since the epoch), up to the end of the history;
+  `tick_ms` since the epoch), up to the end of the history, and at that end when inputs came after its last tick;
 * ticks where nothing changed and the rules cannot change their answer are skipped: between inputs only the clock
   moves, and the clock changes a verdict only when a partition's STOP check flips (at `2*last - first` of its
   window) or the group expires (`expire-group` after its newest commit). Skipping them is exact, and it is what
@@ -278,13 +278,16 @@ def replay_group(
     next_tick: int | None = _ceil_tick(timeline_inputs[0][0], tick)
     result.first_at, result.last_at = next_tick, end
     outcomes: dict[str, int] = {}
-    i, n = 0, len(timeline_inputs)
+    i, n, evaluated = 0, len(timeline_inputs), 0  # evaluated: inputs applied as of the last evaluation
     while next_tick is not None:
         # apply every input up to and including the tick's time, then evaluate at the tick
         i = _apply_inputs(state, timeline_inputs, i, next_tick, outcomes)
         if next_tick > end and i >= n:
+            if i > evaluated:  # inputs after the last tick within the history: its state at its end
+                _evaluate(state, end, result)
             break
         _evaluate(state, next_tick, result)
+        evaluated = i
         next_tick = _following_tick(state, next_tick, tick, timeline_inputs[i][0] if i < n else None, end)
     if state.held():  # dropped, as the ingest drops commits of partitions Kafka does not have
         outcomes[AddOutcome.NO_BROKER_OFFSET.name] = outcomes.get(AddOutcome.NO_BROKER_OFFSET.name, 0) + state.held()

@@ -217,6 +217,21 @@ def test_one_groups_rows_cover_every_output():
     assert backtest["production"]["opens"] == 1 and backtest["tolerant"]["opens"] == 0
 
 
+def test_a_commit_archived_twice_counts_once_in_the_report():
+    config = load_config(None, env={})
+    variants = variants_from_document({"variants": [{"name": "production"}]}, config, 10_000)
+    job = ReplayJob(production=variants[0].replay, variants=variants, ends={"prod": SHAPE.end_ms})
+    commits, samples = inputs_of(1)
+
+    def report(commits: list[CommitInput]) -> dict:
+        return next(r for r in replay_rows("prod", "g", commits, samples, job) if r["row_type"] == "report")
+
+    once, twice = report(commits), report(commits + commits[:5])
+
+    assert once["commits"] == twice["commits"] == len(commits)
+    assert twice["commits_stored"] == once["commits_stored"] <= len(commits)
+
+
 def test_charts_are_one_self_contained_page():
     result = replay_scenario(3)
 
@@ -247,3 +262,18 @@ def test_the_replay_judges_rewinds_by_the_first_drop_only_as_burrow_and_the_live
     not_recovered = _replay_offsets([1000, 900, 950, 800])
     assert not_recovered.timeline[-1].status == "ERR"
     assert {p["status"] for p in documents(not_recovered)[-1]["partitions"]} == {"REWIND"}
+
+
+def test_inputs_after_the_last_tick_are_judged_at_the_end_of_the_history():
+    """Ticks fall every 10 s of history time; a rewind committed 5 s after the last one within the history still
+    shows in its last status (evaluated at its end), as the live evaluator would have shown it."""
+    start = T0 - T0 % 10_000
+    commits = [CommitInput("t", 0, 1000 + 100 * i, start + i * 10_000, i, start + i * 10_000 + 5) for i in range(10)]
+    samples = [SampleInput("t", 0, 1000 + 100 * i, start + i * 10_000) for i in range(10)]
+    commits.append(CommitInput("t", 0, 500, start + 95_000, 10, start + 95_000))  # after the tick at +90 s
+
+    result = replay_group("prod", "g", commits, samples, ReplayConfig())
+
+    assert result.timeline[-1].status == "ERR"
+    assert result.timeline[-1].at == result.last_at == start + 95_000
+    assert documents(result)[-1]["partitions"][0]["status"] == "REWIND"
