@@ -618,9 +618,22 @@ def _zk_ok(port: int) -> bool:
         return False
 
 
-def burrow_config(tmp: Path, bootstrap: str, zk: str, cluster: str, http_port: int, root: str) -> str:
+def burrow_config(
+    tmp: Path,
+    bootstrap: str,
+    zk: str,
+    cluster: str,
+    http_port: int,
+    root: str,
+    *,
+    offset_refresh: int = 10,
+    topic_refresh: int = 60,
+    intervals: int = 10,
+    expire_cache: int = 10,
+) -> str:
     """Burrow 1.2.1's TOML: one cluster and its offsets-topic consumer from offset 0, storage with the settings
-    lagwatch uses (intervals 10; min-distance is moot at one round per second), everything on loopback."""
+    lagwatch uses (intervals 10; min-distance is moot at one round per second), everything on loopback. The
+    keyword arguments are for bench/burrow_differential.py; their defaults are this bench's."""
     servers = json.dumps(bootstrap.split(","))
     return f"""
 [general]
@@ -642,8 +655,8 @@ kafka-version="2.0.0"
 class-name="kafka"
 servers={servers}
 client-profile="bench"
-offset-refresh=10
-topic-refresh=60
+offset-refresh={offset_refresh}
+topic-refresh={topic_refresh}
 
 [consumer.{cluster}]
 class-name="kafka"
@@ -656,13 +669,13 @@ start-latest=false
 [storage.default]
 class-name="inmemory"
 workers=20
-intervals=10
+intervals={intervals}
 min-distance=1
 expire-group=604800
 
 [evaluator.default]
 class-name="caching"
-expire-cache=10
+expire-cache={expire_cache}
 
 [httpserver.default]
 address="127.0.0.1:{http_port}"
