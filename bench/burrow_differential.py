@@ -913,8 +913,8 @@ KNOWN: list[tuple[Callable[[Diff], bool], str]] = [
     ),
     (
         lambda d: "g-newtopic" in d.route,
-        "(a) lagwatch stores a commit whose log end it has not polled yet (looks it up); Burrow (every version) drops "
-        "it (inmemory.go getBrokerOffset 'no topic'); spec §2 and docs/rules.md:30 say dropped",
+        "(d) a commit whose log end is not polled yet: lagwatch looks it up and stores the commit, Burrow (every "
+        "version) drops it (migrating-from-burrow.md)",
     ),
 ]
 
