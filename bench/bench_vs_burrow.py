@@ -338,17 +338,29 @@ def _vm_hwm(pid: int) -> int:
     return 0
 
 
-def _get_json(url: str) -> dict | None:
-    """The JSON body of a 200 answer; None for 404 (not stored yet) or a server not answering yet."""
+def get_json(url: str) -> tuple[int, Any]:
+    """(HTTP status, JSON body or text) of any answer; (0, None) when the server does not answer."""
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
-            return json.loads(response.read())
+            status, raw = response.status, response.read()
     except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise BenchError(f"{url}: HTTP {exc.code}: {exc.read()[:300]!r}") from None
+        status, raw = exc.code, exc.read()
     except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0, None
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+def _get_json(url: str) -> dict | None:
+    """The JSON body of a 200 answer; None for 404 (not stored yet) or a server not answering yet."""
+    status, body = get_json(url)
+    if status in (0, 404):
         return None
+    if status != 200 or isinstance(body, str):
+        raise BenchError(f"{url}: HTTP {status}: {str(body)[:300]!r}")
+    return body
 
 
 def visible(api: str, cluster: str, sentinel: Sentinel) -> bool:

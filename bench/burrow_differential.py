@@ -40,8 +40,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,14 +50,17 @@ from confluent_kafka import Producer
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_vs_burrow import (  # the Burrow bench's process helpers, its ZooKeeper and its Burrow TOML
     BURROW,
+    BenchError,
     burrow_available,
     burrow_config,
     free_port,
+    get_json,
     lagwatch_bin,
     log_tail,
     spawn,
     start_api,
     stop_group,
+    wait_for,
     zookeeper,
 )
 
@@ -339,9 +340,16 @@ def start_burrow(
         expire_cache=BURROW_EXPIRE_CACHE,
     )
     (directory / "burrow.toml").write_text(config)
-    burrow = spawn([str(BURROW), "-config-dir", str(directory)], directory / "burrow.log", cwd=directory)
-    stack.callback(stop_group, burrow)
-    return burrow, f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(2):  # Burrow exits when its first ZooKeeper connection fails (seen with a JVM just started): again
+        burrow = spawn([str(BURROW), "-config-dir", str(directory)], directory / "burrow.log", cwd=directory)
+        stack.callback(stop_group, burrow)
+        # answering before lagwatch's services start: their start-up competes for the 2 CPUs with Burrow's
+        wait_for(lambda burrow=burrow: burrow.poll() is not None or get_json(f"{url}/v3/kafka")[0] == 200, "Burrow")
+        if burrow.poll() is None:
+            break
+        print(f"  Burrow exited at start ({log_tail(directory / 'burrow.log', 1)}); starting it again", flush=True)
+    return burrow, url
 
 
 def start_lagwatch(
@@ -368,30 +376,15 @@ def start_service(
     return proc
 
 
-def get_json(url: str) -> Answer:
-    """(HTTP status, JSON body or text); (0, None) when the server does not answer."""
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            status, raw = response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read()
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return 0, None
-    try:
-        return status, json.loads(raw)
-    except ValueError:
-        return status, raw.decode(errors="replace")
-
-
 def wait_until(check: Callable[[], bool], what: str, timeout: float = WAIT_S) -> bool:
-    """Polls `check` every 0.2 s; says so and returns False when it is still false after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.2)
-    print(f"  ! {what}: not seen after {timeout:.0f} s", flush=True)
-    return False
+    """`wait_for`, saying so and returning False (instead of stopping) when `check` is still false after `timeout`:
+    one scenario not seen must not lose the comparison of the others."""
+    try:
+        wait_for(check, what, timeout)
+    except BenchError:
+        print(f"  ! {what}: not seen after {timeout:.0f} s", flush=True)
+        return False
+    return True
 
 
 def log_ends_shown(api: str, topic: str, ends: Sequence[int | None]) -> bool:

@@ -201,12 +201,14 @@ def test_variants_file_errors_name_the_entry_and_option():
         variants_from_document({"variants": [{"name": "a"}, {"name": "a"}]}, config, 10_000)
 
 
+def replay_job(*variants: dict) -> ReplayJob:
+    """The job's settings for `variants` (the first is production), the history ending where SHAPE's does."""
+    chosen = variants_from_document({"variants": list(variants)}, load_config(None, env={}), 10_000)
+    return ReplayJob(production=chosen[0].replay, variants=chosen, ends={"prod": SHAPE.end_ms})
+
+
 def test_one_groups_rows_cover_every_output():
-    config = load_config(None, env={})
-    variants = variants_from_document(
-        {"variants": [{"name": "production"}, {"name": "tolerant", "allowed-lag": 100000}]}, config, 10_000
-    )
-    job = ReplayJob(production=variants[0].replay, variants=variants, ends={"prod": SHAPE.end_ms})
+    job = replay_job({"name": "production"}, {"name": "tolerant", "allowed-lag": 100000})
     commits, samples = inputs_of(1)
 
     rows = replay_rows("prod", "lagging", commits, samples, job)
@@ -218,9 +220,7 @@ def test_one_groups_rows_cover_every_output():
 
 
 def test_a_commit_archived_twice_counts_once_in_the_report():
-    config = load_config(None, env={})
-    variants = variants_from_document({"variants": [{"name": "production"}]}, config, 10_000)
-    job = ReplayJob(production=variants[0].replay, variants=variants, ends={"prod": SHAPE.end_ms})
+    job = replay_job({"name": "production"})
     commits, samples = inputs_of(1)
 
     def report(commits: list[CommitInput]) -> dict:
