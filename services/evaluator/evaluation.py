@@ -9,7 +9,9 @@ schedule, the status index and the ready results, closing an open incident inste
 The same evaluation checks the groups' lag in seconds against the subscriptions' lag-seconds thresholds
 (lag_thresholds.py), stores each group's ready result (results_store.py: what /metrics and the dashboard read; the
 sparklines of a cold start's evaluations are drawn after the statuses) and computes the next instant time alone
-could change the group (next_change.py), which the service keeps in its schedule.
+could change the group (next_change.py), which the service keeps in its schedule. An event Kafka did not take
+stays in the outbox and its group is scheduled again soon; an event over Kafka's record size lists only the
+worst partitions that fit (`fitted`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
 from redis.exceptions import RedisError
 
 from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAlerts
@@ -30,9 +33,9 @@ from lagwatch.shared.domain.explanation import Explanation, explain
 from lagwatch.shared.domain.group_filter import GroupFilter
 from lagwatch.shared.domain.lag_sparkline import lag_sparkline
 from lagwatch.shared.domain.lag_threshold_event import Threshold
-from lagwatch.shared.domain.protocol import GroupStatus, RuleConfig
+from lagwatch.shared.domain.protocol import GroupStatus, RuleConfig, Status
 from lagwatch.shared.domain.retention import group_risk
-from lagwatch.shared.domain.status_event import transition
+from lagwatch.shared.domain.status_event import EventDecodeError, StatusEvent, encode, transition
 from lagwatch.shared.domain.velocity import group_velocity
 from lagwatch.shared.domain.window import expired
 from lagwatch.shared.store.read_through_store import ReadThroughStore
@@ -42,6 +45,9 @@ from lagwatch.shared.store.status_store import GroupState, StatusStore, Transiti
 
 log = logging.getLogger(__name__)
 HELD_RETRY_MS = 500  # while the judging clock is held, a group due by the wall clock is looked at again this often
+OUTBOX_RETRY_MS = 5000  # a group whose events Kafka did not take is evaluated (and its outbox sent) again this soon
+# Kafka refuses a record over 1 MiB by default (producer and broker): an event must stay under it, with room to spare
+MAX_EVENT_BYTES = 900_000
 
 
 @dataclass(slots=True)
@@ -73,6 +79,7 @@ class _Batch:
     lines: dict[str, list] = field(default_factory=dict)  # sparklines
     requests: list[Transition] = field(default_factory=list)
     pending: dict[str, list[bytes]] = field(default_factory=dict)  # events to publish, per group
+    unsent: set[str] = field(default_factory=set)  # groups with events Kafka did not acknowledge
     gone: bool = False  # some group is NOTFOUND: expired, deleted, or its keys expired in Redis
 
 
@@ -143,6 +150,7 @@ class GroupEvaluator:
         # the clock is held (shared/domain/read_through.py): what is due by the wall clock is looked at again
         if now < wall:
             _retry_held(report.next_at, wall)
+        _retry_unsent(report.next_at, batch.unsent, wall + OUTBOX_RETRY_MS)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -222,11 +230,13 @@ class GroupEvaluator:
                 report.lost_races += 1
         outbox = [(group, events) for group, events in batch.pending.items() if events]
         if outbox:
-            report.published = await self._publish(outbox)
+            done = await self._publish(outbox)
+            report.published = sum(len(acked) for acked in done.values())
+            batch.unsent = {group for group, events in outbox if len(done.get(group, ())) < len(events)}
         if self.lag_alerts is not None:
-            report.lag_crossings, report.lag_events_published = await self.lag_alerts.evaluate(
-                batch.evaluated, batch.now
-            )
+            lag = await self.lag_alerts.evaluate(batch.evaluated, batch.now)
+            report.lag_crossings, report.lag_events_published = lag.recorded, lag.published
+            batch.unsent |= lag.unsent
 
     async def _drop_excluded(
         self, groups: Sequence[str], stored_groups: list[StoredGroup | None]
@@ -307,19 +317,20 @@ class GroupEvaluator:
         )
         if change is None:
             return None
-        return Transition(group, state.seq, change.status, change.incident, change.event.encode(), now)
+        return Transition(group, state.seq, change.status, change.incident, fitted(change.event), now)
 
-    async def _publish(self, outbox: list[tuple[str, list[bytes]]]) -> int:
-        """Publish every event (in order per group) and clear what Kafka acknowledged. A failure leaves the events
-        in the outbox for the next evaluation of their group."""
+    async def _publish(self, outbox: list[tuple[str, list[bytes]]]) -> dict[str, list[bytes]]:
+        """Publish every event (in order per group) and clear what Kafka acknowledged (returned, per group). A
+        failure leaves the events in the outbox for the next evaluation of their group."""
+        sendable = {event: _within_limit(event) for _, events in outbox for event in events}  # sent -> stored
         acknowledged = await self.publisher.publish(
-            [(self.cluster, group, event) for group, events in outbox for event in events]
+            [(self.cluster, group, sendable[event]) for group, events in outbox for event in events]
         )
-        done = {group: [e for e in events if e in acknowledged] for group, events in outbox}
+        done = {group: [e for e in events if sendable[e] in acknowledged] for group, events in outbox}
         done = {group: acked for group, acked in done.items() if acked}
         if done:
             await self.statuses.acknowledge_many(self.cluster, done)
-        return sum(len(acked) for acked in done.values())
+        return done
 
 
 def _retry_held(next_at: dict[str, int | None], wall: int) -> None:
@@ -328,3 +339,46 @@ def _retry_held(next_at: dict[str, int | None], wall: int) -> None:
     for group, at in next_at.items():
         if at is not None and at <= wall:
             next_at[group] = wall + HELD_RETRY_MS
+
+
+def _retry_unsent(next_at: dict[str, int | None], groups: set[str], at: int) -> None:
+    """Groups whose events Kafka did not take are due again by `at`: nothing else may evaluate them soon (the sweep
+    is minutes away, and never lists a group that is NOTFOUND), and their events wait in the outbox till then."""
+    for group in groups:
+        due = next_at.get(group)
+        next_at[group] = at if due is None else min(due, at)
+
+
+def fitted(event: StatusEvent, limit: int = MAX_EVENT_BYTES) -> bytes:
+    """The event's bytes, at most `limit` when it can be: an event Kafka refuses for its size is never published
+    and holds back every later event of its group. A group with thousands of partitions not OK lists then only
+    the worst of them (by status, then lag) that fit, in their order; the group's own fields are all kept."""
+    raw = event.encode()
+    if len(raw) <= limit:
+        return raw
+    room = limit - len(msgspec.structs.replace(event, partitions=()).encode())
+    kept: set[int] = set()
+    for p in sorted(event.partitions, key=lambda p: (Status[p.status], p.current_lag), reverse=True):
+        room -= len(encode(p)) + 1  # and its comma
+        if room < 0:
+            break
+        kept.add(id(p))
+    log.warning(
+        "%s/%s: event of %d bytes lists %d of its %d partitions not OK (Kafka's record size)",
+        event.cluster,
+        event.group,
+        len(raw),
+        len(kept),
+        len(event.partitions),
+    )
+    return msgspec.structs.replace(event, partitions=tuple(p for p in event.partitions if id(p) in kept)).encode()
+
+
+def _within_limit(raw: bytes) -> bytes:
+    """An outbox event as it can be sent: one stored too large (before events were fitted) is fitted now."""
+    if len(raw) <= MAX_EVENT_BYTES:
+        return raw
+    try:
+        return fitted(StatusEvent.decode(raw))
+    except EventDecodeError:
+        return raw  # not a status event: sent as it is (Kafka decides)

@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from prometheus_client import Counter
 from redis.asyncio import Redis
@@ -129,6 +130,12 @@ class Evaluated:
     retention: Mapping[tuple[str, int], RetentionRisk] | None = None  # None: unknown (the group is not live)
 
 
+class LagReport(NamedTuple):
+    recorded: int  # crossings recorded
+    published: int  # events Kafka acknowledged
+    unsent: frozenset[str]  # groups with events left in their outbox: to be evaluated again soon
+
+
 class LagThresholdAlerts:
     def __init__(
         self,
@@ -144,12 +151,12 @@ class LagThresholdAlerts:
         self.publisher = publisher
         self.topic = topic
 
-    async def evaluate(self, evaluated: Sequence[Evaluated], now_ms: int) -> tuple[int, int]:
-        """Record and publish the crossings of these groups; returns (crossings recorded, events published)."""
+    async def evaluate(self, evaluated: Sequence[Evaluated], now_ms: int) -> LagReport:
+        """Record and publish the crossings of these groups."""
         thresholds, active = await self.source.current()
         looked_at = [e for e in evaluated if thresholds or e.group in active]
         if not looked_at:
-            return 0, 0
+            return LagReport(0, 0, frozenset())
         states = await self.store.states(self.cluster, [e.group for e in looked_at])
         outbox: dict[str, list[bytes]] = {}
         recorded = 0
@@ -166,7 +173,8 @@ class LagThresholdAlerts:
                 outbox[item.group] = events
         published = await self._publish(outbox) if outbox else {}
         await self._update_index(looked_at, states, active, outbox, published)
-        return recorded, sum(len(e) for e in published.values())
+        unsent = frozenset(group for group, events in outbox.items() if len(published.get(group, ())) < len(events))
+        return LagReport(recorded, sum(len(e) for e in published.values()), unsent)
 
     async def _record(self, item: Evaluated, state: GroupLagState, crossing: Crossing, now_ms: int) -> bytes | None:
         before = state.thresholds.get(crossing.threshold, NEVER_CROSSED)

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from prometheus_client import Counter
 
 from lagwatch.shared.domain.status_event import record_key
@@ -35,16 +35,19 @@ class EventPublisher:
         acknowledged. For each group only an unbroken run from its first event counts, so a group's events are
         never acknowledged out of order."""
         sent: list[tuple[str, str, bytes, Any]] = []
+        refused: set[tuple[str, str]] = set()
         try:
             for cluster, group, event in items:
-                sent.append(
-                    (
-                        cluster,
-                        group,
-                        event,
-                        await self._producer.send(topic or self.topic, event, key=record_key(cluster, group)),
-                    )
-                )
+                if (cluster, group) in refused:
+                    continue  # its events go in order: none after one Kafka refused
+                try:
+                    future = await self._producer.send(topic or self.topic, event, key=record_key(cluster, group))
+                except MessageSizeTooLargeError as exc:  # this record's fault: the other groups' events still go
+                    log.error("status event for %s/%s refused (%s); it stays in the outbox", cluster, group, exc)
+                    refused.add((cluster, group))
+                    FAILED.labels(cluster).inc()
+                    continue
+                sent.append((cluster, group, event, future))
         except (KafkaError, OSError) as exc:
             log.warning("publishing status events failed (%s); they stay in the outbox", exc)
         acknowledged: set[bytes] = set()

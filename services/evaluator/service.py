@@ -59,6 +59,12 @@ from lagwatch.shared.store.status_store import StatusStore
 log = logging.getLogger(__name__)
 EVALUATIONS = Counter("lagwatch_evaluations_total", "Group evaluations", ["cluster", "trigger"])
 TRANSITIONS = Counter("lagwatch_status_transitions_total", "Status changes recorded", ["cluster"])
+UNEVALUABLE = Counter(
+    "lagwatch_evaluator_unreadable_groups_total",
+    "Evaluations skipped: the group's stored data could not be read",
+    ["cluster"],
+)
+UNEVALUABLE_RETRY_MS = 60_000  # a group whose stored data cannot be evaluated is looked at again this much later
 CLOCK_HELD = Gauge(
     "lagwatch_evaluator_clock_held_seconds",
     "How far the rules' clock was held behind the wall clock at the last evaluation, because the ingest had not read "
@@ -413,6 +419,11 @@ class EvaluatorService:
                 log.warning("evaluator %s: evaluation failed (%s); retrying in %.1fs", self.cluster, exc, backoff.delay)
                 await backoff.pause(self.stopping)
                 continue
+            except Exception as exc:  # a group's stored data lagwatch cannot read: the others go on
+                if len(groups) > 1:
+                    return await self._evaluate_each(groups, trigger)
+                await self._skip_unreadable(groups[0], exc)
+                return None
             EVALUATIONS.labels(self.cluster, trigger).inc(report.groups)
             EVALUATION_SECONDS.labels(self.cluster, trigger).observe(report.seconds)
             TRANSITIONS.labels(self.cluster).inc(report.transitions)
@@ -420,6 +431,32 @@ class EvaluatorService:
             await self._count(f"evaluations:{trigger}", report.groups, report)
             return report
         return None
+
+    async def _evaluate_each(self, groups: list[str], trigger: str) -> EvaluationReport | None:
+        """The groups one at a time, after their evaluation together failed: the failure is one group's."""
+        last = None
+        for group in groups:
+            last = await self._evaluate([group], trigger) or last
+        return last
+
+    async def _skip_unreadable(self, group: str, exc: Exception) -> None:
+        """A group whose stored data cannot be evaluated (not written by lagwatch: edited by hand, another version)
+        is counted, logged and looked at again in a while, not at every turn of the schedule."""
+        UNEVALUABLE.labels(self.cluster).inc()
+        log.error(
+            "evaluator %s: group %r cannot be evaluated (%s: %s); skipped, tried again in %ds",
+            self.cluster,
+            group,
+            type(exc).__name__,
+            str(exc)[:200],
+            UNEVALUABLE_RETRY_MS // 1000,
+        )
+        count = self.changes_partitions() if self.app.consumer else 1
+        with contextlib.suppress(RedisError, OSError):  # else due again at once: tried at the next turn
+            async with self._lock:
+                await self.schedule.set(
+                    {group: now_ms() + UNEVALUABLE_RETRY_MS}, lambda g: partition_of(self.cluster, g, count)
+                )
 
     async def _reschedule(self, report: EvaluationReport) -> None:
         count = self.changes_partitions() if self.app.consumer else 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from lagwatch.shared.store.packing import (
 from lagwatch.shared.store.redis_client import reply
 
 TopicPartition = tuple[str, int]
+log = logging.getLogger(__name__)
 OWNER_SEPARATOR = "\x1f"
 REBALANCE_WINDOW_MS = 3_600_000  # rebalances are counted over the last hour
 OUTCOMES = {o.value: o for o in AddOutcome}
@@ -47,6 +49,8 @@ GROUPS_PER_CALL = 200  # groups per ADD_COMMITS call on a single Redis server
 # Numbers ADD_COMMITS stores exactly: Lua numbers are doubles; past 2^53 they are written back as float text (a
 # timestamp of 2^62 left "4.6116860184273879e+18" in `last`, which every reader then failed to parse)
 MAX_SCRIPT_NUMBER = 2**53
+WARNED_MAX = 1000
+_WARNED: set[bytes] = set()  # unreadable window fields already logged
 
 
 class GroupMetadataUpdate(NamedTuple):
@@ -546,21 +550,7 @@ class WindowStore:
         if not groups:
             return []
         since = (now_ms if now_ms is not None else clock.now_ms()) - REBALANCE_WINDOW_MS
-        if self.cluster_mode:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for group in groups:
-                    windows_key, meta_key, owners_key, rebalances_key = keys.group_keys(cluster, group)
-                    pipe.hgetall(windows_key)
-                    pipe.hmget(meta_key, ["last", "generation"])
-                    pipe.hgetall(owners_key)
-                    pipe.zcount(rebalances_key, since, "+inf")
-                replies = await pipe.execute()
-        else:
-            group_keys = [k for group in groups for k in keys.group_keys(cluster, group)]
-            replies = await self.redis.register_script(scripts.READ_GROUPS)(keys=group_keys, args=[since])
-            for i in range(0, len(replies), 4):
-                replies[i], replies[i + 2] = pairs(replies[i]), pairs(replies[i + 2])
-        raw_groups = [replies[i : i + 4] for i in range(0, len(replies), 4)]
+        raw_groups = await self._read_group_keys(cluster, groups, since)
         needed = {
             keys.parse_partition_field(f) for windows, meta, _, _ in raw_groups if meta[0] is not None for f in windows
         }
@@ -587,6 +577,45 @@ class WindowStore:
                 )
             )
         return result
+
+    async def _read_group_keys(self, cluster: str, groups: Sequence[str], since: int) -> list[list[Any]]:
+        """Per group: its windows, (last, generation), owners and rebalances since `since`, windows lagwatch cannot
+        read left out."""
+        if self.cluster_mode:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for group in groups:
+                    windows_key, meta_key, owners_key, rebalances_key = keys.group_keys(cluster, group)
+                    pipe.hgetall(windows_key)
+                    pipe.hmget(meta_key, ["last", "generation"])
+                    pipe.hgetall(owners_key)
+                    pipe.zcount(rebalances_key, since, "+inf")
+                replies = await pipe.execute()
+        else:
+            group_keys = [k for group in groups for k in keys.group_keys(cluster, group)]
+            replies = await self.redis.register_script(scripts.READ_GROUPS)(keys=group_keys, args=[since])
+            for i in range(0, len(replies), 4):
+                replies[i], replies[i + 2] = pairs(replies[i]), pairs(replies[i + 2])
+        raw_groups = [replies[i : i + 4] for i in range(0, len(replies), 4)]
+        for windows, *_ in raw_groups:
+            _drop_unreadable_fields(cluster, windows)
+        return raw_groups
+
+
+def _drop_unreadable_fields(cluster: str, windows: dict[bytes, bytes]) -> None:
+    """Window fields that do not name a partition (`<topic>:<n>`), or hold no whole ring of entries, leave
+    `windows`: lagwatch never writes them, and one would otherwise fail the read of every group asked for with it
+    (an evaluator chunk, retried for ever)."""
+    for name, packed in list(windows.items()):
+        try:
+            keys.parse_partition_field(name)
+            readable = len(packed) % COMMIT_ENTRY.size == 0
+        except (ValueError, UnicodeDecodeError):
+            readable = False
+        if not readable:
+            del windows[name]
+            if name not in _WARNED and len(_WARNED) < WARNED_MAX:  # one line per field, not one per evaluation
+                _WARNED.add(name)
+                log.warning("%s: window field %r is not a partition's ring; skipped", cluster, name[:200])
 
 
 def _partitions(

@@ -302,3 +302,14 @@ async def test_broker_rings_of_a_topic_with_thousands_of_partitions_are_read_who
     rings = await store.broker_rings(CLUSTER, [("wide", p) for p in range(9000)])
     assert len(rings) == 9000
     assert all(rings[("wide", p)] == ([10 * p] if p % 2 == 0 else []) for p in range(9000))
+
+
+async def test_a_window_field_lagwatch_did_not_write_is_skipped_not_fatal_to_the_groups_read_with_it(redis, caplog):
+    store = await store_with_broker(redis)
+    await store.add_commits(CLUSTER, [commit(1, 1, group="a"), commit(2, 2, group="b")], now_ms=T0)
+    windows_key = keys.group_keys(CLUSTER, "a")[0]
+    await redis.hset(windows_key, mapping={"t:notanint": b"x" * 48, b"\xff:1": b"x" * 48, "t:3": b"no ring"})
+    a, b = await store.get_groups(CLUSTER, ["a", "b"])
+    assert [(p.topic, p.partition, [e.offset for e in p.entries]) for p in a.partitions] == [("t", 0, [1])]
+    assert [e.offset for e in b.partitions[0].entries] == [2]
+    assert "is not a partition's ring" in caplog.text

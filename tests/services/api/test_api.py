@@ -453,8 +453,8 @@ async def test_malformed_paths_are_rejected_with_400(api, http, path, message):
 async def test_an_unexpected_failure_is_a_500_without_a_traceback(api, http, redis):
     now = now_ms()
     await seed(redis, now)
-    await redis.hset(keys.group_windows(CLUSTER, "broken"), "orders:0", b"not a packed ring")
-    await redis.hset(keys.group_meta(CLUSTER, "broken"), "last", now)
+    await redis.hset(keys.group_windows(CLUSTER, "broken"), "orders:0", b"x" * 48)
+    await redis.hset(keys.group_meta(CLUSTER, "broken"), "last", "not a number")  # lagwatch never writes this
     async with http.get(f"{api.url}/v3/kafka/local/consumer/broken/lag") as response:
         text = await response.text()
         assert response.status == 500

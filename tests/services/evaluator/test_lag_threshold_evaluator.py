@@ -5,7 +5,7 @@ import asyncio
 import dataclasses
 import time
 
-from lagwatch.services.evaluator.evaluation import GroupEvaluator
+from lagwatch.services.evaluator.evaluation import OUTBOX_RETRY_MS, GroupEvaluator
 from lagwatch.services.evaluator.lag_thresholds import LagThresholdAlerts, ThresholdSource
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.config import SubscriptionConfig
@@ -174,3 +174,18 @@ async def test_a_group_that_is_gone_closes_its_incident(kafka, redis_server, red
             assert topic.events[1]["status"] == "NOTFOUND" and topic.events[1]["max_lag_seconds"] is None
     finally:
         await s.publisher.stop()
+
+
+async def test_a_group_whose_event_kafka_refused_is_evaluated_again_soon(kafka, redis_server, redis):
+    s = Setup(kafka, redis_server, redis, [sub("slow", lag_seconds_threshold=60)])
+    await s.caught_up_then_stuck("billing")
+    await s.publisher.start()
+    try:
+        await s.evaluator().evaluate(["billing"], now_ms=s.t0 + 61 * S)  # over, published
+    finally:
+        await s.publisher.stop()
+    await s.catch_up("billing", 200, s.t0 + 70 * S)
+    report = await s.evaluator(DeadPublisher()).evaluate(["billing"], now_ms=s.t0 + 71 * S)
+    assert report.lag_crossings == 1 and report.lag_events_published == 0  # back under: waits in the outbox
+    # a caught-up group is otherwise due only at the sweep, minutes on; its event would wait that long
+    assert report.next_at["billing"] <= s.t0 + 71 * S + OUTBOX_RETRY_MS
