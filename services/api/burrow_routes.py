@@ -20,6 +20,7 @@ from aiohttp import web
 from lagwatch.services.api import statuses
 from lagwatch.services.api.auth import requires_token
 from lagwatch.services.api.context import CONTEXT, ApiContext
+from lagwatch.services.api.paths import named
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import ClusterConfig
@@ -43,7 +44,7 @@ async def list_clusters(request: web.Request) -> web.Response:
     return ok(request, "cluster list returned", clusters=await _context(request).clusters())
 
 
-@routes.get("/v3/kafka/{cluster}")
+@routes.get(named("/v3/kafka/{cluster}"))
 async def cluster_detail(request: web.Request) -> web.Response:
     context = _context(request)
     name = request.match_info["cluster"]
@@ -98,14 +99,14 @@ def _seconds(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value  # Burrow's are whole seconds: 60, not 60.0
 
 
-@routes.get("/v3/kafka/{cluster}/topic")
+@routes.get(named("/v3/kafka/{cluster}/topic"))
 async def list_topics(request: web.Request) -> web.Response:
     cluster = await _cluster(request)
     topics = await _context(request).store.list_topics(cluster)
     return ok(request, "topic list returned", topics=sorted(topics))
 
 
-@routes.get("/v3/kafka/{cluster}/topic/{topic}")
+@routes.get(named("/v3/kafka/{cluster}/topic/{topic}"))
 async def topic_detail(request: web.Request) -> web.Response:
     context = _context(request)
     cluster = request.match_info["cluster"]
@@ -116,7 +117,7 @@ async def topic_detail(request: web.Request) -> web.Response:
     return ok(request, "topic offsets returned", offsets=[o for o in offsets if o is not None])
 
 
-@routes.get("/v3/kafka/{cluster}/topic/{topic}/consumers")
+@routes.get(named("/v3/kafka/{cluster}/topic/{topic}/consumers"))
 async def topic_consumers(request: web.Request) -> web.Response:
     """The groups with a window on the topic (as evaluated: the ready results), [] for an unknown topic."""
     cluster = await _cluster(request)
@@ -139,14 +140,14 @@ def _consumers_of(topic: str, raw: Mapping[bytes, bytes]) -> list[str]:
     return sorted(consumers)
 
 
-@routes.get("/v3/kafka/{cluster}/consumer")
+@routes.get(named("/v3/kafka/{cluster}/consumer"))
 async def list_consumers(request: web.Request) -> web.Response:
     cluster = await _cluster(request)
     consumers = await ResultsStore(_context(request).redis).groups(cluster)
     return ok(request, "consumer list returned", consumers=consumers)
 
 
-@routes.get("/v3/kafka/{cluster}/consumer/{group}")
+@routes.get(named("/v3/kafka/{cluster}/consumer/{group}"))
 async def consumer_detail(request: web.Request) -> web.Response:
     context = _context(request)
     cluster = request.match_info["cluster"]
@@ -184,12 +185,12 @@ def _partition_slot(p: StoredPartition | None, intervals: int) -> dict[str, Any]
     }
 
 
-@routes.get("/v3/kafka/{cluster}/consumer/{group}/status")
+@routes.get(named("/v3/kafka/{cluster}/consumer/{group}/status"))
 async def consumer_status(request: web.Request) -> web.Response:
     return await _status(request, only_bad_partitions=True)
 
 
-@routes.get("/v3/kafka/{cluster}/consumer/{group}/lag")
+@routes.get(named("/v3/kafka/{cluster}/consumer/{group}/lag"))
 async def consumer_lag(request: web.Request) -> web.Response:
     return await _status(request, only_bad_partitions=False)
 
@@ -211,8 +212,8 @@ async def _status(request: web.Request, *, only_bad_partitions: bool) -> web.Res
     return ok(request, "consumer status returned", status=body)
 
 
-@routes.delete("/v3/kafka/{cluster}/consumer/{group}")
-@routes.delete("/v3/kafka/{cluster}/consumer/{group}/topic/{topic}")
+@routes.delete(named("/v3/kafka/{cluster}/consumer/{group}"))
+@routes.delete(named("/v3/kafka/{cluster}/consumer/{group}/topic/{topic}"))
 @requires_token
 async def remove_consumer(request: web.Request) -> web.Response:
     """Forget a group, or one topic of it (the whole group when that was its last topic), as Burrow's DELETEs."""

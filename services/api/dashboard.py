@@ -49,6 +49,7 @@ from lagwatch.services.api.dashboard_data import (
     rank_results,
     sparkline_points,
 )
+from lagwatch.services.api.paths import named
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.status_event import QUIET
@@ -134,7 +135,7 @@ async def overview(request: web.Request) -> web.Response:
     return ok(request, "dashboard overview returned", **body)
 
 
-@routes.get("/dashboard/api/group/{cluster}/{group}")
+@routes.get(named("/dashboard/api/group/{cluster}/{group}"))
 async def group(request: web.Request) -> web.Response:
     context = request.app[CONTEXT]
     cluster = await context.require_cluster(request.match_info["cluster"])

@@ -3,7 +3,8 @@
 * unknown route 404, wrong method 405 (with `Allow`; OPTIONS on a route: 200 with `Allow` and no body), a
   malformed path 400 (bad percent-encoding, not UTF-8, a name over `MAX_NAME_CHARS`): checked before any handler
   runs, so handlers only ever see clean names;
-* Redis unreachable, or a request over `api.request-timeout`: 503 (the client may retry; nothing is wrong with it);
+* Redis unreachable or read-only (a failover), or a request over `api.request-timeout`: 503 (the client may retry;
+  nothing is wrong with it);
 * anything else: 500 with a generic message; the traceback goes to the log, never to the client.
 """
 
@@ -16,7 +17,7 @@ import time
 from urllib.parse import unquote_to_bytes
 
 from aiohttp import web
-from redis.exceptions import BusyLoadingError, ClusterDownError, TryAgainError
+from redis.exceptions import BusyLoadingError, ClusterDownError, ReadOnlyError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -27,7 +28,15 @@ from lagwatch.services.api.responses import ApiError, error_response
 log = logging.getLogger(__name__)
 MAX_NAME_CHARS = 1000  # far above Kafka's 249 for topics; group names have no limit in Kafka but need one here
 BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
-REDIS_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, BusyLoadingError, ClusterDownError, TryAgainError)
+# ReadOnlyError: a write reached a replica, as during a failover until the connections move to the new primary
+REDIS_UNAVAILABLE = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    BusyLoadingError,
+    ClusterDownError,
+    TryAgainError,
+    ReadOnlyError,
+)
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 

@@ -20,7 +20,7 @@ import multiprocessing
 import os
 import shutil
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import BinaryIO
@@ -71,13 +71,15 @@ class ScrapeWorker:
         if self._dir is None:
             self._dir = tempfile.mkdtemp(prefix="lagwatch-scrape-", dir=body_dir())
         path = os.path.join(self._dir, f"scrape-{next(self._names)}")
+        job: Future[int] | None = None
         try:
-            await asyncio.get_running_loop().run_in_executor(self._pool, scrape_in_worker, self.config, path)
+            job = self._pool.submit(scrape_in_worker, self.config, path)  # raises too once the worker died idle
+            await asyncio.wrap_future(job)
         except BaseException as exc:
             if isinstance(exc, BrokenProcessPool):
                 self._pool = None  # the worker died (killed, out of memory): a new one serves the next scrape
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            if job is not None:  # given up on (request timeout, client gone): the body goes once the worker wrote it
+                job.add_done_callback(lambda _: _remove(path))
             raise
         body = open(path, "rb")  # noqa: SIM115 - the caller streams and closes it
         os.unlink(path)
@@ -90,3 +92,8 @@ class ScrapeWorker:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)

@@ -1,10 +1,14 @@
 """The api's scrape worker process (services/api/scrape_process.py): the body comes back through a file that is
 gone once the api has it open, and nothing is left behind when the worker closes."""
 
+import asyncio
 import os
+
+import pytest
 
 from lagwatch.services.api.scrape_process import ScrapeWorker
 from lagwatch.shared.clock import now_ms
+from tests.kafka_helpers import eventually
 from tests.services.api.test_api import api_config, seed
 
 
@@ -22,3 +26,22 @@ async def test_a_scrape_comes_back_through_a_file_that_is_already_gone(redis_ser
     finally:
         await worker.close()
     assert not os.path.exists(directory)
+
+
+async def test_a_scrape_given_up_on_leaves_no_body_behind_once_the_worker_has_written_it(redis_server, redis):
+    """A scrape over `api.request-timeout` (or whose client left) is cancelled while the worker still renders it:
+    the body it writes afterwards (58 MB at 100k partitions, in RAM under /dev/shm) must not stay there."""
+    await seed(redis, now_ms())
+    worker = ScrapeWorker(api_config(redis_server.url))
+    try:
+        with pytest.raises(TimeoutError):  # the worker process is still starting: the scrape cannot be this quick
+            await asyncio.wait_for(worker.scrape(), 0.001)
+        with await worker.scrape():  # queued behind the abandoned one: that one has written its file by now
+            pass
+
+        async def no_body_left() -> bool:
+            return os.listdir(worker._dir) == []
+
+        await eventually(no_body_left, timeout=10)
+    finally:
+        await worker.close()

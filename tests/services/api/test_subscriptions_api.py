@@ -388,3 +388,20 @@ async def test_the_number_of_subscriptions_is_capped(api, redis):
     assert status == 409 and "10000 subscriptions already" in body["message"], body
     assert await redis.hlen(keys.SUBSCRIPTIONS) == 10_000
     assert (await api("PATCH", f"{BASE}/s0", {"threshold": "ERR"}))[0] == 200  # changes are still allowed
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ({"id": "team-a\n", "url": "http://127.0.0.1:9/x"}, "id"),
+        ({"type": "pagerduty", "url": "http://127.0.0.1:9/x", "routing_key": "R0UT1NGKEY0123\n"}, "routing_key"),
+        ({"type": "email", "smtp_host": "127.0.0.1", "from": "lw@example.com\n", "to": ["ops@example.com"]}, "from"),
+        ({"type": "email", "smtp_host": "127.0.0.1", "from": "lw@example.com", "to": ["ops@example.com\n"]}, "to"),
+    ],
+)
+async def test_a_value_ending_in_a_newline_is_refused(api, redis, doc, field):
+    # a `^...$` pattern lets one trailing newline through: the id would then break the Location and
+    # X-Lagwatch-Subscription headers, the address an email's headers
+    status, body = await api("POST", BASE, doc)
+    assert status == 400 and field in body["errors"], body
+    assert await redis.hlen(keys.SUBSCRIPTIONS) == 0
