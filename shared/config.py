@@ -44,7 +44,7 @@ from lagwatch.shared.domain.protocol import RuleConfig
 from lagwatch.shared.domain.window import WindowConfig
 
 ENV_PREFIX = "LAGWATCH__"
-CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")  # safe inside Redis keys and hash tags
+CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")  # safe inside Redis keys and hash tags
 MAX_SUBSCRIPTION_SECONDS = 366 * 86_400
 # Upper bounds, so that a typo fails here and not in a service: durations become milliseconds added to an epoch-ms
 # clock (int64 in the ingest's Cython pass, doubles in Redis scores and Lua, exact below 2^53); counts end up in C ints
@@ -340,7 +340,7 @@ class ApiConfig:
 THRESHOLDS = ("OK", "WARN", "ERR")  # group statuses a subscription's threshold may name, in Burrow's order
 SUBSCRIPTION_TYPES = ("slack", "webhook", "alertmanager", "pagerduty", "msteams", "email")
 _TYPES_PROBLEM = f"must be one of {', '.join(SUBSCRIPTION_TYPES)}"
-SUBSCRIPTION_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+SUBSCRIPTION_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 HTTP_METHODS = ("POST", "PUT", "PATCH", "DELETE")  # DELETE: Burrow's usual `method-close`
 MAX_REQUEST_TIMEOUT = 300.0
 

@@ -28,7 +28,7 @@ from lagwatch.services.notifier.outbox import Delivery, Outbox
 from lagwatch.shared.clock import now_ms
 
 SCHEMA = "lagwatch.dead-letter/1"
-_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])\Z")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
 

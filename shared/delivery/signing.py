@@ -34,7 +34,7 @@ KIND_HEADER = "X-Lagwatch-Notification"
 TIMESTAMP_HEADER = "X-Lagwatch-Timestamp"
 SIGNATURE_HEADER = "X-Lagwatch-Signature"
 DEFAULT_TOLERANCE_S = 300
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
 
 MALFORMED = "malformed"
 STALE_TIMESTAMP = "stale_timestamp"

@@ -61,7 +61,7 @@ MSTEAMS = Destination("msteams", _url_required("the workflow's HTTP POST URL"), 
 # --- pagerduty: the Events API v2 --------------------------------------------------------------------------------
 
 EVENTS_API = "https://events.pagerduty.com/v2/enqueue"
-ROUTING_KEY = re.compile(r"^[A-Za-z0-9+/=_-]{8,64}$")
+ROUTING_KEY = re.compile(r"^[A-Za-z0-9+/=_-]{8,64}\Z")
 
 
 def pagerduty_check(config: SubscriptionConfig) -> dict[str, str]:
@@ -83,7 +83,7 @@ PAGERDUTY = Destination(
 
 # --- email: SMTP ---------------------------------------------------------------------------------------------------
 
-ADDRESS = re.compile(r"^[^@\s<>,;\"]+@[^@\s<>,;\"]+$")
+ADDRESS = re.compile(r"^[^@\s<>,;\"]+@[^@\s<>,;\"]+\Z")
 IMPLICIT_TLS_PORT = 465
 MAX_RECIPIENTS = 100
 

@@ -246,3 +246,10 @@ def test_a_cluster_needs_at_least_one_broker(tmp_path, env, text):
         load_config(write(tmp_path, "c.yaml", text), env=env)
     assert err.value.key == "clusters.x.bootstrap-servers"
     assert "at least one broker" in str(err.value)
+
+
+def test_a_cluster_name_ending_in_a_newline_is_refused(tmp_path):
+    # it names Redis keys and the history's directories: a `^...$` pattern let one trailing newline through
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, "c.yaml", 'clusters: {"prod\\n": {bootstrap-servers: ["k:9092"]}}'), env={})
+    assert "prod" in str(err.value)

@@ -66,6 +66,7 @@ def test_log_end_samples_are_keyed_by_topic():
         (COMMIT._replace(group="\ud800").encode(), "group is empty or not UTF-8 text"),
         (COMMIT._replace(kind=KIND_BROKER, group=7).encode(), "group must be UTF-8 text or null"),
         (COMMIT._replace(cluster="../../etc").encode(), "cluster must be a cluster's name"),  # names a directory
+        (COMMIT._replace(cluster="prod\n").encode(), "cluster must be a cluster's name"),  # `$` allowed a last newline
         (b"[" * 100_000 + b"]" * 100_000, "not JSON: RecursionError"),
     ],
 )
