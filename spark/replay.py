@@ -9,15 +9,16 @@ loop; tests call it directly. It does what the live services do, in history time
   commit of a partition not sampled yet waits for its first sample, as the ingest holds it; a sample at the time
   of the partition's last one is a duplicate (the archive is at-least-once; commits are told apart by `order`);
 * the group is evaluated with the shared rules at evaluation ticks, every `tick_ms` of history time (multiples of
-  `tick_ms` since the epoch), up to the end of the history, and at that end when inputs came after its last tick;
+  `tick_ms` since the epoch), up to the end of the history, and at that end when inputs came after its last tick
+  or the clock changed a verdict after it;
 * ticks where nothing changed and the rules cannot change their answer are skipped: between inputs only the clock
   moves, and the clock changes a verdict only when a partition's STOP check flips (at `2*last - first` of its
   window) or the group expires (`expire-group` after its newest commit). Skipping them is exact, and it is what
   lets a quiet month cost nothing;
 * when the group's status changes, the event the live evaluator would have published (same schema, `replayed`).
 
-The output is the status timeline (a row whenever status, total lag or the worst partition changes) and the
-events; `report.py` and `backtest.py` digest them.
+The output is the status timeline (a row whenever status, total lag, the worst partition, the explanation or the
+messages retention skipped change) and the events; `report.py` and `backtest.py` digest them.
 """
 
 from __future__ import annotations
@@ -164,6 +165,8 @@ class _Group:
         return sum(len(part.held) for part in self.topics.values())
 
     def _store(self, c: CommitInput) -> AddOutcome:
+        if self.expired(c.observed_at):  # between two ticks: the ingest starts an expired group afresh, as here
+            self.forget_windows()
         tp = (c.topic, c.partition)
         part = self.topics[tp]
         commit = Commit(self.group, c.topic, c.partition, c.offset, c.timestamp, c.order, c.observed_at)
@@ -275,8 +278,9 @@ def replay_group(
     state = _Group(cluster, group, config)
     tick = config.tick_ms
     end = max(end_ms if end_ms is not None else timeline_inputs[-1][0], timeline_inputs[-1][0])
-    next_tick: int | None = _ceil_tick(timeline_inputs[0][0], tick)
-    result.first_at, result.last_at = next_tick, end
+    first_tick = _ceil_tick(timeline_inputs[0][0], tick)
+    result.first_at, result.last_at = min(first_tick, end), end  # all inputs after the last tick: judged at the end
+    next_tick: int | None = first_tick
     outcomes: dict[str, int] = {}
     i, n, evaluated = 0, len(timeline_inputs), 0  # evaluated: inputs applied as of the last evaluation
     while next_tick is not None:
@@ -330,7 +334,8 @@ def _following_tick(state: _Group, now: int, tick: int, next_input_at: int | Non
     flip = state.next_flip(now)
     if flip > end:
         return None
-    return max(following, _ceil_tick(flip, tick))
+    # a flip after the last tick within the history is judged at its end, as inputs after that tick are
+    return min(max(following, _ceil_tick(flip, tick)), end)
 
 
 def _evaluate(state: _Group, now: int, result: ReplayResult) -> None:
@@ -379,6 +384,8 @@ def _record_timeline(
     else:
         top = status.maxlag
         key = (status.status.name, status.totallag, top.topic if top else None, top.partition if top else None)
+        # and what the data shows: retention skipping messages of a stopped consumer changes neither of those
+        key += (why.code, retention.skipped if retention is not None else 0)
         max_seconds = worst(lags.values())
         row = TimelineRow(
             now,

@@ -91,29 +91,39 @@ class ReplayJob:
 def replay_rows(
     cluster: str, group: str, commits: list[CommitInput], samples: list[SampleInput], job: ReplayJob
 ) -> list[dict[str, Any]]:
+    return list(group_rows(cluster, group, commits, samples, job))
+
+
+def group_rows(
+    cluster: str, group: str, commits: list[CommitInput], samples: list[SampleInput], job: ReplayJob
+) -> Iterator[dict[str, Any]]:
+    """A group's output rows, one at a time: a busy group over months has a timeline row per tick (~780k in 90
+    days at 10 s), far too many to hold at once as rows."""
     end = job.ends.get(cluster)
     result = replay_group(cluster, group, commits, samples, job.production, end_ms=end)
-    rows = _timeline_rows(cluster, group, result) + _event_rows(cluster, group, result)
+    yield from _timeline_rows(cluster, group, result)
+    yield from _event_rows(cluster, group, result)
     # the archive is at-least-once: a commit read twice is one commit (its `order` tells)
-    rows.append(_report_row(cluster, group, result, len({c.order for c in commits})))
+    yield _report_row(cluster, group, result, len({c.order for c in commits}))
     for variant in job.variants:
         same = variant.replay == job.production
         replayed = result if same else replay_group(cluster, group, commits, samples, variant.replay, end_ms=end)
-        rows.append(_backtest_row(cluster, group, variant, replayed))
-    return rows
+        yield _backtest_row(cluster, group, variant, replayed)
 
 
 def replay_batches(
     job: ReplayJob, batches: Iterable[pa.RecordBatch], *, rows_per_batch: int = 20_000
 ) -> Iterator[pa.RecordBatch]:
-    """`mapInArrow` entry point: history rows sorted by (cluster, group) in, output rows out."""
+    """`mapInArrow` entry point: history rows sorted by (cluster, group) in, output rows out, at most
+    `rows_per_batch` a batch (one group may fill many)."""
     schema = output_schema()
     out: list[dict[str, Any]] = []
     for (cluster, group), commits, samples in _groups(batches):
-        out.extend(replay_rows(cluster, group, commits, samples, job))
-        if len(out) >= rows_per_batch:
-            yield pa.RecordBatch.from_pylist(out, schema=schema)
-            out = []
+        for row in group_rows(cluster, group, commits, samples, job):
+            out.append(row)
+            if len(out) >= rows_per_batch:
+                yield pa.RecordBatch.from_pylist(out, schema=schema)
+                out = []
     if out:
         yield pa.RecordBatch.from_pylist(out, schema=schema)
 
@@ -156,9 +166,9 @@ def output_schema() -> pa.Schema:
     return pa.schema([pa.field(name, _ARROW[kind]) for name, kind in OUTPUT_COLUMNS])
 
 
-def _timeline_rows(cluster: str, group: str, result: ReplayResult) -> list[dict[str, Any]]:
+def _timeline_rows(cluster: str, group: str, result: ReplayResult) -> Iterator[dict[str, Any]]:
     base = {"row_type": ROW_TIMELINE, "cluster": cluster, "group": group}
-    return [{**base, **row._asdict()} for row in result.timeline]
+    return ({**base, **row._asdict()} for row in result.timeline)
 
 
 def _event_rows(cluster: str, group: str, result: ReplayResult) -> list[dict[str, Any]]:

@@ -6,7 +6,8 @@
 Steps: read the history (`inputs.py`), count and skip bad rows, give every group the log-end samples of its topics,
 replay each (cluster, group) in `mapInArrow` with the shared window and rules (`replay.py`), and write:
 
-    <output>/timeline/        Parquet: a group's status, total lag and worst partition at every change
+    <output>/timeline/        Parquet: a group's status, total lag, worst partition, explanation and messages
+                              skipped by retention at every change
     <output>/events/          Parquet: the status-change events the live evaluator would have published
                               (`event` holds the exact JSON, schema shared/schemas/status_event.json, replayed=true)
     <output>/events_jsonl/    the same events as JSON lines
@@ -33,8 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from lagwatch.shared.config import Config, ConfigError, load_config
+from lagwatch.shared.domain.group_filter import GroupFilter
 from lagwatch.shared.domain.history import COLUMN_NAMES, SAMPLE_KINDS
 from lagwatch.spark.backtest import BacktestError, Variant, load_variants, production_variant
+from lagwatch.spark.charts import PAD, WIDTH
 from lagwatch.spark.inputs import HistorySource
 from lagwatch.spark.replay import ReplayConfig
 from lagwatch.spark.replay_batches import (
@@ -59,6 +62,10 @@ REPORT_COLUMNS = [
 ]
 BACKTEST_COUNTS = ["status_changes", "incidents", "notifications", "opens", "updates", "closes", "repeats"]
 BACKTEST_COLUMNS = ["variant", "cluster", "group", *BACKTEST_COUNTS, "ms_warn", "ms_err"]
+
+
+CHART_STEPS = 2 * (WIDTH - 2 * PAD)  # steps per chart: twice the plot's width in pixels, finer is not visible
+_STATUS_RANK = ("NOTFOUND", "OK", "WARN", "ERR")  # the order of badness a chart's step shows the worst of
 
 
 class JobError(ValueError):
@@ -279,20 +286,34 @@ def _replayer(job: ReplayJob):
 
 
 def _apply_group_filter(frame, config: Config):
-    """Commits of groups the allow/deny regexes reject are left out, as the ingest leaves them out."""
+    """Commits of groups the allow/deny regexes reject are left out, as the ingest leaves them out: each cluster's
+    own lists where set (`Config.group_filter`), matched with Python's `re` as the ingest matches them (Spark's
+    `rlike` is Java's: no `(?P<name>...)`, ASCII-only `\\w`). Decided once per distinct (cluster, group)."""
     from pyspark.sql import functions as F
 
-    allow, deny = config.storage.group_allowlist, config.storage.group_denylist
-    if not allow and not deny:
+    lists = [(config.storage.group_allowlist, config.storage.group_denylist)]
+    lists += [(c.group_allowlist, c.group_denylist) for c in config.clusters.values()]
+    if not any(allow or deny for allow, deny in lists):
         return frame, 0
-    keep = F.lit(True)
-    if allow:
-        keep = keep & F.col("group").rlike(allow)
-    if deny:
-        keep = keep & ~F.col("group").rlike(deny)
     is_commit = F.col("kind") == "commit"
-    filtered = frame.where(is_commit & ~keep).count()
-    return frame.where(~is_commit | keep), filtered
+    pairs = frame.where(is_commit).select("cluster", "group").distinct().collect()
+    filters = {cluster: _group_filter(config, cluster) for cluster in {p["cluster"] for p in pairs}}
+    rejected = [(p["cluster"], p["group"]) for p in pairs if not filters[p["cluster"]].accepts(p["group"])]
+    if not rejected:
+        return frame, 0
+    spark = frame.sparkSession
+    marks = spark.createDataFrame(rejected, "cluster string, `group` string").withColumn("_rejected", F.lit(True))
+    joined = frame.join(F.broadcast(marks), ["cluster", "group"], "left")
+    dropped = is_commit & F.col("_rejected").isNotNull()  # a sample is kept whatever its group column holds
+    filtered = joined.where(dropped).count()
+    return joined.where(~dropped).drop("_rejected"), filtered
+
+
+def _group_filter(config: Config, cluster: str) -> GroupFilter:
+    """The cluster's filter as its ingest applies it; storage's for a cluster the configuration does not name."""
+    if cluster in config.clusters:
+        return config.group_filter(cluster)
+    return GroupFilter(config.storage.group_allowlist, config.storage.group_denylist)
 
 
 def _write(frame, path: Path) -> None:
@@ -329,7 +350,6 @@ def _write_charts(replayed, directory: Path, limit: int, ends: dict[str, int]) -
     from pyspark.sql import functions as F
 
     from lagwatch.spark.charts import GroupChart, page
-    from lagwatch.spark.replay import TimelineRow
 
     reports = (
         replayed.where(F.col("row_type") == ROW_REPORT)
@@ -340,21 +360,43 @@ def _write_charts(replayed, directory: Path, limit: int, ends: dict[str, int]) -
     chosen = {(r["cluster"], r["group"]): r for r in reports}
     if not chosen:
         return 0
-    keys = [F.struct(F.lit(c).alias("c"), F.lit(g).alias("g")) for c, g in chosen]
-    timeline = (
-        replayed.where((F.col("row_type") == ROW_TIMELINE) & F.struct("cluster", "group").isin(*keys))
-        .orderBy("cluster", "group", "at")
-        .collect()
-    )
-    rows: dict[tuple[str, str], list[TimelineRow]] = {}
-    for r in timeline:
-        rows.setdefault((r["cluster"], r["group"]), []).append(TimelineRow(*(r[name] for name in TimelineRow._fields)))
+    rows = _chart_steps(replayed, list(chosen), ends)
     charts = []
     for (cluster, group), report in chosen.items():  # a replay runs to the end of its cluster's history
         charts.append(GroupChart(cluster, group, rows.get((cluster, group), []), ends[cluster], _chart_summary(report)))
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "index.html").write_text(page(charts))
     return len(charts)
+
+
+def _chart_steps(replayed, groups: list[tuple[str, str]], ends: dict[str, int]) -> dict[tuple[str, str], list]:
+    """The charted groups' timelines, cut in Spark to at most CHART_STEPS steps each over their span: a busy group
+    has a row per tick (~780k in 90 days), too many to collect or to draw. A step starts at its first row and shows
+    its worst status and largest total lag (a short incident stays visible)."""
+    from pyspark.sql import functions as F
+
+    from lagwatch.spark.replay import TimelineRow
+
+    keys = [F.struct(F.lit(c).alias("c"), F.lit(g).alias("g")) for c, g in groups]
+    timeline = replayed.where((F.col("row_type") == ROW_TIMELINE) & F.struct("cluster", "group").isin(*keys))
+    first = timeline.groupBy("cluster", "group").agg(F.min("at").alias("first"))
+    end = F.create_map(*(F.lit(x) for cluster, at in ends.items() for x in (cluster, at)))[F.col("cluster")]
+    span = F.greatest(end - F.col("first"), F.lit(1))
+    step = F.least(F.floor((F.col("at") - F.col("first")) * CHART_STEPS / span), F.lit(CHART_STEPS - 1)).alias("step")
+    rank = F.array_position(F.array(*(F.lit(s) for s in _STATUS_RANK)), F.col("status"))
+    steps = (
+        timeline.join(first, ["cluster", "group"])
+        .groupBy("cluster", "group", step)
+        .agg(F.min("at").alias("at"), F.max("totallag").alias("totallag"), F.max(rank).alias("rank"))
+        .orderBy("cluster", "group", "at")
+        .collect()
+    )
+    rows: dict[tuple[str, str], list[TimelineRow]] = {}
+    for r in steps:
+        status = _STATUS_RANK[r["rank"] - 1]
+        row = TimelineRow(r["at"], status, r["totallag"], 0, 0, None, None, 0, None, False)
+        rows.setdefault((r["cluster"], r["group"]), []).append(row)
+    return rows
 
 
 def _chart_summary(report) -> str:

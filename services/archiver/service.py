@@ -249,7 +249,13 @@ class Archiver:
             try:
                 await self.consumer.commit(positions)
             except KafkaError as exc:  # written already: re-reading them only makes duplicates
-                log.warning("archiver %s: commit failed (%s); some records may be archived twice", self.cluster, exc)
+                first_line = (str(exc).strip().splitlines() or [""])[0]  # aiokafka's CommitFailedError spans lines
+                log.warning(
+                    "archiver %s: commit failed (%s: %s); some records may be archived twice",
+                    self.cluster,
+                    type(exc).__name__,
+                    first_line,
+                )
 
     async def _write(self) -> bool:
         """Write the buffer (in a thread: Parquet encoding is CPU and disk); False when that failed."""

@@ -4,6 +4,7 @@ in; timeline, events, report, backtest, charts and a summary come out, equal to 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +19,10 @@ from lagwatch.shared.config import load_config
 from lagwatch.shared.domain.history import KIND_COMMIT, HistoryMessages, HistoryRecord
 from lagwatch.shared.domain.status_event import schema
 from lagwatch.shared.store.history_files import HistoryFileWriter
+from lagwatch.spark import reprocess
 from lagwatch.spark.inputs import history_of_messages
 from lagwatch.spark.reprocess import JobError, ReprocessOptions, run, spark_session
-from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, history_records, scenario_of
+from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, group_name, history_records, scenario_of
 
 SHAPE = HistoryShape(groups=12, partitions=2, commits_per_partition=20)
 pytestmark = pytest.mark.timeout(300)
@@ -142,6 +144,21 @@ def test_charts_and_summary_are_written(replayed):
     assert list((out / "report_csv").glob("*.csv"))
 
 
+def test_a_chart_draws_at_most_its_steps_keeping_each_steps_worst_status(spark, history, tmp_path, monkeypatch):
+    """A busy group replayed over months has a timeline row per tick: its chart (and what the driver collects for
+    it) is cut to a bounded number of steps, each with its worst status, so an incident stays visible."""
+    monkeypatch.setattr(reprocess, "CHART_STEPS", 3)
+    stopped = next(i for i in range(SHAPE.groups) if scenario_of(i) == "stopped")
+
+    job(spark, history, tmp_path / "out", charts=SHAPE.groups)
+
+    page = (tmp_path / "out" / "charts" / "index.html").read_text()
+    charts = dict(re.findall(r"<h2>prod / ([^<]+)</h2>.*?(<svg.*?</svg>)", page, flags=re.S))
+    assert len(charts) == SHAPE.groups
+    assert max(svg.count("<rect") for svg in charts.values()) <= 3
+    assert "<title>ERR from" in charts[group_name(stopped)]
+
+
 def test_bad_rows_are_counted_by_reason_and_skipped(spark, history, tmp_path):
     good = HistoryRecord(KIND_COMMIT, "prod", "x", "t", 0, 5, 1, 1, 1)
     bad_rows = [
@@ -208,6 +225,26 @@ def test_rows_of_older_files_lacking_a_column_are_bad_rows_whichever_file_spark_
 
     assert summary["rows_bad"] == {"bad order": 1}
     assert summary["groups"] == SHAPE.groups
+
+
+def test_the_group_filter_is_each_clusters_own_matched_as_the_ingest_matches_it(spark, history, tmp_path):
+    """A cluster's own allow/deny lists override storage's (the ingest of `prod` archives every group the storage
+    allowlist would reject), and the regexes are Python's, as the ingest's: `(?P<name>...)` is not Java's."""
+    env = {
+        "LAGWATCH__CLUSTERS__prod__BOOTSTRAP_SERVERS": "localhost:9092",
+        "LAGWATCH__STORAGE__GROUP_ALLOWLIST": "^no-such-group",
+        "LAGWATCH__CLUSTERS__prod__GROUP_ALLOWLIST": ".",
+        "LAGWATCH__CLUSTERS__prod__GROUP_DENYLIST": "^(?P<scenario>stalled)-",
+    }
+    options = ReprocessOptions(input=str(history), output=str(tmp_path / "out"), charts=0)
+
+    summary = run(options, load_config(None, env=env), spark=spark)
+
+    stalled = [i for i in range(SHAPE.groups) if scenario_of(i) == "stalled"]
+    assert summary["groups"] == SHAPE.groups - len(stalled)
+    assert summary["commits_filtered_by_group_filter"] == len(stalled) * SHAPE.partitions * SHAPE.commits_per_partition
+    report = pd.read_parquet(tmp_path / "out" / "report")
+    assert not report["group"].str.startswith("stalled").any()
 
 
 def test_a_cluster_or_a_day_of_the_archive_reads_as_the_whole_does(spark, history, tmp_path):

@@ -6,10 +6,12 @@ from __future__ import annotations
 import itertools
 
 import jsonschema
+import pyarrow as pa
 import pytest
 
 from lagwatch.shared.config import load_config
 from lagwatch.shared.domain.event_codec import from_document
+from lagwatch.shared.domain.history import as_columns
 from lagwatch.shared.domain.protocol import RuleConfig, Status
 from lagwatch.shared.domain.status_event import StatusEvent, schema
 from lagwatch.shared.domain.window import WindowConfig
@@ -17,7 +19,7 @@ from lagwatch.shared.subscriptions.notification_policy import Policy
 from lagwatch.spark.backtest import BacktestError, count_notifications, variants_from_document
 from lagwatch.spark.charts import GroupChart, page
 from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group, replay_inputs, status_changes
-from lagwatch.spark.replay_batches import ReplayJob, replay_rows
+from lagwatch.spark.replay_batches import ReplayJob, replay_batches, replay_rows
 from lagwatch.spark.report import group_report, weighted_percentile
 from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, group_records, scenario_of
 
@@ -232,6 +234,21 @@ def test_a_commit_archived_twice_counts_once_in_the_report():
     assert twice["commits_stored"] == once["commits_stored"] <= len(commits)
 
 
+def test_a_group_with_more_rows_than_a_batch_holds_is_cut_into_batches_of_the_bound():
+    """A busy group replayed over months has a timeline row per tick: its rows go out in batches of at most
+    `rows_per_batch`, not as one batch holding them all."""
+    job = replay_job({"name": "production"})
+    records = [r._replace(group="lagging") for r in group_records(SHAPE, 1, 0)]  # as the job joins samples to it
+    rows = replay_rows("prod", "lagging", *replay_inputs(records), job)
+    assert len(rows) > 12
+
+    batches = list(replay_batches(job, [pa.RecordBatch.from_pydict(as_columns(records))], rows_per_batch=5))
+
+    assert max(batch.num_rows for batch in batches) <= 5
+    out = [row for batch in batches for row in batch.to_pylist()]  # every column, each row type filling its own
+    assert [{k: got[k] for k in want} for got, want in zip(out, rows, strict=True)] == rows
+
+
 def test_charts_are_one_self_contained_page():
     result = replay_scenario(3)
 
@@ -277,3 +294,63 @@ def test_inputs_after_the_last_tick_are_judged_at_the_end_of_the_history():
     assert result.timeline[-1].status == "ERR"
     assert result.timeline[-1].at == result.last_at == start + 95_000
     assert documents(result)[-1]["partitions"][0]["status"] == "REWIND"
+
+
+def test_a_commit_of_an_expired_group_before_the_next_tick_starts_it_afresh_as_the_ingest_does():
+    """The ingest starts a group silent for `expire-group` afresh at its next commit. A commit landing between the
+    expiry and the next tick must not be judged against the expired window (a reset consumer seen as a REWIND)."""
+    window = WindowConfig(expire_group_ms=60_000)
+    commits = [CommitInput("t", 0, 1000 + 10 * i, T0 + i * 1000, i, T0 + i * 1000) for i in range(5)]
+    samples = [SampleInput("t", 0, 1000 + 10 * i, T0 + i * 1000 - 1) for i in range(5)]
+    expiry = T0 + 4000 + 60_000 + 1  # the first instant the group is expired
+    commits.append(CommitInput("t", 0, 500, expiry, 10, expiry))  # back, its offsets reset to an earlier one
+
+    result = replay_group("c", "g", commits, samples, ReplayConfig(window=window), end_ms=expiry + 30_000)
+
+    assert {p["status"] for e in documents(result) for p in e["partitions"]} == {"STOP"}  # never REWIND
+    assert documents(result)[-1]["partitions"][0]["status"] == "STOP"  # its one commit, behind the log end
+
+
+def test_a_group_first_seen_after_the_last_tick_is_reported_over_no_time_not_a_negative_one():
+    """A group whose inputs all come after the history's last tick is judged once, at the end of the history: its
+    report covers no time (it must not cover minus the time to the tick after the end)."""
+    start = T0 - T0 % 10_000
+    commits = [CommitInput("t", 0, 100, start + 2000, 1, start + 2000)]
+    samples = [SampleInput("t", 0, 100, start + 1000)]
+
+    result = replay_group("prod", "new", commits, samples, ReplayConfig(), end_ms=start + 5000)
+
+    assert [(row.at, row.status) for row in result.timeline] == [(start + 5000, "OK")]
+    report = group_report(result)
+    assert report.observed_ms == report.ms_notfound + report.ms_ok + report.ms_warn + report.ms_err == 0
+
+
+def test_a_stop_due_after_the_last_tick_within_the_history_is_its_last_status():
+    """The clock alone turns the group to STOP 1 ms after the tick at +90 s; the history ends at +95 s, before the
+    next tick: its last status is the one at its end, as for inputs after the last tick."""
+    start = T0 - T0 % 10_000
+    commits = [
+        CommitInput("t", 0, 100 * i, start - 90_000 + i * 10_000, i, start - 90_000 + i * 10_000) for i in range(10)
+    ]
+    samples = [SampleInput("t", 0, 5000 + 100 * i, start - 90_001 + i * 10_000) for i in range(19)]  # always behind
+
+    result = replay_group("prod", "g", commits, samples, ReplayConfig(), end_ms=start + 95_000)
+
+    assert (result.timeline[-1].at, result.timeline[-1].status) == (start + 95_000, "ERR")
+    assert documents(result)[-1]["partitions"][0]["status"] == "STOP"  # now - last (95 s) > last - first (90 s)
+
+
+def test_messages_retention_skips_while_the_lag_stands_still_show_in_the_timeline():
+    """A stopped consumer of a quiet topic: status, total lag and worst partition never change, while retention
+    deletes the unread messages. The timeline must say so (`skipped_messages`, `messages-skipped`)."""
+    commits = [CommitInput("t", 0, 5000, T0 + i * 10_000, i, T0 + i * 10_000 + 20) for i in range(10)]
+    samples = [SampleInput("t", 0, 8000, T0 + i * 10_000 - 1) for i in range(80)]  # no message produced
+    # retention deletes 10 msg/s from the front; it passes the committed offset 5000 at 500 s
+    samples += [SampleInput("t", 0, 10 * i * 30, T0 + i * 30_000 - 1, log_start=True) for i in range(27)]
+
+    result = replay_group("prod", "g", commits, samples, ReplayConfig())
+
+    assert {(row.status, row.totallag) for row in result.timeline[1:]} == {("ERR", 3000)}
+    skipped = [row for row in result.timeline if row.skipped_messages > 0]
+    assert skipped and skipped[0].explanation == "messages-skipped"
+    assert result.timeline[-1].skipped_messages == 10 * 26 * 30 - 5000  # the log start at 780 s, less the commit
