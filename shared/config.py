@@ -618,13 +618,21 @@ def _build(cls: type, raw: Any, where: str) -> Any:
     return built
 
 
+SHOWN_MAX = 120  # characters of a refused value an error quotes: a hostile body is not sent back whole
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= SHOWN_MAX else f"{text[:SHOWN_MAX]}... ({len(text)} characters)"
+
+
 def _field_value(kind: Any, f: dataclasses.Field[Any], value: Any, dotted: str) -> Any:
     converted = _convert(kind, value, dotted)
     check = f.metadata.get("check")
     problem = check(converted) if check else None
     if problem:
         shown = f.metadata.get("shown", lambda v: v)(value)  # a URL's password stays out of logs
-        raise ConfigError(dotted, f"{problem}, got {shown!r}")
+        raise ConfigError(dotted, f"{problem}, got {_shown(shown)}")
     return converted
 
 
@@ -681,7 +689,7 @@ def _convert(kind: Any, value: Any, where: str) -> Any:
     if origin is list:
         items = [s.strip() for s in value.split(",") if s.strip()] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-            raise ConfigError(where, f"expected a list of strings, got {value!r}")
+            raise ConfigError(where, f"expected a list of strings, got {_shown(value)}")
         return items
     if kind is bool:
         return _to_bool(value, where)
@@ -689,7 +697,7 @@ def _convert(kind: Any, value: Any, where: str) -> Any:
         return _to_number(kind, value, where)
     if kind is str:
         if not isinstance(value, str | int | float) or isinstance(value, bool):
-            raise ConfigError(where, f"expected a string, got {value!r}")
+            raise ConfigError(where, f"expected a string, got {_shown(value)}")
         return str(value)
     raise ConfigError(where, f"unsupported option type {kind}")  # pragma: no cover
 
@@ -699,12 +707,12 @@ def _to_bool(value: Any, where: str) -> bool:
         return value
     if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
         return value.lower() in ("true", "1", "yes", "on")
-    raise ConfigError(where, f"expected true or false, got {value!r}")
+    raise ConfigError(where, f"expected true or false, got {_shown(value)}")
 
 
 def _to_number(kind: type[int] | type[float], value: Any, where: str) -> int | float:
     if isinstance(value, bool):
-        raise ConfigError(where, f"expected a number, got {value!r}")
+        raise ConfigError(where, f"expected a number, got {_shown(value)}")
     number: Any
     try:
         number = kind(value) if isinstance(value, str) else value
@@ -713,12 +721,12 @@ def _to_number(kind: type[int] | type[float], value: Any, where: str) -> int | f
     if kind is int and isinstance(number, float) and number.is_integer():
         number = int(number)
     if not isinstance(number, kind) and not (kind is float and isinstance(number, int)):
-        raise ConfigError(where, f"expected {'an integer' if kind is int else 'a number'}, got {value!r}")
+        raise ConfigError(where, f"expected {'an integer' if kind is int else 'a number'}, got {_shown(value)}")
     if kind is float:  # inf and nan (JSON's 1e400 and Infinity, YAML's .inf, "inf"), integers past a float's range
         try:
             number = float(number)
         except OverflowError:
             number = math.inf
         if not math.isfinite(number):
-            raise ConfigError(where, f"expected a finite number, got {value!r}")
+            raise ConfigError(where, f"expected a finite number, got {_shown(value)}")
     return kind(number)

@@ -206,9 +206,7 @@ async def _status(request: web.Request, *, only_bad_partitions: bool) -> web.Res
     if stored is None:
         body = statuses.not_found(cluster, group).to_json()
         return ok(request, "consumer status returned", http_status=404, status=body)
-    status = statuses.evaluate(stored, now, context.config)
-    body = statuses.with_lag_seconds(status.to_json(only_bad_partitions=only_bad_partitions), stored, now)
-    body = await statuses.with_velocity(body, status, stored, now, context)
+    body = await statuses.status_body(stored, now, context, only_bad_partitions=only_bad_partitions)
     return ok(request, "consumer status returned", status=body)
 
 

@@ -143,9 +143,7 @@ async def group(request: web.Request) -> web.Response:
     stored = await context.live_group(cluster, request.match_info["group"], now)
     if stored is None:
         raise ApiError(404, "consumer group not found")
-    status = statuses.evaluate(stored, now, context.config)
-    body = statuses.with_lag_seconds(status.to_json(), stored, now)
-    body = await statuses.with_velocity(body, status, stored, now, context)
+    body = await statuses.status_body(stored, now, context, only_bad_partitions=False)
     return ok(request, "dashboard group returned", status=group_detail(body, stored, context.config.storage.intervals))
 
 

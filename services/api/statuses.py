@@ -8,6 +8,8 @@ as the evaluator treats it (its keys are about to expire in Redis anyway).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import TYPE_CHECKING
 
 from lagwatch.shared.config import Config
@@ -21,6 +23,8 @@ from lagwatch.shared.store.redis_store import StoredGroup
 
 if TYPE_CHECKING:
     from lagwatch.services.api.context import ApiContext
+
+THREAD_FROM_PARTITIONS = 1000  # a group this large is judged off the event loop (smaller: the hop costs more)
 
 
 def is_live(stored: StoredGroup | None, now_ms: int, config: Config) -> bool:
@@ -47,13 +51,31 @@ def with_lag_seconds(body: dict, stored: StoredGroup, now_ms: int) -> dict:
     return body
 
 
-async def with_velocity(body: dict, status: GroupStatus, stored: StoredGroup, now_ms: int, context: ApiContext) -> dict:
-    """lagwatch's lag velocity (`velocity` per partition, in `maxlag` and for the group: rates, lag growth, time to
-    catch up), retention risk (`retention`, likewise) and the group's `explanation` (why), beside Burrow's fields.
-    Reads the group's recent generations (for rebalance explanations) only when it had any."""
-    group = [stored.group] if stored.rebalances_last_hour else []
+async def status_body(stored: StoredGroup, now_ms: int, context: ApiContext, *, only_bad_partitions: bool) -> dict:
+    """The group's status object with lagwatch's fields (`with_lag_seconds`, `with_velocity`). A group of
+    thousands of partitions takes ~1 s of CPU: computed on a thread then, so other requests (the probes) are not
+    kept waiting the whole second."""
+    group = [stored.group] if stored.rebalances_last_hour else []  # its generations: only when it had any
     rebalances = (await context.store.rebalance_times(stored.cluster, group, now_ms)).get(stored.group, ())
-    speeds = stored.velocities(context.config.storage.intervals, now_ms)
+    compute = functools.partial(_body, stored, now_ms, context.config, tuple(rebalances), only_bad_partitions)
+    if len(stored.partitions) >= THREAD_FROM_PARTITIONS:
+        return await asyncio.to_thread(compute)
+    return compute()
+
+
+def _body(stored: StoredGroup, now_ms: int, config: Config, rebalances: tuple[int, ...], only_bad: bool) -> dict:
+    status = evaluate(stored, now_ms, config)
+    body = with_lag_seconds(status.to_json(only_bad_partitions=only_bad), stored, now_ms)
+    return with_velocity(body, status, stored, now_ms, config.storage.intervals, rebalances)
+
+
+def with_velocity(
+    body: dict, status: GroupStatus, stored: StoredGroup, now_ms: int, intervals: int, rebalances: tuple[int, ...]
+) -> dict:
+    """lagwatch's lag velocity (`velocity` per partition, in `maxlag` and for the group: rates, lag growth, time to
+    catch up), retention risk (`retention`, likewise) and the group's `explanation` (why, from its recent
+    generations `rebalances` too), beside Burrow's fields."""
+    speeds = stored.velocities(intervals, now_ms)
     risks = stored.retention_risks(now_ms)
     for part in [*body["partitions"], *([body["maxlag"]] if body.get("maxlag") else [])]:
         speed = speeds.get((part["topic"], part["partition"]))

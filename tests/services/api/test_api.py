@@ -13,6 +13,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -24,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from yarl import URL
 
 from lagwatch.devkit.redis_server import RedisServer
+from lagwatch.services.api import statuses
 from lagwatch.services.api.service import ApiServer
 from lagwatch.shared.config import load_config
 from lagwatch.shared.domain.window import Commit
@@ -730,3 +732,28 @@ def test_the_consumers_of_a_topic_are_found_without_decoding_every_result():
     assert _consumers_of("orders", raw) == ["a", "d"]
     assert _consumers_of("ördérs", raw) == ["d"]
     assert _consumers_of("orders-v", raw) == []
+
+
+async def test_a_group_of_thousands_of_partitions_is_judged_off_the_event_loop(api, http, redis, monkeypatch):
+    # ~1 s of CPU at 10k partitions: on the loop, every other request (the probes too) would wait it out
+    now = now_ms()
+    await seed(redis, now)
+    wide = statuses.THREAD_FROM_PARTITIONS
+    store = WindowStore(redis, api_config("redis://unused").window())
+    await store.add_broker_offsets(CLUSTER, "wide", [100] * wide, sampled_at=now)
+    commits = [Commit("fanout", "wide", p, 90, now, p + 1, now) for p in range(wide)]
+    await store.add_commits(CLUSTER, commits, now_ms=now)
+    threads = []
+    judge = statuses._body
+
+    def recording(*args):
+        threads.append(threading.current_thread() is threading.main_thread())
+        return judge(*args)
+
+    monkeypatch.setattr(statuses, "_body", recording)
+    for path in ("/v3/kafka/local/consumer/fanout/lag", "/dashboard/api/group/local/fanout"):
+        async with http.get(f"{api.url}{path}") as response:
+            assert response.status == 200 and (await response.json())["status"]["partition_count"] == wide
+    async with http.get(f"{api.url}/v3/kafka/local/consumer/billing/lag") as response:
+        assert response.status == 200
+    assert threads == [False, False, True]  # the small group stays on the loop: a thread hop costs more there

@@ -405,3 +405,9 @@ async def test_a_value_ending_in_a_newline_is_refused(api, redis, doc, field):
     status, body = await api("POST", BASE, doc)
     assert status == 400 and field in body["errors"], body
     assert await redis.hlen(keys.SUBSCRIPTIONS) == 0
+
+
+async def test_a_refused_value_is_quoted_short_not_sent_back_whole(api, redis):
+    status, body = await api("POST", BASE, {"url": "http://127.0.0.1:9/", "send_close": ["x" * 100_000]})
+    assert status == 400 and body["errors"]["send_close"].startswith("expected true or false, got [")
+    assert len(body["errors"]["send_close"]) < 300 and "characters)" in body["errors"]["send_close"]
