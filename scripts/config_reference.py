@@ -131,7 +131,11 @@ MEANINGS = {
     "subscriptions[].threshold": "notify when the group status is at or above it: `OK`, `WARN` or `ERR`",
     "subscriptions[].send-close": "tell when the incident is over",
     "subscriptions[].send-once": "one notification per incident: no updates, no repeats",
-    "subscriptions[].send-interval": "seconds; repeat while the incident lasts (0 = never)",
+    "subscriptions[].send-interval": (
+        "seconds; repeat while the incident lasts (0 = never); no repeat is queued while an earlier notification of "
+        "the incident is still undelivered (a receiver back from an outage gets one message, not one per interval "
+        "missed)"
+    ),
     "subscriptions[].lag-seconds-threshold": "seconds; also alert while the lag in seconds is over it (0 = off)",
     "subscriptions[].retention-risk-threshold": "seconds; also alert while retention would delete unconsumed "
     "messages sooner, and when it deleted some (0 = off)",

@@ -214,8 +214,7 @@ class Sender:
                 timeout=timeout,
                 ssl=ssl,
             ) as response:
-                text = (await response.content.read(ERROR_BODY_CHARS)).decode("utf-8", "replace")
-                return classify(response.status, response.headers.get("Retry-After"), text)
+                return classify(response.status, response.headers.get("Retry-After"), await _error_body(response))
         except TimeoutError:
             return Result(False, error=f"timeout after {timeout.total}s", retryable=True, host_failure=True)
         except aiohttp.ClientConnectorError as exc:
@@ -235,6 +234,17 @@ class Sender:
         except SendFailure as exc:
             return Result(False, exc.code, str(exc), exc.retryable, host_failure=exc.host_failure)
         return Result(True)
+
+
+async def _error_body(response: aiohttp.ClientResponse) -> str:
+    """The start of a refusal's body, for the error; a success's is never read: a receiver that accepted but is
+    slow to send (or resets) its body has the notification, and must not get it again as a timeout's retry."""
+    if 200 <= response.status < 300:
+        return ""
+    try:
+        return (await response.content.read(ERROR_BODY_CHARS)).decode("utf-8", "replace")
+    except (TimeoutError, aiohttp.ClientError, OSError):  # the status already says what happened
+        return ""
 
 
 def classify(status: int, retry_after: str | None, body: str = "") -> Result:
@@ -293,7 +303,8 @@ class Dispatcher:
                         refreshed = time.monotonic()
                     claimed, next_due = await self.outbox.claim(min(CLAIM_BATCH, self.max_held - len(self.held)))
                     for delivery in claimed:
-                        self._start(delivery)
+                        if delivery.id not in self.held:  # its lease lapsed while ours (Redis away, a clock jump):
+                            self._start(delivery)  # claimed back, and still being sent, by the task we have
                     if len(claimed) < CLAIM_BATCH:
                         await self._idle(stopping, next_due)
                     backoff.reset()
@@ -404,7 +415,11 @@ class Dispatcher:
                     reason = "host_paused" if dest.breaker.paused_until > time.time() else "circuit_open"
                     await self._defer(delivery, retry_at, reason)
                     return True
-                result = await self._attempt(subscription, delivery)
+                try:
+                    result = await self._attempt(subscription, delivery)
+                except BaseException:
+                    dest.breaker.release_probe()  # no verdict: a half-open host must not wait for good on this probe
+                    raise
         finally:
             if not entered:
                 dest.waiting -= 1

@@ -229,7 +229,9 @@ class Outbox:
     async def schedule_repeat(
         self, member: str, seen_score: int, next_at: int | None, delivery: Delivery | None, now: int
     ) -> bool:
-        return bool(
+        """Move the member's repeat on to `next_at` and enqueue `delivery`; True when it was enqueued (not when
+        another notifier took this slot, nor while an earlier notification of the incident waits in the outbox)."""
+        return (
             await self._repeat(
                 keys=[keys.NOTIFY_REPEATS, keys.OUTBOX_DUE, keys.OUTBOX_DELIVERIES, *CHAIN_KEYS],
                 args=[
@@ -242,6 +244,7 @@ class Outbox:
                     chain_of(member),
                 ],
             )
+            == 1
         )
 
     async def states(self, subscription_id: str) -> AsyncIterator[tuple[str, str]]:

@@ -271,7 +271,12 @@ class NotifierService:
             subscription_id, state_field = parse_repeat_member(member)
             subscription = self.registry.get(subscription_id)
             raw = await self.outbox.read_state_field(subscription_id, state_field)
-            state = IncidentState.from_json(json.loads(raw)) if raw else None
+            try:
+                state = _parse_state(raw)
+            except (ValueError, KeyError, TypeError):  # unreadable: the event path skips it alike
+                log.error("notifier: incident state %s of %s is unreadable; not repeated", state_field, subscription_id)
+                await self.outbox.forget_repeat(member)  # else it is first due on every tick, before all others
+                continue
             if subscription is not None and state is not None and not scope.covers(subscription, state):
                 # recorded by a notifier on other subscriptions (one with the old configuration file, in a rolling
                 # deploy) after this one looked: closed now rather than repeated
@@ -339,7 +344,7 @@ class NotifierService:
         for member, _ in later:
             subscription_id, state_field = parse_repeat_member(member)
             raw = await self.outbox.read_state_field(subscription_id, state_field)
-            if raw and json.loads(raw).get("held"):
+            if raw and _is_held(raw):
                 await self.redis.zadd(keys.NOTIFY_REPEATS, {member: now}, xx=True)
 
     # --- incidents a subscription no longer covers (scope.py) ---------------------------------------------------
@@ -573,3 +578,13 @@ def _notification(
         created_at=now,
         reason=reason,
     )
+
+
+def _is_held(raw: bytes | str) -> bool:
+    """Whether a stored incident state holds a notification back; an unreadable one does not (`repeat_once` drops
+    it), and must not fail the whole recheck."""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and bool(doc.get("held"))

@@ -506,7 +506,8 @@ return 1
 # ARGV: repeats member, its score as read, next repeat ms ('' = stop repeating), delivery id, delivery JSON, now ms,
 #       the incident's chain
 # One repeat per due slot, whichever notifier instance asks first: applies only while the member's score is still the
-# one read. Returns 1 when a repeat was enqueued.
+# one read. Returns 1 when a repeat was enqueued, 2 when the schedule moved on without one (an earlier notification
+# of the incident is still in the outbox).
 SCHEDULE_REPEAT = (
     _CHAIN_FNS
     + """
@@ -521,6 +522,9 @@ if next_at == '' then
   return 0
 end
 redis.call('ZADD', repeats_key, next_at, member)
+-- a notification of the incident not delivered yet (its receiver down): a repeat behind it says nothing new, and
+-- after a long outage every one queued would go out at once
+if ARGV[7] ~= '' and chain_head(KEYS[4], KEYS[5], deliveries_key, ARGV[7]) then return 2 end
 if redis.call('HSETNX', deliveries_key, delivery_id, delivery) == 1 then
   redis.call('ZADD', due_key, 'NX', now, delivery_id)
   chain_add(KEYS[4], KEYS[5], KEYS[6], ARGV[7], delivery_id)
