@@ -134,7 +134,7 @@ MEANINGS = {
     "subscriptions[].send-interval": (
         "seconds; repeat while the incident lasts (0 = never); no repeat is queued while an earlier notification of "
         "the incident is still undelivered (a receiver back from an outage gets one message, not one per interval "
-        "missed)"
+        "missed); a change applies to the incidents going on from then"
     ),
     "subscriptions[].lag-seconds-threshold": "seconds; also alert while the lag in seconds is over it (0 = off)",
     "subscriptions[].retention-risk-threshold": "seconds; also alert while retention would delete unconsumed "

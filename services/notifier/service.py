@@ -37,6 +37,7 @@ from lagwatch.services.notifier.outbox import (
     delivery_id,
     now_ms,
     parse_repeat_member,
+    repeat_member,
     repeat_notification_id,
 )
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
@@ -361,6 +362,8 @@ class NotifierService:
             changed = subscriptions if looked is None else await self._changed_since(looked, subscriptions)
             await self.close_out_of_scope(now, changed)
             await self.announce_going_on(now, changed)
+            if looked is not None:
+                await self._apply_new_intervals(now, looked, changed)
             self._rescan = set() if looked is None else {s.id for s in changed}
         elif self._rescan:
             again = [s for s in subscriptions if s.id in self._rescan]
@@ -368,6 +371,24 @@ class NotifierService:
             await self.announce_going_on(now, again)
             self._rescan = set()
         self._scope_checked, self._scoped = version, {s.id: s.config for s in subscriptions}
+
+    async def _apply_new_intervals(
+        self, now: int, looked: dict[str, SubscriptionConfig], changed: list[Subscription]
+    ) -> None:
+        """A subscription whose `send-interval` changed repeats its incidents going on at the new pace from now on
+        (one due sooner keeps its time; at 0 the next due repeat stops them): else the new interval would wait for
+        each incident's next event, or for a repeat scheduled at the old pace."""
+        for subscription in changed:
+            before = looked.get(subscription.id)
+            interval_ms = int(subscription.config.send_interval * 1000)
+            if before is None or before.send_interval == subscription.config.send_interval or interval_ms <= 0:
+                continue
+            due = {
+                repeat_member(subscription.id, f): now + interval_ms
+                async for f, _ in self.outbox.states(subscription.id)
+            }
+            if due:
+                await self.redis.zadd(keys.NOTIFY_REPEATS, due, lt=True)  # LT adds those not scheduled at all
 
     async def _changed_since(
         self, looked: dict[str, SubscriptionConfig], subscriptions: list[Subscription]

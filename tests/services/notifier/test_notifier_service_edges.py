@@ -8,6 +8,7 @@ from lagwatch.services.notifier.outbox import Delivery, group_field, repeat_memb
 from lagwatch.services.notifier.service import NotifierService
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.store import keys
+from lagwatch.shared.subscriptions.store import SubscriptionStore
 from tests.kafka_helpers import FAST_NOTIFIER, make_config
 from tests.services.notifier.test_notifier_support import Timeline
 
@@ -87,6 +88,28 @@ async def test_repeats_do_not_pile_up_behind_a_notification_its_receiver_has_not
         await service.outbox.finish(opened.decode())  # the receiver took it
         assert await service.repeat_once(now=int(await redis.zscore(keys.NOTIFY_REPEATS, member))) == 1
         assert await kinds() == ["repeat"]
+    finally:
+        await service.dead_letters.stop()
+        await service.redis.aclose()
+
+
+async def test_a_changed_send_interval_reaches_the_incidents_already_going_on(redis_server, redis):
+    store = SubscriptionStore(redis)
+    await store.put(SubscriptionConfig(id="a", url="http://127.0.0.1:9/a"), create=True)  # no repeats
+    service = NotifierService(make_config("127.0.0.1:9", redis_server.url, **FAST_NOTIFIER), "local", http_port=0)
+    member = repeat_member("a", group_field("local", "billing"))
+    try:
+        await service.repeat_once(now=1_000)  # the subscriptions as first seen
+        t = Timeline("billing")
+        t.to("OK")
+        assert await service.handle(json.dumps(t.to("ERR", (5,))).encode())
+        assert await redis.zscore(keys.NOTIFY_REPEATS, member) is None
+        await store.put(SubscriptionConfig(id="a", url="http://127.0.0.1:9/a", send_interval=60), create=False)
+        await service.repeat_once(now=2_000)
+        assert await redis.zscore(keys.NOTIFY_REPEATS, member) == 62_000  # from the change on, not the next event
+        await store.put(SubscriptionConfig(id="a", url="http://127.0.0.1:9/a", send_interval=30), create=False)
+        await service.repeat_once(now=3_000)
+        assert await redis.zscore(keys.NOTIFY_REPEATS, member) == 33_000  # a shorter one: sooner
     finally:
         await service.dead_letters.stop()
         await service.redis.aclose()
