@@ -6,7 +6,8 @@ There, every `offset-refresh` the ingest lists the consumer groups (ListGroups, 
 the last poll into an offset-commit record in the coordinator's own format, stamped with the time it was observed.
 Those records go through the same processor as records read from the topic (`processor.py`): the same windows,
 lag at append, change notices, history and filters. A partition whose commit is gone (offsets deleted or expired)
-becomes a commit tombstone, as the coordinator would write one.
+becomes a commit tombstone, as the coordinator would write one; a group that a complete listing no longer names
+(deleted, or all its offsets expired) becomes a group tombstone.
 
 What differs from reading the topic (docs/managed-kafka.md): a commit's time is when it was seen, not when it was
 made; commits between two polls collapse into the last one; a consumer that commits the same offset again looks
@@ -65,7 +66,8 @@ class AdminOffsets:
         self._index, self._count = shard
         self._admin: AdminClient | None = None
         self._seen: dict[str, Offsets] = {}  # group -> what the last poll found
-        self._named_fetch: set[str] = set()  # groups whose all-partitions fetch came back empty (see _fetch)
+        self._named_fetch: set[str] = set()  # groups whose offsets only a fetch naming partitions found (see _fetch)
+        self._answers_all = False  # an all-partitions fetch found offsets: this broker answers it (see _fetch)
         self._order = time.time_ns() // 1000  # the records' `order`: increasing, also across restarts
         self._members: dict[str, tuple] = {}  # group -> its membership at the last poll (see _membership)
         self._generations: dict[str, int] = {}  # group -> membership changes seen
@@ -78,7 +80,8 @@ class AdminOffsets:
         """One round: the offset-commit records of everything that changed since the last round."""
         if self._admin is None:
             self._admin = AdminClient(self._config, logger=log)  # librdkafka's lines in our log format, thinned
-        groups = [g for g in await self._groups() if self._mine(g) and self._filter.accepts(g)]
+        listed, complete = await self._groups()
+        groups = [g for g in listed if self._mine(g) and self._filter.accepts(g)]
         fetched = await asyncio.gather(*(self._fetch(g) for g in groups))
         observed = now_ms()
         records: list[RawRecord] = []
@@ -86,10 +89,25 @@ class AdminOffsets:
             if offsets is not None:
                 records.extend(self._changes(group, offsets, observed))
         records.extend(await self._membership_changes(groups, observed))
-        for gone in set(self._seen) - set(groups):  # no longer listed (deleted, or now filtered out): forget it
-            del self._seen[gone]
-            self._members.pop(gone, None)
+        if complete:
+            records.extend(self._deletions(set(self._seen) - set(groups), observed))
         self._admin.poll(0)  # librdkafka's log lines wait in its queue until served
+        return records
+
+    def _deletions(self, gone: set[str], observed: int) -> list[RawRecord]:
+        """Groups a complete listing no longer names were deleted (or all their offsets expired): a group tombstone
+        each, as the coordinator writes in topic mode, or their windows would drift to STOP until `expire-group`.
+        Only a complete listing tells: one that failed or that a broker did not answer keeps what was last seen
+        (forgotten, every unchanged offset would come back next poll as a new commit stamped then)."""
+        records = []
+        for group in sorted(gone):
+            del self._seen[group]
+            self._members.pop(group, None)
+            self._generations.pop(group, None)
+            self._named_fetch.discard(group)
+            self._order += 1
+            key = codec.encode_group_metadata_key(group)
+            records.append(RawRecord(key, None, partition_number=0, offset_number=self._order, timestamp_ms=observed))
         return records
 
     async def _membership_changes(self, groups: list[str], observed: int) -> list[RawRecord]:
@@ -144,30 +162,39 @@ class AdminOffsets:
     def _mine(self, group: str) -> bool:
         return self._count <= 1 or zlib.crc32(group.encode()) % self._count == self._index
 
-    async def _groups(self) -> list[str]:
+    async def _groups(self) -> tuple[list[str], bool]:
+        """The groups to poll, and whether the listing was complete (every broker answered ListGroups)."""
         listed: list[str] = []
+        complete = False
         try:
             result = await _wait(self._admin_client().list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S))
             listed = [g.group_id for g in result.valid]
+            complete = not result.errors
             for error in result.errors:
                 log.debug("admin offsets: listing groups: %s", error)
         except KafkaException as exc:  # brokers without ListGroups still have the named groups
             log.debug("admin offsets: listing groups failed (%s)", exc)
-        return sorted(set(listed) | set(self._named))
+        return sorted(set(listed) | set(self._named)), complete
 
     async def _fetch(self, group: str) -> Offsets | None:
-        """The group's committed offsets; None when the fetch failed (nothing is concluded from it)."""
+        """The group's committed offsets; None when the fetch failed (nothing is concluded from it). A group without
+        offsets answers the all-partitions fetch with nothing on any broker; naming every partition of the cluster
+        for it is only worth it (on every poll) until some group's all-partitions fetch has found offsets."""
         try:
             if group not in self._named_fetch:
                 offsets = await self._offset_fetch(group, None)
                 if offsets:
+                    self._answers_all = True
                     return offsets
-                # some brokers (the librdkafka mock) answer an all-partitions fetch with nothing: name them
-                self._named_fetch.add(group)
+                if self._answers_all:  # the broker answers that fetch: the group has no offsets (Connect's, say)
+                    return offsets
+            # some brokers (the librdkafka mock) answer an all-partitions fetch with nothing: name them
             offsets = {}
             partitions = self._all_partitions()
             for start in range(0, len(partitions), NAMED_FETCH_CHUNK):
                 offsets.update(await self._offset_fetch(group, partitions[start : start + NAMED_FETCH_CHUNK]))
+            if offsets and not self._answers_all:  # found only by naming them: keep naming them for this group
+                self._named_fetch.add(group)
             return offsets
         except KafkaException as exc:
             log.warning("admin offsets: fetching group %s failed (%s)", group, exc)

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from aiokafka import AIOKafkaClient, AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.protocol.offset import OffsetRequest
 from redis.exceptions import RedisError
 
@@ -44,12 +44,14 @@ HOLD_POLLS_MAX_S = 60.0  # a consumer that takes longer to catch up gets its log
 
 async def list_latest_offsets(
     client: AIOKafkaClient, partitions: Iterable[TP], timeout: float, at: int = LATEST
-) -> tuple[dict[TP, int], list[TP]]:
+) -> tuple[dict[TP, int], list[TP], list[TP]]:
     """ListOffsets (latest, read-uncommitted: the high watermark), one request per partition leader.
 
     Sent directly rather than through the consumer's `end_offsets`, which retries unknown partitions until its
     request timeout and asks for their metadata by name, and a metadata request naming a deleted topic re-creates
-    it on clusters with `auto.create.topics.enable`. Returns (offsets found, partitions Kafka does not know).
+    it on clusters with `auto.create.topics.enable`. Returns (offsets found, partitions Kafka does not know,
+    partitions whose leader did not answer); raises only when no leader answered: one broker down (a rolling
+    restart) must not stop the samples of the partitions the others lead.
     """
     by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
     unknown: list[TP] = []
@@ -60,21 +62,35 @@ async def list_latest_offsets(
             continue
         by_leader.setdefault(leader, {}).setdefault(topic, []).append((partition, at))
     requests = [
-        client.send(leader, OffsetRequest(-1, READ_UNCOMMITTED, list(topics.items())))
+        asyncio.wait_for(client.send(leader, OffsetRequest(-1, READ_UNCOMMITTED, list(topics.items()))), timeout)
         for leader, topics in by_leader.items()
     ]
+    answers = await asyncio.gather(*requests, return_exceptions=True)
+    failures = [a for a in answers if isinstance(a, BaseException)]
+    if failures and len(failures) == len(answers):
+        raise failures[0]
     found: dict[TP, int] = {}
-    for response in await asyncio.wait_for(asyncio.gather(*requests), timeout=timeout):
-        for topic, partition_data in response.topics:
-            for partition, error_code, *info in partition_data:
-                if error_code != 0:
-                    unknown.append((topic, partition))
-                elif response.API_VERSION == 0:
-                    if info[0]:
-                        found[(topic, partition)] = info[0][0]
-                else:
-                    found[(topic, partition)] = info[1]  # (timestamp, offset)
-    return found, unknown
+    unreachable: list[TP] = []
+    for topics, response in zip(by_leader.values(), answers, strict=True):
+        if isinstance(response, BaseException):
+            if not isinstance(response, KafkaError | OSError):
+                raise response  # a bug, not an outage
+            unreachable += [(topic, partition) for topic, parts in topics.items() for partition, _ in parts]
+            continue
+        _read_offsets(response, found, unknown)
+    return found, unknown, unreachable
+
+
+def _read_offsets(response: Any, found: dict[TP, int], unknown: list[TP]) -> None:
+    for topic, partition_data in response.topics:
+        for partition, error_code, *info in partition_data:
+            if error_code != 0:
+                unknown.append((topic, partition))
+            elif response.API_VERSION == 0:
+                if info[0]:
+                    found[(topic, partition)] = info[0][0]
+            else:
+                found[(topic, partition)] = info[1]  # (timestamp, offset)
 
 
 class BrokerOffsets:
@@ -183,9 +199,12 @@ class BrokerOffsets:
         if time.monotonic() - self._last_topic_refresh >= self.topic_refresh or not self.partition_counts:
             await self.refresh_topics()
         if poll:
-            await self.poll(self.all_partitions())
-            if time.monotonic() - self._last_log_start_poll >= self.topic_refresh:
-                await self.poll_log_starts(self.all_partitions())
+            log_starts_due = time.monotonic() - self._last_log_start_poll >= self.topic_refresh
+            try:
+                await self.poll(self.all_partitions())
+            finally:  # also when a broker did not answer: the others' log starts still count
+                if log_starts_due:
+                    await self.poll_log_starts(self.all_partitions())
             return
         # Held: partitions never sampled are sampled all the same. No window can hold commits for them yet (a
         # commit waits for its partition's first log end), and a first sample taken only when a commit asks for it
@@ -199,7 +218,7 @@ class BrokerOffsets:
         then (every topic-refresh, or every tick while it did not answer)."""
         if self.kafka_ok and time.monotonic() - self._last_topic_refresh < self.topic_refresh:
             return
-        await self._consumer._client.force_metadata_update()
+        await self._update_metadata()
         self.kafka_ok = True
         self._last_topic_refresh = time.monotonic()
 
@@ -214,9 +233,8 @@ class BrokerOffsets:
     async def refresh_topics(self) -> list[str]:
         """Re-read topic metadata; topics that disappeared, or came back with fewer partitions (a topic never shrinks:
         it was deleted and re-created), are deleted from the store. Returns them."""
-        client = self._consumer._client  # aiokafka exposes metadata only through its client
-        await client.force_metadata_update()
-        cluster_meta = client.cluster
+        await self._update_metadata()
+        cluster_meta = self._consumer._client.cluster
         counts = {}
         for topic in cluster_meta.topics(exclude_internal_topics=False):
             parts = cluster_meta.partitions_for_topic(topic)
@@ -234,15 +252,26 @@ class BrokerOffsets:
         self.partition_counts = counts
         return deleted
 
+    async def _update_metadata(self) -> None:
+        """Fresh cluster metadata, or KafkaConnectionError: aiokafka answers False when no broker answered (it does
+        not raise), and the metadata it keeps is then the last one it had."""
+        client = self._consumer._client  # aiokafka exposes metadata only through its client
+        if not await client.force_metadata_update():
+            raise KafkaConnectionError(f"no broker of {self.cluster} answered a metadata request")
+
     def all_partitions(self) -> list[TP]:
         return [(t, p) for t, n in self.partition_counts.items() for p in range(n)]
 
     async def poll(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """Latest offsets of the partitions from their leaders; store and remember them. Partitions Kafka does not
-        know (a topic deleted since the last metadata refresh) are left out and trigger a refresh next tick."""
-        found, unknown = await list_latest_offsets(self._consumer._client, partitions, self.request_timeout)
+        know (a topic deleted since the last metadata refresh) are left out and trigger a refresh next tick. When some
+        leaders did not answer, the others' samples are stored, then KafkaConnectionError says so (a commit waiting
+        for such a partition's first log end waits on; the metadata is read again: a leader may have moved)."""
+        found, unknown, unreachable = await list_latest_offsets(
+            self._consumer._client, partitions, self.request_timeout
+        )
         self.kafka_ok = True
-        if unknown:
+        if unknown or unreachable:
             self._last_topic_refresh = 0.0
         sampled_at = now_ms()
         by_topic: dict[str, dict[int, int]] = {}
@@ -256,6 +285,8 @@ class BrokerOffsets:
         self.latest.update(found)
         if moved and self.changes is not None:  # lags changed: the evaluator re-checks the groups reading these
             await self.changes.publish_log_ends(self.cluster, moved)
+        if unreachable:
+            raise KafkaConnectionError(f"the leaders of {len(unreachable)} partitions did not answer ListOffsets")
         return found
 
     async def poll_log_starts(self, partitions: Iterable[TP]) -> dict[TP, int]:
@@ -264,7 +295,7 @@ class BrokerOffsets:
         `retention.ms` is read along (topic_retention.py). A log start that moved is a log-start notice for its topic:
         the evaluator re-checks the groups retention closes in on."""
         self._last_log_start_poll = time.monotonic()
-        found, _ = await list_latest_offsets(self._consumer._client, partitions, self.request_timeout, EARLIEST)
+        found, _, _ = await list_latest_offsets(self._consumer._client, partitions, self.request_timeout, EARLIEST)
         by_topic: dict[str, dict[int, int]] = {}
         for (topic, partition), offset in found.items():
             by_topic.setdefault(topic, {})[partition] = offset
