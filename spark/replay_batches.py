@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from lagwatch.shared.domain.event_codec import present
 from lagwatch.shared.domain.history import KIND_COMMIT, KIND_LOG_START
+from lagwatch.shared.domain.status_event import fitted
 from lagwatch.spark.backtest import Variant, count_notifications
 from lagwatch.spark.replay import CommitInput, ReplayConfig, ReplayResult, SampleInput, replay_group
 from lagwatch.spark.report import group_report
@@ -185,7 +186,7 @@ def _event_rows(cluster: str, group: str, result: ReplayResult) -> list[dict[str
             "seq": e.seq,
             "previous_status": e.previous_status,
             "incident_id": e.incident_id,
-            "event": e.encode().decode(),
+            "event": fitted(e)[0].decode(),  # as the evaluator publishes it: under Kafka's record size
         }
         for e in result.events
     ]

@@ -11,7 +11,7 @@ The same evaluation checks the groups' lag in seconds against the subscriptions'
 sparklines of a cold start's evaluations are drawn after the statuses) and computes the next instant time alone
 could change the group (next_change.py), which the service keeps in its schedule. An event Kafka did not take
 stays in the outbox and its group is scheduled again soon; an event over Kafka's record size lists only the
-worst partitions that fit (`fitted`).
+worst partitions that fit (`status_event.fitted`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
-import msgspec
 from redis.exceptions import RedisError
 
 from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAlerts
@@ -33,9 +32,9 @@ from lagwatch.shared.domain.explanation import Explanation, explain
 from lagwatch.shared.domain.group_filter import GroupFilter
 from lagwatch.shared.domain.lag_sparkline import lag_sparkline
 from lagwatch.shared.domain.lag_threshold_event import Threshold
-from lagwatch.shared.domain.protocol import GroupStatus, RuleConfig, Status
+from lagwatch.shared.domain.protocol import GroupStatus, RuleConfig
 from lagwatch.shared.domain.retention import group_risk
-from lagwatch.shared.domain.status_event import EventDecodeError, StatusEvent, encode, transition
+from lagwatch.shared.domain.status_event import MAX_EVENT_BYTES, EventDecodeError, StatusEvent, fitted, transition
 from lagwatch.shared.domain.velocity import group_velocity
 from lagwatch.shared.domain.window import expired
 from lagwatch.shared.store.read_through_store import ReadThroughStore
@@ -46,8 +45,6 @@ from lagwatch.shared.store.status_store import GroupState, StatusStore, Transiti
 log = logging.getLogger(__name__)
 HELD_RETRY_MS = 500  # while the judging clock is held, a group due by the wall clock is looked at again this often
 OUTBOX_RETRY_MS = 5000  # a group whose events Kafka did not take is evaluated (and its outbox sent) again this soon
-# Kafka refuses a record over 1 MiB by default (producer and broker): an event must stay under it, with room to spare
-MAX_EVENT_BYTES = 900_000
 
 
 @dataclass(slots=True)
@@ -317,7 +314,7 @@ class GroupEvaluator:
         )
         if change is None:
             return None
-        return Transition(group, state.seq, change.status, change.incident, fitted(change.event), now)
+        return Transition(group, state.seq, change.status, change.incident, _publishable(change.event), now)
 
     async def _publish(self, outbox: list[tuple[str, list[bytes]]]) -> dict[str, list[bytes]]:
         """Publish every event (in order per group) and clear what Kafka acknowledged (returned, per group). A
@@ -349,29 +346,18 @@ def _retry_unsent(next_at: dict[str, int | None], groups: set[str], at: int) -> 
         next_at[group] = at if due is None else min(due, at)
 
 
-def fitted(event: StatusEvent, limit: int = MAX_EVENT_BYTES) -> bytes:
-    """The event's bytes, at most `limit` when it can be: an event Kafka refuses for its size is never published
-    and holds back every later event of its group. A group with thousands of partitions not OK lists then only
-    the worst of them (by status, then lag) that fit, in their order; the group's own fields are all kept."""
-    raw = event.encode()
-    if len(raw) <= limit:
-        return raw
-    room = limit - len(msgspec.structs.replace(event, partitions=()).encode())
-    kept: set[int] = set()
-    for p in sorted(event.partitions, key=lambda p: (Status[p.status], p.current_lag), reverse=True):
-        room -= len(encode(p)) + 1  # and its comma
-        if room < 0:
-            break
-        kept.add(id(p))
-    log.warning(
-        "%s/%s: event of %d bytes lists %d of its %d partitions not OK (Kafka's record size)",
-        event.cluster,
-        event.group,
-        len(raw),
-        len(kept),
-        len(event.partitions),
-    )
-    return msgspec.structs.replace(event, partitions=tuple(p for p in event.partitions if id(p) in kept)).encode()
+def _publishable(event: StatusEvent) -> bytes:
+    """The event as published: under Kafka's record size (`status_event.fitted`), said in the log when cut."""
+    raw, listed = fitted(event)
+    if listed < len(event.partitions):
+        log.warning(
+            "%s/%s: event lists %d of its %d partitions not OK (Kafka's record size)",
+            event.cluster,
+            event.group,
+            listed,
+            len(event.partitions),
+        )
+    return raw
 
 
 def _within_limit(raw: bytes) -> bytes:
@@ -379,6 +365,6 @@ def _within_limit(raw: bytes) -> bytes:
     if len(raw) <= MAX_EVENT_BYTES:
         return raw
     try:
-        return fitted(StatusEvent.decode(raw))
+        return _publishable(StatusEvent.decode(raw))
     except EventDecodeError:
         return raw  # not a status event: sent as it is (Kafka decides)

@@ -451,17 +451,17 @@ class EvaluatorService:
             str(exc)[:200],
             UNEVALUABLE_RETRY_MS // 1000,
         )
-        count = self.changes_partitions() if self.app.consumer else 1
         with contextlib.suppress(RedisError, OSError):  # else due again at once: tried at the next turn
             async with self._lock:
-                await self.schedule.set(
-                    {group: now_ms() + UNEVALUABLE_RETRY_MS}, lambda g: partition_of(self.cluster, g, count)
-                )
+                await self._schedule_at({group: now_ms() + UNEVALUABLE_RETRY_MS})
 
     async def _reschedule(self, report: EvaluationReport) -> None:
-        count = self.changes_partitions() if self.app.consumer else 1
-        await self.schedule.set(report.next_at, lambda g: partition_of(self.cluster, g, count))
+        await self._schedule_at(report.next_at)
         self._remember(report)
+
+    async def _schedule_at(self, next_at: dict[str, int | None]) -> None:
+        count = self.changes_partitions() if self.app.consumer else 1
+        await self.schedule.set(next_at, lambda g: partition_of(self.cluster, g, count))
 
     async def _count(self, name: str, n: int, report: EvaluationReport | None = None) -> None:
         """Running totals in Redis, for the api's /metrics."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final, Literal, cast
 
+import msgspec
 from msgspec import UNSET, UnsetType
 
 from lagwatch.shared.domain.event_codec import EventDecodeError as EventDecodeError  # (re-exported)
@@ -151,6 +152,34 @@ class StatusEvent(JsonEvent, frozen=True, kw_only=True):
     def topics(self) -> list[str]:
         """The topics of its partitions not OK (what a silence's topic matcher looks at)."""
         return sorted({p.topic for p in self.partitions})
+
+
+# Kafka refuses a record over 1 MiB by default (producer and broker): an event must stay under it, with room to spare
+MAX_EVENT_BYTES = 900_000
+
+
+def fitted(event: StatusEvent, limit: int = MAX_EVENT_BYTES) -> tuple[bytes, int]:
+    """The event's bytes, at most `limit` when it can be, and how many partitions they list: an event Kafka refuses
+    for its size is never published and holds back every later event of its group. A group with thousands of
+    partitions not OK lists then only the worst of them (by status, then lag) that fit, in their order; the
+    group's own fields (`partition_count`, `totallag`, `maxlag`) are all kept."""
+    raw = event.encode()
+    if len(raw) <= limit:
+        return raw, len(event.partitions)
+    room = limit - len(msgspec.structs.replace(event, partitions=()).encode())
+    worst_first = sorted(
+        range(len(event.partitions)),
+        key=lambda i: (Status[event.partitions[i].status], event.partitions[i].current_lag),
+        reverse=True,
+    )
+    kept: set[int] = set()
+    for i in worst_first:
+        room -= len(encode(event.partitions[i])) + 1  # and its comma
+        if room < 0:
+            break
+        kept.add(i)
+    listed = tuple(p for i, p in enumerate(event.partitions) if i in kept)
+    return msgspec.structs.replace(event, partitions=listed).encode(), len(listed)
 
 
 @dataclass(frozen=True, slots=True)

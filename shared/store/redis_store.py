@@ -551,9 +551,7 @@ class WindowStore:
             return []
         since = (now_ms if now_ms is not None else clock.now_ms()) - REBALANCE_WINDOW_MS
         raw_groups = await self._read_group_keys(cluster, groups, since)
-        needed = {
-            keys.parse_partition_field(f) for windows, meta, _, _ in raw_groups if meta[0] is not None for f in windows
-        }
+        needed = {tp for windows, meta, _, _ in raw_groups if meta[0] is not None for tp in windows}
         rings, histories, starts, counts, retention = await asyncio.gather(
             self.broker_rings(cluster, needed),
             self.offset_histories(cluster, needed),
@@ -579,8 +577,8 @@ class WindowStore:
         return result
 
     async def _read_group_keys(self, cluster: str, groups: Sequence[str], since: int) -> list[list[Any]]:
-        """Per group: its windows, (last, generation), owners and rebalances since `since`, windows lagwatch cannot
-        read left out."""
+        """Per group: its windows by partition (`_readable_windows`), (last, generation), owners and rebalances since
+        `since`."""
         if self.cluster_mode:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for group in groups:
@@ -596,30 +594,31 @@ class WindowStore:
             for i in range(0, len(replies), 4):
                 replies[i], replies[i + 2] = pairs(replies[i]), pairs(replies[i + 2])
         raw_groups = [replies[i : i + 4] for i in range(0, len(replies), 4)]
-        for windows, *_ in raw_groups:
-            _drop_unreadable_fields(cluster, windows)
+        for raw in raw_groups:
+            raw[0] = _readable_windows(cluster, raw[0])
         return raw_groups
 
 
-def _drop_unreadable_fields(cluster: str, windows: dict[bytes, bytes]) -> None:
-    """Window fields that do not name a partition (`<topic>:<n>`), or hold no whole ring of entries, leave
-    `windows`: lagwatch never writes them, and one would otherwise fail the read of every group asked for with it
-    (an evaluator chunk, retried for ever)."""
-    for name, packed in list(windows.items()):
+def _readable_windows(cluster: str, windows: Mapping[bytes, bytes]) -> dict[TopicPartition, tuple[bytes, bytes]]:
+    """The group's windows hash as partition -> (field, ring), each field parsed once. Fields that do not name a
+    partition (`<topic>:<n>`), or hold no whole ring of entries, are left out: lagwatch never writes them, and one
+    would otherwise fail the read of every group asked for with it (an evaluator chunk, retried for ever)."""
+    readable = {}
+    for name, packed in windows.items():
         try:
-            keys.parse_partition_field(name)
-            readable = len(packed) % COMMIT_ENTRY.size == 0
+            tp = keys.parse_partition_field(name)
         except (ValueError, UnicodeDecodeError):
-            readable = False
-        if not readable:
-            del windows[name]
-            if name not in _WARNED and len(_WARNED) < WARNED_MAX:  # one line per field, not one per evaluation
-                _WARNED.add(name)
-                log.warning("%s: window field %r is not a partition's ring; skipped", cluster, name[:200])
+            tp = None
+        if tp is not None and len(packed) % COMMIT_ENTRY.size == 0:
+            readable[tp] = (name, packed)
+        elif name not in _WARNED and len(_WARNED) < WARNED_MAX:  # one line per field, not one per evaluation
+            _WARNED.add(name)
+            log.warning("%s: window field %r is not a partition's ring; skipped", cluster, name[:200])
+    return readable
 
 
 def _partitions(
-    windows: Mapping[bytes, bytes],
+    windows: Mapping[TopicPartition, tuple[bytes, bytes]],
     owners: Mapping[bytes, bytes],
     rings: Mapping[TopicPartition, list[int]],
     histories: Mapping[TopicPartition, list[Sample]],
@@ -632,8 +631,7 @@ def _partitions(
     complete 0, counted in `partition_count` and the group's `complete`."""
     parts = []
     seen: set[TopicPartition] = set()
-    for raw_field, packed in windows.items():
-        tp = keys.parse_partition_field(raw_field)
+    for tp, (raw_field, packed) in windows.items():
         seen.add(tp)
         owner, _, client_id = owners.get(raw_field, b"").decode().partition(OWNER_SEPARATOR)
         parts.append(

@@ -1,10 +1,12 @@
 """`transition()`, the status → event step the evaluator and the Spark replay share: no event without a change;
 transitions numbered 1, 2, 3; one incident id from leaving OK until the event that closes it."""
 
+import json
+
 import jsonschema
 
-from lagwatch.shared.domain.protocol import GroupStatus, Status
-from lagwatch.shared.domain.status_event import Incident, schema, transition
+from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
+from lagwatch.shared.domain.status_event import Incident, fitted, schema, transition
 
 NOW = 1_767_225_600_000
 
@@ -41,3 +43,20 @@ def test_one_incident_from_leaving_ok_to_the_close_and_a_new_one_after():
     assert second and second != first and events[5]["incident_id"] == second  # gone (NOTFOUND) closes it too
     assert incident == Incident(None, None)
     assert events[5]["status"] == "NOTFOUND"
+
+
+def test_an_event_over_kafkas_record_size_lists_the_worst_partitions_that_fit():
+    # the evaluator publishes it so and the replay writes it so: both meet at `fitted`
+    parts = tuple(
+        PartitionStatus("orders", p, Status.STOP if p % 2 else Status.WARN, None, None, p, 1.0) for p in range(10_000)
+    )
+    status = GroupStatus("prod", "billing", Status.ERR, 1.0, parts, maxlag=parts[-1], totallag=sum(range(10_000)))
+    event = transition("prod", "billing", Status.NOTFOUND, 0, Incident(None, None), status, NOW).event
+    raw, listed = fitted(event, limit=100_000)
+    doc = json.loads(raw)
+    assert len(raw) <= 100_000 and 0 < listed == len(doc["partitions"]) < 10_000
+    kept = [p["partition"] for p in doc["partitions"]]
+    assert kept == sorted(kept) and all(p % 2 for p in kept)  # STOP before WARN, in their order
+    assert kept[-1] == 9_999 and doc["partition_count"] == 10_000 and doc["maxlag"]["partition"] == 9_999
+    jsonschema.validate(doc, schema())
+    assert fitted(event, limit=10**9) == (event.encode(), 10_000)  # under the limit: the event as it is

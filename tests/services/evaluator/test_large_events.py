@@ -3,10 +3,10 @@ not OK still has its status changes published, and no such event holds back the 
 
 import time
 
-from lagwatch.services.evaluator.evaluation import MAX_EVENT_BYTES, GroupEvaluator
+from lagwatch.services.evaluator.evaluation import GroupEvaluator
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.domain.status_event import transition
+from lagwatch.shared.domain.status_event import MAX_EVENT_BYTES, transition
 from lagwatch.shared.domain.window import Commit
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.status_store import StatusStore
