@@ -150,6 +150,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "rd_kafka_mock_topic_delete": ([vp, cp], err),
         "rd_kafka_mock_broker_set_down": ([vp, i32], err),
         "rd_kafka_mock_broker_set_up": ([vp, i32], err),
+        "rd_kafka_mock_partition_set_leader": ([vp, cp, i32, i32], err),
         "rd_kafka_mock_broker_set_host_port": ([vp, i32, cp, ctypes.c_int], None),
     }
     for name, (argtypes, restype) in signatures.items():
@@ -446,6 +447,12 @@ class MockKafkaCluster:
 
     def set_broker_up(self, broker_id: int = -1) -> None:
         self._check(_lib().rd_kafka_mock_broker_set_up(self._require(), broker_id), "set_broker_up")
+
+    def set_partition_leader(self, topic: str, partition: int, broker_id: int) -> None:
+        """Make `broker_id` lead the partition (one of its replicas: create the topic with as many replicas as
+        brokers), so one broker's outage takes some partitions away and leaves the others."""
+        code = _lib().rd_kafka_mock_partition_set_leader(self._require(), topic.encode(), partition, broker_id)
+        self._check(code, "set_partition_leader")
 
     def delete_records(self, topic: str, partition: int, before: int) -> None:
         """Move a partition's log start to `before`, as retention or DeleteRecords do (librdkafka 2.10 and later)."""

@@ -1,9 +1,19 @@
 """Status-change events onto the status topic (and lag-threshold events onto theirs): an idempotent producer with
-acks=all, key `<cluster>/<group>` so a group's events keep their order in one partition."""
+acks=all, key `<cluster>/<group>` so a group's events keep their order in one partition.
+
+The evaluator publishes under its lock, so a publish must never wait on Kafka for long: aiokafka retries a record
+whose partition leader is unreachable for as long as it stays so (measured on the Kafka mock: no answer after 90 s),
+and it blocks a send while that partition's batch is full. Each send and the wait for acknowledgements are bounded
+(`SEND_WAIT_S`, `ACK_WAIT_S`); what is not acknowledged in time stays in the outbox, and the evaluator tries its
+group again soon (`evaluation.OUTBOX_RETRY_MS`). A record still in flight is not sent again: a later publish of the
+same event looks at its delivery instead, so an outage of one partition neither stops the other groups' events nor
+queues a copy of its own at every retry."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -11,56 +21,119 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from prometheus_client import Counter
 
 from lagwatch.shared.domain.status_event import record_key
+from lagwatch.shared.kafka.partitioner import partition_for
 
 log = logging.getLogger(__name__)
 PUBLISHED = Counter("lagwatch_events_published_total", "Status-change events acknowledged by Kafka", ["cluster"])
 FAILED = Counter(
     "lagwatch_events_publish_failures_total", "Status-change events Kafka did not take (retried)", ["cluster"]
 )
+SEND_WAIT_S = 1.0  # a send waits this long for room in its partition's batch (full while the leader is away)
+ACK_WAIT_S = 1.0  # a publish waits this long for its new records' acknowledgements (milliseconds when Kafka is well)
+STOP_FLUSH_S = 5.0  # stopping waits this long for records in flight; the outbox keeps the rest
+FORGET_DELIVERED_S = 600.0  # a delivered record nobody asked about again (its group moved away) is forgotten then
 
 
 class EventPublisher:
     def __init__(self, kafka_kwargs: dict[str, Any], topic: str) -> None:
         self.topic = topic
         self._producer = AIOKafkaProducer(**kafka_kwargs, acks="all", enable_idempotence=True, linger_ms=2)
+        self._in_flight: dict[tuple[str, bytes], tuple[asyncio.Future, float]] = {}  # (topic, event) -> delivery
 
     async def start(self) -> None:
         await self._producer.start()
 
     async def stop(self) -> None:
+        """Stop, waiting a little for the records in flight: aiokafka's own stop would wait for a partition whose
+        leader is away until it is back. What was not delivered stays in the outbox, for whoever evaluates next."""
+        try:
+            await asyncio.wait_for(self._producer.flush(), STOP_FLUSH_S)
+        except TimeoutError:
+            log.warning("stopping with status events not delivered; they stay in the outbox")
+            sender = getattr(getattr(self._producer, "_sender", None), "sender_task", None)
+            if sender is not None:
+                sender.cancel()  # it would retry them for as long as their partition has no leader
         await self._producer.stop()
 
     async def publish(self, items: list[tuple[str, str, bytes]], topic: str | None = None) -> set[bytes]:
         """Send (cluster, group, event) items to `topic` (default: the status topic); returns the events Kafka
         acknowledged. For each group only an unbroken run from its first event counts, so a group's events are
-        never acknowledged out of order."""
-        sent: list[tuple[str, str, bytes, Any]] = []
-        refused: set[tuple[str, str]] = set()
-        try:
-            for cluster, group, event in items:
-                if (cluster, group) in refused:
-                    continue  # its events go in order: none after one Kafka refused
-                try:
-                    future = await self._producer.send(topic or self.topic, event, key=record_key(cluster, group))
-                except MessageSizeTooLargeError as exc:  # this record's fault: the other groups' events still go
-                    log.error("status event for %s/%s refused (%s); it stays in the outbox", cluster, group, exc)
-                    refused.add((cluster, group))
-                    FAILED.labels(cluster).inc()
-                    continue
-                sent.append((cluster, group, event, future))
-        except (KafkaError, OSError) as exc:
-            log.warning("publishing status events failed (%s); they stay in the outbox", exc)
+        never acknowledged out of order. Waits at most about SEND_WAIT_S per unreachable partition plus ACK_WAIT_S."""
+        topic = topic or self.topic
+        self._forget_old()
+        deliveries, new = await self._send(items, topic)
+        if new:
+            await asyncio.wait(new, timeout=ACK_WAIT_S)
         acknowledged: set[bytes] = set()
         broken: set[tuple[str, str]] = set()
-        for cluster, group, event, future in sent:
-            try:
-                await future
-            except (KafkaError, OSError) as exc:
+        for cluster, group, event in items:
+            delivery = deliveries.get(event)
+            if (cluster, group) in broken or delivery is None or not delivery.done():
+                broken.add((cluster, group))
+                continue
+            self._in_flight.pop((topic, event), None)  # settled: a later publish of it sends it afresh
+            exc = delivery.exception()
+            if exc is not None:
                 log.warning("status event for %s/%s not acknowledged (%s); it stays in the outbox", cluster, group, exc)
                 broken.add((cluster, group))
                 FAILED.labels(cluster).inc()
                 continue
-            if (cluster, group) not in broken:
-                acknowledged.add(event)
-                PUBLISHED.labels(cluster).inc()
+            acknowledged.add(event)
+            PUBLISHED.labels(cluster).inc()
         return acknowledged
+
+    async def _send(
+        self, items: list[tuple[str, str, bytes]], topic: str
+    ) -> tuple[dict[bytes, asyncio.Future], list[asyncio.Future]]:
+        """Each item's delivery (its own, or the one already in flight), and those sent now. After one partition
+        kept a send waiting, the items bound for it wait for the next publish."""
+        deliveries: dict[bytes, asyncio.Future] = {}
+        new: list[asyncio.Future] = []
+        refused: set[tuple[str, str]] = set()
+        blocked: set[int] = set()
+        try:
+            partitions = sorted(await asyncio.wait_for(self._producer.partitions_for(topic), SEND_WAIT_S))
+        except (KafkaError, OSError, TimeoutError) as exc:
+            log.warning("publishing status events failed (%s); they stay in the outbox", exc)
+            return deliveries, new
+        for cluster, group, event in items:
+            if (cluster, group) in refused:
+                continue  # its events go in order: none after one that did not go
+            flying = self._in_flight.get((topic, event))
+            if flying is not None:
+                deliveries[event] = flying[0]
+                continue
+            key = record_key(cluster, group)
+            partition = partitions[partition_for(key, len(partitions))]  # where the producer would put the key
+            if partition in blocked:
+                refused.add((cluster, group))
+                continue
+            try:
+                future = await asyncio.wait_for(
+                    self._producer.send(topic, event, key=key, partition=partition), SEND_WAIT_S
+                )
+            except TimeoutError:  # its partition's batch is full and not draining: its leader is away
+                log.warning("status events for partition %d of %s wait: its leader does not answer", partition, topic)
+                blocked.add(partition)
+                refused.add((cluster, group))
+                continue
+            except MessageSizeTooLargeError as exc:  # this record's fault: the other groups' events still go
+                log.error("status event for %s/%s refused (%s); it stays in the outbox", cluster, group, exc)
+                refused.add((cluster, group))
+                FAILED.labels(cluster).inc()
+                continue
+            except (KafkaError, OSError) as exc:
+                log.warning("publishing status events failed (%s); they stay in the outbox", exc)
+                break
+            self._in_flight[(topic, event)] = (future, time.monotonic())
+            deliveries[event] = future
+            new.append(future)
+        return deliveries, new
+
+    def _forget_old(self) -> None:
+        """Deliveries settled long ago that no publish asked about again (their group is evaluated elsewhere now)."""
+        cutoff = time.monotonic() - FORGET_DELIVERED_S
+        for key in [k for k, (future, at) in self._in_flight.items() if at < cutoff and future.done()]:
+            future = self._in_flight.pop(key)[0]
+            if not future.cancelled():
+                future.exception()  # retrieved: no "exception never retrieved" warning
