@@ -35,6 +35,20 @@ async def redis(redis_server):
 
 
 @pytest.fixture
+def three_brokers():
+    """A Kafka mock cluster of three brokers (`leaders_spread` places a topic's partitions on all of them), so one
+    broker's outage takes some partitions away and leaves the others."""
+    from lagwatch.devkit.mock_kafka import MockKafkaCluster
+
+    cluster = MockKafkaCluster()
+    cluster.start(brokers=3)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
 def kafka():
     """A fresh Kafka mock cluster per test (isolation is free: it starts in milliseconds)."""
     from lagwatch.devkit.mock_kafka import MockKafkaCluster

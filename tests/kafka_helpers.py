@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from lagwatch.shared.config import Config, load_config
+from lagwatch.shared.kafka.partitioner import partition_for
 
 CLUSTER = "local"
 # Notifier settings for tests: private targets allowed (the receivers are local), quick retries, leases and polls.
@@ -133,3 +135,17 @@ async def check_readiness_follows_the_brokers(kafka, service) -> None:
     finally:
         await asyncio.to_thread(kafka.set_broker_up)
     await eventually(lambda: answer_is(200), timeout=60)
+
+
+def leaders_spread(cluster, topic: str, partitions: int = 3) -> None:
+    """Create `topic` on a three-broker mock (`three_brokers`) with partition p led by broker p % 3 + 1."""
+    cluster.create_topic(topic, partitions, replication_factor=3)
+    for partition in range(partitions):
+        cluster.set_partition_leader(topic, partition, partition % 3 + 1)
+
+
+def key_on(partition: int, prefix: str, partitions: int = 3, name=lambda text: text.encode()) -> str:
+    """A name beginning with `prefix` whose record key (`name(text)`) goes to `partition`, as producers place keys."""
+    return next(
+        f"{prefix}-{i}" for i in itertools.count() if partition_for(name(f"{prefix}-{i}"), partitions) == partition
+    )

@@ -12,15 +12,16 @@ delivery is still pending is not enqueued twice, and one that would re-open an i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaConnectionError
+from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 
 from lagwatch.services.notifier.events import parse_either
 from lagwatch.services.notifier.messages import CLOSE_KINDS
@@ -50,11 +51,19 @@ def dead_letter_record(delivery: Delivery, error: str, status_code: int | None, 
 
 
 class DeadLetters:
-    """Publishes dead letters with an idempotent producer (acks=all); `publish` returns once Kafka has it."""
+    """Publishes dead letters with an idempotent producer (acks=all); `publish` returns once Kafka has it.
+
+    aiokafka retries a record whose partition leader is unreachable for as long as it stays so, and blocks a send
+    while that partition's batch is full: each is waited for at most WAIT_S, so a delivery worker is not held for
+    the outage (its dead letter stays in the outbox and is tried again). A dead letter still in flight is not sent
+    again by the retry, which looks at its delivery instead."""
+
+    WAIT_S = 5.0  # for room in the batch, and again for the acknowledgement
 
     def __init__(self, kafka_kwargs: dict[str, Any], topic: str) -> None:
         self.topic = topic
         self._producer = AIOKafkaProducer(**kafka_kwargs, acks="all", enable_idempotence=True)
+        self._in_flight: dict[str, asyncio.Future] = {}  # delivery id -> its dead letter's delivery
         self.started = False
 
     async def start(self) -> None:
@@ -62,15 +71,48 @@ class DeadLetters:
         self.started = True
 
     async def stop(self) -> None:
-        """Close the producer, started or not (one whose start failed still holds a client: "Unclosed" at exit)."""
+        """Close the producer, started or not (one whose start failed still holds a client: "Unclosed" at exit),
+        waiting at most WAIT_S for dead letters in flight: those not delivered are still in the outbox."""
+        try:
+            await asyncio.wait_for(self._producer.flush(), self.WAIT_S)
+        except TimeoutError:
+            sender = getattr(getattr(self._producer, "_sender", None), "sender_task", None)
+            if sender is not None:
+                sender.cancel()  # it would retry them for as long as their partition has no leader
         await self._producer.stop()
         self.started = False
 
     async def publish(self, record: dict) -> None:
+        """Returns once Kafka acknowledged the dead letter; raises when it did not (or not within WAIT_S)."""
         if not self.started:  # Kafka down since start-up: fail at once (a never-started producer would wait on it)
             raise KafkaConnectionError("the dead-letter producer has not started yet (Kafka unreachable)")
+        delivery_id = record["delivery_id"]
+        delivery = self._in_flight.get(delivery_id) or await self._send(record)
+        done, _ = await asyncio.wait({delivery}, timeout=self.WAIT_S)
+        if not done:
+            raise KafkaTimeoutError("dead letter not acknowledged in time; it is still in flight")
+        del self._in_flight[delivery_id]
+        delivery.result()  # the delivery's error, if it failed
+
+    async def _send(self, record: dict) -> asyncio.Future:
+        """Queue the dead letter (waiting at most WAIT_S for room) and note its delivery as in flight."""
         value = json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
-        await self._producer.send_and_wait(self.topic, value, key=record["subscription_id"].encode())
+        send = self._producer.send(self.topic, value, key=record["subscription_id"].encode())
+        try:
+            delivery = cast(asyncio.Future, await asyncio.wait_for(send, self.WAIT_S))
+        except TimeoutError:
+            raise KafkaTimeoutError("the dead-letter topic's partition takes no record (no leader)") from None
+        self._forget_settled()
+        self._in_flight[record["delivery_id"]] = delivery
+        return delivery
+
+    def _forget_settled(self, keep: int = 1000) -> None:
+        """Settled deliveries no retry asked about (another instance took the delivery over), past `keep`."""
+        if len(self._in_flight) >= keep:
+            for delivery_id in [k for k, f in self._in_flight.items() if f.done()]:
+                future = self._in_flight.pop(delivery_id)
+                if not future.cancelled():
+                    future.exception()  # retrieved: no "exception never retrieved" warning
 
 
 def parse_since(text: str, now: float | None = None) -> int:

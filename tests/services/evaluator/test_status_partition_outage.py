@@ -7,14 +7,12 @@ import time
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.services.evaluator.evaluation import GroupEvaluator
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.domain.status_event import record_key
-from lagwatch.shared.kafka.partitioner import partition_for
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.status_store import StatusStore
-from tests.kafka_helpers import CLUSTER, eventually, make_config
+from tests.kafka_helpers import CLUSTER, eventually, key_on, leaders_spread, make_config
 from tests.services.evaluator.test_evaluator import commits
 
 STATUS_TOPIC = "lagwatch.status"
@@ -23,24 +21,15 @@ NOT_HANGING_S = 15  # an evaluation waiting on the broker would not return befor
 
 
 @pytest.fixture
-def brokers():
+def brokers(three_brokers):
     """Three brokers, the status topic's partition p led by broker p + 1."""
-    cluster = MockKafkaCluster()
-    cluster.start(brokers=3)
-    try:
-        cluster.create_topic(STATUS_TOPIC, 3, replication_factor=3)
-        for partition in range(3):
-            cluster.set_partition_leader(STATUS_TOPIC, partition, partition + 1)
-        yield cluster
-    finally:
-        cluster.stop()
+    leaders_spread(three_brokers, STATUS_TOPIC)
+    return three_brokers
 
 
 def group_on(partition: int, prefix: str) -> str:
     """A group name whose events go to `partition` of the status topic."""
-    return next(
-        f"{prefix}-{i}" for i in range(1000) if partition_for(record_key(CLUSTER, f"{prefix}-{i}"), 3) == partition
-    )
+    return key_on(partition, prefix, name=lambda group: record_key(CLUSTER, group))
 
 
 async def test_a_status_partition_without_its_leader_holds_back_only_its_own_groups(brokers, redis_server, redis):
