@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -21,6 +20,7 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from prometheus_client import Counter
 
 from lagwatch.shared.domain.status_event import record_key
+from lagwatch.shared.kafka.deliveries import InFlight, stop_producer
 from lagwatch.shared.kafka.partitioner import partition_for
 
 log = logging.getLogger(__name__)
@@ -31,14 +31,13 @@ FAILED = Counter(
 SEND_WAIT_S = 1.0  # a send waits this long for room in its partition's batch (full while the leader is away)
 ACK_WAIT_S = 1.0  # a publish waits this long for its new records' acknowledgements (milliseconds when Kafka is well)
 STOP_FLUSH_S = 5.0  # stopping waits this long for records in flight; the outbox keeps the rest
-FORGET_DELIVERED_S = 600.0  # a delivered record nobody asked about again (its group moved away) is forgotten then
 
 
 class EventPublisher:
     def __init__(self, kafka_kwargs: dict[str, Any], topic: str) -> None:
         self.topic = topic
         self._producer = AIOKafkaProducer(**kafka_kwargs, acks="all", enable_idempotence=True, linger_ms=2)
-        self._in_flight: dict[tuple[str, bytes], tuple[asyncio.Future, float]] = {}  # (topic, event) -> delivery
+        self._in_flight: InFlight[tuple[str, bytes]] = InFlight()  # by (topic, event)
 
     async def start(self) -> None:
         await self._producer.start()
@@ -46,21 +45,14 @@ class EventPublisher:
     async def stop(self) -> None:
         """Stop, waiting a little for the records in flight: aiokafka's own stop would wait for a partition whose
         leader is away until it is back. What was not delivered stays in the outbox, for whoever evaluates next."""
-        try:
-            await asyncio.wait_for(self._producer.flush(), STOP_FLUSH_S)
-        except TimeoutError:
+        if not await stop_producer(self._producer, STOP_FLUSH_S):
             log.warning("stopping with status events not delivered; they stay in the outbox")
-            sender = getattr(getattr(self._producer, "_sender", None), "sender_task", None)
-            if sender is not None:
-                sender.cancel()  # it would retry them for as long as their partition has no leader
-        await self._producer.stop()
 
     async def publish(self, items: list[tuple[str, str, bytes]], topic: str | None = None) -> set[bytes]:
         """Send (cluster, group, event) items to `topic` (default: the status topic); returns the events Kafka
         acknowledged. For each group only an unbroken run from its first event counts, so a group's events are
         never acknowledged out of order. Waits at most about SEND_WAIT_S per unreachable partition plus ACK_WAIT_S."""
         topic = topic or self.topic
-        self._forget_old()
         deliveries, new = await self._send(items, topic)
         if new:
             await asyncio.wait(new, timeout=ACK_WAIT_S)
@@ -71,7 +63,7 @@ class EventPublisher:
             if (cluster, group) in broken or delivery is None or not delivery.done():
                 broken.add((cluster, group))
                 continue
-            self._in_flight.pop((topic, event), None)  # settled: a later publish of it sends it afresh
+            self._in_flight.settle((topic, event))  # a later publish of it sends it afresh
             exc = delivery.exception()
             if exc is not None:
                 log.warning("status event for %s/%s not acknowledged (%s); it stays in the outbox", cluster, group, exc)
@@ -101,7 +93,7 @@ class EventPublisher:
                 continue  # its events go in order: none after one that did not go
             flying = self._in_flight.get((topic, event))
             if flying is not None:
-                deliveries[event] = flying[0]
+                deliveries[event] = flying
                 continue
             key = record_key(cluster, group)
             partition = partitions[partition_for(key, len(partitions))]  # where the producer would put the key
@@ -125,15 +117,7 @@ class EventPublisher:
             except (KafkaError, OSError) as exc:
                 log.warning("publishing status events failed (%s); they stay in the outbox", exc)
                 break
-            self._in_flight[(topic, event)] = (future, time.monotonic())
+            self._in_flight.add((topic, event), future)
             deliveries[event] = future
             new.append(future)
         return deliveries, new
-
-    def _forget_old(self) -> None:
-        """Deliveries settled long ago that no publish asked about again (their group is evaluated elsewhere now)."""
-        cutoff = time.monotonic() - FORGET_DELIVERED_S
-        for key in [k for k, (future, at) in self._in_flight.items() if at < cutoff and future.done()]:
-            future = self._in_flight.pop(key)[0]
-            if not future.cancelled():
-                future.exception()  # retrieved: no "exception never retrieved" warning

@@ -27,6 +27,7 @@ from lagwatch.services.notifier.events import parse_either
 from lagwatch.services.notifier.messages import CLOSE_KINDS
 from lagwatch.services.notifier.outbox import Delivery, Outbox
 from lagwatch.shared.clock import now_ms
+from lagwatch.shared.kafka.deliveries import InFlight, stop_producer
 
 SCHEMA = "lagwatch.dead-letter/1"
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])\Z")
@@ -63,7 +64,7 @@ class DeadLetters:
     def __init__(self, kafka_kwargs: dict[str, Any], topic: str) -> None:
         self.topic = topic
         self._producer = AIOKafkaProducer(**kafka_kwargs, acks="all", enable_idempotence=True)
-        self._in_flight: dict[str, asyncio.Future] = {}  # delivery id -> its dead letter's delivery
+        self._in_flight: InFlight[str] = InFlight()  # by delivery id
         self.started = False
 
     async def start(self) -> None:
@@ -73,13 +74,7 @@ class DeadLetters:
     async def stop(self) -> None:
         """Close the producer, started or not (one whose start failed still holds a client: "Unclosed" at exit),
         waiting at most WAIT_S for dead letters in flight: those not delivered are still in the outbox."""
-        try:
-            await asyncio.wait_for(self._producer.flush(), self.WAIT_S)
-        except TimeoutError:
-            sender = getattr(getattr(self._producer, "_sender", None), "sender_task", None)
-            if sender is not None:
-                sender.cancel()  # it would retry them for as long as their partition has no leader
-        await self._producer.stop()
+        await stop_producer(self._producer, self.WAIT_S)
         self.started = False
 
     async def publish(self, record: dict) -> None:
@@ -91,7 +86,7 @@ class DeadLetters:
         done, _ = await asyncio.wait({delivery}, timeout=self.WAIT_S)
         if not done:
             raise KafkaTimeoutError("dead letter not acknowledged in time; it is still in flight")
-        del self._in_flight[delivery_id]
+        self._in_flight.settle(delivery_id)
         delivery.result()  # the delivery's error, if it failed
 
     async def _send(self, record: dict) -> asyncio.Future:
@@ -102,17 +97,8 @@ class DeadLetters:
             delivery = cast(asyncio.Future, await asyncio.wait_for(send, self.WAIT_S))
         except TimeoutError:
             raise KafkaTimeoutError("the dead-letter topic's partition takes no record (no leader)") from None
-        self._forget_settled()
-        self._in_flight[record["delivery_id"]] = delivery
+        self._in_flight.add(record["delivery_id"], delivery)
         return delivery
-
-    def _forget_settled(self, keep: int = 1000) -> None:
-        """Settled deliveries no retry asked about (another instance took the delivery over), past `keep`."""
-        if len(self._in_flight) >= keep:
-            for delivery_id in [k for k, f in self._in_flight.items() if f.done()]:
-                future = self._in_flight.pop(delivery_id)
-                if not future.cancelled():
-                    future.exception()  # retrieved: no "exception never retrieved" warning
 
 
 def parse_since(text: str, now: float | None = None) -> int:

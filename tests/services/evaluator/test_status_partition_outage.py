@@ -45,7 +45,7 @@ async def test_a_status_partition_without_its_leader_holds_back_only_its_own_gro
     await publisher.start()
     evaluator = GroupEvaluator(CLUSTER, store, statuses, publisher, config.rules())
     try:
-        await publisher._producer.partitions_for(STATUS_TOPIC)  # the producer knows the leaders
+        await publisher.publish([])  # the producer learns where the partitions are led
         brokers.set_broker_down(AWAY)
         await asyncio.wait_for(evaluator.evaluate([held, free], now), NOT_HANGING_S)
         held_state, free_state = await statuses.states(CLUSTER, [held, free])
@@ -83,7 +83,7 @@ async def read_all(bootstrap: str) -> list[bytes]:
 async def test_stopping_does_not_wait_for_a_partition_without_its_leader(brokers):
     publisher = EventPublisher({"bootstrap_servers": brokers.bootstrap}, STATUS_TOPIC)
     await publisher.start()
-    await publisher._producer.partitions_for(STATUS_TOPIC)
+    await publisher.publish([])  # the producer learns where the partitions are led
     brokers.set_broker_down(AWAY)
     held = group_on(AWAY - 1, "held")
     assert await publisher.publish([(CLUSTER, held, b'{"seq": 1}')]) == set()  # in flight, not acknowledged
