@@ -152,6 +152,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "rd_kafka_mock_broker_set_up": ([vp, i32], err),
         "rd_kafka_mock_partition_set_leader": ([vp, cp, i32, i32], err),
         "rd_kafka_mock_broker_set_host_port": ([vp, i32, cp, ctypes.c_int], None),
+        "rd_kafka_mock_coordinator_set": ([vp, cp, cp, i32], err),
     }
     for name, (argtypes, restype) in signatures.items():
         try:
@@ -453,6 +454,12 @@ class MockKafkaCluster:
         brokers), so one broker's outage takes some partitions away and leaves the others."""
         code = _lib().rd_kafka_mock_partition_set_leader(self._require(), topic.encode(), partition, broker_id)
         self._check(code, "set_partition_leader")
+
+    def set_group_coordinator(self, group: str, broker_id: int) -> None:
+        """Make `broker_id` the coordinator of consumer group `group` (the mock otherwise picks one by a hash), so a
+        test can take another broker down without taking the group's commits with it."""
+        code = _lib().rd_kafka_mock_coordinator_set(self._require(), b"group", group.encode(), broker_id)
+        self._check(code, "set_group_coordinator")
 
     def delete_records(self, topic: str, partition: int, before: int) -> None:
         """Move a partition's log start to `before`, as retention or DeleteRecords do (librdkafka 2.10 and later)."""

@@ -3,9 +3,9 @@
 the Spark replay.
 
 Commits are durable: `publish_commits` returns once Kafka acknowledged them all (acks=all) and raises otherwise,
-and the ingest commits its offsets-topic position only after that, so a failure makes it read the batch again
-(re-read commits are duplicates, which the replay drops by `order`). Log-end samples are best effort: one that is
-lost leaves a gap of one poll in the history, which the interpolation of lag in seconds bridges.
+and the ingest commits its offsets-topic position only after that (`archive_queue.py`), so a failure makes it read
+the batch again (re-read commits are duplicates, which the replay drops by `order`). Log-end samples are best
+effort: one that is lost leaves a gap of one poll in the history, which the interpolation of lag in seconds bridges.
 
 A message holds records one per line (`shared/domain/history.py`): the pass writes a batch's commits as messages per
 offsets-topic partition (`commits_key`), and those bound for the same history partition are sent joined, as one

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 RECORDS = Counter("lagwatch_ingest_records_total", "Records read from the offsets topic", ["cluster"])
 DECODE_ERRORS = Counter(
@@ -24,6 +24,16 @@ BATCH_SECONDS = Histogram(
     "Time to decode and store one batch",
     ["cluster"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+HISTORY_BROKEN = Gauge(
+    "lagwatch_ingest_history_broken",
+    "1 while the history topic does not take the ingest's commits: windows go on, the offsets-topic position waits",
+    ["cluster"],
+)
+HISTORY_REWINDS = Counter(
+    "lagwatch_ingest_history_rewinds_total",
+    "Times the ingest read its partitions again to archive the commits of a history-topic outage",
+    ["cluster"],
 )
 RETRIES = Counter("lagwatch_ingest_retries_total", "Batches retried after a Redis or Kafka failure", ["cluster"])
 

@@ -8,10 +8,12 @@ memory (`window_cache.py`) and writes what a batch changed behind to Redis. On a
 stores and commits its batch in flight first; the new owner loads the groups from Redis as their commits arrive.
 
 The loop, per batch: fetch (up to `ingest.batch-size` records) -> decode -> apply to the windows in memory ->
-write the changed windows to Redis -> commit the Kafka offsets -> report lagwatch's own position. Writing batch k
-overlaps with fetching and decoding batch k+1 (two cores: Python and Redis). A failed write is retried with backoff
-and the offsets are never committed past records not yet stored (at-least-once; a re-read commit is a duplicate by
-its `order`). SIGTERM/SIGINT: the batch in hand is finished and committed, then the worker leaves the group.
+write the changed windows to Redis -> commit the Kafka offsets (once the batch's commits are also on the history
+topic, with `history.enabled`: `archive_queue.py`) -> report lagwatch's own position. Writing batch k overlaps with
+fetching and decoding batch k+1 (two cores: Python and Redis). A failed write is retried with backoff and the
+offsets are never committed past records not yet stored or archived (at-least-once; a re-read commit is a duplicate
+by its `order`); a history topic that does not take commits holds only the offsets, not the windows.
+SIGTERM/SIGINT: the batch in hand is finished and committed, then the worker leaves the group.
 
 Records are read with librdkafka (`offsets_consumer.py`) rather than as a Faust stream: on this machine a Faust agent
 moves 11-14k records/s (bench/bench_faust_stream.py); the other services, whose topics carry status changes rather
@@ -36,6 +38,7 @@ from redis.exceptions import RedisError
 
 from lagwatch.services.ingest import metrics, workers
 from lagwatch.services.ingest.admin_offsets import AdminOffsets, offsets_topic_readable
+from lagwatch.services.ingest.archive_queue import ArchiveQueue, Ticket
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.new_protocol_groups import TopicIds
@@ -110,6 +113,8 @@ class IngestWorker:
             topic_ids=TopicIds(rdkafka, lambda: self.broker_offsets.partition_counts),
         )
         self.changes = ChangePublisher(rdkafka, config.evaluator.changes_topic)
+        publish = self.history.publish_commits if self.history is not None else None
+        self.archive = ArchiveQueue(cluster, publish, self._commit_positions)  # between a batch's store and commit
         self.broker_offsets.changes = self.changes  # log-end notices: the evaluator re-checks groups on moved topics
         self._consumer_config = self._librdkafka_settings(rdkafka, cluster_config)
         self._inflight: asyncio.Task[bool] | None = None  # the batch being stored and committed
@@ -121,7 +126,9 @@ class IngestWorker:
         self.batches_done = 0
         self._last_self_report = 0.0
         self._deletions_checked = 0.0
-        self._positions: dict[int, int] = {}  # offsets-topic partition -> position stored and committed
+        # offsets-topic partition -> position stored (lagwatch's own group reports how far the windows are; the
+        # committed position can wait for the history topic, archive_queue.py)
+        self._positions: dict[int, int] = {}
         self._known_topics: dict[str, int] = self.broker_offsets.partition_counts
 
     def _health_server(self, config: Config, http_port: int | None) -> HealthServer:
@@ -172,9 +179,10 @@ class IngestWorker:
             log.debug("ingest %s: could not announce its commits behind (%s)", self.cluster, exc)
 
     async def _on_revoked(self, partitions: list[int]) -> None:
-        """The batch in flight is stored (the consumer then commits its positions) before anyone takes over; then
-        the partitions' groups leave memory."""
+        """The batch in flight is stored and the batches sent archived (the consumer then commits their positions)
+        before anyone takes over; then the partitions' groups leave memory."""
         await self._drain()
+        await self.archive.hand_over()
         self.processor.forget_partitions(partitions)
         log.info("ingest: revoked offsets-topic partitions %s", sorted(partitions))
 
@@ -211,6 +219,7 @@ class IngestWorker:
             self.consumer.shutdown()
             await self.broker_offsets.stop()
             await self.changes.stop()
+            await self.archive.stop()
             if self.history is not None:
                 await self.history.stop()
             await self.health.stop()
@@ -260,14 +269,20 @@ class IngestWorker:
                 log.warning("ingest %s: consumer failed (%s); rejoining in %.1fs", self.cluster, exc, backoff.delay)
             finally:
                 await self._drain()
+                await self.archive.hand_over()
                 await self.consumer.close()
             if not self.stopping.is_set():
-                await backoff.pause(self.stopping)
+                rewind = self.archive.rewind_due  # the history topic is back: read from the committed positions
+                if not rewind:
+                    await backoff.pause(self.stopping)
                 self.consumer.shutdown()
                 self.consumer = self._new_consumer()
+                if rewind:
+                    self.archive.rewound()
 
     async def _consume(self) -> None:
-        while not self.stopping.is_set():
+        while not self.stopping.is_set() and not self.archive.rewind_due:
+            self.archive.watch()
             fetched = await self.consumer.fetch(self.batch_size, 0.2, want_ends=not self.caught_up.is_set())
             self._forget_deleted_topics()
             if fetched.records:
@@ -295,7 +310,9 @@ class IngestWorker:
         if not await self._drain():
             return False
         flush = self.processor.take_flush(batch.observed_at)
-        self._inflight = asyncio.create_task(self._store_and_commit(batch, flush, at_end, read_through))
+        await self.archive.room()  # a bounded backlog on the history topic
+        ticket = self.archive.send(batch.history)
+        self._inflight = asyncio.create_task(self._store_and_commit(batch, flush, ticket, at_end, read_through))
         await asyncio.sleep(0)  # let it send its writes: Redis works on them while we fetch the next batch
         return True
 
@@ -346,6 +363,7 @@ class IngestWorker:
         """Admin mode (admin_offsets.py): every `offset-refresh`, the commits that changed, through the same path as
         records read from the topic; nothing to commit, no own position to report."""
         self.admin_mode = True
+        self.archive.can_rewind = False  # the admin API tells what changed, never what was: nothing to read again
         admin = AdminOffsets(
             self._rdkafka,
             named_groups=self.admin_groups,
@@ -356,6 +374,7 @@ class IngestWorker:
         log.info("ingest %s: reading commits through the admin API every %.1fs", self.cluster, self.offset_refresh)
         try:
             while not self.stopping.is_set():
+                self.archive.watch()
                 started, asked_at = time.monotonic(), now_ms()
                 records = await self._retry("polling committed offsets", admin.poll)
                 if records is None:
@@ -403,16 +422,18 @@ class IngestWorker:
         return True if inflight is None else await inflight
 
     async def _store_and_commit(
-        self, batch: AppliedBatch, flush: Flush, at_end: dict[int, int] | None, read_through: ReadThrough | None
+        self,
+        batch: AppliedBatch,
+        flush: Flush,
+        ticket: Ticket,
+        at_end: dict[int, int] | None,
+        read_through: ReadThrough | None,
     ) -> bool:
-        # Redis and the history topic at once: the batch waits for the slower of the two, not for both in turn
-        stored, archived = await asyncio.gather(self._store_with_retry(flush, batch.tally), self._archive(batch))
-        if not (stored and archived):
+        if not await self._store_with_retry(flush, batch.tally):
             return False  # left uncommitted: read again later
         if batch.touched:
             await self.changes.publish(self.cluster, batch.touched.items())  # the evaluator's trigger (best effort)
-        if not self.admin_mode:
-            self.consumer.commit(batch.positions)
+        self.archive.stored(ticket, batch.positions)  # committed once archived (archive_queue.py)
         self._positions.update(batch.positions)
         self.batches_done += 1
         if at_end:
@@ -429,12 +450,10 @@ class IngestWorker:
         except (RedisError, OSError) as exc:
             log.debug("ingest %s: could not record how far it read (%s)", self.cluster, exc)
 
-    async def _archive(self, batch: AppliedBatch) -> bool:
-        """The batch's commits on the history topic before the position moves on (none lost to the replay)."""
-        if self.history is None or not batch.history:
-            return True
-        history, records = self.history, batch.history
-        return await self._retry("archiving a batch", lambda: history.publish_commits(records)) is not None
+    def _commit_positions(self, positions: dict[int, int]) -> None:
+        """A batch stored and archived, and those before it: its positions are committed (topic mode)."""
+        if not self.admin_mode:
+            self.consumer.commit(positions)
 
     async def _retry(self, what: str, operation: Callable[[], Awaitable[T]]) -> T | None:
         """Run `operation` until it succeeds, backing off with jitter; None when a stop interrupted the retries."""

@@ -68,7 +68,7 @@ async def test_an_unwritable_path_holds_at_most_the_bound_and_a_writable_one_get
         assert await _committed(archiver) == {0: None, 1: None}  # no position past an unwritten record
 
         blocker.unlink()
-        blocker.mkdir()
+        blocker.mkdir(exist_ok=True)  # the archiver's retry may have made it already (its parents=True)
         await eventually(lambda: _all_written(archiver, root), timeout=20)
         assert await _readyz_is(http, archiver, 200, {"kafka": True, "history_path": True})
 
@@ -100,7 +100,7 @@ async def test_an_unwritable_path_is_not_ready_from_start_up_without_any_record_
             assert str(root) in warnings[0] and "Not a directory" in warnings[0]  # the path and the error
 
             blocker.unlink()
-            blocker.mkdir()
+            blocker.mkdir(exist_ok=True)  # the archiver's retry may have made it already (its parents=True)
             await eventually(lambda: _readyz_is(http, archiver, 200, {"kafka": True, "history_path": True}), timeout=10)
 
     # the probe deleted its file; what is left is a directory that dataset readers skip ("_" prefix)
