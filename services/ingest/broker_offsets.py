@@ -42,6 +42,10 @@ READ_UNCOMMITTED = 0
 HOLD_POLLS_MAX_S = 60.0  # a consumer that takes longer to catch up gets its log-end offsets polled anyway
 
 
+class LeadersUnreachable(KafkaConnectionError):
+    """Some partition leaders did not answer a poll; the others' samples are stored."""
+
+
 async def list_latest_offsets(
     client: AIOKafkaClient, partitions: Iterable[TP], timeout: float, at: int = LATEST
 ) -> tuple[dict[TP, int], list[TP], list[TP]]:
@@ -286,7 +290,7 @@ class BrokerOffsets:
         if moved and self.changes is not None:  # lags changed: the evaluator re-checks the groups reading these
             await self.changes.publish_log_ends(self.cluster, moved)
         if unreachable:
-            raise KafkaConnectionError(f"the leaders of {len(unreachable)} partitions did not answer ListOffsets")
+            raise LeadersUnreachable(f"the leaders of {len(unreachable)} partitions did not answer ListOffsets")
         return found
 
     async def poll_log_starts(self, partitions: Iterable[TP]) -> dict[TP, int]:

@@ -26,7 +26,9 @@ Keys are partitioned as Kafka's Java clients do (murmur2), so a group's records 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,6 +40,10 @@ from lagwatch.shared.kafka.partitioner import ANY_PARTITION, PartitionCache, Par
 
 log = logging.getLogger(__name__)
 DELIVERY_TIMEOUT_S = 30.0
+# a stop waits this long for what is queued: past the worker's hand-over (archive_queue.py) only samples and
+# commits whose positions were not committed are left (read again), and a broker away must not hold the stop
+STOP_FLUSH_S = 5.0
+FLUSH_SLICE_S = 0.5  # a flush waits in slices, so that a stop does not queue behind one waiting for a broker away
 Outgoing = list[tuple[bytes | None, bytes, int]]  # (key, value, partition) of each message to send
 
 
@@ -59,6 +65,7 @@ class HistoryPublisher:
             "on_delivery": self._delivered,
         }
         self._producer: Producer | None = None
+        self._closing = False
         self._partition_count = PartitionCount(topic)
         self._key_partitions: PartitionCache[bytes] = PartitionCache()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="history-producer")  # flushes block
@@ -70,7 +77,8 @@ class HistoryPublisher:
     async def stop(self) -> None:
         self._partition_count.cancel()
         if self._producer is not None:
-            await self._flush()
+            self._closing = True  # a flush in progress gives up at its next slice
+            await self._flush(STOP_FLUSH_S, until_closed=False)
         self._executor.shutdown(wait=False)
 
     @property
@@ -131,10 +139,18 @@ class HistoryPublisher:
                 producer.poll(0.1)
                 produce(topic, value, key, partition)
 
-    async def _flush(self) -> int:
-        """Wait (on the producer's own thread) until everything queued is delivered or failed; returns what is left."""
-        producer = self._require()
-        return await asyncio.get_running_loop().run_in_executor(self._executor, producer.flush, DELIVERY_TIMEOUT_S)
+    async def _flush(self, timeout: float = DELIVERY_TIMEOUT_S, *, until_closed: bool = True) -> int:
+        """Wait (on the producer's own thread) until everything queued is delivered or failed, at most `timeout`
+        (and, `until_closed`, until `stop`); returns what is left."""
+        flush = functools.partial(self._flush_blocking, self._require(), timeout, until_closed)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, flush)
+
+    def _flush_blocking(self, producer: Producer, timeout: float, until_closed: bool) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = producer.flush(max(0.0, min(FLUSH_SLICE_S, deadline - time.monotonic())))
+            if not left or time.monotonic() >= deadline or (until_closed and self._closing):
+                return left
 
     def _delivered(self, error: KafkaError | None, message: Any) -> None:
         if error is not None:  # on the flushing thread; the GIL orders this with the readers of `_failed`

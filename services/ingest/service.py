@@ -39,7 +39,7 @@ from redis.exceptions import RedisError
 from lagwatch.services.ingest import metrics, workers
 from lagwatch.services.ingest.admin_offsets import AdminOffsets, offsets_topic_readable
 from lagwatch.services.ingest.archive_queue import ArchiveQueue, Ticket
-from lagwatch.services.ingest.broker_offsets import BrokerOffsets
+from lagwatch.services.ingest.broker_offsets import BrokerOffsets, LeadersUnreachable
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.new_protocol_groups import TopicIds
 from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer, ReadThrough
@@ -230,9 +230,18 @@ class IngestWorker:
             await self._retry("starting the history producer", self.history.start)
 
     async def _first_broker_poll(self) -> None:
-        """Know the log-end offsets before the first commit needs one (retrying while Kafka or Redis is down)."""
+        """Know the log-end offsets before the first commit needs one (retrying while Kafka or Redis is down). Some
+        leaders away (an offline partition, a broker down with replication 1) do not hold the start: the commits of
+        their partitions find the last log end stored in Redis, or wait for theirs, and the others go on."""
+
+        async def first_poll() -> None:
+            try:
+                await self.broker_offsets.tick()
+            except LeadersUnreachable as exc:
+                log.warning("ingest %s: %s; starting with the log ends of the others", self.cluster, exc)
+
         if not self.stopping.is_set():
-            await self._retry("the first broker-offset poll", self.broker_offsets.tick)
+            await self._retry("the first broker-offset poll", first_poll)
 
     async def _purge_excluded_groups(self) -> None:
         """Groups stored before the allow/deny lists changed to exclude them leave Redis at start-up: their windows

@@ -1,5 +1,6 @@
 """The broker leading the history topic goes away: the ingest's windows go on, its offsets-topic position waits, and
-once the broker is back every commit of the outage is on the history topic and the position moves on."""
+once the broker is back every commit of the outage is on the history topic and the position moves on. And a worker
+starts while that broker is away."""
 
 import time
 
@@ -63,6 +64,45 @@ async def test_a_history_topic_without_its_broker_holds_the_position_not_the_win
         await eventually(lambda: _committed_through(brokers.bootstrap, ends), timeout=30)
         assert not worker.archive.broken
     assert await stored_orders(store) == expected_orders(specs, orders)  # read again: duplicates, dropped by order
+
+
+async def test_a_worker_stopped_during_the_outage_leaves_the_unarchived_commits_to_the_next(
+    brokers, redis_server, redis
+):
+    config = make_config(brokers.bootstrap, redis_server.url, HISTORY__ENABLED="true", INGEST__BATCH_SIZE="20")
+    store = WindowStore(redis, config.window())
+    now = int(time.time() * 1000)
+    specs, orders = [], []
+    async with OffsetsTopicWriter(brokers.bootstrap) as writer:
+        worker = IngestWorker(config, CLUSTER)
+        async with running(worker):
+            worker.archive.stall_s = 2.0
+            brokers.set_broker_down(AWAY)
+            for r in range(2):
+                specs, orders = await _round(writer, r, now, specs, orders)
+                expected = expected_orders(specs, orders)
+                await eventually(lambda e=expected: _equals(stored_orders(store), e), timeout=15)
+            await eventually(lambda: _true(worker.archive.broken))
+            stopping = time.monotonic()
+        assert time.monotonic() - stopping < 15  # the stop does not wait out the broker (30 s delivery timeout)
+        assert await committed_offsets(brokers.bootstrap) == dict.fromkeys(range(DEFAULT_PARTITIONS))
+
+        brokers.set_broker_up(AWAY)
+        async with running(IngestWorker(config, CLUSTER)):
+            await eventually(lambda: _archived(brokers.bootstrap, orders), timeout=60)
+            ends = _ends(writer, specs, orders)
+            await eventually(lambda: _committed_through(brokers.bootstrap, ends), timeout=30)
+
+
+async def test_a_worker_starts_while_a_broker_leading_other_topics_is_away(brokers, redis_server, redis):
+    """Its first log-end poll answers only partly (the history topic's leader is away): commits of the topics the
+    others lead are stored all the same (one offline partition used to hold the start of the whole cluster)."""
+    config = make_config(brokers.bootstrap, redis_server.url)
+    store = WindowStore(redis, config.window())
+    brokers.set_broker_down(AWAY)
+    async with OffsetsTopicWriter(brokers.bootstrap) as writer, running(IngestWorker(config, CLUSTER)):
+        specs, orders = await _round(writer, 0, int(time.time() * 1000), [], [])
+        await eventually(lambda: _equals(stored_orders(store), expected_orders(specs, orders)), timeout=15)
 
 
 async def _round(writer, r, now, specs, orders):
