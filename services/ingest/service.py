@@ -126,9 +126,7 @@ class IngestWorker:
         self.batches_done = 0
         self._last_self_report = 0.0
         self._deletions_checked = 0.0
-        # offsets-topic partition -> position stored (lagwatch's own group reports how far the windows are; the
-        # committed position can wait for the history topic, archive_queue.py)
-        self._positions: dict[int, int] = {}
+        self._positions: dict[int, int] = {}  # offsets-topic partition -> position stored (may be ahead of committed)
         self._known_topics: dict[str, int] = self.broker_offsets.partition_counts
 
     def _health_server(self, config: Config, http_port: int | None) -> HealthServer:
