@@ -6,7 +6,8 @@ because a commit's lag is computed from them as it is stored.
 
 A commit for a partition whose log-end offset is not known yet (a topic created since the last metadata refresh)
 is held back, not dropped: the batch asks Kafka for that partition's offset first (`lookup`), and only commits for
-partitions that really do not exist are dropped (counted as `no_broker_offset`).
+partitions that really do not exist, or whose leader is away while the rest of the cluster answers (a partition
+never sampled on a broker that is down), are dropped (counted as `no_broker_offset`).
 """
 
 from __future__ import annotations
@@ -256,6 +257,25 @@ class BrokerOffsets:
         self.partition_counts = counts
         return deleted
 
+    async def _answers(self) -> bool:
+        """Whether a broker answers a metadata request now."""
+        try:
+            await self._update_metadata()
+        except (KafkaError, OSError):
+            return False
+        return True
+
+    def _leaders_away(self, exc: Exception) -> None:
+        """A commit whose partition was never sampled and whose leader is away is dropped (counted as
+        `no_broker_offset`, as Burrow drops a commit for a partition it has no offsets for) rather than holding every
+        other commit of the batch, and with them the cluster's monitoring, until that broker is back."""
+        log.warning(
+            "broker offsets for %s: %s; commits of partitions never sampled whose leader is away are dropped until it "
+            "answers (counted as no_broker_offset)",
+            self.cluster,
+            exc,
+        )
+
     async def _update_metadata(self) -> None:
         """Fresh cluster metadata, or KafkaConnectionError: aiokafka answers False when no broker answered (it does
         not raise), and the metadata it keeps is then the last one it had."""
@@ -339,7 +359,12 @@ class BrokerOffsets:
                 await self.refresh_topics()
             existing = [(t, p) for t, p in missing if p < self.partition_counts.get(t, 0)]
             await self.poll(existing)
+        except LeadersUnreachable as exc:  # the others answered
+            self._leaders_away(exc)
         except (KafkaError, OSError) as exc:
+            if await self._answers():  # the cluster does: only these partitions' leaders are away
+                self._leaders_away(exc)
+                return
             self.kafka_ok = False
             log.warning(
                 "broker offsets for %s: lookup failed (%s); their commits wait for the next batch", self.cluster, exc

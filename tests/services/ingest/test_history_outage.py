@@ -1,17 +1,16 @@
 """The broker leading the history topic goes away: the ingest's windows go on, its offsets-topic position waits, and
-once the broker is back every commit of the outage is on the history topic and the position moves on. And a worker
-starts while that broker is away."""
+once the broker is back every commit of the outage is on the history topic and the position moves on."""
 
 import time
 
-import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, OffsetsTopicWriter
-from lagwatch.services.ingest.service import IngestWorker, consumer_group
+from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OffsetsTopicWriter
+from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.domain.history import decode, records_of
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.services.ingest.conftest import AWAY, HISTORY
 from tests.services.ingest.test_ingest_resilience import (
     commits_round,
     committed_offsets,
@@ -19,65 +18,53 @@ from tests.services.ingest.test_ingest_resilience import (
     stored_orders,
 )
 
-HISTORY = "lagwatch.history"
-AWAY = 3  # leads the history topic, nothing else
 
-
-@pytest.fixture
-def brokers(three_brokers):
-    """Three brokers: broker 1 leads every topic and coordinates the ingest's group, broker 3 the history topic."""
-    for topic, partitions in ((OFFSETS_TOPIC, DEFAULT_PARTITIONS), ("orders", 2), ("lagwatch.changes", 1)):
-        three_brokers.create_topic(topic, partitions, replication_factor=3)
-        for p in range(partitions):
-            three_brokers.set_partition_leader(topic, p, 1)
-    three_brokers.create_topic(HISTORY, 3, replication_factor=3)
-    for p in range(3):
-        three_brokers.set_partition_leader(HISTORY, p, AWAY)
-    three_brokers.set_group_coordinator(consumer_group(CLUSTER), 1)
-    return three_brokers
-
-
-async def test_a_history_topic_without_its_broker_holds_the_position_not_the_windows(brokers, redis_server, redis):
-    config = make_config(brokers.bootstrap, redis_server.url, HISTORY__ENABLED="true", INGEST__BATCH_SIZE="20")
+async def test_a_history_topic_without_its_broker_holds_the_position_not_the_windows(
+    one_broker_apart, redis_server, redis
+):
+    config = make_config(one_broker_apart.bootstrap, redis_server.url, HISTORY__ENABLED="true", INGEST__BATCH_SIZE="20")
     store = WindowStore(redis, config.window())
     now = int(time.time() * 1000)
     specs, orders = [], []
-    async with OffsetsTopicWriter(brokers.bootstrap) as writer, running(IngestWorker(config, CLUSTER)) as worker:
+    async with (
+        OffsetsTopicWriter(one_broker_apart.bootstrap) as writer,
+        running(IngestWorker(config, CLUSTER)) as worker,
+    ):
         worker.archive.stall_s = 2.0
         specs, orders = await _round(writer, 0, now, specs, orders)
         await eventually(lambda: _equals(stored_orders(store), expected_orders(specs, orders)))
-        await eventually(lambda: _archived(brokers.bootstrap, orders))
-        await eventually(lambda: _committed_through(brokers.bootstrap, _ends(writer, specs, orders)))
-        before = await committed_offsets(brokers.bootstrap)
+        await eventually(lambda: _archived(one_broker_apart.bootstrap, orders))
+        await eventually(lambda: _committed_through(one_broker_apart.bootstrap, _ends(writer, specs, orders)))
+        before = await committed_offsets(one_broker_apart.bootstrap)
 
-        brokers.set_broker_down(AWAY)
+        one_broker_apart.set_broker_down(AWAY)
         for r in range(1, 4):  # rounds of several batches each: the windows take every one while the broker is away
             specs, orders = await _round(writer, r, now, specs, orders)
             expected = expected_orders(specs, orders)
             await eventually(lambda e=expected: _equals(stored_orders(store), e), timeout=15)
         await eventually(lambda: _true(worker.archive.broken))
-        assert await committed_offsets(brokers.bootstrap) == before  # nothing unarchived passed
+        assert await committed_offsets(one_broker_apart.bootstrap) == before  # nothing unarchived passed
 
-        brokers.set_broker_up(AWAY)
-        await eventually(lambda: _archived(brokers.bootstrap, orders), timeout=60)
+        one_broker_apart.set_broker_up(AWAY)
+        await eventually(lambda: _archived(one_broker_apart.bootstrap, orders), timeout=60)
         ends = _ends(writer, specs, orders)
-        await eventually(lambda: _committed_through(brokers.bootstrap, ends), timeout=30)
+        await eventually(lambda: _committed_through(one_broker_apart.bootstrap, ends), timeout=30)
         assert not worker.archive.broken
     assert await stored_orders(store) == expected_orders(specs, orders)  # read again: duplicates, dropped by order
 
 
 async def test_a_worker_stopped_during_the_outage_leaves_the_unarchived_commits_to_the_next(
-    brokers, redis_server, redis
+    one_broker_apart, redis_server, redis
 ):
-    config = make_config(brokers.bootstrap, redis_server.url, HISTORY__ENABLED="true", INGEST__BATCH_SIZE="20")
+    config = make_config(one_broker_apart.bootstrap, redis_server.url, HISTORY__ENABLED="true", INGEST__BATCH_SIZE="20")
     store = WindowStore(redis, config.window())
     now = int(time.time() * 1000)
     specs, orders = [], []
-    async with OffsetsTopicWriter(brokers.bootstrap) as writer:
+    async with OffsetsTopicWriter(one_broker_apart.bootstrap) as writer:
         worker = IngestWorker(config, CLUSTER)
         async with running(worker):
             worker.archive.stall_s = 2.0
-            brokers.set_broker_down(AWAY)
+            one_broker_apart.set_broker_down(AWAY)
             for r in range(2):
                 specs, orders = await _round(writer, r, now, specs, orders)
                 expected = expected_orders(specs, orders)
@@ -85,24 +72,13 @@ async def test_a_worker_stopped_during_the_outage_leaves_the_unarchived_commits_
             await eventually(lambda: _true(worker.archive.broken))
             stopping = time.monotonic()
         assert time.monotonic() - stopping < 15  # the stop does not wait out the broker (30 s delivery timeout)
-        assert await committed_offsets(brokers.bootstrap) == dict.fromkeys(range(DEFAULT_PARTITIONS))
+        assert await committed_offsets(one_broker_apart.bootstrap) == dict.fromkeys(range(DEFAULT_PARTITIONS))
 
-        brokers.set_broker_up(AWAY)
+        one_broker_apart.set_broker_up(AWAY)
         async with running(IngestWorker(config, CLUSTER)):
-            await eventually(lambda: _archived(brokers.bootstrap, orders), timeout=60)
+            await eventually(lambda: _archived(one_broker_apart.bootstrap, orders), timeout=60)
             ends = _ends(writer, specs, orders)
-            await eventually(lambda: _committed_through(brokers.bootstrap, ends), timeout=30)
-
-
-async def test_a_worker_starts_while_a_broker_leading_other_topics_is_away(brokers, redis_server, redis):
-    """Its first log-end poll answers only partly (the history topic's leader is away): commits of the topics the
-    others lead are stored all the same (one offline partition used to hold the start of the whole cluster)."""
-    config = make_config(brokers.bootstrap, redis_server.url)
-    store = WindowStore(redis, config.window())
-    brokers.set_broker_down(AWAY)
-    async with OffsetsTopicWriter(brokers.bootstrap) as writer, running(IngestWorker(config, CLUSTER)):
-        specs, orders = await _round(writer, 0, int(time.time() * 1000), [], [])
-        await eventually(lambda: _equals(stored_orders(store), expected_orders(specs, orders)), timeout=15)
+            await eventually(lambda: _committed_through(one_broker_apart.bootstrap, ends), timeout=30)
 
 
 async def _round(writer, r, now, specs, orders):

@@ -1,0 +1,58 @@
+"""A broker leading some partitions is away while the rest of the cluster answers (an offline partition; a broker
+down with replication 1): the ingest goes on with every other partition, from its start on."""
+
+import time
+
+from redis.asyncio import Redis
+
+from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
+from lagwatch.services.ingest.service import IngestWorker
+from lagwatch.shared.store.ingest_totals import read_totals
+from lagwatch.shared.store.redis_store import WindowStore
+from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.services.ingest.conftest import AWAY
+from tests.services.ingest.test_ingest_resilience import commits_round, expected_orders, stored_orders
+
+
+async def test_a_worker_starts_while_a_broker_leading_other_topics_is_away(one_broker_apart, redis_server, redis):
+    """Its first log-end poll is answered only partly: the commits of the partitions the others lead are stored all
+    the same (the first poll used to be retried until every leader answered: no commit was read meanwhile)."""
+    config = make_config(one_broker_apart.bootstrap, redis_server.url)
+    store = WindowStore(redis, config.window())
+    one_broker_apart.set_broker_down(AWAY)
+    async with OffsetsTopicWriter(one_broker_apart.bootstrap) as writer, running(IngestWorker(config, CLUSTER)):
+        specs = commits_round(0, int(time.time() * 1000))
+        orders = await writer.commits(specs)
+        expected = expected_orders(specs, orders)
+        await eventually(lambda: _equals(stored_orders(store), expected), timeout=15)
+
+
+async def test_a_commit_for_a_partition_never_sampled_whose_leader_is_away_does_not_hold_the_others(
+    one_broker_apart, redis_server, redis
+):
+    """`remote`'s leader was away from the start, so its log end was never known: its commit is dropped and
+    counted, as Burrow drops a commit it has no broker offsets for; the batch's other commits are stored (the batch
+    used to be retried until that broker came back)."""
+    config = make_config(one_broker_apart.bootstrap, redis_server.url)
+    store = WindowStore(redis, config.window())
+    one_broker_apart.set_broker_down(AWAY)
+    now = int(time.time() * 1000)
+    async with OffsetsTopicWriter(one_broker_apart.bootstrap) as writer, running(IngestWorker(config, CLUSTER)):
+        await writer.commits([OffsetCommitSpec("billing", "remote", 0, 5, timestamp=now)])
+        await writer.commits([OffsetCommitSpec("billing", "orders", 0, 7, timestamp=now)])
+        await eventually(lambda: _stored_offsets(store, "billing", "orders", [7]), timeout=15)
+        await eventually(lambda: _dropped_without_log_end(redis, 1))
+
+
+async def _stored_offsets(store: WindowStore, group: str, topic: str, offsets: list[int]) -> bool:
+    stored = await store.get_group(CLUSTER, group)
+    partitions = [p for p in stored.partitions if p.topic == topic] if stored else []
+    return [e.offset for p in partitions for e in p.entries] == offsets
+
+
+async def _dropped_without_log_end(redis: Redis, n: int) -> bool:
+    return (await read_totals(redis, CLUSTER)).get("outcome:no_broker_offset", 0) >= n
+
+
+async def _equals(awaitable, expected) -> bool:
+    return await awaitable == expected
