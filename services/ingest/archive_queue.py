@@ -190,8 +190,10 @@ class ArchiveQueue:
             try:
                 await self._publish(messages)
                 break
-            except (KafkaException, KafkaError, OSError) as exc:
+            except (KafkaException, KafkaError, OSError, BufferError) as exc:  # BufferError: librdkafka's queue full
                 log.debug("ingest %s: the history topic still refuses (%s)", self.cluster, exc)
+            except Exception:  # the unexpected must not end the probe: archiving would never resume
+                log.exception("ingest %s: probing the history topic failed; trying again", self.cluster)
         self._probe = None
         if self.can_rewind:
             log.warning("ingest %s: the history topic takes commits again; reading them again", self.cluster)

@@ -110,7 +110,7 @@ class HistoryPublisher:
                 messages.add(record.key(), record.encode())
             messages.close()
             self._produce([(key, value, ANY_PARTITION) for key, value in messages.messages])
-        except KafkaException as exc:
+        except (KafkaException, BufferError) as exc:  # BufferError: librdkafka's queue is full (Kafka away for long)
             self.samples_lost += sum(len(p) for p in by_topic.values())
             log.warning("history: log-end samples not archived (%s); the history has a gap of one poll", exc)
 

@@ -102,6 +102,20 @@ async def test_a_failed_delivery_stops_the_commits_until_a_probe_gets_through_th
     await queue.stop()
 
 
+async def test_the_probe_goes_on_after_librdkafkas_queue_was_full():
+    deliveries, committed = Deliveries(), []
+    queue = ArchiveQueue("c", deliveries.publish, committed.append)
+    queue.send(batch("b0"))
+    await settled()
+    deliveries.fail(0)
+    await eventually(lambda: _true(len(deliveries.calls) == 2))
+    deliveries.calls[1][1].set_exception(BufferError("Local: Queue full"))  # not a Kafka error: raised by produce
+    await eventually(lambda: _true(len(deliveries.calls) == 3), timeout=5)
+    deliveries.ack(2)
+    await eventually(lambda: _true(queue.rewind_due))
+    await queue.stop()
+
+
 async def test_a_full_backlog_holds_the_caller_until_the_oldest_delivery_counts_as_stalled():
     deliveries, committed = Deliveries(), []
     queue = ArchiveQueue("c", deliveries.publish, committed.append, limit=2, stall_s=0.3)
