@@ -108,7 +108,7 @@ class ArchiveQueue:
             oldest = sending[0]
             left = self.stall_s - (time.monotonic() - oldest.started)
             if left <= 0:
-                self._break(oldest, f"not acknowledged within {self.stall_s:.0f}s")
+                self._stalled(oldest)
                 return
             assert oldest.delivery is not None
             await asyncio.wait({oldest.delivery}, timeout=left)
@@ -118,7 +118,7 @@ class ArchiveQueue:
         """Between batches: notice a history topic that stopped acknowledging (its deliveries hang, not fail)."""
         sending = self._sending()
         if sending and time.monotonic() - sending[0].started > self.stall_s:
-            self._break(sending[0], f"not acknowledged within {self.stall_s:.0f}s")
+            self._stalled(sending[0])
 
     async def hand_over(self) -> None:
         """Before the positions are committed for good (a revocation, a stop): wait for the deliveries on their way
@@ -129,7 +129,7 @@ class ArchiveQueue:
             await asyncio.wait(waiting, timeout=self.stall_s)
         self._settle()
         if sending := self._sending():
-            self._break(sending[0], f"not acknowledged within {self.stall_s:.0f}s")
+            self._stalled(sending[0])
 
     def rewound(self) -> None:
         """The worker reads from the committed positions again: archiving goes on."""
@@ -164,6 +164,9 @@ class ArchiveQueue:
             tickets.popleft()
             if front.positions:
                 self._commit(front.positions)
+
+    def _stalled(self, ticket: Ticket) -> None:
+        self._break(ticket, f"not acknowledged within {self.stall_s:.0f}s")
 
     def _break(self, ticket: Ticket, reason: str) -> None:
         """Stop archiving and committing; probe with the oldest unarchived batch until it is acknowledged."""

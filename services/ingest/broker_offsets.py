@@ -359,10 +359,9 @@ class BrokerOffsets:
                 await self.refresh_topics()
             existing = [(t, p) for t, p in missing if p < self.partition_counts.get(t, 0)]
             await self.poll(existing)
-        except LeadersUnreachable as exc:  # the others answered
-            self._leaders_away(exc)
         except (KafkaError, OSError) as exc:
-            if await self._answers():  # the cluster does: only these partitions' leaders are away
+            # some leaders answered, or the cluster does: only these partitions' leaders are away
+            if isinstance(exc, LeadersUnreachable) or await self._answers():
                 self._leaders_away(exc)
                 return
             self.kafka_ok = False

@@ -7,11 +7,14 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OffsetsTopicWriter
 from lagwatch.services.ingest.service import IngestWorker
+from lagwatch.shared.config import Config
 from lagwatch.shared.domain.history import decode, records_of
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.services.ingest.conftest import AWAY, HISTORY
 from tests.services.ingest.test_ingest_resilience import (
+    _equals,
+    _true,
     commits_round,
     committed_offsets,
     expected_orders,
@@ -22,8 +25,7 @@ from tests.services.ingest.test_ingest_resilience import (
 async def test_a_history_topic_without_its_broker_holds_the_position_not_the_windows(
     one_broker_apart, redis_server, redis
 ):
-    config = make_config(one_broker_apart.bootstrap, redis_server.url, HISTORY__ENABLED="true", INGEST__BATCH_SIZE="20")
-    store = WindowStore(redis, config.window())
+    config, store = _with_history(one_broker_apart, redis_server, redis)
     now = int(time.time() * 1000)
     specs, orders = [], []
     async with (
@@ -56,8 +58,7 @@ async def test_a_history_topic_without_its_broker_holds_the_position_not_the_win
 async def test_a_worker_stopped_during_the_outage_leaves_the_unarchived_commits_to_the_next(
     one_broker_apart, redis_server, redis
 ):
-    config = make_config(one_broker_apart.bootstrap, redis_server.url, HISTORY__ENABLED="true", INGEST__BATCH_SIZE="20")
-    store = WindowStore(redis, config.window())
+    config, store = _with_history(one_broker_apart, redis_server, redis)
     now = int(time.time() * 1000)
     specs, orders = [], []
     async with OffsetsTopicWriter(one_broker_apart.bootstrap) as writer:
@@ -81,6 +82,12 @@ async def test_a_worker_stopped_during_the_outage_leaves_the_unarchived_commits_
             await eventually(lambda: _committed_through(one_broker_apart.bootstrap, ends), timeout=30)
 
 
+def _with_history(brokers, redis_server, redis) -> tuple[Config, WindowStore]:
+    """A config with history on, in batches of 20 (a round of commits is several), and the windows' store."""
+    config = make_config(brokers.bootstrap, redis_server.url, HISTORY__ENABLED="true", INGEST__BATCH_SIZE="20")
+    return config, WindowStore(redis, config.window())
+
+
 async def _round(writer, r, now, specs, orders):
     batch = commits_round(r, now)
     return specs + batch, orders + await writer.commits(batch)
@@ -93,14 +100,6 @@ def _ends(writer, specs, orders) -> dict[int, int]:
         partition = writer.partition_for(spec.group)
         ends[partition] = max(ends.get(partition, 0), order + 1)
     return ends
-
-
-async def _true(value) -> bool:
-    return bool(value)
-
-
-async def _equals(awaitable, expected):
-    return await awaitable == expected
 
 
 async def _archived(bootstrap: str, orders: list[int]) -> bool:

@@ -11,7 +11,7 @@ from lagwatch.shared.store.ingest_totals import read_totals
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.services.ingest.conftest import AWAY
-from tests.services.ingest.test_ingest_resilience import commits_round, expected_orders, stored_orders
+from tests.services.ingest.test_ingest_resilience import _equals, commits_round, expected_orders, stored_orders
 
 
 async def test_a_worker_starts_while_a_broker_leading_other_topics_is_away(one_broker_apart, redis_server, redis):
@@ -52,7 +52,3 @@ async def _stored_offsets(store: WindowStore, group: str, topic: str, offsets: l
 
 async def _dropped_without_log_end(redis: Redis, n: int) -> bool:
     return (await read_totals(redis, CLUSTER)).get("outcome:no_broker_offset", 0) >= n
-
-
-async def _equals(awaitable, expected) -> bool:
-    return await awaitable == expected
