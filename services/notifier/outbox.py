@@ -4,9 +4,11 @@
   call (`RECORD_NOTIFICATION`) before the event is acknowledged to Kafka; a `seen` key per (event id,
   subscription) makes a redelivered event a no-op.
 * Workers claim due deliveries (`CLAIM_DELIVERIES`): each moves from `due` to `inflight` with a lease that the
-  worker renews while it holds the delivery. A worker that dies stops renewing; when the lease runs out the next
-  claim puts the delivery back in `due` (at-least-once across crashes; exactly once in the normal path, because a
-  live worker's deliveries are never claimed by anyone else).
+  worker renews while it holds the delivery (`RENEW_DELIVERY_LEASES`). A worker that dies stops renewing; when the
+  lease runs out the next claim puts the delivery back in `due` (at-least-once across crashes; exactly once in the
+  normal path, because a live worker's deliveries are never claimed by anyone else). Leases run on Redis's clock
+  (`TIME`): workers on hosts whose clocks differ by more than the lease neither take each other's deliveries nor
+  lose their own.
 * After a success, or after the delivery was dead-lettered, it is removed; after a failure it goes back to `due`
   at its retry time with its attempt count.
 * One incident's notifications to one subscription (its chain) go out in the order they were recorded: a delivery
@@ -152,6 +154,7 @@ class Outbox:
         self._claim = redis.register_script(scripts.CLAIM_DELIVERIES)
         self._reschedule = redis.register_script(scripts.RESCHEDULE_DELIVERY)
         self._release = redis.register_script(scripts.RELEASE_DELIVERIES)
+        self._renew = redis.register_script(scripts.RENEW_DELIVERY_LEASES)
         self._finish = redis.register_script(scripts.FINISH_DELIVERY)
 
     # --- the agent's side ---------------------------------------------------------------------------------------
@@ -295,10 +298,9 @@ class Outbox:
         return deliveries, int(float(earliest)) if earliest else None
 
     async def renew(self, ids: list[str]) -> None:
-        """Extend the leases of the deliveries this worker holds (only those still in flight)."""
+        """Extend the leases of the deliveries this worker holds (only those still in flight), from Redis's clock."""
         if ids:
-            expiry = now_ms() + self.lease_ms
-            await self.redis.zadd(keys.OUTBOX_INFLIGHT, dict.fromkeys(ids, expiry), xx=True)
+            await self._renew(keys=[keys.OUTBOX_INFLIGHT], args=[self.lease_ms, *ids])
 
     async def finish(self, delivery_id_: str) -> None:
         """Delivered or dead-lettered: out of the outbox (and the next of its incident's chain due at once)."""

@@ -57,7 +57,7 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:n:{notify}:repeats             ZSET  "<sub id>\x1f<state field>" -> when its next repeat is due (ms)
     lw:n:{notify}:seen:<event>:<sub>  STR   the event was handled for the subscription (expires `dedupe-ttl`)
     lw:n:{notify}:due                 ZSET  delivery id -> time of its next attempt (ms): the outbox's queue
-    lw:n:{notify}:inflight            ZSET  delivery id -> lease expiry (ms): claimed by a delivery worker
+    lw:n:{notify}:inflight            ZSET  delivery id -> lease expiry (ms, Redis's clock): claimed by a worker
     lw:n:{notify}:deliveries          HASH  delivery id -> JSON delivery (subscription, kind, event, attempts)
     lw:n:{notify}:silences            HASH  silence id -> JSON silence (matchers, starts-at, ends-at, ...), written
                                             by the api, read by notifiers (shared/subscriptions/silences.py)

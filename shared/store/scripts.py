@@ -544,20 +544,32 @@ redis.call('ZADD', due_key, 'NX', due_at, delivery_id)
 return 1
 """
 
+# Leases of claimed deliveries run on Redis's clock, not the workers': a worker whose clock is ahead by more than
+# the lease would otherwise take the deliveries others are sending (a second send), and one whose clock is behind
+# would renew leases already over. `due` times stay the workers' (a skew only moves a retry by as much).
+_SERVER_MS = """
+local function server_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+
 # KEYS: due zset, inflight zset, deliveries hash, order zset, chain-of hash
 # ARGV: now ms, lease ms, max deliveries, ms a delivery behind an earlier one of its chain waits to be looked at again
-# Claims due deliveries for one worker: each moves from `due` to `inflight` with a lease (visibility timeout).
-# Deliveries whose lease ran out (their worker died) go back to `due` first. A delivery behind an earlier one of its
-# chain stays in `due`, looked at again later (FINISH_DELIVERY makes it due at once when its turn comes). Returns id,
-# JSON, id, JSON, ..., then when the earliest delivery left in `due` is due (ms; '' when none), so an idle worker
-# knows how long to wait.
+# Claims due deliveries for one worker: each moves from `due` to `inflight` with a lease (visibility timeout, on
+# Redis's clock). Deliveries whose lease ran out (their worker died) go back to `due` first. A delivery behind an
+# earlier one of its chain stays in `due`, looked at again later (FINISH_DELIVERY makes it due at once when its turn
+# comes). Returns id, JSON, id, JSON, ..., then when the earliest delivery left in `due` is due (ms; '' when none),
+# so an idle worker knows how long to wait.
 CLAIM_DELIVERIES = (
     _CHAIN_FNS
+    + _SERVER_MS
     + """
 local due_key, inflight_key, deliveries_key, order_key, chain_of_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now, lease_ms, limit, wait_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local lease_now = server_ms()
 
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', inflight_key, '-inf', '(' .. now, 'LIMIT', 0, 1000)) do
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', inflight_key, '-inf', '(' .. lease_now, 'LIMIT', 0, 1000)) do
   redis.call('ZREM', inflight_key, id)
   redis.call('ZADD', due_key, now, id)
 end
@@ -572,7 +584,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', due_key, '-inf', now, 'LIMIT', 0
     redis.call('ZREM', due_key, id)
     local delivery = redis.call('HGET', deliveries_key, id)
     if delivery then
-      redis.call('ZADD', inflight_key, now + lease_ms, id)
+      redis.call('ZADD', inflight_key, lease_now + lease_ms, id)
       claimed[#claimed + 1] = id
       claimed[#claimed + 1] = delivery
     end
@@ -581,6 +593,22 @@ end
 local earliest = redis.call('ZRANGE', due_key, 0, 0, 'WITHSCORES')
 claimed[#claimed + 1] = earliest[2] or ''
 return claimed
+"""
+)
+
+# KEYS: inflight zset
+# ARGV: lease ms, then delivery ids
+# A worker extends the leases of the deliveries it holds, those still in flight (one lapsed and claimed back is not
+# renewed: it is due again, or another worker's).
+RENEW_DELIVERY_LEASES = (
+    _SERVER_MS
+    + """
+local inflight_key, lease_ms = KEYS[1], tonumber(ARGV[1])
+local expiry = server_ms() + lease_ms
+for i = 2, #ARGV do
+  redis.call('ZADD', inflight_key, 'XX', expiry, ARGV[i])
+end
+return 0
 """
 )
 
