@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from lagwatch.shared.domain.explanation import Explanation, explain
-from lagwatch.shared.domain.history import KIND_COMMIT, KIND_LOG_START, HistoryRecord
+from lagwatch.shared.domain.history import KIND_COMMIT, KIND_LOG_START, KIND_TOPIC_DELETED, HistoryRecord
 from lagwatch.shared.domain.protocol import (
     GroupStatus,
     OffsetEntry,
@@ -72,6 +72,16 @@ class SampleInput(NamedTuple):
     offset: int
     sampled_at: int
     log_start: bool = False  # a log-start sample (retention risk), else a log-end sample
+
+
+class TopicDeleted(NamedTuple):
+    """Every partition of `topic` leaves the group's windows at `deleted_at` (history kind `topic-deleted`)."""
+
+    topic: str
+    deleted_at: int
+
+
+Input = CommitInput | SampleInput | TopicDeleted
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +170,19 @@ class _Group:
             return None
         return self._store(c)
 
+    def forget_topic(self, topic: str) -> int:
+        """The topic's partitions leave the windows and their log-end state, as the live store drops a deleted topic
+        (a group left without partitions is deleted there: its expiry clock starts over); returns the commits that
+        were held for those partitions' log ends, dropped with them."""
+        gone = [tp for tp in self.topics if tp[0] == topic]
+        dropped = sum(len(self.topics[tp].held) for tp in gone)
+        for tp in gone:
+            del self.topics[tp]
+            self.windows.discard(tp)
+        if not self.windows:
+            self.last_commit = -1
+        return dropped
+
     def held(self) -> int:
         """Commits still waiting for a log end (at the end of the history: for partitions the broker never had)."""
         return sum(len(part.held) for part in self.topics.values())
@@ -241,19 +264,26 @@ def _partition_status(
     return partition_status(ring, now, rules)
 
 
-def replay_inputs(records: Iterable[HistoryRecord]) -> tuple[list[CommitInput], list[SampleInput]]:
-    """History records (`shared/domain/history.py`) as replay inputs: the commits, and the log-end and log-start
-    samples."""
+def replay_inputs(records: Iterable[HistoryRecord]) -> tuple[list[CommitInput], list[SampleInput | TopicDeleted]]:
+    """History records (`shared/domain/history.py`) as replay inputs: the commits, and the rest (log-end and
+    log-start samples, topic deletions)."""
     commits: list[CommitInput] = []
-    samples: list[SampleInput] = []
+    others: list[SampleInput | TopicDeleted] = []
     for r in records:
         if r.kind == KIND_COMMIT:
             commits.append(
                 CommitInput(r.topic, r.partition, r.offset, r.commit_timestamp or 0, r.order or 0, r.observed_at)
             )
         else:
-            samples.append(SampleInput(r.topic, r.partition, r.offset, r.observed_at, r.kind == KIND_LOG_START))
-    return commits, samples
+            others.append(other_input(r.kind, r.topic, r.partition, r.offset, r.observed_at))
+    return commits, others
+
+
+def other_input(kind: str, topic: str, partition: int, offset: int, at: int) -> SampleInput | TopicDeleted:
+    """A history record that is not a commit, as a replay input."""
+    if kind == KIND_TOPIC_DELETED:
+        return TopicDeleted(topic, at)
+    return SampleInput(topic, partition, offset, at, kind == KIND_LOG_START)
 
 
 def _ceil_tick(t: int, tick: int) -> int:
@@ -264,13 +294,13 @@ def replay_group(
     cluster: str,
     group: str,
     commits: Iterable[CommitInput],
-    samples: Iterable[SampleInput],
+    samples: Iterable[SampleInput | TopicDeleted],
     config: ReplayConfig,
     *,
     end_ms: int | None = None,
 ) -> ReplayResult:
-    """Replay a group's commits and the log-end samples of its partitions; evaluate until `end_ms` (default: the
-    last input). Inputs need not be sorted."""
+    """Replay a group's commits, the samples of its partitions and the deletions of its topics; evaluate until
+    `end_ms` (default: the last input). Inputs need not be sorted."""
     timeline_inputs = _timeline(commits, samples)
     result = ReplayResult()
     if not timeline_inputs:
@@ -299,12 +329,15 @@ def replay_group(
     return result
 
 
-_Timeline = list[tuple[int, int, int, CommitInput | SampleInput]]
+_Timeline = list[tuple[int, int, int, Input]]
 
 
-def _timeline(commits: Iterable[CommitInput], samples: Iterable[SampleInput]) -> _Timeline:
-    """The inputs in replay order: (time, 0 = sample first on ties, tie-breaker, input)."""
-    timeline_inputs: _Timeline = [(s.sampled_at, 0, 0, s) for s in samples]
+def _timeline(commits: Iterable[CommitInput], samples: Iterable[SampleInput | TopicDeleted]) -> _Timeline:
+    """The inputs in replay order: (time, then on ties a deletion, a sample, a commit; tie-breaker, input). A topic
+    deleted and re-created within the same ms: the new topic's samples come after its deletion."""
+    timeline_inputs: _Timeline = [
+        (s.deleted_at, -1, 0, s) if isinstance(s, TopicDeleted) else (s.sampled_at, 0, 0, s) for s in samples
+    ]
     timeline_inputs.extend((c.observed_at, 1, c.order, c) for c in commits)
     timeline_inputs.sort(key=lambda item: item[:3])
     return timeline_inputs
@@ -315,11 +348,16 @@ def _apply_inputs(state: _Group, timeline_inputs: _Timeline, i: int, until: int,
     index of the first input left."""
     while i < len(timeline_inputs) and timeline_inputs[i][0] <= until:
         item = timeline_inputs[i][3]
+        i += 1
+        if isinstance(item, TopicDeleted):  # commits held for its partitions' log ends are dropped, as live
+            dropped, name = state.forget_topic(item.topic), AddOutcome.NO_BROKER_OFFSET.name
+            if dropped:
+                outcomes[name] = outcomes.get(name, 0) + dropped
+            continue
         applied = state.add_sample(item) if isinstance(item, SampleInput) else [state.add_commit(item)]
         for outcome in applied:
             if outcome is not None:
                 outcomes[outcome.name] = outcomes.get(outcome.name, 0) + 1
-        i += 1
     return i
 
 

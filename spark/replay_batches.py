@@ -16,10 +16,18 @@ from typing import Any
 import pyarrow as pa
 
 from lagwatch.shared.domain.event_codec import present
-from lagwatch.shared.domain.history import KIND_COMMIT, KIND_LOG_START
+from lagwatch.shared.domain.history import KIND_COMMIT
 from lagwatch.shared.domain.status_event import fitted
 from lagwatch.spark.backtest import Variant, count_notifications
-from lagwatch.spark.replay import CommitInput, ReplayConfig, ReplayResult, SampleInput, replay_group
+from lagwatch.spark.replay import (
+    CommitInput,
+    ReplayConfig,
+    ReplayResult,
+    SampleInput,
+    TopicDeleted,
+    other_input,
+    replay_group,
+)
 from lagwatch.spark.report import group_report
 
 ROW_TIMELINE, ROW_EVENT, ROW_REPORT, ROW_BACKTEST = "timeline", "event", "report", "backtest"
@@ -90,13 +98,13 @@ class ReplayJob:
 
 
 def replay_rows(
-    cluster: str, group: str, commits: list[CommitInput], samples: list[SampleInput], job: ReplayJob
+    cluster: str, group: str, commits: list[CommitInput], samples: list[SampleInput | TopicDeleted], job: ReplayJob
 ) -> list[dict[str, Any]]:
     return list(group_rows(cluster, group, commits, samples, job))
 
 
 def group_rows(
-    cluster: str, group: str, commits: list[CommitInput], samples: list[SampleInput], job: ReplayJob
+    cluster: str, group: str, commits: list[CommitInput], samples: list[SampleInput | TopicDeleted], job: ReplayJob
 ) -> Iterator[dict[str, Any]]:
     """A group's output rows, one at a time: a busy group over months has a timeline row per tick (~780k in 90
     days at 10 s), far too many to hold at once as rows."""
@@ -131,11 +139,11 @@ def replay_batches(
 
 def _groups(
     batches: Iterable[pa.RecordBatch],
-) -> Iterator[tuple[tuple[str, str], list[CommitInput], list[SampleInput]]]:
+) -> Iterator[tuple[tuple[str, str], list[CommitInput], list[SampleInput | TopicDeleted]]]:
     """Consecutive rows of one (cluster, group), as replay inputs; a group may continue into the next batch."""
     key: tuple[str, str] | None = None
     commits: list[CommitInput] = []
-    samples: list[SampleInput] = []
+    samples: list[SampleInput | TopicDeleted] = []
     for batch in batches:
         c = batch.to_pydict()
         rows = zip(
@@ -158,7 +166,7 @@ def _groups(
             if kind == KIND_COMMIT:
                 commits.append(CommitInput(topic, partition, offset, timestamp, order, observed_at))
             else:
-                samples.append(SampleInput(topic, partition, offset, observed_at, kind == KIND_LOG_START))
+                samples.append(other_input(kind, topic, partition, offset, observed_at))
     if key is not None:
         yield key, commits, samples
 

@@ -253,6 +253,8 @@ class BrokerOffsets:
             removed = await self.store.delete_topic(self.cluster, topic)
             how = f"re-created with {counts[topic]} partitions, not {known[topic]}" if topic in counts else "deleted"
             log.info("topic %s/%s was %s: removed from %d group partitions", self.cluster, topic, how, removed)
+        if deleted and self.history is not None:  # the replay drops the partitions when the live store did
+            await self.history.publish_deletions(deleted, now_ms())
         self.latest = {tp: off for tp, off in self.latest.items() if tp[0] in counts}
         self.partition_counts = counts
         return deleted

@@ -29,13 +29,20 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from lagwatch.shared.domain.history import KIND_BROKER, MESSAGE_BYTES, HistoryMessages, broker_records
+from lagwatch.shared.domain.history import (
+    KIND_BROKER,
+    MESSAGE_BYTES,
+    HistoryMessages,
+    HistoryRecord,
+    broker_records,
+    topic_deleted_record,
+)
 from lagwatch.shared.kafka.partitioner import ANY_PARTITION, PartitionCache, PartitionCount, partition_for
 
 log = logging.getLogger(__name__)
@@ -104,15 +111,29 @@ class HistoryPublisher:
         self, by_topic: dict[str, dict[int, int]], sampled_at: int, kind: str = KIND_BROKER
     ) -> None:
         """Queue a poll's log-end (or log-start) samples (best effort: they go out with the next flush)."""
+        problem = self._queue(broker_records(self.cluster, by_topic, sampled_at, kind))
+        if problem is not None:
+            self.samples_lost += sum(len(p) for p in by_topic.values())
+            log.warning("history: %s samples not archived (%s); the history has a gap of one poll", kind, problem)
+
+    async def publish_deletions(self, topics: list[str], deleted_at: int, group: str | None = None) -> None:
+        """Queue topics deleted from Kafka (`group` None) or from one group through the api, best effort as samples
+        are: a lost one leaves the topic's partitions in the replay, as before deletions were archived."""
+        problem = self._queue(topic_deleted_record(self.cluster, topic, deleted_at, group) for topic in topics)
+        if problem is not None:
+            log.warning("history: deletion of %s not archived (%s)", ", ".join(topics), problem)
+
+    def _queue(self, records: Iterable[HistoryRecord]) -> Exception | None:
+        """Queue records, a message per key (best effort); the error when they could not be."""
         try:
-            messages = HistoryMessages()  # a topic's samples in one message
-            for record in broker_records(self.cluster, by_topic, sampled_at, kind):
+            messages = HistoryMessages()
+            for record in records:
                 messages.add(record.key(), record.encode())
             messages.close()
             self._produce([(key, value, ANY_PARTITION) for key, value in messages.messages])
         except (KafkaException, BufferError) as exc:  # BufferError: librdkafka's queue is full (Kafka away for long)
-            self.samples_lost += sum(len(p) for p in by_topic.values())
-            log.warning("history: log-end samples not archived (%s); the history has a gap of one poll", exc)
+            return exc
+        return None
 
     def _joined(self, commits: HistoryMessages, count: int | None) -> Outgoing:
         """The batch's messages joined per history partition (`count` of them), in order, each up to MESSAGE_BYTES;

@@ -327,7 +327,8 @@ class IngestWorker:
         """Topics the api deleted from groups (`store.delete_group_topic`) leave the windows in memory too, or the
         next write would bring them back. The worker holding the group takes the entry; one nobody holds is dropped
         after a minute (whoever loads the group later reads it without the topic). A commit of that topic applied
-        before this check, after the deletion, goes with it."""
+        before this check, after the deletion, goes with it. Each taken deletion goes to the history, for the replay
+        (by every worker dropping one nobody held: the same deletion twice changes nothing there)."""
         now = time.monotonic()
         if now - self._deletions_checked < DELETIONS_EVERY_S:
             return
@@ -341,6 +342,8 @@ class IngestWorker:
                 group, _, topic = name.decode(errors="replace").rpartition("\n")  # a topic holds no newline
                 if self.processor.cache.delete_topic_of_group(group, topic) or not _fresh(at, stale_before):
                     taken.append(name)
+                    if self.history is not None and (deleted_at := _millis(at)) is not None:
+                        await self.history.publish_deletions([topic], deleted_at, group)
             if taken:
                 await reply(self.redis.hdel(key, *taken))
         except RedisError as exc:  # checked again in a second
@@ -534,7 +537,13 @@ def _switch_threads_sooner() -> None:
 def _fresh(at: bytes, limit_ms: int) -> bool:
     """Whether a deletion entry is newer than `limit_ms`; an unreadable one (not written by lagwatch) is not,
     so it is dropped rather than read again every second."""
+    at_ms = _millis(at)
+    return at_ms is not None and at_ms >= limit_ms
+
+
+def _millis(at: bytes) -> int | None:
+    """A deletion entry's time (ms), or None when lagwatch did not write it."""
     try:
-        return int(at) >= limit_ms
+        return int(at)
     except ValueError:
-        return False
+        return None

@@ -1,30 +1,35 @@
 """The history lagwatch keeps of what it ingested, for the Spark replay (`lagwatch.spark`).
 
-Three kinds of normalized records, one flat shape so a file or a topic can hold them all:
+Four kinds of normalized records, one flat shape so a file or a topic can hold them all:
 
-| column            | commit                                | broker (log-end sample) | log-start (log-start sample) |
-| ----------------- | ------------------------------------- | ----------------------- | ---------------------------- |
-| `kind`            | `"commit"`                            | `"broker"`              | `"log-start"`                |
-| `cluster`         | cluster name                          | cluster name            | cluster name                 |
-| `group`           | consumer group                        | null                    | null                         |
-| `topic`           | topic                                 | topic                   | topic                        |
-| `partition`       | partition                             | partition               | partition                    |
-| `offset`          | committed offset                      | log-end offset          | log-start offset             |
-| `commit_timestamp`| commit timestamp from the record (ms) | null                    | null                         |
-| `order`           | offset of the record in offsets topic | null                    | null                         |
-| `observed_at`     | when lagwatch read the commit (ms)    | when sampled (ms)       | when sampled (ms)            |
+| column            | commit                        | broker (log-end sample) | log-start (sample) | topic-deleted    |
+| ----------------- | ----------------------------- | ----------------------- | ------------------ | ---------------- |
+| `kind`            | `"commit"`                    | `"broker"`              | `"log-start"`      | `"topic-deleted"`|
+| `cluster`         | cluster name                  | cluster name            | cluster name       | cluster name     |
+| `group`           | consumer group                | null                    | null               | null, or a group |
+| `topic`           | topic                         | topic                   | topic              | topic            |
+| `partition`       | partition                     | partition               | partition          | 0                |
+| `offset`          | committed offset              | log-end offset          | log-start offset   | 0                |
+| `commit_timestamp`| commit timestamp of the record| null                    | null               | null             |
+| `order`           | offset of the record          | null                    | null               | null             |
+| `observed_at`     | when lagwatch read the commit | when sampled            | when sampled       | when deleted     |
 
-Log-start samples (every `topic-refresh`) let the replay estimate retention risk as the evaluator does
-(`shared/domain/retention.py`, from the log start's pace; the topics' `retention.ms` is not in the history).
+Times are ms since the epoch; `order` is the commit record's offset in the offsets topic. Log-start samples (every
+`topic-refresh`) let the replay estimate retention risk as the evaluator does (`shared/domain/retention.py`, from the
+log start's pace; the topics' `retention.ms` is not in the history). A `topic-deleted` record says every partition
+of the topic left the windows, as the live store drops them: with `group` null, the topic was deleted from Kafka
+(or re-created with fewer partitions: the new ones come back with their samples and commits), for every group; with
+a group, it was deleted from that group through the api (Burrow's `DELETE .../consumer/<group>/topic/<topic>`).
 
 On the history topic (`lagwatch.history`) each record is one JSON object with these keys, and a message holds one
 or more records of one key, one per line (JSON Lines, in the order read). Keys only place messages (the archiver
 ignores them) and keep what must stay in order in one partition: the ingest keys commits by the offsets-topic
 partition it read them from (`commits_key`: `<cluster>/offsets-<p>`, which holds every commit of its groups), so a
-message carries a batch's commits of one offsets partition, many groups; samples are keyed `<cluster>/<topic>`.
-Messages per group cost the ingest's single worker 17-39 % of its throughput, mostly in confluent-kafka taking the
-GIL for every message's delivery report; per offsets partition 7-19 % (bench/bench_vs_burrow.py --history). A
-reader splits a message at its newlines (`records_of`); JSON never holds a raw newline inside a record.
+message carries a batch's commits of one offsets partition, many groups; samples and deletions are keyed
+`<cluster>/<topic>`. Messages per group cost the ingest's single worker 17-39 % of its throughput, mostly in
+confluent-kafka taking the GIL for every message's delivery report; per offsets partition 7-19 %
+(bench/bench_vs_burrow.py --history). A reader splits a message at its newlines (`records_of`); JSON never holds a
+raw newline inside a record.
 
 In files, Parquet with `HISTORY_COLUMNS`, laid out `<root>/cluster=<cluster>/date=<YYYY-MM-DD>/part-*.parquet` (UTC
 date of `observed_at`), which Spark reads as partition columns.
@@ -44,7 +49,8 @@ from lagwatch.shared.domain.window import Commit
 KIND_COMMIT = "commit"
 KIND_BROKER = "broker"
 KIND_LOG_START = "log-start"
-KINDS = (KIND_COMMIT, KIND_BROKER, KIND_LOG_START)
+KIND_TOPIC_DELETED = "topic-deleted"
+KINDS = (KIND_COMMIT, KIND_BROKER, KIND_LOG_START, KIND_TOPIC_DELETED)
 SAMPLE_KINDS = (KIND_BROKER, KIND_LOG_START)
 
 # (name, type) in file order; the types are Arrow / Spark SQL type names shared by the archiver and the job
@@ -209,6 +215,11 @@ def broker_records(
     for topic, offsets in by_topic.items():
         for partition, offset in offsets.items():
             yield HistoryRecord(kind, cluster, None, topic, partition, offset, None, None, sampled_at)
+
+
+def topic_deleted_record(cluster: str, topic: str, deleted_at: int, group: str | None = None) -> HistoryRecord:
+    """A topic gone from every group's windows (`group` None: deleted from Kafka) or from one group's (the api)."""
+    return HistoryRecord(KIND_TOPIC_DELETED, cluster, group, topic, 0, 0, None, None, deleted_at)
 
 
 def decode(value: bytes) -> HistoryRecord:

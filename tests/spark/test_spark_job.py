@@ -23,6 +23,7 @@ from lagwatch.spark import reprocess
 from lagwatch.spark.inputs import history_of_messages
 from lagwatch.spark.reprocess import JobError, ReprocessOptions, run, spark_session
 from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, group_name, history_records, scenario_of
+from tests.spark.test_spark_replay import deletions_history
 
 SHAPE = HistoryShape(groups=12, partitions=2, commits_per_partition=20)
 pytestmark = pytest.mark.timeout(300)
@@ -253,6 +254,23 @@ def test_a_cluster_or_a_day_of_the_archive_reads_as_the_whole_does(spark, histor
     for location, groups in ((history / "cluster=prod", SHAPE.groups), (day, SHAPE.groups)):
         summary = job(spark, location, tmp_path / "out", charts=0)
         assert (summary["rows_bad"], summary["groups"]) == ({}, groups)
+
+
+def test_topic_deletions_reach_their_groups_as_in_the_plain_python_replay(spark, tmp_path):
+    """Kafka's deletion of a topic (no group) goes to every group committing to it; the api's deletion from one
+    group, to that group only (tests/spark/test_spark_replay.py says what each group reads)."""
+    root = tmp_path / "history"
+    writer = HistoryFileWriter(str(root))
+    writer.add(deletions_history())
+    writer.flush()
+
+    summary = job(spark, root, tmp_path / "out", charts=0)
+
+    report = pd.read_parquet(tmp_path / "out" / "report").set_index("group")
+    assert (summary["groups"], summary["rows_bad"]) == (2, {})
+    assert dict(report["status"]) == {"a": "OK", "b": "ERR"}
+    events = pd.read_parquet(tmp_path / "out" / "events")
+    assert list(events.sort_values(["group", "seq"])["status"]) == ["OK", "OK", "ERR"]  # a; b: no REWIND of `old`
 
 
 def test_json_lines_history_reads_the_same(spark, tmp_path):

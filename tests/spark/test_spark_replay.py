@@ -11,7 +11,7 @@ import pytest
 
 from lagwatch.shared.config import load_config
 from lagwatch.shared.domain.event_codec import from_document
-from lagwatch.shared.domain.history import as_columns
+from lagwatch.shared.domain.history import KIND_BROKER, KIND_COMMIT, HistoryRecord, as_columns, topic_deleted_record
 from lagwatch.shared.domain.protocol import RuleConfig, Status
 from lagwatch.shared.domain.status_event import StatusEvent, schema
 from lagwatch.shared.domain.window import WindowConfig
@@ -354,3 +354,52 @@ def test_messages_retention_skips_while_the_lag_stands_still_show_in_the_timelin
     skipped = [row for row in result.timeline if row.skipped_messages > 0]
     assert skipped and skipped[0].explanation == "messages-skipped"
     assert result.timeline[-1].skipped_messages == 10 * 26 * 30 - 5000  # the log start at 780 s, less the commit
+
+
+def deletions_history(cluster: str = "prod", with_deletions: bool = True) -> list[HistoryRecord]:
+    """Groups a and b read `orders` (caught up throughout), `old` and `stuck`, sampled every 10 s for 300 s.
+    `old` is deleted from Kafka at 150 s and re-created: its new log and the groups' commits start again near 0.
+    Both groups stop committing on `stuck` at 90 s while its log end moves on; at 120 s `stuck` is deleted from
+    group a through the api."""
+    records: list[HistoryRecord] = []
+    for i in range(31):
+        at = T0 + i * 10_000
+        ends = {"orders": 100 * i, "stuck": 100 * i, "old": 100 * i if i < 15 else 10 * (i - 15)}
+        for topic, end in ends.items():
+            if topic != "old" or i != 15:  # the topic is gone at 150 s
+                records.append(HistoryRecord(KIND_BROKER, cluster, None, topic, 0, end, None, None, at - 1))
+        for group in ("a", "b"):
+            for topic, end in ends.items():
+                if (topic == "stuck" and i >= 10) or (topic == "old" and i == 15):
+                    continue
+                records.append(HistoryRecord(KIND_COMMIT, cluster, group, topic, 0, end, at, 2 * i, at + 5))
+    if with_deletions:
+        records.append(topic_deleted_record(cluster, "old", T0 + 150_000))
+        records.append(topic_deleted_record(cluster, "stuck", T0 + 120_000, group="a"))
+    return records
+
+
+def group_inputs(records: list[HistoryRecord], group: str):
+    """A group's replay inputs as the Spark job joins them: its commits, the samples and Kafka's deletions of the
+    topics it commits to, and the deletions made in it alone."""
+    topics = {r.topic for r in records if r.kind == KIND_COMMIT and r.group == group}
+    mine = [r for r in records if r.group == group or (r.group is None and r.topic in topics)]
+    return replay_inputs(mine)
+
+
+def test_a_topic_deleted_and_re_created_starts_afresh_and_one_deleted_from_a_group_leaves_its_status():
+    ended = {}
+    for with_deletions in (True, False):
+        records = deletions_history(with_deletions=with_deletions)
+        for group in ("a", "b"):
+            commits, others = group_inputs(records, group)
+            result = replay_group("prod", group, commits, others, ReplayConfig(), end_ms=T0 + 300_000)
+            last = documents(result)[-1]
+            ended[with_deletions, group] = (last["status"], {p["topic"]: p["status"] for p in last["partitions"]})
+    # the re-created `old` is a new log, not a rewind; `stuck` left group a, which reads OK; b still has it
+    assert ended[True, "a"] == ("OK", {})
+    assert ended[True, "b"] == ("ERR", {"stuck": "STOP"})
+    # without the deletions in the history, the replay said what lagwatch never did live
+    for group in ("a", "b"):
+        status, partitions = ended[False, group]
+        assert status == "ERR" and partitions["old"] == "REWIND"

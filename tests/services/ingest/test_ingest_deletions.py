@@ -19,13 +19,16 @@ from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
 from lagwatch.services.ingest.service import IngestWorker
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.group_filter import GroupFilter
+from lagwatch.shared.domain.history import KIND_TOPIC_DELETED
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import read_totals
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC, StatusTopic
+from tests.spark.test_spark_parity import HISTORY_TOPIC, _history
 
 POLL_S = 0.3  # offset-refresh in make_config
 
@@ -404,3 +407,29 @@ async def test_a_topic_deleted_through_the_api_stays_deleted_while_the_group_com
 
 async def _deletion_taken(redis):
     return not await redis.exists(keys.topic_deletions(CLUSTER))
+
+
+async def test_deleted_topics_go_to_the_history_for_the_replay(kafka, redis_server, redis):
+    """Kafka's deletion of a topic, and the api's of a topic from one group, are history records (`topic-deleted`):
+    the Spark replay drops the partitions when the live store did (tests/spark/test_spark_replay.py)."""
+    for topic in (HISTORY_TOPIC, "orders", "audit"):
+        kafka.create_topic(topic, 1)
+    async with ingest_and_api(kafka, redis_server, redis, API__TOKEN="t0ken", HISTORY__ENABLED="true") as run:
+        await produce(kafka.bootstrap, "orders", {0: 5})
+        await produce(kafka.bootstrap, "audit", {0: 5})
+        for topic in ("orders", "audit"):
+            await run.writer.commit("billing", topic, 0, 3)
+            await eventually(lambda topic=topic: _newest_offset_of(run.store, "billing", (topic, 0), 3))
+        started = now_ms()
+        url = f"{run.api.url}/v3/kafka/{CLUSTER}/consumer/billing/topic/orders"
+        async with run.http.delete(url, headers={"Authorization": "Bearer t0ken"}) as response:
+            assert response.status == 200
+        kafka.delete_topic("audit")
+        await eventually(lambda: _deletions_archived(kafka.bootstrap, 2), timeout=20)
+    deletions = [r for r in await _history(kafka.bootstrap) if r.kind == KIND_TOPIC_DELETED]
+    assert sorted((r.topic, r.group) for r in deletions) == [("audit", None), ("orders", "billing")]
+    assert all(started <= r.observed_at <= now_ms() and r.cluster == CLUSTER for r in deletions)
+
+
+async def _deletions_archived(bootstrap, count):
+    return len([r for r in await _history(bootstrap) if r.kind == KIND_TOPIC_DELETED]) >= count
