@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config, ConfigError, load_config
 from lagwatch.shared.domain.group_filter import GroupFilter
 from lagwatch.shared.domain.history import COLUMN_NAMES, KIND_TOPIC_DELETED, SAMPLE_KINDS
@@ -202,7 +203,7 @@ def _read_rows(spark, source: HistorySource, config: Config) -> _Rows:
         raw = read_history(spark, source, config)
     except InputError as exc:
         raise JobError(str(exc)) from None
-    checked = raw.withColumn("bad_reason", bad_row_reason())
+    checked = raw.withColumn("bad_reason", bad_row_reason(now_ms()))
     stats = checked.groupBy("bad_reason", "cluster").agg(F.count("*").alias("rows"), F.max("observed_at").alias("end"))
     bad: dict[str, int] = {}
     ends: dict[str, int] = {}

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jsonschema
@@ -16,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lagwatch.shared.config import load_config
-from lagwatch.shared.domain.history import KIND_COMMIT, HistoryMessages, HistoryRecord
+from lagwatch.shared.domain.history import KIND_BROKER, KIND_COMMIT, HistoryMessages, HistoryRecord
 from lagwatch.shared.domain.status_event import schema
 from lagwatch.shared.store.history_files import HistoryFileWriter
 from lagwatch.spark import reprocess
@@ -27,6 +28,7 @@ from tests.spark.test_spark_replay import deletions_history
 
 SHAPE = HistoryShape(groups=12, partitions=2, commits_per_partition=20)
 pytestmark = pytest.mark.timeout(300)
+MIN10, DAY2 = 600_000, 2 * 86_400_000
 
 
 def documents(result):
@@ -211,6 +213,25 @@ def test_values_past_what_the_replay_holds_are_bad_rows_not_a_failed_job(spark, 
 
     assert summary["rows_bad"] == {"bad partition": 1, "bad observed_at": 1}
     assert summary["groups"] == SHAPE.groups
+
+
+def test_a_row_from_a_host_whose_clock_ran_ahead_is_a_bad_row_not_the_end_of_every_groups_history(
+    spark, history, tmp_path
+):
+    """The end of a cluster's history is its latest row: one observed two days from now would have every group
+    evaluated, expired and weighed in the report until then. A host a few minutes ahead is within the tolerance."""
+    _copy(history, tmp_path / "history")
+    now = int(time.time() * 1000)
+    writer = HistoryFileWriter(str(tmp_path / "history"))  # files of their own days, as the archiver files them
+    writer.add(HistoryRecord(KIND_BROKER, "prod", None, "t", 0, 5, None, None, now + ahead) for ahead in (MIN10, DAY2))
+    writer.flush()
+
+    summary = job(spark, tmp_path / "history", tmp_path / "out", charts=0)
+
+    assert summary["rows_bad"] == {"observed_at in the future": 1}
+    assert summary["groups"] == SHAPE.groups
+    timeline = pd.read_parquet(tmp_path / "out" / "timeline")
+    assert timeline["at"].max() <= now + MIN10 + 10_000  # the end: the row ten minutes ahead, not two days
 
 
 def test_rows_of_older_files_lacking_a_column_are_bad_rows_whichever_file_spark_reads_the_schema_of(
