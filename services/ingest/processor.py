@@ -21,7 +21,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
-from lagwatch.services.ingest.new_protocol_groups import NewProtocolGroups, TopicIds
+from lagwatch.services.ingest.new_protocol_groups import Rebalance, TopicIds, member_change
 from lagwatch.services.ingest.records import (
     CommitKey,
     GroupDeletion,
@@ -74,7 +74,7 @@ class Flush:
     """What batches changed, ready to write (immutable snapshots: later batches may change the cache)."""
 
     writes: list[GroupWrite] | PackedWrites = field(default_factory=list)  # packed: flush_encoding.pyx
-    rebalances: list[GroupMetadataUpdate] = field(default_factory=list)
+    rebalances: list[Rebalance] = field(default_factory=list)
     now_ms: int = 0
 
 
@@ -99,8 +99,7 @@ class BatchProcessor:
         self.keys = KeyCache(group_filter)
         self.cache = WindowCache(store.redis, cluster, store.config)
         self.writer = WindowWriter(store.redis)
-        self._rebalances: list[GroupMetadataUpdate] = []  # applied in memory, not yet written
-        self.new_protocol = NewProtocolGroups()  # KIP-848 groups' members and assignments
+        self._rebalances: list[Rebalance] = []  # applied in memory, not yet written
         self.topic_ids = topic_ids  # names the topic ids of new-protocol assignments (None: left as ids)
         self.compiled = compiled_pass is not None  # the per-record loop of commit_pass.pyx, else _python_pass
         # the flush encoded by flush_encoding.pyx, else take_writes + WindowWriter; Redis Cluster routes commands
@@ -258,7 +257,7 @@ class BatchProcessor:
             batch.touched[step.group] = "rebalance"
         else:  # a new-protocol group's member or assignment changed
             self._kept_through_upgrade(step.group, batch)
-            self._rebalances.append(self.new_protocol.apply(step, record.partition(), record.timestamp()[1]))
+            self._rebalances.append(member_change(step, record.timestamp()[1]))
             batch.touched[step.group] = "rebalance"
 
     def _delete_group(self, group: str, partition: int, batch: AppliedBatch) -> None:
@@ -266,7 +265,6 @@ class BatchProcessor:
         if cached is not None and cached.rings:
             batch.tombstoned[group] = (cached.rings, cached.changed, cached.removed, cached.last, cached.replace)
         self.cache.delete_group(group, partition)
-        self.new_protocol.forget(group)
         self._rebalances = [r for r in self._rebalances if r.group != group]  # deleted with it
         batch.tally["group_deleted"] += 1
         batch.touched[group] = "deleted"
@@ -327,7 +325,6 @@ class BatchProcessor:
     def forget_partitions(self, partitions: Sequence[int]) -> None:
         """Offsets-topic partitions this worker no longer owns: their groups leave memory (flushed before)."""
         self.cache.forget_partitions(partitions)
-        self.new_protocol.forget_partitions(partitions)
 
     async def report_own_progress(self, group: str, topic: str, positions: dict[int, int]) -> None:
         """lagwatch's own consumption, stored as a consumer group like any other (Burrow reports `burrow-<name>`):

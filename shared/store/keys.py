@@ -21,7 +21,9 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
                                             seconds: (offset, at) pairs, `storage.lag-history` seconds, flat stretches
     collapsed (time_lag.py) lw:g:{<cluster>/<group>}:w        HASH  "<topic>:<partition>" -> commit ring (see
     packing.py) lw:g:{<cluster>/<group>}:m        HASH  `last` = newest commit timestamp (ms), `generation` = latest
-    generation lw:g:{<cluster>/<group>}:o        HASH  "<topic>:<partition>" -> "<owner>\\x1f<client_id>" (from group
+    generation; of a new-protocol (KIP-848) group also `member:<id>` = "<host>\\x1f<client id>" and `assigned:<id>`
+    = {"epoch", "fields"}, each member's latest records (scripts.APPLY_MEMBER_CHANGES)
+    lw:g:{<cluster>/<group>}:o        HASH  "<topic>:<partition>" -> "<owner>\\x1f<client_id>" (from group
     metadata) lw:g:{<cluster>/<group>}:r        ZSET  generation -> when it started (ms), the last hour: rebalances per
     hour lw:g:{<cluster>/<group>}:s        HASH  evaluator state: status, seq (transitions so far), incident_id,
                                             incident_started_at, changed_at (kept `expire-group` after NOTFOUND)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -54,12 +55,37 @@ _WARNED: set[bytes] = set()  # unreadable window fields already logged
 
 
 class GroupMetadataUpdate(NamedTuple):
-    """A rebalance's outcome for `set_groups_metadata`."""
+    """A classic group's rebalance outcome for `set_groups_metadata`."""
 
     group: str
     generation: int
     started_at: int
     owners: Mapping[TopicPartition, tuple[str, str]]  # (topic, partition) -> (client host, client id)
+
+
+class MemberChange(NamedTuple):
+    """One record of a new-protocol (KIP-848) group for `set_groups_metadata`: a member's client, or its assignment.
+    Redis keeps each member's latest of both (in the group's metadata hash) and derives the owners and the
+    generation (the highest member epoch) from all of them, so whichever worker reads the next record, after a
+    restart or a rebalance of lagwatch's workers, changes the owners of that member only."""
+
+    group: str
+    member_id: str
+    started_at: int  # the record's time: a new generation's rebalance starts then
+    client: tuple[str, str] | None = None  # a member record: (client host, client id)
+    assignment: tuple[int, Mapping[str, Sequence[int]]] | None = None  # an assignment: (epoch, partitions by topic)
+    # neither: a tombstone; of the member (it left, its assignment goes with it) or, `of_assignment`, of its assignment
+    of_assignment: bool = False
+
+    def operation(self) -> list[Any]:
+        """[member id, "m" (member) or "a" (assignment), its value or None (a tombstone), time], for the script."""
+        if self.client is not None:
+            return [self.member_id, "m", OWNER_SEPARATOR.join(self.client), self.started_at]
+        if self.assignment is not None:
+            epoch, partitions = self.assignment
+            fields = [keys.partition_field(t, p) for t, parts in partitions.items() for p in parts]
+            return [self.member_id, "a", {"epoch": epoch, "fields": fields}, self.started_at]
+        return [self.member_id, "a" if self.of_assignment else "m", None, self.started_at]
 
 
 @dataclass(slots=True)
@@ -387,10 +413,18 @@ class WindowStore:
         """Record a rebalance's outcome: the generation, and each partition's (client host, client id)."""
         await self.set_groups_metadata(cluster, [GroupMetadataUpdate(group, generation, started_at, owners)], now_ms)
 
-    async def set_groups_metadata(self, cluster: str, updates: Sequence[GroupMetadataUpdate], now_ms: int) -> None:
-        """Several rebalances in one round trip, applied in the given order."""
+    async def set_groups_metadata(
+        self, cluster: str, updates: Sequence[GroupMetadataUpdate | MemberChange], now_ms: int
+    ) -> None:
+        """Several rebalances in one round trip or two: the classic ones in the given order, then each new-protocol
+        group's records in theirs (one call per group: calls may run concurrently on a cluster). A group does not
+        change protocol twice within one flush."""
         calls = []
+        members: dict[str, list[list[Any]]] = {}  # group -> its records' operations, in order
         for u in updates:
+            if isinstance(u, MemberChange):
+                members.setdefault(u.group, []).append(u.operation())
+                continue
             _, meta_key, owners_key, rebalances_key = keys.group_keys(cluster, u.group)
             args: list[object] = [u.generation, u.started_at, self.config.expire_group_ms, now_ms, REBALANCE_WINDOW_MS]
             for (topic, partition), (host, client) in u.owners.items():
@@ -398,6 +432,13 @@ class WindowStore:
             calls.append((3, meta_key, owners_key, rebalances_key, *args))
         if calls:
             await self._eval_many(scripts.SET_GROUP_METADATA, calls)
+        member_calls = []
+        for group, operations in members.items():
+            _, meta_key, owners_key, rebalances_key = keys.group_keys(cluster, group)
+            limits = (self.config.expire_group_ms, now_ms, REBALANCE_WINDOW_MS)
+            member_calls.append((3, meta_key, owners_key, rebalances_key, *limits, json.dumps(operations)))
+        if member_calls:
+            await self._eval_many(scripts.APPLY_MEMBER_CHANGES, member_calls)
 
     # --- deletes and expiry ----------------------------------------------------------------------------------
 

@@ -232,35 +232,91 @@ end
 return removed
 """
 
-# KEYS: meta hash, owners hash, rebalances zset (of one group)
-# ARGV: generation, started_at_ms, expire_ms, now_ms, rebalance_window_ms, then (field, "<owner>\\x1f<client_id>") pairs
-# Replaces the group's partition owners; a new generation is remembered as one rebalance.
-SET_GROUP_METADATA = """
+# The end of both rebalance scripts: a new generation counts as a rebalance; the keys live as long as the group's
+# windows do (or expire-group from now, before its first commit).
+_GENERATION_AND_EXPIRY_FN = """
+local function set_generation(meta_key, owners_key, rebalances_key, generation, started_at, expire_ms, now, window_ms)
+  if redis.call('HGET', meta_key, 'generation') ~= generation then
+    redis.call('HSET', meta_key, 'generation', generation)
+    redis.call('ZADD', rebalances_key, started_at, generation)
+  end
+  redis.call('ZREMRANGEBYSCORE', rebalances_key, '-inf', '(' .. (now - window_ms))
+  local expires_at = tonumber(redis.call('HGET', meta_key, 'last') or now) + expire_ms
+  redis.call('PEXPIREAT', meta_key, expires_at)
+  redis.call('PEXPIREAT', owners_key, expires_at)
+  redis.call('PEXPIREAT', rebalances_key, expires_at)
+end
+"""
+
+# KEYS: a group's meta hash, owners hash, rebalances zset
+# ARGV: generation, started at (ms), expire-group (ms), now (ms), rebalance window (ms), then pairs of field and
+# "<owner>\\x1f<client_id>"
+# A classic group's rebalance: its owners replace the group's. A new-protocol group's member state (fields `member:<id>`
+# and `assigned:<id>` of the meta hash, APPLY_MEMBER_CHANGES) goes: the group went back to the classic protocol.
+SET_GROUP_METADATA = (
+    _GENERATION_AND_EXPIRY_FN
+    + """
 local meta_key, owners_key, rebalances_key = KEYS[1], KEYS[2], KEYS[3]
-local generation = ARGV[1]
-local started_at = tonumber(ARGV[2])
-local expire_ms = tonumber(ARGV[3])
-local now = tonumber(ARGV[4])
-local window_ms = tonumber(ARGV[5])
 local FIRST_OWNER_ARG = 6
 
 redis.call('DEL', owners_key)
 for i = FIRST_OWNER_ARG, #ARGV, 2 do
   redis.call('HSET', owners_key, ARGV[i], ARGV[i + 1])
 end
-if redis.call('HGET', meta_key, 'generation') ~= generation then
-  redis.call('HSET', meta_key, 'generation', generation)
-  redis.call('ZADD', rebalances_key, started_at, generation)
+for _, name in ipairs(redis.call('HKEYS', meta_key)) do
+  if string.sub(name, 1, 7) == 'member:' or string.sub(name, 1, 9) == 'assigned:' then
+    redis.call('HDEL', meta_key, name)
+  end
 end
-redis.call('ZREMRANGEBYSCORE', rebalances_key, '-inf', '(' .. (now - window_ms))
--- Live as long as the group's windows do (or expire-group from now, before its first commit).
-local last = tonumber(redis.call('HGET', meta_key, 'last') or now)
-local expires_at = last + expire_ms
-redis.call('PEXPIREAT', meta_key, expires_at)
-redis.call('PEXPIREAT', owners_key, expires_at)
-redis.call('PEXPIREAT', rebalances_key, expires_at)
+set_generation(meta_key, owners_key, rebalances_key, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
+               tonumber(ARGV[4]), tonumber(ARGV[5]))
 return 1
 """
+)
+
+# KEYS: a group's meta hash, owners hash, rebalances zset
+# ARGV: expire-group (ms), now (ms), rebalance window (ms), then a JSON list of the group's new-protocol records in
+# order, each [member id, "m" or "a", value or null, time (ms)] (redis_store.MemberChange.operation).
+# A member record ("m") keeps the member's "<host>\x1f<client id>" in the meta hash's `member:<id>` (null: it left,
+# with its assignment); an assignment ("a") keeps {"epoch", "fields"} in `assigned:<id>` (null: none). The owners are
+# then derived from every member kept, the generation is the highest epoch: whichever worker reads a group's next
+# record changes that member's partitions only, whatever it did not read before (a restart, a rebalance of lagwatch).
+APPLY_MEMBER_CHANGES = (
+    _GENERATION_AND_EXPIRY_FN
+    + """
+local meta_key, owners_key, rebalances_key = KEYS[1], KEYS[2], KEYS[3]
+local operations = cjson.decode(ARGV[4])
+local started_at = tonumber(ARGV[2])
+for _, op in ipairs(operations) do
+  local id, kind, value = op[1], op[2], op[3]
+  started_at = op[4]
+  if value == cjson.null then
+    if kind == 'm' then redis.call('HDEL', meta_key, 'member:' .. id) end
+    redis.call('HDEL', meta_key, 'assigned:' .. id)
+  elseif kind == 'm' then
+    redis.call('HSET', meta_key, 'member:' .. id, value)
+  else
+    redis.call('HSET', meta_key, 'assigned:' .. id, cjson.encode(value))
+  end
+end
+redis.call('DEL', owners_key)
+local generation = 0
+local kept = redis.call('HGETALL', meta_key)
+for i = 1, #kept, 2 do
+  if string.sub(kept[i], 1, 9) == 'assigned:' then
+    local assigned = cjson.decode(kept[i + 1])
+    local owner = redis.call('HGET', meta_key, 'member:' .. string.sub(kept[i], 10)) or '\\31'
+    generation = math.max(generation, assigned.epoch)
+    for _, field in ipairs(assigned.fields) do
+      redis.call('HSET', owners_key, field, owner)
+    end
+  end
+end
+set_generation(meta_key, owners_key, rebalances_key, string.format('%d', generation), started_at,
+               tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
+return 1
+"""
+)
 
 # Compare-and-set of a group's status: applies only if the group's transition count is still `expected_seq`, so
 # two evaluators (or a restarted one) can never record, and publish, the same transition twice.

@@ -5,8 +5,10 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
+from lagwatch.devkit.offsets_topic_writer import member as classic_member
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.services.ingest.test_ingest import _with_owners
@@ -56,6 +58,59 @@ async def test_new_protocol_members_and_assignments_become_owners_and_follow_a_m
         await assignment(writer, "billing", "m-1", 7, {orders: [0, 1]})
         group = await eventually(lambda: _owned(store, {0: "billing-a", 1: "billing-a"}))
         assert group.generation == 7
+
+
+async def test_a_restarted_worker_changes_only_the_owners_of_the_members_whose_records_it_reads(
+    kafka, redis_server, redis
+):
+    """A worker reads from its committed position: after a restart (or a move of the offsets partition to another
+    worker) it has not seen the records of the members that did not change since. Those keep their partitions."""
+    kafka.create_topic("orders", 3)
+    orders = topic_id_hex(kafka.bootstrap, "orders")
+    config = make_config(kafka.bootstrap, redis_server.url)
+    store = WindowStore(redis, config.window())
+    async with OffsetsTopicWriter(kafka.bootstrap) as writer:
+        async with running(IngestWorker(config, CLUSTER)):
+            for partition in range(3):
+                await writer.commit("billing", "orders", partition, 0)
+            await member(writer, "billing", "m-1", "billing-a", "/10.0.0.1")
+            await member(writer, "billing", "m-2", "billing-b", "/10.0.0.2")
+            await assignment(writer, "billing", "m-1", 5, {orders: [0, 1]})
+            await assignment(writer, "billing", "m-2", 5, {orders: [2]})
+            await eventually(lambda: _owned(store, {0: "billing-a", 1: "billing-a", 2: "billing-b"}))
+
+        async with running(IngestWorker(config, CLUSTER)):  # a new worker: it reads on from the committed position
+            await member(writer, "billing", "m-3", "billing-c", "/10.0.0.3")  # joins; m-1 gives it partition 1
+            await assignment(writer, "billing", "m-1", 6, {orders: [0]})
+            await assignment(writer, "billing", "m-3", 6, {orders: [1]})
+            group = await eventually(lambda: _owned(store, {0: "billing-a", 1: "billing-c", 2: "billing-b"}))
+    assert [(p.partition, p.owner) for p in group.partitions] == [(0, "/10.0.0.1"), (1, "/10.0.0.3"), (2, "/10.0.0.2")]
+    assert group.generation == 6
+
+
+async def test_a_group_back_on_the_classic_protocol_forgets_its_members(kafka, redis_server, redis):
+    """A classic rebalance replaces the owners and drops the new-protocol members Redis kept (a later upgrade starts
+    from its own records)."""
+    kafka.create_topic("orders", 2)
+    orders = topic_id_hex(kafka.bootstrap, "orders")
+    config = make_config(kafka.bootstrap, redis_server.url)
+    store = WindowStore(redis, config.window())
+    async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)):
+        for partition in range(2):
+            await writer.commit("billing", "orders", partition, 0)
+        await member(writer, "billing", "m-1", "billing-a", "/10.0.0.1")
+        await assignment(writer, "billing", "m-1", 5, {orders: [0, 1]})
+        await eventually(lambda: _owned(store, {0: "billing-a", 1: "billing-a"}))
+        assert await _meta_fields_are(redis, {b"generation", b"last", b"member:m-1", b"assigned:m-1"})
+        classic = [classic_member("c-1", "billing-z", "/10.0.0.9", {"orders": [0, 1]})]
+        await writer.group_metadata("billing", generation=9, members=classic)
+        group = await eventually(lambda: _owned(store, {0: "billing-z", 1: "billing-z"}))
+        assert group.generation == 9
+        assert await _meta_fields_are(redis, {b"generation", b"last"})
+
+
+async def _meta_fields_are(redis, fields):
+    return set(await redis.hkeys(keys.group_meta(CLUSTER, "billing"))) == fields
 
 
 async def _owned(store: WindowStore, client_ids: dict[int, str]):
