@@ -16,7 +16,14 @@ from pyspark.sql.types import StructField, StructType
 from pyspark.sql.utils import AnalysisException
 
 from lagwatch.shared.config import Config, ConfigError
-from lagwatch.shared.domain.history import COLUMN_NAMES, HISTORY_COLUMNS, KIND_COMMIT, KINDS, OBSERVED_AT_MAX
+from lagwatch.shared.domain.history import (
+    COLUMN_NAMES,
+    GROUP_KINDS,
+    HISTORY_COLUMNS,
+    KIND_COMMIT,
+    KINDS,
+    OBSERVED_AT_MAX,
+)
 from lagwatch.shared.kafka.kafka_client import java_client_options
 from lagwatch.spark.spark_types import spark_type
 
@@ -180,7 +187,7 @@ def bad_row_reason(now_ms: int) -> Column:
     """Why a row cannot be replayed (a short reason), or null for a good row. `now_ms`: the job's clock. A row
     observed past it by more than FUTURE_TOLERANCE_MS comes from a host whose clock ran ahead: the end of a
     cluster's history is its latest row, and one row in, say, 2099 would have every group evaluated until then."""
-    is_commit = F.col("kind") == KIND_COMMIT
+    is_commit, of_group = F.col("kind") == KIND_COMMIT, F.col("kind").isin(*GROUP_KINDS)
     return (
         F.when(F.col("kind").isNull() | ~F.col("kind").isin(*KINDS), F.lit("unknown kind"))
         .when(F.col("cluster").isNull() | (F.col("cluster") == ""), F.lit("no cluster"))
@@ -189,7 +196,7 @@ def bad_row_reason(now_ms: int) -> Column:
         .when(_non_negative("offset"), F.lit("bad offset"))
         .when(_non_negative("observed_at") | (F.col("observed_at") > OBSERVED_AT_MAX), F.lit("bad observed_at"))
         .when(F.col("observed_at") > now_ms + FUTURE_TOLERANCE_MS, F.lit("observed_at in the future"))
-        .when(is_commit & (F.col("group").isNull() | (F.col("group") == "")), F.lit("no group"))
+        .when(of_group & (F.col("group").isNull() | (F.col("group") == "")), F.lit("no group"))
         .when(is_commit & _non_negative("commit_timestamp"), F.lit("bad commit_timestamp"))
-        .when(is_commit & _non_negative("order"), F.lit("bad order"))
+        .when(of_group & _non_negative("order"), F.lit("bad order"))
     )

@@ -28,7 +28,13 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from lagwatch.shared.domain.explanation import Explanation, explain
-from lagwatch.shared.domain.history import KIND_COMMIT, KIND_LOG_START, KIND_TOPIC_DELETED, HistoryRecord
+from lagwatch.shared.domain.history import (
+    KIND_COMMIT,
+    KIND_LOG_START,
+    KIND_OFFSET_DELETED,
+    KIND_TOPIC_DELETED,
+    HistoryRecord,
+)
 from lagwatch.shared.domain.protocol import (
     GroupStatus,
     OffsetEntry,
@@ -81,7 +87,18 @@ class TopicDeleted(NamedTuple):
     deleted_at: int
 
 
-Input = CommitInput | SampleInput | TopicDeleted
+class OffsetDeleted(NamedTuple):
+    """The group's window of a partition goes on an offsets-topic tombstone (history kind `offset-deleted`): in
+    order among the group's commits, as the ingest read them."""
+
+    topic: str
+    partition: int
+    order: int
+    observed_at: int
+
+
+Other = SampleInput | TopicDeleted | OffsetDeleted  # the inputs that are not commits
+Input = CommitInput | Other
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +200,16 @@ class _Group:
             self.last_commit = -1
         return dropped
 
+    def forget_partition(self, tp: TopicPartition) -> None:
+        """The window of one partition goes, as the ingest drops it on an offset-commit tombstone (a group left
+        without windows is deleted); its log-end state stays (the topic still exists)."""
+        part = self.topics.get(tp)
+        if part is not None:
+            part.entries, part.held = [], []  # held commits came before the tombstone: deleted with the window
+        self.windows.discard(tp)
+        if not self.windows:
+            self.last_commit = -1
+
     def held(self) -> int:
         """Commits still waiting for a log end (at the end of the history: for partitions the broker never had)."""
         return sum(len(part.held) for part in self.topics.values())
@@ -264,25 +291,27 @@ def _partition_status(
     return partition_status(ring, now, rules)
 
 
-def replay_inputs(records: Iterable[HistoryRecord]) -> tuple[list[CommitInput], list[SampleInput | TopicDeleted]]:
+def replay_inputs(records: Iterable[HistoryRecord]) -> tuple[list[CommitInput], list[Other]]:
     """History records (`shared/domain/history.py`) as replay inputs: the commits, and the rest (log-end and
-    log-start samples, topic deletions)."""
+    log-start samples, deletions)."""
     commits: list[CommitInput] = []
-    others: list[SampleInput | TopicDeleted] = []
+    others: list[Other] = []
     for r in records:
         if r.kind == KIND_COMMIT:
             commits.append(
                 CommitInput(r.topic, r.partition, r.offset, r.commit_timestamp or 0, r.order or 0, r.observed_at)
             )
         else:
-            others.append(other_input(r.kind, r.topic, r.partition, r.offset, r.observed_at))
+            others.append(other_input(r.kind, r.topic, r.partition, r.offset, r.observed_at, r.order))
     return commits, others
 
 
-def other_input(kind: str, topic: str, partition: int, offset: int, at: int) -> SampleInput | TopicDeleted:
+def other_input(kind: str, topic: str, partition: int, offset: int, at: int, order: int | None) -> Other:
     """A history record that is not a commit, as a replay input."""
     if kind == KIND_TOPIC_DELETED:
         return TopicDeleted(topic, at)
+    if kind == KIND_OFFSET_DELETED:
+        return OffsetDeleted(topic, partition, order or 0, at)
     return SampleInput(topic, partition, offset, at, kind == KIND_LOG_START)
 
 
@@ -294,13 +323,13 @@ def replay_group(
     cluster: str,
     group: str,
     commits: Iterable[CommitInput],
-    samples: Iterable[SampleInput | TopicDeleted],
+    samples: Iterable[Other],
     config: ReplayConfig,
     *,
     end_ms: int | None = None,
 ) -> ReplayResult:
-    """Replay a group's commits, the samples of its partitions and the deletions of its topics; evaluate until
-    `end_ms` (default: the last input). Inputs need not be sorted."""
+    """Replay a group's commits, the samples of its partitions and the deletions of its topics and windows;
+    evaluate until `end_ms` (default: the last input). Inputs need not be sorted."""
     timeline_inputs = _timeline(commits, samples)
     result = ReplayResult()
     if not timeline_inputs:
@@ -332,15 +361,22 @@ def replay_group(
 _Timeline = list[tuple[int, int, int, Input]]
 
 
-def _timeline(commits: Iterable[CommitInput], samples: Iterable[SampleInput | TopicDeleted]) -> _Timeline:
-    """The inputs in replay order: (time, then on ties a deletion, a sample, a commit; tie-breaker, input). A topic
-    deleted and re-created within the same ms: the new topic's samples come after its deletion."""
-    timeline_inputs: _Timeline = [
-        (s.deleted_at, -1, 0, s) if isinstance(s, TopicDeleted) else (s.sampled_at, 0, 0, s) for s in samples
-    ]
+def _timeline(commits: Iterable[CommitInput], others: Iterable[Other]) -> _Timeline:
+    """The inputs in replay order: (time, then on ties a topic deletion, a sample, the group's own records; order
+    among those, input). A topic deleted and re-created within the same ms: its new samples come after the deletion;
+    an offset deleted comes among the group's commits by the order they were read in."""
+    timeline_inputs: _Timeline = [_place(o) for o in others]
     timeline_inputs.extend((c.observed_at, 1, c.order, c) for c in commits)
     timeline_inputs.sort(key=lambda item: item[:3])
     return timeline_inputs
+
+
+def _place(item: Other) -> tuple[int, int, int, Input]:
+    if isinstance(item, TopicDeleted):
+        return item.deleted_at, -1, 0, item
+    if isinstance(item, OffsetDeleted):
+        return item.observed_at, 1, item.order, item
+    return item.sampled_at, 0, 0, item
 
 
 def _apply_inputs(state: _Group, timeline_inputs: _Timeline, i: int, until: int, outcomes: dict[str, int]) -> int:
@@ -353,6 +389,9 @@ def _apply_inputs(state: _Group, timeline_inputs: _Timeline, i: int, until: int,
             dropped, name = state.forget_topic(item.topic), AddOutcome.NO_BROKER_OFFSET.name
             if dropped:
                 outcomes[name] = outcomes.get(name, 0) + dropped
+            continue
+        if isinstance(item, OffsetDeleted):
+            state.forget_partition((item.topic, item.partition))
             continue
         applied = state.add_sample(item) if isinstance(item, SampleInput) else [state.add_commit(item)]
         for outcome in applied:

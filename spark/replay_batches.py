@@ -21,10 +21,9 @@ from lagwatch.shared.domain.status_event import fitted
 from lagwatch.spark.backtest import Variant, count_notifications
 from lagwatch.spark.replay import (
     CommitInput,
+    Other,
     ReplayConfig,
     ReplayResult,
-    SampleInput,
-    TopicDeleted,
     other_input,
     replay_group,
 )
@@ -98,13 +97,13 @@ class ReplayJob:
 
 
 def replay_rows(
-    cluster: str, group: str, commits: list[CommitInput], samples: list[SampleInput | TopicDeleted], job: ReplayJob
+    cluster: str, group: str, commits: list[CommitInput], samples: list[Other], job: ReplayJob
 ) -> list[dict[str, Any]]:
     return list(group_rows(cluster, group, commits, samples, job))
 
 
 def group_rows(
-    cluster: str, group: str, commits: list[CommitInput], samples: list[SampleInput | TopicDeleted], job: ReplayJob
+    cluster: str, group: str, commits: list[CommitInput], samples: list[Other], job: ReplayJob
 ) -> Iterator[dict[str, Any]]:
     """A group's output rows, one at a time: a busy group over months has a timeline row per tick (~780k in 90
     days at 10 s), far too many to hold at once as rows."""
@@ -139,11 +138,11 @@ def replay_batches(
 
 def _groups(
     batches: Iterable[pa.RecordBatch],
-) -> Iterator[tuple[tuple[str, str], list[CommitInput], list[SampleInput | TopicDeleted]]]:
+) -> Iterator[tuple[tuple[str, str], list[CommitInput], list[Other]]]:
     """Consecutive rows of one (cluster, group), as replay inputs; a group may continue into the next batch."""
     key: tuple[str, str] | None = None
     commits: list[CommitInput] = []
-    samples: list[SampleInput | TopicDeleted] = []
+    samples: list[Other] = []
     for batch in batches:
         c = batch.to_pydict()
         rows = zip(
@@ -166,7 +165,7 @@ def _groups(
             if kind == KIND_COMMIT:
                 commits.append(CommitInput(topic, partition, offset, timestamp, order, observed_at))
             else:
-                samples.append(other_input(kind, topic, partition, offset, observed_at))
+                samples.append(other_input(kind, topic, partition, offset, observed_at, order))
     if key is not None:
         yield key, commits, samples
 

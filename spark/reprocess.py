@@ -36,7 +36,7 @@ from typing import Any
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config, ConfigError, load_config
 from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.history import COLUMN_NAMES, KIND_TOPIC_DELETED, SAMPLE_KINDS
+from lagwatch.shared.domain.history import COLUMN_NAMES, KIND_OFFSET_DELETED, KIND_TOPIC_DELETED, SAMPLE_KINDS
 from lagwatch.spark.backtest import BacktestError, Variant, load_variants, production_variant
 from lagwatch.spark.charts import PAD, WIDTH
 from lagwatch.spark.inputs import HistorySource
@@ -224,10 +224,12 @@ def _replay(spark, good, job: ReplayJob):
 
     commits = good.where(F.col("kind") == "commit")
     group_topics = commits.select("cluster", "group", "topic").distinct()
-    # samples, and deletions from Kafka, go to every group of their topic; a deletion from one group, to that group
+    # samples, and deletions of topics from Kafka, go to every group of their topic
     every_group = F.col("kind").isin(*SAMPLE_KINDS) | ((F.col("kind") == KIND_TOPIC_DELETED) & F.col("group").isNull())
     samples = good.where(every_group).drop("group").join(group_topics, ["cluster", "topic"])
-    one_group = good.where((F.col("kind") == KIND_TOPIC_DELETED) & F.col("group").isNotNull())
+    # deletions from one group (a topic through the api, a window on a tombstone) go to that group
+    from_group = (F.col("kind") == KIND_TOPIC_DELETED) & F.col("group").isNotNull()
+    one_group = good.where(from_group | (F.col("kind") == KIND_OFFSET_DELETED))
     deletions = one_group.join(group_topics, ["cluster", "group", "topic"], "left_semi")
     inputs = commits.unionByName(samples).unionByName(deletions)
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))

@@ -33,9 +33,10 @@ from lagwatch.services.ingest.records import (
 from lagwatch.services.ingest.window_cache import CachedGroup, WindowCache
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.history import HistoryMessages
+from lagwatch.shared.domain.history import HistoryMessages, commits_key, offset_deleted_record
 from lagwatch.shared.domain.window import Commit, expired
 from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import type_label
 from lagwatch.shared.store.packed_window import add_to_ring
 from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER, GroupMetadataUpdate, WindowStore
@@ -65,8 +66,11 @@ class AppliedBatch:
     history: HistoryMessages = field(default_factory=HistoryMessages)  # every commit's history record, when kept
     deferred: list[RecordLike] = field(default_factory=list)  # records waiting for their group or log end
     waiting: dict[str, int] = field(default_factory=dict)  # group -> offsets-topic partition, for those records
-    # group -> its windows as a group tombstone found them: a protocol upgrade's records next put them back
+    # group -> its windows as a group tombstone found them (and the tombstone's order and offsets partition): a
+    # protocol upgrade's records next put them back
     tombstoned: dict[str, tuple] = field(default_factory=dict)
+    # windows gone on offset-commit tombstones: (offsets partition, group, (topic, partition), tombstone's order)
+    offsets_deleted: list[tuple[int, str, tuple[str, int], int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -136,6 +140,19 @@ class BatchProcessor:
             positions, batch.positions, batch.waiting = batch.positions, {}, {}  # the first pass saw every record
             self._pass(deferred, batch, defer=False)
             batch.positions = positions
+        if self.keep_commits and (batch.offsets_deleted or batch.tombstoned):
+            self._archive_deletions(batch)
+
+    def _archive_deletions(self, batch: AppliedBatch) -> None:
+        """The windows tombstones removed, as `offset-deleted` history records (rare), for the replay to remove them
+        too: those of offset-commit tombstones, and every one of a group whose tombstone was not an upgrade's."""
+        gone = list(batch.offsets_deleted)
+        for group, (rings, *_, order, offsets_partition) in batch.tombstoned.items():
+            gone += [(offsets_partition, group, keys.parse_partition_field(f), order) for f in rings]
+        for offsets_partition, group, (topic, partition), order in gone:
+            record = offset_deleted_record(self.cluster, group, topic, partition, order, batch.observed_at)
+            batch.history.add(commits_key(self.cluster, offsets_partition), record.encode())
+        batch.history.close()
 
     async def apply(self, records: Sequence[RecordLike]) -> AppliedBatch:
         """Both passes (tests and simple callers)."""
@@ -251,7 +268,7 @@ class BatchProcessor:
                 batch.waiting[step.group] = record.partition()
                 batch.deferred.append(record)
                 return
-            self._delete_group(step.group, record.partition(), batch)
+            self._delete_group(step.group, record.partition(), record.offset(), batch)
         elif isinstance(step, GroupRebalance):
             self._rebalances.append(GroupMetadataUpdate(step.group, step.generation, step.started_at, step.owners))
             batch.touched[step.group] = "rebalance"
@@ -260,10 +277,11 @@ class BatchProcessor:
             self._rebalances.append(member_change(step, record.timestamp()[1]))
             batch.touched[step.group] = "rebalance"
 
-    def _delete_group(self, group: str, partition: int, batch: AppliedBatch) -> None:
+    def _delete_group(self, group: str, partition: int, order: int, batch: AppliedBatch) -> None:
         cached = self.cache.groups.get(group)
         if cached is not None and cached.rings:
-            batch.tombstoned[group] = (cached.rings, cached.changed, cached.removed, cached.last, cached.replace)
+            kept = (cached.rings, cached.changed, cached.removed, cached.last, cached.replace, order, partition)
+            batch.tombstoned[group] = kept
         self.cache.delete_group(group, partition)
         self._rebalances = [r for r in self._rebalances if r.group != group]  # deleted with it
         batch.tally["group_deleted"] += 1
@@ -278,7 +296,7 @@ class BatchProcessor:
         if kept is None or batch.touched.get(group) != "deleted":
             return
         cached = self.cache.groups[group]
-        cached.rings, cached.changed, cached.removed, cached.last, cached.replace = kept
+        cached.rings, cached.changed, cached.removed, cached.last, cached.replace = kept[:5]
         batch.tally["group_deleted"] -= 1
         if not batch.tally["group_deleted"]:
             del batch.tally["group_deleted"]
@@ -295,6 +313,7 @@ class BatchProcessor:
             return
         batch.tally["offset_commit_tombstone"] += 1
         if self.cache.delete_partition(group, commit_key[3], record.partition()):
+            batch.offsets_deleted.append((record.partition(), group, commit_key[4], record.offset()))
             batch.touched[group] = "commits" if self.cache.groups[group].rings else "deleted"
 
     # --- writing ---------------------------------------------------------------------------------------------

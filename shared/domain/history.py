@@ -1,25 +1,28 @@
 """The history lagwatch keeps of what it ingested, for the Spark replay (`lagwatch.spark`).
 
-Four kinds of normalized records, one flat shape so a file or a topic can hold them all:
+Five kinds of normalized records, one flat shape so a file or a topic can hold them all:
 
-| column            | commit                        | broker (log-end sample) | log-start (sample) | topic-deleted    |
-| ----------------- | ----------------------------- | ----------------------- | ------------------ | ---------------- |
-| `kind`            | `"commit"`                    | `"broker"`              | `"log-start"`      | `"topic-deleted"`|
-| `cluster`         | cluster name                  | cluster name            | cluster name       | cluster name     |
-| `group`           | consumer group                | null                    | null               | null, or a group |
-| `topic`           | topic                         | topic                   | topic              | topic            |
-| `partition`       | partition                     | partition               | partition          | 0                |
-| `offset`          | committed offset              | log-end offset          | log-start offset   | 0                |
-| `commit_timestamp`| commit timestamp of the record| null                    | null               | null             |
-| `order`           | offset of the record          | null                    | null               | null             |
-| `observed_at`     | when lagwatch read the commit | when sampled            | when sampled       | when deleted     |
+| column            | commit                | broker (log-end) | log-start     | topic-deleted    | offset-deleted    |
+| ----------------- | --------------------- | ---------------- | ------------- | ---------------- | ----------------- |
+| `kind`            | `"commit"`            | `"broker"`       | `"log-start"` | `"topic-deleted"`| `"offset-deleted"`|
+| `cluster`         | cluster name          | cluster name     | cluster name  | cluster name     | cluster name      |
+| `group`           | consumer group        | null             | null          | null, or a group | consumer group    |
+| `topic`           | topic                 | topic            | topic         | topic            | topic             |
+| `partition`       | partition             | partition        | partition     | 0                | partition         |
+| `offset`          | committed offset      | log-end offset   | log-start     | 0                | 0                 |
+| `commit_timestamp`| commit timestamp      | null             | null          | null             | null              |
+| `order`           | offset of the record  | null             | null          | null             | of the tombstone  |
+| `observed_at`     | when lagwatch read it | when sampled     | when sampled  | when deleted     | when read         |
 
 Times are ms since the epoch; `order` is the commit record's offset in the offsets topic. Log-start samples (every
 `topic-refresh`) let the replay estimate retention risk as the evaluator does (`shared/domain/retention.py`, from the
 log start's pace; the topics' `retention.ms` is not in the history). A `topic-deleted` record says every partition
 of the topic left the windows, as the live store drops them: with `group` null, the topic was deleted from Kafka
 (or re-created with fewer partitions: the new ones come back with their samples and commits), for every group; with
-a group, it was deleted from that group through the api (Burrow's `DELETE .../consumer/<group>/topic/<topic>`).
+a group, it was deleted from that group through the api (Burrow's `DELETE .../consumer/<group>/topic/<topic>`). An
+`offset-deleted` record says the group's window of that partition went, on a tombstone of the offsets topic: the
+partition's offset deleted or expired, or the whole group deleted (a record per partition it had, all at the group
+tombstone's `order`; not when the tombstone was a protocol upgrade's, which keeps the windows).
 
 On the history topic (`lagwatch.history`) each record is one JSON object with these keys, and a message holds one
 or more records of one key, one per line (JSON Lines, in the order read). Keys only place messages (the archiver
@@ -50,7 +53,9 @@ KIND_COMMIT = "commit"
 KIND_BROKER = "broker"
 KIND_LOG_START = "log-start"
 KIND_TOPIC_DELETED = "topic-deleted"
-KINDS = (KIND_COMMIT, KIND_BROKER, KIND_LOG_START, KIND_TOPIC_DELETED)
+KIND_OFFSET_DELETED = "offset-deleted"
+KINDS = (KIND_COMMIT, KIND_BROKER, KIND_LOG_START, KIND_TOPIC_DELETED, KIND_OFFSET_DELETED)
+GROUP_KINDS = (KIND_COMMIT, KIND_OFFSET_DELETED)  # a group's own records: a group and an `order`, replayed in order
 SAMPLE_KINDS = (KIND_BROKER, KIND_LOG_START)
 
 # (name, type) in file order; the types are Arrow / Spark SQL type names shared by the archiver and the job
@@ -222,6 +227,13 @@ def topic_deleted_record(cluster: str, topic: str, deleted_at: int, group: str |
     return HistoryRecord(KIND_TOPIC_DELETED, cluster, group, topic, 0, 0, None, None, deleted_at)
 
 
+def offset_deleted_record(
+    cluster: str, group: str, topic: str, partition: int, order: int, observed_at: int
+) -> HistoryRecord:
+    """A group's window of a partition gone on an offsets-topic tombstone at `order`."""
+    return HistoryRecord(KIND_OFFSET_DELETED, cluster, group, topic, partition, 0, None, order, observed_at)
+
+
 def decode(value: bytes) -> HistoryRecord:
     """A record from the history topic; HistoryRecordInvalid names what is wrong."""
     try:
@@ -250,12 +262,15 @@ def check(record: HistoryRecord) -> str | None:
         return "cluster must be a cluster's name (letters, digits, '.', '_', '-')"  # it names a directory
     if not _text(record.topic):
         return "topic is empty or not UTF-8 text"
-    is_commit = record.kind == KIND_COMMIT
-    if not (_text(record.group) if is_commit else record.group is None or _text(record.group)):
-        return "group is empty or not UTF-8 text" if is_commit else "group must be UTF-8 text or null"
+    of_group = record.kind in GROUP_KINDS
+    if not (_text(record.group) if of_group else record.group is None or _text(record.group)):
+        return "group is empty or not UTF-8 text" if of_group else "group must be UTF-8 text or null"
+    nullable = (
+        () if record.kind == KIND_COMMIT else ("commit_timestamp",) if of_group else ("commit_timestamp", "order")
+    )
     for name, ceiling in _INTEGERS:
         value = getattr(record, name)
-        if value is None and not is_commit and name in ("commit_timestamp", "order"):
+        if value is None and name in nullable:
             continue
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= ceiling:
             return f"{name} must be a non-negative integer (at most {ceiling})"

@@ -17,13 +17,20 @@ import pyarrow.parquet as pq
 import pytest
 
 from lagwatch.shared.config import load_config
-from lagwatch.shared.domain.history import KIND_BROKER, KIND_COMMIT, HistoryMessages, HistoryRecord
+from lagwatch.shared.domain.history import (
+    KIND_BROKER,
+    KIND_COMMIT,
+    HistoryMessages,
+    HistoryRecord,
+    offset_deleted_record,
+)
 from lagwatch.shared.domain.status_event import schema
 from lagwatch.shared.store.history_files import HistoryFileWriter
 from lagwatch.spark import reprocess
 from lagwatch.spark.inputs import history_of_messages
 from lagwatch.spark.reprocess import JobError, ReprocessOptions, run, spark_session
 from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, group_name, history_records, scenario_of
+from tests.spark.test_spark_replay import T0 as REPLAY_T0
 from tests.spark.test_spark_replay import deletions_history
 
 SHAPE = HistoryShape(groups=12, partitions=2, commits_per_partition=20)
@@ -292,6 +299,21 @@ def test_topic_deletions_reach_their_groups_as_in_the_plain_python_replay(spark,
     assert dict(report["status"]) == {"a": "OK", "b": "ERR"}
     events = pd.read_parquet(tmp_path / "out" / "events")
     assert list(events.sort_values(["group", "seq"])["status"]) == ["OK", "OK", "ERR"]  # a; b: no REWIND of `old`
+
+
+def test_a_window_deleted_on_a_tombstone_reaches_its_group_only(spark, tmp_path):
+    """Group b's offset of `stuck` deleted (an `offset-deleted` record): its STOP there goes, as a's did with the
+    topic deleted from it through the api."""
+    root = tmp_path / "history"
+    writer = HistoryFileWriter(str(root))
+    writer.add([*deletions_history(), offset_deleted_record("prod", "b", "stuck", 0, 25, REPLAY_T0 + 120_000)])
+    writer.flush()
+
+    summary = job(spark, root, tmp_path / "out", charts=0)
+
+    report = pd.read_parquet(tmp_path / "out" / "report").set_index("group")
+    assert (summary["groups"], summary["rows_bad"]) == (2, {})
+    assert dict(report["status"]) == {"a": "OK", "b": "OK"}
 
 
 def test_json_lines_history_reads_the_same(spark, tmp_path):

@@ -18,7 +18,15 @@ from lagwatch.shared.domain.window import WindowConfig
 from lagwatch.shared.subscriptions.notification_policy import Policy
 from lagwatch.spark.backtest import BacktestError, count_notifications, variants_from_document
 from lagwatch.spark.charts import GroupChart, page
-from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group, replay_inputs, status_changes
+from lagwatch.spark.replay import (
+    CommitInput,
+    OffsetDeleted,
+    ReplayConfig,
+    SampleInput,
+    replay_group,
+    replay_inputs,
+    status_changes,
+)
 from lagwatch.spark.replay_batches import ReplayJob, replay_batches, replay_rows
 from lagwatch.spark.report import group_report, weighted_percentile
 from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, group_records, scenario_of
@@ -403,3 +411,23 @@ def test_a_topic_deleted_and_re_created_starts_afresh_and_one_deleted_from_a_gro
     for group in ("a", "b"):
         status, partitions = ended[False, group]
         assert status == "ERR" and partitions["old"] == "REWIND"
+
+
+def test_windows_deleted_on_tombstones_leave_the_replay_as_they_left_the_live_windows():
+    """A group stops committing on partition 1 (a STOP ahead) and its offset there is deleted, or the whole group
+    is deleted (`offset-deleted` records at the tombstone's order, one per partition for a group)."""
+    commits = [
+        CommitInput("t", p, 100 * i, T0 + i * 10_000, 2 * i + p, T0 + i * 10_000) for i in range(10) for p in (0, 1)
+    ]
+    commits += [CommitInput("t", 0, 100 * i, T0 + i * 10_000, 2 * i, T0 + i * 10_000) for i in range(10, 30)]
+    samples = [SampleInput("t", p, 100 * i, T0 + i * 10_000 - 1) for i in range(30) for p in (0, 1)]
+    offset_deleted = [OffsetDeleted("t", 1, 21, T0 + 100_000)]
+    group_deleted = [OffsetDeleted("t", p, 59, T0 + 300_000) for p in (0, 1)]  # after its last commit (order 58)
+
+    def changes(deletions):
+        result = replay_group("c", "g", commits, samples + deletions, ReplayConfig(), end_ms=T0 + 400_000)
+        return status_changes(result.events)
+
+    assert changes([]) == [("NOTFOUND", "OK"), ("OK", "ERR")]  # partition 1 stopped
+    assert changes(offset_deleted) == [("NOTFOUND", "OK")]
+    assert changes(offset_deleted + group_deleted) == [("NOTFOUND", "OK"), ("OK", "NOTFOUND")]

@@ -21,7 +21,7 @@ from lagwatch.services.ingest.records import RawRecord
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.history import KIND_TOPIC_DELETED
+from lagwatch.shared.domain.history import KIND_TOPIC_DELETED, decode, records_of
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import read_totals
@@ -310,8 +310,47 @@ async def test_a_group_tombstone_followed_by_new_protocol_records_keeps_the_wind
         assert await windows_of(store, "b") == {0: [7]}
 
 
+async def test_tombstones_that_remove_windows_are_history_records_and_an_upgrades_is_not(kafka, redis_server, redis):
+    """An offset-commit tombstone and a group tombstone remove windows: `offset-deleted` records at the tombstone's
+    order say so, for the replay to remove them too (tests/spark/test_spark_replay.py). An upgrade's tombstone
+    removes nothing."""
+    kafka.create_topic("orders", 2)
+    await produce(kafka.bootstrap, "orders", {0: 20, 1: 20})
+    store = WindowStore(redis)
+    async with batch_processor(kafka, store, keep_commits=True) as processor:
+        now = int(time.time() * 1000)
+
+        def record(key, value, order):
+            return RawRecord(key, value, 0, order, now)
+
+        def commit(group, partition, order):
+            key = codec.encode_offset_commit_key(group, "orders", partition)
+            return record(key, codec.encode_offset_commit_value(5, now), order)
+
+        commits = [commit("a", 0, 1), commit("a", 1, 2), commit("b", 0, 3), commit("b", 1, 4), commit("c", 0, 5)]
+        await processor.process(commits)
+        member_key = codec.encode_consumer_group_member_key("c", "m-1")
+        member = codec.encode_consumer_group_member_value(client_id="c", client_host="/h", subscribed_topics=["orders"])
+        batch = await processor.apply(
+            [
+                record(codec.encode_offset_commit_key("a", "orders", 1), None, 10),  # a's offset of orders-1 deleted
+                record(codec.encode_group_metadata_key("b"), None, 11),  # b deleted
+                record(codec.encode_group_metadata_key("c"), None, 12),  # c upgraded to the new protocol
+                record(member_key, member, 13),
+            ]
+        )
+        batch.history.close()
+    archived = [decode(line) for _, value in batch.history.messages for line in records_of(value)]
+    assert sorted((r.kind, r.group, r.topic, r.partition, r.order) for r in archived) == [
+        ("offset-deleted", "a", "orders", 1, 10),
+        ("offset-deleted", "b", "orders", 0, 11),
+        ("offset-deleted", "b", "orders", 1, 11),
+    ]
+    assert {r.observed_at for r in archived} == {batch.observed_at}
+
+
 @contextlib.asynccontextmanager
-async def batch_processor(kafka, store):
+async def batch_processor(kafka, store, **options):
     """The batch processor, fed records directly (the order inside one batch is then certain), over log ends read
     once from the mock."""
     broker_offsets = BrokerOffsets(
@@ -320,7 +359,7 @@ async def batch_processor(kafka, store):
     await broker_offsets.start()
     try:
         await broker_offsets.tick()
-        yield BatchProcessor(CLUSTER, store, broker_offsets, GroupFilter())
+        yield BatchProcessor(CLUSTER, store, broker_offsets, GroupFilter(), **options)
     finally:
         await broker_offsets.stop()
 
