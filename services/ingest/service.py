@@ -311,9 +311,10 @@ class IngestWorker:
         stop came while Redis or Kafka was down."""
         batch = self.processor.start(records)
         if batch.deferred:  # groups to load from Redis, log ends to ask Kafka for
-            if await self._retry("loading windows", lambda: self.processor.load_deferred(batch)) is None:
+            loaded = await self._retry("loading windows", lambda: self.processor.load_deferred(batch))
+            if loaded is None:
                 return False
-            self.processor.finish(batch)
+        self.processor.finish(batch)  # the set-aside records, and the windows tombstones removed to the history
         if not await self._drain():
             return False
         flush = self.processor.take_flush(batch.observed_at)

@@ -21,7 +21,7 @@ from lagwatch.services.ingest.records import RawRecord
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.history import KIND_TOPIC_DELETED, decode, records_of
+from lagwatch.shared.domain.history import decode, records_of
 from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import read_totals
@@ -449,14 +449,14 @@ async def _deletion_taken(redis):
 
 
 async def test_deleted_topics_go_to_the_history_for_the_replay(kafka, redis_server, redis):
-    """Kafka's deletion of a topic, and the api's of a topic from one group, are history records (`topic-deleted`):
-    the Spark replay drops the partitions when the live store did (tests/spark/test_spark_replay.py)."""
-    for topic in (HISTORY_TOPIC, "orders", "audit"):
+    """Kafka's deletion of a topic, and the api's of a topic from one group, are history records (`topic-deleted`),
+    and so is a window an offset-commit tombstone removed (`offset-deleted`): the Spark replay drops them when the
+    live store did (tests/spark/test_spark_replay.py)."""
+    for topic in (HISTORY_TOPIC, "orders", "audit", "refunds"):
         kafka.create_topic(topic, 1)
     async with ingest_and_api(kafka, redis_server, redis, API__TOKEN="t0ken", HISTORY__ENABLED="true") as run:
-        await produce(kafka.bootstrap, "orders", {0: 5})
-        await produce(kafka.bootstrap, "audit", {0: 5})
-        for topic in ("orders", "audit"):
+        for topic in ("orders", "audit", "refunds"):
+            await produce(kafka.bootstrap, topic, {0: 5})
             await run.writer.commit("billing", topic, 0, 3)
             await eventually(lambda topic=topic: _newest_offset_of(run.store, "billing", (topic, 0), 3))
         started = now_ms()
@@ -464,11 +464,20 @@ async def test_deleted_topics_go_to_the_history_for_the_replay(kafka, redis_serv
         async with run.http.delete(url, headers={"Authorization": "Bearer t0ken"}) as response:
             assert response.status == 200
         kafka.delete_topic("audit")
-        await eventually(lambda: _deletions_archived(kafka.bootstrap, 2), timeout=20)
-    deletions = [r for r in await _history(kafka.bootstrap) if r.kind == KIND_TOPIC_DELETED]
-    assert sorted((r.topic, r.group) for r in deletions) == [("audit", None), ("orders", "billing")]
+        tombstone = await run.writer.raw("billing", codec.encode_offset_commit_key("billing", "refunds", 0), None)
+        await eventually(lambda: _deletions_archived(kafka.bootstrap, 3), timeout=20)
+    deletions = [r for r in await _history(kafka.bootstrap) if r.kind in DELETIONS]
+    assert sorted((r.kind, r.topic, r.group) for r in deletions) == [
+        ("offset-deleted", "refunds", "billing"),
+        ("topic-deleted", "audit", None),
+        ("topic-deleted", "orders", "billing"),
+    ]
     assert all(started <= r.observed_at <= now_ms() and r.cluster == CLUSTER for r in deletions)
+    assert next(r.order for r in deletions if r.kind == "offset-deleted") == tombstone
+
+
+DELETIONS = ("topic-deleted", "offset-deleted")
 
 
 async def _deletions_archived(bootstrap, count):
-    return len([r for r in await _history(bootstrap) if r.kind == KIND_TOPIC_DELETED]) >= count
+    return len([r for r in await _history(bootstrap) if r.kind in DELETIONS]) >= count
