@@ -222,25 +222,6 @@ def test_values_past_what_the_replay_holds_are_bad_rows_not_a_failed_job(spark, 
     assert summary["groups"] == SHAPE.groups
 
 
-def test_a_row_from_a_host_whose_clock_ran_ahead_is_a_bad_row_not_the_end_of_every_groups_history(
-    spark, history, tmp_path
-):
-    """The end of a cluster's history is its latest row: one observed two days from now would have every group
-    evaluated, expired and weighed in the report until then. A host a few minutes ahead is within the tolerance."""
-    _copy(history, tmp_path / "history")
-    now = int(time.time() * 1000)
-    writer = HistoryFileWriter(str(tmp_path / "history"))  # files of their own days, as the archiver files them
-    writer.add(HistoryRecord(KIND_BROKER, "prod", None, "t", 0, 5, None, None, now + ahead) for ahead in (MIN10, DAY2))
-    writer.flush()
-
-    summary = job(spark, tmp_path / "history", tmp_path / "out", charts=0)
-
-    assert summary["rows_bad"] == {"observed_at in the future": 1}
-    assert summary["groups"] == SHAPE.groups
-    timeline = pd.read_parquet(tmp_path / "out" / "timeline")
-    assert timeline["at"].max() <= now + MIN10 + 10_000  # the end: the row ten minutes ahead, not two days
-
-
 def test_rows_of_older_files_lacking_a_column_are_bad_rows_whichever_file_spark_reads_the_schema_of(
     spark, history, tmp_path
 ):
@@ -284,36 +265,43 @@ def test_a_cluster_or_a_day_of_the_archive_reads_as_the_whole_does(spark, histor
         assert (summary["rows_bad"], summary["groups"]) == ({}, groups)
 
 
-def test_topic_deletions_reach_their_groups_as_in_the_plain_python_replay(spark, tmp_path):
-    """Kafka's deletion of a topic (no group) goes to every group committing to it; the api's deletion from one
-    group, to that group only (tests/spark/test_spark_replay.py says what each group reads)."""
-    root = tmp_path / "history"
-    writer = HistoryFileWriter(str(root))
-    writer.add(deletions_history())
+@pytest.fixture(scope="module")
+def edges(spark, tmp_path_factory) -> tuple[dict, Path, int]:
+    """One job over small histories of the edges: cluster `prod` has groups a and b of `deletions_history` (see
+    tests/spark/test_spark_replay.py) and c, b's twin whose offset of `stuck` was deleted; cluster `ahead` has a
+    group d, caught up a minute ago, and two rows from a host whose clock ran ahead: ten minutes and two days."""
+    root = tmp_path_factory.mktemp("edges")
+    now = int(time.time() * 1000)
+    writer = HistoryFileWriter(str(root))  # files of their own days, as the archiver files them
+    writer.add(deletions_history(groups=("a", "b", "c")))
+    writer.add([offset_deleted_record("prod", "c", "stuck", 0, 25, REPLAY_T0 + 120_000)])
+    writer.add([HistoryRecord(KIND_COMMIT, "ahead", "d", "t", 0, 5, now - 60_000, 1, now - 60_000)])
+    samples = (-61_000, MIN10, DAY2)  # a minute ago, then the two from the future
+    writer.add(HistoryRecord(KIND_BROKER, "ahead", None, "t", 0, 5, None, None, now + t) for t in samples)
     writer.flush()
-
-    summary = job(spark, root, tmp_path / "out", charts=0)
-
-    report = pd.read_parquet(tmp_path / "out" / "report").set_index("group")
-    assert (summary["groups"], summary["rows_bad"]) == (2, {})
-    assert dict(report["status"]) == {"a": "OK", "b": "ERR"}
-    events = pd.read_parquet(tmp_path / "out" / "events")
-    assert list(events.sort_values(["group", "seq"])["status"]) == ["OK", "OK", "ERR"]  # a; b: no REWIND of `old`
+    out = tmp_path_factory.mktemp("edges-out") / "out"
+    return job(spark, root, out, charts=0), out, now
 
 
-def test_a_window_deleted_on_a_tombstone_reaches_its_group_only(spark, tmp_path):
-    """Group b's offset of `stuck` deleted (an `offset-deleted` record): its STOP there goes, as a's did with the
-    topic deleted from it through the api."""
-    root = tmp_path / "history"
-    writer = HistoryFileWriter(str(root))
-    writer.add([*deletions_history(), offset_deleted_record("prod", "b", "stuck", 0, 25, REPLAY_T0 + 120_000)])
-    writer.flush()
+def test_deletions_reach_their_groups_as_in_the_plain_python_replay(edges):
+    """Kafka's deletion of a topic (no group) goes to every group committing to it; the api's deletion of a topic
+    from one group, and a window deleted on a tombstone, to that group only."""
+    summary, out, _ = edges
+    report = pd.read_parquet(out / "report").set_index("group")
+    assert summary["groups"] == 4
+    assert dict(report["status"]) == {"a": "OK", "b": "ERR", "c": "OK", "d": "OK"}
+    events = pd.read_parquet(out / "events").sort_values(["group", "seq"])
+    assert list(events[events["group"] == "b"]["status"]) == ["OK", "ERR"]  # STOP on `stuck`, no REWIND of `old`
+    assert list(events[events["group"] == "c"]["status"]) == ["OK"]
 
-    summary = job(spark, root, tmp_path / "out", charts=0)
 
-    report = pd.read_parquet(tmp_path / "out" / "report").set_index("group")
-    assert (summary["groups"], summary["rows_bad"]) == (2, {})
-    assert dict(report["status"]) == {"a": "OK", "b": "OK"}
+def test_a_row_from_a_host_whose_clock_ran_ahead_is_a_bad_row_not_the_end_of_every_groups_history(edges):
+    """The end of a cluster's history is its latest row: one observed two days from now would have every group
+    evaluated, expired and weighed in the report until then. A host a few minutes ahead is within the tolerance."""
+    summary, out, now = edges
+    assert summary["rows_bad"] == {"observed_at in the future": 1}
+    timeline = pd.read_parquet(out / "timeline")
+    assert timeline[timeline["cluster"] == "ahead"]["at"].max() <= now + MIN10 + 10_000  # not two days on
 
 
 def test_json_lines_history_reads_the_same(spark, tmp_path):

@@ -364,7 +364,9 @@ def test_messages_retention_skips_while_the_lag_stands_still_show_in_the_timelin
     assert result.timeline[-1].skipped_messages == 10 * 26 * 30 - 5000  # the log start at 780 s, less the commit
 
 
-def deletions_history(cluster: str = "prod", with_deletions: bool = True) -> list[HistoryRecord]:
+def deletions_history(
+    cluster: str = "prod", with_deletions: bool = True, groups: tuple[str, ...] = ("a", "b")
+) -> list[HistoryRecord]:
     """Groups a and b read `orders` (caught up throughout), `old` and `stuck`, sampled every 10 s for 300 s.
     `old` is deleted from Kafka at 150 s and re-created: its new log and the groups' commits start again near 0.
     Both groups stop committing on `stuck` at 90 s while its log end moves on; at 120 s `stuck` is deleted from
@@ -376,7 +378,7 @@ def deletions_history(cluster: str = "prod", with_deletions: bool = True) -> lis
         for topic, end in ends.items():
             if topic != "old" or i != 15:  # the topic is gone at 150 s
                 records.append(HistoryRecord(KIND_BROKER, cluster, None, topic, 0, end, None, None, at - 1))
-        for group in ("a", "b"):
+        for group in groups:
             for topic, end in ends.items():
                 if (topic == "stuck" and i >= 10) or (topic == "old" and i == 15):
                     continue
