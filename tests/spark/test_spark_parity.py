@@ -2,7 +2,7 @@
 
 The live run is the status end-to-end scenarios (ingest + evaluator on the Kafka mock and Redis) with the history
 switched on; the archiver then writes the history topic to Parquet, and the Spark job replays those files with
-the same rules. (Group deletions are not part of the history, so the `deleted` scenario is left out.)
+the same rules; the `deleted` scenario's group tombstone reaches the replay as `offset-deleted` records.
 """
 
 from __future__ import annotations
@@ -22,18 +22,13 @@ from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, runni
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC
 from tests.system.test_status_end_to_end import (
     EXPECTED,
+    PLAYS,
     Scenario,
-    idle,
     ingest_and_evaluator,
-    lagging,
-    rewound,
-    stalled,
-    stopped,
 )
 
 pytestmark = pytest.mark.timeout(300)
 HISTORY_TOPIC = "lagwatch.history"
-PLAYS = {"lagging": lagging, "stalled": stalled, "stopped": stopped, "rewound": rewound, "idle": idle}
 
 
 async def test_the_replay_of_the_archived_history_gives_the_live_status_changes(kafka, redis_server, tmp_path):
@@ -70,7 +65,7 @@ async def test_the_replay_of_the_archived_history_gives_the_live_status_changes(
     files = list((tmp_path / "history").rglob("*.parquet"))
     assert files and all("cluster=local" in str(f) for f in files)
     kinds = set(pd.read_parquet(tmp_path / "history")["kind"])
-    assert kinds == {"commit", "broker", "log-start"}  # log starts too: the replay's retention risk
+    assert kinds == {"commit", "broker", "log-start", "offset-deleted"}  # log starts: the replay's retention risk
 
     # 3. the Spark job replays the files with the same rules, ticking as often as the ingest polled
     from lagwatch.spark.reprocess import ReprocessOptions, run

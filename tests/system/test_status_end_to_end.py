@@ -101,24 +101,24 @@ EXPECTED = {
     "deleted": [("NOTFOUND", "OK"), ("OK", "NOTFOUND")],
 }
 BAD_PARTITION = {"stalled": "STALL", "stopped": "STOP", "rewound": "REWIND", "lagging": "WARN"}
+PLAYS = {
+    "lagging": lagging,
+    "stalled": stalled,
+    "stopped": stopped,
+    "rewound": rewound,
+    "idle": idle,
+    "deleted": deleted,
+}
 
 
 async def test_each_scenario_publishes_its_status_changes(kafka, redis_server):
     kafka.create_topic(STATUS_TOPIC, 3)
     kafka.create_topic("lagwatch.changes", 4)
     config = make_config(kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="3", EVALUATOR__SWEEP_INTERVAL="0.5")
-    plays = {
-        "lagging": lagging,
-        "stalled": stalled,
-        "stopped": stopped,
-        "rewound": rewound,
-        "idle": idle,
-        "deleted": deleted,
-    }
     async with ingest_and_evaluator(kafka, config) as (writer, topic):
         store = WindowStore(Redis.from_url(redis_server.url), config.window())
-        scenarios = {name: Scenario(kafka, writer, store, name) for name in plays}
-        await asyncio.gather(*(play(scenarios[name]) for name, play in plays.items()))
+        scenarios = {name: Scenario(kafka, writer, store, name) for name in PLAYS}
+        await asyncio.gather(*(play(scenarios[name]) for name, play in PLAYS.items()))
         for name, expected in EXPECTED.items():
             assert await topic.until(f"g-{name}", len(expected)) == expected, name
         await asyncio.sleep(3)  # a few more sweeps: nothing else may happen (the idle group must not STOP)
