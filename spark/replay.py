@@ -194,10 +194,8 @@ class _Group:
         gone = [tp for tp in self.topics if tp[0] == topic]
         dropped = sum(len(self.topics[tp].held) for tp in gone)
         for tp in gone:
+            self.forget_partition(tp)
             del self.topics[tp]
-            self.windows.discard(tp)
-        if not self.windows:
-            self.last_commit = -1
         return dropped
 
     def forget_partition(self, tp: TopicPartition) -> None:

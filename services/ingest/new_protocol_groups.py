@@ -37,8 +37,9 @@ def member_change(record: ConsumerGroupMember | ConsumerGroupAssignment, timesta
         return MemberChange(record.group, record.member_id, timestamp, client=client)
     if record.tombstone:
         return MemberChange(record.group, record.member_id, timestamp, of_assignment=True)
-    assignment = (record.member_epoch or 0, record.partitions)
-    return MemberChange(record.group, record.member_id, timestamp, assignment=assignment, of_assignment=True)
+    return MemberChange(
+        record.group, record.member_id, timestamp, assignment=(record.member_epoch or 0, record.partitions)
+    )
 
 
 class TopicIds:

@@ -299,17 +299,21 @@ for _, op in ipairs(operations) do
     redis.call('HSET', meta_key, 'assigned:' .. id, cjson.encode(value))
   end
 end
-redis.call('DEL', owners_key)
-local generation = 0
+local members, assignments = {}, {}
 local kept = redis.call('HGETALL', meta_key)
 for i = 1, #kept, 2 do
-  if string.sub(kept[i], 1, 9) == 'assigned:' then
-    local assigned = cjson.decode(kept[i + 1])
-    local owner = redis.call('HGET', meta_key, 'member:' .. string.sub(kept[i], 10)) or '\\31'
-    generation = math.max(generation, assigned.epoch)
-    for _, field in ipairs(assigned.fields) do
-      redis.call('HSET', owners_key, field, owner)
-    end
+  if string.sub(kept[i], 1, 7) == 'member:' then
+    members[string.sub(kept[i], 8)] = kept[i + 1]
+  elseif string.sub(kept[i], 1, 9) == 'assigned:' then
+    assignments[string.sub(kept[i], 10)] = cjson.decode(kept[i + 1])
+  end
+end
+redis.call('DEL', owners_key)
+local generation = 0
+for id, assigned in pairs(assignments) do
+  generation = math.max(generation, assigned.epoch)
+  for _, field in ipairs(assigned.fields) do
+    redis.call('HSET', owners_key, field, members[id] or '\\31')
   end
 end
 set_generation(meta_key, owners_key, rebalances_key, string.format('%d', generation), started_at,
@@ -654,8 +658,8 @@ return claimed
 
 # KEYS: inflight zset
 # ARGV: lease ms, then delivery ids
-# A worker extends the leases of the deliveries it holds, those still in flight (one lapsed and claimed back is not
-# renewed: it is due again, or another worker's).
+# A worker extends the leases of the deliveries it holds, those still in flight (one whose lease lapsed and that a
+# claim put back in `due` is not renewed).
 RENEW_DELIVERY_LEASES = (
     _SERVER_MS
     + """
