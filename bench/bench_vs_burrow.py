@@ -21,7 +21,9 @@ the first batch was stored, the longest pause (a rebalance shows here), the rate
 and how many were stored twice (read again after a rebalance).
 `--history` also runs lagwatch with `history.enabled` and prints the throughput drop. `--again` also runs the plain
 lagwatch a second time next to the first and prints how much slower the second was: the drop a history costing
-nothing would show, the noise any one run's drop is read against. lagwatch's modules are
+nothing would show, the noise any one run's drop is read against. `--gil-profile` (py-spy installed: `pip install
+py-spy`) also samples which code holds the ingest's GIL (`gil_profile.py`) and prints, per lagwatch row, how long
+the GIL was held and how much of it by the history's code. lagwatch's modules are
 byte-compiled first, as a wheel install has them (`compile_lagwatch`). Without the `burrow` and
 `zookeeper` packages (scripts/install-system-deps.sh installs them) only lagwatch's row is printed.
 """
@@ -32,6 +34,7 @@ import argparse
 import compileall
 import contextlib
 import ctypes
+import dataclasses
 import importlib
 import json
 import os
@@ -55,6 +58,7 @@ from typing import Any
 import psutil
 import redis as redis_lib
 from confluent_kafka import Consumer, Producer, TopicPartition
+from gil_profile import GilProfile, GilSummary, format_summary, py_spy
 
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, offsets_partition_for
@@ -571,16 +575,21 @@ def run_lagwatch(
         ingest = spawn(command, ingest_log, env=env)
         stack.callback(stop_group, ingest)
         meter.add("ingest", ingest.pid)
+        gil = GilProfile(ingest.pid, tmp / "gil.txt")
+        profiling = bool(os.environ.get("BENCH_GIL_PROFILE")) and gil.start()
         progress = Progress(redis.url, cluster, start)
         stack.callback(progress.close)
         done = wait_until_visible(base, cluster, sentinels, ingest, ingest_log, "lagwatch ingest", progress)
         processes = meter.stop()
         threads = thread_cpu(ingest.pid)
+        gil_summary = gil.stop() if profiling else None
         if os.environ.get("BENCH_KEEP_LOG"):  # e.g. with BENCH_INGEST_LOG_LEVEL=INFO: where the start-up time goes
             shutil.copy(ingest_log, os.environ["BENCH_KEEP_LOG"])
     notes = {"workers": workers if workers is not None else "cli default", "history": history, "load_1m": load}
     notes["timeline"] = progress.summary(records, done - start)
     notes["threads"] = threads
+    if gil_summary is not None:
+        notes["gil"] = dataclasses.asdict(gil_summary)
     return Row("lagwatch", records, done - start, processes, ("ingest", "redis-server"), notes)
 
 
@@ -763,6 +772,8 @@ def format_rows(rows: Sequence[Row], ratio_line: str | None = None) -> list[str]
                     for kind, v in row.notes["threads"].items()
                 )
             )
+        if row.notes.get("gil"):
+            lines.append(f"  {row.system}: {format_summary(GilSummary(**row.notes['gil']))}")
     return lines
 
 
@@ -981,12 +992,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--again", action="store_true", help="also run the plain lagwatch twice: the noise of the history drop"
     )
     parser.add_argument("--no-burrow", action="store_true", help="lagwatch only")
+    parser.add_argument(
+        "--gil-profile", action="store_true", help="sample what holds the ingest's GIL (needs py-spy; gil_profile.py)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = parser.parse_args(argv)
     if not 0 < args.scale <= 1 or args.runs < 1:
         parser.error("--scale must be in (0, 1] and --runs at least 1")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: every child stopped, temp dirs removed
     shapes = ["1m", "2m"] if args.shape == "all" else [args.shape]
+    if args.gil_profile:
+        if py_spy() is None:
+            parser.error("--gil-profile needs py-spy (pip install py-spy)")
+        os.environ["BENCH_GIL_PROFILE"] = "1"  # read where each lagwatch run starts, as BENCH_KEEP_LOG is
     try:
         result = measure(args.scale, args.runs, shapes, args.workers, args.history, not args.no_burrow, args.again)
     except BenchError as exc:
