@@ -288,6 +288,7 @@ class Dispatcher:
         self.draining = False
         self._tasks: set[asyncio.Task] = set()
         self.max_held = max(CLAIM_BATCH, settings.per_host_queue * 4)
+        self.identity_since: int | None = None  # receiver_identity.py: read from Redis before the first claim
 
     # --- the loop -----------------------------------------------------------------------------------------------
 
@@ -298,6 +299,8 @@ class Dispatcher:
         try:
             while not stopping.is_set():
                 try:
+                    if self.identity_since is None:
+                        self.identity_since = await self.outbox.identity_since()
                     if time.monotonic() - refreshed > REGISTRY_REFRESH_S:  # (unknown ids force a reload anyway)
                         await self.registry.refresh()
                         refreshed = time.monotonic()
@@ -435,6 +438,7 @@ class Dispatcher:
             delivery,
             dashboard_url=settings.dashboard_url,
             allow_private=settings.allow_private_targets,
+            identity_since=self.identity_since or 0,
         )
         try:  # templates render in a worker process: wait for it in a thread, never on the event loop
             request = await asyncio.to_thread(build) if has_templates(subscription) else build()

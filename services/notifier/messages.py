@@ -23,6 +23,7 @@ subscription has a secret, X-Lagwatch-Signature (shared/delivery/signing.py).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.channels import summary
 from lagwatch.services.notifier.channels.email import Mail
 from lagwatch.services.notifier.outbox import Delivery
+from lagwatch.services.notifier.receiver_identity import receiver_identity
 from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.delivery import address_guard, signing
@@ -315,6 +317,7 @@ def build_request(
     dashboard_url: str = "",
     allow_private: bool = False,
     now: float | None = None,
+    identity_since: int = 0,
 ) -> Request | Mail:
     """The request for this attempt (`delivery.attempts` already counts it); PermanentError when impossible.
     With templates, this blocks the calling thread while a template worker renders them (`has_templates`)."""
@@ -330,6 +333,7 @@ def build_request(
         dashboard_url=dashboard_url,
         now_ms=int(now * 1000),
         reason=delivery.reason,
+        receiver=dataclasses.asdict(receiver_identity(delivery.event, sub.id, identity_since)),
     )
     channel = channels.channel(sub.type)
     endpoint = destinations.endpoint(sub)

@@ -274,6 +274,13 @@ class Outbox:
         raw = await cast("Awaitable[bytes | None]", self.redis.hget(keys.notify_state(subscription_id), group_key))
         return raw.decode() if raw else ""
 
+    async def identity_since(self, now: int | None = None) -> int:
+        """Since when receivers' alerts are named per subscription (receiver_identity.py): the first call's time,
+        kept in Redis for every notifier after it."""
+        await self.redis.set(keys.NOTIFY_IDENTITY_SINCE, now_ms() if now is None else now, nx=True)
+        raw = await cast("Awaitable[bytes | None]", self.redis.get(keys.NOTIFY_IDENTITY_SINCE))
+        return int(raw or 0)
+
     async def forget_repeat(self, member: str) -> None:
         await self.redis.zrem(keys.NOTIFY_REPEATS, member)
 

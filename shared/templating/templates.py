@@ -184,6 +184,7 @@ def context(
     dashboard_url: str,
     now_ms: int | None = None,
     reason: str | None = None,
+    receiver: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
     now_ms = clock.now_ms() if now_ms is None else now_ms
     started = event.get("incident_started_at")
@@ -203,6 +204,10 @@ def context(
             "id": notification_id,
             "attempt": attempt,
             "reason": reason,  # why a close is sent when it is not the group's own ("unsubscribed"), else None
+            # what a receiver keeping alerts open knows this incident by, for this subscription: `key` (PagerDuty's
+            # dedup_key) and `subscription` (Alertmanager's label; None: named by the incident alone), as
+            # services/notifier/receiver_identity.py decides
+            "receiver": receiver or {"key": event.get("incident_id"), "subscription": None},
         },
         "extras": dict(extras),
         "dashboard_url": dashboard_url,

@@ -6,10 +6,11 @@ inhibition and silences serve lagwatch's incidents.
   alert by itself), a day ahead without (no `resolve_timeout` resolves an incident still open); close sends it
   resolved (`endsAt` = when the group was OK or gone again).
 * labels: `alertname` (`KafkaConsumerGroupStatus`, or `KafkaConsumerLagSeconds` for a lag-seconds threshold),
-  `cluster`, `group`, `status` (WARN or ERR; ABOVE for a lag threshold), `severity` (warning, or critical for ERR)
-  and, for a lag threshold, `threshold`. Alertmanager names an alert by its labels, so a WARN -> ERR update fires
-  the ERR alert and resolves the WARN one in the same request, and a close resolves both (the receiver's resolved
-  notification may list the one never fired as resolved too).
+  `cluster`, `group`, `status` (WARN or ERR; ABOVE for a lag threshold), `severity` (warning, or critical for ERR),
+  `subscription` (the subscription's id: another subscription sending to the same Alertmanager keeps its own
+  alert; receiver_identity.py) and, for a lag threshold, `threshold`. Alertmanager names an alert by its labels,
+  so a WARN -> ERR update fires the ERR alert and resolves the WARN one in the same request, and a close resolves
+  both (the receiver's resolved notification may list the one never fired as resolved too).
 * annotations: `summary`, `description` (the facts and worst partitions), `incident_id` and, with
   `notifier.dashboard-url`, `dashboard`; `generatorURL` links the dashboard too.
 
@@ -39,7 +40,10 @@ def _iso(ms: int | None) -> str:
 ALERT_NAMES = {"data-loss-risk": "KafkaConsumerDataLossRisk", "messages-skipped": "KafkaConsumerMessagesSkipped"}
 
 
-def labels(event: dict, status: str) -> dict[str, str]:
+def labels(event: dict, status: str, subscription: str | None = None) -> dict[str, str]:
+    """An alert's labels: its name in Alertmanager. `subscription` (receiver_identity.py) tells apart the alerts of
+    two subscriptions sending to one Alertmanager, so one's close resolves only its own."""
+    named = {"subscription": subscription} if subscription else {}
     if is_lag_threshold_event(event):
         return {
             "alertname": ALERT_NAMES.get(event.get("alert", ""), "KafkaConsumerLagSeconds"),
@@ -48,6 +52,7 @@ def labels(event: dict, status: str) -> dict[str, str]:
             "status": "ABOVE",
             "severity": "warning",
             "threshold": threshold_key(event["threshold_seconds"]),
+            **named,
         }
     return {
         "alertname": "KafkaConsumerGroupStatus",
@@ -55,6 +60,7 @@ def labels(event: dict, status: str) -> dict[str, str]:
         "group": event["group"],
         "status": status,
         "severity": SEVERITY.get(status, "info"),
+        **named,
     }
 
 
@@ -71,6 +77,7 @@ def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "", send_inte
     if worst:
         lines += ["Worst partitions:", *worst]
     annotations = {"summary": summary.title(event, kind, summary.reason(ctx)), "description": "\n".join(lines)}
+    subscription = ctx["notification"]["receiver"]["subscription"]
     if event.get("incident_id"):
         annotations["incident_id"] = event["incident_id"]
     link = ""
@@ -83,7 +90,7 @@ def alerts(event: dict, kind: str, ctx: dict, dashboard_url: str = "", send_inte
     holds_ms = int(1000 * (REPEATS_HELD * send_interval_s if send_interval_s > 0 else FIRING_FOR_S))
 
     def alert(status: str, resolved: bool) -> dict:
-        doc = {"labels": labels(event, status), "annotations": annotations, "startsAt": _iso(started)}
+        doc = {"labels": labels(event, status, subscription), "annotations": annotations, "startsAt": _iso(started)}
         doc["endsAt"] = _iso(ended if resolved else now + holds_ms)
         if link:
             doc["generatorURL"] = link

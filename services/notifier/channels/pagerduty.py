@@ -1,6 +1,7 @@
 """`pagerduty`: PagerDuty's Events API v2 — open, update and repeat `trigger` an alert, close `resolve`s it; the
-`dedup_key` is lagwatch's incident id, so repeats and updates land on the same PagerDuty incident and the close
-resolves it.
+`dedup_key` is lagwatch's incident id and the subscription's (`<incident id>/<subscription id>`;
+receiver_identity.py), so repeats and updates land on the same PagerDuty incident, the close resolves it, and
+another subscription sending to the same service resolves only its own.
 
 Options: `routing-key` (the integration key; masked in api answers), `url` (default: the Events API,
 https://events.pagerduty.com/v2/enqueue — a PagerDuty-compatible endpoint, or a test server, otherwise).
@@ -24,7 +25,7 @@ SEVERITY = {"ERR": "critical", "WARN": "warning"}
 def event_body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboard_url: str) -> dict:
     doc: dict = {
         "routing_key": config.routing_key,
-        "dedup_key": event.get("incident_id") or f"{event['cluster']}/{event['group']}",
+        "dedup_key": ctx["notification"]["receiver"]["key"],
         "event_action": "resolve" if summary.is_close(kind) else "trigger",
     }
     if summary.is_close(kind):

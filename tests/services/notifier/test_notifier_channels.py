@@ -22,8 +22,11 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 from lagwatch.services.notifier.channels import SendFailure
 from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.dlq import read_dead_letters
+from lagwatch.services.notifier.outbox import Delivery
+from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.delivery import signing
+from lagwatch.shared.store import keys
 from tests.kafka_helpers import eventually
 from tests.net_helpers import free_port
 from tests.services.notifier.test_notifier_delivery import (
@@ -131,6 +134,31 @@ async def test_alertmanager_gets_the_alert_firing_on_open_and_resolved_on_close(
     assert {a["labels"]["status"]: a["status"] for a in last["alerts"]} == {"ERR": "resolved", "WARN": "resolved"}
 
 
+async def test_two_subscriptions_to_one_alertmanager_keep_their_own_alerts(tmp_path, redis_server, redis, kafka):
+    """A group leaves subscription b (its close, "unsubscribed") while a still has it open: a's alert stays firing.
+    Named by the group alone, both subscriptions' alerts were one, and b's close resolved a's too."""
+    opened, _, _ = incident()
+    await redis.set(keys.NOTIFY_IDENTITY_SINCE, 0)  # every incident begun since: named per subscription
+    async with Receiver() as receiver, alertmanager(tmp_path, receiver.url("/am")) as (am_url, http):
+        subs = [{"id": sub, "type": "alertmanager", "url": am_url} for sub in ("a", "b")]
+        async with dispatching(config_for(kafka, redis_server, subs), dead_letters=False) as (outbox, _):
+
+            async def firing():
+                async with http.get(f"{am_url}/api/v2/alerts") as response:
+                    return sorted(str(a["labels"].get("subscription")) for a in await response.json())
+
+            await enqueue(outbox, opened, "a", "open")
+            await enqueue(outbox, opened, "b", "open")
+            await eventually(lambda: outbox_empty(redis))
+            before = await firing()
+            gone = Delivery(f"{opened['event_id']}.b.x", "b", "close", opened, "x", now_ms(), reason="unsubscribed")
+            assert await outbox.enqueue(gone)
+            await eventually(lambda: outbox_empty(redis))
+            await asyncio.sleep(1)  # (Alertmanager applies a POST at once: this is only a margin)
+            after = await firing()
+    assert (before, after) == (["a", "b"], ["a"])  # named by the group alone: (["None"], []), a's alert resolved too
+
+
 async def _alert_statuses(receiver, status, state):
     """The receiver's last notification has the alert of `status` in `state` (and the ERR one resolved)."""
     if not receiver.requests:
@@ -170,6 +198,28 @@ async def test_pagerduty_triggers_and_resolves_with_the_incident_id_as_dedup_key
     assert (
         payload["custom_details"]["Total lag"] == "500" and trigger["links"][0]["href"] == "https://lw.example/billing"
     )
+
+
+async def test_pagerduty_names_new_incidents_per_subscription(redis_server, redis, kafka):
+    """Two subscriptions sending to one PagerDuty service trigger two PagerDuty incidents, and one's resolve leaves
+    the other's open; an incident begun before the first notifier naming them so keeps the incident id (above)."""
+    opened, _, closed = incident()
+    await redis.set(keys.NOTIFY_IDENTITY_SINCE, 0)
+    async with Receiver(default=(202, {})) as events_api:
+        subs = [
+            {"id": sub, "type": "pagerduty", "url": events_api.url("/v2/enqueue"), "routing_key": "R0UT1NGKEY0123"}
+            for sub in ("a", "b")
+        ]
+        async with dispatching(config_for(kafka, redis_server, subs), dead_letters=False) as (outbox, _):
+            await enqueue(outbox, opened, "a", "open")
+            await events_api.wait_for(1)
+            await enqueue(outbox, opened, "b", "open")
+            await events_api.wait_for(2)
+            await enqueue(outbox, closed, "b", "close")
+            await events_api.wait_for(3)
+    sent = [(r.json()["event_action"], r.json()["dedup_key"]) for r in events_api.requests]
+    incident_id = opened["incident_id"]
+    assert sent == [("trigger", f"{incident_id}/a"), ("trigger", f"{incident_id}/b"), ("resolve", f"{incident_id}/b")]
 
 
 async def test_pagerduty_url_defaults_to_the_events_api():

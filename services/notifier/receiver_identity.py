@@ -1,0 +1,29 @@
+"""What a receiver that keeps alerts open (Alertmanager, PagerDuty) knows one of lagwatch's incidents by.
+
+An incident is named per subscription: PagerDuty's `dedup_key` is `<incident id>/<subscription id>` and an
+Alertmanager alert carries the label `subscription`. Two subscriptions sending to the same receiver (a group
+moved from one to the other, or two thresholds or holds on the same service) then keep two alerts, and one's
+close resolves only its own: named by the incident alone, the first close resolved what the other still had open.
+
+Names in use stay: incidents that began before the first start of a notifier naming them so (`identity-since`, set
+once in Redis) keep the shared name, the incident id and no `subscription` label, until they close — so an
+upgrade leaves no alert open under a name no notification uses any more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ReceiverIdentity:
+    key: str  # PagerDuty's dedup_key
+    subscription: str | None  # the `subscription` label; None: an incident named before (shared by subscriptions)
+
+
+def receiver_identity(event: dict, subscription_id: str, since_ms: int) -> ReceiverIdentity:
+    incident = event.get("incident_id") or f"{event['cluster']}/{event['group']}"
+    began = event.get("incident_started_at") or event.get("evaluated_at") or 0
+    if began < since_ms:
+        return ReceiverIdentity(incident, None)
+    return ReceiverIdentity(f"{incident}/{subscription_id}", subscription_id)
