@@ -170,18 +170,24 @@ async def _alert_statuses(receiver, status, state):
 # --- pagerduty ------------------------------------------------------------------------------------------------------
 
 
+async def in_turn(outbox, receiver, notifications):
+    """Each (event, subscription, kind) sent once the one before it arrived."""
+    for sent, (event, sub, kind) in enumerate(notifications, 1):
+        await enqueue(outbox, event, sub, kind)
+        await receiver.wait_for(sent)
+
+
 async def test_pagerduty_triggers_and_resolves_with_the_incident_id_as_dedup_key(redis_server, redis, kafka):
+    """An incident begun before the first notifier naming alerts per subscription (this one, started after the
+    Timeline's events) keeps the incident id as its dedup_key: as an earlier version opened it."""
     opened, updated, closed = incident()
     async with Receiver(default=(202, {})) as events_api:
         sub = {"id": "pd", "type": "pagerduty", "url": events_api.url("/v2/enqueue"), "routing_key": "R0UT1NGKEY0123"}
         config = config_for(kafka, redis_server, [sub], NOTIFIER__DASHBOARD_URL="https://lw.example/{group}")
         async with dispatching(config, dead_letters=False) as (outbox, _):
-            await enqueue(outbox, opened, "pd", "open")
-            await events_api.wait_for(1)
-            await enqueue(outbox, updated, "pd", "update")
-            await events_api.wait_for(2)
-            await enqueue(outbox, closed, "pd", "close")
-            await events_api.wait_for(3)
+            await in_turn(
+                outbox, events_api, [(opened, "pd", "open"), (updated, "pd", "update"), (closed, "pd", "close")]
+            )
     trigger, update, resolve = (r.json() for r in events_api.requests)
     assert {r.path for r in events_api.requests} == {"/v2/enqueue"}
     assert trigger["event_action"] == update["event_action"] == "trigger" and resolve["event_action"] == "resolve"
@@ -211,12 +217,7 @@ async def test_pagerduty_names_new_incidents_per_subscription(redis_server, redi
             for sub in ("a", "b")
         ]
         async with dispatching(config_for(kafka, redis_server, subs), dead_letters=False) as (outbox, _):
-            await enqueue(outbox, opened, "a", "open")
-            await events_api.wait_for(1)
-            await enqueue(outbox, opened, "b", "open")
-            await events_api.wait_for(2)
-            await enqueue(outbox, closed, "b", "close")
-            await events_api.wait_for(3)
+            await in_turn(outbox, events_api, [(opened, "a", "open"), (opened, "b", "open"), (closed, "b", "close")])
     sent = [(r.json()["event_action"], r.json()["dedup_key"]) for r in events_api.requests]
     incident_id = opened["incident_id"]
     assert sent == [("trigger", f"{incident_id}/a"), ("trigger", f"{incident_id}/b"), ("resolve", f"{incident_id}/b")]
