@@ -28,6 +28,7 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
+from lagwatch.services.notifier import receiver_identity
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.redis_client import text
@@ -275,9 +276,10 @@ class Outbox:
         return raw.decode() if raw else ""
 
     async def identity_since(self, now: int | None = None) -> int:
-        """Since when receivers' alerts are named per subscription (receiver_identity.py): the first call's time,
-        kept in Redis for every notifier after it."""
-        await self.redis.set(keys.NOTIFY_IDENTITY_SINCE, now_ms() if now is None else now, nx=True)
+        """Since when receivers' alerts are named per subscription (receiver_identity.py): ROLLOUT_MS after the
+        first call, kept in Redis for every notifier after it."""
+        since = (now_ms() if now is None else now) + receiver_identity.ROLLOUT_MS
+        await self.redis.set(keys.NOTIFY_IDENTITY_SINCE, since, nx=True)
         raw = await cast("Awaitable[bytes | None]", self.redis.get(keys.NOTIFY_IDENTITY_SINCE))
         return int(raw or 0)
 

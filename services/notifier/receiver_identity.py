@@ -5,14 +5,17 @@ Alertmanager alert carries the label `subscription`. Two subscriptions sending t
 moved from one to the other, or two thresholds or holds on the same service) then keep two alerts, and one's
 close resolves only its own: named by the incident alone, the first close resolved what the other still had open.
 
-Names in use stay: incidents that began before the first start of a notifier naming them so (`identity-since`, set
-once in Redis) keep the shared name, the incident id and no `subscription` label, until they close — so an
-upgrade leaves no alert open under a name no notification uses any more.
+Names in use stay: incidents that began before the first start of a notifier naming them so, or in the ROLLOUT_MS
+after it (`identity-since`, set once in Redis), keep the shared name, the incident id and no `subscription` label,
+until they close — so an upgrade leaves no alert open under a name no notification uses any more, even while
+instances of the previous version still send during a rolling upgrade.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+ROLLOUT_MS = 600_000  # how long after the first notifier of this version others may still run the previous one
 
 
 @dataclass(frozen=True)

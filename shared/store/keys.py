@@ -56,8 +56,9 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
                                             in an incident (not OK or NOTFOUND); "<threshold>\x1f<lag field>" -> the
                                             latest lag-threshold event while over that threshold: what the notifier
                                             announces to a subscription created or widened meanwhile (scope.py)
-    lw:n:{notify}:identity-since      STR   epoch ms of the first start of a notifier that names receivers' alerts
-                                            per subscription: incidents begun before keep the shared names
+    lw:n:{notify}:identity-since      STR   epoch ms from which receivers' alerts are named per subscription (10
+                                            minutes after the first start of a notifier doing so): incidents
+                                            begun before keep the shared names
                                             (services/notifier/receiver_identity.py)
     lw:n:{notify}:repeats             ZSET  "<sub id>\x1f<state field>" -> when its next repeat is due (ms)
     lw:n:{notify}:seen:<event>:<sub>  STR   the event was handled for the subscription (expires `dedupe-ttl`)

@@ -3,7 +3,7 @@ subscription, so that two subscriptions sending to one receiver keep two alerts;
 notifier naming them so keep the name they were opened under."""
 
 from lagwatch.services.notifier.outbox import Outbox
-from lagwatch.services.notifier.receiver_identity import ReceiverIdentity, receiver_identity
+from lagwatch.services.notifier.receiver_identity import ROLLOUT_MS, ReceiverIdentity, receiver_identity
 
 EVENT = {"cluster": "prod", "group": "billing", "incident_id": "inc-1", "incident_started_at": 5_000}
 
@@ -26,5 +26,6 @@ def test_an_event_without_an_incident_is_named_by_its_group():
 
 async def test_the_first_notifier_sets_since_when_and_the_others_read_it(redis):
     first, later = (Outbox(redis, lease_ms=1000, seen_ttl_ms=1000) for _ in range(2))
-    assert await first.identity_since(now=1_000) == 1_000
-    assert await later.identity_since(now=2_000) == 1_000  # a restart or another instance: the same instant
+    # incidents begun while a rolling upgrade may still run the previous version keep the shared name as well
+    assert await first.identity_since(now=1_000) == 1_000 + ROLLOUT_MS
+    assert await later.identity_since(now=2_000) == 1_000 + ROLLOUT_MS  # a restart or another instance: the same
