@@ -42,6 +42,9 @@ from lagwatch.shared.kafka import offsets_codec as codec
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 10.0
+# a poll waits this long for the group listing: a broker that does not answer ListGroups holds the listing for
+# REQUEST_TIMEOUT_S, and every poll waited that long while a broker was away (see _groups)
+LISTING_WAIT_S = 1.0
 DESCRIBE_RETRY_S = 600.0  # a broker that refused DescribeGroups is asked again after this
 NAMED_FETCH_CHUNK = 1000  # partitions named in one OffsetFetch when a group's all-partitions fetch answers nothing
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> committed offset
@@ -72,8 +75,12 @@ class AdminOffsets:
         self._members: dict[str, tuple] = {}  # group -> its membership at the last poll (see _membership)
         self._generations: dict[str, int] = {}  # group -> membership changes seen
         self._describe_after = 0.0  # monotonic time before which DescribeGroups is not tried (refused last time)
+        self._listing: asyncio.Future[tuple[list[str], bool] | None] | None = None  # ListGroups in flight
+        self._listed: list[str] = []  # the groups the newest finished listing named
 
     def close(self) -> None:
+        if self._listing is not None:
+            self._listing.cancel()
         self._admin = None  # AdminClient has no close; its threads end with the object
 
     async def poll(self) -> list[RawRecord]:
@@ -163,18 +170,32 @@ class AdminOffsets:
         return self._count <= 1 or zlib.crc32(group.encode()) % self._count == self._index
 
     async def _groups(self) -> tuple[list[str], bool]:
-        """The groups to poll, and whether the listing was complete (every broker answered ListGroups)."""
-        listed: list[str] = []
+        """The groups to poll, and whether they come from a complete listing (every broker answered ListGroups).
+
+        The poll waits LISTING_WAIT_S at most for the listing: a broker away holds it until REQUEST_TIMEOUT_S, and
+        the groups the other brokers coordinate must go on meanwhile. A listing not finished in time keeps running,
+        and the poll takes the newest finished one (a listing started earlier only delays what it tells: a group
+        created since is polled a round later, one deleted since is kept a round longer)."""
+        if self._listing is None:
+            self._listing = asyncio.ensure_future(self._list())
+        done, _ = await asyncio.wait({self._listing}, timeout=LISTING_WAIT_S)
         complete = False
+        if done:
+            listing, self._listing = self._listing.result(), None
+            if listing is not None:  # a failed listing keeps the groups the last one named
+                self._listed, complete = listing
+        return sorted(set(self._listed) | set(self._named)), complete
+
+    async def _list(self) -> tuple[list[str], bool] | None:
+        """(the groups ListGroups named, whether every broker answered); None when it failed."""
         try:
             result = await _wait(self._admin_client().list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S))
-            listed = [g.group_id for g in result.valid]
-            complete = not result.errors
-            for error in result.errors:
-                log.debug("admin offsets: listing groups: %s", error)
         except KafkaException as exc:  # brokers without ListGroups still have the named groups
             log.debug("admin offsets: listing groups failed (%s)", exc)
-        return sorted(set(listed) | set(self._named)), complete
+            return None
+        for error in result.errors:
+            log.debug("admin offsets: listing groups: %s", error)
+        return [g.group_id for g in result.valid], not result.errors
 
     async def _fetch(self, group: str) -> Offsets | None:
         """The group's committed offsets; None when the fetch failed (nothing is concluded from it). A group without
