@@ -12,7 +12,8 @@ becomes a commit tombstone, as the coordinator would write one; a group that a c
 What differs from reading the topic (docs/managed-kafka.md): a commit's time is when it was seen, not when it was
 made; commits between two polls collapse into the last one; a consumer that commits the same offset again looks
 like one that stopped committing. Admin calls go through confluent-kafka's AdminClient; it fetches one group per
-request, so a poll sends them all at once and waits for the answers together.
+request, so a poll sends them all at once and waits for the answers together — for a bounded time (LISTING_WAIT_S,
+ANSWER_WAIT_S): a broker away holds its requests for REQUEST_TIMEOUT_S, and the other groups go on meanwhile.
 
 Members and owners come from DescribeGroups where the broker answers it: a group whose membership changed since
 the last poll becomes a group-metadata record (generation = the membership changes lagwatch has seen, as Kafka's
@@ -45,6 +46,9 @@ REQUEST_TIMEOUT_S = 10.0
 # a poll waits this long for the group listing: a broker that does not answer ListGroups holds the listing for
 # REQUEST_TIMEOUT_S, and every poll waited that long while a broker was away (see _groups)
 LISTING_WAIT_S = 1.0
+# ... and this long for the groups' offsets and descriptions: a group whose coordinator is away holds its requests
+# for REQUEST_TIMEOUT_S, and the other groups must not wait for it (see _fetch_all)
+ANSWER_WAIT_S = 2.0
 DESCRIBE_RETRY_S = 600.0  # a broker that refused DescribeGroups is asked again after this
 NAMED_FETCH_CHUNK = 1000  # partitions named in one OffsetFetch when a group's all-partitions fetch answers nothing
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> committed offset
@@ -77,10 +81,12 @@ class AdminOffsets:
         self._describe_after = 0.0  # monotonic time before which DescribeGroups is not tried (refused last time)
         self._listing: asyncio.Future[tuple[list[str], bool] | None] | None = None  # ListGroups in flight
         self._listed: list[str] = []  # the groups the newest finished listing named
+        self._fetching: dict[str, asyncio.Future[Offsets | None]] = {}  # fetches an earlier poll did not wait out
 
     def close(self) -> None:
-        if self._listing is not None:
-            self._listing.cancel()
+        for pending in (self._listing, *self._fetching.values()):
+            if pending is not None:
+                pending.cancel()
         self._admin = None  # AdminClient has no close; its threads end with the object
 
     async def poll(self) -> list[RawRecord]:
@@ -89,7 +95,7 @@ class AdminOffsets:
             self._admin = AdminClient(self._config, logger=log)  # librdkafka's lines in our log format, thinned
         listed, complete = await self._groups()
         groups = [g for g in listed if self._mine(g) and self._filter.accepts(g)]
-        fetched = await asyncio.gather(*(self._fetch(g) for g in groups))
+        fetched = await self._fetch_all(groups)
         observed = now_ms()
         records: list[RawRecord] = []
         for group, offsets in zip(groups, fetched, strict=True):
@@ -120,11 +126,17 @@ class AdminOffsets:
     async def _membership_changes(self, groups: list[str], observed: int) -> list[RawRecord]:
         if not groups or time.monotonic() < self._describe_after:
             return []
-        futures = self._admin_client().describe_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S)
+        asked = self._admin_client().describe_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S)
+        futures = {group: asyncio.wrap_future(future) for group, future in asked.items()}
+        for future in futures.values():  # an answer not waited for is dropped: its error must not be left unread
+            future.add_done_callback(_read_error)
+        await asyncio.wait(futures.values(), timeout=ANSWER_WAIT_S)
         records: list[RawRecord] = []
         for group, future in futures.items():
+            if not future.done():  # its coordinator did not answer in time: its members are looked at next poll
+                continue
             try:
-                description = await asyncio.wrap_future(future)
+                description = future.result()
             except KafkaException as exc:
                 if exc.args and exc.args[0].code() == KafkaError._UNSUPPORTED_FEATURE:
                     log.info("admin offsets: the broker does not describe groups; owners stay unknown")
@@ -196,6 +208,26 @@ class AdminOffsets:
         for error in result.errors:
             log.debug("admin offsets: listing groups: %s", error)
         return [g.group_id for g in result.valid], not result.errors
+
+    async def _fetch_all(self, groups: list[str]) -> list[Offsets | None]:
+        """Each group's offsets (`_fetch`), waited for ANSWER_WAIT_S at most: a fetch still unanswered (its
+        coordinator away) goes on beside the next polls, which take its answer once it came, without waiting for it
+        again; None until then (a fetch that did not answer concludes nothing)."""
+        for group in set(self._fetching) - set(groups):  # no longer polled (filtered out, deleted)
+            self._fetching.pop(group).cancel()
+        late = {g: self._fetching.pop(g) for g in groups if g in self._fetching}
+        fresh = {g: asyncio.ensure_future(self._fetch(g)) for g in groups if g not in late}
+        if fresh:
+            await asyncio.wait(fresh.values(), timeout=ANSWER_WAIT_S)
+        fetched: list[Offsets | None] = []
+        for group in groups:
+            task = late.get(group) or fresh[group]
+            if task.done():
+                fetched.append(task.result())
+            else:
+                self._fetching[group] = task
+                fetched.append(None)
+        return fetched
 
     async def _fetch(self, group: str) -> Offsets | None:
         """The group's committed offsets; None when the fetch failed (nothing is concluded from it). A group without
@@ -284,6 +316,11 @@ def _by_topic(assignment: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
     for topic, partition in assignment:
         out.setdefault(topic, []).append(partition)
     return out
+
+
+def _read_error(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _wait(future: Future[Any]) -> Any:

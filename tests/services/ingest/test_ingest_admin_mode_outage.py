@@ -1,0 +1,49 @@
+"""Admin mode while a broker is away: the groups it coordinates cannot be fetched (their windows stay as they were),
+and the others are polled at their pace — not once per request timeout (10 s), as when every poll waited for
+every group's answer."""
+
+import contextlib
+
+from lagwatch.services.ingest.service import IngestWorker
+from lagwatch.shared.store.redis_store import WindowStore
+from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
+from tests.services.ingest.conftest import AWAY
+from tests.services.ingest.test_ingest import window_of
+from tests.services.ingest.test_ingest_admin_mode import Member
+
+
+async def test_a_group_whose_coordinator_is_away_does_not_hold_the_others(one_broker_apart, redis_server, redis):
+    one_broker_apart.set_group_coordinator("g-near", 1)
+    one_broker_apart.set_group_coordinator("g-far", AWAY)
+    await produce(one_broker_apart.bootstrap, "orders", {0: 10})
+    config = make_config(
+        one_broker_apart.bootstrap,
+        redis_server.url,
+        **{f"CLUSTERS__{CLUSTER}__OFFSETS_SOURCE": "admin", f"CLUSTERS__{CLUSTER}__ADMIN_GROUPS": "g-near,g-far"},
+    )
+    store = WindowStore(redis, config.window())
+    near, far = (Member(one_broker_apart.bootstrap, group, "orders") for group in ("g-near", "g-far"))
+    async with running(IngestWorker(config, CLUSTER)):
+        await near.start()
+        await far.start()
+        try:
+            await near.commit(2)
+            await far.commit(3)
+            await eventually(lambda: _newest(store, "g-near", 2), timeout=10)
+            await eventually(lambda: _newest(store, "g-far", 3), timeout=10)
+
+            one_broker_apart.set_broker_down(AWAY)
+            for offset in (4, 6, 8):  # each seen within a few polls, though g-far's fetch waits for its coordinator
+                await near.commit(offset)
+                await eventually(lambda o=offset: _newest(store, "g-near", o), timeout=3)
+            assert await _newest(store, "g-far", 3)  # a fetch that did not answer concludes nothing
+        finally:
+            one_broker_apart.set_broker_up(AWAY)
+            await near.stop()
+            with contextlib.suppress(Exception):  # its coordinator was away: it may have lost its membership
+                await far.stop()
+
+
+async def _newest(store: WindowStore, group: str, offset: int) -> bool:
+    window = await window_of(store, group, "orders", 0)
+    return window is not None and bool(window.entries) and window.entries[-1].offset == offset
