@@ -3,8 +3,10 @@ and the others are polled at their pace — not once per request timeout (10 s),
 every group's answer."""
 
 import contextlib
+import time
 
 from lagwatch.services.ingest.service import IngestWorker
+from lagwatch.shared.kafka import offsets_codec as codec
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from tests.services.ingest.conftest import AWAY
@@ -47,3 +49,32 @@ async def test_a_group_whose_coordinator_is_away_does_not_hold_the_others(one_br
 async def _newest(store: WindowStore, group: str, offset: int) -> bool:
     window = await window_of(store, group, "orders", 0)
     return window is not None and bool(window.entries) and window.entries[-1].offset == offset
+
+
+async def test_a_description_not_answered_does_not_hold_the_others():
+    """DescribeGroups (the Kafka mock refuses it, so its answers are stood in for here): the group whose coordinator
+    does not answer is looked at next poll, the other's membership is taken now."""
+    from concurrent.futures import Future
+
+    from confluent_kafka import Node
+    from confluent_kafka import TopicPartition as Tp
+    from confluent_kafka.admin import ConsumerGroupDescription, MemberAssignment, MemberDescription
+
+    from lagwatch.services.ingest.admin_offsets import ANSWER_WAIT_S, AdminOffsets
+    from lagwatch.shared.domain.group_filter import GroupFilter
+
+    member = MemberDescription("m-1", "near-a", "/10.0.0.1", MemberAssignment([Tp("orders", 0)]))
+    answered: Future = Future()
+    answered.set_result(ConsumerGroupDescription("g-near", False, [member], "range", "STABLE", Node(1, "h", 9092)))
+    answers = {"g-near": answered, "g-far": Future()}  # g-far's coordinator never answers
+
+    class Describing:
+        def describe_consumer_groups(self, groups, request_timeout):
+            return {g: answers[g] for g in groups}
+
+    source = AdminOffsets({}, named_groups=(), group_filter=GroupFilter(), partition_counts=dict)
+    source._admin = Describing()
+    started = time.monotonic()
+    records = await source._membership_changes(["g-near", "g-far"], 1_700_000_000_000)
+    assert time.monotonic() - started < ANSWER_WAIT_S + 1
+    assert [r.key() for r in records] == [codec.encode_group_metadata_key("g-near")]
