@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 
 import aiohttp
+from redis.exceptions import RedisError
 
 from lagwatch.services.notifier import metrics
 from lagwatch.services.notifier.channels import SendFailure
@@ -464,7 +465,7 @@ class Dispatcher:
         breaker = dest.breaker
         if result.ok:
             breaker.success()
-            await self.outbox.finish(delivery.id)
+            await self._finish_sent(delivery)
             metrics.DELIVERIES.labels(subscription.type, "delivered").inc()
             log.debug("notifier: %s delivered to %s (%s)", delivery.id, subscription.id, dest.key)
             return
@@ -496,6 +497,23 @@ class Dispatcher:
             wait,
         )
         await self.outbox.reschedule(delivery, int((now + wait) * 1000))
+
+    async def _finish_sent(self, delivery: Delivery) -> None:
+        """Take a sent delivery out of the outbox, retrying while Redis is away: it stays held meanwhile (its lease
+        renewed once Redis is back). Given up, it would be claimed and sent a second time when Redis returned."""
+        backoff = Backoff(0.1, 2.0)
+        while True:
+            try:
+                await self.outbox.finish(delivery.id)
+                return
+            except (RedisError, OSError) as exc:
+                log.warning(
+                    "notifier: %s was sent, recording it failed (%s); retrying in %.1fs",
+                    delivery.id,
+                    exc,
+                    backoff.delay,
+                )
+                await backoff.pause(asyncio.Event())  # never set: only the stop's cancel ends it early
 
     async def _defer(self, delivery: Delivery, at: float, reason: str) -> None:
         metrics.DEFERRED.labels(reason).inc()

@@ -1,9 +1,13 @@
 """Delivery edge cases against real receivers and a real Redis: a receiver that accepts but is slow to send (or
-never sends) its response body, and a delivery whose lease lapsed while its own worker was still sending it."""
+never sends) its response body, a delivery whose lease lapsed while its own worker was still sending it, and Redis
+gone between a send and its record."""
 
 import asyncio
 import contextlib
 
+from redis.asyncio import Redis
+
+from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.shared.store import keys
 from tests.kafka_helpers import eventually
 from tests.services.notifier.test_notifier_delivery import config_for, dispatching, enqueue, open_event, outbox_empty
@@ -80,8 +84,28 @@ async def test_a_delivery_whose_lease_lapsed_while_it_is_sent_is_not_sent_again_
             for _ in range(30):  # the lease runs out (renewals lost), for the claims of the next 0.6 s to see
                 await redis.zadd(keys.OUTBOX_INFLIGHT, {delivery.id: 0}, xx=True)
                 await asyncio.sleep(0.02)
-            for hang in receiver._hangs:
-                hang.set()  # the first request is answered: 200
+            receiver.release()  # the first request is answered: 200
             await eventually(lambda: outbox_empty(redis))
             await asyncio.sleep(0.3)
+    assert len(receiver.requests) == 1, [r.headers["X-Lagwatch-Attempt"] for r in receiver.requests]
+
+
+async def test_a_delivery_sent_while_redis_goes_away_is_recorded_once_it_is_back_not_sent_again(tmp_path, kafka):
+    """The receiver took the notification, then Redis was gone before the worker could take it out of the outbox.
+    The worker records it once Redis is back; given up (as before), the delivery was claimed again once its lease
+    had run out and sent a second time (a fault drill caught it: Redis restarted as an open went out)."""
+    with RedisServer(dir=tmp_path / "redis", appendonly=True) as server:
+        server.start()
+        async with Receiver(script=["hang"]) as receiver:
+            config = config_for(kafka, server, [{"id": "hook", "url": receiver.url()}])  # a 1 s lease
+            async with dispatching(config, dead_letters=False) as (outbox, _):
+                await enqueue(outbox, open_event())
+                await receiver.wait_for(1)
+                await asyncio.to_thread(server.stop)  # the AOF is flushed: the outbox comes back with it
+                receiver.release()  # the request is answered (200) while Redis is away
+                await asyncio.sleep(2)  # past the lease
+                await asyncio.to_thread(server.start)
+                async with contextlib.aclosing(Redis.from_url(server.url)) as redis:
+                    await eventually(lambda: outbox_empty(redis), timeout=10)
+                await asyncio.sleep(1.5)  # a claim of the lapsed lease would have sent it again by now
     assert len(receiver.requests) == 1, [r.headers["X-Lagwatch-Attempt"] for r in receiver.requests]

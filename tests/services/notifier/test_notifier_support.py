@@ -49,9 +49,13 @@ class Receiver:
         self._hangs: list[asyncio.Event] = []
         return self
 
-    async def stop(self) -> None:
+    def release(self) -> None:
+        """Answer the requests held by "hang" (200)."""
         for event in self._hangs:
             event.set()
+
+    async def stop(self) -> None:
+        self.release()
         await self._runner.cleanup()
 
     async def __aenter__(self):
