@@ -513,7 +513,7 @@ class Dispatcher:
                     exc,
                     backoff.delay,
                 )
-                await backoff.pause(asyncio.Event())  # never set: only the stop's cancel ends it early
+                await backoff.pause()  # through a stop too, until its cancel: the stop waits for sends to settle
 
     async def _defer(self, delivery: Delivery, at: float, reason: str) -> None:
         metrics.DEFERRED.labels(reason).inc()

@@ -42,11 +42,14 @@ class Backoff:
     def reset(self) -> None:
         self.failures = 0
 
-    async def pause(self, stopping: asyncio.Event) -> None:
-        """Wait the next pause, or less when `stopping` is set meanwhile."""
+    async def pause(self, stopping: asyncio.Event | None = None) -> None:
+        """Wait the next pause, or less when `stopping` is set meanwhile (None: only a cancel ends it early)."""
         seconds = self.delay * (0.5 + random.random() / 2)
         self.failures += 1
-        await pause(stopping, seconds)
+        if stopping is None:
+            await asyncio.sleep(seconds)
+        else:
+            await pause(stopping, seconds)
 
 
 DEAD_WORK_GRACE_S = 10.0  # how long /healthz says "dead" before the process exits (read at each call: tests shorten it)

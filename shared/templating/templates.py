@@ -207,7 +207,7 @@ def context(
             # what a receiver keeping alerts open knows this incident by, for this subscription: `key` (PagerDuty's
             # dedup_key) and `subscription` (Alertmanager's label; None: named by the incident alone), as
             # services/notifier/receiver_identity.py decides
-            "receiver": receiver or {"key": event.get("incident_id"), "subscription": None},
+            "receiver": receiver,
         },
         "extras": dict(extras),
         "dashboard_url": dashboard_url,
