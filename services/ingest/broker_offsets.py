@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
+from lagwatch.services.ingest.unanswered_leaders import UnansweredLeaders
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.history import KIND_LOG_START
 from lagwatch.shared.kafka.changes import ChangePublisher
@@ -55,8 +56,8 @@ async def list_latest_offsets(
     Sent directly rather than through the consumer's `end_offsets`, which retries unknown partitions until its
     request timeout and asks for their metadata by name, and a metadata request naming a deleted topic re-creates
     it on clusters with `auto.create.topics.enable`. Returns (offsets found, partitions Kafka does not know,
-    partitions whose leader did not answer); raises only when no leader answered: one broker down (a rolling
-    restart) must not stop the samples of the partitions the others lead.
+    partitions whose leader did not answer): one broker down (a rolling restart) must not stop the samples of the
+    partitions the others lead. Whether no leader answering is the whole cluster away is the caller's to ask.
     """
     by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
     unknown: list[TP] = []
@@ -71,9 +72,6 @@ async def list_latest_offsets(
         for leader, topics in by_leader.items()
     ]
     answers = await asyncio.gather(*requests, return_exceptions=True)
-    failures = [a for a in answers if isinstance(a, BaseException)]
-    if failures and len(failures) == len(answers):
-        raise failures[0]
     found: dict[TP, int] = {}
     unreachable: list[TP] = []
     for topics, response in zip(by_leader.values(), answers, strict=True):
@@ -123,6 +121,7 @@ class BrokerOffsets:
         self.partition_counts: dict[str, int] = {}
         self.kafka_ok = False
         self.is_poller = False
+        self.unanswered = UnansweredLeaders(cluster)  # said when it changes, not at every poll
         self._consumer = AIOKafkaConsumer(
             **kafka_kwargs, enable_auto_commit=False, exclude_internal_topics=False, metadata_max_age_ms=300_000
         )
@@ -167,6 +166,8 @@ class BrokerOffsets:
             held_since = (held_since or time.monotonic()) if holding else None
             try:
                 await self.tick(poll=held_since is None or time.monotonic() - held_since > HOLD_POLLS_MAX_S)
+            except LeadersUnreachable:  # said by `unanswered` when it changes, not once per poll
+                self.kafka_ok = False
             except (KafkaError, OSError) as exc:
                 self.kafka_ok = False
                 log.warning("broker offsets for %s: Kafka unreachable (%s); retrying", self.cluster, exc)
@@ -196,8 +197,11 @@ class BrokerOffsets:
 
     async def tick(self, *, poll: bool = True) -> None:
         ttl_ms = int(self.offset_refresh * 3000)
+        was_poller = self.is_poller
         self.is_poller = bool(await self._renew(keys=[keys.poller_lease(self.cluster)], args=[self._owner, ttl_ms]))
         if not self.is_poller:
+            if was_poller:
+                self.unanswered.forget()
             await self.load_from_store()
             await self._check_kafka()
             return
@@ -256,6 +260,7 @@ class BrokerOffsets:
         if deleted and self.history is not None:  # the replay drops the partitions when the live store did
             await self.history.publish_deletions(deleted, now_ms())
         self.latest = {tp: off for tp, off in self.latest.items() if tp[0] in counts}
+        self.unanswered.keep_only(counts)
         self.partition_counts = counts
         return deleted
 
@@ -266,17 +271,6 @@ class BrokerOffsets:
         except (KafkaError, OSError):
             return False
         return True
-
-    def _leaders_away(self, exc: Exception) -> None:
-        """A commit whose partition was never sampled and whose leader is away is dropped (counted as
-        `no_broker_offset`, as Burrow drops a commit for a partition it has no offsets for) rather than holding every
-        other commit of the batch, and with them the cluster's monitoring, until that broker is back."""
-        log.warning(
-            "broker offsets for %s: %s; commits of partitions never sampled whose leader is away are dropped until it "
-            "answers (counted as no_broker_offset)",
-            self.cluster,
-            exc,
-        )
 
     async def _update_metadata(self) -> None:
         """Fresh cluster metadata, or KafkaConnectionError: aiokafka answers False when no broker answered (it does
@@ -293,9 +287,11 @@ class BrokerOffsets:
         know (a topic deleted since the last metadata refresh) are left out and trigger a refresh next tick. When some
         leaders did not answer, the others' samples are stored, then KafkaConnectionError says so (a commit waiting
         for such a partition's first log end waits on; the metadata is read again: a leader may have moved)."""
-        found, unknown, unreachable = await list_latest_offsets(
-            self._consumer._client, partitions, self.request_timeout
-        )
+        asked = list(partitions)
+        found, unknown, unreachable = await list_latest_offsets(self._consumer._client, asked, self.request_timeout)
+        if unreachable and not found and not await self._answers():
+            raise KafkaConnectionError(f"no broker of {self.cluster} answered ListOffsets or a metadata request")
+        self.unanswered.record(asked, unreachable)
         self.kafka_ok = True
         if unknown or unreachable:
             self._last_topic_refresh = 0.0
@@ -322,6 +318,7 @@ class BrokerOffsets:
         the evaluator re-checks the groups retention closes in on."""
         self._last_log_start_poll = time.monotonic()
         found, _, _ = await list_latest_offsets(self._consumer._client, partitions, self.request_timeout, EARLIEST)
+        # (a leader that did not answer: its partitions' log starts wait for the next topic-refresh)
         by_topic: dict[str, dict[int, int]] = {}
         for (topic, partition), offset in found.items():
             by_topic.setdefault(topic, {})[partition] = offset
@@ -361,11 +358,12 @@ class BrokerOffsets:
                 await self.refresh_topics()
             existing = [(t, p) for t, p in missing if p < self.partition_counts.get(t, 0)]
             await self.poll(existing)
+        except LeadersUnreachable:
+            # Only these partitions' leaders are away (`poll` told `unanswered`). Their commits are dropped (counted
+            # as `no_broker_offset`, as Burrow drops a commit for a partition it has no offsets for) rather than
+            # holding every other commit of the batch until that broker is back.
+            return
         except (KafkaError, OSError) as exc:
-            # some leaders answered, or the cluster does: only these partitions' leaders are away
-            if isinstance(exc, LeadersUnreachable) or await self._answers():
-                self._leaders_away(exc)
-                return
             self.kafka_ok = False
             log.warning(
                 "broker offsets for %s: lookup failed (%s); their commits wait for the next batch", self.cluster, exc

@@ -235,8 +235,8 @@ class IngestWorker:
         async def first_poll() -> None:
             try:
                 await self.broker_offsets.tick()
-            except LeadersUnreachable as exc:
-                log.warning("ingest %s: %s; starting with the log ends of the others", self.cluster, exc)
+            except LeadersUnreachable:  # which ones was said as a warning
+                log.info("ingest %s: starting with the log ends of the leaders that answered", self.cluster)
 
         if not self.stopping.is_set():
             await self._retry("the first broker-offset poll", first_poll)
@@ -285,6 +285,7 @@ class IngestWorker:
                 self.consumer.shutdown()
                 self.consumer = self._new_consumer()
                 if rewind:
+                    self.processor.read_again()
                     self.archive.rewound()
 
     async def _consume(self) -> None:

@@ -1,8 +1,11 @@
 """A broker leading some partitions is away while the rest of the cluster answers (an offline partition; a broker
 down with replication 1): the ingest goes on with every other partition, from its start on."""
 
+import asyncio
+import logging
 import time
 
+from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
 from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
@@ -52,3 +55,32 @@ async def _stored_offsets(store: WindowStore, group: str, topic: str, offsets: l
 
 async def _dropped_without_log_end(redis: Redis, n: int) -> bool:
     return (await read_totals(redis, CLUSTER)).get("outcome:no_broker_offset", 0) >= n
+
+
+async def test_a_leader_away_is_said_once_while_it_lasts_and_again_when_it_answers(
+    one_broker_apart, redis_server, caplog
+):
+    """A broker away for many polls: one warning naming its partitions (each poll of `offset-refresh` used to log
+    one), the gauge counts them, and a line says when every leader answers again."""
+    config = make_config(one_broker_apart.bootstrap, redis_server.url)
+    one_broker_apart.set_broker_down(AWAY)
+    with caplog.at_level(logging.INFO, logger="lagwatch.services.ingest"):
+        async with running(IngestWorker(config, CLUSTER)):
+            await eventually(lambda: _unanswered(at_least=3))
+            await asyncio.sleep(10 * 0.3)  # ten more polls with the broker still away
+            away_lines = _lines(caplog, logging.WARNING, "leaders did not answer")
+            assert len(away_lines) == 1, away_lines
+            assert "remote[0]" in away_lines[0]
+            assert not _lines(caplog, logging.WARNING, "Kafka unreachable")
+            one_broker_apart.set_broker_up(AWAY)
+            await eventually(lambda: _unanswered(at_most=0))
+    assert _lines(caplog, logging.INFO, "every partition leader answers again")
+
+
+async def _unanswered(at_least: int = 0, at_most: int = 1_000_000) -> bool:
+    value = REGISTRY.get_sample_value("lagwatch_ingest_partitions_unanswered", {"cluster": CLUSTER})
+    return value is not None and at_least <= value <= at_most
+
+
+def _lines(caplog, level: int, text: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == level and text in r.getMessage()]
