@@ -31,7 +31,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
@@ -54,6 +54,14 @@ NAMED_FETCH_CHUNK = 1000  # partitions named in one OffsetFetch when a group's a
 Offsets = dict[tuple[str, int], int]  # (topic, partition) -> committed offset
 
 
+class Answer(NamedTuple):
+    """A group's offsets and when they were seen: the time its commits are stamped with. A poll may take an answer
+    that came in beside an earlier one (a coordinator away, then back), seconds before this poll's own time."""
+
+    offsets: Offsets
+    at: int  # ms since the epoch
+
+
 class AdminOffsets:
     def __init__(
         self,
@@ -73,15 +81,17 @@ class AdminOffsets:
         self._index, self._count = shard
         self._admin: AdminClient | None = None
         self._seen: dict[str, Offsets] = {}  # group -> what the last poll found
-        self._named_fetch: set[str] = set()  # groups whose offsets only a fetch naming partitions found (see _fetch)
-        self._answers_all = False  # an all-partitions fetch found offsets: this broker answers it (see _fetch)
+        self._named_fetch: set[str] = (
+            set()
+        )  # groups whose offsets only a fetch naming partitions found (see _fetch_offsets)
+        self._answers_all = False  # an all-partitions fetch found offsets: this broker answers it (see _fetch_offsets)
         self._order = time.time_ns() // 1000  # the records' `order`: increasing, also across restarts
         self._members: dict[str, tuple] = {}  # group -> its membership at the last poll (see _membership)
         self._generations: dict[str, int] = {}  # group -> membership changes seen
         self._describe_after = 0.0  # monotonic time before which DescribeGroups is not tried (refused last time)
         self._listing: asyncio.Future[tuple[list[str], bool] | None] | None = None  # ListGroups in flight
         self._listed: list[str] = []  # the groups the newest finished listing named
-        self._fetching: dict[str, asyncio.Future[Offsets | None]] = {}  # fetches an earlier poll did not wait out
+        self._fetching: dict[str, asyncio.Future[Answer | None]] = {}  # fetches an earlier poll did not wait out
 
     def close(self) -> None:
         for pending in (self._listing, *self._fetching.values()):
@@ -98,9 +108,9 @@ class AdminOffsets:
         fetched = await self._fetch_all(groups)
         observed = now_ms()
         records: list[RawRecord] = []
-        for group, offsets in zip(groups, fetched, strict=True):
-            if offsets is not None:
-                records.extend(self._changes(group, offsets, observed))
+        for group, answer in zip(groups, fetched, strict=True):
+            if answer is not None:
+                records.extend(self._changes(group, answer.offsets, answer.at))
         records.extend(await self._membership_changes(groups, observed))
         if complete:
             records.extend(self._deletions(set(self._seen) - set(groups), observed))
@@ -209,7 +219,7 @@ class AdminOffsets:
             log.debug("admin offsets: listing groups: %s", error)
         return [g.group_id for g in result.valid], not result.errors
 
-    async def _fetch_all(self, groups: list[str]) -> list[Offsets | None]:
+    async def _fetch_all(self, groups: list[str]) -> list[Answer | None]:
         """Each group's offsets (`_fetch`), waited for ANSWER_WAIT_S at most: a fetch still unanswered (its
         coordinator away) goes on beside the next polls, which take its answer once it came, without waiting for it
         again; None until then (a fetch that did not answer concludes nothing)."""
@@ -219,7 +229,7 @@ class AdminOffsets:
         fresh = {g: asyncio.ensure_future(self._fetch(g)) for g in groups if g not in late}
         if fresh:
             await asyncio.wait(fresh.values(), timeout=ANSWER_WAIT_S)
-        fetched: list[Offsets | None] = []
+        fetched: list[Answer | None] = []
         for group in groups:
             task = late.get(group) or fresh[group]
             if task.done():
@@ -229,7 +239,12 @@ class AdminOffsets:
                 fetched.append(None)
         return fetched
 
-    async def _fetch(self, group: str) -> Offsets | None:
+    async def _fetch(self, group: str) -> Answer | None:
+        """The group's committed offsets and when they came; None when the fetch failed (nothing is concluded)."""
+        offsets = await self._fetch_offsets(group)
+        return None if offsets is None else Answer(offsets, now_ms())
+
+    async def _fetch_offsets(self, group: str) -> Offsets | None:
         """The group's committed offsets; None when the fetch failed (nothing is concluded from it). A group without
         offsets answers the all-partitions fetch with nothing on any broker; naming every partition of the cluster
         for it is only worth it (on every poll) until some group's all-partitions fetch has found offsets."""

@@ -78,3 +78,47 @@ async def test_a_description_not_answered_does_not_hold_the_others():
     records = await source._membership_changes(["g-near", "g-far"], 1_700_000_000_000)
     assert time.monotonic() - started < ANSWER_WAIT_S + 1
     assert [r.key() for r in records] == [codec.encode_group_metadata_key("g-near")]
+
+
+async def test_an_answer_that_comes_between_polls_is_stamped_with_when_it_came():
+    """g-far's OffsetFetch is not answered within the poll that sent it (its coordinator away); the answer comes a
+    second before the next poll, which stamps g-far's commit with the answer's time, not its own. (Stood-in
+    fetches: the moment the Kafka mock answers a fetch sent to a broker that comes back is not the test's to pick.)"""
+    import asyncio
+
+    from lagwatch.services.ingest.admin_offsets import AdminOffsets
+    from lagwatch.shared.clock import now_ms
+    from lagwatch.shared.domain.group_filter import GroupFilter
+
+    far_answers = asyncio.Event()
+
+    async def offset_fetch(group, partitions):
+        if group == "g-far":
+            await far_answers.wait()
+        return {("orders", 0): 5}
+
+    async def groups():
+        return ["g-near", "g-far"], False
+
+    source = AdminOffsets({}, named_groups=(), group_filter=GroupFilter(), partition_counts=dict)
+    source._admin = _Served()  # asked nothing else: groups and fetches are stood in for
+    source._groups, source._offset_fetch, source._membership_changes = groups, offset_fetch, _no_members
+    first = await source.poll()
+    assert [codec.decode_offset_commit_key(r.key())[0] for r in first] == ["g-near"]
+    far_answers.set()
+    await asyncio.sleep(0.05)  # the answer is taken in (its task completes) ...
+    came = now_ms()
+    await asyncio.sleep(1.0)  # ... a second before the next poll
+    second = await source.poll()
+    assert [codec.decode_offset_commit_key(r.key())[0] for r in second] == ["g-far"]
+    stamped = (second[0].timestamp_ms, codec.commit_offset_and_timestamp(second[0].value())[1])
+    assert all(came - 100 <= t <= came for t in stamped), (stamped, came)  # the poll's own time: came + 1000
+
+
+async def _no_members(groups, observed):
+    return []
+
+
+class _Served:
+    def poll(self, timeout):  # the admin client's queue of log lines, served after each poll
+        return 0
