@@ -819,9 +819,9 @@ def bench_shape(
         wanted = {"lagwatch", *(["history"] if history else []), *(["again"] if again else [])}
         for run in range(runs):
             # alternated, so a machine slowing down or speeding up within a run favours neither system; each second
-            # lagwatch (with history, or the same again) before the plain one in every other run (its drop is their
-            # ratio)
-            order = ["lagwatch", "again", "history", "burrow"]
+            # lagwatch (with history, or the same again) next to the plain one, before it in every other run (its
+            # drop is their ratio: one further away would also carry the machine's drift over the run between)
+            order = ["again", "lagwatch", "history", "burrow"]
             order = order if run % 2 == 0 else order[::-1]
             by: dict[str, Row] = {}
             for system in order:

@@ -12,8 +12,9 @@ While the history topic does not take them (a delivery failed, or the oldest has
 and no position is committed from then on. The windows, the change notices and the evaluator's judging clock go
 on; a probe sends the oldest unarchived batch again, with backoff. Once the history topic acknowledges it, the
 worker rewinds (`rewind_due`): it reads its partitions again from the committed positions, and those commits —
-duplicates to the windows, which `order` drops — go to the history topic on the way, stamped with the time they
-were read again. In admin mode nothing can be read again: the history misses the commits of the outage (logged).
+duplicates to the windows, which `order` drops — go to the history topic on the way, those it had read before
+stamped with their commit time (`BatchProcessor.read_again`). In admin mode nothing can be read again: the history
+misses the commits of the outage (logged).
 
 Before, the worker waited for the history topic like for Redis: an outage of one history partition stopped the
 windows, the change notices and the judging clock of the whole cluster until it was over.

@@ -278,6 +278,8 @@ def run_pass(processor, records, batch, bint defer):
     cdef bint keep = processor.keep_commits
     cdef HistoryWriter history = HistoryWriter(batch.history, processor.history_heads, processor.cluster) if keep else None
     cdef int64_t now = batch.observed_at
+    cdef dict reread = processor.reread_until  # empty but after a rewind (BatchProcessor.read_again)
+    cdef int64_t reread_below = -1  # the records in hand: below this order, read again
     unusual, open_group = processor._unusual, processor._open_group
     cdef Py_ssize_t appended = 0, merged = 0, expired = 0, no_broker = 0
     others = {}  # outcomes of commits at or before their ring's newest entry (Python's add_to_ring)
@@ -304,6 +306,9 @@ def run_pass(processor, records, batch, bint defer):
             if part_now is not None:
                 positions[part_now] = position
             part_now = partition
+            if reread:
+                found = PyDict_GetItem(reread, partition)
+                reread_below = <int64_t><object>found if found is not NULL else -1
         position = order + 1
         commit_key = None
         if key is not None:
@@ -336,7 +341,8 @@ def run_pass(processor, records, batch, bint defer):
             tally["decode_error:out-of-range"] += 1
             continue
         if keep:
-            history.write(partition, group, tp, committed, timestamp, order, now)
+            history.write(partition, group, tp, committed, timestamp, order,
+                          now if order >= reread_below else min(now, timestamp))
         if current_name is None or (group is not current_name and group != current_name):
             if last_moved:
                 current.last, last_moved = current_last, False

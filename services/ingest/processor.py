@@ -105,6 +105,10 @@ class BatchProcessor:
         self.writer = WindowWriter(store.redis)
         self._rebalances: list[Rebalance] = []  # applied in memory, not yet written
         self.topic_ids = topic_ids  # names the topic ids of new-protocol assignments (None: left as ids)
+        # offsets partition -> the position read up to; after a rewind, the position below which a record is read
+        # again: its history record is stamped with its commit time, not the time it was read again (`read_again`)
+        self.read_to: dict[int, int] = {}
+        self.reread_until: dict[int, int] = {}
         self.compiled = compiled_pass is not None  # the per-record loop of commit_pass.pyx, else _python_pass
         # the flush encoded by flush_encoding.pyx, else take_writes + WindowWriter; Redis Cluster routes commands
         self.packs_flush = encode_flush is not None and not isinstance(store.redis, RedisCluster)
@@ -117,7 +121,23 @@ class BatchProcessor:
         batch.tally["records"] += len(records)
         batch.tally["batches"] += 1
         self._pass(records, batch, defer=True)
+        self._advance(batch.positions)
         return batch
+
+    def read_again(self) -> None:
+        """The worker reads its partitions again from the committed positions (a rewind after a history-topic
+        outage): the commits up to where it had read go to the history with the time they were committed, near the
+        time they were first read (the history's `observed_at`), not the time they are read again — the replay
+        would see every commit of the outage arrive at once, after it."""
+        self.reread_until = dict(self.read_to)
+
+    def _advance(self, positions: dict[int, int]) -> None:
+        read_to = self.read_to
+        for partition, position in positions.items():
+            if position > read_to.get(partition, 0):
+                read_to[partition] = position
+        if self.reread_until:  # read past: the records from there on are read for the first time
+            self.reread_until = {p: u for p, u in self.reread_until.items() if read_to.get(p, 0) < u}
 
     async def load_deferred(self, batch: AppliedBatch) -> bool:
         """What the set-aside records need: their groups from Redis, their partitions' log ends (retryable)."""
@@ -173,12 +193,11 @@ class BatchProcessor:
         ring's update. Anything but a plain commit of a loaded group leaves the loop through `_unusual` (rare)."""
         known, groups, latest, config = self.keys.keys, self.cache.groups, self.broker_offsets.latest, self.store.config
         tally, positions, waiting, history = batch.tally, batch.positions, batch.waiting, batch.history
-        keep, now, cluster = self.keep_commits, batch.observed_at, self.cluster
+        keep, now, cluster, reread = self.keep_commits, batch.observed_at, self.cluster, self.reread_until
         offset_and_timestamp = codec.commit_offset_and_timestamp
         outcomes: Counter = Counter()
         current_name: str | None = None
-        # bound at a group's first commit of a run (current_name starts as None): these are placeholders
-        current, rings, changed = NO_GROUP, NO_GROUP.rings, set[str]()
+        current, rings, changed = NO_GROUP, NO_GROUP.rings, set[str]()  # placeholders until a group's first commit
         for record in records:
             key, value, order, part = record.key(), record.value(), record.offset(), record.partition()
             positions[part] = order + 1
@@ -202,7 +221,8 @@ class BatchProcessor:
                 tally["decode_error:out-of-range"] += 1
                 continue
             if keep:
-                history.add_commit(cluster, part, group, *commit_key[1:3], committed, timestamp, order, now)
+                seen = min(now, timestamp) if reread and order < reread.get(part, -1) else now  # see read_again
+                history.add_commit(cluster, part, group, *commit_key[1:3], committed, timestamp, order, seen)
             if group != current_name:
                 current_name, current = group, groups[group]
                 rings, changed = self._open_group(group, current, batch)

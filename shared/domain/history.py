@@ -14,7 +14,9 @@ Five kinds of normalized records, one flat shape so a file or a topic can hold t
 | `order`           | offset of the record  | null             | null          | null             | of the tombstone  |
 | `observed_at`     | when lagwatch read it | when sampled     | when sampled  | when deleted     | when read         |
 
-Times are ms since the epoch; `order` is the commit record's offset in the offsets topic. Log-start samples (every
+Times are ms since the epoch; `order` is the commit record's offset in the offsets topic. A commit the ingest read
+again after a history-topic outage (it had read it before, then could not archive it) is observed at its commit
+time, or at the time it was read again if that is earlier. Log-start samples (every
 `topic-refresh`) let the replay estimate retention risk as the evaluator does (`shared/domain/retention.py`, from the
 log start's pace; the topics' `retention.ms` is not in the history). A `topic-deleted` record says every partition
 of the topic left the windows, as the live store drops them: with `group` null, the topic was deleted from Kafka

@@ -20,7 +20,7 @@ from lagwatch.services.ingest import processor as processor_module
 from lagwatch.services.ingest.commit_pass import HistoryWriter, heads_kept
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
-from lagwatch.shared.domain.history import MESSAGE_BYTES, HistoryMessages
+from lagwatch.shared.domain.history import MESSAGE_BYTES, HistoryMessages, decode, records_of
 from lagwatch.shared.domain.window import expired
 from lagwatch.shared.kafka import offsets_codec as codec
 from tests.kafka_helpers import CLUSTER, produce
@@ -143,6 +143,35 @@ def test_the_compiled_loop_and_the_python_loop_agree(stack, monkeypatch):
     # the property covered every way the loop stores or refuses a commit
     assert {"outcome:appended", "outcome:merged", "outcome:expired", "outcome:no_broker_offset"} <= outcomes, outcomes
     assert {"outcome:duplicate", "outcome:too_old", "outcome:inserted"} & outcomes, outcomes
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_commits_read_again_after_a_rewind_keep_their_commit_time_in_the_history(stack, monkeypatch, compiled):
+    """After a history-topic outage the worker reads its partitions again (`read_again`): the commits it had read
+    go to the history stamped with their commit time (near when they were first read, never later than now), the
+    ones read for the first time with the time they were read; once past them, nothing is stamped differently."""
+    clock = [NOW_MS]
+    monkeypatch.setattr(processor_module, "now_ms", lambda: clock[0])
+    processor = BatchProcessor(
+        CLUSTER, stack.store, stack.broker_offsets, stack.config.group_filter(CLUSTER), keep_commits=True
+    )
+    processor.compiled = compiled
+    stack.loop.run_until_complete(stack.broker_offsets.tick())
+    first_read = [(0, NOW_MS - 3000), (1, NOW_MS - 2000), (2, NOW_MS + 120_000)]  # the last from a clock ahead
+
+    def observed(records, later):
+        clock[0] = NOW_MS + later
+        raw = [RawRecord(*_billing_commit(order, ts)[1:], 0, order, 1) for order, ts in records]
+        batch = stack.loop.run_until_complete(processor.apply(raw))
+        batch.history.close()
+        return [decode(r).observed_at for _, message in batch.history.messages for r in records_of(message)]
+
+    assert observed(first_read, 0) == [NOW_MS] * 3
+    processor.read_again()
+    again = observed([*first_read, (3, NOW_MS + 59_000)], 60_000)
+    assert again == [NOW_MS - 3000, NOW_MS - 2000, NOW_MS + 60_000, NOW_MS + 60_000]
+    assert observed([(4, NOW_MS + 60_000)], 61_000) == [NOW_MS + 61_000]
+    assert processor.reread_until == {}
 
 
 def _count_restarts(monkeypatch) -> list[str]:
