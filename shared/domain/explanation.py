@@ -17,9 +17,11 @@ The first rule that matches wins, in this order (the more specific cause before 
 7. consumer-stopped partitions stopped committing (members still in the group, or membership unknown);
 8. producer-stopped no lag to speak of growing, and the log end has not moved for `PRODUCER_FLAT_MS` (nothing new
                     to consume: lag in seconds grows with the clock, not because the consumer is slow);
-9. slower-than-producer  the lag grows: the consumer reads fewer messages per second than are written;
+9. slower-than-producer  the lag does not shrink: the consumer reads no more messages per second than are written
+                    (as many, far behind: the lag holds where it is);
 10. catching-up     lag, but the consumer is faster than the producer;
-11. caught-up        no lag.
+11. keeping-up      as fast as the producer, its lag no more than what arrived since its latest commits;
+12. caught-up       no lag.
 Unknown rates and no matching rule: `unknown`.
 """
 
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 
 from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
 from lagwatch.shared.domain.retention import RetentionRisk
-from lagwatch.shared.domain.velocity import CatchUp, Velocity
+from lagwatch.shared.domain.velocity import PACE_TOLERANCE, CatchUp, Velocity
 
 STORM_GENERATIONS = 3
 STORM_WINDOW_MS = 600_000  # 10 min
@@ -143,18 +145,32 @@ def _rates_cause(velocities: Mapping[TopicPartition, Velocity], group: Velocity)
         )
     behind = [v for v in velocities.values() if v.catchup == CatchUp.NEVER and v.lag_growth is not None]
     if behind:
-        consume = sum(v.consume_rate or 0.0 for v in behind)
-        produce = sum(v.produce_rate or 0.0 for v in behind)
-        return Explanation(
-            "slower-than-producer",
-            f"Slower than the producer: consuming {consume:.1f} msg/s, producing {produce:.1f} msg/s"
-            f" on {len(behind)} partition(s); the lag grows by {produce - consume:.1f} msg/s.",
-        )
+        return _slower_than_producer(behind)
     if group.catchup == CatchUp.CATCHING_UP and group.catchup_seconds is not None:
         return Explanation("catching-up", f"Catching up: about {_duration(group.catchup_seconds)} to clear the lag.")
+    if group.catchup == CatchUp.KEEPING_UP:
+        return Explanation(
+            "keeping-up",
+            f"Keeping up with the producer ({group.produce_rate or 0.0:.1f} msg/s): its lag is what arrived since its"
+            " latest commits.",
+        )
     if group.catchup == CatchUp.CAUGHT_UP:
         return Explanation("caught-up", "Caught up.")
     return Explanation("unknown", "Not enough commits or log-end samples yet to say why.")
+
+
+def _slower_than_producer(behind: Sequence[Velocity]) -> Explanation:
+    consume = sum(v.consume_rate or 0.0 for v in behind)
+    produce = sum(v.produce_rate or 0.0 for v in behind)
+    rates = f"consuming {consume:.1f} msg/s, producing {produce:.1f} msg/s on {len(behind)} partition(s)"
+    if consume > 0 and consume >= produce * (1 - PACE_TOLERANCE):  # the lag holds: "grows by 0.0" said nothing
+        lag = sum(v.lag for v in behind)
+        return Explanation(
+            "slower-than-producer", f"No faster than the producer: {rates}; the lag holds at {lag:,} messages."
+        )
+    return Explanation(
+        "slower-than-producer", f"Slower than the producer: {rates}; the lag grows by {produce - consume:.1f} msg/s."
+    )
 
 
 def _names(parts: Sequence[PartitionStatus]) -> str:

@@ -74,7 +74,7 @@ class VelocityFields(EventFields, frozen=True, kw_only=True):
     consume_rate: Number | None
     produce_rate: Number | None
     lag_growth_per_second: Number | None
-    catchup: Literal["caught_up", "catching_up", "never", "unknown"]
+    catchup: Literal["caught_up", "keeping_up", "catching_up", "never", "unknown"]
     catchup_seconds: Number | None
 
     @classmethod

@@ -13,6 +13,14 @@ caught up. Pure functions, no I/O: the evaluator, the api and the Spark replay c
 * time to catch up: lag / (consume - produce) while the consumer is faster; "never" when it is not (including a
   stopped consumer with lag); 0 with no lag. Per group the slowest partition decides: "never" when any partition
   never catches up, else the longest estimate.
+* keeping up: a consumer whose lag is no more than the producer writes in two of its commit intervals (or two
+  log-end samples, whichever is longer), and that reads at least half as fast as the producer writes, is keeping
+  up, time to catch up 0: its lag is what arrived since its latest commit. (The lag is what tells; the rates of a
+  few commits scatter by tens of percent. A consumer that stopped, or reads much slower, leaves that lag within a
+  few commit intervals.) On a busy topic a healthy
+  consumer almost never has no lag, and its rate equals the producer's within the measurement's noise: it read as
+  "never" (or as catching up in hours) half the time. A consumer far behind at the producer's pace still never
+  catches up.
 """
 
 from __future__ import annotations
@@ -26,12 +34,18 @@ from lagwatch.shared.domain.protocol import OffsetEntry
 from lagwatch.shared.domain.time_lag import Sample
 
 DEFAULT_SPAN_MS = 300_000  # produce-rate span when there is no window to match (5 min)
+# rates this close count as equal: a window of 10 commits measures the consumer within about one commit interval
+# of its span, and the producer between log-end samples
+PACE_TOLERANCE = 0.1
+BETWEEN_COMMITS = 2  # a keeping-up consumer's lag: at most what the producer writes in this many commit intervals
+KEEPING_UP_PACE = 0.5  # ... and it reads at least this share of what the producer writes
 
 
 class CatchUp(StrEnum):
     CAUGHT_UP = "caught_up"  # no lag
     CATCHING_UP = "catching_up"  # the consumer is faster than the producer: `catchup_seconds` says when
     NEVER = "never"  # the consumer is not faster than the producer (or stopped): the lag will not shrink
+    KEEPING_UP = "keeping_up"  # lag only what arrived since its latest commits: nothing to catch up (see above)
     UNKNOWN = "unknown"  # too few commits or log-end samples to tell
 
 
@@ -41,7 +55,7 @@ class Velocity:
     produce_rate: float | None  # messages per second written
     lag: int  # messages behind now
     catchup: CatchUp
-    catchup_seconds: float | None  # None unless CAUGHT_UP (0) or CATCHING_UP
+    catchup_seconds: float | None  # None unless CAUGHT_UP or KEEPING_UP (0) or CATCHING_UP
     log_end_flat_ms: int | None = None  # how long the log end has not moved (None without a history)
 
     @property
@@ -139,11 +153,16 @@ def log_end_flat_ms(history: Sequence[Sample], now_ms: int) -> int | None:
     return max(0, now_ms - history[i].at)
 
 
-def catch_up(lag: int, consume: float | None, produce: float | None) -> tuple[CatchUp, float | None]:
+def catch_up(
+    lag: int, consume: float | None, produce: float | None, between_commits: int = 0
+) -> tuple[CatchUp, float | None]:
+    """`between_commits`: the lag a consumer keeping up may have (messages written between its commits)."""
     if lag <= 0:
         return CatchUp.CAUGHT_UP, 0.0
     if consume is None or produce is None:
         return CatchUp.UNKNOWN, None
+    if lag <= between_commits and consume > 0 and consume >= produce * KEEPING_UP_PACE:
+        return CatchUp.KEEPING_UP, 0.0
     if consume <= produce:
         return CatchUp.NEVER, None
     return CatchUp.CATCHING_UP, lag / (consume - produce)
@@ -168,22 +187,35 @@ def partition_velocity(
     produce = produce_rate(history, span)
     if produce is not None:
         produce = max(0.0, produce)
-    state, seconds = catch_up(lag, consume, produce)
+    state, seconds = catch_up(lag, consume, produce, _between_commits(tail, history, produce))
     return Velocity(consume, produce, lag, state, seconds, log_end_flat_ms(history, now_ms))
+
+
+def _between_commits(tail: Sequence[OffsetEntry], history: Sequence[Sample], produce: float | None) -> int:
+    """The messages the producer writes in BETWEEN_COMMITS of the consumer's commit intervals, or of the log end's
+    sample intervals when those are longer (its lag is measured against the newest sample)."""
+    span = _span(tail)
+    if not produce or span is None:
+        return 0
+    sampled_ms = history[-1].at - history[-2].at if len(history) > 1 else 0  # a quiet stretch: capped at the span
+    interval_ms = max(span / (len(tail) - 1), min(sampled_ms, span))
+    return int(produce * BETWEEN_COMMITS * interval_ms / 1000)
 
 
 def group_velocity(partitions: Iterable[Velocity]) -> Velocity:
     """The group's: rates summed over the partitions where both are known, lag over all of them, the catch-up of the
-    slowest partition ("never" when any never catches up; unknown only when every lagging partition is unknown)."""
+    slowest partition ("never" when any never catches up; unknown only when every lagging partition is unknown;
+    keeping up when every partition is caught up or keeping up, one of them keeping up)."""
     parts = list(partitions)
     both = [p for p in parts if p.consume_rate is not None and p.produce_rate is not None]  # growth stays honest
     consumes = [p.consume_rate for p in both if p.consume_rate is not None]
     produces = [p.produce_rate for p in both if p.produce_rate is not None]
     lag = sum(p.lag for p in parts)
     flats = [p.log_end_flat_ms for p in parts if p.log_end_flat_ms is not None]
-    lagging = [p for p in parts if p.catchup != CatchUp.CAUGHT_UP]
+    lagging = [p for p in parts if p.catchup not in (CatchUp.CAUGHT_UP, CatchUp.KEEPING_UP)]
     if not lagging:
-        state, seconds = CatchUp.CAUGHT_UP, 0.0
+        keeping = any(p.catchup == CatchUp.KEEPING_UP for p in parts)
+        state, seconds = (CatchUp.KEEPING_UP if keeping else CatchUp.CAUGHT_UP), 0.0
     elif any(p.catchup == CatchUp.NEVER for p in lagging):
         state, seconds = CatchUp.NEVER, None
     else:

@@ -10,8 +10,8 @@ schedule, a log-end poll that could flip a rule), so a result is what the rules 
 
 Value: JSON `[status, last_commit_ms, [rebalance start ms, ...], [[topic, partition, status, newest offset | -1,
 filled slots, lag anchor ms | -1 unknown | -2 caught up, lower bound 0/1], ...], [catch-up anchor ms | -1 unknown
-| -2 caught up | -3 never, lag growth per second | null, retention-risk anchor ms | -1 none, skipped messages]]`,
-statuses as Burrow's numbers; the last element (the group's velocity, `velocity.py`, and retention risk,
+| -2 caught up | -3 never | -4 keeping up, lag growth per second | null, retention-risk anchor ms | -1 none, skipped
+messages]]`, statuses as Burrow's numbers; the last element (the group's velocity, `velocity.py`, and retention risk,
 `retention.py`) is absent from results written before it existed, and its last two from older ones. The catch-up
 anchor is when the group is expected to be caught up (its time to catch up then counts down with the clock, as its
 lag shrinks); the retention-risk anchor likewise when its oldest unconsumed message is deleted.
@@ -35,7 +35,7 @@ from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_client import reply
 
 UNKNOWN_LAG, CAUGHT_UP_LAG = -1, -2
-UNKNOWN_CATCHUP, CAUGHT_UP_CATCHUP, NEVER_CATCHUP = -1, -2, -3
+UNKNOWN_CATCHUP, CAUGHT_UP_CATCHUP, NEVER_CATCHUP, KEEPING_UP_CATCHUP = -1, -2, -3, -4
 NO_RETENTION_RISK = -1
 EMPTY_VELOCITY = (UNKNOWN_CATCHUP, None, NO_RETENTION_RISK, 0)
 HOUR_MS = 3_600_000
@@ -81,9 +81,14 @@ class GroupResult:
 
     def velocity_json(self, now_ms: int) -> dict[str, Any]:
         """The group's catch-up and lag growth as the api shows them (`velocity.py`'s names): `catchup` caught_up,
-        catching_up, never or unknown, `catchup_seconds` counting down, `lag_growth_per_second`."""
+        keeping_up, catching_up, never or unknown, `catchup_seconds` counting down, `lag_growth_per_second`."""
         seconds = self.catchup_seconds(now_ms)
-        named = {UNKNOWN_CATCHUP: CatchUp.UNKNOWN, NEVER_CATCHUP: CatchUp.NEVER, CAUGHT_UP_CATCHUP: CatchUp.CAUGHT_UP}
+        named = {
+            UNKNOWN_CATCHUP: CatchUp.UNKNOWN,
+            NEVER_CATCHUP: CatchUp.NEVER,
+            CAUGHT_UP_CATCHUP: CatchUp.CAUGHT_UP,
+            KEEPING_UP_CATCHUP: CatchUp.KEEPING_UP,
+        }
         state = named.get(self.catchup_anchor, CatchUp.CATCHING_UP).value
         return {
             "catchup": state,
@@ -143,7 +148,7 @@ def catchup_seconds(anchor: int, now_ms: int) -> float | None:
         return None
     if anchor == NEVER_CATCHUP:
         return float("inf")
-    if anchor == CAUGHT_UP_CATCHUP:
+    if anchor in (CAUGHT_UP_CATCHUP, KEEPING_UP_CATCHUP):
         return 0.0
     return max(0.0, (anchor - now_ms) / 1000)
 
@@ -151,6 +156,8 @@ def catchup_seconds(anchor: int, now_ms: int) -> float | None:
 def catchup_anchor(velocity: Velocity, now_ms: int) -> int:
     if velocity.catchup == CatchUp.CAUGHT_UP:
         return CAUGHT_UP_CATCHUP
+    if velocity.catchup == CatchUp.KEEPING_UP:
+        return KEEPING_UP_CATCHUP
     if velocity.catchup == CatchUp.NEVER:
         return NEVER_CATCHUP
     if velocity.catchup_seconds is None:

@@ -164,6 +164,48 @@ def test_a_busy_caught_up_consumer_reads_as_fast_as_its_producer_writes():
     assert why.code == "caught-up"
 
 
+def test_a_healthy_consumer_between_its_commits_is_keeping_up_not_never():
+    """On a busy topic a healthy consumer always has some lag: what arrived since its latest commit. Its rate equals
+    the producer's within the measurement's noise; it used to read as "never at this rate" (or as catching up in
+    hours), with "the lag grows by 0.0 msg/s"."""
+    p = Generated(produce=250, consume=400, seconds=603, poll_every=1)  # 3 s after its commit at 600 s
+    v = p.velocity()
+    assert v.lag == 750
+    assert v.consume_rate == pytest.approx(v.produce_rate, rel=0.05)
+    assert (v.catchup, v.catchup_seconds) == (CatchUp.KEEPING_UP, 0.0)
+    status, why, overall = judged(p)
+    assert status.status == Status.OK
+    assert (why.code, overall.catchup) == ("keeping-up", CatchUp.KEEPING_UP)
+    assert "250.0 msg/s" in why.text
+
+
+def test_a_consumer_that_misses_its_commits_is_no_longer_keeping_up():
+    """Past two commit intervals of lag it is judged as before (here its rate over the window still matches)."""
+    p = Generated(produce=100, consume=200, seconds=600, commit_until=580, poll_every=1)
+    assert p.lag == 2000
+    assert p.velocity().catchup == CatchUp.NEVER
+
+
+def test_a_consumer_far_behind_at_its_producers_pace_never_catches_up_and_its_lag_holds():
+    p = Generated(produce=100, consume=100, start_lag=50_000)
+    v = p.velocity()
+    assert v.lag_growth == pytest.approx(0, abs=1)
+    assert v.catchup == CatchUp.NEVER
+    _, why, _ = judged(p)
+    assert why.code == "slower-than-producer"
+    assert "the lag holds at 50,000 messages" in why.text
+
+
+def test_a_group_keeps_up_when_each_partition_is_caught_up_or_keeping_up():
+    keeping = Generated(produce=250, consume=400, seconds=603, poll_every=1).velocity()
+    caught = Generated(produce=250, consume=400).velocity()
+    never = Generated(produce=100, consume=80, start_lag=1000).velocity()
+    assert (caught.catchup, keeping.catchup) == (CatchUp.CAUGHT_UP, CatchUp.KEEPING_UP)
+    assert group_velocity([caught, keeping]).catchup == CatchUp.KEEPING_UP
+    assert group_velocity([caught, caught]).catchup == CatchUp.CAUGHT_UP
+    assert group_velocity([keeping, never]).catchup == CatchUp.NEVER
+
+
 def test_a_consumer_whose_members_left_stopped_and_its_lag_will_not_shrink():
     p = Generated(produce=100, consume=80, commit_until=300, owner="")
     v = p.velocity()

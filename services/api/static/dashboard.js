@@ -372,6 +372,7 @@ function detailRow(g, columns) {
 function catchUp(v) {
   if (!v) return "—";
   if (v.catchup === "caught_up") return "caught up";
+  if (v.catchup === "keeping_up") return "keeping up";
   if (v.catchup === "never") return "never at this rate";
   if (v.catchup === "catching_up") return `~${duration(v.catchup_seconds)}`;
   return "—";

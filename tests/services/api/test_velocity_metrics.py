@@ -9,6 +9,7 @@ from lagwatch.shared.config import load_config
 from lagwatch.shared.domain.protocol import Status
 from lagwatch.shared.store.results_store import (
     CAUGHT_UP_CATCHUP,
+    KEEPING_UP_CATCHUP,
     NEVER_CATCHUP,
     UNKNOWN_CATCHUP,
     GroupResult,
@@ -45,6 +46,9 @@ def test_never_is_plus_infinity_and_caught_up_is_zero():
     assert steady
     caught_up, _ = lines_of(result(CAUGHT_UP_CATCHUP, 0.0), NOW)
     assert f"lagwatch_consumer_group_catchup_seconds{{{LABELS}}} 0.0\n" in caught_up
+    keeping_up, steady = lines_of(result(KEEPING_UP_CATCHUP, 0.1), NOW)  # lag only since its latest commit
+    assert f"lagwatch_consumer_group_catchup_seconds{{{LABELS}}} 0.0\n" in keeping_up
+    assert steady
 
 
 def test_unknown_velocity_has_no_series_and_old_results_still_read():
@@ -78,6 +82,11 @@ def test_the_dashboards_group_row_names_the_catch_up_as_the_api_does():
         "lag_growth_per_second": -2.5,
     }
     assert result(NEVER_CATCHUP, 3.0).velocity_json(NOW)["catchup"] == "never"
+    assert result(KEEPING_UP_CATCHUP, 0.1).velocity_json(NOW) == {
+        "catchup": "keeping_up",
+        "catchup_seconds": 0.0,
+        "lag_growth_per_second": 0.1,
+    }
     assert result(UNKNOWN_CATCHUP, None).velocity_json(NOW) == {
         "catchup": "unknown",
         "catchup_seconds": None,
