@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
 from lagwatch.shared.domain.retention import RetentionRisk
-from lagwatch.shared.domain.velocity import PACE_TOLERANCE, CatchUp, Velocity
+from lagwatch.shared.domain.velocity import CatchUp, Velocity
 
 STORM_GENERATIONS = 3
 STORM_WINDOW_MS = 600_000  # 10 min
@@ -70,7 +70,7 @@ def explain(
         _offsets_cause(status, retention)
         or _membership_cause(status, recent, now_ms, membership_known)
         or _partitions_cause(status, velocities)
-        or _rates_cause(velocities, group)
+        or _rates_cause(velocities, group, status.status == Status.OK)
     )
 
 
@@ -134,8 +134,10 @@ def _partitions_cause(status: GroupStatus, velocities: Mapping[TopicPartition, V
     return None
 
 
-def _rates_cause(velocities: Mapping[TopicPartition, Velocity], group: Velocity) -> Explanation:
-    """Rules 8-11: the producer's and the consumer's rates; `unknown` without them."""
+def _rates_cause(velocities: Mapping[TopicPartition, Velocity], group: Velocity, ok: bool) -> Explanation:
+    """Rules 8-12: the producer's and the consumer's rates; `unknown` without them. A group the rules find worse
+    than OK is not said to keep up: its lag rose at every commit of its window, however little."""
+    never = (CatchUp.NEVER,) if ok else (CatchUp.NEVER, CatchUp.KEEPING_UP)
     growth = group.lag_growth
     flat = group.log_end_flat_ms
     if flat is not None and flat >= PRODUCER_FLAT_MS and (growth is None or growth <= 0):
@@ -143,12 +145,12 @@ def _rates_cause(velocities: Mapping[TopicPartition, Velocity], group: Velocity)
             "producer-stopped",
             f"The producer stopped: the log end has not moved for {_duration(flat / 1000)}; nothing new to consume.",
         )
-    behind = [v for v in velocities.values() if v.catchup == CatchUp.NEVER and v.lag_growth is not None]
+    behind = [v for v in velocities.values() if v.catchup in never and v.lag_growth is not None]
     if behind:
         return _slower_than_producer(behind)
     if group.catchup == CatchUp.CATCHING_UP and group.catchup_seconds is not None:
         return Explanation("catching-up", f"Catching up: about {_duration(group.catchup_seconds)} to clear the lag.")
-    if group.catchup == CatchUp.KEEPING_UP:
+    if group.catchup == CatchUp.KEEPING_UP and ok:
         return Explanation(
             "keeping-up",
             f"Keeping up with the producer ({group.produce_rate or 0.0:.1f} msg/s): its lag is what arrived since its"
@@ -163,7 +165,7 @@ def _slower_than_producer(behind: Sequence[Velocity]) -> Explanation:
     consume = sum(v.consume_rate or 0.0 for v in behind)
     produce = sum(v.produce_rate or 0.0 for v in behind)
     rates = f"consuming {consume:.1f} msg/s, producing {produce:.1f} msg/s on {len(behind)} partition(s)"
-    if consume > 0 and consume >= produce * (1 - PACE_TOLERANCE):  # the lag holds: "grows by 0.0" said nothing
+    if consume > 0 and produce - consume < 0.05:  # the lag holds: "grows by 0.0 msg/s" said nothing
         lag = sum(v.lag for v in behind)
         return Explanation(
             "slower-than-producer", f"No faster than the producer: {rates}; the lag holds at {lag:,} messages."

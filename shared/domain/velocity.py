@@ -13,11 +13,10 @@ caught up. Pure functions, no I/O: the evaluator, the api and the Spark replay c
 * time to catch up: lag / (consume - produce) while the consumer is faster; "never" when it is not (including a
   stopped consumer with lag); 0 with no lag. Per group the slowest partition decides: "never" when any partition
   never catches up, else the longest estimate.
-* keeping up: a consumer whose lag is no more than the producer writes in two of its commit intervals (or two
-  log-end samples, whichever is longer), and that reads at least half as fast as the producer writes, is keeping
-  up, time to catch up 0: its lag is what arrived since its latest commit. (The lag is what tells; the rates of a
-  few commits scatter by tens of percent. A consumer that stopped, or reads much slower, leaves that lag within a
-  few commit intervals.) On a busy topic a healthy
+* keeping up: a consumer that reads as fast as its producer writes (within PACE_TOLERANCE) and whose lag is no
+  more than the producer writes in two of its commit intervals (or two log-end samples, whichever is longer) is
+  keeping up, time to catch up 0: its lag is what arrived since its latest commit. (A consumer that just stopped
+  still shows its earlier rate: its lag leaves that bound within a few commit intervals.) On a busy topic a healthy
   consumer almost never has no lag, and its rate equals the producer's within the measurement's noise: it read as
   "never" (or as catching up in hours) half the time. A consumer far behind at the producer's pace still never
   catches up.
@@ -38,7 +37,6 @@ DEFAULT_SPAN_MS = 300_000  # produce-rate span when there is no window to match 
 # of its span, and the producer between log-end samples
 PACE_TOLERANCE = 0.1
 BETWEEN_COMMITS = 2  # a keeping-up consumer's lag: at most what the producer writes in this many commit intervals
-KEEPING_UP_PACE = 0.5  # ... and it reads at least this share of what the producer writes
 
 
 class CatchUp(StrEnum):
@@ -161,7 +159,7 @@ def catch_up(
         return CatchUp.CAUGHT_UP, 0.0
     if consume is None or produce is None:
         return CatchUp.UNKNOWN, None
-    if lag <= between_commits and consume > 0 and consume >= produce * KEEPING_UP_PACE:
+    if lag <= between_commits and consume > 0 and consume >= produce * (1 - PACE_TOLERANCE):
         return CatchUp.KEEPING_UP, 0.0
     if consume <= produce:
         return CatchUp.NEVER, None

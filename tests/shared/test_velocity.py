@@ -196,6 +196,17 @@ def test_a_consumer_far_behind_at_its_producers_pace_never_catches_up_and_its_la
     assert "the lag holds at 50,000 messages" in why.text
 
 
+def test_a_group_the_rules_find_lagging_is_not_said_to_keep_up():
+    """5 % slower than its producer: within the rates' tolerance and the lag still small, so its velocity reads
+    keeping up; but its lag rose at every commit (WARN), and the explanation says so."""
+    p = Generated(produce=100, consume=95, seconds=100)
+    assert p.velocity().catchup == CatchUp.KEEPING_UP
+    status, why, _ = judged(p)
+    assert status.status == Status.WARN
+    assert why.code == "slower-than-producer"
+    assert "grows by 5.0 msg/s" in why.text
+
+
 def test_a_group_keeps_up_when_each_partition_is_caught_up_or_keeping_up():
     keeping = Generated(produce=250, consume=400, seconds=603, poll_every=1).velocity()
     caught = Generated(produce=250, consume=400).velocity()
