@@ -47,6 +47,7 @@ from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless
 from lagwatch.shared.kafka.kafka_client import client_kwargs
 from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.health_server import HealthServer
+from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.lag_state_store import LagStateStore
@@ -315,11 +316,13 @@ class EvaluatorService:
 
     async def _run_schedule(self) -> None:
         """Take over newly assigned partitions, then evaluate the groups that are due, sleeping in between."""
+        outage = OutageLog(log, f"evaluator {self.cluster}: schedule unreadable")
         while not self.stopping.is_set():
             try:
                 await self._schedule_round()
+                outage.ok()
             except RedisError as exc:
-                log.warning("evaluator %s: schedule unreadable (%s); retrying", self.cluster, exc)
+                outage.failed(exc)
                 await pause(self.stopping, 1.0)
             except Exception:  # never let the loop die silently: the sweep alone would be far too slow
                 log.exception("evaluator %s: schedule round failed; retrying", self.cluster)
@@ -409,14 +412,16 @@ class EvaluatorService:
     ) -> EvaluationReport | None:
         """Evaluate (retrying while Redis or Kafka fail); `read`: the groups' reads, started ahead."""
         backoff = Backoff()
+        outage = OutageLog(log, f"evaluator {self.cluster}: evaluation failed")
         while not self.stopping.is_set():
             try:
                 async with self._lock:  # a takeover's sparklines wait until its statuses are out
                     report = await self.evaluator.evaluate(groups, sparklines=trigger != "takeover", read=read)
                     await self._reschedule(report)
+                outage.ok()
             except (RedisError, OSError) as exc:
                 read = None  # read again
-                log.warning("evaluator %s: evaluation failed (%s); retrying in %.1fs", self.cluster, exc, backoff.delay)
+                outage.failed(exc, f"retrying in {backoff.delay:.1f}s")
                 await backoff.pause(self.stopping)
                 continue
             except Exception as exc:  # a group's stored data lagwatch cannot read: the others go on

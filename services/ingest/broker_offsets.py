@@ -31,6 +31,7 @@ from lagwatch.services.ingest.unanswered_leaders import UnansweredLeaders
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.history import KIND_LOG_START
 from lagwatch.shared.kafka.changes import ChangePublisher
+from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import pause
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.redis_client import reply
@@ -122,6 +123,8 @@ class BrokerOffsets:
         self.kafka_ok = False
         self.is_poller = False
         self.unanswered = UnansweredLeaders(cluster)  # said when it changes, not at every poll
+        self._kafka_outage = OutageLog(log, f"broker offsets for {cluster}: Kafka unreachable")
+        self._redis_outage = OutageLog(log, f"broker offsets for {cluster}: Redis unreachable")
         self._consumer = AIOKafkaConsumer(
             **kafka_kwargs, enable_auto_commit=False, exclude_internal_topics=False, metadata_max_age_ms=300_000
         )
@@ -166,13 +169,16 @@ class BrokerOffsets:
             held_since = (held_since or time.monotonic()) if holding else None
             try:
                 await self.tick(poll=held_since is None or time.monotonic() - held_since > HOLD_POLLS_MAX_S)
+                self._kafka_outage.ok()
+                self._redis_outage.ok()
             except LeadersUnreachable:  # said by `unanswered` when it changes, not once per poll
                 self.kafka_ok = False
+                self._kafka_outage.ok()  # the cluster answers: some of its brokers do not
             except (KafkaError, OSError) as exc:
                 self.kafka_ok = False
-                log.warning("broker offsets for %s: Kafka unreachable (%s); retrying", self.cluster, exc)
-            except RedisError as exc:  # an outage, not a bug: one line per poll, no traceback
-                log.warning("broker offsets for %s: Redis unreachable (%s); retrying", self.cluster, exc)
+                self._kafka_outage.failed(exc)
+            except RedisError as exc:  # an outage, not a bug: said when it begins and ends, no traceback
+                self._redis_outage.failed(exc)
             except Exception:  # the unexpected: keep polling, say why
                 log.exception("broker offsets for %s: poll failed; retrying", self.cluster)
             await pause(stopping, self.offset_refresh)

@@ -51,6 +51,7 @@ from lagwatch.shared.config import Config
 from lagwatch.shared.kafka.changes import ChangePublisher
 from lagwatch.shared.kafka.kafka_client import client_kwargs, librdkafka_config
 from lagwatch.shared.runtime.health_server import HealthServer
+from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_signalled
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import add_to_totals
@@ -472,13 +473,16 @@ class IngestWorker:
     async def _retry(self, what: str, operation: Callable[[], Awaitable[T]]) -> T | None:
         """Run `operation` until it succeeds, backing off with jitter; None when a stop interrupted the retries."""
         backoff = Backoff(0.1, MAX_BACKOFF_S)
+        outage = OutageLog(log, f"ingest {self.cluster}: {what} failed")
         while True:
             try:
-                return await operation()
+                result = await operation()
+                outage.ok()
+                return result
             except (RedisError, KafkaError, KafkaException, OSError) as exc:
                 self.caught_up.clear()  # commits wait: log-end samples must wait with them (see BrokerOffsets.run)
                 metrics.RETRIES.labels(self.cluster).inc()
-                log.warning("ingest %s: %s failed (%s); retrying in %.1fs", self.cluster, what, exc, backoff.delay)
+                outage.failed(exc, f"retrying in {backoff.delay:.1f}s")
                 if self.stopping.is_set():
                     return None
                 await backoff.pause(self.stopping)

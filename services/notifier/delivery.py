@@ -45,6 +45,7 @@ from lagwatch.shared.delivery.address_guard import (
     guarded_socket_factory,
 )
 from lagwatch.shared.runtime.backoff import doubling
+from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff, pause
 
 log = logging.getLogger(__name__)
@@ -295,7 +296,7 @@ class Dispatcher:
 
     async def run(self, stopping: asyncio.Event) -> None:
         renewer = asyncio.create_task(self._renew_leases(stopping))
-        backoff = Backoff()
+        backoff, outage = Backoff(), OutageLog(log, "notifier: outbox unavailable")
         refreshed = 0.0
         try:
             while not stopping.is_set():
@@ -312,8 +313,9 @@ class Dispatcher:
                     if len(claimed) < CLAIM_BATCH:
                         await self._idle(stopping, next_due)
                     backoff.reset()
+                    outage.ok()
                 except Exception as exc:  # Redis down, mostly: keep going, nothing is lost
-                    log.warning("notifier: outbox unavailable (%s); retrying in %.1fs", exc, backoff.delay)
+                    outage.failed(exc, f"retrying in {backoff.delay:.1f}s")
                     await backoff.pause(stopping)
         finally:
             # let requests in flight finish (and settle) rather than send them again later; start no new ones

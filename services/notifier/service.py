@@ -47,6 +47,7 @@ from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless
 from lagwatch.shared.kafka.kafka_client import client_kwargs
 from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.health_server import HealthServer
+from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_client import connect, reply, text
@@ -161,14 +162,13 @@ class NotifierService:
             log.warning("notifier: skipped a record that is not a %s event", kind.name)
             metrics.EVENTS.labels("malformed").inc()
             return True
-        backoff = Backoff()
+        backoff, outage = Backoff(), OutageLog(log, f"notifier: cannot record event {event.event_id}")
         while not self.stopping.is_set():
             try:
                 outcomes = await self._record(event, kind)
+                outage.ok()
             except (RedisError, OSError) as exc:
-                log.warning(
-                    "notifier: cannot record event %s (%s); retrying in %.1fs", event.event_id, exc, backoff.delay
-                )
+                outage.failed(exc, f"retrying in {backoff.delay:.1f}s")
                 await backoff.pause(self.stopping)
                 continue
             except Exception:  # a bug or an event this version cannot handle: skip it rather than block the topic
