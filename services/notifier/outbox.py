@@ -283,6 +283,20 @@ class Outbox:
         raw = await cast("Awaitable[bytes | None]", self.redis.get(keys.NOTIFY_IDENTITY_SINCE))
         return int(raw or 0)
 
+    async def scope_looked(self) -> dict[str, str]:
+        """Each subscription's configuration (`scope.config_digest`) as the last completed look at the scopes saw it,
+        whichever notifier made it."""
+        raw = await cast("Awaitable[dict[bytes, bytes]]", self.redis.hgetall(keys.NOTIFY_SCOPE_LOOKED))
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    async def record_scope_looked(self, digests: dict[str, str]) -> None:
+        """What a completed look saw: the subscriptions now, and no others."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(keys.NOTIFY_SCOPE_LOOKED)
+            if digests:
+                pipe.hset(keys.NOTIFY_SCOPE_LOOKED, mapping=digests)
+            await pipe.execute()
+
     async def forget_repeat(self, member: str) -> None:
         await self.redis.zrem(keys.NOTIFY_REPEATS, member)
 

@@ -30,11 +30,14 @@ was announced is.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import NamedTuple
 
 from lagwatch.services.notifier.lag_policy import asks_for, closing_event
 from lagwatch.services.notifier.subscriptions import Subscription
+from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent, Reason
+from lagwatch.shared.subscriptions.documents import to_document
 from lagwatch.shared.subscriptions.notification_policy import UNSUBSCRIBED, Event, IncidentState, Kind
 
 
@@ -67,6 +70,13 @@ def scope_close(subscription: Subscription, state: IncidentState, raw: str) -> S
         event = closing_event(event, state.incident_id, Reason.THRESHOLD_REMOVED)
         kind = Kind.LAG_CLOSE
     return ScopeClose(kind if subscription.policy.send_close else None, event, notification_id, unsubscribed)
+
+
+def config_digest(config: SubscriptionConfig) -> str:
+    """A subscription's configuration as a short digest: what a look at the scopes saw (`keys.NOTIFY_SCOPE_LOOKED`),
+    so that a notifier starting with the same subscriptions need not look at every incident again."""
+    text = json.dumps(to_document(config), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def announcement_id(event_id: str, subscription_id: str, version: int | None) -> str:

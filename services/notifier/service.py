@@ -351,25 +351,27 @@ class NotifierService:
     # --- incidents a subscription no longer covers (scope.py) ---------------------------------------------------
 
     async def _check_scope(self, now: int) -> None:
-        """Close and announce (scope.py) for the subscriptions that changed (all of them on the first tick: the
-        file's may have changed across a restart); those once more on the next tick: an event decided under the
-        subscriptions before the change (read just before it, by another notifier say) may be recorded after the
-        first look, which would then never see it. Only the changed ones: at 10k incidents going on and 100
-        subscriptions, looking at all of them took 15-25 s per change."""
+        """Close and announce (scope.py) for the subscriptions that changed (on the first tick: since the last look
+        any notifier completed, `keys.NOTIFY_SCOPE_LOOKED`, as the file's may have changed across a restart); those
+        once more on the next tick: an event decided under the subscriptions before the change (read just before it,
+        by another notifier say) may be recorded after the first look, which would then never see it. That second
+        look completes it: then it is recorded. Only the changed ones: at 10k incidents going on and 100
+        subscriptions, looking at all of them took 15-25 s per change, and every notifier start did."""
         version, subscriptions = self.registry.version, self.registry.all()
         if self._scope_checked != version:
             looked = self._scoped
-            changed = subscriptions if looked is None else await self._changed_since(looked, subscriptions)
+            changed = await self._changed_since(looked, subscriptions)
             await self.close_out_of_scope(now, changed)
             await self.announce_going_on(now, changed)
             if looked is not None:
                 await self._apply_new_intervals(now, looked, changed)
-            self._rescan = set() if looked is None else {s.id for s in changed}
+            self._rescan = {s.id for s in changed}
         elif self._rescan:
             again = [s for s in subscriptions if s.id in self._rescan]
             await self.close_out_of_scope(now, again)
             await self.announce_going_on(now, again)
             self._rescan = set()
+            await self.outbox.record_scope_looked({s.id: scope.config_digest(s.config) for s in subscriptions})
         self._scope_checked, self._scoped = version, {s.id: s.config for s in subscriptions}
 
     async def _apply_new_intervals(
@@ -391,11 +393,17 @@ class NotifierService:
                 await self.redis.zadd(keys.NOTIFY_REPEATS, due, lt=True)  # LT adds those not scheduled at all
 
     async def _changed_since(
-        self, looked: dict[str, SubscriptionConfig], subscriptions: list[Subscription]
+        self, looked: dict[str, SubscriptionConfig] | None, subscriptions: list[Subscription]
     ) -> list[Subscription]:
-        """The subscriptions new or changed since `looked`, and those told of nothing: one deleted and made again
-        the same meanwhile has lost what it was told (the api deletes it), so it must hear of what goes on."""
+        """The subscriptions new or changed since `looked` (None: since the last completed look, kept in Redis),
+        and those told of nothing: one deleted and made again the same meanwhile has lost what it was told (the api
+        deletes it), so it must hear of what goes on."""
         told_nothing = await self.outbox.told_nothing([s.id for s in subscriptions])
+        if looked is None:
+            recorded = await self.outbox.scope_looked()
+            return [
+                s for s in subscriptions if recorded.get(s.id) != scope.config_digest(s.config) or s.id in told_nothing
+            ]
         return [s for s in subscriptions if looked.get(s.id) != s.config or s.id in told_nothing]
 
     async def close_out_of_scope(self, now: int, subscriptions: list[Subscription] | None = None) -> int:

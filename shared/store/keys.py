@@ -221,6 +221,7 @@ LAG_THRESHOLDS = f"{NOTIFY}:lag-thresholds"
 NOTIFY_REPEATS = f"{NOTIFY}:repeats"
 NOTIFY_ACTIVE = f"{NOTIFY}:active"
 NOTIFY_IDENTITY_SINCE = f"{NOTIFY}:identity-since"
+NOTIFY_SCOPE_LOOKED = f"{NOTIFY}:scope-looked"  # subscription id -> digest of its configuration at the last look
 OUTBOX_DUE = f"{NOTIFY}:due"
 OUTBOX_INFLIGHT = f"{NOTIFY}:inflight"
 OUTBOX_DELIVERIES = f"{NOTIFY}:deliveries"
