@@ -6,6 +6,9 @@ Commits are durable: `publish_commits` returns once Kafka acknowledged them all 
 and the ingest commits its offsets-topic position only after that (`archive_queue.py`), so a failure makes it read
 the batch again (re-read commits are duplicates, which the replay drops by `order`). Log-end samples are best
 effort: one that is lost leaves a gap of one poll in the history, which the interpolation of lag in seconds bridges.
+Topic deletions are sent again until the history topic takes them (with each poll's samples): a lost one would
+leave the topic's partitions in the replay for good (a re-created topic replayed as a REWIND, a stopped consumer of
+a deleted one as a STOP). They wait in memory: a stop meanwhile loses them, and says how many.
 
 A message holds records one per line (`shared/domain/history.py`): the pass writes a batch's commits as messages per
 offsets-topic partition (`commits_key`), and those bound for the same history partition are sent joined, as one
@@ -29,7 +32,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -73,6 +76,7 @@ class HistoryPublisher:
         }
         self._producer: Producer | None = None
         self._closing = False
+        self._deletions: list[HistoryRecord] = []  # topic deletions to send (again: their delivery failed)
         self._partition_count = PartitionCount(topic)
         self._key_partitions: PartitionCache[bytes] = PartitionCache()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="history-producer")  # flushes block
@@ -86,6 +90,10 @@ class HistoryPublisher:
         if self._producer is not None:
             self._closing = True  # a flush in progress gives up at its next slice
             await self._flush(STOP_FLUSH_S, until_closed=False)
+        if self._deletions:
+            log.warning(
+                "history: %d topic deletions not archived (the history topic did not take them)", len(self._deletions)
+            )
         self._executor.shutdown(wait=False)
 
     @property
@@ -110,18 +118,42 @@ class HistoryPublisher:
     async def publish_samples(
         self, by_topic: dict[str, dict[int, int]], sampled_at: int, kind: str = KIND_BROKER
     ) -> None:
-        """Queue a poll's log-end (or log-start) samples (best effort: they go out with the next flush)."""
+        """Queue a poll's log-end (or log-start) samples (best effort: they go out with the next flush), and send
+        again the topic deletions whose delivery failed."""
+        self._send_deletions()
         problem = self._queue(broker_records(self.cluster, by_topic, sampled_at, kind))
         if problem is not None:
             self.samples_lost += sum(len(p) for p in by_topic.values())
             log.warning("history: %s samples not archived (%s); the history has a gap of one poll", kind, problem)
 
     async def publish_deletions(self, topics: list[str], deleted_at: int, group: str | None = None) -> None:
-        """Queue topics deleted from Kafka (`group` None) or from one group through the api, best effort as samples
-        are: a lost one leaves the topic's partitions in the replay, as before deletions were archived."""
-        problem = self._queue(topic_deleted_record(self.cluster, topic, deleted_at, group) for topic in topics)
-        if problem is not None:
-            log.warning("history: deletion of %s not archived (%s)", ", ".join(topics), problem)
+        """Send topics deleted from Kafka (`group` None) or from one group through the api; sent again (with the next
+        samples) until the history topic takes them."""
+        self._deletions += [topic_deleted_record(self.cluster, topic, deleted_at, group) for topic in topics]
+        self._send_deletions()
+
+    def _send_deletions(self) -> None:
+        """Queue the deletions waiting, each with a report of its own failure (it then waits here again)."""
+        producer = self._producer
+        if producer is None:
+            return
+        producer.poll(0)  # the failures reported since: back in the list first
+        waiting, self._deletions = self._deletions, []
+        for i, record in enumerate(waiting):
+            try:
+                producer.produce(self.topic, record.encode(), record.key(), on_delivery=self._deletion_report(record))
+            except (KafkaException, BufferError) as exc:  # BufferError: librdkafka's queue is full (Kafka away long)
+                self._deletions += waiting[i:]
+                log.warning("history: deletion of %s not archived yet (%s); sent again later", record.topic, exc)
+                return
+
+    def _deletion_report(self, record: HistoryRecord) -> Callable[[KafkaError | None, Any], None]:
+        def reported(error: KafkaError | None, message: Any) -> None:
+            if error is not None:  # (only failures are reported): it waits to be sent again
+                self._deletions.append(record)  # (the history topic's outage is said by the archive queue)
+                log.debug("history: deletion of %s not archived yet (%s); sent again later", record.topic, error)
+
+        return reported
 
     def _queue(self, records: Iterable[HistoryRecord]) -> Exception | None:
         """Queue records, a message per key (best effort); the error when they could not be."""

@@ -13,6 +13,7 @@ from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.shared.domain.history import MESSAGE_BYTES, HistoryMessages, commits_key, decode, records_of
 from lagwatch.shared.kafka.partitioner import partition_for
 from tests.kafka_helpers import eventually
+from tests.services.ingest.conftest import AWAY
 
 TOPIC = "lagwatch.history"
 T = 1_767_225_600_000
@@ -90,3 +91,30 @@ async def test_a_joined_message_takes_no_more_records_once_past_its_size(kafka):
     assert messages == len(read) >= 4
     assert all(len(value) <= MESSAGE_BYTES + 300 for _, _, value in read)
     assert [decode(line).order for _, _, value in read for line in records_of(value)] == list(range(count))
+
+
+async def test_a_topic_deletion_the_history_topic_did_not_take_is_sent_again_until_it_does(
+    one_broker_apart, monkeypatch
+):
+    """The history topic's broker is away for longer than a delivery may take: the deletion fails, and goes with
+    the next samples, until the topic takes it (it was best effort: lost, and the replay kept the topic's
+    partitions for good)."""
+    from lagwatch.services.ingest import history_publisher
+
+    monkeypatch.setattr(history_publisher, "DELIVERY_TIMEOUT_S", 1.0)
+    publisher = HistoryPublisher("prod", {"bootstrap.servers": one_broker_apart.bootstrap}, TOPIC)
+    await publisher.start()
+    one_broker_apart.set_broker_down(AWAY)
+    await publisher.publish_deletions(["orders"], T, "billing")
+    await asyncio.sleep(2.5)  # its delivery has failed by now
+    await publisher.publish_samples({"orders": {0: 5}}, T + 1)  # takes in the failure, sends the deletion again
+    one_broker_apart.set_broker_up(AWAY)
+
+    async def deleted() -> list:
+        await publisher.publish_samples({}, T + 2)
+        read = await asyncio.to_thread(read_all, one_broker_apart.bootstrap, 3)
+        return [r for _, _, v in read for r in map(decode, records_of(v)) if r.kind == "topic-deleted"]
+
+    (record,) = await eventually(deleted, timeout=30, interval=1.0)
+    await publisher.stop()
+    assert (record.topic, record.group, record.observed_at) == ("orders", "billing", T)
