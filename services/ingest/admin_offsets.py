@@ -81,10 +81,8 @@ class AdminOffsets:
         self._index, self._count = shard
         self._admin: AdminClient | None = None
         self._seen: dict[str, Offsets] = {}  # group -> what the last poll found
-        self._named_fetch: set[str] = (
-            set()
-        )  # groups whose offsets only a fetch naming partitions found (see _fetch_offsets)
-        self._answers_all = False  # an all-partitions fetch found offsets: this broker answers it (see _fetch_offsets)
+        self._named_fetch: set[str] = set()  # groups whose offsets only a fetch naming partitions found (see below)
+        self._answers_all = False  # an all-partitions fetch found offsets: this broker answers it (`_fetch_offsets`)
         self._order = time.time_ns() // 1000  # the records' `order`: increasing, also across restarts
         self._members: dict[str, tuple] = {}  # group -> its membership at the last poll (see _membership)
         self._generations: dict[str, int] = {}  # group -> membership changes seen

@@ -3,8 +3,8 @@
 While one broker is away (a rolling restart, a crash, an offline partition) every log-end poll (`offset-refresh`,
 10 s by default) and every batch that looks up a partition it leads failed the same way, and each logged a warning:
 the line that said what was wrong was repeated until it was noise. The set of partitions without an answer is kept
-here instead: a warning when partitions join it, a reminder every REMIND_S while it lasts, a line when every leader
-answers again; `lagwatch_ingest_partitions_unanswered` says how many there are now.
+here instead: a warning when partitions join it, a reminder every REMIND_S while it lasts (as `OutageLog` says an
+outage), a line when every leader answers again; `lagwatch_ingest_partitions_unanswered` says how many there are now.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client import Gauge
 
+from lagwatch.shared.runtime.outage_log import REMIND_S
+
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
-REMIND_S = 300.0  # a lasting outage is said again this often: the start of it may have rotated out of the logs
 NAMES_SHOWN = 5  # partitions named in a line; the count says the rest
 
 UNANSWERED = Gauge(
