@@ -28,6 +28,7 @@ BENCHES = [
     "bench_dashboard",
     "bench_lag_history",
     "bench_notifier",
+    "bench_notifier_start",
     "bench_event_codec",
     "bench_velocity",
     "bench_history",

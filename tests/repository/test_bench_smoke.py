@@ -22,6 +22,12 @@ def test_the_notifier_bench_runs_at_a_token_size():
     assert result["latency_p50_ms"] > 0
 
 
+def test_the_notifier_start_bench_runs_at_a_token_size(monkeypatch):
+    monkeypatch.syspath_prepend(str(paths.ROOT / "bench"))  # it takes its events from bench_notifier
+    result = bench("bench_notifier_start").run(incidents=20, subscriptions=2)
+    assert result["incidents"] == 20 and result["first_tick_all_s"] > 0 and result["first_tick_unchanged_s"] > 0
+
+
 def test_the_dashboard_bench_runs_at_a_token_size(monkeypatch):
     monkeypatch.syspath_prepend(str(paths.ROOT / "bench"))  # it takes the api's life cycle from bench_api
     result = bench("bench_dashboard").run(groups=300, partitions=2)
