@@ -13,9 +13,9 @@ notifier's first repeat tick after the look was recorded ("unchanged"), and the 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -92,10 +92,6 @@ def run(incidents: int = 2000, subscriptions: int = 20) -> dict:
     return {"incidents": incidents, "subscriptions": subscriptions, **result, "all_over_unchanged": round(ratio, 1)}
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("incidents", type=int, nargs="?", default=2000, help="incidents going on (default 2000)")
-    parser.add_argument("subscriptions", type=int, nargs="?", default=20, help="subscriptions (default 20)")
-    options = parser.parse_args()
-    for key, value in run(options.incidents, options.subscriptions).items():
+if __name__ == "__main__":  # [incidents] [subscriptions], as the docstring says
+    for key, value in run(*(int(size) for size in sys.argv[1:3])).items():
         print(f"notifier start: {key}: {value}")
