@@ -28,7 +28,7 @@ from lagwatch.shared.kafka.kafka_client import java_client_options
 from lagwatch.spark.spark_types import spark_type
 
 FORMATS = ("auto", "parquet", "json", "kafka")
-FUTURE_TOLERANCE_MS = 3_600_000  # how far ahead of the job's clock a host's clock may run (NTP keeps them within ms)
+FUTURE_TOLERANCE_MS = 3_600_000  # how far ahead of the job's clock a host's clock may run (`--future-tolerance`)
 KAFKA_PREFIX = "kafka://"  # kafka://<bootstrap servers or a configured cluster's name>/<topic>
 # a directory (or file) inside the archiver's layout: <root>/cluster=<name>[/date=<day>][/<file>.parquet]
 _INSIDE_LAYOUT = re.compile(r"^(?P<root>.*?)/?cluster=[^/]+(?:/date=[^/]+)?(?:/[^/]+\.parquet)?/?$")
@@ -183,10 +183,12 @@ def _non_negative(name: str) -> Column:
     return F.col(name).isNull() | (F.col(name) < 0)
 
 
-def bad_row_reason(now_ms: int) -> Column:
+def bad_row_reason(now_ms: int, future_tolerance_ms: int = FUTURE_TOLERANCE_MS) -> Column:
     """Why a row cannot be replayed (a short reason), or null for a good row. `now_ms`: the job's clock. A row
-    observed past it by more than FUTURE_TOLERANCE_MS comes from a host whose clock ran ahead: the end of a
-    cluster's history is its latest row, and one row in, say, 2099 would have every group evaluated until then."""
+    observed past it by more than `future_tolerance_ms` comes from a host whose clock ran ahead: the end of a
+    cluster's history is its latest row, and one row in, say, 2099 would have every group evaluated until then.
+    (NTP keeps hosts within milliseconds; a job run where the clock is behind the history's, on a copy of it say,
+    takes a larger tolerance.)"""
     is_commit, of_group = F.col("kind") == KIND_COMMIT, F.col("kind").isin(*GROUP_KINDS)
     return (
         F.when(F.col("kind").isNull() | ~F.col("kind").isin(*KINDS), F.lit("unknown kind"))
@@ -195,7 +197,7 @@ def bad_row_reason(now_ms: int) -> Column:
         .when(_non_negative("partition"), F.lit("bad partition"))
         .when(_non_negative("offset"), F.lit("bad offset"))
         .when(_non_negative("observed_at") | (F.col("observed_at") > OBSERVED_AT_MAX), F.lit("bad observed_at"))
-        .when(F.col("observed_at") > now_ms + FUTURE_TOLERANCE_MS, F.lit("observed_at in the future"))
+        .when(F.col("observed_at") > now_ms + future_tolerance_ms, F.lit("observed_at in the future"))
         .when(of_group & (F.col("group").isNull() | (F.col("group") == "")), F.lit("no group"))
         .when(is_commit & _non_negative("commit_timestamp"), F.lit("bad commit_timestamp"))
         .when(of_group & _non_negative("order"), F.lit("bad order"))

@@ -85,6 +85,7 @@ class ReprocessOptions:
     shuffle_partitions: int | None = None
     publish_topic: str | None = None  # also publish the replayed events to this topic
     publish_cluster: str | None = None  # of the configured clusters; default: the only one
+    future_tolerance_seconds: float = 3600.0  # rows observed further past the job's clock are bad rows (inputs.py)
 
 
 def _say(message: str, started: float) -> None:
@@ -146,7 +147,7 @@ def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, A
     spark = spark or spark_session(options)
     try:
         _say(f"reading history from {options.input}", started)
-        rows = _read_rows(spark, source, config)
+        rows = _read_rows(spark, source, config, int(options.future_tolerance_seconds * 1000))
         job = dataclasses.replace(job, ends=rows.ends)
         _say(f"{rows.good:,} good rows, {sum(rows.bad.values()):,} bad rows skipped {rows.bad or ''}", started)
         _say(
@@ -193,7 +194,7 @@ class _Rows:
     filtered: int  # commits the group filter dropped
 
 
-def _read_rows(spark, source: HistorySource, config: Config) -> _Rows:
+def _read_rows(spark, source: HistorySource, config: Config, future_tolerance_ms: int) -> _Rows:
     """One pass over the input: bad rows by reason, good rows and the end of each cluster's history."""
     from pyspark.sql import functions as F
 
@@ -203,7 +204,7 @@ def _read_rows(spark, source: HistorySource, config: Config) -> _Rows:
         raw = read_history(spark, source, config)
     except InputError as exc:
         raise JobError(str(exc)) from None
-    checked = raw.withColumn("bad_reason", bad_row_reason(now_ms()))
+    checked = raw.withColumn("bad_reason", bad_row_reason(now_ms(), future_tolerance_ms))
     stats = checked.groupBy("bad_reason", "cluster").agg(F.count("*").alias("rows"), F.max("observed_at").alias("end"))
     bad: dict[str, int] = {}
     ends: dict[str, int] = {}
@@ -277,6 +278,8 @@ def check_options(options: ReprocessOptions) -> None:
     a partition count below one."""
     if options.shuffle_partitions is not None and options.shuffle_partitions < 1:
         raise JobError("--partitions must be >= 1")
+    if not (math.isfinite(options.future_tolerance_seconds) and options.future_tolerance_seconds >= 0):
+        raise JobError("--future-tolerance must be a number of seconds >= 0")
     if "://" in options.output:  # the summary, backtest and charts are written with local file calls
         raise JobError(f"--output must be a local directory, not {options.output} (copy the outputs from there)")
     path = Path(options.output).absolute()
@@ -456,6 +459,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--publish-topic", help="also publish the replayed events to this Kafka topic")
     parser.add_argument("--publish-cluster", help="configured cluster to publish to (default: the only one)")
     parser.add_argument("--config", help="lagwatch configuration file (rules and storage options)")
+    parser.add_argument(
+        "--future-tolerance",
+        dest="future_tolerance_seconds",
+        type=float,
+        help="seconds a row may be observed past the job's clock before it is a bad row (default 3600)",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> ReprocessOptions:

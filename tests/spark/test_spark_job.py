@@ -3,6 +3,7 @@ in; timeline, events, report, backtest, charts and a summary come out, equal to 
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -302,6 +303,30 @@ def test_a_row_from_a_host_whose_clock_ran_ahead_is_a_bad_row_not_the_end_of_eve
     assert summary["rows_bad"] == {"observed_at in the future": 1}
     timeline = pd.read_parquet(out / "timeline")
     assert timeline[timeline["cluster"] == "ahead"]["at"].max() <= now + MIN10 + 10_000  # not two days on
+
+
+def test_how_far_ahead_a_row_may_be_is_an_option(spark, tmp_path):
+    """`--future-tolerance`: a job run where the clock is behind the history's (on a copy of it, say) keeps rows an
+    hour ahead; a negative tolerance stops the job before Spark runs."""
+    from lagwatch.spark.inputs import bad_row_reason
+
+    now = 1_767_225_600_000
+    rows = spark.createDataFrame(
+        [("commit", "c", "g", "t", 0, 5, now, 1, now + 2 * 86_400_000)],
+        "kind string, cluster string, group string, topic string, partition int, offset long, "
+        "commit_timestamp long, order long, observed_at long",
+    )
+    reasons = [bad_row_reason(now), bad_row_reason(now, 3 * 86_400_000)]
+    assert [rows.select(r.alias("why")).first()["why"] for r in reasons] == ["observed_at in the future", None]
+    with pytest.raises(JobError, match="--future-tolerance"):
+        reprocess.check_options(ReprocessOptions("in", str(tmp_path / "out"), future_tolerance_seconds=-1.0))
+    assert "--future-tolerance" in _help()
+
+
+def _help() -> str:
+    parser = argparse.ArgumentParser()
+    reprocess.add_arguments(parser)
+    return parser.format_help()
 
 
 def test_json_lines_history_reads_the_same(spark, tmp_path):
