@@ -510,15 +510,16 @@ class EvaluatorService:
         return None if self.app.crash_reason is None else f"Faust app crashed: {self.app.crash_reason!r}"
 
     async def _start_publisher(self) -> None:
-        backoff = Backoff(0.2)
+        backoff, outage = Backoff(0.2), OutageLog(log, f"evaluator {self.cluster}: cannot reach Kafka")
         while True:
             try:
                 await self.publisher.start()
+                outage.ok()
                 return
             except Exception as exc:  # Kafka not up yet: keep trying, as the other services do
                 if self.stopping.is_set():  # asked to stop while waiting for Kafka: a clean stop, not a failure
                     return
-                log.warning("evaluator %s: cannot reach Kafka (%s); retrying", self.cluster, exc)
+                outage.failed(exc)
                 await backoff.pause(self.stopping)
 
     async def evaluate_now(self, groups: Iterable[str]) -> EvaluationReport | None:

@@ -550,13 +550,14 @@ class NotifierService:
             await self.redis.aclose()
 
     async def _start_dead_letters(self) -> None:
-        backoff = Backoff(0.2)
+        backoff, outage = Backoff(0.2), OutageLog(log, "notifier: cannot reach Kafka")
         while not self.stopping.is_set():
             try:
                 await self.dead_letters.start()
+                outage.ok()
                 return
             except Exception as exc:  # Kafka not up yet: keep trying, as the other services do
-                log.warning("notifier: cannot reach Kafka (%s); retrying", exc)
+                outage.failed(exc)
                 await backoff.pause(self.stopping)
 
 

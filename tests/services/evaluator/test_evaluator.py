@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import logging
 import time
 
 import jsonschema
@@ -248,6 +249,30 @@ async def test_readiness_reports_a_broker_outage_and_the_recovery(kafka, redis_s
     config = make_config(kafka.bootstrap, redis_server.url)
     async with running(EvaluatorService(config, CLUSTER, http_port=0)) as evaluator:
         await check_readiness_follows_the_brokers(kafka, evaluator)
+
+
+async def test_waiting_for_kafka_at_start_is_said_once_and_when_it_is_over(kafka, redis_server, caplog):
+    """The status-topic producer's start is retried with back-off while every broker refuses: one warning (one per
+    try, before), and a line when Kafka answers."""
+    kafka.create_topic(STATUS_TOPIC, 3)
+    kafka.create_topic("lagwatch.changes", 4)
+    kafka.set_broker_down(-1)
+    caplog.set_level(logging.INFO, logger="lagwatch.services.evaluator")
+    service = EvaluatorService(make_config(kafka.bootstrap, redis_server.url), CLUSTER, http_port=0)
+    task = asyncio.create_task(service.run())
+    try:
+        await asyncio.sleep(3.0)  # several tries (0.2 s, doubling)
+        waiting = [r for r in caplog.records if "cannot reach Kafka" in r.getMessage()]
+        assert [r.levelno for r in waiting] == [logging.WARNING], caplog.text[-2000:]
+        kafka.set_broker_up(-1)
+        await eventually(lambda: _said(caplog, "cannot reach Kafka: over after"), timeout=30)
+    finally:
+        service.stopping.set()
+        await asyncio.wait_for(task, timeout=30)
+
+
+async def _said(caplog, text: str) -> bool:
+    return any(text in r.getMessage() for r in caplog.records)
 
 
 async def test_stopped_while_waiting_for_kafka_it_stops_cleanly(redis_server):
