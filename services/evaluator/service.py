@@ -139,6 +139,8 @@ class EvaluatorService:
         self._delay_sampled_at = 0
         self._schedule_task: asyncio.Task | None = None
         self._lock = asyncio.Lock()  # one evaluation at a time in this instance: notices and sweeps interleave
+        # one for all evaluations: they fail together while Redis is away (and none is made per evaluation)
+        self._evaluation_outage = OutageLog(log, f"evaluator {cluster}: evaluation failed")
         self._create_app(config, cluster)
 
     def _connect_stores(self, config: Config, cluster: str) -> None:
@@ -411,8 +413,7 @@ class EvaluatorService:
         self, groups: list[str], trigger: str, read: asyncio.Future | None = None
     ) -> EvaluationReport | None:
         """Evaluate (retrying while Redis or Kafka fail); `read`: the groups' reads, started ahead."""
-        backoff = Backoff()
-        outage = OutageLog(log, f"evaluator {self.cluster}: evaluation failed")
+        backoff, outage = Backoff(), self._evaluation_outage
         while not self.stopping.is_set():
             try:
                 async with self._lock:  # a takeover's sparklines wait until its statuses are out

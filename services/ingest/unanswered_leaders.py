@@ -3,8 +3,9 @@
 While one broker is away (a rolling restart, a crash, an offline partition) every log-end poll (`offset-refresh`,
 10 s by default) and every batch that looks up a partition it leads failed the same way, and each logged a warning:
 the line that said what was wrong was repeated until it was noise. The set of partitions without an answer is kept
-here instead: a warning when partitions join it, a reminder every REMIND_S while it lasts (as `OutageLog` says an
-outage), a line when every leader answers again; `lagwatch_ingest_partitions_unanswered` says how many there are now.
+here instead, and said as an outage is (`OutageLog`): a warning when it begins and whenever more partitions join it,
+a reminder while it lasts, a line when every leader answers again; `lagwatch_ingest_partitions_unanswered` says
+how many there are now.
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client import Gauge
 
-from lagwatch.shared.runtime.outage_log import REMIND_S
+from lagwatch.shared.runtime.outage_log import OutageLog
 
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
 NAMES_SHOWN = 5  # partitions named in a line; the count says the rest
+CONSEQUENCE = (
+    "their log-end samples wait, and a commit of a partition never sampled is dropped (counted as no_broker_offset); "
+    "the other partitions go on"
+)
 
 UNANSWERED = Gauge(
     "lagwatch_ingest_partitions_unanswered",
@@ -33,30 +38,24 @@ class UnansweredLeaders:
 
     def __init__(self, cluster: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.cluster = cluster
-        self.clock = clock
         self.partitions: set[TP] = set()
-        self._since = 0.0  # when the set last went from empty to not
-        self._said_at = 0.0
+        self._outage = OutageLog(
+            log,
+            f"broker offsets for {cluster}: the partition leaders did not answer",
+            ended=f"broker offsets for {cluster}: every partition leader answers again",
+            clock=clock,
+        )
 
     def record(self, asked: Iterable[TP], unanswered: Iterable[TP]) -> None:
         """One request's outcome: `asked` were requested, `unanswered` of them got no answer from their leader
         (partitions Kafka answered for, even with an error, are answered)."""
         missing = set(unanswered)
         new = missing - self.partitions
-        before = bool(self.partitions)
         self.partitions = (self.partitions - set(asked)) | missing
-        now = self.clock()
-        if new:
-            self._since = now if not before else self._since
-            self._say(f"did not answer for {len(new)} more partitions", new, now)
-        elif self.partitions and now - self._said_at >= REMIND_S:
-            self._say(f"still have not answered, for {now - self._since:.0f} s", self.partitions, now)
-        elif before and not self.partitions:
-            log.info(
-                "broker offsets for %s: every partition leader answers again (after %.0f s)",
-                self.cluster,
-                now - self._since,
-            )
+        if missing:
+            self._outage.failed(self._names(new or self.partitions), CONSEQUENCE, news=bool(new))
+        elif not self.partitions:
+            self._outage.ok()
         UNANSWERED.labels(self.cluster).set(len(self.partitions))
 
     def keep_only(self, topics: Iterable[str]) -> None:
@@ -68,17 +67,10 @@ class UnansweredLeaders:
     def forget(self) -> None:
         """This worker stopped polling (another holds the poller lease): what it saw is no longer its to say."""
         self.partitions = set()
+        self._outage.failures = 0  # (should it poll again, what it finds then is a new outage)
         UNANSWERED.labels(self.cluster).set(0)
 
-    def _say(self, what: str, partitions: set[TP], now: float) -> None:
-        self._said_at = now
+    def _names(self, partitions: set[TP]) -> str:
         names = ", ".join(f"{t}[{p}]" for t, p in sorted(partitions)[:NAMES_SHOWN])
-        log.warning(
-            "broker offsets for %s: the leaders %s (%s%s; %d in all): their log-end samples wait, and a commit of a "
-            "partition never sampled is dropped (counted as no_broker_offset); the other partitions go on",
-            self.cluster,
-            what,
-            names,
-            ", ..." if len(partitions) > NAMES_SHOWN else "",
-            len(self.partitions),
-        )
+        more = ", ..." if len(partitions) > NAMES_SHOWN else ""
+        return f"{names}{more}; {len(self.partitions)} in all"

@@ -99,6 +99,8 @@ class NotifierService:
         self._scope_checked: int | None = -1
         self._scoped: dict[str, SubscriptionConfig] | None = None
         self._rescan: set[str] = set()
+        # one for all events: they fail together while Redis is away (and none is made per event)
+        self._record_outage = OutageLog(log, "notifier: cannot record events")
         self.stopping = asyncio.Event()
         self.events_handled = 0
         self.app = faust_app(
@@ -162,13 +164,13 @@ class NotifierService:
             log.warning("notifier: skipped a record that is not a %s event", kind.name)
             metrics.EVENTS.labels("malformed").inc()
             return True
-        backoff, outage = Backoff(), OutageLog(log, f"notifier: cannot record event {event.event_id}")
+        backoff, outage = Backoff(), self._record_outage
         while not self.stopping.is_set():
             try:
                 outcomes = await self._record(event, kind)
                 outage.ok()
             except (RedisError, OSError) as exc:
-                outage.failed(exc, f"retrying in {backoff.delay:.1f}s")
+                outage.failed(f"event {event.event_id}: {exc}", f"retrying in {backoff.delay:.1f}s")
                 await backoff.pause(self.stopping)
                 continue
             except Exception:  # a bug or an event this version cannot handle: skip it rather than block the topic

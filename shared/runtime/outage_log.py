@@ -23,11 +23,13 @@ class OutageLog:
         logger: logging.Logger,
         what: str,
         *,
+        ended: str | None = None,
         remind_s: float = REMIND_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.logger = logger
         self.what = what  # what fails, e.g. "evaluator prod: schedule unreadable"
+        self.ended = ended or f"{what}: over"  # the line that says it is over ("... after 42 s")
         self.remind_s = remind_s
         self.clock = clock
         self.failures = 0
@@ -38,12 +40,14 @@ class OutageLog:
     def failing(self) -> bool:
         return self.failures > 0
 
-    def failed(self, error: object, retry: str = "retrying") -> None:
-        """One more failed try; `retry` says what happens next (e.g. "retrying in 2.5s")."""
+    def failed(self, error: object, retry: str = "retrying", *, news: bool = False) -> None:
+        """One more failed try; `retry` says what happens next (e.g. "retrying in 2.5s"). `news`: it fails in a new
+        way (more of it is away), said as its beginning is."""
         now = self.clock()
         self.failures += 1
-        if self.failures == 1:
-            self._since = self._said_at = now
+        if self.failures == 1 or news:
+            self._since = now if self.failures == 1 else self._since
+            self._said_at = now
             self.logger.warning("%s (%s); %s", self.what, error, retry)
         elif now - self._said_at >= self.remind_s:
             self._said_at = now
@@ -56,7 +60,5 @@ class OutageLog:
     def ok(self) -> None:
         """A try succeeded: an outage going on is over."""
         if self.failures:
-            self.logger.info(
-                "%s: over after %.0f s (%d tries failed)", self.what, self.clock() - self._since, self.failures
-            )
+            self.logger.info("%s after %.0f s (%d tries failed)", self.ended, self.clock() - self._since, self.failures)
             self.failures = 0

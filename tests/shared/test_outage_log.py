@@ -47,3 +47,19 @@ def test_the_retries_between_are_there_at_debug_and_a_new_outage_is_said_again(c
     outage.failed("down again")
     assert [level for level, _ in said(caplog)] == [logging.WARNING, logging.DEBUG, logging.INFO, logging.WARNING]
     assert outage.failing and outage.failures == 1
+
+
+def test_news_of_an_outage_going_on_is_said_and_the_end_can_be_worded(caplog):
+    now = [0.0]
+    outage = OutageLog(log, "leaders did not answer", ended="every leader answers again", clock=lambda: now[0])
+    caplog.set_level(logging.INFO, logger=log.name)
+    outage.failed("t[0]", "samples wait")
+    outage.failed("t[0]", "samples wait")  # the same: not said
+    now[0] = 10.0
+    outage.failed("t[1]", "samples wait", news=True)  # more of it away: said
+    outage.ok()
+    assert said(caplog) == [
+        (logging.WARNING, "leaders did not answer (t[0]); samples wait"),
+        (logging.WARNING, "leaders did not answer (t[1]); samples wait"),
+        (logging.INFO, "every leader answers again after 10 s (3 tries failed)"),
+    ]
