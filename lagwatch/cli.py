@@ -229,6 +229,7 @@ def _run_service(args: argparse.Namespace) -> int:
     import logging
 
     from lagwatch.shared.config import ConfigError, load_config
+    from lagwatch.shared.runtime.listen import ListenError
     from lagwatch.shared.runtime.log_throttle import throttle_kafka_client_logs
 
     try:
@@ -251,11 +252,14 @@ def _run_service(args: argparse.Namespace) -> int:
             config.cluster(cluster)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
-    _check_listen(*_listen_address(args, config))
+    host, port, options = _listen_address(args, config)
+    _check_listen(host, port, options)
     try:  # Kafka login settings are checked as the clients are built (a keytab, a region, the gssapi package)
         return _start_service(args, config, cluster)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
+    except ListenError as exc:  # the port was taken after the check, before the service bound it
+        raise InputError(_listen_failure(host, port, options, exc.reason)) from None
 
 
 # Where each service listens (the api's own port, the others' /healthz, /readyz, /metrics): section and options
@@ -297,7 +301,11 @@ def _check_listen(host: str, port: int, options: str) -> None:
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 sock.bind(address)
     except OSError as exc:
-        raise InputError(f"cannot listen on {host}:{port} ({options}): {exc.strerror or exc}") from None
+        raise InputError(_listen_failure(host, port, options, exc.strerror or str(exc))) from None
+
+
+def _listen_failure(host: str, port: int, options: str, reason: str) -> str:
+    return f"cannot listen on {host}:{port} ({options}): {reason}"
 
 
 def _start_service(args: argparse.Namespace, config, cluster: str) -> int:

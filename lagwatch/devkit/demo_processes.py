@@ -36,6 +36,7 @@ class ServiceProcess:
         self.started_at = 0.0  # time.monotonic() of the latest start
         self.restarts = 0
         self.crash_loops = 0  # deaths in a row soon after a start (the supervisor's count)
+        self.port_moves = 0  # starts on another port after something else took this one (the supervisor's count)
         self._launch: tuple[dict[str, str], Path] | None = None
 
     @property

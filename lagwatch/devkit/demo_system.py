@@ -41,6 +41,7 @@ import aiohttp
 import redis
 import yaml
 
+from lagwatch.cli import USAGE_ERROR
 from lagwatch.devkit.demo_processes import ServiceProcess, stop_all
 from lagwatch.devkit.demo_scenarios import RETENTION_RISK_S, Phase, Scenario, scenarios
 from lagwatch.devkit.demo_workload import demo_topics, run_workload
@@ -59,6 +60,7 @@ DEFAULT_API_PORT = 8000
 READY_TIMEOUT_S = 180.0  # four Python services starting on a busy 2-CPU machine
 CRASH_LOOP_S = 30.0  # a service that dies sooner than this after its start is crash-looping...
 MAX_CRASH_LOOPS = 5  # ...and after this many such deaths in a row the demo gives up on it
+MAX_PORT_MOVES = 3  # a service whose port was taken is started on another port at most this many times
 Print = Callable[[str], None]
 
 
@@ -215,7 +217,7 @@ class DemoSystem:
                 await self._until_ready()
             except StopRequested:
                 return 0
-            write_env_file(self.state_dir, {**self.infra.env(), **self._addresses(config_file)})
+            self._write_env_file()
             self.out(self._banner(config_file))
             self.ready.set()
             return await self._supervise()
@@ -233,13 +235,16 @@ class DemoSystem:
         )
         return path
 
+    def _write_env_file(self) -> None:
+        write_env_file(self.state_dir, {**self.infra.env(), **self._addresses(self.state_dir / CONFIG_FILE)})
+
     async def _until_ready(self) -> None:
         """Every service answers /readyz and the api lists the demo topics (the log-end poller knows them)."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         async with aiohttp.ClientSession() as session:
             pending = list(self.services)
             while pending or not await self._topics_known(session):
-                self._check_alive()
+                await self._check_alive()
                 if self.stop.is_set():
                     raise StopRequested
                 if time.monotonic() > deadline:
@@ -271,7 +276,7 @@ class DemoSystem:
             )
         try:
             while not self.stop.is_set():
-                self._restart_dead()
+                await self._restart_dead()
                 if workload is not None and workload.done():
                     raise RuntimeError(f"the demo workload stopped: {workload.exception()!r}")
                 with contextlib.suppress(TimeoutError):
@@ -283,11 +288,14 @@ class DemoSystem:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await asyncio.wait_for(workload, 15)
 
-    def _restart_dead(self) -> None:
+    async def _restart_dead(self) -> None:
         """Start a service that died again: what it was doing is in Redis and Kafka, and it takes over from there."""
         for service in self.services:
             code = service.exit_code()
             if code is None:
+                continue
+            if self._port_taken(service, code):
+                await self._move_port(service)
                 continue
             quick = time.monotonic() - service.started_at < CRASH_LOOP_S
             service.crash_loops = service.crash_loops + 1 if quick else 0
@@ -299,13 +307,41 @@ class DemoSystem:
             self.out(f"{_stamp()}  {service.name} exited with code {code}; starting it again (log: {service.log_file})")
             service.restart()
 
-    def _check_alive(self) -> None:
+    async def _check_alive(self) -> None:
+        """While the services start, one that exits stops the demo, unless it only found its port taken."""
         for service in self.services:
             code = service.exit_code()
-            if code is not None:
-                raise RuntimeError(
-                    f"{service.name} exited with code {code}; last lines of {service.log_file}:\n{service.log_tail()}"
-                )
+            if code is None:
+                continue
+            if self._port_taken(service, code):
+                await self._move_port(service)
+                continue
+            raise RuntimeError(
+                f"{service.name} exited with code {code}; last lines of {service.log_file}:\n{service.log_tail()}"
+            )
+
+    @staticmethod
+    def _port_taken(service: ServiceProcess, code: int) -> bool:
+        """It exited because its port is in use: free when the demo chose it, taken before the service bound it (by
+        another process choosing a free port, or as a client connection's ephemeral port). `lagwatch run` says so in
+        one line and exits with its usage-error code."""
+        said = f"lagwatch: cannot listen on 127.0.0.1:{service.port} "
+        return code == USAGE_ERROR and service.port_moves < MAX_PORT_MOVES and said in service.log_tail(3)
+
+    async def _move_port(self, service: ServiceProcess) -> None:
+        """Start `service` again on another free port, written to the configuration (and to the addresses file)."""
+        taken = service.port
+        service.port = self.ports[service.name] = _free_port()
+        service.port_moves += 1
+        self._write_config()
+        if self.ready.is_set():
+            self._write_env_file()
+        self.out(f"{_stamp()}  {service.name}: port {taken} was taken meanwhile; starting it on port {service.port}")
+        service.restart()
+        if service.name == "api":  # the notifier's alerts link to the dashboard at the api's address: it reads it again
+            notifier = next(s for s in self.services if s.name == "notifier")
+            await asyncio.to_thread(stop_all, [notifier])
+            notifier.restart()
 
     def _addresses(self, config_file: Path) -> dict[str, str]:
         return {

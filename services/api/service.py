@@ -17,6 +17,7 @@ from lagwatch.services.api.metrics import METRICS, ApiMetrics, handle_metrics
 from lagwatch.services.api.middleware import errors_as_json, timed, trailing_slash
 from lagwatch.shared.config import Config
 from lagwatch.shared.runtime.http_client_errors import quiet_client_errors
+from lagwatch.shared.runtime.listen import listen
 from lagwatch.shared.runtime.service_lifecycle import run_until_signalled
 
 log = logging.getLogger(__name__)
@@ -72,9 +73,7 @@ class ApiServer:
         )
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.host, self.port)
-            await site.start()
-            self.port = runner.addresses[0][1]  # the real port when 0 was asked for
+            self.port = await listen(runner, self.host, self.port)
             self.started.set()
             log.info("api: serving on %s", self.url)
             await self.stopping.wait()

@@ -118,40 +118,45 @@ class Archiver:
         return self._write_failing and self.writer.buffered >= self.settings.flush_rows
 
     async def run(self) -> None:
-        await self.health.start()
-        log.info(
-            "archiver %s: %s -> %s; health on %s",
-            self.cluster,
-            self.settings.topic,
-            self.settings.path,
-            self.health.url,
-        )
-        probe = asyncio.create_task(self._probe_until_writable())
-        backoff = Backoff(0.5, MAX_BACKOFF_S)
+        probe: asyncio.Task | None = None
         try:
-            while not self.stopping.is_set():
-                try:
-                    await self.consumer.start()
-                    self._kafka_up = True
-                    await self._consume()
-                    backoff.reset()
-                except (KafkaError, OSError) as exc:
-                    log.warning(
-                        "archiver %s: consumer failed (%s); retrying in %.1fs", self.cluster, exc, backoff.delay
-                    )
-                finally:
-                    self._kafka_up = False
-                    await self.flush()
-                    await self.consumer.stop()
-                if not self.stopping.is_set():
-                    await backoff.pause(self.stopping)
-                if not self.stopping.is_set():  # (one made and never closed is "Unclosed" at exit)
-                    self.consumer = self._new_consumer()
+            await self.health.start()
+            log.info(
+                "archiver %s: %s -> %s; health on %s",
+                self.cluster,
+                self.settings.topic,
+                self.settings.path,
+                self.health.url,
+            )
+            probe = asyncio.create_task(self._probe_until_writable())
+            await self._consume_until_stopped()
         finally:
-            probe.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await probe
+            if probe is not None:
+                probe.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await probe
+            await self.consumer.stop()  # closed already unless the start failed before it ran (else "Unclosed")
             await self.health.stop()
+
+    async def _consume_until_stopped(self) -> None:
+        """Consume, starting again after a failure (Kafka away) with a fresh consumer, until `stopping` is set."""
+        backoff = Backoff(0.5, MAX_BACKOFF_S)
+        while not self.stopping.is_set():
+            try:
+                await self.consumer.start()
+                self._kafka_up = True
+                await self._consume()
+                backoff.reset()
+            except (KafkaError, OSError) as exc:
+                log.warning("archiver %s: consumer failed (%s); retrying in %.1fs", self.cluster, exc, backoff.delay)
+            finally:
+                self._kafka_up = False
+                await self.flush()
+                await self.consumer.stop()
+            if not self.stopping.is_set():
+                await backoff.pause(self.stopping)
+            if not self.stopping.is_set():  # (one made and never closed is "Unclosed" at exit)
+                self.consumer = self._new_consumer()
 
     async def _probe_until_writable(self) -> None:
         """Probe history.path until it takes a file: without records to write, an unwritable path would otherwise

@@ -488,9 +488,9 @@ class EvaluatorService:
     # --- life cycle -------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        await self.health.start()
-        log.info("evaluator %s: health and metrics on %s", self.cluster, self.health.url)
         try:
+            await self.health.start()
+            log.info("evaluator %s: health and metrics on %s", self.cluster, self.health.url)
             await self._start_publisher()
             await start_unless_stopping(self.app, self.stopping)
             self._schedule_task = asyncio.create_task(self._run_schedule())

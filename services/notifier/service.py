@@ -527,13 +527,13 @@ class NotifierService:
     # --- life cycle ---------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        await self.health.start()
-        log.info(
-            "notifier: health and metrics on %s; %d subscriptions from the configuration file",
-            self.health.url,
-            len(self.registry.from_file),
-        )
         try:
+            await self.health.start()
+            log.info(
+                "notifier: health and metrics on %s; %d subscriptions from the configuration file",
+                self.health.url,
+                len(self.registry.from_file),
+            )
             await self.sender.start()
             # deliveries left by an earlier run go out from Redis even while Kafka is down (the wait below) or
             # has not assigned partitions yet; a dead letter due before its producer has started waits in the outbox

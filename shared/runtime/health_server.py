@@ -17,6 +17,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
 from lagwatch.shared.runtime.http_client_errors import quiet_client_errors
+from lagwatch.shared.runtime.listen import listen
 
 ReadinessCheck = Callable[[], Awaitable[bool]]
 LivenessCheck = Callable[[], bool]
@@ -50,11 +51,7 @@ class HealthServer:
         quiet_client_errors()  # a malformed request is a WARNING line, not an ERROR with a traceback
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server = site._server
-        assert isinstance(server, asyncio.Server)  # started just above
-        self.port = server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
+        self.port = await listen(self._runner, self.host, self.port)
 
     async def stop(self) -> None:
         if self._runner is not None:

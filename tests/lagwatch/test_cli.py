@@ -228,6 +228,33 @@ def test_run_names_a_port_already_in_use():
     assert f"127.0.0.1:{port} (api.host / --http-port): " in one_line_error(api)
 
 
+# `lagwatch run` with its check of the listen address skipped: as if the port were taken just after the check
+UNCHECKED_RUN = "import sys, lagwatch.cli as cli; cli._check_listen = lambda *a: None; sys.exit(cli.main(sys.argv[1:]))"
+
+
+@pytest.mark.parametrize("service", ["api", "ingest", "evaluator", "notifier", "archiver"])
+def test_a_port_taken_after_the_check_is_said_as_the_check_says_it(service, tmp_path):
+    """Another process can take the port between the check and the service's bind (the services bind after their
+    clients are built): the bind's failure is the same line as the check's and exit code 2, not a traceback, and
+    the service closes what it had opened."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = subprocess.run(
+            [sys.executable, "-c", UNCHECKED_RUN, "run", service, "--http-port", port],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, **A_CLUSTER, "LAGWATCH__HISTORY__PATH": str(tmp_path)},
+        )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "Unclosed" not in result.stderr, result.stderr
+    said = result.stderr.strip().splitlines()[-1]  # after what the service said as it started (Kafka is away)
+    assert said.startswith(f"lagwatch: cannot listen on 127.0.0.1:{port} ("), said
+    assert said.endswith("--http-port): Address already in use"), said
+
+
 def test_run_refuses_an_http_port_out_of_range():
     result = lagwatch("run", "api", "--http-port", "70000", env=A_CLUSTER)
     assert result.returncode == 2

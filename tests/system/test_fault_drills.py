@@ -7,7 +7,8 @@ mock as a process on a fixed port, the four services as `lagwatch run <service>`
 2. Kafka goes away for a few seconds and comes back: first as an outage that keeps the data (every broker refuses
    connections, then accepts them again: what a restarted Kafka with its log on disk looks like), then as a restart
    of the mock's process, which keeps nothing (see `test_kafka_outage_then_a_restart_that_loses_everything`).
-3. Each service (ingest, evaluator, notifier, api) is SIGKILLed once mid-run; the supervisor brings it back.
+3. Each service (ingest, evaluator, notifier, api) is SIGKILLed once mid-run; the supervisor brings it back, on
+   another port when something else took the service's port meanwhile (and the api's before the start).
 
 After each, every scenario's status changes are on `lagwatch.status` exactly as without the fault (one event per
 transition, `seq` 1, 2, 3, …), and every expected notification reached the receiver exactly once per
@@ -104,6 +105,25 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def listening_on(port: int, within: float = 5.0) -> socket.socket:
+    """Listen on `port` as another process that took it would, as soon as it is free (a service just killed lets
+    go of it within milliseconds). Synchronous: the supervisor, on this event loop, cannot start the service on it
+    first."""
+    deadline = time.monotonic() + within
+    while True:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the killed one's connections in TIME_WAIT
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+            return sock
+        except OSError:
+            sock.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 class StatusLog:
@@ -272,12 +292,18 @@ class Drill:
     async def _none_ready(self) -> bool:
         return not any([await s.ready(self.http) for s in self.system.services])
 
-    async def kill(self, name: str) -> None:
-        """SIGKILL a service (no clean-up of any kind) and wait until the supervisor has it running and ready again."""
+    async def kill(self, name: str, *, take_its_port: bool = False) -> None:
+        """SIGKILL a service (no clean-up of any kind) and wait until the supervisor has it running and ready again;
+        `take_its_port`: something else listens on the service's port from the moment it is free."""
         service = self.service(name)
-        pid = service.pid
+        pid, port = service.pid, service.port
         os.kill(pid, signal.SIGKILL)
-        await self.until(lambda: service.pid != pid and service.ready(self.http), f"{name} started again after SIGKILL")
+        squatter = listening_on(port) if take_its_port else contextlib.nullcontext()
+        with squatter:
+            await self.until(
+                lambda: service.pid != pid and service.ready(self.http), f"{name} started again after SIGKILL"
+            )
+        assert (service.port != port) == take_its_port, (port, service.port)
 
     async def statuses_reached(self, round_scenarios: Sequence[Scenario]) -> None:
         for s in round_scenarios:
@@ -423,16 +449,19 @@ class Drill:
 
 
 @contextlib.asynccontextmanager
-async def running_system(state_dir: Path) -> AsyncIterator[Drill]:
-    """Redis, Kafka on a fixed port, the services under the demo supervisor (no workload: the drills play their own)."""
+async def running_system(state_dir: Path, port_taken: str | None = None) -> AsyncIterator[Drill]:
+    """Redis, Kafka on a fixed port, the services under the demo supervisor (no workload: the drills play their own).
+    `port_taken`: a service whose port something else takes after the demo chose it, before the service starts."""
     state_dir.mkdir(parents=True, exist_ok=True)
     with local_infra(state_dir, kafka_port=_free_port(), groups=SERVICE_GROUPS) as infra:
         output: list[str] = []
         system = DemoSystem(state_dir, infra, 0, TIMINGS, out=output.append, workload=())
+        squatter = listening_on(system.ports[port_taken]) if port_taken else contextlib.nullcontext()
         supervisor = asyncio.create_task(system.run())
         try:
             ready = asyncio.create_task(system.ready.wait())
-            await asyncio.wait({ready, supervisor}, timeout=180, return_when=asyncio.FIRST_COMPLETED)
+            with squatter:
+                await asyncio.wait({ready, supervisor}, timeout=180, return_when=asyncio.FIRST_COMPLETED)
             if not ready.done():
                 ready.cancel()
                 raise AssertionError(f"the system did not start: {supervisor.exception() if supervisor.done() else ''}")
@@ -500,8 +529,12 @@ async def test_each_service_killed_once_and_started_again(tmp_path):
     * the evaluator once demo-lagging is WARN, with transitions still to come — the restarted one finds them from
       Redis (a transition recorded but not yet published is published from the outbox);
     * the api — it is stateless, and answers again.
+
+    And ports taken by something else (another process choosing a free port, a client's ephemeral port): the api's
+    after the demo chose it, before the start (the supervisor starts the api on another, and the notifier again, as
+    its alerts link to the api), and the evaluator's while it is down (started on another port).
     """
-    async with running_system(tmp_path / "state") as drill, drill.playing(SCENARIOS):
+    async with running_system(tmp_path / "state", port_taken="api") as drill, drill.playing(SCENARIOS):
         await drill.until(lambda: drill.status.has("demo-healthy", "OK"), "demo-healthy OK")
         await drill.kill("ingest")
 
@@ -515,7 +548,7 @@ async def test_each_service_killed_once_and_started_again(tmp_path):
         held.release()
 
         await drill.until(lambda: drill.status.has("demo-lagging", "WARN"), "demo-lagging WARN")
-        await drill.kill("evaluator")
+        await drill.kill("evaluator", take_its_port=True)
         await drill.kill("api")
         await drill.until(lambda: drill.service("notifier").ready(drill.http), "the notifier ready")
 
@@ -526,9 +559,13 @@ async def test_each_service_killed_once_and_started_again(tmp_path):
         )
         await drill.quiet()
         drill.assert_exactly_once(SCENARIOS, repeated=repeated)
-        assert [s.restarts for s in drill.system.services] == [1, 1, 1, 1]
+        # ingest, evaluator, notifier, api: killed once each; the evaluator and the api moved once, the notifier
+        # started again for the api's move
+        assert [s.restarts for s in drill.system.services] == [1, 2, 2, 2]
         restarted = [line for line in drill.output if "exited with code -9; starting it again" in line]
         assert len(restarted) == 4, drill.output
+        moved = [line.split("  ", 1)[1].split(":")[0] for line in drill.output if "was taken meanwhile" in line]
+        assert sorted(moved) == ["api", "evaluator"], drill.output
         async with drill.http.get(drill.group_url("demo-stalled") + "/status") as response:
             assert (await response.json())["status"]["status"] == "ERR"
 
