@@ -48,6 +48,7 @@ from lagwatch.services.ingest.service import self_group
 from lagwatch.services.notifier.service import CONSUMER_GROUP as NOTIFIER_GROUP
 from lagwatch.shared.domain.status_event import schema
 from tests.kafka_helpers import eventually
+from tests.net_helpers import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -99,12 +100,6 @@ def deleted(scenario: Scenario) -> Scenario:
     return dataclasses.replace(
         scenario, expected=(*scenario.expected, (last, "NOTFOUND")), notifications=(*scenario.notifications, *closes)
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def listening_on(port: int, within: float = 5.0) -> socket.socket:
@@ -453,7 +448,7 @@ async def running_system(state_dir: Path, port_taken: str | None = None) -> Asyn
     """Redis, Kafka on a fixed port, the services under the demo supervisor (no workload: the drills play their own).
     `port_taken`: a service whose port something else takes after the demo chose it, before the service starts."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    with local_infra(state_dir, kafka_port=_free_port(), groups=SERVICE_GROUPS) as infra:
+    with local_infra(state_dir, kafka_port=free_port(), groups=SERVICE_GROUPS) as infra:
         output: list[str] = []
         system = DemoSystem(state_dir, infra, 0, TIMINGS, out=output.append, workload=())
         squatter = listening_on(system.ports[port_taken]) if port_taken else contextlib.nullcontext()
