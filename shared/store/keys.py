@@ -13,19 +13,21 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:c:{<cluster>}:read-through     HASH  offsets-topic partition, or "admin:<worker>/<workers>" -> the instant
                                             (ms) through which the ingest has stored its commits: the rules judge
                                             no later than the oldest of them plus a grace
-    (shared/domain/read_through.py) lw:c:{<cluster>}:topic-deletions  HASH  "<group>\n<topic>" -> when (ms) the api
-                                            deleted the topic from the group; the ingest worker holding the group in
-    memory drops it there, then the entry lw:c:{<cluster>}:stats            HASH  ingest counters (records, decode
-    errors by type, outcomes, ...) lw:t:{<cluster>/<topic>}:bo       HASH  partition -> broker ring (see packing.py),
-    last `intervals` log-end offsets lw:t:{<cluster>/<topic>}:h        HASH  partition -> log-end history for lag in
-                                            seconds: (offset, at) pairs, `storage.lag-history` seconds, flat stretches
-    collapsed (time_lag.py) lw:g:{<cluster>/<group>}:w        HASH  "<topic>:<partition>" -> commit ring (see
-    packing.py) lw:g:{<cluster>/<group>}:m        HASH  `last` = newest commit timestamp (ms), `generation` = latest
-    generation; of a new-protocol (KIP-848) group also `member:<id>` = "<host>\\x1f<client id>" and `assigned:<id>`
-    = {"epoch", "fields"}, each member's latest records (scripts.APPLY_MEMBER_CHANGES)
-    lw:g:{<cluster>/<group>}:o        HASH  "<topic>:<partition>" -> "<owner>\\x1f<client_id>" (from group
-    metadata) lw:g:{<cluster>/<group>}:r        ZSET  generation -> when it started (ms), the last hour: rebalances per
-    hour lw:g:{<cluster>/<group>}:s        HASH  evaluator state: status, seq (transitions so far), incident_id,
+                                            (shared/domain/read_through.py)
+    lw:c:{<cluster>}:topic-deletions  HASH  "<group>\n<topic>" -> when (ms) the api deleted the topic from the group;
+                                            the ingest worker holding the group in memory drops it there, then the entry
+    lw:c:{<cluster>}:stats            HASH  ingest counters (records, decode errors by type, outcomes, ...)
+    lw:t:{<cluster>/<topic>}:bo       HASH  partition -> broker ring (see packing.py), last `intervals` log-end offsets
+    lw:t:{<cluster>/<topic>}:h        HASH  partition -> log-end history for lag in seconds: (offset, at) pairs,
+                                            `storage.lag-history` seconds, flat stretches collapsed (time_lag.py)
+    lw:g:{<cluster>/<group>}:w        HASH  "<topic>:<partition>" -> commit ring (see packing.py)
+    lw:g:{<cluster>/<group>}:m        HASH  `last` = newest commit timestamp (ms), `generation` = latest generation;
+                                            of a new-protocol (KIP-848) group also `member:<id>` =
+                                            "<host>\\x1f<client id>" and `assigned:<id>` = {"epoch", "fields"}, each
+                                            member's latest records (scripts.APPLY_MEMBER_CHANGES)
+    lw:g:{<cluster>/<group>}:o        HASH  "<topic>:<partition>" -> "<owner>\\x1f<client_id>" (from group metadata)
+    lw:g:{<cluster>/<group>}:r        ZSET  generation -> when it started (ms), the last hour: rebalances per hour
+    lw:g:{<cluster>/<group>}:s        HASH  evaluator state: status, seq (transitions so far), incident_id,
                                             incident_started_at, changed_at (kept `expire-group` after NOTFOUND)
     lw:g:{<cluster>/<group>}:p        LIST  status-change events written but not yet acknowledged by Kafka
     lw:g:{<cluster>/<group>}:lt       HASH  alert thresholds: threshold ("300"; "data-loss-risk:600" and
@@ -68,6 +70,8 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:n:{notify}:silences            HASH  silence id -> JSON silence (matchers, starts-at, ends-at, ...), written
                                             by the api, read by notifiers (shared/subscriptions/silences.py)
     lw:n:{notify}:silences-version    STR   bumped on every change to silences; notifiers reload on it
+    lw:n:{notify}:scope-looked        HASH  subscription id -> digest of its configuration when a notifier last looked
+                                            at the incidents going on for it (a start looks again only at those changed)
 
 The notifier's keys all carry the tag `{notify}`: one slot (notifications are few), so its Lua scripts can move a
 delivery between the outbox's sets and record an event's handling atomically on Redis Cluster too.
