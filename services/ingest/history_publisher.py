@@ -8,7 +8,8 @@ the batch again (re-read commits are duplicates, which the replay drops by `orde
 effort: one that is lost leaves a gap of one poll in the history, which the interpolation of lag in seconds bridges.
 Topic deletions are sent again until the history topic takes them (with each poll's samples): a lost one would
 leave the topic's partitions in the replay for good (a re-created topic replayed as a REWIND, a stopped consumer of
-a deleted one as a STOP). They wait in memory: a stop meanwhile loses them, and says how many.
+a deleted one as a STOP). They are kept in Redis until it took them (`pending_deletions.py`), so that a stop
+meanwhile leaves them to the next start.
 
 A message holds records one per line (`shared/domain/history.py`): the pass writes a batch's commits as messages per
 offsets-topic partition (`commits_key`), and those bound for the same history partition are sent joined, as one
@@ -37,7 +38,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
+from redis.exceptions import RedisError
 
+from lagwatch.services.ingest.pending_deletions import PendingDeletions
 from lagwatch.shared.domain.history import (
     KIND_BROKER,
     MESSAGE_BYTES,
@@ -58,7 +61,10 @@ Outgoing = list[tuple[bytes | None, bytes, int]]  # (key, value, partition) of e
 
 
 class HistoryPublisher:
-    def __init__(self, cluster: str, kafka_config: dict[str, Any], topic: str) -> None:
+    def __init__(
+        self, cluster: str, kafka_config: dict[str, Any], topic: str, pending: PendingDeletions | None = None
+    ) -> None:
+        """`pending`: where topic deletions wait until the history topic took them (None: in memory only)."""
         self.cluster = cluster
         self.topic = topic
         self.samples_lost = 0
@@ -77,11 +83,19 @@ class HistoryPublisher:
         self._producer: Producer | None = None
         self._closing = False
         self._deletions: list[HistoryRecord] = []  # topic deletions to send (again: their delivery failed)
+        self._pending = pending
+        self._unconfirmed: dict[bytes, HistoryRecord] = {}  # deletions sent, kept in `pending` until delivered
         self._partition_count = PartitionCount(topic)
         self._key_partitions: PartitionCache[bytes] = PartitionCache()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="history-producer")  # flushes block
 
     async def start(self) -> None:
+        """RedisError when the deletions an earlier run left cannot be read (retried as the start is)."""
+        if self._pending is not None:
+            left = await self._pending.load()
+            if left:
+                log.info("history: %d topic deletions an earlier run did not archive are sent again", len(left))
+            self._deletions = left + self._deletions
         self._producer = Producer(self._config, logger=log)
         self._partition_count.current(self._producer)
 
@@ -90,9 +104,14 @@ class HistoryPublisher:
         if self._producer is not None:
             self._closing = True  # a flush in progress gives up at its next slice
             await self._flush(STOP_FLUSH_S, until_closed=False)
-        if self._deletions:
+            await self._strike_delivered()
+            self._producer.purge()  # what is left goes no more (a stopped worker's records trickling in later)
+            self._producer.poll(0)  # their reports: the deletions among them are counted below
+        waiting = len(self._deletions) + len(self._unconfirmed)
+        if waiting:
+            kept = "kept in Redis for the next start" if self._pending is not None else "lost"
             log.warning(
-                "history: %d topic deletions not archived (the history topic did not take them)", len(self._deletions)
+                "history: %d topic deletions not archived (the history topic did not take them): %s", waiting, kept
             )
         self._executor.shutdown(wait=False)
 
@@ -110,6 +129,8 @@ class HistoryPublisher:
         outgoing = await asyncio.get_running_loop().run_in_executor(self._executor, self._joined, commits, count)
         self._produce(outgoing)
         remaining = await self._flush()
+        if self._unconfirmed:
+            await self._strike_delivered()
         if remaining or self._failed != failed_before:
             reason = self._last_error if self._failed != failed_before else f"{remaining} not acknowledged in time"
             raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, f"history records not archived: {reason}"))
@@ -120,6 +141,7 @@ class HistoryPublisher:
     ) -> None:
         """Queue a poll's log-end (or log-start) samples (best effort: they go out with the next flush), and send
         again the topic deletions whose delivery failed."""
+        await self._strike_delivered()
         self._send_deletions()
         problem = self._queue(broker_records(self.cluster, by_topic, sampled_at, kind))
         if problem is not None:
@@ -128,9 +150,28 @@ class HistoryPublisher:
 
     async def publish_deletions(self, topics: list[str], deleted_at: int, group: str | None = None) -> None:
         """Send topics deleted from Kafka (`group` None) or from one group through the api; sent again (with the next
-        samples) until the history topic takes them."""
-        self._deletions += [topic_deleted_record(self.cluster, topic, deleted_at, group) for topic in topics]
+        samples) until the history topic takes them, and kept in Redis meanwhile."""
+        records = [topic_deleted_record(self.cluster, topic, deleted_at, group) for topic in topics]
+        if self._pending is not None:
+            try:
+                await self._pending.add(records)
+            except RedisError as exc:  # sent all the same: only a stop before the topic takes them loses them
+                log.warning("history: topic deletions of %s not kept in Redis (%s)", ", ".join(topics), exc)
+        self._deletions += records
         self._send_deletions()
+
+    async def _strike_delivered(self) -> None:
+        """Strike from Redis the deletions the history topic took: those sent and not reported failed, once nothing
+        is left in the producer's queue (librdkafka reports only failures: an empty queue is the only word of a
+        success)."""
+        if not self._unconfirmed or self._producer is None or len(self._producer):
+            return
+        delivered, self._unconfirmed = list(self._unconfirmed.values()), {}
+        if self._pending is not None:
+            try:
+                await self._pending.strike(delivered)
+            except RedisError as exc:  # the next start sends them again: archived twice changes nothing
+                log.debug("history: archived topic deletions not struck from Redis (%s)", exc)
 
     def _send_deletions(self) -> None:
         """Queue the deletions waiting, each with a report of its own failure (it then waits here again)."""
@@ -146,10 +187,13 @@ class HistoryPublisher:
                 self._deletions += waiting[i:]
                 log.warning("history: deletion of %s not archived yet (%s); sent again later", record.topic, exc)
                 return
+            if self._pending is not None:
+                self._unconfirmed[record.encode()] = record
 
     def _deletion_report(self, record: HistoryRecord) -> Callable[[KafkaError | None, Any], None]:
         def reported(error: KafkaError | None, message: Any) -> None:
             if error is not None:  # (only failures are reported): it waits to be sent again
+                self._unconfirmed.pop(record.encode(), None)
                 self._deletions.append(record)  # (the history topic's outage is said by the archive queue)
                 log.debug("history: deletion of %s not archived yet (%s); sent again later", record.topic, error)
 

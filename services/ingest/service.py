@@ -30,7 +30,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
@@ -43,6 +43,7 @@ from lagwatch.services.ingest.broker_offsets import BrokerOffsets, LeadersUnreac
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.new_protocol_groups import TopicIds
 from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer, ReadThrough
+from lagwatch.services.ingest.pending_deletions import PendingDeletions
 from lagwatch.services.ingest.processor import AppliedBatch, BatchProcessor, Flush
 from lagwatch.services.ingest.records import RecordLike
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
@@ -95,7 +96,7 @@ class IngestWorker:
         self.admin_groups = tuple(cluster_config.admin_groups)
         self.offset_refresh = cluster_config.offset_refresh
         self.admin_mode = False  # commits come through the admin API (decided at start for `auto`)
-        self.history = HistoryPublisher(cluster, rdkafka, config.history.topic) if config.history.enabled else None
+        self.history = self._history_publisher(config, rdkafka) if config.history.enabled else None
         self.broker_offsets = BrokerOffsets(
             cluster,
             self.store,
@@ -184,6 +185,10 @@ class IngestWorker:
         await self.archive.hand_over()
         self.processor.forget_partitions(partitions)
         log.info("ingest: revoked offsets-topic partitions %s", sorted(partitions))
+
+    def _history_publisher(self, config: Config, rdkafka: dict[str, Any]) -> HistoryPublisher:
+        deletions = PendingDeletions(self.redis, self.cluster)  # kept there until the history topic took them
+        return HistoryPublisher(self.cluster, rdkafka, config.history.topic, deletions)
 
     async def _redis_ok(self) -> bool:
         return bool(await self.redis.ping())

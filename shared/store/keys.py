@@ -16,6 +16,9 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
                                             (shared/domain/read_through.py)
     lw:c:{<cluster>}:topic-deletions  HASH  "<group>\n<topic>" -> when (ms) the api deleted the topic from the group;
                                             the ingest worker holding the group in memory drops it there, then the entry
+    lw:c:{<cluster>}:history-deletions HASH a topic deletion's history record (JSON) -> when (ms) it was first sent:
+                                            kept until the history topic took it, sent again by the next worker to
+                                            start (services/ingest/pending_deletions.py)
     lw:c:{<cluster>}:stats            HASH  ingest counters (records, decode errors by type, outcomes, ...)
     lw:t:{<cluster>/<topic>}:bo       HASH  partition -> broker ring (see packing.py), last `intervals` log-end offsets
     lw:t:{<cluster>/<topic>}:h        HASH  partition -> log-end history for lag in seconds: (offset, at) pairs,
@@ -115,6 +118,10 @@ def read_through(cluster: str) -> str:
 
 def topic_deletions(cluster: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:topic-deletions"
+
+
+def history_deletions(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:history-deletions"
 
 
 def ingest_stats(cluster: str) -> str:

@@ -10,8 +10,17 @@ import collections
 from confluent_kafka import Consumer, TopicPartition
 
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
-from lagwatch.shared.domain.history import MESSAGE_BYTES, HistoryMessages, commits_key, decode, records_of
+from lagwatch.services.ingest.pending_deletions import PendingDeletions
+from lagwatch.shared.domain.history import (
+    MESSAGE_BYTES,
+    HistoryMessages,
+    commits_key,
+    decode,
+    records_of,
+    topic_deleted_record,
+)
 from lagwatch.shared.kafka.partitioner import partition_for
+from lagwatch.shared.store import keys
 from tests.kafka_helpers import eventually
 from tests.services.ingest.conftest import AWAY
 
@@ -118,3 +127,55 @@ async def test_a_topic_deletion_the_history_topic_did_not_take_is_sent_again_unt
     (record,) = await eventually(deleted, timeout=30, interval=1.0)
     await publisher.stop()
     assert (record.topic, record.group, record.observed_at) == ("orders", "billing", T)
+
+
+async def test_a_topic_deletion_not_archived_at_a_stop_is_sent_by_the_next_start(one_broker_apart, redis, monkeypatch):
+    """The history topic's broker is away when a topic is deleted, and the worker stops before it is back: the
+    deletion waits in Redis (it was lost with the worker's memory), the next start sends it, and once the history
+    topic took it Redis no longer keeps it."""
+    from lagwatch.services.ingest import history_publisher
+
+    monkeypatch.setattr(history_publisher, "DELIVERY_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(history_publisher, "STOP_FLUSH_S", 0.5)
+    pending = PendingDeletions(redis, "prod")
+    config = {"bootstrap.servers": one_broker_apart.bootstrap}
+    first = HistoryPublisher("prod", config, TOPIC, pending)
+    await first.start()
+    one_broker_apart.set_broker_down(AWAY)
+    await first.publish_deletions(["orders"], T, "billing")
+    await first.stop()
+    assert [(r.topic, r.group, r.observed_at) for r in await pending.load()] == [("orders", "billing", T)]
+
+    one_broker_apart.set_broker_up(AWAY)
+    second = HistoryPublisher("prod", config, TOPIC, pending)
+    await second.start()
+
+    async def archived_and_struck() -> list:
+        await second.publish_samples({}, T + 2)  # strikes what the topic took since the last poll
+        read = await asyncio.to_thread(read_all, one_broker_apart.bootstrap, 3)
+        deleted = [r for _, _, v in read for r in map(decode, records_of(v)) if r.kind == "topic-deleted"]
+        return not await pending.load() and deleted
+
+    (record,) = await eventually(archived_and_struck, timeout=30, interval=1.0)
+    await second.stop()
+    assert (record.topic, record.group, record.observed_at) == ("orders", "billing", T)
+
+
+async def test_kept_deletions_load_in_the_order_they_happened_and_what_is_not_a_deletion_is_struck(redis):
+    pending = PendingDeletions(redis, "prod")
+    await pending.add([topic_deleted_record("prod", "b", T + 1, "billing")])
+    await pending.add([topic_deleted_record("prod", "a", T)])
+    key = keys.history_deletions("prod")
+    await redis.hset(key, mapping={"not json": "1", commit_record_json(): "2"})
+
+    assert [(r.topic, r.group) for r in await pending.load()] == [("a", None), ("b", "billing")]
+    assert len(await redis.hgetall(key)) == 2  # the unreadable two struck
+    await pending.strike([topic_deleted_record("prod", "a", T)])
+    assert [r.topic for r in await pending.load()] == ["b"]
+
+
+def commit_record_json() -> str:
+    commits = HistoryMessages()
+    commits.add_commit("prod", 0, "g", "t", 0, 1, T, 1, T)
+    commits.close()
+    return records_of(commits.messages[0][1])[0].decode()

@@ -1,0 +1,57 @@
+"""Topic deletions on their way to the history topic, kept in Redis until it took them (`keys.history_deletions`).
+
+The history publisher sends a deletion again until the history topic takes it; one still waiting when the worker
+stops (the history topic away meanwhile) would be lost with the worker's memory, and the replay would keep the
+deleted topic's partitions for good (a re-created topic replayed as a REWIND, a stopped consumer of a deleted one as
+a STOP). Kept here, each worker's next start sends again what is left. A deletion archived twice (a worker stopped
+after the topic took it, before striking it here, or two workers starting) changes nothing in the replay."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from redis.asyncio import Redis
+
+from lagwatch.shared.clock import now_ms
+from lagwatch.shared.domain.history import KIND_TOPIC_DELETED, HistoryRecord, HistoryRecordInvalid, decode
+from lagwatch.shared.store import keys
+from lagwatch.shared.store.redis_client import reply
+
+log = logging.getLogger(__name__)
+
+
+class PendingDeletions:
+    def __init__(self, redis: Redis, cluster: str) -> None:
+        self.redis = redis
+        self.key = keys.history_deletions(cluster)
+
+    async def add(self, records: Sequence[HistoryRecord]) -> None:
+        at = str(now_ms())
+        await reply(self.redis.hset(self.key, mapping={_field(r): at for r in records}))
+
+    async def strike(self, records: Sequence[HistoryRecord]) -> None:
+        """The history topic took them."""
+        await reply(self.redis.hdel(self.key, *(_field(r) for r in records)))
+
+    async def load(self) -> list[HistoryRecord]:
+        """Every deletion kept, in the order they happened; one that is not a deletion record lagwatch wrote is
+        struck."""
+        kept = await reply(self.redis.hkeys(self.key))
+        records, unreadable = [], []
+        for value in kept:
+            try:
+                record = decode(value)
+                if record.kind != KIND_TOPIC_DELETED:
+                    raise HistoryRecordInvalid(f"a {record.kind} record, not a topic deletion")
+                records.append(record)
+            except HistoryRecordInvalid as exc:
+                log.warning("history: struck an unreadable topic deletion kept in %s (%s)", self.key, exc)
+                unreadable.append(value)
+        if unreadable:
+            await reply(self.redis.hdel(self.key, *unreadable))
+        return sorted(records, key=lambda r: r.observed_at)
+
+
+def _field(record: HistoryRecord) -> str:
+    return record.encode().decode()  # JSON with every character escaped to ASCII
