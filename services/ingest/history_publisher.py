@@ -57,6 +57,9 @@ DELIVERY_TIMEOUT_S = 30.0
 # commits whose positions were not committed are left (read again), and a broker away must not hold the stop
 STOP_FLUSH_S = 5.0
 FLUSH_SLICE_S = 0.5  # a flush waits in slices, so that a stop does not queue behind one waiting for a broker away
+# the log-end poller's worker takes on, this often, the deletions kept in Redis that no worker sends (one stopped for
+# good left them; the others take those on only when they start)
+ADOPT_EVERY_S = 300.0
 Outgoing = list[tuple[bytes | None, bytes, int]]  # (key, value, partition) of each message to send
 
 
@@ -85,6 +88,7 @@ class HistoryPublisher:
         self._deletions: list[HistoryRecord] = []  # topic deletions to send (again: their delivery failed)
         self._pending = pending
         self._unconfirmed: dict[bytes, HistoryRecord] = {}  # deletions sent, kept in `pending` until delivered
+        self._adopt_at = 0.0  # time.monotonic() of the next look at what `pending` keeps
         self._partition_count = PartitionCount(topic)
         self._key_partitions: PartitionCache[bytes] = PartitionCache()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="history-producer")  # flushes block
@@ -96,6 +100,7 @@ class HistoryPublisher:
             if left:
                 log.info("history: %d topic deletions an earlier run did not archive are sent again", len(left))
             self._deletions = left + self._deletions
+            self._adopt_at = time.monotonic() + ADOPT_EVERY_S
         self._producer = Producer(self._config, logger=log)
         self._partition_count.current(self._producer)
 
@@ -140,8 +145,9 @@ class HistoryPublisher:
         self, by_topic: dict[str, dict[int, int]], sampled_at: int, kind: str = KIND_BROKER
     ) -> None:
         """Queue a poll's log-end (or log-start) samples (best effort: they go out with the next flush), and send
-        again the topic deletions whose delivery failed."""
+        again the topic deletions whose delivery failed (and, now and then, those another worker left)."""
         await self._strike_delivered()
+        await self._adopt_left()
         self._send_deletions()
         problem = self._queue(broker_records(self.cluster, by_topic, sampled_at, kind))
         if problem is not None:
@@ -159,6 +165,23 @@ class HistoryPublisher:
                 log.warning("history: topic deletions of %s not kept in Redis (%s)", ", ".join(topics), exc)
         self._deletions += records
         self._send_deletions()
+
+    async def _adopt_left(self) -> None:
+        """Take on the deletions kept in Redis that this worker is not sending, every ADOPT_EVERY_S. One that another
+        worker is still sending goes twice, which changes nothing in the replay."""
+        if self._pending is None or time.monotonic() < self._adopt_at:
+            return
+        self._adopt_at = time.monotonic() + ADOPT_EVERY_S
+        try:
+            kept = await self._pending.load()
+        except RedisError as exc:  # looked at again next time
+            log.debug("history: topic deletions kept in Redis not read (%s)", exc)
+            return
+        known = {record.encode() for record in self._deletions} | self._unconfirmed.keys()
+        left = [record for record in kept if record.encode() not in known]
+        if left:
+            log.info("history: %d topic deletions another worker left unarchived are sent", len(left))
+            self._deletions += left
 
     async def _strike_delivered(self) -> None:
         """Strike from Redis the deletions the history topic took: those sent and not reported failed, once nothing

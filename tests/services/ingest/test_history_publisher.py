@@ -129,6 +129,19 @@ async def test_a_topic_deletion_the_history_topic_did_not_take_is_sent_again_unt
     assert (record.topic, record.group, record.observed_at) == ("orders", "billing", T)
 
 
+async def archived_and_struck(publisher: HistoryPublisher, pending: PendingDeletions, bootstrap: str) -> list:
+    """The deletions on the history topic, once Redis keeps none (`publisher` polls as the log-end poller does: it
+    strikes what the topic took since its last poll)."""
+
+    async def done() -> list:
+        await publisher.publish_samples({}, T + 2)
+        read = await asyncio.to_thread(read_all, bootstrap, 3)
+        deleted = [r for _, _, v in read for r in map(decode, records_of(v)) if r.kind == "topic-deleted"]
+        return not await pending.load() and deleted
+
+    return await eventually(done, timeout=30, interval=1.0)
+
+
 async def test_a_topic_deletion_not_archived_at_a_stop_is_sent_by_the_next_start(one_broker_apart, redis, monkeypatch):
     """The history topic's broker is away when a topic is deleted, and the worker stops before it is back: the
     deletion waits in Redis (it was lost with the worker's memory), the next start sends it, and once the history
@@ -150,14 +163,31 @@ async def test_a_topic_deletion_not_archived_at_a_stop_is_sent_by_the_next_start
     second = HistoryPublisher("prod", config, TOPIC, pending)
     await second.start()
 
-    async def archived_and_struck() -> list:
-        await second.publish_samples({}, T + 2)  # strikes what the topic took since the last poll
-        read = await asyncio.to_thread(read_all, one_broker_apart.bootstrap, 3)
-        deleted = [r for _, _, v in read for r in map(decode, records_of(v)) if r.kind == "topic-deleted"]
-        return not await pending.load() and deleted
-
-    (record,) = await eventually(archived_and_struck, timeout=30, interval=1.0)
+    (record,) = await archived_and_struck(second, pending, one_broker_apart.bootstrap)
     await second.stop()
+    assert (record.topic, record.group, record.observed_at) == ("orders", "billing", T)
+
+
+async def test_deletions_a_worker_left_are_taken_on_by_the_log_end_pollers_worker(one_broker_apart, redis, monkeypatch):
+    """A worker stops for good with a deletion the history topic did not take; the worker polling log ends, started
+    before it, takes it on at its next look (every ADOPT_EVERY_S) and sends it, once the topic takes it again."""
+    from lagwatch.services.ingest import history_publisher
+
+    monkeypatch.setattr(history_publisher, "DELIVERY_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(history_publisher, "STOP_FLUSH_S", 0.5)
+    monkeypatch.setattr(history_publisher, "ADOPT_EVERY_S", 0.0)
+    pending = PendingDeletions(redis, "prod")
+    config = {"bootstrap.servers": one_broker_apart.bootstrap}
+    poller, gone = HistoryPublisher("prod", config, TOPIC, pending), HistoryPublisher("prod", config, TOPIC, pending)
+    await poller.start()
+    await gone.start()
+    one_broker_apart.set_broker_down(AWAY)
+    await gone.publish_deletions(["orders"], T, "billing")
+    await gone.stop()
+    one_broker_apart.set_broker_up(AWAY)
+
+    (record,) = await archived_and_struck(poller, pending, one_broker_apart.bootstrap)
+    await poller.stop()
     assert (record.topic, record.group, record.observed_at) == ("orders", "billing", T)
 
 
