@@ -12,7 +12,6 @@ import asyncio
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 import aiohttp
 from redis.asyncio import Redis
 
+from lagwatch.devkit.ports import free_port
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.shared.domain.window import Commit, WindowConfig
 from lagwatch.shared.store.redis_store import WindowStore
@@ -29,12 +29,6 @@ from lagwatch.shared.store.redis_store import WindowStore
 CLUSTER = "bench"
 TOPIC = "topic"
 LOG_END = 10_000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def populate(url: str, groups: int, partitions: int, rounds: int = 10, batch: int = 5_000) -> None:

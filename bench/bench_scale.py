@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from redis.asyncio import Redis
 
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
+from lagwatch.devkit.ports import free_port
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.shared.domain.window import Commit, WindowConfig
 from lagwatch.shared.kafka.changes import ChangePublisher
@@ -56,12 +56,6 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def lagwatch_process(service: str, env: dict, port: int = 0) -> subprocess.Popen:

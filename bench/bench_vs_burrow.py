@@ -62,6 +62,7 @@ from gil_profile import GilProfile, GilSummary, format_summary, py_spy
 
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, offsets_partition_for
+from lagwatch.devkit.ports import free_port
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.ingest.workers import default_workers
 from lagwatch.shared.kafka import offsets_codec as codec
@@ -226,12 +227,6 @@ def log_tail(path: Path, lines: int = 15) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # --- measuring --------------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from lagwatch.cli import USAGE_ERROR
 from lagwatch.devkit.demo_processes import ServiceProcess, stop_all
 from lagwatch.devkit.demo_scenarios import RETENTION_RISK_S, Phase, Scenario, scenarios
 from lagwatch.devkit.demo_workload import demo_topics, run_workload
+from lagwatch.devkit.ports import free_port
 from lagwatch.devkit.stack import ENV_FILE, LocalInfra, local_infra, shell_command, write_env_file
 from lagwatch.devkit.webhook_receiver import ReceivedAlert, WebhookReceiver
 from lagwatch.shared.config import HistoryConfig
@@ -132,12 +133,6 @@ def demo_config(
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _port_or_free(port: int) -> int:
     """`port` if nothing listens on it, else any free port (0 = any free port)."""
     if port:
@@ -145,9 +140,9 @@ def _port_or_free(port: int) -> int:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
-                return _free_port()
+                return free_port()
             return port
-    return _free_port()
+    return free_port()
 
 
 def _stamp() -> str:
@@ -182,7 +177,7 @@ class DemoSystem:
         self.api_port_wanted = api_port
         self.archiver = archiver
         names = (*SERVICES, ARCHIVER) if archiver else SERVICES
-        self.ports = {"api": _port_or_free(api_port), **{s: _free_port() for s in names if s != "api"}}
+        self.ports = {"api": _port_or_free(api_port), **{s: free_port() for s in names if s != "api"}}
         self.services = [ServiceProcess(name, self.ports[name], self._logs() / f"{name}.log") for name in names]
 
     @property
@@ -331,7 +326,7 @@ class DemoSystem:
     async def _move_port(self, service: ServiceProcess) -> None:
         """Start `service` again on another free port, written to the configuration (and to the addresses file)."""
         taken = service.port
-        service.port = self.ports[service.name] = _free_port()
+        service.port = self.ports[service.name] = free_port()
         service.port_moves += 1
         self._write_config()
         if self.ready.is_set():

@@ -25,6 +25,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from lagwatch.devkit.ports import free_port
+
 __all__ = ["RedisServer", "RedisServerError", "find_redis_server"]
 
 _FALLBACK_DIRS = ("/usr/sbin", "/usr/bin", "/usr/local/bin")
@@ -53,12 +55,6 @@ def find_redis_server() -> Path:
         "redis-server not found (looked at $LAGWATCH_REDIS_SERVER, PATH and "
         f"{', '.join(_FALLBACK_DIRS)}); install it with `apt-get install -y redis-server`"
     )
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _read_bulk(sock: socket.socket) -> bytes | None:
@@ -176,7 +172,7 @@ class RedisServer:
         attempts = 1 if self._requested_port is not None or self._port is not None else 3
         for attempt in range(attempts):
             if self._port is None:
-                self._port = _free_port()
+                self._port = free_port()
             try:
                 self._launch()
                 return
