@@ -283,15 +283,20 @@ class DemoSystem:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await asyncio.wait_for(workload, 15)
 
-    async def _restart_dead(self) -> None:
-        """Start a service that died again: what it was doing is in Redis and Kafka, and it takes over from there."""
+    async def _exited(self) -> list[tuple[ServiceProcess, int]]:
+        """The services that exited and their codes; one that only found its port taken is started on another."""
+        exited = []
         for service in self.services:
             code = service.exit_code()
-            if code is None:
-                continue
-            if self._port_taken(service, code):
+            if code is not None and self._port_taken(service, code):
                 await self._move_port(service)
-                continue
+            elif code is not None:
+                exited.append((service, code))
+        return [(s, code) for s, code in exited if s.exit_code() is not None]  # (an api's move restarts the notifier)
+
+    async def _restart_dead(self) -> None:
+        """Start a service that died again: what it was doing is in Redis and Kafka, and it takes over from there."""
+        for service, code in await self._exited():
             quick = time.monotonic() - service.started_at < CRASH_LOOP_S
             service.crash_loops = service.crash_loops + 1 if quick else 0
             if service.crash_loops >= MAX_CRASH_LOOPS:
@@ -304,13 +309,7 @@ class DemoSystem:
 
     async def _check_alive(self) -> None:
         """While the services start, one that exits stops the demo, unless it only found its port taken."""
-        for service in self.services:
-            code = service.exit_code()
-            if code is None:
-                continue
-            if self._port_taken(service, code):
-                await self._move_port(service)
-                continue
+        for service, code in await self._exited():
             raise RuntimeError(
                 f"{service.name} exited with code {code}; last lines of {service.log_file}:\n{service.log_tail()}"
             )

@@ -204,19 +204,20 @@ class HistoryPublisher:
         producer.poll(0)  # the failures reported since: back in the list first
         waiting, self._deletions = self._deletions, []
         for i, record in enumerate(waiting):
+            value = record.encode()
             try:
-                producer.produce(self.topic, record.encode(), record.key(), on_delivery=self._deletion_report(record))
+                producer.produce(self.topic, value, record.key(), on_delivery=self._deletion_report(record, value))
             except (KafkaException, BufferError) as exc:  # BufferError: librdkafka's queue is full (Kafka away long)
                 self._deletions += waiting[i:]
                 log.warning("history: deletion of %s not archived yet (%s); sent again later", record.topic, exc)
                 return
             if self._pending is not None:
-                self._unconfirmed[record.encode()] = record
+                self._unconfirmed[value] = record
 
-    def _deletion_report(self, record: HistoryRecord) -> Callable[[KafkaError | None, Any], None]:
+    def _deletion_report(self, record: HistoryRecord, value: bytes) -> Callable[[KafkaError | None, Any], None]:
         def reported(error: KafkaError | None, message: Any) -> None:
             if error is not None:  # (only failures are reported): it waits to be sent again
-                self._unconfirmed.pop(record.encode(), None)
+                self._unconfirmed.pop(value, None)
                 self._deletions.append(record)  # (the history topic's outage is said by the archive queue)
                 log.debug("history: deletion of %s not archived yet (%s); sent again later", record.topic, error)
 

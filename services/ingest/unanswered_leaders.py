@@ -67,7 +67,7 @@ class UnansweredLeaders:
     def forget(self) -> None:
         """This worker stopped polling (another holds the poller lease): what it saw is no longer its to say."""
         self.partitions = set()
-        self._outage.failures = 0  # (should it poll again, what it finds then is a new outage)
+        self._outage.reset()  # (should it poll again, what it finds then is a new outage)
         UNANSWERED.labels(self.cluster).set(0)
 
     def _names(self, partitions: set[TP]) -> str:

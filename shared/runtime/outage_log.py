@@ -36,10 +36,6 @@ class OutageLog:
         self._since = 0.0
         self._said_at = 0.0
 
-    @property
-    def failing(self) -> bool:
-        return self.failures > 0
-
     def failed(self, error: object, retry: str = "retrying", *, news: bool = False) -> None:
         """One more failed try; `retry` says what happens next (e.g. "retrying in 2.5s"). `news`: it fails in a new
         way (more of it is away), said as its beginning is."""
@@ -56,6 +52,10 @@ class OutageLog:
             )
         else:
             self.logger.debug("%s (%s); %s", self.what, error, retry)
+
+    def reset(self) -> None:
+        """Forget an outage going on without a line (what it was about is no longer this process's to say)."""
+        self.failures = 0
 
     def ok(self) -> None:
         """A try succeeded: an outage going on is over."""
