@@ -39,6 +39,7 @@ from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 from lagwatch.services.ingest.records import RawRecord
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.group_filter import GroupFilter
+from lagwatch.shared.domain.window import ADMIN_ORDERS_FROM
 from lagwatch.shared.kafka import offsets_codec as codec
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,8 @@ class AdminOffsets:
         self._seen: dict[str, Offsets] = {}  # group -> what the last poll found
         self._named_fetch: set[str] = set()  # groups whose offsets only a fetch naming partitions found (see below)
         self._answers_all = False  # an all-partitions fetch found offsets: this broker answers it (`_fetch_offsets`)
-        self._order = time.time_ns() // 1000  # the records' `order`: increasing, also across restarts
+        # the records' `order`: increasing, also across restarts, and above any offsets-topic position (window.py)
+        self._order = max(ADMIN_ORDERS_FROM, time.time_ns() // 1000)
         self._members: dict[str, tuple] = {}  # group -> its membership at the last poll (see _membership)
         self._generations: dict[str, int] = {}  # group -> membership changes seen
         self._describe_after = 0.0  # monotonic time before which DescribeGroups is not tried (refused last time)

@@ -14,6 +14,12 @@ Adding a commit, in this order:
 5. older: when the ring is full and it is older than the oldest entry -> dropped (TOO_OLD); otherwise inserted in
    order with a null lag (INSERTED), or merged into the entry before it under the same min-distance rule (MERGED)
 A merged entry remembers the first order it stood for, so a replayed commit it absorbed stays a duplicate.
+
+Orders come from two sources (docs/offsets-sources.md): a position in the offsets topic, or, in admin mode, the
+poller's count, which starts at the time in microseconds (ADMIN_ORDERS_FROM and above). When a cluster moves from
+admin mode to the topic (`offsets-source: auto` finding the topic readable), the topic's first commits meet windows
+the poller numbered (`_continued_from_admin`, before step 3): those the poller had already seen are duplicates, and
+the first later one takes the window on, renumbered below it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,14 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from lagwatch.shared.domain.protocol import OffsetEntry
+
+# Orders at or above this were numbered by the admin poller (microseconds since the epoch, from 2001 on); a position
+# in an offsets-topic partition never gets there (a million commits a second for 31 years).
+ADMIN_ORDERS_FROM = 10**15
+# The poller stamps a commit with its own clock (when it saw it), the topic with the coordinator's (when it was made):
+# a commit up to this much later than the poller's newest entry, and not past its offset, is still taken for one the
+# poller saw (a lower offset let in here would read as a REWIND)
+SOURCE_CLOCK_SKEW_MS = 10_000
 
 
 class AddOutcome(StrEnum):
@@ -83,6 +97,8 @@ def add_commit(
         return AddOutcome.EXPIRED
     if latest_broker_offset is None:
         return AddOutcome.NO_BROKER_OFFSET
+    if entries and commit.order < ADMIN_ORDERS_FROM <= entries[-1].order and not _continued_from_admin(entries, commit):
+        return AddOutcome.DUPLICATE
     orders = [e.order for e in entries]
     at = bisect_left(orders, commit.order)
     # entries[at] is the first with order >= the commit's; ranges are sorted and disjoint, so only it can cover
@@ -110,6 +126,22 @@ def add_commit(
     )
     del entries[: max(0, len(entries) - config.intervals)]
     return AddOutcome.APPENDED if newest else AddOutcome.INSERTED
+
+
+def _continued_from_admin(entries: list[OffsetEntry], commit: Commit) -> bool:
+    """A commit read from the offsets topic meets a window the admin poller numbered: False for one the poller
+    already saw (or an older one); otherwise the entries are renumbered below the commit's order (True), the newest
+    covering every position before it, so that the rest of the topic read before it stays a duplicate. Without this
+    every order of the topic is older than the poller's, and the window would take no commit until it expired."""
+    newest = entries[-1]
+    within_skew = commit.offset <= newest.offset and commit.timestamp <= newest.timestamp + SOURCE_CLOCK_SKEW_MS
+    if commit.timestamp <= newest.timestamp or within_skew:
+        return False
+    older = len(entries) - 1
+    for i, entry in enumerate(entries[:older]):
+        entries[i] = entry._replace(order=i - older - 1, first_order=i - older - 1)
+    entries[older] = newest._replace(order=commit.order - 1, first_order=-1)
+    return True
 
 
 def _merges_into_previous(

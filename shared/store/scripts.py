@@ -4,6 +4,8 @@ ADD_COMMITS is the Lua twin of `lagwatch.shared.domain.window.add_commit`; the t
 (tests/shared/test_store.py replays random sequences through both). Ring layout: `packing.py`.
 """
 
+from lagwatch.shared.domain.window import ADMIN_ORDERS_FROM, SOURCE_CLOCK_SKEW_MS
+
 _RING_CODEC = """
 local ENTRY = '<i8i8i8i8i8i8'   -- offset, timestamp, observed_at, lag (-1 = null), order, first_order
 
@@ -28,6 +30,12 @@ local function encode_ring(entries)
 end
 """
 
+# window.py's constants for a window whose commits move from the admin poller to the offsets topic
+_SOURCE_SWITCH = f"""
+local ADMIN_ORDERS_FROM = {ADMIN_ORDERS_FROM}
+local SOURCE_CLOCK_SKEW_MS = {SOURCE_CLOCK_SKEW_MS}
+"""
+
 # KEYS: for each group in the call, its windows hash, meta hash, owners hash and rebalances zset
 #       (on Redis Cluster a call holds the groups of one hash slot; on a single server, many groups)
 # ARGV: intervals, min_distance_ms, expire_ms, now_ms, then one commits argument per group:
@@ -37,6 +45,7 @@ end
 # Returns, per group, a string with one outcome letter per commit (window.AddOutcome values).
 ADD_COMMITS = (
     _RING_CODEC
+    + _SOURCE_SWITCH
     + """
 local intervals = tonumber(ARGV[1])
 local min_distance = tonumber(ARGV[2])
@@ -68,6 +77,20 @@ local function insert_older(packed, offset, ts, order, observed)
   return 'i', encode_ring(entries)
 end
 
+-- A commit read from the offsets topic meeting a ring the admin poller numbered (window._continued_from_admin): nil
+-- for one the poller already saw; otherwise the ring renumbered below the commit's order.
+local function continued_from_admin(packed, offset, ts, order)
+  local entries = decode_ring(packed)
+  local n = #entries
+  local newest = entries[n]
+  if ts <= newest[2] or (offset <= newest[1] and ts <= newest[2] + SOURCE_CLOCK_SKEW_MS) then return nil end
+  for i = 1, n - 1 do
+    entries[i][5], entries[i][6] = i - n - 1, i - n - 1
+  end
+  newest[5], newest[6] = order - 1, -1
+  return encode_ring(entries)
+end
+
 -- Returns the outcome letter and the new packed ring (nil when unchanged).
 local function add(packed, offset, ts, order, observed, broker)
   if ts < now - expire_ms then return 'x' end
@@ -78,6 +101,11 @@ local function add(packed, offset, ts, order, observed, broker)
     return 'a', struct.pack(ENTRY, offset, ts, observed, lag, order, order)
   end
   local _, last_ts, _, _, last_order, last_first = struct.unpack(ENTRY, packed, size - ENTRY_SIZE + 1)
+  if order < ADMIN_ORDERS_FROM and last_order >= ADMIN_ORDERS_FROM then
+    packed = continued_from_admin(packed, offset, ts, order)
+    if not packed then return 'd' end
+    last_order, last_first = order - 1, -1
+  end
   if order <= last_order then
     return insert_older(packed, offset, ts, order, observed)
   end

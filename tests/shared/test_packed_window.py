@@ -5,6 +5,7 @@ import random
 from lagwatch.shared.domain.window import AddOutcome, Commit, PartitionWindow, WindowConfig
 from lagwatch.shared.store.packed_window import add_to_ring
 from lagwatch.shared.store.packing import unpack_commit_ring
+from tests.window_sequences import switching_sources
 
 T0 = 1_700_000_000_000
 SECOND = 1000
@@ -41,3 +42,19 @@ def test_a_new_newest_commit_is_appended_without_unpacking_and_measured_against_
     for order, offset in ((2, 50), (3, 70)):
         outcome, ring = add_to_ring(ring, offset, T0 + order, order, T0, 100, T0, config)
     assert [(e.offset, e.lag, e.order) for e in unpack_commit_ring(ring)] == [(50, 50, 2), (70, 30, 3)]
+
+
+def test_the_packed_ring_and_the_pure_window_agree_when_the_commits_switch_source():
+    """From the admin poller's orders to the offsets topic's positions and back (window._continued_from_admin)."""
+    rng = random.Random(13)
+    for run in range(200):
+        config = WindowConfig(intervals=rng.choice([1, 3, 5, 10]), min_distance_ms=rng.choice([0, 0, 3 * SECOND]))
+        window = PartitionWindow(config)
+        window.add_broker_offset(1000)
+        ring = b""
+        for step, (order, ts, offset) in enumerate(switching_sources(rng, T0, 60)):
+            expected = window.add_commit(Commit("g", "t", 0, offset, ts, order, T0 + step), now_ms=T0)
+            outcome, updated = add_to_ring(ring, offset, ts, order, T0 + step, 1000, T0, config)
+            assert outcome == expected, (run, step)
+            ring = updated if updated is not None else ring
+            assert unpack_commit_ring(ring) == window.entries, (run, step)

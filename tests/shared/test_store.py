@@ -11,6 +11,7 @@ from redis.crc import key_slot
 from lagwatch.shared.domain.window import AddOutcome, Commit, PartitionWindow, WindowConfig
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
+from tests.window_sequences import switching_sources
 
 T0 = (int(time.time()) // 60) * 60_000  # real time: group keys expire by Redis' own clock
 SECOND = 1000
@@ -99,6 +100,22 @@ async def test_the_store_and_the_pure_window_agree_on_random_sequences(redis):
         assert (stored.partitions[0].entries if stored else []) == window.entries, run
         if stored:
             assert stored.partitions[0].broker_offsets == window.broker_offsets
+
+
+async def test_the_store_and_the_pure_window_agree_when_the_commits_switch_source(redis):
+    """From the admin poller's orders to the offsets topic's positions and back (window._continued_from_admin)."""
+    rng = random.Random(17)
+    for run in range(25):
+        config = WindowConfig(intervals=rng.choice([1, 3, 5, 10]), min_distance_ms=rng.choice([0, 0, 3 * SECOND]))
+        store = await store_with_broker(redis, config, topic=f"s{run}")
+        window = PartitionWindow(config)
+        window.add_broker_offset(1000)
+        for step, (order, ts, offset) in enumerate(switching_sources(rng, T0, 60)):
+            c = Commit(f"s{run}", f"s{run}", 0, offset, ts, order, T0 + step)
+            expected = window.add_commit(c, now_ms=T0)
+            assert await store.add_commits(CLUSTER, [c], now_ms=T0) == [expected], (run, step)
+        stored = await store.get_group(CLUSTER, f"s{run}")
+        assert (stored.partitions[0].entries if stored else []) == window.entries, run
 
 
 async def test_batched_and_one_by_one_give_the_same_windows(redis):

@@ -1,6 +1,14 @@
 """The per-partition window (docs/rules.md §2) as a pure data structure."""
 
-from lagwatch.shared.domain.window import AddOutcome, Commit, PartitionWindow, WindowConfig, expired
+from lagwatch.shared.domain.window import (
+    ADMIN_ORDERS_FROM,
+    SOURCE_CLOCK_SKEW_MS,
+    AddOutcome,
+    Commit,
+    PartitionWindow,
+    WindowConfig,
+    expired,
+)
 
 T0 = 1_700_000_000_000
 SECOND = 1000
@@ -157,3 +165,63 @@ def test_a_group_expires_once_its_newest_commit_is_older_than_expire_group():
     config = WindowConfig(expire_group_ms=1000)
     assert not expired(9_000, 10_000, config)  # exactly expire-group old: still there
     assert expired(8_999, 10_000, config)
+
+
+ADMIN = ADMIN_ORDERS_FROM  # the admin poller's orders start at the time in microseconds
+
+
+def admin_filled(offsets_and_times, intervals=10):
+    """A window the admin poller filled: each commit stamped when the poller saw it."""
+    w = window(intervals=intervals)
+    for i, (offset, ts) in enumerate(offsets_and_times):
+        assert w.add_commit(Commit("g", "t", 0, offset, ts, ADMIN + i, ts), now_ms=T0) is AddOutcome.APPENDED
+    return w
+
+
+def from_topic(order, offset, ts):
+    return Commit("g", "t", 0, offset, ts, order, ts)
+
+
+def test_the_offsets_topics_commits_take_on_a_window_the_admin_poller_filled():
+    """`offsets-source: auto` finding the topic readable: the topic is read from its start; what the poller already
+    saw is dropped, the first later commit goes on from the poller's entries, and so does the rest of the topic."""
+    w = admin_filled([(10, T0 + 10 * SECOND), (20, T0 + 20 * SECOND)])
+    assert w.add_commit(from_topic(3, 10, T0 + 8 * SECOND), now_ms=T0) is AddOutcome.DUPLICATE  # seen (at +10 s)
+    assert w.add_commit(from_topic(4, 20, T0 + 18 * SECOND), now_ms=T0) is AddOutcome.DUPLICATE
+    assert w.add_commit(from_topic(5, 30, T0 + 25 * SECOND), now_ms=T0) is AddOutcome.APPENDED
+    assert w.add_commit(from_topic(6, 40, T0 + 35 * SECOND), now_ms=T0) is AddOutcome.APPENDED
+    assert [(e.offset, e.timestamp) for e in w.entries] == [
+        (10, T0 + 10 * SECOND),
+        (20, T0 + 20 * SECOND),
+        (30, T0 + 25 * SECOND),
+        (40, T0 + 35 * SECOND),
+    ]
+    assert [e.lag for e in w.entries] == [990, 980, 970, 960]
+    # the topic read again from before (a rewind of the ingest): the poller's entries stand for all of it
+    for order in range(5):
+        assert w.add_commit(from_topic(order, 99, T0 + 30 * SECOND), now_ms=T0) is AddOutcome.DUPLICATE
+    assert w.add_commit(from_topic(5, 30, T0 + 25 * SECOND), now_ms=T0) is AddOutcome.DUPLICATE
+
+
+def test_a_commit_the_coordinators_clock_stamps_a_little_after_the_pollers_is_still_one_it_saw():
+    """The poller stamps with lagwatch's clock, the topic with the coordinator's: a lower offset let in on a clock
+    a few seconds ahead would read as a REWIND. Past SOURCE_CLOCK_SKEW_MS it is one (the consumer was reset)."""
+    w = admin_filled([(20, T0)])
+    assert w.add_commit(from_topic(1, 15, T0 + 3 * SECOND), now_ms=T0) is AddOutcome.DUPLICATE
+    assert w.add_commit(from_topic(2, 20, T0 + SOURCE_CLOCK_SKEW_MS), now_ms=T0) is AddOutcome.DUPLICATE
+    assert w.add_commit(from_topic(3, 21, T0 + 2 * SECOND), now_ms=T0) is AddOutcome.APPENDED  # past its offset
+    reset = admin_filled([(20, T0)])
+    rewound_at = T0 + SOURCE_CLOCK_SKEW_MS + SECOND
+    assert reset.add_commit(from_topic(1, 5, rewound_at), now_ms=T0) is AddOutcome.APPENDED
+    assert [e.offset for e in reset.entries] == [20, 5]
+
+
+def test_a_full_window_goes_on_keeping_its_newest_entries_and_back_to_the_poller_as_well():
+    w = admin_filled([(10 * i, T0 + i * SECOND) for i in range(1, 4)], intervals=3)
+    assert w.add_commit(from_topic(7, 40, T0 + 4 * SECOND), now_ms=T0) is AddOutcome.APPENDED
+    assert [e.offset for e in w.entries] == [20, 30, 40]
+    assert w.add_commit(from_topic(6, 35, T0 + 4 * SECOND), now_ms=T0) is AddOutcome.DUPLICATE  # before the first
+    assert w.add_commit(from_topic(8, 50, T0 + 5 * SECOND), now_ms=T0) is AddOutcome.APPENDED
+    # and to admin mode again: the poller's orders are above every position
+    assert w.add_commit(Commit("g", "t", 0, 60, T0 + 6 * SECOND, ADMIN + 9, 0), now_ms=T0) is AddOutcome.APPENDED
+    assert [e.offset for e in w.entries] == [40, 50, 60]

@@ -14,7 +14,7 @@ from lagwatch.shared.domain.event_codec import from_document
 from lagwatch.shared.domain.history import KIND_BROKER, KIND_COMMIT, HistoryRecord, as_columns, topic_deleted_record
 from lagwatch.shared.domain.protocol import RuleConfig, Status
 from lagwatch.shared.domain.status_event import StatusEvent, schema
-from lagwatch.shared.domain.window import WindowConfig
+from lagwatch.shared.domain.window import ADMIN_ORDERS_FROM, WindowConfig
 from lagwatch.shared.subscriptions.notification_policy import Policy
 from lagwatch.spark.backtest import BacktestError, count_notifications, variants_from_document
 from lagwatch.spark.charts import GroupChart, page
@@ -106,6 +106,23 @@ def test_a_commit_before_its_partitions_first_log_end_waits_for_it_as_the_ingest
     result = replay_group("c", "g", commits, samples, ReplayConfig(), end_ms=T0 + 60_000)
 
     assert result.outcomes == {"APPENDED": 1, "NO_BROKER_OFFSET": 1}
+    assert status_changes(result.events) == [("NOTFOUND", "OK")]
+
+
+def test_an_archive_that_moves_from_admin_mode_to_the_topic_replays_without_a_stop():
+    """The poller's commits (orders from ADMIN_ORDERS_FROM, stamped when seen), then the ingest on the topic, read
+    from its start: the same ten commits again with the coordinator's stamps, then the consumer's next ones. The
+    replay goes on as the ingest does (window._continued_from_admin); before, the topic's commits were all older than
+    the poller's and the consumer read STOP once its window's span had passed."""
+    switch = T0 + 100_000
+    commits = [CommitInput("t", 0, 100 * i, T0 + i * 10_000, ADMIN_ORDERS_FROM + i, T0 + i * 10_000) for i in range(10)]
+    commits += [CommitInput("t", 0, 100 * i, T0 + i * 10_000 - 2_000, i, switch + i) for i in range(10)]
+    commits += [CommitInput("t", 0, 100 * i, T0 + i * 10_000, i, T0 + i * 10_000) for i in range(10, 30)]
+    samples = [SampleInput("t", 0, 100 * i, T0 + i * 10_000 - 1) for i in range(30)]
+
+    result = replay_group("c", "g", commits, samples, ReplayConfig(), end_ms=T0 + 300_000)
+
+    assert result.outcomes == {"APPENDED": 30, "DUPLICATE": 10}
     assert status_changes(result.events) == [("NOTFOUND", "OK")]
 
 
