@@ -19,6 +19,7 @@ from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_client import connect, reply
+from lagwatch.shared.store.redis_memory import warn_if_evicting
 from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
 
 
@@ -43,6 +44,7 @@ class ApiContext:
 
     async def start(self) -> None:
         self.notices.start()
+        await warn_if_evicting(self.redis, "api")
 
     async def close(self) -> None:
         await self.notices.stop()

@@ -30,6 +30,9 @@ Cardinality (`api.metrics-*`): partition-level series (the partition and topic f
 allow/deny regexes leave out the partition-level series of a topic (a group's totals still count every partition:
 they are its status's numbers).
 
+`lagwatch_redis_may_evict{server,policy}` (1: Redis deletes keys when full) and `lagwatch_redis_evicted_keys_total`
+come from one INFO per scrape (shared/store/redis_memory.py).
+
 lagwatch's counters come from the running totals the ingest and the evaluator keep in Redis (`lw:c:{c}:stats`,
 `lw:c:{c}:evaluator`), so one scrape of the api shows every worker's work; `lagwatch_api_request_seconds` is this
 process's own request histogram. The scrape runs in a worker process (`scrape_process.py`), so requests served
@@ -49,7 +52,7 @@ from typing import BinaryIO
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.asyncio import Redis
 
 from lagwatch.services.api.scrape_process import ScrapeWorker
@@ -60,6 +63,7 @@ from lagwatch.shared.domain.window import AddOutcome
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import KNOWN_TYPES, read_totals
 from lagwatch.shared.store.redis_client import connect, reply
+from lagwatch.shared.store.redis_memory import RedisMemory, read_memory
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.results_store import (
     CAUGHT_UP_LAG,
@@ -412,6 +416,23 @@ class Counters:
                 self.sweeps.add_metric([cluster], n)
 
 
+def redis_memory_families(servers: Iterable[RedisMemory]) -> list[Metric]:
+    """Whether each Redis server may evict lagwatch's keys, and how many keys it evicted since it started
+    (shared/store/redis_memory.py); no series where INFO is refused."""
+    may_evict = GaugeMetricFamily(
+        "lagwatch_redis_may_evict",
+        "1 when Redis has a maxmemory and a maxmemory-policy other than noeviction: it deletes keys when full",
+        labels=["server", "policy"],
+    )
+    evicted = CounterMetricFamily(
+        "lagwatch_redis_evicted_keys", "Keys Redis evicted since it started (INFO evicted_keys)", labels=["server"]
+    )
+    for server in servers:
+        may_evict.add_metric([server.server, server.policy], int(server.may_evict))
+        evicted.add_metric([server.server], server.evicted_keys)
+    return [may_evict, evicted]
+
+
 class _Families:
     """A collector handing fixed families to prometheus_client's renderer."""
 
@@ -444,7 +465,7 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
         raw = await reply(redis.hgetall(keys.evaluator_stats(cluster)))
         counters.add_evaluator_totals(cluster, {k.decode(): float(v) for k, v in raw.items()})
     registry = CollectorRegistry()
-    registry.register(_Families(counters.families()))
+    registry.register(_Families(counters.families() + redis_memory_families(await read_memory(redis))))
     return series.render() + generate_latest(registry)
 
 

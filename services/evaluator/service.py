@@ -52,6 +52,7 @@ from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.lag_state_store import LagStateStore
 from lagwatch.shared.store.redis_client import connect
+from lagwatch.shared.store.redis_memory import warn_if_evicting
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.results_store import ResultsStore
 from lagwatch.shared.store.schedule_store import ScheduleStore
@@ -491,6 +492,7 @@ class EvaluatorService:
         try:
             await self.health.start()
             log.info("evaluator %s: health and metrics on %s", self.cluster, self.health.url)
+            await warn_if_evicting(self.redis, f"evaluator {self.cluster}")
             await self._start_publisher()
             await start_unless_stopping(self.app, self.stopping)
             self._schedule_task = asyncio.create_task(self._run_schedule())

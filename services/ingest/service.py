@@ -58,6 +58,7 @@ from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import add_to_totals
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_client import connect, reply
+from lagwatch.shared.store.redis_memory import warn_if_evicting
 from lagwatch.shared.store.redis_store import WindowStore
 
 log = logging.getLogger(__name__)
@@ -200,6 +201,7 @@ class IngestWorker:
         """Run until `stopping` is set; always cleans up."""
         await self.health.start()
         log.info("ingest %s: health and metrics on %s", self.cluster, self.health.url)
+        await warn_if_evicting(self.redis, f"ingest {self.cluster}")
         if not self.processor.compiled:
             log.warning(
                 "ingest %s: the compiled record loop and flush were not built (no C compiler at install): the "

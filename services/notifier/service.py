@@ -51,6 +51,7 @@ from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_client import connect, reply, text
+from lagwatch.shared.store.redis_memory import warn_if_evicting
 from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
 from lagwatch.shared.subscriptions.silences import SilenceCache, SilenceStore
 from lagwatch.shared.subscriptions.store import SubscriptionStore
@@ -534,6 +535,7 @@ class NotifierService:
                 self.health.url,
                 len(self.registry.from_file),
             )
+            await warn_if_evicting(self.redis, "notifier")
             await self.sender.start()
             # deliveries left by an earlier run go out from Redis even while Kafka is down (the wait below) or
             # has not assigned partitions yet; a dead letter due before its producer has started waits in the outbox

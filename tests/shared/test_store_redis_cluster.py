@@ -99,3 +99,24 @@ async def test_the_evaluators_compare_and_set_on_a_cluster(redis_cluster):
     [state] = await statuses.states("prod", ["g"])
     assert (state.status, state.seq, state.pending) == (Status.OK, 1, [b"e1"])
     await client.aclose()
+
+
+async def test_each_nodes_memory_policy_is_read(redis_cluster):
+    """shared/store/redis_memory.py on a cluster: INFO answers per node; one node set to evict is the one said."""
+    from lagwatch.shared.store.redis_memory import read_memory
+
+    client = RedisCluster.from_url(redis_cluster)
+    try:
+        nodes = await read_memory(client)
+        assert len(nodes) == 3 and not any(node.may_evict for node in nodes)
+        first = client.get_nodes()[0]
+        await client.config_set("maxmemory", "1gb", target_nodes=first)
+        await client.config_set("maxmemory-policy", "allkeys-lru", target_nodes=first)
+        try:
+            evicting = [node for node in await read_memory(client) if node.may_evict]
+            assert [(node.server, node.policy) for node in evicting] == [(first.name, "allkeys-lru")]
+        finally:
+            await client.config_set("maxmemory", "0", target_nodes=first)
+            await client.config_set("maxmemory-policy", "noeviction", target_nodes=first)
+    finally:
+        await client.aclose()

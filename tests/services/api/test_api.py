@@ -641,6 +641,21 @@ async def _get_or_none(http, url):
 # --- /metrics from the ready results (issue 13) ----------------------------------------------------------------
 
 
+async def test_a_redis_that_may_evict_is_said_at_start_and_on_metrics(http, caplog):
+    """shared/store/redis_memory.py: a full Redis with an eviction policy deletes windows and outboxes silently."""
+    evicting = ("--maxmemory", str(64 * 1024 * 1024), "--maxmemory-policy", "allkeys-lru")
+    with RedisServer(extra_args=evicting) as own_redis, caplog.at_level("WARNING", "lagwatch.shared.store"):
+        async with serving(api_config(own_redis.url)) as api, http.get(f"{api.url}/metrics") as response:
+            families = {f.name: f for f in text_string_to_metric_families(await response.text())}
+    [may_evict] = families["lagwatch_redis_may_evict"].samples
+    assert (may_evict.labels, may_evict.value) == ({"server": "redis", "policy": "allkeys-lru"}, 1)
+    [evicted] = families["lagwatch_redis_evicted_keys"].samples
+    assert evicted.name == "lagwatch_redis_evicted_keys_total"
+    assert (evicted.labels, evicted.value) == ({"server": "redis"}, 0)
+    said = [r.getMessage() for r in caplog.records if r.name == "lagwatch.shared.store.redis_memory"]
+    assert [line.split(":")[0] for line in said] == ["api"]
+
+
 async def test_metrics_from_the_ready_results_equal_what_the_rules_compute_from_the_windows(api, http, redis):
     from lagwatch.services.api import statuses
 

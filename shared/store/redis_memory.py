@@ -1,0 +1,82 @@
+"""Whether Redis may evict lagwatch's keys: a `maxmemory` with a `maxmemory-policy` other than `noeviction`.
+
+Such a Redis deletes keys to make room once it is full: with a `volatile-*` policy (the default of AWS ElastiCache's
+parameter groups is volatile-lru) the keys that have an expiry, which are the groups' windows, statuses and results
+(keys.py: they expire `expire-group` after a group's newest commit); with an `allkeys-*` policy any key, the
+outboxes of events and alerts not yet sent among them. An evicted window reads as a group gone, an evicted outbox
+entry as an alert never sent, and nothing says so. lagwatch cannot prevent it, so it tells: each service logs a
+warning at its start (`warn_if_evicting`), and the api's `/metrics` carries `lagwatch_redis_may_evict` and the
+server's `lagwatch_redis_evicted_keys`, which `LagwatchRedisMayEvict` and `LagwatchRedisEvicted` alert on.
+
+The source is INFO (managed services refuse CONFIG GET); a server that refuses INFO too is not judged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import RedisError, ResponseError
+
+from lagwatch.shared.store.redis_client import reply
+
+log = logging.getLogger(__name__)
+CHECK_TIMEOUT_S = 3.0  # a start-up look: a Redis that does not answer is the service's own start's concern
+SAFE_POLICY = "noeviction"
+
+
+@dataclass(frozen=True, slots=True)
+class RedisMemory:
+    """One server's memory settings and evictions so far (INFO's `maxmemory`, `maxmemory_policy`, `evicted_keys`)."""
+
+    server: str
+    maxmemory: int
+    policy: str
+    evicted_keys: int
+
+    @property
+    def may_evict(self) -> bool:
+        """Without a `maxmemory` Redis never evicts, whatever the policy."""
+        return self.maxmemory > 0 and self.policy != SAFE_POLICY
+
+
+async def read_memory(redis: Redis) -> list[RedisMemory]:
+    """Each server's settings (a Redis Cluster: each primary's); [] where INFO is refused (an ACL).
+    RedisError when Redis does not answer."""
+    # a Redis Cluster's INFO goes to one node unless told: each primary holds keys to evict
+    nodes: dict[str, str] = {"target_nodes": RedisCluster.PRIMARIES} if isinstance(redis, RedisCluster) else {}
+    try:
+        info: dict[str, Any] = await reply(redis.info(**nodes))
+    except ResponseError:  # refused (NoPermissionError), or renamed away (`rename-command INFO ""`)
+        return []
+    by_server = {"redis": info} if "maxmemory_policy" in info else info  # a cluster answers per node
+    return [
+        RedisMemory(str(name), int(node["maxmemory"]), str(node["maxmemory_policy"]), int(node.get("evicted_keys", 0)))
+        for name, node in sorted(by_server.items())
+        if isinstance(node, dict) and "maxmemory_policy" in node
+    ]
+
+
+async def warn_if_evicting(redis: Redis, service: str) -> None:
+    """At a service's start: a warning line when Redis may evict lagwatch's keys (nothing when it may not, or does not
+    answer within CHECK_TIMEOUT_S)."""
+    try:
+        servers = await asyncio.wait_for(read_memory(redis), CHECK_TIMEOUT_S)
+    except (RedisError, TimeoutError) as exc:
+        log.debug("%s: Redis's memory policy not read (%s)", service, exc)
+        return
+    for server in servers:
+        if server.may_evict:
+            log.warning(
+                "%s: Redis (%s) evicts keys when full (maxmemory %d bytes, maxmemory-policy %s): it would delete "
+                "windows, statuses or undelivered alerts without a word. Set maxmemory-policy noeviction "
+                "(docs/operations.md, Scaling out: Redis)",
+                service,
+                server.server,
+                server.maxmemory,
+                server.policy,
+            )

@@ -1,0 +1,76 @@
+"""A Redis that may evict lagwatch's keys is said at each service's start and on the api's /metrics, against real
+redis-servers: one with the default (no maxmemory: it never evicts), one full with `volatile-lru` (AWS ElastiCache's
+default policy), and a user that INFO is refused to."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from redis.asyncio import Redis
+
+from lagwatch.devkit.redis_server import RedisServer
+from lagwatch.shared.store.redis_memory import RedisMemory, read_memory, warn_if_evicting
+
+MB = 1024 * 1024
+
+
+@pytest.fixture
+async def evicting():
+    """A redis-server of 4 MB that evicts keys with an expiry when full, and a client of it."""
+    with RedisServer(extra_args=("--maxmemory", str(4 * MB), "--maxmemory-policy", "volatile-lru")) as server:
+        client = Redis.from_url(server.url)
+        yield client
+        await client.aclose()
+
+
+async def test_a_redis_without_maxmemory_never_evicts_and_no_warning_is_logged(redis, caplog):
+    [server] = await read_memory(redis)
+    assert (server.maxmemory, server.may_evict) == (0, False)
+    assert not RedisMemory("redis", 4 * MB, "noeviction", 0).may_evict  # full, it refuses writes instead
+    assert not RedisMemory("redis", 0, "allkeys-lru", 0).may_evict  # never full
+    with caplog.at_level(logging.WARNING, logger="lagwatch.shared.store.redis_memory"):
+        await warn_if_evicting(redis, "ingest prod")
+    assert caplog.records == []
+
+
+async def test_a_full_volatile_lru_redis_evicts_what_expires_and_each_start_says_so(evicting, caplog):
+    [server] = await read_memory(evicting)
+    assert server == RedisMemory("redis", 4 * MB, "volatile-lru", 0) and server.may_evict
+    with caplog.at_level(logging.WARNING, logger="lagwatch.shared.store.redis_memory"):
+        await warn_if_evicting(evicting, "ingest prod")
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("ingest prod: Redis (redis) evicts keys when full (maxmemory 4194304 bytes, ")
+    assert "maxmemory-policy volatile-lru" in line and "Set maxmemory-policy noeviction" in line
+
+    value = b"x" * 10_000  # keys with an expiry, as lagwatch's group keys are, past the 4 MB
+    for i in range(800):
+        await evicting.set(f"lw:g:{{prod/g{i}}}:w", value, ex=3600)
+    [server] = await read_memory(evicting)
+    assert server.evicted_keys > 0
+    assert await evicting.dbsize() < 800
+
+
+async def test_a_user_refused_info_is_not_judged(evicting, caplog):
+    await evicting.execute_command("ACL", "SETUSER", "lagwatch", "on", ">pw", "~*", "+@all", "-info")
+    port = evicting.connection_pool.connection_kwargs["port"]
+    limited = Redis.from_url(f"redis://lagwatch:pw@127.0.0.1:{port}")
+    try:
+        assert await read_memory(limited) == []
+        with caplog.at_level(logging.DEBUG, logger="lagwatch.shared.store.redis_memory"):
+            await warn_if_evicting(limited, "api")
+        assert [r.levelname for r in caplog.records] == []
+    finally:
+        await limited.aclose()
+
+
+async def test_a_redis_that_does_not_answer_leaves_the_start_to_its_own_checks(caplog):
+    with RedisServer() as server:
+        url = server.url
+    gone = Redis.from_url(url, socket_connect_timeout=0.5)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="lagwatch.shared.store.redis_memory"):
+            await warn_if_evicting(gone, "notifier")
+        assert [r.levelname for r in caplog.records] == ["DEBUG"]
+    finally:
+        await gone.aclose()
