@@ -81,18 +81,20 @@ def _serving_pid(port: int, timeout: float = 0.5) -> int | None:
     """PID of the Redis answering on `port`, or None if none is ready yet.
 
     Asking for the PID rather than just PINGing tells our server apart from another one that
-    already holds the port (ours then exits with "Address already in use").
+    already holds the port (ours then exits with "Address already in use"). INFO answers while
+    the server still loads its AOF, when every other command is refused with -LOADING: a server
+    whose `loading` is not 0 is not ready yet.
     """
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-            sock.sendall(b"INFO server\r\n")
+            sock.sendall(b"INFO\r\n")
             info = _read_bulk(sock)
     except (OSError, ValueError):
         return None
-    for line in (info or b"").splitlines():
-        if line.startswith(b"process_id:"):
-            return int(line.split(b":", 1)[1])
-    return None
+    fields = dict(line.split(b":", 1) for line in (info or b"").splitlines() if b":" in line)
+    if fields.get(b"loading", b"1").strip() != b"0" or b"process_id" not in fields:
+        return None
+    return int(fields[b"process_id"])
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
