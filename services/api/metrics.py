@@ -30,8 +30,9 @@ Cardinality (`api.metrics-*`): partition-level series (the partition and topic f
 allow/deny regexes leave out the partition-level series of a topic (a group's totals still count every partition:
 they are its status's numbers).
 
-`lagwatch_redis_may_evict{server,policy}` (1: Redis deletes keys when full) and `lagwatch_redis_evicted_keys_total`
-come from one INFO per scrape (shared/store/redis_memory.py).
+`lagwatch_redis_may_evict{server,policy}` (1: Redis deletes keys when full), `lagwatch_redis_evicted_keys_total`,
+`lagwatch_redis_memory_used_bytes` and `lagwatch_redis_maxmemory_bytes` come from one INFO per scrape
+(shared/store/redis_memory.py).
 
 lagwatch's counters come from the running totals the ingest and the evaluator keep in Redis (`lw:c:{c}:stats`,
 `lw:c:{c}:evaluator`), so one scrape of the api shows every worker's work; `lagwatch_api_request_seconds` is this
@@ -427,10 +428,16 @@ def redis_memory_families(servers: Iterable[RedisMemory]) -> list[Metric]:
     evicted = CounterMetricFamily(
         "lagwatch_redis_evicted_keys", "Keys Redis evicted since it started (INFO evicted_keys)", labels=["server"]
     )
+    used = GaugeMetricFamily("lagwatch_redis_memory_used_bytes", "Redis's used_memory", labels=["server"])
+    limit = GaugeMetricFamily(
+        "lagwatch_redis_maxmemory_bytes", "Redis's maxmemory (0: no limit but the machine's)", labels=["server"]
+    )
     for server in servers:
         may_evict.add_metric([server.server, server.policy], int(server.may_evict))
         evicted.add_metric([server.server], server.evicted_keys)
-    return [may_evict, evicted]
+        used.add_metric([server.server], server.used_memory)
+        limit.add_metric([server.server], server.maxmemory)
+    return [may_evict, evicted, used, limit]
 
 
 class _Families:

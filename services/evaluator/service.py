@@ -52,7 +52,7 @@ from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.lag_state_store import LagStateStore
 from lagwatch.shared.store.redis_client import connect
-from lagwatch.shared.store.redis_memory import warn_if_evicting
+from lagwatch.shared.store.redis_memory import takes_writes, warn_if_evicting
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.results_store import ResultsStore
 from lagwatch.shared.store.schedule_store import ScheduleStore
@@ -187,7 +187,7 @@ class EvaluatorService:
         self.app.timer(config.evaluator.sweep_interval, name="lagwatch.evaluator.sweep")(self._sweep)
 
     async def _redis_ok(self) -> bool:
-        return bool(await self.redis.ping())
+        return await takes_writes(self.redis)
 
     async def _kafka_ok(self) -> bool:
         """Assigned its partitions, and the brokers answer now (an assignment stays while they are down)."""

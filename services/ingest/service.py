@@ -58,7 +58,7 @@ from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import add_to_totals
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_client import connect, reply
-from lagwatch.shared.store.redis_memory import warn_if_evicting
+from lagwatch.shared.store.redis_memory import takes_writes, warn_if_evicting
 from lagwatch.shared.store.redis_store import WindowStore
 
 log = logging.getLogger(__name__)
@@ -192,7 +192,7 @@ class IngestWorker:
         return HistoryPublisher(self.cluster, rdkafka, config.history.topic, deletions)
 
     async def _redis_ok(self) -> bool:
-        return bool(await self.redis.ping())
+        return await takes_writes(self.redis)
 
     async def _kafka_ok(self) -> bool:
         return self.broker_offsets.kafka_ok

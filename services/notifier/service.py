@@ -51,7 +51,7 @@ from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_client import connect, reply, text
-from lagwatch.shared.store.redis_memory import warn_if_evicting
+from lagwatch.shared.store.redis_memory import takes_writes, warn_if_evicting
 from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
 from lagwatch.shared.subscriptions.silences import SilenceCache, SilenceStore
 from lagwatch.shared.subscriptions.store import SubscriptionStore
@@ -122,7 +122,7 @@ class NotifierService:
         self.app.timer(settings.repeat_check_interval, name="lagwatch.notifier.repeats")(self._repeat_tick)
 
     async def _redis_ok(self) -> bool:
-        return bool(await self.redis.ping())
+        return await takes_writes(self.redis)
 
     async def _kafka_ok(self) -> bool:
         """Assigned its partitions, and the brokers answer now (an assignment stays while they are down)."""

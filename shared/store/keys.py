@@ -3,6 +3,8 @@
 Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in the same slot)::
 
     lw:clusters                       SET   names of clusters that have data
+    lw:readiness-probe                STR   never written: readiness sends `SET ... XX` to it, which Redis refuses
+                                            when it is full (shared/store/redis_memory.py)
     lw:c:{<cluster>}:groups           ZSET  group -> newest commit timestamp (ms); listing and the expiry sweep
     lw:c:{<cluster>}:topics           HASH  topic -> partition count, from the broker-offset poller
     lw:c:{<cluster>}:retention        HASH  topic -> its `retention.ms`, where the broker let the poller read it
@@ -90,6 +92,7 @@ from __future__ import annotations
 
 PREFIX = "lw"
 CLUSTERS = f"{PREFIX}:clusters"
+READINESS_PROBE = f"{PREFIX}:readiness-probe"
 
 
 def groups_index(cluster: str) -> str:

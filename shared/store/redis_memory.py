@@ -8,6 +8,11 @@ entry as an alert never sent, and nothing says so. lagwatch cannot prevent it, s
 warning at its start (`warn_if_evicting`), and the api's `/metrics` carries `lagwatch_redis_may_evict` and the
 server's `lagwatch_redis_evicted_keys`, which `LagwatchRedisMayEvict` and `LagwatchRedisEvicted` alert on.
 
+Full with `noeviction`, Redis refuses every write (OOM) but still answers PING and reads: the services' readiness
+asks `takes_writes`, so a writer (ingest, evaluator, notifier) is not ready meanwhile; the api, which mostly reads,
+stays ready (the dashboard is needed most then). The api's `/metrics` also has each server's
+`lagwatch_redis_memory_used_bytes` and `lagwatch_redis_maxmemory_bytes`, for `LagwatchRedisMemoryHigh`.
+
 The source is INFO (managed services refuse CONFIG GET); a server that refuses INFO too is not judged.
 """
 
@@ -20,8 +25,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
+from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_client import reply
 
 log = logging.getLogger(__name__)
@@ -37,11 +43,18 @@ class RedisMemory:
     maxmemory: int
     policy: str
     evicted_keys: int
+    used_memory: int = 0
 
     @property
     def may_evict(self) -> bool:
         """Without a `maxmemory` Redis never evicts, whatever the policy."""
         return self.maxmemory > 0 and self.policy != SAFE_POLICY
+
+    @property
+    def refuses_writes(self) -> bool:
+        """Full with `noeviction`: every write fails (OOM) while reads and PING still answer. From INFO, so only
+        about: Redis refuses a write when its memory, less some buffers, is over `maxmemory` at that instant."""
+        return self.policy == SAFE_POLICY and 0 < self.maxmemory <= self.used_memory
 
 
 async def read_memory(redis: Redis) -> list[RedisMemory]:
@@ -55,10 +68,28 @@ async def read_memory(redis: Redis) -> list[RedisMemory]:
         return []
     by_server = {"redis": info} if "maxmemory_policy" in info else info  # a cluster answers per node
     return [
-        RedisMemory(str(name), int(node["maxmemory"]), str(node["maxmemory_policy"]), int(node.get("evicted_keys", 0)))
+        RedisMemory(
+            str(name),
+            int(node["maxmemory"]),
+            str(node["maxmemory_policy"]),
+            int(node.get("evicted_keys", 0)),
+            int(node.get("used_memory", 0)),
+        )
         for name, node in sorted(by_server.items())
         if isinstance(node, dict) and "maxmemory_policy" in node
     ]
+
+
+async def takes_writes(redis: Redis) -> bool:
+    """The services' readiness check of Redis: it answers, and takes writes (a PING alone says ready while every write
+    fails for want of memory). `SET <probe> "" XX` writes nothing (the key never exists) but is refused like any write
+    when Redis is full; on a Redis Cluster it reaches one node, so each primary's INFO is looked at as well. RedisError
+    when Redis does not answer."""
+    try:
+        await reply(redis.set(keys.READINESS_PROBE, b"", xx=True))
+    except OutOfMemoryError:
+        return False
+    return not any(server.refuses_writes for server in await read_memory(redis))
 
 
 async def warn_if_evicting(redis: Redis, service: str) -> None:

@@ -8,9 +8,10 @@ import logging
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import OutOfMemoryError
 
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.store.redis_memory import RedisMemory, read_memory, warn_if_evicting
+from lagwatch.shared.store.redis_memory import RedisMemory, read_memory, takes_writes, warn_if_evicting
 
 MB = 1024 * 1024
 
@@ -36,7 +37,8 @@ async def test_a_redis_without_maxmemory_never_evicts_and_no_warning_is_logged(r
 
 async def test_a_full_volatile_lru_redis_evicts_what_expires_and_each_start_says_so(evicting, caplog):
     [server] = await read_memory(evicting)
-    assert server == RedisMemory("redis", 4 * MB, "volatile-lru", 0) and server.may_evict
+    assert (server.server, server.maxmemory, server.policy, server.evicted_keys) == ("redis", 4 * MB, "volatile-lru", 0)
+    assert server.may_evict and 0 < server.used_memory < 4 * MB
     with caplog.at_level(logging.WARNING, logger="lagwatch.shared.store.redis_memory"):
         await warn_if_evicting(evicting, "ingest prod")
     [line] = [r.getMessage() for r in caplog.records]
@@ -74,3 +76,30 @@ async def test_a_redis_that_does_not_answer_leaves_the_start_to_its_own_checks(c
         assert [r.levelname for r in caplog.records] == ["DEBUG"]
     finally:
         await gone.aclose()
+
+
+async def fill(client: Redis) -> int:
+    """Write 10 kB keys until Redis refuses one for want of memory; returns how many it took."""
+    value = b"x" * 10_000
+    for i in range(10_000):
+        try:
+            await client.set(f"junk:{i}", value)
+        except OutOfMemoryError:
+            return i
+    raise AssertionError("Redis never refused a write")
+
+
+async def test_a_full_noeviction_redis_answers_ping_but_takes_no_write_and_is_not_ready_until_it_has_room():
+    with RedisServer(extra_args=("--maxmemory", str(4 * MB), "--maxmemory-policy", "noeviction")) as server:
+        client = Redis.from_url(server.url)
+        try:
+            assert await takes_writes(client)
+            written = await fill(client)
+            assert await client.ping()  # what readiness asked before
+            assert not await takes_writes(client)
+            [memory] = await read_memory(client)
+            assert not memory.may_evict and memory.evicted_keys == 0
+            await client.delete(*(f"junk:{i}" for i in range(written)))
+            assert await takes_writes(client)
+        finally:
+            await client.aclose()

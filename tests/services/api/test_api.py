@@ -652,6 +652,10 @@ async def test_a_redis_that_may_evict_is_said_at_start_and_on_metrics(http, capl
     [evicted] = families["lagwatch_redis_evicted_keys"].samples
     assert evicted.name == "lagwatch_redis_evicted_keys_total"
     assert (evicted.labels, evicted.value) == ({"server": "redis"}, 0)
+    [limit] = families["lagwatch_redis_maxmemory_bytes"].samples
+    [used] = families["lagwatch_redis_memory_used_bytes"].samples
+    assert (limit.labels, limit.value) == ({"server": "redis"}, 64 * 1024 * 1024)
+    assert used.labels == {"server": "redis"} and 0 < used.value < limit.value
     said = [r.getMessage() for r in caplog.records if r.name == "lagwatch.shared.store.redis_memory"]
     assert [line.split(":")[0] for line in said] == ["api"]
 

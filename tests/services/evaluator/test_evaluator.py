@@ -7,18 +7,29 @@ import time
 
 import jsonschema
 from aiokafka import AIOKafkaConsumer
+from redis.asyncio import Redis
 
+from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.evaluator.evaluation import GroupEvaluator
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.shared.domain.lag_sparkline import lag_sparkline
 from lagwatch.shared.domain.status_event import schema
 from lagwatch.shared.domain.window import Commit
+from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.results_store import ResultsStore
 from lagwatch.shared.store.status_store import StatusStore
 from tests.evaluated import AcceptingPublisher
-from tests.kafka_helpers import CLUSTER, check_readiness_follows_the_brokers, eventually, make_config, running
+from tests.kafka_helpers import (
+    CLUSTER,
+    check_readiness_follows_the_brokers,
+    eventually,
+    make_config,
+    readiness,
+    running,
+)
+from tests.shared.test_redis_memory import fill
 
 STATUS_TOPIC = "lagwatch.status"
 MINUTE = 60_000
@@ -249,6 +260,29 @@ async def test_readiness_reports_a_broker_outage_and_the_recovery(kafka, redis_s
     config = make_config(kafka.bootstrap, redis_server.url)
     async with running(EvaluatorService(config, CLUSTER, http_port=0)) as evaluator:
         await check_readiness_follows_the_brokers(kafka, evaluator)
+
+
+async def test_readiness_says_a_full_redis_that_still_answers_ping(kafka):
+    """Full with `noeviction`, Redis refuses every write but answers PING (what readiness asked before): the
+    evaluator, which writes every evaluation, is not ready until Redis has room again."""
+    kafka.create_topic(STATUS_TOPIC, 3)
+    kafka.create_topic("lagwatch.changes", 4)
+    with RedisServer(extra_args=("--maxmemory", str(8 * 1024 * 1024), "--maxmemory-policy", "noeviction")) as own:
+        client = Redis.from_url(own.url)
+        async with running(EvaluatorService(make_config(kafka.bootstrap, own.url), CLUSTER, http_port=0)) as service:
+
+            async def answer_is(status: int):
+                got = await readiness(service)
+                return got if got[0] == status else None
+
+            await eventually(lambda: answer_is(200), timeout=30)
+            written = await fill(client)
+            _, body = await eventually(lambda: answer_is(503), timeout=30)
+            assert body["checks"] == {"redis": False, "kafka": True}
+            await client.delete(*(f"junk:{i}" for i in range(written)))
+            await eventually(lambda: answer_is(200), timeout=30)
+        assert not await client.exists(keys.READINESS_PROBE)  # the probe wrote nothing
+        await client.aclose()
 
 
 async def test_waiting_for_kafka_at_start_is_said_once_and_when_it_is_over(kafka, redis_server, caplog):
