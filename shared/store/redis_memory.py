@@ -1,17 +1,19 @@
-"""Whether Redis may evict lagwatch's keys: a `maxmemory` with a `maxmemory-policy` other than `noeviction`.
+"""What Redis says of its memory: whether it may evict lagwatch's keys, and whether it is full.
 
-Such a Redis deletes keys to make room once it is full: with a `volatile-*` policy (the default of AWS ElastiCache's
-parameter groups is volatile-lru) the keys that have an expiry, which are the groups' windows, statuses and results
-(keys.py: they expire `expire-group` after a group's newest commit); with an `allkeys-*` policy any key, the
-outboxes of events and alerts not yet sent among them. An evicted window reads as a group gone, an evicted outbox
-entry as an alert never sent, and nothing says so. lagwatch cannot prevent it, so it tells: each service logs a
-warning at its start (`warn_if_evicting`), and the api's `/metrics` carries `lagwatch_redis_may_evict` and the
-server's `lagwatch_redis_evicted_keys`, which `LagwatchRedisMayEvict` and `LagwatchRedisEvicted` alert on.
+A Redis with a `maxmemory` and a `maxmemory-policy` other than `noeviction` deletes keys to make room once it is full:
+with a `volatile-*` policy (the default of AWS ElastiCache's parameter groups is volatile-lru) the keys that have an
+expiry, which are the groups' windows, statuses and results (keys.py: they expire `expire-group` after a group's newest
+commit); with an `allkeys-*` policy any key, the outboxes of events and alerts not yet sent among them. An evicted
+window reads as a group gone, an evicted outbox entry as an alert never sent, and nothing says so. lagwatch cannot
+prevent it, so it tells: each service logs a warning at its start (`warn_if_evicting`), and the api's `/metrics` carries
+`lagwatch_redis_may_evict` and the server's `lagwatch_redis_evicted_keys`, which `LagwatchRedisMayEvict` and
+`LagwatchRedisEvicted` alert on.
 
 Full with `noeviction`, Redis refuses every write (OOM) but still answers PING and reads: the services' readiness
 asks `takes_writes`, so a writer (ingest, evaluator, notifier) is not ready meanwhile; the api, which mostly reads,
 stays ready (the dashboard is needed most then). The api's `/metrics` also has each server's
 `lagwatch_redis_memory_used_bytes` and `lagwatch_redis_maxmemory_bytes`, for `LagwatchRedisMemoryHigh`.
+On a Redis Cluster every primary is looked at.
 
 The source is INFO (managed services refuse CONFIG GET); a server that refuses INFO too is not judged.
 """
