@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError
 
 from lagwatch.devkit.redis_server import RedisServer
+from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_memory import RedisMemory, read_memory, takes_writes, warn_if_evicting
 
 MB = 1024 * 1024
@@ -78,28 +79,27 @@ async def test_a_redis_that_does_not_answer_leaves_the_start_to_its_own_checks(c
         await gone.aclose()
 
 
-async def fill(client: Redis) -> int:
-    """Write 10 kB keys until Redis refuses one for want of memory; returns how many it took."""
-    value = b"x" * 10_000
-    for i in range(10_000):
-        try:
-            await client.set(f"junk:{i}", value)
-        except OutOfMemoryError:
-            return i
-    raise AssertionError("Redis never refused a write")
+async def make_full(client: Redis) -> None:
+    """Redis over its maxmemory: the limit set below what it uses. (Filled to the limit instead, it hovers there:
+    a write whose request pushes it over is refused, a smaller one after it may pass.)"""
+    used = (await client.info("memory"))["used_memory"]
+    await client.config_set("maxmemory", used // 2)
 
 
 async def test_a_full_noeviction_redis_answers_ping_but_takes_no_write_and_is_not_ready_until_it_has_room():
-    with RedisServer(extra_args=("--maxmemory", str(4 * MB), "--maxmemory-policy", "noeviction")) as server:
+    with RedisServer(extra_args=("--maxmemory-policy", "noeviction")) as server:
         client = Redis.from_url(server.url)
         try:
             assert await takes_writes(client)
-            written = await fill(client)
+            await make_full(client)
+            with pytest.raises(OutOfMemoryError):
+                await client.set("one", b"x")
             assert await client.ping()  # what readiness asked before
             assert not await takes_writes(client)
             [memory] = await read_memory(client)
-            assert not memory.may_evict and memory.evicted_keys == 0
-            await client.delete(*(f"junk:{i}" for i in range(written)))
+            assert memory.refuses_writes and not memory.may_evict and memory.evicted_keys == 0
+            await client.config_set("maxmemory", 0)  # room again
             assert await takes_writes(client)
+            assert not await client.exists(keys.READINESS_PROBE)  # the probe writes nothing
         finally:
             await client.aclose()
