@@ -69,28 +69,35 @@ async def read_memory(redis: Redis) -> list[RedisMemory]:
     except ResponseError:  # refused (NoPermissionError), or renamed away (`rename-command INFO ""`)
         return []
     by_server = {"redis": info} if "maxmemory_policy" in info else info  # a cluster answers per node
-    return [
-        RedisMemory(
-            str(name),
-            int(node["maxmemory"]),
+    servers = (_server(str(name), node) for name, node in sorted(by_server.items()) if isinstance(node, dict))
+    return [server for server in servers if server is not None]
+
+
+def _server(name: str, node: dict[str, Any]) -> RedisMemory | None:
+    """One server's INFO; None where it does not say its policy in numbers (a Redis-compatible server may not)."""
+    try:
+        return RedisMemory(
+            name,
+            int(node.get("maxmemory", 0)),
             str(node["maxmemory_policy"]),
             int(node.get("evicted_keys", 0)),
             int(node.get("used_memory", 0)),
         )
-        for name, node in sorted(by_server.items())
-        if isinstance(node, dict) and "maxmemory_policy" in node
-    ]
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 async def takes_writes(redis: Redis) -> bool:
     """The services' readiness check of Redis: it answers, and takes writes (a PING alone says ready while every write
     fails for want of memory). `SET <probe> "" XX` writes nothing (the key never exists) but is refused like any write
-    when Redis is full; on a Redis Cluster it reaches one node, so each primary's INFO is looked at as well. RedisError
-    when Redis does not answer."""
+    when Redis is full; on a Redis Cluster it reaches one node, so each primary's INFO is looked at as well (a single
+    server's answer to the probe is exact: no INFO then). RedisError when Redis does not answer."""
     try:
         await reply(redis.set(keys.READINESS_PROBE, b"", xx=True))
     except OutOfMemoryError:
         return False
+    if not isinstance(redis, RedisCluster):
+        return True
     return not any(server.refuses_writes for server in await read_memory(redis))
 
 

@@ -103,3 +103,11 @@ async def test_a_full_noeviction_redis_answers_ping_but_takes_no_write_and_is_no
             assert not await client.exists(keys.READINESS_PROBE)  # the probe writes nothing
         finally:
             await client.aclose()
+
+
+def test_an_info_a_redis_compatible_server_words_otherwise_is_read_where_it_can_be_and_not_judged_elsewhere():
+    from lagwatch.shared.store.redis_memory import _server
+
+    assert _server("kv", {"maxmemory_policy": "noeviction"}) == RedisMemory("kv", 0, "noeviction", 0, 0)
+    assert _server("kv", {"maxmemory": "lots", "maxmemory_policy": "allkeys-lru"}) is None
+    assert _server("kv", {"maxmemory": 5}) is None

@@ -120,3 +120,23 @@ async def test_each_nodes_memory_policy_is_read(redis_cluster):
             await client.config_set("maxmemory-policy", "noeviction", target_nodes=first)
     finally:
         await client.aclose()
+
+
+async def test_a_full_node_makes_the_cluster_take_no_writes(redis_cluster):
+    """shared/store/redis_memory.takes_writes: the write probe reaches one node; a full primary elsewhere is found by
+    its INFO."""
+    from lagwatch.shared.store.redis_memory import takes_writes
+
+    client = RedisCluster.from_url(redis_cluster)
+    try:
+        assert await takes_writes(client)
+        for node in client.get_primaries():
+            used = (await client.info("memory", target_nodes=node))["used_memory"]
+            await client.config_set("maxmemory", used // 2, target_nodes=node)
+            try:
+                assert not await takes_writes(client), node.name
+            finally:
+                await client.config_set("maxmemory", "0", target_nodes=node)
+        assert await takes_writes(client)
+    finally:
+        await client.aclose()
