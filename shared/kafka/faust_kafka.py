@@ -61,6 +61,15 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read when the consumer starts its fetcher
         return consumer
 
+    async def stop(self) -> None:
+        """mode closes the event loop it made for the thread only as that thread ends: a thread never started (the
+        app stopped while Kafka was away) left it open, to be collected at exit after its own socket, which printed
+        `Exception ignored in: BaseEventLoop.__del__ ... Invalid file descriptor: -1`."""
+        started = self._started.is_set()
+        await super().stop()
+        if not started and not self.thread_loop.is_closed():
+            self.thread_loop.close()
+
     @Service.timer(COORDINATOR_ERRORS_EVERY_S)
     async def _hand_back_coordinator_errors(self) -> None:
         """Runs in the consumer thread's loop, where aiokafka's futures live."""

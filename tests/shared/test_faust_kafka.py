@@ -2,10 +2,12 @@
 aiokafka hands to the application does not leave a Faust app out of its consumer group."""
 
 import asyncio
+import contextlib
 import tempfile
 import time
 from pathlib import Path
 
+from aiokafka.errors import KafkaConnectionError
 from aiokafka.protocol.group import SyncGroupRequest
 
 from lagwatch.services.evaluator.service import EvaluatorService
@@ -13,6 +15,7 @@ from lagwatch.shared.kafka.changes import ChangePublisher
 from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.net_helpers import free_port
 from tests.services.evaluator.test_evaluator import StatusTopic, commits
 
 STATUS_TOPIC, CHANGES_TOPIC = "lagwatch.status", "lagwatch.changes"
@@ -90,6 +93,21 @@ async def test_a_stop_request_wins_over_a_faust_start_that_cannot_finish(redis_s
         silent.close()
     assert stopping.is_set()
     assert time.monotonic() - started < 20  # aiokafka alone would wait 40 s for its first answer
+
+
+async def test_an_app_stopped_before_its_consumer_thread_ran_closes_that_threads_event_loop(redis_server):
+    """Kafka away at start-up, then a stop: the consumer thread never ran, and the event loop mode made for it was
+    left open, collected at the process's exit after its own socket (a traceback in the log, now and then)."""
+    config = make_config(f"127.0.0.1:{free_port()}", redis_server.url)  # nothing listens there
+    app = faust_app("lagwatch-test-unstarted", config.cluster(CLUSTER), CLUSTER, "test", 10.0)
+    app.agent(raw_topic(app, "lagwatch.test"), name="lagwatch.test.agent")(_drain)
+    stopping = asyncio.Event()
+    asyncio.get_running_loop().call_later(1.5, stopping.set)
+    with contextlib.suppress(KafkaConnectionError):  # its producer's start fails, or the stop comes first
+        await start_unless_stopping(app, stopping)
+    await stop_within(app, "test", timeout_s=5.0)
+    thread = app.consumer._thread
+    assert not thread._started.is_set() and thread.thread_loop.is_closed()
 
 
 async def _never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
