@@ -9,6 +9,7 @@
     lagwatch run archiver                      the history topic to Parquet files, for the Spark replay
     lagwatch spark reprocess --input H --output O   replay commit history with the live rules, on Spark
     lagwatch notify replay-dlq [--subscription ID] [--since 2h]   re-send dead-lettered notifications
+    lagwatch config check [--config F] [--show]   the configuration checked as the services would, offline
     lagwatch migrate burrow-config burrow.toml [--templates DIR]   Burrow's configuration as lagwatch's YAML
 
 Usage errors and invalid input exit with code 2 and one line on stderr; a service that cannot start for want of
@@ -69,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_offsets_commands(commands)
     _add_run_command(commands)
     _add_check_kafka_command(commands)
+    _add_config_commands(commands)
     _add_notify_commands(commands)
     _add_migrate_commands(commands)
     _add_spark_commands(commands)
@@ -129,6 +131,17 @@ def _add_check_kafka_command(commands: _Commands) -> None:
     check.add_argument("--cluster", default=None, help="the configured cluster (default: the only one)")
     check.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the brokers' answer")
     check.set_defaults(handler=_check_kafka)
+
+
+def _add_config_commands(commands: _Commands) -> None:
+    """`lagwatch config check`."""
+    config = _group(commands, "config", "the configuration")
+    check = config.add_parser(
+        "check", help="load the configuration as the services do and check it without connecting to anything"
+    )
+    check.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
+    check.add_argument("--show", action="store_true", help="print the effective configuration, credentials masked")
+    check.set_defaults(handler=_config_check)
 
 
 def _add_notify_commands(commands: _Commands) -> None:
@@ -363,6 +376,36 @@ def _check_kafka(args: argparse.Namespace) -> int:
         print(f"lagwatch: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(report))
+    return 0
+
+
+def _config_check(args: argparse.Namespace) -> int:
+    """A summary (or, with --show, the effective configuration as YAML) on stdout, warnings on stderr; every problem
+    found on stderr, one per line, and exit code 2."""
+    import os
+
+    import yaml
+
+    from lagwatch import config_check
+    from lagwatch.shared.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:  # the loader stops at the first bad value: what follows it is not read
+        raise InputError(str(exc)) from None
+    found = config_check.check(config)
+    for problem in found.problems:
+        print(f"lagwatch: {problem}", file=sys.stderr)
+    for warning in found.warnings:
+        print(f"lagwatch: warning: {warning}", file=sys.stderr)
+    if found.problems:
+        return USAGE_ERROR
+    read_from = f"read from {config_check.sources(str(args.config) if args.config else None, os.environ)}"
+    if args.show:  # YAML that loads again: the rest as comments
+        print(f"# {read_from}; credentials masked\n# {config_check.verdict(config, found)}")
+        print(yaml.safe_dump(config_check.effective(config), sort_keys=False), end="")
+    else:
+        print("\n".join([read_from, *config_check.summary(config), config_check.verdict(config, found)]))
     return 0
 
 

@@ -54,6 +54,9 @@ MEANINGS = {
     "ingest.http-port": "port of the ingest's `/healthz`, `/readyz`, `/metrics`",
     "api.host": "address the api listens on",
     "api.port": "port the api listens on",
+    "history.path": "the archiver's Parquet root: a local path or a URI (s3://bucket/prefix, hdfs://...)",
+    "clusters.<name>.sasl.oauth.client-secret": "its secret (sent with HTTP basic auth, as librdkafka and Kafka's Java "
+    "client do)",
     "api.token": "bearer token for DELETE and subscription changes; empty = those are refused",
     "api.request-timeout": "seconds a request may take before the api answers 503",
     "api.metrics-partition-series": "/metrics: partition-level series (partition lag, offset, status, lag seconds, "

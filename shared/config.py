@@ -67,6 +67,8 @@ class ConfigError(ValueError):
 
 
 Check = Callable[[Any], str | None]  # a field's `check`: the problem with a value, or None
+# a credential's metadata: masked wherever the configuration is shown (`lagwatch config check --show`)
+SECRET: dict[str, Any] = {"secret": True}
 
 
 def _positive(v: float) -> str | None:
@@ -222,9 +224,9 @@ class OAuthConfig:
 
     token_endpoint_url: str = field(default="", metadata={"check": _http_url})  # the OIDC provider's token endpoint
     client_id: str = ""  # the OAuth client lagwatch logs in as
-    client_secret: str = ""  # its secret (sent with HTTP basic auth, as librdkafka and Kafka's Java client do)
+    client_secret: str = field(default="", metadata=SECRET)  # its secret (HTTP basic auth)
     scope: str = ""  # requested scope(s), space-separated; empty = the provider's default
-    extensions: dict[str, str] = field(default_factory=dict)  # SASL extensions (Confluent Cloud's logicalCluster, ...)
+    extensions: dict[str, str] = field(default_factory=dict, metadata=SECRET)  # SASL extensions (Confluent Cloud's)
 
 
 @dataclass(frozen=True)
@@ -252,7 +254,7 @@ class SaslConfig:
         default="", metadata={"check": lambda v: None if v in ("", *SASL_MECHANISMS) else _MECHANISMS_PROBLEM}
     )
     username: str = ""
-    password: str = ""
+    password: str = field(default="", metadata=SECRET)
     oauth: OAuthConfig = field(default_factory=OAuthConfig)
     aws: AwsIamConfig = field(default_factory=AwsIamConfig)
     kerberos: KerberosConfig = field(default_factory=KerberosConfig)
@@ -326,7 +328,7 @@ class IngestConfig:
 class ApiConfig:
     host: str = "127.0.0.1"
     port: int = field(default=8000, metadata={"check": _port})
-    token: str = ""  # bearer token for mutating routes; empty = mutations refused
+    token: str = field(default="", metadata=SECRET)  # bearer token for mutating routes; empty = mutations refused
     request_timeout: float = field(default=30.0, metadata={"check": _seconds})  # seconds; then 503
     # /metrics cardinality: partition-level series (lag, offset, status, lag seconds, topic offsets) on or off, and
     # group / topic allow and deny regexes (unanchored search) for the series; they change no status
@@ -438,7 +440,7 @@ class HistoryConfig:
 
     enabled: bool = False  # off by default: it doubles what the ingest writes to Kafka
     topic: str = "lagwatch.history"
-    path: str = "history"  # the archiver's Parquet root: a local path or a URI (s3://bucket/prefix, hdfs://...)
+    path: str = field(default="history", metadata={"shown": _hide_password})  # the archiver's Parquet root
     flush_rows: int = field(default=100_000, metadata={"check": _count})  # the archiver's memory bound, records
     flush_interval: float = field(default=60.0, metadata={"check": _seconds})  # seconds: files at least this often
     http_host: str = "127.0.0.1"

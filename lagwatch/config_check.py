@@ -1,0 +1,159 @@
+"""`lagwatch config check`: the configuration every service would load here (defaults, the file, then the environment:
+`LAGWATCH__...`, `REDIS_URL`, `KAFKA_BOOTSTRAP_SERVERS`), with what the services check only as they start checked at
+once, without connecting to anything:
+
+- each cluster's Kafka settings as its clients are built (TLS files, the SASL mechanism's options, a region for
+  AWS_MSK_IAM, the `gssapi` package and keytab for GSSAPI) and its group regexes;
+- each subscription of the file as the notifier validates it at its start (URL safety, the destination's options,
+  RE2 regexes, templates compiled in the budgeted worker, headers, CA files) - where the notifier stops at the
+  first, every problem is listed;
+- and what loads but is likely a mistake, as warnings (no cluster, a subscription naming a cluster not defined).
+
+For a change reviewed before it is rolled out (`lagwatch migrate burrow-config` output, a GitOps pipeline);
+`lagwatch check-kafka` then tries a cluster itself. `--show` prints the effective configuration, every credential
+masked, to see what the environment changed."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lagwatch.shared.config import ENV_PREFIX, Config, ConfigError, option_name
+from lagwatch.shared.kafka.kafka_client import client_kwargs, librdkafka_config
+from lagwatch.shared.subscriptions.documents import SOURCE_CONFIG, kebab
+from lagwatch.shared.subscriptions.masking import mask, masked_document
+from lagwatch.shared.subscriptions.validation import deep_problems, destination_of
+
+SHORTCUTS = ("REDIS_URL", "KAFKA_BOOTSTRAP_SERVERS")
+
+
+@dataclass
+class Findings:
+    problems: list[str] = field(default_factory=list)  # a service would refuse to start (or to serve it)
+    warnings: list[str] = field(default_factory=list)  # loads, but likely not what was meant
+
+
+def check(config: Config) -> Findings:
+    found = Findings()
+    _check_clusters(config, found)
+    _check_subscriptions(config, found)
+    return found
+
+
+def _check_clusters(config: Config, found: Findings) -> None:
+    if not config.clusters:
+        found.warnings.append(
+            "config clusters: none is defined: every service but the api needs one (or KAFKA_BOOTSTRAP_SERVERS)"
+        )
+    for name, cluster in config.clusters.items():
+        try:
+            config.group_filter(name)
+            client_kwargs(cluster, name)  # the Kafka clients' own checks, as the services build them
+            librdkafka_config(cluster, name)
+        except ConfigError as exc:
+            found.problems.append(str(exc))
+
+
+def _check_subscriptions(config: Config, found: Findings) -> None:
+    seen: set[str] = set()
+    for i, sub in enumerate(config.subscriptions):
+        where = f"subscriptions[{i}]"
+        if sub.id in seen:
+            found.problems.append(str(ConfigError(f"{where}.id", f"duplicate subscription id {sub.id!r}")))
+        seen.add(sub.id)
+        problems = deep_problems(sub, allow_private=config.notifier.allow_private_targets)
+        for key, problem in problems.items():
+            found.problems.append(str(ConfigError(f"{where}.{key.replace('_', '-')}", problem)))
+        unknown = [c for c in sub.clusters if c not in config.clusters]
+        if unknown and config.clusters:
+            found.warnings.append(
+                f"config {where}.clusters: {', '.join(unknown)} not defined here: its alerts come only from a "
+                "notifier whose configuration defines it"
+            )
+
+
+def sources(path: str | None, env: Mapping[str, str]) -> str:
+    """Where the configuration came from, as read: the file and the environment variables that changed it."""
+    path = path or env.get("LAGWATCH_CONFIG") or None
+    names = sorted(n for n in env if n.startswith(ENV_PREFIX)) + [n for n in SHORTCUTS if env.get(n)]
+    file_part = f"file {path}" if path else "no file (defaults)"
+    return file_part + (f", then from the environment {', '.join(names)}" if names else "")
+
+
+def summary(config: Config) -> list[str]:
+    """A few lines saying what the configuration sets up."""
+    lines = [f"redis: {_shown_field(config.redis, 'url')}" + (" (Redis Cluster)" if config.redis.cluster_mode else "")]
+    for name, c in config.clusters.items():
+        login = f", SASL {c.sasl.mechanism}" if c.sasl.mechanism else ""
+        tls = ", TLS" if c.tls.enabled else ""
+        lines.append(
+            f"cluster {name}: {', '.join(c.bootstrap_servers)}{tls}{login}; commits from "
+            f"{'the admin API' if c.offsets_source == 'admin' else c.offsets_topic}"
+            + (" (or the admin API)" if c.offsets_source == "auto" else "")
+        )
+    for sub in config.subscriptions:
+        lines.append(f"subscription {sub.id}: {sub.type} to {destination_of(sub)}, threshold {sub.threshold}")
+    if not config.subscriptions:
+        lines.append("subscriptions: none in the configuration (the api may add some)")
+    history = config.history
+    lines.append(
+        f"history: to {history.topic}, archived under {_shown_field(history, 'path')}"
+        if history.enabled
+        else "history: off"
+    )
+    token = "set" if config.api.token else "not set: the api refuses deletions and subscription changes"
+    lines.append(f"api: {config.api.host}:{config.api.port}, token {token}")
+    return lines
+
+
+def verdict(config: Config, found: Findings) -> str:
+    warned = f", {_count(len(found.warnings), 'warning')} (above)" if found.warnings else ""
+    return f"ok: {_count(len(config.clusters), 'cluster')}, {_count(len(config.subscriptions), 'subscription')}{warned}"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def effective(config: Config) -> dict[str, Any]:
+    """The whole configuration, defaults included, as the file spells it; credentials masked (`secret` fields as
+    the api masks a value, `shown` fields through their own function, subscriptions as the api shows them)."""
+    shown = _section(config)
+    shown["subscriptions"] = [_subscription(sub) for sub in config.subscriptions]
+    return shown
+
+
+def _section(value: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(value):
+        item = getattr(value, f.name)
+        if f.metadata.get("secret"):
+            out[option_name(f)] = _masked(item)
+        elif "shown" in f.metadata:
+            out[option_name(f)] = f.metadata["shown"](item)
+        elif dataclasses.is_dataclass(item):
+            out[option_name(f)] = _section(item)
+        elif isinstance(item, dict):
+            out[option_name(f)] = {k: _section(v) if dataclasses.is_dataclass(v) else v for k, v in item.items()}
+        else:
+            out[option_name(f)] = list(item) if isinstance(item, list | tuple) else item
+    return out
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: mask(v) for k, v in value.items()}
+    return mask(value) if value else value
+
+
+def _subscription(sub: Any) -> dict[str, Any]:
+    doc = masked_document(sub, SOURCE_CONFIG)
+    doc.pop("source", None)
+    return kebab(doc)
+
+
+def _shown_field(section: Any, name: str) -> Any:
+    f = next(f for f in dataclasses.fields(section) if f.name == name)
+    return f.metadata.get("shown", lambda v: v)(getattr(section, name))
