@@ -172,8 +172,10 @@ class BrokerOffsets:
                 self._kafka_outage.ok()
                 self._redis_outage.ok()
             except LeadersUnreachable:  # said by `unanswered` when it changes, not once per poll
-                self.kafka_ok = False
-                self._kafka_outage.ok()  # the cluster answers: some of its brokers do not
+                # the cluster answers, some of its brokers do not: still ready, as the worker does its work for
+                # every other partition (a partition offline for weeks must not hold every rollout of the ingest);
+                # lagwatch_ingest_partitions_unanswered and LagwatchPartitionLeadersAway say it
+                self._kafka_outage.ok()
             except (KafkaError, OSError) as exc:
                 self.kafka_ok = False
                 self._kafka_outage.failed(exc)

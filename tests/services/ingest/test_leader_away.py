@@ -12,7 +12,7 @@ from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicW
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.store.ingest_totals import read_totals
 from lagwatch.shared.store.redis_store import WindowStore
-from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.kafka_helpers import CLUSTER, eventually, make_config, readiness, running
 from tests.services.ingest.conftest import AWAY
 from tests.services.ingest.test_ingest_resilience import _equals, commits_round, expected_orders, stored_orders
 
@@ -84,3 +84,33 @@ async def _unanswered(at_least: int = 0, at_most: int = 1_000_000) -> bool:
 
 def _lines(caplog, level: int, text: str) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == level and text in r.getMessage()]
+
+
+async def test_a_worker_whose_partition_leaders_are_away_stays_ready_while_the_cluster_answers(
+    one_broker_apart, redis_server
+):
+    """It goes on with every other partition, so it stays ready (a partition offline for weeks used to keep the
+    ingest not ready, holding every rollout of it); the gauge counts the partitions (LagwatchPartitionLeadersAway
+    fires on it). The whole cluster away: not ready."""
+    config = make_config(one_broker_apart.bootstrap, redis_server.url)
+    one_broker_apart.set_broker_down(AWAY)
+    async with running(IngestWorker(config, CLUSTER)) as worker:
+        await eventually(lambda: _unanswered(at_least=3))
+        answers = []
+        for _ in range(10):  # across several polls with the broker still away
+            answers.append(await readiness(worker))
+            await asyncio.sleep(0.3)
+        assert {status for status, _ in answers} == {200}, answers
+        assert answers[-1][1]["checks"] == {"redis": True, "kafka": True}
+        await asyncio.to_thread(one_broker_apart.set_broker_down)
+        try:
+            _, body = await eventually(lambda: _answer_is(worker, 503), timeout=30)
+            assert body["checks"] == {"redis": True, "kafka": False}
+        finally:
+            await asyncio.to_thread(one_broker_apart.set_broker_up)
+        await eventually(lambda: _answer_is(worker, 200), timeout=30)
+
+
+async def _answer_is(worker: IngestWorker, status: int) -> tuple[int, dict] | None:
+    got = await readiness(worker)
+    return got if got[0] == status else None
