@@ -23,11 +23,11 @@ system-deps:
 run: system-deps venv
 	$(BIN)/lagwatch dev up --state-dir .local $(ARGS)
 
-## test: lint, then the whole suite against a real redis-server and the Kafka mock cluster, in three processes
+## test: lint, then the whole suite against a real redis-server and the Kafka mock cluster, in two processes
 ## (pytest-xdist, a test file per process at a time: its fixtures and Spark session stay in one process). The suite
-## mostly waits on servers and group joins (its CPU ~40 % of 2 cores): on 2 cores two processes took it from
-## 11 min 46 s to 6 min 27 s, and later three from 10 min 22 s to 8 min 21 s. `make test PYTEST_ARGS=` runs it in one.
-PYTEST_ARGS ?= -n 3 --dist loadfile
+## mostly waits on servers and group joins: two processes took it from 11 min 46 s to 6 min 27 s on 2 cores.
+## `make test PYTEST_ARGS=` runs it in one.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 test: system-deps venv lint
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
