@@ -24,7 +24,7 @@ from lagwatch.shared.config import ENV_PREFIX, Config, ConfigError, option_name
 from lagwatch.shared.kafka.kafka_client import client_kwargs, librdkafka_config
 from lagwatch.shared.subscriptions.documents import SOURCE_CONFIG, kebab
 from lagwatch.shared.subscriptions.masking import mask, masked_document
-from lagwatch.shared.subscriptions.validation import deep_problems, destination_of
+from lagwatch.shared.subscriptions.validation import destination_of, file_problems
 
 SHORTCUTS = ("REDIS_URL", "KAFKA_BOOTSTRAP_SERVERS")
 
@@ -57,20 +57,13 @@ def _check_clusters(config: Config, found: Findings) -> None:
 
 
 def _check_subscriptions(config: Config, found: Findings) -> None:
-    seen: set[str] = set()
+    found.problems += [str(problem) for problem in file_problems(config)]  # the notifier's own, all of them
     for i, sub in enumerate(config.subscriptions):
-        where = f"subscriptions[{i}]"
-        if sub.id in seen:
-            found.problems.append(str(ConfigError(f"{where}.id", f"duplicate subscription id {sub.id!r}")))
-        seen.add(sub.id)
-        problems = deep_problems(sub, allow_private=config.notifier.allow_private_targets)
-        for key, problem in problems.items():
-            found.problems.append(str(ConfigError(f"{where}.{key.replace('_', '-')}", problem)))
         unknown = [c for c in sub.clusters if c not in config.clusters]
         if unknown and config.clusters:
             found.warnings.append(
-                f"config {where}.clusters: {', '.join(unknown)} not defined here: its alerts come only from a "
-                "notifier whose configuration defines it"
+                f"config subscriptions[{i}].clusters: {', '.join(unknown)} not defined here: its alerts come only "
+                "from a notifier whose configuration defines it"
             )
 
 
@@ -84,7 +77,8 @@ def sources(path: str | None, env: Mapping[str, str]) -> str:
 
 def summary(config: Config) -> list[str]:
     """A few lines saying what the configuration sets up."""
-    lines = [f"redis: {_shown_field(config.redis, 'url')}" + (" (Redis Cluster)" if config.redis.cluster_mode else "")]
+    shown = _section(config)  # URLs with their password hidden
+    lines = [f"redis: {shown['redis']['url']}" + (" (Redis Cluster)" if config.redis.cluster_mode else "")]
     for name, c in config.clusters.items():
         login = f", SASL {c.sasl.mechanism}" if c.sasl.mechanism else ""
         tls = ", TLS" if c.tls.enabled else ""
@@ -99,9 +93,7 @@ def summary(config: Config) -> list[str]:
         lines.append("subscriptions: none in the configuration (the api may add some)")
     history = config.history
     lines.append(
-        f"history: to {history.topic}, archived under {_shown_field(history, 'path')}"
-        if history.enabled
-        else "history: off"
+        f"history: to {history.topic}, archived under {shown['history']['path']}" if history.enabled else "history: off"
     )
     token = "set" if config.api.token else "not set: the api refuses deletions and subscription changes"
     lines.append(f"api: {config.api.host}:{config.api.port}, token {token}")
@@ -152,8 +144,3 @@ def _subscription(sub: Any) -> dict[str, Any]:
     doc = masked_document(sub, SOURCE_CONFIG)
     doc.pop("source", None)
     return kebab(doc)
-
-
-def _shown_field(section: Any, name: str) -> Any:
-    f = next(f for f in dataclasses.fields(section) if f.name == name)
-    return f.metadata.get("shown", lambda v: v)(getattr(section, name))

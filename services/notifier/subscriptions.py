@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig
+from lagwatch.shared.config import Config, SubscriptionConfig
 from lagwatch.shared.domain.group_filter import GroupFilter
 from lagwatch.shared.domain.protocol import Status
 from lagwatch.shared.subscriptions.documents import SOURCE_API, SOURCE_CONFIG
 from lagwatch.shared.subscriptions.notification_policy import Policy
 from lagwatch.shared.subscriptions.store import SubscriptionStore
-from lagwatch.shared.subscriptions.validation import deep_problems, destination_of
+from lagwatch.shared.subscriptions.validation import destination_of, file_problems
 
 log = logging.getLogger(__name__)
 
@@ -71,20 +71,9 @@ def compile_subscription(config: SubscriptionConfig, source: str) -> Subscriptio
 
 def from_config(config: Config) -> list[Subscription]:
     """The configuration file's subscriptions, validated: ConfigError names the first bad key."""
-    out: list[Subscription] = []
-    seen: set[str] = set()
-    for i, sub in enumerate(config.subscriptions):
-        where = f"subscriptions[{i}]"
-        if sub.id in seen:
-            raise ConfigError(f"{where}.id", f"duplicate subscription id {sub.id!r}")
-        seen.add(sub.id)
-        problems = deep_problems(sub, allow_private=config.notifier.allow_private_targets)
-        if problems:
-            key, problem = next(iter(problems.items()))
-            field_name, dot, rest = key.partition(".")
-            raise ConfigError(f"{where}.{field_name.replace('_', '-')}{dot}{rest}", problem)
-        out.append(compile_subscription(sub, SOURCE_CONFIG))
-    return out
+    for problem in file_problems(config):
+        raise problem
+    return [compile_subscription(sub, SOURCE_CONFIG) for sub in config.subscriptions]
 
 
 # --- api documents ----------------------------------------------------------------------------------------------

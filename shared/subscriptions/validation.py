@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from lagwatch.shared.config import ConfigError, SubscriptionConfig, build_section, field_problems
+from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig, build_section, field_problems
 from lagwatch.shared.delivery import address_guard, tls
 from lagwatch.shared.domain.group_filter import linear_regex_problem
 from lagwatch.shared.subscriptions import destinations
@@ -43,6 +43,20 @@ def destination_of(config: SubscriptionConfig) -> str:
     """Where a subscription's requests go, as its per-destination queue: scheme://host:port (smtp://host:port)."""
     endpoint = destinations.endpoint(config)
     return endpoint if endpoint.startswith("smtp://") else address_guard.destination(endpoint)
+
+
+def file_problems(config: Config) -> Iterator[ConfigError]:
+    """The configuration file's subscriptions' problems, in order (a duplicate id, then `deep_problems`), each naming
+    its key as the file spells it: the notifier refuses to start on the first, `lagwatch config check` lists all."""
+    seen: set[str] = set()
+    for i, sub in enumerate(config.subscriptions):
+        where = f"subscriptions[{i}]"
+        if sub.id in seen:
+            yield ConfigError(f"{where}.id", f"duplicate subscription id {sub.id!r}")
+        seen.add(sub.id)
+        for key, problem in deep_problems(sub, allow_private=config.notifier.allow_private_targets).items():
+            field_name, dot, rest = key.partition(".")  # `headers.X_Token`: a header's own name kept as it is
+            yield ConfigError(f"{where}.{field_name.replace('_', '-')}{dot}{rest}", problem)
 
 
 def deep_problems(config: SubscriptionConfig, *, allow_private: bool, read_files: bool = True) -> dict[str, str]:
