@@ -487,6 +487,14 @@ class MockKafkaCluster:
             raise MockKafkaError(f"rd_kafka_new failed: {errstr.value.decode()}")
         return rk
 
+    def take_over_address(self, port: int) -> str:
+        """Serve from now on where a cluster started with `port` served (broker i at `port + i - 1`, advertised so):
+        another cluster behind a stopped one's address, as a Kafka cluster replaced behind the same address."""
+        with self._lock:
+            self._require()
+            self._bootstrap = self._expose_on_fixed_ports(port)
+            return self._bootstrap
+
     def _expose_on_fixed_ports(self, base_port: int) -> str:
         brokers = self._broker_addresses()
         addresses = []

@@ -35,6 +35,12 @@ HISTORY_REWINDS = Counter(
     "Times the ingest read its partitions again to archive the commits of a history-topic outage",
     ["cluster"],
 )
+KAFKA_REPLACED = Counter(
+    "lagwatch_ingest_kafka_replaced_total",
+    "Times this worker found another Kafka cluster (another cluster id) behind the cluster name and forgot the old "
+    "one's windows and topics",
+    ["cluster"],
+)
 RETRIES = Counter("lagwatch_ingest_retries_total", "Batches retried after a Redis or Kafka failure", ["cluster"])
 
 

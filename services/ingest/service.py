@@ -41,6 +41,7 @@ from lagwatch.services.ingest.admin_offsets import AdminOffsets, offsets_topic_r
 from lagwatch.services.ingest.archive_queue import ArchiveQueue, Ticket
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets, LeadersUnreachable
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
+from lagwatch.services.ingest.kafka_identity import KafkaIdentity
 from lagwatch.services.ingest.new_protocol_groups import TopicIds
 from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer, ReadThrough
 from lagwatch.services.ingest.pending_deletions import PendingDeletions
@@ -82,6 +83,8 @@ def self_group(cluster: str) -> str:
 
 
 class IngestWorker:
+    kafka_replaced = False  # set when the Kafka cluster behind the name changed while running: `run_ingest` starts over
+
     def __init__(self, config: Config, cluster: str, *, http_port: int | None = None) -> None:
         self.cluster = cluster
         cluster_config = config.cluster(cluster)
@@ -97,6 +100,7 @@ class IngestWorker:
         self.admin_groups = tuple(cluster_config.admin_groups)
         self.offset_refresh = cluster_config.offset_refresh
         self.admin_mode = False  # commits come through the admin API (decided at start for `auto`)
+        self.identity = KafkaIdentity(cluster, self.redis, rdkafka)
         self.history = self._history_publisher(config, rdkafka) if config.history.enabled else None
         self.broker_offsets = BrokerOffsets(
             cluster,
@@ -209,19 +213,25 @@ class IngestWorker:
                 self.cluster,
             )
         poller: asyncio.Task | None = None
+        watcher: asyncio.Task | None = None
         try:
             # Kafka down at start-up: the worker waits for it (health answering, /readyz not ready), not exits
             await self._retry("connecting to Kafka", self.broker_offsets.start)
             await self.changes.start()  # notices are best effort: a producer that cannot start is retried later
             await self._start_history()
+            await self._retry("checking which Kafka cluster this is", self._verify_kafka)
             await self._first_broker_poll()
             await self._purge_excluded_groups()
             poller = asyncio.create_task(self.broker_offsets.run(self.stopping, self.caught_up))
+            watcher = asyncio.create_task(self._watch_kafka_identity())
             await self._read_commits()
         finally:
             self.stopping.set()
             if poller is not None:
                 await poller
+            if watcher is not None:
+                watcher.cancel()  # it may be waiting up to its request timeout for a broker
+                await asyncio.wait({watcher})
             self.consumer.shutdown()
             await self.broker_offsets.stop()
             await self.changes.stop()
@@ -234,6 +244,36 @@ class IngestWorker:
     async def _start_history(self) -> None:
         if self.history is not None:
             await self._retry("starting the history producer", self.history.start)
+
+    async def _verify_kafka(self) -> None:
+        await self.identity.verify(self._forget_kafka_data, self.stopping)
+
+    async def _forget_kafka_data(self, recorded: str, seen: str) -> None:
+        """The Kafka cluster behind the name was replaced (kafka_identity.py): forget the old one's groups and topics;
+        the evaluator records the groups NOTFOUND, and the history's replay forgets the topics too."""
+        metrics.KAFKA_REPLACED.labels(self.cluster).inc()
+        groups, topics = await self.store.forget_kafka_data(self.cluster, PURGE_CHUNK)
+        for start in range(0, len(groups), PURGE_CHUNK):
+            await self.changes.publish(self.cluster, [(g, "deleted") for g in groups[start : start + PURGE_CHUNK]])
+        if topics and self.history is not None:
+            await self.history.publish_deletions(topics, now_ms())
+        log.info(
+            "ingest %s: forgot %d groups and %d topics of Kafka cluster %s",
+            self.cluster,
+            len(groups),
+            len(topics),
+            recorded,
+        )
+
+    async def _watch_kafka_identity(self) -> None:
+        """Every topic-refresh: the Kafka cluster behind the name replaced while running ends this worker's run, to
+        start over (`run_ingest`): its windows in memory belong to the old cluster."""
+        while not self.stopping.is_set():
+            await self._sleep(self.broker_offsets.topic_refresh)
+            if not self.stopping.is_set() and await self.identity.replaced():
+                self.kafka_replaced = True
+                self.stopping.set()
+                return
 
     async def _first_broker_poll(self) -> None:
         """Know the log-end offsets before the first commit needs one (retrying while Kafka or Redis is down). Some
@@ -527,7 +567,12 @@ async def run_ingest(config: Config, cluster: str, *, http_port: int | None = No
     """`lagwatch run ingest`: run one worker until SIGTERM or SIGINT."""
     _collect_garbage_less_often()
     _switch_threads_sooner()
-    await run_until_signalled(IngestWorker(config, cluster, http_port=http_port))
+    while True:
+        worker = IngestWorker(config, cluster, http_port=http_port)
+        await run_until_signalled(worker)
+        if not worker.kafka_replaced:
+            return
+        log.warning("ingest %s: starting over on the new Kafka cluster", cluster)
 
 
 def _collect_garbage_less_often() -> None:

@@ -22,6 +22,10 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
                                             kept until the history topic took it, sent again by the next worker to
                                             start (services/ingest/pending_deletions.py)
     lw:c:{<cluster>}:stats            HASH  ingest counters (records, decode errors by type, outcomes, ...)
+    lw:c:{<cluster>}:kafka-id         STR   the id of the Kafka cluster read under this name (Metadata's ClusterId):
+                                            another one at a worker's start means the cluster was replaced, and its
+                                            data here is forgotten (services/ingest/kafka_identity.py)
+    lw:c:{<cluster>}:kafka-forgetting STR   lease: the ingest worker forgetting a replaced cluster's data (expires)
     lw:t:{<cluster>/<topic>}:bo       HASH  partition -> broker ring (see packing.py), last `intervals` log-end offsets
     lw:t:{<cluster>/<topic>}:h        HASH  partition -> log-end history for lag in seconds: (offset, at) pairs,
                                             `storage.lag-history` seconds, flat stretches collapsed (time_lag.py)
@@ -129,6 +133,14 @@ def history_deletions(cluster: str) -> str:
 
 def ingest_stats(cluster: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:stats"
+
+
+def kafka_id(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:kafka-id"
+
+
+def kafka_forgetting(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:kafka-forgetting"
 
 
 def broker_ring(cluster: str, topic: str) -> str:

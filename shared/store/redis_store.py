@@ -493,6 +493,31 @@ class WindowStore:
             await pipe.execute()
         return sum(removed)
 
+    async def forget_kafka_data(self, cluster: str, chunk: int = 1000) -> tuple[list[str], list[str]]:
+        """Forget what the cluster's Kafka said (its Kafka cluster was replaced under the name): every group's
+        windows, metadata and owners, and every topic's log-end samples, partition count and retention, and the
+        ingest's read-through marks and pending topic deletions. The evaluator's state of each group stays, for it
+        to record the group NOTFOUND. Returns the groups and the topics forgotten."""
+        groups = await self.list_groups(cluster)
+        for start in range(0, len(groups), chunk):
+            await self.delete_groups(cluster, groups[start : start + chunk])
+        topics = list(await self.list_topics(cluster))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for topic in topics:
+                pipe.delete(
+                    keys.broker_ring(cluster, topic),
+                    keys.offset_history(cluster, topic),
+                    keys.log_start_history(cluster, topic),
+                )
+            pipe.delete(
+                keys.topics_index(cluster),
+                keys.topic_retention(cluster),
+                keys.read_through(cluster),
+                keys.topic_deletions(cluster),
+            )
+            await pipe.execute()
+        return groups, topics
+
     async def unindex_expired(self, cluster: str, now_ms: int) -> int:
         """Take every group whose newest commit is older than `expire-group` out of the group index (its keys expire
         by themselves in Redis; the index would keep the name forever, listed and swept). One command, however

@@ -1,0 +1,138 @@
+"""Which Kafka cluster a cluster name stands for: a cluster replaced under the same name is noticed, and what lagwatch
+kept of the old one is forgotten.
+
+Kafka gives every cluster an id (Metadata's `ClusterId`, kept in each broker's `meta.properties`: the same across
+restarts and upgrades, a new one only when the cluster is created anew). The ingest records the id of the cluster it
+reads in Redis (`keys.kafka_id`). Another id at a worker's start means the cluster was rebuilt or replaced under the
+name (a migration behind the same address, a disaster recovery, a test cluster created again). Its offsets topic is
+numbered from 0 again and its topics' offsets differ, so none of its commits can continue the windows: a window
+orders its entries by their position in the offsets topic, so every new commit would look older than what the
+window holds and be dropped, every group would drift to STOP and stay there until `expire-group` (a week by
+default), and the old topics' log ends would stand above every new commit. Burrow, restarted against the new
+cluster, starts empty; lagwatch keeps its windows across restarts, so it has to notice.
+
+The first worker to see the new id takes a lease and forgets the cluster's groups and topics in Redis
+(`WindowStore.forget_kafka_data`), tells the evaluator the groups were deleted (it records them NOTFOUND, closing
+their incidents, as after the api's DELETE), sends the topics' deletions to the history topic (the replay forgets
+them too), then records the id. Other workers starting meanwhile wait for it (a worker that dies while forgetting
+leaves the lease to expire, and the next one forgets again: deleting is idempotent). A running worker asks for the
+id every `topic-refresh` and starts over when it changed (`IngestWorker.kafka_replaced`): the windows it holds in
+memory belong to the old cluster.
+
+A broker that gives no id (Kafka before 0.10.1) is not checked. The first start of a version that checks adopts the
+id it finds. Two different Kafka clusters configured under one name, sharing a Redis, would forget each other's data
+at every start: the warning says so, and each needs a name of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from lagwatch.shared.store import keys, scripts
+from lagwatch.shared.store.redis_client import reply
+
+log = logging.getLogger(__name__)
+REQUEST_TIMEOUT_S = 10.0
+LEASE_MS = 120_000  # forgetting a cluster of 100k groups takes seconds; a worker that died leaves it to the next
+WAIT_S = 0.5  # a worker waiting for another to forget asks again this often
+
+Forget = Callable[[str, str], Awaitable[None]]  # (the id recorded, the id Kafka gives) -> forget the old one's data
+
+
+class KafkaIdentity:
+    """The id of the Kafka cluster behind one cluster name, as Kafka gives it and as Redis recorded it."""
+
+    def __init__(self, cluster: str, redis: Any, rdkafka_config: Mapping[str, Any]) -> None:
+        self.cluster = cluster
+        self.verified: str | None = None  # the id this worker checked at its start (None: Kafka gives none)
+        self._redis = redis
+        self._config = dict(rdkafka_config)
+        self._admin: AdminClient | None = None
+        self._owner = uuid.uuid4().hex
+        self._claim = redis.register_script(scripts.CLAIM_KAFKA_ID)
+        self._record = redis.register_script(scripts.RECORD_KAFKA_ID)
+
+    async def current(self) -> str | None:
+        """The id Kafka gives now (None: the brokers give none); KafkaException when no broker answers."""
+        if self._admin is None:
+            self._admin = AdminClient(self._config, logger=log)
+        admin = self._admin
+        try:
+            described = await asyncio.wrap_future(admin.describe_cluster(request_timeout=REQUEST_TIMEOUT_S))
+        finally:
+            admin.poll(0)  # librdkafka's log lines wait in its queue until served
+        return described.cluster_id or None
+
+    async def verify(self, forget: Forget, stopping: asyncio.Event | None = None) -> str | None:
+        """At a worker's start, before anything of the cluster is read or written: compare the id Kafka gives with
+        the one recorded, forgetting the old cluster's data (`forget`) when they differ; while another worker does,
+        wait for it (or for `stopping`). Returns the id (None: Kafka gives none, or stopped while waiting).
+        KafkaException or RedisError: retried by the caller, as the start is."""
+        seen = await self.current()
+        if seen is None:
+            log.info(
+                "ingest %s: the brokers give no cluster id: a cluster replaced under this name is not noticed",
+                self.cluster,
+            )
+            self.verified = None
+            return None
+        id_keys = [keys.kafka_id(self.cluster), keys.kafka_forgetting(self.cluster)]
+        while True:
+            verdict, recorded = (_text(v) for v in await self._claim(keys=id_keys, args=[seen, self._owner, LEASE_MS]))
+            if verdict in ("same", "first"):
+                break
+            if verdict == "replaced":
+                _warn_replaced(self.cluster, recorded, seen)
+                await forget(recorded, seen)
+                await reply(self._record(keys=id_keys, args=[seen, self._owner]))
+                log.warning(
+                    "ingest %s: the data of Kafka cluster %s forgotten; reading %s", self.cluster, recorded, seen
+                )
+                break
+            if stopping is not None and stopping.is_set():
+                return None
+            await asyncio.sleep(WAIT_S)  # another worker forgets the old cluster's data
+        self.verified = seen
+        return seen
+
+    async def replaced(self) -> bool:
+        """Whether the cluster behind the name is another than the one verified at the start (a running worker asks
+        every topic-refresh). Kafka away, or giving no id: not replaced (asked again next time)."""
+        if self.verified is None:
+            return False
+        try:
+            seen = await self.current()
+        except KafkaException as exc:
+            log.debug("ingest %s: cluster id not read (%s)", self.cluster, exc)
+            return False
+        if seen is None or seen == self.verified:
+            return False
+        log.warning(
+            "ingest %s: the Kafka cluster behind this name is now %s, not %s: the worker starts over",
+            self.cluster,
+            seen,
+            self.verified,
+        )
+        return True
+
+
+def _warn_replaced(cluster: str, recorded: str, seen: str) -> None:
+    log.warning(
+        "ingest %s: Kafka cluster %s replaced by %s under this name: its windows, log ends and read marks are "
+        "forgotten (none of the new cluster's commits could continue them); its groups are recorded NOTFOUND. If "
+        "two Kafka clusters are configured under one name sharing this Redis, give each a name of its own",
+        cluster,
+        recorded,
+        seen,
+    )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
