@@ -16,8 +16,8 @@ The first worker to see the new id takes a lease and forgets the cluster's group
 their incidents, as after the api's DELETE), sends the topics' deletions to the history topic (the replay forgets
 them too), then records the id. Other workers starting meanwhile wait for it (a worker that dies while forgetting
 leaves the lease to expire, and the next one forgets again: deleting is idempotent). A running worker asks for the
-id every `topic-refresh` and starts over when it changed (`IngestWorker.kafka_replaced`): the windows it holds in
-memory belong to the old cluster.
+id every `offset-refresh` (a Metadata request without topics) and starts over when it changed
+(`IngestWorker.kafka_replaced`): the windows it holds in memory belong to the old cluster.
 
 A broker that gives no id (Kafka before 0.10.1) is not checked. The first start of a version that checks adopts the
 id it finds. Two different Kafka clusters configured under one name, sharing a Redis, would forget each other's data
@@ -35,6 +35,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from lagwatch.services.ingest import metrics
 from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.redis_client import reply
 
@@ -58,6 +59,7 @@ class KafkaIdentity:
         self._owner = uuid.uuid4().hex
         self._claim = redis.register_script(scripts.CLAIM_KAFKA_ID)
         self._record = redis.register_script(scripts.RECORD_KAFKA_ID)
+        metrics.KAFKA_REPLACED.labels(cluster)  # at 0 from the start: Prometheus's increase() misses a series born at 1
 
     async def current(self) -> str | None:
         """The id Kafka gives now (None: the brokers give none); KafkaException when no broker answers."""
@@ -90,6 +92,7 @@ class KafkaIdentity:
                 break
             if verdict == "replaced":
                 _warn_replaced(self.cluster, recorded, seen)
+                metrics.KAFKA_REPLACED.labels(self.cluster).inc()
                 await forget(recorded, seen)
                 await reply(self._record(keys=id_keys, args=[seen, self._owner]))
                 log.warning(
@@ -104,7 +107,7 @@ class KafkaIdentity:
 
     async def replaced(self) -> bool:
         """Whether the cluster behind the name is another than the one verified at the start (a running worker asks
-        every topic-refresh). Kafka away, or giving no id: not replaced (asked again next time)."""
+        every offset-refresh). Kafka away, or giving no id: not replaced (asked again next time)."""
         if self.verified is None:
             return False
         try:

@@ -251,7 +251,6 @@ class IngestWorker:
     async def _forget_kafka_data(self, recorded: str, seen: str) -> None:
         """The Kafka cluster behind the name was replaced (kafka_identity.py): forget the old one's groups and topics;
         the evaluator records the groups NOTFOUND, and the history's replay forgets the topics too."""
-        metrics.KAFKA_REPLACED.labels(self.cluster).inc()
         groups, topics = await self.store.forget_kafka_data(self.cluster, PURGE_CHUNK)
         for start in range(0, len(groups), PURGE_CHUNK):
             await self.changes.publish(self.cluster, [(g, "deleted") for g in groups[start : start + PURGE_CHUNK]])
@@ -266,10 +265,10 @@ class IngestWorker:
         )
 
     async def _watch_kafka_identity(self) -> None:
-        """Every topic-refresh: the Kafka cluster behind the name replaced while running ends this worker's run, to
+        """Every offset-refresh: the Kafka cluster behind the name replaced while running ends this worker's run, to
         start over (`run_ingest`): its windows in memory belong to the old cluster."""
         while not self.stopping.is_set():
-            await self._sleep(self.broker_offsets.topic_refresh)
+            await self._sleep(self.offset_refresh)
             if not self.stopping.is_set() and await self.identity.replaced():
                 self.kafka_replaced = True
                 self.stopping.set()

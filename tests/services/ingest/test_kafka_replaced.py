@@ -7,6 +7,8 @@ import logging
 import socket
 import time
 
+from prometheus_client import REGISTRY
+
 from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.services.ingest import kafka_identity
@@ -74,6 +76,7 @@ async def test_a_worker_starting_on_a_replaced_cluster_forgets_the_old_ones_wind
             await eventually(lambda: _equals(windows(store, "billing"), OLD_WINDOWS))
     old_id = (await redis.get(keys.kafka_id(CLUSTER))).decode()
     assert old_id == await kafka_id(kafka)
+    replaced_before = _replaced_count()
 
     with new_cluster() as replacement:
         new_id = await kafka_id(replacement)
@@ -88,6 +91,11 @@ async def test_a_worker_starting_on_a_replaced_cluster_forgets_the_old_ones_wind
     assert not await redis.exists(keys.kafka_forgetting(CLUSTER))
     said = [r.getMessage() for r in caplog.records if "replaced by" in r.getMessage()]
     assert len(said) == 1 and old_id in said[0] and new_id in said[0], said
+    assert _replaced_count() == replaced_before + 1  # LagwatchKafkaClusterReplaced fires on it
+
+
+def _replaced_count() -> float:
+    return REGISTRY.get_sample_value("lagwatch_ingest_kafka_replaced_total", {"cluster": CLUSTER}) or 0.0
 
 
 async def test_the_same_cluster_again_keeps_everything(kafka, redis_server, redis):
@@ -105,7 +113,7 @@ async def test_the_same_cluster_again_keeps_everything(kafka, redis_server, redi
 
 
 async def test_a_running_worker_starts_over_when_the_cluster_behind_its_address_is_replaced(redis_server, redis):
-    """The cluster behind the configured address is replaced while the worker runs (within a topic-refresh, 1 s
+    """The cluster behind the configured address is replaced while the worker runs (within an offset-refresh, 0.3 s
     here): the worker ends its run saying so (`run_ingest` then starts a new one), and the next worker forgets the
     old cluster's windows and reads the new cluster's commits."""
     port = _free_port_pair()
