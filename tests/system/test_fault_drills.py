@@ -585,11 +585,11 @@ async def test_kafka_outage_then_a_restart_that_loses_everything(tmp_path):
     cluster id): the ingest notices it and starts over, forgetting the old cluster's windows
     (services/ingest/kafka_identity.py), so lagwatch's own group goes NOTFOUND and comes back.
 
-    Designed around: round one's groups are not played on after the restart (with `__consumer_offsets` empty
-    again, their new commits would carry record offsets below those already in their windows, which a real Kafka
-    never does), and nothing is published while the services reconnect: on a very busy machine, two status events
-    published half a second after the restart, while the notifier was rejoining its group on the new, empty topic,
-    were once never notified (cause not pinned down; a topic whose offsets start again at 0 under a consumer that
+    Designed around: round one's groups are deleted before the restart, not played on after it (their windows
+    are forgotten with the old cluster, and a group that comes back is a new incident history: the drill counts
+    exactly-once per round), and nothing is published while the services reconnect: on a very busy machine, two
+    status events published half a second after the restart, while the notifier was rejoining its group on the new,
+    empty topic, were once never notified (cause not pinned down; a topic whose offsets start again at 0 under a consumer that
     was further on is not something a real Kafka does). Round two's first alert comes after its warm-up, seconds
     later.
     """
