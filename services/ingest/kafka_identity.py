@@ -95,9 +95,6 @@ class KafkaIdentity:
                 metrics.KAFKA_REPLACED.labels(self.cluster).inc()
                 await forget(recorded, seen)
                 await reply(self._record(keys=id_keys, args=[seen, self._owner]))
-                log.warning(
-                    "ingest %s: the data of Kafka cluster %s forgotten; reading %s", self.cluster, recorded, seen
-                )
                 break
             if stopping is not None and stopping.is_set():
                 return None

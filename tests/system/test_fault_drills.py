@@ -589,9 +589,9 @@ async def test_kafka_outage_then_a_restart_that_loses_everything(tmp_path):
     are forgotten with the old cluster, and a group that comes back is a new incident history: the drill counts
     exactly-once per round), and nothing is published while the services reconnect: on a very busy machine, two
     status events published half a second after the restart, while the notifier was rejoining its group on the new,
-    empty topic, were once never notified (cause not pinned down; a topic whose offsets start again at 0 under a consumer that
-    was further on is not something a real Kafka does). Round two's first alert comes after its warm-up, seconds
-    later.
+    empty topic, were once never notified (cause not pinned down; a topic whose offsets start again at 0 under a
+    consumer that was further on is not something a real Kafka does). Round two's first alert comes after its
+    warm-up, seconds later.
     """
     before, after = settled_first(SCENARIOS), renamed("after")
     async with running_system(tmp_path / "state") as drill:
