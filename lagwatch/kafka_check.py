@@ -25,7 +25,8 @@ class CheckError(RuntimeError):
 
 
 def check_cluster(cluster: ClusterConfig, name: str, timeout: float = 10.0) -> dict[str, Any]:
-    """Brokers, topic count and whether the offsets topic is visible, read with the cluster's own settings."""
+    """Brokers, the Kafka cluster id, topic count and whether the offsets topic is visible, read with the cluster's
+    own settings."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
@@ -47,6 +48,8 @@ def check_cluster(cluster: ClusterConfig, name: str, timeout: float = 10.0) -> d
         seen = f" ({errors[-1]})" if errors else ""
         raise CheckError(f"cluster {name}: no answer within {timeout:g} s: {exc.args[0].str()}{seen}") from None
     report["brokers"] = sorted(f"{b.host}:{b.port}" for b in metadata.brokers.values())
+    # the ingest records it: another one behind the name later is a replaced cluster (services/ingest/kafka_identity.py)
+    report["cluster_id"] = metadata.cluster_id
     report["topics"] = len(metadata.topics)
     report["offsets_topic_visible"] = cluster.offsets_topic in metadata.topics
     report["offsets_source"] = cluster.offsets_source

@@ -724,6 +724,8 @@ def test_check_kafka_logs_in_and_reports_what_lagwatch_sees(endpoint, monkeypatc
         env["LAGWATCH__CLUSTERS__cloud__BOOTSTRAP_SERVERS"] = f"127.0.0.1:{gateway.port}"
         assert check_kafka(monkeypatch, env) == 0
     report = json.loads(capsys.readouterr().out)
+    cluster_id = report.pop("cluster_id")  # Kafka's own, which the ingest records (kafka_identity.py)
+    assert isinstance(cluster_id, str) and cluster_id
     assert report == {
         "cluster": "cloud",
         "login": "OAUTHBEARER",
