@@ -53,7 +53,6 @@ class KafkaIdentity:
     def __init__(self, cluster: str, redis: Any, rdkafka_config: Mapping[str, Any]) -> None:
         self.cluster = cluster
         self.verified: str | None = None  # the id this worker checked at its start (None: Kafka gives none)
-        self._redis = redis
         self._config = dict(rdkafka_config)
         self._admin: AdminClient | None = None
         self._owner = uuid.uuid4().hex
@@ -65,12 +64,7 @@ class KafkaIdentity:
         """The id Kafka gives now (None: the brokers give none); KafkaException when no broker answers."""
         if self._admin is None:
             self._admin = AdminClient(self._config, logger=log)
-        admin = self._admin
-        try:
-            described = await asyncio.wrap_future(admin.describe_cluster(request_timeout=REQUEST_TIMEOUT_S))
-        finally:
-            admin.poll(0)  # librdkafka's log lines wait in its queue until served
-        return described.cluster_id or None
+        return await cluster_id(self._admin)
 
     async def verify(self, forget: Forget, stopping: asyncio.Event | None = None) -> str | None:
         """At a worker's start, before anything of the cluster is read or written: compare the id Kafka gives with
@@ -121,6 +115,16 @@ class KafkaIdentity:
             self.verified,
         )
         return True
+
+
+async def cluster_id(admin: AdminClient) -> str | None:
+    """The id of the Kafka cluster the admin client talks to (None: the brokers give none); KafkaException when no
+    broker answers. A Metadata request without topics."""
+    try:
+        described = await asyncio.wrap_future(admin.describe_cluster(request_timeout=REQUEST_TIMEOUT_S))
+    finally:
+        admin.poll(0)  # librdkafka's log lines (and a token's refresh) wait in its queue until served
+    return described.cluster_id or None
 
 
 def _warn_replaced(cluster: str, recorded: str, seen: str) -> None:

@@ -7,12 +7,13 @@ import logging
 import socket
 import time
 
+from confluent_kafka.admin import AdminClient
 from prometheus_client import REGISTRY
 
 from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.services.ingest import kafka_identity
-from lagwatch.services.ingest.kafka_identity import KafkaIdentity
+from lagwatch.services.ingest.kafka_identity import KafkaIdentity, cluster_id
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
@@ -28,14 +29,7 @@ def new_cluster(port: int | None = None) -> MockKafkaCluster:
 
 
 async def kafka_id(cluster: MockKafkaCluster) -> str | None:
-    return await KafkaIdentity(CLUSTER, _NoRedis(), {"bootstrap.servers": cluster.bootstrap}).current()
-
-
-class _NoRedis:
-    """KafkaIdentity only asks Kafka here."""
-
-    def register_script(self, script: str) -> None:
-        return None
+    return await cluster_id(AdminClient({"bootstrap.servers": cluster.bootstrap}))
 
 
 async def windows(store: WindowStore, group: str) -> dict[tuple[str, int], list[int]]:
