@@ -19,9 +19,11 @@ leaves the lease to expire, and the next one forgets again: deleting is idempote
 id every `offset-refresh` (a Metadata request without topics) and starts over when it changed
 (`IngestWorker.kafka_replaced`): the windows it holds in memory belong to the old cluster.
 
-A broker that gives no id (Kafka before 0.10.1) is not checked. The first start of a version that checks adopts the
-id it finds. Two different Kafka clusters configured under one name, sharing a Redis, would forget each other's data
-at every start: the warning says so, and each needs a name of its own.
+Brokers that give no id (Kafka before 0.10.1, Azure Event Hubs), or another one at each request (two looks at the
+start disagree), are not checked; a running worker starts over only on the same new id in two looks in a row. The
+first start of a version that checks adopts the id it finds. Two different Kafka clusters configured under one name,
+sharing a Redis, would forget each other's data at every start: the warning says so, and each needs a name of its
+own.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class KafkaIdentity:
     def __init__(self, cluster: str, redis: Any, rdkafka_config: Mapping[str, Any]) -> None:
         self.cluster = cluster
         self.verified: str | None = None  # the id this worker checked at its start (None: Kafka gives none)
+        self._suspect: str | None = None  # another id, answered once by a running worker's last look
         self._config = dict(rdkafka_config)
         self._admin: AdminClient | None = None
         self._owner = uuid.uuid4().hex
@@ -71,11 +74,15 @@ class KafkaIdentity:
         the one recorded, forgetting the old cluster's data (`forget`) when they differ; while another worker does,
         wait for it (or for `stopping`). Returns the id (None: Kafka gives none, or stopped while waiting).
         KafkaException or RedisError: retried by the caller, as the start is."""
-        seen = await self.current()
-        if seen is None:
-            log.info(
-                "ingest %s: the brokers give no cluster id: a cluster replaced under this name is not noticed",
+        seen, again = await self.current(), await self.current()
+        if seen is None or seen != again:  # a service answering with another id each time must not forget each start
+            how = "no cluster id" if seen is None else f"another cluster id at each request ({seen}, {again})"
+            level = logging.INFO if seen is None else logging.WARNING  # none: Event Hubs, Kafka before 0.10.1
+            log.log(
+                level,
+                "ingest %s: the brokers give %s: a cluster replaced under this name is not noticed",
                 self.cluster,
+                how,
             )
             self.verified = None
             return None
@@ -97,8 +104,9 @@ class KafkaIdentity:
         return seen
 
     async def replaced(self) -> bool:
-        """Whether the cluster behind the name is another than the one verified at the start (a running worker asks
-        every offset-refresh). Kafka away, or giving no id: not replaced (asked again next time)."""
+        """Whether the cluster behind the name is another than the one verified at the start, the same new id in two
+        looks in a row (a running worker looks every offset-refresh). Kafka away, or giving no id: not replaced
+        (asked again next time)."""
         if self.verified is None:
             return False
         try:
@@ -107,6 +115,10 @@ class KafkaIdentity:
             log.debug("ingest %s: cluster id not read (%s)", self.cluster, exc)
             return False
         if seen is None or seen == self.verified:
+            self._suspect = None
+            return False
+        if seen != self._suspect:  # one answer alone does not end the run: the same new id twice in a row does
+            self._suspect = seen
             return False
         log.warning(
             "ingest %s: the Kafka cluster behind this name is now %s, not %s: the worker starts over",

@@ -191,3 +191,42 @@ async def test_a_waiting_worker_takes_over_from_one_that_died_forgetting(kafka, 
 
 async def _true(value) -> object:
     return value
+
+
+class Answers:
+    """Kafka-compatible services answering Metadata with ids the librdkafka mock cannot give (it keeps one per
+    cluster): these replace `cluster_id`, the one place the identity asks Kafka, and say what they were asked."""
+
+    def __init__(self, *ids: str | None) -> None:
+        self.ids, self.asked = list(ids), 0
+
+    async def __call__(self, admin) -> str | None:
+        self.asked += 1
+        return self.ids.pop(0) if len(self.ids) > 1 else self.ids[0]
+
+
+async def test_a_service_giving_another_id_at_each_request_is_not_taken_for_a_replaced_cluster(
+    kafka, redis, monkeypatch
+):
+    """Two looks at the start disagree: nothing is forgotten or recorded (else every start would forget), and the
+    running check stays off."""
+    await redis.set(keys.kafka_id(CLUSTER), "recorded")
+    monkeypatch.setattr(kafka_identity, "cluster_id", Answers("id-1", "id-2", "id-3"))
+    identity = KafkaIdentity(CLUSTER, redis, {"bootstrap.servers": kafka.bootstrap})
+    assert await identity.verify(_never) is None
+    assert await redis.get(keys.kafka_id(CLUSTER)) == b"recorded"
+    assert not await identity.replaced()
+
+
+async def test_one_odd_answer_does_not_end_a_running_workers_run(kafka, redis, monkeypatch):
+    """A running worker starts over only on the same new id in two looks in a row."""
+    answers = Answers("A", "A", "B", "A", "B", "B")
+    monkeypatch.setattr(kafka_identity, "cluster_id", answers)
+    identity = KafkaIdentity(CLUSTER, redis, {"bootstrap.servers": kafka.bootstrap})
+    assert await identity.verify(_never) == "A"
+    assert [await identity.replaced() for _ in range(4)] == [False, False, False, True]
+    assert answers.asked == 6
+
+
+async def _never(recorded: str, seen: str) -> None:
+    raise AssertionError("nothing may be forgotten")
