@@ -35,6 +35,7 @@ import aiohttp
 import jsonschema
 import pytest
 from aiokafka import AIOKafkaConsumer
+from redis.asyncio import Redis
 
 from lagwatch.devkit.demo_processes import ServiceProcess
 from lagwatch.devkit.demo_scenarios import Scenario, scenarios, warmup
@@ -47,6 +48,7 @@ from lagwatch.services.ingest.service import consumer_group as ingest_group
 from lagwatch.services.ingest.service import self_group
 from lagwatch.services.notifier.service import CONSUMER_GROUP as NOTIFIER_GROUP
 from lagwatch.shared.domain.status_event import schema
+from lagwatch.shared.store import keys
 from tests.kafka_helpers import eventually
 from tests.net_helpers import free_port
 
@@ -258,11 +260,26 @@ class Drill:
     async def kafka_restart(self) -> None:
         """The mock's process stops and, KAFKA_RESTART_DOWN_S later, starts again at the same addresses: with
         lagwatch's topics and the services' groups (seeded), and nothing else — records, committed offsets and
-        members are gone."""
+        members are gone. It is another Kafka cluster (another cluster id): the drill goes on once the ingest noticed
+        and forgot the old one's windows (within two offset-refreshes), since commits it read from the new cluster
+        before noticing are forgotten with them (docs/offsets-sources.md)."""
+        before = await self._recorded_kafka_id()
         await asyncio.to_thread(self.infra.stop_kafka)
         await asyncio.sleep(KAFKA_RESTART_DOWN_S)
         await asyncio.to_thread(self.infra.start_kafka)
         await self.status.from_beginning()  # its old position would skip the first events of the new, empty topic
+        await self.until(lambda: self._kafka_id_changed(before), "the ingest noticing the new Kafka cluster")
+
+    async def _recorded_kafka_id(self) -> bytes | None:
+        """The Kafka cluster id the ingest recorded (None while a worker is forgetting the previous one's data)."""
+        async with Redis.from_url(self.infra.redis.url) as redis:
+            if await redis.exists(keys.kafka_forgetting(CLUSTER)):
+                return None
+            return await redis.get(keys.kafka_id(CLUSTER))
+
+    async def _kafka_id_changed(self, before: bytes | None) -> bool:
+        now = await self._recorded_kafka_id()
+        return now is not None and now != before
 
     async def delete_groups(self, round_scenarios: Sequence[Scenario]) -> None:
         """DELETE each scenario's group through the api (Burrow's route, with the bearer token)."""
