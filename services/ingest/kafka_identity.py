@@ -59,8 +59,10 @@ class KafkaIdentity:
         self._config = dict(rdkafka_config)
         self._admin: AdminClient | None = None
         self._owner = uuid.uuid4().hex
+        self._redis = redis
         self._claim = redis.register_script(scripts.CLAIM_KAFKA_ID)
-        self._record = redis.register_script(scripts.RECORD_KAFKA_ID)
+        self._take_lease = redis.register_script(scripts.RENEW_LEASE)  # the poller's lease scripts
+        self._release_lease = redis.register_script(scripts.RELEASE_LEASE)
         metrics.KAFKA_REPLACED.labels(cluster)  # at 0 from the start: Prometheus's increase() misses a series born at 1
 
     async def current(self) -> str | None:
@@ -86,22 +88,27 @@ class KafkaIdentity:
             )
             self.verified = None
             return None
-        id_keys = [keys.kafka_id(self.cluster), keys.kafka_forgetting(self.cluster)]
-        while True:
-            verdict, recorded = (_text(v) for v in await self._claim(keys=id_keys, args=[seen, self._owner, LEASE_MS]))
-            if verdict in ("same", "first"):
-                break
-            if verdict == "replaced":
-                _warn_replaced(self.cluster, recorded, seen)
-                metrics.KAFKA_REPLACED.labels(self.cluster).inc()
-                await forget(recorded, seen)
-                await reply(self._record(keys=id_keys, args=[seen, self._owner]))
+        lease = [keys.kafka_forgetting(self.cluster)]
+        while await self._recorded_other(seen):
+            if await self._take_lease(keys=lease, args=[self._owner, LEASE_MS]):
+                # the lease is ours: the worker that held it may have forgotten and recorded the id meanwhile
+                if recorded := await self._recorded_other(seen):
+                    _warn_replaced(self.cluster, recorded, seen)
+                    metrics.KAFKA_REPLACED.labels(self.cluster).inc()
+                    await forget(recorded, seen)
+                    await reply(self._redis.set(keys.kafka_id(self.cluster), seen))
+                await self._release_lease(keys=lease, args=[self._owner])  # (one that dies leaves it to expire)
                 break
             if stopping is not None and stopping.is_set():
                 return None
             await asyncio.sleep(WAIT_S)  # another worker forgets the old cluster's data
         self.verified = seen
         return seen
+
+    async def _recorded_other(self, seen: str) -> str | None:
+        """The id recorded when it is another than `seen` (none recorded: `seen` is, from now on)."""
+        verdict, recorded = (_text(v) for v in await self._claim(keys=[keys.kafka_id(self.cluster)], args=[seen]))
+        return recorded if verdict == "other" else None
 
     async def replaced(self) -> bool:
         """Whether the cluster behind the name is another than the one verified at the start, the same new id in two

@@ -252,8 +252,7 @@ class IngestWorker:
         """The Kafka cluster behind the name was replaced (kafka_identity.py): forget the old one's groups and topics;
         the evaluator records the groups NOTFOUND, and the history's replay forgets the topics too."""
         groups, topics = await self.store.forget_kafka_data(self.cluster, PURGE_CHUNK)
-        for start in range(0, len(groups), PURGE_CHUNK):
-            await self.changes.publish(self.cluster, [(g, "deleted") for g in groups[start : start + PURGE_CHUNK]])
+        await self.changes.publish(self.cluster, [(g, "deleted") for g in groups])  # (notices hold 2,000 names each)
         if topics and self.history is not None:
             await self.history.publish_deletions(topics, now_ms())
         log.info(

@@ -157,6 +157,11 @@ def log_start_history(cluster: str, topic: str) -> str:
     return f"{PREFIX}:t:{{{cluster}/{topic}}}:ls"
 
 
+def topic_keys(cluster: str, topic: str) -> tuple[str, str, str]:
+    """broker ring, log-end history, log-start history: every key of a topic (one hash slot)."""
+    return broker_ring(cluster, topic), offset_history(cluster, topic), log_start_history(cluster, topic)
+
+
 def group_windows(cluster: str, group: str) -> str:
     return f"{PREFIX}:g:{{{cluster}/{group}}}:w"
 

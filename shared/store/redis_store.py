@@ -483,11 +483,7 @@ class WindowStore:
             calls.append((2, windows_key, owners_key, topic))
         removed = await self._eval_many(scripts.DELETE_TOPIC_FROM_GROUP, calls) if calls else []
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.delete(
-                keys.broker_ring(cluster, topic),
-                keys.offset_history(cluster, topic),
-                keys.log_start_history(cluster, topic),
-            )
+            pipe.delete(*keys.topic_keys(cluster, topic))
             pipe.hdel(keys.topics_index(cluster), topic)
             pipe.hdel(keys.topic_retention(cluster), topic)
             await pipe.execute()
@@ -504,11 +500,7 @@ class WindowStore:
         topics = list(await self.list_topics(cluster))
         async with self.redis.pipeline(transaction=False) as pipe:
             for topic in topics:
-                pipe.delete(
-                    keys.broker_ring(cluster, topic),
-                    keys.offset_history(cluster, topic),
-                    keys.log_start_history(cluster, topic),
-                )
+                pipe.delete(*keys.topic_keys(cluster, topic))
             pipe.delete(
                 keys.topics_index(cluster),
                 keys.topic_retention(cluster),

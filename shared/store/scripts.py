@@ -517,32 +517,18 @@ end
 return 0
 """
 
-# Which Kafka cluster a name stands for (services/ingest/kafka_identity.py). KEYS: the id recorded, the forgetting
-# lease; ARGV: the id Kafka gave, the worker's id, the lease's ms. Returns {verdict, the id recorded}: "same"; "first"
-# (none recorded: this one is); "replaced" (another recorded, and this worker holds the lease to forget its data);
-# "wait" (another worker holds it)
+# Which Kafka cluster a name stands for (services/ingest/kafka_identity.py). KEYS: the id recorded; ARGV: the id
+# Kafka gave. Returns {verdict, the id recorded}: "same"; "first" (none recorded: this one is, from now on);
+# "other" (another is recorded: its data is forgotten under the lease RENEW_LEASE takes, then the id set)
 CLAIM_KAFKA_ID = """
-local id_key, lease_key = KEYS[1], KEYS[2]
-local seen, owner, lease_ms = ARGV[1], ARGV[2], ARGV[3]
+local id_key, seen = KEYS[1], ARGV[1]
 local recorded = redis.call('GET', id_key)
 if recorded == seen then return {'same', recorded} end
 if not recorded then
   redis.call('SET', id_key, seen)
   return {'first', seen}
 end
-if redis.call('SET', lease_key, owner, 'NX', 'PX', lease_ms) or redis.call('GET', lease_key) == owner then
-  redis.call('PEXPIRE', lease_key, lease_ms)
-  return {'replaced', recorded}
-end
-return {'wait', recorded}
-"""
-
-# The replaced cluster's data is forgotten: record the new id, hand the lease back. KEYS: the id, the lease; ARGV:
-# the id, the worker's id
-RECORD_KAFKA_ID = """
-redis.call('SET', KEYS[1], ARGV[1])
-if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
-return 1
+return {'other', recorded}
 """
 
 # Delete-if-mine. KEYS: lease key; ARGV: owner id

@@ -4,7 +4,6 @@ cluster id and forgets what it kept of the old cluster (services/ingest/kafka_id
 
 import asyncio
 import logging
-import socket
 import time
 
 from confluent_kafka.admin import AdminClient
@@ -18,6 +17,8 @@ from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.net_helpers import free_port
+from tests.services.ingest.test_ingest_resilience import _equals
 
 
 def new_cluster(port: int | None = None) -> MockKafkaCluster:
@@ -35,10 +36,6 @@ async def kafka_id(cluster: MockKafkaCluster) -> str | None:
 async def windows(store: WindowStore, group: str) -> dict[tuple[str, int], list[int]]:
     stored = await store.get_group(CLUSTER, group)
     return {(p.topic, p.partition): [e.offset for e in p.entries] for p in stored.partitions} if stored else {}
-
-
-async def _equals(awaitable, expected):
-    return await awaitable == expected
 
 
 def commit(offset: int, topic: str = "orders", partition: int = 0) -> OffsetCommitSpec:
@@ -110,7 +107,7 @@ async def test_a_running_worker_starts_over_when_the_cluster_behind_its_address_
     """The cluster behind the configured address is replaced while the worker runs (within an offset-refresh, 0.3 s
     here): the worker ends its run saying so (`run_ingest` then starts a new one), and the next worker forgets the
     old cluster's windows and reads the new cluster's commits."""
-    port = _free_port_pair()
+    port = free_port()
     old = new_cluster(port)
     old.create_topic("gone", 1)
     try:
@@ -134,12 +131,6 @@ async def test_a_running_worker_starts_over_when_the_cluster_behind_its_address_
             replacement.stop()
     finally:
         old.stop()
-
-
-def _free_port_pair() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def test_workers_starting_together_on_a_replaced_cluster_forget_it_once(kafka, redis):
