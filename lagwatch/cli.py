@@ -10,6 +10,7 @@
     lagwatch spark reprocess --input H --output O   replay commit history with the live rules, on Spark
     lagwatch notify replay-dlq [--subscription ID] [--since 2h]   re-send dead-lettered notifications
     lagwatch config check [--config F] [--show]   the configuration checked as the services would, offline
+    lagwatch forget-cluster NAME [--dry-run]   delete what Redis keeps of a cluster no longer configured
     lagwatch migrate burrow-config burrow.toml [--templates DIR]   Burrow's configuration as lagwatch's YAML
 
 Usage errors and invalid input exit with code 2 and one line on stderr; a service that cannot start for want of
@@ -71,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_command(commands)
     _add_check_kafka_command(commands)
     _add_config_commands(commands)
+    _add_forget_cluster_command(commands)
     _add_notify_commands(commands)
     _add_migrate_commands(commands)
     _add_spark_commands(commands)
@@ -142,6 +144,18 @@ def _add_config_commands(commands: _Commands) -> None:
     check.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
     check.add_argument("--show", action="store_true", help="print the effective configuration, credentials masked")
     check.set_defaults(handler=_config_check)
+
+
+def _add_forget_cluster_command(commands: _Commands) -> None:
+    """`lagwatch forget-cluster`."""
+    forget = commands.add_parser(
+        "forget-cluster",
+        help="delete what Redis keeps of a cluster removed from the configuration; its incidents are closed",
+    )
+    forget.add_argument("cluster", help="the cluster's name, as it was configured")
+    forget.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
+    forget.add_argument("--dry-run", action="store_true", help="count what would be deleted; change nothing")
+    forget.set_defaults(handler=_forget_cluster)
 
 
 def _add_notify_commands(commands: _Commands) -> None:
@@ -407,6 +421,49 @@ def _config_check(args: argparse.Namespace) -> int:
     else:
         print("\n".join([read_from, *config_check.summary(config), config_check.verdict(config, found)]))
     return 0
+
+
+def _forget_cluster(args: argparse.Namespace) -> int:
+    """One JSON line: what was (with --dry-run: would be) deleted. Refused while the configuration still names the
+    cluster (its services would write it back) or an ingest worker still polls it."""
+    import asyncio
+
+    from lagwatch.shared.config import CLUSTER_NAME, ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    if not CLUSTER_NAME.match(args.cluster):
+        raise InputError(f"{args.cluster!r} is not a cluster name (letters, digits, '.', '_', '-')")
+    if args.cluster in config.clusters:
+        raise InputError(
+            f"cluster {args.cluster!r} is still configured: remove it from the configuration and stop its services"
+        )
+    print(json.dumps(asyncio.run(_forget(config, args.cluster, args.dry_run))))
+    return 0
+
+
+async def _forget(config, cluster: str, dry_run: bool) -> dict:
+    from redis.exceptions import RedisError
+
+    from lagwatch.shared.clock import now_ms
+    from lagwatch.shared.store import cluster_forgetting
+    from lagwatch.shared.store.redis_client import connect
+
+    redis = connect(config.redis)
+    try:
+        if not dry_run and (holder := await cluster_forgetting.ingest_running(redis, cluster)) is not None:
+            raise StartError(f"an ingest worker ({holder}) still polls cluster {cluster!r}: stop its services first")
+        if dry_run:
+            data = await cluster_forgetting.survey(redis, cluster)
+        else:
+            data = await cluster_forgetting.forget(redis, cluster, now_ms())
+    except (RedisError, OSError) as exc:
+        raise StartError(f"Redis: {exc}") from None
+    finally:
+        await redis.aclose()
+    return {"cluster": cluster, "dry_run": dry_run, "groups": data.groups, "topics": data.topics, "keys": data.keys}
 
 
 def _notify_replay_dlq(args: argparse.Namespace) -> int:

@@ -44,7 +44,7 @@ from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event, t
 from lagwatch.shared.domain.status_event import encode
 from lagwatch.shared.subscriptions import destinations
 from lagwatch.shared.subscriptions.masking import is_credential_name
-from lagwatch.shared.subscriptions.notification_policy import UNSUBSCRIBED
+from lagwatch.shared.subscriptions.notification_policy import CLUSTER_FORGOTTEN, UNSUBSCRIBED
 from lagwatch.shared.templating import template_worker, templates
 
 USER_AGENT = "lagwatch-notifier/1"
@@ -91,6 +91,8 @@ def _title(kind: str, event: dict, reason: str | None = None) -> str:
     status, group, cluster = event["status"], event["group"], event["cluster"]
     if reason == UNSUBSCRIBED and kind in CLOSE_KINDS:
         text = f":no_bell: No longer watched here: {group} on {cluster} (this subscription no longer covers it)"
+    elif reason == CLUSTER_FORGOTTEN and kind in CLOSE_KINDS:
+        text = f":no_bell: No longer watched: {group} on {cluster} (lagwatch no longer watches the cluster)"
     elif kind == "close":
         back = "is OK again" if status == "OK" else "is gone (NOTFOUND)"
         text = f":white_check_mark: Resolved: {group} on {cluster} {back}"
@@ -173,8 +175,8 @@ def lag_slack_message(event: dict, kind: str, context: dict, dashboard_url: str 
         lines += f"\n…and {len(over) - len(worst)} more"
     colour = STATUS_COLOUR["OK"] if closing else LAG_COLOUR
     title = _lag_title(kind, event)
-    if summary.reason(context) == UNSUBSCRIBED and closing:
-        title = _title(kind, event, UNSUBSCRIBED)
+    if summary.reason(context) in (UNSUBSCRIBED, CLUSTER_FORGOTTEN) and closing:
+        title = _title(kind, event, summary.reason(context))
     return _blocks(title, fields, lines, event, colour, dashboard_url)
 
 

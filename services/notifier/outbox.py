@@ -156,6 +156,7 @@ class Outbox:
         self._reschedule = redis.register_script(scripts.RESCHEDULE_DELIVERY)
         self._release = redis.register_script(scripts.RELEASE_DELIVERIES)
         self._renew = redis.register_script(scripts.RENEW_DELIVERY_LEASES)
+        self._drop_field = redis.register_script(scripts.DROP_FIELD_IF_UNCHANGED)
         self._finish = redis.register_script(scripts.FINISH_DELIVERY)
 
     # --- the agent's side ---------------------------------------------------------------------------------------
@@ -261,6 +262,10 @@ class Outbox:
         """(its field, its latest event as JSON) of every incident going on, as the events read so far tell."""
         async for field_, raw in self.redis.hscan_iter(keys.NOTIFY_ACTIVE, count=500):
             yield text(field_), text(raw)
+
+    async def drop_active(self, active_field: str, raw: str) -> None:
+        """Forget an incident's kept latest event, unless a later event replaced it meanwhile."""
+        await self._drop_field(keys=[keys.NOTIFY_ACTIVE], args=[active_field, raw])
 
     async def told_nothing(self, subscription_ids: list[str]) -> set[str]:
         """The subscriptions that keep no incident state at all, in one round trip."""

@@ -15,7 +15,9 @@ asks for the alert's threshold. The group's later events are not the subscriptio
 would ever end it: the receiver (a PagerDuty incident, an Alertmanager alert) would keep it open for good, and
 `send-interval` would repeat it. So it is closed: a `close` (or `lag-close`) with `send-close`, with the reason
 `unsubscribed` when the filters left the group out; a held open is dropped unsent, as an incident over before it
-was announced is.
+was announced is. Likewise every incident of a cluster forgotten (`lagwatch forget-cluster`,
+shared/store/cluster_forgetting.py) whose latest event is from before the forgetting, with the reason
+`cluster_forgotten`: the cluster's evaluator, which would have ended it, runs no more.
 
 * status incidents: the close carries the group's latest event, as a repeat does (its status is not OK: the
   reason says why it closes).
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from lagwatch.services.notifier.lag_policy import asks_for, closing_event
@@ -38,15 +41,29 @@ from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent, Reason
 from lagwatch.shared.subscriptions.documents import to_document
-from lagwatch.shared.subscriptions.notification_policy import UNSUBSCRIBED, Event, IncidentState, Kind
+from lagwatch.shared.subscriptions.notification_policy import (
+    CLUSTER_FORGOTTEN,
+    UNSUBSCRIBED,
+    Event,
+    IncidentState,
+    Kind,
+)
 
 
-def covers(subscription: Subscription, state: IncidentState) -> bool:
-    """Whether the subscription still takes the events of the incident kept in `state`."""
+def covers(subscription: Subscription, state: IncidentState, forgotten: Mapping[str, int] | None = None) -> bool:
+    """Whether the subscription still takes the events of the incident kept in `state`; `forgotten`: cluster ->
+    when it was forgotten (ms)."""
     event = state.event
-    if not subscription.matches(event.cluster, event.group):
+    if not subscription.matches(event.cluster, event.group) or is_forgotten(event, forgotten):
         return False
     return not isinstance(event, LagThresholdEvent) or asks_for(subscription.policy, event)
+
+
+def is_forgotten(event: Event, forgotten: Mapping[str, int] | None) -> bool:
+    """An event of a cluster forgotten since it was evaluated (a cluster configured again after its forgetting
+    makes incidents of its own)."""
+    at = (forgotten or {}).get(event.cluster)
+    return at is not None and event.evaluated_at <= at
 
 
 class ScopeClose(NamedTuple):
@@ -55,21 +72,26 @@ class ScopeClose(NamedTuple):
     kind: Kind | None  # the notification to send; None for nothing (a held open, or no `send-close`)
     event: Event  # the event it carries
     notification_id: str
-    reason: str | None  # UNSUBSCRIBED when the filters no longer take the group (the close's own reason else)
+    reason: str | None  # UNSUBSCRIBED when the filters no longer take the group, CLUSTER_FORGOTTEN, else None
 
 
-def scope_close(subscription: Subscription, state: IncidentState, raw: str) -> ScopeClose:
+def scope_close(
+    subscription: Subscription, state: IncidentState, raw: str, forgotten: Mapping[str, int] | None = None
+) -> ScopeClose:
     """The close of an incident the subscription no longer covers (`covers` is False); `raw`: the state as kept."""
     event: Event = state.event
-    unsubscribed = None if subscription.matches(event.cluster, event.group) else UNSUBSCRIBED
+    gone = is_forgotten(event, forgotten)
+    reason = None if subscription.matches(event.cluster, event.group) else UNSUBSCRIBED
+    if gone:
+        reason = CLUSTER_FORGOTTEN
     notification_id = _notification_id(raw, subscription.id)
     if state.incident_id is None:  # held, never announced: nothing to close
-        return ScopeClose(None, event, notification_id, unsubscribed)
+        return ScopeClose(None, event, notification_id, reason)
     kind = Kind.CLOSE
-    if isinstance(event, LagThresholdEvent):  # reason threshold_removed: this subscription no longer uses it
-        event = closing_event(event, state.incident_id, Reason.THRESHOLD_REMOVED)
+    if isinstance(event, LagThresholdEvent):  # threshold_removed: this subscription no longer uses it
+        event = closing_event(event, state.incident_id, Reason.GROUP_GONE if gone else Reason.THRESHOLD_REMOVED)
         kind = Kind.LAG_CLOSE
-    return ScopeClose(kind if subscription.policy.send_close else None, event, notification_id, unsubscribed)
+    return ScopeClose(kind if subscription.policy.send_close else None, event, notification_id, reason)
 
 
 def config_digest(config: SubscriptionConfig) -> str:

@@ -49,7 +49,7 @@ from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.health_server import HealthServer
 from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled, until_stopped_or_dead
-from lagwatch.shared.store import keys
+from lagwatch.shared.store import cluster_forgetting, keys
 from lagwatch.shared.store.redis_client import connect, reply, text
 from lagwatch.shared.store.redis_memory import takes_writes, warn_if_evicting
 from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
@@ -95,11 +95,11 @@ class NotifierService:
             liveness={"app": self._app_alive, "dispatcher": self._dispatcher_alive},
         )
         self._dispatcher: asyncio.Task | None = None
-        # incidents out of a subscription's scope or new to it (`_check_scope`): the subscriptions' version last
-        # looked at (-1: none yet), each subscription as then, and those changed then, to look at once more
+        # `_check_scope`: the subscriptions' version last looked at (-1: none yet), each subscription as then, those
+        # changed then (to look at once more); `_close_forgotten`: each cluster forgotten -> when (ms)
         self._scope_checked: int | None = -1
         self._scoped: dict[str, SubscriptionConfig] | None = None
-        self._rescan: set[str] = set()
+        self._rescan, self._forgotten = set[str](), dict[str, int]()
         # one for all events: they fail together while Redis is away (and none is made per event)
         self._record_outage = OutageLog(log, "notifier: cannot record events")
         self.stopping = asyncio.Event()
@@ -186,6 +186,8 @@ class NotifierService:
         return False
 
     async def _record(self, event: Event, kind: AnyKind) -> list[int]:
+        if scope.is_forgotten(event, self._forgotten):  # read late: its cluster's incidents are closed, not reopened
+            return []
         cluster, group = event.cluster, event.group
         state_field = kind.state_field(event)
         if self.registry.version is None:
@@ -268,6 +270,7 @@ class NotifierService:
         await self.registry.refresh()
         await self.silences.refresh()
         await self._check_scope(now)
+        await self._close_forgotten(now)
         if self.silences.take_change():  # (an event may have reloaded them since the last tick)
             await self._recheck_held(now)
         enqueued = 0
@@ -281,7 +284,11 @@ class NotifierService:
                 log.error("notifier: incident state %s of %s is unreadable; not repeated", state_field, subscription_id)
                 await self.outbox.forget_repeat(member)  # else it is first due on every tick, before all others
                 continue
-            if subscription is not None and state is not None and not scope.covers(subscription, state):
+            if (
+                subscription is not None
+                and state is not None
+                and not scope.covers(subscription, state, self._forgotten)
+            ):
                 # recorded by a notifier on other subscriptions (one with the old configuration file, in a rolling
                 # deploy) after this one looked: closed now rather than repeated
                 enqueued += await self._close_if_out_of_scope(subscription, state_field, raw, now)
@@ -430,9 +437,9 @@ class NotifierService:
                 state = _parse_state(raw)
             except (ValueError, KeyError, TypeError):  # unreadable: the event path skips it alike
                 return 0
-            if state is None or scope.covers(subscription, state):
+            if state is None or scope.covers(subscription, state, self._forgotten):
                 return 0
-            close = scope.scope_close(subscription, state, raw)
+            close = scope.scope_close(subscription, state, raw, self._forgotten)
             delivery = _notification(subscription.id, close.kind, close.event, close.notification_id, now, close.reason)
             outcome = await self.outbox.record(
                 subscription_id=subscription.id,
@@ -450,6 +457,23 @@ class NotifierService:
                 return 0
             raw = await self.outbox.read_state_field(subscription.id, state_field)
         return 0  # kept changing: left as the event path leaves it (a RedisError would only retry the whole look)
+
+    async def _close_forgotten(self, now: int) -> None:
+        """Close the incidents of the clusters forgotten since a notifier last did (scope.py), for every subscription,
+        and drop their kept latest events; recorded once done, so that the next starts need not look again. Repeats
+        due meanwhile close rather than repeat (`covers`)."""
+        self._forgotten, closed = await cluster_forgetting.forgotten(self.redis)
+        pending = {cluster: at for cluster, at in self._forgotten.items() if closed.get(cluster) != at}
+        if not pending:
+            return
+        enqueued = await self.close_out_of_scope(now)
+        async for active_field, raw in self.outbox.active():
+            parsed = parse_either(raw)
+            if parsed is not None and scope.is_forgotten(parsed[1], pending):
+                await self.outbox.drop_active(active_field, raw)
+        for cluster, at in pending.items():
+            await cluster_forgetting.record_closed(self.redis, cluster, at)
+        log.info("notifier: clusters forgotten (%s): their incidents closed (%d closes)", ", ".join(pending), enqueued)
 
     async def announce_going_on(self, now: int, subscriptions: list[Subscription] | None = None) -> int:
         """Tell each subscription (of `subscriptions`, default all) of the incidents going on that it covers but was

@@ -81,6 +81,11 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:n:{notify}:silences-version    STR   bumped on every change to silences; notifiers reload on it
     lw:n:{notify}:scope-looked        HASH  subscription id -> digest of its configuration when a notifier last looked
                                             at the incidents going on for it (a start looks again only at those changed)
+    lw:n:{notify}:forgotten-clusters  HASH  cluster -> when (ms) `lagwatch forget-cluster` deleted its data: the
+                                            notifiers close its incidents announced before then
+                                            (shared/store/cluster_forgetting.py)
+    lw:n:{notify}:forgotten-closed    HASH  cluster -> the forgetting (its time, ms) whose incidents a notifier has
+                                            closed for every subscription: later starts need not look again
 
 The notifier's keys all carry the tag `{notify}`: one slot (notifications are few), so its Lua scripts can move a
 delivery between the outbox's sets and record an event's handling atomically on Redis Cluster too.
@@ -155,6 +160,12 @@ def log_start_history(cluster: str, topic: str) -> str:
     """Per partition, the log-start offsets polled every topic-refresh (packed like `offset_history`): the pace
     at which retention deletes, for retention risk."""
     return f"{PREFIX}:t:{{{cluster}/{topic}}}:ls"
+
+
+def cluster_key_patterns(cluster: str) -> tuple[str, str, str]:
+    """SCAN patterns of every key of a cluster: its own, its groups' and its topics' (cluster names hold no glob
+    character, config.CLUSTER_NAME; a group or topic name is matched by the `*`)."""
+    return f"{PREFIX}:c:{{{cluster}}}:*", f"{PREFIX}:g:{{{cluster}/*", f"{PREFIX}:t:{{{cluster}/*"
 
 
 def topic_keys(cluster: str, topic: str) -> tuple[str, str, str]:
@@ -253,6 +264,8 @@ NOTIFY_REPEATS = f"{NOTIFY}:repeats"
 NOTIFY_ACTIVE = f"{NOTIFY}:active"
 NOTIFY_IDENTITY_SINCE = f"{NOTIFY}:identity-since"
 NOTIFY_SCOPE_LOOKED = f"{NOTIFY}:scope-looked"  # subscription id -> digest of its configuration at the last look
+FORGOTTEN_CLUSTERS = f"{NOTIFY}:forgotten-clusters"  # cluster -> when `lagwatch forget-cluster` forgot it (ms)
+FORGOTTEN_CLOSED = f"{NOTIFY}:forgotten-closed"  # cluster -> the forgetting whose incidents are closed everywhere
 OUTBOX_DUE = f"{NOTIFY}:due"
 OUTBOX_INFLIGHT = f"{NOTIFY}:inflight"
 OUTBOX_DELIVERIES = f"{NOTIFY}:deliveries"

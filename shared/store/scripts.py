@@ -539,6 +539,12 @@ if redis.call('GET', lease_key) == owner then return redis.call('DEL', lease_key
 return 0
 """
 
+# Delete a hash's field only while it holds what was read (a newer value written meanwhile stays). KEYS: the hash;
+# ARGV: field, value read
+DROP_FIELD_IF_UNCHANGED = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+"""
 
 # --- the notifier's outbox (keys: shared/store/keys.py, all in the `{notify}` slot) --------------------------------
 

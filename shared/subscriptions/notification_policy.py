@@ -46,8 +46,10 @@ class Kind(StrEnum):
     LAG_CLOSE = "lag-close"
 
 
-# a close's reason when it is not the group's own: the subscription no longer covers the group (notifier/scope.py)
+# a close's reason when it is not the group's own (notifier/scope.py): the subscription no longer covers the group,
+# or the group's cluster was forgotten (`lagwatch forget-cluster`)
 UNSUBSCRIBED = "unsubscribed"
+CLUSTER_FORGOTTEN = "cluster_forgotten"
 
 
 @dataclass(frozen=True)

@@ -140,3 +140,22 @@ async def test_a_full_node_makes_the_cluster_take_no_writes(redis_cluster):
         assert await takes_writes(client)
     finally:
         await client.aclose()
+
+
+async def test_forgetting_a_cluster_reaches_every_node(redis_cluster):
+    """shared/store/cluster_forgetting.py: SCAN on every primary, a delete per key (its own slot)."""
+    from lagwatch.shared.store import cluster_forgetting, keys
+    from tests.shared.test_cluster_forgetting import write_cluster
+
+    client = RedisCluster.from_url(redis_cluster)
+    try:
+        await write_cluster(client, "gone", groups=30)
+        await write_cluster(client, "kept", groups=2)
+        forgotten = await cluster_forgetting.forget(client, "gone", now_ms=T0)
+        assert (forgotten.groups, forgotten.topics) == (30, 1)
+        assert (await cluster_forgetting.survey(client, "gone")).keys == 0
+        assert (await cluster_forgetting.survey(client, "kept")).groups == 2
+        listed = await client.smembers(keys.CLUSTERS)  # (the module's other tests write "prod")
+        assert b"kept" in listed and b"gone" not in listed
+    finally:
+        await client.aclose()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event, threshold_key
-from lagwatch.shared.subscriptions.notification_policy import UNSUBSCRIBED
+from lagwatch.shared.subscriptions.notification_policy import CLUSTER_FORGOTTEN, UNSUBSCRIBED
 from lagwatch.shared.templating import templates
 
 CLOSING = frozenset({"close", "lag-close"})
@@ -25,7 +25,8 @@ def is_close(kind: str) -> bool:
 
 
 def reason(ctx: dict) -> str | None:
-    """Why a close is sent when it is not the group's own (notifier/scope.py: "unsubscribed"), else None."""
+    """Why a close is sent when it is not the group's own (notifier/scope.py: "unsubscribed", "cluster_forgotten"),
+    else None."""
     return ctx["notification"].get("reason")
 
 
@@ -34,6 +35,8 @@ def title(event: dict, kind: str, reason: str | None = None) -> str:
     where = f"{event['group']} on {event['cluster']}"
     if reason == UNSUBSCRIBED and is_close(kind):
         return f"Closed: {where} is no longer covered by this subscription"
+    if reason == CLUSTER_FORGOTTEN and is_close(kind):
+        return f"Closed: {where} is no longer watched (lagwatch no longer watches the cluster)"
     if is_lag_threshold_event(event):
         threshold = f"{threshold_key(event['threshold_seconds'])} s"
         if event.get("alert") == "data-loss-risk":

@@ -545,22 +545,37 @@ def test_slack_shows_how_far_behind_in_time_when_the_event_knows():
                    (f["text"] for f in slack_message(worse, "update", ctx, "")["blocks"][1]["fields"]))  # fmt: skip
 
 
-def test_a_close_for_a_group_no_longer_covered_says_so_in_every_channel():
+@pytest.mark.parametrize(
+    ("reason", "slack", "teams"),
+    [
+        (
+            "unsubscribed",
+            ":no_bell: No longer watched here: billing on local (this subscription no longer covers it)",
+            "Closed: billing on local is no longer covered by this subscription",
+        ),
+        (  # `lagwatch forget-cluster`: the notifiers close its incidents
+            "cluster_forgotten",
+            ":no_bell: No longer watched: billing on local (lagwatch no longer watches the cluster)",
+            "Closed: billing on local is no longer watched (lagwatch no longer watches the cluster)",
+        ),
+    ],
+)
+def test_a_close_that_is_not_the_groups_own_says_why_in_every_channel(reason, slack, teams):
     """services/notifier/scope.py: such a close carries the group's latest event (still WARN here), so every
     channel says why it closes rather than "Resolved"; webhooks get the reason as a header, templates too."""
     opened, _, _ = incident()
-    gone = dataclasses.replace(delivery(opened, "close"), notification_id="n" * 32, reason="unsubscribed")
-    slack = json.loads(build_request(sub(type="slack", url=SLACK_URL), gone).body)
-    assert slack["blocks"][0]["text"]["text"].startswith(":no_bell: No longer watched here: billing on local")
+    gone = dataclasses.replace(delivery(opened, "close"), notification_id="n" * 32, reason=reason)
+    said = json.loads(build_request(sub(type="slack", url=SLACK_URL), gone).body)
+    assert said["blocks"][0]["text"]["text"].startswith(slack)
     hook = build_request(sub(secret="k" * 32), gone, now=1_800_000_000)
-    assert hook.body == encode(opened) and hook.headers["X-Lagwatch-Reason"] == "unsubscribed"
+    assert hook.body == encode(opened) and hook.headers["X-Lagwatch-Reason"] == reason
     assert hook.headers["X-Lagwatch-Event-Id"] == "n" * 32
     signing.verify_request("k" * 32, hook.headers, hook.body, now=1_800_000_010)
     pager = json.loads(build_request(sub(type="pagerduty", routing_key="R0UT1NGKEY0123", url=None), gone).body)
     assert pager["event_action"] == "resolve"
-    teams = build_request(sub(type="msteams", url="https://example.webhook.office.com/x"), gone).body.decode()
-    assert "Closed: billing on local is no longer covered by this subscription" in teams
+    said = build_request(sub(type="msteams", url="https://example.webhook.office.com/x"), gone).body.decode()
+    assert teams in said
     templated = build_request(sub(body_template="{{ notification.reason }}/{{ notification.kind }}"), gone)
-    assert templated.body == b"unsubscribed/close"
+    assert templated.body == f"{reason}/close".encode()
     own = build_request(sub(body_template="{{ notification.reason }}"), delivery(opened, "close"))
     assert own.body == b"None" and "X-Lagwatch-Reason" not in own.headers
