@@ -151,6 +151,31 @@ async def test_clusters_are_the_configured_ones_and_those_found_in_redis(api, ht
     )
 
 
+async def test_a_forgotten_cluster_is_no_longer_listed_nor_measured(api, http, redis):
+    """`lagwatch forget-cluster` (shared/store/cluster_forgetting.py): a cluster out of the configuration but kept
+    in Redis is listed, its frozen groups and their lag in /metrics, until it is forgotten."""
+    from lagwatch.shared.store import cluster_forgetting
+
+    now = now_ms()
+    store = WindowStore(redis, api_config("redis://unused").window())
+    await store.add_broker_offsets("old", "orders", [100], sampled_at=now)
+    await store.add_commits("old", [Commit("billing", "orders", 0, 90, now - SECOND, 1, now - SECOND)], now_ms=now)
+    await evaluate(redis, api_config("redis://unused"), "old", ["billing"], now)
+    assert (await get(http, f"{api.url}/v3/kafka"))[1]["clusters"] == ["local", "old"]
+    assert await _series_of(http, f"{api.url}/metrics", "old")
+
+    await cluster_forgetting.forget(redis, "old", now)
+    assert (await get(http, f"{api.url}/v3/kafka"))[1]["clusters"] == ["local"]
+    assert (await get(http, f"{api.url}/v3/kafka/old/consumer"))[0] == 404
+    assert not await _series_of(http, f"{api.url}/metrics", "old")
+
+
+async def _series_of(http, url: str, cluster: str) -> list[str]:
+    async with http.get(url) as response:
+        families = text_string_to_metric_families(await response.text())
+        return [s.name for f in families for s in f.samples if s.labels.get("cluster") == cluster]
+
+
 async def test_cluster_detail_is_burrows_module_with_the_configured_servers(redis_server, redis, http):
     config = api_config(redis_server.url, bootstrap="127.0.0.1:1,127.0.0.1:2", CLUSTERS__local__OFFSET_REFRESH="30")
     module = {
