@@ -9,6 +9,7 @@
     lagwatch run archiver                      the history topic to Parquet files, for the Spark replay
     lagwatch spark reprocess --input H --output O   replay commit history with the live rules, on Spark
     lagwatch notify replay-dlq [--subscription ID] [--since 2h]   re-send dead-lettered notifications
+    lagwatch notify test ID [--cluster NAME]   send a sample incident's open and close to a subscription now
     lagwatch config check [--config F] [--show]   the configuration checked as the services would, offline
     lagwatch forget-cluster NAME [--dry-run]   delete what Redis keeps of a cluster no longer configured
     lagwatch migrate burrow-config burrow.toml [--templates DIR]   Burrow's configuration as lagwatch's YAML
@@ -167,6 +168,11 @@ def _add_notify_commands(commands: _Commands) -> None:
     replay.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
     replay.add_argument("--cluster", default=None, help="the cluster holding the dead-letter topic")
     replay.set_defaults(handler=_notify_replay_dlq)
+    test = notify.add_parser("test", help="send a sample incident's open and close to a subscription now")
+    test.add_argument("subscription", help="the subscription's id (the configuration file's or the api's)")
+    test.add_argument("--cluster", default=None, help="the cluster the sample names (default: one it covers)")
+    test.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
+    test.set_defaults(handler=_notify_test)
 
 
 def _add_migrate_commands(commands: _Commands) -> None:
@@ -482,6 +488,68 @@ def _notify_replay_dlq(args: argparse.Namespace) -> int:
     summary = asyncio.run(_replay_dlq(config, cluster, args.subscription, since_ms))
     print(json.dumps(summary))
     return 0
+
+
+def _notify_test(args: argparse.Namespace) -> int:
+    """One JSON line: each notification sent and its receiver's answer; exit code 1 unless every one was taken."""
+    import asyncio
+
+    from lagwatch.shared.config import CLUSTER_NAME, ConfigError, load_config
+    from lagwatch.shared.templating.template_worker import WORKERS
+
+    if args.cluster is not None and not CLUSTER_NAME.match(args.cluster):
+        raise InputError(f"--cluster: {args.cluster!r} is not a cluster name (letters, digits, '.', '_', '-')")
+    try:
+        config = load_config(args.config)
+        report = asyncio.run(_send_test(config, args.subscription, args.cluster))
+    except ConfigError as exc:  # a subscription of the file the notifier would refuse
+        raise InputError(str(exc)) from None
+    finally:
+        WORKERS.close()  # templates render in worker processes: they would outlive the command
+    print(json.dumps(report))
+    return 0 if all(sent["ok"] for sent in report["sent"]) else START_FAILED
+
+
+async def _send_test(config, subscription_id: str, cluster: str | None) -> dict:
+    from lagwatch.services.notifier.sample import SAMPLE_GROUP, sample_cluster, send_sample
+    from lagwatch.shared.clock import now_ms
+
+    subscription = await _subscription(config, subscription_id)
+    cluster = cluster or sample_cluster(subscription, list(config.clusters))
+    sent = await send_sample(subscription, config.notifier, cluster, now_ms())
+    return {
+        "subscription": subscription.id,
+        "type": subscription.type,
+        "cluster": cluster,
+        "group": SAMPLE_GROUP,
+        "sent": [{"kind": s.kind, "ok": s.ok, "status": s.status, "error": s.error} for s in sent],
+    }
+
+
+async def _subscription(config, subscription_id: str):
+    """The configuration file's subscription, else the api's (from Redis); InputError when neither has it."""
+    from redis.exceptions import RedisError
+
+    from lagwatch.services.notifier.subscriptions import Registry
+    from lagwatch.shared.store.redis_client import connect
+    from lagwatch.shared.subscriptions.store import SubscriptionStore
+
+    redis = connect(config.redis)
+    try:
+        registry = Registry(config, SubscriptionStore(redis))
+        if subscription_id not in registry.from_file:
+            await registry.refresh()
+    except (RedisError, OSError) as exc:
+        raise StartError(
+            f"subscription {subscription_id!r} is not in the configuration file, and Redis: {exc}"
+        ) from None
+    finally:
+        await redis.aclose()
+    subscription = registry.get(subscription_id)
+    if subscription is None:
+        known = ", ".join(sorted(s.id for s in registry.all())) or "none"
+        raise InputError(f"no subscription {subscription_id!r} (there are: {known})")
+    return subscription
 
 
 async def _replay_dlq(config, cluster: str, subscription: str | None, since_ms: int | None) -> dict:

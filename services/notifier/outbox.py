@@ -62,7 +62,7 @@ class Delivery:
     last_error: str | None = None
     first_sent_at: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    reason: str | None = None  # why a close is sent when it is not the group's own (scope.py: "unsubscribed")
+    reason: str | None = None  # a close not the group's own (scope.py: "unsubscribed", "cluster_forgotten"); "test"
 
     def to_json(self) -> str:
         return json.dumps(
