@@ -6,7 +6,7 @@ stopped) would stay listed, its groups frozen at their last status in `/v3/kafka
 (where `lagwatch_group_lag` would keep a lag alert firing) until `expire-group`, and its incidents open for good,
 repeated every `send-interval`. Burrow, restarted without it, shows nothing of it.
 
-Forgetting deletes every key of the cluster (its own, its groups', its topics': `keys.cluster_key_patterns`), takes
+Forgetting deletes every key of the cluster (its own, its groups', its topics': `keys.cluster_keys_pattern`), takes
 it out of `lw:clusters`, and records when in `keys.FORGOTTEN_CLUSTERS`: the notifiers close the incidents of it they
 announced before then (services/notifier/scope.py), which nothing else would end any more. The notifier's own keys
 are the notifier's to change. A cluster configured again later starts empty; its new incidents are not closed
@@ -37,11 +37,8 @@ class ClusterData:
 
 async def _cluster_keys(redis: Redis, cluster: str) -> list[tuple[str, str]]:
     """(kind, key) of every key of the cluster, kind "g", "t" or "c" (SCAN: every primary of a Redis Cluster)."""
-    found = []
-    for pattern in keys.cluster_key_patterns(cluster):
-        kind = pattern.split(":")[1]
-        found += [(kind, text(key)) async for key in redis.scan_iter(match=pattern, count=1000)]
-    return found
+    names = [text(key) async for key in redis.scan_iter(match=keys.cluster_keys_pattern(cluster), count=1000)]
+    return [(name.split(":")[1], name) for name in names]
 
 
 async def survey(redis: Redis, cluster: str) -> ClusterData:

@@ -162,10 +162,11 @@ def log_start_history(cluster: str, topic: str) -> str:
     return f"{PREFIX}:t:{{{cluster}/{topic}}}:ls"
 
 
-def cluster_key_patterns(cluster: str) -> tuple[str, str, str]:
-    """SCAN patterns of every key of a cluster: its own, its groups' and its topics' (cluster names hold no glob
-    character, config.CLUSTER_NAME; a group or topic name is matched by the `*`)."""
-    return f"{PREFIX}:c:{{{cluster}}}:*", f"{PREFIX}:g:{{{cluster}/*", f"{PREFIX}:t:{{{cluster}/*"
+def cluster_keys_pattern(cluster: str) -> str:
+    """The SCAN pattern of every key of a cluster: its own (`lw:c:{<cluster>}:`), its groups' and its topics'
+    (`lw:g:{<cluster>/`, `lw:t:{<cluster>/`), in one pass over the keyspace. Cluster names hold no glob character
+    (config.CLUSTER_NAME); a group's or topic's name is matched by the `*`."""
+    return f"{PREFIX}:[cgt]:{{{cluster}[}}/]*"
 
 
 def topic_keys(cluster: str, topic: str) -> tuple[str, str, str]:

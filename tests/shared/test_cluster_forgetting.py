@@ -37,10 +37,8 @@ async def write_cluster(redis, cluster: str, groups: int = 3) -> None:
 
 
 async def cluster_keys(redis, cluster: str) -> list[bytes]:
-    found = []
-    for pattern in keys.cluster_key_patterns(cluster):
-        found += [key async for key in redis.scan_iter(match=pattern)]
-    return sorted(found)
+    """Every key named after the cluster, whatever its kind (`lw:<kind>:{<cluster>...`)."""
+    return sorted([key async for key in redis.scan_iter(match=f"lw:*{{{cluster}[}}/]*")])
 
 
 async def test_forgetting_deletes_every_key_of_the_cluster_and_nothing_else(redis):
