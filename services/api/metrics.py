@@ -30,6 +30,10 @@ Cardinality (`api.metrics-*`): partition-level series (the partition and topic f
 allow/deny regexes leave out the partition-level series of a topic (a group's totals still count every partition:
 they are its status's numbers).
 
+`lagwatch_cluster_configured{cluster}` is 1 for each cluster of the api's configuration and 0 for one Redis keeps
+data of that the configuration no longer names (its groups frozen at their last status: `lagwatch forget-cluster`,
+shared/store/cluster_forgetting.py; `LagwatchClusterNotConfigured` alerts on it).
+
 `lagwatch_redis_may_evict{server,policy}` (1: Redis deletes keys when full), `lagwatch_redis_evicted_keys_total`,
 `lagwatch_redis_memory_used_bytes` and `lagwatch_redis_maxmemory_bytes` come from one INFO per scrape
 (shared/store/redis_memory.py).
@@ -417,6 +421,19 @@ class Counters:
                 self.sweeps.add_metric([cluster], n)
 
 
+def cluster_family(configured: Iterable[str], found: Iterable[str]) -> Metric:
+    """1 for each cluster configured, 0 for each one only found in Redis (forgotten by nobody)."""
+    family = GaugeMetricFamily(
+        "lagwatch_cluster_configured",
+        "1: the api's configuration names the cluster; 0: only Redis keeps data of it (lagwatch forget-cluster)",
+        labels=["cluster"],
+    )
+    configured = set(configured)
+    for cluster in sorted(configured | set(found)):
+        family.add_metric([cluster], int(cluster in configured))
+    return family
+
+
 def redis_memory_families(servers: Iterable[RedisMemory]) -> list[Metric]:
     """Whether each Redis server may evict lagwatch's keys, and how many keys it evicted since it started
     (shared/store/redis_memory.py); no series where INFO is refused."""
@@ -462,7 +479,8 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
     keep = MetricsFilter(config)
     series, counters = Series(), Counters()
     now = now_ms()
-    for cluster in sorted(set(config.clusters) | set(await store.list_clusters())):
+    found = await store.list_clusters()
+    for cluster in sorted(set(config.clusters) | set(found)):
         counts = await store.list_topics(cluster)
         rings = await store.broker_rings(cluster, [(t, p) for t, n in counts.items() for p in range(n)])
         log_ends = {tp: ring[-1] for tp, ring in rings.items() if ring}
@@ -472,7 +490,8 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
         raw = await reply(redis.hgetall(keys.evaluator_stats(cluster)))
         counters.add_evaluator_totals(cluster, {k.decode(): float(v) for k, v in raw.items()})
     registry = CollectorRegistry()
-    registry.register(_Families(counters.families() + redis_memory_families(await read_memory(redis))))
+    families = [*counters.families(), cluster_family(config.clusters, found)]
+    registry.register(_Families(families + redis_memory_families(await read_memory(redis))))
     return series.render() + generate_latest(registry)
 
 

@@ -272,7 +272,7 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
 
     groups, recorded, sweep_age, held = run(check, prometheus_url)
     rules = [r for g in groups for r in g["rules"]]
-    assert len(rules) == 33
+    assert len(rules) == 34
     assert [(r["name"], r["lastError"]) for r in rules if r["health"] != "ok"] == []
     assert {name: series for name, series in recorded.items() if not series} == {}
     (behind,) = recorded["cluster:lagwatch_ingest_behind_seconds:max"]

@@ -162,18 +162,21 @@ async def test_a_forgotten_cluster_is_no_longer_listed_nor_measured(api, http, r
     await store.add_commits("old", [Commit("billing", "orders", 0, 90, now - SECOND, 1, now - SECOND)], now_ms=now)
     await evaluate(redis, api_config("redis://unused"), "old", ["billing"], now)
     assert (await get(http, f"{api.url}/v3/kafka"))[1]["clusters"] == ["local", "old"]
-    assert await _series_of(http, f"{api.url}/metrics", "old")
+    old = await _series_of(http, f"{api.url}/metrics", "old")
+    assert old["lagwatch_cluster_configured"] == 0 and "burrow_kafka_consumer_status" in old  # (an alert's input)
+    assert (await _series_of(http, f"{api.url}/metrics", "local"))["lagwatch_cluster_configured"] == 1
 
     await cluster_forgetting.forget(redis, "old", now)
     assert (await get(http, f"{api.url}/v3/kafka"))[1]["clusters"] == ["local"]
     assert (await get(http, f"{api.url}/v3/kafka/old/consumer"))[0] == 404
-    assert not await _series_of(http, f"{api.url}/metrics", "old")
+    assert await _series_of(http, f"{api.url}/metrics", "old") == {}
 
 
-async def _series_of(http, url: str, cluster: str) -> list[str]:
+async def _series_of(http, url: str, cluster: str) -> dict[str, float]:
+    """Each series of the cluster by name, with its value (the last of a name)."""
     async with http.get(url) as response:
         families = text_string_to_metric_families(await response.text())
-        return [s.name for f in families for s in f.samples if s.labels.get("cluster") == cluster]
+        return {s.name: s.value for f in families for s in f.samples if s.labels.get("cluster") == cluster}
 
 
 async def test_cluster_detail_is_burrows_module_with_the_configured_servers(redis_server, redis, http):
