@@ -541,7 +541,7 @@ async def _subscription(config, subscription_id: str):
             await registry.refresh()
     except (RedisError, OSError) as exc:
         raise StartError(
-            f"subscription {subscription_id!r} is not in the configuration file, and Redis: {exc}"
+            f"subscription {subscription_id!r} is not in the configuration file, and Redis (the api's) failed: {exc}"
         ) from None
     finally:
         await redis.aclose()

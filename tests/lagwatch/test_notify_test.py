@@ -105,3 +105,9 @@ async def test_templates_render_with_the_reason_test_and_the_command_exits(tmp_p
         result = await run("hook", "--config", config_file(tmp_path, redis_server.url, subscriptions))
     assert result.returncode == 0, result.stderr
     assert [r.body for r in receiver.requests] == [b"test open lagwatch-test", b"test close lagwatch-test"]
+
+
+def test_a_subscription_not_in_the_file_with_redis_away_is_said_in_one_line(tmp_path):
+    result = lagwatch("notify", "test", "ops", "--config", config_file(tmp_path, f"redis://127.0.0.1:{free_port()}/0"))
+    assert result.returncode == 1
+    assert "subscription 'ops' is not in the configuration file, and Redis (the api's) failed" in one_line_error(result)
