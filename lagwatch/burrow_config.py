@@ -283,7 +283,20 @@ class _Migrator:
             out["port"] = int(port)
         if "timeout" in body:
             out["request-timeout"] = body["timeout"]
-        self.unused(where, body, {"address", "timeout"}, {"tls": "terminate TLS at a proxy or load balancer"})
+        if body.get("tls"):
+            out.update(self.server_tls(where, str(body["tls"])))
+        self.unused(where, body, {"address", "timeout", "tls"})
+        return out
+
+    def server_tls(self, where: str, name: str) -> dict[str, Any]:
+        """The listener's certificate and key, from the TLS profile the HTTP server names."""
+        body = self.section("tls").get(name, {})
+        if not body.get("certfile"):
+            self.warn(where, f"tls profile {name!r} names no certfile: the api serves plain HTTP")
+            return {}
+        out = {"tls-cert-file": body["certfile"]}
+        if body.get("keyfile"):
+            out["tls-key-file"] = body["keyfile"]
         return out
 
     # --- notifiers ----------------------------------------------------------------------------------------------

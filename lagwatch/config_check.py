@@ -4,6 +4,7 @@ once, without connecting to anything:
 
 - each cluster's Kafka settings as its clients are built (TLS files, the SASL mechanism's options, a region for
   AWS_MSK_IAM, the `gssapi` package and keytab for GSSAPI) and its group regexes;
+- the api's TLS certificate and key, loaded as the api loads them;
 - each subscription of the file as the notifier validates it at its start (URL safety, the destination's options,
   RE2 regexes, templates compiled in the budgeted worker, headers, CA files) - where the notifier stops at the
   first, every problem is listed;
@@ -39,7 +40,18 @@ def check(config: Config) -> Findings:
     found = Findings()
     _check_clusters(config, found)
     _check_subscriptions(config, found)
+    _check_api(config, found)
     return found
+
+
+def _check_api(config: Config, found: Findings) -> None:
+    """The api's certificate and key, loaded as the api loads them at its start."""
+    from lagwatch.services.api.listener_tls import server_context
+
+    try:
+        server_context(config.api)
+    except ConfigError as exc:
+        found.problems.append(str(exc))
 
 
 def _check_clusters(config: Config, found: Findings) -> None:
@@ -96,7 +108,8 @@ def summary(config: Config) -> list[str]:
         f"history: to {history.topic}, archived under {shown['history']['path']}" if history.enabled else "history: off"
     )
     token = "set" if config.api.token else "not set: the api refuses deletions and subscription changes"
-    lines.append(f"api: {config.api.host}:{config.api.port}, token {token}")
+    scheme = "https" if config.api.tls_cert_file else "http"
+    lines.append(f"api: {scheme}://{config.api.host}:{config.api.port}, token {token}")
     return lines
 
 

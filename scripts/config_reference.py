@@ -59,6 +59,11 @@ MEANINGS = {
     "client do)",
     "api.token": "bearer token for DELETE and subscription changes; empty = those are refused",
     "api.request-timeout": "seconds a request may take before the api answers 503",
+    "api.tls-cert-file": "HTTPS on the api's listener: a PEM certificate chain, the server's certificate first "
+    "(empty: plain HTTP); read at start (a missing, unreadable or mismatched file stops the api with one line) "
+    "and again when it changes on disk (checked every 30 s: a renewed certificate is served from the next "
+    "connection, a half-written one never)",
+    "api.tls-key-file": "its private key, PEM (empty: in the certificate's file)",
     "api.metrics-partition-series": "/metrics: partition-level series (partition lag, offset, status, lag seconds, "
     "topic offsets) on or off",
     "api.metrics-group-allowlist": "/metrics: only groups matching this regex (empty = all)",

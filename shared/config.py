@@ -337,6 +337,15 @@ class ApiConfig:
     metrics_group_denylist: str = field(default="", metadata={"check": _regex})
     metrics_topic_allowlist: str = field(default="", metadata={"check": _regex})
     metrics_topic_denylist: str = field(default="", metadata={"check": _regex})
+    # HTTPS on the api's listener (services/api/listener_tls.py): a PEM certificate chain and its key (empty: in
+    # the certificate's file); no certificate = plain HTTP
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+
+    def cross_check(self) -> tuple[str, str] | None:
+        if self.tls_key_file and not self.tls_cert_file:
+            return "tls-key-file", "needs tls-cert-file (the certificate the key belongs to)"
+        return None
 
 
 THRESHOLDS = ("OK", "WARN", "ERR")  # group statuses a subscription's threshold may name, in Burrow's order

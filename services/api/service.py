@@ -7,11 +7,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from aiohttp import web
 
-from lagwatch.services.api import burrow_routes, dashboard, health_routes, silence_routes, subscription_routes
+from lagwatch.services.api import (
+    burrow_routes,
+    dashboard,
+    health_routes,
+    listener_tls,
+    silence_routes,
+    subscription_routes,
+)
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.metrics import METRICS, ApiMetrics, handle_metrics
 from lagwatch.services.api.middleware import errors_as_json, timed, trailing_slash
@@ -58,12 +66,13 @@ class ApiServer:
         self.config = config
         self.host = host or config.api.host
         self.port = config.api.port if port is None else port
+        self.tls = listener_tls.server_context(config.api)  # ConfigError before anything starts
         self.stopping = asyncio.Event()
         self.started = asyncio.Event()  # set once the socket listens (and `port` is the real one)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     async def run(self) -> None:
         """Serve until `stopping` is set; in-flight requests get a short grace period at shutdown."""
@@ -72,12 +81,19 @@ class ApiServer:
             create_app(self.config), access_log=None, shutdown_timeout=5.0, keepalive_timeout=KEEPALIVE_TIMEOUT_S
         )
         await runner.setup()
+        reloading = None
         try:
-            self.port = await listen(runner, self.host, self.port)
+            self.port = await listen(runner, self.host, self.port, self.tls)
+            if self.tls is not None:
+                reloading = asyncio.create_task(listener_tls.reload_on_change(self.tls, self.config.api, self.stopping))
             self.started.set()
             log.info("api: serving on %s", self.url)
             await self.stopping.wait()
         finally:
+            if reloading is not None:
+                reloading.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reloading
             await runner.cleanup()
 
 

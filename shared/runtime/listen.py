@@ -7,6 +7,7 @@ traceback from deep in the start-up."""
 from __future__ import annotations
 
 import os
+import ssl
 
 from aiohttp import web
 
@@ -19,10 +20,11 @@ class ListenError(Exception):
         self.reason = reason
 
 
-async def listen(runner: web.AppRunner, host: str, port: int) -> int:
-    """Serve `runner` on host:port; the port it listens on (the one the system chose when `port` is 0)."""
+async def listen(runner: web.AppRunner, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
+    """Serve `runner` on host:port (HTTPS with `ssl_context`); the port it listens on (the one the system chose when
+    `port` is 0)."""
     try:
-        await web.TCPSite(runner, host, port).start()
+        await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
     except OSError as exc:  # asyncio words it "error while attempting to bind on address ...": the system's words
         raise ListenError(host, port, os.strerror(exc.errno) if exc.errno else str(exc)) from None
     bound: int = runner.addresses[0][1]

@@ -156,9 +156,13 @@ offsets-topic = "__consumer_offsets"
 class-name = "caching"
 minimum-complete = 0.5
 expire-cache = 10
+[tls.web]
+certfile = "/etc/burrow/web.pem"
+keyfile = "/etc/burrow/web.key"
 [httpserver.default]
 address = "127.0.0.1:8080"
 timeout = 30
+tls = "web"
 """
     )
     result = run_migrate(str(toml))
@@ -178,6 +182,7 @@ timeout = 30
     assert (prod.sasl.mechanism, prod.sasl.username, prod.sasl.password) == ("SCRAM-SHA-512", "burrow", "s3cret")
     assert config.evaluator.minimum_complete == 0.5
     assert (config.api.host, config.api.port, config.api.request_timeout) == ("127.0.0.1", 8080, 30)
+    assert (config.api.tls_cert_file, config.api.tls_key_file) == ("/etc/burrow/web.pem", "/etc/burrow/web.key")
     assert "noverify: lagwatch still checks" in result.stderr and "expire-cache" in result.stderr
 
 

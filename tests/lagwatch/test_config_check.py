@@ -158,7 +158,7 @@ def test_show_prints_the_effective_configuration_with_every_credential_masked(tm
 
 
 # options whose names look like credentials but are not: paths, an address, a login name
-NOT_SECRET = {"key_file", "keytab", "token_endpoint_url"}
+NOT_SECRET = {"key_file", "tls_key_file", "keytab", "token_endpoint_url"}  # paths and addresses
 
 
 def _leaves(cls, where=""):

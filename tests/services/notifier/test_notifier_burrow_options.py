@@ -6,7 +6,6 @@ a password does not follow a moved URL, url-close keeps url's host, and extra-ca
 import asyncio
 import base64
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from tests.services.api.test_subscriptions_api import config_for as api_config
 from tests.services.notifier.test_notifier_delivery import config_for as delivery_config
 from tests.services.notifier.test_notifier_delivery import dispatching, enqueue, open_event, outbox_empty
 from tests.services.notifier.test_notifier_support import Receiver, Timeline
+from tests.tls_helpers import make_ca
 
 
 def close_event(group="billing"):
@@ -87,23 +87,7 @@ async def test_a_subscriptions_own_timeout_cuts_a_hanging_receiver_short(redis_s
 @pytest.fixture(scope="module")
 def test_ca(tmp_path_factory) -> dict[str, Path]:
     """A CA and a server certificate for 127.0.0.1 it signed (made with the openssl command)."""
-    d = tmp_path_factory.mktemp("tls")
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
-
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-            "-subj", "/CN=lagwatch-test-ca", "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=127.0.0.1")
-    (d / "ext.cnf").write_text(
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n"
-        "keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
-        "authorityKeyIdentifier=keyid,issuer\nsubjectKeyIdentifier=hash\n"
-    )
-    openssl("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "srv.pem", "-days", "2", "-extfile", "ext.cnf")  # fmt: skip
-    return {"ca": d / "ca.pem", "cert": d / "srv.pem", "key": d / "srv.key"}
+    return make_ca(tmp_path_factory.mktemp("tls"))
 
 
 class TlsReceiver(Receiver):

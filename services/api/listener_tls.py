@@ -1,0 +1,72 @@
+"""HTTPS on the api's own listener (Burrow's `httpserver.<name>` TLS profile): `api.tls-cert-file` (a PEM certificate
+chain, the server's first) and `api.tls-key-file` (its private key, PEM; empty when the certificate file holds it).
+The bearer token of the api's mutating routes then never travels in clear, without a proxy in front.
+
+TLS 1.2 or newer, Python's default server ciphers. The files are read at start (a missing, unreadable or mismatched
+file stops the api with one line naming the option, as `lagwatch config check` says beforehand) and again whenever
+either changes on disk (checked every `RELOAD_CHECK_S`: a certificate renewed by cert-manager or certbot is served
+from the next connection on, without a restart); a renewal caught half-written is logged and tried again at the next
+check, the certificate in use served meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+
+from lagwatch.shared.config import ApiConfig, ConfigError
+
+log = logging.getLogger(__name__)
+RELOAD_CHECK_S = 30.0
+
+
+def server_context(api: ApiConfig) -> ssl.SSLContext | None:
+    """The listener's TLS context, or None for plain HTTP (no `tls-cert-file`); ConfigError naming the option."""
+    if not api.tls_cert_file:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    _load(context, api)
+    return context
+
+
+def _load(context: ssl.SSLContext, api: ApiConfig) -> None:
+    for option, path in (("tls-cert-file", api.tls_cert_file), ("tls-key-file", api.tls_key_file)):
+        if path and not os.access(path, os.R_OK):
+            reason = "no such file" if not os.path.exists(path) else "not readable"
+            raise ConfigError(f"api.{option}", f"{path}: {reason}")
+    try:
+        context.load_cert_chain(api.tls_cert_file, api.tls_key_file or None)
+    except (ssl.SSLError, OSError) as exc:
+        problem = "not a PEM certificate with its private key, or the key is not the certificate's"
+        raise ConfigError("api.tls-cert-file", f"{problem} ({exc.__class__.__name__}: {exc})") from None
+
+
+def _stamp(api: ApiConfig) -> tuple[float, ...]:
+    """When the files last changed (a missing one: -1, so that its return counts as a change)."""
+    paths = [p for p in (api.tls_cert_file, api.tls_key_file) if p]
+    return tuple(os.stat(p).st_mtime if os.path.exists(p) else -1.0 for p in paths)
+
+
+async def reload_on_change(context: ssl.SSLContext, api: ApiConfig, stopping: asyncio.Event) -> None:
+    """Load the files into the context in use again whenever they change, until `stopping` is set."""
+    seen = _stamp(api)
+    while not stopping.is_set():
+        try:
+            await asyncio.wait_for(stopping.wait(), RELOAD_CHECK_S)
+            return
+        except TimeoutError:
+            pass
+        now = _stamp(api)
+        if now == seen:
+            continue
+        try:
+            _load(ssl.create_default_context(ssl.Purpose.CLIENT_AUTH), api)  # tried apart: a failed load may leave
+            _load(context, api)  # a context with the new certificate and the old key
+        except ConfigError as exc:  # half-written, or wrong: the certificate in use stays
+            log.warning("api: the TLS certificate changed but cannot be loaded (%s); still serving the previous", exc)
+            continue
+        seen = now
+        log.info("api: TLS certificate reloaded from %s", api.tls_cert_file)
