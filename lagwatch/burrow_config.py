@@ -17,13 +17,13 @@ from typing import Any
 import yaml
 
 from lagwatch.go_template import Untranslatable, translate
+from lagwatch.shared.config import ORIGIN
 
 THRESHOLDS = {0: "OK", 1: "OK", 2: "WARN", 3: "ERR"}  # Burrow's status numbers (0: NOTFOUND is never notified)
 BURROW_TIMEOUT_S = 5  # Burrow's http notifier default
 MAIL_HEADER_LINES = ("Subject: ", "Content-Type: ", "MIME-version: ")  # read by Burrow's email notifier
 BURROW_INTERVAL_S = 60  # Burrow's notifier `interval` default (and `send-interval`'s)
 IGNORED_SECTIONS = {
-    "general": "pidfile, stdout-logfile, CORS: run under a supervisor; no CORS header (put a proxy in front)",
     "logging": "use `lagwatch run … --log-file FILE --log-level LEVEL`; rotation is logrotate's",
     "zookeeper": "not needed: Kafka consumer groups and Redis share the work",
 }
@@ -94,7 +94,7 @@ class _Migrator:
     def run(self) -> dict[str, Any]:
         out: dict[str, Any] = {"redis": {"url": "redis://127.0.0.1:6379/0"}}
         known = {"cluster", "consumer", "client-profile", "tls", "sasl", "iam", "storage", "evaluator", "httpserver",
-                 "notifier", *IGNORED_SECTIONS}  # fmt: skip
+                 "notifier", "general", *IGNORED_SECTIONS}  # fmt: skip
         for name, why in IGNORED_SECTIONS.items():
             if name in self.burrow:
                 self.warn(f"[{name}]", f"not carried over: {why}")
@@ -107,7 +107,7 @@ class _Migrator:
         evaluator = self.one("evaluator", self.evaluator)
         if evaluator:
             out["evaluator"] = evaluator
-        api = self.one("httpserver", self.httpserver)
+        api = {**self.one("httpserver", self.httpserver), **self.general()}
         if api:
             out["api"] = api
         subscriptions = [s for name, body in self.section("notifier").items() if (s := self.notifier(name, body))]
@@ -287,6 +287,22 @@ class _Migrator:
             out.update(self.server_tls(where, str(body["tls"])))
         self.unused(where, body, {"address", "timeout", "tls"})
         return out
+
+    def general(self) -> dict[str, Any]:
+        """[general]: its CORS origin is the api's; the rest is a supervisor's business."""
+        body = self.burrow.get("general", {})
+        if not isinstance(body, Mapping):
+            raise ValueError(f"[general]: expected a table, got {body!r}")
+        supervisor = "run under a supervisor (systemd, Kubernetes)"
+        self.unused(
+            "[general]", body, {"access-control-allow-origin"}, {"pidfile": supervisor, "stdout-logfile": supervisor}
+        )
+        origin = body.get("access-control-allow-origin")
+        if origin and not ORIGIN.match(str(origin)):  # Burrow sends what it is given; no browser matches a bare host
+            self.warn("[general]", f"access-control-allow-origin {origin!r} is not an origin a browser sends "
+                      "(https://host[:port]): not carried over")  # fmt: skip
+            return {}
+        return {"access-control-allow-origin": origin} if origin else {}
 
     def server_tls(self, where: str, name: str) -> dict[str, Any]:
         """The listener's certificate and key, from the TLS profile the HTTP server names."""

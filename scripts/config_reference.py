@@ -64,6 +64,9 @@ MEANINGS = {
     "and again when it changes on disk (checked every 30 s: a renewed certificate is served from the next "
     "connection, a half-written one never)",
     "api.tls-key-file": "its private key, PEM (empty: in the certificate's file)",
+    "api.access-control-allow-origin": "Burrow's general.access-control-allow-origin: the Access-Control-Allow-Origin "
+    "header on every answer (* or https://host[:port]), so that a dashboard of another origin may read the api from "
+    "a browser; mutations stay out of its reach (no preflight is allowed); empty = none",
     "api.metrics-partition-series": "/metrics: partition-level series (partition lag, offset, status, lag seconds, "
     "topic offsets) on or off",
     "api.metrics-group-allowlist": "/metrics: only groups matching this regex (empty = all)",

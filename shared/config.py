@@ -324,6 +324,14 @@ class IngestConfig:
     http_port: int = field(default=8001, metadata={"check": _port})
 
 
+ORIGIN = re.compile(r"^(\*|https?://[A-Za-z0-9.\-\[\]:]+)\Z")  # a CORS origin as browsers send it, or any: `*`
+
+
+def _origin(v: str) -> str | None:
+    """A header value, so no path, space or line break."""
+    return None if v == "" or ORIGIN.match(v) else "must be * or an origin (https://host[:port], no path)"
+
+
 @dataclass(frozen=True)
 class ApiConfig:
     host: str = "127.0.0.1"
@@ -341,6 +349,9 @@ class ApiConfig:
     # the certificate's file); no certificate = plain HTTP
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    # Burrow's `general.access-control-allow-origin`: this header on every answer, so that a dashboard served from
+    # another origin may read the api from a browser (services/api/cors.py); empty = none
+    access_control_allow_origin: str = field(default="", metadata={"check": _origin})
 
     def cross_check(self) -> tuple[str, str] | None:
         if self.tls_key_file and not self.tls_cert_file:

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from lagwatch.services.api import (
     burrow_routes,
+    cors,
     dashboard,
     health_routes,
     listener_tls,
@@ -46,6 +47,7 @@ def create_app(config: Config) -> web.Application:
     app.add_routes(subscription_routes.routes)
     app.add_routes(silence_routes.routes)
     dashboard.install(app)
+    cors.install(app, config.api.access_control_allow_origin)
     app.router.add_get("/metrics", handle_metrics)
     app.on_startup.append(_start)
     app.on_cleanup.append(_close)

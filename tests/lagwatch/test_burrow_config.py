@@ -397,3 +397,19 @@ def test_an_email_notifier_becomes_an_email_subscription(tmp_path):
     sent = build_request(mail, Delivery("d", "mail", "open", event, event["event_id"], now_ms(), attempts=1))
     assert sent.message.get_content() == "\nbilling on local: ERR, 1 partitions have problems\n"
     assert sent.message["To"] == "ops@example.com, oncall@example.com"
+
+
+@pytest.mark.parametrize(
+    ("origin", "api", "warned"),
+    [
+        ("https://dash.example.com", {"access-control-allow-origin": "https://dash.example.com"}, None),
+        ("*", {"access-control-allow-origin": "*"}, None),
+        ("mysite.example.com", None, "is not an origin a browser sends"),  # Burrow's own example: no browser sends it
+    ],
+)
+def test_burrows_cors_origin_becomes_the_apis_and_the_rest_of_general_a_warning(origin, api, warned):
+    doc = migrate({"general": {"pidfile": "burrow.pid", "access-control-allow-origin": origin}})
+    assert doc.config.get("api") == api
+    assert any("[general]: pidfile is not carried over: run under a supervisor" in w for w in doc.warnings)
+    assert any(warned in w for w in doc.warnings) if warned else not any("origin" in w for w in doc.warnings)
+    build_section(Config, doc.config)  # loads as lagwatch loads it
