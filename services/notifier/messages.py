@@ -48,7 +48,6 @@ from lagwatch.shared.subscriptions.notification_policy import CLUSTER_FORGOTTEN,
 from lagwatch.shared.templating import template_worker, templates
 
 USER_AGENT = "lagwatch-notifier/1"
-REASON_HEADER = "X-Lagwatch-Reason"  # why a close is sent when it is not the group's own (`unsubscribed`)
 STATUS_EMOJI = {"ERR": ":red_circle:", "WARN": ":large_yellow_circle:", "OK": ":large_green_circle:"}
 STATUS_COLOUR = {"ERR": "#E01E5A", "WARN": "#ECB22E", "OK": "#2EB67D", "NOTFOUND": "#9E9E9E"}
 LAG_COLOUR = "#E8912D"  # a lag-threshold alert: neither Burrow's WARN nor its ERR
@@ -412,7 +411,7 @@ def _headers(sub: SubscriptionConfig, delivery: Delivery, timestamp: int, body: 
             signing.KIND_HEADER: delivery.kind,
             "X-Lagwatch-Subscription": sub.id,
             "X-Lagwatch-Attempt": str(delivery.attempts),
-            **({REASON_HEADER: delivery.reason} if delivery.reason else {}),
+            **({signing.REASON_HEADER: delivery.reason} if delivery.reason else {}),
         }
     )
     if sub.secret:

@@ -33,6 +33,7 @@ EVENT_ID_HEADER = "X-Lagwatch-Event-Id"
 KIND_HEADER = "X-Lagwatch-Notification"
 TIMESTAMP_HEADER = "X-Lagwatch-Timestamp"
 SIGNATURE_HEADER = "X-Lagwatch-Signature"
+REASON_HEADER = "X-Lagwatch-Reason"  # not signed: why a close is not the group's own, or `test` (notify test)
 DEFAULT_TOLERANCE_S = 300
 _HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
 
