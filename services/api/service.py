@@ -14,6 +14,7 @@ from aiohttp import web
 
 from lagwatch.services.api import (
     burrow_routes,
+    config_routes,
     cors,
     dashboard,
     health_routes,
@@ -43,6 +44,7 @@ def create_app(config: Config) -> web.Application:
     app[CONTEXT] = context
     app[METRICS] = ApiMetrics(config)
     app.add_routes(burrow_routes.routes)
+    app.add_routes(config_routes.routes)
     app.add_routes(health_routes.routes)
     app.add_routes(subscription_routes.routes)
     app.add_routes(silence_routes.routes)
