@@ -17,15 +17,12 @@ from typing import Any
 from aiohttp import web
 
 from lagwatch.services.api.auth import requires_token
-from lagwatch.services.api.burrow_routes import cluster_detail, cluster_module
+from lagwatch.services.api.burrow_routes import client_profile, cluster_detail
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.paths import named
 from lagwatch.services.api.responses import ApiError, ok
-from lagwatch.services.api.subscription_routes import read_json_body
+from lagwatch.services.api.subscription_routes import read_json_body, shown_subscriptions
 from lagwatch.shared.config import Config
-from lagwatch.shared.subscriptions.documents import SOURCE_API, SOURCE_CONFIG
-from lagwatch.shared.subscriptions.masking import masked_document
-from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 routes = web.RouteTableDef()
 BURROW_THRESHOLDS = {"OK": 1, "WARN": 2, "ERR": 3}  # Burrow's status numbers
@@ -96,15 +93,14 @@ async def consumer_detail(request: web.Request) -> web.Response:
     if name not in config.clusters:
         raise ApiError(404, "consumer module not found")
     cluster = config.clusters[name]
-    module = cluster_module(cluster)
     consumer = {
         "class-name": "kafka",
         "cluster": name,
-        "servers": module["servers"],
-        "group-allowlist": cluster.group_allowlist or config.storage.group_allowlist,
+        "servers": list(cluster.bootstrap_servers),
+        "group-allowlist": config.group_filter(name).allowlist,
         "zookeeper-path": "",
         "zookeeper-timeout": 0,
-        "client-profile": module["client-profile"],
+        "client-profile": client_profile(cluster),
         "offsets-topic": cluster.offsets_topic,
         "start-latest": cluster.start_latest,
     }
@@ -169,9 +165,5 @@ def _default_only(request: web.Request, kind: str) -> None:
 
 
 async def _subscriptions(request: web.Request) -> dict[str, dict[str, Any]]:
-    """Every subscription by id, masked: the file's, then the api's (an id in both is the file's)."""
-    context: ApiContext = request.app[CONTEXT]
-    stored = await SubscriptionStore(context.redis).all()
-    shown = {c.id: masked_document(c, SOURCE_API, show_templates=False) for c in stored.values()}
-    shown.update({c.id: masked_document(c, SOURCE_CONFIG, show_templates=False) for c in context.config.subscriptions})
-    return shown
+    """Every subscription by id, masked as `/api/v1/subscriptions` lists them (templates never shown here)."""
+    return {doc["id"]: doc for doc in await shown_subscriptions(request, show_templates=False)}

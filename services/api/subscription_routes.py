@@ -98,12 +98,22 @@ def _shown(request: web.Request, config: SubscriptionConfig, source: str) -> dic
     return masked_document(config, source, show_templates=has_token(request))
 
 
-@routes.get(BASE)
-async def list_subscriptions(request: web.Request) -> web.Response:
+async def shown_subscriptions(request: web.Request, *, show_templates: bool) -> list[dict[str, Any]]:
+    """Every subscription, masked: the file's, then the api's by id (an id in both is the file's)."""
     stored = await _store(request).all()
     file = _from_file(request)
-    items = [_shown(request, c, SOURCE_CONFIG) for c in file.values()]
-    items += [_shown(request, c, SOURCE_API) for sub_id, c in sorted(stored.items()) if sub_id not in file]
+    items = [masked_document(c, SOURCE_CONFIG, show_templates=show_templates) for c in file.values()]
+    items += [
+        masked_document(c, SOURCE_API, show_templates=show_templates)
+        for sub_id, c in sorted(stored.items())
+        if sub_id not in file
+    ]
+    return items
+
+
+@routes.get(BASE)
+async def list_subscriptions(request: web.Request) -> web.Response:
+    items = await shown_subscriptions(request, show_templates=has_token(request))
     return ok(request, "subscription list returned", subscriptions=items)
 
 

@@ -39,7 +39,7 @@ from confluent_kafka.admin import AdminClient
 
 from lagwatch.services.ingest import metrics
 from lagwatch.shared.store import keys, scripts
-from lagwatch.shared.store.redis_client import reply
+from lagwatch.shared.store.redis_client import reply, text
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 10.0
@@ -107,7 +107,7 @@ class KafkaIdentity:
 
     async def _recorded_other(self, seen: str) -> str | None:
         """The id recorded when it is another than `seen` (none recorded: `seen` is, from now on)."""
-        verdict, recorded = (_text(v) for v in await self._claim(keys=[keys.kafka_id(self.cluster)], args=[seen]))
+        verdict, recorded = (text(v) for v in await self._claim(keys=[keys.kafka_id(self.cluster)], args=[seen]))
         return recorded if verdict == "other" else None
 
     async def replaced(self) -> bool:
@@ -155,7 +155,3 @@ def _warn_replaced(cluster: str, recorded: str, seen: str) -> None:
         recorded,
         seen,
     )
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -83,8 +83,8 @@ def build(
     message[signing.KIND_HEADER] = kind
     message["X-Lagwatch-Subscription"] = config.id
     message["X-Lagwatch-Attempt"] = str(attempt)
-    if summary.reason(ctx):  # a close that is not the group's own, or a test: as the webhooks' header
-        message[signing.REASON_HEADER] = summary.reason(ctx)
+    if reason := summary.reason(ctx):  # a close that is not the group's own, or a test: as the webhooks' header
+        message[signing.REASON_HEADER] = reason
     message.set_content(text)
     if config.secret:  # over the text with LF line ends (SMTP carries CRLF: a receiver turns them back first)
         body = message.get_content().replace("\r\n", "\n").encode()
