@@ -26,8 +26,9 @@ run: system-deps venv
 ## test: lint, then the whole suite against a real redis-server and the Kafka mock cluster, in two processes
 ## (pytest-xdist, a test file per process at a time: its fixtures and Spark session stay in one process). The suite
 ## mostly waits on servers and group joins: two processes took it from 11 min 46 s to 6 min 27 s on 2 cores.
-## `make test PYTEST_ARGS=` runs it in one.
-PYTEST_ARGS ?= -n 2 --dist loadfile
+## The files that take longest go first (tests/conftest.py), so both processes end together. `make test
+## PYTEST_ARGS=` runs it in one.
+PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 test: system-deps venv lint
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 

@@ -8,6 +8,18 @@ from redis.asyncio import Redis
 
 from lagwatch.devkit.redis_server import RedisServer
 
+LONG_DIRECTORIES = ("tests/system/", "tests/spark/")  # end-to-end: each file runs for tens of seconds
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files that take longest first: `make test` hands whole files to two processes in this order (xdist's
+    `--dist loadfile --no-loadscope-reorder`), so that the short ones fill in at the end and both finish together.
+    Given in the order of most tests first (xdist's default), the end-to-end files came last and one process ran
+    them for minutes alone. Long: the end-to-end directories, and any file with a test marked `slow`."""
+    long_files = {item.path for item in items if item.get_closest_marker("slow")}
+    long_files |= {item.path for item in items if item.nodeid.startswith(LONG_DIRECTORIES)}
+    items.sort(key=lambda item: item.path not in long_files)  # stable: the order within each part stays
+
 
 @pytest.fixture(scope="session")
 def _shared_redis_server():

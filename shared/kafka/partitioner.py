@@ -5,10 +5,12 @@ where the key would have put them, and readers that own partitions by key (the e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 import time
-from collections.abc import Hashable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
 
 from confluent_kafka import KafkaException, Producer
 from murmurhash2 import murmurhash2
@@ -43,6 +45,30 @@ class PartitionCache(Generic[K]):
         return self._known
 
 
+async def on_own_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` on a daemon thread of its own. A metadata request blocks for its whole timeout while Kafka is
+    away, and no librdkafka call can be interrupted: on the loop's default executor it held the loop's close, and
+    with it a service's stop (and each test's teardown), for up to that timeout after the read was no longer
+    wanted. Nothing waits for this thread but its caller."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[Any] = loop.create_future()
+
+    def settle(set_outcome: Callable[[Any], None], outcome: Any) -> None:
+        if not answer.done():  # the caller was cancelled meanwhile
+            set_outcome(outcome)
+
+    def run() -> None:
+        try:
+            outcome: tuple[Callable[[Any], None], Any] = (answer.set_result, fn(*args))
+        except Exception as exc:  # handed to the caller, as asyncio.to_thread does
+            outcome = (answer.set_exception, exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=run, name=f"kafka-{getattr(fn, '__name__', 'call')}", daemon=True).start()
+    return await answer
+
+
 class PartitionCount:
     """A topic's partition count as metadata last gave it, read again in the background every REFRESH_S: a send
     never waits for metadata (Kafka away would hold it for the metadata timeout). None until a read succeeded."""
@@ -70,7 +96,7 @@ class PartitionCount:
 
     async def partitions(self, producer: Producer) -> list[int]:
         """The topic's partitions, from a metadata request now; KafkaException when there is no answer."""
-        metadata = await asyncio.to_thread(producer.list_topics, self.topic, self.METADATA_TIMEOUT_S)
+        metadata = await on_own_thread(producer.list_topics, self.topic, self.METADATA_TIMEOUT_S)
         described = metadata.topics.get(self.topic)
         if described is None or described.error is not None:
             raise KafkaException(described.error if described is not None else "no metadata")

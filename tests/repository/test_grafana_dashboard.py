@@ -30,6 +30,8 @@ from tests import paths
 from tests.kafka_helpers import eventually
 from tests.net_helpers import free_port
 
+pytestmark = pytest.mark.slow  # it runs Prometheus against a running lagwatch
+
 ROOT = paths.ROOT
 DASHBOARD = ROOT / "deploy" / "grafana" / "lagwatch.json"
 RULES = ROOT / "deploy" / "prometheus" / "lagwatch-rules.yml"

@@ -5,7 +5,11 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from tests import paths
+
+pytestmark = pytest.mark.slow  # it builds and installs the wheel
 
 ROOT = paths.ROOT
 MAPPING = {

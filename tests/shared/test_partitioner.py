@@ -1,11 +1,17 @@
 """Kafka's default partitioner (shared/kafka/partitioner.py): records lagwatch sends to a partition of its own
-choosing land where Kafka's Java producer would have put their key."""
+choosing land where Kafka's Java producer would have put their key; the partition count is read in the background
+without holding a stop."""
 
+import asyncio
+import threading
+
+import pytest
 from aiokafka.partitioner import murmur2
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lagwatch.shared.kafka.partitioner import PartitionCache, partition_for
+from lagwatch.shared.kafka.changes import ChangePublisher
+from lagwatch.shared.kafka.partitioner import PartitionCache, on_own_thread, partition_for
 
 
 @given(st.binary(max_size=300), st.integers(1, 500))
@@ -18,3 +24,23 @@ def test_the_cache_starts_over_when_the_partition_count_changes():
     cache.lookup(4)["billing"] = 3
     assert cache.lookup(4) == {"billing": 3}
     assert cache.lookup(6) == {}
+
+
+def test_a_stop_does_not_wait_for_a_partition_count_kafka_does_not_answer():
+    """The count's metadata request cannot be interrupted and waits its whole timeout for a Kafka away. On the loop's
+    default executor it held the loop's close, a service's stop, that long; now nothing but its caller waits."""
+
+    async def started_and_stopped() -> None:
+        publisher = ChangePublisher({"bootstrap.servers": "127.0.0.1:1"})  # nothing listens on port 1
+        await publisher.start()  # the partition count's first read starts
+        await asyncio.sleep(0.2)
+        await publisher.stop()
+
+    asyncio.run(started_and_stopped())  # closes its loop: returns only once the loop's own threads have ended
+    assert [t for t in threading.enumerate() if t.name == "kafka-list_topics" and t.daemon and t.is_alive()]
+
+
+async def test_a_call_on_its_own_thread_gives_its_result_or_raises_its_exception():
+    assert await on_own_thread(sorted, [3, 1, 2]) == [1, 2, 3]
+    with pytest.raises(ZeroDivisionError):
+        await on_own_thread(divmod, 1, 0)

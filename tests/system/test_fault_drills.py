@@ -51,6 +51,7 @@ from lagwatch.shared.domain.status_event import schema
 from lagwatch.shared.store import keys
 from tests.kafka_helpers import eventually
 from tests.net_helpers import free_port
+from tests.schema_validation import validator_of
 
 pytestmark = pytest.mark.slow
 
@@ -132,7 +133,7 @@ class StatusLog:
         self.consumer = AIOKafkaConsumer(
             STATUS_TOPIC, bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100
         )
-        self.schema = schema()
+        self.validator = validator_of(schema())
         self.events: list[dict] = []
         self.records = 0  # raw records read, duplicates included
         self.invalid: list[str] = []  # records that are not valid events (must stay empty)
@@ -158,7 +159,7 @@ class StatusLog:
                     self.records += 1
                     try:
                         event = json.loads(m.value)
-                        jsonschema.validate(event, self.schema)
+                        self.validator.validate(event)
                         assert m.key == f"{event['cluster']}/{event['group']}".encode()
                     except (ValueError, KeyError, AssertionError, jsonschema.ValidationError) as exc:
                         self.invalid.append(f"{m.topic}/{m.partition}@{m.offset}: {exc!r}")

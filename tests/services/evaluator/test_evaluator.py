@@ -5,7 +5,6 @@ import json
 import logging
 import time
 
-import jsonschema
 from aiokafka import AIOKafkaConsumer
 from redis.asyncio import Redis
 
@@ -29,6 +28,7 @@ from tests.kafka_helpers import (
     readiness,
     running,
 )
+from tests.schema_validation import validator_of
 from tests.shared.test_redis_memory import make_full
 
 STATUS_TOPIC = "lagwatch.status"
@@ -46,7 +46,7 @@ class StatusTopic:
             auto_offset_reset="earliest",
             group_id=f"status-reader-{time.time()}",
         )
-        self.schema = event_schema or schema()
+        self.validator = validator_of(event_schema or schema())
         self.events = []
 
     async def __aenter__(self):
@@ -61,7 +61,7 @@ class StatusTopic:
         for messages in batch.values():
             for m in messages:
                 event = json.loads(m.value)
-                jsonschema.validate(event, self.schema)
+                self.validator.validate(event)
                 assert m.key == f"{event['cluster']}/{event['group']}".encode()
                 self.events.append(event)
         return self.events

@@ -105,7 +105,7 @@ async def test_one_event_per_crossing_even_with_two_evaluators_racing(kafka, red
             assert await topic.until(2) == [("billing", 300, True, "lag"), ("billing", 300, False, "lag")]
             await asyncio.sleep(0.5)
             assert len(await topic.until(2)) == 2
-            over, under = topic.events
+            over, under = topic.distinct()  # a repeat of one (same event_id) may arrive: at least once
             assert (over["seq"], under["seq"]) == (1, 2) and over["incident_id"] == under["incident_id"]
             assert over["incident_started_at"] == under["incident_started_at"] == s.t0 + 301 * S
             assert over["max_lag_seconds"] == 301.0 and over["partitions"][0]["lag_seconds"] == 301.0
