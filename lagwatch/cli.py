@@ -511,19 +511,11 @@ def _notify_test(args: argparse.Namespace) -> int:
 
 
 async def _send_test(config, subscription_id: str, cluster: str | None) -> dict:
-    from lagwatch.services.notifier.sample import SAMPLE_GROUP, sample_cluster, send_sample
+    from lagwatch.services.notifier.sample import sample_report
     from lagwatch.shared.clock import now_ms
 
     subscription = await _subscription(config, subscription_id)
-    cluster = cluster or sample_cluster(subscription, list(config.clusters))
-    sent = await send_sample(subscription, config.notifier, cluster, now_ms())
-    return {
-        "subscription": subscription.id,
-        "type": subscription.type,
-        "cluster": cluster,
-        "group": SAMPLE_GROUP,
-        "sent": [{"kind": s.kind, "ok": s.ok, "status": s.status, "error": s.error} for s in sent],
-    }
+    return await sample_report(subscription, config.notifier, cluster, list(config.clusters), now_ms())
 
 
 async def _subscription(config, subscription_id: str):

@@ -1,4 +1,5 @@
-"""Notification subscriptions (`/api/v1/subscriptions`): create, list, get, update, delete.
+"""Notification subscriptions (`/api/v1/subscriptions`): create, list, get, update, delete, and send one a sample
+incident now (`POST .../{id}/test`, through a notifier: shared/store/sample_requests.py).
 
 * Stored in Redis (`lw:n:{notify}:subs`, see shared/store/keys.py); notifiers pick changes up on their next event
   or delivery. Subscriptions from the configuration file are listed too (`"source": "config"`) but are read-only
@@ -23,7 +24,9 @@ from aiohttp import web
 from lagwatch.services.api.auth import has_token, requires_token
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.responses import ApiError, ok
-from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.config import CLUSTER_NAME, SubscriptionConfig
+from lagwatch.shared.store import sample_requests
+from lagwatch.shared.store.sample_requests import NotReported, NotTaken, SampleRequest
 from lagwatch.shared.subscriptions.documents import SOURCE_API, SOURCE_CONFIG, SubscriptionInvalid, new_id, to_document
 from lagwatch.shared.subscriptions.masking import masked_document, unmask_unchanged, without_credentials
 from lagwatch.shared.subscriptions.store import SubscriptionStore
@@ -182,3 +185,32 @@ async def delete_subscription(request: web.Request) -> web.Response:
     if not await _store(request).delete(sub_id):  # (one that can no longer be read is deleted too)
         raise ApiError(404, "subscription not found")
     return ok(request, "subscription deleted")
+
+
+@routes.post(BASE + "/{id}/test")
+@requires_token
+async def test_subscription(request: web.Request) -> web.Response:
+    """A sample incident's open (and, with `send-close`, close) sent to the subscription now by a notifier, as
+    `lagwatch notify test` sends it: 200 when every receiver took it, 502 with the report when one did not, 504 when
+    no notifier took the request or reported in time."""
+    sub_id, cluster = request.match_info["id"], request.query.get("cluster")
+    if cluster is not None and not CLUSTER_NAME.match(cluster):
+        raise ApiError(400, f"cluster: {cluster[:100]!r} is not a cluster name (letters, digits, '.', '_', '-')")
+    config = _from_file(request).get(sub_id) or await _store(request).get(sub_id)
+    if config is None:
+        raise ApiError(404, "subscription not found")
+    context = _context(request)
+    if await sample_requests.queued(context.redis) >= sample_requests.MAX_QUEUED:
+        raise ApiError(429, "too many samples waiting for a notifier: try again later")
+    # an open and a close, each within its timeout; and this answer within the api's own request timeout
+    each_s = config.timeout or context.config.notifier.request_timeout
+    sends_within_s = max(1.0, min(2 * each_s + 2, context.config.api.request_timeout - sample_requests.PICKUP_S - 1))
+    try:
+        report = await sample_requests.ask(context.redis, SampleRequest.new(sub_id, cluster), sends_within_s)
+    except (NotTaken, NotReported) as exc:
+        raise ApiError(504, str(exc)) from None
+    if "error" in report:  # the notifier's configuration file lacks it (the api's differs)
+        raise ApiError(404, f"{report['error']} (the notifier's configuration differs from the api's?)")
+    if not all(sent["ok"] for sent in report["sent"]):
+        raise ApiError(502, "the receiver did not take the sample", fields=report)
+    return ok(request, "sample sent", **report)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from lagwatch.services.notifier.delivery import Sender
 from lagwatch.services.notifier.messages import PermanentError, build_request
@@ -61,6 +62,22 @@ def sample_incident(cluster: str, now_ms: int) -> tuple[StatusEvent, StatusEvent
         evaluated_at=now_ms,
     )  # fmt: skip
     return opened, closed
+
+
+async def sample_report(
+    subscription: Subscription, settings: NotifierConfig, cluster: str | None, configured: list[str], now_ms: int
+) -> dict[str, Any]:
+    """Send the sample (to `cluster`, else one the subscription covers) and say what each receiver answered: the
+    report `lagwatch notify test` prints and `POST /api/v1/subscriptions/{id}/test` answers."""
+    cluster = cluster or sample_cluster(subscription, configured)
+    sent = await send_sample(subscription, settings, cluster, now_ms)
+    return {
+        "subscription": subscription.id,
+        "type": subscription.type,
+        "cluster": cluster,
+        "group": SAMPLE_GROUP,
+        "sent": [{"kind": s.kind, "ok": s.ok, "status": s.status, "error": s.error} for s in sent],
+    }
 
 
 async def send_sample(subscription: Subscription, settings: NotifierConfig, cluster: str, now_ms: int) -> list[Sent]:

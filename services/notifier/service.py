@@ -40,6 +40,7 @@ from lagwatch.services.notifier.outbox import (
     repeat_member,
     repeat_notification_id,
 )
+from lagwatch.services.notifier.sample_queue import serve_samples
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig
 from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent, Threshold
@@ -552,6 +553,7 @@ class NotifierService:
     # --- life cycle ---------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
+        samples: asyncio.Task[None] | None = None
         try:
             await self.health.start()
             log.info(
@@ -564,6 +566,7 @@ class NotifierService:
             # deliveries left by an earlier run go out from Redis even while Kafka is down (the wait below) or
             # has not assigned partitions yet; a dead letter due before its producer has started waits in the outbox
             self._dispatcher = asyncio.create_task(self.dispatcher.run(self.stopping))
+            samples = asyncio.create_task(serve_samples(self.redis, self.registry, self.config, self.stopping))
             await self._start_dead_letters()  # also waits for Kafka: Faust's start fails while it is down
             await start_unless_stopping(self.app, self.stopping)
             await until_stopped_or_dead(self.stopping, self._dead_work, "notifier")
@@ -572,6 +575,8 @@ class NotifierService:
             await stop_within(self.app, "notifier")
             if self._dispatcher is not None:
                 await self._dispatcher
+            if samples is not None:
+                await samples  # a sample being sent is finished (within its receivers' timeouts)
             await self.dead_letters.stop()
             await self.sender.stop()
             await self.health.stop()

@@ -86,6 +86,9 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
                                             (shared/store/cluster_forgetting.py)
     lw:n:{notify}:forgotten-closed    HASH  cluster -> the forgetting (its time, ms) whose incidents a notifier has
                                             closed for every subscription: later starts need not look again
+    lw:n:{notify}:sample-requests     LIST  JSON sample notifications asked for through the api, taken by one notifier
+                                            (shared/store/sample_requests.py)
+    lw:n:{notify}:sample-report:<id>  STR   JSON report of the sample request <id>, for the api waiting on it (expires)
 
 The notifier's keys all carry the tag `{notify}`: one slot (notifications are few), so its Lua scripts can move a
 delivery between the outbox's sets and record an event's handling atomically on Redis Cluster too.
@@ -267,6 +270,7 @@ NOTIFY_IDENTITY_SINCE = f"{NOTIFY}:identity-since"
 NOTIFY_SCOPE_LOOKED = f"{NOTIFY}:scope-looked"  # subscription id -> digest of its configuration at the last look
 FORGOTTEN_CLUSTERS = f"{NOTIFY}:forgotten-clusters"  # cluster -> when `lagwatch forget-cluster` forgot it (ms)
 FORGOTTEN_CLOSED = f"{NOTIFY}:forgotten-closed"  # cluster -> the forgetting whose incidents are closed everywhere
+SAMPLE_REQUESTS = f"{NOTIFY}:sample-requests"  # samples asked for through the api, oldest first
 OUTBOX_DUE = f"{NOTIFY}:due"
 OUTBOX_INFLIGHT = f"{NOTIFY}:inflight"
 OUTBOX_DELIVERIES = f"{NOTIFY}:deliveries"
@@ -282,6 +286,10 @@ SILENCES_VERSION = f"{NOTIFY}:silences-version"
 
 def notify_state(subscription_id: str) -> str:
     return f"{NOTIFY}:state:{subscription_id}"
+
+
+def sample_report(request_id: str) -> str:
+    return f"{NOTIFY}:sample-report:{request_id}"
 
 
 def notify_seen(event_id: str, subscription_id: str) -> str:

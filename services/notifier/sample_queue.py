@@ -1,0 +1,48 @@
+"""The notifier's side of the samples asked for through the api (shared/store/sample_requests.py): it takes each
+request queued, sends the sample incident to the subscription (sample.py) and reports what the receivers answered.
+Runs from the notifier's start, while Kafka is still away too: the sample needs only Redis and the receiver."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from lagwatch.services.notifier.sample import sample_report
+from lagwatch.services.notifier.subscriptions import Registry
+from lagwatch.shared.clock import now_ms
+from lagwatch.shared.config import Config
+from lagwatch.shared.runtime.outage_log import OutageLog
+from lagwatch.shared.store import sample_requests
+from lagwatch.shared.store.sample_requests import SampleRequest
+
+log = logging.getLogger(__name__)
+
+
+async def serve_samples(redis: Redis, registry: Registry, config: Config, stopping: asyncio.Event) -> None:
+    """Until `stopping`: take the requests queued, one at a time, every TAKE_EVERY_S."""
+    outage = OutageLog(log, "notifier: cannot take sample requests")
+    while not stopping.is_set():
+        try:
+            while not stopping.is_set() and (request := await sample_requests.take(redis)) is not None:
+                await sample_requests.report(redis, request.id, await _answer(request, registry, config))
+            outage.ok()
+        except RedisError as exc:
+            outage.failed(exc)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), sample_requests.TAKE_EVERY_S)
+
+
+async def _answer(request: SampleRequest, registry: Registry, config: Config) -> dict[str, Any]:
+    subscription = registry.get(request.subscription)
+    if subscription is None:  # created through the api since this notifier last looked
+        await registry.refresh(force=True)
+        subscription = registry.get(request.subscription)
+    if subscription is None:
+        return {"subscription": request.subscription, "error": "the notifier has no such subscription"}
+    log.info("notifier: sending a sample incident to subscription %s (asked through the api)", subscription.id)
+    return await sample_report(subscription, config.notifier, request.cluster, list(config.clusters), now_ms())
