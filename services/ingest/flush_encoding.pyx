@@ -22,6 +22,9 @@ from lagwatch.services.ingest.decimal_text cimport decimal_width, put_decimal
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.window_writer import PackedWrites
 
+cdef tuple KINDS = keys.GROUP_KEY_KINDS
+cdef str WINDOWS = KINDS[0], META = KINDS[1]
+
 
 cdef struct Buffer:
     char* data
@@ -87,6 +90,21 @@ cdef int _arg(Buffer* buf, object value) except -1:
     raise TypeError(f"not a Redis argument here: {type(value).__name__}")
 
 
+cdef int _key(Buffer* buf, str stem, str kind) except -1:
+    """One of a group's keys (`keys.keys_of_stem`) from its stem, the stem's text copied once."""
+    cdef Py_ssize_t size, kind_size
+    cdef const char* text = PyUnicode_AsUTF8AndSize(stem, &size)
+    cdef const char* letter = PyUnicode_AsUTF8AndSize(kind, &kind_size)
+    cdef char* p
+    _header(buf, b'$', size + kind_size)
+    p = _reserve(buf, size + kind_size + 2)
+    memcpy(p, text, size)
+    memcpy(p + size, letter, kind_size)
+    p[size + kind_size], p[size + kind_size + 1] = b'\r', b'\n'
+    buf.size += size + kind_size + 2
+    return 0
+
+
 cdef class _Commands:
     """The buffer and how many commands it holds."""
 
@@ -144,18 +162,24 @@ cdef int _group(
     cdef dict rings
     cdef object expires_at = None
     changed, removed, replace = cached.changed, cached.removed, cached.replace
-    last, group_keys = cached.last, cached.group_keys
+    cdef str stem = cached.key_stem
+    last = cached.last
     if last is not None and (replace or last + expire_ms > cached.expires_at):  # a DEL took the old expiry
         expires_at = cached.expires_at = last + expire_ms + slack
     if replace:
-        out.command(b"DEL", group_keys)
+        out.start(1 + len(KINDS), b"DEL")
+        for kind in KINDS:
+            _key(&out.buf, stem, kind)
         deleted.append(group)
     if removed:
-        out.command(b"HDEL", (group_keys[0], *removed))
+        out.start(2 + len(removed), b"HDEL")
+        _key(&out.buf, stem, WINDOWS)
+        for name in removed:
+            _arg(&out.buf, name)
     if changed:
         rings = cached.rings
         out.start(2 + 2 * len(changed), b"HSET")
-        _arg(&out.buf, group_keys[0])
+        _key(&out.buf, stem, WINDOWS)
         for name in changed:
             found = PyDict_GetItem(rings, name)
             if found is NULL:
@@ -165,12 +189,17 @@ cdef int _group(
     if last is not None:
         if cached.had_last and not replace:
             probes.append((out.count, group))
-        out.command(b"HSET", (group_keys[1], "last", last))
+        out.start(4, b"HSET")
+        _key(&out.buf, stem, META)
+        _arg(&out.buf, "last")
+        _arg(&out.buf, last)
         newest.append(last)
         newest.append(group)
     if expires_at is not None:
-        for key in group_keys:
-            out.command(b"PEXPIREAT", (key, expires_at))
+        for kind in KINDS:
+            out.start(3, b"PEXPIREAT")
+            _key(&out.buf, stem, kind)
+            _arg(&out.buf, expires_at)
     cached.had_last = last is not None
     cached.changed = cached.removed = None
     cached.replace = False

@@ -52,7 +52,7 @@ except ImportError:
 MAX_EXACT = MAX_SCRIPT_NUMBER
 
 
-NO_GROUP = CachedGroup(("", "", "", ""))  # a placeholder for "no group yet" in the hot loop (never written)
+NO_GROUP = CachedGroup("")  # a placeholder for "no group yet" in the hot loop (never written)
 
 
 @dataclass(slots=True)

@@ -32,7 +32,7 @@ LOAD_CHUNK = 1000  # groups per Redis round trip when loading
 
 @dataclass(slots=True)
 class CachedGroup:
-    group_keys: tuple[str, str, str, str]
+    key_stem: str  # keys.group_key_stem: its keys are written from it (keys.keys_of_stem), not kept
     rings: dict[str, bytes] = field(default_factory=dict)  # "<topic>:<partition>" -> packed ring
     last: int | None = None  # newest stored commit timestamp (ms)
     had_last: bool = False  # Redis holds a `last` for it, as far as this worker knows
@@ -61,13 +61,14 @@ class WindowCache:
         missing = [g for g in wanted if g not in self.groups]
         for start in range(0, len(missing), LOAD_CHUNK):
             chunk = missing[start : start + LOAD_CHUNK]
-            group_keys = [keys.group_keys(self.cluster, g) for g in chunk]
+            stems = [keys.group_key_stem(self.cluster, g) for g in chunk]
+            group_keys = [keys.keys_of_stem(stem) for stem in stems]
             commands = [c for k in group_keys for c in (("HGETALL", k[0]), ("HGET", k[1], "last"))]
             replies = await packed_commands.execute(self.redis, commands)
-            for i, (group, gkeys) in enumerate(zip(chunk, group_keys, strict=True)):
+            for i, (group, stem) in enumerate(zip(chunk, stems, strict=True)):
                 rings, last = _as_pairs(replies[2 * i]), replies[2 * i + 1]
                 self.groups[group] = CachedGroup(
-                    gkeys,
+                    stem,
                     {f.decode(): bytes(r) for f, r in rings} if last is not None else {},
                     None if last is None else int(last),
                     had_last=last is not None,
@@ -80,7 +81,7 @@ class WindowCache:
         """A group tombstone: the group is empty from here on and its keys go at the next flush."""
         cached = self.groups.get(group)
         if cached is None:
-            cached = self.groups[group] = CachedGroup(keys.group_keys(self.cluster, group), partition=partition)
+            cached = self.groups[group] = CachedGroup(keys.group_key_stem(self.cluster, group), partition=partition)
         self.restart(cached)
         self.dirty[group] = cached
 
@@ -122,7 +123,7 @@ class WindowCache:
             writes.append(
                 GroupWrite(
                     group,
-                    cached.group_keys,
+                    keys.keys_of_stem(cached.key_stem),
                     {f: cached.rings[f] for f in cached.changed or ()},
                     cached.last,
                     expires_at=expires_at,

@@ -177,30 +177,39 @@ def topic_keys(cluster: str, topic: str) -> tuple[str, str, str]:
     return broker_ring(cluster, topic), offset_history(cluster, topic), log_start_history(cluster, topic)
 
 
+GROUP_KEY_KINDS = ("w", "m", "o", "r")  # windows, meta, owners, rebalances: the last letter of each of a group's keys
+
+
+def group_key_stem(cluster: str, group: str) -> str:
+    """What a group's keys share (one hash slot); each is the stem and a letter of GROUP_KEY_KINDS. The ingest keeps
+    the stem alone for each group it holds (25k groups: ~9 MB less than their four keys) and writes the letters."""
+    return f"{PREFIX}:g:{{{cluster}/{group}}}:"
+
+
 def group_windows(cluster: str, group: str) -> str:
-    return f"{PREFIX}:g:{{{cluster}/{group}}}:w"
+    return group_key_stem(cluster, group) + "w"
 
 
 def group_meta(cluster: str, group: str) -> str:
-    return f"{PREFIX}:g:{{{cluster}/{group}}}:m"
+    return group_key_stem(cluster, group) + "m"
 
 
 def group_owners(cluster: str, group: str) -> str:
-    return f"{PREFIX}:g:{{{cluster}/{group}}}:o"
+    return group_key_stem(cluster, group) + "o"
 
 
 def group_rebalances(cluster: str, group: str) -> str:
-    return f"{PREFIX}:g:{{{cluster}/{group}}}:r"
+    return group_key_stem(cluster, group) + "r"
 
 
 def group_keys(cluster: str, group: str) -> tuple[str, str, str, str]:
     """windows, meta, owners, rebalances: every key of a group (one hash slot)."""
-    return (
-        group_windows(cluster, group),
-        group_meta(cluster, group),
-        group_owners(cluster, group),
-        group_rebalances(cluster, group),
-    )
+    return keys_of_stem(group_key_stem(cluster, group))
+
+
+def keys_of_stem(stem: str) -> tuple[str, str, str, str]:
+    """`group_keys` from the group's `group_key_stem`."""
+    return stem + "w", stem + "m", stem + "o", stem + "r"
 
 
 def group_state(cluster: str, group: str) -> str:

@@ -30,7 +30,7 @@ def cached_group(draw, group):
     rings = draw(st.dictionaries(RING_NAMES, st.binary(max_size=96), max_size=5))
     last = draw(st.none() | st.integers(0, 2**53 - 1))
     cached = CachedGroup(
-        keys.group_keys(CLUSTER, group),
+        keys.group_key_stem(CLUSTER, group),
         rings,
         last,
         had_last=draw(st.booleans()),
@@ -78,7 +78,7 @@ def test_the_compiled_flush_writes_what_the_python_flush_writes(cache):
 
 def test_a_flush_with_nothing_changed_is_empty():
     cache = WindowCache(None, CLUSTER, WindowConfig())  # type: ignore[arg-type]
-    cache.groups["quiet"] = cache.dirty["quiet"] = CachedGroup(keys.group_keys(CLUSTER, "quiet"), {"t:0": b"x"}, 5)
+    cache.groups["quiet"] = cache.dirty["quiet"] = CachedGroup(keys.group_key_stem(CLUSTER, "quiet"), {"t:0": b"x"}, 5)
     assert encode_flush(cache, CLUSTER) == PackedWrites(b"", 0, ())
 
 
