@@ -191,14 +191,19 @@ async def delete_subscription(request: web.Request) -> web.Response:
 @requires_token
 async def test_subscription(request: web.Request) -> web.Response:
     """A sample incident's open (and, with `send-close`, close) sent to the subscription now by a notifier, as
-    `lagwatch notify test` sends it: 200 when every receiver took it, 502 with the report when one did not, 504 when
-    no notifier took the request or reported in time."""
+    `lagwatch notify test` sends it (`?sample=lag`: a lag-seconds alert's): 200 when every receiver took it, 502 with
+    the report when one did not, 504 when no notifier took the request or reported in time."""
     sub_id, cluster = request.match_info["id"], request.query.get("cluster")
+    sample = request.query.get("sample", "status")
     if cluster is not None and not CLUSTER_NAME.match(cluster):
         raise ApiError(400, f"cluster: {cluster[:100]!r} is not a cluster name (letters, digits, '.', '_', '-')")
+    if sample not in sample_requests.SAMPLES:
+        raise ApiError(400, f"sample: {sample[:100]!r} is not one of {', '.join(sample_requests.SAMPLES)}")
     config = _from_file(request).get(sub_id) or await _store(request).get(sub_id)
     if config is None:
         raise ApiError(404, "subscription not found")
+    if sample == "lag" and not config.lag_seconds_threshold:
+        raise ApiError(400, "sample: the subscription has no lag-seconds-threshold: it gets no lag alerts")
     context = _context(request)
     if await sample_requests.queued(context.redis) >= sample_requests.MAX_QUEUED:
         raise ApiError(429, "too many samples waiting for a notifier: try again later")
@@ -206,11 +211,11 @@ async def test_subscription(request: web.Request) -> web.Response:
     each_s = config.timeout or context.config.notifier.request_timeout
     sends_within_s = max(1.0, min(2 * each_s + 2, context.config.api.request_timeout - sample_requests.PICKUP_S - 1))
     try:
-        report = await sample_requests.ask(context.redis, SampleRequest.new(sub_id, cluster), sends_within_s)
+        report = await sample_requests.ask(context.redis, SampleRequest.new(sub_id, cluster, sample), sends_within_s)
     except (NotTaken, NotReported) as exc:
         raise ApiError(504, str(exc)) from None
-    if "error" in report:  # the notifier's configuration file lacks it (the api's differs)
-        raise ApiError(404, f"{report['error']} (the notifier's configuration differs from the api's?)")
+    if "error" in report:  # the notifier's configuration file differs from the api's
+        raise ApiError(409, f"the notifier refused: {report['error']} (is its configuration the api's?)")
     if not all(sent["ok"] for sent in report["sent"]):
         raise ApiError(502, "the receiver did not take the sample", fields=report)
     return ok(request, "sample sent", **report)

@@ -8,6 +8,10 @@ behind) and, with `send-close`, its `close` (OK), built by the notifier's own `b
 nothing is kept, retried or dead-lettered, and each answer is said at once. Both carry `X-Lagwatch-Reason: test`
 (`notification.reason` in templates) so that a receiver acting on alerts can tell; their ids are new at every run
 (a receiver deduplicating on `X-Lagwatch-Event-Id` or the incident takes a second test too).
+
+`lag` samples the lag-seconds alert instead (a subscription with `lag-seconds-threshold`): a `lag-open` of the same
+group, its one partition half as far again behind in seconds as the threshold, and (with `send-close`) its
+`lag-close`, caught up.
 """
 
 from __future__ import annotations
@@ -22,11 +26,22 @@ from lagwatch.services.notifier.messages import PermanentError, build_request
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.config import NotifierConfig
+from lagwatch.shared.domain.lag_threshold_event import Crossing, LagThresholdEvent
+from lagwatch.shared.domain.lag_threshold_event import build_event as build_lag_event
 from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
 from lagwatch.shared.domain.status_event import Incident, StatusEvent, build_event, new_incident_id
+from lagwatch.shared.domain.time_lag import CAUGHT_UP, TimeLag
+
+AnyEvent = StatusEvent | LagThresholdEvent
 
 SAMPLE_GROUP = "lagwatch-test"
 TEST_REASON = "test"
+STATUS, LAG = "status", "lag"  # what a sample can be: a status incident, or a lag-seconds alert
+SAMPLES = (STATUS, LAG)
+
+
+class NoLagAlerts(ValueError):
+    """A lag sample asked of a subscription without `lag-seconds-threshold`: it gets no lag alerts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,15 +59,20 @@ def sample_cluster(subscription: Subscription, configured: list[str]) -> str:
     return next(iter(subscription.config.clusters or sorted(configured)), "local")
 
 
-def sample_incident(cluster: str, now_ms: int) -> tuple[StatusEvent, StatusEvent]:
-    """(the open, the close) of an incident of `lagwatch-test` on `cluster`: one partition 120 messages behind
-    and not moving (WARN), then caught up (OK). A new incident id at each instant."""
-    incident = Incident(new_incident_id(cluster, SAMPLE_GROUP, now_ms), now_ms)
+def sample_statuses(cluster: str, now_ms: int) -> tuple[GroupStatus, GroupStatus]:
+    """`lagwatch-test` on `cluster`: one partition 120 messages behind and not moving (WARN), then caught up (OK)."""
     start, end = OffsetEntry(880, now_ms - 60_000), OffsetEntry(880, now_ms)
     behind = PartitionStatus("lagwatch-test", 0, Status.WARN, start, end, 120, 1.0, "/127.0.0.1", "lagwatch-test")
     warn = GroupStatus(cluster, SAMPLE_GROUP, Status.WARN, 1.0, (behind,), behind, 120)
     caught_up = dataclasses.replace(behind, status=Status.OK, current_lag=0, end=OffsetEntry(1000, now_ms))
-    ok = GroupStatus(cluster, SAMPLE_GROUP, Status.OK, 1.0, (caught_up,), caught_up, 0)
+    return warn, GroupStatus(cluster, SAMPLE_GROUP, Status.OK, 1.0, (caught_up,), caught_up, 0)
+
+
+def sample_incident(cluster: str, now_ms: int) -> tuple[StatusEvent, StatusEvent]:
+    """(the open, the close) of an incident of `lagwatch-test` on `cluster` (`sample_statuses`). A new incident id at
+    each instant."""
+    incident = Incident(new_incident_id(cluster, SAMPLE_GROUP, now_ms), now_ms)
+    warn, ok = sample_statuses(cluster, now_ms)
     opened = build_event(
         cluster=cluster, group=SAMPLE_GROUP, seq=1, previous=Status.OK, group_status=warn, incident=incident,
         evaluated_at=now_ms,
@@ -64,13 +84,36 @@ def sample_incident(cluster: str, now_ms: int) -> tuple[StatusEvent, StatusEvent
     return opened, closed
 
 
+def sample_lag_incident(cluster: str, now_ms: int, threshold_s: float) -> tuple[LagThresholdEvent, LagThresholdEvent]:
+    """(the lag-open, the lag-close) of a lag-seconds alert of `lagwatch-test` on `cluster`: its partition 1.5 times
+    the threshold behind in seconds, then caught up. The ids are made from the crossing's number: `now_ms`, so new
+    at each instant."""
+    warn, ok = sample_statuses(cluster, now_ms)
+    over, under = Crossing(threshold_s, above=True), Crossing(threshold_s, above=False)
+    partition = ("lagwatch-test", 0)
+    lag_open = build_lag_event(
+        cluster=cluster, group=SAMPLE_GROUP, crossing=over, seq=now_ms, incident_started_at=now_ms,
+        evaluated_at=now_ms, group_status=warn, time_lags={partition: TimeLag(threshold_s * 1.5)},
+    )  # fmt: skip
+    lag_close = build_lag_event(
+        cluster=cluster, group=SAMPLE_GROUP, crossing=under, seq=now_ms + 1, incident_started_at=now_ms,
+        evaluated_at=now_ms, group_status=ok, time_lags={partition: CAUGHT_UP},
+    )  # fmt: skip
+    return lag_open, lag_close
+
+
 async def sample_report(
-    subscription: Subscription, settings: NotifierConfig, cluster: str | None, configured: list[str], now_ms: int
+    subscription: Subscription,
+    settings: NotifierConfig,
+    cluster: str | None,
+    configured: list[str],
+    now_ms: int,
+    sample: str = STATUS,
 ) -> dict[str, Any]:
     """Send the sample (to `cluster`, else one the subscription covers) and say what each receiver answered: the
-    report `lagwatch notify test` prints and `POST /api/v1/subscriptions/{id}/test` answers."""
+    report `lagwatch notify test` prints and `POST /api/v1/subscriptions/{id}/test` answers. NoLagAlerts."""
     cluster = cluster or sample_cluster(subscription, configured)
-    sent = await send_sample(subscription, settings, cluster, now_ms)
+    sent = await send_sample(subscription, settings, cluster, now_ms, sample)
     return {
         "subscription": subscription.id,
         "type": subscription.type,
@@ -80,10 +123,13 @@ async def sample_report(
     }
 
 
-async def send_sample(subscription: Subscription, settings: NotifierConfig, cluster: str, now_ms: int) -> list[Sent]:
-    """Send the sample's open, then (with `send-close`, and once the open was taken) its close."""
-    opened, closed = sample_incident(cluster, now_ms)
-    kinds = [("open", opened), ("close", closed)] if subscription.policy.send_close else [("open", opened)]
+async def send_sample(
+    subscription: Subscription, settings: NotifierConfig, cluster: str, now_ms: int, sample: str = STATUS
+) -> list[Sent]:
+    """Send the sample's open, then (with `send-close`, and once the open was taken) its close. NoLagAlerts."""
+    kinds = _notifications(subscription, cluster, now_ms, sample)
+    if not subscription.policy.send_close:
+        kinds = kinds[:1]
     sender = Sender(timeout_s=settings.request_timeout, allow_private=settings.allow_private_targets)
     await sender.start()
     sent: list[Sent] = []
@@ -97,8 +143,19 @@ async def send_sample(subscription: Subscription, settings: NotifierConfig, clus
     return sent
 
 
+def _notifications(subscription: Subscription, cluster: str, now_ms: int, sample: str) -> list[tuple[str, AnyEvent]]:
+    if sample == LAG:
+        threshold = subscription.policy.lag_threshold_s
+        if not threshold:
+            raise NoLagAlerts(f"subscription {subscription.id!r} has no lag-seconds-threshold: it gets no lag alerts")
+        lag_open, lag_close = sample_lag_incident(cluster, now_ms, threshold)
+        return [("lag-open", lag_open), ("lag-close", lag_close)]
+    opened, closed = sample_incident(cluster, now_ms)
+    return [("open", opened), ("close", closed)]
+
+
 async def _send_one(
-    sender: Sender, subscription: Subscription, settings: NotifierConfig, kind: str, event: StatusEvent, now_ms: int
+    sender: Sender, subscription: Subscription, settings: NotifierConfig, kind: str, event: AnyEvent, now_ms: int
 ) -> Sent:
     delivery = Delivery(
         id=uuid.uuid4().hex,

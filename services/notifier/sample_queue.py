@@ -12,7 +12,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from lagwatch.services.notifier.sample import sample_report
+from lagwatch.services.notifier.sample import SAMPLE_GROUP, NoLagAlerts, sample_cluster, sample_report
 from lagwatch.services.notifier.subscriptions import Registry
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
@@ -45,4 +45,14 @@ async def _answer(request: SampleRequest, registry: Registry, config: Config) ->
     if subscription is None:
         return {"subscription": request.subscription, "error": "the notifier has no such subscription"}
     log.info("notifier: sending a sample incident to subscription %s (asked through the api)", subscription.id)
-    return await sample_report(subscription, config.notifier, request.cluster, list(config.clusters), now_ms())
+    clusters = list(config.clusters)
+    try:
+        return await sample_report(subscription, config.notifier, request.cluster, clusters, now_ms(), request.sample)
+    except NoLagAlerts as exc:
+        return {"subscription": request.subscription, "error": str(exc)}
+    except Exception as exc:  # said to the caller as the receiver's failure; the loop goes on with the next request
+        log.exception("notifier: the sample for subscription %s failed", subscription.id)
+        failed = {"kind": "open", "ok": False, "status": None, "error": f"{type(exc).__name__}: {exc}"}
+        cluster = request.cluster or sample_cluster(subscription, clusters)
+        return {"subscription": subscription.id, "type": subscription.type, "cluster": cluster, "group": SAMPLE_GROUP,
+                "sent": [failed]}  # fmt: skip

@@ -17,6 +17,7 @@ destination types of channels/).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -575,8 +576,10 @@ class NotifierService:
             await stop_within(self.app, "notifier")
             if self._dispatcher is not None:
                 await self._dispatcher
-            if samples is not None:
-                await samples  # a sample being sent is finished (within its receivers' timeouts)
+            if samples is not None:  # a stop does not wait for a test's receiver (its api caller hears 504)
+                samples.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await samples
             await self.dead_letters.stop()
             await self.sender.stop()
             await self.health.stop()

@@ -32,15 +32,19 @@ REPORT_TTL_S = 60
 MAX_QUEUED = 100  # requests waiting: past it the api refuses more (a stopped notifier must not let them pile up)
 
 
+SAMPLES = ("status", "lag")  # a status incident, or a lag-seconds alert (services/notifier/sample.py)
+
+
 @dataclass(frozen=True, slots=True)
 class SampleRequest:
     id: str
     subscription: str
     cluster: str | None  # None: one the subscription covers (sample.sample_cluster)
+    sample: str = "status"  # one of SAMPLES
 
     @classmethod
-    def new(cls, subscription: str, cluster: str | None) -> SampleRequest:
-        return cls(uuid.uuid4().hex, subscription, cluster)
+    def new(cls, subscription: str, cluster: str | None, sample: str = "status") -> SampleRequest:
+        return cls(uuid.uuid4().hex, subscription, cluster, sample)
 
     def encode(self) -> str:
         return json.dumps(asdict(self))
@@ -50,11 +54,12 @@ class SampleRequest:
         """None for anything but a request as `encode` writes it."""
         try:
             doc = json.loads(raw)
-            request = cls(doc["id"], doc["subscription"], doc["cluster"])
-        except (ValueError, TypeError, KeyError):
+            request = cls(doc["id"], doc["subscription"], doc["cluster"], doc.get("sample", "status"))
+        except (ValueError, TypeError, KeyError, AttributeError):
             return None
         fields = (request.id, request.subscription, request.cluster or "")
-        return request if all(isinstance(f, str) for f in fields) and request.id else None
+        readable = all(isinstance(f, str) for f in fields) and request.id and request.sample in SAMPLES
+        return request if readable else None
 
 
 class NotTaken(Exception):

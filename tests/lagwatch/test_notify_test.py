@@ -5,8 +5,11 @@ answer is said at once, and a receiver that refuses makes the command fail (serv
 import asyncio
 import json
 
+import jsonschema
+
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.delivery import signing
+from lagwatch.shared.domain import lag_threshold_event
 from lagwatch.shared.subscriptions.store import SubscriptionStore
 from tests.lagwatch.test_cli import lagwatch, one_line_error
 from tests.net_helpers import free_port
@@ -111,3 +114,35 @@ def test_a_subscription_not_in_the_file_with_redis_away_is_said_in_one_line(tmp_
     result = lagwatch("notify", "test", "ops", "--config", config_file(tmp_path, f"redis://127.0.0.1:{free_port()}/0"))
     assert result.returncode == 1
     assert "subscription 'ops' is not in the configuration file, and Redis (the api's) failed" in one_line_error(result)
+
+
+async def test_a_lag_sample_sends_the_lag_seconds_alerts_open_and_close_as_the_notifier_builds_them(
+    tmp_path, redis_server
+):
+    async with Receiver() as receiver:
+        subscriptions = (
+            f"subscriptions:\n  - {{id: slow, url: {json.dumps(receiver.url('/slow'))}, secret: {SECRET}, "
+            "lag-seconds-threshold: 300}\n"
+        )
+        config = config_file(tmp_path, redis_server.url, subscriptions)
+        result = await run("slow", "--sample", "lag", "--config", config)
+    assert result.returncode == 0, result.stderr
+    sent = json.loads(result.stdout)["sent"]
+    assert [(s["kind"], s["ok"]) for s in sent] == [("lag-open", True), ("lag-close", True)]
+    over, under = (request.json() for request in receiver.requests)
+    jsonschema.validate(over, lag_threshold_event.schema())
+    assert (over["kind"], over["group"], over["threshold_seconds"], over["above"]) == (
+        "lag_threshold", "lagwatch-test", 300, True
+    )  # fmt: skip
+    assert over["max_lag_seconds"] == 450.0 and over["partitions"][0]["lag_seconds"] == 450.0
+    assert (under["above"], under["incident_id"]) == (False, over["incident_id"])
+    for request in receiver.requests:
+        assert request.headers["X-Lagwatch-Reason"] == "test"
+        signing.verify_request(SECRET, request.headers, request.body)
+
+
+async def test_a_lag_sample_of_a_subscription_without_the_threshold_is_refused_in_one_line(tmp_path, redis_server):
+    subscriptions = "subscriptions:\n  - {id: hook, url: 'http://127.0.0.1:9/'}\n"
+    result = await run("hook", "--sample", "lag", "--config", config_file(tmp_path, redis_server.url, subscriptions))
+    assert result.returncode == 2
+    assert "subscription 'hook' has no lag-seconds-threshold: it gets no lag alerts" in one_line_error(result)

@@ -5,13 +5,12 @@ without holding a stop."""
 import asyncio
 import threading
 
-import pytest
 from aiokafka.partitioner import murmur2
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lagwatch.shared.kafka.changes import ChangePublisher
-from lagwatch.shared.kafka.partitioner import PartitionCache, on_own_thread, partition_for
+from lagwatch.shared.kafka.partitioner import PartitionCache, partition_for
 
 
 @given(st.binary(max_size=300), st.integers(1, 500))
@@ -38,9 +37,3 @@ def test_a_stop_does_not_wait_for_a_partition_count_kafka_does_not_answer():
 
     asyncio.run(started_and_stopped())  # closes its loop: returns only once the loop's own threads have ended
     assert [t for t in threading.enumerate() if t.name == "kafka-list_topics" and t.daemon and t.is_alive()]
-
-
-async def test_a_call_on_its_own_thread_gives_its_result_or_raises_its_exception():
-    assert await on_own_thread(sorted, [3, 1, 2]) == [1, 2, 3]
-    with pytest.raises(ZeroDivisionError):
-        await on_own_thread(divmod, 1, 0)

@@ -1,0 +1,34 @@
+"""A blocking call no one may wait for but its caller: librdkafka's calls cannot be interrupted, and one waiting on a
+Kafka that is away blocks for its whole timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+async def on_own_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` on a daemon thread of its own. A metadata request blocks for its whole timeout while Kafka is
+    away, and no librdkafka call can be interrupted: on the loop's default executor it held the loop's close, and
+    with it a service's stop (and each test's teardown), for up to that timeout after the read was no longer
+    wanted. Nothing waits for this thread but its caller."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[Any] = loop.create_future()
+
+    def settle(set_outcome: Callable[[Any], None], outcome: Any) -> None:
+        if not answer.done():  # the caller was cancelled meanwhile
+            set_outcome(outcome)
+
+    def run() -> None:
+        try:
+            outcome: tuple[Callable[[Any], None], Any] = (answer.set_result, fn(*args))
+        except Exception as exc:  # handed to the caller, as asyncio.to_thread does
+            outcome = (answer.set_exception, exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=run, name=f"kafka-{getattr(fn, '__name__', 'call')}", daemon=True).start()
+    return await answer
