@@ -194,7 +194,7 @@ async def test_subscription(request: web.Request) -> web.Response:
     `lagwatch notify test` sends it (`?sample=lag`: a lag-seconds alert's): 200 when every receiver took it, 502 with
     the report when one did not, 504 when no notifier took the request or reported in time."""
     sub_id, cluster = request.match_info["id"], request.query.get("cluster")
-    sample = request.query.get("sample", "status")
+    sample = request.query.get("sample", sample_requests.STATUS)
     if cluster is not None and not CLUSTER_NAME.match(cluster):
         raise ApiError(400, f"cluster: {cluster[:100]!r} is not a cluster name (letters, digits, '.', '_', '-')")
     if sample not in sample_requests.SAMPLES:
@@ -202,7 +202,7 @@ async def test_subscription(request: web.Request) -> web.Response:
     config = _from_file(request).get(sub_id) or await _store(request).get(sub_id)
     if config is None:
         raise ApiError(404, "subscription not found")
-    if sample == "lag" and not config.lag_seconds_threshold:
+    if sample == sample_requests.LAG and not config.lag_seconds_threshold:
         raise ApiError(400, "sample: the subscription has no lag-seconds-threshold: it gets no lag alerts")
     context = _context(request)
     if await sample_requests.queued(context.redis) >= sample_requests.MAX_QUEUED:

@@ -31,13 +31,12 @@ from lagwatch.shared.domain.lag_threshold_event import build_event as build_lag_
 from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
 from lagwatch.shared.domain.status_event import Incident, StatusEvent, build_event, new_incident_id
 from lagwatch.shared.domain.time_lag import CAUGHT_UP, TimeLag
+from lagwatch.shared.store.sample_requests import LAG, STATUS
 
 AnyEvent = StatusEvent | LagThresholdEvent
 
 SAMPLE_GROUP = "lagwatch-test"
 TEST_REASON = "test"
-STATUS, LAG = "status", "lag"  # what a sample can be: a status incident, or a lag-seconds alert
-SAMPLES = (STATUS, LAG)
 
 
 class NoLagAlerts(ValueError):

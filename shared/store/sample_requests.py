@@ -30,9 +30,8 @@ POLL_S = 0.2  # the api's look for the report
 PICKUP_S = 5.0  # a request no notifier took by then is withdrawn
 REPORT_TTL_S = 60
 MAX_QUEUED = 100  # requests waiting: past it the api refuses more (a stopped notifier must not let them pile up)
-
-
-SAMPLES = ("status", "lag")  # a status incident, or a lag-seconds alert (services/notifier/sample.py)
+STATUS, LAG = "status", "lag"  # what a sample can be: a status incident, or a lag-seconds alert (notifier/sample.py)
+SAMPLES = (STATUS, LAG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +39,10 @@ class SampleRequest:
     id: str
     subscription: str
     cluster: str | None  # None: one the subscription covers (sample.sample_cluster)
-    sample: str = "status"  # one of SAMPLES
+    sample: str = STATUS  # one of SAMPLES
 
     @classmethod
-    def new(cls, subscription: str, cluster: str | None, sample: str = "status") -> SampleRequest:
+    def new(cls, subscription: str, cluster: str | None, sample: str = STATUS) -> SampleRequest:
         return cls(uuid.uuid4().hex, subscription, cluster, sample)
 
     def encode(self) -> str:
@@ -54,7 +53,7 @@ class SampleRequest:
         """None for anything but a request as `encode` writes it."""
         try:
             doc = json.loads(raw)
-            request = cls(doc["id"], doc["subscription"], doc["cluster"], doc.get("sample", "status"))
+            request = cls(doc["id"], doc["subscription"], doc["cluster"], doc.get("sample", STATUS))
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
         fields = (request.id, request.subscription, request.cluster or "")
