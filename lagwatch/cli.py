@@ -437,14 +437,14 @@ def _forget_cluster(args: argparse.Namespace) -> int:
     cluster (its services would write it back) or an ingest worker still polls it."""
     import asyncio
 
-    from lagwatch.shared.config import CLUSTER_NAME, ConfigError, load_config
+    from lagwatch.shared.config import ConfigError, cluster_name_problem, load_config
 
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
-    if not CLUSTER_NAME.match(args.cluster):
-        raise InputError(f"{args.cluster!r} is not a cluster name (letters, digits, '.', '_', '-')")
+    if problem := cluster_name_problem(args.cluster):
+        raise InputError(problem)
     if args.cluster in config.clusters:
         raise InputError(
             f"cluster {args.cluster!r} is still configured: remove it from the configuration and stop its services"
@@ -497,11 +497,11 @@ def _notify_test(args: argparse.Namespace) -> int:
     """One JSON line: each notification sent and its receiver's answer; exit code 1 unless every one was taken."""
     import asyncio
 
-    from lagwatch.shared.config import CLUSTER_NAME, ConfigError, load_config
+    from lagwatch.shared.config import ConfigError, cluster_name_problem, load_config
     from lagwatch.shared.templating.template_worker import WORKERS
 
-    if args.cluster is not None and not CLUSTER_NAME.match(args.cluster):
-        raise InputError(f"--cluster: {args.cluster!r} is not a cluster name (letters, digits, '.', '_', '-')")
+    if args.cluster is not None and (problem := cluster_name_problem(args.cluster)):
+        raise InputError(f"--cluster: {problem}")
     try:
         config = load_config(args.config)
         report = asyncio.run(_send_test(config, args.subscription, args.cluster, args.sample))

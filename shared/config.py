@@ -45,6 +45,7 @@ from lagwatch.shared.domain.window import WindowConfig
 
 ENV_PREFIX = "LAGWATCH__"
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")  # safe inside Redis keys and hash tags
+CLUSTER_NAME_RULE = "letters, digits, '.', '_', '-'"
 MAX_SUBSCRIPTION_SECONDS = 366 * 86_400
 # Upper bounds, so that a typo fails here and not in a service: durations become milliseconds added to an epoch-ms
 # clock (int64 in the ingest's Cython pass, doubles in Redis scores and Lua, exact below 2^53); counts end up in C ints
@@ -325,6 +326,11 @@ class IngestConfig:
 
 
 ORIGIN = re.compile(r"^(\*|https?://[A-Za-z0-9.\-\[\]:]+)\Z")  # a CORS origin as browsers send it, or any: `*`
+
+
+def cluster_name_problem(name: str) -> str | None:
+    """Why `name` (a command's argument, a request's parameter) cannot be a cluster's; None when it can."""
+    return None if CLUSTER_NAME.match(name) else f"{name[:100]!r} is not a cluster name ({CLUSTER_NAME_RULE})"
 
 
 def _origin(v: str) -> str | None:
@@ -705,7 +711,7 @@ def _convert(kind: Any, value: Any, where: str) -> Any:
             raise ConfigError(where, "expected a mapping of names")
         for name in value:
             if not CLUSTER_NAME.match(str(name)):
-                raise ConfigError(f"{where}.{name}", "cluster names may use letters, digits, '.', '_', '-' only")
+                raise ConfigError(f"{where}.{name}", f"cluster names may use {CLUSTER_NAME_RULE} only")
         item = typing.get_args(kind)[1]
         return {str(name): _build(item, body or {}, f"{where}.{name}") for name, body in value.items()}
     if origin is list:

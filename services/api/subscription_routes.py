@@ -24,7 +24,7 @@ from aiohttp import web
 from lagwatch.services.api.auth import has_token, requires_token
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.responses import ApiError, ok
-from lagwatch.shared.config import CLUSTER_NAME, SubscriptionConfig
+from lagwatch.shared.config import SubscriptionConfig, cluster_name_problem
 from lagwatch.shared.store import sample_requests
 from lagwatch.shared.store.sample_requests import NotReported, NotTaken, SampleRequest
 from lagwatch.shared.subscriptions.documents import SOURCE_API, SOURCE_CONFIG, SubscriptionInvalid, new_id, to_document
@@ -195,8 +195,8 @@ async def test_subscription(request: web.Request) -> web.Response:
     the report when one did not, 504 when no notifier took the request or reported in time."""
     sub_id, cluster = request.match_info["id"], request.query.get("cluster")
     sample = request.query.get("sample", sample_requests.STATUS)
-    if cluster is not None and not CLUSTER_NAME.match(cluster):
-        raise ApiError(400, f"cluster: {cluster[:100]!r} is not a cluster name (letters, digits, '.', '_', '-')")
+    if cluster is not None and (problem := cluster_name_problem(cluster)):
+        raise ApiError(400, f"cluster: {problem}")
     if sample not in sample_requests.SAMPLES:
         raise ApiError(400, f"sample: {sample[:100]!r} is not one of {', '.join(sample_requests.SAMPLES)}")
     config = _from_file(request).get(sub_id) or await _store(request).get(sub_id)

@@ -23,7 +23,7 @@ from lagwatch.shared.store import keys
 from lagwatch.shared.store.window_writer import PackedWrites
 
 cdef tuple KINDS = keys.GROUP_KEY_KINDS
-cdef str WINDOWS = KINDS[0], META = KINDS[1]
+cdef str WINDOWS = keys.WINDOWS_KIND, META = keys.META_KIND
 
 
 cdef struct Buffer:

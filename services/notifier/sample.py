@@ -16,13 +16,15 @@ group, its one partition half as far again behind in seconds as the threshold, a
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from lagwatch.services.notifier.delivery import Sender
-from lagwatch.services.notifier.messages import PermanentError, build_request
+from lagwatch.services.notifier.messages import PermanentError, build_request, has_templates
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.config import NotifierConfig
@@ -108,11 +110,13 @@ async def sample_report(
     configured: list[str],
     now_ms: int,
     sample: str = STATUS,
+    sender: Sender | None = None,
 ) -> dict[str, Any]:
     """Send the sample (to `cluster`, else one the subscription covers) and say what each receiver answered: the
-    report `lagwatch notify test` prints and `POST /api/v1/subscriptions/{id}/test` answers. NoLagAlerts."""
+    report `lagwatch notify test` prints and `POST /api/v1/subscriptions/{id}/test` answers. `sender`: a running
+    notifier's (else one for this sample). NoLagAlerts."""
     cluster = cluster or sample_cluster(subscription, configured)
-    sent = await send_sample(subscription, settings, cluster, now_ms, sample)
+    sent = await send_sample(subscription, settings, cluster, now_ms, sample, sender)
     return {
         "subscription": subscription.id,
         "type": subscription.type,
@@ -123,14 +127,22 @@ async def sample_report(
 
 
 async def send_sample(
-    subscription: Subscription, settings: NotifierConfig, cluster: str, now_ms: int, sample: str = STATUS
+    subscription: Subscription,
+    settings: NotifierConfig,
+    cluster: str,
+    now_ms: int,
+    sample: str = STATUS,
+    sender: Sender | None = None,
 ) -> list[Sent]:
-    """Send the sample's open, then (with `send-close`, and once the open was taken) its close. NoLagAlerts."""
+    """Send the sample's open, then (with `send-close`, and once the open was taken) its close, with `sender` (else
+    one of its own, stopped after). NoLagAlerts."""
     kinds = _notifications(subscription, cluster, now_ms, sample)
     if not subscription.policy.send_close:
         kinds = kinds[:1]
-    sender = Sender(timeout_s=settings.request_timeout, allow_private=settings.allow_private_targets)
-    await sender.start()
+    own = sender is None
+    if sender is None:
+        sender = Sender(timeout_s=settings.request_timeout, allow_private=settings.allow_private_targets)
+        await sender.start()
     sent: list[Sent] = []
     try:
         for kind, event in kinds:
@@ -138,7 +150,8 @@ async def send_sample(
             if not sent[-1].ok:
                 break
     finally:
-        await sender.stop()
+        if own:
+            await sender.stop()
     return sent
 
 
@@ -166,10 +179,12 @@ async def _send_one(
         attempts=1,
         reason=TEST_REASON,
     )
-    try:
-        request = build_request(
-            subscription, delivery, dashboard_url=settings.dashboard_url, allow_private=settings.allow_private_targets
-        )
+    build = functools.partial(
+        build_request, subscription, delivery, dashboard_url=settings.dashboard_url,
+        allow_private=settings.allow_private_targets,
+    )  # fmt: skip
+    try:  # templates render in a worker process: waited for in a thread, never on the event loop (as delivery.py)
+        request = await asyncio.to_thread(build) if has_templates(subscription) else build()
     except PermanentError as exc:
         return Sent(kind, False, None, str(exc))
     result = await sender.send(request)

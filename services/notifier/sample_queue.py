@@ -12,6 +12,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from lagwatch.services.notifier.delivery import Sender
 from lagwatch.services.notifier.sample import SAMPLE_GROUP, NoLagAlerts, sample_cluster, sample_report
 from lagwatch.services.notifier.subscriptions import Registry
 from lagwatch.shared.clock import now_ms
@@ -23,13 +24,16 @@ from lagwatch.shared.store.sample_requests import SampleRequest
 log = logging.getLogger(__name__)
 
 
-async def serve_samples(redis: Redis, registry: Registry, config: Config, stopping: asyncio.Event) -> None:
-    """Until `stopping`: take the requests queued, one at a time, every TAKE_EVERY_S."""
+async def serve_samples(
+    redis: Redis, registry: Registry, config: Config, sender: Sender, stopping: asyncio.Event
+) -> None:
+    """Until `stopping`: take the requests queued, one at a time, every TAKE_EVERY_S, and send them with the
+    notifier's `sender`."""
     outage = OutageLog(log, "notifier: cannot take sample requests")
     while not stopping.is_set():
         try:
             while not stopping.is_set() and (request := await sample_requests.take(redis)) is not None:
-                await sample_requests.report(redis, request.id, await _answer(request, registry, config))
+                await sample_requests.report(redis, request.id, await _answer(request, registry, config, sender))
             outage.ok()
         except RedisError as exc:
             outage.failed(exc)
@@ -37,7 +41,7 @@ async def serve_samples(redis: Redis, registry: Registry, config: Config, stoppi
             await asyncio.wait_for(stopping.wait(), sample_requests.TAKE_EVERY_S)
 
 
-async def _answer(request: SampleRequest, registry: Registry, config: Config) -> dict[str, Any]:
+async def _answer(request: SampleRequest, registry: Registry, config: Config, sender: Sender) -> dict[str, Any]:
     subscription = registry.get(request.subscription)
     if subscription is None:  # created through the api since this notifier last looked
         await registry.refresh(force=True)
@@ -47,7 +51,9 @@ async def _answer(request: SampleRequest, registry: Registry, config: Config) ->
     log.info("notifier: sending a sample incident to subscription %s (asked through the api)", subscription.id)
     clusters = list(config.clusters)
     try:
-        return await sample_report(subscription, config.notifier, request.cluster, clusters, now_ms(), request.sample)
+        return await sample_report(
+            subscription, config.notifier, request.cluster, clusters, now_ms(), request.sample, sender
+        )
     except NoLagAlerts as exc:
         return {"subscription": request.subscription, "error": str(exc)}
     except Exception as exc:  # said to the caller as the receiver's failure; the loop goes on with the next request

@@ -81,9 +81,7 @@ def scope_close(
     """The close of an incident the subscription no longer covers (`covers` is False); `raw`: the state as kept."""
     event: Event = state.event
     gone = is_forgotten(event, forgotten)
-    reason = None if subscription.matches(event.cluster, event.group) else UNSUBSCRIBED
-    if gone:
-        reason = CLUSTER_FORGOTTEN
+    reason = CLUSTER_FORGOTTEN if gone else None if subscription.matches(event.cluster, event.group) else UNSUBSCRIBED
     notification_id = _notification_id(raw, subscription.id)
     if state.incident_id is None:  # held, never announced: nothing to close
         return ScopeClose(None, event, notification_id, reason)

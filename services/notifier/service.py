@@ -567,7 +567,9 @@ class NotifierService:
             # deliveries left by an earlier run go out from Redis even while Kafka is down (the wait below) or
             # has not assigned partitions yet; a dead letter due before its producer has started waits in the outbox
             self._dispatcher = asyncio.create_task(self.dispatcher.run(self.stopping))
-            samples = asyncio.create_task(serve_samples(self.redis, self.registry, self.config, self.stopping))
+            samples = asyncio.create_task(
+                serve_samples(self.redis, self.registry, self.config, self.sender, self.stopping)
+            )
             await self._start_dead_letters()  # also waits for Kafka: Faust's start fails while it is down
             await start_unless_stopping(self.app, self.stopping)
             await until_stopped_or_dead(self.stopping, self._dead_work, "notifier")

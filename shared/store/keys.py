@@ -177,7 +177,8 @@ def topic_keys(cluster: str, topic: str) -> tuple[str, str, str]:
     return broker_ring(cluster, topic), offset_history(cluster, topic), log_start_history(cluster, topic)
 
 
-GROUP_KEY_KINDS = ("w", "m", "o", "r")  # windows, meta, owners, rebalances: the last letter of each of a group's keys
+WINDOWS_KIND, META_KIND, OWNERS_KIND, REBALANCES_KIND = "w", "m", "o", "r"  # the last letter of each of a group's keys
+GROUP_KEY_KINDS = (WINDOWS_KIND, META_KIND, OWNERS_KIND, REBALANCES_KIND)
 
 
 def group_key_stem(cluster: str, group: str) -> str:
@@ -187,19 +188,19 @@ def group_key_stem(cluster: str, group: str) -> str:
 
 
 def group_windows(cluster: str, group: str) -> str:
-    return group_key_stem(cluster, group) + "w"
+    return group_key_stem(cluster, group) + WINDOWS_KIND
 
 
 def group_meta(cluster: str, group: str) -> str:
-    return group_key_stem(cluster, group) + "m"
+    return group_key_stem(cluster, group) + META_KIND
 
 
 def group_owners(cluster: str, group: str) -> str:
-    return group_key_stem(cluster, group) + "o"
+    return group_key_stem(cluster, group) + OWNERS_KIND
 
 
 def group_rebalances(cluster: str, group: str) -> str:
-    return group_key_stem(cluster, group) + "r"
+    return group_key_stem(cluster, group) + REBALANCES_KIND
 
 
 def group_keys(cluster: str, group: str) -> tuple[str, str, str, str]:
@@ -209,7 +210,7 @@ def group_keys(cluster: str, group: str) -> tuple[str, str, str, str]:
 
 def keys_of_stem(stem: str) -> tuple[str, str, str, str]:
     """`group_keys` from the group's `group_key_stem`."""
-    return stem + "w", stem + "m", stem + "o", stem + "r"
+    return stem + WINDOWS_KIND, stem + META_KIND, stem + OWNERS_KIND, stem + REBALANCES_KIND
 
 
 def group_state(cluster: str, group: str) -> str:

@@ -27,7 +27,8 @@ async def test_a_sample_that_raises_is_reported_failed_and_the_next_request_is_a
     await redis.rpush(keys.SAMPLE_REQUESTS, first.encode(), second.encode())
     stopping = asyncio.Event()
     registry = Registry(config, SubscriptionStore(redis))
-    serving = asyncio.create_task(sample_queue.serve_samples(redis, registry, config, stopping))
+    # the sample is replaced by `broken`: no sender is used
+    serving = asyncio.create_task(sample_queue.serve_samples(redis, registry, config, None, stopping))
     try:
         await eventually(lambda: redis.exists(keys.sample_report(second.id)))
     finally:
