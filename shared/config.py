@@ -40,12 +40,10 @@ from typing import Any
 import yaml
 
 from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.protocol import RuleConfig
+from lagwatch.shared.domain.protocol import CLUSTER_NAME, CLUSTER_NAME_RULE, RuleConfig
 from lagwatch.shared.domain.window import WindowConfig
 
 ENV_PREFIX = "LAGWATCH__"
-CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")  # safe inside Redis keys and hash tags
-CLUSTER_NAME_RULE = "letters, digits, '.', '_', '-'"
 MAX_SUBSCRIPTION_SECONDS = 366 * 86_400
 # Upper bounds, so that a typo fails here and not in a service: durations become milliseconds added to an epoch-ms
 # clock (int64 in the ingest's Cython pass, doubles in Redis scores and Lua, exact below 2^53); counts end up in C ints

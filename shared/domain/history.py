@@ -44,11 +44,11 @@ from __future__ import annotations
 
 import json
 import json.encoder
-import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+from lagwatch.shared.domain.protocol import CLUSTER_NAME, CLUSTER_NAME_RULE
 from lagwatch.shared.domain.window import Commit
 
 KIND_COMMIT = "commit"
@@ -75,7 +75,6 @@ HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
 _json_string = json.encoder.encode_basestring_ascii  # json.dumps' own string encoder
 COLUMN_NAMES = tuple(name for name, _ in HISTORY_COLUMNS)
 PARTITION_COLUMNS = ("cluster", "date")  # directory levels of the file layout
-CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")  # as configured names are (shared/config.py): a safe directory
 INT_MAX, LONG_MAX = 2**31 - 1, 2**63 - 1
 OBSERVED_AT_MAX = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant with a date to file it under
 # (column, largest value) of the integer columns, in `check`'s order
@@ -261,7 +260,7 @@ def check(record: HistoryRecord) -> str | None:
     if record.kind not in KINDS:
         return f"kind must be one of {', '.join(KINDS)}"
     if not isinstance(record.cluster, str) or not CLUSTER_NAME.match(record.cluster):
-        return "cluster must be a cluster's name (letters, digits, '.', '_', '-')"  # it names a directory
+        return f"cluster must be a cluster's name ({CLUSTER_NAME_RULE})"  # it names a directory
     if not _text(record.topic):
         return "topic is empty or not UTF-8 text"
     of_group = record.kind in GROUP_KINDS

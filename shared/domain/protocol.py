@@ -6,9 +6,15 @@ Status numbers are Burrow's (they appear as values of the `burrow_kafka_consumer
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple
+
+# A cluster's name, as configured and as every record, key and file carries it: safe inside Redis keys and hash
+# tags, and as a directory of the history's files
+CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
+CLUSTER_NAME_RULE = "letters, digits, '.', '_', '-'"
 
 
 class Status(IntEnum):

@@ -168,7 +168,7 @@ def log_start_history(cluster: str, topic: str) -> str:
 def cluster_keys_pattern(cluster: str) -> str:
     """The SCAN pattern of every key of a cluster: its own (`lw:c:{<cluster>}:`), its groups' and its topics'
     (`lw:g:{<cluster>/`, `lw:t:{<cluster>/`), in one pass over the keyspace. Cluster names hold no glob character
-    (config.CLUSTER_NAME); a group's or topic's name is matched by the `*`."""
+    (protocol.CLUSTER_NAME); a group's or topic's name is matched by the `*`."""
     return f"{PREFIX}:[cgt]:{{{cluster}[}}/]*"
 
 
