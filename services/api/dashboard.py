@@ -64,6 +64,7 @@ ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 RECENT_CHANGES_SHOWN = 50
 OVERVIEW_REUSE_S = 5.0  # the page's default refresh: one computation per cluster per refresh, however many viewers
 DEFAULT_LIMIT, MAX_LIMIT = 200, 2000  # group rows (and open incidents) per overview
+MAX_OFFSET = 10_000_000  # groups passed over: more than any cluster holds
 MAX_QUERY_CHARS = 1000  # as the api's names (middleware.py)
 LOG_ENDS_PER_READ = 20_000  # partitions per read of their log ends
 STATES_PER_READ = 1_000  # groups per read of the evaluator's states
@@ -106,7 +107,7 @@ async def asset(request: web.Request) -> web.Response:
 
 @routes.get("/dashboard/api/overview")
 async def overview(request: web.Request) -> web.Response:
-    limit, q = _limit(request), _query(request)
+    limit, q, start = _limit(request), _query(request), _offset(request)
     context = request.app[CONTEXT]
     clusters = await context.clusters()
     cluster = request.query.get("cluster") or (clusters[0] if clusters else None)
@@ -122,6 +123,7 @@ async def overview(request: web.Request) -> web.Response:
         "shown": 0,
         "truncated": False,
         "limit": limit,
+        "offset": start,
         "q": q,
         "incidents": [],
         "incident_count": 0,
@@ -131,7 +133,7 @@ async def overview(request: web.Request) -> web.Response:
     if cluster is not None:
         await context.require_cluster(cluster)
         shared = await request.app[OVERVIEWS].get(cluster, lambda: _cluster_overview(context, cluster))
-        body.update(await _shown(context, cluster, shared, q, limit))
+        body.update(await _shown(context, cluster, shared, q, limit, start))
     return ok(request, "dashboard overview returned", **body)
 
 
@@ -160,6 +162,16 @@ def _limit(request: web.Request) -> int:
         return DEFAULT_LIMIT
     if not re.fullmatch(r"[0-9]{1,9}", raw) or int(raw) > MAX_LIMIT:
         raise ApiError(400, f"limit must be a whole number from 0 to {MAX_LIMIT}")
+    return int(raw)
+
+
+def _offset(request: web.Request) -> int:
+    """How many of the matching groups (worst first) to pass over: the page after `limit` rows is `offset=limit`."""
+    raw = request.query.get("offset")
+    if raw is None:
+        return 0
+    if not re.fullmatch(r"[0-9]{1,9}", raw) or int(raw) > MAX_OFFSET:
+        raise ApiError(400, f"offset must be a whole number from 0 to {MAX_OFFSET}")
     return int(raw)
 
 
@@ -221,13 +233,16 @@ async def _log_ends(
     return ends
 
 
-async def _shown(context: ApiContext, cluster: str, shared: ClusterOverview, q: str, limit: int) -> dict:
-    """The overview of one request: the first `limit` groups matching `q` as rows (only these are decoded and have
-    their sparklines read), with the cluster's totals."""
+async def _shown(
+    context: ApiContext, cluster: str, shared: ClusterOverview, q: str, limit: int, start: int = 0
+) -> dict:
+    """The overview of one request: `limit` groups matching `q` as rows, past the `start` worst of them (only these
+    are decoded and have their sparklines read), with the cluster's totals."""
     ranking = shared.ranking
     matching = ranking.matching(q)
+    passed = sum(1 for _ in itertools.islice(matching, start))
     picked = list(itertools.islice(matching, limit))
-    matched = len(ranking.groups) if not q else len(picked) + sum(1 for _ in matching)
+    matched = len(ranking.groups) if not q else passed + len(picked) + sum(1 for _ in matching)
     names = [group for _, _, group, _ in picked]
     lines = await reply(context.redis.hmget(keys.group_sparklines(cluster), names)) if names else []
     now, intervals, rows = shared.generated_at, context.config.storage.intervals, []
@@ -245,7 +260,7 @@ async def _shown(context: ApiContext, cluster: str, shared: ClusterOverview, q: 
         "totallag": ranking.totallag,
         "matched": matched,
         "shown": len(rows),
-        "truncated": len(rows) < matched,
+        "truncated": start + len(rows) < matched,  # more groups match past these rows
         "incidents": shared.incident_rows[:limit],
         "incident_count": len(shared.incident_rows),
         "changes": shared.changes,

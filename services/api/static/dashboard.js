@@ -17,6 +17,7 @@ const state = {
   cluster: params.get("cluster"), // null: the api's first cluster
   q: params.get("q") || "", // the filter box: groups whose name holds it (any case)
   limit: params.get("limit"), // null: the api's default number of rows
+  offset: Number(params.get("offset")) || 0, // the matching groups passed over, worst first (the page)
   open: new Set(params.getAll("group")), // groups whose partitions are shown
   clusters: [],
   overview: null, // of state.cluster; null while it loads
@@ -51,6 +52,7 @@ function overviewPath(cluster) {
   if (cluster) query.set("cluster", cluster);
   if (state.q) query.set("q", state.q);
   if (state.limit) query.set("limit", state.limit);
+  if (state.offset) query.set("offset", state.offset);
   const text = query.toString();
   return `${API}/overview${text ? `?${text}` : ""}`;
 }
@@ -104,6 +106,7 @@ function remember() {
   if (state.cluster) query.set("cluster", state.cluster);
   if (state.q) query.set("q", state.q);
   if (state.limit) query.set("limit", state.limit);
+  if (state.offset) query.set("offset", state.offset);
   for (const group of state.open) query.append("group", group);
   if (params.get("refresh")) query.set("refresh", params.get("refresh"));
   history.replaceState(null, "", `${location.pathname}?${query}`);
@@ -225,6 +228,7 @@ function render() {
   if (!overview) {
     replace("summary");
     replace("shown");
+    replace("pager");
     replace("groups", empty(state.error ? "No data: the api could not be reached." : "Loading…"));
     replace("incidents");
     replace("changes");
@@ -286,12 +290,16 @@ function renderSummary(overview) {
   );
 }
 
-// "showing 200 of 100,000, worst first" when the api sent fewer rows than groups match; what the filter matches.
+// "showing 1–200 of 100,000, worst first" when the rows are not every group that matches; what the filter matches.
 function shownText(overview) {
   const matching = overview.q ? ` matching “${overview.q}”` : "";
   const shown = overview.shown ?? overview.groups.length;
   const matched = overview.matched ?? overview.groups.length;
-  if (overview.truncated) return `showing ${number(shown)} of ${number(matched)}${matching}, worst first`;
+  const first = overview.offset || 0;
+  if (overview.truncated || first) {
+    const range = shown ? `${number(first + 1)}–${number(first + shown)}` : "none";
+    return `showing ${range} of ${number(matched)}${matching}, worst first`;
+  }
   if (overview.q) return `${number(matched)} of ${number(overview.group_count)} groups${matching}`;
   return "";
 }
@@ -299,14 +307,18 @@ function shownText(overview) {
 function renderGroups(overview) {
   if (!overview.cluster) {
     replace("shown");
+    replace("pager");
     replace("groups", empty("No clusters yet: none is configured and the ingest has written none to Redis."));
     return;
   }
   replace("shown", shownText(overview));
+  replace("pager", ...pager(overview));
   if (!overview.groups.length) {
-    const text = overview.q
-      ? `No consumer group of cluster ${overview.cluster} has “${overview.q}” in its name.`
-      : `No consumer groups with recent commits in cluster ${overview.cluster}.`;
+    const text = overview.offset
+      ? `No groups this far down: ${number(overview.matched)} match; “worse” goes back.`
+      : overview.q
+        ? `No consumer group of cluster ${overview.cluster} has “${overview.q}” in its name.`
+        : `No consumer groups with recent commits in cluster ${overview.cluster}.`;
     replace("groups", empty(text));
     return;
   }
@@ -510,9 +522,26 @@ function renderSilences(overview) {
 
 // --- interaction ------------------------------------------------------------------------------------------------
 
+// Worse and better pages of the groups, `limit` rows each: shown when the rows are not all that match.
+function pager(overview) {
+  const first = overview.offset || 0;
+  if (!overview.truncated && !first) return [];
+  const step = Math.max(1, overview.limit || overview.shown || 1);
+  const button = (label, offset, enabled) =>
+    el("button", { class: "page", "data-page": label, disabled: !enabled, onclick: () => page(offset) }, label);
+  return [button("worse", Math.max(0, first - step), first > 0), button("better", first + step, overview.truncated)];
+}
+
+function page(offset) {
+  state.offset = offset;
+  remember();
+  refresh();
+}
+
 function selectCluster(name) {
   if (name === state.cluster) return;
   state.cluster = name;
+  state.offset = 0;
   state.open.clear();
   state.overview = null;
   remember();
@@ -524,6 +553,7 @@ function selectCluster(name) {
 function filterGroups(text) {
   if (text === state.q) return;
   state.q = text;
+  state.offset = 0; // the worst of what now matches
   remember();
   refresh();
 }

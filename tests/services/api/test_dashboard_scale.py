@@ -18,7 +18,7 @@ from collections import Counter
 import aiohttp
 import pytest
 
-from lagwatch.services.api.dashboard import DEFAULT_LIMIT, MAX_LIMIT
+from lagwatch.services.api.dashboard import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.services.api.dashboard_data import Ranking, group_row, rank_results, severity_order
 from lagwatch.shared.domain.protocol import Status
@@ -33,6 +33,7 @@ from tests.services.api.test_dashboard import STEP, Elements, browse, dashboard_
 
 GROUPS = 3_000
 PARTITIONS = 10  # per topic
+DASH = "\u2013"  # an en dash, as in the page's "showing 1-200 of 3,000"
 STABLE = ("group", "status", "totallag", "partition_count", "maxlag", "complete", "incident", "last_commit")
 
 
@@ -155,6 +156,28 @@ async def test_the_filter_finds_any_group_by_part_of_its_name_before_the_limit(s
     assert (body["groups"], body["matched"], body["shown"], body["group_count"]) == ([], 0, 0, GROUPS)
 
 
+async def test_the_overview_pages_through_the_groups_worst_first(seeded, http):
+    """`offset` passes over the worst groups: the pages follow one another in the full computation's order, with
+    or without a filter, and a page past the last is empty, its totals still there."""
+    api, expected = seeded
+    url = f"{api.url}/dashboard/api/overview"
+    status, body, _ = await get(http, f"{url}?offset={DEFAULT_LIMIT}")
+    assert status == 200 and body["offset"] == DEFAULT_LIMIT
+    assert (body["shown"], body["matched"], body["truncated"]) == (DEFAULT_LIMIT, GROUPS, True)
+    assert stable(body["groups"]) == stable(expected[DEFAULT_LIMIT : 2 * DEFAULT_LIMIT])
+    status, body, _ = await get(http, f"{url}?offset={GROUPS - 100}&limit={MAX_LIMIT}")
+    assert (body["shown"], body["truncated"]) == (100, False) and stable(body["groups"]) == stable(expected[-100:])
+
+    matching = [r for r in expected if "group-29" in r["group"]]
+    status, body, _ = await get(http, f"{url}?q=group-29&limit=40&offset=80")
+    assert (body["matched"], body["shown"], body["truncated"]) == (100, 20, False)
+    assert stable(body["groups"]) == stable(matching[80:])
+
+    status, body, _ = await get(http, f"{url}?offset={GROUPS}")
+    assert (body["groups"], body["shown"], body["matched"], body["truncated"]) == ([], 0, GROUPS, False)
+    assert (body["group_count"], body["incident_count"]) == (GROUPS, sum(1 for r in expected if r["incident"]))
+
+
 async def test_bad_limits_and_filters_are_json_400s(api_without_data, http):
     for query, message in [
         ("limit=-1", f"limit must be a whole number from 0 to {MAX_LIMIT}"),
@@ -163,6 +186,10 @@ async def test_bad_limits_and_filters_are_json_400s(api_without_data, http):
         ("limit=", f"limit must be a whole number from 0 to {MAX_LIMIT}"),
         (f"limit={MAX_LIMIT + 1}", f"limit must be a whole number from 0 to {MAX_LIMIT}"),
         ("limit=%D9%A3", f"limit must be a whole number from 0 to {MAX_LIMIT}"),  # an Arabic-Indic 3
+        ("offset=-1", f"offset must be a whole number from 0 to {MAX_OFFSET}"),
+        ("offset=1e3", f"offset must be a whole number from 0 to {MAX_OFFSET}"),
+        ("offset=", f"offset must be a whole number from 0 to {MAX_OFFSET}"),
+        (f"offset={MAX_OFFSET + 1}", f"offset must be a whole number from 0 to {MAX_OFFSET}"),
         ("q=" + "x" * 1001, "q is longer than 1000 characters"),
     ]:
         status, body, _ = await get(http, f"{api_without_data.url}/dashboard/api/overview?{query}")
@@ -238,7 +265,9 @@ async def test_the_page_shows_how_many_of_how_many_groups_it_shows_in_chromium(s
     api, expected = seeded
     dom = Elements(await browse(f"{api.url}/dashboard?cluster={CLUSTER}", tmp_path / "profile", "--dump-dom"))
     assert len(dom.having("data-group")) == DEFAULT_LIMIT
-    assert dom.having("id")["shown"]["text"] == f"showing {DEFAULT_LIMIT} of 3,000, worst first"
+    assert dom.having("id")["shown"]["text"] == f"showing 1{DASH}{DEFAULT_LIMIT} of 3,000, worst first"
+    pager = dom.having("data-page")
+    assert "disabled" in pager["worse"] and "disabled" not in pager["better"]  # the first page of several
     tiles = {label: tile["text"] for label, tile in dom.having("data-tile").items()}
     assert tiles["groups"].startswith("3,000")  # the cluster's count, not the rows'
     assert tiles["OK"].startswith(f"{sum(r['status'] == 'OK' for r in expected):,}")
@@ -262,6 +291,34 @@ async def test_the_filter_box_finds_a_group_beyond_the_first_page_in_chromium(se
         )
         assert await page.evaluate("new URLSearchParams(location.search).get('q')") == wanted
         assert await page.evaluate("document.querySelector('[data-tile=groups] .value').textContent") == "3,000"
+
+
+async def test_worse_and_better_page_through_the_groups_in_chromium(seeded, tmp_path):
+    """Past the first page: "better" asks for the next rows (kept in the link), "worse" goes back; a new filter
+    starts again from the worst of what it matches."""
+    api, expected = seeded
+    async with devtools(f"{api.url}/dashboard?cluster={CLUSTER}&limit=1000", tmp_path / "profile") as page:
+        first_row = "document.querySelector('[data-group]').dataset.group"
+        await page.wait_for("document.querySelectorAll('[data-group]').length === 1000")
+        await page.evaluate("document.querySelector('[data-page=better]').click()")
+        await page.wait_for(f"{first_row} === {json.dumps(expected[1000]['group'])}")
+        assert await page.evaluate("document.getElementById('shown').textContent") == (
+            f"showing 1,001{DASH}2,000 of 3,000, worst first"
+        )
+        assert await page.evaluate("new URLSearchParams(location.search).get('offset')") == "1000"
+        await page.evaluate("document.querySelector('[data-page=better]').click()")
+        await page.wait_for(f"{first_row} === {json.dumps(expected[2000]['group'])}")
+        assert await page.evaluate("document.querySelector('[data-page=better]').disabled") is True  # the last page
+        await page.evaluate("document.querySelector('[data-page=worse]').click()")
+        await page.wait_for(f"{first_row} === {json.dumps(expected[1000]['group'])}")
+
+        await page.evaluate("document.getElementById('filter').focus()")
+        await page.send("Input.insertText", text="0")
+        matched = sum("0" in r["group"] for r in expected)
+        assert matched > 1000
+        shown = f"showing 1{DASH}1,000 of {matched:,} matching “0”, worst first"
+        await page.wait_for(f"document.getElementById('shown').textContent === {json.dumps(shown)}")
+        assert await page.evaluate("new URLSearchParams(location.search).get('offset')") is None
 
 
 class DevTools:
