@@ -1,12 +1,13 @@
-"""The dashboard at a big cluster's scale: the overview sends the worst `limit` groups (those whose name holds `q`)
-and totals over every group, ranks them as the full computation did, keeps `/healthz` answering while it ranks,
-and is reused once computed however long that took; the page says how many of how many it shows, and its filter
-box finds a group far beyond the first page, in real Chromium.
+"""The dashboard at a big cluster's scale: the overview sends the worst `limit` groups (those whose name holds `q`),
+past the `offset` worst, and totals over every group, ranks them as the full computation did, keeps `/healthz`
+answering while it ranks, and is reused once computed however long that took; the page says how many of how many
+it shows, pages through them, and its filter box finds a group far beyond the first page, in real Chromium.
 
-3,000 groups are seeded as in test_dashboard.py: windows through the window store as the ingest writes them (a
-broker poll, then commits, three times 30 s apart), then evaluated by the real evaluator (its ready results,
-sparklines, statuses and incidents). The expected answer is the overview as it was computed before (every group's
-row from its decoded result, sorted by `severity_order`), so the fast ranking is checked against it.
+3,000 groups are seeded once for the module (its tests only read them), as in test_dashboard.py: windows through
+the window store as the ingest writes them (a broker poll, then commits, three times 30 s apart), then evaluated by
+the real evaluator (its ready results, sparklines, statuses and incidents). The expected answer is the overview as
+it was computed before (every group's row from its decoded result, sorted by `severity_order`), so the fast ranking
+is checked against it.
 """
 
 import asyncio
@@ -17,7 +18,9 @@ from collections import Counter
 
 import aiohttp
 import pytest
+from redis.asyncio import Redis
 
+from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.api.dashboard import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.services.api.dashboard_data import Ranking, group_row, rank_results, severity_order
@@ -95,13 +98,29 @@ def stable(rows):
     return [{**{k: r[k] for k in STABLE}, "sparkline": r["sparkline"][:-1]} for r in rows]
 
 
+@pytest.fixture(scope="module")
+def seeded_redis():
+    """The 3,000 groups, seeded once for the module (its tests only read them) in a redis-server of its own, and
+    the overview's rows as the full computation makes them."""
+    with RedisServer() as server:
+        server.start()
+        yield server, asyncio.run(_seeded_rows(server.url, now_ms()))
+
+
+async def _seeded_rows(url, now):
+    client = Redis.from_url(url)
+    try:
+        await seed_many(client, now)
+        return await every_row(client, dashboard_config(url), now)
+    finally:
+        await client.aclose()
+
+
 @pytest.fixture
-async def seeded(redis_server, redis):
-    now = now_ms()
-    await seed_many(redis, now)
-    config = dashboard_config(redis_server.url)
-    async with serving(config) as server:
-        yield server, await every_row(redis, config, now)
+async def seeded(seeded_redis):
+    server, expected = seeded_redis
+    async with serving(dashboard_config(server.url)) as api:
+        yield api, expected
 
 
 async def test_the_overview_sends_the_worst_groups_up_to_the_limit_and_totals_over_all(seeded, http):
