@@ -9,7 +9,7 @@
     lagwatch run archiver                      the history topic to Parquet files, for the Spark replay
     lagwatch spark reprocess --input H --output O   replay commit history with the live rules, on Spark
     lagwatch notify replay-dlq [--subscription ID] [--since 2h]   re-send dead-lettered notifications
-    lagwatch notify test ID [--cluster NAME] [--sample lag]   send a sample incident to a subscription now
+    lagwatch notify test ID [--cluster NAME] [--sample lag|retention]   send a sample incident to a subscription now
     lagwatch config check [--config F] [--show]   the configuration checked as the services would, offline
     lagwatch forget-cluster NAME [--dry-run]   delete what Redis keeps of a cluster no longer configured
     lagwatch migrate burrow-config burrow.toml [--templates DIR]   Burrow's configuration as lagwatch's YAML
@@ -172,7 +172,10 @@ def _add_notify_commands(commands: _Commands) -> None:
     test.add_argument("subscription", help="the subscription's id (the configuration file's or the api's)")
     test.add_argument("--cluster", default=None, help="the cluster the sample names (default: one it covers)")
     test.add_argument(
-        "--sample", choices=("status", "lag"), default="status", help="a status incident, or a lag-seconds alert"
+        "--sample",
+        choices=("status", "lag", "retention"),
+        default="status",
+        help="a status incident, a lag-seconds alert, or a retention (data-loss-risk) alert",
     )
     test.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
     test.set_defaults(handler=_notify_test)
@@ -514,13 +517,13 @@ def _notify_test(args: argparse.Namespace) -> int:
 
 
 async def _send_test(config, subscription_id: str, cluster: str | None, sample: str) -> dict:
-    from lagwatch.services.notifier.sample import NoLagAlerts, sample_report
+    from lagwatch.services.notifier.sample import NoSuchAlerts, sample_report
     from lagwatch.shared.clock import now_ms
 
     subscription = await _subscription(config, subscription_id)
     try:
         return await sample_report(subscription, config.notifier, cluster, list(config.clusters), now_ms(), sample)
-    except NoLagAlerts as exc:
+    except NoSuchAlerts as exc:
         raise InputError(str(exc)) from None
 
 

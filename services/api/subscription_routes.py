@@ -191,8 +191,8 @@ async def delete_subscription(request: web.Request) -> web.Response:
 @requires_token
 async def test_subscription(request: web.Request) -> web.Response:
     """A sample incident's open (and, with `send-close`, close) sent to the subscription now by a notifier, as
-    `lagwatch notify test` sends it (`?sample=lag`: a lag-seconds alert's): 200 when every receiver took it, 502 with
-    the report when one did not, 504 when no notifier took the request or reported in time."""
+    `lagwatch notify test` sends it (`?sample=lag`, `retention`: those alerts'): 200 when every receiver took it,
+    502 with the report when one did not, 504 when no notifier took the request or reported in time."""
     sub_id, cluster = request.match_info["id"], request.query.get("cluster")
     sample = request.query.get("sample", sample_requests.STATUS)
     if cluster is not None and (problem := cluster_name_problem(cluster)):
@@ -204,6 +204,8 @@ async def test_subscription(request: web.Request) -> web.Response:
         raise ApiError(404, "subscription not found")
     if sample == sample_requests.LAG and not config.lag_seconds_threshold:
         raise ApiError(400, "sample: the subscription has no lag-seconds-threshold: it gets no lag alerts")
+    if sample == sample_requests.RETENTION and not config.retention_risk_threshold:
+        raise ApiError(400, "sample: the subscription has no retention-risk-threshold: it gets no retention alerts")
     context = _context(request)
     if await sample_requests.queued(context.redis) >= sample_requests.MAX_QUEUED:
         raise ApiError(429, "too many samples waiting for a notifier: try again later")

@@ -11,7 +11,9 @@ nothing is kept, retried or dead-lettered, and each answer is said at once. Both
 
 `lag` samples the lag-seconds alert instead (a subscription with `lag-seconds-threshold`): a `lag-open` of the same
 group, its one partition half as far again behind in seconds as the threshold, and (with `send-close`) its
-`lag-close`, caught up.
+`lag-close`, caught up. `retention` samples the data-loss-risk alert (a subscription with
+`retention-risk-threshold`): retention deleting the partition's oldest unread message in half the threshold, then
+no longer.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ from lagwatch.services.notifier.messages import PermanentError, build_request, h
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.config import NotifierConfig
-from lagwatch.shared.domain.lag_threshold_event import Crossing, LagThresholdEvent
+from lagwatch.shared.domain.lag_threshold_event import Alert, Crossing, LagThresholdEvent, Reason
 from lagwatch.shared.domain.lag_threshold_event import build_event as build_lag_event
 from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
+from lagwatch.shared.domain.retention import RetentionRisk
 from lagwatch.shared.domain.status_event import Incident, StatusEvent, build_event, new_incident_id
 from lagwatch.shared.domain.time_lag import CAUGHT_UP, TimeLag
-from lagwatch.shared.store.sample_requests import LAG, STATUS
+from lagwatch.shared.store.sample_requests import LAG, RETENTION, STATUS
 
 AnyEvent = StatusEvent | LagThresholdEvent
 
@@ -41,8 +44,9 @@ SAMPLE_GROUP = "lagwatch-test"
 TEST_REASON = "test"
 
 
-class NoLagAlerts(ValueError):
-    """A lag sample asked of a subscription without `lag-seconds-threshold`: it gets no lag alerts."""
+class NoSuchAlerts(ValueError):
+    """A lag or retention sample asked of a subscription without the threshold (`lag-seconds-threshold`,
+    `retention-risk-threshold`): it gets no such alerts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,26 @@ def sample_lag_incident(cluster: str, now_ms: int, threshold_s: float) -> tuple[
     return lag_open, lag_close
 
 
+def sample_retention_incident(
+    cluster: str, now_ms: int, threshold_s: float
+) -> tuple[LagThresholdEvent, LagThresholdEvent]:
+    """(the lag-open, the lag-close) of a data-loss-risk alert of `lagwatch-test` on `cluster`: retention deletes its
+    partition's oldest unread message in half the threshold (by the topic's `retention.ms`), then no longer."""
+    warn, ok = sample_statuses(cluster, now_ms)
+    over = Crossing(threshold_s, above=True, reason=Reason.RETENTION, alert=Alert.DATA_LOSS_RISK)
+    under = dataclasses.replace(over, above=False)
+    at_risk = {("lagwatch-test", 0): RetentionRisk(threshold_s / 2, basis="retention.ms")}
+    risk_open = build_lag_event(
+        cluster=cluster, group=SAMPLE_GROUP, crossing=over, seq=now_ms, incident_started_at=now_ms,
+        evaluated_at=now_ms, group_status=warn, time_lags={}, retention=at_risk,
+    )  # fmt: skip
+    risk_close = build_lag_event(
+        cluster=cluster, group=SAMPLE_GROUP, crossing=under, seq=now_ms + 1, incident_started_at=now_ms,
+        evaluated_at=now_ms, group_status=ok, time_lags={}, retention={},
+    )  # fmt: skip
+    return risk_open, risk_close
+
+
 async def sample_report(
     subscription: Subscription,
     settings: NotifierConfig,
@@ -114,7 +138,7 @@ async def sample_report(
 ) -> dict[str, Any]:
     """Send the sample (to `cluster`, else one the subscription covers) and say what each receiver answered: the
     report `lagwatch notify test` prints and `POST /api/v1/subscriptions/{id}/test` answers. `sender`: a running
-    notifier's (else one for this sample). NoLagAlerts."""
+    notifier's (else one for this sample). NoSuchAlerts."""
     cluster = cluster or sample_cluster(subscription, configured)
     sent = await send_sample(subscription, settings, cluster, now_ms, sample, sender)
     return {
@@ -135,7 +159,7 @@ async def send_sample(
     sender: Sender | None = None,
 ) -> list[Sent]:
     """Send the sample's open, then (with `send-close`, and once the open was taken) its close, with `sender` (else
-    one of its own, stopped after). NoLagAlerts."""
+    one of its own, stopped after). NoSuchAlerts."""
     kinds = _notifications(subscription, cluster, now_ms, sample)
     if not subscription.policy.send_close:
         kinds = kinds[:1]
@@ -156,12 +180,15 @@ async def send_sample(
 
 
 def _notifications(subscription: Subscription, cluster: str, now_ms: int, sample: str) -> list[tuple[str, AnyEvent]]:
-    if sample == LAG:
-        threshold = subscription.policy.lag_threshold_s
+    if sample in (LAG, RETENTION):
+        lag = sample == LAG
+        threshold = subscription.policy.lag_threshold_s if lag else subscription.policy.retention_risk_s
         if not threshold:
-            raise NoLagAlerts(f"subscription {subscription.id!r} has no lag-seconds-threshold: it gets no lag alerts")
-        lag_open, lag_close = sample_lag_incident(cluster, now_ms, threshold)
-        return [("lag-open", lag_open), ("lag-close", lag_close)]
+            name, alerts = ("lag-seconds", "lag") if lag else ("retention-risk", "retention")
+            raise NoSuchAlerts(f"subscription {subscription.id!r} has no {name}-threshold: it gets no {alerts} alerts")
+        build = sample_lag_incident if lag else sample_retention_incident
+        over, under = build(cluster, now_ms, threshold)
+        return [("lag-open", over), ("lag-close", under)]
     opened, closed = sample_incident(cluster, now_ms)
     return [("open", opened), ("close", closed)]
 

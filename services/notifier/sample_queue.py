@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from lagwatch.services.notifier.delivery import Sender
-from lagwatch.services.notifier.sample import SAMPLE_GROUP, NoLagAlerts, sample_cluster, sample_report
+from lagwatch.services.notifier.sample import SAMPLE_GROUP, NoSuchAlerts, sample_cluster, sample_report
 from lagwatch.services.notifier.subscriptions import Registry
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
@@ -54,7 +54,7 @@ async def _answer(request: SampleRequest, registry: Registry, config: Config, se
         return await sample_report(
             subscription, config.notifier, request.cluster, clusters, now_ms(), request.sample, sender
         )
-    except NoLagAlerts as exc:
+    except NoSuchAlerts as exc:
         return {"subscription": request.subscription, "error": str(exc)}
     except Exception as exc:  # said to the caller as the receiver's failure; the loop goes on with the next request
         log.exception("notifier: the sample for subscription %s failed", subscription.id)

@@ -30,8 +30,9 @@ POLL_S = 0.2  # the api's look for the report
 PICKUP_S = 5.0  # a request no notifier took by then is withdrawn
 REPORT_TTL_S = 60
 MAX_QUEUED = 100  # requests waiting: past it the api refuses more (a stopped notifier must not let them pile up)
-STATUS, LAG = "status", "lag"  # what a sample can be: a status incident, or a lag-seconds alert (notifier/sample.py)
-SAMPLES = (STATUS, LAG)
+# what a sample can be (notifier/sample.py): a status incident, a lag-seconds alert, a retention (data-loss-risk) alert
+STATUS, LAG, RETENTION = "status", "lag", "retention"
+SAMPLES = (STATUS, LAG, RETENTION)
 
 
 @dataclass(frozen=True, slots=True)

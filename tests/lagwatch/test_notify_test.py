@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import jsonschema
+import pytest
 
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.delivery import signing
@@ -141,8 +142,46 @@ async def test_a_lag_sample_sends_the_lag_seconds_alerts_open_and_close_as_the_n
         signing.verify_request(SECRET, request.headers, request.body)
 
 
-async def test_a_lag_sample_of_a_subscription_without_the_threshold_is_refused_in_one_line(tmp_path, redis_server):
+async def test_a_retention_sample_sends_the_data_loss_risk_alerts_open_and_close(tmp_path, redis_server):
+    """For a subscription with `retention-risk-threshold`: retention deletes the partition's oldest unread message
+    in half the threshold (by the topic's retention.ms), then no longer; as the evaluator writes such events."""
+    async with Receiver() as receiver:
+        subscriptions = (
+            f"subscriptions:\n  - {{id: risky, url: {json.dumps(receiver.url('/risky'))}, secret: {SECRET}, "
+            "retention-risk-threshold: 3600}\n"
+        )
+        result = await run(
+            "risky", "--sample", "retention", "--config", config_file(tmp_path, redis_server.url, subscriptions)
+        )
+    assert result.returncode == 0, result.stderr
+    assert [(s["kind"], s["ok"]) for s in json.loads(result.stdout)["sent"]] == [
+        ("lag-open", True),
+        ("lag-close", True),
+    ]
+    over, under = (request.json() for request in receiver.requests)
+    for event in (over, under):
+        jsonschema.validate(event, lag_threshold_event.schema())
+    assert (over["alert"], over["reason"], over["threshold_seconds"], over["above"]) == (
+        "data-loss-risk", "retention", 3600, True
+    )  # fmt: skip
+    assert over["retention_risk_seconds"] == 1800.0 and over["partitions"][0]["retention_risk_seconds"] == 1800.0
+    assert (under["alert"], under["above"], under["incident_id"]) == ("data-loss-risk", False, over["incident_id"])
+    assert over["incident_id"].startswith("risk-")
+    for request in receiver.requests:
+        signing.verify_request(SECRET, request.headers, request.body)
+
+
+@pytest.mark.parametrize(
+    ("sample", "message"),
+    [
+        ("lag", "subscription 'hook' has no lag-seconds-threshold: it gets no lag alerts"),
+        ("retention", "subscription 'hook' has no retention-risk-threshold: it gets no retention alerts"),
+    ],
+)
+async def test_a_sample_of_alerts_the_subscription_does_not_get_is_refused_in_one_line(
+    tmp_path, redis_server, sample, message
+):
     subscriptions = "subscriptions:\n  - {id: hook, url: 'http://127.0.0.1:9/'}\n"
-    result = await run("hook", "--sample", "lag", "--config", config_file(tmp_path, redis_server.url, subscriptions))
+    result = await run("hook", "--sample", sample, "--config", config_file(tmp_path, redis_server.url, subscriptions))
     assert result.returncode == 2
-    assert "subscription 'hook' has no lag-seconds-threshold: it gets no lag alerts" in one_line_error(result)
+    assert message in one_line_error(result)

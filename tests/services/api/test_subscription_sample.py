@@ -53,17 +53,26 @@ async def test_a_running_notifier_sends_the_sample_signed_and_the_answer_is_its_
     assert await redis.llen(keys.SAMPLE_REQUESTS) == 0
 
 
-async def test_a_lag_sample_sends_the_lag_seconds_alerts_open_and_close(redis_server, redis, http):
+@pytest.mark.parametrize(
+    ("sample", "threshold", "expected"),
+    [
+        ("lag", {"lag_seconds_threshold": 60}, {"alert": "lag-seconds", "max_lag_seconds": 90.0}),
+        ("retention", {"retention_risk_threshold": 600}, {"alert": "data-loss-risk", "retention_risk_seconds": 300.0}),
+    ],
+)
+async def test_a_lag_or_retention_sample_sends_that_alerts_open_and_close(
+    redis_server, redis, http, sample, threshold, expected
+):
     async with Receiver() as receiver:
-        slow = SubscriptionConfig(id="slow", url=receiver.url("/slow"), lag_seconds_threshold=60)
-        config = config_with(redis_server.url, slow)
+        config = config_with(redis_server.url, SubscriptionConfig(id="slow", url=receiver.url("/slow"), **threshold))
         async with serving(config) as api, running(NotifierService(config, "local", http_port=0)):
-            url = f"{api.url}/api/v1/subscriptions/slow/test?sample=lag"
+            url = f"{api.url}/api/v1/subscriptions/slow/test?sample={sample}"
             status, body, _ = await call(http, "POST", url, headers=AUTH)
     assert status == 200, body
     assert [(s["kind"], s["ok"]) for s in body["sent"]] == [("lag-open", True), ("lag-close", True)]
     over, under = (request.json() for request in receiver.requests)
-    assert (over["threshold_seconds"], over["above"], under["above"]) == (60, True, False)
+    assert (over["threshold_seconds"], over["above"], under["above"]) == (next(iter(threshold.values())), True, False)
+    assert {k: over[k] for k in expected} == expected
 
 
 async def test_an_api_subscription_whose_receiver_refuses_is_answered_502_with_the_report(redis_server, redis, http):
@@ -117,7 +126,13 @@ async def test_a_request_queued_behind_one_that_cannot_be_read_is_still_sent_and
         ("/api/v1/subscriptions/nope/test", AUTH, 404, "subscription not found"),
         ("/api/v1/subscriptions/hook/test?cluster=a%20b", AUTH, 400, "cluster: 'a b' is not a cluster name"),
         ("/api/v1/subscriptions/hook/test?sample=lag", AUTH, 400, "sample: the subscription has no lag-seconds"),
-        ("/api/v1/subscriptions/hook/test?sample=retention", AUTH, 400, "sample: 'retention' is not one of status"),
+        ("/api/v1/subscriptions/hook/test?sample=retention", AUTH, 400, "sample: the subscription has no retention"),
+        (
+            "/api/v1/subscriptions/hook/test?sample=nope",
+            AUTH,
+            400,
+            "sample: 'nope' is not one of status, lag, retention",
+        ),
     ],
 )
 async def test_the_token_a_known_subscription_and_a_cluster_name_are_needed(
