@@ -17,7 +17,8 @@ const state = {
   cluster: params.get("cluster"), // null: the api's first cluster
   q: params.get("q") || "", // the filter box: groups whose name holds it (any case)
   limit: params.get("limit"), // null: the api's default number of rows
-  offset: Number(params.get("offset")) || 0, // the matching groups passed over, worst first (the page)
+  // the matching groups passed over, worst first (the page); a link's junk or negative offset: the first page
+  offset: Math.max(0, Math.trunc(Number(params.get("offset")))) || 0,
   open: new Set(params.getAll("group")), // groups whose partitions are shown
   clusters: [],
   overview: null, // of state.cluster; null while it loads
