@@ -157,21 +157,21 @@ async def _silences(context: ApiContext) -> list[dict]:
 
 
 def _limit(request: web.Request) -> int:
-    raw = request.query.get("limit")
-    if raw is None:
-        return DEFAULT_LIMIT
-    if not re.fullmatch(r"[0-9]{1,9}", raw) or int(raw) > MAX_LIMIT:
-        raise ApiError(400, f"limit must be a whole number from 0 to {MAX_LIMIT}")
-    return int(raw)
+    return _whole_number(request, "limit", DEFAULT_LIMIT, MAX_LIMIT)
 
 
 def _offset(request: web.Request) -> int:
     """How many of the matching groups (worst first) to pass over: the page after `limit` rows is `offset=limit`."""
-    raw = request.query.get("offset")
+    return _whole_number(request, "offset", 0, MAX_OFFSET)
+
+
+def _whole_number(request: web.Request, name: str, default: int, most: int) -> int:
+    """The query parameter `name` (ASCII digits only: `int` takes other scripts' digits), `default` when absent."""
+    raw = request.query.get(name)
     if raw is None:
-        return 0
-    if not re.fullmatch(r"[0-9]{1,9}", raw) or int(raw) > MAX_OFFSET:
-        raise ApiError(400, f"offset must be a whole number from 0 to {MAX_OFFSET}")
+        return default
+    if not re.fullmatch(r"[0-9]{1,9}", raw) or int(raw) > most:
+        raise ApiError(400, f"{name} must be a whole number from 0 to {most}")
     return int(raw)
 
 

@@ -202,10 +202,9 @@ async def test_subscription(request: web.Request) -> web.Response:
     config = _from_file(request).get(sub_id) or await _store(request).get(sub_id)
     if config is None:
         raise ApiError(404, "subscription not found")
-    if sample == sample_requests.LAG and not config.lag_seconds_threshold:
-        raise ApiError(400, "sample: the subscription has no lag-seconds-threshold: it gets no lag alerts")
-    if sample == sample_requests.RETENTION and not config.retention_risk_threshold:
-        raise ApiError(400, "sample: the subscription has no retention-risk-threshold: it gets no retention alerts")
+    lacking = sample_requests.missing_threshold(sample, config.lag_seconds_threshold, config.retention_risk_threshold)
+    if lacking:
+        raise ApiError(400, f"sample: the subscription {lacking}")
     context = _context(request)
     if await sample_requests.queued(context.redis) >= sample_requests.MAX_QUEUED:
         raise ApiError(429, "too many samples waiting for a notifier: try again later")

@@ -36,11 +36,12 @@ from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionS
 from lagwatch.shared.domain.retention import RetentionRisk
 from lagwatch.shared.domain.status_event import Incident, StatusEvent, build_event, new_incident_id
 from lagwatch.shared.domain.time_lag import CAUGHT_UP, TimeLag
-from lagwatch.shared.store.sample_requests import LAG, RETENTION, STATUS
+from lagwatch.shared.store.sample_requests import LAG, STATUS, missing_threshold
 
 AnyEvent = StatusEvent | LagThresholdEvent
 
 SAMPLE_GROUP = "lagwatch-test"
+SAMPLE_PARTITION = ("lagwatch-test", 0)  # its one partition (topic, partition)
 TEST_REASON = "test"
 
 
@@ -67,7 +68,7 @@ def sample_cluster(subscription: Subscription, configured: list[str]) -> str:
 def sample_statuses(cluster: str, now_ms: int) -> tuple[GroupStatus, GroupStatus]:
     """`lagwatch-test` on `cluster`: one partition 120 messages behind and not moving (WARN), then caught up (OK)."""
     start, end = OffsetEntry(880, now_ms - 60_000), OffsetEntry(880, now_ms)
-    behind = PartitionStatus("lagwatch-test", 0, Status.WARN, start, end, 120, 1.0, "/127.0.0.1", "lagwatch-test")
+    behind = PartitionStatus(*SAMPLE_PARTITION, Status.WARN, start, end, 120, 1.0, "/127.0.0.1", "lagwatch-test")
     warn = GroupStatus(cluster, SAMPLE_GROUP, Status.WARN, 1.0, (behind,), behind, 120)
     caught_up = dataclasses.replace(behind, status=Status.OK, current_lag=0, end=OffsetEntry(1000, now_ms))
     return warn, GroupStatus(cluster, SAMPLE_GROUP, Status.OK, 1.0, (caught_up,), caught_up, 0)
@@ -91,20 +92,11 @@ def sample_incident(cluster: str, now_ms: int) -> tuple[StatusEvent, StatusEvent
 
 def sample_lag_incident(cluster: str, now_ms: int, threshold_s: float) -> tuple[LagThresholdEvent, LagThresholdEvent]:
     """(the lag-open, the lag-close) of a lag-seconds alert of `lagwatch-test` on `cluster`: its partition 1.5 times
-    the threshold behind in seconds, then caught up. The ids are made from the crossing's number: `now_ms`, so new
-    at each instant."""
-    warn, ok = sample_statuses(cluster, now_ms)
-    over, under = Crossing(threshold_s, above=True), Crossing(threshold_s, above=False)
-    partition = ("lagwatch-test", 0)
-    lag_open = build_lag_event(
-        cluster=cluster, group=SAMPLE_GROUP, crossing=over, seq=now_ms, incident_started_at=now_ms,
-        evaluated_at=now_ms, group_status=warn, time_lags={partition: TimeLag(threshold_s * 1.5)},
-    )  # fmt: skip
-    lag_close = build_lag_event(
-        cluster=cluster, group=SAMPLE_GROUP, crossing=under, seq=now_ms + 1, incident_started_at=now_ms,
-        evaluated_at=now_ms, group_status=ok, time_lags={partition: CAUGHT_UP},
-    )  # fmt: skip
-    return lag_open, lag_close
+    the threshold behind in seconds, then caught up."""
+    behind, caught_up = {SAMPLE_PARTITION: TimeLag(threshold_s * 1.5)}, {SAMPLE_PARTITION: CAUGHT_UP}
+    return _alert_incident(
+        cluster, now_ms, Crossing(threshold_s, above=True), {"time_lags": behind}, {"time_lags": caught_up}
+    )
 
 
 def sample_retention_incident(
@@ -112,19 +104,24 @@ def sample_retention_incident(
 ) -> tuple[LagThresholdEvent, LagThresholdEvent]:
     """(the lag-open, the lag-close) of a data-loss-risk alert of `lagwatch-test` on `cluster`: retention deletes its
     partition's oldest unread message in half the threshold (by the topic's `retention.ms`), then no longer."""
-    warn, ok = sample_statuses(cluster, now_ms)
     over = Crossing(threshold_s, above=True, reason=Reason.RETENTION, alert=Alert.DATA_LOSS_RISK)
+    at_risk = {SAMPLE_PARTITION: RetentionRisk(threshold_s / 2, basis="retention.ms")}
+    return _alert_incident(cluster, now_ms, over, {"retention": at_risk}, {"retention": {}})
+
+
+def _alert_incident(
+    cluster: str, now_ms: int, over: Crossing, at_open: dict[str, Any], at_close: dict[str, Any]
+) -> tuple[LagThresholdEvent, LagThresholdEvent]:
+    """The open (`over`, the WARN status) and the close (back under, OK) of a threshold alert of `lagwatch-test`,
+    each with its own lags or retention risks. The ids are made from the crossing's number: `now_ms`, so new at each
+    instant."""
+    warn, ok = sample_statuses(cluster, now_ms)
+    common: dict[str, Any] = {"cluster": cluster, "group": SAMPLE_GROUP, "incident_started_at": now_ms,
+                              "evaluated_at": now_ms, "time_lags": {}}  # fmt: skip
+    opened = build_lag_event(crossing=over, seq=now_ms, group_status=warn, **{**common, **at_open})
     under = dataclasses.replace(over, above=False)
-    at_risk = {("lagwatch-test", 0): RetentionRisk(threshold_s / 2, basis="retention.ms")}
-    risk_open = build_lag_event(
-        cluster=cluster, group=SAMPLE_GROUP, crossing=over, seq=now_ms, incident_started_at=now_ms,
-        evaluated_at=now_ms, group_status=warn, time_lags={}, retention=at_risk,
-    )  # fmt: skip
-    risk_close = build_lag_event(
-        cluster=cluster, group=SAMPLE_GROUP, crossing=under, seq=now_ms + 1, incident_started_at=now_ms,
-        evaluated_at=now_ms, group_status=ok, time_lags={}, retention={},
-    )  # fmt: skip
-    return risk_open, risk_close
+    closed = build_lag_event(crossing=under, seq=now_ms + 1, group_status=ok, **{**common, **at_close})
+    return opened, closed
 
 
 async def sample_report(
@@ -140,7 +137,11 @@ async def sample_report(
     report `lagwatch notify test` prints and `POST /api/v1/subscriptions/{id}/test` answers. `sender`: a running
     notifier's (else one for this sample). NoSuchAlerts."""
     cluster = cluster or sample_cluster(subscription, configured)
-    sent = await send_sample(subscription, settings, cluster, now_ms, sample, sender)
+    return report_of(subscription, cluster, await send_sample(subscription, settings, cluster, now_ms, sample, sender))
+
+
+def report_of(subscription: Subscription, cluster: str, sent: list[Sent]) -> dict[str, Any]:
+    """The sample's report: whom it went to and what each receiver answered."""
     return {
         "subscription": subscription.id,
         "type": subscription.type,
@@ -180,14 +181,13 @@ async def send_sample(
 
 
 def _notifications(subscription: Subscription, cluster: str, now_ms: int, sample: str) -> list[tuple[str, AnyEvent]]:
-    if sample in (LAG, RETENTION):
+    policy = subscription.policy
+    if lacking := missing_threshold(sample, policy.lag_threshold_s, policy.retention_risk_s):
+        raise NoSuchAlerts(f"subscription {subscription.id!r} {lacking}")
+    if sample != STATUS:
         lag = sample == LAG
-        threshold = subscription.policy.lag_threshold_s if lag else subscription.policy.retention_risk_s
-        if not threshold:
-            name, alerts = ("lag-seconds", "lag") if lag else ("retention-risk", "retention")
-            raise NoSuchAlerts(f"subscription {subscription.id!r} has no {name}-threshold: it gets no {alerts} alerts")
         build = sample_lag_incident if lag else sample_retention_incident
-        over, under = build(cluster, now_ms, threshold)
+        over, under = build(cluster, now_ms, policy.lag_threshold_s if lag else policy.retention_risk_s)
         return [("lag-open", over), ("lag-close", under)]
     opened, closed = sample_incident(cluster, now_ms)
     return [("open", opened), ("close", closed)]

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from lagwatch.services.notifier.delivery import Sender
-from lagwatch.services.notifier.sample import SAMPLE_GROUP, NoSuchAlerts, sample_cluster, sample_report
+from lagwatch.services.notifier.sample import NoSuchAlerts, Sent, report_of, sample_cluster, sample_report
 from lagwatch.services.notifier.subscriptions import Registry
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
@@ -58,7 +58,5 @@ async def _answer(request: SampleRequest, registry: Registry, config: Config, se
         return {"subscription": request.subscription, "error": str(exc)}
     except Exception as exc:  # said to the caller as the receiver's failure; the loop goes on with the next request
         log.exception("notifier: the sample for subscription %s failed", subscription.id)
-        failed = {"kind": "open", "ok": False, "status": None, "error": f"{type(exc).__name__}: {exc}"}
-        cluster = request.cluster or sample_cluster(subscription, clusters)
-        return {"subscription": subscription.id, "type": subscription.type, "cluster": cluster, "group": SAMPLE_GROUP,
-                "sent": [failed]}  # fmt: skip
+        failed = Sent("open", False, None, f"{type(exc).__name__}: {exc}")
+        return report_of(subscription, request.cluster or sample_cluster(subscription, clusters), [failed])

@@ -35,6 +35,17 @@ STATUS, LAG, RETENTION = "status", "lag", "retention"
 SAMPLES = (STATUS, LAG, RETENTION)
 
 
+def missing_threshold(sample: str, lag_seconds: float, retention_seconds: float) -> str | None:
+    """Why a subscription with these thresholds gets no alert of the `sample` kind ("has no ..."), None when it
+    does: a lag sample needs `lag-seconds-threshold`, a retention one `retention-risk-threshold`. The api refuses
+    such a request before queueing it, the notifier's sample (and `lagwatch notify test`) on its own."""
+    if sample == LAG and not lag_seconds:
+        return "has no lag-seconds-threshold: it gets no lag alerts"
+    if sample == RETENTION and not retention_seconds:
+        return "has no retention-risk-threshold: it gets no retention alerts"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class SampleRequest:
     id: str
