@@ -69,6 +69,7 @@ class PartitionCount:
     def cancel(self) -> None:
         if self._reading is not None:
             self._reading.cancel()
+            self._reading = None  # the cancelled read's frames hold the producer
 
     async def partitions(self, producer: Producer) -> list[int]:
         """The topic's partitions, from a metadata request now; KafkaException when there is no answer."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -22,13 +23,17 @@ async def on_own_thread(fn: Callable[..., Any], *args: Any) -> Any:
         if not answer.done():  # the caller was cancelled meanwhile
             set_outcome(outcome)
 
-    def run() -> None:
+    def run(call: list[Callable[[], Any]]) -> None:
         try:
-            outcome: tuple[Callable[[Any], None], Any] = (answer.set_result, fn(*args))
+            outcome: tuple[Callable[[Any], None], Any] = (answer.set_result, call[0]())
         except Exception as exc:  # handed to the caller, as asyncio.to_thread does
             outcome = (answer.set_exception, exc)
+        # An exception's traceback holds this frame: without the call, it no longer holds what the call was on (a
+        # librdkafka client, kept alive and retrying its brokers by an outcome queued to a loop that never runs).
+        call.clear()
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
             loop.call_soon_threadsafe(settle, *outcome)
 
-    threading.Thread(target=run, name=f"kafka-{getattr(fn, '__name__', 'call')}", daemon=True).start()
+    name = f"kafka-{getattr(fn, '__name__', 'call')}"
+    threading.Thread(target=run, args=([functools.partial(fn, *args)],), name=name, daemon=True).start()
     return await answer

@@ -1,6 +1,7 @@
 """The ingest under restarts, scale-out, a Redis outage and SIGTERM: nothing lost, nothing doubled."""
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -385,10 +386,17 @@ async def test_with_start_latest_old_commits_left_unread_do_not_hold_the_rules_c
 
 
 async def test_notices_a_full_queue_refuses_are_each_counted():
-    """Kafka away for long fills the producer's queue: every notice it refuses is counted, not only the first."""
+    """Kafka away for long fills the producer's queue: every notice it refuses is counted, not only the first, and
+    those still queued at the stop; the stopped publisher lets go of its producer."""
     settings = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "queue.buffering.max.messages": 10}
     publisher = ChangePublisher(settings)
     await publisher.start()
     await publisher.publish(CLUSTER, [(f"group-{i}", "commits") for i in range(50)])
     assert publisher.failures == 40
+    producer = publisher._producer
     await publisher.stop()
+    assert publisher.failures == 50  # and the 10 queued ones, dropped at the stop (once: not again as purged)
+    gc.collect()
+    # ours and the call's: the queued notices' reports, never served, held the publisher and it the producer, a
+    # client retrying its brokers for the rest of the process (in the suite: creating a later test's changes topic)
+    assert sys.getrefcount(producer) == 2, "the stopped publisher still holds its producer"
