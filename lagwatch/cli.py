@@ -26,6 +26,10 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the commands import what they need when run: `lagwatch --help` stays quick
+    from redis.asyncio import Redis
 
 USAGE_ERROR = 2
 START_FAILED = 1
@@ -465,8 +469,8 @@ async def _forget(config, cluster: str, dry_run: bool) -> dict:
 
     redis = connect(config.redis)
     try:
-        if not dry_run and (holder := await cluster_forgetting.ingest_running(redis, cluster)) is not None:
-            raise StartError(f"an ingest worker ({holder}) still polls cluster {cluster!r}: stop its services first")
+        if not dry_run:
+            await _refuse_while_running(redis, cluster)
         if dry_run:
             data = await cluster_forgetting.survey(redis, cluster)
         else:
@@ -476,6 +480,17 @@ async def _forget(config, cluster: str, dry_run: bool) -> dict:
     finally:
         await redis.aclose()
     return {"cluster": cluster, "dry_run": dry_run, "groups": data.groups, "topics": data.topics, "keys": data.keys}
+
+
+async def _refuse_while_running(redis: Redis, cluster: str) -> None:
+    """A service still running would write the cluster back as it is forgotten: stop them first."""
+    from lagwatch.shared.store import cluster_forgetting
+
+    if (holder := await cluster_forgetting.ingest_running(redis, cluster)) is not None:
+        raise StartError(f"an ingest worker ({holder}) still polls cluster {cluster!r}: stop its services first")
+    if evaluators := await cluster_forgetting.evaluators_running(redis, cluster):
+        running = f"{len(evaluators)} evaluator instance{'s' if len(evaluators) > 1 else ''}"
+        raise StartError(f"{running} ({', '.join(evaluators)}) still run for cluster {cluster!r}: stop them first")
 
 
 def _notify_replay_dlq(args: argparse.Namespace) -> int:

@@ -51,6 +51,7 @@ from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.lag_state_store import LagStateStore
+from lagwatch.shared.store.presence import Presence
 from lagwatch.shared.store.redis_client import connect
 from lagwatch.shared.store.redis_memory import takes_writes, warn_if_evicting
 from lagwatch.shared.store.redis_store import WindowStore
@@ -160,6 +161,7 @@ class EvaluatorService:
         )
         self.results = ResultsStore(self.redis)
         self.schedule = ScheduleStore(self.redis, cluster)
+        self.presence = Presence(self.redis, keys.evaluators_running(cluster))  # what forget-cluster looks for
         self.evaluator = GroupEvaluator(
             cluster,
             self.store,
@@ -489,6 +491,7 @@ class EvaluatorService:
     # --- life cycle -------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
+        presence = asyncio.create_task(self.presence.keep_announcing(self.stopping))
         try:
             await self.health.start()
             log.info("evaluator %s: health and metrics on %s", self.cluster, self.health.url)
@@ -506,6 +509,9 @@ class EvaluatorService:
             await stop_within(self.app, f"evaluator {self.cluster}")
             await self.publisher.stop()
             await self.health.stop()
+            presence.cancel()  # it withdraws the entry: the evaluator writes nothing more
+            with contextlib.suppress(asyncio.CancelledError):
+                await presence
             await self.redis.aclose()
 
     def _dead_work(self) -> str | None:

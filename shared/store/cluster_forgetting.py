@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.presence import present
 from lagwatch.shared.store.redis_client import reply, text
 
 DELETE_CHUNK = 500  # keys per round trip: a cluster may have millions, Redis stays responsive in between
@@ -57,6 +58,11 @@ async def ingest_running(redis: Redis, cluster: str) -> str | None:
     """The id of an ingest worker still polling the cluster (its poller lease is renewed while it runs), or None."""
     holder = await reply(redis.get(keys.poller_lease(cluster)))
     return None if holder is None else text(holder)
+
+
+async def evaluators_running(redis: Redis, cluster: str) -> list[str]:
+    """The ids of the evaluator instances still running for the cluster (each renews its entry while it runs)."""
+    return await present(redis, keys.evaluators_running(cluster))
 
 
 async def forget(redis: Redis, cluster: str, now_ms: int) -> ClusterData:

@@ -50,6 +50,9 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:c:{<cluster>}:recent-changes   LIST  the cluster's latest status changes, newest first, JSON summaries,
                                             capped (status_store.RECENT_CHANGES); written with the index
     lw:c:{<cluster>}:evaluator        HASH  evaluator counters (evaluations, events published, ...)
+    lw:c:{<cluster>}:evaluators       ZSET  evaluator instance id -> until when (ms, Redis's clock) it says it runs:
+                                            renewed while it does, removed at its stop (shared/store/presence.py;
+                                            `forget-cluster` refuses while one is there)
     lw:c:{<cluster>}:results          HASH  group -> its last evaluated result, compact JSON (results_store.py): what
                                             /metrics, the dashboard and the consumer listing read
     lw:c:{<cluster>}:sparklines       HASH  group -> its lag sparkline's points before now (results_store.py)
@@ -121,6 +124,10 @@ def topic_retention(cluster: str) -> str:
 
 def poller_lease(cluster: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:poller"
+
+
+def evaluators_running(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:evaluators"
 
 
 def ingest_behind(cluster: str) -> str:

@@ -1,19 +1,22 @@
 """`lagwatch forget-cluster NAME`, run as a real subprocess against the real Redis: what Redis keeps of a cluster
 removed from the configuration is deleted (its incidents are then the notifiers' to close); refused while the
-configuration still names it or its ingest still runs; `--dry-run` only counts."""
+configuration still names it or its ingest or evaluator still runs; `--dry-run` only counts."""
 
+import asyncio
 import json
 
+from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.shared.store import cluster_forgetting, keys
+from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.lagwatch.test_cli import lagwatch, one_line_error
 from tests.net_helpers import free_port
 from tests.shared.test_cluster_forgetting import cluster_keys, write_cluster
 
 
-def config_file(tmp_path, redis_url: str, *clusters: str):
-    """The configuration the services run with: `local` (and `clusters`) on some brokers, the test's Redis."""
+def config_file(tmp_path, redis_url: str, *clusters: str, first: str = "local"):
+    """The configuration the services run with: `first` (and `clusters`) on some brokers, the test's Redis."""
     lines = [f"redis: {{url: {json.dumps(redis_url)}}}", "clusters:"]
-    lines += [f"  {name}: {{bootstrap-servers: ['127.0.0.1:9092']}}" for name in ("local", *clusters)]
+    lines += [f"  {name}: {{bootstrap-servers: ['127.0.0.1:9092']}}" for name in (first, *clusters)]
     path = tmp_path / "lagwatch.yaml"
     path.write_text("\n".join(lines) + "\n")
     return str(path)
@@ -65,6 +68,30 @@ async def test_refuses_while_an_ingest_worker_still_polls_the_cluster(tmp_path, 
     assert result.returncode == 1
     assert "an ingest worker (host-1:4242) still polls cluster 'old'" in one_line_error(result)
     assert await cluster_keys(redis, "old") != []
+
+
+async def test_refuses_while_an_evaluator_still_runs_for_the_cluster_and_forgets_it_once_stopped(
+    tmp_path, kafka, redis_server, redis
+):
+    """An evaluator left running (on the configuration from before the cluster was taken out) would write its
+    statuses, results and counters back as they are deleted, and the cluster would be listed again."""
+    kafka.create_topic("lagwatch.changes", 1)
+    await write_cluster(redis, CLUSTER)
+    without_it = config_file(tmp_path, redis_server.url, first="other")
+    evaluator = EvaluatorService(make_config(kafka.bootstrap, redis_server.url), CLUSTER, http_port=0)
+    async with running(evaluator):
+        assert await eventually(lambda: cluster_forgetting.evaluators_running(redis, CLUSTER)) == [
+            evaluator.presence.instance
+        ]
+        result = await asyncio.to_thread(lagwatch, "forget-cluster", CLUSTER, "--config", without_it)
+        assert result.returncode == 1
+        expected = f"1 evaluator instance ({evaluator.presence.instance}) still run for cluster 'local': stop them"
+        assert expected in one_line_error(result)
+        assert await cluster_keys(redis, CLUSTER) != []
+    assert await cluster_forgetting.evaluators_running(redis, CLUSTER) == []  # withdrawn as it stopped
+    result = await asyncio.to_thread(lagwatch, "forget-cluster", CLUSTER, "--config", without_it)
+    assert result.returncode == 0, result.stderr
+    assert await cluster_keys(redis, CLUSTER) == []
 
 
 def test_refuses_what_cannot_be_a_cluster_name(tmp_path, redis_server):

@@ -1,0 +1,66 @@
+"""Which instances of a service run now, as Redis sees it: each says so every RENEW_S and its word holds HOLD_MS.
+
+`lagwatch forget-cluster` deletes every key of a cluster; an evaluator still running would write its statuses,
+results and counters back at once, and the cluster would be listed again, half forgotten. The ingest's poller lease
+already tells whether an ingest worker runs; this tells whether an evaluator does (`keys.evaluators_running`).
+Instances on several hosts agree on Redis's clock (the scripts read it), not on theirs. An instance killed leaves
+its entry, which lapses HOLD_MS later; one stopped takes it away at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from lagwatch.shared.runtime.service_lifecycle import pause
+from lagwatch.shared.store import scripts
+from lagwatch.shared.store.redis_client import reply, text
+
+log = logging.getLogger(__name__)
+
+RENEW_S = 10.0
+HOLD_MS = 30_000  # three renewals: a Redis failover or a long pause of one does not make an instance look gone
+
+
+class Presence:
+    """One instance's entry under `key` (a zset: instance id -> until when, ms on Redis's clock)."""
+
+    def __init__(self, redis: Redis, key: str, *, renew_s: float = RENEW_S, hold_ms: int = HOLD_MS) -> None:
+        self.redis = redis
+        self.key = key
+        self.instance = uuid.uuid4().hex
+        self.renew_s = renew_s
+        self.hold_ms = hold_ms
+        self._announce = redis.register_script(scripts.ANNOUNCE_PRESENCE)
+
+    async def announce(self) -> None:
+        await self._announce(keys=[self.key], args=[self.instance, self.hold_ms])
+
+    async def keep_announcing(self, stopping: asyncio.Event) -> None:
+        """Announce every `renew_s` until `stopping`, then withdraw. Redis away: tried again at the next renewal
+        (the service's own Redis checks say it is away; the entry lapses meanwhile, as it should)."""
+        try:
+            while not stopping.is_set():
+                try:
+                    await self.announce()
+                except RedisError as exc:
+                    log.debug("presence under %s not renewed: %s", self.key, exc)
+                await pause(stopping, self.renew_s)
+        finally:
+            await self.withdraw()
+
+    async def withdraw(self) -> None:
+        try:
+            await reply(self.redis.zrem(self.key, self.instance))
+        except RedisError as exc:  # it lapses by itself
+            log.debug("presence under %s not withdrawn: %s", self.key, exc)
+
+
+async def present(redis: Redis, key: str) -> list[str]:
+    """The ids of the instances whose entries under `key` hold now."""
+    found = await redis.register_script(scripts.PRESENT_INSTANCES)(keys=[key])
+    return [text(instance) for instance in found]
