@@ -270,11 +270,12 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
         }
         sweep_age = await prometheus.series("time() - lagwatch_evaluator_last_sweep_timestamp_seconds", instant=True)
         held = await prometheus.series("max by (cluster) (lagwatch_evaluator_clock_held_seconds)", instant=True)
-        return groups, recorded, sweep_age, held
+        evaluators = await prometheus.series("lagwatch_evaluator_instances", instant=True)
+        return groups, recorded, sweep_age, held, evaluators
 
-    groups, recorded, sweep_age, held = run(check, prometheus_url)
+    groups, recorded, sweep_age, held, evaluators = run(check, prometheus_url)
     rules = [r for g in groups for r in g["rules"]]
-    assert len(rules) == 34
+    assert len(rules) == 35
     assert [(r["name"], r["lastError"]) for r in rules if r["health"] != "ok"] == []
     assert {name: series for name, series in recorded.items() if not series} == {}
     (behind,) = recorded["cluster:lagwatch_ingest_behind_seconds:max"]
@@ -288,9 +289,16 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
     assert sweep_age and all(float(s["value"][1]) < 10 for s in sweep_age)
     # the ingest reads the demo's offsets as they come: the rules' clock is not held (LagwatchRulesClockHeld quiet)
     assert held and all(float(s["value"][1]) < 5 for s in held)
+    # the demo's evaluator says it runs, through the api (LagwatchNoEvaluator quiet)
+    assert [(s["metric"]["cluster"], s["value"][1]) for s in evaluators] == [("local", "1")]
     firing = {r["name"] for r in rules if r["type"] == "alerting" and r["state"] != "inactive"}
     assert "LagwatchNotifierDeadLetters" in firing  # the refused subscription's dead letters
-    assert not firing & {"LagwatchIngestBehind", "LagwatchEvaluatorSweepsLate", "LagwatchTargetDown"}
+    assert not firing & {
+        "LagwatchIngestBehind",
+        "LagwatchEvaluatorSweepsLate",
+        "LagwatchTargetDown",
+        "LagwatchNoEvaluator",
+    }
 
 
 def exported_names(prometheus_names: set[str]) -> set[str]:

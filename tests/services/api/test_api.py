@@ -172,6 +172,21 @@ async def test_a_forgotten_cluster_is_no_longer_listed_nor_measured(api, http, r
     assert await _series_of(http, f"{api.url}/metrics", "old") == {}
 
 
+async def test_metrics_count_the_evaluators_running_for_each_cluster(api, http, redis):
+    """From their presence in Redis (shared/store/presence.py), so that a cluster left with none is said while the
+    evaluators' own series are gone with them (`LagwatchNoEvaluator`)."""
+    from lagwatch.shared.store import keys
+    from lagwatch.shared.store.presence import Presence
+
+    assert (await _series_of(http, f"{api.url}/metrics", "local"))["lagwatch_evaluator_instances"] == 0
+    first, second = (Presence(redis, keys.evaluators_running("local")) for _ in range(2))
+    await first.announce()
+    await second.announce()
+    assert (await _series_of(http, f"{api.url}/metrics", "local"))["lagwatch_evaluator_instances"] == 2
+    await second.withdraw()
+    assert (await _series_of(http, f"{api.url}/metrics", "local"))["lagwatch_evaluator_instances"] == 1
+
+
 async def _series_of(http, url: str, cluster: str) -> dict[str, float]:
     """Each series of the cluster by name, with its value (the last of a name)."""
     async with http.get(url) as response:
