@@ -488,9 +488,10 @@ async def _refuse_while_running(redis: Redis, cluster: str) -> None:
 
     if (holder := await cluster_forgetting.ingest_running(redis, cluster)) is not None:
         raise StartError(f"an ingest worker ({holder}) still polls cluster {cluster!r}: stop its services first")
-    if evaluators := await cluster_forgetting.evaluators_running(redis, cluster):
-        running = f"{len(evaluators)} evaluator instance{'s' if len(evaluators) > 1 else ''}"
-        raise StartError(f"{running} ({', '.join(evaluators)}) still run for cluster {cluster!r}: stop them first")
+    for service, name in (("ingest", "ingest worker"), ("evaluator", "evaluator instance")):
+        if found := await cluster_forgetting.instances_running(redis, cluster, service):
+            running = f"{len(found)} {name}{'s' if len(found) > 1 else ''} ({', '.join(found)})"
+            raise StartError(f"{running} still running for cluster {cluster!r}: stop them first")
 
 
 def _notify_replay_dlq(args: argparse.Namespace) -> int:

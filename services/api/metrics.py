@@ -34,9 +34,10 @@ they are its status's numbers).
 data of that the configuration no longer names (its groups frozen at their last status: `lagwatch forget-cluster`,
 shared/store/cluster_forgetting.py; `LagwatchClusterNotConfigured` alerts on it).
 
-`lagwatch_evaluator_instances{cluster}` counts the evaluator instances running for each cluster (their presence in
-Redis, shared/store/presence.py): 0 for a configured cluster means its statuses no longer move and nothing alerts
-(`LagwatchNoEvaluator`), which the evaluators' own series, gone with them, cannot say.
+`lagwatch_service_instances{cluster,service}` counts the ingest workers, evaluators and notifiers running for each
+cluster (their presence in Redis, shared/store/presence.py): 0 for a configured cluster means its commits are not
+read, its statuses do not move or its alerts are not sent (`LagwatchServiceNotRunning`), which the services' own
+series, gone with them, cannot say.
 
 `lagwatch_redis_may_evict{server,policy}` (1: Redis deletes keys when full), `lagwatch_redis_evicted_keys_total`,
 `lagwatch_redis_memory_used_bytes` and `lagwatch_redis_maxmemory_bytes` come from one INFO per scrape
@@ -71,7 +72,7 @@ from lagwatch.shared.domain.group_filter import GroupFilter
 from lagwatch.shared.domain.window import AddOutcome
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import KNOWN_TYPES, read_totals
-from lagwatch.shared.store.presence import present
+from lagwatch.shared.store.presence import SERVICES, present
 from lagwatch.shared.store.redis_client import connect, reply
 from lagwatch.shared.store.redis_memory import RedisMemory, read_memory
 from lagwatch.shared.store.redis_store import WindowStore
@@ -439,17 +440,17 @@ def cluster_family(configured: Iterable[str], found: Iterable[str]) -> Metric:
     return family
 
 
-def evaluators_family(running: Mapping[str, int]) -> Metric:
-    """How many evaluator instances run for each cluster, as their presence in Redis says (shared/store/presence.py):
-    read here, where it stays when every evaluator is gone (their own series go with them, and with them any alert
-    on those series: `up` has no target left once their pods are gone)."""
+def instances_family(running: Mapping[tuple[str, str], int]) -> Metric:
+    """How many instances of each service run for each cluster ((cluster, service) -> n), as their presence in Redis
+    says: read here, where it stays when every instance is gone (their own series go with them, and so does any
+    alert on those: `up` has no target left once their pods are gone)."""
     family = GaugeMetricFamily(
-        "lagwatch_evaluator_instances",
-        "Evaluator instances running for the cluster (0: its statuses no longer change and no alert is sent)",
-        labels=["cluster"],
+        "lagwatch_service_instances",
+        "Instances of the service (ingest worker, evaluator, notifier) running for the cluster",
+        labels=["cluster", "service"],
     )
-    for cluster, n in sorted(running.items()):
-        family.add_metric([cluster], n)
+    for (cluster, service), n in sorted(running.items()):
+        family.add_metric([cluster, service], n)
     return family
 
 
@@ -499,9 +500,10 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
     series, counters = Series(), Counters()
     now = now_ms()
     found = await store.list_clusters()
-    evaluators: dict[str, int] = {}
+    instances: dict[tuple[str, str], int] = {}
     for cluster in sorted(set(config.clusters) | set(found)):
-        evaluators[cluster] = len(await present(redis, keys.evaluators_running(cluster)))
+        for service in SERVICES:
+            instances[cluster, service] = len(await present(redis, keys.instances(cluster, service)))
         counts = await store.list_topics(cluster)
         rings = await store.broker_rings(cluster, [(t, p) for t, n in counts.items() for p in range(n)])
         log_ends = {tp: ring[-1] for tp, ring in rings.items() if ring}
@@ -511,7 +513,7 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
         raw = await reply(redis.hgetall(keys.evaluator_stats(cluster)))
         counters.add_evaluator_totals(cluster, {k.decode(): float(v) for k, v in raw.items()})
     registry = CollectorRegistry()
-    families = [*counters.families(), cluster_family(config.clusters, found), evaluators_family(evaluators)]
+    families = [*counters.families(), cluster_family(config.clusters, found), instances_family(instances)]
     registry.register(_Families(families + redis_memory_families(await read_memory(redis))))
     return series.render() + generate_latest(registry)
 

@@ -161,7 +161,7 @@ class EvaluatorService:
         )
         self.results = ResultsStore(self.redis)
         self.schedule = ScheduleStore(self.redis, cluster)
-        self.presence = Presence(self.redis, keys.evaluators_running(cluster))  # what forget-cluster looks for
+        self.presence = Presence(self.redis, keys.instances(cluster, "evaluator"))
         self.evaluator = GroupEvaluator(
             cluster,
             self.store,
@@ -491,7 +491,7 @@ class EvaluatorService:
     # --- life cycle -------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        presence = asyncio.create_task(self.presence.keep_announcing(self.stopping))
+        self.presence.start(self.stopping)
         try:
             await self.health.start()
             log.info("evaluator %s: health and metrics on %s", self.cluster, self.health.url)
@@ -509,9 +509,7 @@ class EvaluatorService:
             await stop_within(self.app, f"evaluator {self.cluster}")
             await self.publisher.stop()
             await self.health.stop()
-            presence.cancel()  # it withdraws the entry: the evaluator writes nothing more
-            with contextlib.suppress(asyncio.CancelledError):
-                await presence
+            await self.presence.stop()
             await self.redis.aclose()
 
     def _dead_work(self) -> str | None:

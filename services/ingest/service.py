@@ -57,6 +57,7 @@ from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_signalled
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import add_to_totals
+from lagwatch.shared.store.presence import Presence
 from lagwatch.shared.store.read_through_store import ReadThroughStore
 from lagwatch.shared.store.redis_client import connect, reply
 from lagwatch.shared.store.redis_memory import takes_writes, warn_if_evicting
@@ -92,6 +93,7 @@ class IngestWorker:
         self.batch_size = config.ingest.batch_size
         self.session_timeout_ms = int(config.ingest.session_timeout * 1000)
         self.redis = connect(config.redis)
+        self.presence = Presence(self.redis, keys.instances(cluster, "ingest"))
         self.store = WindowStore(self.redis, config.window())
         self.read_through = ReadThroughStore(self.redis, cluster)
         kafka = client_kwargs(cluster_config, cluster)
@@ -131,8 +133,7 @@ class IngestWorker:
         self.stopping = asyncio.Event()
         self.caught_up = asyncio.Event()  # every assigned partition read and stored up to its end (_caught_up)
         self.batches_done = 0
-        self._last_self_report = 0.0
-        self._deletions_checked = 0.0
+        self._last_self_report = self._deletions_checked = 0.0  # monotonic times they were last done
         self._positions: dict[int, int] = {}  # offsets-topic partition -> position stored (may be ahead of committed)
         self._known_topics: dict[str, int] = self.broker_offsets.partition_counts
 
@@ -214,6 +215,7 @@ class IngestWorker:
             )
         poller: asyncio.Task | None = None
         watcher: asyncio.Task | None = None
+        self.presence.start(self.stopping)
         try:
             # Kafka down at start-up: the worker waits for it (health answering, /readyz not ready), not exits
             await self._retry("connecting to Kafka", self.broker_offsets.start)
@@ -239,6 +241,7 @@ class IngestWorker:
             if self.history is not None:
                 await self.history.stop()
             await self.health.stop()
+            await self.presence.stop()
             await self.redis.aclose()
 
     async def _start_history(self) -> None:

@@ -52,6 +52,7 @@ from lagwatch.shared.runtime.health_server import HealthServer
 from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled, until_stopped_or_dead
 from lagwatch.shared.store import cluster_forgetting, keys
+from lagwatch.shared.store.presence import Presence
 from lagwatch.shared.store.redis_client import connect, reply, text
 from lagwatch.shared.store.redis_memory import takes_writes, warn_if_evicting
 from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
@@ -79,12 +80,12 @@ class NotifierService:
         settings = config.notifier
         cluster_config = config.cluster(cluster)
         self.redis = connect(config.redis)
+        self.presence = Presence(self.redis, keys.instances(cluster, "notifier"))  # the api counts them
         self.store = SubscriptionStore(self.redis)
         self.registry = Registry(config, self.store)  # validates the file's subscriptions: ConfigError
         self.silences = SilenceCache(SilenceStore(self.redis))  # the api's silences (holds.py)
-        self.outbox = Outbox(
-            self.redis, lease_ms=int(settings.lease * 1000), seen_ttl_ms=int(settings.dedupe_ttl * 1000)
-        )
+        lease_ms, seen_ttl_ms = int(settings.lease * 1000), int(settings.dedupe_ttl * 1000)
+        self.outbox = Outbox(self.redis, lease_ms=lease_ms, seen_ttl_ms=seen_ttl_ms)
         self.dead_letters = DeadLetters(client_kwargs(cluster_config, cluster), settings.dlq_topic)
         self.sender = Sender(timeout_s=settings.request_timeout, allow_private=settings.allow_private_targets)
         self.dispatcher = Dispatcher(self.outbox, self.registry, self.sender, self.dead_letters, settings)
@@ -555,6 +556,7 @@ class NotifierService:
 
     async def run(self) -> None:
         samples: asyncio.Task[None] | None = None
+        self.presence.start(self.stopping)
         try:
             await self.health.start()
             log.info(
@@ -585,6 +587,7 @@ class NotifierService:
             await self.dead_letters.stop()
             await self.sender.stop()
             await self.health.stop()
+            await self.presence.stop()
             await self.redis.aclose()
 
     async def _start_dead_letters(self) -> None:

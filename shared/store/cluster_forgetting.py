@@ -60,9 +60,9 @@ async def ingest_running(redis: Redis, cluster: str) -> str | None:
     return None if holder is None else text(holder)
 
 
-async def evaluators_running(redis: Redis, cluster: str) -> list[str]:
-    """The ids of the evaluator instances still running for the cluster (each renews its entry while it runs)."""
-    return await present(redis, keys.evaluators_running(cluster))
+async def instances_running(redis: Redis, cluster: str, service: str) -> list[str]:
+    """The ids of the service's instances still running for the cluster (each renews its entry while it runs)."""
+    return await present(redis, keys.instances(cluster, service))
 
 
 async def forget(redis: Redis, cluster: str, now_ms: int) -> ClusterData:

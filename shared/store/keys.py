@@ -50,9 +50,11 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:c:{<cluster>}:recent-changes   LIST  the cluster's latest status changes, newest first, JSON summaries,
                                             capped (status_store.RECENT_CHANGES); written with the index
     lw:c:{<cluster>}:evaluator        HASH  evaluator counters (evaluations, events published, ...)
-    lw:c:{<cluster>}:evaluators       ZSET  evaluator instance id -> until when (ms, Redis's clock) it says it runs:
-                                            renewed while it does, removed at its stop (shared/store/presence.py;
-                                            `forget-cluster` refuses while one is there)
+    lw:c:{<cluster>}:instances:<service> ZSET instance id -> until when (ms, Redis's clock) that instance of the
+                                            service (ingest worker, evaluator, notifier) says it runs: renewed while
+                                            it does, removed at its stop (shared/store/presence.py): the api's
+                                            `lagwatch_service_instances`; `forget-cluster` refuses while an ingest
+                                            worker or an evaluator is there
     lw:c:{<cluster>}:results          HASH  group -> its last evaluated result, compact JSON (results_store.py): what
                                             /metrics, the dashboard and the consumer listing read
     lw:c:{<cluster>}:sparklines       HASH  group -> its lag sparkline's points before now (results_store.py)
@@ -126,8 +128,8 @@ def poller_lease(cluster: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:poller"
 
 
-def evaluators_running(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:evaluators"
+def instances(cluster: str, service: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:instances:{service}"
 
 
 def ingest_behind(cluster: str) -> str:

@@ -1,15 +1,17 @@
 """Which instances of a service run now, as Redis sees it: each says so every RENEW_S and its word holds HOLD_MS.
 
-`lagwatch forget-cluster` deletes every key of a cluster; an evaluator still running would write its statuses,
-results and counters back at once, and the cluster would be listed again, half forgotten. The ingest's poller lease
-already tells whether an ingest worker runs; this tells whether an evaluator does (`keys.evaluators_running`).
-Instances on several hosts agree on Redis's clock (the scripts read it), not on theirs. An instance killed leaves
-its entry, which lapses HOLD_MS later; one stopped takes it away at once.
+Two readers need it. The api's `/metrics` counts each cluster's ingest workers, evaluators and notifiers: a cluster
+left with none of one is said there (`LagwatchServiceNotRunning`), where the services' own series, gone with them,
+cannot say it. And `lagwatch forget-cluster` deletes every key of a cluster: an ingest worker or an evaluator still
+running would write its windows, statuses, results and counters back at once. Instances on several hosts agree on
+Redis's clock (the scripts read it), not on theirs. An instance killed leaves its entry, which lapses HOLD_MS later;
+one stopped takes it away at once (`keys.instances`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 
@@ -22,6 +24,7 @@ from lagwatch.shared.store.redis_client import reply, text
 
 log = logging.getLogger(__name__)
 
+SERVICES = ("ingest", "evaluator", "notifier")  # those of a cluster that say they run
 RENEW_S = 10.0
 HOLD_MS = 30_000  # three renewals: a Redis failover or a long pause of one does not make an instance look gone
 
@@ -36,6 +39,18 @@ class Presence:
         self.renew_s = renew_s
         self.hold_ms = hold_ms
         self._announce = redis.register_script(scripts.ANNOUNCE_PRESENCE)
+        self._running: asyncio.Task[None] | None = None
+
+    def start(self, stopping: asyncio.Event) -> None:
+        """Keep announcing in the background (`keep_announcing`) until `stopping` or `stop()`."""
+        self._running = asyncio.create_task(self.keep_announcing(stopping), name=f"presence {self.key}")
+
+    async def stop(self) -> None:
+        """Withdraw now: the service writes nothing more (call it before closing the Redis client)."""
+        if self._running is not None:
+            self._running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._running
 
     async def announce(self) -> None:
         await self._announce(keys=[self.key], args=[self.instance, self.hold_ms])

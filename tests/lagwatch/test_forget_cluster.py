@@ -7,6 +7,7 @@ import json
 
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.shared.store import cluster_forgetting, keys
+from lagwatch.shared.store.presence import Presence
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.lagwatch.test_cli import lagwatch, one_line_error
 from tests.net_helpers import free_port
@@ -80,18 +81,34 @@ async def test_refuses_while_an_evaluator_still_runs_for_the_cluster_and_forgets
     without_it = config_file(tmp_path, redis_server.url, first="other")
     evaluator = EvaluatorService(make_config(kafka.bootstrap, redis_server.url), CLUSTER, http_port=0)
     async with running(evaluator):
-        assert await eventually(lambda: cluster_forgetting.evaluators_running(redis, CLUSTER)) == [
-            evaluator.presence.instance
-        ]
+        assert await eventually(lambda: _running(redis)) == [evaluator.presence.instance]
         result = await asyncio.to_thread(lagwatch, "forget-cluster", CLUSTER, "--config", without_it)
         assert result.returncode == 1
-        expected = f"1 evaluator instance ({evaluator.presence.instance}) still run for cluster 'local': stop them"
+        expected = f"1 evaluator instance ({evaluator.presence.instance}) still running for cluster 'local': stop"
         assert expected in one_line_error(result)
         assert await cluster_keys(redis, CLUSTER) != []
-    assert await cluster_forgetting.evaluators_running(redis, CLUSTER) == []  # withdrawn as it stopped
+    assert await _running(redis) == []  # withdrawn as it stopped
     result = await asyncio.to_thread(lagwatch, "forget-cluster", CLUSTER, "--config", without_it)
     assert result.returncode == 0, result.stderr
     assert await cluster_keys(redis, CLUSTER) == []
+
+
+async def test_refuses_while_ingest_workers_that_do_not_poll_still_run(tmp_path, redis_server, redis):
+    """Workers besides the poller (`--workers`) write windows too: their presence is enough to refuse."""
+    await write_cluster(redis, "old")
+    workers = [Presence(redis, keys.instances("old", "ingest")) for _ in range(2)]
+    for worker in workers:
+        await worker.announce()
+    result = lagwatch("forget-cluster", "old", "--config", config_file(tmp_path, redis_server.url))
+    assert result.returncode == 1
+    assert "2 ingest workers (" in one_line_error(result) and "still running for cluster 'old'" in one_line_error(
+        result
+    )
+    assert await cluster_keys(redis, "old") != []
+
+
+async def _running(redis) -> list[str]:
+    return await cluster_forgetting.instances_running(redis, CLUSTER, "evaluator")
 
 
 def test_refuses_what_cannot_be_a_cluster_name(tmp_path, redis_server):

@@ -270,10 +270,10 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
         }
         sweep_age = await prometheus.series("time() - lagwatch_evaluator_last_sweep_timestamp_seconds", instant=True)
         held = await prometheus.series("max by (cluster) (lagwatch_evaluator_clock_held_seconds)", instant=True)
-        evaluators = await prometheus.series("lagwatch_evaluator_instances", instant=True)
-        return groups, recorded, sweep_age, held, evaluators
+        instances = await prometheus.series("lagwatch_service_instances", instant=True)
+        return groups, recorded, sweep_age, held, instances
 
-    groups, recorded, sweep_age, held, evaluators = run(check, prometheus_url)
+    groups, recorded, sweep_age, held, instances = run(check, prometheus_url)
     rules = [r for g in groups for r in g["rules"]]
     assert len(rules) == 35
     assert [(r["name"], r["lastError"]) for r in rules if r["health"] != "ok"] == []
@@ -289,15 +289,17 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
     assert sweep_age and all(float(s["value"][1]) < 10 for s in sweep_age)
     # the ingest reads the demo's offsets as they come: the rules' clock is not held (LagwatchRulesClockHeld quiet)
     assert held and all(float(s["value"][1]) < 5 for s in held)
-    # the demo's evaluator says it runs, through the api (LagwatchNoEvaluator quiet)
-    assert [(s["metric"]["cluster"], s["value"][1]) for s in evaluators] == [("local", "1")]
+    # each of the demo's services says it runs, through the api (LagwatchServiceNotRunning quiet)
+    running = {(s["metric"]["cluster"], s["metric"]["service"]): int(s["value"][1]) for s in instances}
+    assert running.keys() == {("local", "ingest"), ("local", "evaluator"), ("local", "notifier")}
+    assert all(n >= 1 for n in running.values()), running
     firing = {r["name"] for r in rules if r["type"] == "alerting" and r["state"] != "inactive"}
     assert "LagwatchNotifierDeadLetters" in firing  # the refused subscription's dead letters
     assert not firing & {
         "LagwatchIngestBehind",
         "LagwatchEvaluatorSweepsLate",
         "LagwatchTargetDown",
-        "LagwatchNoEvaluator",
+        "LagwatchServiceNotRunning",
     }
 
 

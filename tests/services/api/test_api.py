@@ -172,19 +172,28 @@ async def test_a_forgotten_cluster_is_no_longer_listed_nor_measured(api, http, r
     assert await _series_of(http, f"{api.url}/metrics", "old") == {}
 
 
-async def test_metrics_count_the_evaluators_running_for_each_cluster(api, http, redis):
-    """From their presence in Redis (shared/store/presence.py), so that a cluster left with none is said while the
-    evaluators' own series are gone with them (`LagwatchNoEvaluator`)."""
+async def test_metrics_count_the_instances_of_each_service_running_for_each_cluster(api, http, redis):
+    """From their presence in Redis (shared/store/presence.py), so that a cluster left without one is said while the
+    service's own series are gone with it (`LagwatchServiceNotRunning`)."""
     from lagwatch.shared.store import keys
     from lagwatch.shared.store.presence import Presence
 
-    assert (await _series_of(http, f"{api.url}/metrics", "local"))["lagwatch_evaluator_instances"] == 0
-    first, second = (Presence(redis, keys.evaluators_running("local")) for _ in range(2))
+    assert await _instances(http, api.url) == {"ingest": 0, "evaluator": 0, "notifier": 0}
+    first, second = (Presence(redis, keys.instances("local", "evaluator")) for _ in range(2))
     await first.announce()
     await second.announce()
-    assert (await _series_of(http, f"{api.url}/metrics", "local"))["lagwatch_evaluator_instances"] == 2
+    await Presence(redis, keys.instances("local", "ingest")).announce()
+    assert await _instances(http, api.url) == {"ingest": 1, "evaluator": 2, "notifier": 0}
     await second.withdraw()
-    assert (await _series_of(http, f"{api.url}/metrics", "local"))["lagwatch_evaluator_instances"] == 1
+    assert await _instances(http, api.url) == {"ingest": 1, "evaluator": 1, "notifier": 0}
+
+
+async def _instances(http, url: str) -> dict[str, float]:
+    async with http.get(f"{url}/metrics") as response:
+        families = text_string_to_metric_families(await response.text())
+        samples = [s for f in families if f.name == "lagwatch_service_instances" for s in f.samples]
+    assert {s.labels["cluster"] for s in samples} == {"local"}
+    return {s.labels["service"]: s.value for s in samples}
 
 
 async def _series_of(http, url: str, cluster: str) -> dict[str, float]:
