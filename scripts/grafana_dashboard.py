@@ -284,6 +284,19 @@ ROWS = [
                 ],
             ),
             Panel(
+                "Instances running, by service",
+                "timeseries",
+                [
+                    Target(
+                        f"max by (cluster, service) (lagwatch_service_instances{{{CLUSTER}}})",
+                        "{{cluster}} {{service}}",
+                    )
+                ],
+                unit="short",
+                description="Ingest workers, evaluators and notifiers that say they run, as the api reads them from"
+                " Redis: still said when a service's own targets are gone. Alert: LagwatchServiceNotRunning.",
+            ),
+            Panel(
                 "Ingest: offsets-topic records read/s",
                 "timeseries",
                 [
