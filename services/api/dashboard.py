@@ -54,6 +54,7 @@ from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.status_event import QUIET
 from lagwatch.shared.store import keys
+from lagwatch.shared.store.presence import SERVICES, present
 from lagwatch.shared.store.redis_client import reply
 from lagwatch.shared.store.results_store import ResultsStore, decode_result
 from lagwatch.shared.store.status_store import GroupState, StatusStore
@@ -129,11 +130,13 @@ async def overview(request: web.Request) -> web.Response:
         "incident_count": 0,
         "changes": [],
         "silences": await _silences(context),
+        "services": {},
     }
     if cluster is not None:
         await context.require_cluster(cluster)
         shared = await request.app[OVERVIEWS].get(cluster, lambda: _cluster_overview(context, cluster))
         body.update(await _shown(context, cluster, shared, q, limit, start))
+        body["services"] = {s: len(await present(context.redis, keys.instances(cluster, s))) for s in SERVICES}
     return ok(request, "dashboard overview returned", **body)
 
 

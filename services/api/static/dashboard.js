@@ -226,6 +226,7 @@ function windowBars(window, status) {
 function render() {
   renderHeader();
   const overview = state.overview;
+  renderServices(overview);
   if (!overview) {
     replace("summary");
     replace("shown");
@@ -241,6 +242,24 @@ function render() {
   renderIncidents(overview);
   renderChanges(overview);
   renderSilences(overview);
+}
+
+// What a cluster without one of its services shows: data that no longer moves, which nothing else on the page says.
+const WITHOUT = {
+  ingest: "no ingest worker (commits are not read)",
+  evaluator: "no evaluator (statuses do not change)",
+  notifier: "no notifier (alerts are not sent)",
+};
+
+function renderServices(overview) {
+  const banner = document.getElementById("services");
+  const missing = Object.entries(overview?.services || {})
+    .filter(([, running]) => running === 0)
+    .map(([service]) => service);
+  banner.hidden = !missing.length;
+  banner.dataset.missing = missing.join(" ");
+  const said = missing.map((service) => WITHOUT[service] || `no ${service}`);
+  banner.textContent = missing.length ? `Not running for ${overview.cluster}: ${said.join(", ")}.` : "";
 }
 
 function replace(id, ...children) {

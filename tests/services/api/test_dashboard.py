@@ -27,6 +27,7 @@ from lagwatch.shared.domain.status_event import Incident, build_event, encode, n
 from lagwatch.shared.domain.window import Commit
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.packing import pack_commit_ring
+from lagwatch.shared.store.presence import Presence
 from lagwatch.shared.store.redis_store import StoredPartition, WindowStore
 from lagwatch.shared.store.results_store import ResultsStore, result_of
 from lagwatch.shared.store.status_store import RECENT_CHANGES, StatusStore
@@ -164,6 +165,7 @@ async def test_the_overview_lists_groups_worst_first_with_lag_sparklines_inciden
     assert status == 200 and body["error"] is False
     assert (body["clusters"], body["cluster"]) == ([CLUSTER], CLUSTER)
     assert now <= body["generated_at"] <= now_ms()
+    assert body["services"] == {"ingest": 0, "evaluator": 0, "notifier": 0}  # none runs here: the page says so
 
     rows = {row["group"]: row for row in body["groups"]}
     assert [(r["group"], r["status"], r["totallag"]) for r in body["groups"]] == [
@@ -273,7 +275,7 @@ async def test_no_cluster_at_all(redis_server, redis, http):
     config = load_config(env={"REDIS_URL": redis_server.url})
     async with serving(config) as server:
         status, body, _ = await get(http, f"{server.url}/dashboard/api/overview")
-    assert status == 200 and (body["clusters"], body["cluster"], body["groups"]) == ([], None, [])
+    assert status == 200 and (body["clusters"], body["cluster"], body["groups"], body["services"]) == ([], None, [], {})
 
 
 async def test_overviews_asked_meanwhile_share_one_computation_and_failures_are_not_kept():
@@ -406,6 +408,7 @@ async def test_the_page_renders_groups_statuses_lag_incidents_and_changes_in_chr
     await SilenceStore(redis).put(
         Silence("sil-1", (Matcher("group", "billing"),), time.time(), ends, "deploy", "alice", 0)
     )
+    await Presence(redis, keys.instances(CLUSTER, "evaluator")).announce()  # its ingest and notifier do not run
     url = f"{api.url}/dashboard?cluster={CLUSTER}&group=billing"
     dom = Elements(await browse(url, tmp_path / "profile", "--dump-dom"))
 
@@ -446,6 +449,9 @@ async def test_the_page_renders_groups_statuses_lag_incidents_and_changes_in_chr
     assert silence["data-state"] == "active" and "group = billing" in silence["text"] and "deploy" in silence["text"]
     assert dom.having("data-cluster")[CLUSTER]["class"] == "active"
     assert dom.having("id")["error"].get("hidden") is not None  # no error banner
+    services = dom.having("id")["services"]  # but what does not run is said
+    assert services.get("hidden") is None and services["data-missing"] == "ingest notifier", services
+    assert "no notifier (alerts are not sent)" in services["text"]
 
     screenshot = tmp_path / "dashboard.png"
     await browse(url, tmp_path / "profile", f"--screenshot={screenshot}", "--window-size=1400,900")
