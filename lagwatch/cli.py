@@ -469,11 +469,10 @@ async def _forget(config, cluster: str, dry_run: bool) -> dict:
 
     redis = connect(config.redis)
     try:
-        if not dry_run:
-            await _refuse_while_running(redis, cluster)
         if dry_run:
             data = await cluster_forgetting.survey(redis, cluster)
         else:
+            await _refuse_while_running(redis, cluster)
             data = await cluster_forgetting.forget(redis, cluster, now_ms())
     except (RedisError, OSError) as exc:
         raise StartError(f"Redis: {exc}") from None

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 SERVICES = ("ingest", "evaluator", "notifier")  # those of a cluster that say they run
 RENEW_S = 10.0
+WITHDRAW_WAIT_S = 1.0  # a stop does not wait on a Redis that does not answer: the entry lapses by itself
 HOLD_MS = 30_000  # three renewals: a Redis failover or a long pause of one does not make an instance look gone
 
 
@@ -64,14 +65,17 @@ class Presence:
                     await self.announce()
                 except RedisError as exc:
                     log.debug("presence under %s not renewed: %s", self.key, exc)
+                except Exception:  # never die silently: the instance would look gone and raise an alert
+                    log.exception("presence under %s not renewed; trying again", self.key)
                 await pause(stopping, self.renew_s)
         finally:
             await self.withdraw()
 
     async def withdraw(self) -> None:
         try:
-            await reply(self.redis.zrem(self.key, self.instance))
-        except RedisError as exc:  # it lapses by itself
+            async with asyncio.timeout(WITHDRAW_WAIT_S):
+                await reply(self.redis.zrem(self.key, self.instance))
+        except (RedisError, TimeoutError) as exc:  # it lapses by itself
             log.debug("presence under %s not withdrawn: %s", self.key, exc)
 
 
