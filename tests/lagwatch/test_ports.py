@@ -20,3 +20,10 @@ def test_with_no_room_below_the_range_the_system_picks(tmp_path, monkeypatch):
     monkeypatch.setattr(ports, "EPHEMERAL_RANGE", range_file)
     port = ports.free_port()
     assert 2000 <= port <= 60999
+
+
+def test_a_process_is_not_handed_the_same_port_twice():
+    """Servers started together choose their ports first: two equal draws would make one of them fail to bind (one
+    of the ways a service of the read-only test once exited with "Address already in use")."""
+    chosen = [ports.free_port() for _ in range(500)]
+    assert len(set(chosen)) == len(chosen)

@@ -37,6 +37,11 @@ def command(service: str, port: int) -> list[str]:
     return [LAGWATCH, "run", service, "--http-port", str(port), *(("--workers", "1") if service == "ingest" else ())]
 
 
+def _port_taken(log: Path) -> bool:
+    """The service said its health port was taken (chosen free a moment before it bound it: a race, not a fault)."""
+    return "Address already in use" in log.read_text()
+
+
 def in_read_only_directory(directory: Path, command: list[str]) -> list[str]:
     """`command` run with `directory` as its working directory, mounted read-only in a private mount namespace."""
     unshare = shutil.which("unshare") or "unshare"
@@ -61,19 +66,19 @@ def test_every_service_starts_and_gets_ready_with_a_read_only_working_directory(
     )
     ports = {service: free_port() for service in SERVICES}
     logs = {service: tmp_path / f"{service}.log" for service in SERVICES}
-    processes = {
-        service: subprocess.Popen(
-            in_read_only_directory(directory, command(service, ports[service])),
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=logs[service].open("w"),
-        )
-        for service in SERVICES
-    }
+
+    def start(service: str) -> subprocess.Popen:
+        argv = in_read_only_directory(directory, command(service, ports[service]))
+        return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=logs[service].open("w"))
+
+    processes = {service: start(service) for service in SERVICES}
     try:
         pending, deadline = set(SERVICES), time.monotonic() + READY_TIMEOUT_S
         while pending and time.monotonic() < deadline:
             for service in sorted(pending):
+                if processes[service].poll() is not None and _port_taken(logs[service]):
+                    ports[service] = free_port()  # taken by another process since it was chosen: another one
+                    processes[service] = start(service)
                 assert processes[service].poll() is None, f"{service} exited:\n{logs[service].read_text()[-2000:]}"
                 if answers_ok(ports[service], "/readyz"):
                     pending.discard(service)
