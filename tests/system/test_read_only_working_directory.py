@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.net_helpers import answers_ok, free_port
+from tests.net_helpers import answers_ok, free_port, port_taken
 
 LAGWATCH = str(Path(sys.executable).parent / "lagwatch")
 SERVICES = ("ingest", "evaluator", "notifier", "api", "archiver")
@@ -35,11 +35,6 @@ READY_TIMEOUT_S = 60
 def command(service: str, port: int) -> list[str]:
     """`lagwatch run <service>`; one ingest worker whatever the machine's CPUs: no rebalance to wait for."""
     return [LAGWATCH, "run", service, "--http-port", str(port), *(("--workers", "1") if service == "ingest" else ())]
-
-
-def _port_taken(log: Path) -> bool:
-    """The service said its health port was taken (chosen free a moment before it bound it: a race, not a fault)."""
-    return "Address already in use" in log.read_text()
 
 
 def in_read_only_directory(directory: Path, command: list[str]) -> list[str]:
@@ -76,7 +71,7 @@ def test_every_service_starts_and_gets_ready_with_a_read_only_working_directory(
         pending, deadline = set(SERVICES), time.monotonic() + READY_TIMEOUT_S
         while pending and time.monotonic() < deadline:
             for service in sorted(pending):
-                if processes[service].poll() is not None and _port_taken(logs[service]):
+                if processes[service].poll() is not None and port_taken(logs[service]):
                     ports[service] = free_port()  # taken by another process since it was chosen: another one
                     processes[service] = start(service)
                 assert processes[service].poll() is None, f"{service} exited:\n{logs[service].read_text()[-2000:]}"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.net_helpers import answers_ok, free_port
+from tests.net_helpers import answers_ok, free_port, port_taken
 
 LAGWATCH = str(Path(sys.executable).parent / "lagwatch")
 SERVICES = ("evaluator", "notifier", "archiver")
@@ -29,18 +29,19 @@ def test_a_service_stopped_while_kafka_is_unreachable_exits_cleanly(redis_server
     )
     ports = {service: free_port() for service in SERVICES}
     logs = {service: tmp_path / f"{service}.log" for service in SERVICES}
-    processes = {
-        service: subprocess.Popen(
-            [LAGWATCH, "run", service, "--http-port", str(ports[service])],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=logs[service].open("w"),
-        )
-        for service in SERVICES
-    }
+
+    def start(service: str) -> subprocess.Popen:
+        argv = [LAGWATCH, "run", service, "--http-port", str(ports[service])]
+        return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=logs[service].open("w"))
+
+    processes = {service: start(service) for service in SERVICES}
     try:
         deadline = time.monotonic() + 60
         while not all(answers_ok(port, "/healthz") for port in ports.values()) and time.monotonic() < deadline:
+            for service, process in processes.items():
+                if process.poll() is not None and port_taken(logs[service]):
+                    ports[service] = free_port()
+                    processes[service] = start(service)
             time.sleep(0.3)
         time.sleep(2.0)  # a few attempts to reach Kafka
         for process in processes.values():
