@@ -484,11 +484,13 @@ async def _forget(config, cluster: str, dry_run: bool) -> dict:
 async def _refuse_while_running(redis: Redis, cluster: str) -> None:
     """A service still running would write the cluster back as it is forgotten: stop them first."""
     from lagwatch.shared.store import cluster_forgetting
+    from lagwatch.shared.store.presence import present
 
+    # the poller's lease too: a worker of a release before presence holds it while it runs (a rolling upgrade)
     if (holder := await cluster_forgetting.ingest_running(redis, cluster)) is not None:
         raise StartError(f"an ingest worker ({holder}) still polls cluster {cluster!r}: stop its services first")
     for service, name in (("ingest", "ingest worker"), ("evaluator", "evaluator instance")):
-        if found := await cluster_forgetting.instances_running(redis, cluster, service):
+        if found := await present(redis, cluster, service):
             running = f"{len(found)} {name}{'s' if len(found) > 1 else ''} ({', '.join(found)})"
             raise StartError(f"{running} still running for cluster {cluster!r}: stop them first")
 

@@ -54,7 +54,7 @@ from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.domain.status_event import QUIET
 from lagwatch.shared.store import keys
-from lagwatch.shared.store.presence import SERVICES, present
+from lagwatch.shared.store.presence import running_counts
 from lagwatch.shared.store.redis_client import reply
 from lagwatch.shared.store.results_store import ResultsStore, decode_result
 from lagwatch.shared.store.status_store import GroupState, StatusStore
@@ -136,7 +136,6 @@ async def overview(request: web.Request) -> web.Response:
         await context.require_cluster(cluster)
         shared = await request.app[OVERVIEWS].get(cluster, lambda: _cluster_overview(context, cluster))
         body.update(await _shown(context, cluster, shared, q, limit, start))
-        body["services"] = {s: len(await present(context.redis, keys.instances(cluster, s))) for s in SERVICES}
     return ok(request, "dashboard overview returned", **body)
 
 
@@ -196,6 +195,7 @@ class ClusterOverview:
     incidents: dict[str, GroupState]  # the evaluator's state of each group with an open incident
     incident_rows: list[dict]  # as the overview lists them, worst first
     changes: list[dict]
+    services: dict[str, int]  # instances of each of the cluster's services running (presence.py)
 
 
 async def _cluster_overview(context: ApiContext, cluster: str) -> ClusterOverview:
@@ -220,6 +220,7 @@ async def _cluster_overview(context: ApiContext, cluster: str) -> ClusterOvervie
         incidents,
         await asyncio.to_thread(incident_rows, ranking, incidents),
         await history.recent_changes(cluster, RECENT_CHANGES_SHOWN),
+        await running_counts(context.redis, cluster),
     )
 
 
@@ -267,6 +268,7 @@ async def _shown(
         "incidents": shared.incident_rows[:limit],
         "incident_count": len(shared.incident_rows),
         "changes": shared.changes,
+        "services": shared.services,
     }
 
 

@@ -72,7 +72,7 @@ from lagwatch.shared.domain.group_filter import GroupFilter
 from lagwatch.shared.domain.window import AddOutcome
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import KNOWN_TYPES, read_totals
-from lagwatch.shared.store.presence import SERVICES, present
+from lagwatch.shared.store.presence import running_counts
 from lagwatch.shared.store.redis_client import connect, reply
 from lagwatch.shared.store.redis_memory import RedisMemory, read_memory
 from lagwatch.shared.store.redis_store import WindowStore
@@ -502,8 +502,7 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
     found = await store.list_clusters()
     instances: dict[tuple[str, str], int] = {}
     for cluster in sorted(set(config.clusters) | set(found)):
-        for service in SERVICES:
-            instances[cluster, service] = len(await present(redis, keys.instances(cluster, service)))
+        instances.update({(cluster, s): n for s, n in (await running_counts(redis, cluster)).items()})
         counts = await store.list_topics(cluster)
         rings = await store.broker_rings(cluster, [(t, p) for t, n in counts.items() for p in range(n)])
         log_ends = {tp: ring[-1] for tp, ring in rings.items() if ring}

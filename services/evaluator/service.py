@@ -161,7 +161,7 @@ class EvaluatorService:
         )
         self.results = ResultsStore(self.redis)
         self.schedule = ScheduleStore(self.redis, cluster)
-        self.presence = Presence(self.redis, keys.instances(cluster, "evaluator"))
+        self.presence = Presence(self.redis, cluster, "evaluator")
         self.evaluator = GroupEvaluator(
             cluster,
             self.store,

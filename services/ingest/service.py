@@ -93,7 +93,7 @@ class IngestWorker:
         self.batch_size = config.ingest.batch_size
         self.session_timeout_ms = int(config.ingest.session_timeout * 1000)
         self.redis = connect(config.redis)
-        self.presence = Presence(self.redis, keys.instances(cluster, "ingest"))
+        self.presence = Presence(self.redis, cluster, "ingest")
         self.store = WindowStore(self.redis, config.window())
         self.read_through = ReadThroughStore(self.redis, cluster)
         kafka = client_kwargs(cluster_config, cluster)

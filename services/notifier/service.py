@@ -80,7 +80,7 @@ class NotifierService:
         settings = config.notifier
         cluster_config = config.cluster(cluster)
         self.redis = connect(config.redis)
-        self.presence = Presence(self.redis, keys.instances(cluster, "notifier"))  # the api counts them
+        self.presence = Presence(self.redis, cluster, "notifier")  # the api counts them
         self.store = SubscriptionStore(self.redis)
         self.registry = Registry(config, self.store)  # validates the file's subscriptions: ConfigError
         self.silences = SilenceCache(SilenceStore(self.redis))  # the api's silences (holds.py)

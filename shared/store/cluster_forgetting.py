@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from lagwatch.shared.store import keys
-from lagwatch.shared.store.presence import present
 from lagwatch.shared.store.redis_client import reply, text
 
 DELETE_CHUNK = 500  # keys per round trip: a cluster may have millions, Redis stays responsive in between
@@ -58,11 +57,6 @@ async def ingest_running(redis: Redis, cluster: str) -> str | None:
     """The id of an ingest worker still polling the cluster (its poller lease is renewed while it runs), or None."""
     holder = await reply(redis.get(keys.poller_lease(cluster)))
     return None if holder is None else text(holder)
-
-
-async def instances_running(redis: Redis, cluster: str, service: str) -> list[str]:
-    """The ids of the service's instances still running for the cluster (each renews its entry while it runs)."""
-    return await present(redis, keys.instances(cluster, service))
 
 
 async def forget(redis: Redis, cluster: str, now_ms: int) -> ClusterData:

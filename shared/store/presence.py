@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from lagwatch.shared.runtime.service_lifecycle import pause
-from lagwatch.shared.store import scripts
+from lagwatch.shared.store import keys, scripts
 from lagwatch.shared.store.redis_client import reply, text
 
 log = logging.getLogger(__name__)
@@ -31,11 +31,14 @@ HOLD_MS = 30_000  # three renewals: a Redis failover or a long pause of one does
 
 
 class Presence:
-    """One instance's entry under `key` (a zset: instance id -> until when, ms on Redis's clock)."""
+    """One instance's entry among the service's of the cluster (a zset: instance id -> until when, ms on Redis's
+    clock)."""
 
-    def __init__(self, redis: Redis, key: str, *, renew_s: float = RENEW_S, hold_ms: int = HOLD_MS) -> None:
+    def __init__(
+        self, redis: Redis, cluster: str, service: str, *, renew_s: float = RENEW_S, hold_ms: int = HOLD_MS
+    ) -> None:
         self.redis = redis
-        self.key = key
+        self.key = keys.instances(cluster, service)
         self.instance = uuid.uuid4().hex
         self.renew_s = renew_s
         self.hold_ms = hold_ms
@@ -79,7 +82,12 @@ class Presence:
             log.debug("presence under %s not withdrawn: %s", self.key, exc)
 
 
-async def present(redis: Redis, key: str) -> list[str]:
-    """The ids of the instances whose entries under `key` hold now."""
-    found = await redis.register_script(scripts.PRESENT_INSTANCES)(keys=[key])
+async def present(redis: Redis, cluster: str, service: str) -> list[str]:
+    """The ids of the service's instances running for the cluster (their entries hold now)."""
+    found = await redis.register_script(scripts.PRESENT_INSTANCES)(keys=[keys.instances(cluster, service)])
     return [text(instance) for instance in found]
+
+
+async def running_counts(redis: Redis, cluster: str) -> dict[str, int]:
+    """How many instances of each service run for the cluster (the api's metric and dashboard)."""
+    return {service: len(await present(redis, cluster, service)) for service in SERVICES}

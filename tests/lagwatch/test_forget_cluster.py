@@ -7,7 +7,7 @@ import json
 
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.shared.store import cluster_forgetting, keys
-from lagwatch.shared.store.presence import Presence
+from lagwatch.shared.store.presence import Presence, present
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.lagwatch.test_cli import lagwatch, one_line_error
 from tests.net_helpers import free_port
@@ -96,7 +96,7 @@ async def test_refuses_while_an_evaluator_still_runs_for_the_cluster_and_forgets
 async def test_refuses_while_ingest_workers_that_do_not_poll_still_run(tmp_path, redis_server, redis):
     """Workers besides the poller (`--workers`) write windows too: their presence is enough to refuse."""
     await write_cluster(redis, "old")
-    workers = [Presence(redis, keys.instances("old", "ingest")) for _ in range(2)]
+    workers = [Presence(redis, "old", "ingest") for _ in range(2)]
     for worker in workers:
         await worker.announce()
     result = lagwatch("forget-cluster", "old", "--config", config_file(tmp_path, redis_server.url))
@@ -108,7 +108,7 @@ async def test_refuses_while_ingest_workers_that_do_not_poll_still_run(tmp_path,
 
 
 async def _running(redis) -> list[str]:
-    return await cluster_forgetting.instances_running(redis, CLUSTER, "evaluator")
+    return await present(redis, CLUSTER, "evaluator")
 
 
 def test_refuses_what_cannot_be_a_cluster_name(tmp_path, redis_server):

@@ -175,14 +175,13 @@ async def test_a_forgotten_cluster_is_no_longer_listed_nor_measured(api, http, r
 async def test_metrics_count_the_instances_of_each_service_running_for_each_cluster(api, http, redis):
     """From their presence in Redis (shared/store/presence.py), so that a cluster left without one is said while the
     service's own series are gone with it (`LagwatchServiceNotRunning`)."""
-    from lagwatch.shared.store import keys
     from lagwatch.shared.store.presence import Presence
 
     assert await _instances(http, api.url) == {"ingest": 0, "evaluator": 0, "notifier": 0}
-    first, second = (Presence(redis, keys.instances("local", "evaluator")) for _ in range(2))
+    first, second = (Presence(redis, "local", "evaluator") for _ in range(2))
     await first.announce()
     await second.announce()
-    await Presence(redis, keys.instances("local", "ingest")).announce()
+    await Presence(redis, "local", "ingest").announce()
     assert await _instances(http, api.url) == {"ingest": 1, "evaluator": 2, "notifier": 0}
     await second.withdraw()
     assert await _instances(http, api.url) == {"ingest": 1, "evaluator": 1, "notifier": 0}

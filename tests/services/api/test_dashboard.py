@@ -408,7 +408,7 @@ async def test_the_page_renders_groups_statuses_lag_incidents_and_changes_in_chr
     await SilenceStore(redis).put(
         Silence("sil-1", (Matcher("group", "billing"),), time.time(), ends, "deploy", "alice", 0)
     )
-    await Presence(redis, keys.instances(CLUSTER, "evaluator")).announce()  # its ingest and notifier do not run
+    await Presence(redis, CLUSTER, "evaluator").announce()  # its ingest and notifier do not run
     url = f"{api.url}/dashboard?cluster={CLUSTER}&group=billing"
     dom = Elements(await browse(url, tmp_path / "profile", "--dump-dom"))
 
