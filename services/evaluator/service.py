@@ -123,6 +123,7 @@ class EvaluatorService:
         self.readers: dict[str, set[str]] = {}
         self.watches: dict[str, dict[tuple[str, int], PartitionWatch]] = {}
         self.taken_over: set[int] = set()  # changes-topic partitions whose groups were evaluated since assigned
+        self._changes_count = 1  # the changes topic's partitions, as last known (for a schedule entry's partition)
         self.scheduled_evaluations = 0
         self._wake = asyncio.Event()  # an evaluation scheduled something sooner than the loop sleeps
         self._sleeping_until: float = 0.0
@@ -410,7 +411,14 @@ class EvaluatorService:
         return assigned or None
 
     def changes_partitions(self) -> int:
-        return self.app.consumer.topic_partitions(self.changes.get_topic_name()) or 1
+        """The changes topic's partition count: the consumer's, else the last it told (1 before it ever has)."""
+        try:
+            count = self.app.consumer.topic_partitions(self.changes.get_topic_name())
+        except (ConsumerNotStarted, AttributeError):  # created, not joined yet: Faust reads a coordinator not made
+            count = None
+        if count:
+            self._changes_count = count
+        return self._changes_count
 
     async def _evaluate(
         self, groups: list[str], trigger: str, read: asyncio.Future | None = None
@@ -469,7 +477,7 @@ class EvaluatorService:
         self._remember(report)
 
     async def _schedule_at(self, next_at: dict[str, int | None]) -> None:
-        count = self.changes_partitions() if self.app.consumer else 1
+        count = self.changes_partitions()
         await self.schedule.set(next_at, lambda g: partition_of(self.cluster, g, count))
 
     async def _count(self, name: str, n: int, report: EvaluationReport | None = None) -> None:
