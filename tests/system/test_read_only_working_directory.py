@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.net_helpers import answers_ok, free_port, port_taken
+from tests.net_helpers import answers_ok, free_port, restart_where_port_taken
 
 LAGWATCH = str(Path(sys.executable).parent / "lagwatch")
 SERVICES = ("ingest", "evaluator", "notifier", "api", "archiver")
@@ -70,10 +70,8 @@ def test_every_service_starts_and_gets_ready_with_a_read_only_working_directory(
     try:
         pending, deadline = set(SERVICES), time.monotonic() + READY_TIMEOUT_S
         while pending and time.monotonic() < deadline:
+            restart_where_port_taken(processes, ports, logs, start)  # taken since it was chosen: another one
             for service in sorted(pending):
-                if processes[service].poll() is not None and port_taken(logs[service]):
-                    ports[service] = free_port()  # taken by another process since it was chosen: another one
-                    processes[service] = start(service)
                 assert processes[service].poll() is None, f"{service} exited:\n{logs[service].read_text()[-2000:]}"
                 if answers_ok(ports[service], "/readyz"):
                     pending.discard(service)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.net_helpers import answers_ok, free_port, port_taken
+from tests.net_helpers import answers_ok, free_port, restart_where_port_taken
 
 LAGWATCH = str(Path(sys.executable).parent / "lagwatch")
 SERVICES = ("evaluator", "notifier", "archiver")
@@ -38,10 +38,7 @@ def test_a_service_stopped_while_kafka_is_unreachable_exits_cleanly(redis_server
     try:
         deadline = time.monotonic() + 60
         while not all(answers_ok(port, "/healthz") for port in ports.values()) and time.monotonic() < deadline:
-            for service, process in processes.items():
-                if process.poll() is not None and port_taken(logs[service]):
-                    ports[service] = free_port()
-                    processes[service] = start(service)
+            restart_where_port_taken(processes, ports, logs, start)
             time.sleep(0.3)
         time.sleep(2.0)  # a few attempts to reach Kafka
         for process in processes.values():
