@@ -1,11 +1,12 @@
 """The dashboard: one page (`/dashboard`, and `/` redirects to it) and the JSON it polls.
 
     GET /dashboard                                  the page (HTML; its script and style under /dashboard/assets/)
-    GET /dashboard/api/overview[?cluster=NAME][&limit=N][&q=TEXT]
+    GET /dashboard/api/overview[?cluster=NAME][&limit=N][&q=TEXT][&offset=N][&incident_offset=N]
                                                     clusters; for one cluster (default: the first) its worst `limit`
                                                     groups (default 200, at most 2000) whose name holds `q`
-                                                    (case-insensitive), totals over all its groups, open incidents,
-                                                    recent status changes
+                                                    (case-insensitive) past the `offset` worst of them, totals over
+                                                    all its groups, as many of its open incidents whose group's name
+                                                    holds `q` past the `incident_offset` worst, recent status changes
     GET /dashboard/api/group/{cluster}/{group}      a group's status with every partition and its window
 
 The overview's rows are the evaluator's ready results (`results_store.py`, the same /metrics reads) with lags from
@@ -108,7 +109,7 @@ async def asset(request: web.Request) -> web.Response:
 
 @routes.get("/dashboard/api/overview")
 async def overview(request: web.Request) -> web.Response:
-    limit, q, start = _limit(request), _query(request), _offset(request)
+    page = _page(request)
     context = request.app[CONTEXT]
     clusters = await context.clusters()
     cluster = request.query.get("cluster") or (clusters[0] if clusters else None)
@@ -123,11 +124,14 @@ async def overview(request: web.Request) -> web.Response:
         "matched": 0,
         "shown": 0,
         "truncated": False,
-        "limit": limit,
-        "offset": start,
-        "q": q,
+        "limit": page.limit,
+        "offset": page.offset,
+        "q": page.q,
         "incidents": [],
         "incident_count": 0,
+        "incident_matched": 0,
+        "incident_offset": page.incident_offset,
+        "incidents_truncated": False,
         "changes": [],
         "silences": await _silences(context),
         "services": {},
@@ -135,7 +139,7 @@ async def overview(request: web.Request) -> web.Response:
     if cluster is not None:
         await context.require_cluster(cluster)
         shared = await request.app[OVERVIEWS].get(cluster, lambda: _cluster_overview(context, cluster))
-        body.update(await _shown(context, cluster, shared, q, limit, start))
+        body.update(await _shown(context, cluster, shared, page))
     return ok(request, "dashboard overview returned", **body)
 
 
@@ -158,13 +162,23 @@ async def _silences(context: ApiContext) -> list[dict]:
     return [s.to_json(now) for s in sorted(held, key=lambda s: (s.starts_at > now, s.ends_at))]
 
 
-def _limit(request: web.Request) -> int:
-    return _whole_number(request, "limit", DEFAULT_LIMIT, MAX_LIMIT)
+@dataclass(frozen=True, slots=True)
+class Page:
+    """What one overview request asks to see of a cluster."""
+
+    q: str  # groups (and open incidents) whose group's name holds it, any case; all for ""
+    limit: int  # rows at most, of groups and of open incidents each
+    offset: int  # matching groups passed over, worst first: the page after `limit` rows is `offset=limit`
+    incident_offset: int  # matching open incidents passed over, worst first (paged apart from the groups)
 
 
-def _offset(request: web.Request) -> int:
-    """How many of the matching groups (worst first) to pass over: the page after `limit` rows is `offset=limit`."""
-    return _whole_number(request, "offset", 0, MAX_OFFSET)
+def _page(request: web.Request) -> Page:
+    return Page(
+        _query(request),
+        _whole_number(request, "limit", DEFAULT_LIMIT, MAX_LIMIT),
+        _whole_number(request, "offset", 0, MAX_OFFSET),
+        _whole_number(request, "incident_offset", 0, MAX_OFFSET),
+    )
 
 
 def _whole_number(request: web.Request, name: str, default: int, most: int) -> int:
@@ -194,6 +208,7 @@ class ClusterOverview:
     log_ends: dict[TopicPartition, int]
     incidents: dict[str, GroupState]  # the evaluator's state of each group with an open incident
     incident_rows: list[dict]  # as the overview lists them, worst first
+    incident_folded: list[str]  # their groups' names casefolded, in the same order (what `q` matches)
     changes: list[dict]
     services: dict[str, int]  # instances of each of the cluster's services running (presence.py)
 
@@ -213,12 +228,14 @@ async def _cluster_overview(context: ApiContext, cluster: str) -> ClusterOvervie
         log_ends.update(await _log_ends(context, cluster, strays))
         add_strays(groups, strays, log_ends)
     ranking = await asyncio.to_thread(Ranking.of, groups)
+    open_rows = await asyncio.to_thread(incident_rows, ranking, incidents)
     return ClusterOverview(
         now,
         ranking,
         log_ends,
         incidents,
-        await asyncio.to_thread(incident_rows, ranking, incidents),
+        open_rows,
+        [row["group"].casefold() for row in open_rows],
         await history.recent_changes(cluster, RECENT_CHANGES_SHOWN),
         await running_counts(context.redis, cluster),
     )
@@ -237,12 +254,10 @@ async def _log_ends(
     return ends
 
 
-async def _shown(
-    context: ApiContext, cluster: str, shared: ClusterOverview, q: str, limit: int, start: int = 0
-) -> dict:
-    """The overview of one request: `limit` groups matching `q` as rows, past the `start` worst of them (only these
-    are decoded and have their sparklines read), with the cluster's totals."""
-    ranking = shared.ranking
+async def _shown(context: ApiContext, cluster: str, shared: ClusterOverview, page: Page) -> dict:
+    """The overview of one request: the page's groups as rows (only these are decoded and have their sparklines
+    read) and its open incidents, with the cluster's totals."""
+    ranking, q, limit, start = shared.ranking, page.q, page.limit, page.offset
     matching = ranking.matching(q)
     passed = sum(1 for _ in itertools.islice(matching, start))
     picked = list(itertools.islice(matching, limit))
@@ -265,10 +280,25 @@ async def _shown(
         "matched": matched,
         "shown": len(rows),
         "truncated": start + len(rows) < matched,  # more groups match past these rows
-        "incidents": shared.incident_rows[:limit],
-        "incident_count": len(shared.incident_rows),
+        **_incidents_shown(shared, page),
         "changes": shared.changes,
         "services": shared.services,
+    }
+
+
+def _incidents_shown(shared: ClusterOverview, page: Page) -> dict:
+    """The page's open incidents: those whose group's name holds `q`, `limit` of them past the `incident_offset`
+    worst. In a wide outage thousands are open: every one of them can be reached, a page at a time."""
+    rows = shared.incident_rows
+    if page.q:
+        wanted = page.q.casefold()
+        rows = [row for row, name in zip(rows, shared.incident_folded, strict=True) if wanted in name]
+    start = page.incident_offset
+    return {
+        "incidents": rows[start : start + page.limit],
+        "incident_count": len(shared.incident_rows),  # open in the cluster, whatever `q`
+        "incident_matched": len(rows),
+        "incidents_truncated": start + page.limit < len(rows),  # more match past these
     }
 
 

@@ -19,6 +19,7 @@ const state = {
   limit: params.get("limit"), // null: the api's default number of rows
   // the matching groups passed over, worst first (the page); a link's junk or negative offset: the first page
   offset: Math.max(0, Math.trunc(Number(params.get("offset")))) || 0,
+  incidentOffset: Math.max(0, Math.trunc(Number(params.get("incident_offset")))) || 0, // the same, of open incidents
   open: new Set(params.getAll("group")), // groups whose partitions are shown
   clusters: [],
   overview: null, // of state.cluster; null while it loads
@@ -54,6 +55,7 @@ function overviewPath(cluster) {
   if (state.q) query.set("q", state.q);
   if (state.limit) query.set("limit", state.limit);
   if (state.offset) query.set("offset", state.offset);
+  if (state.incidentOffset) query.set("incident_offset", state.incidentOffset);
   const text = query.toString();
   return `${API}/overview${text ? `?${text}` : ""}`;
 }
@@ -108,6 +110,7 @@ function remember() {
   if (state.q) query.set("q", state.q);
   if (state.limit) query.set("limit", state.limit);
   if (state.offset) query.set("offset", state.offset);
+  if (state.incidentOffset) query.set("incident_offset", state.incidentOffset);
   for (const group of state.open) query.append("group", group);
   if (params.get("refresh")) query.set("refresh", params.get("refresh"));
   history.replaceState(null, "", `${location.pathname}?${query}`);
@@ -484,13 +487,26 @@ function listPanel(id, items, emptyText, headers, row, note = null) {
   replace(id, items.length ? table(headers, items.map(row)) : empty(emptyText), ...notes);
 }
 
-// At most as many open incidents as group rows, worst first: the count says how many there are in all.
+// At most as many open incidents as group rows, worst first, those whose group's name holds the filter's text; paged
+// apart from the groups (a wide outage opens thousands): the note says which of how many these are.
+function incidentsText(overview) {
+  const all = overview.incident_count ?? overview.incidents.length;
+  const matched = overview.incident_matched ?? all;
+  const first = overview.incident_offset || 0;
+  const shown = overview.incidents.length;
+  const matching = overview.q && matched < all ? ` matching “${overview.q}” (${number(all)} open in all)` : "";
+  if (!overview.incidents_truncated && !first) return matching ? `${number(matched)} open${matching}` : null;
+  const range = shown ? `${number(first + 1)}–${number(first + shown)}` : "none";
+  return `showing ${range} of ${number(matched)} open incidents${matching}, worst first`;
+}
+
 function renderIncidents(overview) {
   const headers = [["Status"], ["Group"], ["Opened"], ["Incident"]];
   const all = overview.incident_count ?? overview.incidents.length;
-  const shown = overview.incidents.length;
-  const note = all > shown ? `showing ${number(shown)} of ${number(all)} open incidents, worst first` : null;
-  const emptyText = all ? "None shown." : "No open incidents.";
+  let emptyText = all ? "None shown." : "No open incidents.";
+  if (overview.incident_offset) emptyText = "No open incidents this far down; “worse” goes back.";
+  else if (all && overview.q) emptyText = `No open incident's group has “${overview.q}” in its name.`;
+  const note = incidentsText(overview);
   listPanel("incidents", overview.incidents, emptyText, headers, (i) =>
     el(
       "tr",
@@ -502,6 +518,8 @@ function renderIncidents(overview) {
     ),
     note,
   );
+  const buttons = incidentPager(overview);
+  if (buttons.length) document.getElementById("incidents").append(el("p", { class: "pager" }, ...buttons));
 }
 
 function renderChanges(overview) {
@@ -558,10 +576,34 @@ function page(offset) {
   refresh();
 }
 
+// The same for the open incidents, `limit` each, shown when they are not all that match.
+function incidentPager(overview) {
+  const first = overview.incident_offset || 0;
+  if (!overview.incidents_truncated && !first) return [];
+  const step = Math.max(1, overview.limit || overview.incidents.length || 1);
+  const button = (label, offset, enabled) =>
+    el(
+      "button",
+      { class: "page", "data-incident-page": label, disabled: !enabled, onclick: () => incidentPage(offset) },
+      label,
+    );
+  return [
+    button("worse", Math.max(0, first - step), first > 0),
+    button("better", first + step, Boolean(overview.incidents_truncated)),
+  ];
+}
+
+function incidentPage(offset) {
+  state.incidentOffset = offset;
+  remember();
+  refresh();
+}
+
 function selectCluster(name) {
   if (name === state.cluster) return;
   state.cluster = name;
   state.offset = 0;
+  state.incidentOffset = 0;
   state.open.clear();
   state.overview = null;
   remember();
@@ -574,6 +616,7 @@ function filterGroups(text) {
   if (text === state.q) return;
   state.q = text;
   state.offset = 0; // the worst of what now matches
+  state.incidentOffset = 0;
   remember();
   refresh();
 }

@@ -460,6 +460,27 @@ async def test_the_page_renders_groups_statuses_lag_incidents_and_changes_in_chr
         shutil.copyfile(screenshot, target)
 
 
+async def test_the_page_pages_groups_and_open_incidents_apart_and_filters_both_in_chromium(api, redis, tmp_path):
+    """A link one row a page long, on the second group and the second open incident: each list has its own buttons
+    and says which of how many it shows; the filter's text picks incidents by their group's name too."""
+    await seed(redis, now_ms())
+    url = f"{api.url}/dashboard?cluster={CLUSTER}&limit=1&offset=1&incident_offset=1"
+    dom = Elements(await browse(url, tmp_path / "profile", "--dump-dom"))
+    assert list(dom.having("data-group")) == ["search-indexer"] and list(dom.having("data-incident")) == [
+        "search-indexer"
+    ]
+    groups, incidents = dom.having("data-page"), dom.having("data-incident-page")
+    assert [b.get("disabled") for b in groups.values()] == [None, None]  # worse and better: 4 groups
+    assert incidents["worse"].get("disabled") is None and incidents["better"].get("disabled") is not None
+    assert dom.having("data-note")["incidents"]["text"] == "showing 2\u20132 of 2 open incidents, worst first"
+
+    dom = Elements(await browse(f"{api.url}/dashboard?cluster={CLUSTER}&q=BILL", tmp_path / "profile", "--dump-dom"))
+    assert list(dom.having("data-incident")) == ["billing"] and not dom.having("data-incident-page")
+    assert dom.having("data-note")["incidents"]["text"] == "1 open matching “BILL” (2 open in all)"
+    dom = Elements(await browse(f"{api.url}/dashboard?cluster={CLUSTER}&q=audit", tmp_path / "profile", "--dump-dom"))
+    assert "No open incident's group has “audit” in its name." in dom.having("id")["incidents"]["text"]
+
+
 async def test_the_page_refreshes_itself(api, redis, http, tmp_path):
     """Over 6 s of (virtual) time at one refresh a second the page asks for the overview again and again: the api's
     request histogram counts the calls."""

@@ -197,6 +197,35 @@ async def test_the_overview_pages_through_the_groups_worst_first(seeded, http):
     assert (body["group_count"], body["incident_count"]) == (GROUPS, sum(1 for r in expected if r["incident"]))
 
 
+async def test_every_open_incident_can_be_reached_a_page_at_a_time_and_filtered_by_name(seeded, http):
+    """In a wide outage more incidents are open than a page holds: `incident_offset` pages through them all, worst
+    first, apart from the groups' pages; the filter box's `q` picks them by their group's name too."""
+    api, expected = seeded
+    url = f"{api.url}/dashboard/api/overview"
+    bad = [r["group"] for r in expected if r["incident"]]
+    assert len(bad) > 20, len(bad)
+    pages, start = [], 0
+    while True:
+        status, body, _ = await get(http, f"{url}?limit=7&incident_offset={start}&offset=7")
+        assert status == 200 and body["incident_offset"] == start and body["offset"] == 7
+        assert (body["incident_count"], body["incident_matched"]) == (len(bad), len(bad))
+        assert stable(body["groups"]) == stable(expected[7:14])  # the groups' page is their own
+        pages.append([i["group"] for i in body["incidents"]])
+        if not body["incidents_truncated"]:
+            break
+        start += 7
+    assert [g for page in pages for g in page] == bad and all(len(page) == 7 for page in pages[:-1])
+
+    wanted = bad[-1][-2:]  # the last two digits of the least bad one's name: a few of them hold these
+    matching = [g for g in bad if wanted in g]
+    assert 0 < len(matching) < len(bad)
+    status, body, _ = await get(http, f"{url}?q={wanted}&limit=1&incident_offset={len(matching) - 1}")
+    assert [i["group"] for i in body["incidents"]] == matching[-1:] and body["incidents_truncated"] is False
+    assert (body["incident_count"], body["incident_matched"]) == (len(bad), len(matching))
+    status, body, _ = await get(http, f"{url}?incident_offset={len(bad)}")
+    assert (body["incidents"], body["incident_matched"], body["incidents_truncated"]) == ([], len(bad), False)
+
+
 async def test_bad_limits_and_filters_are_json_400s(api_without_data, http):
     for query, message in [
         ("limit=-1", f"limit must be a whole number from 0 to {MAX_LIMIT}"),
@@ -209,6 +238,8 @@ async def test_bad_limits_and_filters_are_json_400s(api_without_data, http):
         ("offset=1e3", f"offset must be a whole number from 0 to {MAX_OFFSET}"),
         ("offset=", f"offset must be a whole number from 0 to {MAX_OFFSET}"),
         (f"offset={MAX_OFFSET + 1}", f"offset must be a whole number from 0 to {MAX_OFFSET}"),
+        ("incident_offset=-7", f"incident_offset must be a whole number from 0 to {MAX_OFFSET}"),
+        ("incident_offset=x", f"incident_offset must be a whole number from 0 to {MAX_OFFSET}"),
         ("q=" + "x" * 1001, "q is longer than 1000 characters"),
     ]:
         status, body, _ = await get(http, f"{api_without_data.url}/dashboard/api/overview?{query}")
