@@ -10,8 +10,9 @@ The first rule that matches wins, in this order (the more specific cause before 
 3. consumer-gone    partitions stopped committing (STOP) and no member owns any partition: the members left
                     (only when the group's membership is known: its metadata was seen; the coordinator records
                     a group left Empty as a new generation without members, so this comes before 4);
-4. rebalancing      a generation started within `REBALANCE_RECENT_MS` while the group is not OK (and no partition
-                    stalled: a consumer committing the same offset is not waiting for a rebalance);
+4. rebalancing      a generation started within `REBALANCE_RECENT_MS` while the group is not OK and none of its
+                    partitions that are not OK committed since (a consumer committing is not waiting for a rebalance:
+                    the same offset means stalled, new ones mean the rebalance is over and something else is wrong);
 5. stuck-partition  some partitions stopped or stalled while the group's other partitions keep moving;
 6. stalled          partitions commit the same offset while messages arrive (STALL), none of the others moving;
 7. consumer-stopped partitions stopped committing (members still in the group, or membership unknown);
@@ -103,12 +104,19 @@ def _membership_cause(
         return Explanation(
             "consumer-gone", f"The consumer stopped committing and its members left the group ({_names(stopped)})."
         )
-    stalled = [p for p in parts if p.status == Status.STALL]  # committing, so not held up by a rebalance
-    if status.status != Status.OK and not stalled and recent and recent[-1] >= now_ms - REBALANCE_RECENT_MS:
+    if status.status != Status.OK and recent and recent[-1] >= now_ms - REBALANCE_RECENT_MS:
+        if _committed_since([p for p in parts if p.status != Status.OK], recent[-1]):
+            return None  # the group moved on since that generation: it does not explain what is wrong now
         ago = max(0, (now_ms - recent[-1]) // 1000)
         text = f"Rebalance in progress: a new generation started {ago} s ago{_hosts(parts)}."
         return Explanation("rebalancing", text)
     return None
+
+
+def _committed_since(parts: Sequence[PartitionStatus], at_ms: int) -> bool:
+    """Some of `parts` committed at or after `at_ms`. A stalled partition commits (the same offset each time) whatever
+    its newest entry's time says (`min-distance` keeps an older one)."""
+    return any(p.status == Status.STALL or (p.end is not None and p.end.timestamp >= at_ms) for p in parts)
 
 
 def _partitions_cause(status: GroupStatus, velocities: Mapping[TopicPartition, Velocity]) -> Explanation | None:
