@@ -65,8 +65,17 @@ class ReceivedAlert:
 
 def _event_line(event: dict[str, Any]) -> str:
     worst = ", ".join(_partition_line(p) for p in event.get("partitions") or [] if isinstance(p, dict))
-    line = f"{event.get('group')} on {event.get('cluster')}: {event.get('previous_status')} -> {event.get('status')}"
+    line = f"{event.get('group')} on {event.get('cluster')}: {_change(event)}"
     return f"{line}, total lag {event.get('totallag')}" + (f" ({worst})" if worst else "")
+
+
+def _change(event: dict[str, Any]) -> str:
+    """A status event's transition; a lag-threshold event has none: which alert, its threshold, whether it starts."""
+    if event.get("kind") != "lag_threshold":
+        return f"{event.get('previous_status')} -> {event.get('status')}"
+    edge = "starts" if event.get("above") else "ends"
+    alert = event.get("alert", "lag-seconds")
+    return f"{alert} alert (threshold {event.get('threshold_seconds')} s) {edge}, status {event.get('status')}"
 
 
 def _partition_line(partition: dict[str, Any]) -> str:

@@ -18,10 +18,17 @@ def test_a_status_event_names_its_worst_partitions():
 
 def test_a_lag_threshold_event_whose_partitions_have_no_status_is_summarised_too():
     """These partitions carry lag in seconds instead of a status (docs/status-topic.md): the demo printed a
-    traceback for them and answered the notifier 500."""
-    event = {"group": "g", "cluster": "c", "previous_status": None, "status": "OK", "totallag": 0}
+    traceback for them and answered the notifier 500. Nor has the event a transition: the line names the alert, its
+    threshold and whether it starts or ends (it printed "None -> OK")."""
+    event = {"kind": "lag_threshold", "alert": "lag-seconds", "above": True, "threshold_seconds": 30.0}
+    event |= {"group": "g", "cluster": "c", "status": "OK", "totallag": 0}
     event["partitions"] = [{"topic": "orders", "partition": 1, "current_lag": 6011, "lag_seconds": 42}]
 
     line = alert(event, "lag-open").summary()
+    assert (
+        "g on c: lag-seconds alert (threshold 30.0 s) starts, status OK, total lag 0 (orders/1 lag 6011 (42 s))" in line
+    )
 
-    assert "g on c: None -> OK, total lag 0 (orders/1 lag 6011 (42 s))" in line
+    event |= {"alert": "data-loss-risk", "above": False, "threshold_seconds": 5.0}
+    line = alert(event, "lag-close").summary()
+    assert "g on c: data-loss-risk alert (threshold 5.0 s) ends, status OK, total lag 0" in line and "None" not in line
