@@ -161,8 +161,8 @@ def _rates_cause(velocities: Mapping[TopicPartition, Velocity], group: Velocity,
     if group.catchup == CatchUp.KEEPING_UP and ok:
         return Explanation(
             "keeping-up",
-            f"Keeping up with the producer ({group.produce_rate or 0.0:.1f} msg/s): its lag is what arrived since its"
-            " latest commits.",
+            f"Keeping up with the producer ({_rate(group.produce_rate or 0.0)} msg/s): its lag is what arrived since"
+            " its latest commits.",
         )
     if group.catchup == CatchUp.CAUGHT_UP:
         return Explanation("caught-up", "Caught up.")
@@ -172,15 +172,21 @@ def _rates_cause(velocities: Mapping[TopicPartition, Velocity], group: Velocity,
 def _slower_than_producer(behind: Sequence[Velocity]) -> Explanation:
     consume = sum(v.consume_rate or 0.0 for v in behind)
     produce = sum(v.produce_rate or 0.0 for v in behind)
-    rates = f"consuming {consume:.1f} msg/s, producing {produce:.1f} msg/s on {len(behind)} partition(s)"
+    rates = f"consuming {_rate(consume)} msg/s, producing {_rate(produce)} msg/s on {len(behind)} partition(s)"
     if consume > 0 and produce - consume < 0.05:  # the lag holds: "grows by 0.0 msg/s" said nothing
         lag = sum(v.lag for v in behind)
         return Explanation(
             "slower-than-producer", f"No faster than the producer: {rates}; the lag holds at {lag:,} messages."
         )
     return Explanation(
-        "slower-than-producer", f"Slower than the producer: {rates}; the lag grows by {produce - consume:.1f} msg/s."
+        "slower-than-producer", f"Slower than the producer: {rates}; the lag grows by {_rate(produce - consume)} msg/s."
     )
+
+
+def _rate(per_second: float) -> str:
+    """A rate in messages per second: one decimal, or two significant digits under 1 (a quiet topic's 0.02 msg/s
+    read "0.0")."""
+    return f"{per_second:.1f}" if per_second == 0 or abs(per_second) >= 0.95 else f"{per_second:.2g}"
 
 
 def _names(parts: Sequence[PartitionStatus]) -> str:

@@ -19,7 +19,11 @@ caught up. Pure functions, no I/O: the evaluator, the api and the Spark replay c
   still shows its earlier rate: its lag leaves that bound within a few commit intervals.) On a busy topic a healthy
   consumer almost never has no lag, and its rate equals the producer's within the measurement's noise: it read as
   "never" (or as catching up in hours) half the time. A consumer far behind at the producer's pace still never
-  catches up.
+  catches up. So is one whose newest commit, at its usual pace (as recent as that bound's intervals), left nothing
+  unread when it was stored (its lag then 0), whatever the rates say: on a quiet topic (a message a minute, a
+  commit every 5 s) a window of commits often sees no message at all (consume rate 0) and a producer of 0.02
+  msg/s allows no whole message, so a healthy consumer read as "never" and "slower than the producer" each time a
+  message had arrived since its latest commit; a group of a hundred such partitions, nearly always.
 """
 
 from __future__ import annotations
@@ -152,11 +156,14 @@ def log_end_flat_ms(history: Sequence[Sample], now_ms: int) -> int | None:
 
 
 def catch_up(
-    lag: int, consume: float | None, produce: float | None, between_commits: int = 0
+    lag: int, consume: float | None, produce: float | None, between_commits: int = 0, read_all: bool = False
 ) -> tuple[CatchUp, float | None]:
-    """`between_commits`: the lag a consumer keeping up may have (messages written between its commits)."""
+    """`between_commits`: the lag a consumer keeping up may have (messages written between its commits);
+    `read_all`: its newest commit, at its usual pace, left nothing unread (its lag is what arrived since)."""
     if lag <= 0:
         return CatchUp.CAUGHT_UP, 0.0
+    if read_all:
+        return CatchUp.KEEPING_UP, 0.0
     if consume is None or produce is None:
         return CatchUp.UNKNOWN, None
     if lag <= between_commits and consume > 0 and consume >= produce * (1 - PACE_TOLERANCE):
@@ -185,19 +192,21 @@ def partition_velocity(
     produce = produce_rate(history, span)
     if produce is not None:
         produce = max(0.0, produce)
-    state, seconds = catch_up(lag, consume, produce, _between_commits(tail, history, produce))
+    pace_ms = _pace_ms(tail, history)
+    between = int(produce * BETWEEN_COMMITS * pace_ms / 1000) if produce and pace_ms else 0
+    read_all = pace_ms is not None and tail[-1].lag == 0 and now_ms - tail[-1].timestamp <= BETWEEN_COMMITS * pace_ms
+    state, seconds = catch_up(lag, consume, produce, between, read_all)
     return Velocity(consume, produce, lag, state, seconds, log_end_flat_ms(history, now_ms))
 
 
-def _between_commits(tail: Sequence[OffsetEntry], history: Sequence[Sample], produce: float | None) -> int:
-    """The messages the producer writes in BETWEEN_COMMITS of the consumer's commit intervals, or of the log end's
-    sample intervals when those are longer (its lag is measured against the newest sample)."""
+def _pace_ms(tail: Sequence[OffsetEntry], history: Sequence[Sample]) -> float | None:
+    """The consumer's commit interval, or the log end's sample interval when that is longer (its lag is measured
+    against the newest sample); None without two commits apart in time."""
     span = _span(tail)
-    if not produce or span is None:
-        return 0
+    if span is None:
+        return None
     sampled_ms = history[-1].at - history[-2].at if len(history) > 1 else 0  # a quiet stretch: capped at the span
-    interval_ms = max(span / (len(tail) - 1), min(sampled_ms, span))
-    return int(produce * BETWEEN_COMMITS * interval_ms / 1000)
+    return max(span / (len(tail) - 1), min(sampled_ms, span))
 
 
 def group_velocity(partitions: Iterable[Velocity]) -> Velocity:

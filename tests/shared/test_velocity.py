@@ -217,6 +217,26 @@ def test_a_group_keeps_up_when_each_partition_is_caught_up_or_keeping_up():
     assert group_velocity([keeping, never]).catchup == CatchUp.NEVER
 
 
+def test_a_consumer_of_a_quiet_topic_keeps_up_when_its_newest_commit_read_everything():
+    """A message a minute, a commit every 5 s: the window of commits sees no message (consume rate 0) and the
+    producer's pace allows no whole message between commits; a message arrived since the latest commit. That lag
+    is what arrived since (the commit, 5 s ago, left nothing unread): keeping up, not "never" / "slower than the
+    producer" (which a group of a hundred such partitions read nearly always)."""
+    quiet = Generated(produce=1 / 60, consume=10, commit_every=5, poll_every=10, commit_until=595)
+    v = quiet.velocity()
+    assert (v.lag, v.consume_rate, v.catchup, v.catchup_seconds) == (1, 0.0, CatchUp.KEEPING_UP, 0.0)
+    status, why, _ = judged(quiet)
+    assert (status.status, why.code) == (Status.OK, "keeping-up")
+    assert "(0.022 msg/s)" in why.text  # not "0.0 msg/s"
+
+    # its newest commit 15 s ago (three of its intervals, more than two log-end samples' ten seconds): not pacing
+    late = Generated(produce=1 / 60, consume=10, commit_every=5, poll_every=5, commit_until=585)
+    assert late.velocity().lag > 0 and late.velocity().catchup == CatchUp.NEVER
+    # its newest commit left messages unread: the rates decide, as before
+    behind = Generated(produce=1, consume=0.8, start_lag=30, commit_every=5, poll_every=5, commit_until=595)
+    assert behind.window()[-1].lag > 0 and behind.velocity().catchup == CatchUp.NEVER
+
+
 def test_a_consumer_whose_members_left_stopped_and_its_lag_will_not_shrink():
     p = Generated(produce=100, consume=80, commit_until=300, owner="")
     v = p.velocity()
