@@ -113,7 +113,8 @@ def demo_config(
         "notifier": {
             "http-port": ports["notifier"],
             "allow-private-targets": True,  # the receiver is on 127.0.0.1
-            "dashboard-url": f"{api}/dashboard",
+            # the alert's group opened, the rows filtered for it (on any page of a big cluster)
+            "dashboard-url": f"{api}/dashboard?cluster={{cluster}}&q={{group}}&group={{group}}",
             "backoff-base": 0.5,
             "backoff-cap": 5,
             "request-timeout": 4,  # the receiver is local: answers come at once

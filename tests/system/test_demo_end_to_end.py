@@ -114,6 +114,12 @@ async def test_demo_scenarios_reach_the_status_topic_and_the_receiver(tmp_path):
             assert (status["status"], [p["status"] for p in status["partitions"]]) == ("ERR", ["STALL"])
             async with http.get(env["DASHBOARD_URL"]) as response:
                 assert response.status == 200 and "text/html" in response.content_type
+            # a Slack alert's button opens its group on the dashboard (filtered for it: far down a big cluster too)
+            opened = next(r for r in records if r.channel == "slack" and "demo-stalled" in r.document()["text"])
+            link = _button_url(opened.document())
+            assert link == f"{env['API_URL']}/dashboard?cluster=local&q=demo-stalled&group=demo-stalled", link
+            async with http.get(link) as response:
+                assert response.status == 200 and "text/html" in response.content_type
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -126,6 +132,12 @@ async def test_demo_scenarios_reach_the_status_topic_and_the_receiver(tmp_path):
     assert "Dashboard:" in out and "lagwatch.status" in out and "ALERT webhook open" in out, out
     assert children and not [pid for pid in children if alive(pid)], "processes left behind"
     assert not (state_dir / "env").exists()
+
+
+def _button_url(message: dict) -> str:
+    """The URL of the Slack message's button (its attachment's actions block)."""
+    blocks = [b for a in message.get("attachments", []) for b in a["blocks"]] + message["blocks"]
+    return next(e["url"] for b in blocks if b["type"] == "actions" for e in b["elements"])
 
 
 async def _count(path: Path, n: int) -> bool:
