@@ -220,8 +220,7 @@ def _alert_fields(event: dict) -> list[str]:
     alert = event.get("alert", "lag-seconds")
     if alert == "lag-seconds":
         return [f"*Behind by*\n{_behind(event)}", f"*Threshold*\n{_threshold(event)}"]
-    left = event.get("retention_risk_seconds")
-    fields = [f"*Deleted unread in*\n{'unknown' if left is None else '~' + (templates.duration(left) or '0s')}"]
+    fields = [f"*Deleted unread in*\n{summary.deleted_unread_in(event)}"]
     if alert == "data-loss-risk":
         return [*fields, f"*Threshold*\n{_threshold(event)}"]
     return [f"*Messages lost*\n{event.get('skipped_messages', 0):,} deleted by retention before consumed", *fields]

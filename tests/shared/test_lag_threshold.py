@@ -357,6 +357,11 @@ def test_slack_says_when_retention_deletes_unread_messages_and_how_many_it_delet
     assert "`orders` / 0: 250 messages lost" in lost["attachments"][0]["blocks"][0]["text"]["text"]
     back = json.loads(_request("lag-close", risk_event(above=False, seq=2, risks={}), "slack").body)
     assert back["text"] == ":white_check_mark: No longer at risk of data loss: billing on local"
+    # no estimate at the close: said for what it is, not "unknown"
+    assert "*Deleted unread in*\nnot in sight" in [f["text"] for f in back["blocks"][1]["fields"]]
+    caught_up = {**risk_event(above=False, seq=2, risks={}), "totallag": 0}
+    back = json.loads(_request("lag-close", caught_up, "slack").body)
+    assert "*Deleted unread in*\nnothing unread" in [f["text"] for f in back["blocks"][1]["fields"]]
 
 
 def test_other_destinations_name_the_retention_alerts():

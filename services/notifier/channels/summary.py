@@ -91,9 +91,16 @@ def _retention_facts(event: dict) -> list[tuple[str, str]]:
     """A retention alert's: when retention deletes what the group has not read, and what it deleted unread."""
     if event.get("alert", "lag-seconds") == "lag-seconds":
         return []
+    return [("Deleted unread in", deleted_unread_in(event)), ("Messages lost", f"{event.get('skipped_messages', 0):,}")]
+
+
+def deleted_unread_in(event: dict) -> str:
+    """When retention deletes the group's oldest unread message. Without an estimate: nothing unread (no lag), or
+    no deletion seen coming toward it (a close said "unknown", as if something were wrong)."""
     left = event.get("retention_risk_seconds")
-    deleted_in = "unknown" if left is None else f"~{templates.duration(left) or '0s'}"
-    return [("Deleted unread in", deleted_in), ("Messages lost", f"{event.get('skipped_messages', 0):,}")]
+    if left is not None:
+        return f"~{templates.duration(left) or '0s'}"
+    return "nothing unread" if event.get("totallag") == 0 else "not in sight"
 
 
 def _how_bad(event: dict, p: dict) -> str:
