@@ -150,6 +150,8 @@ def _section(value: Any) -> dict[str, Any]:
 def _masked(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: mask(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask(v) for v in value]
     return mask(value) if value else value
 
 

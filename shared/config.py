@@ -331,6 +331,10 @@ def cluster_name_problem(name: str) -> str | None:
     return None if CLUSTER_NAME.match(name) else f"{name[:100]!r} is not a cluster name ({CLUSTER_NAME_RULE})"
 
 
+def _tokens(v: list[str]) -> str | None:
+    return "must not hold an empty token" if any(not t for t in v) else None
+
+
 def _origin(v: str) -> str | None:
     """A header value, so no path, space or line break."""
     return None if v == "" or ORIGIN.match(v) else "must be * or an origin (https://host[:port], no path)"
@@ -341,6 +345,9 @@ class ApiConfig:
     host: str = "127.0.0.1"
     port: int = field(default=8000, metadata={"check": _port})
     token: str = field(default="", metadata=SECRET)  # bearer token for mutating routes; empty = mutations refused
+    # tokens still accepted beside `token` while clients move to it (a rotation without a moment when one side is
+    # refused); `lagwatch_api_token_uses_total{token="previous"}` staying flat says when to drop them
+    previous_tokens: list[str] = field(default_factory=list, metadata={**SECRET, "check": _tokens})
     request_timeout: float = field(default=30.0, metadata={"check": _seconds})  # seconds; then 503
     # /metrics cardinality: partition-level series (lag, offset, status, lag seconds, topic offsets) on or off, and
     # group / topic allow and deny regexes (unanchored search) for the series; they change no status
@@ -360,6 +367,8 @@ class ApiConfig:
     def cross_check(self) -> tuple[str, str] | None:
         if self.tls_key_file and not self.tls_cert_file:
             return "tls-key-file", "needs tls-cert-file (the certificate the key belongs to)"
+        if self.previous_tokens and not self.token:
+            return "previous-tokens", "needs token (the one clients move to); without it mutations are refused"
         return None
 
 

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.asyncio import Redis
 
@@ -538,6 +538,15 @@ class ApiMetrics:
             buckets=REQUEST_BUCKETS,
             registry=self.registry,
         )
+        self.token_uses = Counter(
+            "lagwatch_api_token_uses",
+            "Requests carrying an accepted bearer token, by which: current (api.token) or previous "
+            "(api.previous-tokens: a rotation is over once this stays flat)",
+            ["token"],
+            registry=self.registry,
+        )
+        for which in ("current", "previous"):  # both from the start: an increase from nothing is not lost
+            self.token_uses.labels(which)
         self.worker = ScrapeWorker(config)
         self._scrape_lock = asyncio.Lock()
 

@@ -115,6 +115,7 @@ SECRETS = {
     "client-secret-1",
     "extension-value-1",
     "api-token-123456",
+    "old-api-token-12",
     "signing-secret-1",
     "header-value-123",
     "extra-value-1234",
@@ -130,7 +131,7 @@ clusters:
       mechanism: OAUTHBEARER
       oauth: {token-endpoint-url: "https://idp/token", client-id: c, client-secret: client-secret-1,
                extensions: {logicalCluster: extension-value-1}}
-api: {token: api-token-123456}
+api: {token: api-token-123456, previous-tokens: [old-api-token-12]}
 subscriptions:
   - id: hook
     url: "https://example.com/hooks-path-12345"
@@ -151,6 +152,7 @@ def test_show_prints_the_effective_configuration_with_every_credential_masked(tm
     assert shown["storage"]["min-distance"] == 7  # the environment's value, over the default
     assert shown["redis"]["url"] == "redis://:***@redis:6379/0"
     assert shown["clusters"]["oidc"]["sasl"]["oauth"]["client-secret"] == "****et-1"
+    assert shown["api"]["previous-tokens"] == ["****n-12"]
     assert shown["subscriptions"][0]["username"] == "someone"
     shown_file = tmp_path / "shown.yaml"
     shown_file.write_text(result.stdout)  # it loads as a configuration (its masked values as they are)

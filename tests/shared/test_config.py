@@ -253,3 +253,15 @@ def test_a_cluster_name_ending_in_a_newline_is_refused(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, "c.yaml", 'clusters: {"prod\\n": {bootstrap-servers: ["k:9092"]}}'), env={})
     assert "prod" in str(err.value)
+
+
+def test_previous_api_tokens_need_a_current_one_and_none_may_be_empty(tmp_path):
+    """A rotation keeps old tokens beside the new one; old ones alone would accept what `token` empty refuses."""
+    with pytest.raises(ConfigError, match=r"previous-tokens.*needs token"):
+        load_config(env={"LAGWATCH__API__PREVIOUS_TOKENS": "old-token-2025"})
+    path = tmp_path / "lagwatch.yaml"
+    path.write_text('api: {token: t, previous-tokens: ["a", ""]}\n')
+    with pytest.raises(ConfigError, match=r"previous-tokens.*empty token"):
+        load_config(path, env={})
+    config = load_config(env={"LAGWATCH__API__TOKEN": "t", "LAGWATCH__API__PREVIOUS_TOKENS": "old-1,old-2"})
+    assert config.api.previous_tokens == ["old-1", "old-2"]

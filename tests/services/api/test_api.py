@@ -436,6 +436,28 @@ async def test_delete_needs_the_right_bearer_token_and_removes_the_group(redis_s
         assert (status, body) == (200, envelope(path, "consumer group removed"))  # Burrow's answer, gone or not
 
 
+async def test_a_rotation_accepts_the_previous_tokens_beside_the_new_one_and_counts_who_uses_which(
+    redis_server, redis, http
+):
+    """Clients move to a new token one by one: meanwhile the old one still works (no moment when either side is
+    refused), and /metrics says how many requests still carry it, so the operator knows when to drop it."""
+    await seed(redis, now_ms())
+    config = api_config(redis_server.url, API__TOKEN="new-token-2026", API__PREVIOUS_TOKENS="old-token-2025,older-one")
+    async with serving(config) as api:
+        for token, path in (("old-token-2025", "billing"), ("older-one", "audit"), ("new-token-2026", "billing")):
+            url = f"{api.url}/v3/kafka/local/consumer/{path}"
+            status, body, _ = await call(http, "DELETE", url, headers={"Authorization": f"Bearer {token}"})
+            assert (status, body["message"]) == (200, "consumer group removed"), token
+        status, body, _ = await call(
+            http, "DELETE", f"{api.url}/v3/kafka/local/consumer/x", headers={"Authorization": "Bearer old-token"}
+        )
+        assert (status, body["message"]) == (401, "invalid bearer token")  # a prefix of one is none of them
+        async with http.get(f"{api.url}/metrics") as response:
+            text = await response.text()
+    assert 'lagwatch_api_token_uses_total{token="previous"} 2.0' in text
+    assert 'lagwatch_api_token_uses_total{token="current"} 1.0' in text
+
+
 async def test_a_deletion_sends_a_change_notice_so_the_evaluator_reacts_at_once(kafka, redis_server, redis, http):
     kafka.create_topic("lagwatch.changes", 1)
     await seed(redis, now_ms())
