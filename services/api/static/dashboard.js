@@ -413,8 +413,11 @@ function catchUp(v) {
   return "—";
 }
 
+// One decimal, or two significant digits under 1: a quiet topic's 0.022/s is not "0.0/s" (as the explanations say it).
 function rate(n) {
-  return n === null || n === undefined ? "—" : `${Number(n).toFixed(1)}/s`;
+  if (n === null || n === undefined) return "—";
+  const x = Number(n);
+  return `${x === 0 || Math.abs(x) >= 0.95 ? x.toFixed(1) : Number(x.toPrecision(2))}/s`;
 }
 
 // Retention risk: messages already deleted unread, or when the oldest unread one goes.
