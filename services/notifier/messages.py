@@ -138,7 +138,7 @@ def slack_message(event: dict, kind: str, context: dict, dashboard_url: str = ""
         f"*Partitions not OK*\n{not_ok} of {event['partition_count']}",
     ]
     if event.get("max_lag_seconds") is not None and kind != "close":  # lag in seconds (lagwatch's own measure)
-        fields.append(f"*Behind by*\n{_behind(event)}")
+        fields.append(f"*Behind by*\n{summary.behind(event)}")
     if duration:
         fields.append(f"*Incident {'lasted' if kind == 'close' else 'open for'}*\n{duration}")
     if kind != "close":
@@ -203,13 +203,6 @@ def _insight_fields(event: dict) -> list[str]:
     return fields
 
 
-def _behind(event: dict) -> str:
-    if event.get("max_lag_seconds") is None:
-        return "unknown"
-    at_least = "at least " if event.get("max_lag_seconds_lower_bound") else ""
-    return f"{at_least}{templates.duration(event['max_lag_seconds']) or '0s'}"
-
-
 def _threshold(event: dict) -> str:
     return f"{threshold_key(event['threshold_seconds'])} s"
 
@@ -219,7 +212,7 @@ def _alert_fields(event: dict) -> list[str]:
     the messages retention deleted unread (messages-skipped)."""
     alert = event.get("alert", "lag-seconds")
     if alert == "lag-seconds":
-        return [f"*Behind by*\n{_behind(event)}", f"*Threshold*\n{_threshold(event)}"]
+        return [f"*Behind by*\n{summary.behind(event)}", f"*Threshold*\n{_threshold(event)}"]
     fields = [f"*Deleted unread in*\n{summary.deleted_unread_in(event)}"]
     if alert == "data-loss-risk":
         return [*fields, f"*Threshold*\n{_threshold(event)}"]
