@@ -28,7 +28,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config, ConfigError, load_config
 from lagwatch.shared.domain.group_filter import GroupFilter
 from lagwatch.shared.domain.history import COLUMN_NAMES, KIND_OFFSET_DELETED, KIND_TOPIC_DELETED, SAMPLE_KINDS
+from lagwatch.shared.templating.templates import duration
 from lagwatch.spark.backtest import BacktestError, Variant, load_variants, production_variant
 from lagwatch.spark.charts import PAD, WIDTH
 from lagwatch.spark.inputs import HistorySource
@@ -373,7 +374,7 @@ def _write_charts(replayed, directory: Path, limit: int, ends: dict[str, int]) -
     rows = _chart_steps(replayed, list(chosen), ends)
     charts = []
     for (cluster, group), report in chosen.items():  # a replay runs to the end of its cluster's history
-        charts.append(GroupChart(cluster, group, rows.get((cluster, group), []), ends[cluster], _chart_summary(report)))
+        charts.append(GroupChart(cluster, group, rows.get((cluster, group), []), ends[cluster], chart_summary(report)))
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "index.html").write_text(page(charts))
     return len(charts)
@@ -409,12 +410,12 @@ def _chart_steps(replayed, groups: list[tuple[str, str]], ends: dict[str, int]) 
     return rows
 
 
-def _chart_summary(report) -> str:
-    hours = {s: (report[f"ms_{s.lower()}"] or 0) / 3_600_000 for s in ("OK", "WARN", "ERR")}
-    return (
-        f"{report['incidents']} incident(s); OK {hours['OK']:.1f} h, WARN {hours['WARN']:.1f} h, "
-        f"ERR {hours['ERR']:.1f} h; max total lag {report['max_totallag']:,}, p95 {report['p95_totallag']:,}"
-    )
+def chart_summary(report: Mapping[str, Any]) -> str:
+    """The line above a group's chart: its incidents, time in each status (in days, hours, minutes or seconds: an
+    hour's replay read "OK 0.0 h, ERR 0.0 h" in tenths of hours), its lag."""
+    spent = ", ".join(f"{s} {duration((report[f'ms_{s.lower()}'] or 0) / 1000) or '0s'}" for s in ("OK", "WARN", "ERR"))
+    lag = f"max total lag {report['max_totallag']:,}, p95 {report['p95_totallag']:,}"
+    return f"{report['incidents']} incident(s); {spent}; {lag}"
 
 
 def _publish(events, options: ReprocessOptions, config: Config) -> int:

@@ -153,6 +153,16 @@ def test_charts_and_summary_are_written(replayed):
     written = json.loads((out / "summary.json").read_text())
     assert written["rows_bad"] == {} and written["events"] == summary["events"] > 0
     assert list((out / "report_csv").glob("*.csv"))
+    # each chart's line says the time in each status in days, hours, minutes or seconds
+    spent = re.findall(r"incident\(s\); OK ([0-9dhms ]+), WARN ([0-9dhms ]+), ERR ([0-9dhms ]+);", page)
+    assert len(spent) == SHAPE.groups and any(ok != "0s" for ok, _, _ in spent), spent
+
+
+def test_a_charts_line_says_short_and_long_stretches_in_their_own_units():
+    """A replay of an hour read "OK 0.0 h, WARN 0.0 h, ERR 0.0 h": tenths of hours say nothing of minutes."""
+    report = {"incidents": 2, "ms_ok": 38_000, "ms_warn": None, "ms_err": 190_000_000}
+    line = reprocess.chart_summary({**report, "max_totallag": 250, "p95_totallag": 1_235})
+    assert line == "2 incident(s); OK 38s, WARN 0s, ERR 2d 4h 46m; max total lag 250, p95 1,235"
 
 
 def test_a_chart_draws_at_most_its_steps_keeping_each_steps_worst_status(spark, history, tmp_path, monkeypatch):
