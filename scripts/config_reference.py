@@ -59,7 +59,7 @@ MEANINGS = {
     "client do)",
     "api.token": "bearer token for DELETE and subscription changes; empty = those are refused",
     "api.previous-tokens": "tokens still accepted beside `api.token` during a rotation (comma-separated in the "
-    "environment); `lagwatch_api_token_uses_total{token=\"previous\"}` flat = no client uses them: drop them",
+    'environment); `lagwatch_api_token_uses_total{token="previous"}` flat = no client uses them: drop them',
     "api.request-timeout": "seconds a request may take before the api answers 503",
     "api.tls-cert-file": "HTTPS on the api's listener: a PEM certificate chain, the server's certificate first "
     "(empty: plain HTTP); read at start (a missing, unreadable or mismatched file stops the api with one line) "
