@@ -319,7 +319,7 @@ ROWS = [
                 unit="short",
             ),
             Panel(
-                "Evaluator: time since the last sweep, schedule delay",
+                "Evaluator: time since the last sweep, schedule delay, status events waiting for Kafka",
                 "timeseries",
                 [
                     Target(
@@ -334,11 +334,16 @@ ROWS = [
                         f"lagwatch_evaluator_schedule_delay_seconds{{{CLUSTER}}}",
                         "schedule delay {{instance}}",
                     ),
+                    Target(
+                        f"lagwatch_evaluator_unsent_events_seconds{{{CLUSTER}}}",
+                        "events waiting {{instance}}",
+                    ),
                 ],
                 unit="s",
                 description="A sweep evaluates every group each evaluator.sweep-interval (the safety net); the schedule"
-                " evaluates a group when its status is due to change. Alerts: LagwatchEvaluatorSweepsLate,"
-                " LagwatchEvaluatorScheduleLate.",
+                " evaluates a group when its status is due to change; status events Kafka has not taken wait in the"
+                " outbox (no alert goes out meanwhile). Alerts: LagwatchEvaluatorSweepsLate,"
+                " LagwatchEvaluatorScheduleLate, LagwatchStatusEventsUnsent.",
             ),
             Panel(
                 "Evaluator: rules' clock held behind",

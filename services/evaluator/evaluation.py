@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAlerts
 from lagwatch.services.evaluator.next_change import PartitionWatch, next_change_at, watch
 from lagwatch.services.evaluator.publisher import EventPublisher
+from lagwatch.services.evaluator.unsent_events import UnsentEvents
 from lagwatch.shared import clock
 from lagwatch.shared.domain.explanation import Explanation, explain
 from lagwatch.shared.domain.group_filter import GroupFilter
@@ -103,6 +104,7 @@ class GroupEvaluator:
         self.read_through = ReadThroughStore(store.redis, cluster)
         self._windows_seen: dict[str, int] = {}  # group -> hash of its windows when its sparkline was last stored
         self.sparklines_owed: set[str] = set()  # evaluated without drawing their sparklines (`evaluate`)
+        self.unsent = UnsentEvents(cluster)  # how long status events have waited for Kafka (a gauge)
 
     def status_of(self, stored: StoredGroup | None, now_ms: int) -> GroupStatus | None:
         """The group's status now, or None when it is NOTFOUND."""
@@ -230,6 +232,7 @@ class GroupEvaluator:
             done = await self._publish(outbox)
             report.published = sum(len(acked) for acked in done.values())
             batch.unsent = {group for group, events in outbox if len(done.get(group, ())) < len(events)}
+            self.unsent.published(batch.unsent, (group for group, _ in outbox if group not in batch.unsent))
         if self.lag_alerts is not None:
             lag = await self.lag_alerts.evaluate(batch.evaluated, batch.now)
             report.lag_crossings, report.lag_events_published = lag.recorded, lag.published

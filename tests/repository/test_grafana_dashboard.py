@@ -271,11 +271,12 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
         sweep_age = await prometheus.series("time() - lagwatch_evaluator_last_sweep_timestamp_seconds", instant=True)
         held = await prometheus.series("max by (cluster) (lagwatch_evaluator_clock_held_seconds)", instant=True)
         instances = await prometheus.series("lagwatch_service_instances", instant=True)
-        return groups, recorded, sweep_age, held, instances
+        unsent = await prometheus.series("lagwatch_evaluator_unsent_events_seconds", instant=True)
+        return groups, recorded, sweep_age, held, instances, unsent
 
-    groups, recorded, sweep_age, held, instances = run(check, prometheus_url)
+    groups, recorded, sweep_age, held, instances, unsent = run(check, prometheus_url)
     rules = [r for g in groups for r in g["rules"]]
-    assert len(rules) == 35
+    assert len(rules) == 36
     assert [(r["name"], r["lastError"]) for r in rules if r["health"] != "ok"] == []
     assert {name: series for name, series in recorded.items() if not series} == {}
     (behind,) = recorded["cluster:lagwatch_ingest_behind_seconds:max"]
@@ -293,6 +294,8 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
     running = {(s["metric"]["cluster"], s["metric"]["service"]): int(s["value"][1]) for s in instances}
     assert running.keys() == {("local", "ingest"), ("local", "evaluator"), ("local", "notifier")}
     assert all(n >= 1 for n in running.values()), running
+    # the demo's status events reach Kafka as they are made (LagwatchStatusEventsUnsent quiet)
+    assert [(s["metric"]["cluster"], float(s["value"][1])) for s in unsent] == [("local", 0.0)]
     firing = {r["name"] for r in rules if r["type"] == "alerting" and r["state"] != "inactive"}
     assert "LagwatchNotifierDeadLetters" in firing  # the refused subscription's dead letters
     assert not firing & {
@@ -300,6 +303,7 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
         "LagwatchEvaluatorSweepsLate",
         "LagwatchTargetDown",
         "LagwatchServiceNotRunning",
+        "LagwatchStatusEventsUnsent",
     }
 
 
