@@ -46,6 +46,7 @@ from lagwatch.shared.store.status_store import GroupState, StatusStore, Transiti
 log = logging.getLogger(__name__)
 HELD_RETRY_MS = 500  # while the judging clock is held, a group due by the wall clock is looked at again this often
 OUTBOX_RETRY_MS = 5000  # a group whose events Kafka did not take is evaluated (and its outbox sent) again this soon
+LAG_EVENTS = "lag-threshold"  # a group's lag-threshold events wait apart from its status events (UnsentEvents)
 
 
 @dataclass(slots=True)
@@ -237,6 +238,7 @@ class GroupEvaluator:
             lag = await self.lag_alerts.evaluate(batch.evaluated, batch.now)
             report.lag_crossings, report.lag_events_published = lag.recorded, lag.published
             batch.unsent |= lag.unsent
+            self.unsent.published(((LAG_EVENTS, g) for g in lag.unsent), ((LAG_EVENTS, g) for g in lag.sent))
 
     async def _drop_excluded(
         self, groups: Sequence[str], stored_groups: list[StoredGroup | None]

@@ -134,6 +134,7 @@ class LagReport(NamedTuple):
     recorded: int  # crossings recorded
     published: int  # events Kafka acknowledged
     unsent: frozenset[str]  # groups with events left in their outbox: to be evaluated again soon
+    sent: frozenset[str] = frozenset()  # groups whose outbox Kafka took whole
 
 
 class LagThresholdAlerts:
@@ -174,7 +175,7 @@ class LagThresholdAlerts:
         published = await self._publish(outbox) if outbox else {}
         await self._update_index(looked_at, states, active, outbox, published)
         unsent = frozenset(group for group, events in outbox.items() if len(published.get(group, ())) < len(events))
-        return LagReport(recorded, sum(len(e) for e in published.values()), unsent)
+        return LagReport(recorded, sum(len(e) for e in published.values()), unsent, frozenset(outbox) - unsent)
 
     async def _record(self, item: Evaluated, state: GroupLagState, crossing: Crossing, now_ms: int) -> bytes | None:
         before = state.thresholds.get(crossing.threshold, NEVER_CROSSED)

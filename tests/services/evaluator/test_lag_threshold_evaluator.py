@@ -18,6 +18,7 @@ from lagwatch.shared.store.status_store import StatusStore
 from lagwatch.shared.subscriptions.store import SubscriptionStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config
 from tests.services.evaluator.test_evaluator import StatusTopic
+from tests.services.evaluator.test_unsent_events import unsent_seconds
 
 LAG_TOPIC = "lagwatch.lag-thresholds"
 S = 1000
@@ -48,6 +49,16 @@ class LagTopic(StatusTopic):
 class DeadPublisher:  # Kafka refuses everything: crossings are recorded, their events stay in the outbox
     async def publish(self, items, topic=None):
         return set()
+
+
+class LagTopicAway:  # Kafka takes status events, not lag-threshold ones (their topic's leader away) until told
+    def __init__(self, publisher):
+        self.publisher, self.away = publisher, True
+
+    async def publish(self, items, topic=None):
+        if topic == LAG_TOPIC and self.away:
+            return set()
+        return await self.publisher.publish(items, topic)
 
 
 class Setup:
@@ -189,3 +200,24 @@ async def test_a_group_whose_event_kafka_refused_is_evaluated_again_soon(kafka, 
     assert report.lag_crossings == 1 and report.lag_events_published == 0  # back under: waits in the outbox
     # a caught-up group is otherwise due only at the sweep, minutes on; its event would wait that long
     assert report.next_at["billing"] <= s.t0 + 71 * S + OUTBOX_RETRY_MS
+
+
+async def test_lag_threshold_events_waiting_for_kafka_are_said_until_it_takes_them(kafka, redis_server, redis):
+    """The lag-threshold topic refuses while the status topic takes: the evaluator's gauge of how long events have
+    waited for Kafka counts them too (LagwatchStatusEventsUnsent), and goes back to 0 once they are out."""
+    s = Setup(kafka, redis_server, redis, [sub("slow", lag_seconds_threshold=60)])
+    await s.caught_up_then_stuck("billing")
+    await s.publisher.start()
+    flaky = LagTopicAway(s.publisher)
+    evaluator = s.evaluator(flaky)
+    try:
+        report = await evaluator.evaluate(["billing"], now_ms=s.t0 + 61 * S)
+        assert (report.lag_crossings, report.lag_events_published) == (1, 0)
+        await asyncio.sleep(0.5)
+        await evaluator.evaluate(["billing"], now_ms=s.t0 + 62 * S)  # its retry, still refused
+        assert unsent_seconds(CLUSTER) >= 0.5
+        flaky.away = False
+        report = await evaluator.evaluate(["billing"], now_ms=s.t0 + 63 * S)
+        assert report.lag_events_published == 1 and unsent_seconds(CLUSTER) == 0.0
+    finally:
+        await s.publisher.stop()
