@@ -70,6 +70,7 @@ from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
 from lagwatch.shared.domain.group_filter import GroupFilter
 from lagwatch.shared.domain.window import AddOutcome
+from lagwatch.shared.runtime.prometheus_text import render
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.ingest_totals import KNOWN_TYPES, read_totals
 from lagwatch.shared.store.presence import running_counts
@@ -477,19 +478,6 @@ def redis_memory_families(servers: Iterable[RedisMemory]) -> list[Metric]:
     return [may_evict, evicted, used, limit]
 
 
-class _Families:
-    """A collector handing fixed families to prometheus_client's renderer."""
-
-    def __init__(self, families: Iterable[Metric]) -> None:
-        self._families = list(families)
-
-    def describe(self) -> Iterable[Metric]:
-        return []
-
-    def collect(self) -> Iterable[Metric]:
-        return self._families
-
-
 RENDERED = RenderedGroups()  # per process: the scrape process keeps it between scrapes
 
 
@@ -511,10 +499,8 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
         counters.add_ingest_totals(cluster, await read_totals(redis, cluster))
         raw = await reply(redis.hgetall(keys.evaluator_stats(cluster)))
         counters.add_evaluator_totals(cluster, {k.decode(): float(v) for k, v in raw.items()})
-    registry = CollectorRegistry()
     families = [*counters.families(), cluster_family(config.clusters, found), instances_family(instances)]
-    registry.register(_Families(families + redis_memory_families(await read_memory(redis))))
-    return series.render() + generate_latest(registry)
+    return series.render() + render(families + redis_memory_families(await read_memory(redis)))
 
 
 async def scrape(config: Config) -> bytes:

@@ -5,7 +5,10 @@ loop still running?) passes; 503 with the failing ones otherwise, so a superviso
 died while its health server lives on. `/readyz` answers 200 only when every dependency check passes (503 with the
 failing ones otherwise); the checks run at once, each bounded by `CHECK_TIMEOUT_S` (a frozen Redis or Kafka is
 "not ready" within seconds: a probe's own timeout is usually a few seconds too). `/metrics` is the Prometheus
-text format of this process's registry.
+text format of this process's registry, and each check's answer at the scrape: `lagwatch_service_ready{service,
+check}` and `lagwatch_service_alive{service, check}`, 1 or 0. An orchestrator acts on the probes; Prometheus
+scrapes a process that is up but cannot work (Redis or Kafka out of its reach) as up, and only these say it
+(`LagwatchServiceNotReady`).
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 
 from lagwatch.shared.runtime.http_client_errors import quiet_client_errors
 from lagwatch.shared.runtime.listen import listen
+from lagwatch.shared.runtime.prometheus_text import render
 
 ReadinessCheck = Callable[[], Awaitable[bool]]
 LivenessCheck = Callable[[], bool]
@@ -61,6 +66,11 @@ class HealthServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    async def readiness(self) -> dict[str, bool]:
+        """Each readiness check's answer, all at once."""
+        answers = await asyncio.gather(*(_bounded(check) for check in self.checks.values()))
+        return dict(zip(self.checks, answers, strict=True))
+
     async def _healthz(self, _: web.Request) -> web.Response:
         dead = [name for name, alive in self.liveness.items() if not alive()]
         if dead:
@@ -68,15 +78,29 @@ class HealthServer:
         return web.json_response({"service": self.service, "status": "alive"})
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        answers = await asyncio.gather(*(_bounded(check) for check in self.checks.values()))
-        results = dict(zip(self.checks, answers, strict=True))
+        results = await self.readiness()
         ready = all(results.values())
         return web.json_response(
             {"service": self.service, "ready": ready, "checks": results}, status=200 if ready else 503
         )
 
     async def _metrics(self, _: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        ready = GaugeMetricFamily(
+            "lagwatch_service_ready",
+            "1 while the service's readiness check passes (its dependency answers), 0 while it fails",
+            labels=["service", "check"],
+        )
+        for name, passed in (await self.readiness()).items():
+            ready.add_metric([self.service, name], float(passed))
+        alive = GaugeMetricFamily(
+            "lagwatch_service_alive",
+            "1 while the service's liveness check passes, 0 while not",
+            labels=["service", "check"],
+        )
+        for name, check in self.liveness.items():
+            alive.add_metric([self.service, name], float(check()))
+        body = generate_latest(self.registry) + render([ready, alive])
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 async def _bounded(check: ReadinessCheck) -> bool:

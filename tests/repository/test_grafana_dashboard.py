@@ -272,11 +272,12 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
         held = await prometheus.series("max by (cluster) (lagwatch_evaluator_clock_held_seconds)", instant=True)
         instances = await prometheus.series("lagwatch_service_instances", instant=True)
         unsent = await prometheus.series("lagwatch_evaluator_unsent_events_seconds", instant=True)
-        return groups, recorded, sweep_age, held, instances, unsent
+        checks = await prometheus.series("lagwatch_service_ready", instant=True)
+        return groups, recorded, sweep_age, held, instances, unsent, checks
 
-    groups, recorded, sweep_age, held, instances, unsent = run(check, prometheus_url)
+    groups, recorded, sweep_age, held, instances, unsent, checks = run(check, prometheus_url)
     rules = [r for g in groups for r in g["rules"]]
-    assert len(rules) == 39
+    assert len(rules) == 42
     assert [(r["name"], r["lastError"]) for r in rules if r["health"] != "ok"] == []
     assert {name: series for name, series in recorded.items() if not series} == {}
     (behind,) = recorded["cluster:lagwatch_ingest_behind_seconds:max"]
@@ -296,6 +297,10 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
     assert all(n >= 1 for n in running.values()), running
     # the demo's status events reach Kafka as they are made (LagwatchStatusEventsUnsent quiet)
     assert [(s["metric"]["cluster"], float(s["value"][1])) for s in unsent] == [("local", 0.0)]
+    # every service's readiness checks pass, each scraped from its health port (LagwatchServiceNotReady quiet)
+    ready = {(s["metric"]["service"], s["metric"]["check"]): float(s["value"][1]) for s in checks}
+    assert {"ingest", "evaluator", "notifier"} <= {service for service, _ in ready}, ready
+    assert set(ready.values()) == {1.0}, ready
     firing = {r["name"] for r in rules if r["type"] == "alerting" and r["state"] != "inactive"}
     assert "LagwatchNotifierDeadLetters" in firing  # the refused subscription's dead letters
     assert not firing & {
@@ -307,6 +312,9 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
         "LagwatchNotifierEventsFailed",
         "LagwatchNotifierEventsUnreadable",
         "LagwatchEvaluatorUnreadableGroups",
+        "LagwatchServiceNotReady",
+        "LagwatchServiceDead",
+        "LagwatchServiceKafkaUnreachable",
     }
 
 

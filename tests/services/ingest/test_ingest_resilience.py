@@ -12,6 +12,7 @@ from pathlib import Path
 
 import aiohttp
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 from lagwatch.devkit.mock_kafka import MockKafkaCluster
@@ -243,9 +244,18 @@ async def _ready(port):
         return False
 
 
+async def _checks_scraped(port) -> dict[str, float]:
+    """`lagwatch_service_ready` as Prometheus scrapes it from the health port: check -> 1 or 0."""
+    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics") as response:
+        text = await response.text()
+    (family,) = [f for f in text_string_to_metric_families(text) if f.name == "lagwatch_service_ready"]
+    assert {s.labels["service"] for s in family.samples} == {"ingest"}
+    return {s.labels["check"]: s.value for s in family.samples}
+
+
 async def test_kafka_down_at_start_up_the_worker_waits_unready_and_then_works(redis_server, redis):
-    """A worker started before its Kafka answers keeps running (health up, not ready) and, once Kafka is there,
-    stores commits."""
+    """A worker started before its Kafka answers keeps running (health up, not ready: its /metrics says which
+    check fails, for Prometheus, which scrapes it as up) and, once Kafka is there, stores commits."""
     kafka_port, health_port = free_port(), free_port()
     config = make_config(f"127.0.0.1:{kafka_port}", redis_server.url, INGEST__HTTP_PORT=str(health_port))
     async with running(IngestWorker(config, CLUSTER)) as worker:
@@ -253,12 +263,14 @@ async def test_kafka_down_at_start_up_the_worker_waits_unready_and_then_works(re
         await asyncio.sleep(2)  # a few failed connection attempts
         assert not worker.stopping.is_set()
         assert not await _ready(health_port)
+        assert await _checks_scraped(health_port) == {"redis": 1.0, "kafka": 0.0}
         with MockKafkaCluster(port=kafka_port) as kafka:
             kafka.start()
             kafka.create_topic(OFFSETS_TOPIC, DEFAULT_PARTITIONS)
             kafka.create_topic("orders", 1)
             async with OffsetsTopicWriter(kafka.bootstrap) as writer:
                 await eventually(lambda: _ready(health_port), timeout=40)
+                assert await _checks_scraped(health_port) == {"redis": 1.0, "kafka": 1.0}
                 await writer.commit("billing", "orders", 0, 3)
                 await eventually(lambda: WindowStore(redis).get_group(CLUSTER, "billing"), timeout=30)
 

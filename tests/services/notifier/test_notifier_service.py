@@ -258,8 +258,21 @@ async def test_healthz_fails_once_the_faust_app_has_crashed(kafka, redis_server,
     async with running(NotifierService(make_config(kafka.bootstrap, redis_server.url, **FAST), "local")) as service:
         await eventually(lambda: _assigned(service))
         assert (await health(service))[0] == 200
+        assert await alive_scraped(service) == {"app": 1.0, "dispatcher": 1.0}
         await service.app.crash(RuntimeError("an agent's bug"))
         assert await health(service) == (503, {"service": "notifier", "status": "dead", "dead": ["app"]})
+        assert await alive_scraped(service) == {"app": 0.0, "dispatcher": 1.0}  # for Prometheus too
+
+
+async def alive_scraped(service) -> dict[str, float]:
+    """`lagwatch_service_alive` as Prometheus scrapes it from the health port: check -> 1 or 0."""
+    import aiohttp
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with aiohttp.ClientSession() as http, http.get(service.health.url + "/metrics") as response:
+        text = await response.text()
+    (family,) = [f for f in text_string_to_metric_families(text) if f.name == "lagwatch_service_alive"]
+    return {s.labels["check"]: s.value for s in family.samples if s.labels["service"] == "notifier"}
 
 
 async def test_a_notifier_whose_faust_app_crashed_exits_with_an_error_after_the_grace(
