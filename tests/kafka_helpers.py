@@ -5,8 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import IO, Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -149,3 +154,17 @@ def key_on(partition: int, prefix: str, partitions: int = 3, name=lambda text: t
     return next(
         f"{prefix}-{i}" for i in itertools.count() if partition_for(name(f"{prefix}-{i}"), partitions) == partition
     )
+
+
+def evaluator_process(
+    bootstrap: str, redis_url: str, out: IO[Any] | int, http_port: int = 0, **settings: str
+) -> subprocess.Popen:
+    """Another evaluator, as `lagwatch run evaluator` in a process of its own, beside a test's in-process one (each
+    Faust app in its own process); `settings` as `LAGWATCH__<SECTION>__<KEY>` variables, quick rebalances as
+    `make_config`'s; its output to `out` (a file, or subprocess.PIPE: text)."""
+    env = dict(
+        os.environ, REDIS_URL=redis_url, KAFKA_BOOTSTRAP_SERVERS=bootstrap, LAGWATCH__INGEST__SESSION_TIMEOUT="3"
+    )
+    env.update({f"LAGWATCH__{k}": v for k, v in settings.items()})
+    command = [str(Path(sys.executable).parent / "lagwatch"), "run", "evaluator", "--http-port", str(http_port)]
+    return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)

@@ -43,7 +43,13 @@ from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
 from lagwatch.shared.kafka.changes import decode_notice, groups_of, partition_of
-from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
+from lagwatch.shared.kafka.faust_kafka import (
+    GroupMembership,
+    faust_app,
+    raw_topic,
+    start_unless_stopping,
+    stop_within,
+)
 from lagwatch.shared.kafka.kafka_client import client_kwargs
 from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.health_server import HealthServer
@@ -185,6 +191,7 @@ class EvaluatorService:
             config.ingest.session_timeout,
             consumer_auto_offset_reset="latest",  # old notices are moot: the first sweep evaluates everything
         )
+        self.membership = GroupMembership(self.app)
         self.changes = raw_topic(self.app, config.evaluator.changes_topic)
         self.app.agent(self.changes, name="lagwatch.evaluator.on_changes")(self._on_changes)
         self.app.timer(config.evaluator.sweep_interval, name="lagwatch.evaluator.sweep")(self._sweep)
@@ -193,9 +200,9 @@ class EvaluatorService:
         return await takes_writes(self.redis)
 
     async def _kafka_ok(self) -> bool:
-        """Assigned its partitions, and the brokers answer now (an assignment stays while they are down)."""
-        assigned = bool(self.app.consumer.assignment()) if self.app.consumer else False
-        return assigned and await self._kafka_probe.reachable(self.cluster)
+        """Joined its group (partitions assigned, or none: a standby), and the brokers answer now (an assignment
+        stays while they are down)."""
+        return self.membership.joined and await self._kafka_probe.reachable(self.cluster)
 
     # --- the two triggers ------------------------------------------------------------------------------------
 

@@ -45,7 +45,13 @@ from lagwatch.services.notifier.sample_queue import serve_samples
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig
 from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent, Threshold
-from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
+from lagwatch.shared.kafka.faust_kafka import (
+    GroupMembership,
+    faust_app,
+    raw_topic,
+    start_unless_stopping,
+    stop_within,
+)
 from lagwatch.shared.kafka.kafka_client import client_kwargs
 from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.health_server import HealthServer
@@ -118,6 +124,7 @@ class NotifierService:
             broker_max_poll_records=1000,
             broker_commit_interval=1.0,
         )
+        self.membership = GroupMembership(self.app)
         self.status_topic = raw_topic(self.app, config.evaluator.status_topic)
         self.app.agent(self.status_topic, name="lagwatch.notifier.on_status")(self._on_status)
         self.lag_topic = raw_topic(self.app, config.evaluator.lag_threshold_topic)
@@ -128,9 +135,9 @@ class NotifierService:
         return await takes_writes(self.redis)
 
     async def _kafka_ok(self) -> bool:
-        """Assigned its partitions, and the brokers answer now (an assignment stays while they are down)."""
-        assigned = bool(self.app.consumer.assignment()) if self.app.consumer else False
-        return assigned and await self._kafka_probe.reachable(self.cluster)
+        """Joined its group (partitions assigned, or none: a standby), and the brokers answer now (an assignment
+        stays while they are down)."""
+        return self.membership.joined and await self._kafka_probe.reachable(self.cluster)
 
     def _app_alive(self) -> bool:
         """False once the Faust app crashed: its agents and timer stopped, so no event would be handled again."""

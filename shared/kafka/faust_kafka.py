@@ -144,6 +144,19 @@ def faust_app(
     )
 
 
+class GroupMembership:
+    """Whether the app's consumer has joined its group: an assignment received, even an empty one. An instance
+    beyond the topic's partitions is a standby that takes partitions over when another instance goes; it is as ready
+    as the others (taken for not ready, it held a rolling update whose surge instance found no partition free)."""
+
+    def __init__(self, app: faust.App) -> None:
+        self.joined = False
+        app.on_partitions_assigned.connect(self._assigned)
+
+    async def _assigned(self, sender: Any, /, *assigned: Any, signal: Any, **_: Any) -> None:
+        self.joined = True
+
+
 async def start_unless_stopping(app: faust.App, stopping: asyncio.Event) -> None:
     """Start the app; Faust's start can wait a long time on a consumer group that will not settle: a stop wins."""
     start = asyncio.ensure_future(app.start())

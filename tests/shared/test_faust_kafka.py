@@ -3,10 +3,12 @@ aiokafka hands to the application does not leave a Faust app out of its consumer
 
 import asyncio
 import contextlib
+import signal
 import tempfile
 import time
 from pathlib import Path
 
+import aiohttp
 from aiokafka.errors import KafkaConnectionError
 from aiokafka.protocol.group import SyncGroupRequest
 
@@ -14,7 +16,7 @@ from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.shared.kafka.changes import ChangePublisher
 from lagwatch.shared.kafka.faust_kafka import faust_app, raw_topic, start_unless_stopping, stop_within
 from lagwatch.shared.store.redis_store import WindowStore
-from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.kafka_helpers import CLUSTER, evaluator_process, eventually, make_config, running
 from tests.net_helpers import free_port
 from tests.services.evaluator.test_evaluator import StatusTopic, commits
 
@@ -130,3 +132,35 @@ def test_a_faust_apps_data_dir_is_under_the_temp_dir_not_the_working_directory(t
     assert not Path(app.conf.datadir).is_relative_to(tmp_path)
     own = faust_app("lagwatch-test-dir", config.cluster(CLUSTER), CLUSTER, "test", 10.0, datadir=str(tmp_path / "d"))
     assert Path(own.conf.datadir) == tmp_path / "d"
+
+
+async def test_an_instance_beyond_the_partitions_is_a_ready_standby(kafka, redis_server, tmp_path):
+    """Two evaluators, one changes-topic partition: the one without a partition joined its group all the same and
+    takes the partition over when the other goes. Taken for not ready, it held a rolling update (the surge instance
+    never became ready) and was alerted as Kafka out of reach."""
+    kafka.create_topic(STATUS_TOPIC, 1)
+    kafka.create_topic(CHANGES_TOPIC, 1)
+    config = make_config(kafka.bootstrap, redis_server.url, EVALUATOR__SWEEP_INTERVAL="3600")
+    other_port = free_port()
+    log_path = tmp_path / "other-evaluator.log"
+    with log_path.open("w") as out:
+        other = evaluator_process(kafka.bootstrap, redis_server.url, out, other_port, EVALUATOR__SWEEP_INTERVAL="3600")
+    try:
+        async with running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
+            await eventually(lambda: ready(f"http://127.0.0.1:{other_port}"), timeout=60)
+            await eventually(lambda: ready(ev.health.url), timeout=60)
+            assert ev.owned_partitions() in ({0}, None)  # this one holds the partition, or none (the other does)
+            assert await ready(f"http://127.0.0.1:{other_port}") and await ready(ev.health.url)
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\nother evaluator's log:\n{log_path.read_text()[-20_000:]}") from failed
+    finally:
+        other.send_signal(signal.SIGTERM)
+        other.wait(timeout=30)
+
+
+async def ready(url: str) -> bool:
+    try:
+        async with aiohttp.ClientSession() as http, http.get(f"{url}/readyz") as response:
+            return response.status == 200
+    except aiohttp.ClientError:
+        return False

@@ -23,6 +23,7 @@ from tests.evaluated import AcceptingPublisher
 from tests.kafka_helpers import (
     CLUSTER,
     check_readiness_follows_the_brokers,
+    evaluator_process,
     eventually,
     make_config,
     readiness,
@@ -181,11 +182,8 @@ async def test_the_service_evaluates_on_notices_and_sweeps(kafka, redis_server, 
 async def test_two_evaluators_publish_each_transition_once(kafka, redis_server, redis):
     """B is a `lagwatch run evaluator` process; A runs here and, on top of its own share, evaluates every group
     itself over and over, as if ownership were ignored: the compare-and-set still lets one transition through."""
-    import os
     import signal
     import subprocess
-    import sys
-    from pathlib import Path
 
     kafka.create_topic(STATUS_TOPIC, 3)
     kafka.create_topic("lagwatch.changes", 4)
@@ -194,21 +192,8 @@ async def test_two_evaluators_publish_each_transition_once(kafka, redis_server, 
     now = int(time.time() * 1000)
     groups = [f"group-{i}" for i in range(30)]
     await store.add_broker_offsets(CLUSTER, "orders", [1000], sampled_at=now)
-    env = dict(
-        os.environ,
-        REDIS_URL=redis_server.url,
-        KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap,
-        LAGWATCH__EVALUATOR__SWEEP_INTERVAL="0.3",
-        LAGWATCH__INGEST__SESSION_TIMEOUT="3",
-        LAGWATCH__STORAGE__INTERVALS="2",
-    )
-    other = subprocess.Popen(
-        [str(Path(sys.executable).parent / "lagwatch"), "run", "evaluator", "--http-port", "0"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    settings = {"EVALUATOR__SWEEP_INTERVAL": "0.3", "STORAGE__INTERVALS": "2"}
+    other = evaluator_process(kafka.bootstrap, redis_server.url, subprocess.PIPE, **settings)
     try:
         async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as a:
             # OK (caught up), then lag grows with each commit (WARN), then caught up again (OK)

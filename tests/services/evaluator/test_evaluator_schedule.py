@@ -3,12 +3,8 @@ the schedule lives in Redis, survives a restart and follows the changes-topic pa
 the groups it can change. Every service here runs with the sweep practically off (an hour)."""
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +15,7 @@ from lagwatch.shared.kafka.changes import ChangePublisher, partition_of
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.redis_store import WindowStore
 from lagwatch.shared.store.schedule_store import ScheduleStore
-from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
+from tests.kafka_helpers import CLUSTER, evaluator_process, eventually, make_config, produce, running
 from tests.services.evaluator.test_evaluator import StatusTopic
 
 pytestmark = pytest.mark.slow  # its STOPs are scheduled tens of seconds ahead
@@ -95,21 +91,9 @@ async def test_the_schedule_survives_a_restart_and_moves_with_the_changes_partit
     for g in groups:  # each in its changes partition's set
         assert g in await schedule.instants(partition_of(CLUSTER, g, 4))
 
-    env = dict(
-        os.environ,
-        REDIS_URL=redis_server.url,
-        KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap,
-        LAGWATCH__EVALUATOR__SWEEP_INTERVAL="3600",
-        LAGWATCH__INGEST__SESSION_TIMEOUT="3",
-    )
     other_log = tmp_path / "other-evaluator.log"
     with other_log.open("w") as out:
-        other = subprocess.Popen(
-            [str(Path(sys.executable).parent / "lagwatch"), "run", "evaluator", "--http-port", "0"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+        other = evaluator_process(kafka.bootstrap, redis_server.url, out, EVALUATOR__SWEEP_INTERVAL="3600")
     try:
         async with StatusTopic(kafka.bootstrap) as topic:
             async with running(EvaluatorService(config, CLUSTER, http_port=0)) as a:
