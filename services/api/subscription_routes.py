@@ -9,6 +9,8 @@ incident now (`POST .../{id}/test`, through a notifier: shared/store/sample_requ
   `secret`, header values, extras, and templates but for token holders. Sending a masked value back unchanged
   (PUT/PATCH) keeps the stored secret — unless the change moves the subscription to another scheme, host or port:
   then its stored secret, headers and extras are dropped unless given again.
+* A subscription written is answered with `coverage`: how many of the consumer groups known now it covers, of how
+  many (`{"groups": 3, "known": 120}`); when it covers none of them the message says so.
 * Invalid documents are answered 400 with every problem: `{"error": true, "message": "invalid subscription",
   "errors": {"url": "...", "threshold": "..."}}`. URLs must be http(s), never link-local or cloud metadata
   addresses, and not private unless `notifier.allow-private-targets`; host names are resolved to check that.
@@ -16,6 +18,7 @@ incident now (`POST .../{id}/test`, through a notifier: shared/store/sample_requ
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -26,7 +29,9 @@ from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.config import SubscriptionConfig, cluster_name_problem
 from lagwatch.shared.store import sample_requests
+from lagwatch.shared.store.results_store import ResultsStore
 from lagwatch.shared.store.sample_requests import NotReported, NotTaken, SampleRequest
+from lagwatch.shared.subscriptions.coverage import Coverage
 from lagwatch.shared.subscriptions.documents import SOURCE_API, SOURCE_CONFIG, SubscriptionInvalid, new_id, to_document
 from lagwatch.shared.subscriptions.masking import masked_document, unmask_unchanged, without_credentials
 from lagwatch.shared.subscriptions.store import SubscriptionStore
@@ -96,6 +101,23 @@ async def _existing(request: web.Request, sub_id: str) -> SubscriptionConfig:
     return config
 
 
+async def _written(request: web.Request, config: SubscriptionConfig, done: str) -> web.Response:
+    """The answer to a subscription written: itself (masked) and how many of the consumer groups known now (those
+    with a status, as `/v3/kafka/{cluster}/consumer` lists them) it covers. A filter that covers none of them is
+    said in the message: a typo in a regex would otherwise go unnoticed until an incident nobody hears of."""
+    context = _context(request)
+    known = {cluster: await ResultsStore(context.redis).groups(cluster) for cluster in await context.clusters()}
+    covered = await asyncio.to_thread(Coverage.of(config).count, known)  # 100k names through two regexes
+    coverage = {"groups": covered, "known": sum(len(groups) for groups in known.values())}
+    message = f"subscription {done}"
+    if coverage["known"] and not covered:
+        message += (
+            f"; it covers none of the {coverage['known']:,} consumer groups known now"
+            " (see its clusters, group-allowlist and group-denylist)"
+        )
+    return ok(request, message, subscription=_shown(request, config, SOURCE_API), coverage=coverage)
+
+
 def _shown(request: web.Request, config: SubscriptionConfig, source: str) -> dict[str, Any]:
     """Masked; templates shown to token holders only (they write them; a template may hold a credential)."""
     return masked_document(config, source, show_templates=has_token(request))
@@ -142,7 +164,7 @@ async def create_subscription(request: web.Request) -> web.Response:
         raise ApiError(409, f"there are {MAX_SUBSCRIPTIONS} subscriptions already: delete some first")
     if config.id in _from_file(request) or not await _store(request).put(config, create=True):
         raise ApiError(409, f"a subscription with id {config.id!r} exists")
-    response = ok(request, "subscription created", subscription=_shown(request, config, SOURCE_API))
+    response = await _written(request, config, "created")
     response.set_status(201)
     response.headers["Location"] = f"{BASE}/{config.id}"
     return response
@@ -161,7 +183,7 @@ async def _update(request: web.Request, *, merge: bool) -> web.Response:
     doc = {**base, **doc, "id": sub_id}
     config = await _validate(request, doc, None if moved else existing)
     await _store(request).put(config, create=False)
-    return ok(request, "subscription updated", subscription=_shown(request, config, SOURCE_API))
+    return await _written(request, config, "updated")
 
 
 @routes.put(BASE + "/{id}")

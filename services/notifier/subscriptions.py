@@ -14,8 +14,8 @@ import logging
 from dataclasses import dataclass
 
 from lagwatch.shared.config import Config, SubscriptionConfig
-from lagwatch.shared.domain.group_filter import GroupFilter
 from lagwatch.shared.domain.protocol import Status
+from lagwatch.shared.subscriptions.coverage import Coverage
 from lagwatch.shared.subscriptions.documents import SOURCE_API, SOURCE_CONFIG
 from lagwatch.shared.subscriptions.notification_policy import Policy
 from lagwatch.shared.subscriptions.store import SubscriptionStore
@@ -31,7 +31,7 @@ class Subscription:
     config: SubscriptionConfig
     source: str
     policy: Policy
-    groups: GroupFilter
+    coverage: Coverage  # the clusters and groups it is about
 
     @property
     def id(self) -> str:
@@ -42,9 +42,7 @@ class Subscription:
         return self.config.type
 
     def matches(self, cluster: str, group: str) -> bool:
-        if self.config.clusters and cluster not in self.config.clusters:
-            return False
-        return self.groups.accepts(group)
+        return self.coverage.covers(cluster, group)
 
     @property
     def destination(self) -> str:
@@ -65,7 +63,7 @@ def compile_subscription(config: SubscriptionConfig, source: str) -> Subscriptio
             retention_risk_s=config.retention_risk_threshold,
             hold_for_ms=int(config.hold_for * 1000),
         ),
-        groups=GroupFilter(config.group_allowlist, config.group_denylist, linear=True),
+        coverage=Coverage.of(config),
     )
 
 

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import time
 
 import aiohttp
 import pytest
@@ -15,6 +16,7 @@ from lagwatch.shared.config import SubscriptionConfig, load_config
 from lagwatch.shared.store import keys
 from lagwatch.shared.subscriptions.store import SubscriptionStore
 from tests.kafka_helpers import running
+from tests.services.api.test_api import seed
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -411,3 +413,22 @@ async def test_a_refused_value_is_quoted_short_not_sent_back_whole(api, redis):
     status, body = await api("POST", BASE, {"url": "http://127.0.0.1:9/", "send_close": ["x" * 100_000]})
     assert status == 400 and body["errors"]["send_close"].startswith("expected true or false, got [")
     assert len(body["errors"]["send_close"]) < 300 and "characters)" in body["errors"]["send_close"]
+
+
+async def test_a_write_says_how_many_known_groups_it_covers_and_when_none(api, redis):
+    """A typo in a regex would cover no group, and nothing would say so before the incident nobody hears of."""
+    await seed(redis, int(time.time() * 1000))  # billing and audit, with their statuses
+    doc = {"type": "webhook", "url": "http://127.0.0.1:9/hook", "group_allowlist": "^billing$"}
+    status, body = await api("POST", BASE, doc)
+    assert (status, body["message"], body["coverage"]) == (201, "subscription created", {"groups": 1, "known": 2})
+
+    status, body = await api("POST", BASE, {**doc, "group_allowlist": "^biling$"})
+    assert (status, body["coverage"]) == (201, {"groups": 0, "known": 2})
+    assert body["message"] == (
+        "subscription created; it covers none of the 2 consumer groups known now"
+        " (see its clusters, group-allowlist and group-denylist)"
+    )
+    status, body = await api("PATCH", f"{BASE}/{body['subscription']['id']}", {"group_allowlist": "bill|aud"})
+    assert (status, body["message"], body["coverage"]) == (200, "subscription updated", {"groups": 2, "known": 2})
+    status, body = await api("PATCH", f"{BASE}/{body['subscription']['id']}", {"group_denylist": "audit"})
+    assert body["coverage"] == {"groups": 1, "known": 2}
