@@ -105,7 +105,7 @@ class GroupEvaluator:
         self.read_through = ReadThroughStore(store.redis, cluster)
         self._windows_seen: dict[str, int] = {}  # group -> hash of its windows when its sparkline was last stored
         self.sparklines_owed: set[str] = set()  # evaluated without drawing their sparklines (`evaluate`)
-        self.unsent = UnsentEvents(cluster)  # how long status events have waited for Kafka (a gauge)
+        self.unsent = UnsentEvents(cluster)  # how long its events have waited for Kafka (a gauge)
 
     def status_of(self, stored: StoredGroup | None, now_ms: int) -> GroupStatus | None:
         """The group's status now, or None when it is NOTFOUND."""
