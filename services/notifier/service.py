@@ -113,9 +113,14 @@ class NotifierService:
         self._record_outage = OutageLog(log, "notifier: cannot record events")
         self.stopping = asyncio.Event()
         self.events_handled = 0
+        self._create_app(config, cluster)
+
+    def _create_app(self, config: Config, cluster: str) -> None:
+        """The Faust app: the status and lag-threshold agents and the repeats timer."""
+        settings = config.notifier
         self.app = faust_app(
             CONSUMER_GROUP,
-            cluster_config,
+            config.cluster(cluster),
             cluster,
             "notifier",
             config.ingest.session_timeout,
