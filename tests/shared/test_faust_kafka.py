@@ -3,6 +3,7 @@ aiokafka hands to the application does not leave a Faust app out of its consumer
 
 import asyncio
 import contextlib
+import re
 import signal
 import tempfile
 import time
@@ -141,16 +142,21 @@ async def test_an_instance_beyond_the_partitions_is_a_ready_standby(kafka, redis
     kafka.create_topic(STATUS_TOPIC, 1)
     kafka.create_topic(CHANGES_TOPIC, 1)
     config = make_config(kafka.bootstrap, redis_server.url, EVALUATOR__SWEEP_INTERVAL="3600")
-    other_port = free_port()
     log_path = tmp_path / "other-evaluator.log"
-    with log_path.open("w") as out:
-        other = evaluator_process(kafka.bootstrap, redis_server.url, out, other_port, EVALUATOR__SWEEP_INTERVAL="3600")
+    with log_path.open("w") as out:  # on a port of its own choosing, which its log says (no port race)
+        other = evaluator_process(kafka.bootstrap, redis_server.url, out, EVALUATOR__SWEEP_INTERVAL="3600")
+
+    async def other_url():
+        found = re.search(r"health and metrics on (http://\S+)", log_path.read_text())
+        return found.group(1) if found else None
+
     try:
         async with running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
-            await eventually(lambda: ready(f"http://127.0.0.1:{other_port}"), timeout=60)
+            other_at = await eventually(other_url, timeout=60)
+            await eventually(lambda: ready(other_at), timeout=60)
             await eventually(lambda: ready(ev.health.url), timeout=60)
             assert ev.owned_partitions() in ({0}, None)  # this one holds the partition, or none (the other does)
-            assert await ready(f"http://127.0.0.1:{other_port}") and await ready(ev.health.url)
+            assert await ready(other_at) and await ready(ev.health.url)
     except AssertionError as failed:
         raise AssertionError(f"{failed}\nother evaluator's log:\n{log_path.read_text()[-20_000:]}") from failed
     finally:
