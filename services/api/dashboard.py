@@ -41,12 +41,12 @@ from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.services.api.dashboard_data import (
     GROUP_STATUSES,
+    OpenIncidents,
     Ranking,
     TopicPartition,
     add_strays,
     group_detail,
     group_row,
-    incident_rows,
     rank_results,
     sparkline_points,
 )
@@ -207,8 +207,7 @@ class ClusterOverview:
     ranking: Ranking
     log_ends: dict[TopicPartition, int]
     incidents: dict[str, GroupState]  # the evaluator's state of each group with an open incident
-    incident_rows: list[dict]  # as the overview lists them, worst first
-    incident_folded: list[str]  # their groups' names casefolded, in the same order (what `q` matches)
+    open_incidents: OpenIncidents  # as the overview lists them, worst first
     changes: list[dict]
     services: dict[str, int]  # instances of each of the cluster's services running (presence.py)
 
@@ -228,14 +227,12 @@ async def _cluster_overview(context: ApiContext, cluster: str) -> ClusterOvervie
         log_ends.update(await _log_ends(context, cluster, strays))
         add_strays(groups, strays, log_ends)
     ranking = await asyncio.to_thread(Ranking.of, groups)
-    open_rows = await asyncio.to_thread(incident_rows, ranking, incidents)
     return ClusterOverview(
         now,
         ranking,
         log_ends,
         incidents,
-        open_rows,
-        [row["group"].casefold() for row in open_rows],
+        await asyncio.to_thread(OpenIncidents.of, ranking, incidents),
         await history.recent_changes(cluster, RECENT_CHANGES_SHOWN),
         await running_counts(context.redis, cluster),
     )
@@ -289,14 +286,11 @@ async def _shown(context: ApiContext, cluster: str, shared: ClusterOverview, pag
 def _incidents_shown(shared: ClusterOverview, page: Page) -> dict:
     """The page's open incidents: those whose group's name holds `q`, `limit` of them past the `incident_offset`
     worst. In a wide outage thousands are open: every one of them can be reached, a page at a time."""
-    rows = shared.incident_rows
-    if page.q:
-        wanted = page.q.casefold()
-        rows = [row for row, name in zip(rows, shared.incident_folded, strict=True) if wanted in name]
+    rows = shared.open_incidents.matching(page.q)
     start = page.incident_offset
     return {
         "incidents": rows[start : start + page.limit],
-        "incident_count": len(shared.incident_rows),  # open in the cluster, whatever `q`
+        "incident_count": len(shared.open_incidents.rows),  # open in the cluster, whatever `q`
         "incident_matched": len(rows),
         "incidents_truncated": start + page.limit < len(rows),  # more match past these
     }

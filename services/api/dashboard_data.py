@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
 from lagwatch.services.api.burrow_routes import consumer_topics
 from lagwatch.shared.domain.lag_sparkline import Point
@@ -154,10 +154,19 @@ class Ranking:
 
     def matching(self, q: str) -> Iterator[Ranked]:
         """The groups whose name holds `q` (case-insensitive), worst first; all of them for an empty `q`."""
-        if not q:
-            return iter(self.groups)
-        wanted = q.casefold()
-        return (group for group, name in zip(self.groups, self.folded, strict=True) if wanted in name)
+        return named_like(q, self.groups, self.folded)
+
+
+Item = TypeVar("Item")
+
+
+def named_like(q: str, items: Sequence[Item], folded: Sequence[str]) -> Iterator[Item]:
+    """The items whose name (`folded`: the items' names casefolded, in their order) holds `q`, any case; all of them
+    for an empty `q`."""
+    if not q:
+        return iter(items)
+    wanted = q.casefold()
+    return (item for item, name in zip(items, folded, strict=True) if wanted in name)
 
 
 def sparkline_points(raw: bytes | None) -> list[Point]:
@@ -169,9 +178,23 @@ def sparkline_points(raw: bytes | None) -> list[Point]:
         return []
 
 
-def incident_rows(ranking: Ranking, states: Mapping[str, GroupState]) -> list[dict]:
-    """The open incidents (`states`: the evaluator's state of each group that has one) as the overview lists them:
-    their groups worst first, then any group without a ready result, by name."""
-    ordered = [g[2] for g in ranking.groups if g[2] in states]
-    ordered += sorted(set(states).difference(ordered))
-    return [{"group": g, "status": states[g].status.name, **(incident_json(states[g].incident) or {})} for g in ordered]
+@dataclass(frozen=True, slots=True)
+class OpenIncidents:
+    """The open incidents as the overview lists them, and their groups' names casefolded (what `q` matches)."""
+
+    rows: list[dict]
+    folded: list[str]
+
+    @classmethod
+    def of(cls, ranking: Ranking, states: Mapping[str, GroupState]) -> OpenIncidents:
+        """`states`: the evaluator's state of each group that has one; their groups worst first, then any group
+        without a ready result, by name."""
+        ordered = [g[2] for g in ranking.groups if g[2] in states]
+        ordered += sorted(set(states).difference(ordered))
+        rows = [
+            {"group": g, "status": states[g].status.name, **(incident_json(states[g].incident) or {})} for g in ordered
+        ]
+        return cls(rows, [g.casefold() for g in ordered])
+
+    def matching(self, q: str) -> list[dict]:
+        return list(named_like(q, self.rows, self.folded))
