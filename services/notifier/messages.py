@@ -40,7 +40,7 @@ from lagwatch.services.notifier.receiver_identity import receiver_identity
 from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.delivery import address_guard, signing
-from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event, threshold_key
+from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event
 from lagwatch.shared.domain.status_event import encode
 from lagwatch.shared.subscriptions import destinations
 from lagwatch.shared.subscriptions.masking import is_credential_name
@@ -203,19 +203,15 @@ def _insight_fields(event: dict) -> list[str]:
     return fields
 
 
-def _threshold(event: dict) -> str:
-    return f"{threshold_key(event['threshold_seconds'])} s"
-
-
 def _alert_fields(event: dict) -> list[str]:
     """What the alert measures: the lag in seconds and its threshold, or the retention risk (data-loss-risk) and
     the messages retention deleted unread (messages-skipped)."""
     alert = event.get("alert", "lag-seconds")
     if alert == "lag-seconds":
-        return [f"*Behind by*\n{summary.behind(event)}", f"*Threshold*\n{_threshold(event)}"]
+        return [f"*Behind by*\n{summary.behind(event)}", f"*Threshold*\n{summary.threshold_seconds(event)}"]
     fields = [f"*Deleted unread in*\n{summary.deleted_unread_in(event)}"]
     if alert == "data-loss-risk":
-        return [*fields, f"*Threshold*\n{_threshold(event)}"]
+        return [*fields, f"*Threshold*\n{summary.threshold_seconds(event)}"]
     return [f"*Messages lost*\n{event.get('skipped_messages', 0):,} deleted by retention before consumed", *fields]
 
 
@@ -226,7 +222,9 @@ def _retention_title(kind: str, event: dict, where: str) -> str:
         return f":white_check_mark: {ended}: {where}"
     if risk:
         still = "Still at risk" if kind == "lag-repeat" else "At risk"
-        return f":warning: {still}: retention deletes unread messages within {_threshold(event)}: {where}"
+        return (
+            f":warning: {still}: retention deletes unread messages within {summary.threshold_seconds(event)}: {where}"
+        )
     still = "Still lost" if kind == "lag-repeat" else "Lost"
     return f":x: {still}: {event.get('skipped_messages', 0):,} messages deleted before consumed: {where}"
 
@@ -237,15 +235,15 @@ def _lag_title(kind: str, event: dict) -> str:
         return _short(_retention_title(kind, event, where))
     if kind != "lag-close":
         still = "Still above" if kind == "lag-repeat" else "Lag above"
-        return _short(f":hourglass_flowing_sand: {still} {_threshold(event)}: {where}")
+        return _short(f":hourglass_flowing_sand: {still} {summary.threshold_seconds(event)}: {where}")
     ending = {
         "group_gone": f"{where} is gone (NOTFOUND)",
-        "threshold_removed": f"{where}: the {_threshold(event)} threshold is no longer used",
+        "threshold_removed": f"{where}: the {summary.threshold_seconds(event)} threshold is no longer used",
     }.get(event.get("reason", "lag"))
     return _short(
         f":white_check_mark: Lag alert over: {ending}"
         if ending
-        else f":white_check_mark: Back under {_threshold(event)}: {where}"
+        else f":white_check_mark: Back under {summary.threshold_seconds(event)}: {where}"
     )
 
 

@@ -38,7 +38,7 @@ def title(event: dict, kind: str, reason: str | None = None) -> str:
     if reason == CLUSTER_FORGOTTEN and is_close(kind):
         return f"Closed: {where} is no longer watched (lagwatch no longer watches the cluster)"
     if is_lag_threshold_event(event):
-        threshold = f"{threshold_key(event['threshold_seconds'])} s"
+        threshold = threshold_seconds(event)
         if event.get("alert") == "data-loss-risk":
             if kind == "lag-close":
                 return f"Resolved: {where} is no longer at risk of data loss"
@@ -55,6 +55,11 @@ def title(event: dict, kind: str, reason: str | None = None) -> str:
     return f"{'Still ' if kind == 'repeat' else ''}{event['status']}: {where}"
 
 
+def threshold_seconds(event: dict) -> str:
+    """A lag-threshold event's threshold, as every destination says it ("300 s")."""
+    return f"{threshold_key(event['threshold_seconds'])} s"
+
+
 def behind(event: dict) -> str:
     if event.get("max_lag_seconds") is None:
         return "unknown"
@@ -68,7 +73,7 @@ def facts(event: dict, kind: str, ctx: dict) -> list[tuple[str, str]]:
     if is_lag_threshold_event(event):
         out += [
             ("Behind by", behind(event)),
-            ("Threshold", f"{threshold_key(event['threshold_seconds'])} s"),
+            ("Threshold", threshold_seconds(event)),
             ("Status (Burrow's rules)", event["status"]),
             *_retention_facts(event),
         ]
