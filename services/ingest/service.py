@@ -36,7 +36,7 @@ from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
 from redis.exceptions import RedisError
 
-from lagwatch.services.ingest import metrics, workers
+from lagwatch.services.ingest import metrics, own_progress, workers
 from lagwatch.services.ingest.admin_offsets import AdminOffsets, offsets_topic_readable
 from lagwatch.services.ingest.archive_queue import ArchiveQueue, Ticket
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets, LeadersUnreachable
@@ -65,7 +65,6 @@ from lagwatch.shared.store.redis_store import WindowStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-SELF_REPORT_EVERY_S = 1.0
 DELETIONS_EVERY_S = 1.0  # how often the api's topic deletions are looked for
 DELETIONS_KEPT_MS = 60_000  # an entry no worker holds the group of is dropped after this
 MAX_BACKOFF_S = 5.0
@@ -550,11 +549,15 @@ class IngestWorker:
         return True
 
     async def _maybe_report_self(self) -> None:
-        if not self._positions or time.monotonic() - self._last_self_report < SELF_REPORT_EVERY_S:
+        now = time.monotonic()
+        if not self._positions or now - self._last_self_report < own_progress.REPORT_EVERY_S:
             return
-        self._last_self_report = time.monotonic()
         assigned = self.consumer.assigned
         positions = {p: pos for p, pos in self._positions.items() if p in assigned}
+        log_ends = {p: self.broker_offsets.latest.get((self.topic, p)) for p in positions}
+        if not own_progress.report_due(now - self._last_self_report, positions, log_ends):
+            return  # records the poller saw are being stored (own_progress.py)
+        self._last_self_report = now
         try:
             await self.processor.report_own_progress(self_group(self.cluster), self.topic, positions)
         except (RedisError, KafkaError, OSError, ValueError) as exc:  # ValueError: a position the store refuses
