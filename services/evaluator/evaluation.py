@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAlerts
 from lagwatch.services.evaluator.next_change import PartitionWatch, next_change_at, watch
 from lagwatch.services.evaluator.publisher import EventPublisher
-from lagwatch.services.evaluator.unsent_events import UnsentEvents
+from lagwatch.services.evaluator.unsent_events import LAG, STATUS, UnsentEvents
 from lagwatch.shared import clock
 from lagwatch.shared.domain.explanation import Explanation, explain
 from lagwatch.shared.domain.group_filter import GroupFilter
@@ -46,7 +46,6 @@ from lagwatch.shared.store.status_store import GroupState, StatusStore, Transiti
 log = logging.getLogger(__name__)
 HELD_RETRY_MS = 500  # while the judging clock is held, a group due by the wall clock is looked at again this often
 OUTBOX_RETRY_MS = 5000  # a group whose events Kafka did not take is evaluated (and its outbox sent) again this soon
-LAG_EVENTS = "lag-threshold"  # a group's lag-threshold events wait apart from its status events (UnsentEvents)
 
 
 @dataclass(slots=True)
@@ -105,7 +104,7 @@ class GroupEvaluator:
         self.read_through = ReadThroughStore(store.redis, cluster)
         self._windows_seen: dict[str, int] = {}  # group -> hash of its windows when its sparkline was last stored
         self.sparklines_owed: set[str] = set()  # evaluated without drawing their sparklines (`evaluate`)
-        self.unsent = UnsentEvents(cluster)  # how long its events have waited for Kafka (a gauge)
+        self.unsent = UnsentEvents(store.redis, cluster)  # how long its events have waited for Kafka (a gauge)
 
     def status_of(self, stored: StoredGroup | None, now_ms: int) -> GroupStatus | None:
         """The group's status now, or None when it is NOTFOUND."""
@@ -233,12 +232,14 @@ class GroupEvaluator:
             done = await self._publish(outbox)
             report.published = sum(len(acked) for acked in done.values())
             batch.unsent = {group for group, events in outbox if len(done.get(group, ())) < len(events)}
-            self.unsent.published(batch.unsent, (group for group, _ in outbox if group not in batch.unsent))
+            await self.unsent.published(
+                STATUS, batch.unsent, (group for group, _ in outbox if group not in batch.unsent)
+            )
         if self.lag_alerts is not None:
             lag = await self.lag_alerts.evaluate(batch.evaluated, batch.now)
             report.lag_crossings, report.lag_events_published = lag.recorded, lag.published
             batch.unsent |= lag.unsent
-            self.unsent.published(((LAG_EVENTS, g) for g in lag.unsent), ((LAG_EVENTS, g) for g in lag.sent))
+            await self.unsent.published(LAG, lag.unsent, lag.sent)
 
     async def _drop_excluded(
         self, groups: Sequence[str], stored_groups: list[StoredGroup | None]

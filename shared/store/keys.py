@@ -50,6 +50,9 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:c:{<cluster>}:recent-changes   LIST  the cluster's latest status changes, newest first, JSON summaries,
                                             capped (status_store.RECENT_CHANGES); written with the index
     lw:c:{<cluster>}:evaluator        HASH  evaluator counters (evaluations, events published, ...)
+    lw:c:{<cluster>}:unsent-events    HASH  "<outbox>\\n<group>" (outbox `status` or `lag`) -> "<since> <seen>" (ms):
+                                            since when the group's events wait for Kafka, last retried when; the
+                                            evaluators' `lagwatch_evaluator_unsent_events_seconds` (unsent_events.py)
     lw:c:{<cluster>}:instances:<service> ZSET instance id -> until when (ms, Redis's clock) that instance of the
                                             service (ingest worker, evaluator, notifier) says it runs: renewed while
                                             it does, removed at its stop (shared/store/presence.py): the api's
@@ -252,6 +255,10 @@ def recent_status_changes(cluster: str) -> str:
 
 def evaluator_stats(cluster: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:evaluator"
+
+
+def unsent_events(cluster: str) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:unsent-events"
 
 
 def group_results(cluster: str) -> str:
