@@ -549,9 +549,9 @@ class IngestWorker:
         return True
 
     async def _maybe_report_self(self) -> None:
-        now = time.monotonic()
-        if not self._positions or now - self._last_self_report < own_progress.REPORT_EVERY_S:
+        if not self._positions:
             return
+        now = time.monotonic()
         assigned = self.consumer.assigned
         positions = {p: pos for p, pos in self._positions.items() if p in assigned}
         log_ends = {p: self.broker_offsets.latest.get((self.topic, p)) for p in positions}
