@@ -563,41 +563,31 @@ function renderSilences(overview) {
 
 // --- interaction ------------------------------------------------------------------------------------------------
 
-// Worse and better pages of the groups, `limit` rows each: shown when the rows are not all that match.
+// Worse and better pages, `step` rows each, shown when the rows are not all that match: `first` rows passed over,
+// `more` past these; `attribute` names the buttons, `go(offset)` turns to a page.
+function pagerButtons(first, more, step, attribute, go) {
+  if (!more && !first) return [];
+  const button = (label, offset, enabled) =>
+    el("button", { class: "page", [attribute]: label, disabled: !enabled, onclick: () => go(offset) }, label);
+  return [button("worse", Math.max(0, first - step), first > 0), button("better", first + step, Boolean(more))];
+}
+
+// The groups' pages, `limit` rows each.
 function pager(overview) {
-  const first = overview.offset || 0;
-  if (!overview.truncated && !first) return [];
   const step = Math.max(1, overview.limit || overview.shown || 1);
-  const button = (label, offset, enabled) =>
-    el("button", { class: "page", "data-page": label, disabled: !enabled, onclick: () => page(offset) }, label);
-  return [button("worse", Math.max(0, first - step), first > 0), button("better", first + step, overview.truncated)];
+  return pagerButtons(overview.offset || 0, overview.truncated, step, "data-page", (offset) => turn("offset", offset));
 }
 
-function page(offset) {
-  state.offset = offset;
-  remember();
-  refresh();
-}
-
-// The same for the open incidents, `limit` each, shown when they are not all that match.
+// The open incidents' pages, `limit` each, apart from the groups'.
 function incidentPager(overview) {
-  const first = overview.incident_offset || 0;
-  if (!overview.incidents_truncated && !first) return [];
   const step = Math.max(1, overview.limit || overview.incidents.length || 1);
-  const button = (label, offset, enabled) =>
-    el(
-      "button",
-      { class: "page", "data-incident-page": label, disabled: !enabled, onclick: () => incidentPage(offset) },
-      label,
-    );
-  return [
-    button("worse", Math.max(0, first - step), first > 0),
-    button("better", first + step, Boolean(overview.incidents_truncated)),
-  ];
+  const go = (offset) => turn("incidentOffset", offset);
+  return pagerButtons(overview.incident_offset || 0, overview.incidents_truncated, step, "data-incident-page", go);
 }
 
-function incidentPage(offset) {
-  state.incidentOffset = offset;
+// A page of the groups ("offset") or of the open incidents ("incidentOffset").
+function turn(which, offset) {
+  state[which] = offset;
   remember();
   refresh();
 }
