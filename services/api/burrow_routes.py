@@ -149,9 +149,13 @@ async def list_consumers(request: web.Request) -> web.Response:
 
 @routes.get(named("/v3/kafka/{cluster}/consumer/{group}"))
 async def consumer_detail(request: web.Request) -> web.Response:
+    return await detail_answer(request, request.match_info["cluster"], request.match_info["group"])
+
+
+async def detail_answer(request: web.Request, cluster: str, group: str) -> web.Response:
+    """Burrow's consumer detail of `group` (named in the path or, by group_routes.py, in the body)."""
     context = _context(request)
-    cluster = request.match_info["cluster"]
-    stored = await context.live_group(cluster, request.match_info["group"], now_ms())
+    stored = await context.live_group(cluster, group, now_ms())
     if stored is None:
         raise ApiError(404, "cluster or consumer not found")
     known = await context.store.list_topics(cluster)
@@ -187,20 +191,20 @@ def _partition_slot(p: StoredPartition | None, intervals: int) -> dict[str, Any]
 
 @routes.get(named("/v3/kafka/{cluster}/consumer/{group}/status"))
 async def consumer_status(request: web.Request) -> web.Response:
-    return await _status(request, only_bad_partitions=True)
+    cluster, group = request.match_info["cluster"], request.match_info["group"]
+    return await status_answer(request, cluster, group, only_bad_partitions=True)
 
 
 @routes.get(named("/v3/kafka/{cluster}/consumer/{group}/lag"))
 async def consumer_lag(request: web.Request) -> web.Response:
-    return await _status(request, only_bad_partitions=False)
+    cluster, group = request.match_info["cluster"], request.match_info["group"]
+    return await status_answer(request, cluster, group, only_bad_partitions=False)
 
 
-async def _status(request: web.Request, *, only_bad_partitions: bool) -> web.Response:
+async def status_answer(request: web.Request, cluster: str, group: str, *, only_bad_partitions: bool) -> web.Response:
     """Burrow's answer whether or not the group (or the cluster) is known: `error: false`, "consumer status
     returned"; an unknown one is a 404 with the NOTFOUND status object."""
     context = _context(request)
-    cluster = request.match_info["cluster"]
-    group = request.match_info["group"]
     now = await context.judging_clock(cluster)
     stored = await context.live_group(cluster, group, now)
     if stored is None:
@@ -215,9 +219,14 @@ async def _status(request: web.Request, *, only_bad_partitions: bool) -> web.Res
 @requires_token
 async def remove_consumer(request: web.Request) -> web.Response:
     """Forget a group, or one topic of it (the whole group when that was its last topic), as Burrow's DELETEs."""
+    info = request.match_info
+    return await removal_answer(request, info["cluster"], info["group"], info.get("topic"))
+
+
+async def removal_answer(request: web.Request, cluster: str, group: str, topic: str | None) -> web.Response:
+    """Forget `group`, or its `topic`; Burrow's answer whether or not it existed. The caller checked the token."""
     context = _context(request)
-    cluster = await _cluster(request)
-    group, topic = request.match_info["group"], request.match_info.get("topic")
+    await context.require_cluster(cluster)
     store = context.store
     existed = await (
         store.delete_group(cluster, group) if topic is None else store.delete_group_topic(cluster, group, topic)

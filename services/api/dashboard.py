@@ -8,6 +8,8 @@
                                                     all its groups, as many of its open incidents whose group's name
                                                     holds `q` past the `incident_offset` worst, recent status changes
     GET /dashboard/api/group/{cluster}/{group}      a group's status with every partition and its window
+    POST /dashboard/api/group                       the same, the group named in a JSON body {"cluster", "group"}:
+                                                    what the page asks, as a group's name may not fit in a URL
 
 The overview's rows are the evaluator's ready results (`results_store.py`, the same /metrics reads) with lags from
 the topics' log ends now; a group's detail is computed from its windows at request time, as for Burrow's routes
@@ -50,6 +52,7 @@ from lagwatch.services.api.dashboard_data import (
     rank_results,
     sparkline_points,
 )
+from lagwatch.services.api.group_routes import group_named
 from lagwatch.services.api.paths import named
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.clock import now_ms
@@ -145,10 +148,21 @@ async def overview(request: web.Request) -> web.Response:
 
 @routes.get(named("/dashboard/api/group/{cluster}/{group}"))
 async def group(request: web.Request) -> web.Response:
+    return await _group_answer(request, request.match_info["cluster"], request.match_info["group"])
+
+
+@routes.post("/dashboard/api/group")
+async def group_by_body(request: web.Request) -> web.Response:
+    """The same, the group named in the body (what the page asks): a group's name may not fit in a URL."""
+    target = await group_named(request)
+    return await _group_answer(request, target.cluster, target.group)
+
+
+async def _group_answer(request: web.Request, cluster: str, group: str) -> web.Response:
     context = request.app[CONTEXT]
-    cluster = await context.require_cluster(request.match_info["cluster"])
+    await context.require_cluster(cluster)
     now = await context.judging_clock(cluster)  # as the evaluator and the status route judge
-    stored = await context.live_group(cluster, request.match_info["group"], now)
+    stored = await context.live_group(cluster, group, now)
     if stored is None:
         raise ApiError(404, "consumer group not found")
     body = await statuses.status_body(stored, now, context, only_bad_partitions=False)

@@ -17,6 +17,7 @@ from lagwatch.services.api import (
     config_routes,
     cors,
     dashboard,
+    group_routes,
     health_routes,
     listener_tls,
     silence_routes,
@@ -44,6 +45,7 @@ def create_app(config: Config) -> web.Application:
     app[CONTEXT] = context
     app[METRICS] = ApiMetrics(config)
     app.add_routes(burrow_routes.routes)
+    app.add_routes(group_routes.routes)
     app.add_routes(config_routes.routes)
     app.add_routes(health_routes.routes)
     app.add_routes(subscription_routes.routes)

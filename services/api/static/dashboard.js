@@ -12,6 +12,9 @@ const params = new URLSearchParams(location.search);
 const REFRESH_MS = Math.min(3600, Math.max(1, Number(params.get("refresh")) || 5)) * 1000;
 const GROUP_STATUSES = ["ERR", "WARN", "OK"];
 const FILTER_DELAY_MS = 300; // typing in the filter box asks the api once the typing pauses
+// The page's link keeps the open groups while it stays this short: Kafka allows 32 kB group names, and a request
+// line over 8 kB is refused (the api's and most proxies' limit), so a longer link would not load the page again.
+const MAX_LINK_QUERY = 4000;
 
 const state = {
   cluster: params.get("cluster"), // null: the api's first cluster
@@ -33,20 +36,27 @@ let cycle = 0; // the latest refresh: an older one still in flight (the user cli
 
 // --- data -------------------------------------------------------------------------------------------------------
 
-async function getJSON(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
-  let body = null;
+// `body`, when given, is POSTed as JSON: a group's name goes there, as it may not fit in a URL.
+async function getJSON(path, body = undefined) {
+  const asked = { headers: { Accept: "application/json" }, cache: "no-store" };
+  if (body !== undefined) {
+    asked.method = "POST";
+    asked.headers["Content-Type"] = "application/json";
+    asked.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, asked);
+  let answer = null;
   try {
-    body = await response.json();
+    answer = await response.json();
   } catch {
     // not JSON (a proxy's error page): the status says enough
   }
   if (!response.ok) {
-    const error = new Error(body && body.message ? body.message : `HTTP ${response.status}`);
+    const error = new Error(answer && answer.message ? answer.message : `HTTP ${response.status}`);
     error.status = response.status;
     throw error;
   }
-  return body;
+  return answer;
 }
 
 function overviewPath(cluster) {
@@ -72,7 +82,7 @@ async function loadOverview() {
 
 async function loadDetail(cluster, group) {
   try {
-    return (await getJSON(`${API}/group/${encodeURIComponent(cluster)}/${encodeURIComponent(group)}`)).status;
+    return (await getJSON(`${API}/group`, { cluster, group })).status;
   } catch (error) {
     if (error.status === 404) return null; // expired or deleted since the overview
     throw error;
@@ -111,8 +121,14 @@ function remember() {
   if (state.limit) query.set("limit", state.limit);
   if (state.offset) query.set("offset", state.offset);
   if (state.incidentOffset) query.set("incident_offset", state.incidentOffset);
-  for (const group of state.open) query.append("group", group);
   if (params.get("refresh")) query.set("refresh", params.get("refresh"));
+  let length = query.toString().length;
+  for (const group of state.open) {
+    const part = new URLSearchParams({ group }).toString().length + 1; // with its "&"
+    if (length + part > MAX_LINK_QUERY) continue; // open on this page, not in its link
+    query.append("group", group);
+    length += part;
+  }
   history.replaceState(null, "", `${location.pathname}?${query}`);
 }
 
@@ -169,6 +185,10 @@ function setAttributes(node, attrs) {
 }
 
 const badge = (status) => el("span", { class: `badge s-${status}` }, status);
+// A group's name as a table shows it: cut short with an ellipsis past the room its column has (Kafka allows 32 kB
+// names, and one would push every other column off the page), whole on hover.
+const groupName = (group) => el("span", { class: "name", title: group }, group);
+const nameCell = (...content) => el("td", { class: "name-cell" }, ...content);
 const empty = (text) => el("p", { class: "empty" }, text);
 
 function table(headers, rows) {
@@ -372,10 +392,12 @@ function groupRow(g) {
     "tr",
     { class: `group-row s-${g.status}`, "data-group": g.group, "data-status": g.status },
     el("td", {}, badge(g.status)),
-    el(
-      "td",
-      {},
-      el("button", { class: "link", "aria-expanded": String(open), onclick: () => toggleGroup(g.group) }, g.group),
+    nameCell(
+      el(
+        "button",
+        { class: "link", "aria-expanded": String(open), onclick: () => toggleGroup(g.group) },
+        groupName(g.group),
+      ),
     ),
     el("td", { class: "num" }, number(g.partition_count)),
     el("td", { class: "num", "data-field": "totallag" }, number(g.totallag)),
@@ -515,7 +537,7 @@ function renderIncidents(overview) {
       "tr",
       { "data-incident": i.group },
       el("td", {}, badge(i.status)),
-      el("td", {}, i.group),
+      nameCell(groupName(i.group)),
       el("td", { class: "muted" }, i.started_at ? `${clock(i.started_at)} (${ago(i.started_at)})` : "—"),
       el("td", { class: "muted" }, i.incident_id),
     ),
@@ -533,7 +555,7 @@ function renderChanges(overview) {
       "tr",
       { "data-change": c.group, "data-status": c.status },
       el("td", { class: "muted" }, clock(c.at)),
-      el("td", {}, c.group),
+      nameCell(groupName(c.group)),
       el("td", { class: "transition" }, c.previous_status ? badge(c.previous_status) : "", " → ", badge(c.status)),
       el("td", { class: "num" }, number(c.totallag)),
       el("td", { class: "num" }, lagSeconds(c.max_lag_seconds ?? null, c.max_lag_seconds_lower_bound)),

@@ -1,0 +1,109 @@
+"""A consumer group's routes with its name in a JSON body (`/api/v1/consumer-groups/...`), for names no URL can hold.
+
+Kafka takes group names of up to 32,767 bytes; an HTTP request line stops at 8 KB (aiohttp's limit, and most
+proxies'), so Burrow's routes, which carry the name in the path, cannot reach such a group at all. These routes
+answer exactly what Burrow's answer (`burrow_routes.py`), for any group, whatever its name's length:
+
+* `POST .../status`, `POST .../lag`, `POST .../detail` with `{"cluster": "local", "group": "<name>"}`: as
+  `GET /v3/kafka/{cluster}/consumer/{group}/status`, `/lag` and `GET /v3/kafka/{cluster}/consumer/{group}`.
+* `POST .../delete` with `{"cluster", "group"}`, or `"topic"` too, and `Authorization: Bearer <api.token>`: as
+  `DELETE /v3/kafka/{cluster}/consumer/{group}[/topic/{topic}]`. A POST, not a DELETE with a body: HTTP gives a
+  DELETE's body no meaning (RFC 9110 §9.3.5) and some clients and proxies drop it, which would leave the group there.
+
+The body must be a JSON object with exactly those fields (a misspelt `topic` must not delete the whole group): any
+other field, a missing one, or a name no group or topic can have is a 400 listing every problem,
+`{"error": true, "message": "invalid request", "errors": {"group": "..."}}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from lagwatch.services.api.auth import requires_token
+from lagwatch.services.api.burrow_routes import detail_answer, removal_answer, status_answer
+from lagwatch.services.api.responses import ApiError
+from lagwatch.services.api.subscription_routes import read_json_body
+from lagwatch.shared.config import cluster_name_problem
+
+routes = web.RouteTableDef()
+BASE = "/api/v1/consumer-groups"
+MAX_GROUP_BYTES = 32_767  # Kafka's: a group id is a protocol STRING, whose length is an int16
+MAX_TOPIC_CHARS = 249  # Kafka's
+
+
+@dataclass(frozen=True, slots=True)
+class GroupNamed:
+    """The group (and, for a removal, the topic of it) a request's body names."""
+
+    cluster: str
+    group: str
+    topic: str | None = None
+
+
+async def group_named(request: web.Request, *, topic_allowed: bool = False) -> GroupNamed:
+    """The group the request's JSON body names; a 400 ApiError listing every problem of the body otherwise."""
+    doc = await read_json_body(request)
+    fields = ("cluster", "group", "topic") if topic_allowed else ("cluster", "group")
+    errors = {
+        name: f"not a field of this request (its fields: {', '.join(fields)})" for name in sorted(doc.keys() - fields)
+    }
+    for name, problem in (
+        ("cluster", _name_problem(doc, "cluster", cluster_name_problem)),
+        ("group", _name_problem(doc, "group", _group_problem)),
+        ("topic", _name_problem(doc, "topic", _topic_problem, required=False) if topic_allowed else None),
+    ):
+        if problem:
+            errors[name] = problem
+    if errors:
+        raise ApiError(400, "invalid request", fields={"errors": errors})
+    return GroupNamed(doc["cluster"], doc["group"], doc.get("topic"))
+
+
+def _name_problem(
+    doc: dict[str, Any], field: str, problem_of: Callable[[str], str | None], *, required: bool = True
+) -> str | None:
+    if field not in doc:
+        return "required" if required else None
+    value = doc[field]
+    if not isinstance(value, str) or not value:
+        return "must be a non-empty string"
+    return problem_of(value)
+
+
+def _group_problem(group: str) -> str | None:
+    if len(group.encode("utf-8")) > MAX_GROUP_BYTES:
+        return f"longer than Kafka allows a group's name ({MAX_GROUP_BYTES:,} bytes in UTF-8)"
+    return None
+
+
+def _topic_problem(topic: str) -> str | None:
+    return f"longer than Kafka allows a topic's name ({MAX_TOPIC_CHARS})" if len(topic) > MAX_TOPIC_CHARS else None
+
+
+@routes.post(BASE + "/status")
+async def group_status(request: web.Request) -> web.Response:
+    target = await group_named(request)
+    return await status_answer(request, target.cluster, target.group, only_bad_partitions=True)
+
+
+@routes.post(BASE + "/lag")
+async def group_lag(request: web.Request) -> web.Response:
+    target = await group_named(request)
+    return await status_answer(request, target.cluster, target.group, only_bad_partitions=False)
+
+
+@routes.post(BASE + "/detail")
+async def group_detail(request: web.Request) -> web.Response:
+    target = await group_named(request)
+    return await detail_answer(request, target.cluster, target.group)
+
+
+@routes.post(BASE + "/delete")
+@requires_token
+async def remove_group(request: web.Request) -> web.Response:
+    target = await group_named(request, topic_allowed=True)
+    return await removal_answer(request, target.cluster, target.group, target.topic)
