@@ -269,16 +269,13 @@ def _hex(text: str, what: str) -> bytes:
 
 
 def _run_service(args: argparse.Namespace) -> int:
-    import logging
-
     from lagwatch.shared.config import ConfigError, load_config
     from lagwatch.shared.runtime.listen import ListenError
+    from lagwatch.shared.runtime.log_format import configure_logging
     from lagwatch.shared.runtime.log_throttle import throttle_kafka_client_logs
 
     try:
-        logging.basicConfig(
-            level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", filename=args.log_file
-        )
+        configure_logging(args.log_level, args.log_file)  # one line per record, whatever names a record quotes
     except OSError as exc:  # a folder that does not exist, or is not writable
         raise InputError(f"--log-file: cannot write {args.log_file}: {exc.strerror}") from None
     throttle_kafka_client_logs()  # a broker outage: aiokafka's same line a hundred times a second, thinned

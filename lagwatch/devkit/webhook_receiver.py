@@ -28,6 +28,7 @@ from lagwatch.shared.delivery.signing import (
     SignatureError,
     verify_request,
 )
+from lagwatch.shared.printable import printable
 
 CHANNELS = ("webhook", "slack")
 VALID = "valid"
@@ -51,7 +52,11 @@ class ReceivedAlert:
         return json.loads(self.body)
 
     def summary(self) -> str:
-        """One line for a terminal: channel, kind, what happened, and the signature check."""
+        """One line for a terminal: channel, kind, what happened, and the signature check (control characters in
+        the names it quotes escaped: it is printed on the demo's console)."""
+        return printable(self._summary())
+
+    def _summary(self) -> str:
         head = f"{self.channel:<7} {self.kind:<6}"
         tail = "signature ok" if self.verdict == VALID else f"REFUSED: {self.verdict}"
         try:

@@ -32,3 +32,16 @@ def test_a_lag_threshold_event_whose_partitions_have_no_status_is_summarised_too
     event |= {"alert": "data-loss-risk", "above": False, "threshold_seconds": 5.0}
     line = alert(event, "lag-close").summary()
     assert "g on c: data-loss-risk alert (threshold 5.0 s) ends, status OK, total lag 0" in line and "None" not in line
+
+
+def test_a_hostile_group_name_cannot_add_a_line_or_drive_the_demos_terminal():
+    """The demo prints each alert's line on its console: a group name's line breaks and escape sequences show as
+    escapes."""
+    event = {"group": "g\n12:00:00  ALERT webhook close forged\x1b[2J", "cluster": "c", "previous_status": "OK"}
+    event |= {"status": "ERR", "totallag": 3, "partitions": [{"topic": "t\r\x9b1m", "partition": 0, "current_lag": 3}]}
+    slack = ReceivedAlert(0.0, "slack", "open", "n-1", "sub", "0", "sha256=x", VALID, json.dumps({"text": "a\nb"}))
+
+    line = alert(event).summary()
+    assert line.isprintable() and "g\\n12:00:00  ALERT webhook close forged\\x1b[2J on c" in line
+    assert "t\\r\\x9b1m/0" in line
+    assert slack.summary().endswith("a\\nb  [signature ok]")
