@@ -41,7 +41,7 @@ from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.delivery import address_guard, signing
 from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event
-from lagwatch.shared.domain.status_event import encode
+from lagwatch.shared.domain.status_event import encode, not_ok_count
 from lagwatch.shared.subscriptions import destinations
 from lagwatch.shared.subscriptions.masking import is_credential_name
 from lagwatch.shared.subscriptions.notification_policy import CLUSTER_FORGOTTEN, UNSUBSCRIBED
@@ -129,13 +129,13 @@ def slack_message(event: dict, kind: str, context: dict, dashboard_url: str = ""
     """The default Slack message: Block Kit blocks, with a status-coloured attachment."""
     status = event["status"]
     duration = templates.duration(context["incident"]["duration_s"])
-    not_ok = len(event.get("partitions") or [])
+    not_ok = not_ok_count(event)  # (not the list's length: a large group's event lists only the worst)
     fields = [
         f"*Group*\n{_slack_escape(event['group'])}",
         f"*Cluster*\n{_slack_escape(event['cluster'])}",
         f"*Status*\n{event['previous_status']} → *{status}*",
         f"*Total lag*\n{event['totallag']:,}",
-        f"*Partitions not OK*\n{not_ok} of {event['partition_count']}",
+        f"*Partitions not OK*\n{summary.partitions_not_ok(event)}",
     ]
     if event.get("max_lag_seconds") is not None and kind != "close":  # lag in seconds (lagwatch's own measure)
         fields.append(f"*Behind by*\n{summary.behind(event)}")
@@ -146,7 +146,7 @@ def slack_message(event: dict, kind: str, context: dict, dashboard_url: str = ""
     worst = templates.worst_partitions(event, WORST_SHOWN) if kind != "close" else []
     lines = "\n".join(_clip(_partition_line(p), LINE_MAX) for p in worst)
     if worst and not_ok > len(worst):
-        lines += f"\n…and {not_ok - len(worst)} more"
+        lines += f"\n…and {not_ok - len(worst):,} more"
     colour = STATUS_COLOUR["OK"] if kind == "close" else STATUS_COLOUR.get(status, STATUS_COLOUR["NOTFOUND"])
     return _blocks(_title(kind, event, summary.reason(context)), fields, lines, event, colour, dashboard_url)
 

@@ -141,12 +141,18 @@ class StatusEvent(JsonEvent, frozen=True, kw_only=True):
     totallag: int
     maxlag: EventPartition | None
     partitions: tuple[EventPartition, ...]
+    partitions_not_ok: int | None = None  # set when `partitions` lists only some of them (`fitted`)
     max_lag_seconds: Number | UnsetType | None = UNSET
     max_lag_seconds_lower_bound: bool | None = None
     velocity: VelocityFields | None = None
     explanation: ExplanationFields | None = None
     retention: RetentionFields | None = None
     replayed: bool
+
+    @property
+    def not_ok_count(self) -> int:
+        """How many of the group's partitions are not OK, those `partitions` lists or not."""
+        return self.partitions_not_ok if self.partitions_not_ok is not None else len(self.partitions)
 
     @property
     def topics(self) -> list[str]:
@@ -162,11 +168,13 @@ def fitted(event: StatusEvent, limit: int = MAX_EVENT_BYTES) -> tuple[bytes, int
     """The event's bytes, at most `limit` when it can be, and how many partitions they list: an event Kafka refuses
     for its size is never published and holds back every later event of its group. A group with thousands of
     partitions not OK lists then only the worst of them (by status, then lag) that fit, in their order; the
-    group's own fields (`partition_count`, `totallag`, `maxlag`) are all kept."""
+    group's own fields (`partition_count`, `totallag`, `maxlag`) are all kept, and `partitions_not_ok` says how
+    many there are (what a notification counts)."""
     raw = event.encode()
     if len(raw) <= limit:
         return raw, len(event.partitions)
-    room = limit - len(msgspec.structs.replace(event, partitions=()).encode())
+    counted = msgspec.structs.replace(event, partitions_not_ok=event.not_ok_count)  # (fitted again: kept)
+    room = limit - len(msgspec.structs.replace(counted, partitions=()).encode())
     worst_first = sorted(
         range(len(event.partitions)),
         key=lambda i: (Status[event.partitions[i].status], event.partitions[i].current_lag),
@@ -179,7 +187,13 @@ def fitted(event: StatusEvent, limit: int = MAX_EVENT_BYTES) -> tuple[bytes, int
             break
         kept.add(i)
     listed = tuple(p for i, p in enumerate(event.partitions) if i in kept)
-    return msgspec.structs.replace(event, partitions=listed).encode(), len(listed)
+    return msgspec.structs.replace(counted, partitions=listed).encode(), len(listed)
+
+
+def not_ok_count(event: Mapping[str, Any]) -> int:
+    """`StatusEvent.not_ok_count` of an event's JSON object (what the notifier's channels render)."""
+    count = event.get("partitions_not_ok")
+    return int(count) if count is not None else len(event.get("partitions") or [])
 
 
 @dataclass(frozen=True, slots=True)

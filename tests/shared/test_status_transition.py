@@ -6,7 +6,7 @@ import json
 import jsonschema
 
 from lagwatch.shared.domain.protocol import GroupStatus, PartitionStatus, Status
-from lagwatch.shared.domain.status_event import Incident, fitted, schema, transition
+from lagwatch.shared.domain.status_event import Incident, StatusEvent, fitted, not_ok_count, schema, transition
 
 NOW = 1_767_225_600_000
 
@@ -45,13 +45,17 @@ def test_one_incident_from_leaving_ok_to_the_close_and_a_new_one_after():
     assert events[5]["status"] == "NOTFOUND"
 
 
-def test_an_event_over_kafkas_record_size_lists_the_worst_partitions_that_fit():
-    # the evaluator publishes it so and the replay writes it so: both meet at `fitted`
+def ten_thousand_bad_partitions() -> StatusEvent:
     parts = tuple(
         PartitionStatus("orders", p, Status.STOP if p % 2 else Status.WARN, None, None, p, 1.0) for p in range(10_000)
     )
     status = GroupStatus("prod", "billing", Status.ERR, 1.0, parts, maxlag=parts[-1], totallag=sum(range(10_000)))
-    event = transition("prod", "billing", Status.NOTFOUND, 0, Incident(None, None), status, NOW).event
+    return transition("prod", "billing", Status.NOTFOUND, 0, Incident(None, None), status, NOW).event
+
+
+def test_an_event_over_kafkas_record_size_lists_the_worst_partitions_that_fit():
+    # the evaluator publishes it so and the replay writes it so: both meet at `fitted`
+    event = ten_thousand_bad_partitions()
     raw, listed = fitted(event, limit=100_000)
     doc = json.loads(raw)
     assert len(raw) <= 100_000 and 0 < listed == len(doc["partitions"]) < 10_000
@@ -60,3 +64,26 @@ def test_an_event_over_kafkas_record_size_lists_the_worst_partitions_that_fit():
     assert kept[-1] == 9_999 and doc["partition_count"] == 10_000 and doc["maxlag"]["partition"] == 9_999
     jsonschema.validate(doc, schema())
     assert fitted(event, limit=10**9) == (event.encode(), 10_000)  # under the limit: the event as it is
+
+
+def test_an_event_cut_to_fit_says_how_many_partitions_are_not_ok():
+    """What notifications count from: the list holds only some of them."""
+    raw, listed = fitted(ten_thousand_bad_partitions(), limit=100_000)
+    doc = json.loads(raw)
+    assert len(raw) <= 100_000 and listed < 10_000
+    assert doc["partitions_not_ok"] == 10_000 and not_ok_count(doc) == 10_000
+    jsonschema.validate(doc, schema())
+    cut = StatusEvent.decode(raw)  # strict: the field is the event's own
+    assert cut.not_ok_count == 10_000
+    again, fewer = fitted(cut, limit=50_000)  # an outbox event fitted once more keeps the group's count
+    assert fewer < listed and json.loads(again)["partitions_not_ok"] == 10_000
+
+
+def test_an_event_listing_every_partition_not_ok_leaves_the_count_out():
+    """As events always were: the count is the list's length (events written before the field, too)."""
+    event = ten_thousand_bad_partitions()
+    raw, listed = fitted(event, limit=10**9)
+    doc = json.loads(raw)
+    assert "partitions_not_ok" not in doc and listed == 10_000
+    assert not_ok_count(doc) == event.not_ok_count == 10_000
+    assert not_ok_count({**doc, "partitions": doc["partitions"][:3]}) == 3

@@ -6,6 +6,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event, threshold_key
+from lagwatch.shared.domain.status_event import not_ok_count
 from lagwatch.shared.subscriptions.notification_policy import CLUSTER_FORGOTTEN, UNSUBSCRIBED
 from lagwatch.shared.templating import templates
 
@@ -67,6 +68,12 @@ def behind(event: dict) -> str:
     return f"{at_least}{templates.duration(event['max_lag_seconds']) or '0s'}"
 
 
+def partitions_not_ok(event: dict) -> str:
+    """The partitions not OK, of all ("5,000 of 5,000"): from the event's count, as its list may hold only the worst
+    (an event cut to fit Kafka's record size)."""
+    return f"{not_ok_count(event):,} of {event['partition_count']:,}"
+
+
 def facts(event: dict, kind: str, ctx: dict) -> list[tuple[str, str]]:
     """Name/value pairs: group, cluster, status, lag, partitions not OK, how long the incident lasts."""
     out = [("Group", event["group"]), ("Cluster", event["cluster"])]
@@ -81,7 +88,7 @@ def facts(event: dict, kind: str, ctx: dict) -> list[tuple[str, str]]:
         out.append(("Status", f"{event['previous_status']} -> {event['status']}"))
     out.append(("Total lag", f"{event['totallag']:,}"))
     if not is_lag_threshold_event(event):
-        out.append(("Partitions not OK", f"{len(event.get('partitions') or [])} of {event['partition_count']}"))
+        out.append(("Partitions not OK", partitions_not_ok(event)))
         if event.get("max_lag_seconds") is not None and not is_close(kind):
             out.append(("Behind by", behind(event)))
     duration = templates.duration(ctx["incident"]["duration_s"])
