@@ -78,6 +78,8 @@ class Request:
 
 
 def _slack_escape(text: object) -> str:
+    """Text for a mrkdwn field, shown as written: Slack's three escapes, so a name's `<!channel>`, `<@U123>` or
+    `<https://…|label>` is no mention or link."""
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -288,7 +290,10 @@ def _blocks(title: str, fields: list[str], worst_lines: str, event: dict, colour
                 ],
             }
         )
-    return {"text": title, "blocks": blocks, "attachments": [{"color": colour, "blocks": details}]}
+    # the header is plain text, shown as written; `text` (what notifications show) is mrkdwn, where a name's
+    # `<!channel>` would notify everyone and its `<https://…|label>` hide a link
+    text = _slack_escape(title)
+    return {"text": text, "blocks": blocks, "attachments": [{"color": colour, "blocks": details}]}
 
 
 def _templated_url(source: str, ctx: dict) -> str:

@@ -1,5 +1,9 @@
 """`email`: a plain-text mail per notification, over SMTP with STARTTLS and AUTH (aiosmtplib).
 
+Plain text only (no HTML part, so no markup for a name to inject). The subject, a header, is one line: the names
+it quotes have their control characters escaped (`shared/printable.py`), so a group named "x\\r\\nBcc: ..." adds no
+header and is still notified about; the default text's lines likewise.
+
 Options: `smtp-host`, `smtp-port` (587; 465 means implicit TLS), `from`, `to` (a list), `username` and `password`
 (AUTH; the password is masked in api answers), `starttls` (default true: the connection is upgraded, and the
 server's certificate checked against the system's CAs (SSL_CERT_FILE) and `extra-ca`'s, before anything else is
@@ -29,6 +33,7 @@ import aiosmtplib
 from lagwatch.services.notifier.channels import Channel, SendFailure, summary
 from lagwatch.shared.config import SubscriptionConfig
 from lagwatch.shared.delivery import address_guard, signing, tls
+from lagwatch.shared.printable import printable
 from lagwatch.shared.subscriptions.destinations import EMAIL, IMPLICIT_TLS_PORT, guard_url, smtp_destination
 
 
@@ -51,6 +56,19 @@ class Mail:
         return smtp_destination(self.host, self.port)
 
 
+def _default_text(event: dict, kind: str, ctx: dict, dashboard_url: str) -> str:
+    """The plain text of a mail without a body-template, the control characters of the names it quotes escaped
+    (`printable`): a name adds no line of its own."""
+    lines = [summary.title(event, kind, summary.reason(ctx)), ""]
+    lines += [f"{name}: {value}" for name, value in summary.facts(event, kind, ctx)]
+    worst = summary.worst_lines(event, kind)
+    if worst:
+        lines += ["", "Worst partitions:", *(f"  {line}" for line in worst)]
+    if dashboard_url:
+        lines += ["", f"Open in lagwatch: {summary.link(dashboard_url, event)}"]
+    return "\n".join(printable(line) for line in lines) + "\n"
+
+
 def build(
     config: SubscriptionConfig,
     event: dict,
@@ -64,17 +82,9 @@ def build(
     timestamp: int,
 ) -> Mail:
     """The mail of one attempt; `text` is the rendered body-template, if the subscription has one."""
-    if text is None:
-        lines = [summary.title(event, kind, summary.reason(ctx)), ""]
-        lines += [f"{name}: {value}" for name, value in summary.facts(event, kind, ctx)]
-        worst = summary.worst_lines(event, kind)
-        if worst:
-            lines += ["", "Worst partitions:", *(f"  {line}" for line in worst)]
-        if dashboard_url:
-            lines += ["", f"Open in lagwatch: {summary.link(dashboard_url, event)}"]
-        text = "\n".join(lines) + "\n"
+    title = printable(summary.title(event, kind, summary.reason(ctx)))  # a header's one line, whatever the names
     message = EmailMessage()
-    message["Subject"] = f"[lagwatch] {summary.title(event, kind, summary.reason(ctx))}"
+    message["Subject"] = f"[lagwatch] {title}"
     message["From"] = config.from_
     message["To"] = ", ".join(config.to)
     message["Date"] = formatdate(timestamp, usegmt=True)
@@ -85,7 +95,7 @@ def build(
     message["X-Lagwatch-Attempt"] = str(attempt)
     if reason := summary.reason(ctx):  # a close that is not the group's own, or a test: as the webhooks' header
         message[signing.REASON_HEADER] = reason
-    message.set_content(text)
+    message.set_content(_default_text(event, kind, ctx, dashboard_url) if text is None else text)
     if config.secret:  # over the text with LF line ends (SMTP carries CRLF: a receiver turns them back first)
         body = message.get_content().replace("\r\n", "\n").encode()
         message[signing.TIMESTAMP_HEADER] = str(timestamp)

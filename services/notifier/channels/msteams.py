@@ -9,6 +9,7 @@ Option: `url`, the workflow's HTTP POST URL (its `sig=` query is a credential: m
 from __future__ import annotations
 
 import json
+import re
 
 from lagwatch.services.notifier.channels import Channel, summary
 from lagwatch.shared.config import SubscriptionConfig
@@ -18,6 +19,16 @@ from lagwatch.shared.subscriptions.destinations import MSTEAMS
 CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
 CARD_VERSION = "1.4"  # what Teams renders
 COLOUR = {"ERR": "Attention", "WARN": "Warning"}
+# Teams reads a TextBlock's text and a fact's title and value as Markdown (bold, italic, links, lists): a group
+# named "[click here](https://…) **URGENT**" would show a link and bold text. CommonMark's backslash escapes keep
+# such characters as written: everywhere for inline markup, at a line's start for a list or heading marker.
+_INLINE_MARKUP = re.compile(r"([\\`*_~\[\]<])")
+_LINE_MARKUP = re.compile(r"^([ \t]*\d*)([-+#>.)])(?=\s|$)", re.MULTILINE)  # "- x", "# x", "> x", "1. x", "1) x"
+
+
+def as_written(text: str) -> str:
+    """`text` for Teams' Markdown, shown as written: its markup characters backslash-escaped."""
+    return _LINE_MARKUP.sub(r"\1\\\2", _INLINE_MARKUP.sub(r"\\\1", text))
 
 
 def card(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> dict:
@@ -29,7 +40,7 @@ def card(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> dict:
     body: list[dict] = [
         {
             "type": "TextBlock",
-            "text": summary.title(event, kind, summary.reason(ctx)),
+            "text": as_written(summary.title(event, kind, summary.reason(ctx))),
             "weight": "Bolder",
             "size": "Medium",
             "color": colour,
@@ -37,13 +48,17 @@ def card(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> dict:
         },
         {
             "type": "FactSet",
-            "facts": [{"title": name, "value": value} for name, value in summary.facts(event, kind, ctx)],
+            "facts": [
+                {"title": as_written(name), "value": as_written(value)}
+                for name, value in summary.facts(event, kind, ctx)
+            ],
         },
     ]
     worst = summary.worst_lines(event, kind)
     if worst:
         body.append({"type": "TextBlock", "text": "Worst partitions", "weight": "Bolder", "wrap": True})
-        body.append({"type": "TextBlock", "text": "\n".join(f"- {line}" for line in worst), "wrap": True})
+        lines = "\n".join(f"- {as_written(line)}" for line in worst)
+        body.append({"type": "TextBlock", "text": lines, "wrap": True})
     doc: dict = {"$schema": CARD_SCHEMA, "type": "AdaptiveCard", "version": CARD_VERSION, "body": body}
     if dashboard_url:
         doc["actions"] = [
