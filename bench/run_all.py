@@ -26,6 +26,7 @@ BENCHES = [
     "bench_evaluator",
     "bench_api",
     "bench_dashboard",
+    "bench_metrics_scrapes",
     "bench_lag_history",
     "bench_notifier",
     "bench_notifier_start",

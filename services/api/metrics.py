@@ -46,13 +46,13 @@ series, gone with them, cannot say.
 lagwatch's counters come from the running totals the ingest and the evaluator keep in Redis (`lw:c:{c}:stats`,
 `lw:c:{c}:evaluator`), so one scrape of the api shows every worker's work; `lagwatch_api_request_seconds` is this
 process's own request histogram. The scrape runs in a worker process (`scrape_process.py`), so requests served
-meanwhile stay fast, and scrapes are serialized (a second scraper waits for the first one's rendering). The body is
+meanwhile stay fast, and scrapes asking at the same time share one render (`shared_render.py`: a scrape arriving
+while a render runs gets that render's body; `lagwatch_api_metrics_renders_total` counts the renders). The body is
 streamed from the file the worker wrote, in chunks, so the event loop never copies 58 MB at once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections import Counter as Tally
@@ -66,6 +66,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from redis.asyncio import Redis
 
 from lagwatch.services.api.scrape_process import ScrapeWorker
+from lagwatch.services.api.shared_render import SharedRender
 from lagwatch.shared.clock import now_ms
 from lagwatch.shared.config import Config
 from lagwatch.shared.domain.group_filter import GroupFilter
@@ -533,14 +534,22 @@ class ApiMetrics:
         )
         for which in ("current", "previous"):  # both from the start: an increase from nothing is not lost
             self.token_uses.labels(which)
+        self.renders = Counter(
+            "lagwatch_api_metrics_renders",
+            "Renders of the /metrics body started (scrapes asking while one runs share it)",
+            registry=self.registry,
+        )
         self.worker = ScrapeWorker(config)
-        self._scrape_lock = asyncio.Lock()
+        self.shared = SharedRender(self._render)
 
     async def scrape(self) -> tuple[BinaryIO, bytes]:
         """The scrape's body (an open file: the caller closes it) and this process's own series."""
-        async with self._scrape_lock:  # one scrape at a time: a second scraper waits instead of doubling the load
-            scraped = await self.worker.scrape()
+        scraped = await self.shared.body()
         return scraped, generate_latest(self.registry)
+
+    async def _render(self) -> str:
+        self.renders.inc()
+        return await self.worker.render()
 
     async def render(self) -> bytes:
         """The whole body at once (tests; the handler streams it)."""
@@ -549,6 +558,7 @@ class ApiMetrics:
             return scraped.read() + own
 
     async def close(self) -> None:
+        await self.shared.close()
         await self.worker.close()
 
 

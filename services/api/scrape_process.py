@@ -8,7 +8,7 @@ on another core. The worker is started on the first scrape and kept; one that di
 The body (58 MB at 100k partitions) does not travel back through the pool's pipe: pickling it through a 64 KiB pipe
 cost more than rendering it. The worker writes it to a file of its own in a private directory (in RAM when /dev/shm
 has room, else the temporary directory, where the page cache serves it) and answers with the file's name; the api
-opens the file, unlinks it and streams it out.
+opens the file (once for each scrape that shares the render, `shared_render.py`), unlinks it and streams it out.
 """
 
 from __future__ import annotations
@@ -65,6 +65,14 @@ class ScrapeWorker:
 
     async def scrape(self) -> BinaryIO:
         """One scrape's body, as an open file (already unlinked: closing it frees it)."""
+        path = await self.render()
+        body = open(path, "rb")  # noqa: SIM115 - the caller streams and closes it
+        os.unlink(path)
+        return body
+
+    async def render(self) -> str:
+        """One scrape's body, rendered into a file: its path (the caller opens it as often as it needs to, then
+        unlinks it)."""
         if self._pool is None:
             # spawn, not fork: forking a process that runs an event loop and threads copies their locks' state
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
@@ -81,9 +89,7 @@ class ScrapeWorker:
             if job is not None:  # given up on (request timeout, client gone): the body goes once the worker wrote it
                 job.add_done_callback(lambda _: _remove(path))
             raise
-        body = open(path, "rb")  # noqa: SIM115 - the caller streams and closes it
-        os.unlink(path)
-        return body
+        return path
 
     async def close(self) -> None:
         if self._pool is not None:

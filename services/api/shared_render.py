@@ -1,0 +1,93 @@
+"""Concurrent `/metrics` scrapes share one render (single flight): however many ask at once, the scrape process renders
+once and each of them streams that body.
+
+A render reads Redis when it begins. A scrape that arrives while one runs takes that render's body rather than
+waiting for the next one, so its data were read less than one render's duration before it arrived (never more than
+one render old). Waiting for the next render instead would give data read after the scrape arrived, but that scrape
+would wait up to two renders, and scrapes arriving a moment apart would cost two renders where one serves them all.
+Prometheus stamps the samples with the scrape's own time either way. A scrape arriving once a render is over starts
+the next one.
+
+A render's body is a file (`scrape_process.py`): each scrape sharing it gets a handle of its own, all opened when the
+render is done, and the file is unlinked then, so it is freed when the last scrape closes its handle. A scrape given
+up on (its client gone, `api.request-timeout`) leaves the render to the others; one nobody waits for any more still
+runs to its end (the worker process cannot be interrupted) and its body is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Awaitable, Callable
+from typing import BinaryIO
+
+Render = Callable[[], Awaitable[str]]  # renders a body into a file; returns its path
+
+
+class SharedRender:
+    """At most one render running; its body handed to every scrape that asked while it ran."""
+
+    def __init__(self, render: Render) -> None:
+        self._render = render
+        self._running: asyncio.Task[None] | None = None
+        self._waiting: list[asyncio.Future[BinaryIO]] = []  # the scrapes the running render will answer
+
+    async def body(self) -> BinaryIO:
+        """The running render's body, or a new render's when none runs: an open file, already unlinked (the caller
+        closes it)."""
+        waiter: asyncio.Future[BinaryIO] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        if self._running is None:
+            self._running = asyncio.create_task(self._run())
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            _close_unclaimed(waiter)
+            raise
+
+    async def close(self) -> None:
+        """Stop waiting for the running render, if any (its scrapes are cancelled)."""
+        if self._running is not None:
+            self._running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._running
+
+    async def _run(self) -> None:
+        try:
+            path = await self._render()
+        except asyncio.CancelledError:
+            for waiter in self._finished():
+                waiter.cancel()
+            raise
+        except Exception as exc:  # each scrape fails with it, as it would have alone
+            for waiter in self._finished():
+                if not waiter.done():
+                    waiter.set_exception(exc)
+            return
+        try:
+            for waiter in self._finished():
+                _hand_over(waiter, path)
+        finally:
+            os.unlink(path)
+
+    def _finished(self) -> list[asyncio.Future[BinaryIO]]:
+        """The scrapes the render that just ended answers; a scrape arriving from now on starts the next render."""
+        waiting, self._waiting, self._running = self._waiting, [], None
+        return waiting
+
+
+def _hand_over(waiter: asyncio.Future[BinaryIO], path: str) -> None:
+    """A handle of its own on the body, for a scrape still waiting (one given up on has its future cancelled)."""
+    if waiter.done():
+        return
+    try:
+        waiter.set_result(open(path, "rb"))  # noqa: SIM115 - the scrape streams and closes it
+    except OSError as exc:
+        waiter.set_exception(exc)
+
+
+def _close_unclaimed(waiter: asyncio.Future[BinaryIO]) -> None:
+    """A scrape cancelled just after its body was handed over never streams it: its handle is closed here."""
+    if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+        waiter.result().close()
