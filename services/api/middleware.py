@@ -27,6 +27,7 @@ from lagwatch.services.api.responses import ApiError, error_response
 
 log = logging.getLogger(__name__)
 MAX_NAME_CHARS = 1000  # far above Kafka's 249 for topics; group names have no limit in Kafka but need one here
+LONG_GROUP_ROUTES = "POST /api/v1/consumer-groups/{status,lag,detail,delete}"  # group_routes.py: any name
 BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 # ReadOnlyError: a write reached a replica, as during a failover until the connections move to the new primary
 REDIS_UNAVAILABLE = (
@@ -51,7 +52,8 @@ def check_path(request: web.Request) -> None:
         raise ApiError(400, "malformed path: not UTF-8") from None
     for name, value in request.match_info.items():
         if len(value) > MAX_NAME_CHARS:
-            raise ApiError(400, f"malformed path: {name} is longer than {MAX_NAME_CHARS} characters")
+            hint = f" ({LONG_GROUP_ROUTES} take the name in a JSON body)" if name == "group" else ""
+            raise ApiError(400, f"malformed path: {name} is longer than {MAX_NAME_CHARS} characters{hint}")
 
 
 @web.middleware

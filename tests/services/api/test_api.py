@@ -516,7 +516,11 @@ async def test_options_on_a_route_lists_its_methods_as_burrows_router_does(api, 
     [
         ("/v3/kafka/local/consumer/%FF%FE/lag", "malformed path: not UTF-8"),
         ("/v3/kafka/local/consumer/bad%zzname", "malformed path: bad percent-encoding"),
-        ("/v3/kafka/local/consumer/" + "g" * 1001, "malformed path: group is longer than 1000 characters"),
+        (
+            "/v3/kafka/local/consumer/" + "g" * 1001,
+            "malformed path: group is longer than 1000 characters"
+            " (POST /api/v1/consumer-groups/{status,lag,detail,delete} take the name in a JSON body)",
+        ),
         ("/v3/kafka/local/topic/" + "t" * 1001, "malformed path: topic is longer than 1000 characters"),
     ],
 )

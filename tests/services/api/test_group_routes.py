@@ -51,9 +51,14 @@ def timeless(value):
 
 
 async def test_burrows_routes_cannot_name_the_group_the_body_routes_can(api, http):
-    """The path route never reaches its handler (the request line is refused); the body route answers."""
+    """The path route never reaches its handler (the request line is refused), and one a little shorter says where
+    to go; the body route answers."""
     async with http.get(URL(f"{api.url}/v3/kafka/{CLUSTER}/consumer/{LONG}/lag")) as response:
         assert response.status == 400
+    status, body = await get(http, f"{api.url}/v3/kafka/{CLUSTER}/consumer/{LONG[:2000]}/lag")
+    assert status == 400 and body["message"].endswith(
+        f"(POST {BASE}/{{status,lag,detail,delete}} take the name in a JSON body)"
+    )
     status, body, _ = await post(http, f"{api.url}{BASE}/lag", {"cluster": CLUSTER, "group": LONG})
     assert status == 200 and body["error"] is False and body["message"] == "consumer status returned"
     answer = body["status"]
