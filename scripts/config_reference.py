@@ -38,6 +38,9 @@ MEANINGS = {
     "storage.lag-history-samples": "log-end samples kept per partition at most (flat stretches collapsed)",
     "evaluator.allowed-lag": "a partition whose lag is at or below this is OK whatever its window shows",
     "evaluator.minimum-complete": "windows less full than this fraction are not judged (OK)",
+    "evaluator.minimum-entries": "entries a window needs (unless its ring is full) before STOP, STALL or WARN are "
+    "judged: a new group's first commits raise no alarm ([rules.md §3](rules.md#3-evaluation-rules)); `1` is "
+    "Burrow's behaviour",
     "evaluator.sweep-interval": "seconds between sweeps of every owned group: a safety net (each evaluation schedules "
     "the group's next STOP, expiry or lag-threshold instant)",
     "evaluator.status-topic": "where status-change events are published (and the notifier reads them)",

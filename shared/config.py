@@ -191,6 +191,8 @@ class StorageConfig:
 class EvaluatorConfig:
     allowed_lag: int = field(default=0, metadata={"check": _lag})
     minimum_complete: float = field(default=0.0, metadata={"check": _fraction})
+    # entries a window needs before STOP, STALL or WARN are judged (docs/rules.md §3); 1 is Burrow's behaviour
+    minimum_entries: int = field(default=3, metadata={"check": _count})
     # seconds between full sweeps: a safety net, as each evaluation schedules the group's next time-driven change
     sweep_interval: float = field(default=300.0, metadata={"check": _seconds})
     status_topic: str = "lagwatch.status"
@@ -503,7 +505,8 @@ class Config:
         )
 
     def rules(self) -> RuleConfig:
-        return RuleConfig(self.evaluator.allowed_lag, self.evaluator.minimum_complete)
+        e = self.evaluator
+        return RuleConfig(e.allowed_lag, e.minimum_complete, e.minimum_entries)
 
     def cluster(self, name: str) -> ClusterConfig:
         try:

@@ -37,6 +37,7 @@ VARIANT_KEYS = (
     "min-distance",
     "allowed-lag",
     "minimum-complete",
+    "minimum-entries",
     "threshold",
     "send-close",
     "send-once",
@@ -105,6 +106,7 @@ def _variant(index: int, item: Any, config: Config, tick_ms: int) -> Variant:
         min_distance_ms = int(_number(item, "min-distance", window.min_distance_ms / 1000, float, minimum=0) * 1000)
         allowed_lag = _number(item, "allowed-lag", config.evaluator.allowed_lag, int, minimum=0)
         minimum_complete = _number(item, "minimum-complete", config.evaluator.minimum_complete, float, minimum=0)
+        minimum_entries = _number(item, "minimum-entries", config.evaluator.minimum_entries, int, minimum=1)
         send_interval = _number(item, "send-interval", 0.0, float, minimum=0)
     except BacktestError as exc:
         raise BacktestError(f"{where} ({item['name']}): {exc}") from None
@@ -118,7 +120,7 @@ def _variant(index: int, item: Any, config: Config, tick_ms: int) -> Variant:
         name=item["name"],
         replay=ReplayConfig(
             window=dataclasses.replace(window, intervals=intervals, min_distance_ms=min_distance_ms),
-            rules=RuleConfig(allowed_lag, minimum_complete),
+            rules=RuleConfig(allowed_lag, minimum_complete, minimum_entries),
             tick_ms=tick_ms,
         ),
         policy=Policy(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from lagwatch.shared.domain.lag_threshold_event import Alert, Threshold
 from lagwatch.shared.domain.protocol import GroupStatus, RuleConfig, Status
 from lagwatch.shared.domain.retention import RetentionRisk
-from lagwatch.shared.domain.rules import was_caught_up_recently
+from lagwatch.shared.domain.rules import is_young, was_caught_up_recently
 from lagwatch.shared.domain.time_lag import TimeLag
 from lagwatch.shared.store.packing import COMMIT_ENTRY, commit_entry_at
 from lagwatch.shared.store.redis_store import StoredGroup
@@ -91,6 +91,8 @@ def next_change_at(
         filled = min(len(p.packed) // COMMIT_ENTRY.size, intervals)
         if not filled or filled / intervals < rules.minimum_complete or verdict.status == Status.STOP:
             continue
+        if is_young(filled, filled / intervals, rules):
+            continue  # no STOP until more commits come, and each of them is evaluated
         if p.current_lag <= rules.allowed_lag:
             continue  # rule 1 answers OK whatever the clock says, until a poll or a commit moves the lag
         first, last = commit_entry_at(p.packed, -filled), commit_entry_at(p.packed, -1)

@@ -74,6 +74,8 @@ class RuleConfig:
 
     allowed_lag: int = 0
     minimum_complete: float = 0.0
+    # A window needs this many entries before STOP, STALL or WARN can be judged (rules.is_young); Burrow's is 1.
+    minimum_entries: int = 3
 
 
 @dataclass(frozen=True, slots=True)

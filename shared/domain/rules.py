@@ -6,7 +6,10 @@ current lag; a group is the worst of its partitions. No I/O: the evaluator, the 
 Edge cases the spec leaves open, decided here:
 * a partition with no commits at all is OK (there is nothing to judge);
 * empty ring slots are skipped wherever they stand (a real window only has them at the front);
-* with no non-null lag in the window, "lag never decreases" holds vacuously, as the spec's scan implies.
+* with no non-null lag in the window, "lag never decreases" holds vacuously, as the spec's scan implies;
+* a young window (fewer than `minimum-entries` entries, the ring not full) is not judged STOP, STALL or WARN: one
+  entry spans no time, so any delay would read STOP, and two or three jittering lags read WARN by chance. A drop in
+  the committed offset needs no history to mean something, so REWIND is judged at any age.
 """
 
 from __future__ import annotations
@@ -81,16 +84,25 @@ def evaluate(
     if current_lag <= config.allowed_lag:
         return Status.OK
     first, last = entries[0], entries[-1]
-    if is_stopped(first, last, now_ms) and not was_caught_up_recently(broker_offsets, last):
+    young = is_young(len(entries), complete, config)
+    if not young and is_stopped(first, last, now_ms) and not was_caught_up_recently(broker_offsets, last):
         return Status.STOP
     if is_rewound(entries):
         return Status.REWIND
+    if young:
+        return Status.OK
     if not lag_ever_allowed(entries, config.allowed_lag):
         if all(e.offset == first.offset for e in entries):
             return Status.STALL
         if lag_never_decreases(entries):
             return Status.WARN
     return Status.OK
+
+
+def is_young(filled: int, complete: float, config: RuleConfig) -> bool:
+    """Too few entries to judge a consumer stopped, stalled or falling behind. A full ring is never young, so a
+    ring smaller than `minimum-entries` is judged once full."""
+    return filled < config.minimum_entries and complete < 1.0
 
 
 def is_stopped(first: OffsetEntry, last: OffsetEntry, now_ms: int) -> bool:

@@ -48,6 +48,9 @@ def parse_request(doc: Any) -> EvalRequest:
         config=RuleConfig(
             allowed_lag=_int(config.get("allowed_lag", 0), "config.allowed_lag", minimum=0),
             minimum_complete=_number(config.get("minimum_complete", 0.0), "config.minimum_complete"),
+            minimum_entries=_int(
+                config.get("minimum_entries", RuleConfig().minimum_entries), "config.minimum_entries", minimum=1
+            ),
         ),
         cluster=_str(body.get("cluster"), "cluster"),
         group=_str(body.get("group"), "group"),

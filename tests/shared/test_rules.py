@@ -72,10 +72,40 @@ class TestStop:
         stalled = part([10] * 10, [3] * 10, current_lag=3)
         assert status_of(stalled, now=T0 + 60 * MINUTE) is Status.STOP
 
-    def test_a_single_entry_window_stops_as_soon_as_time_passes(self):
+    def test_with_burrows_minimum_of_one_entry_a_single_entry_window_stops_as_soon_as_time_passes(self):
         p = part([10], [3], current_lag=3, size=10)
-        assert status_of(p, now=T0) is Status.STALL
-        assert status_of(p, now=T0 + 1) is Status.STOP
+        burrow = RuleConfig(minimum_entries=1)
+        assert status_of(p, now=T0, config=burrow) is Status.STALL
+        assert status_of(p, now=T0 + 1, config=burrow) is Status.STOP
+
+
+class TestYoungWindows:
+    """Fewer than `minimum_entries` entries: not judged STOP, STALL or WARN (a new group's first commits)."""
+
+    @pytest.mark.parametrize("filled", [1, 2])
+    def test_a_young_window_with_lag_is_ok_however_long_it_waits(self, filled):
+        p = part([10 * (i + 1) for i in range(filled)], [3] * filled, current_lag=3, size=10)
+        assert status_of(p, now=T0 + 600 * MINUTE) is Status.OK
+
+    def test_a_young_window_of_equal_offsets_or_rising_lag_is_ok(self):
+        assert status_of(part([10, 10], [1, 2], current_lag=2, size=10)) is Status.OK
+        assert status_of(part([10, 20], [12, 15], current_lag=15, size=10)) is Status.OK
+
+    def test_a_full_ring_is_judged_however_small(self):
+        assert status_of(part([10, 10], [1, 2], current_lag=2, size=2)) is Status.STALL
+
+    def test_the_third_entry_makes_a_window_old_enough_to_judge(self):
+        stalled = part([10, 10, 10], [1, 2, 3], current_lag=3, size=10)
+        assert status_of(stalled) is Status.STALL
+        assert status_of(stalled, now=T0 + 2 * MINUTE + 2 * MINUTE + 1) is Status.STOP
+
+    def test_a_drop_in_the_offset_is_a_rewind_at_any_age(self):
+        assert status_of(part([50, 40], [1, 11], current_lag=11, size=10)) is Status.REWIND
+
+    def test_minimum_entries_is_configurable(self):
+        p = part([10, 20, 30], [1, 2, 3], current_lag=3, size=10)
+        assert status_of(p) is Status.WARN
+        assert status_of(p, config=RuleConfig(minimum_entries=4)) is Status.OK
 
 
 class TestRewind:

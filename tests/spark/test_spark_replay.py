@@ -332,8 +332,8 @@ def test_a_commit_of_an_expired_group_before_the_next_tick_starts_it_afresh_as_t
 
     result = replay_group("c", "g", commits, samples, ReplayConfig(window=window), end_ms=expiry + 30_000)
 
-    assert {p["status"] for e in documents(result) for p in e["partitions"]} == {"STOP"}  # never REWIND
-    assert documents(result)[-1]["partitions"][0]["status"] == "STOP"  # its one commit, behind the log end
+    # never REWIND (ERR): its one commit afresh is a young window, OK however far behind the log end
+    assert [(row.status, row.totallag) for row in result.timeline] == [("OK", 0), ("OK", 540)]
 
 
 def test_a_group_first_seen_after_the_last_tick_is_reported_over_no_time_not_a_negative_one():
@@ -375,7 +375,8 @@ def test_messages_retention_skips_while_the_lag_stands_still_show_in_the_timelin
 
     result = replay_group("prod", "g", commits, samples, ReplayConfig())
 
-    assert {(row.status, row.totallag) for row in result.timeline[1:]} == {("ERR", 3000)}
+    judged = [row for row in result.timeline if row.at > T0 + 20_000]  # after its third commit
+    assert {(row.status, row.totallag) for row in judged} == {("ERR", 3000)}
     skipped = [row for row in result.timeline if row.skipped_messages > 0]
     assert skipped and skipped[0].explanation == "messages-skipped"
     assert result.timeline[-1].skipped_messages == 10 * 26 * 30 - 5000  # the log start at 780 s, less the commit

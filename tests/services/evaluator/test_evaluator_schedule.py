@@ -26,8 +26,9 @@ DEADLINE_MS = 1000 + 500  # the goal (1 s after the instant) and a margin for a 
 
 
 async def stopping_group(store, group, *, stop_at_ms, now_ms, order=1):
-    """A group behind on a quiet topic whose STOP rule turns true at `stop_at_ms`: two commits whose span ends a
-    second ago, every log-end sample past its newest commit, its lag shrinking (OK until then)."""
+    """A group behind on a quiet topic whose STOP rule turns true at `stop_at_ms`: three commits (a window old
+    enough to judge) whose span ends a second ago, every log-end sample past its newest commit, its lag shrinking
+    (OK until then)."""
     last = now_ms - 1000
     span = stop_at_ms - 1 - last
     await store.add_broker_offsets(CLUSTER, "orders", [1000], sampled_at=now_ms - 500)
@@ -35,7 +36,8 @@ async def stopping_group(store, group, *, stop_at_ms, now_ms, order=1):
         CLUSTER,
         [
             Commit(group, "orders", 0, 100, last - span, order, last - span),
-            Commit(group, "orders", 0, 200, last, order + 1, last),
+            Commit(group, "orders", 0, 150, last - span // 2, order + 1, last - span // 2),
+            Commit(group, "orders", 0, 200, last, order + 2, last),
         ],
         now_ms=now_ms,
         broker_offsets={("orders", 0): 1000},
@@ -77,7 +79,7 @@ async def test_the_schedule_survives_a_restart_and_moves_with_the_changes_partit
     # far enough ahead that A has left before them (~3.5 s after `now` on this machine, idle; 13 s allowed)
     instants = {g: now + 18_000 + 100 * i for i, g in enumerate(groups)}
     for i, g in enumerate(groups):
-        await stopping_group(store, g, stop_at_ms=instants[g], now_ms=now, order=2 * i + 1)
+        await stopping_group(store, g, stop_at_ms=instants[g], now_ms=now, order=3 * i + 1)
 
     async def scheduled():
         found = {}
