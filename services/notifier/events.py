@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due, superseded_close
+from lagwatch.services.notifier.missed import RECONCILED
+from lagwatch.services.notifier.missed import superseded_close as missed_status_close
 from lagwatch.services.notifier.outbox import FIELD_SEPARATOR, group_field, is_lag_field, lag_field
 from lagwatch.shared.domain.event_codec import EventDecodeError, from_document
 from lagwatch.shared.domain.lag_threshold_event import KIND as LAG_THRESHOLD_KIND
@@ -52,6 +54,7 @@ class EventKind(Generic[E]):
     superseded: Callable[[Policy, E, IncidentState | None], E | None]
     going_on: Callable[[E], bool]  # the event leaves its incident going on (not over)
     active_field: Callable[[E], str]  # where the latest event of an incident going on is kept (keys.NOTIFY_ACTIVE)
+    superseded_reason: str | None = None  # the reason its close carries (a status incident's: its close was missed)
 
 
 def _json_object(raw: bytes | str | None, required: tuple[str, ...]) -> dict[str, Any] | None:
@@ -93,10 +96,6 @@ def _lag_field(event: LagThresholdEvent) -> str:
     return lag_field(event.cluster, event.group, event.which.value)
 
 
-def _supersedes_nothing(policy: Policy, event: StatusEvent, state: IncidentState | None) -> None:
-    return None  # Burrow's rules close or update the announced incident themselves
-
-
 def _status_going_on(event: StatusEvent) -> bool:
     return event.status not in QUIET
 
@@ -116,9 +115,10 @@ STATUS_EVENTS: EventKind[StatusEvent] = EventKind(
     _status_field,
     decide,
     repeat_due,
-    _supersedes_nothing,
+    missed_status_close,  # (missed.py: an event of another incident than the one announced)
     _status_going_on,
     _status_field,
+    RECONCILED,
 )
 LAG_EVENTS: EventKind[LagThresholdEvent] = EventKind(
     "lag-threshold",

@@ -38,3 +38,13 @@ REQUEST_SECONDS = Histogram(
     ["type"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+EVENTS_SKIPPED = Counter(
+    "lagwatch_notifier_events_skipped_total",
+    "Events retention deleted before the notifier read them (its position fell off the log)",
+    ["cluster", "topic"],
+)
+RECONCILED = Counter(
+    "lagwatch_notifier_reconciled_total",
+    "Incident states set right from the evaluator's statuses after skipped events, per subscription",
+    ["action"],
+)  # action: close, open

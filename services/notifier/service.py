@@ -12,6 +12,9 @@ destination types of channels/).
   releases what was held once its time has come (a silence over, `hold-for` elapsed).
 * Delivery workers (delivery.py) in the same process send what the outbox holds: survives crashes, retries with
   backoff, per-destination isolation, dead letters on `notifier.dlq-topic`.
+* Events retention deleted before they were read are never skipped in silence: the consumer's position is not reset
+  by Kafka's `auto.offset.reset` but by skipped_events.py, which counts them; the timer then reconciles the
+  incidents with the evaluator's statuses (reconcile.py).
 """
 
 from __future__ import annotations
@@ -25,22 +28,23 @@ import time
 
 from redis.exceptions import RedisError
 
-from lagwatch.services.notifier import holds, metrics, scope
+from lagwatch.services.notifier import holds, metrics, scope, skipped_events
+from lagwatch.services.notifier.decisions import decide, notification, parse_state, state_json
 from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters
 from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, AnyKind, kind_for_field, parse_either
+from lagwatch.services.notifier.missed import older_than_kept
 from lagwatch.services.notifier.outbox import (
     APPLIED,
     CONFLICT,
     DUPLICATE,
-    Delivery,
     Outbox,
-    delivery_id,
     now_ms,
     parse_repeat_member,
     repeat_member,
     repeat_notification_id,
 )
+from lagwatch.services.notifier.reconcile import Reconciler
 from lagwatch.services.notifier.sample_queue import serve_samples
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig
@@ -113,6 +117,12 @@ class NotifierService:
         self._record_outage = OutageLog(log, "notifier: cannot record events")
         self.stopping = asyncio.Event()
         self.events_handled = 0
+        # skipped events (retention deleted them unread): counted, and the incidents reconciled (skipped_events.py)
+        self.read_positions = skipped_events.ReadPositions()
+        wake = self.dispatcher.wake.set
+        self.reconciler = Reconciler(
+            self.redis, self.outbox, self.registry, self.silences, self.read_positions, cluster, wake
+        )
         self._create_app(config, cluster)
 
     def _create_app(self, config: Config, cluster: str) -> None:
@@ -124,16 +134,23 @@ class NotifierService:
             cluster,
             "notifier",
             config.ingest.session_timeout,
-            consumer_auto_offset_reset="latest" if settings.start_latest else "earliest",
+            scheme=skipped_events.SCHEME,
+            consumer_auto_offset_reset="none",  # the skip watch decides where to read (skipped_events.py)
             broker_commit_every=100,
             broker_max_poll_records=1000,
             broker_commit_interval=1.0,
         )
+        skip_watch = skipped_events.SkipWatch(
+            self.redis, cluster, self.read_positions, start_latest=settings.start_latest
+        )
+        skipped_events.watch(self.app, skip_watch)
         self.membership = GroupMembership(self.app)
         self.status_topic = raw_topic(self.app, config.evaluator.status_topic)
         self.app.agent(self.status_topic, name="lagwatch.notifier.on_status")(self._on_status)
         self.lag_topic = raw_topic(self.app, config.evaluator.lag_threshold_topic)
         self.app.agent(self.lag_topic, name="lagwatch.notifier.on_lag_threshold")(self._on_lag_threshold)
+        for topic in (config.evaluator.status_topic, config.evaluator.lag_threshold_topic):
+            metrics.EVENTS_SKIPPED.labels(cluster, topic)  # 0 from the start: an alert sees the first skip
         self.app.timer(settings.repeat_check_interval, name="lagwatch.notifier.repeats")(self._repeat_tick)
 
     async def _redis_ok(self) -> bool:
@@ -169,6 +186,7 @@ class NotifierService:
         async for event in stream.noack().events():
             if await self.handle(event.value, kind):
                 await stream.ack(event)
+                self.read_positions.read(event.message.topic, event.message.partition, event.message.offset)
             else:
                 return  # stopping: the event stays unacknowledged, so it is read again after a restart
 
@@ -220,9 +238,11 @@ class NotifierService:
         enqueued = False
         silenced_until = self.silences.until_ms(event, now_ms()) if subscriptions else None  # (holds.py)
         for subscription, state in zip(subscriptions, states, strict=True):
-            superseded = kind.superseded(subscription.policy, event, _parse_state(state))
+            superseded = kind.superseded(subscription.policy, event, parse_state(state))
             if superseded is not None:  # its close is recorded (once: its own event id) before the event
-                _, sent = await self._record_one(subscription, superseded, state, kind, state_field, silenced_until)
+                _, sent = await self._record_one(
+                    subscription, superseded, state, kind, state_field, silenced_until, kind.superseded_reason
+                )
                 enqueued |= sent
                 state = await self.outbox.read_state_field(subscription.id, state_field)
             outcome, sent = await self._record_one(subscription, event, state, kind, state_field, silenced_until)
@@ -241,22 +261,26 @@ class NotifierService:
         kind: AnyKind,
         state_field: str,
         silenced_until: int | None = None,
+        reason: str | None = None,
     ) -> tuple[int | None, bool]:
         """Decide from the state read and record it (one Lua call); on a conflict, read the state again. The
-        outcome is None when the event does not concern the subscription (nothing recorded)."""
+        outcome is None when the event does not concern the subscription (nothing recorded). An event older than
+        the state's (missed.py: read after a reconciliation went past it) is a duplicate."""
         for _ in range(MAX_CONFLICTS):
-            state = _parse_state(current)
+            state = parse_state(current)
+            if older_than_kept(event, state):
+                return DUPLICATE, False
             now = now_ms()
-            decision = _decide(subscription, event, state, kind, now, silenced_until)
+            decision = decide(subscription, event, state, kind, now, silenced_until)
             if decision is None:
                 return None, False
-            delivery = _notification(subscription.id, decision.kind, event, event.event_id, now)
+            delivery = notification(subscription.id, decision.kind, event, event.event_id, now, reason)
             outcome = await self.outbox.record(
                 subscription_id=subscription.id,
                 event_id=event.event_id,
                 state_field=state_field,
                 expected_state=current,
-                new_state=json.dumps(decision.state.to_json(), sort_keys=True) if decision.state else "",
+                new_state=state_json(decision),
                 delivery=delivery,
                 repeat_at=decision.repeat_at,
             )
@@ -280,21 +304,16 @@ class NotifierService:
             log.exception("notifier: repeat check failed")
 
     async def repeat_once(self, now: int | None = None) -> int:
-        """Enqueue the repeats that are due; returns how many."""
+        """Enqueue the repeats that are due (after the tick's other checks); returns how many."""
         now = now_ms() if now is None else now
-        await self.registry.refresh()
-        await self.silences.refresh()
-        await self._check_scope(now)
-        await self._close_forgotten(now)
-        if self.silences.take_change():  # (an event may have reloaded them since the last tick)
-            await self._recheck_held(now)
+        await self._tick_checks(now)
         enqueued = 0
         for member, score in await self.outbox.due_repeats(now):
             subscription_id, state_field = parse_repeat_member(member)
             subscription = self.registry.get(subscription_id)
             raw = await self.outbox.read_state_field(subscription_id, state_field)
             try:
-                state = _parse_state(raw)
+                state = parse_state(raw)
             except (ValueError, KeyError, TypeError):  # unreadable: the event path skips it alike
                 log.error("notifier: incident state %s of %s is unreadable; not repeated", state_field, subscription_id)
                 await self.outbox.forget_repeat(member)  # else it is first due on every tick, before all others
@@ -322,13 +341,29 @@ class NotifierService:
             delivery = None
             if state is not None:
                 notification_id = repeat_notification_id(state.event.event_id, subscription_id, score)
-                delivery = _notification(subscription_id, decision.kind, state.event, notification_id, now)
+                delivery = notification(subscription_id, decision.kind, state.event, notification_id, now)
             if await self.outbox.schedule_repeat(member, score, decision.repeat_at, delivery, now) and delivery:
                 enqueued += 1
                 metrics.NOTIFICATIONS.labels(subscription.type if subscription else "unknown", delivery.kind).inc()
         if enqueued:
             self.dispatcher.wake.set()
         return enqueued
+
+    async def _tick_checks(self, now: int) -> None:
+        """What the timer looks at before repeats: subscriptions and silences changed, clusters forgotten,
+        reconciliations due after skipped events (reconcile.py), holds to recheck."""
+        await self.registry.refresh()
+        await self.silences.refresh()
+        await self._check_scope(now)
+        await self._close_forgotten(now)
+        try:
+            await self.reconciler.run_due(now)
+        except (RedisError, OSError):
+            raise
+        except Exception:  # a bug there must not hold every repeat back: the next tick tries again
+            log.exception("notifier: reconciliation after skipped events failed")
+        if self.silences.take_change():  # (an event may have reloaded them since the last tick)
+            await self._recheck_held(now)
 
     async def _record_held(
         self,
@@ -348,14 +383,14 @@ class NotifierService:
         held_open = decision.kind in holds.OPENS or decision.kind == Kind.UPDATE
         repeat_id = repeat_notification_id(event.event_id, subscription.id, score)
         notification_id = event.event_id if held_open else repeat_id
-        delivery = _notification(subscription.id, decision.kind, event, notification_id, now)
+        delivery = notification(subscription.id, decision.kind, event, notification_id, now)
         seen = hashlib.sha256(f"held\x00{member}\x00{score}".encode()).hexdigest()[:32]
         outcome = await self.outbox.record(
             subscription_id=subscription.id,
             event_id=seen,
             state_field=state_field,
             expected_state=raw,
-            new_state=json.dumps(decision.state.to_json(), sort_keys=True) if decision.state else "",
+            new_state=state_json(decision),
             delivery=delivery,
             repeat_at=decision.repeat_at,
         )
@@ -449,13 +484,13 @@ class NotifierService:
         that moved meanwhile (an event, a held open released) is read and looked at again."""
         for _ in range(MAX_CONFLICTS):
             try:
-                state = _parse_state(raw)
+                state = parse_state(raw)
             except (ValueError, KeyError, TypeError):  # unreadable: the event path skips it alike
                 return 0
             if state is None or scope.covers(subscription, state, self._forgotten):
                 return 0
             close = scope.scope_close(subscription, state, raw, self._forgotten)
-            delivery = _notification(subscription.id, close.kind, close.event, close.notification_id, now, close.reason)
+            delivery = notification(subscription.id, close.kind, close.event, close.notification_id, now, close.reason)
             outcome = await self.outbox.record(
                 subscription_id=subscription.id,
                 event_id=close.notification_id,
@@ -544,17 +579,17 @@ class NotifierService:
     ) -> int:
         """Record what the incident's latest event (`active`: where it is kept, as read) means for a subscription
         told nothing of it; 1 if it sends. Not once a later event of it was read (CONFLICT): that one decides."""
-        decision = _decide(subscription, event, None, kind, now, until)
+        decision = decide(subscription, event, None, kind, now, until)
         if decision is None or (decision.kind is None and decision.state is None):
             return 0
         notification_id = scope.announcement_id(event.event_id, subscription.id, self.registry.version)
-        delivery = _notification(subscription.id, decision.kind, event, notification_id, now)
+        delivery = notification(subscription.id, decision.kind, event, notification_id, now)
         outcome = await self.outbox.record(
             subscription_id=subscription.id,
             event_id=notification_id,
             state_field=state_field,
             expected_state="",  # told meanwhile (an event, another notifier): CONFLICT, and that stands
-            new_state=json.dumps(decision.state.to_json(), sort_keys=True) if decision.state else "",
+            new_state=state_json(decision),
             delivery=delivery,
             repeat_at=decision.repeat_at,
             active=active,
@@ -618,49 +653,6 @@ async def run_notifier(config: Config, cluster: str, *, http_port: int | None = 
     started = time.monotonic()
     await run_until_signalled(NotifierService(config, cluster, http_port=http_port))
     log.info("notifier: stopped after %.0fs", time.monotonic() - started)
-
-
-def _parse_state(raw: str) -> IncidentState | None:
-    return IncidentState.from_json(json.loads(raw)) if raw else None
-
-
-def _decide(
-    subscription: Subscription,
-    event: Event,
-    state: IncidentState | None,
-    kind: AnyKind,
-    now: int,
-    silenced_until: int | None,
-) -> Decision | None:
-    """The subscription's decision for the event, after holds and silences; None: the event does not concern it."""
-    decision = kind.decide(subscription.policy, event, state, now)
-    if decision is None:
-        if not holds.ends_unannounced(state, event):
-            return None
-        decision = Decision(None, None, None)
-    wanted = decision.kind
-    decision = holds.hold(subscription.policy, decision, state, event, now, silenced_until)
-    if wanted is not None and decision.kind is None:
-        held_by = "silence" if silenced_until is not None and silenced_until > now else "hold_for"
-        metrics.HELD.labels(subscription.type, held_by).inc()
-    return decision
-
-
-def _notification(
-    subscription_id: str, kind: Kind | None, event: Event, notification_id: str, now: int, reason: str | None = None
-) -> Delivery | None:
-    """The delivery of a notification of `kind` carrying `event`, or None when `kind` is None (nothing is sent)."""
-    if kind is None:
-        return None
-    return Delivery(
-        id=delivery_id(notification_id, subscription_id),
-        subscription_id=subscription_id,
-        kind=kind.value,
-        event=event.as_dict(),  # the outbox keeps the event as the JSON the channels and templates render
-        notification_id=notification_id,
-        created_at=now,
-        reason=reason,
-    )
 
 
 def _is_held(raw: bytes | str) -> bool:

@@ -90,10 +90,10 @@ class Transport(driver.Transport):
 TRANSPORTS.aliases[SCHEME] = f"{__name__}:Transport"
 
 
-def faust_broker_settings(cluster: ClusterConfig, name: str) -> dict[str, Any]:
+def faust_broker_settings(cluster: ClusterConfig, name: str, scheme: str = SCHEME) -> dict[str, Any]:
     """Faust's spelling of the cluster's connection settings (its aiokafka driver turns them into the same
-    keyword arguments as `client_kwargs`)."""
-    settings: dict[str, Any] = {"broker": ";".join(f"{SCHEME}://{s}" for s in cluster.bootstrap_servers)}
+    keyword arguments as `client_kwargs`); `scheme` names the transport (a service's own, built on this one)."""
+    settings: dict[str, Any] = {"broker": ";".join(f"{scheme}://{s}" for s in cluster.bootstrap_servers)}
     context = ssl_context(cluster, name)
     check_login(cluster, name)
     sasl = cluster.sasl
@@ -123,16 +123,24 @@ def raw_topic(app: faust.App, name: str) -> faust.TopicT:
 
 
 def faust_app(
-    group_id: str, cluster: ClusterConfig, name: str, role: str, session_timeout: float, **settings: Any
+    group_id: str,
+    cluster: ClusterConfig,
+    name: str,
+    role: str,
+    session_timeout: float,
+    *,
+    scheme: str = SCHEME,
+    **settings: Any,
 ) -> faust.App:
     """A lagwatch service's Faust app: the cluster's connection, `<client-id>-<role>` as client id, and what every
-    lagwatch app wants; `settings` adds the service's own (offset reset, commit pace...)."""
+    lagwatch app wants; `settings` adds the service's own (offset reset, commit pace...), `scheme` its own
+    transport (registered in faust's TRANSPORTS, subclassing `Transport`)."""
     # Faust makes a data dir even without tables, in the working directory by default: a read-only image's root
     # would refuse it, and a test run would litter the checkout. No lagwatch app keeps a table.
     settings.setdefault("datadir", str(Path(tempfile.gettempdir()) / f"{group_id}-data"))
     return faust.App(
         group_id,
-        **faust_broker_settings(cluster, name),
+        **faust_broker_settings(cluster, name, scheme),
         broker_client_id=f"{cluster.client_id}-{role}",
         topic_allow_declare=False,  # lagwatch's topics are created by whoever runs Kafka
         topic_disable_leader=True,

@@ -94,6 +94,15 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
                                             (shared/store/cluster_forgetting.py)
     lw:n:{notify}:forgotten-closed    HASH  cluster -> the forgetting (its time, ms) whose incidents a notifier has
                                             closed for every subscription: later starts need not look again
+    lw:n:{notify}:skips               HASH  "<cluster>/<topic>:<partition>" -> "<lost> <resumed>": the latest stretch
+                                            of a partition of the status or lag-threshold topic that retention
+                                            deleted before the notifiers read it (their position fell off the log),
+                                            counted once whichever notifier finds it
+                                            (services/notifier/skipped_events.py)
+    lw:n:{notify}:reconcile           HASH  the same field -> "<until> <at> <partitions>": a reconciliation of that
+                                            partition's groups with the evaluator's statuses, due once a notifier has
+                                            read it up to `until` (its log end when the skip was found at `at`, ms;
+                                            `partitions`: the topic's count then) (services/notifier/reconcile.py)
     lw:n:{notify}:sample-requests     LIST  JSON sample notifications asked for through the api, taken by one notifier
                                             (shared/store/sample_requests.py)
     lw:n:{notify}:sample-report:<id>  STR   JSON report of the sample request <id>, for the api waiting on it (expires)
@@ -297,6 +306,8 @@ NOTIFY_SCOPE_LOOKED = f"{NOTIFY}:scope-looked"  # subscription id -> digest of i
 FORGOTTEN_CLUSTERS = f"{NOTIFY}:forgotten-clusters"  # cluster -> when `lagwatch forget-cluster` forgot it (ms)
 FORGOTTEN_CLOSED = f"{NOTIFY}:forgotten-closed"  # cluster -> the forgetting whose incidents are closed everywhere
 SAMPLE_REQUESTS = f"{NOTIFY}:sample-requests"  # samples asked for through the api, oldest first
+NOTIFY_SKIPS = f"{NOTIFY}:skips"  # "<cluster>/<topic>:<partition>" -> the latest stretch retention took unread
+NOTIFY_RECONCILE = f"{NOTIFY}:reconcile"  # the same field -> a reconciliation due once read that far
 OUTBOX_DUE = f"{NOTIFY}:due"
 OUTBOX_INFLIGHT = f"{NOTIFY}:inflight"
 OUTBOX_DELIVERIES = f"{NOTIFY}:deliveries"

@@ -171,8 +171,9 @@ async def test_a_subscription_created_or_widened_during_an_incident_is_told_of_i
         late = SubscriptionConfig(id="late", url=receiver.url("/hook"), threshold="ERR")
         config = make_config(kafka.bootstrap, redis_server.url, **FAST)
         async with running(NotifierService(config, "local", http_port=0)) as service:
+            known = billing.to("OK")
             burning = billing.to("ERR", (90,))
-            await publish(kafka.bootstrap, billing.to("OK"), burning, orders.to("WARN", (9,)))
+            await publish(kafka.bootstrap, known, burning, orders.to("WARN", (9,)))
             await publish(kafka.bootstrap, payments.to("ERR", (5,)), payments.to("OK"))
             await eventually(lambda: _handled(service, 5))
             for group, status in (("billing", "ERR"), ("orders", "WARN"), ("payments", "OK")):
