@@ -388,6 +388,21 @@ ROWS = [
                 thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
             ),
             Panel(
+                "Notifier: events skipped (in the range)",
+                "stat",
+                [
+                    Target(
+                        f"sum by (topic) (increase(lagwatch_notifier_events_skipped_total{{{CLUSTER}}}[$__range]))",
+                        "{{topic}}",
+                    )
+                ],
+                unit="short",
+                description="Events retention deleted before the notifiers read them (LagwatchNotifierEventsSkipped):"
+                " keep lagwatch.status longer than notifier outages; the incidents were reconciled with the"
+                " evaluator's statuses (docs/status-topic.md).",
+                thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
+            ),
+            Panel(
                 "Notifier: notifications held back (in the range)",
                 "stat",
                 [

@@ -44,8 +44,19 @@ def test_the_rules_unit_tests_pass():
         ("cluster_consumer_group:burrow_kafka_consumer_status:max >= 3\n        for: 5m", "x >= 3\n        for: 5m"),
         ("lagwatch_evaluator_schedule_delay_seconds > 30", "lagwatch_evaluator_schedule_delay_seconds > 60"),
         ('"consumer_group", "lagwatch-$1"', '"consumer_group", "lagwatch-ingest-$1"'),
+        (
+            "\n          or sum by (cluster, topic) (lagwatch_notifier_events_skipped_total\n"
+            "            unless lagwatch_notifier_events_skipped_total offset 1h) > 0",
+            "",
+        ),
     ],
-    ids=["instance labels kept", "wrong series", "threshold moved", "not lagwatch's own group"],
+    ids=[
+        "instance labels kept",
+        "wrong series",
+        "threshold moved",
+        "not lagwatch's own group",
+        "a skip counted before the first scrape missed",
+    ],
 )
 def test_a_rule_made_wrong_fails_its_unit_tests(tmp_path, original, broken):
     rules = (RULES_DIR / "lagwatch-rules.yml").read_text()
