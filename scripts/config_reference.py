@@ -41,6 +41,8 @@ MEANINGS = {
     "evaluator.minimum-entries": "entries a window needs (unless its ring is full) before STOP, STALL or WARN are "
     "judged: a new group's first commits raise no alarm ([rules.md §3](rules.md#3-evaluation-rules)); `1` is "
     "Burrow's behaviour",
+    "evaluator.max-groups": "groups a cluster may have: new groups past it are counted and skipped, never a known "
+    "one evicted (`lagwatch_evaluator_groups_over_cap_total`); 0: no cap",
     "evaluator.sweep-interval": "seconds between sweeps of every owned group: a safety net (each evaluation schedules "
     "the group's next STOP, expiry or lag-threshold instant)",
     "evaluator.status-topic": "where status-change events are published (and the notifier reads them)",

@@ -193,6 +193,7 @@ class EvaluatorConfig:
     minimum_complete: float = field(default=0.0, metadata={"check": _fraction})
     # entries a window needs before STOP, STALL or WARN are judged (docs/rules.md §3); 1 is Burrow's behaviour
     minimum_entries: int = field(default=3, metadata={"check": _count})
+    max_groups: int = field(default=500_000, metadata={"check": _count_or_zero})  # new groups past it: skipped
     # seconds between full sweeps: a safety net, as each evaluation schedules the group's next time-driven change
     sweep_interval: float = field(default=300.0, metadata={"check": _seconds})
     status_topic: str = "lagwatch.status"

@@ -38,6 +38,7 @@ from redis.exceptions import RedisError
 
 from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
 from lagwatch.services.evaluator.lag_thresholds import LagThresholdAlerts, ThresholdSource
+from lagwatch.services.evaluator.newcomers import NewcomerQueue, triage, within_cap
 from lagwatch.services.evaluator.next_change import PartitionWatch, closing_in
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.shared.clock import now_ms
@@ -100,6 +101,20 @@ SCHEDULE_DELAY = Gauge(
     "How overdue the most overdue scheduled evaluation was when last looked at (0: nothing overdue)",
     ["cluster"],
 )
+NEW_GROUPS = Counter(
+    "lagwatch_evaluator_new_groups_total",
+    "Groups with no status yet, queued behind the known ones for their first evaluation",
+    ["cluster"],
+)
+NEW_GROUPS_WAITING = Gauge(
+    "lagwatch_evaluator_new_groups_waiting", "New groups queued for their first evaluation", ["cluster"]
+)
+OVER_CAP = Counter(
+    "lagwatch_evaluator_groups_over_cap_total",
+    "New groups skipped because the cluster has evaluator.max-groups groups already",
+    ["cluster"],
+)
+MAX_GROUPS = Gauge("lagwatch_evaluator_max_groups", "The configured evaluator.max-groups (0: no cap)", ["cluster"])
 DELAY_SAMPLE_MS = 1000  # the schedule's delay is looked up at most this often while evaluations are due
 SWEEP_CHUNK = 500
 SCHEDULE_IDLE_S = 2.0  # longest sleep of the schedule loop (it also wakes when an evaluation schedules sooner)
@@ -147,9 +162,15 @@ class EvaluatorService:
         SCHEDULE_DELAY.labels(cluster).set(0)
         self._delay_sampled_at = 0
         self._schedule_task: asyncio.Task | None = None
+        self.newcomers = NewcomerQueue()
+        self._newcomers_waiting = asyncio.Event()
+        self._newcomers_task: asyncio.Task | None = None
+        MAX_GROUPS.labels(cluster).set(config.evaluator.max_groups)
+        NEW_GROUPS_WAITING.labels(cluster).set(0)
         self._lock = asyncio.Lock()  # one evaluation at a time in this instance: notices and sweeps interleave
         # one for all evaluations: they fail together while Redis is away (and none is made per evaluation)
         self._evaluation_outage = OutageLog(log, f"evaluator {cluster}: evaluation failed")
+        self._over_cap_log = OutageLog(log, f"evaluator {cluster}: over evaluator.max-groups")
         self._create_app(config, cluster)
 
     def _connect_stores(self, config: Config, cluster: str) -> None:
@@ -221,8 +242,8 @@ class EvaluatorService:
                     (starts if notice.get("reason") == "log-start" else topics).update(notice["topics"])
                 else:
                     groups.update(groups_of(notice))
-            if groups:  # a notice names up to thousands of groups: evaluated in bounded chunks
-                await self._evaluate_in_chunks(sorted(groups), "notice")
+            if groups:  # a notice names up to thousands of groups: known ones first, in bounded chunks
+                await self._evaluate_known_first(sorted(groups), "notice")
             if topics:
                 await self._on_log_ends(topics)
             if starts:
@@ -283,6 +304,48 @@ class EvaluatorService:
         )
         await self._evaluate_in_chunks(due, "log-end")
 
+    async def _evaluate_known_first(self, groups: list[str], trigger: str) -> None:
+        """The groups with a recorded status now, the worst first; the new ones queued behind (newcomers.py)."""
+        try:
+            known, new = triage(groups, await self.statuses.statuses_of(self.cluster, groups))
+        except RedisError:
+            known, new = groups, []  # their evaluation retries until Redis is back
+        self._queue_newcomers(new)
+        await self._evaluate_in_chunks(known, trigger)
+
+    def _queue_newcomers(self, new: list[str]) -> None:
+        if not new:
+            return
+        added = self.newcomers.add(new)
+        NEW_GROUPS.labels(self.cluster).inc(added)
+        NEW_GROUPS_WAITING.labels(self.cluster).set(len(self.newcomers))
+        self._newcomers_waiting.set()
+
+    async def _run_newcomers(self) -> None:
+        """Evaluate queued new groups a chunk at a time, each chunk after whatever else waits for the lock."""
+        while not self.stopping.is_set():
+            await self._newcomers_waiting.wait()
+            self._newcomers_waiting.clear()
+            while self.newcomers and not self.stopping.is_set():
+                await self._evaluate_newcomers(self.newcomers.take(SWEEP_CHUNK))
+                NEW_GROUPS_WAITING.labels(self.cluster).set(len(self.newcomers))
+
+    async def _evaluate_newcomers(self, chunk: list[str]) -> None:
+        """A chunk of new groups, those that fit under `evaluator.max-groups` (the rest counted and skipped)."""
+        cap = self.config.evaluator.max_groups
+        try:
+            count = await self.statuses.count(self.cluster) if cap else 0
+        except RedisError:
+            count = 0  # the evaluation below retries until Redis is back; the cap is looked at again next chunk
+        fits, over = within_cap(chunk, count, cap)
+        if over:
+            OVER_CAP.labels(self.cluster).inc(len(over))
+            self._over_cap_log.failed(f"{len(over)} new groups skipped", f"evaluator.max-groups is {cap}")
+        elif cap:
+            self._over_cap_log.ok()
+        if fits:
+            await self._evaluate(fits, "new")
+
     async def _evaluate_in_chunks(self, groups: list[str], trigger: str) -> None:
         """Many groups, SWEEP_CHUNK at a time: one Redis read and one evaluation per chunk, memory bounded."""
         for i in range(0, len(groups), SWEEP_CHUNK):
@@ -310,6 +373,12 @@ class EvaluatorService:
             log.warning("evaluator %s: %s skipped, Redis unavailable (%s)", self.cluster, trigger, exc)
             return False
         mine = sorted(g for g in groups if partition_of(self.cluster, g, count) in partitions)
+        try:
+            mine, new = triage(mine, await self.statuses.statuses_of(self.cluster, mine))
+        except RedisError as exc:
+            log.warning("evaluator %s: %s skipped, Redis unavailable (%s)", self.cluster, trigger, exc)
+            return False
+        self._queue_newcomers(new)
         chunks = [mine[i : i + SWEEP_CHUNK] for i in range(0, len(mine), SWEEP_CHUNK)]
         ahead: asyncio.Future | None = None
         try:
@@ -514,13 +583,15 @@ class EvaluatorService:
             await self._start_publisher()
             await start_unless_stopping(self.app, self.stopping)
             self._schedule_task = asyncio.create_task(self._run_schedule())
+            self._newcomers_task = asyncio.create_task(self._run_newcomers())
             await until_stopped_or_dead(self.stopping, self._dead_work, f"evaluator {self.cluster}")
         finally:
-            if self._schedule_task is not None:
-                self._wake.set()
-                self._schedule_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._schedule_task
+            self._wake.set()
+            for task in (self._schedule_task, self._newcomers_task):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             await stop_within(self.app, f"evaluator {self.cluster}")
             await self.publisher.stop()
             await self.health.stop()

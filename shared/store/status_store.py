@@ -147,6 +147,17 @@ class StatusStore:
         raw = await reply(self.redis.hgetall(keys.statuses_index(cluster)))
         return {g.decode(): Status[s.decode()] for g, s in raw.items()}
 
+    async def count(self, cluster: str) -> int:
+        """How many groups have a status other than NOTFOUND."""
+        return int(await reply(self.redis.hlen(keys.statuses_index(cluster))))
+
+    async def statuses_of(self, cluster: str, groups: Sequence[str]) -> list[Status | None]:
+        """The last recorded status of each group (None: none, or NOTFOUND), in one round trip."""
+        if not groups:
+            return []
+        raw = await reply(self.redis.hmget(keys.statuses_index(cluster), list(groups)))
+        return [None if s is None else Status[s.decode()] for s in raw]
+
     async def recent_changes(self, cluster: str, count: int = RECENT_CHANGES) -> list[dict[str, Any]]:
         """The cluster's latest status changes, newest first (see `change_summary`); unreadable entries skipped."""
         raw = await reply(self.redis.lrange(keys.recent_status_changes(cluster), 0, count - 1))

@@ -45,11 +45,13 @@ UNREACHABLE_KAFKA = "127.0.0.1:1"
 
 
 def api_config(redis_url, bootstrap=UNREACHABLE_KAFKA, **env):
-    """Cluster `local` configured, 3-slot windows; `env` adds LAGWATCH__... overrides (without the prefix)."""
+    """Cluster `local` configured, 3-slot windows judged at any age; `env` adds LAGWATCH__... overrides (without the prefix)."""
     base = {
         "REDIS_URL": redis_url,
         f"LAGWATCH__CLUSTERS__{CLUSTER}__BOOTSTRAP_SERVERS": bootstrap,
         "LAGWATCH__STORAGE__INTERVALS": str(INTERVALS),
+        # the seeded windows are two commits long: judged at any age, as Burrow does (docs/rules.md §3)
+        "LAGWATCH__EVALUATOR__MINIMUM_ENTRIES": "1",
     }
     base.update({f"LAGWATCH__{k}": v for k, v in env.items()})
     return load_config(env=base)

@@ -68,8 +68,7 @@ class Scenario(TopicScenario):
 
 
 async def settle(s: Scenario) -> None:
-    """The first commit, fully consumed (a lone entry with lag would read STOP at once: its window spans no time),
-    then a pause longer than the later steps, so a window spans more than any gap between two later commits."""
+    """The first commit, fully consumed, then a pause longer than the later steps, so a window spans more than any gap between two later commits."""
     await s.produce(10)
     await s.member.commit(10)
     await asyncio.sleep(SETTLE)
@@ -86,6 +85,7 @@ async def lagging(s: Scenario) -> None:  # OK, then lag grows with every commit 
 async def stalled(s: Scenario) -> None:  # the offset stops moving while messages arrive; then it moves on
     await settle(s)
     await s.produce(5)
+    await s.member.commit(11)  # a third entry: a window old enough to judge (docs/rules.md §3)
     await s.member.commit(12)
     await s.member.commit(12)  # the same offset again: invisible to OffsetFetch
     await asyncio.sleep(SETTLE + 2)  # longer than the window spans: ERR
@@ -103,6 +103,7 @@ async def stopped(s: Scenario) -> None:  # commits stop while lag remains: after
     await settle(s)
     await s.produce(10)
     await s.member.commit(15)
+    await s.member.commit(17)  # a third entry: a window old enough to judge (docs/rules.md §3)
 
 
 async def idle(s: Scenario) -> None:  # fully consumed and quiet: stays OK however long nothing is committed
