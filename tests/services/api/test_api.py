@@ -45,7 +45,8 @@ UNREACHABLE_KAFKA = "127.0.0.1:1"
 
 
 def api_config(redis_url, bootstrap=UNREACHABLE_KAFKA, **env):
-    """Cluster `local` configured, 3-slot windows judged at any age; `env` adds LAGWATCH__... overrides (without the prefix)."""
+    """Cluster `local` configured, 3-slot windows judged at any age; `env` adds LAGWATCH__... overrides (without
+    the prefix)."""
     base = {
         "REDIS_URL": redis_url,
         f"LAGWATCH__CLUSTERS__{CLUSTER}__BOOTSTRAP_SERVERS": bootstrap,

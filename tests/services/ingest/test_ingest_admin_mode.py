@@ -68,7 +68,8 @@ class Scenario(TopicScenario):
 
 
 async def settle(s: Scenario) -> None:
-    """The first commit, fully consumed, then a pause longer than the later steps, so a window spans more than any gap between two later commits."""
+    """The first commit, fully consumed, then a pause longer than the later steps, so a window spans more than any
+    gap between two later commits."""
     await s.produce(10)
     await s.member.commit(10)
     await asyncio.sleep(SETTLE)
