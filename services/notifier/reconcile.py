@@ -89,10 +89,11 @@ class Reconciler:
         silences: SilenceCache,
         positions: ReadPositions,
         cluster: str,
+        status_topic: str,
         wake: Callable[[], None],
     ) -> None:
         self.redis, self.outbox, self.registry, self.silences = redis, outbox, registry, silences
-        self.positions, self.cluster, self.wake = positions, cluster, wake
+        self.positions, self.cluster, self.status_topic, self.wake = positions, cluster, status_topic, wake
         self._drop_field = redis.register_script(scripts.DROP_FIELD_IF_UNCHANGED)
 
     async def run_due(self, now: int) -> int:
@@ -114,15 +115,18 @@ class Reconciler:
         return self.positions.reached(due.topic, due.partition) >= due.until or now - due.at >= WAIT_LIMIT_MS
 
     async def reconcile(self, due: DueReconciliation, now: int) -> int:
-        """Set right the incident states of the partition's groups (see the module's docstring)."""
+        """Set right the incident states of the partition's groups (see the module's docstring): their status
+        incidents after a skip on the status topic, their lag and retention incidents after one on the other."""
         closed = opened = 0
-        for group in sorted(await self._groups(due)):
-            stored = await self._stored_status(group, due)
-            if stored is not None:
-                c, o = await self._reconcile_group(group, stored, now)
-                closed, opened = closed + c, opened + o
-        for group, state_field, subscription, raw in await self._lag_states(due):
-            closed += await self._close_lag_if_over(group, state_field, subscription, raw, now)
+        if due.topic == self.status_topic:
+            for group in sorted(await self._groups(due)):
+                stored = await self._stored_status(group, due)
+                if stored is not None:
+                    c, o = await self._reconcile_group(group, stored, now)
+                    closed, opened = closed + c, opened + o
+        else:
+            for group, state_field, subscription, raw in await self._lag_states(due):
+                closed += await self._close_lag_if_over(group, state_field, subscription, raw, now)
         where = partition_field(due.cluster, due.topic, due.partition)
         log.warning(
             "notifier: %s reconciled with the evaluator's statuses after skipped events: %d incident states "

@@ -119,9 +119,9 @@ class NotifierService:
         self.events_handled = 0
         # skipped events (retention deleted them unread): counted, and the incidents reconciled (skipped_events.py)
         self.read_positions = skipped_events.ReadPositions()
-        wake = self.dispatcher.wake.set
+        status_topic, wake = config.evaluator.status_topic, self.dispatcher.wake.set
         self.reconciler = Reconciler(
-            self.redis, self.outbox, self.registry, self.silences, self.read_positions, cluster, wake
+            self.redis, self.outbox, self.registry, self.silences, self.read_positions, cluster, status_topic, wake
         )
         self._create_app(config, cluster)
 

@@ -1,6 +1,7 @@
 """Reconciliation after skipped events (services/notifier/reconcile.py) against a real Redis: a skip found twice
 is counted once, two notifiers reconciling at once close an incident once (and the close reaches a real HTTP
-receiver once), and an event older than what a reconciliation set is a duplicate. The end-to-end path through
+receiver once), an event older than what a reconciliation set is a duplicate, and a lag incident the evaluator
+counts as over is closed with the evaluator's own close. The end-to-end path through
 Kafka is in test_notifier_skipped_events.py."""
 
 import asyncio
@@ -8,16 +9,21 @@ import dataclasses
 import json
 import time
 
+from lagwatch.services.notifier.events import LAG_EVENTS
 from lagwatch.services.notifier.missed import RECONCILED
 from lagwatch.services.notifier.service import NotifierService
 from lagwatch.services.notifier.skipped_events import LostPosition, SkipWatch
 from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.domain.lag_threshold_event import Crossing, Threshold
+from lagwatch.shared.domain.lag_threshold_event import build_event as build_lag_event
+from lagwatch.shared.domain.protocol import Status
 from lagwatch.shared.domain.status_event import encode
+from lagwatch.shared.domain.time_lag import TimeLag
 from lagwatch.shared.store import keys
 from lagwatch.shared.store.status_store import StatusStore
 from tests.kafka_helpers import FAST_NOTIFIER, make_config, running
 from tests.services.notifier.test_notifier_skipped_events import HOUR_MS, STATUS_TOPIC, evaluated
-from tests.services.notifier.test_notifier_support import CLUSTER, Receiver, Timeline
+from tests.services.notifier.test_notifier_support import CLUSTER, Receiver, Timeline, group_status
 
 FAST = {**FAST_NOTIFIER, "NOTIFIER__HTTP_PORT": "0"}
 # the partition's log end when the skip was found: the notifiers have read that far
@@ -106,4 +112,39 @@ async def test_an_event_older_than_what_a_reconciliation_set_changes_nothing(kaf
     assert len(await deliveries(redis)) == 3
     (state,) = (await redis.hgetall(keys.notify_state("hook"))).values()
     assert json.loads(state)["incident_id"] == reopened["incident_id"]
+    await service.redis.aclose()
+
+
+def lag_crossing(seq, above):
+    """A lag-seconds crossing of 300 s by billing, as the evaluator publishes it."""
+    return build_lag_event(
+        cluster=CLUSTER,
+        group="billing",
+        crossing=Crossing(300.0, above),
+        seq=seq,
+        incident_started_at=1_700_000_000_000,
+        evaluated_at=1_700_000_000_000 + seq,
+        group_status=group_status(CLUSTER, "billing", Status.OK, (40,)),
+        time_lags={("orders", 0): TimeLag(700.0)},
+    )
+
+
+async def test_a_lag_incident_whose_close_was_skipped_is_closed_as_the_evaluator_would(kafka, redis_server, redis):
+    config = dataclasses.replace(
+        make_config(kafka.bootstrap, redis_server.url, **FAST),
+        subscriptions=[SubscriptionConfig(id="hook", url="http://127.0.0.1:9/hook", lag_seconds_threshold=300)],
+    )
+    service = NotifierService(config, CLUSTER, http_port=0)
+    lag_topic = config.evaluator.lag_threshold_topic
+    service.read_positions.moved_to(lag_topic, 0, LOST.log_end)
+    assert await service.handle(lag_crossing(1, above=True).encode(), LAG_EVENTS)
+    # the evaluator has counted the way back under since (its event was skipped): crossings 2, under
+    await redis.hset(keys.group_lag_thresholds(CLUSTER, "billing"), Threshold(300.0).key, "2:1700000000000")
+    await skip_watch(service).record(dataclasses.replace(LOST, topic=lag_topic), partitions=1)
+    await service.registry.refresh()
+    assert await service.reconciler.run_due(int(time.time() * 1000)) == 1
+    close = [d for d in await deliveries(redis) if d["kind"] == "lag-close"]
+    assert [(d["reason"], d["event"]["event_id"]) for d in close] == [(RECONCILED, lag_crossing(2, False).event_id)]
+    assert await service.handle(lag_crossing(2, above=False).encode(), LAG_EVENTS)  # read late after all: a duplicate
+    assert len(await deliveries(redis)) == 2 and await redis.hlen(keys.notify_state("hook")) == 0
     await service.redis.aclose()
