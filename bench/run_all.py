@@ -30,6 +30,7 @@ BENCHES = [
     "bench_lag_history",
     "bench_notifier",
     "bench_notifier_start",
+    "bench_new_group_flood",
     "bench_event_codec",
     "bench_velocity",
     "bench_history",

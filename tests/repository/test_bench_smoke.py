@@ -32,3 +32,9 @@ def test_the_dashboard_bench_runs_at_a_token_size(monkeypatch):
     monkeypatch.syspath_prepend(str(paths.ROOT / "bench"))  # it takes the api's life cycle from bench_api
     result = bench("bench_dashboard").run(groups=300, partitions=2)
     assert result["groups"] == 300 and result["overview_rows"] > 0
+
+
+def test_the_new_group_flood_bench_runs_at_a_token_size():
+    result = bench("bench_new_group_flood").run(groups=200)
+    assert [row["flood"] for row in result["rounds"]] == [0, 200]
+    assert 0 < result["worst_alert_after_flood_s"] < float("inf")
