@@ -7,8 +7,8 @@ evaluated a chunk at a time whenever nothing else waits (asyncio's lock is fair:
 waits for one chunk at most). The queue is drained at the evaluator's own pace, never slower.
 
 A cap on the groups a cluster may have (`evaluator.max-groups`) keeps a flood of junk names from growing every
-store without bound: past it, new groups are counted and skipped (never a known group evicted) until the count
-falls under it again (expiry, deletions).
+store without bound: past it, new groups are counted, skipped and their windows deleted (never a known group's)
+until the count falls under it again (expiry, deletions).
 """
 
 from __future__ import annotations

@@ -339,12 +339,21 @@ class EvaluatorService:
             count = 0  # the evaluation below retries until Redis is back; the cap is looked at again next chunk
         fits, over = within_cap(chunk, count, cap)
         if over:
-            OVER_CAP.labels(self.cluster).inc(len(over))
-            self._over_cap_log.failed(f"{len(over)} new groups skipped", f"evaluator.max-groups is {cap}")
+            await self._skip_over_cap(over, cap)
         elif cap:
             self._over_cap_log.ok()
         if fits:
             await self._evaluate(fits, "new")
+
+    async def _skip_over_cap(self, over: list[str], cap: int) -> None:
+        """Counted, and their windows deleted (a flood of junk names must not fill Redis for `expire-group`): the
+        ingest forgets a group deleted under it, and a real group's next commit after there is room starts it
+        afresh. A group that got a status meanwhile is kept."""
+        OVER_CAP.labels(self.cluster).inc(len(over))
+        self._over_cap_log.failed(f"{len(over)} new groups skipped", f"evaluator.max-groups is {cap}")
+        with contextlib.suppress(RedisError):  # left to expire: the next chunk looks at the cap again
+            still_new = triage(over, await self.statuses.statuses_of(self.cluster, over))[1]
+            await self.store.delete_groups(self.cluster, still_new)
 
     async def _evaluate_in_chunks(self, groups: list[str], trigger: str) -> None:
         """Many groups, SWEEP_CHUNK at a time: one Redis read and one evaluation per chunk, memory bounded."""
