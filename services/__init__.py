@@ -1,1 +1,2 @@
-"""The services: ingest, evaluator, notifier and api. Each meets the others only at Redis keys and Kafka topics."""
+"""The services: ingest, evaluator, notifier, api and archiver. Each meets the others only at Redis keys and Kafka
+topics."""
