@@ -346,6 +346,25 @@ ROWS = [
                 " LagwatchEvaluatorScheduleLate, LagwatchStatusEventsUnsent.",
             ),
             Panel(
+                "Evaluator: new groups waiting, new groups and groups over the cap a second",
+                "timeseries",
+                [
+                    Target(f"lagwatch_evaluator_new_groups_waiting{{{CLUSTER}}}", "waiting {{instance}}"),
+                    Target(
+                        f"rate(lagwatch_evaluator_new_groups_total{{{CLUSTER}}}[$__rate_interval])",
+                        "new/s {{instance}}",
+                    ),
+                    Target(
+                        f"rate(lagwatch_evaluator_groups_over_cap_total{{{CLUSTER}}}[$__rate_interval])",
+                        "over the cap/s {{instance}}",
+                    ),
+                ],
+                unit="short",
+                description="Groups lagwatch has no status for wait behind the known ones for their first evaluation;"
+                " past evaluator.max-groups new groups are skipped. Alerts: LagwatchNewGroupsFlood,"
+                " LagwatchGroupCapReached.",
+            ),
+            Panel(
                 "Evaluator: rules' clock held behind",
                 "timeseries",
                 [Target(f"lagwatch_evaluator_clock_held_seconds{{{CLUSTER}}}", "{{instance}}")],

@@ -167,6 +167,8 @@ class EvaluatorService:
         self._newcomers_task: asyncio.Task | None = None
         MAX_GROUPS.labels(cluster).set(config.evaluator.max_groups)
         NEW_GROUPS_WAITING.labels(cluster).set(0)
+        NEW_GROUPS.labels(cluster)  # exported at 0 from the start: the rules' increase() sees the first ones
+        OVER_CAP.labels(cluster)
         self._lock = asyncio.Lock()  # one evaluation at a time in this instance: notices and sweeps interleave
         # one for all evaluations: they fail together while Redis is away (and none is made per evaluation)
         self._evaluation_outage = OutageLog(log, f"evaluator {cluster}: evaluation failed")
