@@ -315,7 +315,7 @@ async def _open_incidents(history: StatusStore, cluster: str) -> dict[str, Group
     by name."""
     bad = sorted(g for g, s in (await history.known_groups(cluster)).items() if s not in QUIET)
     open_ones = {}
-    for i in range(0, len(bad), STATES_PER_READ):  # slices: one read of thousands held the event loop for 0.1 s
+    for i in range(0, len(bad), STATES_PER_READ):  # slices: one read of thousands held the event loop too long
         some = bad[i : i + STATES_PER_READ]
         states = await history.states(cluster, some)
         open_ones.update({g: state for g, state in zip(some, states, strict=True) if state.incident.incident_id})

@@ -140,8 +140,8 @@ class Ranking:
     @classmethod
     def of(cls, groups: list[Ranked]) -> Ranking:
         """Sorts `groups` (in place) and sums them up. Three stable sorts on one plain key each (name, then lag,
-        then status) rather than one on the tuples: a sort holds the GIL throughout, and comparing 100k tuples held
-        it (and so the event loop) for 0.2-0.3 s; these hold it for at most ~60 ms."""
+        then status) rather than one on the tuples: a sort holds the GIL throughout, and comparing tuples held it (and
+        so the event loop) several times longer (bench/bench_dashboard.py)."""
         for field in (2, 1, 0):
             groups.sort(key=itemgetter(field))
         counts = Counter(-g[0] for g in groups)

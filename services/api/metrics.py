@@ -89,7 +89,7 @@ from lagwatch.shared.store.results_store import (
 
 STREAM_CHUNK = 4 << 20  # bytes written to the response at a time
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
-# The ingest counters' label values, a fixed set (issue 18: an older ingest minted one per corrupt record's type and
+# The ingest counters' label values, a fixed set (an older ingest minted one per corrupt record's type and
 # the stats hash keeps them): what `services/ingest` writes; any other value is counted under "other".
 _RECORD_TYPES = frozenset(str(t) for t in KNOWN_TYPES) | {"other"}
 DECODE_ERROR_TYPES = _RECORD_TYPES | {"no-key", "out-of-range", "assignment"}

@@ -47,7 +47,7 @@ def scrape_in_worker(config: Config, path: str) -> int:
 
 async def _scrape_into(config: Config, path: str) -> int:
     """The body never is the result of `asyncio.run`: in the main thread Python 3.11's runner formats a repr of its
-    task while restoring SIGINT's handler, and the task's repr holds its result's (0.2 s for 58 MB, twice)."""
+    task while restoring SIGINT's handler, and the task's repr holds its result's (slow for a large body, twice)."""
     from lagwatch.services.api.metrics import scrape
 
     body = await scrape(config)

@@ -77,7 +77,7 @@ class HistoryPublisher:
             **kafka_config,
             "acks": "all",
             "linger.ms": 20,
-            "compression.type": "lz4",  # measured: gzip cost 5.5 µs of CPU per record, lz4 ~0.1 (aiokafka reads it)
+            "compression.type": "lz4",  # far cheaper in CPU per record than gzip (and aiokafka reads it)
             "partitioner": "murmur2_random",
             "delivery.report.only.error": True,
             "message.timeout.ms": int(DELIVERY_TIMEOUT_S * 1000),

@@ -36,8 +36,8 @@ COMMITTED_TIMEOUT_S = 10.0
 READ_THROUGH_EVERY_S = 0.25  # how often the brokers are asked how far the partitions go (shared/domain/read_through.py)
 OFFSET_LATEST = -1  # ListOffsets' "latest": the high watermark
 # how long a batch short of full waits for more records: latency against a batch's fixed costs (its Redis write,
-# notices, commit). bench/bench_ingest_steady.py, 20k commits/s: 0 ms made 121 batches/s and cost 18 % of a core,
-# 20 ms 15/s and 11 %, a full 200 ms wait 5/s and 9 %; commit -> status event p50 ~210 ms at 0 and 20 ms, ~300 at 200
+# notices, commit). A short wait already makes batches several times fewer at a steady rate without adding to the
+# commit -> status event latency; a long one adds to it (bench/bench_ingest_steady.py)
 FETCH_LINGER_S = 0.02
 
 

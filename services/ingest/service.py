@@ -152,15 +152,13 @@ class IngestWorker:
             # a worker hears of a rebalance at its next heartbeat: the group waits for the slowest to hear it
             "heartbeat.interval.ms": max(100, min(1000, self.session_timeout_ms // 3)),
             "fetch.wait.max.ms": 100,  # an idle fetch costs little; a broker that holds fetches would cost latency
-            # read-ahead while a batch is applied, bounded: librdkafka's defaults keep up to 64 MB per consumer. A
-            # couple of batches' worth is enough on the 1M/2M benches (bench_vs_burrow.py, one worker, alternating
-            # runs): 2 MB and 1 MB took the worker's peak RSS from 210-222 MB to 177-191 MB at the same speed (1M in
-            # 4.4-4.6 s against 4.2-4.9 s); 1 MB and 512 KB read slower
+            # read-ahead while a batch is applied, bounded: librdkafka's defaults keep up to 64 MB per consumer, and
+            # a couple of batches' worth keeps the worker as fast with far less memory; smaller bounds read slower
+            # (bench/bench_vs_burrow.py)
             "fetch.max.bytes": 2 * 1024 * 1024,
             "queued.max.messages.kbytes": 1024,
             # a partition whose queue is over that bound is not fetched again for this long: librdkafka's 1 s default
-            # left the worker idle once it had drained the queue (measured: 1M records in 9.7 s, with 100 ms 5.4 s;
-            # 10 ms against 100 ms, three runs each in one session: 5.1-5.7 s against 5.3-6.6 s); only full queues wait
+            # left the worker idle once it had drained the queue; only full queues wait
             "fetch.queue.backoff.ms": 10,
         }
 
@@ -582,9 +580,9 @@ async def run_ingest(config: Config, cluster: str, *, http_port: int | None = No
 def _collect_garbage_less_often() -> None:
     """Every batch brings thousands of records (objects the cyclic garbage collector tracks), so at Python's default
     (a collection every 700 new objects) the collector ran several times per batch and, now and then, walked every
-    group held in memory: 13 % of the worker's CPU in a profile of the 1M-record bench. The worker makes few
-    reference cycles; collecting every GC_YOUNG_THRESHOLD objects, with what was loaded at start-up frozen out of
-    the collector's walks, cut the worker's CPU by about 13 % on that bench (bench/bench_vs_burrow.py)."""
+    group held in memory, a large share of the worker's CPU. The worker makes few reference cycles; collecting every
+    GC_YOUNG_THRESHOLD objects, with what was loaded at start-up frozen out of the collector's walks, costs far less
+    (bench/bench_vs_burrow.py)."""
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, 50, 100)
 
@@ -592,9 +590,8 @@ def _collect_garbage_less_often() -> None:
 def _switch_threads_sooner() -> None:
     """The consumer's thread builds each fetched batch's records while the event loop's thread waits for them, and
     the event loop's thread applies a batch while the consumer's waits for the GIL to start the next fetch: at
-    Python's default, a thread that wants the GIL waits up to 5 ms for the other to let go, each time. At 0.5 ms the
-    1M-record bench ran ~9 % faster with one worker (bench/bench_vs_burrow.py, six alternating runs each, same
-    session: 4.3-4.9 s against 4.7-5.1 s)."""
+    Python's default, a thread that wants the GIL waits up to 5 ms for the other to let go, each time; a shorter
+    interval lets the two threads overlap (bench/bench_vs_burrow.py)."""
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
 

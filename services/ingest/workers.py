@@ -44,9 +44,8 @@ MAX_BACKOFF_S = 30.0
 
 def default_workers() -> int:
     """One worker per CPU but one. A worker keeps one core busy with its own thread, and needs part of another for
-    librdkafka's threads, Redis and the history producer. Measured on 2 CPUs (bench/bench_vs_burrow.py, same runs):
-    one worker read 1M commits at 2.0-2.9x Burrow's rate and 2M at 2.8-3.6x, two workers at 1.5-1.9x and 2.1-2.5x,
-    with ~120 MB more memory and a rebalance when the second joins."""
+    librdkafka's threads, Redis and the history producer: on 2 CPUs two workers read slower than one, with more
+    memory and a rebalance when the second joins (bench/bench_vs_burrow.py, bench/README.md)."""
     return max(1, available_cpus() - 1)
 
 

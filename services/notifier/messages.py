@@ -4,7 +4,7 @@
   group, cluster, status change, total lag, partitions not OK and the incident's age as section fields, and — in
   an attachment coloured by status — the worst partitions, the incident id and a button to `notifier.dashboard-url`.
   A close says the group is OK (or gone) again and how long the incident lasted. Events that carry lagwatch's
-  velocity and explanation (issue 17) add "Catches up in" (or "never at this rate", with the lag's growth) and
+  velocity and explanation add "Catches up in" (or "never at this rate", with the lag's growth) and
   "Why". A lag-threshold event gets the
   same layout (`lag_slack_message`): "Lag above 300 s" / "Still above" / "Back under", how far behind, the
   threshold, Burrow's status of the group and the partitions over the threshold.
@@ -182,7 +182,7 @@ def lag_slack_message(event: dict, kind: str, context: dict, dashboard_url: str 
 
 
 def _insight_fields(event: dict) -> list[str]:
-    """lagwatch's velocity, retention risk and explanation (issue 17), when the event carries them: when the group
+    """lagwatch's velocity, retention risk and explanation, when the event carries them: when the group
     catches up (or that it will not at this rate), when retention deletes what it has not read (or what it lost)
     and why it is where it is."""
     fields = []

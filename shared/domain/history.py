@@ -31,9 +31,9 @@ or more records of one key, one per line (JSON Lines, in the order read). Keys o
 ignores them) and keep what must stay in order in one partition: the ingest keys commits by the offsets-topic
 partition it read them from (`commits_key`: `<cluster>/offsets-<p>`, which holds every commit of its groups), so a
 message carries a batch's commits of one offsets partition, many groups; samples and deletions are keyed
-`<cluster>/<topic>`. Messages per group cost the ingest's single worker 17-39 % of its throughput, mostly in
-confluent-kafka taking the GIL for every message's delivery report; per offsets partition 7-19 %
-(bench/bench_vs_burrow.py --history). A reader splits a message at its newlines (`records_of`); JSON never holds a
+`<cluster>/<topic>`. Messages per group cost the ingest's single worker several times more of its throughput,
+mostly in confluent-kafka taking the GIL for every message's delivery report (bench/bench_vs_burrow.py --history).
+A reader splits a message at its newlines (`records_of`); JSON never holds a
 raw newline inside a record.
 
 In files, Parquet with `HISTORY_COLUMNS`, laid out `<root>/cluster=<cluster>/date=<YYYY-MM-DD>/part-*.parquet` (UTC

@@ -1,5 +1,5 @@
 """Retention risk: how long until the oldest message a consumer has not read yet is deleted by the broker, and how
-many messages it already lost that way. Pure functions, no I/O (issue 17 pt 2).
+many messages it already lost that way. Pure functions, no I/O.
 
 The oldest unconsumed message of a partition is the one at the committed offset. Two estimates of when it goes,
 the sooner one wins (both are on the safe side of the broker, which deletes whole segments, later than either):

@@ -204,7 +204,7 @@ GROUP_KEY_KINDS = (WINDOWS_KIND, META_KIND, OWNERS_KIND, REBALANCES_KIND)
 
 def group_key_stem(cluster: str, group: str) -> str:
     """What a group's keys share (one hash slot); each is the stem and a letter of GROUP_KEY_KINDS. The ingest keeps
-    the stem alone for each group it holds (25k groups: ~9 MB less than their four keys) and writes the letters."""
+    the stem alone for each group it holds (memory: not four whole keys per group) and writes the letters."""
     return f"{PREFIX}:g:{{{cluster}/{group}}}:"
 
 
