@@ -618,13 +618,18 @@ def _spark_reprocess(job_args: list[str]) -> int:
 
 
 def _dev_up(args: argparse.Namespace) -> int:
-    if args.no_demo:
+    try:
+        from lagwatch.devkit.demo_system import run_demo
         from lagwatch.devkit.stack import run_local_stack
-
+    except ImportError as exc:  # an installed wheel or image: the dev kit ships only with a checkout
+        print(
+            f"lagwatch: `dev up` needs the dev kit, in a checkout's editable install (pip install -e .): {exc}",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
+    if args.no_demo:
         run_local_stack(args.state_dir, redis_port=args.redis_port, kafka_port=args.kafka_port)
         return 0
-    from lagwatch.devkit.demo_system import run_demo
-
     return run_demo(args.state_dir, redis_port=args.redis_port, kafka_port=args.kafka_port, api_port=args.api_port)
 
 

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,27 @@ def _package_folders() -> dict[str, Path]:
     return found
 
 
-def test_every_package_folder_is_listed_in_pyproject():
-    assert set(_package_folders()) == set(SETUPTOOLS["packages"])
+DEV_ONLY = {"lagwatch.devkit"}  # the dev kit: in a checkout's editable install, in no wheel or image
+
+
+def test_every_package_folder_is_listed_in_pyproject_but_the_dev_kit():
+    assert set(_package_folders()) - DEV_ONLY == set(SETUPTOOLS["packages"])
+    assert not DEV_ONLY & set(SETUPTOOLS["packages"])
+
+
+def test_the_wheel_ships_every_service_and_not_the_dev_kit(tmp_path):
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = tmp_path.glob("lagwatch-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "lagwatch/cli.py" in names and "lagwatch/services/ingest/service.py" in names
+    assert "lagwatch/shared/domain/rules.py" in names and "lagwatch/shared/schemas/status_event.json" in names
+    assert not [n for n in names if n.startswith("lagwatch/devkit/")]
 
 
 def test_every_folder_of_data_files_is_declared_as_package_data():
