@@ -21,15 +21,13 @@ something outside lagwatch (the archiver's object store) exits with code 1 and o
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the commands import what they need when run: `lagwatch --help` stays quick
-    from redis.asyncio import Redis
+from typing import Any
 
 USAGE_ERROR = 2
 START_FAILED = 1
@@ -349,41 +347,64 @@ def _listen_failure(host: str, port: int, options: str, reason: str) -> str:
 
 
 def _start_service(args: argparse.Namespace, config, cluster: str) -> int:
-    import asyncio
+    return _STARTERS[args.service](args, config, cluster)
 
-    if args.service == "api":
-        from lagwatch.services.api.service import run_api
 
-        asyncio.run(run_api(config, port=args.http_port))
-    elif args.service == "ingest":
-        from lagwatch.services.ingest import workers
+def _start_api(args: argparse.Namespace, config, cluster: str) -> int:
+    from lagwatch.services.api.service import run_api
 
-        count = config.ingest.workers if args.workers is None else args.workers
-        count = count or workers.default_workers()
-        if count > 1:
-            return workers.supervise(args.argv, count)  # a small process: it imports none of the worker's clients
-        from lagwatch.services.ingest.service import run_ingest
-
-        workers.die_with_supervisor()
-        workers.tune_malloc()
-        asyncio.run(run_ingest(config, cluster, http_port=args.http_port))
-    elif args.service == "evaluator":
-        from lagwatch.services.evaluator.service import run_evaluator
-
-        asyncio.run(run_evaluator(config, cluster, http_port=args.http_port))
-    elif args.service == "archiver":
-        from lagwatch.services.archiver.service import run_archiver
-        from lagwatch.shared.store.history_files import HistoryRootUnavailable
-
-        try:
-            asyncio.run(run_archiver(config, cluster, http_port=args.http_port))
-        except HistoryRootUnavailable as exc:  # it opens its filesystem as it starts
-            raise StartError(f"archiver: cannot open history.path: {exc}") from None
-    elif args.service == "notifier":
-        from lagwatch.services.notifier.service import run_notifier
-
-        asyncio.run(run_notifier(config, cluster, http_port=args.http_port))  # checks its subscriptions as it starts
+    asyncio.run(run_api(config, port=args.http_port))
     return 0
+
+
+def _start_ingest(args: argparse.Namespace, config, cluster: str) -> int:
+    from lagwatch.services.ingest import workers
+
+    count = config.ingest.workers if args.workers is None else args.workers
+    count = count or workers.default_workers()
+    if count > 1:
+        return workers.supervise(args.argv, count)  # a small process: it imports none of the worker's clients
+    from lagwatch.services.ingest.service import run_ingest
+
+    workers.die_with_supervisor()
+    workers.tune_malloc()
+    asyncio.run(run_ingest(config, cluster, http_port=args.http_port))
+    return 0
+
+
+def _start_evaluator(args: argparse.Namespace, config, cluster: str) -> int:
+    from lagwatch.services.evaluator.service import run_evaluator
+
+    asyncio.run(run_evaluator(config, cluster, http_port=args.http_port))
+    return 0
+
+
+def _start_archiver(args: argparse.Namespace, config, cluster: str) -> int:
+    from lagwatch.services.archiver.service import run_archiver
+    from lagwatch.shared.store.history_files import HistoryRootUnavailable
+
+    try:
+        asyncio.run(run_archiver(config, cluster, http_port=args.http_port))
+    except HistoryRootUnavailable as exc:  # it opens its filesystem as it starts
+        raise StartError(f"archiver: cannot open history.path: {exc}") from None
+    return 0
+
+
+def _start_notifier(args: argparse.Namespace, config, cluster: str) -> int:
+    from lagwatch.services.notifier.service import run_notifier
+
+    asyncio.run(run_notifier(config, cluster, http_port=args.http_port))  # checks its subscriptions as it starts
+    return 0
+
+
+# `lagwatch run <service>`: each imports only its own service (a supervisor of ingest workers imports no client)
+_STARTERS: dict[str, Callable[[argparse.Namespace, Any, str], int]] = {
+    "api": _start_api,
+    "ingest": _start_ingest,
+    "evaluator": _start_evaluator,
+    "archiver": _start_archiver,
+    "notifier": _start_notifier,
+}
 
 
 def _check_kafka(args: argparse.Namespace) -> int:
@@ -453,43 +474,19 @@ def _forget_cluster(args: argparse.Namespace) -> int:
         raise InputError(
             f"cluster {args.cluster!r} is still configured: remove it from the configuration and stop its services"
         )
-    print(json.dumps(asyncio.run(_forget(config, args.cluster, args.dry_run))))
-    return 0
-
-
-async def _forget(config, cluster: str, dry_run: bool) -> dict:
     from redis.exceptions import RedisError
 
-    from lagwatch.shared.clock import now_ms
-    from lagwatch.shared.store import cluster_forgetting
-    from lagwatch.shared.store.redis_client import connect
+    from lagwatch.shared.store.cluster_forgetting import StillRunning, forget_cluster
 
-    redis = connect(config.redis)
     try:
-        if dry_run:
-            data = await cluster_forgetting.survey(redis, cluster)
-        else:
-            await _refuse_while_running(redis, cluster)
-            data = await cluster_forgetting.forget(redis, cluster, now_ms())
+        data = asyncio.run(forget_cluster(config.redis, args.cluster, dry_run=args.dry_run))
+    except StillRunning as exc:
+        raise StartError(str(exc)) from None
     except (RedisError, OSError) as exc:
         raise StartError(f"Redis: {exc}") from None
-    finally:
-        await redis.aclose()
-    return {"cluster": cluster, "dry_run": dry_run, "groups": data.groups, "topics": data.topics, "keys": data.keys}
-
-
-async def _refuse_while_running(redis: Redis, cluster: str) -> None:
-    """A service still running would write the cluster back as it is forgotten: stop them first."""
-    from lagwatch.shared.store import cluster_forgetting
-    from lagwatch.shared.store.presence import present
-
-    # the poller's lease too: a worker of a release before presence holds it while it runs (a rolling upgrade)
-    if (holder := await cluster_forgetting.ingest_running(redis, cluster)) is not None:
-        raise StartError(f"an ingest worker ({holder}) still polls cluster {cluster!r}: stop its services first")
-    for service, name in (("ingest", "ingest worker"), ("evaluator", "evaluator instance")):
-        if found := await present(redis, cluster, service):
-            running = f"{len(found)} {name}{'s' if len(found) > 1 else ''} ({', '.join(found)})"
-            raise StartError(f"{running} still running for cluster {cluster!r}: stop them first")
+    summary = {"groups": data.groups, "topics": data.topics, "keys": data.keys}
+    print(json.dumps({"cluster": args.cluster, "dry_run": args.dry_run, **summary}))
+    return 0
 
 
 def _notify_replay_dlq(args: argparse.Namespace) -> int:
@@ -505,7 +502,9 @@ def _notify_replay_dlq(args: argparse.Namespace) -> int:
         since_ms = parse_since(args.since) if args.since else None
     except (ConfigError, ValueError) as exc:
         raise InputError(str(exc)) from None
-    summary = asyncio.run(_replay_dlq(config, cluster, args.subscription, since_ms))
+    from lagwatch.services.notifier.dlq import replay_from_topic
+
+    summary = asyncio.run(replay_from_topic(config, cluster, args.subscription, since_ms))
     print(json.dumps(summary))
     return 0
 
@@ -545,43 +544,16 @@ async def _subscription(config, subscription_id: str):
     """The configuration file's subscription, else the api's (from Redis); InputError when neither has it."""
     from redis.exceptions import RedisError
 
-    from lagwatch.services.notifier.subscriptions import Registry
-    from lagwatch.shared.store.redis_client import connect
-    from lagwatch.shared.subscriptions.store import SubscriptionStore
+    from lagwatch.services.notifier.subscriptions import NoSuchSubscription, find_subscription
 
-    redis = connect(config.redis)
     try:
-        registry = Registry(config, SubscriptionStore(redis))
-        if subscription_id not in registry.from_file:
-            await registry.refresh()
+        return await find_subscription(config, subscription_id)
+    except NoSuchSubscription as exc:
+        raise InputError(str(exc)) from None
     except (RedisError, OSError) as exc:
         raise StartError(
             f"subscription {subscription_id!r} is not in the configuration file, and Redis (the api's) failed: {exc}"
         ) from None
-    finally:
-        await redis.aclose()
-    subscription = registry.get(subscription_id)
-    if subscription is None:
-        known = ", ".join(sorted(s.id for s in registry.all())) or "none"
-        raise InputError(f"no subscription {subscription_id!r} (there are: {known})")
-    return subscription
-
-
-async def _replay_dlq(config, cluster: str, subscription: str | None, since_ms: int | None) -> dict:
-    from lagwatch.services.notifier.dlq import read_dead_letters, replay, select
-    from lagwatch.services.notifier.outbox import Outbox
-    from lagwatch.shared.kafka.kafka_client import client_kwargs
-    from lagwatch.shared.store.redis_client import connect
-
-    records = await read_dead_letters(client_kwargs(config.cluster(cluster), cluster), config.notifier.dlq_topic)
-    chosen = select(records, subscription=subscription, since_ms=since_ms)
-    redis = connect(config.redis)
-    try:
-        outbox = Outbox(redis, lease_ms=int(config.notifier.lease * 1000), seen_ttl_ms=0)
-        result = await replay(outbox, chosen)
-    finally:
-        await redis.aclose()
-    return {"read": len(records), "matched": len(chosen), **result}
 
 
 def _migrate_burrow_config(args: argparse.Namespace) -> int:

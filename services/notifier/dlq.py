@@ -27,7 +27,10 @@ from lagwatch.services.notifier.events import parse_either
 from lagwatch.services.notifier.messages import CLOSE_KINDS
 from lagwatch.services.notifier.outbox import Delivery, Outbox
 from lagwatch.shared.clock import now_ms
+from lagwatch.shared.config import Config
 from lagwatch.shared.kafka.deliveries import InFlight, stop_producer
+from lagwatch.shared.kafka.kafka_client import client_kwargs
+from lagwatch.shared.store.redis_client import connect
 
 SCHEMA = "lagwatch.dead-letter/1"
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])\Z")
@@ -206,3 +209,17 @@ async def _incident_over(outbox: Outbox, record: dict) -> bool:
     state = await outbox.read_state_field(record["subscription_id"], kind.state_field(event))
     announced = json.loads(state).get("incident_id") if state else None
     return bool(announced != record["event"].get("incident_id"))
+
+
+async def replay_from_topic(config: Config, cluster: str, subscription: str | None, since_ms: int | None) -> dict:
+    """`lagwatch notify replay-dlq`: the dead letters chosen from the cluster's topic, recorded again as deliveries;
+    what was read, matched and done."""
+    records = await read_dead_letters(client_kwargs(config.cluster(cluster), cluster), config.notifier.dlq_topic)
+    chosen = select(records, subscription=subscription, since_ms=since_ms)
+    redis = connect(config.redis)
+    try:
+        outbox = Outbox(redis, lease_ms=int(config.notifier.lease * 1000), seen_ttl_ms=0)
+        result = await replay(outbox, chosen)
+    finally:
+        await redis.aclose()
+    return {"read": len(records), "matched": len(chosen), **result}

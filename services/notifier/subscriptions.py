@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from lagwatch.shared.config import Config, SubscriptionConfig
 from lagwatch.shared.domain.protocol import Status
+from lagwatch.shared.store.redis_client import connect
 from lagwatch.shared.subscriptions.coverage import Coverage
 from lagwatch.shared.subscriptions.documents import SOURCE_API, SOURCE_CONFIG
 from lagwatch.shared.subscriptions.notification_policy import Policy
@@ -116,3 +117,24 @@ class Registry:
 
     def matching(self, cluster: str, group: str) -> list[Subscription]:
         return [s for s in self.all() if s.matches(cluster, group)]
+
+
+class NoSuchSubscription(LookupError):
+    pass
+
+
+async def find_subscription(config: Config, subscription_id: str) -> Subscription:
+    """The configuration file's subscription, else the api's (read from Redis); NoSuchSubscription naming the
+    ones there are when neither has it."""
+    redis = connect(config.redis)
+    try:
+        registry = Registry(config, SubscriptionStore(redis))
+        if subscription_id not in registry.from_file:
+            await registry.refresh()
+    finally:
+        await redis.aclose()
+    subscription = registry.get(subscription_id)
+    if subscription is None:
+        known = ", ".join(sorted(s.id for s in registry.all())) or "none"
+        raise NoSuchSubscription(f"no subscription {subscription_id!r} (there are: {known})")
+    return subscription

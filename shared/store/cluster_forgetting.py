@@ -19,8 +19,11 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from lagwatch.shared.clock import now_ms
+from lagwatch.shared.config import RedisConfig
 from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_client import reply, text
+from lagwatch.shared.store.presence import present
+from lagwatch.shared.store.redis_client import connect, reply, text
 
 DELETE_CHUNK = 500  # keys per round trip: a cluster may have millions, Redis stays responsive in between
 
@@ -96,3 +99,30 @@ def _instants(raw: dict[bytes, bytes]) -> dict[str, int]:
         except ValueError:
             continue
     return out
+
+
+class StillRunning(Exception):
+    """A service still writes the cluster: forgetting it now, the service would write it back."""
+
+
+async def forget_cluster(config: RedisConfig, cluster: str, *, dry_run: bool) -> ClusterData:
+    """What Redis keeps of the cluster, deleted (with `dry_run`, only counted); StillRunning while any of its ingest
+    workers or evaluators runs."""
+    redis = connect(config)
+    try:
+        if dry_run:
+            return await survey(redis, cluster)
+        await _refuse_while_running(redis, cluster)
+        return await forget(redis, cluster, now_ms())
+    finally:
+        await redis.aclose()
+
+
+async def _refuse_while_running(redis: Redis, cluster: str) -> None:
+    # the poller's lease too: a worker of a release before presence holds it while it runs (a rolling upgrade)
+    if (holder := await ingest_running(redis, cluster)) is not None:
+        raise StillRunning(f"an ingest worker ({holder}) still polls cluster {cluster!r}: stop its services first")
+    for service, name in (("ingest", "ingest worker"), ("evaluator", "evaluator instance")):
+        if found := await present(redis, cluster, service):
+            running = f"{len(found)} {name}{'s' if len(found) > 1 else ''} ({', '.join(found)})"
+            raise StillRunning(f"{running} still running for cluster {cluster!r}: stop them first")
