@@ -43,7 +43,7 @@ class NewcomerQueue:
 
     def take(self, n: int) -> list[str]:
         """The `n` oldest, out of the queue."""
-        taken = []
+        taken: list[str] = []
         for group in self._waiting:
             if len(taken) == n:
                 break
