@@ -2,9 +2,14 @@
 topic -> HTTP request received), p50/p99.
 
 Setup: the Kafka mock cluster in its own process, a fresh redis-server, `lagwatch run notifier` as a process with
-one webhook subscription (a signed webhook to an aiohttp receiver in this process, which answers 200 at once).
+one webhook subscription (a signed webhook to an aiohttp receiver in this process, which answers 200 at once). The
+bursts begin once the notifier has completed its look at the new subscription's scope (its first ticks), which scans
+every incident going on and would otherwise be timed with whichever burst it fell in.
 * Throughput: `events` status-change events (each a group going OK -> ERR, so each is an `open` notification) are
   published in one burst; notifications/s = events / (last request received - first event published).
+* Quiet events: `events` first statuses (NOTFOUND -> OK: a new group, which notifies nobody) in one burst, then
+  one `open` event behind them; quiet events/s = events / (its notification received - first event published).
+  This is the pace at which a flood of new groups passes through the notifier ahead of a real alert.
 * Latency: `probes` more events, one at a time: time from just before the producer sends the event to the request
   arriving at the receiver (Kafka fetch + Faust agent + outbox in Redis + claim + HTTP). The Kafka mock answers a
   fetch only when its wait (100 ms, lagwatch's setting) is over, so a bare consumer of the same events is timed
@@ -27,11 +32,13 @@ from pathlib import Path
 
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from redis.asyncio import Redis
 
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
 from lagwatch.shared.domain.status_event import Incident, StatusEvent, build_event, encode, new_incident_id, record_key
+from lagwatch.shared.store import keys
 
 CLUSTER = "local"
 STATUS_TOPIC = "lagwatch.status"
@@ -121,6 +128,33 @@ def open_event(group: str, now_ms: int) -> StatusEvent:
     )
 
 
+def first_status_event(group: str, now_ms: int) -> StatusEvent:
+    part = PartitionStatus("orders", 0, Status.OK, OffsetEntry(10, now_ms), OffsetEntry(10, now_ms), 0, 0.1)
+    status = GroupStatus(CLUSTER, group, Status.OK, 0.0, (part,), part, 0)
+    incident = Incident(new_incident_id(CLUSTER, group, 1), now_ms)
+    return build_event(
+        cluster=CLUSTER,
+        group=group,
+        seq=1,
+        previous=Status.NOTFOUND,
+        group_status=status,
+        incident=incident,
+        evaluated_at=now_ms,
+    )
+
+
+async def scope_looked(redis_url: str, subscription_id: str, timeout: float = 60) -> None:
+    """Until the notifier's look at a new subscription's scope is complete (it looks twice, on its first ticks: the
+    service's `_check_scope`): a look scans every incident going on, so one running during a burst would be timed
+    with it."""
+    deadline = time.monotonic() + timeout
+    async with Redis.from_url(redis_url) as redis:
+        while not await redis.hexists(keys.NOTIFY_SCOPE_LOOKED, subscription_id):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the notifier never completed its look at {subscription_id}")
+            await asyncio.sleep(0.05)
+
+
 def notifier_process(config: Path, env: dict) -> subprocess.Popen:
     lagwatch = Path(sys.executable).parent / "lagwatch"
     log = Path(tempfile.gettempdir()) / "lagwatch-bench-notifier.log"
@@ -152,6 +186,7 @@ async def measure(bootstrap: str, config_dir: Path, env: dict, events: int, prob
             # warm-up: the notifier has joined its group once a first notification arrives
             await producer.send_and_wait(STATUS_TOPIC, encode(open_event("warmup", _ms())), key=b"local/warmup")
             await receiver.until(1, timeout=120)
+            await scope_looked(env["REDIS_URL"], "bench")
 
             now = _ms()
             batch = [open_event(f"group-{i}", now) for i in range(events)]
@@ -162,6 +197,17 @@ async def measure(bootstrap: str, config_dir: Path, env: dict, events: int, prob
             await receiver.until(1 + events, timeout=600)
             burst = max(receiver.arrivals[e.group] for e in batch) - start
 
+            now = _ms()
+            quiet = [first_status_event(f"new-{i}", now) for i in range(events)]
+            start = time.perf_counter()
+            for event in quiet:
+                await producer.send(STATUS_TOPIC, encode(event), key=record_key(CLUSTER, event.group))
+            marker = open_event("behind-the-new", now)
+            await producer.send(STATUS_TOPIC, encode(marker), key=record_key(CLUSTER, marker.group))
+            await producer.flush()
+            await receiver.until(2 + events, timeout=600)
+            quiet_seconds = receiver.arrivals[marker.group] - start
+
             latencies, floor = [], []
             async with KafkaArrivals(bootstrap) as kafka_only:
                 for i in range(probes):
@@ -170,7 +216,7 @@ async def measure(bootstrap: str, config_dir: Path, env: dict, events: int, prob
                     await producer.send_and_wait(
                         STATUS_TOPIC, encode(open_event(group, _ms())), key=f"local/{group}".encode()
                     )
-                    await receiver.until(1 + events + i + 1, timeout=60)
+                    await receiver.until(2 + events + i + 1, timeout=60)
                     latencies.append(receiver.arrivals[group] - sent)
                     floor.append(await kafka_only.arrival(group) - sent)
     finally:
@@ -186,6 +232,7 @@ async def measure(bootstrap: str, config_dir: Path, env: dict, events: int, prob
     return {
         "notifications_per_second": round(events / burst),
         "burst_seconds": round(burst, 2),
+        "quiet_events_per_second": round(events / quiet_seconds),
         "latency_p50_ms": round(statistics.median(latencies) * 1000, 1),
         "latency_p99_ms": round(latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000, 1),
         "latency_max_ms": round(latencies[-1] * 1000, 1),

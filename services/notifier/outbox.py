@@ -24,13 +24,15 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from itertools import islice
+from typing import Any, NamedTuple, cast
 
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
 from lagwatch.services.notifier import receiver_identity
 from lagwatch.shared.clock import now_ms
-from lagwatch.shared.store import keys, scripts
+from lagwatch.shared.store import keys, packed_commands, scripts
 from lagwatch.shared.store.redis_client import text
 
 APPLIED, DUPLICATE, CONFLICT = 1, 0, -1
@@ -99,6 +101,36 @@ class Delivery:
             extra=doc.get("extra") or {},
             reason=doc.get("reason"),
         )
+
+
+class StateLookup(NamedTuple):
+    """One event's look at its incident (`Outbox.read_many`): the state field of each subscription, and where the
+    incident's latest event is kept, as `Outbox.read_states` takes it (`active`; None: kept as it is)."""
+
+    subscription_ids: list[str]
+    state_field: str
+    active: tuple[str, str | None] | None = None
+
+
+@dataclass(frozen=True)
+class StatesRead:
+    """What `Outbox.read_many` read: both versions, and per lookup each subscription's state JSON ('' for none)."""
+
+    subscriptions_version: int
+    silences_version: int
+    states: list[list[str]]
+
+
+class RecordRequest(NamedTuple):
+    """One `Outbox.record` call, to make with others in one round trip (`Outbox.record_all`)."""
+
+    subscription_id: str
+    event_id: str
+    state_field: str
+    expected_state: str
+    new_state: str
+    delivery: Delivery | None
+    repeat_at: int | None
 
 
 def delivery_id(notification_id: str, subscription_id: str) -> str:
@@ -181,6 +213,28 @@ class Outbox:
         version, *states = replies[1:] if active is not None else replies
         return int(version or 0), [raw.decode() if raw else "" for raw in states]
 
+    async def read_many(self, lookups: list[StateLookup]) -> StatesRead:
+        """`read_states` for many events, in one round trip, with the silences' version. An event's latest event is
+        kept (`active`) before its states are read, as `read_states` does."""
+        commands: list[tuple[str, ...]] = [("GET", keys.SUBSCRIPTIONS_VERSION), ("GET", keys.SILENCES_VERSION)]
+        state_keys: dict[str, str] = {}
+        for lookup in lookups:
+            if lookup.active is not None:
+                field_, event_json = lookup.active
+                command = ("HDEL", field_) if event_json is None else ("HSET", field_, event_json)
+                commands.append((command[0], keys.NOTIFY_ACTIVE, *command[1:]))
+            for sub_id in lookup.subscription_ids:
+                state_key = state_keys.get(sub_id) or state_keys.setdefault(sub_id, keys.notify_state(sub_id))
+                commands.append(("HGET", state_key, lookup.state_field))
+        replies = iter(await packed_commands.execute(self.redis, commands))
+        subscriptions_version, silences_version = int(next(replies) or 0), int(next(replies) or 0)
+        states = []
+        for lookup in lookups:
+            if lookup.active is not None:
+                next(replies)  # HSET's or HDEL's count
+            states.append([raw.decode() if raw else "" for raw in islice(replies, len(lookup.subscription_ids))])
+        return StatesRead(subscriptions_version, silences_version, states)
+
     async def record(
         self,
         *,
@@ -195,35 +249,53 @@ class Outbox:
     ) -> int:
         """APPLIED, DUPLICATE (the event was handled before) or CONFLICT (the state moved: decide again). With
         `active` (a field of `keys.NOTIFY_ACTIVE`, the event JSON read there): CONFLICT also once it moved."""
-        script, guard_key, guard = self._record, [], []
-        if active is not None:
-            script, guard_key, guard = self._record_if_active, [keys.NOTIFY_ACTIVE], list(active)
-        return int(
-            await script(
-                keys=[
-                    keys.notify_state(subscription_id),
-                    keys.notify_seen(event_id, subscription_id),
-                    keys.OUTBOX_DUE,
-                    keys.OUTBOX_DELIVERIES,
-                    keys.NOTIFY_REPEATS,
-                    *CHAIN_KEYS,
-                    *guard_key,
-                ],
-                args=[
-                    state_field,
-                    expected_state,
-                    new_state,
-                    delivery.id if delivery else "",
-                    delivery.to_json() if delivery else "",
-                    delivery.created_at if delivery else 0,
-                    self.seen_ttl_ms,
-                    repeat_member(subscription_id, state_field),
-                    "" if repeat_at is None else str(int(repeat_at)),
-                    chain_of(repeat_member(subscription_id, state_field)),
-                    *guard,
-                ],
-            )
-        )
+        request = RecordRequest(subscription_id, event_id, state_field, expected_state, new_state, delivery, repeat_at)
+        record_keys, args = self._record_call(request)
+        if active is None:
+            return int(await self._record(keys=record_keys, args=args))
+        return int(await self._record_if_active(keys=[*record_keys, keys.NOTIFY_ACTIVE], args=[*args, *active]))
+
+    async def record_all(self, requests: list[RecordRequest]) -> list[int]:
+        """`record` for each request, in one round trip: each reply as `record`'s. One request is `record` itself
+        (nothing to gain from a pipeline)."""
+        if len(requests) == 1:
+            return [await self.record(**requests[0]._asdict())]
+        commands = []
+        for request in requests:
+            record_keys, args = self._record_call(request)
+            commands.append(("EVALSHA", self._record.sha, len(record_keys), *record_keys, *args))
+        try:
+            replies = await packed_commands.execute(self.redis, commands)
+        except NoScriptError:  # a Redis restarted (or flushed its scripts): none of them ran
+            await self.redis.script_load(scripts.RECORD_NOTIFICATION)
+            replies = await packed_commands.execute(self.redis, commands)
+        return [int(reply) for reply in replies]
+
+    def _record_call(self, request: RecordRequest) -> tuple[list[str], list[str | int]]:
+        """RECORD_NOTIFICATION's keys and arguments for a request."""
+        member = repeat_member(request.subscription_id, request.state_field)
+        delivery = request.delivery
+        record_keys = [
+            keys.notify_state(request.subscription_id),
+            keys.notify_seen(request.event_id, request.subscription_id),
+            keys.OUTBOX_DUE,
+            keys.OUTBOX_DELIVERIES,
+            keys.NOTIFY_REPEATS,
+            *CHAIN_KEYS,
+        ]
+        args: list[str | int] = [
+            request.state_field,
+            request.expected_state,
+            request.new_state,
+            delivery.id if delivery else "",
+            delivery.to_json() if delivery else "",
+            delivery.created_at if delivery else 0,
+            self.seen_ttl_ms,
+            member,
+            "" if request.repeat_at is None else str(int(request.repeat_at)),
+            chain_of(member),
+        ]
+        return record_keys, args
 
     # --- the repeat timer ---------------------------------------------------------------------------------------
 

@@ -2,12 +2,14 @@
 destination types of channels/).
 
 * The agents consume the status topic (`evaluator.status-topic`) and the lag-threshold topic
-  (`evaluator.lag-threshold-topic`) in the consumer group `lagwatch-notifier`. For each event and each matching
-  subscription they decide (policy.py: Burrow's rules; lag_policy.py: lag-seconds thresholds) and record it —
-  incident state, the delivery in the outbox, the repeat schedule — in one Lua call, idempotently per (event id,
-  subscription). Only then is the event acknowledged (manual acks: an event whose handling did not finish, e.g.
-  because Redis is down or the process stops, is not committed and is read again). Silences (the api's, read
-  from Redis: shared/subscriptions/silences.py) and `hold-for` hold notifications back (holds.py).
+  (`evaluator.lag-threshold-topic`) in the consumer group `lagwatch-notifier`, a batch of events at a time
+  (event_batches.py: a group's events in order, each decided from what the one before it recorded). For each event
+  and each matching subscription they decide (policy.py: Burrow's rules; lag_policy.py: lag-seconds thresholds)
+  and record it — incident state, the delivery in the outbox, the repeat schedule — in one Lua call, idempotently
+  per (event id, subscription). Only once the whole batch is recorded are its events acknowledged (manual acks: an
+  event whose handling did not finish, e.g. because Redis is down or the process stops, is not committed and is
+  read again). Silences (the api's, read from Redis: shared/subscriptions/silences.py) and `hold-for` hold
+  notifications back (holds.py).
 * A Faust timer (`notifier.repeat-check-interval`) enqueues `send-interval` repeats of open incidents and
   releases what was held once its time has come (a silence over, `hold-for` elapsed).
 * Delivery workers (delivery.py) in the same process send what the outbox holds: survives crashes, retries with
@@ -28,16 +30,15 @@ import time
 
 from redis.exceptions import RedisError
 
-from lagwatch.services.notifier import holds, metrics, scope, skipped_events
+from lagwatch.services.notifier import event_batches, holds, metrics, read_ahead, scope, skipped_events
 from lagwatch.services.notifier.decisions import decide, notification, parse_state, state_json
 from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters
+from lagwatch.services.notifier.event_batches import MAX_CONFLICTS
 from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, AnyKind, kind_for_field, parse_either
-from lagwatch.services.notifier.missed import older_than_kept
 from lagwatch.services.notifier.outbox import (
     APPLIED,
     CONFLICT,
-    DUPLICATE,
     Outbox,
     now_ms,
     parse_repeat_member,
@@ -71,7 +72,6 @@ from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 log = logging.getLogger(__name__)
 CONSUMER_GROUP = "lagwatch-notifier"
-MAX_CONFLICTS = 20
 
 
 def check_settings(config: Config) -> None:
@@ -123,6 +123,7 @@ class NotifierService:
         self.reconciler = Reconciler(
             self.redis, self.outbox, self.registry, self.silences, self.read_positions, cluster, status_topic, wake
         )
+        self.recorder = event_batches.EventRecorder(self.outbox, self.registry, self.silences, wake)
         self._create_app(config, cluster)
 
     def _create_app(self, config: Config, cluster: str) -> None:
@@ -136,7 +137,9 @@ class NotifierService:
             config.ingest.session_timeout,
             scheme=skipped_events.SCHEME,
             consumer_auto_offset_reset="none",  # the skip watch decides where to read (skipped_events.py)
-            broker_commit_every=100,
+            # positions are committed every second; Faust's fetch loop waits for a commit made every N acks, which
+            # at 100 it did several times a batch (a crash re-reads at most that much: duplicates, recognised)
+            broker_commit_every=10_000,
             broker_max_poll_records=1000,
             broker_commit_interval=1.0,
         )
@@ -183,115 +186,45 @@ class NotifierService:
         await self._consume(stream, LAG_EVENTS)
 
     async def _consume(self, stream, kind: AnyKind) -> None:
-        async for event in stream.noack().events():
-            if await self.handle(event.value, kind):
-                await stream.ack(event)
-                self.read_positions.read(event.message.topic, event.message.partition, event.message.offset)
-            else:
-                return  # stopping: the event stays unacknowledged, so it is read again after a restart
+        # a batch at a time (event_batches.py): whatever has arrived, so an event alone is not kept waiting
+        batches = read_ahead.batches(stream.noack().events(), event_batches.MOST, event_batches.LINGER_S)
+        async with contextlib.aclosing(batches):
+            async for events in batches:
+                if not await self.handle_batch([event.value for event in events], kind):
+                    return  # stopping: the events stay unacknowledged, so they are read again after a restart
+                for event in events:
+                    await stream.ack(event)
+                    self.read_positions.read(event.message.topic, event.message.partition, event.message.offset)
 
     async def handle(self, raw: bytes | None, kind: AnyKind = STATUS_EVENTS) -> bool:
-        """Record what one event means for every matching subscription; retried until it is done (True) or the
-        service stops (False)."""
-        event = kind.parse(raw)
-        if event is None:
-            log.warning("notifier: skipped a record that is not a %s event", kind.name)
-            metrics.EVENTS.labels("malformed").inc()
+        """Record what one event means for every matching subscription (`handle_batch`)."""
+        return await self.handle_batch([raw], kind)
+
+    async def handle_batch(self, raws: list[bytes | None], kind: AnyKind = STATUS_EVENTS) -> bool:
+        """Record what each event means for every matching subscription (event_batches.py); retried while Redis is
+        away until it is all done (True: acknowledge them all) or the service stops (False: none)."""
+        events = []
+        for raw in raws:
+            event = kind.parse(raw)
+            if event is None:
+                log.warning("notifier: skipped a record that is not a %s event", kind.name)
+                metrics.EVENTS.labels("malformed").inc()
+            else:
+                events.append(event)
+        if not events:
             return True
-        backoff, outage = Backoff(), self._record_outage
+        batch, backoff, outage = event_batches.EventBatch(events, kind), Backoff(), self._record_outage
         while not self.stopping.is_set():
             try:
-                outcomes = await self._record(event, kind)
+                await self.recorder.record(batch, self._forgotten)
                 outage.ok()
             except (RedisError, OSError) as exc:
-                outage.failed(f"event {event.event_id}: {exc}", f"retrying in {backoff.delay:.1f}s")
+                outage.failed(f"{batch.describe()}: {exc}", f"retrying in {backoff.delay:.1f}s")
                 await backoff.pause(self.stopping)
                 continue
-            except Exception:  # a bug or an event this version cannot handle: skip it rather than block the topic
-                log.exception("notifier: event %s could not be handled; skipped", event.event_id)
-                metrics.EVENTS.labels("failed").inc()
-                return True
-            self.events_handled += 1
-            metrics.EVENTS.labels(
-                "duplicate" if outcomes and all(o == DUPLICATE for o in outcomes) else "handled"
-            ).inc()
+            self.events_handled += batch.count()
             return True
         return False
-
-    async def _record(self, event: Event, kind: AnyKind) -> list[int]:
-        if scope.is_forgotten(event, self._forgotten):  # read late: its cluster's incidents are closed, not reopened
-            return []
-        cluster, group = event.cluster, event.group
-        state_field = kind.state_field(event)
-        if self.registry.version is None:
-            await self.registry.refresh()
-        await self.silences.refresh()
-        subscriptions = self.registry.matching(cluster, group)
-        # the latest event of each incident going on is kept for subscriptions to come (announce_going_on)
-        active = (kind.active_field(event), json.dumps(event.as_dict()) if kind.going_on(event) else None)
-        version, states = await self.outbox.read_states([s.id for s in subscriptions], state_field, active)
-        if version != self.registry.version:  # subscriptions changed through the api: reload, read again
-            await self.registry.refresh(version=version)
-            subscriptions = self.registry.matching(cluster, group)
-            _, states = await self.outbox.read_states([s.id for s in subscriptions], state_field)
-        outcomes = []
-        enqueued = False
-        silenced_until = self.silences.until_ms(event, now_ms()) if subscriptions else None  # (holds.py)
-        for subscription, state in zip(subscriptions, states, strict=True):
-            superseded = kind.superseded(subscription.policy, event, parse_state(state))
-            if superseded is not None:  # its close is recorded (once: its own event id) before the event
-                _, sent = await self._record_one(
-                    subscription, superseded, state, kind, state_field, silenced_until, kind.superseded_reason
-                )
-                enqueued |= sent
-                state = await self.outbox.read_state_field(subscription.id, state_field)
-            outcome, sent = await self._record_one(subscription, event, state, kind, state_field, silenced_until)
-            if outcome is not None:
-                outcomes.append(outcome)
-            enqueued |= sent
-        if enqueued:
-            self.dispatcher.wake.set()
-        return outcomes
-
-    async def _record_one(
-        self,
-        subscription: Subscription,
-        event: Event,
-        current: str,
-        kind: AnyKind,
-        state_field: str,
-        silenced_until: int | None = None,
-        reason: str | None = None,
-    ) -> tuple[int | None, bool]:
-        """Decide from the state read and record it (one Lua call); on a conflict, read the state again. The
-        outcome is None when the event does not concern the subscription (nothing recorded). An event older than
-        the state's (missed.py: read after a reconciliation went past it) is a duplicate."""
-        for _ in range(MAX_CONFLICTS):
-            state = parse_state(current)
-            if older_than_kept(event, state):
-                return DUPLICATE, False
-            now = now_ms()
-            decision = decide(subscription, event, state, kind, now, silenced_until)
-            if decision is None:
-                return None, False
-            delivery = notification(subscription.id, decision.kind, event, event.event_id, now, reason)
-            outcome = await self.outbox.record(
-                subscription_id=subscription.id,
-                event_id=event.event_id,
-                state_field=state_field,
-                expected_state=current,
-                new_state=state_json(decision),
-                delivery=delivery,
-                repeat_at=decision.repeat_at,
-            )
-            if outcome == CONFLICT:
-                current = await self.outbox.read_state_field(subscription.id, state_field)
-                continue
-            if outcome == APPLIED and delivery is not None:
-                metrics.NOTIFICATIONS.labels(subscription.type, delivery.kind).inc()
-                return outcome, True
-            return outcome, False
-        raise RedisError(f"incident state of {event.cluster}/{event.group} kept changing")  # retried
 
     # --- send-interval repeats ----------------------------------------------------------------------------------
 
