@@ -9,9 +9,9 @@ what the one before it left. A round
   covering subscription keeps of its incident, keeping the event as its incident's latest as it goes
   (`keys.NOTIFY_ACTIVE`, for subscriptions to come: scope.py); subscriptions or silences changed through the api are
   reloaded (and the states read again for the subscriptions as they are now);
-* decides every event in memory, and records what must be recorded (one compare-and-set per event and subscription:
-  `Outbox.record`) in one more round trip. Events that notify nobody and change nothing (a new group's first status)
-  record nothing.
+* decides every event in memory, and makes the records (one compare-and-set per event and subscription whose
+  decision is not None: `Outbox.record`) in one more round trip. A new group's first status notifies nobody and
+  leaves no state, but is recorded all the same (its `seen` key: read again, it is a duplicate).
 
 What needs more than one look goes one step at a time, as it always did: a state another notifier moved since it was
 read (CONFLICT) is read again and decided anew; the close of an incident that the event supersedes (missed.py,
