@@ -114,29 +114,25 @@ class KafkaArrivals:
 
 
 def open_event(group: str, now_ms: int) -> StatusEvent:
-    part = PartitionStatus("orders", 0, Status.STALL, OffsetEntry(10, now_ms), OffsetEntry(10, now_ms), 500, 1.0)
-    status = GroupStatus(CLUSTER, group, Status.ERR, 1.0, (part,), part, 500)
-    incident = Incident(new_incident_id(CLUSTER, group, 2), now_ms)
-    return build_event(
-        cluster=CLUSTER,
-        group=group,
-        seq=2,
-        previous=Status.OK,
-        group_status=status,
-        incident=incident,
-        evaluated_at=now_ms,
-    )
+    """A group going OK -> ERR (stalled): an `open` notification."""
+    return _event(group, now_ms, Status.STALL, lag=500, seq=2, previous=Status.OK)
 
 
 def first_status_event(group: str, now_ms: int) -> StatusEvent:
-    part = PartitionStatus("orders", 0, Status.OK, OffsetEntry(10, now_ms), OffsetEntry(10, now_ms), 0, 0.1)
-    status = GroupStatus(CLUSTER, group, Status.OK, 0.0, (part,), part, 0)
-    incident = Incident(new_incident_id(CLUSTER, group, 1), now_ms)
+    """A new group's first status, NOTFOUND -> OK: it notifies nobody."""
+    return _event(group, now_ms, Status.OK, lag=0, seq=1, previous=Status.NOTFOUND)
+
+
+def _event(group: str, now_ms: int, partition_status: Status, *, lag: int, seq: int, previous: Status) -> StatusEvent:
+    entry = OffsetEntry(10, now_ms)
+    part = PartitionStatus("orders", 0, partition_status, entry, entry, lag, 1.0)
+    status = GroupStatus(CLUSTER, group, partition_status.as_group_status(), 1.0, (part,), part, lag)
+    incident = Incident(new_incident_id(CLUSTER, group, seq), now_ms)
     return build_event(
         cluster=CLUSTER,
         group=group,
-        seq=1,
-        previous=Status.NOTFOUND,
+        seq=seq,
+        previous=previous,
         group_status=status,
         incident=incident,
         evaluated_at=now_ms,
