@@ -92,8 +92,10 @@ class GroupEvaluator:
         lag_alerts: LagThresholdAlerts | None = None,
         results: ResultsStore | None = None,
         group_filter: GroupFilter | None = None,
+        poll_interval_ms: int | None = None,
     ) -> None:
         self.cluster = cluster
+        self.poll_interval_ms = poll_interval_ms  # the cluster's offset-refresh (next_change.exception_lapse_at)
         self.group_filter = group_filter or GroupFilter()
         self.store = store
         self.statuses = statuses
@@ -200,6 +202,7 @@ class GroupEvaluator:
             time_lags=lags,
             thresholds_s=batch.thresholds,
             retention=retention,
+            poll_interval_ms=self.poll_interval_ms,
         )
         report.watches[group] = watch(stored, intervals, lags)
 

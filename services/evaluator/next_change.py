@@ -1,7 +1,9 @@
 """When can time alone change a group's status? Pure functions over a group just evaluated.
 
 Without a new commit or log-end poll, a partition's verdict (shared/domain/rules.py) can only change when its STOP rule
-turns true, at `last.timestamp + (last.timestamp - first.timestamp)` (strictly after it); the group only when it
+turns true, at `last.timestamp + (last.timestamp - first.timestamp)` (strictly after it), or when the rule's exception
+(a kept log end at or below the newest commit) lapses as polls that find the log end where it was push that sample
+out of the ring, which no log-end notice reports (`exception_lapse_at`); the group only when it
 expires (`expire-group` after its newest commit); its lag-seconds thresholds only when its lag in seconds,
 which grows with the clock, passes one; and its data-loss-risk thresholds when its retention risk, which counts
 down with the clock, falls under one. Everything else the rules read changes with commits (a change notice) or
@@ -19,7 +21,7 @@ from lagwatch.shared.domain.lag_threshold_event import Alert, Threshold
 from lagwatch.shared.domain.protocol import GroupStatus, RuleConfig, Status
 from lagwatch.shared.domain.retention import RetentionRisk
 from lagwatch.shared.domain.rules import is_young, was_caught_up_recently
-from lagwatch.shared.domain.time_lag import TimeLag
+from lagwatch.shared.domain.time_lag import Sample, TimeLag
 from lagwatch.shared.store.packing import COMMIT_ENTRY, commit_entry_at
 from lagwatch.shared.store.redis_store import StoredGroup
 
@@ -50,6 +52,20 @@ def closing_in(watched: PartitionWatch, log_start: int, log_end: int) -> bool:
     """Does retention close in on this partition's consumer? Its newest commit is in the older half of what the log
     holds (at a steady pace, it is deleted within half the retention), or below the log start (messages skipped)."""
     return (watched.newest - log_start) * 2 < log_end - log_start
+
+
+def exception_lapse_at(history: list[Sample], newest: int, intervals: int, poll_interval_ms: int, now_ms: int) -> int:
+    """When the kept log ends at or below the newest commit `newest` have left the ring of `intervals` samples, as
+    polls finding the log end unmoved push them out: `intervals` polls after the log end moved past `newest` (the
+    log-end history says when). Never before the next poll: an estimate passed while a sample is still kept (polls
+    were late) is looked at again then."""
+    moved_at = None
+    for sample in reversed(history):  # oldest first: the first sample past `newest` after the last one at or below
+        if sample.offset <= newest:
+            break
+        moved_at = sample.at
+    at = moved_at + intervals * poll_interval_ms + 1 if moved_at is not None else now_ms
+    return max(at, now_ms + poll_interval_ms)
 
 
 def stop_instant(first_ts: int, last_ts: int) -> int:
@@ -83,9 +99,11 @@ def next_change_at(
     time_lags: Mapping[tuple[str, int], TimeLag | None] | None = None,
     thresholds_s: Iterable[Threshold] = (),
     retention: RetentionRisk | None = None,
+    poll_interval_ms: int | None = None,
 ) -> int:
     """The earliest instant after `now_ms` at which time alone may change the group's status or cross one of the
-    alert thresholds (the group's expiry at the latest)."""
+    alert thresholds (the group's expiry at the latest). With `poll_interval_ms`, also when polls may make a STOP
+    rule's exception lapse."""
     candidates = [stored.last_commit_ms + expire_group_ms + 1]
     for p, verdict in zip(stored.partitions, status.partitions, strict=True):
         filled = min(len(p.packed) // COMMIT_ENTRY.size, intervals)
@@ -97,8 +115,12 @@ def next_change_at(
             continue  # rule 1 answers OK whatever the clock says, until a poll or a commit moves the lag
         first, last = commit_entry_at(p.packed, -filled), commit_entry_at(p.packed, -1)
         at = stop_instant(first.timestamp, last.timestamp)
-        if at > now_ms and not was_caught_up_recently(p.broker_offsets, last):
-            candidates.append(at)
+        if not was_caught_up_recently(p.broker_offsets, last):
+            if at > now_ms:
+                candidates.append(at)
+        elif poll_interval_ms:
+            lapse = exception_lapse_at(p.history, last.offset, intervals, poll_interval_ms, now_ms)
+            candidates.append(max(at, lapse))
     thresholds = list(thresholds_s)
     lag_thresholds = [t.seconds for t in thresholds if t.alert == Alert.LAG_SECONDS]
     candidates.extend(threshold_instants(time_lags or {}, lag_thresholds, now_ms))

@@ -201,6 +201,7 @@ class EvaluatorService:
             lag_alerts=self.lag_alerts,
             results=self.results,
             group_filter=config.group_filter(cluster),
+            poll_interval_ms=int(cluster_config.offset_refresh * 1000),
         )
 
     def _create_app(self, config: Config, cluster: str) -> None:

@@ -50,3 +50,23 @@ async def test_a_new_group_with_jittering_lag_opens_no_incident_and_one_that_sto
     assert len(window) == 3
     stop_instant = 2 * window[-1].timestamp - window[0].timestamp + 1  # now - last > last - first
     assert stop_instant <= stopped["evaluated_at"] <= stop_instant + STOP_DEADLINE_MS
+
+
+async def test_a_consumer_that_stops_as_its_topic_goes_quiet_reads_stop_once_the_old_log_ends_are_gone(
+    kafka, redis_server
+):
+    """The STOP rule's exception (a kept log end at or below the newest commit: a quiet topic) holds while the
+    samples taken before the last produce are in the ring. Polls that find the log end unmoved push them out without
+    any notice: the evaluator schedules that instant itself (next_change.exception_lapse_at), not the next sweep."""
+    kafka.create_topic(STATUS_TOPIC, 3)
+    kafka.create_topic("lagwatch.changes", 4)
+    config = make_config(kafka.bootstrap, redis_server.url)  # offset-refresh 0.3 s, a ring of 10 samples
+    assert config.evaluator.sweep_interval >= 300  # no sweep within the test
+    async with ingest_and_evaluator(kafka, config) as (writer, topic):
+        store = WindowStore(Redis.from_url(redis_server.url), config.window())
+        quitter = Scenario(kafka, writer, store, "quiet-quitter")
+        for lag in (12, 15, 13):  # then both the consumer and its producer stop
+            await commit_behind(quitter, lag)
+        assert await topic.until("g-quiet-quitter", 2, timeout=20) == [("NOTFOUND", "OK"), ("OK", "ERR")]
+    stopped = next(e for e in topic.events if e["group"] == "g-quiet-quitter" and e["status"] == "ERR")
+    assert [p["status"] for p in stopped["partitions"]] == ["STOP"]
