@@ -23,8 +23,8 @@ from redis.asyncio import Redis
 
 from lagwatch.devkit.ports import free_port
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.domain.window import Commit, WindowConfig
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol.types import Commit, WindowConfig
+from lagwatch.shared.windows.store import WindowStore
 
 CLUSTER = "bench"
 TOPIC = "topic"

@@ -30,13 +30,12 @@ from redis.asyncio import Redis
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_api import against_api, wait_until_serving
 
-from lagwatch.shared.domain.protocol import GroupStatus, Status
-from lagwatch.shared.domain.status_event import Incident, build_event, encode, next_incident
-from lagwatch.shared.domain.window import WindowConfig
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.results_store import GroupResult, PartitionResult, ResultsStore
-from lagwatch.shared.store.status_store import StatusStore, Transition
+from lagwatch.shared.events.status_event import Incident, build_event, encode, next_incident
+from lagwatch.shared.events.status_store import StatusStore, Transition
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import GroupStatus, Status, WindowConfig
+from lagwatch.shared.statuses.results_store import GroupResult, PartitionResult, ResultsStore
+from lagwatch.shared.windows.store import WindowStore
 
 CLUSTER = "bench"
 TOPICS = 1_000

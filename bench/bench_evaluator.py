@@ -33,10 +33,9 @@ from lagwatch.devkit.offsets_topic_writer import (
 )
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.evaluator.evaluation import GroupEvaluator
-from lagwatch.shared.domain.protocol import RuleConfig
-from lagwatch.shared.domain.window import WindowConfig
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.protocol.types import RuleConfig, WindowConfig
+from lagwatch.shared.windows.store import WindowStore
 
 CLUSTER = "local"
 PROBE_TOPIC = "probe"

@@ -1,4 +1,4 @@
-"""The events' JSON codec (shared/domain/event_codec.py, on msgspec) per event, beside a bare baseline in the same run:
+"""The events' JSON codec (shared/events/event_codec.py, on msgspec) per event, beside a bare baseline in the same run:
 `json.dumps` of the event's JSON object (compact, sorted keys: the bytes on the wire) and `json.loads` of its bytes,
 which neither builds the typed event nor checks a field.
 
@@ -19,15 +19,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lagwatch.shared.domain import lag_threshold_event, status_event
-from lagwatch.shared.domain.event_codec import decode
-from lagwatch.shared.domain.explanation import Explanation
-from lagwatch.shared.domain.lag_threshold_event import Alert, Crossing, Reason
-from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
-from lagwatch.shared.domain.retention import RetentionRisk
-from lagwatch.shared.domain.status_event import Incident
-from lagwatch.shared.domain.time_lag import TimeLag
-from lagwatch.shared.domain.velocity import CatchUp, Velocity
+from lagwatch.shared.events import lag_threshold_event, status_event
+from lagwatch.shared.events.event_codec import decode
+from lagwatch.shared.events.lag_threshold_event import Alert, Crossing, Reason
+from lagwatch.shared.events.status_event import Incident
+from lagwatch.shared.protocol.types import GroupStatus, OffsetEntry, PartitionStatus, Status
+from lagwatch.shared.statuses.explanation import Explanation
+from lagwatch.shared.statuses.retention import RetentionRisk
+from lagwatch.shared.statuses.time_lag import TimeLag
+from lagwatch.shared.statuses.velocity import CatchUp, Velocity
 
 NOW = 1_700_000_060_000
 PARTITIONS = 10

@@ -26,8 +26,8 @@ from redis import Redis
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, offsets_partition_for
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.kafka import offsets_codec as codec
-from lagwatch.shared.store import keys
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.records import offsets_codec as codec
 
 CLUSTER = "steady"
 GROUPS, PARTITIONS = 2000, 4

@@ -13,9 +13,9 @@ import time
 from redis.asyncio import Redis
 
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.domain.window import WindowConfig
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import WindowConfig
+from lagwatch.shared.windows.store import WindowStore
 
 CLUSTER = "bench"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from lagwatch.devkit.offsets_topic_writer import offsets_partition_for
-from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.records import offsets_codec as codec
 
 OFFSETS_TOPIC = "__consumer_offsets"
 ALERT_TIMEOUT_S = 300

@@ -36,9 +36,9 @@ from redis.asyncio import Redis
 
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
-from lagwatch.shared.domain.status_event import Incident, StatusEvent, build_event, encode, new_incident_id, record_key
-from lagwatch.shared.store import keys
+from lagwatch.shared.events.status_event import Incident, StatusEvent, build_event, encode, new_incident_id, record_key
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import GroupStatus, OffsetEntry, PartitionStatus, Status
 
 CLUSTER = "local"
 STATUS_TOPIC = "lagwatch.status"

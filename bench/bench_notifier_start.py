@@ -26,9 +26,9 @@ from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.notifier.events import STATUS_EVENTS
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.config import Config, SubscriptionConfig, load_config
-from lagwatch.shared.domain.status_event import encode
-from lagwatch.shared.store import keys
+from lagwatch.shared.events.status_event import encode
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.config import Config, SubscriptionConfig, load_config
 
 CLUSTER = "local"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 import time
 
-from lagwatch.shared.domain.protocol import OffsetEntry, PartitionInput, RuleConfig
-from lagwatch.shared.domain.rules import group_status
+from lagwatch.shared.protocol.types import OffsetEntry, PartitionInput, RuleConfig
+from lagwatch.shared.statuses.rules import group_status
 
 T0 = 1_700_000_000_000
 

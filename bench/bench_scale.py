@@ -37,10 +37,10 @@ from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
 from lagwatch.devkit.ports import free_port
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.domain.window import Commit, WindowConfig
-from lagwatch.shared.kafka.changes import ChangePublisher
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Commit, WindowConfig
+from lagwatch.shared.windows.changes import ChangePublisher
+from lagwatch.shared.windows.store import WindowStore
 
 CLUSTER = "local"
 PARTITIONS = 4

@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from lagwatch.shared.config import load_config
-from lagwatch.shared.domain.history import COLUMN_NAMES, KIND_COMMIT
-from lagwatch.shared.store.history_files import HistoryFileWriter
+from lagwatch.shared.records.history import COLUMN_NAMES, KIND_COMMIT
+from lagwatch.shared.records.history_files import HistoryFileWriter
+from lagwatch.shared.runtime.config import load_config
 from lagwatch.spark.backtest import production_variant
 from lagwatch.spark.replay import ReplayConfig
 from lagwatch.spark.replay_batches import ReplayJob, replay_batches

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 
-from lagwatch.shared.domain.explanation import explain
-from lagwatch.shared.domain.protocol import OffsetEntry, PartitionInput, RuleConfig
-from lagwatch.shared.domain.retention import group_risk, retention_risk
-from lagwatch.shared.domain.rules import partition_status, summarize_group
-from lagwatch.shared.domain.time_lag import Sample, add_sample, time_lag
-from lagwatch.shared.domain.velocity import group_velocity, partition_velocity
-from lagwatch.shared.domain.window import padded_ring
+from lagwatch.shared.protocol.types import OffsetEntry, PartitionInput, RuleConfig, Sample
+from lagwatch.shared.statuses.explanation import explain
+from lagwatch.shared.statuses.retention import group_risk, retention_risk
+from lagwatch.shared.statuses.rules import partition_status, summarize_group
+from lagwatch.shared.statuses.time_lag import add_sample, time_lag
+from lagwatch.shared.statuses.velocity import group_velocity, partition_velocity
+from lagwatch.shared.windows.window import padded_ring
 
 T0 = 1_700_000_000_000
 NOW = T0 + 3_600_000

@@ -65,8 +65,8 @@ from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOP
 from lagwatch.devkit.ports import free_port
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.ingest.workers import default_workers
-from lagwatch.shared.kafka import offsets_codec as codec
-from lagwatch.shared.store import keys
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.records import offsets_codec as codec
 
 BURROW = Path("/usr/bin/Burrow")
 ZOOKEEPER_JARS = "/usr/share/java/zookeeper.jar:/usr/share/java/*"
@@ -378,7 +378,7 @@ class Progress:
 
     def __init__(self, redis_url: str, cluster: str, start: float) -> None:
         self._redis = redis_lib.Redis.from_url(redis_url, socket_timeout=2)
-        self._key = keys.ingest_stats(cluster)  # the field read is `records` (shared/store/ingest_totals.py)
+        self._key = keys.ingest_stats(cluster)  # the field read is `records` (shared/windows/ingest_totals.py)
         self._start = start
         self.samples: list[tuple[float, int]] = []  # (seconds since start, records stored)
 

@@ -67,7 +67,7 @@ from bench_vs_burrow import (  # the Burrow bench's process helpers, its ZooKeep
 from lagwatch.devkit.mock_kafka import MockKafkaControl, start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import OFFSETS_TOPIC, member, offsets_partition_for
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.records import offsets_codec as codec
 
 CLUSTER = "diff"
 OFFSETS_PARTITIONS = 12

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from lagwatch.go_template import Untranslatable, translate
-from lagwatch.shared.config import ORIGIN
+from lagwatch.shared.runtime.config import ORIGIN
 
 THRESHOLDS = {0: "OK", 1: "OK", 2: "WARN", 3: "ERR"}  # Burrow's status numbers (0: NOTFOUND is never notified)
 BURROW_TIMEOUT_S = 5  # Burrow's http notifier default

@@ -228,7 +228,7 @@ def _port(text: str) -> int:
 
 
 def _rules_eval(args: argparse.Namespace) -> int:
-    from lagwatch.shared.domain.rules_request import RequestError, evaluate_request
+    from lagwatch.rules_request import RequestError, evaluate_request
 
     try:
         text = args.file.read_text() if args.file else sys.stdin.read()
@@ -247,7 +247,7 @@ def _rules_eval(args: argparse.Namespace) -> int:
 
 
 def _offsets_decode(args: argparse.Namespace) -> int:
-    from lagwatch.shared.kafka.offsets_codec import CodecError, decode_record, record_to_json
+    from lagwatch.shared.records.offsets_codec import CodecError, decode_record, record_to_json
 
     key = _hex(args.key_hex, "key")
     value = None if args.value_hex is None else _hex(args.value_hex, "value")
@@ -267,7 +267,7 @@ def _hex(text: str, what: str) -> bytes:
 
 
 def _run_service(args: argparse.Namespace) -> int:
-    from lagwatch.shared.config import ConfigError, load_config
+    from lagwatch.shared.runtime.config import ConfigError, load_config
     from lagwatch.shared.runtime.listen import ListenError
     from lagwatch.shared.runtime.log_format import configure_logging
     from lagwatch.shared.runtime.log_throttle import throttle_kafka_client_logs
@@ -381,7 +381,7 @@ def _start_evaluator(args: argparse.Namespace, config, cluster: str) -> int:
 
 def _start_archiver(args: argparse.Namespace, config, cluster: str) -> int:
     from lagwatch.services.archiver.service import run_archiver
-    from lagwatch.shared.store.history_files import HistoryRootUnavailable
+    from lagwatch.shared.records.history_files import HistoryRootUnavailable
 
     try:
         asyncio.run(run_archiver(config, cluster, http_port=args.http_port))
@@ -410,7 +410,7 @@ _STARTERS: dict[str, Callable[[argparse.Namespace, Any, str], int]] = {
 def _check_kafka(args: argparse.Namespace) -> int:
     """One JSON line on stdout when the cluster answers; else one line on stderr and exit code 1."""
     from lagwatch.kafka_check import CheckError, check_cluster
-    from lagwatch.shared.config import ConfigError, load_config
+    from lagwatch.shared.runtime.config import ConfigError, load_config
 
     if not 0 < args.timeout < math.inf:  # librdkafka waits forever for a negative one
         raise InputError(f"--timeout: seconds, more than 0, got {args.timeout:g}")
@@ -435,7 +435,7 @@ def _config_check(args: argparse.Namespace) -> int:
     import yaml
 
     from lagwatch import config_check
-    from lagwatch.shared.config import ConfigError, load_config
+    from lagwatch.shared.runtime.config import ConfigError, load_config
 
     try:
         config = load_config(args.config)
@@ -462,7 +462,7 @@ def _forget_cluster(args: argparse.Namespace) -> int:
     cluster (its services would write it back) or an ingest worker still polls it."""
     import asyncio
 
-    from lagwatch.shared.config import ConfigError, cluster_name_problem, load_config
+    from lagwatch.shared.runtime.config import ConfigError, cluster_name_problem, load_config
 
     try:
         config = load_config(args.config)
@@ -476,7 +476,7 @@ def _forget_cluster(args: argparse.Namespace) -> int:
         )
     from redis.exceptions import RedisError
 
-    from lagwatch.shared.store.cluster_forgetting import StillRunning, forget_cluster
+    from lagwatch.shared.runtime.cluster_forgetting import StillRunning, forget_cluster
 
     try:
         data = asyncio.run(forget_cluster(config.redis, args.cluster, dry_run=args.dry_run))
@@ -493,7 +493,7 @@ def _notify_replay_dlq(args: argparse.Namespace) -> int:
     import asyncio
 
     from lagwatch.services.notifier.dlq import parse_since
-    from lagwatch.shared.config import ConfigError, load_config
+    from lagwatch.shared.runtime.config import ConfigError, load_config
 
     try:
         config = load_config(args.config)
@@ -513,8 +513,8 @@ def _notify_test(args: argparse.Namespace) -> int:
     """One JSON line: each notification sent and its receiver's answer; exit code 1 unless every one was taken."""
     import asyncio
 
-    from lagwatch.shared.config import ConfigError, cluster_name_problem, load_config
-    from lagwatch.shared.templating.template_worker import WORKERS
+    from lagwatch.shared.notifications.templating.template_worker import WORKERS
+    from lagwatch.shared.runtime.config import ConfigError, cluster_name_problem, load_config
 
     if args.cluster is not None and (problem := cluster_name_problem(args.cluster)):
         raise InputError(f"--cluster: {problem}")
@@ -531,7 +531,7 @@ def _notify_test(args: argparse.Namespace) -> int:
 
 async def _send_test(config, subscription_id: str, cluster: str | None, sample: str) -> dict:
     from lagwatch.services.notifier.sample import NoSuchAlerts, sample_report
-    from lagwatch.shared.clock import now_ms
+    from lagwatch.shared.runtime.clock import now_ms
 
     subscription = await _subscription(config, subscription_id)
     try:
@@ -559,7 +559,7 @@ async def _subscription(config, subscription_id: str):
 def _migrate_burrow_config(args: argparse.Namespace) -> int:
     """The YAML on stdout; what is not carried over, or changes meaning, as warnings on stderr."""
     from lagwatch.burrow_config import migrate_file
-    from lagwatch.shared.config import Config, ConfigError, build_section
+    from lagwatch.shared.runtime.config import Config, ConfigError, build_section
 
     try:
         migration = migrate_file(args.burrow_toml, args.templates)

@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lagwatch.shared.config import ENV_PREFIX, Config, ConfigError, option_name
-from lagwatch.shared.kafka.kafka_client import client_kwargs, librdkafka_config
-from lagwatch.shared.subscriptions.documents import SOURCE_CONFIG, kebab
-from lagwatch.shared.subscriptions.masking import mask, masked_document
-from lagwatch.shared.subscriptions.validation import destination_of, file_problems
+from lagwatch.shared.notifications.subscriptions.documents import SOURCE_CONFIG, kebab
+from lagwatch.shared.notifications.subscriptions.masking import mask, masked_document
+from lagwatch.shared.notifications.subscriptions.validation import destination_of, file_problems
+from lagwatch.shared.runtime.config import ENV_PREFIX, Config, ConfigError, option_name
+from lagwatch.shared.runtime.kafka_client import client_kwargs, librdkafka_config
 
 SHORTCUTS = ("REDIS_URL", "KAFKA_BOOTSTRAP_SERVERS")
 

@@ -1,7 +1,7 @@
 """Burrow's notifier templates (Go text/template) rewritten as lagwatch's Jinja2 templates.
 
-The notifier offers Burrow's names and helpers (shared/templating/burrow_helpers.py), so most of a template carries
-over word for word: `{{.Result.TotalLag}}` → `{{ Result.TotalLag }}`, `{{index .Extras "app"}}` →
+The notifier offers Burrow's names and helpers (shared/notifications/templating/burrow_helpers.py), so most of a
+template carries over word for word: `{{.Result.TotalLag}}` → `{{ Result.TotalLag }}`, `{{index .Extras "app"}}` →
 `{{ Extras["app"] }}`, `{{.Result.Partitions | jsonencoder}}` → `{{ jsonencoder(Result.Partitions) }}`,
 `{{if eq .Result.Status 2}}…{{else}}…{{end}}` → `{% if Result.Status == "WARN" %}…{% else %}…{% endif %}`,
 `{{range .Result.Partitions}}{{.Topic}}{{end}}` → `{% for p1 in Result.Partitions %}{{ p1.Topic }}{% endfor %}`,

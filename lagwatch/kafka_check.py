@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from lagwatch.shared.config import ClusterConfig
-from lagwatch.shared.kafka.kafka_client import TOKEN_MECHANISMS, librdkafka_config
-from lagwatch.shared.kafka.kafka_login import LoginError, token_provider
+from lagwatch.shared.runtime.config import ClusterConfig
+from lagwatch.shared.runtime.kafka_client import TOKEN_MECHANISMS, librdkafka_config
+from lagwatch.shared.runtime.kafka_login import LoginError, token_provider
 
 # librdkafka's own log lines (a FAIL per connection attempt) go here, not to stderr: the answer is one line
 _LIBRDKAFKA_LOG = logging.getLogger("lagwatch.kafka_check.librdkafka")

@@ -1,11 +1,12 @@
-"""Writes the option table of docs/configuration.md from the configuration model (lagwatch.shared.config).
+"""Writes the option table of docs/configuration.md from the configuration model (lagwatch.shared.runtime.config).
 
     python scripts/config_reference.py            # rewrite the table between the markers
     python scripts/config_reference.py --check    # exit 1 when the table is out of date
 
 Every option of every section dataclass becomes a row: its key as the file spells it, its environment variable,
 its default and what it means. Meanings come from `MEANINGS` below or, for an option added since, from the comment
-on its line in shared/config.py; an option with neither stops the script (tests/repository/test_docs.py runs it).
+on its line in shared/runtime/config.py; an option with neither stops the script (tests/repository/test_docs.py runs
+it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import typing
 from collections.abc import Iterator
 from pathlib import Path
 
-from lagwatch.shared.config import Config, option_name
+from lagwatch.shared.runtime.config import Config, option_name
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 START, END = "<!-- options:start (scripts/config_reference.py) -->", "<!-- options:end -->"

@@ -21,7 +21,7 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 GROUP = 'cluster=~"$cluster",consumer_group=~"$group"'
 PARTITION = f'{GROUP},topic=~"$topic"'
 CLUSTER = 'cluster=~"$cluster"'
-STATUS_MAPPINGS = [  # Burrow's numbering (shared/domain/protocol.py)
+STATUS_MAPPINGS = [  # Burrow's numbering (shared/protocol/types.py)
     {
         "type": "value",
         "options": {

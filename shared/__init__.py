@@ -1,6 +1,6 @@
-"""What two or more lagwatch processes share (no service imports another; they meet at Redis keys and topics).
+"""What two or more lagwatch processes share, cut by stage of the flow (docs/architecture.md):
 
-config.py (the one configuration model), clock.py (the one clock), and the groups: domain/ (rules, windows, events:
-pure), store/ (Redis keys, scripts and stores; history files), kafka/ (clients, codec, topics), runtime/ (service
-life cycle, health server), delivery/ (address guard, TLS, signing), subscriptions/, templating/, schemas/.
+records/ → windows/ → statuses/ → events/ → notifications/, each stage importing only the stages before it, all
+resting on protocol/ (the exchanged types, Redis keys) and runtime/ (configuration, clock, Redis and Kafka clients,
+the service life cycle). No service imports another; they meet at Redis keys and Kafka topics.
 """

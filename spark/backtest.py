@@ -25,10 +25,10 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from lagwatch.shared.config import THRESHOLDS, Config
-from lagwatch.shared.domain.protocol import RuleConfig, Status
-from lagwatch.shared.domain.status_event import StatusEvent
-from lagwatch.shared.subscriptions.notification_policy import Kind, Policy, decide
+from lagwatch.shared.events.status_event import StatusEvent
+from lagwatch.shared.notifications.subscriptions.notification_policy import Kind, Policy, decide
+from lagwatch.shared.protocol.types import RuleConfig, Status
+from lagwatch.shared.runtime.config import THRESHOLDS, Config
 from lagwatch.spark.replay import ReplayConfig
 
 VARIANT_KEYS = (

@@ -1,6 +1,6 @@
 """Reading history into Spark: Parquet or JSON-lines files (the archiver's layout or any directory of them), or the
 history topic through the spark-sql-kafka connector when it is on the classpath. Every row is checked as
-`shared/domain/history.py` checks a record; bad rows are counted by reason and skipped, never fatal."""
+`shared/records/history.py` checks a record; bad rows are counted by reason and skipped, never fatal."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 from pyspark.sql.utils import AnalysisException
 
-from lagwatch.shared.config import Config, ConfigError
-from lagwatch.shared.domain.history import (
+from lagwatch.shared.records.history import (
     COLUMN_NAMES,
     GROUP_KINDS,
     HISTORY_COLUMNS,
@@ -24,7 +23,8 @@ from lagwatch.shared.domain.history import (
     KINDS,
     OBSERVED_AT_MAX,
 )
-from lagwatch.shared.kafka.kafka_client import java_client_options
+from lagwatch.shared.runtime.config import Config, ConfigError
+from lagwatch.shared.runtime.kafka_client import java_client_options
 from lagwatch.spark.spark_types import spark_type
 
 FORMATS = ("auto", "parquet", "json", "kafka")
@@ -91,7 +91,7 @@ def _check_columns(columns: list[str], location: str) -> None:
     if missing:
         raise InputError(
             f"history at {location} lacks column(s) {', '.join(missing)}; "
-            f"expected {', '.join(COLUMN_NAMES)} (see shared/domain/history.py)"
+            f"expected {', '.join(COLUMN_NAMES)} (see shared/records/history.py)"
         )
 
 
@@ -168,7 +168,7 @@ def _read_kafka(spark: SparkSession, location: str, connection: dict[str, str]) 
 
 def history_of_messages(raw: DataFrame) -> DataFrame:
     """History rows from history-topic messages (a `value` column): one or more JSON records per message, one per
-    line (shared/domain/history.py)."""
+    line (shared/records/history.py)."""
     lines = raw.select(F.explode(F.split(F.col("value").cast("string"), "\n")).alias("line"))
     return lines.select(F.from_json("line", history_schema()).alias("r")).select("r.*")
 

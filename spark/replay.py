@@ -5,7 +5,7 @@ loop; tests call it directly. It does what the live services do, in history time
 
 * inputs in time order (a commit at `observed_at`, when the ingest read it; a log-end sample at its sampling time;
   a sample first on ties): a sample goes into the partition's broker ring and log-end history, a commit into its
-  window with the latest sampled log end (`shared/domain/window.py`, the same outcomes as the Redis store); a
+  window with the latest sampled log end (`shared/windows/window.py`, the same outcomes as the Redis store); a
   commit of a partition not sampled yet waits for its first sample, as the ingest holds it; a sample at the time
   of the partition's last one is a duplicate (the archive is at-least-once; commits are told apart by `order`);
 * the group is evaluated with the shared rules at evaluation ticks, every `tick_ms` of history time (multiples of
@@ -27,37 +27,31 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from lagwatch.shared.domain.explanation import Explanation, explain
-from lagwatch.shared.domain.history import (
+from lagwatch.shared.events.status_event import Incident, StatusEvent, transition
+from lagwatch.shared.protocol.types import (
+    Commit,
+    GroupStatus,
+    OffsetEntry,
+    PartitionInput,
+    PartitionStatus,
+    RuleConfig,
+    Sample,
+    Status,
+    WindowConfig,
+)
+from lagwatch.shared.records.history import (
     KIND_COMMIT,
     KIND_LOG_START,
     KIND_OFFSET_DELETED,
     KIND_TOPIC_DELETED,
     HistoryRecord,
 )
-from lagwatch.shared.domain.protocol import (
-    GroupStatus,
-    OffsetEntry,
-    PartitionInput,
-    PartitionStatus,
-    RuleConfig,
-    Status,
-)
-from lagwatch.shared.domain.retention import RetentionRisk, group_risk, retention_risk
-from lagwatch.shared.domain.rules import caught_up_status, partition_status, summarize_group
-from lagwatch.shared.domain.status_event import Incident, StatusEvent, transition
-from lagwatch.shared.domain.time_lag import Sample, TimeLag, add_sample, time_lag, worst
-from lagwatch.shared.domain.velocity import Velocity, group_velocity, partition_velocity
-from lagwatch.shared.domain.window import (
-    AddOutcome,
-    Commit,
-    WindowConfig,
-    add_broker_offset,
-    add_commit,
-    current_lag,
-    expired,
-    padded_ring,
-)
+from lagwatch.shared.statuses.explanation import Explanation, explain
+from lagwatch.shared.statuses.retention import RetentionRisk, group_risk, retention_risk
+from lagwatch.shared.statuses.rules import caught_up_status, partition_status, summarize_group
+from lagwatch.shared.statuses.time_lag import TimeLag, add_sample, time_lag, worst
+from lagwatch.shared.statuses.velocity import Velocity, group_velocity, partition_velocity
+from lagwatch.shared.windows.window import AddOutcome, add_broker_offset, add_commit, current_lag, expired, padded_ring
 
 TopicPartition = tuple[str, int]
 NEVER = 2**62
@@ -290,7 +284,7 @@ def _partition_status(
 
 
 def replay_inputs(records: Iterable[HistoryRecord]) -> tuple[list[CommitInput], list[Other]]:
-    """History records (`shared/domain/history.py`) as replay inputs: the commits, and the rest (log-end and
+    """History records (`shared/records/history.py`) as replay inputs: the commits, and the rest (log-end and
     log-start samples, deletions)."""
     commits: list[CommitInput] = []
     others: list[Other] = []

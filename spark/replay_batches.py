@@ -15,9 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from lagwatch.shared.domain.event_codec import present
-from lagwatch.shared.domain.history import KIND_COMMIT
-from lagwatch.shared.domain.status_event import fitted
+from lagwatch.shared.events.event_codec import present
+from lagwatch.shared.events.status_event import fitted
+from lagwatch.shared.records.history import KIND_COMMIT
 from lagwatch.spark.backtest import Variant, count_notifications
 from lagwatch.spark.replay import (
     CommitInput,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.domain.status_event import StatusEvent
+from lagwatch.shared.events.status_event import StatusEvent
+from lagwatch.shared.protocol.types import Status
 from lagwatch.spark.replay import ReplayResult, TimelineRow
 
 QUIET = (Status.OK.name, Status.NOTFOUND.name)

@@ -9,7 +9,8 @@ replay each (cluster, group) in `mapInArrow` with the shared window and rules (`
     <output>/timeline/        Parquet: a group's status, total lag, worst partition, explanation and messages
                               skipped by retention at every change
     <output>/events/          Parquet: the status-change events the live evaluator would have published
-                              (`event` holds the exact JSON, schema shared/schemas/status_event.json, replayed=true)
+                              (`event` holds the exact JSON, schema shared/events/schemas/status_event.json,
+                              replayed=true)
     <output>/events_jsonl/    the same events as JSON lines
     <output>/report/          Parquet (+ report_csv/): per group time in each status, incidents, max and p95 lag
     <output>/backtest/        Parquet: per variant and group, status changes and notifications
@@ -33,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import Config, ConfigError, load_config
-from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.history import COLUMN_NAMES, KIND_OFFSET_DELETED, KIND_TOPIC_DELETED, SAMPLE_KINDS
-from lagwatch.shared.templating.templates import duration
+from lagwatch.shared.notifications.templating.templates import duration
+from lagwatch.shared.protocol.group_filter import GroupFilter
+from lagwatch.shared.records.history import COLUMN_NAMES, KIND_OFFSET_DELETED, KIND_TOPIC_DELETED, SAMPLE_KINDS
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import Config, ConfigError, load_config
 from lagwatch.spark.backtest import BacktestError, Variant, load_variants, production_variant
 from lagwatch.spark.charts import PAD, WIDTH
 from lagwatch.spark.inputs import HistorySource
@@ -422,8 +423,8 @@ def _publish(events, options: ReprocessOptions, config: Config) -> int:
     """Produce the replayed events (marked `replayed`) to a topic of a configured cluster, keyed like the live ones."""
     from confluent_kafka import Producer
 
-    from lagwatch.shared.domain.status_event import record_key
-    from lagwatch.shared.kafka.kafka_client import librdkafka_config
+    from lagwatch.shared.events.status_event import record_key
+    from lagwatch.shared.runtime.kafka_client import librdkafka_config
 
     try:
         name = options.publish_cluster or config.only_cluster()

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lagwatch.shared.domain.history import KIND_BROKER, KIND_COMMIT, KIND_LOG_START, HistoryRecord
+from lagwatch.shared.records.history import KIND_BROKER, KIND_COMMIT, KIND_LOG_START, HistoryRecord
 
 SCENARIOS = ("healthy", "lagging", "stalled", "stopped", "rewound", "idle")
 FINAL_STATUS = {"healthy": "OK", "lagging": "WARN", "stalled": "ERR", "stopped": "ERR", "rewound": "ERR", "idle": "OK"}

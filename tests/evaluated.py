@@ -4,9 +4,9 @@ Kafka: events go to a publisher that acknowledges everything."""
 from __future__ import annotations
 
 from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
-from lagwatch.shared.config import Config
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.runtime.config import Config
+from lagwatch.shared.windows.store import WindowStore
 
 
 class AcceptingPublisher:

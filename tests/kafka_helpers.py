@@ -15,8 +15,8 @@ from typing import IO, Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from lagwatch.shared.config import Config, load_config
-from lagwatch.shared.kafka.partitioner import partition_for
+from lagwatch.shared.runtime.config import Config, load_config
+from lagwatch.shared.runtime.partitioner import partition_for
 
 CLUSTER = "local"
 # Notifier settings for tests: private targets allowed (the receivers are local), quick retries, leases and polls.

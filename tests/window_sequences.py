@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from lagwatch.shared.domain.window import ADMIN_ORDERS_FROM
+from lagwatch.shared.windows.window import ADMIN_ORDERS_FROM
 
 SECOND = 1000
 

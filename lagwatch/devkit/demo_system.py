@@ -48,7 +48,7 @@ from lagwatch.devkit.demo_workload import demo_topics, run_workload
 from lagwatch.devkit.ports import free_port
 from lagwatch.devkit.stack import ENV_FILE, LocalInfra, local_infra, shell_command, write_env_file
 from lagwatch.devkit.webhook_receiver import ReceivedAlert, WebhookReceiver
-from lagwatch.shared.config import HistoryConfig
+from lagwatch.shared.runtime.config import HistoryConfig
 
 CLUSTER = "local"  # the cluster KAFKA_BOOTSTRAP_SERVERS points at
 SERVICES = ("ingest", "evaluator", "notifier", "api")

@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from lagwatch.devkit.demo_scenarios import Phase, Scenario
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter, member
-from lagwatch.shared.kafka.offsets_codec import GroupMember
+from lagwatch.shared.records.offsets_codec import GroupMember
 
 DEFAULT_TICK_S = 1.0
 DEFAULT_MAX_POLL_INTERVAL_MS = 300_000  # Kafka's (and aiokafka's) default

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.runtime.clock import now_ms
 
 OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions

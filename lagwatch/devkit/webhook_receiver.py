@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from lagwatch.shared.delivery.signing import (
+from lagwatch.shared.notifications.delivery.signing import (
     EVENT_ID_HEADER,
     MALFORMED,
     SIGNATURE_HEADER,
@@ -28,7 +28,7 @@ from lagwatch.shared.delivery.signing import (
     SignatureError,
     verify_request,
 )
-from lagwatch.shared.printable import printable
+from lagwatch.shared.runtime.printable import printable
 
 CHANNELS = ("webhook", "slack")
 VALID = "valid"

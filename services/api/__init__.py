@@ -4,5 +4,5 @@ Modules: `app` (the aiohttp Application and the server), `burrow_routes` (/v3/ka
 (/burrow/admin, /healthz, /readyz), `metrics` (/metrics) and `scrape_process` (its worker process), `middleware`
 (JSON errors, timing), `auth` (bearer token for DELETE), `statuses` (the rules at request time), `context` (what
 handlers share), `notices` (change notices after a DELETE), `responses` (Burrow's envelope). Readiness asks
-`shared/kafka/kafka_probe.py` whether Kafka is there.
+`shared/runtime/kafka_probe.py` whether Kafka is there.
 """

@@ -17,7 +17,7 @@ from aiohttp import web
 from lagwatch.services.api.context import CONTEXT
 from lagwatch.services.api.metrics import METRICS
 from lagwatch.services.api.responses import ApiError
-from lagwatch.shared.config import ApiConfig
+from lagwatch.shared.runtime.config import ApiConfig
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REALM = 'Bearer realm="lagwatch"'

@@ -22,11 +22,11 @@ from lagwatch.services.api.auth import requires_token
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.paths import named
 from lagwatch.services.api.responses import ApiError, ok
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import ClusterConfig
-from lagwatch.shared.kafka.kafka_client import security_protocol
-from lagwatch.shared.store.redis_store import StoredGroup, StoredPartition
-from lagwatch.shared.store.results_store import ResultsStore, decode_result
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import ClusterConfig
+from lagwatch.shared.runtime.kafka_client import security_protocol
+from lagwatch.shared.statuses.results_store import ResultsStore, decode_result
+from lagwatch.shared.windows.store import StoredGroup, StoredPartition
 
 routes = web.RouteTableDef()
 

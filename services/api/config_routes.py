@@ -22,7 +22,7 @@ from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.paths import named
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.services.api.subscription_routes import read_json_body, shown_subscriptions
-from lagwatch.shared.config import Config
+from lagwatch.shared.runtime.config import Config
 
 routes = web.RouteTableDef()
 BURROW_THRESHOLDS = {"OK": 1, "WARN": 2, "ERR": 3}  # Burrow's status numbers

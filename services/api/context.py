@@ -14,13 +14,13 @@ from redis.asyncio import Redis
 from lagwatch.services.api import statuses
 from lagwatch.services.api.notices import DeletionNotices
 from lagwatch.services.api.responses import ApiError
-from lagwatch.shared.config import Config
-from lagwatch.shared.kafka.kafka_probe import KafkaProbe
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.read_through_store import ReadThroughStore
-from lagwatch.shared.store.redis_client import connect, reply
-from lagwatch.shared.store.redis_memory import warn_if_evicting
-from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.config import Config
+from lagwatch.shared.runtime.kafka_probe import KafkaProbe
+from lagwatch.shared.runtime.redis_client import connect, reply
+from lagwatch.shared.runtime.redis_memory import warn_if_evicting
+from lagwatch.shared.windows.read_through_store import ReadThroughStore
+from lagwatch.shared.windows.store import StoredGroup, WindowStore
 
 
 @dataclass
@@ -63,7 +63,7 @@ class ApiContext:
         raise ApiError(404, "cluster not found")
 
     async def judging_clock(self, cluster: str) -> int:
-        """The instant a status computed now is judged at: the evaluator's clock (shared/domain/read_through.py)."""
+        """The instant a status computed now is judged at: the evaluator's clock (shared/windows/read_through.py)."""
         return (await ReadThroughStore(self.redis, cluster).judging_clock())[1]
 
     async def live_group(self, cluster: str, group: str, at_ms: int) -> StoredGroup | None:

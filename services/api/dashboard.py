@@ -55,14 +55,14 @@ from lagwatch.services.api.dashboard_data import (
 from lagwatch.services.api.group_routes import group_named
 from lagwatch.services.api.paths import named
 from lagwatch.services.api.responses import ApiError, ok
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.domain.status_event import QUIET
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.presence import running_counts
-from lagwatch.shared.store.redis_client import reply
-from lagwatch.shared.store.results_store import ResultsStore, decode_result
-from lagwatch.shared.store.status_store import GroupState, StatusStore
-from lagwatch.shared.subscriptions.silences import EXPIRED, SilenceStore
+from lagwatch.shared.events.status_event import QUIET
+from lagwatch.shared.events.status_store import GroupState, StatusStore
+from lagwatch.shared.notifications.subscriptions.silences import EXPIRED, SilenceStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.presence import running_counts
+from lagwatch.shared.runtime.redis_client import reply
+from lagwatch.shared.statuses.results_store import ResultsStore, decode_result
 
 routes = web.RouteTableDef()
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}

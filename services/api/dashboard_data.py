@@ -1,6 +1,6 @@
 """What the dashboard shows about a group, as JSON: a row of the overview (status, lag, lag in seconds, a lag
 sparkline) from the evaluator's ready result (results_store.py), and the detail of its partitions with their windows.
-The sparkline's points before now are the evaluator's (shared/domain/lag_sparkline.py); the row ends it with the lag
+The sparkline's points before now are the evaluator's (shared/statuses/lag_sparkline.py); the row ends it with the lag
 now.
 
 An overview shows a few hundred of a cluster's groups, worst first, and totals over all of them. Ordering needs only
@@ -19,13 +19,13 @@ from operator import itemgetter
 from typing import Any, TypeVar
 
 from lagwatch.services.api.burrow_routes import consumer_topics
-from lagwatch.shared.domain.lag_sparkline import Point
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.domain.status_event import Incident
-from lagwatch.shared.domain.time_lag import seconds_fields, worst
-from lagwatch.shared.store.redis_store import StoredGroup
-from lagwatch.shared.store.results_store import GroupResult, PartitionResult
-from lagwatch.shared.store.status_store import GroupState
+from lagwatch.shared.events.status_event import Incident
+from lagwatch.shared.events.status_store import GroupState
+from lagwatch.shared.protocol.types import Status
+from lagwatch.shared.statuses.lag_sparkline import Point
+from lagwatch.shared.statuses.results_store import GroupResult, PartitionResult
+from lagwatch.shared.statuses.time_lag import seconds_fields, worst
+from lagwatch.shared.windows.store import StoredGroup
 
 TopicPartition = tuple[str, int]
 Ranked = tuple[int, int, str, bytes]  # -status, -total lag, group, its stored result: sorted, worst first

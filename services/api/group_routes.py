@@ -27,7 +27,7 @@ from lagwatch.services.api.auth import requires_token
 from lagwatch.services.api.burrow_routes import detail_answer, removal_answer, status_answer
 from lagwatch.services.api.responses import ApiError
 from lagwatch.services.api.subscription_routes import read_json_body
-from lagwatch.shared.config import cluster_name_problem
+from lagwatch.shared.runtime.config import cluster_name_problem
 
 routes = web.RouteTableDef()
 BASE = "/api/v1/consumer-groups"

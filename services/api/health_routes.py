@@ -2,7 +2,7 @@
 lagwatch's `/healthz` and `/readyz`.
 
 `/healthz` says the process runs. `/readyz` says it can answer: Redis answers a PING. Whether each configured
-cluster's Kafka accepts a connection is reported beside (`kafka`; the probe is cached: `shared/kafka/kafka_probe.py`)
+cluster's Kafka accepts a connection is reported beside (`kafka`; the probe is cached: `shared/runtime/kafka_probe.py`)
 but does not make the api unready: everything it serves is read from Redis, and a DELETE's change notice to the
 evaluator is best effort (`notices.py`). A Kafka outage — or one cluster's of several — must not take the api and
 the dashboard out of their Service just when operators look at them.

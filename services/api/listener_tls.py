@@ -16,7 +16,7 @@ import logging
 import os
 import ssl
 
-from lagwatch.shared.config import ApiConfig, ConfigError
+from lagwatch.shared.runtime.config import ApiConfig, ConfigError
 
 log = logging.getLogger(__name__)
 RELOAD_CHECK_S = 30.0

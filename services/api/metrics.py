@@ -15,9 +15,9 @@ Names, labels and values as Burrow's `prometheus.go`; * as there, only for parti
 `lagwatch_consumer_group_max_lag{cluster,consumer_group}` (the largest partition lag) is lagwatch's own, as are
 `lagwatch_consumer_group_catchup_seconds` (the evaluator's estimate of when the slowest partition is caught up,
 counting down with the clock; +Inf when the consumer is not faster than its producer; absent when unknown) and
-`lagwatch_consumer_group_lag_growth_per_second` (produce minus consume rate), see shared/domain/velocity.py, and
+`lagwatch_consumer_group_lag_growth_per_second` (produce minus consume rate), see shared/statuses/velocity.py, and
 `lagwatch_consumer_group_retention_risk_seconds` / `lagwatch_consumer_group_skipped_messages`
-(shared/domain/retention.py).
+(shared/statuses/retention.py).
 
 The group and partition series come from the results the evaluator stores at each evaluation (results_store.py:
 status, partition statuses, newest offsets, lag-in-seconds anchors); lags are derived from the topics' log ends at
@@ -32,16 +32,16 @@ they are its status's numbers).
 
 `lagwatch_cluster_configured{cluster}` is 1 for each cluster of the api's configuration and 0 for one Redis keeps
 data of that the configuration no longer names (its groups frozen at their last status: `lagwatch forget-cluster`,
-shared/store/cluster_forgetting.py; `LagwatchClusterNotConfigured` alerts on it).
+shared/runtime/cluster_forgetting.py; `LagwatchClusterNotConfigured` alerts on it).
 
 `lagwatch_service_instances{cluster,service}` counts the ingest workers, evaluators and notifiers running for each
-cluster (their presence in Redis, shared/store/presence.py): 0 for a configured cluster means its commits are not
+cluster (their presence in Redis, shared/runtime/presence.py): 0 for a configured cluster means its commits are not
 read, its statuses do not move or its alerts are not sent (`LagwatchServiceNotRunning`), which the services' own
 series, gone with them, cannot say.
 
 `lagwatch_redis_may_evict{server,policy}` (1: Redis deletes keys when full), `lagwatch_redis_evicted_keys_total`,
 `lagwatch_redis_memory_used_bytes` and `lagwatch_redis_maxmemory_bytes` come from one INFO per scrape
-(shared/store/redis_memory.py).
+(shared/runtime/redis_memory.py).
 
 lagwatch's counters come from the running totals the ingest and the evaluator keep in Redis (`lw:c:{c}:stats`,
 `lw:c:{c}:evaluator`), so one scrape of the api shows every worker's work; `lagwatch_api_request_seconds` is this
@@ -67,18 +67,15 @@ from redis.asyncio import Redis
 
 from lagwatch.services.api.scrape_process import ScrapeWorker
 from lagwatch.services.api.shared_render import SharedRender
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import Config
-from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.window import AddOutcome
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.group_filter import GroupFilter
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import Config
+from lagwatch.shared.runtime.presence import running_counts
 from lagwatch.shared.runtime.prometheus_text import render
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.ingest_totals import KNOWN_TYPES, read_totals
-from lagwatch.shared.store.presence import running_counts
-from lagwatch.shared.store.redis_client import connect, reply
-from lagwatch.shared.store.redis_memory import RedisMemory, read_memory
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.results_store import (
+from lagwatch.shared.runtime.redis_client import connect, reply
+from lagwatch.shared.runtime.redis_memory import RedisMemory, read_memory
+from lagwatch.shared.statuses.results_store import (
     CAUGHT_UP_LAG,
     HOUR_MS,
     UNKNOWN_CATCHUP,
@@ -86,6 +83,9 @@ from lagwatch.shared.store.results_store import (
     ResultsStore,
     catchup_seconds,
 )
+from lagwatch.shared.windows.ingest_totals import KNOWN_TYPES, read_totals
+from lagwatch.shared.windows.store import WindowStore
+from lagwatch.shared.windows.window import AddOutcome
 
 STREAM_CHUNK = 4 << 20  # bytes written to the response at a time
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -458,7 +458,7 @@ def instances_family(running: Mapping[tuple[str, str], int]) -> Metric:
 
 def redis_memory_families(servers: Iterable[RedisMemory]) -> list[Metric]:
     """Whether each Redis server may evict lagwatch's keys, and how many keys it evicted since it started
-    (shared/store/redis_memory.py); no series where INFO is refused."""
+    (shared/runtime/redis_memory.py); no series where INFO is refused."""
     may_evict = GaugeMetricFamily(
         "lagwatch_redis_may_evict",
         "1 when Redis has a maxmemory and a maxmemory-policy other than noeviction: it deletes keys when full",

@@ -3,7 +3,7 @@
 One `ChangePublisher` per configured cluster (clusters known only from Redis have no Kafka settings, and their
 deletions are picked up by the evaluator's next sweep). Producers start in the background: the api must answer
 reads while Kafka is down, and a DELETE waits only briefly for a producer that is still starting. Notices are
-best effort by design (see `shared/kafka/changes.py`): a lost one delays the NOTFOUND by one sweep interval.
+best effort by design (see `shared/windows/changes.py`): a lost one delays the NOTFOUND by one sweep interval.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import asyncio
 import contextlib
 import logging
 
-from lagwatch.shared.config import Config
-from lagwatch.shared.kafka.changes import ChangePublisher
-from lagwatch.shared.kafka.kafka_client import librdkafka_config
+from lagwatch.shared.runtime.config import Config
+from lagwatch.shared.runtime.kafka_client import librdkafka_config
+from lagwatch.shared.windows.changes import ChangePublisher
 
 log = logging.getLogger(__name__)
 START_WAIT_S = 5.0  # how long a DELETE waits for a producer still connecting

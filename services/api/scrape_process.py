@@ -25,7 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import BinaryIO
 
-from lagwatch.shared.config import Config
+from lagwatch.shared.runtime.config import Config
 
 RAM_DIR = Path("/dev/shm")
 RAM_DIR_MIN_FREE = 1 << 30  # /dev/shm is used only with this much room (Docker gives containers 64 MB of it)

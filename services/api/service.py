@@ -26,7 +26,7 @@ from lagwatch.services.api import (
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.metrics import METRICS, ApiMetrics, handle_metrics
 from lagwatch.services.api.middleware import errors_as_json, timed, trailing_slash
-from lagwatch.shared.config import Config
+from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.runtime.http_client_errors import quiet_client_errors
 from lagwatch.shared.runtime.listen import listen
 from lagwatch.shared.runtime.service_lifecycle import run_until_signalled

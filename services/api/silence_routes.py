@@ -1,6 +1,7 @@
 """Silences (maintenance windows, `/api/v1/silences`): create, list, get, end. Stored in Redis
-(`lw:n:{notify}:silences`, shared/subscriptions/silences.py), where notifiers read them: a silenced incident notifies
-nothing while the silence holds and, if still open when it ends, notifies then (services/notifier/holds.py).
+(`lw:n:{notify}:silences`, shared/notifications/subscriptions/silences.py), where notifiers read them: a silenced
+incident notifies nothing while the silence holds and, if still open when it ends, notifies then
+(services/notifier/holds.py).
 
 * POST needs `Authorization: Bearer <api.token>`: `{"matchers": [{"name": "group", "value": "billing"}],
   "starts-at": 1700000000, "ends-at": 1700003600, "reason": "deploy", "created-by": "alice"}` (`starts-at`
@@ -19,7 +20,7 @@ from lagwatch.services.api.auth import requires_token
 from lagwatch.services.api.context import CONTEXT
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.services.api.subscription_routes import read_json_body
-from lagwatch.shared.subscriptions.silences import MAX_SILENCES, SilenceInvalid, SilenceStore, parse_new
+from lagwatch.shared.notifications.subscriptions.silences import MAX_SILENCES, SilenceInvalid, SilenceStore, parse_new
 
 routes = web.RouteTableDef()
 BASE = "/api/v1/silences"

@@ -1,4 +1,4 @@
-"""Group statuses for the api: Burrow's rules (`shared/domain/rules.py`) applied to the windows in Redis, at request
+"""Group statuses for the api: Burrow's rules (`shared/statuses/rules.py`) applied to the windows in Redis, at request
 time.
 
 The api never reads the evaluator's recorded statuses: like Burrow, it judges a group when asked, so an answer is
@@ -12,14 +12,15 @@ import asyncio
 import functools
 from typing import TYPE_CHECKING
 
-from lagwatch.shared.config import Config
-from lagwatch.shared.domain.explanation import explain
-from lagwatch.shared.domain.protocol import GroupStatus, Status
-from lagwatch.shared.domain.retention import group_risk
-from lagwatch.shared.domain.time_lag import seconds_fields, worst
-from lagwatch.shared.domain.velocity import group_velocity
-from lagwatch.shared.domain.window import expired
-from lagwatch.shared.store.redis_store import StoredGroup
+from lagwatch.shared.protocol.types import GroupStatus, Status
+from lagwatch.shared.runtime.config import Config
+from lagwatch.shared.statuses import verdicts
+from lagwatch.shared.statuses.explanation import explain
+from lagwatch.shared.statuses.retention import group_risk
+from lagwatch.shared.statuses.time_lag import seconds_fields, worst
+from lagwatch.shared.statuses.velocity import group_velocity
+from lagwatch.shared.windows.store import StoredGroup
+from lagwatch.shared.windows.window import expired
 
 if TYPE_CHECKING:
     from lagwatch.services.api.context import ApiContext
@@ -32,7 +33,7 @@ def is_live(stored: StoredGroup | None, now_ms: int, config: Config) -> bool:
 
 
 def evaluate(stored: StoredGroup, now_ms: int, config: Config) -> GroupStatus:
-    return stored.status(config.storage.intervals, now_ms, config.rules())
+    return verdicts.stored_group_status(stored, config.storage.intervals, now_ms, config.rules())
 
 
 def not_found(cluster: str, group: str) -> GroupStatus:
@@ -44,7 +45,7 @@ def not_found(cluster: str, group: str) -> GroupStatus:
 def with_lag_seconds(body: dict, stored: StoredGroup, now_ms: int) -> dict:
     """lagwatch's extra fields beside Burrow's (which stay as they are): `current_lag_seconds` and
     `current_lag_seconds_lower_bound` per partition (and in `maxlag`), `max_lag_seconds` for the group."""
-    lags = stored.time_lags(now_ms)
+    lags = verdicts.time_lags(stored, now_ms)
     for part in [*body["partitions"], *([body["maxlag"]] if body.get("maxlag") else [])]:
         part.update(seconds_fields(lags.get((part["topic"], part["partition"])), "current_lag_seconds"))
     body.update(seconds_fields(worst(lags.values()), "max_lag_seconds"))
@@ -75,8 +76,8 @@ def with_velocity(
     """lagwatch's lag velocity (`velocity` per partition, in `maxlag` and for the group: rates, lag growth, time to
     catch up), retention risk (`retention`, likewise) and the group's `explanation` (why, from its recent
     generations `rebalances` too), beside Burrow's fields."""
-    speeds = stored.velocities(intervals, now_ms)
-    risks = stored.retention_risks(now_ms)
+    speeds = verdicts.velocities(stored, intervals, now_ms)
+    risks = verdicts.retention_risks(stored, now_ms)
     for part in [*body["partitions"], *([body["maxlag"]] if body.get("maxlag") else [])]:
         speed = speeds.get((part["topic"], part["partition"]))
         part["velocity"] = speed.to_json() if speed is not None else None

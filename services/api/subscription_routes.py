@@ -1,7 +1,7 @@
 """Notification subscriptions (`/api/v1/subscriptions`): create, list, get, update, delete, and send one a sample
-incident now (`POST .../{id}/test`, through a notifier: shared/store/sample_requests.py).
+incident now (`POST .../{id}/test`, through a notifier: shared/notifications/sample_requests.py).
 
-* Stored in Redis (`lw:n:{notify}:subs`, see shared/store/keys.py); notifiers pick changes up on their next event
+* Stored in Redis (`lw:n:{notify}:subs`, see shared/protocol/keys.py); notifiers pick changes up on their next event
   or delivery. Subscriptions from the configuration file are listed too (`"source": "config"`) but are read-only
   here (409): change the file instead.
 * POST, PUT, PATCH and DELETE need `Authorization: Bearer <api.token>` (auth.py); reads are open, and every
@@ -27,15 +27,21 @@ from aiohttp import web
 from lagwatch.services.api.auth import has_token, requires_token
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.responses import ApiError, ok
-from lagwatch.shared.config import SubscriptionConfig, cluster_name_problem
-from lagwatch.shared.store import sample_requests
-from lagwatch.shared.store.results_store import ResultsStore
-from lagwatch.shared.store.sample_requests import NotReported, NotTaken, SampleRequest
-from lagwatch.shared.subscriptions.coverage import Coverage
-from lagwatch.shared.subscriptions.documents import SOURCE_API, SOURCE_CONFIG, SubscriptionInvalid, new_id, to_document
-from lagwatch.shared.subscriptions.masking import masked_document, unmask_unchanged, without_credentials
-from lagwatch.shared.subscriptions.store import SubscriptionStore
-from lagwatch.shared.subscriptions.validation import moves, validate_document
+from lagwatch.shared.notifications import sample_requests
+from lagwatch.shared.notifications.sample_requests import NotReported, NotTaken, SampleRequest
+from lagwatch.shared.notifications.subscriptions.coverage import Coverage
+from lagwatch.shared.notifications.subscriptions.documents import (
+    SOURCE_API,
+    SOURCE_CONFIG,
+    SubscriptionInvalid,
+    new_id,
+    to_document,
+)
+from lagwatch.shared.notifications.subscriptions.masking import masked_document, unmask_unchanged, without_credentials
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.notifications.subscriptions.validation import moves, validate_document
+from lagwatch.shared.runtime.config import SubscriptionConfig, cluster_name_problem
+from lagwatch.shared.statuses.results_store import ResultsStore
 
 routes = web.RouteTableDef()
 BASE = "/api/v1/subscriptions"

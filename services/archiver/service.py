@@ -1,5 +1,5 @@
 """The archiver service: consumes the history topic (`history.topic`) and writes its records to Parquet files
-partitioned by cluster and date under `history.path` (`shared/store/history_files.py`).
+partitioned by cluster and date under `history.path` (`shared/records/history_files.py`).
 
 Memory is bounded by `history.flush-rows`: at that many records buffered (checked after each message, which holds
 at most `history.MESSAGE_BYTES` of records), or every `history.flush-interval` seconds, the buffer is written and
@@ -27,13 +27,13 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from prometheus_client import Counter
 
-from lagwatch.shared.config import Config
-from lagwatch.shared.domain.history import HistoryRecordInvalid, decode, records_of
-from lagwatch.shared.kafka.kafka_client import client_kwargs
-from lagwatch.shared.kafka.kafka_probe import KafkaProbe
+from lagwatch.shared.records.history import HistoryRecordInvalid, decode, records_of
+from lagwatch.shared.records.history_files import HistoryFileWriter
+from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.runtime.health_server import HealthServer
+from lagwatch.shared.runtime.kafka_client import client_kwargs
+from lagwatch.shared.runtime.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled
-from lagwatch.shared.store.history_files import HistoryFileWriter
 
 log = logging.getLogger(__name__)
 RECORDS = Counter(

@@ -28,20 +28,21 @@ from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAl
 from lagwatch.services.evaluator.next_change import PartitionWatch, next_change_at, watch
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.services.evaluator.unsent_events import LAG, STATUS, UnsentEvents
-from lagwatch.shared import clock
-from lagwatch.shared.domain.explanation import Explanation, explain
-from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.lag_sparkline import lag_sparkline
-from lagwatch.shared.domain.lag_threshold_event import Threshold
-from lagwatch.shared.domain.protocol import GroupStatus, RuleConfig
-from lagwatch.shared.domain.retention import group_risk
-from lagwatch.shared.domain.status_event import MAX_EVENT_BYTES, EventDecodeError, StatusEvent, fitted, transition
-from lagwatch.shared.domain.velocity import group_velocity
-from lagwatch.shared.domain.window import expired
-from lagwatch.shared.store.read_through_store import ReadThroughStore
-from lagwatch.shared.store.redis_store import StoredGroup, WindowStore
-from lagwatch.shared.store.results_store import GroupResult, ResultsStore, result_of
-from lagwatch.shared.store.status_store import GroupState, StatusStore, Transition
+from lagwatch.shared.events.lag_threshold_event import Threshold
+from lagwatch.shared.events.status_event import MAX_EVENT_BYTES, EventDecodeError, StatusEvent, fitted, transition
+from lagwatch.shared.events.status_store import GroupState, StatusStore, Transition
+from lagwatch.shared.protocol.group_filter import GroupFilter
+from lagwatch.shared.protocol.types import GroupStatus, RuleConfig
+from lagwatch.shared.runtime import clock
+from lagwatch.shared.statuses import verdicts
+from lagwatch.shared.statuses.explanation import Explanation, explain
+from lagwatch.shared.statuses.lag_sparkline import lag_sparkline
+from lagwatch.shared.statuses.results_store import GroupResult, ResultsStore, result_of
+from lagwatch.shared.statuses.retention import group_risk
+from lagwatch.shared.statuses.velocity import group_velocity
+from lagwatch.shared.windows.read_through_store import ReadThroughStore
+from lagwatch.shared.windows.store import StoredGroup, WindowStore
+from lagwatch.shared.windows.window import expired
 
 log = logging.getLogger(__name__)
 HELD_RETRY_MS = 500  # while the judging clock is held, a group due by the wall clock is looked at again this often
@@ -57,7 +58,7 @@ class EvaluationReport:
     lag_crossings: int = 0  # lag-seconds thresholds crossed (lag_thresholds.py)
     lag_events_published: int = 0
     seconds: float = 0.0
-    held_ms: int = 0  # how far the judging clock was behind the wall clock (shared/domain/read_through.py)
+    held_ms: int = 0  # how far the judging clock was behind the wall clock (shared/windows/read_through.py)
     # per group: the next instant time alone may change it (None: NOTFOUND, nothing to wait for)
     next_at: dict[str, int | None] = field(default_factory=dict)
     # per group: its partitions as evaluated, for the log-end notices (None: NOTFOUND)
@@ -112,7 +113,7 @@ class GroupEvaluator:
         """The group's status now, or None when it is NOTFOUND."""
         if stored is None or expired(stored.last_commit_ms, now_ms, self.store.config):
             return None
-        return stored.status(self.store.config.intervals, now_ms, self.rules)
+        return verdicts.stored_group_status(stored, self.store.config.intervals, now_ms, self.rules)
 
     async def read(self, groups: Sequence[str], now_ms: int) -> tuple[list[StoredGroup | None], list[GroupState]]:
         """What an evaluation of these groups reads: their windows and their recorded states."""
@@ -148,7 +149,7 @@ class GroupEvaluator:
             await self.store.unindex_expired(self.cluster, now)
         await self._record_and_publish(batch, report)
         await self.results.write(self.cluster, batch.results, batch.lines)
-        # the clock is held (shared/domain/read_through.py): what is due by the wall clock is looked at again
+        # the clock is held (shared/windows/read_through.py): what is due by the wall clock is looked at again
         if now < wall:
             _retry_held(report.next_at, wall)
         _retry_unsent(report.next_at, batch.unsent, wall + OUTBOX_RETRY_MS)
@@ -166,10 +167,10 @@ class GroupEvaluator:
             await self.store.delete_group(self.cluster, group)
         batch.pending[group] = list(state.pending)  # left by an evaluator that stopped before publishing
         live = stored if status is not None else None  # the stored group, unless it is NOTFOUND
-        lags = live.time_lags(now) if live is not None else None
-        speeds = live.velocities(intervals, now) if live is not None else {}
+        lags = verdicts.time_lags(live, now) if live is not None else None
+        speeds = verdicts.velocities(live, intervals, now) if live is not None else {}
         overall = group_velocity(speeds.values())
-        risks = live.retention_risks(now) if live is not None else None
+        risks = verdicts.retention_risks(live, now) if live is not None else None
         known = stored is not None and stored.generation is not None
         why = explain(
             status,

@@ -1,13 +1,13 @@
 """Alert thresholds: lagwatch's own rules beside Burrow's ("alert when the max lag is over 300 s, even if Burrow's
 rules say OK"; "alert when retention deletes unread messages within an hour"), evaluated by the evaluator with the
-statuses and published as lag-threshold events (shared/domain/lag_threshold_event.py: one path, three alerts).
+statuses and published as lag-threshold events (shared/events/lag_threshold_event.py: one path, three alerts).
 
 * Which thresholds: every `lag-seconds-threshold` and `retention-risk-threshold` of a subscription for this cluster
   — the configuration file's (the evaluator reads the same `subscriptions:` as the notifier) and the api's
   (`lw:n:{notify}:lag-thresholds`, written with each subscription). Re-read at most every `REFRESH_S`.
 * Each evaluation compares the group's max lag in seconds (`time_lag.worst`; a lower bound only counts when the
   bound itself is over) with each lag-seconds threshold, strictly: over when `max_lag_seconds > threshold`; its
-  retention risk (shared/domain/retention.py, the soonest partition) with each data-loss-risk threshold: in the alert
+  retention risk (shared/statuses/retention.py, the soonest partition) with each data-loss-risk threshold: in the alert
   when `retention_risk_seconds < threshold`; and its skipped messages with the messages-skipped alert (any). A group
   whose lag (or retention risk) is unknown keeps its state. When the group crosses a threshold, a crossing is
   recorded with a compare-and-set and its event in an outbox (`lag_state_store.py`), then published on
@@ -30,16 +30,20 @@ from typing import NamedTuple
 from prometheus_client import Counter
 from redis.asyncio import Redis
 
+from lagwatch.services.evaluator.lag_state_store import GroupLagState, LagStateStore, ThresholdState
 from lagwatch.services.evaluator.publisher import EventPublisher
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.domain.explanation import Explanation
-from lagwatch.shared.domain.lag_threshold_event import Alert, Crossing, Reason, Threshold, at_risk, build_event
-from lagwatch.shared.domain.protocol import GroupStatus
-from lagwatch.shared.domain.retention import RetentionRisk, group_risk
-from lagwatch.shared.domain.time_lag import TimeLag, exceeds, worst
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.lag_state_store import GroupLagState, LagStateStore, ThresholdState
-from lagwatch.shared.subscriptions.lag_threshold_index import parse_index_entry, thresholds_for, thresholds_of
+from lagwatch.shared.events.lag_threshold_event import Alert, Crossing, Reason, Threshold, at_risk, build_event
+from lagwatch.shared.notifications.subscriptions.lag_threshold_index import (
+    parse_index_entry,
+    thresholds_for,
+    thresholds_of,
+)
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import GroupStatus
+from lagwatch.shared.runtime.config import SubscriptionConfig
+from lagwatch.shared.statuses.explanation import Explanation
+from lagwatch.shared.statuses.retention import RetentionRisk, group_risk
+from lagwatch.shared.statuses.time_lag import TimeLag, exceeds, worst
 
 log = logging.getLogger(__name__)
 CROSSINGS = Counter(
@@ -126,7 +130,7 @@ class Evaluated:
     group: str
     status: GroupStatus | None
     time_lags: Mapping[tuple[str, int], TimeLag | None] | None
-    explanation: Explanation | None = None  # why (shared/domain/explanation.py), carried by its events
+    explanation: Explanation | None = None  # why (shared/statuses/explanation.py), carried by its events
     retention: Mapping[tuple[str, int], RetentionRisk] | None = None  # None: unknown (the group is not live)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from lagwatch.shared.domain.protocol import Status
+from lagwatch.shared.protocol.types import Status
 
 
 def triage(groups: Sequence[str], statuses: Sequence[Status | None]) -> tuple[list[str], list[str]]:

@@ -1,9 +1,9 @@
 """When can time alone change a group's status? Pure functions over a group just evaluated.
 
-Without a new commit or log-end poll, a partition's verdict (shared/domain/rules.py) can only change when its STOP rule
-turns true, at `last.timestamp + (last.timestamp - first.timestamp)` (strictly after it), or when the rule's exception
-(a kept log end at or below the newest commit) lapses as polls that find the log end where it was push that sample
-out of the ring, which no log-end notice reports (`exception_lapse_at`); the group only when it
+Without a new commit or log-end poll, a partition's verdict (shared/statuses/rules.py) can only change when its STOP
+rule turns true, at `last.timestamp + (last.timestamp - first.timestamp)` (strictly after it), or when the rule's
+exception (a kept log end at or below the newest commit) lapses as polls that find the log end where it was push that
+sample out of the ring, which no log-end notice reports (`exception_lapse_at`); the group only when it
 expires (`expire-group` after its newest commit); its lag-seconds thresholds only when its lag in seconds,
 which grows with the clock, passes one; and its data-loss-risk thresholds when its retention risk, which counts
 down with the clock, falls under one. Everything else the rules read changes with commits (a change notice) or
@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from lagwatch.shared.domain.lag_threshold_event import Alert, Threshold
-from lagwatch.shared.domain.protocol import GroupStatus, RuleConfig, Status
-from lagwatch.shared.domain.retention import RetentionRisk
-from lagwatch.shared.domain.rules import is_young, was_caught_up_recently
-from lagwatch.shared.domain.time_lag import Sample, TimeLag
-from lagwatch.shared.store.packing import COMMIT_ENTRY, commit_entry_at
-from lagwatch.shared.store.redis_store import StoredGroup
+from lagwatch.shared.events.lag_threshold_event import Alert, Threshold
+from lagwatch.shared.protocol.types import GroupStatus, RuleConfig, Sample, Status
+from lagwatch.shared.statuses.retention import RetentionRisk
+from lagwatch.shared.statuses.rules import is_young, was_caught_up_recently
+from lagwatch.shared.statuses.time_lag import TimeLag
+from lagwatch.shared.windows.packing import COMMIT_ENTRY, commit_entry_at
+from lagwatch.shared.windows.store import StoredGroup
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from prometheus_client import Counter
 
-from lagwatch.shared.domain.status_event import record_key
-from lagwatch.shared.kafka.deliveries import InFlight, stop_producer
-from lagwatch.shared.kafka.partitioner import partition_for
+from lagwatch.shared.events.deliveries import InFlight, stop_producer
+from lagwatch.shared.events.status_event import record_key
+from lagwatch.shared.runtime.partitioner import partition_for
 
 log = logging.getLogger(__name__)
 PUBLISHED = Counter("lagwatch_events_published_total", "Status-change events acknowledged by Kafka", ["cluster"])

@@ -2,7 +2,8 @@
 them, and when a log-end poll can; it publishes a status-change event whenever a group's status changes and stores
 each group's ready result (results_store.py) for /metrics and the dashboard.
 
-* Commits: a Faust agent consumes the group-changes topic (`lagwatch.changes`, see `shared/kafka/changes.py`) in batches
+* Commits: a Faust agent consumes the group-changes topic (`lagwatch.changes`, see `shared/windows/changes.py`) in
+batches
   of up to a thousand notices or 50 ms, and evaluates the groups named in them (a notice names the groups of a
   batch that share its partition), SWEEP_CHUNK at a time.
 * Time: each evaluation computes the group's next instant time alone can change it (a STOP rule turning true, its
@@ -37,34 +38,34 @@ from prometheus_client import Counter, Gauge, Histogram
 from redis.exceptions import RedisError
 
 from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
+from lagwatch.services.evaluator.lag_state_store import LagStateStore
 from lagwatch.services.evaluator.lag_thresholds import LagThresholdAlerts, ThresholdSource
 from lagwatch.services.evaluator.newcomers import NewcomerQueue, triage, within_cap
 from lagwatch.services.evaluator.next_change import PartitionWatch, closing_in
 from lagwatch.services.evaluator.publisher import EventPublisher
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import Config
-from lagwatch.shared.kafka.changes import decode_notice, groups_of, partition_of
-from lagwatch.shared.kafka.faust_kafka import (
+from lagwatch.services.evaluator.schedule_store import ScheduleStore
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import Config
+from lagwatch.shared.runtime.faust_kafka import (
     GroupMembership,
     faust_app,
     raw_topic,
     start_unless_stopping,
     stop_within,
 )
-from lagwatch.shared.kafka.kafka_client import client_kwargs
-from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.health_server import HealthServer
+from lagwatch.shared.runtime.kafka_client import client_kwargs
+from lagwatch.shared.runtime.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.outage_log import OutageLog
+from lagwatch.shared.runtime.presence import Presence
+from lagwatch.shared.runtime.redis_client import connect
+from lagwatch.shared.runtime.redis_memory import takes_writes, warn_if_evicting
 from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_signalled, until_stopped_or_dead
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.lag_state_store import LagStateStore
-from lagwatch.shared.store.presence import Presence
-from lagwatch.shared.store.redis_client import connect
-from lagwatch.shared.store.redis_memory import takes_writes, warn_if_evicting
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.results_store import ResultsStore
-from lagwatch.shared.store.schedule_store import ScheduleStore
-from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.statuses.results_store import ResultsStore
+from lagwatch.shared.windows.changes import decode_notice, groups_of, partition_of
+from lagwatch.shared.windows.store import WindowStore
 
 log = logging.getLogger(__name__)
 EVALUATIONS = Counter("lagwatch_evaluations_total", "Group evaluations", ["cluster", "trigger"])
@@ -78,7 +79,7 @@ UNEVALUABLE_RETRY_MS = 60_000  # a group whose stored data cannot be evaluated i
 CLOCK_HELD = Gauge(
     "lagwatch_evaluator_clock_held_seconds",
     "How far the rules' clock was held behind the wall clock at the last evaluation, because the ingest had not read "
-    "the offsets topic that far (shared/domain/read_through.py)",
+    "the offsets topic that far (shared/windows/read_through.py)",
     ["cluster"],
 )
 EVALUATION_SECONDS = Histogram(

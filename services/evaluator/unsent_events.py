@@ -25,9 +25,9 @@ from prometheus_client import Gauge
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_client import reply, text
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.redis_client import reply, text
 
 log = logging.getLogger(__name__)
 UNSENT_SECONDS = Gauge(

@@ -37,10 +37,10 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
 from lagwatch.services.ingest.records import RawRecord
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.window import ADMIN_ORDERS_FROM
-from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.protocol.group_filter import GroupFilter
+from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.windows.window import ADMIN_ORDERS_FROM
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 10.0

@@ -33,7 +33,7 @@ from aiokafka.errors import KafkaError
 from confluent_kafka import KafkaException
 
 from lagwatch.services.ingest import metrics
-from lagwatch.shared.domain.history import HistoryMessages
+from lagwatch.shared.records.history import HistoryMessages
 from lagwatch.shared.runtime.service_lifecycle import Backoff
 
 log = logging.getLogger(__name__)

@@ -25,17 +25,18 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.protocol.offset import OffsetRequest
 from redis.exceptions import RedisError
 
+from lagwatch.services.ingest import lease_scripts as scripts
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
 from lagwatch.services.ingest.unanswered_leaders import UnansweredLeaders
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.domain.history import KIND_LOG_START
-from lagwatch.shared.kafka.changes import ChangePublisher
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.records.history import KIND_LOG_START
+from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.outage_log import OutageLog
+from lagwatch.shared.runtime.redis_client import reply
 from lagwatch.shared.runtime.service_lifecycle import pause
-from lagwatch.shared.store import keys, scripts
-from lagwatch.shared.store.redis_client import reply
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.windows.changes import ChangePublisher
+from lagwatch.shared.windows.store import WindowStore
 
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
@@ -320,7 +321,7 @@ class BrokerOffsets:
         return found
 
     async def poll_log_starts(self, partitions: Iterable[TP]) -> dict[TP, int]:
-        """Log-start offsets (retention risk, `shared/domain/retention.py`): the pace at which the broker deletes.
+        """Log-start offsets (retention risk, `shared/statuses/retention.py`): the pace at which the broker deletes.
         Polled every topic-refresh, not every tick: retention deletes whole segments, minutes apart. The topics'
         `retention.ms` is read along (topic_retention.py). A log start that moved is a log-start notice for its topic:
         the evaluator re-checks the groups retention closes in on."""
@@ -332,7 +333,7 @@ class BrokerOffsets:
             by_topic.setdefault(topic, {})[partition] = offset
         sampled_at = now_ms()
         await self.store.add_log_start_polls(self.cluster, by_topic, sampled_at)
-        if self.history is not None:  # the replay's retention risk (shared/domain/history.py)
+        if self.history is not None:  # the replay's retention risk (shared/records/history.py)
             await self.history.publish_samples(by_topic, sampled_at, KIND_LOG_START)
         if self.retention is not None:
             read = await self.retention.read(by_topic)

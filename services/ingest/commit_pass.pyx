@@ -4,7 +4,7 @@
 Same semantics as the Python loop in processor.py (`BatchProcessor._python_pass`), the reference: tests run both
 over the same records and require identical windows, tallies, positions and set-aside records. What is compiled is
 the steady state: a commit of a loaded group, its value read in place (versions 0-3) and its ring's new newest
-entry packed here (the layout of shared/store/packing.py). Everything else calls back into Python exactly where
+entry packed here (the layout of shared/windows/packing.py). Everything else calls back into Python exactly where
 the Python loop would: unusual records (`_unusual`), the first commit of an expired group (`_open_group`), a value of
 another version or a short one (`commit_offset_and_timestamp`, which names the bad field), a commit at or before
 its ring's newest entry (`add_to_ring`).
@@ -25,16 +25,14 @@ from libc.string cimport memcpy
 from lagwatch.services.ingest.decimal_text cimport decimal_width, put_decimal
 
 import functools
-from lagwatch.shared.domain.history import (
+from lagwatch.shared.records.history import (
     MESSAGE_BYTES as _MESSAGE_BYTES, commit_group_head, commit_partition_head, commits_key,
 )
-from lagwatch.shared.domain.window import AddOutcome
-from lagwatch.shared.kafka import offsets_codec as codec
-from lagwatch.shared.store.ingest_totals import type_label
-from lagwatch.shared.store.packed_window import add_to_ring
-
-from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER
-
+from lagwatch.shared.windows.window import AddOutcome
+from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.windows.ingest_totals import type_label
+from lagwatch.shared.windows.packed_window import add_to_ring
+from lagwatch.shared.windows.store import MAX_SCRIPT_NUMBER
 cdef extern from "Python.h":
     # a borrowed item of a tuple or of a tuple subclass (a CommitKey): Cython's own indexing of an untyped object
     # takes the generic sequence path for a NamedTuple, a noticeable share of the pass
@@ -362,7 +360,7 @@ def run_pass(processor, records, batch, bint defer):
                 current_last = INT64_MAX if current.last > 0 else -1
         field_name = <object>_item(commit_key, 3)
 
-        # add_to_ring's common cases, on the bytes (shared/store/packed_window.py)
+        # add_to_ring's common cases, on the bytes (shared/windows/packed_window.py)
         if timestamp < now - expire_ms:
             expired += 1
             continue

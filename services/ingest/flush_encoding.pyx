@@ -19,9 +19,8 @@ from libc.string cimport memcpy
 
 from lagwatch.services.ingest.decimal_text cimport decimal_width, put_decimal
 
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.window_writer import PackedWrites
-
+from lagwatch.shared.protocol import keys
+from lagwatch.services.ingest.window_writer import PackedWrites
 cdef tuple KINDS = keys.GROUP_KEY_KINDS
 cdef str WINDOWS = keys.WINDOWS_KIND, META = keys.META_KIND
 

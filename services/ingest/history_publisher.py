@@ -1,6 +1,6 @@
 """The ingest's history writer: every decoded commit and every log-end and log-start sample, as
-`shared/domain/history.py` records, to the history topic (`history.topic`, when `history.enabled`), for the archiver and
-the Spark replay.
+`shared/records/history.py` records, to the history topic (`history.topic`, when `history.enabled`), for the archiver
+and the Spark replay.
 
 Commits are durable: `publish_commits` returns once Kafka acknowledged them all (acks=all) and raises otherwise,
 and the ingest commits its offsets-topic position only after that (`archive_queue.py`), so a failure makes it read
@@ -11,7 +11,7 @@ leave the topic's partitions in the replay for good (a re-created topic replayed
 a deleted one as a STOP). They are kept in Redis until it took them (`pending_deletions.py`), so that a stop
 meanwhile leaves them to the next start.
 
-A message holds records one per line (`shared/domain/history.py`): the pass writes a batch's commits as messages per
+A message holds records one per line (`shared/records/history.py`): the pass writes a batch's commits as messages per
 offsets-topic partition (`commits_key`), and those bound for the same history partition are sent joined, as one
 message with an explicit partition (murmur2 of their keys, as Kafka's producers place keys), so a group's records
 still stay in order in one partition. Each message costs a delivery report, for which confluent-kafka takes the
@@ -41,7 +41,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from redis.exceptions import RedisError
 
 from lagwatch.services.ingest.pending_deletions import PendingDeletions
-from lagwatch.shared.domain.history import (
+from lagwatch.shared.records.history import (
     KIND_BROKER,
     MESSAGE_BYTES,
     HistoryMessages,
@@ -49,7 +49,7 @@ from lagwatch.shared.domain.history import (
     broker_records,
     topic_deleted_record,
 )
-from lagwatch.shared.kafka.partitioner import ANY_PARTITION, PartitionCache, PartitionCount, partition_for
+from lagwatch.shared.runtime.partitioner import ANY_PARTITION, PartitionCache, PartitionCount, partition_for
 
 log = logging.getLogger(__name__)
 DELIVERY_TIMEOUT_S = 30.0

@@ -37,9 +37,10 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from lagwatch.services.ingest import lease_scripts as scripts
 from lagwatch.services.ingest import metrics
-from lagwatch.shared.store import keys, scripts
-from lagwatch.shared.store.redis_client import reply, text
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.redis_client import reply, text
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 10.0

@@ -1,5 +1,5 @@
 """The ingest's Prometheus metrics (this process). Its running totals in Redis, which the api reads, are a contract
-between the two: `shared/store/ingest_totals.py`."""
+between the two: `shared/windows/ingest_totals.py`."""
 
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from lagwatch.shared.kafka.offsets_codec import ConsumerGroupAssignment, ConsumerGroupMember
-from lagwatch.shared.store.redis_store import GroupMetadataUpdate, MemberChange
+from lagwatch.shared.records.offsets_codec import ConsumerGroupAssignment, ConsumerGroupMember
+from lagwatch.shared.windows.store import GroupMetadataUpdate, MemberChange
 
 log = logging.getLogger(__name__)
 ID_REFRESH_S = 5.0  # an unknown topic id asks the broker again at most this often

@@ -10,8 +10,8 @@ in flight stored) and then commits its positions synchronously, so the next owne
 worker's windows end. Commits are only ever sent from that thread (`commit` queues them): a librdkafka call from
 the event loop's thread while a rebalance callback waits for the loop deadlocks.
 
-How far the commits are read (`ReadThrough`, shared/domain/read_through.py) is measured against high watermarks asked of
-the brokers, never librdkafka's cache: after a lost connection the cache still says what the log ends were.
+How far the commits are read (`ReadThrough`, shared/windows/read_through.py) is measured against high watermarks asked
+of the brokers, never librdkafka's cache: after a lost connection the cache still says what the log ends were.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from lagwatch.shared.clock import now_ms
+from lagwatch.shared.runtime.clock import now_ms
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 WATERMARK_TIMEOUT_S = 2.0
 COMMITTED_TIMEOUT_S = 10.0
-READ_THROUGH_EVERY_S = 0.25  # how often the brokers are asked how far the partitions go (shared/domain/read_through.py)
+READ_THROUGH_EVERY_S = 0.25  # how often the brokers are asked how far the partitions go (windows/read_through.py)
 OFFSET_LATEST = -1  # ListOffsets' "latest": the high watermark
 # how long a batch short of full waits for more records: latency against a batch's fixed costs (its Redis write,
 # notices, commit). A short wait already makes batches several times fewer at a steady rate without adding to the
@@ -50,7 +50,7 @@ class Fetched:
 
 @dataclass(frozen=True, slots=True)
 class ReadThrough:
-    """Every commit appended to these partitions before `at_ms` has been read (shared/domain/read_through.py)."""
+    """Every commit appended to these partitions before `at_ms` has been read (shared/windows/read_through.py)."""
 
     at_ms: int
     partitions: frozenset[int]

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.domain.history import KIND_TOPIC_DELETED, HistoryRecord, HistoryRecordInvalid, decode
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_client import reply
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.records.history import KIND_TOPIC_DELETED, HistoryRecord, HistoryRecordInvalid, decode
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.redis_client import reply
 
 log = logging.getLogger(__name__)
 

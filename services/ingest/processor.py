@@ -31,16 +31,17 @@ from lagwatch.services.ingest.records import (
     decode_group_record,
 )
 from lagwatch.services.ingest.window_cache import CachedGroup, WindowCache
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.history import HistoryMessages, commits_key, offset_deleted_record
-from lagwatch.shared.domain.window import Commit, expired
-from lagwatch.shared.kafka import offsets_codec as codec
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.ingest_totals import type_label
-from lagwatch.shared.store.packed_window import add_to_ring
-from lagwatch.shared.store.redis_store import MAX_SCRIPT_NUMBER, GroupMetadataUpdate, WindowStore
-from lagwatch.shared.store.window_writer import GroupWrite, PackedWrites, WindowWriter
+from lagwatch.services.ingest.window_writer import GroupWrite, PackedWrites, WindowWriter
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.group_filter import GroupFilter
+from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.records.history import HistoryMessages, commits_key, offset_deleted_record
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.windows.ingest_totals import type_label
+from lagwatch.shared.windows.packed_window import add_to_ring
+from lagwatch.shared.windows.store import MAX_SCRIPT_NUMBER, GroupMetadataUpdate, WindowStore
+from lagwatch.shared.windows.window import expired
 
 try:  # installed without a C compiler (setup.py): the same steps run in Python
     from lagwatch.services.ingest.commit_pass import run_pass as compiled_pass  # type: ignore[import-untyped]

@@ -18,9 +18,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.kafka import offsets_codec as codec
-from lagwatch.shared.store.ingest_totals import type_label
+from lagwatch.shared.protocol.group_filter import GroupFilter
+from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.windows.ingest_totals import type_label
 
 TopicPartition = tuple[str, int]
 KEY_CACHE_LIMIT = 500_000  # distinct commit keys remembered (group, topic, partition): ~100 B each

@@ -48,20 +48,20 @@ from lagwatch.services.ingest.pending_deletions import PendingDeletions
 from lagwatch.services.ingest.processor import AppliedBatch, BatchProcessor, Flush
 from lagwatch.services.ingest.records import RecordLike
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import Config
-from lagwatch.shared.kafka.changes import ChangePublisher
-from lagwatch.shared.kafka.kafka_client import client_kwargs, librdkafka_config
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.runtime.health_server import HealthServer
+from lagwatch.shared.runtime.kafka_client import client_kwargs, librdkafka_config
 from lagwatch.shared.runtime.outage_log import OutageLog
+from lagwatch.shared.runtime.presence import Presence
+from lagwatch.shared.runtime.redis_client import connect, reply
+from lagwatch.shared.runtime.redis_memory import takes_writes, warn_if_evicting
 from lagwatch.shared.runtime.service_lifecycle import Backoff, pause, run_until_signalled
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.ingest_totals import add_to_totals
-from lagwatch.shared.store.presence import Presence
-from lagwatch.shared.store.read_through_store import ReadThroughStore
-from lagwatch.shared.store.redis_client import connect, reply
-from lagwatch.shared.store.redis_memory import takes_writes, warn_if_evicting
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.windows.changes import ChangePublisher
+from lagwatch.shared.windows.ingest_totals import add_to_totals
+from lagwatch.shared.windows.read_through_store import ReadThroughStore
+from lagwatch.shared.windows.store import WindowStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -503,7 +503,7 @@ class IngestWorker:
         return True
 
     async def _record_read_through(self, read_through: ReadThrough) -> None:
-        """Tell the evaluator and the api how far the commits are stored (shared/domain/read_through.py): the rules
+        """Tell the evaluator and the api how far the commits are stored (shared/windows/read_through.py): the rules
         judge no later than that. Best effort: the next one, a quarter of a second on, says more."""
         try:
             await self.read_through.record_partitions(read_through.partitions, read_through.at_ms)

@@ -1,5 +1,5 @@
 """Topics' retention settings from the broker (`retention.ms`, `retention.bytes`, `cleanup.policy`), for retention
-risk (shared/domain/retention.py): a topic that deletes by age deletes its oldest unconsumed message once it is
+risk (shared/statuses/retention.py): a topic that deletes by age deletes its oldest unconsumed message once it is
 `retention.ms` old, which the evaluator knows before the log start starts moving.
 
 Read with DescribeConfigs (confluent-kafka's AdminClient) every `topic-refresh`, by the poller beside the log starts.

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
-from lagwatch.shared.domain.window import WindowConfig
-from lagwatch.shared.store import keys, packed_commands
-from lagwatch.shared.store.window_writer import GroupWrite
+from lagwatch.services.ingest.window_writer import GroupWrite
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import WindowConfig
+from lagwatch.shared.runtime import packed_commands
 
 TopicPartition = tuple[str, int]
 LOAD_CHUNK = 1000  # groups per Redis round trip when loading

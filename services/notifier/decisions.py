@@ -10,7 +10,7 @@ from lagwatch.services.notifier import holds, metrics
 from lagwatch.services.notifier.events import AnyKind
 from lagwatch.services.notifier.outbox import Delivery, delivery_id
 from lagwatch.services.notifier.subscriptions import Subscription
-from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
+from lagwatch.shared.notifications.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
 
 
 def parse_state(raw: str) -> IncidentState | None:

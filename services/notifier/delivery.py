@@ -35,16 +35,16 @@ from lagwatch.services.notifier.dlq import DeadLetters, dead_letter_record
 from lagwatch.services.notifier.messages import PermanentError, Request, build_request, has_templates
 from lagwatch.services.notifier.outbox import Delivery, Outbox
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import NotifierConfig
-from lagwatch.shared.delivery import tls
-from lagwatch.shared.delivery.address_guard import (
+from lagwatch.shared.notifications.delivery import tls
+from lagwatch.shared.notifications.delivery.address_guard import (
     ForbiddenAddress,
     GuardedResolver,
     destination,
     guarded_socket_factory,
 )
 from lagwatch.shared.runtime.backoff import doubling
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import NotifierConfig
 from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff, pause
 

@@ -26,11 +26,11 @@ from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 from lagwatch.services.notifier.events import parse_either
 from lagwatch.services.notifier.messages import CLOSE_KINDS
 from lagwatch.services.notifier.outbox import Delivery, Outbox
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import Config
-from lagwatch.shared.kafka.deliveries import InFlight, stop_producer
-from lagwatch.shared.kafka.kafka_client import client_kwargs
-from lagwatch.shared.store.redis_client import connect
+from lagwatch.shared.events.deliveries import InFlight, stop_producer
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import Config
+from lagwatch.shared.runtime.kafka_client import client_kwargs
+from lagwatch.shared.runtime.redis_client import connect
 
 SCHEMA = "lagwatch.dead-letter/1"
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])\Z")

@@ -47,8 +47,8 @@ from lagwatch.services.notifier.outbox import (
     now_ms,
 )
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
-from lagwatch.shared.subscriptions.notification_policy import Event, IncidentState
-from lagwatch.shared.subscriptions.silences import SilenceCache
+from lagwatch.shared.notifications.subscriptions.notification_policy import Event, IncidentState
+from lagwatch.shared.notifications.subscriptions.silences import SilenceCache
 
 log = logging.getLogger(__name__)
 MOST = 1000  # events in a batch: a round reads some thousand states and records as many at most

@@ -2,11 +2,12 @@
 read, where the incident announced to a subscription is kept (its field in the subscription's state hash), and
 the rules that decide.
 
-* status-change events (`evaluator.status-topic`): Burrow's rules, shared/subscriptions/notification_policy.py;
+* status-change events (`evaluator.status-topic`): Burrow's rules,
+shared/notifications/subscriptions/notification_policy.py;
 * lag-threshold events (`evaluator.lag-threshold-topic`): lagwatch's alert thresholds (lag-seconds, data-loss-risk,
   messages-skipped: each alert's incident under a field of its own), lag_policy.py.
 
-A record is read into the typed event (shared/domain/status_event.py, shared/domain/lag_threshold_event.py) once, here.
+A record is read into the typed event (shared/events/status_event.py, shared/events/lag_threshold_event.py) once, here.
 The notifier always took records carrying only the fields it reads, so those must be there and the others are filled
 in when missing (`partial`); a record that is not the event (not JSON, a field of the wrong type) is skipped.
 """
@@ -22,11 +23,11 @@ from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due, su
 from lagwatch.services.notifier.missed import RECONCILED
 from lagwatch.services.notifier.missed import superseded_close as missed_status_close
 from lagwatch.services.notifier.outbox import FIELD_SEPARATOR, group_field, is_lag_field, lag_field
-from lagwatch.shared.domain.event_codec import EventDecodeError, from_document
-from lagwatch.shared.domain.lag_threshold_event import KIND as LAG_THRESHOLD_KIND
-from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent, threshold_key
-from lagwatch.shared.domain.status_event import StatusEvent
-from lagwatch.shared.subscriptions.notification_policy import (
+from lagwatch.shared.events.event_codec import EventDecodeError, from_document
+from lagwatch.shared.events.lag_threshold_event import KIND as LAG_THRESHOLD_KIND
+from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent, threshold_key
+from lagwatch.shared.events.status_event import StatusEvent
+from lagwatch.shared.notifications.subscriptions.notification_policy import (
     QUIET,
     Decision,
     IncidentState,

@@ -1,6 +1,7 @@
 """Notifications held back, as pure functions over the decisions of policy.py and lag_policy.py:
 
-* **silences** (maintenance windows, shared/subscriptions/silences.py): while a silence matching the group holds, an
+* **silences** (maintenance windows, shared/notifications/subscriptions/silences.py): while a silence matching the group
+holds, an
   open, an update or a repeat is not sent; it is held, and if the incident is still open when the silence ends it is
   sent then (an open, or the update or repeat that was held). A close is always sent: the receiver must not be left
   with an incident open (PagerDuty's, Alertmanager's), and an incident never opened is never closed.
@@ -16,8 +17,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent
-from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState, Kind, Policy, next_repeat
+from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent
+from lagwatch.shared.notifications.subscriptions.notification_policy import (
+    Decision,
+    Event,
+    IncidentState,
+    Kind,
+    Policy,
+    next_repeat,
+)
 
 OPENS = frozenset({Kind.OPEN, Kind.LAG_OPEN})
 
@@ -90,7 +98,7 @@ def due(
 
 def ends_unannounced(state: IncidentState | None, event: Event) -> bool:
     """The event ends the incident whose open is held (a lag-seconds alert back under before it was announced):
-    the held open is dropped. (Status events need no help: shared/subscriptions/notification_policy.py forgets an
+    the held open is dropped. (Status events need no help: notification_policy.py forgets an
     unannounced incident.)"""
     return (
         state is not None

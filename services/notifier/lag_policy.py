@@ -1,4 +1,4 @@
-"""When a subscription is told about a lag-threshold event (shared/domain/lag_threshold_event.py): lagwatch's own rules,
+"""When a subscription is told about a lag-threshold event (shared/events/lag_threshold_event.py): lagwatch's own rules,
 beside Burrow's (policy.py), as pure functions. One path for the three alerts (the event's `alert`):
 
 * `lag-seconds-threshold` (0 = off): the event that takes a group's max lag in seconds over exactly that threshold
@@ -23,8 +23,14 @@ from __future__ import annotations
 
 import msgspec
 
-from lagwatch.shared.domain.lag_threshold_event import Alert, LagThresholdEvent, Reason, event_id
-from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState, Kind, Policy, next_repeat
+from lagwatch.shared.events.lag_threshold_event import Alert, LagThresholdEvent, Reason, event_id
+from lagwatch.shared.notifications.subscriptions.notification_policy import (
+    Decision,
+    IncidentState,
+    Kind,
+    Policy,
+    next_repeat,
+)
 
 ABOVE = "ABOVE"  # the `status` an announced lag incident keeps
 

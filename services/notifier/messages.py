@@ -17,7 +17,7 @@ Burrow's HTTP notifier options: closes (close, lag-close) go to `url_close` with
 travel with the request to the sender (delivery.py, tls.py).
 Every request carries X-Lagwatch-Event-Id, X-Lagwatch-Timestamp, X-Lagwatch-Notification (open, update, repeat,
 close, status, lag-open, lag-repeat, lag-close), X-Lagwatch-Subscription, X-Lagwatch-Attempt and, when the
-subscription has a secret, X-Lagwatch-Signature (shared/delivery/signing.py).
+subscription has a secret, X-Lagwatch-Signature (shared/notifications/delivery/signing.py).
 """
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ from lagwatch.services.notifier.channels.email import Mail
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.receiver_identity import receiver_identity
 from lagwatch.services.notifier.subscriptions import Subscription
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.delivery import address_guard, signing
-from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event
-from lagwatch.shared.domain.status_event import encode, not_ok_count
-from lagwatch.shared.subscriptions import destinations
-from lagwatch.shared.subscriptions.masking import is_credential_name
-from lagwatch.shared.subscriptions.notification_policy import CLUSTER_FORGOTTEN, UNSUBSCRIBED
-from lagwatch.shared.templating import template_worker, templates
+from lagwatch.shared.events.lag_threshold_event import is_lag_threshold_event
+from lagwatch.shared.events.status_event import encode, not_ok_count
+from lagwatch.shared.notifications.delivery import address_guard, signing
+from lagwatch.shared.notifications.subscriptions import destinations
+from lagwatch.shared.notifications.subscriptions.masking import is_credential_name
+from lagwatch.shared.notifications.subscriptions.notification_policy import CLUSTER_FORGOTTEN, UNSUBSCRIBED
+from lagwatch.shared.notifications.templating import template_worker, templates
+from lagwatch.shared.runtime.config import SubscriptionConfig
 
 USER_AGENT = "lagwatch-notifier/1"
 STATUS_EMOJI = {"ERR": ":red_circle:", "WARN": ":large_yellow_circle:", "OK": ":large_green_circle:"}

@@ -21,9 +21,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from lagwatch.shared.domain.event_codec import from_document
-from lagwatch.shared.domain.status_event import StatusEvent, event_id
-from lagwatch.shared.subscriptions.notification_policy import QUIET, Event, IncidentState, Policy
+from lagwatch.shared.events.event_codec import from_document
+from lagwatch.shared.events.status_event import StatusEvent, event_id
+from lagwatch.shared.notifications.subscriptions.notification_policy import QUIET, Event, IncidentState, Policy
 
 RECONCILED = "reconciled"  # a notification standing for an event the notifier did not read
 

@@ -15,7 +15,7 @@
   is claimed only when every earlier one of its chain is finished (delivered or dead-lettered), so a retried open
   never lands after its close, nor two of them in one claimed batch side by side.
 
-Keys: shared/store/keys.py (`lw:n:{notify}:...`); scripts: shared/store/scripts.py.
+Keys: shared/protocol/keys.py (`lw:n:{notify}:...`); scripts: outbox_scripts.py.
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ from typing import Any, NamedTuple, cast
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
+from lagwatch.services.notifier import outbox_scripts as scripts
 from lagwatch.services.notifier import receiver_identity
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.store import keys, packed_commands, scripts
-from lagwatch.shared.store.redis_client import text
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime import packed_commands
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.redis_client import text
 
 APPLIED, DUPLICATE, CONFLICT = 1, 0, -1
 CHAIN_KEYS = (keys.OUTBOX_ORDER, keys.OUTBOX_CHAIN_OF, keys.OUTBOX_SEQ)

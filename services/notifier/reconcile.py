@@ -2,7 +2,7 @@
 stores, so that no incident stays open for good, and none going on stays untold.
 
 A reconciliation covers the groups whose events go to the partition that skipped (the evaluator places a group's
-events by its key, as Kafka's producer would: shared/kafka/partitioner.py), and waits until this notifier has read
+events by its key, as Kafka's producer would: shared/runtime/partitioner.py), and waits until this notifier has read
 that partition up to its log end as it was when the skip was found: what the log still held is read first, as it
 always is. Then, for each such group and each subscription covering it, from the group's stored status:
 
@@ -34,6 +34,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from lagwatch.services.notifier import metrics
+from lagwatch.services.notifier import outbox_scripts as scripts
 from lagwatch.services.notifier.decisions import decide, notification, parse_state, state_json
 from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, AnyKind, parse_status_event
 from lagwatch.services.notifier.lag_policy import closing_event
@@ -41,13 +42,13 @@ from lagwatch.services.notifier.missed import RECONCILED, StoredStatus, found_op
 from lagwatch.services.notifier.outbox import APPLIED, Outbox, group_field, is_lag_field
 from lagwatch.services.notifier.skipped_events import ReadPositions, partition_field
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
-from lagwatch.shared.domain.lag_threshold_event import Alert, LagThresholdEvent, Reason, Threshold
-from lagwatch.shared.domain.status_event import record_key
-from lagwatch.shared.kafka.partitioner import partition_for
-from lagwatch.shared.store import keys, scripts
-from lagwatch.shared.store.redis_client import reply, text
-from lagwatch.shared.subscriptions.notification_policy import Event, IncidentState
-from lagwatch.shared.subscriptions.silences import SilenceCache
+from lagwatch.shared.events.lag_threshold_event import Alert, LagThresholdEvent, Reason, Threshold
+from lagwatch.shared.events.status_event import record_key
+from lagwatch.shared.notifications.subscriptions.notification_policy import Event, IncidentState
+from lagwatch.shared.notifications.subscriptions.silences import SilenceCache
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.partitioner import partition_for
+from lagwatch.shared.runtime.redis_client import reply, text
 
 log = logging.getLogger(__name__)
 # a reconciliation no notifier could start (the partition not read that far: an offset the log lacks) runs anyway

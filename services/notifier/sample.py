@@ -29,14 +29,14 @@ from lagwatch.services.notifier.delivery import Sender
 from lagwatch.services.notifier.messages import PermanentError, build_request, has_templates
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription
-from lagwatch.shared.config import NotifierConfig
-from lagwatch.shared.domain.lag_threshold_event import Alert, Crossing, LagThresholdEvent, Reason
-from lagwatch.shared.domain.lag_threshold_event import build_event as build_lag_event
-from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
-from lagwatch.shared.domain.retention import RetentionRisk
-from lagwatch.shared.domain.status_event import Incident, StatusEvent, build_event, new_incident_id
-from lagwatch.shared.domain.time_lag import CAUGHT_UP, TimeLag
-from lagwatch.shared.store.sample_requests import LAG, STATUS, missing_threshold
+from lagwatch.shared.events.lag_threshold_event import Alert, Crossing, LagThresholdEvent, Reason
+from lagwatch.shared.events.lag_threshold_event import build_event as build_lag_event
+from lagwatch.shared.events.status_event import Incident, StatusEvent, build_event, new_incident_id
+from lagwatch.shared.notifications.sample_requests import LAG, STATUS, missing_threshold
+from lagwatch.shared.protocol.types import GroupStatus, OffsetEntry, PartitionStatus, Status
+from lagwatch.shared.runtime.config import NotifierConfig
+from lagwatch.shared.statuses.retention import RetentionRisk
+from lagwatch.shared.statuses.time_lag import CAUGHT_UP, TimeLag
 
 AnyEvent = StatusEvent | LagThresholdEvent
 

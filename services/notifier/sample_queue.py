@@ -1,4 +1,4 @@
-"""The notifier's side of the samples asked for through the api (shared/store/sample_requests.py): it takes each
+"""The notifier's side of the samples asked for through the api (shared/notifications/sample_requests.py): it takes each
 request queued, sends the sample incident to the subscription (sample.py) and reports what the receivers answered.
 Runs from the notifier's start, while Kafka is still away too: the sample needs only Redis and the receiver."""
 
@@ -15,11 +15,11 @@ from redis.exceptions import RedisError
 from lagwatch.services.notifier.delivery import Sender
 from lagwatch.services.notifier.sample import NoSuchAlerts, Sent, report_of, sample_cluster, sample_report
 from lagwatch.services.notifier.subscriptions import Registry
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import Config
+from lagwatch.shared.notifications import sample_requests
+from lagwatch.shared.notifications.sample_requests import SampleRequest
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.runtime.outage_log import OutageLog
-from lagwatch.shared.store import sample_requests
-from lagwatch.shared.store.sample_requests import SampleRequest
 
 log = logging.getLogger(__name__)
 

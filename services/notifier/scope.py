@@ -16,7 +16,7 @@ would ever end it: the receiver (a PagerDuty incident, an Alertmanager alert) wo
 `send-interval` would repeat it. So it is closed: a `close` (or `lag-close`) with `send-close`, with the reason
 `unsubscribed` when the filters left the group out; a held open is dropped unsent, as an incident over before it
 was announced is. Likewise every incident of a cluster forgotten (`lagwatch forget-cluster`,
-shared/store/cluster_forgetting.py) whose latest event is from before the forgetting, with the reason
+shared/runtime/cluster_forgetting.py) whose latest event is from before the forgetting, with the reason
 `cluster_forgotten`: the cluster's evaluator, which would have ended it, runs no more.
 
 * status incidents: the close carries the group's latest event, as a repeat does (its status is not OK: the
@@ -38,16 +38,16 @@ from typing import NamedTuple
 
 from lagwatch.services.notifier.lag_policy import asks_for, closing_event
 from lagwatch.services.notifier.subscriptions import Subscription
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent, Reason
-from lagwatch.shared.subscriptions.documents import to_document
-from lagwatch.shared.subscriptions.notification_policy import (
+from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent, Reason
+from lagwatch.shared.notifications.subscriptions.documents import to_document
+from lagwatch.shared.notifications.subscriptions.notification_policy import (
     CLUSTER_FORGOTTEN,
     UNSUBSCRIBED,
     Event,
     IncidentState,
     Kind,
 )
+from lagwatch.shared.runtime.config import SubscriptionConfig
 
 
 def covers(subscription: Subscription, state: IncidentState, forgotten: Mapping[str, int] | None = None) -> bool:

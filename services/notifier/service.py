@@ -8,7 +8,7 @@ destination types of channels/).
   and record it — incident state, the delivery in the outbox, the repeat schedule — in one Lua call, idempotently
   per (event id, subscription). Only once the whole batch is recorded are its events acknowledged (manual acks: an
   event whose handling did not finish, e.g. because Redis is down or the process stops, is not committed and is
-  read again). Silences (the api's, read from Redis: shared/subscriptions/silences.py) and `hold-for` hold
+  read again). Silences (the api's, read from Redis: shared/notifications/subscriptions/silences.py) and `hold-for` hold
   notifications back (holds.py).
 * A Faust timer (`notifier.repeat-check-interval`) enqueues `send-interval` repeats of open incidents and
   releases what was held once its time has come (a silence over, `hold-for` elapsed).
@@ -48,27 +48,28 @@ from lagwatch.services.notifier.outbox import (
 from lagwatch.services.notifier.reconcile import Reconciler
 from lagwatch.services.notifier.sample_queue import serve_samples
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
-from lagwatch.shared.config import Config, ConfigError, SubscriptionConfig
-from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent, Threshold
-from lagwatch.shared.kafka.faust_kafka import (
+from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent, Threshold
+from lagwatch.shared.notifications.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
+from lagwatch.shared.notifications.subscriptions.silences import SilenceCache, SilenceStore
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime import cluster_forgetting
+from lagwatch.shared.runtime.config import Config, ConfigError, SubscriptionConfig
+from lagwatch.shared.runtime.faust_kafka import (
     GroupMembership,
     faust_app,
     raw_topic,
     start_unless_stopping,
     stop_within,
 )
-from lagwatch.shared.kafka.kafka_client import client_kwargs
-from lagwatch.shared.kafka.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.health_server import HealthServer
+from lagwatch.shared.runtime.kafka_client import client_kwargs
+from lagwatch.shared.runtime.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.outage_log import OutageLog
+from lagwatch.shared.runtime.presence import Presence
+from lagwatch.shared.runtime.redis_client import connect, reply, text
+from lagwatch.shared.runtime.redis_memory import takes_writes, warn_if_evicting
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled, until_stopped_or_dead
-from lagwatch.shared.store import cluster_forgetting, keys
-from lagwatch.shared.store.presence import Presence
-from lagwatch.shared.store.redis_client import connect, reply, text
-from lagwatch.shared.store.redis_memory import takes_writes, warn_if_evicting
-from lagwatch.shared.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
-from lagwatch.shared.subscriptions.silences import SilenceCache, SilenceStore
-from lagwatch.shared.subscriptions.store import SubscriptionStore
 
 log = logging.getLogger(__name__)
 CONSUMER_GROUP = "lagwatch-notifier"

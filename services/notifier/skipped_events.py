@@ -36,9 +36,9 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from lagwatch.services.notifier import metrics
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.kafka import faust_kafka
-from lagwatch.shared.store import keys
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime import faust_kafka
+from lagwatch.shared.runtime.clock import now_ms
 
 log = logging.getLogger(__name__)
 SCHEME = "lagwatchnotifierkafka"  # faust_kafka's transport, with this module's consumer

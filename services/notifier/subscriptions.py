@@ -2,8 +2,8 @@
 validation.py, as the api validates its documents), each compiled (policy, group regexes) and served with the api's
 from a `Registry`. The stored document, its masking and the Redis store are shared with the api too.
 
-One model, `SubscriptionConfig` (shared/config.py), from the configuration file (`subscriptions:`) and from the api
-(`/api/v1/subscriptions`). Log lines name a subscription by id and its destination (scheme://host:port) only.
+One model, `SubscriptionConfig` (shared/runtime/config.py), from the configuration file (`subscriptions:`) and from the
+api (`/api/v1/subscriptions`). Log lines name a subscription by id and its destination (scheme://host:port) only.
 `url-close` must keep `url`'s scheme, host and port, and a url-template may change the path and query only (and
 never sees extras with credential-like names: they would travel in clear).
 """
@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from lagwatch.shared.config import Config, SubscriptionConfig
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.store.redis_client import connect
-from lagwatch.shared.subscriptions.coverage import Coverage
-from lagwatch.shared.subscriptions.documents import SOURCE_API, SOURCE_CONFIG
-from lagwatch.shared.subscriptions.notification_policy import Policy
-from lagwatch.shared.subscriptions.store import SubscriptionStore
-from lagwatch.shared.subscriptions.validation import destination_of, file_problems
+from lagwatch.shared.notifications.subscriptions.coverage import Coverage
+from lagwatch.shared.notifications.subscriptions.documents import SOURCE_API, SOURCE_CONFIG
+from lagwatch.shared.notifications.subscriptions.notification_policy import Policy
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.notifications.subscriptions.validation import destination_of, file_problems
+from lagwatch.shared.protocol.types import Status
+from lagwatch.shared.runtime.config import Config, SubscriptionConfig
+from lagwatch.shared.runtime.redis_client import connect
 
 log = logging.getLogger(__name__)
 

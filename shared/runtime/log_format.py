@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from lagwatch.shared.printable import printable
+from lagwatch.shared.runtime.printable import printable
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 CONTINUATION = "  "  # before each line of a traceback or stack

@@ -18,9 +18,9 @@ from lagwatch.services.notifier import subscriptions
 from lagwatch.services.notifier.messages import build_request
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import Config, SubscriptionConfig, build_section, load_config
-from lagwatch.shared.templating.templates import context, render_limited
+from lagwatch.shared.notifications.templating.templates import context, render_limited
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import Config, SubscriptionConfig, build_section, load_config
 from tests import paths
 from tests.kafka_helpers import make_config, running
 from tests.services.notifier.test_notifier_service import FAST, STATUS_TOPIC, publish

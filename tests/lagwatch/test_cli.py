@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.records import offsets_codec as codec
 from tests import paths
 
 SEEDS = json.loads((paths.DATA / "seed_examples.json").read_text())["cases"]

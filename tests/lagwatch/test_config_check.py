@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from lagwatch.services.notifier.subscriptions import from_config
-from lagwatch.shared.config import Config, ConfigError, load_config
-from lagwatch.shared.subscriptions.masking import CREDENTIAL_NAME
+from lagwatch.shared.notifications.subscriptions.masking import CREDENTIAL_NAME
+from lagwatch.shared.runtime.config import Config, ConfigError, load_config
 from tests.lagwatch.test_cli import lagwatch
 
 # no variable of the test's own environment may change what is checked

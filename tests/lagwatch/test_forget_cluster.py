@@ -6,12 +6,13 @@ import asyncio
 import json
 
 from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.shared.store import cluster_forgetting, keys
-from lagwatch.shared.store.presence import Presence, present
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime import cluster_forgetting
+from lagwatch.shared.runtime.presence import Presence, present
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.lagwatch.test_cli import lagwatch, one_line_error
 from tests.net_helpers import free_port
-from tests.shared.test_cluster_forgetting import cluster_keys, write_cluster
+from tests.shared.runtime.test_cluster_forgetting import cluster_keys, write_cluster
 
 
 def config_file(tmp_path, redis_url: str, *clusters: str, first: str = "local"):

@@ -8,10 +8,10 @@ import json
 import jsonschema
 import pytest
 
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.delivery import signing
-from lagwatch.shared.domain import lag_threshold_event
-from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.events import lag_threshold_event
+from lagwatch.shared.notifications.delivery import signing
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.lagwatch.test_cli import lagwatch, one_line_error
 from tests.net_helpers import free_port
 from tests.services.notifier.test_notifier_support import Receiver
@@ -99,7 +99,8 @@ async def test_a_receiver_that_does_not_answer_is_said_in_the_report(tmp_path, r
 
 
 async def test_templates_render_with_the_reason_test_and_the_command_exits(tmp_path, redis_server):
-    """Templates render in worker processes (shared/templating/template_worker.py): the command stops them."""
+    """Templates render in worker processes (shared/notifications/templating/template_worker.py): the command stops
+    them."""
     async with Receiver() as receiver:
         template = "{{ notification.reason }} {{ notification.kind }} {{ event.group }}"
         subscriptions = (

@@ -13,7 +13,7 @@ PUBLISH = "publish_commits (lagwatch/services/ingest/history_publisher.py:98)"
 RAW = f"""\
 main (cli.py:50);_pass (lagwatch/services/ingest/processor.py:166) 600
 main (cli.py:50);{PUBLISH};_produce (lagwatch/services/ingest/history_publisher.py:158) 30
-_worker (thread.py:83);close (lagwatch/shared/domain/history.py:160) 10
+_worker (thread.py:83);close (lagwatch/shared/records/history.py:160) 10
 
 not a sample line
 """

@@ -12,7 +12,7 @@ import yaml
 from lagwatch.services.notifier.messages import build_request
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import compile_subscription
-from lagwatch.shared.config import SubscriptionConfig
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests import paths
 from tests.services.notifier.test_notifier_support import Timeline
 

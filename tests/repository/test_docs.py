@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from lagwatch.shared.config import ConfigError, load_config
+from lagwatch.shared.runtime.config import ConfigError, load_config
 from tests import paths
 
 ROOT = paths.ROOT
@@ -110,7 +110,7 @@ def test_every_rules_section_the_code_cites_is_in_docs_rules_md():
 
 
 def test_every_repository_file_the_code_and_docs_name_exists():
-    """A docstring, comment or doc that names a file of the repository (`shared/domain/rules.py`, a test, a doc)
+    """A docstring, comment or doc that names a file of the repository (`shared/statuses/rules.py`, a test, a doc)
     names one that is there: files move, and a stale path sends a reader nowhere."""
     named = re.compile(
         r"(?<![\w./-])((?:shared|services|spark|lagwatch|tests|docs|bench|scripts|deploy)/[\w./-]*\.(?:py|md|json|ya?ml|toml))\b"
@@ -126,3 +126,19 @@ def test_every_repository_file_the_code_and_docs_name_exists():
         if not (ROOT / name).exists()
     }
     assert not missing
+
+
+FOLDER = re.compile(r"(?<![\w./-])((?:shared|services|spark|lagwatch|tests|bench)/(?:[a-z_<>]+/)*)")
+
+
+def test_the_architectures_folders_exist_and_every_stage_folder_is_named():
+    """docs/architecture.md's tree and flow match the folders: every folder it names exists, and every stage of
+    shared/ and every service is named."""
+    text = (DOCS / "architecture.md").read_text()
+    named = {m.group(1) for m in FOLDER.finditer(text) if "<" not in m.group(1)}
+    missing = sorted(folder for folder in named if not (ROOT / folder).is_dir())
+    assert missing == []
+    stages = {f"shared/{p.name}/" for p in (ROOT / "shared").iterdir() if (p / "__init__.py").exists()}
+    services = {f"services/{p.name}/" for p in (ROOT / "services").iterdir() if (p / "__init__.py").exists()}
+    assert stages | services <= named, sorted((stages | services) - named)
+    assert len(stages) == 7 and FOLDER.search("in `shared/nowhere/` ").group(1) == "shared/nowhere/"

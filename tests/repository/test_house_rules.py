@@ -63,6 +63,46 @@ def _layering_breaks() -> Iterator[tuple[str, str]]:
                 yield str(relative), ".".join(parts[:3])
 
 
+# shared/ by stage of the flow: a stage imports only the stages before it, and every stage rests on protocol/ and
+# runtime/ (runtime/ on protocol/ alone; protocol/ on nothing of lagwatch).
+FLOW = ["records", "windows", "statuses", "events", "notifications"]
+BASE = ["protocol", "runtime"]
+
+
+def allowed_below(stage: str) -> set[str]:
+    if stage == "protocol":
+        return set()
+    if stage == "runtime":
+        return {"protocol"}
+    return set(BASE) | set(FLOW[: FLOW.index(stage)])
+
+
+def _stage_breaks() -> Iterator[tuple[str, str]]:
+    for path, tree in _modules():
+        relative = path.relative_to(ROOT)
+        if relative.parts[0] != "shared" or len(relative.parts) < 3:
+            continue
+        stage = relative.parts[1]
+        for imported in set(_imported_modules(tree)):
+            parts = imported.split(".")
+            if parts[:2] == ["lagwatch", "shared"] and len(parts) > 2:
+                target = parts[2]
+                if target != stage and target not in allowed_below(stage):
+                    yield str(relative), ".".join(parts[:3])
+
+
+def test_shared_is_cut_by_stage_of_the_flow_and_every_module_sits_in_a_stage():
+    stages = sorted(p.name for p in (ROOT / "shared").iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert stages == sorted(FLOW + BASE)
+    loose = [p.name for p in (ROOT / "shared").glob("*.py") if p.name != "__init__.py"]
+    assert loose == []
+
+
+def test_each_stage_imports_only_the_stages_before_it_protocol_and_runtime():
+    breaks = sorted(set(_stage_breaks()))
+    assert breaks == [], f"an import against the flow (shared/__init__.py): {breaks}"
+
+
 def test_no_function_is_longer_than_fifty_lines():
     too_long = {name: lines for name, lines in _long_functions() if name not in KNOWN_LONG_FUNCTIONS}
     assert too_long == {}, f"split these into named steps of at most {MAX_FUNCTION_LINES} lines: {too_long}"
@@ -84,6 +124,7 @@ def test_the_list_of_known_cross_service_imports_only_names_imports_still_there(
 def test_the_checks_see_a_long_function_and_a_cross_service_import():
     """The walkers find what they look for (so an empty answer above means something)."""
     source = "from lagwatch.services.notifier import policy\n\ndef f():\n" + "    x = 1\n" * 60
+    assert allowed_below("windows") == {"protocol", "runtime", "records"} and "events" not in allowed_below("statuses")
     tree = ast.parse(source)
     assert "lagwatch.services.notifier.policy" in set(_imported_modules(tree))
     function = tree.body[1]

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from lagwatch.cli import _parser
-from lagwatch.shared.config import load_config
+from lagwatch.shared.runtime.config import load_config
 from tests import paths
 
 ROOT = paths.ROOT

@@ -55,7 +55,7 @@ def test_the_wheel_ships_every_service_and_not_the_dev_kit(tmp_path):
     (wheel,) = tmp_path.glob("lagwatch-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "lagwatch/cli.py" in names and "lagwatch/services/ingest/service.py" in names
-    assert "lagwatch/shared/domain/rules.py" in names and "lagwatch/shared/schemas/status_event.json" in names
+    assert "lagwatch/shared/statuses/rules.py" in names and "lagwatch/shared/events/schemas/status_event.json" in names
     assert not [n for n in names if n.startswith("lagwatch/devkit/")]
 
 
@@ -88,9 +88,9 @@ def test_installing_prints_no_warning(tmp_path):
     assert "Successfully installed lagwatch" in output
     assert "warning" not in output.lower(), output
     imported = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import lagwatch.shared.domain.rules as m; print(m.__file__)"],
+        [str(venv / "bin" / "python"), "-c", "import lagwatch.shared.statuses.rules as m; print(m.__file__)"],
         capture_output=True,
         text=True,
         check=True,
     )
-    assert Path(imported.stdout.strip()).resolve() == ROOT / "shared" / "domain" / "rules.py"
+    assert Path(imported.stdout.strip()).resolve() == ROOT / "shared" / "statuses" / "rules.py"

@@ -17,16 +17,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lagwatch.shared.config import load_config
-from lagwatch.shared.domain.history import (
+from lagwatch.shared.events.status_event import schema
+from lagwatch.shared.records.history import (
     KIND_BROKER,
     KIND_COMMIT,
     HistoryMessages,
     HistoryRecord,
     offset_deleted_record,
 )
-from lagwatch.shared.domain.status_event import schema
-from lagwatch.shared.store.history_files import HistoryFileWriter
+from lagwatch.shared.records.history_files import HistoryFileWriter
+from lagwatch.shared.runtime.config import load_config
 from lagwatch.spark import reprocess
 from lagwatch.spark.inputs import history_of_messages
 from lagwatch.spark.reprocess import JobError, ReprocessOptions, run, spark_session

@@ -15,8 +15,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from redis.asyncio import Redis
 
 from lagwatch.services.archiver.service import Archiver
-from lagwatch.shared.domain.history import HistoryRecord, decode, records_of
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.records.history import HistoryRecord, decode, records_of
+from lagwatch.shared.windows.store import WindowStore
 from lagwatch.spark.replay import ReplayConfig, replay_group, replay_inputs, status_changes
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC

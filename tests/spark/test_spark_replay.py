@@ -9,13 +9,13 @@ import jsonschema
 import pyarrow as pa
 import pytest
 
-from lagwatch.shared.config import load_config
-from lagwatch.shared.domain.event_codec import from_document
-from lagwatch.shared.domain.history import KIND_BROKER, KIND_COMMIT, HistoryRecord, as_columns, topic_deleted_record
-from lagwatch.shared.domain.protocol import RuleConfig, Status
-from lagwatch.shared.domain.status_event import StatusEvent, schema
-from lagwatch.shared.domain.window import ADMIN_ORDERS_FROM, WindowConfig
-from lagwatch.shared.subscriptions.notification_policy import Policy
+from lagwatch.shared.events.event_codec import from_document
+from lagwatch.shared.events.status_event import StatusEvent, schema
+from lagwatch.shared.notifications.subscriptions.notification_policy import Policy
+from lagwatch.shared.protocol.types import RuleConfig, Status, WindowConfig
+from lagwatch.shared.records.history import KIND_BROKER, KIND_COMMIT, HistoryRecord, as_columns, topic_deleted_record
+from lagwatch.shared.runtime.config import load_config
+from lagwatch.shared.windows.window import ADMIN_ORDERS_FROM
 from lagwatch.spark.backtest import BacktestError, count_notifications, variants_from_document
 from lagwatch.spark.charts import GroupChart, page
 from lagwatch.spark.replay import (

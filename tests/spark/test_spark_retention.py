@@ -1,11 +1,11 @@
 """The Spark replay estimates retention risk from the history's log-start samples with the live evaluator's pure
-functions (`shared/domain/retention.py`): the time left before unconsumed messages are deleted, then the messages
+functions (`shared/statuses/retention.py`): the time left before unconsumed messages are deleted, then the messages
 skipped once the log start passes the committed offset, in its timeline, its explanation and its events."""
 
 import jsonschema
 import pytest
 
-from lagwatch.shared.domain.status_event import schema
+from lagwatch.shared.events.status_event import schema
 from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group
 from lagwatch.spark.replay_batches import ReplayJob, replay_rows
 

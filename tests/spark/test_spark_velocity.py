@@ -4,7 +4,7 @@ live evaluator: in its events (same schema) and its timeline, checked against hi
 import jsonschema
 import pytest
 
-from lagwatch.shared.domain.status_event import schema
+from lagwatch.shared.events.status_event import schema
 from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group
 from lagwatch.spark.replay_batches import ReplayJob, replay_rows
 from lagwatch.spark.synthetic_history import PRODUCED_PER_STEP, SCENARIOS, HistoryShape

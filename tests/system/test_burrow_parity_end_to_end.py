@@ -20,8 +20,8 @@ from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicW
 from lagwatch.services.api.service import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 
 TOKEN = "parity-token"

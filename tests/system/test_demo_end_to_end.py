@@ -18,7 +18,7 @@ import yaml
 from lagwatch.devkit.demo_scenarios import scenarios
 from lagwatch.devkit.demo_system import ALERTS_FILE, CONFIG_FILE, DemoTimings
 from lagwatch.devkit.webhook_receiver import VALID, WebhookReceiver, read_records
-from lagwatch.shared.delivery import signing
+from lagwatch.shared.notifications.delivery import signing
 from tests.kafka_helpers import eventually
 from tests.services.evaluator.test_evaluator import StatusTopic
 

@@ -47,8 +47,8 @@ from lagwatch.services.evaluator.service import consumer_group as evaluator_grou
 from lagwatch.services.ingest.service import consumer_group as ingest_group
 from lagwatch.services.ingest.service import self_group
 from lagwatch.services.notifier.service import CONSUMER_GROUP as NOTIFIER_GROUP
-from lagwatch.shared.domain.status_event import schema
-from lagwatch.shared.store import keys
+from lagwatch.shared.events.status_event import schema
+from lagwatch.shared.protocol import keys
 from tests.kafka_helpers import eventually
 from tests.net_helpers import free_port
 from tests.schema_validation import validator_of

@@ -6,7 +6,7 @@ import re
 import signal
 import time
 
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, evaluator_process, make_config
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC, StatusTopic, commits
 

@@ -13,8 +13,8 @@ from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicW
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import CLUSTER, eventually, in_background, make_config, produce, running
 from tests.services.notifier.test_notifier_service import FAST
 from tests.services.notifier.test_notifier_support import Receiver

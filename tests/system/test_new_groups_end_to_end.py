@@ -6,7 +6,7 @@ import asyncio
 
 from redis.asyncio import Redis
 
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, make_config
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC
 from tests.system.test_status_end_to_end import Scenario, ingest_and_evaluator

@@ -10,8 +10,8 @@ import time
 from redis.asyncio import Redis
 
 from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC
 from tests.system.test_status_end_to_end import ingest_and_evaluator

@@ -21,7 +21,7 @@ from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicW
 from lagwatch.services.api.metrics import scrape_results
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.services.api.test_api import serving
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC, StatusTopic

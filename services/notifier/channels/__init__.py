@@ -2,9 +2,9 @@
 behind one small interface, `Channel`.
 
 What a type asks of a subscription's options, where its requests go and which options are credentials is its
-`Destination` (shared/subscriptions/destinations.py: the api checks subscriptions with it too); a channel adds what
-it sends by default (`body`: HTTP types) — a `body-template` replaces that body as for webhooks. HTTP channels go
-through the notifier's one HTTP client (the address guard at connect time, retries, Retry-After, circuit breakers,
+`Destination` (shared/notifications/subscriptions/destinations.py: the api checks subscriptions with it too); a channel
+adds what it sends by default (`body`: HTTP types) — a `body-template` replaces that body as for webhooks. HTTP channels
+go through the notifier's one HTTP client (the address guard at connect time, retries, Retry-After, circuit breakers,
 dead letters, X-Lagwatch-* headers and signing); `email` builds a `Mail` that the same delivery loop sends over
 SMTP (email.py).
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.subscriptions.destinations import Destination
+from lagwatch.shared.notifications.subscriptions.destinations import Destination
+from lagwatch.shared.runtime.config import SubscriptionConfig
 
 # (subscription, event, kind, template context, dashboard url) -> the request body
 BodyBuilder = Callable[[SubscriptionConfig, dict, str, dict, str], bytes]

@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 
 from lagwatch.services.notifier.channels import Channel, summary
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event, threshold_key
-from lagwatch.shared.subscriptions.destinations import ALERTMANAGER
-from lagwatch.shared.templating import templates
+from lagwatch.shared.events.lag_threshold_event import is_lag_threshold_event, threshold_key
+from lagwatch.shared.notifications.subscriptions.destinations import ALERTMANAGER
+from lagwatch.shared.notifications.templating import templates
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import SubscriptionConfig
 
 BAD = ("WARN", "ERR")
 SEVERITY = {"ERR": "critical", "WARN": "warning"}

@@ -1,8 +1,8 @@
 """`email`: a plain-text mail per notification, over SMTP with STARTTLS and AUTH (aiosmtplib).
 
 Plain text only (no HTML part, so no markup for a name to inject). The subject, a header, is one line: the names
-it quotes have their control characters escaped (`shared/printable.py`), so a group named "x\\r\\nBcc: ..." adds no
-header and is still notified about; the default text's lines likewise.
+it quotes have their control characters escaped (`shared/runtime/printable.py`), so a group named "x\\r\\nBcc: ..." adds
+no header and is still notified about; the default text's lines likewise.
 
 Options: `smtp-host`, `smtp-port` (587; 465 means implicit TLS), `from`, `to` (a list), `username` and `password`
 (AUTH; the password is masked in api answers), `starttls` (default true: the connection is upgraded, and the
@@ -31,10 +31,15 @@ from email.utils import formatdate, make_msgid
 import aiosmtplib
 
 from lagwatch.services.notifier.channels import Channel, SendFailure, summary
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.delivery import address_guard, signing, tls
-from lagwatch.shared.printable import printable
-from lagwatch.shared.subscriptions.destinations import EMAIL, IMPLICIT_TLS_PORT, guard_url, smtp_destination
+from lagwatch.shared.notifications.delivery import address_guard, signing, tls
+from lagwatch.shared.notifications.subscriptions.destinations import (
+    EMAIL,
+    IMPLICIT_TLS_PORT,
+    guard_url,
+    smtp_destination,
+)
+from lagwatch.shared.runtime.config import SubscriptionConfig
+from lagwatch.shared.runtime.printable import printable
 
 
 @dataclass(frozen=True)

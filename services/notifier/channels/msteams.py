@@ -12,9 +12,9 @@ import json
 import re
 
 from lagwatch.services.notifier.channels import Channel, summary
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event
-from lagwatch.shared.subscriptions.destinations import MSTEAMS
+from lagwatch.shared.events.lag_threshold_event import is_lag_threshold_event
+from lagwatch.shared.notifications.subscriptions.destinations import MSTEAMS
+from lagwatch.shared.runtime.config import SubscriptionConfig
 
 CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
 CARD_VERSION = "1.4"  # what Teams renders

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 
 from lagwatch.services.notifier.channels import Channel, summary
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event
-from lagwatch.shared.subscriptions.destinations import PAGERDUTY
+from lagwatch.shared.events.lag_threshold_event import is_lag_threshold_event
+from lagwatch.shared.notifications.subscriptions.destinations import PAGERDUTY
+from lagwatch.shared.runtime.config import SubscriptionConfig
 
 SUMMARY_MAX = 1024  # the Events API's limit
 SEVERITY = {"ERR": "critical", "WARN": "warning"}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from lagwatch.shared.domain.lag_threshold_event import is_lag_threshold_event, threshold_key
-from lagwatch.shared.domain.status_event import not_ok_count
-from lagwatch.shared.subscriptions.notification_policy import CLUSTER_FORGOTTEN, UNSUBSCRIBED
-from lagwatch.shared.templating import templates
+from lagwatch.shared.events.lag_threshold_event import is_lag_threshold_event, threshold_key
+from lagwatch.shared.events.status_event import not_ok_count
+from lagwatch.shared.notifications.subscriptions.notification_policy import CLUSTER_FORGOTTEN, UNSUBSCRIBED
+from lagwatch.shared.notifications.templating import templates
 
 CLOSING = frozenset({"close", "lag-close"})
 WORST_SHOWN = 5

@@ -27,12 +27,12 @@ from yarl import URL
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.api import statuses
 from lagwatch.services.api.service import ApiServer
-from lagwatch.shared.config import load_config
-from lagwatch.shared.domain.window import Commit
-from lagwatch.shared.kafka.changes import decode_notice, groups_of
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.ingest_totals import add_to_totals
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.runtime.config import load_config
+from lagwatch.shared.windows.changes import decode_notice, groups_of
+from lagwatch.shared.windows.ingest_totals import add_to_totals
+from lagwatch.shared.windows.store import WindowStore
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER, eventually, running
 from tests.net_helpers import free_port
@@ -155,9 +155,9 @@ async def test_clusters_are_the_configured_ones_and_those_found_in_redis(api, ht
 
 
 async def test_a_forgotten_cluster_is_no_longer_listed_nor_measured(api, http, redis):
-    """`lagwatch forget-cluster` (shared/store/cluster_forgetting.py): a cluster out of the configuration but kept
+    """`lagwatch forget-cluster` (shared/runtime/cluster_forgetting.py): a cluster out of the configuration but kept
     in Redis is listed, its frozen groups and their lag in /metrics, until it is forgotten."""
-    from lagwatch.shared.store import cluster_forgetting
+    from lagwatch.shared.runtime import cluster_forgetting
 
     now = now_ms()
     store = WindowStore(redis, api_config("redis://unused").window())
@@ -176,9 +176,9 @@ async def test_a_forgotten_cluster_is_no_longer_listed_nor_measured(api, http, r
 
 
 async def test_metrics_count_the_instances_of_each_service_running_for_each_cluster(api, http, redis):
-    """From their presence in Redis (shared/store/presence.py), so that a cluster left without one is said while the
+    """From their presence in Redis (shared/runtime/presence.py), so that a cluster left without one is said while the
     service's own series are gone with it (`LagwatchServiceNotRunning`)."""
-    from lagwatch.shared.store.presence import Presence
+    from lagwatch.shared.runtime.presence import Presence
 
     assert await _instances(http, api.url) == {"ingest": 0, "evaluator": 0, "notifier": 0}
     first, second = (Presence(redis, "local", "evaluator") for _ in range(2))
@@ -722,7 +722,7 @@ async def _get_or_none(http, url):
 
 
 async def test_a_redis_that_may_evict_is_said_at_start_and_on_metrics(http, caplog):
-    """shared/store/redis_memory.py: a full Redis with an eviction policy deletes windows and outboxes silently."""
+    """shared/runtime/redis_memory.py: a full Redis with an eviction policy deletes windows and outboxes silently."""
     evicting = ("--maxmemory", str(64 * 1024 * 1024), "--maxmemory-policy", "allkeys-lru")
     with RedisServer(extra_args=evicting) as own_redis, caplog.at_level("WARNING", "lagwatch.shared.store"):
         async with serving(api_config(own_redis.url)) as api, http.get(f"{api.url}/metrics") as response:
@@ -736,7 +736,7 @@ async def test_a_redis_that_may_evict_is_said_at_start_and_on_metrics(http, capl
     [used] = families["lagwatch_redis_memory_used_bytes"].samples
     assert (limit.labels, limit.value) == ({"server": "redis"}, 64 * 1024 * 1024)
     assert used.labels == {"server": "redis"} and 0 < used.value < limit.value
-    said = [r.getMessage() for r in caplog.records if r.name == "lagwatch.shared.store.redis_memory"]
+    said = [r.getMessage() for r in caplog.records if r.name == "lagwatch.shared.runtime.redis_memory"]
     assert [line.split(":")[0] for line in said] == ["api"]
 
 
@@ -812,8 +812,8 @@ def test_the_consumers_of_a_topic_are_found_without_decoding_every_result():
     """Only results naming the topic, as their JSON writes it, are decoded; a name that merely contains it, or a
     window not filled yet, is not a consumer."""
     from lagwatch.services.api.burrow_routes import _consumers_of
-    from lagwatch.shared.domain.protocol import Status
-    from lagwatch.shared.store.results_store import GroupResult, PartitionResult
+    from lagwatch.shared.protocol.types import Status
+    from lagwatch.shared.statuses.results_store import GroupResult, PartitionResult
 
     def result(group, *parts):
         return GroupResult(group, Status.OK, 1, (), tuple(PartitionResult(t, 0, Status.OK, 5, f, -2) for t, f in parts))

@@ -6,9 +6,9 @@ import contextlib
 
 from aiohttp import web
 
-from lagwatch.shared.domain.window import Commit
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.windows.store import WindowStore
 from tests.services.api.test_api import CLUSTER, api_config, now_ms, serving
 from tests.services.api.test_dashboard import browse
 

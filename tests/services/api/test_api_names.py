@@ -4,8 +4,8 @@ matches a name up to the next '/', whatever it holds."""
 import pytest
 from yarl import URL
 
-from lagwatch.shared.domain.window import Commit
-from lagwatch.shared.store import keys
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Commit
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER
 from tests.services.api.test_api import SECOND, TOKEN, api_config, call, get, now_ms, seed, serving

@@ -5,7 +5,7 @@ import pytest
 from redis.asyncio import Redis
 
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.store import keys
+from lagwatch.shared.protocol import keys
 from tests.kafka_helpers import CLUSTER
 from tests.net_helpers import free_port
 from tests.services.api.test_api import TOKEN, api_config, call, envelope, now_ms, seed, serving

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.services.api.test_api import api_config, call, envelope, get, serving
 
 TOKEN = "config-routes-token-123"

@@ -20,18 +20,17 @@ from urllib.parse import quote
 import pytest
 
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
-from lagwatch.shared.config import load_config
-from lagwatch.shared.domain.lag_sparkline import lag_sparkline
-from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, Status
-from lagwatch.shared.domain.status_event import Incident, build_event, encode, next_incident
-from lagwatch.shared.domain.window import Commit
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.packing import pack_commit_ring
-from lagwatch.shared.store.presence import Presence
-from lagwatch.shared.store.redis_store import StoredPartition, WindowStore
-from lagwatch.shared.store.results_store import ResultsStore, result_of
-from lagwatch.shared.store.status_store import RECENT_CHANGES, StatusStore
-from lagwatch.shared.subscriptions.silences import Matcher, Silence, SilenceStore
+from lagwatch.shared.events.status_event import Incident, build_event, encode, next_incident
+from lagwatch.shared.events.status_store import RECENT_CHANGES, StatusStore
+from lagwatch.shared.notifications.subscriptions.silences import Matcher, Silence, SilenceStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Commit, GroupStatus, OffsetEntry, Status
+from lagwatch.shared.runtime.config import load_config
+from lagwatch.shared.runtime.presence import Presence
+from lagwatch.shared.statuses.lag_sparkline import lag_sparkline
+from lagwatch.shared.statuses.results_store import ResultsStore, result_of
+from lagwatch.shared.windows.packing import pack_commit_ring
+from lagwatch.shared.windows.store import StoredPartition, WindowStore
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER
 from tests.services.api.test_api import api_config, serving

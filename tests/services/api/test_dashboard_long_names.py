@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from lagwatch.shared.domain.window import Commit
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.windows.store import WindowStore
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER
 from tests.services.api.test_api import serving

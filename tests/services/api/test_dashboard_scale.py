@@ -24,11 +24,10 @@ from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.api.dashboard import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.services.api.dashboard_data import Ranking, group_row, rank_results, severity_order
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.domain.window import Commit
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.results_store import GroupResult, PartitionResult, ResultsStore, decode_result
-from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.protocol.types import Commit, Status
+from lagwatch.shared.statuses.results_store import GroupResult, PartitionResult, ResultsStore, decode_result
+from lagwatch.shared.windows.store import WindowStore
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER
 from tests.services.api.test_api import serving

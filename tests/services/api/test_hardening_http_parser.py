@@ -19,7 +19,7 @@ import socket
 import pytest
 
 from lagwatch.services.api.service import ApiServer
-from lagwatch.shared.config import load_config
+from lagwatch.shared.runtime.config import load_config
 from tests.kafka_helpers import running
 
 GOOD = b"GET /v3/kafka HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"

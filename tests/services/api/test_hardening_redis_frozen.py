@@ -18,8 +18,8 @@ from lagwatch.services.api.service import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.store.redis_client import connect
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.runtime.redis_client import connect
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 
 # What a prober waits for an answer (Kubernetes' default is 1 s; the issue asked for 5 s): a hang fails the test.

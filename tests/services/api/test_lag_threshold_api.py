@@ -3,7 +3,7 @@ evaluators (`lw:n:{notify}:lag-thresholds`) as the subscription is created, chan
 
 import json
 
-from lagwatch.shared.store import keys
+from lagwatch.shared.protocol import keys
 from tests.services.api.test_subscriptions_api import BASE, api  # noqa: F401 (the fixture)
 
 HOOK = "http://127.0.0.1:9/hook"

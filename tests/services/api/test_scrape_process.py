@@ -7,7 +7,7 @@ import os
 import pytest
 
 from lagwatch.services.api.scrape_process import ScrapeWorker
-from lagwatch.shared.clock import now_ms
+from lagwatch.shared.runtime.clock import now_ms
 from tests.kafka_helpers import eventually
 from tests.services.api.test_api import api_config, seed
 

@@ -16,9 +16,9 @@ import aiohttp
 import pytest
 
 from lagwatch.services.api.shared_render import SharedRender
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.results_store import GroupResult, PartitionResult, ResultsStore
+from lagwatch.shared.protocol.types import Status
+from lagwatch.shared.statuses.results_store import GroupResult, PartitionResult, ResultsStore
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER
 from tests.services.api.test_api import api_config, serving
 

@@ -1,11 +1,11 @@
 """`/api/v1/silences` on the api service: create (token), list with states, get, end (DELETE), validation; what
-it writes is what the notifier reads (shared/subscriptions/silences.py)."""
+it writes is what the notifier reads (shared/notifications/subscriptions/silences.py)."""
 
 import time
 
 import pytest
 
-from lagwatch.shared.subscriptions.silences import SilenceStore
+from lagwatch.shared.notifications.subscriptions.silences import SilenceStore
 from tests.services.api.test_subscriptions_api import TOKEN, config_for, serving
 
 BASE = "/api/v1/silences"
@@ -73,7 +73,7 @@ async def test_the_cap_counts_silences_not_ended_and_the_record_of_ended_ones_st
     """Ended silences are kept for the record, but they neither block new ones (a token holder creating and ending
     silences could otherwise block every new one for a week) nor grow without bound."""
     from lagwatch.services.api import silence_routes
-    from lagwatch.shared.subscriptions import silences
+    from lagwatch.shared.notifications.subscriptions import silences
 
     monkeypatch.setattr(silence_routes, "MAX_SILENCES", 3)
     monkeypatch.setattr(silences, "MAX_SILENCES", 3)

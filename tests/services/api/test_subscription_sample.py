@@ -1,5 +1,5 @@
 """`POST /api/v1/subscriptions/{id}/test`: a running notifier sends the subscription a sample incident, as `lagwatch
-notify test` does, and the api answers with what the receiver said (shared/store/sample_requests.py). Real api,
+notify test` does, and the api answers with what the receiver said (shared/notifications/sample_requests.py). Real api,
 real notifier (its Kafka away: the sample needs only Redis and the receiver), real receivers."""
 
 import asyncio
@@ -9,9 +9,10 @@ import json
 import pytest
 
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.delivery import signing
-from lagwatch.shared.store import keys, sample_requests
+from lagwatch.shared.notifications import sample_requests
+from lagwatch.shared.notifications.delivery import signing
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import eventually, running
 from tests.services.api.test_api import api_config, call, serving
 from tests.services.notifier.test_notifier_support import Receiver

@@ -12,9 +12,9 @@ import aiohttp
 import pytest
 
 from lagwatch.services.api.service import ApiServer
-from lagwatch.shared.config import SubscriptionConfig, load_config
-from lagwatch.shared.store import keys
-from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.config import SubscriptionConfig, load_config
 from tests.kafka_helpers import running
 from tests.services.api.test_api import seed
 

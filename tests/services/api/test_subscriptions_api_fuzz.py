@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from lagwatch.services.api.service import ApiServer
 from lagwatch.services.notifier.subscriptions import compile_subscription
-from lagwatch.shared.config import SubscriptionConfig, build_section
-from lagwatch.shared.store import keys
-from lagwatch.shared.subscriptions.documents import SOURCE_API
+from lagwatch.shared.notifications.subscriptions.documents import SOURCE_API
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.config import SubscriptionConfig, build_section
 from tests.services.api.test_subscriptions_api import AUTH, BASE, config_for
 
 OPTIONS = [

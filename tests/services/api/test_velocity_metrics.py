@@ -5,9 +5,9 @@ results written before velocity existed still read."""
 import json
 
 from lagwatch.services.api.metrics import MetricsFilter, group_lines
-from lagwatch.shared.config import load_config
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.store.results_store import (
+from lagwatch.shared.protocol.types import Status
+from lagwatch.shared.runtime.config import load_config
+from lagwatch.shared.statuses.results_store import (
     CAUGHT_UP_CATCHUP,
     KEEPING_UP_CATCHUP,
     NEVER_CATCHUP,

@@ -12,9 +12,9 @@ import pyarrow.dataset as ds
 from aiokafka import TopicPartition
 
 from lagwatch.services.archiver.service import Archiver
-from lagwatch.shared.domain.history import commit_record
-from lagwatch.shared.domain.window import Commit
-from lagwatch.shared.store import history_files
+from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.records import history_files
+from lagwatch.shared.records.history import commit_record
 from tests.kafka_helpers import CLUSTER, make_config
 
 T = 1_767_225_600_000  # 2026-01-01T00:00:00Z

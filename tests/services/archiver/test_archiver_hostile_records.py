@@ -10,8 +10,8 @@ import pyarrow.dataset as ds
 from aiokafka import AIOKafkaProducer
 
 from lagwatch.services.archiver.service import RECORDS, Archiver
-from lagwatch.shared.domain.history import commit_record
-from lagwatch.shared.domain.window import Commit
+from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.records.history import commit_record
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 
 T = 1_767_225_600_000  # 2026-01-01T00:00:00Z

@@ -12,8 +12,8 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 
 from lagwatch.services.archiver import service
 from lagwatch.services.archiver.service import RECORDS, WRITE_FAILURES, Archiver
-from lagwatch.shared.domain.history import commit_record
-from lagwatch.shared.domain.window import Commit
+from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.records.history import commit_record
 from tests.kafka_helpers import CLUSTER, check_readiness_follows_the_brokers, eventually, make_config, running
 
 T = 1_767_225_600_000  # 2026-01-01T00:00:00Z

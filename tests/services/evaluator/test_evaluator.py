@@ -12,13 +12,13 @@ from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.evaluator.evaluation import GroupEvaluator
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.shared.domain.lag_sparkline import lag_sparkline
-from lagwatch.shared.domain.status_event import schema
-from lagwatch.shared.domain.window import Commit
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.results_store import ResultsStore
-from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.events.status_event import schema
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.statuses.lag_sparkline import lag_sparkline
+from lagwatch.shared.statuses.results_store import ResultsStore
+from lagwatch.shared.windows.store import WindowStore
 from tests.evaluated import AcceptingPublisher
 from tests.kafka_helpers import (
     CLUSTER,
@@ -30,7 +30,7 @@ from tests.kafka_helpers import (
     running,
 )
 from tests.schema_validation import validator_of
-from tests.shared.test_redis_memory import make_full
+from tests.shared.runtime.test_redis_memory import make_full
 
 STATUS_TOPIC = "lagwatch.status"
 MINUTE = 60_000

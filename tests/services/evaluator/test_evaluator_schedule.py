@@ -8,13 +8,13 @@ import time
 
 import pytest
 
+from lagwatch.services.evaluator.schedule_store import ScheduleStore
 from lagwatch.services.evaluator.service import SWEEP_CHUNK, EvaluatorService
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
-from lagwatch.shared.domain.window import Commit
-from lagwatch.shared.kafka.changes import ChangePublisher, partition_of
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.schedule_store import ScheduleStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.windows.changes import ChangePublisher, partition_of
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, evaluator_process, eventually, make_config, produce, running
 from tests.services.evaluator.test_evaluator import StatusTopic
 

@@ -7,14 +7,14 @@ whichever of them has the new lists. Kafka mock -> ingest -> Redis -> evaluator 
 import asyncio
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
+from lagwatch.services.evaluator.schedule_store import ScheduleStore
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.kafka.changes import partition_of
-from lagwatch.shared.store.ingest_totals import read_totals
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.results_store import ResultsStore
-from lagwatch.shared.store.schedule_store import ScheduleStore
-from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.statuses.results_store import ResultsStore
+from lagwatch.shared.windows.changes import partition_of
+from lagwatch.shared.windows.ingest_totals import read_totals
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC, StatusTopic
 

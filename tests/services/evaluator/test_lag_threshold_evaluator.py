@@ -6,16 +6,16 @@ import dataclasses
 import time
 
 from lagwatch.services.evaluator.evaluation import OUTBOX_RETRY_MS, GroupEvaluator
+from lagwatch.services.evaluator.lag_state_store import LagStateStore
 from lagwatch.services.evaluator.lag_thresholds import LagThresholdAlerts, ThresholdSource
 from lagwatch.services.evaluator.publisher import EventPublisher
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.domain.lag_threshold_event import schema
-from lagwatch.shared.domain.window import Commit
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.lag_state_store import LagStateStore
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.status_store import StatusStore
-from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.events.lag_threshold_event import schema
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.runtime.config import SubscriptionConfig
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config
 from tests.services.evaluator.test_evaluator import StatusTopic
 from tests.services.evaluator.test_unsent_events import unsent_seconds

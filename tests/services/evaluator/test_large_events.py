@@ -5,11 +5,10 @@ import time
 
 from lagwatch.services.evaluator.evaluation import GroupEvaluator
 from lagwatch.services.evaluator.publisher import EventPublisher
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.domain.status_event import MAX_EVENT_BYTES, transition
-from lagwatch.shared.domain.window import Commit
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.events.status_event import MAX_EVENT_BYTES, transition
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.protocol.types import Commit, Status
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, make_config
 from tests.services.evaluator.test_evaluator import StatusTopic
 

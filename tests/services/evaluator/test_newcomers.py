@@ -9,8 +9,8 @@ from redis.asyncio import Redis
 
 from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec
 from lagwatch.services.evaluator.newcomers import NewcomerQueue, triage, within_cap
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol.types import Status
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC
 from tests.system.test_status_end_to_end import Scenario, ingest_and_evaluator

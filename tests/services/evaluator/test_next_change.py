@@ -1,7 +1,7 @@
 """When polls alone may end the STOP rule's exception (next_change.exception_lapse_at): pure."""
 
 from lagwatch.services.evaluator.next_change import exception_lapse_at
-from lagwatch.shared.domain.time_lag import Sample
+from lagwatch.shared.protocol.types import Sample
 
 POLL, RING = 1000, 10
 

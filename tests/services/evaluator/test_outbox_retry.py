@@ -4,8 +4,8 @@ without waiting for the sweep, even when the group is gone (NOTFOUND: the sweep 
 import time
 
 from lagwatch.services.evaluator.service import EvaluatorService
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.services.evaluator.test_evaluator import StatusTopic, commits
 

@@ -9,9 +9,9 @@ from aiokafka import AIOKafkaConsumer
 
 from lagwatch.services.evaluator.evaluation import GroupEvaluator
 from lagwatch.services.evaluator.publisher import EventPublisher
-from lagwatch.shared.domain.status_event import record_key
-from lagwatch.shared.store.redis_store import WindowStore
-from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.events.status_event import record_key
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, key_on, leaders_spread, make_config
 from tests.services.evaluator.test_evaluator import commits
 from tests.services.evaluator.test_unsent_events import unsent_seconds

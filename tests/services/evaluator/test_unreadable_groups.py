@@ -5,9 +5,9 @@ import asyncio
 import time
 
 from lagwatch.services.evaluator.service import UNEVALUABLE, UNEVALUABLE_RETRY_MS, EvaluatorService
-from lagwatch.shared.config import Config
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.config import Config
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, make_config, running
 from tests.services.evaluator.test_evaluator import StatusTopic, commits
 

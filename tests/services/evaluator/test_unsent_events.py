@@ -7,8 +7,8 @@ from prometheus_client import REGISTRY
 
 from lagwatch.services.evaluator import unsent_events
 from lagwatch.services.evaluator.unsent_events import LAG, STATUS, UnsentEvents
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.store import keys
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.clock import now_ms
 
 
 def unsent_seconds(cluster: str) -> float | None:

@@ -9,7 +9,7 @@ import asyncio
 from confluent_kafka import KafkaError, KafkaException
 
 from lagwatch.services.ingest.archive_queue import ArchiveQueue
-from lagwatch.shared.domain.history import HistoryMessages
+from lagwatch.shared.records.history import HistoryMessages
 from tests.kafka_helpers import eventually
 
 

@@ -20,9 +20,9 @@ from lagwatch.services.ingest import processor as processor_module
 from lagwatch.services.ingest.commit_pass import HistoryWriter, heads_kept
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
-from lagwatch.shared.domain.history import MESSAGE_BYTES, HistoryMessages, decode, records_of
-from lagwatch.shared.domain.window import expired
-from lagwatch.shared.kafka import offsets_codec as codec
+from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.records.history import MESSAGE_BYTES, HistoryMessages, decode, records_of
+from lagwatch.shared.windows.window import expired
 from tests.kafka_helpers import CLUSTER, produce
 from tests.services.ingest.test_hardening_offsets_fuzz import Stack, commit, other_record
 

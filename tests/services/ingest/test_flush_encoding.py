@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from lagwatch.services.ingest import processor as processor_module
 from lagwatch.services.ingest.flush_encoding import encode_flush
 from lagwatch.services.ingest.window_cache import CachedGroup, WindowCache
-from lagwatch.shared.domain.window import WindowConfig
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.window_writer import PackedWrites, write_commands
+from lagwatch.services.ingest.window_writer import PackedWrites, write_commands
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import WindowConfig
 
 CLUSTER = "prod-é"
 NAMES = st.text(min_size=1, max_size=12)

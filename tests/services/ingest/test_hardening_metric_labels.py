@@ -16,9 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
 from lagwatch.services.api.service import ApiServer
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.kafka import offsets_codec as codec
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.ingest_totals import read_totals
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.windows.ingest_totals import read_totals
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 
 RECORDS = 1000

@@ -23,10 +23,10 @@ from lagwatch.services.api.service import ApiServer
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
-from lagwatch.shared.kafka import offsets_codec as codec
-from lagwatch.shared.kafka.kafka_client import client_kwargs
-from lagwatch.shared.store.redis_client import connect
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.runtime.kafka_client import client_kwargs
+from lagwatch.shared.runtime.redis_client import connect
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, make_config, produce
 
 INT64 = st.integers(-(2**63), 2**63 - 1)

@@ -14,10 +14,10 @@ import pytest
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.api.service import ApiServer
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.domain.window import Commit
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.ingest_totals import read_totals
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.windows.ingest_totals import read_totals
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 
 HUGE = 2**62

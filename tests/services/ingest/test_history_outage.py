@@ -9,9 +9,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OffsetsTopicWriter
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.config import Config
-from lagwatch.shared.domain.history import decode, records_of
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.records.history import decode, records_of
+from lagwatch.shared.runtime.config import Config
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from tests.services.ingest.conftest import AWAY, HISTORY
 from tests.services.ingest.test_ingest import window_of

@@ -11,7 +11,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.pending_deletions import PendingDeletions
-from lagwatch.shared.domain.history import (
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.records.history import (
     MESSAGE_BYTES,
     HistoryMessages,
     commits_key,
@@ -19,8 +20,7 @@ from lagwatch.shared.domain.history import (
     records_of,
     topic_deleted_record,
 )
-from lagwatch.shared.kafka.partitioner import partition_for
-from lagwatch.shared.store import keys
+from lagwatch.shared.runtime.partitioner import partition_for
 from tests.kafka_helpers import eventually
 from tests.services.ingest.conftest import AWAY
 

@@ -4,9 +4,9 @@ import time
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.ingest.service import IngestWorker, self_group
-from lagwatch.shared.kafka import offsets_codec as codec
-from lagwatch.shared.store.ingest_totals import read_totals
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.windows.ingest_totals import read_totals
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, consume_and_commit, eventually, make_config, produce, running
 
 
@@ -165,7 +165,7 @@ async def _newest_offset_is(store, group, offset):
 
 
 async def _totals(redis):
-    from lagwatch.shared.store.ingest_totals import read_totals
+    from lagwatch.shared.windows.ingest_totals import read_totals
 
     return await read_totals(redis, CLUSTER)
 
@@ -200,7 +200,7 @@ async def _groups_include(store, *groups):
 async def test_malformed_and_unknown_records_are_counted_and_skipped(kafka, redis_server, redis):
     from prometheus_client import REGISTRY
 
-    from lagwatch.shared.kafka import offsets_codec as codec
+    from lagwatch.shared.records import offsets_codec as codec
 
     kafka.create_topic("orders", 1)
     config = make_config(kafka.bootstrap, redis_server.url)

@@ -22,8 +22,8 @@ from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.admin_offsets import offsets_topic_readable
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.store.read_through_store import ReadThroughStore
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.windows.read_through_store import ReadThroughStore
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.net_helpers import free_port
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC, StatusTopic
@@ -217,7 +217,7 @@ def test_a_described_groups_membership_becomes_a_rebalance_with_its_owners():
 
     from lagwatch.services.ingest.admin_offsets import AdminOffsets, _membership
     from lagwatch.services.ingest.records import GroupRebalance, decode_group_record
-    from lagwatch.shared.domain.group_filter import GroupFilter
+    from lagwatch.shared.protocol.group_filter import GroupFilter
 
     members = [
         MemberDescription("m-2", "billing-b", "/10.0.0.2", MemberAssignment([Tp("orders", 1), Tp("audit", 0)])),

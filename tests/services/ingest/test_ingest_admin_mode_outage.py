@@ -6,8 +6,8 @@ import contextlib
 import time
 
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.kafka import offsets_codec as codec
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from tests.services.ingest.conftest import AWAY
 from tests.services.ingest.test_ingest import window_of
@@ -61,7 +61,7 @@ async def test_a_description_not_answered_does_not_hold_the_others():
     from confluent_kafka.admin import ConsumerGroupDescription, MemberAssignment, MemberDescription
 
     from lagwatch.services.ingest.admin_offsets import ANSWER_WAIT_S, AdminOffsets
-    from lagwatch.shared.domain.group_filter import GroupFilter
+    from lagwatch.shared.protocol.group_filter import GroupFilter
 
     member = MemberDescription("m-1", "near-a", "/10.0.0.1", MemberAssignment([Tp("orders", 0)]))
     answered: Future = Future()
@@ -87,8 +87,8 @@ async def test_an_answer_that_comes_between_polls_is_stamped_with_when_it_came()
     import asyncio
 
     from lagwatch.services.ingest.admin_offsets import AdminOffsets
-    from lagwatch.shared.clock import now_ms
-    from lagwatch.shared.domain.group_filter import GroupFilter
+    from lagwatch.shared.protocol.group_filter import GroupFilter
+    from lagwatch.shared.runtime.clock import now_ms
 
     far_answers = asyncio.Event()
 

@@ -19,13 +19,13 @@ from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.domain.history import decode, records_of
-from lagwatch.shared.kafka import offsets_codec as codec
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.ingest_totals import read_totals
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.group_filter import GroupFilter
+from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.records.history import decode, records_of
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.windows.ingest_totals import read_totals
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC, StatusTopic
 from tests.spark.test_spark_parity import HISTORY_TOPIC, _history

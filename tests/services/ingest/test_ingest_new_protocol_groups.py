@@ -7,9 +7,9 @@ from confluent_kafka.admin import AdminClient
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.devkit.offsets_topic_writer import member as classic_member
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.kafka import offsets_codec as codec
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.services.ingest.test_ingest import _with_owners
 

@@ -15,11 +15,11 @@ from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.services.ingest.admin_offsets import AdminOffsets
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.domain.group_filter import GroupFilter
-from lagwatch.shared.kafka.kafka_client import client_kwargs
-from lagwatch.shared.kafka.offsets_codec import decode_record
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.group_filter import GroupFilter
+from lagwatch.shared.records.offsets_codec import decode_record
+from lagwatch.shared.runtime.kafka_client import client_kwargs
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, check_readiness_follows_the_brokers, eventually, make_config, produce, running
 
 

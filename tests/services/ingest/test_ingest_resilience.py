@@ -24,9 +24,9 @@ from lagwatch.devkit.offsets_topic_writer import (
 )
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.ingest.service import IngestWorker, consumer_group
-from lagwatch.shared.kafka.changes import ChangePublisher, decode_notice, groups_of
-from lagwatch.shared.store.read_through_store import ReadThroughStore
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.windows.changes import ChangePublisher, decode_notice, groups_of
+from lagwatch.shared.windows.read_through_store import ReadThroughStore
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.net_helpers import free_port
 
@@ -308,7 +308,7 @@ async def test_notices_kafka_never_takes_are_counted_as_failed_not_raised_and_lo
         await publisher.publish(CLUSTER, [])  # serves delivery reports
         return publisher.failures >= 200
 
-    with caplog.at_level(logging.WARNING, logger="lagwatch.shared.kafka.changes"):
+    with caplog.at_level(logging.WARNING, logger="lagwatch.shared.windows.changes"):
         await eventually(counted, timeout=20)
     await publisher.stop()
     warnings = [r for r in caplog.records if "change notices not published" in r.getMessage()]
@@ -330,7 +330,7 @@ async def _records_of(consumer, count, seen):
 
 
 async def test_how_far_the_commits_are_read_stops_during_a_kafka_outage_and_resumes_after(kafka, redis_server, redis):
-    """The instant through which the worker has stored every commit (shared/domain/read_through.py) keeps up with the
+    """The instant through which the worker has stored every commit (shared/windows/read_through.py) keeps up with the
     clock; while the brokers are away it stays where it was (commits made meanwhile are unread, so the rules'
     clock holds); once they are back and the worker has read to the ends they report, it moves on."""
     kafka.create_topic("orders", 1)

@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import eventually, make_config, produce, running
 
 GROUPS = [f"shop-{i}" for i in range(60)]

@@ -14,8 +14,8 @@ from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOP
 from lagwatch.services.ingest import kafka_identity
 from lagwatch.services.ingest.kafka_identity import KafkaIdentity, cluster_id
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.net_helpers import free_port
 from tests.services.ingest.test_ingest_resilience import _equals

@@ -10,8 +10,8 @@ from redis.asyncio import Redis
 
 from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.store.ingest_totals import read_totals
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.windows.ingest_totals import read_totals
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, readiness, running
 from tests.services.ingest.conftest import AWAY
 from tests.services.ingest.test_ingest_resilience import _equals, commits_round, expected_orders, stored_orders

@@ -1,5 +1,5 @@
 """A cluster moving from admin mode to the offsets topic (`offsets-source: auto` finding the topic readable at a
-start): the windows the admin poller filled go on with the topic's commits (shared/domain/window.py,
+start): the windows the admin poller filled go on with the topic's commits (shared/windows/window.py,
 `_continued_from_admin`). Before, every position in the topic was older than the poller's orders (the time in
 microseconds): the windows took no commit from the topic, and each group drifted to STOP until `expire-group`.
 
@@ -15,8 +15,8 @@ from redis.asyncio import Redis
 from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.store.redis_store import WindowStore
+from lagwatch.shared.protocol.types import Status
+from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, running
 from tests.services.ingest.test_ingest import window_of
 from tests.services.ingest.test_ingest_admin_mode import Scenario, admin_config

@@ -12,8 +12,8 @@ import pytest
 
 from lagwatch.services.notifier.dlq import read_dead_letters
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import FAST_NOTIFIER, eventually, make_config, running
 from tests.services.notifier.test_notifier_service import STATUS_TOPIC, publish
 from tests.services.notifier.test_notifier_support import Receiver, Timeline

@@ -15,8 +15,8 @@ from multidict import CIMultiDict
 
 from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.delivery import signing
+from lagwatch.shared.notifications.delivery import signing
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests import paths
 from tests.kafka_helpers import FAST_NOTIFIER, make_config, running
 from tests.services.notifier.test_notifier_service import STATUS_TOPIC, publish

@@ -15,9 +15,9 @@ from lagwatch.services.notifier.event_batches import EventBatch
 from lagwatch.services.notifier.events import STATUS_EVENTS
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.domain.status_event import encode, record_key
-from lagwatch.shared.store import keys
+from lagwatch.shared.events.status_event import encode, record_key
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import FAST_NOTIFIER, eventually, make_config, running
 from tests.services.notifier.test_notifier_skipped_events import committed
 from tests.services.notifier.test_notifier_support import Receiver, Timeline

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from lagwatch.shared.templating import template_worker
-from lagwatch.shared.templating.templates import TemplateProblem, context
+from lagwatch.shared.notifications.templating import template_worker
+from lagwatch.shared.notifications.templating.templates import TemplateProblem, context
 from tests.services.notifier.test_notifier_support import Timeline
 
 GO_PLAYGROUND_MS = 1_257_894_000_000  # 2009-11-10 23:00:00 UTC, the time Go's examples print

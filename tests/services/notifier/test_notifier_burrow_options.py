@@ -13,10 +13,10 @@ from aiohttp import web
 
 from lagwatch.services.notifier import subscriptions
 from lagwatch.services.notifier.outbox import Delivery
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import load_config
-from lagwatch.shared.domain.status_event import encode
-from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.events.status_event import encode
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import load_config
 from tests.services.api.test_subscriptions_api import BASE, serving
 from tests.services.api.test_subscriptions_api import config_for as api_config
 from tests.services.notifier.test_notifier_delivery import config_for as delivery_config

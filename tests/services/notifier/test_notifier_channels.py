@@ -23,10 +23,10 @@ from lagwatch.services.notifier.channels import SendFailure
 from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.dlq import read_dead_letters
 from lagwatch.services.notifier.outbox import Delivery
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.delivery import signing
-from lagwatch.shared.store import keys
+from lagwatch.shared.notifications.delivery import signing
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import eventually
 from tests.net_helpers import free_port
 from tests.services.notifier.test_notifier_delivery import (
@@ -225,7 +225,7 @@ async def test_pagerduty_names_new_incidents_per_subscription(redis_server, redi
 
 async def test_pagerduty_url_defaults_to_the_events_api():
     config = SubscriptionConfig(id="pd", type="pagerduty", routing_key="R0UT1NGKEY0123")
-    from lagwatch.shared.subscriptions.destinations import endpoint, problems
+    from lagwatch.shared.notifications.subscriptions.destinations import endpoint, problems
 
     assert endpoint(config) == "https://events.pagerduty.com/v2/enqueue" and problems(config) == {}
     assert problems(SubscriptionConfig(id="pd", type="pagerduty"))["routing_key"].startswith("required")
@@ -415,7 +415,7 @@ async def test_the_smtp_host_is_judged_by_the_address_guard_when_connecting():
 
 
 def _ctx():
-    from lagwatch.shared.templating import templates
+    from lagwatch.shared.notifications.templating import templates
 
     return templates.context(
         open_event(), kind="open", subscription_id="mail", notification_id="n", attempt=1, extras={}, dashboard_url=""
@@ -466,7 +466,7 @@ async def test_the_api_checks_each_types_options_and_masks_their_secrets(redis_s
 
 async def test_a_configured_email_subscription_refuses_a_password_in_clear(tmp_path):
     from lagwatch.services.notifier.subscriptions import from_config
-    from lagwatch.shared.config import ConfigError, load_config
+    from lagwatch.shared.runtime.config import ConfigError, load_config
 
     path = tmp_path / "lagwatch.yml"
     path.write_text(

@@ -17,13 +17,13 @@ from lagwatch.services.notifier.delivery import Dispatcher, Sender
 from lagwatch.services.notifier.dlq import DeadLetters, read_dead_letters
 from lagwatch.services.notifier.outbox import Delivery, Outbox, group_field
 from lagwatch.services.notifier.subscriptions import Registry
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.delivery import signing
-from lagwatch.shared.domain.status_event import encode
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.redis_client import connect
-from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.events.status_event import encode
+from lagwatch.shared.notifications.delivery import signing
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.config import SubscriptionConfig
+from lagwatch.shared.runtime.redis_client import connect
 from tests.kafka_helpers import FAST_NOTIFIER, eventually, make_config
 from tests.services.notifier.test_notifier_support import Receiver, Timeline
 

@@ -8,7 +8,7 @@ import contextlib
 from redis.asyncio import Redis
 
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.store import keys
+from lagwatch.shared.protocol import keys
 from tests.kafka_helpers import eventually
 from tests.services.notifier.test_notifier_delivery import config_for, dispatching, enqueue, open_event, outbox_empty
 from tests.services.notifier.test_notifier_support import Receiver

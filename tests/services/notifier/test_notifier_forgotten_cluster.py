@@ -1,4 +1,4 @@
-"""A cluster forgotten (`lagwatch forget-cluster`, shared/store/cluster_forgetting.py): its evaluator runs no more, so
+"""A cluster forgotten (`lagwatch forget-cluster`, shared/runtime/cluster_forgetting.py): its evaluator runs no more, so
 nothing else would end its incidents. The notifiers close each one announced, once, with the reason
 `cluster_forgotten`, and stop repeating it; other clusters' incidents go on; a late event of the forgotten cluster
 opens nothing, while one of a cluster configured again after its forgetting does."""
@@ -9,13 +9,14 @@ import dataclasses
 from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS
 from lagwatch.services.notifier.outbox import now_ms
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.domain.lag_threshold_event import Alert, Crossing, Reason, build_event
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.domain.status_event import encode
-from lagwatch.shared.domain.time_lag import TimeLag
-from lagwatch.shared.store import cluster_forgetting, keys
-from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.events.lag_threshold_event import Alert, Crossing, Reason, build_event
+from lagwatch.shared.events.status_event import encode
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Status
+from lagwatch.shared.runtime import cluster_forgetting
+from lagwatch.shared.runtime.config import SubscriptionConfig
+from lagwatch.shared.statuses.time_lag import TimeLag
 from tests.kafka_helpers import eventually, make_config, running
 from tests.services.notifier.test_notifier_scope import _deliveries, told
 from tests.services.notifier.test_notifier_service import FAST, publish

@@ -1,5 +1,5 @@
-"""Holding notifications back (services/notifier/holds.py, shared/subscriptions/silences.py), as pure functions:
-silences and `hold-for` over the decisions of Burrow's rules and of lag-seconds thresholds."""
+"""Holding notifications back (services/notifier/holds.py, shared/notifications/subscriptions/silences.py), as pure
+functions: silences and `hold-for` over the decisions of Burrow's rules and of lag-seconds thresholds."""
 
 import pytest
 from hypothesis import given, settings
@@ -8,11 +8,24 @@ from msgspec.structs import replace
 
 from lagwatch.services.notifier.holds import due, ends_unannounced, hold
 from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due
-from lagwatch.shared.domain.event_codec import from_document
-from lagwatch.shared.domain.lag_threshold_event import LagThresholdEvent
-from lagwatch.shared.domain.status_event import StatusEvent
-from lagwatch.shared.subscriptions.notification_policy import Decision, IncidentState, Kind, Policy, decide, repeat_due
-from lagwatch.shared.subscriptions.silences import Matcher, Silence, SilenceInvalid, parse_new, silenced_until
+from lagwatch.shared.events.event_codec import from_document
+from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent
+from lagwatch.shared.events.status_event import StatusEvent
+from lagwatch.shared.notifications.subscriptions.notification_policy import (
+    Decision,
+    IncidentState,
+    Kind,
+    Policy,
+    decide,
+    repeat_due,
+)
+from lagwatch.shared.notifications.subscriptions.silences import (
+    Matcher,
+    Silence,
+    SilenceInvalid,
+    parse_new,
+    silenced_until,
+)
 from tests.services.notifier.test_notifier_support import Timeline
 
 NOW = 1_700_000_000_000

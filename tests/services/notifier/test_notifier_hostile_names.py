@@ -13,7 +13,7 @@ import pytest
 from lagwatch.services.notifier.channels.msteams import as_written
 from lagwatch.services.notifier.messages import build_request, lag_slack_message, slack_message
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.templating.templates import context
+from lagwatch.shared.notifications.templating.templates import context
 from tests.kafka_helpers import eventually, running
 from tests.services.notifier.test_notifier_channels import certificate, email_subscription, smtp_server  # noqa: F401 (a fixture)
 from tests.services.notifier.test_notifier_delivery import config_for

@@ -6,8 +6,8 @@ import json
 import jsonschema
 
 from lagwatch.services.notifier.messages import build_request, lag_slack_message, slack_message
-from lagwatch.shared.domain.status_event import schema
-from lagwatch.shared.templating.templates import context
+from lagwatch.shared.events.status_event import schema
+from lagwatch.shared.notifications.templating.templates import context
 from tests.services.notifier.test_notifier_messages import delivery, incident, sub
 
 SLOWER = {

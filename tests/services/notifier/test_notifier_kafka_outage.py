@@ -7,8 +7,8 @@ import json
 
 from lagwatch.services.notifier.dlq import read_dead_letters
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.store import keys
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import FAST_NOTIFIER, eventually, make_config, running
 from tests.services.notifier.test_notifier_delivery import DLQ, enqueue, open_event
 from tests.services.notifier.test_notifier_support import Receiver

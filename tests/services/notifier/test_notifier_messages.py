@@ -15,16 +15,16 @@ from lagwatch.services.notifier.delivery import CircuitBreaker, RetryPolicy, cla
 from lagwatch.services.notifier.messages import PermanentError, build_request, slack_message
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import compile_subscription, from_config
-from lagwatch.shared.config import ConfigError, SubscriptionConfig, load_config
-from lagwatch.shared.delivery import address_guard, signing
-from lagwatch.shared.domain.lag_threshold_event import Crossing
-from lagwatch.shared.domain.lag_threshold_event import build_event as build_lag_event
-from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
-from lagwatch.shared.domain.status_event import Incident, encode, next_incident, schema
-from lagwatch.shared.domain.status_event import build_event as build_status_event
-from lagwatch.shared.domain.time_lag import TimeLag
-from lagwatch.shared.subscriptions.masking import mask, masked_document, unmask_unchanged
-from lagwatch.shared.templating.templates import context
+from lagwatch.shared.events.lag_threshold_event import Crossing
+from lagwatch.shared.events.lag_threshold_event import build_event as build_lag_event
+from lagwatch.shared.events.status_event import Incident, encode, next_incident, schema
+from lagwatch.shared.events.status_event import build_event as build_status_event
+from lagwatch.shared.notifications.delivery import address_guard, signing
+from lagwatch.shared.notifications.subscriptions.masking import mask, masked_document, unmask_unchanged
+from lagwatch.shared.notifications.templating.templates import context
+from lagwatch.shared.protocol.types import GroupStatus, OffsetEntry, PartitionStatus, Status
+from lagwatch.shared.runtime.config import ConfigError, SubscriptionConfig, load_config
+from lagwatch.shared.statuses.time_lag import TimeLag
 from tests.services.notifier.test_notifier_support import Timeline
 
 SLACK_URL = "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX"

@@ -6,8 +6,8 @@ import asyncio
 
 from lagwatch.services.notifier import outbox as outbox_module
 from lagwatch.services.notifier.outbox import Delivery, Outbox, delivery_id
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.store import keys
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.clock import now_ms
 
 HOUR_MS = 3_600_000
 LEASE_MS = 600

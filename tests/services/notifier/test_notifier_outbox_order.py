@@ -5,8 +5,8 @@ Other incidents and other subscriptions do not wait for each other."""
 import json
 
 from lagwatch.services.notifier.outbox import APPLIED, Delivery, Outbox, delivery_id, group_field
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.store import keys
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.clock import now_ms
 from tests.kafka_helpers import eventually
 from tests.services.notifier.test_notifier_delivery import config_for, dispatching
 from tests.services.notifier.test_notifier_support import Receiver, Timeline

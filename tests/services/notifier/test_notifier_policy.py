@@ -2,10 +2,16 @@
 
 import pytest
 
-from lagwatch.shared.domain.event_codec import from_document
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.domain.status_event import StatusEvent
-from lagwatch.shared.subscriptions.notification_policy import IncidentState, Kind, Policy, decide, repeat_due
+from lagwatch.shared.events.event_codec import from_document
+from lagwatch.shared.events.status_event import StatusEvent
+from lagwatch.shared.notifications.subscriptions.notification_policy import (
+    IncidentState,
+    Kind,
+    Policy,
+    decide,
+    repeat_due,
+)
+from lagwatch.shared.protocol.types import Status
 from tests.services.notifier.test_notifier_support import Timeline
 
 NOW = 1_800_000_000_000

@@ -13,14 +13,14 @@ from lagwatch.services.notifier.events import LAG_EVENTS
 from lagwatch.services.notifier.missed import RECONCILED
 from lagwatch.services.notifier.service import NotifierService
 from lagwatch.services.notifier.skipped_events import LostPosition, SkipWatch
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.domain.lag_threshold_event import Crossing, Threshold
-from lagwatch.shared.domain.lag_threshold_event import build_event as build_lag_event
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.domain.status_event import encode
-from lagwatch.shared.domain.time_lag import TimeLag
-from lagwatch.shared.store import keys
-from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.events.lag_threshold_event import Crossing, Threshold
+from lagwatch.shared.events.lag_threshold_event import build_event as build_lag_event
+from lagwatch.shared.events.status_event import encode
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Status
+from lagwatch.shared.runtime.config import SubscriptionConfig
+from lagwatch.shared.statuses.time_lag import TimeLag
 from tests.kafka_helpers import FAST_NOTIFIER, make_config, running
 from tests.services.notifier.test_notifier_skipped_events import HOUR_MS, STATUS_TOPIC, evaluated
 from tests.services.notifier.test_notifier_support import CLUSTER, Receiver, Timeline, group_status

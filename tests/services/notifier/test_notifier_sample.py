@@ -7,8 +7,8 @@ from email.policy import default as default_policy
 
 from lagwatch.services.notifier.sample import send_sample
 from lagwatch.services.notifier.subscriptions import compile_subscription
-from lagwatch.shared.config import NotifierConfig, SubscriptionConfig
-from lagwatch.shared.subscriptions.documents import SOURCE_CONFIG
+from lagwatch.shared.notifications.subscriptions.documents import SOURCE_CONFIG
+from lagwatch.shared.runtime.config import NotifierConfig, SubscriptionConfig
 from tests.services.notifier.test_notifier_channels import certificate, email_subscription, smtp_server  # noqa: F401
 
 

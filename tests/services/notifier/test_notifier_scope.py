@@ -9,11 +9,11 @@ import json
 from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS
 from lagwatch.services.notifier.outbox import Delivery, now_ms
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.domain.lag_threshold_event import Alert, event_id
-from lagwatch.shared.domain.status_event import encode
-from lagwatch.shared.store import keys
-from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.events.lag_threshold_event import Alert, event_id
+from lagwatch.shared.events.status_event import encode
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import eventually, make_config, running
 from tests.services.notifier.test_notifier_service import FAST, _crossing, publish
 from tests.services.notifier.test_notifier_support import Receiver, Timeline

@@ -16,15 +16,15 @@ from aiokafka import AIOKafkaProducer
 
 from lagwatch.services.notifier.events import LAG_EVENTS
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.domain.lag_threshold_event import Alert, Crossing, Reason, build_event, event_id, incident_id
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.domain.retention import RetentionRisk
-from lagwatch.shared.domain.status_event import encode, record_key
-from lagwatch.shared.domain.time_lag import TimeLag
+from lagwatch.shared.events.lag_threshold_event import Alert, Crossing, Reason, build_event, event_id, incident_id
+from lagwatch.shared.events.status_event import encode, record_key
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Status
 from lagwatch.shared.runtime import service_lifecycle
-from lagwatch.shared.store import keys
-from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.runtime.config import SubscriptionConfig
+from lagwatch.shared.statuses.retention import RetentionRisk
+from lagwatch.shared.statuses.time_lag import TimeLag
 from tests.kafka_helpers import FAST_NOTIFIER, check_readiness_follows_the_brokers, eventually, make_config, running
 from tests.services.notifier.test_notifier_support import Receiver, Timeline, group_status
 

@@ -6,9 +6,9 @@ import json
 
 from lagwatch.services.notifier.outbox import Delivery, group_field, repeat_member
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.store import keys
-from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import FAST_NOTIFIER, make_config
 from tests.services.notifier.test_notifier_support import Timeline
 

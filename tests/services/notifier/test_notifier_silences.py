@@ -1,5 +1,6 @@
 """Silences and `hold-for` end to end: events on the status topic (Kafka mock) -> `lagwatch run notifier` ->
-a real HTTP receiver, with silences written where the api writes them (shared/subscriptions/silences.py, Redis)."""
+a real HTTP receiver, with silences written where the api writes them (shared/notifications/subscriptions/silences.py,
+Redis)."""
 
 import asyncio
 import dataclasses
@@ -7,9 +8,9 @@ import time
 
 from lagwatch.services.notifier import metrics
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.store import keys
-from lagwatch.shared.subscriptions.silences import Matcher, Silence, SilenceStore
+from lagwatch.shared.notifications.subscriptions.silences import Matcher, Silence, SilenceStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import eventually, make_config, running
 from tests.services.notifier.test_notifier_service import FAST, STATUS_TOPIC, publish
 from tests.services.notifier.test_notifier_support import Receiver, Timeline

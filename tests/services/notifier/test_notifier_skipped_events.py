@@ -13,10 +13,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from prometheus_client import REGISTRY
 
 from lagwatch.services.notifier.service import CONSUMER_GROUP, NotifierService
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.domain.protocol import Status
-from lagwatch.shared.domain.status_event import Incident, encode, record_key
-from lagwatch.shared.store.status_store import StatusStore
+from lagwatch.shared.events.status_event import Incident, encode, record_key
+from lagwatch.shared.events.status_store import StatusStore
+from lagwatch.shared.protocol.types import Status
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import FAST_NOTIFIER, eventually, make_config, running
 from tests.services.notifier.test_notifier_support import CLUSTER, Receiver, Timeline
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
-from lagwatch.shared.domain.status_event import Incident, StatusEvent, build_event, next_incident
+from lagwatch.shared.events.status_event import Incident, StatusEvent, build_event, next_incident
+from lagwatch.shared.protocol.types import GroupStatus, OffsetEntry, PartitionStatus, Status
 
 CLUSTER = "local"
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lagwatch.shared.templating.template_worker import OverBudget, TemplateWorkers
-from lagwatch.shared.templating.templates import TemplateProblem
+from lagwatch.shared.notifications.templating.template_worker import OverBudget, TemplateWorkers
+from lagwatch.shared.notifications.templating.templates import TemplateProblem
 
 NESTED_LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
 

@@ -9,9 +9,9 @@ from email.policy import default as default_policy
 from aiokafka import AIOKafkaProducer
 
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.clock import now_ms
-from lagwatch.shared.domain.protocol import GroupStatus, OffsetEntry, PartitionStatus, Status
-from lagwatch.shared.domain.status_event import Incident, fitted, record_key, transition
+from lagwatch.shared.events.status_event import Incident, fitted, record_key, transition
+from lagwatch.shared.protocol.types import GroupStatus, OffsetEntry, PartitionStatus, Status
+from lagwatch.shared.runtime.clock import now_ms
 from tests.kafka_helpers import CLUSTER, eventually, running
 from tests.services.notifier.test_notifier_channels import certificate, email_subscription, smtp_server  # noqa: F401 (a fixture)
 from tests.services.notifier.test_notifier_delivery import config_for

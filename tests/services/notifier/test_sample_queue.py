@@ -8,9 +8,10 @@ import json
 
 from lagwatch.services.notifier import sample_queue
 from lagwatch.services.notifier.subscriptions import Registry
-from lagwatch.shared.config import SubscriptionConfig
-from lagwatch.shared.store import keys, sample_requests
-from lagwatch.shared.subscriptions.store import SubscriptionStore
+from lagwatch.shared.notifications import sample_requests
+from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import eventually, make_config
 
 

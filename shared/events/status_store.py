@@ -1,0 +1,196 @@
+"""The evaluator's memory in Redis: each group's current status, transition count and open incident, and the
+status-change events written but not yet acknowledged by Kafka (an outbox). Key layout: `keys.py`.
+
+A transition is recorded with a compare-and-set on the group's transition count (`TRANSITION`), together with its
+event; the event is then published and removed from the outbox. An evaluator that dies between the two leaves the
+event in the outbox, and the next evaluation of the group publishes it: no transition is lost, and none is
+recorded twice. (A crash after Kafka acknowledged but before the removal re-sends it with the same `event_id`.)
+
+Each recorded transition also updates the cluster's index of current statuses and its list of recent changes (the
+dashboard's feed, capped at `RECENT_CHANGES`), in one call on the cluster's slot right after the compare-and-set.
+An evaluation's transitions travel together (`transitions`): on a single Redis server one script call records
+all of them with their index updates, and one takes their acknowledged events out (a cold start records one per
+group; redis-py's cost per command was most of it). On Redis Cluster, whose pipelines take no scripts, one call per
+group.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from lagwatch.shared.events import scripts
+from lagwatch.shared.events.group_outbox import acknowledge, read_states_and_outboxes
+from lagwatch.shared.events.status_event import Incident
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import Status
+from lagwatch.shared.runtime.redis_client import reply
+
+RECENT_CHANGES = 200  # status changes kept per cluster for the dashboard
+# what a recent-changes entry copies from the event, beside what the transition itself knows
+SUMMARY_FIELDS = (
+    "event_id",
+    "previous_status",
+    "incident_id",
+    "totallag",
+    "max_lag_seconds",
+    "max_lag_seconds_lower_bound",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One transition to record: the group moves from its state's `seq` to `status`, keeping `keeps`."""
+
+    group: str
+    expected_seq: int
+    status: Status
+    keeps: Incident
+    event: bytes
+    now_ms: int
+
+
+@dataclass(slots=True)
+class GroupState:
+    status: Status = Status.NOTFOUND
+    seq: int = 0
+    incident: Incident = field(default_factory=lambda: Incident(None, None))
+    pending: list[bytes] = field(default_factory=list)  # events in the outbox, oldest first
+
+
+class StatusStore:
+    def __init__(self, redis: Redis, expire_group_ms: int) -> None:
+        self.redis = redis
+        self.expire_group_ms = expire_group_ms
+        self._transition = redis.register_script(scripts.TRANSITION)
+        self._record_change = redis.register_script(scripts.RECORD_STATUS_CHANGE)
+        self._transitions = redis.register_script(scripts.TRANSITIONS)
+
+    async def states(self, cluster: str, groups: Sequence[str]) -> list[GroupState]:
+        read = await read_states_and_outboxes(self.redis, cluster, groups, keys.group_state, keys.group_pending_events)
+        return [_state(raw, pending) for raw, pending in read]
+
+    async def transition(
+        self, cluster: str, group: str, *, expected_seq: int, status: Status, keeps: Incident, event: bytes, now_ms: int
+    ) -> bool:
+        """Record the transition and its event if nobody recorded another since `expected_seq`."""
+        args: list[Any] = [
+            expected_seq,
+            status.name,
+            keeps.incident_id or "",
+            "" if keeps.started_at is None else keeps.started_at,
+            now_ms,
+            event,
+            self.expire_group_ms,
+        ]
+        state_keys = [keys.group_state(cluster, group), keys.group_pending_events(cluster, group)]
+        applied = bool(await self._transition(keys=state_keys, args=args))
+        if applied:
+            change = change_summary(group, expected_seq + 1, status, keeps, now_ms, event)
+            cluster_keys = [keys.statuses_index(cluster), keys.recent_status_changes(cluster)]
+            await self._record_change(keys=cluster_keys, args=[group, status.name, change, RECENT_CHANGES])
+        return applied
+
+    async def transitions(self, cluster: str, items: Sequence[Transition]) -> list[bool]:
+        """Record many transitions (each a compare-and-set, as `transition`); whether each was applied, in order."""
+        if not items:
+            return []
+        if isinstance(self.redis, RedisCluster):  # its pipelines take no scripts: one call per group
+            return [
+                await self.transition(
+                    cluster,
+                    t.group,
+                    expected_seq=t.expected_seq,
+                    status=t.status,
+                    keeps=t.keeps,
+                    event=t.event,
+                    now_ms=t.now_ms,
+                )
+                for t in items
+            ]
+        cluster_keys = [keys.statuses_index(cluster), keys.recent_status_changes(cluster)]
+        group_keys: list[str] = []
+        args: list[Any] = [RECENT_CHANGES]
+        for t in items:
+            group_keys += [keys.group_state(cluster, t.group), keys.group_pending_events(cluster, t.group)]
+            change = change_summary(t.group, t.expected_seq + 1, t.status, t.keeps, t.now_ms, t.event)
+            args += [*self._transition_args(t), t.group, change]
+        replies = await self._transitions(keys=cluster_keys + group_keys, args=args)
+        return [bool(reply) for reply in replies]
+
+    def _transition_args(self, t: Transition) -> list[Any]:
+        started = "" if t.keeps.started_at is None else t.keeps.started_at
+        return [
+            t.expected_seq,
+            t.status.name,
+            t.keeps.incident_id or "",
+            started,
+            t.now_ms,
+            t.event,
+            self.expire_group_ms,
+        ]
+
+    async def acknowledge(self, cluster: str, group: str, events: Sequence[bytes]) -> None:
+        """Kafka has these events: take them out of the outbox."""
+        await self.acknowledge_many(cluster, {group: events})
+
+    async def acknowledge_many(self, cluster: str, events: Mapping[str, Sequence[bytes]]) -> None:
+        """`acknowledge` for many groups in one round trip."""
+        await acknowledge(self.redis, cluster, events, keys.group_pending_events)
+
+    async def known_groups(self, cluster: str) -> dict[str, Status]:
+        """Groups whose last recorded status is not NOTFOUND."""
+        raw = await reply(self.redis.hgetall(keys.statuses_index(cluster)))
+        return {g.decode(): Status[s.decode()] for g, s in raw.items()}
+
+    async def count(self, cluster: str) -> int:
+        """How many groups have a status other than NOTFOUND."""
+        return int(await reply(self.redis.hlen(keys.statuses_index(cluster))))
+
+    async def statuses_of(self, cluster: str, groups: Sequence[str]) -> list[Status | None]:
+        """The last recorded status of each group (None: none, or NOTFOUND), in one round trip."""
+        if not groups:
+            return []
+        raw = await reply(self.redis.hmget(keys.statuses_index(cluster), list(groups)))
+        return [None if s is None else Status[s.decode()] for s in raw]
+
+    async def recent_changes(self, cluster: str, count: int = RECENT_CHANGES) -> list[dict[str, Any]]:
+        """The cluster's latest status changes, newest first (see `change_summary`); unreadable entries skipped."""
+        raw = await reply(self.redis.lrange(keys.recent_status_changes(cluster), 0, count - 1))
+        return [change for change in map(_json_object, raw) if change]
+
+
+def change_summary(group: str, seq: int, status: Status, keeps: Incident, now_ms: int, event: bytes) -> bytes:
+    """A recent-changes entry: the transition, plus the event's previous status, incident and lag (the event itself
+    can list thousands of partitions). The incident is the one the event carries, so a closing change names it."""
+    from_event = _json_object(event)
+    summary = {"group": group, "seq": seq, "status": status.name, "at": now_ms, "incident_id": keeps.incident_id}
+    summary.update({name: from_event[name] for name in SUMMARY_FIELDS if name in from_event})
+    return json.dumps(summary, separators=(",", ":")).encode()
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    """The JSON object in `raw`, or {} when it is not one."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _state(raw: dict[bytes, bytes], pending: list[bytes]) -> GroupState:
+    if not raw:
+        return GroupState(pending=list(pending))
+    started = raw.get(b"incident_started_at")
+    incident_id = raw.get(b"incident_id")
+    return GroupState(
+        status=Status[raw[b"status"].decode()],
+        seq=int(raw[b"seq"]),
+        incident=Incident(incident_id.decode() if incident_id else None, int(started) if started else None),
+        pending=list(pending),
+    )

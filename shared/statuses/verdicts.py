@@ -1,0 +1,76 @@
+"""The rules applied to windows as stored (`windows.store.StoredGroup`): a partition's status, lag in seconds,
+velocity and retention risk. Most partitions of a healthy cluster are caught up, and rule 1 judges those from the
+ends of the packed ring alone, without unpacking it."""
+
+from __future__ import annotations
+
+from lagwatch.shared.protocol.types import GroupStatus, PartitionStatus, RuleConfig
+from lagwatch.shared.statuses.retention import NO_RISK, RetentionRisk, retention_risk
+from lagwatch.shared.statuses.rules import caught_up_status, partition_status, summarize_group
+from lagwatch.shared.statuses.time_lag import TimeLag, time_lag
+from lagwatch.shared.statuses.velocity import UNKNOWN as UNKNOWN_VELOCITY
+from lagwatch.shared.statuses.velocity import Velocity, partition_velocity
+from lagwatch.shared.windows.packing import COMMIT_ENTRY, commit_entry_at
+from lagwatch.shared.windows.store import StoredGroup, StoredPartition, TopicPartition
+
+
+def stored_partition_status(p: StoredPartition, intervals: int, now_ms: int, rules: RuleConfig) -> PartitionStatus:
+    """The rules' verdict on a stored partition (the same as `partition_status(p.to_rule_input(...))`)."""
+    lag = p.current_lag
+    filled = min(len(p.packed) // COMMIT_ENTRY.size, intervals)
+    if filled and lag <= rules.allowed_lag:
+        first, last = commit_entry_at(p.packed, -filled), commit_entry_at(p.packed, -1)
+        return caught_up_status(p.topic, p.partition, first, last, filled, intervals, lag, p.owner, p.client_id)
+    return partition_status(p.to_rule_input(intervals), now_ms, rules)
+
+
+def stored_group_status(group: StoredGroup, intervals: int, now_ms: int, rules: RuleConfig) -> GroupStatus:
+    """Burrow's rules on every partition, the group the worst of them."""
+    results = [stored_partition_status(p, intervals, now_ms, rules) for p in group.partitions]
+    return summarize_group(group.cluster, group.group, results)
+
+
+def partition_time_lag(p: StoredPartition, now_ms: int) -> TimeLag | None:
+    """How far behind in time the newest commit is (None without a commit or a log-end history)."""
+    if not p.packed:
+        return None
+    return time_lag(commit_entry_at(p.packed, -1).offset, p.history, now_ms)
+
+
+def partition_retention_risk(p: StoredPartition, now_ms: int, retention_ms: int | None = None) -> RetentionRisk:
+    """How long until the oldest unconsumed message is deleted, and messages already skipped (retention.py)."""
+    if not p.packed:
+        return NO_RISK
+    retention_ms = p.retention_ms if retention_ms is None else retention_ms
+    committed = commit_entry_at(p.packed, -1).offset
+    log_end = p.broker_offsets[-1] if p.broker_offsets else None
+    lag = time_lag(committed, p.history, now_ms) if retention_ms is not None else None
+    return retention_risk(committed, log_end, p.log_start, lag, retention_ms, now_ms)
+
+
+def partition_velocity_of(p: StoredPartition, intervals: int, now_ms: int) -> Velocity:
+    """Consume and produce rates and time to catch up (`velocity.py`). A caught-up partition's rates need only the
+    ends of its window (no unpacking: most partitions are caught up)."""
+    if not p.packed:
+        return UNKNOWN_VELOCITY
+    lag = p.current_lag
+    filled = min(len(p.packed) // COMMIT_ENTRY.size, intervals)
+    if lag == 0 and not p.unpacked:
+        window = [commit_entry_at(p.packed, -filled), commit_entry_at(p.packed, -1)]
+    else:
+        window = p.entries[-intervals:]
+    return partition_velocity(window, p.history, lag, now_ms)
+
+
+def time_lags(group: StoredGroup, now_ms: int) -> dict[TopicPartition, TimeLag | None]:
+    return {(p.topic, p.partition): partition_time_lag(p, now_ms) for p in group.partitions}
+
+
+def retention_risks(group: StoredGroup, now_ms: int) -> dict[TopicPartition, RetentionRisk]:
+    """Each partition with a commit: its retention risk."""
+    return {(p.topic, p.partition): partition_retention_risk(p, now_ms) for p in group.partitions if p.packed}
+
+
+def velocities(group: StoredGroup, intervals: int, now_ms: int) -> dict[TopicPartition, Velocity]:
+    """Each partition with a commit: its velocity."""
+    return {(p.topic, p.partition): partition_velocity_of(p, intervals, now_ms) for p in group.partitions if p.packed}

@@ -1,0 +1,3 @@
+"""Where a commit becomes a window: the reference window (window.py), its packed ring (packing.py, packed_window.py),
+the Redis store with its Lua (store.py, scripts.py), the changes topic that says which groups moved (changes.py),
+how far the ingest has read (read_through*.py) and the ingest's totals."""

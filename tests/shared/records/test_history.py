@@ -1,0 +1,206 @@
+"""The history of what the ingest read: its records, the Parquet files they are archived in, and the archiver service
+that moves them from the history topic to those files."""
+
+from __future__ import annotations
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from lagwatch.services.archiver.service import RECORDS, Archiver
+from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.records.history import (
+    KIND_BROKER,
+    MESSAGE_BYTES,
+    HistoryMessages,
+    HistoryRecord,
+    HistoryRecordInvalid,
+    broker_records,
+    commit_record,
+    commits_key,
+    decode,
+    encode_commit,
+    records_of,
+    utc_date,
+)
+from lagwatch.shared.records.history_files import HistoryFileWriter
+from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+
+DAY = 86_400_000
+T = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+COMMIT = commit_record("prod", Commit("g", "t", 3, 120, T - 5, 77, T))
+
+
+def test_a_commit_record_round_trips_through_its_json():
+    assert decode(COMMIT.encode()) == COMMIT
+    assert COMMIT.key() == b"prod/g"
+
+
+def test_log_end_samples_are_keyed_by_topic():
+    samples = list(broker_records("prod", {"t": {0: 10, 1: 12}}, T))
+
+    assert [(s.kind, s.partition, s.offset, s.observed_at, s.group) for s in samples] == [
+        (KIND_BROKER, 0, 10, T, None),
+        (KIND_BROKER, 1, 12, T, None),
+    ]
+    assert samples[0].key() == b"prod/t"
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (b"{", "not JSON"),
+        (b"[1]", "not a JSON object"),
+        (b'{"kind": "commit"}', "missing cluster, group"),
+        (COMMIT._replace(offset=-1).encode(), "offset must be a non-negative integer"),
+        (COMMIT._replace(group="").encode(), "group is empty"),
+        (COMMIT._replace(kind="x").encode(), "kind must be one of commit, broker, log-start"),
+        # values no file column can hold: the archiver could not write them (and stopped at each restart)
+        (
+            COMMIT._replace(offset=2**63).encode(),
+            r"offset must be a non-negative integer \(at most 9223372036854775807\)",
+        ),
+        (COMMIT._replace(partition=2**31).encode(), "partition must be"),
+        (COMMIT._replace(observed_at=2**62).encode(), "observed_at must be"),  # no UTC date to file it under
+        (COMMIT._replace(group="\ud800").encode(), "group is empty or not UTF-8 text"),
+        (COMMIT._replace(kind=KIND_BROKER, group=7).encode(), "group must be UTF-8 text or null"),
+        (COMMIT._replace(cluster="../../etc").encode(), "cluster must be a cluster's name"),  # names a directory
+        (COMMIT._replace(cluster="prod\n").encode(), "cluster must be a cluster's name"),  # `$` allowed a last newline
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON: RecursionError"),
+    ],
+)
+def test_bad_records_say_what_is_wrong(value, problem):
+    with pytest.raises(HistoryRecordInvalid, match=problem):
+        decode(value)
+
+
+def test_files_are_partitioned_by_cluster_and_date_and_written_whole(tmp_path):
+    writer = HistoryFileWriter(str(tmp_path), flush_rows=3)
+    records = [COMMIT, COMMIT._replace(observed_at=T + DAY), COMMIT._replace(cluster="test")]
+
+    assert writer.add(records[:2]) is False
+    assert writer.add(records[2:]) is True  # full: time to flush
+    written = writer.flush()
+
+    assert sorted(p.split(str(tmp_path))[1].rsplit("/", 1)[0] for p in written) == [
+        "/cluster=prod/date=2026-01-01",
+        "/cluster=prod/date=2026-01-02",
+        "/cluster=test/date=2026-01-01",
+    ]
+    assert writer.buffered == 0 and writer.rows_written == 3
+    assert not list(tmp_path.rglob("*.tmp"))
+    table = ds.dataset(tmp_path, format="parquet", partitioning="hive").to_table()
+    assert sorted(table.column("cluster").to_pylist()) == ["prod", "prod", "test"]
+    assert set(table.column("offset").to_pylist()) == {120}
+
+
+def test_utc_dates():
+    assert utc_date(T - 1) == "2025-12-31" and utc_date(T) == "2026-01-01"
+
+
+async def test_the_archiver_writes_the_topic_to_files_and_skips_bad_records(kafka, redis_server, tmp_path):
+    """Messages of one record and of several (one per line, as the ingest sends a group's commits); a bad record
+    alone or among good ones is counted and skipped, its neighbours archived."""
+    kafka.create_topic("lagwatch.history", 2)
+    config = make_config(
+        kafka.bootstrap,
+        redis_server.url,
+        HISTORY__PATH=str(tmp_path),
+        HISTORY__FLUSH_ROWS="40",  # the memory bound: files every 40 records
+        HISTORY__FLUSH_INTERVAL="0.5",
+        HISTORY__HTTP_PORT="0",
+    )
+    good = [commit_record(CLUSTER, Commit("g", "t", i % 4, i, T + i, i, T + i)) for i in range(100)]
+    bad_before = RECORDS.labels(CLUSTER, "bad")._value.get()
+    async with AIOKafkaProducer(bootstrap_servers=kafka.bootstrap) as producer:
+        for record in good[:50]:
+            await producer.send("lagwatch.history", record.encode(), key=record.key())
+        await producer.send("lagwatch.history", b"not a record", key=b"x")
+        for start in range(50, 100, 10):  # ten records per message, one bad line among those of the first
+            lines = [record.encode() for record in good[start : start + 10]]
+            if start == 50:
+                lines.insert(4, b'{"kind":"commit"}')
+            await producer.send("lagwatch.history", b"\n".join(lines), key=good[start].key())
+
+    archiver = Archiver(config, CLUSTER, http_port=0)
+    async with running(archiver):
+        await eventually(lambda: _archived(archiver, 100), timeout=30)
+
+    assert RECORDS.labels(CLUSTER, "bad")._value.get() == bad_before + 2
+    # memory bound: a flush comes once 40 are buffered, checked after each message (here at most ten records)
+    rows_per_file = [pq.ParquetFile(f).metadata.num_rows for f in tmp_path.rglob("*.parquet")]
+    assert len(rows_per_file) >= 2 and max(rows_per_file) < 50
+    assert sorted(_offsets(tmp_path)) == list(range(100))
+
+    # its position was committed with the files: a restarted archiver writes nothing twice
+    again = Archiver(config, CLUSTER, http_port=0)
+    async with running(again):
+        await eventually(lambda: _assigned(again), timeout=30)
+        await eventually(lambda: _idle_for(again), timeout=10)
+    assert sorted(_offsets(tmp_path)) == list(range(100))
+
+
+def _offsets(root) -> list[int]:
+    return ds.dataset(root, format="parquet", partitioning="hive").to_table().column("offset").to_pylist()
+
+
+async def _archived(archiver: Archiver, n: int) -> bool:
+    return archiver.writer.rows_written >= n and not archiver.positions
+
+
+async def _assigned(archiver: Archiver) -> bool:
+    return bool(archiver.consumer.assignment())
+
+
+async def _idle_for(archiver: Archiver) -> bool:
+    positions = [await archiver.consumer.position(tp) for tp in archiver.consumer.assignment()]
+    return sum(positions) >= 56 and archiver.writer.rows_written == 0  # every message: 50 + 1 + 5
+
+
+def test_history_record_fields_are_the_documented_columns():
+    from lagwatch.shared.records.history import COLUMN_NAMES
+
+    assert HistoryRecord._fields == COLUMN_NAMES
+
+
+def test_the_ingests_encoding_of_a_commit_is_the_records_own_to_the_byte():
+    for group, topic in (("g", "t"), ('we"ird\\', "tö pic"), ("ünïcode-群", "t.1")):
+        commit = Commit(group, topic, 3, 120, T - 5, 77, T)
+        record = commit_record("prod", commit)
+        assert encode_commit("prod", *commit) == record.encode()
+        assert decode(record.encode()) == record
+
+
+def _commit(group: str, partition: int, offset: int, offsets_partition: int = 0) -> tuple[bytes, bytes]:
+    """(key, value) as the ingest adds a commit read from `offsets_partition`."""
+    return commits_key("prod", offsets_partition), encode_commit("prod", group, "t", partition, offset, T, offset, T)
+
+
+def test_consecutive_commits_of_an_offsets_partition_share_a_message_and_each_partition_keeps_its_order():
+    """Many groups' commits share a message; a group's are all read from one offsets partition, so they stay in
+    order under one key."""
+    messages = HistoryMessages()
+    sent = [("a", 0, 1, 7), ("b", 1, 2, 7), ("c", 0, 3, 12), ("a", 0, 4, 7), ("b", 1, 5, 7)]
+    for group, partition, offset, offsets_partition in sent:
+        messages.add(*_commit(group, partition, offset, offsets_partition))
+    messages.close()
+
+    assert [key for key, _ in messages.messages] == [b"prod/offsets-7", b"prod/offsets-12", b"prod/offsets-7"]
+    read = [decode(line) for _, message in messages.messages for line in records_of(message)]
+    assert [(r.group, r.partition, r.offset) for r in read] == [s[:3] for s in sent]
+    assert [len(records_of(m)) for _, m in messages.messages] == [2, 1, 2]
+
+
+def test_a_message_takes_no_more_records_once_past_its_size():
+    messages = HistoryMessages()
+    per_message = MESSAGE_BYTES // (len(_commit("g", 0, 1000)[1]) + 1) + 1  # records of 1000 to 9999: one size
+    offsets = range(1000, 1000 + 2 * per_message + 5)  # enough for two messages and a bit
+    for offset in offsets:
+        messages.add(*_commit("g", 0, offset))
+    assert len(messages.messages) == 2  # the third is still open
+    messages.close()
+
+    sizes = [len(message) for _, message in messages.messages]
+    assert len(sizes) == 3 and all(size < MESSAGE_BYTES + 200 for size in sizes)
+    assert [decode(line).offset for _, m in messages.messages for line in records_of(m)] == list(offsets)
