@@ -18,7 +18,6 @@ from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.runtime.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.redis_client import connect, reply
-from lagwatch.shared.runtime.redis_memory import warn_if_evicting
 from lagwatch.shared.windows.read_through_store import ReadThroughStore
 from lagwatch.shared.windows.store import StoredGroup, WindowStore
 
@@ -41,14 +40,6 @@ class ApiContext:
             notices=DeletionNotices(config),
             kafka=KafkaProbe(config.clusters),
         )
-
-    async def start(self) -> None:
-        self.notices.start()
-        await warn_if_evicting(self.redis, "api")
-
-    async def close(self) -> None:
-        await self.notices.stop()
-        await self.redis.aclose()
 
     async def clusters(self) -> list[str]:
         return sorted(set(self.config.clusters) | set(await self.store.list_clusters()))

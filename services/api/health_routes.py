@@ -1,23 +1,14 @@
-"""Health: Burrow's `GET /burrow/admin` (text `GOOD`) and `/burrow/admin/ready` (`READY` / `STARTING`), and
-lagwatch's `/healthz` and `/readyz`.
-
-`/healthz` says the process runs. `/readyz` says it can answer: Redis answers a PING. Whether each configured
-cluster's Kafka accepts a connection is reported beside (`kafka`; the probe is cached: `shared/runtime/kafka_probe.py`)
-but does not make the api unready: everything it serves is read from Redis, and a DELETE's change notice to the
-evaluator is best effort (`notices.py`). A Kafka outage — or one cluster's of several — must not take the api and
-the dashboard out of their Service just when operators look at them.
-"""
+"""Burrow's probes: `GET /burrow/admin` (text `GOOD`) and `/burrow/admin/ready` (`READY` / `STARTING`). lagwatch's
+`/healthz` and `/readyz` are the health server's (`shared/runtime/health_server.py`), mounted on the api's app."""
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 
-from lagwatch.services.api.context import CONTEXT
+from lagwatch.shared.runtime.health_server import HealthServer
 
 routes = web.RouteTableDef()
-REDIS_PING_TIMEOUT_S = 2.0
+HEALTH = web.AppKey("lagwatch_api_health", HealthServer)
 
 
 @routes.get("/burrow/admin")
@@ -27,30 +18,8 @@ async def burrow_admin(_: web.Request) -> web.Response:
 
 @routes.get("/burrow/admin/ready")
 async def burrow_ready(request: web.Request) -> web.Response:
-    """Burrow's readiness probe: `READY` (200) once the api can answer, `STARTING` (503) until then; the same
-    check as `/readyz`, so Kubernetes probes copied from a Burrow deployment keep working."""
-    if await _redis_ok(request):
+    """`READY` (200) once the api can answer, `STARTING` (503) until then: `/readyz`'s checks, so Kubernetes probes
+    copied from a Burrow deployment keep working."""
+    if await request.app[HEALTH].ready():
         return web.Response(text="READY")
     return web.Response(text="STARTING", status=503)
-
-
-@routes.get("/healthz")
-async def healthz(_: web.Request) -> web.Response:
-    return web.json_response({"service": "api", "status": "alive"})
-
-
-@routes.get("/readyz")
-async def readyz(request: web.Request) -> web.Response:
-    context = request.app[CONTEXT]
-    ready = await _redis_ok(request)
-    kafka = {cluster: await context.kafka.reachable(cluster) for cluster in sorted(context.config.clusters)}
-    body = {"service": "api", "ready": ready, "checks": {"redis": ready}, "kafka": kafka}  # kafka: not gating
-    return web.json_response(body, status=200 if ready else 503)
-
-
-async def _redis_ok(request: web.Request) -> bool:
-    try:
-        async with asyncio.timeout(REDIS_PING_TIMEOUT_S):
-            return bool(await request.app[CONTEXT].redis.ping())
-    except Exception:  # any failure means "not ready", and readiness must answer, not raise
-        return False

@@ -1,13 +1,12 @@
-"""`lagwatch run api`: the aiohttp application, and the server that runs it until SIGTERM/SIGINT.
+"""`lagwatch run api`: the aiohttp application, and the service that serves it until SIGTERM/SIGINT.
 
-`create_app(config)` builds the Application (Burrow's /v3 routes, health, /metrics, the dashboard, JSON errors);
-`ApiServer` serves it on a host and port (port 0 = a free one, see `.url`), like the other services' runners.
+`create_app(config)` builds the Application (Burrow's /v3 routes, /metrics, the dashboard, JSON errors);
+`ApiServer` serves it on the Service base's health server, which mounts /healthz and /readyz on it, on a host and
+port (port 0 = a free one, see `.url`), like the other services.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
 from aiohttp import web
@@ -27,29 +26,20 @@ from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.metrics import METRICS, ApiMetrics, handle_metrics
 from lagwatch.services.api.middleware import errors_as_json, timed, trailing_slash
 from lagwatch.shared.runtime.config import Config
-from lagwatch.shared.runtime.http_client_errors import quiet_client_errors
-from lagwatch.shared.runtime.listen import listen
+from lagwatch.shared.runtime.health_server import ReadinessCheck, Report
+from lagwatch.shared.runtime.service import Service
 from lagwatch.shared.runtime.service_lifecycle import run_until_signalled
 
 log = logging.getLogger(__name__)
-# A connection must complete a request's headers within this long of opening (or of its previous answer), or it is
-# closed. aiohttp's AppRunner default is 3630 s: idle or header-dripping connections (slow-loris) then hold file
-# descriptors for an hour, until the api can accept nothing more. 75 s as aiohttp's run_app and nginx.
-KEEPALIVE_TIMEOUT_S = 75.0
 
 
 def create_app(config: Config) -> web.Application:
     # `timed` is outermost, so error answers are timed too
     app = web.Application(middlewares=[timed, trailing_slash, errors_as_json])
-    context = ApiContext.create(config)
-    app[CONTEXT] = context
+    app[CONTEXT] = ApiContext.create(config)
     app[METRICS] = ApiMetrics(config)
-    app.add_routes(burrow_routes.routes)
-    app.add_routes(group_routes.routes)
-    app.add_routes(config_routes.routes)
-    app.add_routes(health_routes.routes)
-    app.add_routes(subscription_routes.routes)
-    app.add_routes(silence_routes.routes)
+    for module in (burrow_routes, group_routes, config_routes, health_routes, subscription_routes, silence_routes):
+        app.add_routes(module.routes)
     dashboard.install(app)
     cors.install(app, config.api.access_control_allow_origin)
     app.router.add_get("/metrics", handle_metrics)
@@ -59,48 +49,56 @@ def create_app(config: Config) -> web.Application:
 
 
 async def _start(app: web.Application) -> None:
-    await app[CONTEXT].start()
+    app[CONTEXT].notices.start()
 
 
-async def _close(app: web.Application) -> None:
+async def _close(app: web.Application) -> None:  # after the last request: what handlers use closes here
     await app[METRICS].close()
-    await app[CONTEXT].close()
+    await app[CONTEXT].notices.stop()
 
 
-class ApiServer:
+class ApiServer(Service):
+    """`/readyz` says the api can answer: Redis answers a PING (everything the api serves is read from Redis; a
+    replica during a failover still serves reads). Whether each configured cluster's Kafka accepts a connection is
+    reported beside (`kafka`; the probe is cached: `shared/runtime/kafka_probe.py`) but does not gate: a DELETE's
+    change notice to the evaluator is best effort (`notices.py`), and a Kafka outage — or one cluster's of several —
+    must not take the api and the dashboard out of their Service just when operators look at them."""
+
     def __init__(self, config: Config, *, host: str | None = None, port: int | None = None) -> None:
         self.config = config
-        self.host = host or config.api.host
-        self.port = config.api.port if port is None else port
         self.tls = listener_tls.server_context(config.api)  # ConfigError before anything starts
-        self.stopping = asyncio.Event()
-        self.started = asyncio.Event()  # set once the socket listens (and `port` is the real one)
+        self.app = create_app(config)
+        self.context = self.app[CONTEXT]
+        port = config.api.port if port is None else port
+        super().__init__(
+            "api", host=host or config.api.host, port=port, redis=self.context.redis, app=self.app, tls=self.tls
+        )
+        self.app[health_routes.HEALTH] = self.health
 
     @property
     def url(self) -> str:
-        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+        return self.health.url
 
-    async def run(self) -> None:
-        """Serve until `stopping` is set; in-flight requests get a short grace period at shutdown."""
-        quiet_client_errors()  # a malformed request is a WARNING line, not an ERROR with a traceback
-        runner = web.AppRunner(
-            create_app(self.config), access_log=None, shutdown_timeout=5.0, keepalive_timeout=KEEPALIVE_TIMEOUT_S
-        )
-        await runner.setup()
-        reloading = None
-        try:
-            self.port = await listen(runner, self.host, self.port, self.tls)
-            if self.tls is not None:
-                reloading = asyncio.create_task(listener_tls.reload_on_change(self.tls, self.config.api, self.stopping))
-            self.started.set()
-            log.info("api: serving on %s", self.url)
-            await self.stopping.wait()
-        finally:
-            if reloading is not None:
-                reloading.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reloading
-            await runner.cleanup()
+    @property
+    def port(self) -> int:
+        return self.health.port
+
+    def readiness(self) -> dict[str, ReadinessCheck]:
+        return {"redis": self._redis_answers}
+
+    def reports(self) -> dict[str, Report]:
+        return {"kafka": self._kafka_reachable}
+
+    async def _redis_answers(self) -> bool:
+        return bool(await self.context.redis.ping())
+
+    async def _kafka_reachable(self) -> dict[str, bool]:
+        kafka = self.context.kafka
+        return {cluster: await kafka.reachable(cluster) for cluster in sorted(self.config.clusters)}
+
+    async def start_work(self) -> None:
+        if self.tls is not None:
+            self.spawn(listener_tls.reload_on_change(self.tls, self.config.api, self.stopping))
 
 
 async def run_api(config: Config, *, port: int | None = None) -> None:

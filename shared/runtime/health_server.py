@@ -9,11 +9,15 @@ text format of this process's registry, and each check's answer at the scrape: `
 check}` and `lagwatch_service_alive{service, check}`, 1 or 0. An orchestrator acts on the probes; Prometheus
 scrapes a process that is up but cannot work (Redis or Kafka out of its reach) as up, and only these say it
 (`LagwatchServiceNotReady`).
+
+A service with an HTTP application of its own (the api) has the probes mounted on it and serves its own `/metrics`;
+`/readyz` may also report what does not gate readiness (the api's Kafka).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
@@ -26,10 +30,21 @@ from lagwatch.shared.runtime.prometheus_text import render
 
 ReadinessCheck = Callable[[], Awaitable[bool]]
 LivenessCheck = Callable[[], bool]
+Report = Callable[[], Awaitable[object]]
 CHECK_TIMEOUT_S = 2.0  # a dependency that does not answer a readiness check within this is not ready
+# A connection must complete a request's headers within this long of opening (or of its previous answer), or it is
+# closed. aiohttp's AppRunner default is 3630 s: idle or header-dripping connections (slow-loris) then hold file
+# descriptors for an hour, until the server can accept nothing more. 75 s as aiohttp's run_app and nginx.
+# Read at each start: tests shorten it.
+KEEPALIVE_TIMEOUT_S = 75.0
+SHUTDOWN_TIMEOUT_S = 5.0  # in-flight requests' grace at a stop
 
 
 class HealthServer:
+    """`app`: the service's own application, served with the probes mounted on it (it serves its own /metrics); None:
+    a bare one that serves `registry` on /metrics. `reports`: what /readyz tells beside the checks, not gating them.
+    `tls`: serve HTTPS."""
+
     def __init__(
         self,
         service: str,
@@ -39,24 +54,31 @@ class HealthServer:
         port: int = 0,
         registry: CollectorRegistry = REGISTRY,
         liveness: Mapping[str, LivenessCheck] | None = None,
+        reports: Mapping[str, Report] | None = None,
+        app: web.Application | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        self.service = service
-        self.checks = checks
-        self.liveness = liveness or {}
-        self.host = host
-        self.port = port
+        self.service, self.checks, self.liveness, self.reports = service, checks, liveness or {}, reports or {}
+        self.host, self.port, self.tls = host, port, tls
         self.registry = registry
+        self.app = app
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        app = web.Application()
+        app = self.app if self.app is not None else self._bare_app()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
         quiet_client_errors()  # a malformed request is a WARNING line, not an ERROR with a traceback
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(
+            app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S, keepalive_timeout=KEEPALIVE_TIMEOUT_S
+        )
         await self._runner.setup()
-        self.port = await listen(self._runner, self.host, self.port)
+        self.port = await listen(self._runner, self.host, self.port, self.tls)
+
+    def _bare_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        return app
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -64,12 +86,15 @@ class HealthServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     async def readiness(self) -> dict[str, bool]:
         """Each readiness check's answer, all at once."""
         answers = await asyncio.gather(*(_bounded(check) for check in self.checks.values()))
         return dict(zip(self.checks, answers, strict=True))
+
+    async def ready(self) -> bool:
+        return all((await self.readiness()).values())
 
     async def _healthz(self, _: web.Request) -> web.Response:
         dead = [name for name, alive in self.liveness.items() if not alive()]
@@ -80,9 +105,9 @@ class HealthServer:
     async def _readyz(self, _: web.Request) -> web.Response:
         results = await self.readiness()
         ready = all(results.values())
-        return web.json_response(
-            {"service": self.service, "ready": ready, "checks": results}, status=200 if ready else 503
-        )
+        body = {"service": self.service, "ready": ready, "checks": results}
+        body |= {name: await report() for name, report in self.reports.items()}
+        return web.json_response(body, status=200 if ready else 503)
 
     async def _metrics(self, _: web.Request) -> web.Response:
         ready = GaugeMetricFamily(

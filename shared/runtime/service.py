@@ -3,9 +3,9 @@ its work starts (`start_work`), stops (`stop_work`) and dies (`dead_work`); the 
 around that: the health server with its readiness and liveness checks, Redis and its readiness, the presence entry,
 starting a client with retries while Kafka is not up yet, background tasks, the crash watch and an ordered stop.
 
-A stop is always clean and always ends: the background tasks are cancelled, `stop_work` runs (each service bounds
-what may hang, e.g. a Faust app's stop), then the health server, the presence entry and Redis close, in that order,
-whatever failed before.
+A stop is always clean and always ends: `stopping` is set (work that watches it ends by itself), the background tasks
+are cancelled, `stop_work` runs (each service bounds what may hang, e.g. a Faust app's stop), then the health server,
+the presence entry and Redis close, in that order, whatever failed before.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from aiohttp import web
 from redis.asyncio import Redis
 
-from lagwatch.shared.runtime.health_server import HealthServer, LivenessCheck, ReadinessCheck
+from lagwatch.shared.runtime.health_server import HealthServer, LivenessCheck, ReadinessCheck, Report
 from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.presence import Presence
 from lagwatch.shared.runtime.redis_memory import takes_writes, warn_if_evicting
@@ -29,36 +31,55 @@ log = logging.getLogger(__name__)
 
 class Service:
     """Subclasses set what they need in `__init__` (after calling this one) and implement `start_work`; `stop_work`,
-    `dead_work`, `readiness` and `liveness` have defaults. `redis`: the service's connection, checked for readiness
-    (it takes writes), warned about when it evicts, closed last; `announce`: keep an entry among the cluster's
-    running instances of this service (what `lagwatch forget-cluster` and the api's instance count read)."""
+    `dead_work`, `readiness`, `liveness` and `reports` have defaults. `cluster`: "" for a service of every cluster
+    (the api); `redis`: the service's connection, checked for readiness (it takes writes), warned about when it
+    evicts, closed last; `announce`: keep an entry among the cluster's running instances of this service (what
+    `lagwatch forget-cluster` and the api's instance count read); `app`: the service's own HTTP application, which
+    the health server serves with the probes mounted on it (the api); `tls`: serve it over HTTPS."""
 
     def __init__(
         self,
         name: str,
-        cluster: str,
+        cluster: str = "",
         *,
         host: str,
         port: int,
         redis: Redis | None = None,
         announce: bool = False,
+        app: web.Application | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.name, self.cluster = name, cluster
         self.stopping = asyncio.Event()
+        self.started = asyncio.Event()  # set once the health server listens and the work started
         self.redis = redis
         self.presence = Presence(redis, cluster, name) if announce and redis is not None else None
-        self.health = HealthServer(name, self._readiness_checks(), host=host, port=port, liveness=self.liveness())
-        self._tasks: list[asyncio.Task] = []
+        self.health = HealthServer(
+            name,
+            self._readiness_checks(),
+            host=host,
+            port=port,
+            liveness=self.liveness(),
+            reports=self.reports(),
+            app=app,
+            tls=tls,
+        )
+        self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def label(self) -> str:
         """How log lines name this process: the service and its cluster."""
-        return f"{self.name} {self.cluster}"
+        return f"{self.name} {self.cluster}" if self.cluster else self.name
 
     # --- what a service says about itself ------------------------------------------------------------------------
 
     def readiness(self) -> dict[str, ReadinessCheck]:
-        """The service's own dependency checks, beside Redis's (which the base adds when there is a connection)."""
+        """The service's own dependency checks, beside Redis's (which the base adds when there is a connection; one
+        named "redis" here replaces it)."""
+        return {}
+
+    def reports(self) -> dict[str, Report]:
+        """What /readyz tells beside the checks without gating readiness on it."""
         return {}
 
     def liveness(self) -> dict[str, LivenessCheck]:
@@ -86,7 +107,7 @@ class Service:
         assert self.redis is not None
         return await takes_writes(self.redis)
 
-    def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task:
+    def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """A background task of the service, cancelled (and awaited) when the service stops."""
         task = asyncio.create_task(work)
         self._tasks.append(task)
@@ -117,11 +138,13 @@ class Service:
             if self.redis is not None:
                 await warn_if_evicting(self.redis, self.label)
             await self.start_work()
+            self.started.set()
             await until_stopped_or_dead(self.stopping, self.dead_work, self.label)
         finally:
             await self._stop()
 
     async def _stop(self) -> None:
+        self.stopping.set()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

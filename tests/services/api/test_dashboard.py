@@ -29,6 +29,7 @@ from lagwatch.shared.runtime.config import load_config
 from lagwatch.shared.runtime.presence import Presence
 from lagwatch.shared.statuses.lag_sparkline import lag_sparkline
 from lagwatch.shared.statuses.results_store import ResultsStore, result_of
+from lagwatch.shared.statuses.verdicts import stored_group_status, time_lags
 from lagwatch.shared.windows.packing import pack_commit_ring
 from lagwatch.shared.windows.store import StoredPartition, WindowStore
 from tests.evaluated import evaluate
@@ -135,16 +136,16 @@ async def seed(redis, now):
     config = dashboard_config("redis://unused")
     history = StatusStore(redis, config.window().expire_group_ms)
     groups = {g.group: g for g in await store.get_groups(CLUSTER, await store.list_groups(CLUSTER), now)}
-    statuses = {name: g.status(INTERVALS, now, config.rules()) for name, g in groups.items()}
+    statuses = {name: stored_group_status(g, INTERVALS, now, config.rules()) for name, g in groups.items()}
     for name in sorted(groups):
         ok = dataclasses.replace(statuses[name], status=Status.OK)
         await record(history, name, Status.NOTFOUND, ok, 1, QUIET, at(0, now))
     for name, step in [("billing", 3), ("search-indexer", 4)]:
-        await record(history, name, Status.OK, statuses[name], 2, QUIET, at(step, now), groups[name].time_lags(now))
+        await record(history, name, Status.OK, statuses[name], 2, QUIET, at(step, now), time_lags(groups[name], now))
     # the ready results the evaluator stores with its evaluation (what the overview reads)
     results = {
         name: result_of(
-            statuses[name], g.last_commit_ms, [now] if name == "billing" else [], g.time_lags(now), now, INTERVALS
+            statuses[name], g.last_commit_ms, [now] if name == "billing" else [], time_lags(g, now), now, INTERVALS
         )
         for name, g in groups.items()
     }

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import time
 
-from lagwatch.services.api import service
+from lagwatch.shared.runtime import health_server
 from tests.services.api.test_hardening_http_parser import GOOD, api_on
 
 
@@ -26,7 +26,7 @@ async def closed_after(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
 
 
 async def test_idle_and_header_dripping_connections_are_closed(redis_server, monkeypatch):
-    monkeypatch.setattr(service, "KEEPALIVE_TIMEOUT_S", 1.0, raising=False)
+    monkeypatch.setattr(health_server, "KEEPALIVE_TIMEOUT_S", 1.0)
     async with api_on(redis_server.url) as api:
         idle = await asyncio.open_connection("127.0.0.1", api.port)
         dripping = await asyncio.open_connection("127.0.0.1", api.port)

@@ -5,6 +5,7 @@ import asyncio
 
 import aiohttp
 import pytest
+from aiohttp import web
 from redis.asyncio import Redis
 
 from lagwatch.shared.protocol import keys
@@ -105,3 +106,49 @@ async def test_a_client_is_started_with_retries_until_it_starts_or_a_stop_is_ask
 
     asyncio.get_running_loop().call_later(0.3, service.stopping.set)
     assert await asyncio.wait_for(service.start_with_retries(never, "the producer"), 5) is False
+
+
+class WithOwnApp(Service):
+    """A service serving its own application (as the api): the probes are mounted on it, beside its routes."""
+
+    def __init__(self, redis: Redis) -> None:
+        app = web.Application()
+        app.router.add_get("/own", self._own)
+        super().__init__("own-app", host="127.0.0.1", port=0, redis=redis, app=app)
+
+    def readiness(self):
+        async def answers() -> bool:  # replaces the base's check of the same name
+            return False
+
+        return {"redis": answers}
+
+    def reports(self):
+        async def kafka() -> dict:
+            return {"c1": False}
+
+        return {"kafka": kafka}
+
+    async def _own(self, _: web.Request) -> web.Response:
+        return web.json_response({"own": True})
+
+    async def start_work(self) -> None:
+        pass
+
+
+async def test_a_service_with_its_own_app_serves_the_probes_on_it_and_reports_beside_its_checks(redis_server):
+    service = WithOwnApp(Redis.from_url(redis_server.url))
+    assert service.label == "own-app"  # a service of every cluster
+    running = asyncio.create_task(service.run())
+    await asyncio.wait_for(service.started.wait(), 5)
+    assert await _get(f"{service.health.url}/own") == (200, {"own": True})
+    assert await _get(f"{service.health.url}/healthz") == (200, {"service": "own-app", "status": "alive"})
+    assert await _get(f"{service.health.url}/readyz") == (
+        503,
+        {"service": "own-app", "ready": False, "checks": {"redis": False}, "kafka": {"c1": False}},
+    )
+    async with aiohttp.ClientSession() as http, http.get(f"{service.health.url}/metrics") as response:
+        assert response.status == 404  # the app serves its own /metrics, or none
+    running.cancel()  # a stop from outside sets `stopping`, so work watching it ends too
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert service.stopping.is_set()
