@@ -9,7 +9,7 @@ changes meaning, is a warning (printed on stderr by the command). Option names: 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,9 +62,9 @@ def migrate_file(path: Path, template_dirs: list[Path] | None = None) -> Migrati
 
 
 def migrate(burrow: Mapping[str, Any], template_dirs: list[Path] | None = None) -> Migration:
-    m = _Migrator(burrow, template_dirs or [])
-    config = m.run()
-    return Migration(config, list(dict.fromkeys(m.warnings)))
+    source = _Burrow(burrow)
+    config = _configuration(source, template_dirs or [])
+    return Migration(config, list(dict.fromkeys(source.warnings)))
 
 
 def _servers(where: str, value: Any) -> list[str]:
@@ -76,10 +76,24 @@ def _servers(where: str, value: Any) -> list[str]:
     return list(value)
 
 
-class _Migrator:
-    def __init__(self, burrow: Mapping[str, Any], template_dirs: list[Path]) -> None:
+def _present(body: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: body[key] for key in keys if key in body}
+
+
+def _set(body: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The keys given a value (Burrow reads an empty one as unset)."""
+    return {key: body[key] for key in keys if body.get(key)}
+
+
+def _open_or_close(opened: str, closed: str) -> str:
+    return f'{{% if notification.kind == "close" %}}{closed}{{% else %}}{opened}{{% endif %}}'
+
+
+class _Burrow:
+    """Burrow's configuration as read, and the warnings its translation collects."""
+
+    def __init__(self, burrow: Mapping[str, Any]) -> None:
         self.burrow = burrow
-        self.template_dirs = template_dirs
         self.warnings: list[str] = []
 
     def warn(self, where: str, text: str) -> None:
@@ -91,45 +105,50 @@ class _Migrator:
             raise ValueError(f"[{name}]: expected tables [{name}.<name>], got {value!r}")
         return {k: v for k, v in value.items() if isinstance(v, Mapping)}
 
-    def run(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"redis": {"url": "redis://127.0.0.1:6379/0"}}
-        known = {"cluster", "consumer", "client-profile", "tls", "sasl", "iam", "storage", "evaluator", "httpserver",
-                 "notifier", "general", *IGNORED_SECTIONS}  # fmt: skip
-        for name, why in IGNORED_SECTIONS.items():
-            if name in self.burrow:
-                self.warn(f"[{name}]", f"not carried over: {why}")
-        for name in sorted(set(self.burrow) - known):
-            self.warn(f"[{name}]", "unknown section, not carried over")
-        out["clusters"] = self.clusters()
-        storage = self.one("storage", self.storage)
-        if storage:
-            out["storage"] = storage
-        evaluator = self.one("evaluator", self.evaluator)
-        if evaluator:
-            out["evaluator"] = evaluator
-        api = {**self.one("httpserver", self.httpserver), **self.general()}
-        if api:
-            out["api"] = api
-        subscriptions = [s for name, body in self.section("notifier").items() if (s := self.notifier(name, body))]
-        if subscriptions:
-            out["subscriptions"] = subscriptions
-        return out
-
-    def one(self, kind: str, translate_one: Any) -> dict[str, Any]:
+    def one(self, kind: str, translate_one: Callable[[_Burrow, str, Mapping[str, Any]], dict[str, Any]]) -> dict:
         modules = self.section(kind)
         if len(modules) > 1:
             self.warn(
                 f"[{kind}]", f"{len(modules)} modules; lagwatch has one: the first ({next(iter(modules))}) is used"
             )
         for name, body in modules.items():
-            return translate_one(f"[{kind}.{name}]", body)
+            return translate_one(self, f"[{kind}.{name}]", body)
         return {}
 
     def unused(self, where: str, body: Mapping[str, Any], used: set[str], why: Mapping[str, str] | None = None) -> None:
         for key in sorted(set(body) - used):
             self.warn(where, f"{key} is not carried over" + (f": {why[key]}" if why and key in why else ""))
 
-    # --- clusters -----------------------------------------------------------------------------------------------
+
+def _configuration(burrow: _Burrow, template_dirs: list[Path]) -> dict[str, Any]:
+    out: dict[str, Any] = {"redis": {"url": "redis://127.0.0.1:6379/0"}}
+    known = {"cluster", "consumer", "client-profile", "tls", "sasl", "iam", "storage", "evaluator", "httpserver",
+             "notifier", "general", *IGNORED_SECTIONS}  # fmt: skip
+    for name, why in IGNORED_SECTIONS.items():
+        if name in burrow.burrow:
+            burrow.warn(f"[{name}]", f"not carried over: {why}")
+    for name in sorted(set(burrow.burrow) - known):
+        burrow.warn(f"[{name}]", "unknown section, not carried over")
+    out["clusters"] = _Clusters(burrow).clusters()
+    sections = {
+        "storage": burrow.one("storage", _storage),
+        "evaluator": burrow.one("evaluator", _evaluator),
+        "api": {**burrow.one("httpserver", _httpserver), **_general(burrow)},
+        "subscriptions": _Notifiers(burrow, template_dirs).subscriptions(),
+    }
+    return out | {name: section for name, section in sections.items() if section}
+
+
+class _Part:
+    """One part of the translation: it reads Burrow's sections and warns through the one `_Burrow`."""
+
+    def __init__(self, burrow: _Burrow) -> None:
+        self.burrow = burrow
+        self.warn, self.section, self.unused = burrow.warn, burrow.section, burrow.unused
+
+
+class _Clusters(_Part):
+    """[cluster] and [consumer] as lagwatch's clusters, with their client profiles' TLS and SASL logins."""
 
     def clusters(self) -> dict[str, Any]:
         clusters: dict[str, dict[str, Any]] = {}
@@ -141,9 +160,7 @@ class _Migrator:
             out: dict[str, Any] = {}
             if body.get("servers"):
                 out["bootstrap-servers"] = _servers(where, body["servers"])
-            for key in ("topic-refresh", "offset-refresh"):
-                if key in body:
-                    out[key] = body[key]
+            out.update(_present(body, ("topic-refresh", "offset-refresh")))
             out.update(self.client_profile(where, body.get("client-profile")))
             self.unused(where, body, {"class-name", "servers", "topic-refresh", "offset-refresh", "client-profile"},
                         {"groups-reaper-refresh": "groups go away on their group-metadata tombstone or after "
@@ -173,15 +190,11 @@ class _Migrator:
         consumed.add(name)
         if body.get("servers") and _servers(where, body["servers"]) != cluster.get("bootstrap-servers"):
             self.warn(where, "servers differ from its cluster's: lagwatch uses the cluster's bootstrap-servers")
-        for key in ("offsets-topic", "start-latest"):
-            if key in body:
-                cluster[key] = body[key]
+        cluster.update(_present(body, ("offsets-topic", "start-latest")))
         for old, new in (("group-whitelist", "group-allowlist"), ("group-blacklist", "group-denylist")):
             if body.get(old) and not body.get(new):
                 cluster[new] = body[old]
-        for key in ("group-allowlist", "group-denylist"):
-            if body.get(key):
-                cluster[key] = body[key]
+        cluster.update(_set(body, ("group-allowlist", "group-denylist")))
         for key, value in self.client_profile(where, body.get("client-profile")).items():
             cluster.setdefault(key, value)  # the cluster's own profile first
         self.unused(where, body, {"class-name", "cluster", "servers", "offsets-topic", "start-latest", "client-profile",
@@ -200,9 +213,7 @@ class _Migrator:
             return {}
         body = profiles[name]
         here = f"[client-profile.{name}]"
-        out: dict[str, Any] = {}
-        if "client-id" in body:
-            out["client-id"] = body["client-id"]
+        out: dict[str, Any] = _present(body, ("client-id",))
         if body.get("tls"):
             out["tls"] = self.tls(here, body["tls"])
         if body.get("sasl"):
@@ -252,7 +263,7 @@ class _Migrator:
         if name not in profiles:
             self.warn(where, f"iam profile {name!r} is not defined: the AWS environment's region and credentials")
         body = profiles.get(name, {})
-        aws = {key: body[key] for key in ("region", "role-arn", "profile") if body.get(key)}
+        aws = _set(body, ("region", "role-arn", "profile"))
         if "role-arn" in aws and "profile" in aws:
             del aws["profile"]
             self.warn(f"[iam.{name}]", "profile is dropped: lagwatch assumes role-arn with the default credentials "
@@ -260,62 +271,80 @@ class _Migrator:
         self.unused(f"[iam.{name}]", body, {"region", "role-arn", "profile"})
         return {"mechanism": "AWS_MSK_IAM", **({"aws": aws} if aws else {})}
 
-    # --- storage, evaluator, api --------------------------------------------------------------------------------
 
-    def storage(self, where: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        out = {k: body[k] for k in ("intervals", "expire-group", "min-distance", "group-allowlist", "group-denylist")
-               if body.get(k) not in (None, "")}  # fmt: skip
-        self.unused(where, body, {"class-name", *out, "group-allowlist", "group-denylist"},
-                    {"workers": "scale with ingest workers", "queue-depth": "scale with ingest workers"})  # fmt: skip
-        return out
+# --- storage, evaluator, api ------------------------------------------------------------------------------------
 
-    def evaluator(self, where: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        out = {k: body[k] for k in ("minimum-complete", "allowed-lag") if k in body}
-        self.unused(where, body, {"class-name", *out}, {"expire-cache": "groups are evaluated as commits arrive"})
-        return out
 
-    def httpserver(self, where: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        address = str(body.get("address", ":8000"))
-        host, _, port = address.rpartition(":")
-        out["host"] = host.strip("[]") or "0.0.0.0"
-        if port.isdigit():
-            out["port"] = int(port)
-        if "timeout" in body:
-            out["request-timeout"] = body["timeout"]
-        if body.get("tls"):
-            out.update(self.server_tls(where, str(body["tls"])))
-        self.unused(where, body, {"address", "timeout", "tls"})
-        return out
+def _storage(burrow: _Burrow, where: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: body[k] for k in ("intervals", "expire-group", "min-distance", "group-allowlist", "group-denylist")
+           if body.get(k) not in (None, "")}  # fmt: skip
+    burrow.unused(where, body, {"class-name", *out, "group-allowlist", "group-denylist"},
+                  {"workers": "scale with ingest workers", "queue-depth": "scale with ingest workers"})  # fmt: skip
+    return out
 
-    def general(self) -> dict[str, Any]:
-        """[general]: its CORS origin is the api's; the rest is a supervisor's business."""
-        body = self.burrow.get("general", {})
-        if not isinstance(body, Mapping):
-            raise ValueError(f"[general]: expected a table, got {body!r}")
-        supervisor = "run under a supervisor (systemd, Kubernetes)"
-        self.unused(
-            "[general]", body, {"access-control-allow-origin"}, {"pidfile": supervisor, "stdout-logfile": supervisor}
-        )
-        origin = body.get("access-control-allow-origin")
-        if origin and not ORIGIN.match(str(origin)):  # Burrow sends what it is given; no browser matches a bare host
-            self.warn("[general]", f"access-control-allow-origin {origin!r} is not an origin a browser sends "
-                      "(https://host[:port]): not carried over")  # fmt: skip
-            return {}
-        return {"access-control-allow-origin": origin} if origin else {}
 
-    def server_tls(self, where: str, name: str) -> dict[str, Any]:
-        """The listener's certificate and key, from the TLS profile the HTTP server names."""
-        body = self.section("tls").get(name, {})
-        if not body.get("certfile"):
-            self.warn(where, f"tls profile {name!r} names no certfile: the api serves plain HTTP")
-            return {}
-        out = {"tls-cert-file": body["certfile"]}
-        if body.get("keyfile"):
-            out["tls-key-file"] = body["keyfile"]
-        return out
+def _evaluator(burrow: _Burrow, where: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    out = _present(body, ("minimum-complete", "allowed-lag"))
+    burrow.unused(where, body, {"class-name", *out}, {"expire-cache": "groups are evaluated as commits arrive"})
+    return out
 
-    # --- notifiers ----------------------------------------------------------------------------------------------
+
+def _httpserver(burrow: _Burrow, where: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    address = str(body.get("address", ":8000"))
+    host, _, port = address.rpartition(":")
+    out["host"] = host.strip("[]") or "0.0.0.0"
+    if port.isdigit():
+        out["port"] = int(port)
+    if "timeout" in body:
+        out["request-timeout"] = body["timeout"]
+    if body.get("tls"):
+        out.update(_server_tls(burrow, where, str(body["tls"])))
+    burrow.unused(where, body, {"address", "timeout", "tls"})
+    return out
+
+
+def _server_tls(burrow: _Burrow, where: str, name: str) -> dict[str, Any]:
+    """The listener's certificate and key, from the TLS profile the HTTP server names."""
+    body = burrow.section("tls").get(name, {})
+    if not body.get("certfile"):
+        burrow.warn(where, f"tls profile {name!r} names no certfile: the api serves plain HTTP")
+        return {}
+    out = {"tls-cert-file": body["certfile"]}
+    if body.get("keyfile"):
+        out["tls-key-file"] = body["keyfile"]
+    return out
+
+
+def _general(burrow: _Burrow) -> dict[str, Any]:
+    """[general]: its CORS origin is the api's; the rest is a supervisor's business."""
+    body = burrow.burrow.get("general", {})
+    if not isinstance(body, Mapping):
+        raise ValueError(f"[general]: expected a table, got {body!r}")
+    supervisor = "run under a supervisor (systemd, Kubernetes)"
+    burrow.unused(
+        "[general]", body, {"access-control-allow-origin"}, {"pidfile": supervisor, "stdout-logfile": supervisor}
+    )
+    origin = body.get("access-control-allow-origin")
+    if origin and not ORIGIN.match(str(origin)):  # Burrow sends what it is given; no browser matches a bare host
+        burrow.warn("[general]", f"access-control-allow-origin {origin!r} is not an origin a browser sends "
+                    "(https://host[:port]): not carried over")  # fmt: skip
+        return {}
+    return {"access-control-allow-origin": origin} if origin else {}
+
+
+# --- notifiers --------------------------------------------------------------------------------------------------
+
+
+class _Notifiers(_Part):
+    """[notifier] modules as subscriptions: http as webhooks, email as e-mail, their templates in Jinja2."""
+
+    def __init__(self, burrow: _Burrow, template_dirs: list[Path]) -> None:
+        super().__init__(burrow)
+        self.templates = _Templates(burrow, template_dirs)
+
+    def subscriptions(self) -> list[dict[str, Any]]:
+        return [s for name, body in self.section("notifier").items() if (s := self.notifier(name, body))]
 
     def notifier(self, name: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
         where = f"[notifier.{name}]"
@@ -328,26 +357,17 @@ class _Migrator:
         used = self.http(where, body, sub, send_close) if kind == "http" else self.email(where, body, sub)
         if used is None:
             return None
-        try:
-            threshold = int(body.get("threshold", 2))
-        except (TypeError, ValueError):
-            self.warn(where, f"threshold {body['threshold']!r} is not a number; WARN (Burrow's default) is written")
-            threshold = 2
-        sub["threshold"] = THRESHOLDS.get(threshold, "ERR")
-        if threshold > 3:
-            self.warn(where, f"threshold {threshold}: Burrow never notifies group statuses above 3; ERR is written")
+        sub["threshold"] = self.threshold(where, body)
         sub["send-close"] = send_close  # written whatever it is: Burrow's default (false) is not lagwatch's (true)
         if body.get("send-once"):
             sub["send-once"] = True
         sub["send-interval"] = body.get("send-interval", body.get("interval", BURROW_INTERVAL_S))
-        for key in ("group-allowlist", "group-denylist"):
-            if body.get(key):
-                sub[key] = body[key]
+        sub.update(_set(body, ("group-allowlist", "group-denylist")))
         if body.get("extras"):
             if not isinstance(body["extras"], Mapping):
                 raise ValueError(f"{where} extras: expected a table of names to values, got {body['extras']!r}")
             sub["extras"] = {str(k): str(v) for k, v in body["extras"].items()}
-        template = self.templates(where, body, send_close, email=kind == "email")
+        template = self.templates.body(where, body, send_close, email=kind == "email")
         if template:
             sub["body-template"] = template
         self.unused(where, body, {"class-name", "threshold", "send-close", "send-once", "send-interval", "interval",
@@ -359,13 +379,23 @@ class _Migrator:
             self.warn(where, "interval: lagwatch notifies each status change at once; send-interval repeats it")
         return sub
 
+    def threshold(self, where: str, body: Mapping[str, Any]) -> str:
+        try:
+            threshold = int(body.get("threshold", 2))
+        except (TypeError, ValueError):
+            self.warn(where, f"threshold {body['threshold']!r} is not a number; WARN (Burrow's default) is written")
+            threshold = 2
+        if threshold > 3:
+            self.warn(where, f"threshold {threshold}: Burrow never notifies group statuses above 3; ERR is written")
+        return THRESHOLDS.get(threshold, "ERR")
+
     def http(self, where: str, body: Mapping[str, Any], sub: dict[str, Any], send_close: bool) -> set[str] | None:
         """A webhook subscription's own options; the Burrow options it used (None: skipped)."""
         if not body.get("url-open"):
             self.warn(where, "no url-open; skipped")
             return None
         sub["type"] = "webhook"
-        sub.update(self.urls(where, body, send_close))
+        sub.update(self.templates.urls(where, body, send_close))
         if body.get("method-open"):
             sub["method"] = str(body["method-open"]).upper()
         if send_close and not body.get("url-close"):
@@ -373,9 +403,7 @@ class _Migrator:
         if send_close and body.get("method-close"):
             sub["method-close"] = str(body["method-close"]).upper()
         sub["timeout"] = body.get("timeout", BURROW_TIMEOUT_S)
-        for key in ("username", "password", "extra-ca"):
-            if body.get(key):
-                sub[key] = body[key]
+        sub.update(_set(body, ("username", "password", "extra-ca")))
         if body.get("noverify"):
             sub["noverify"] = True
             self.warn(where, "noverify: certificates are not checked (as in Burrow); prefer extra-ca")
@@ -406,6 +434,14 @@ class _Migrator:
             self.warn(where, "extra-ca / noverify: mail servers are checked against the system's CAs (SSL_CERT_FILE)")
         return {"server", "port", "auth-type", "username", "password", "from", "to", "extra-ca", "noverify"}
 
+
+class _Templates(_Part):
+    """A notifier's Go templates (its URLs, its template files) in Jinja2, read from Burrow's paths or by name."""
+
+    def __init__(self, burrow: _Burrow, template_dirs: list[Path]) -> None:
+        super().__init__(burrow)
+        self.template_dirs = template_dirs
+
     def urls(self, where: str, body: Mapping[str, Any], send_close: bool) -> dict[str, Any]:
         """url (and url-close); Burrow's URLs are templates too: one with actions becomes a url-template."""
         url_open, url_close = str(body["url-open"]), str(body.get("url-close") or "") if send_close else ""
@@ -417,26 +453,21 @@ class _Migrator:
         except Untranslatable as exc:
             self.warn(where, f"url template not translated ({exc}); the URL is written as it is")
             return {"url": url_open.split("{{")[0] or url_open}
-        template = opened if closed == opened else (
-            f'{{% if notification.kind == "close" %}}{closed}{{% else %}}{opened}{{% endif %}}'
-        )  # fmt: skip
         base = url_open.split("{{")[0]
         self.warn(where, f"url-open/url-close are templates: url-template written, url set to {base!r} (its host)")
-        return {"url": base, "url-template": template}
+        return {"url": base, "url-template": opened if closed == opened else _open_or_close(opened, closed)}
 
-    def templates(self, where: str, body: Mapping[str, Any], send_close: bool, *, email: bool = False) -> str:
+    def body(self, where: str, body: Mapping[str, Any], send_close: bool, *, email: bool = False) -> str:
         opened = self.template(where, "template-open", body.get("template-open"), email=email)
         closed = self.template(where, "template-close", body.get("template-close"), email=email) if send_close else None
         if opened is None:
             return ""
-        if closed is None or closed == opened:
-            return opened
-        return f'{{% if notification.kind == "close" %}}{closed}{{% else %}}{opened}{{% endif %}}'
+        return opened if closed is None or closed == opened else _open_or_close(opened, closed)
 
     def template(self, where: str, key: str, path: Any, *, email: bool = False) -> str | None:
         if not path:
             return None
-        text = self.read_template(str(path))
+        text = self.read(str(path))
         if text is None:
             self.warn(where, f"{key} {path} not found (give its folder with --templates): the default body is sent")
             return None
@@ -455,9 +486,8 @@ class _Migrator:
             self.warn(where, f"{key} {path}: {note}")
         return translation.source
 
-    def read_template(self, path: str) -> str | None:
-        candidates = [Path(path)] + [d / Path(path).name for d in self.template_dirs]
-        for candidate in candidates:
+    def read(self, path: str) -> str | None:
+        for candidate in [Path(path)] + [d / Path(path).name for d in self.template_dirs]:
             try:
                 return candidate.read_text()
             except OSError:

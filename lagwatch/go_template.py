@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import operator
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 # Burrow's status constants (protocol.StatusConstant), as Go compares them with numbers
@@ -68,66 +69,73 @@ class Translation:
 
 def translate(go_source: str) -> Translation:
     """The Jinja2 form of a Go template; Untranslatable when a construct has none."""
-    return _Translator(go_source).run()
+    return _Translator().run(go_source)
+
+
+def _pieces(source: str) -> Iterator[tuple[str, str | None]]:
+    """(plain text, the action after it between {{ and }}, None after the last) through the template."""
+    i = 0
+    while (start := source.find("{{", i)) >= 0:
+        end = _action_end(source, start + 2)
+        yield source[i:start], source[start + 2 : end]
+        i = end + 2
+    yield source[i:], None
+
+
+def _action_end(source: str, i: int) -> int:
+    """Where the action starting at `i` ends ("}}" outside strings and comments)."""
+    in_string = ""
+    while i < len(source) - 1:
+        char = source[i]
+        if in_string:
+            if char == "\\" and in_string == '"':
+                i += 2
+                continue
+            if char == in_string:
+                in_string = ""
+        elif source.startswith("/*", i):
+            close = source.find("*/", i + 2)
+            if close < 0:
+                break
+            i = close + 2
+            continue
+        elif char in '"`':
+            in_string = char
+        elif source.startswith("}}", i):
+            return i
+        i += 1
+    raise Untranslatable("an action ({{ …) is not closed with }}")
+
+
+def _text(text: str) -> str:
+    # Jinja2 would read "{%" and "{#" in plain text as its own markup
+    return re.sub(r"\{([%#])", lambda m: '{{ "{' + m.group(1) + '" }}', text)
 
 
 class _Translator:
-    def __init__(self, source: str) -> None:
-        self.source = source
+    """The actions in order: control actions open and close scopes (what `.` means inside them), the rest print or
+    set a variable through `_Expressions`."""
+
+    def __init__(self) -> None:
         self.out: list[str] = []
         self.notes: list[str] = []
         self.dots: list[str | None] = [None]  # None: the top level (Burrow's names are globals)
         self.scopes: list[_Scope] = []
         self.loops = 0
+        self.pipeline = _Expressions(self.dots, self.note).pipeline
 
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
 
-    # --- text and actions ---------------------------------------------------------------------------------------
-
-    def run(self) -> Translation:
-        i = 0
-        while i < len(self.source):
-            start = self.source.find("{{", i)
-            if start < 0:
-                self._text(self.source[i:])
-                break
-            self._text(self.source[i:start])
-            end = self._action_end(start + 2)
-            self._action(self.source[start + 2 : end])
-            i = end + 2
+    def run(self, source: str) -> Translation:
+        for text, action in _pieces(source):
+            self.out.append(_text(text))
+            if action is not None:
+                self._action(action)
         if self.scopes:
             raise Untranslatable(f"{{{{{self.scopes[-1].kind}}}}} is never closed with {{{{end}}}}")
         return Translation("".join(self.out), self.notes)
-
-    def _text(self, text: str) -> None:
-        # Jinja2 would read "{%" and "{#" in plain text as its own markup
-        self.out.append(re.sub(r"\{([%#])", lambda m: '{{ "{' + m.group(1) + '" }}', text))
-
-    def _action_end(self, i: int) -> int:
-        """Where the action starting at `i` ends ("}}" outside strings and comments)."""
-        in_string = ""
-        while i < len(self.source) - 1:
-            char = self.source[i]
-            if in_string:
-                if char == "\\" and in_string == '"':
-                    i += 2
-                    continue
-                if char == in_string:
-                    in_string = ""
-            elif self.source.startswith("/*", i):
-                close = self.source.find("*/", i + 2)
-                if close < 0:
-                    break
-                i = close + 2
-                continue
-            elif char in '"`':
-                in_string = char
-            elif self.source.startswith("}}", i):
-                return i
-            i += 1
-        raise Untranslatable("an action ({{ …) is not closed with }}")
 
     def _action(self, body: str) -> None:
         left = body.startswith("- ") or body == "-"
@@ -140,22 +148,20 @@ class _Translator:
         tokens = _lex(body)
         if not tokens:
             raise Untranslatable("an empty action {{ }}")
-        head = tokens[0]
-        statement = self._statement(head, tokens)
-        if (
-            statement is None
-            and len(tokens) > 2
-            and head.kind == "variable"
-            and tokens[1].kind in ("declare", "assign")
-        ):
-            if tokens[1].kind == "assign":
-                self.note("a variable set again ($x = …) inside a range or with keeps its outer value in Jinja2")
-            statement = [f"set {_variable(head.text)} = {self._pipeline(tokens[2:])}"]
+        statement = self._statement(tokens[0], tokens) or self._assignment(tokens)
         if statement is None:
-            self.out.append(f"{{{{{lt} {self._pipeline(tokens)} {rt}}}}}")
+            self.out.append(f"{{{{{lt} {self.pipeline(tokens)} {rt}}}}}")
             return
         self.out.append("".join(f"{{%{lt if i == 0 else ''} {s} {rt if i == len(statement) - 1 else ''}%}}"
                                 for i, s in enumerate(statement)))  # fmt: skip
+
+    def _assignment(self, tokens: list[Token]) -> list[str] | None:
+        """`$x := …` or `$x = …` as a Jinja2 `set`; None for an action that prints."""
+        if len(tokens) <= 2 or tokens[0].kind != "variable" or tokens[1].kind not in ("declare", "assign"):
+            return None
+        if tokens[1].kind == "assign":
+            self.note("a variable set again ($x = …) inside a range or with keeps its outer value in Jinja2")
+        return [f"set {_variable(tokens[0].text)} = {self.pipeline(tokens[2:])}"]
 
     def _statement(self, head: Token, tokens: list[Token]) -> list[str] | None:
         """Jinja2 statements for a control action; None for an action that prints (or sets a variable)."""
@@ -166,7 +172,7 @@ class _Translator:
             raise Untranslatable(f"{{{{{word}}}}} has no counterpart in lagwatch's templates")
         if word == "if":
             self.scopes.append(_Scope("if", None))
-            return [f"if {self._pipeline(tokens[1:])}"]
+            return [f"if {self.pipeline(tokens[1:])}"]
         if word == "else":
             return self._else(tokens[1:])
         if word == "end":
@@ -174,28 +180,30 @@ class _Translator:
         if word == "range":
             return self._range(tokens[1:])
         if word == "with":
-            value = self._pipeline(tokens[1:])
-            self.loops += 1
-            name = f"w{self.loops}"
-            self.scopes.append(_Scope("with", name))
-            self.dots.append(name)
+            value = self.pipeline(tokens[1:])
+            name = self._open("with", "w")
             return [f"with {name} = {value}", f"if {name}"]
         return None
+
+    def _open(self, kind: str, prefix: str, name: str | None = None) -> str:
+        """A range or with scope: `.` inside it is `name` (default: a fresh one), returned."""
+        self.loops += 1
+        name = name or f"{prefix}{self.loops}"
+        self.scopes.append(_Scope(kind, name))
+        self.dots.append(name)
+        return name
 
     def _else(self, rest: list[Token]) -> list[str]:
         if not self.scopes:
             raise Untranslatable("{{else}} outside if, range or with")
         scope = self.scopes[-1]
-        if scope.kind == "with" and scope.dot is not None:
-            self.dots.pop()  # Go: `.` is the outer value again in a with's else
-            scope.dot = None
-        if scope.kind == "range" and scope.dot is not None:
+        if scope.dot is not None:  # Go: `.` is the outer value again in a with's or a range's else
             self.dots.pop()
             scope.dot = None
         if rest:
             if rest[0].text != "if" or scope.kind != "if":
                 raise Untranslatable("only {{else if …}} chains are translated")
-            return [f"elif {self._pipeline(rest[1:])}"]
+            return [f"elif {self.pipeline(rest[1:])}"]
         return ["else"]
 
     def _end(self) -> list[str]:
@@ -216,11 +224,8 @@ class _Translator:
             if not rest or rest[0].kind != "declare":
                 raise Untranslatable("a range declaration other than $v := … or $k, $v := …")
             rest = rest[1:]
-        value = self._pipeline(rest)
-        self.loops += 1
-        item = names[-1] if names else f"p{self.loops}"
-        self.scopes.append(_Scope("range", item))
-        self.dots.append(item)
+        value = self.pipeline(rest)
+        item = self._open("range", "p", names[-1] if names else None)
         if MAP_VALUED.match(value):  # Go ranges over a map in key order
             key = names[0] if len(names) == 2 else f"k{self.loops}"
             return [f"for {key}, {item} in {value} | dictsort"]
@@ -229,9 +234,15 @@ class _Translator:
             statements.append(f"set {names[0]} = loop.index0")
         return statements
 
-    # --- pipelines ----------------------------------------------------------------------------------------------
 
-    def _pipeline(self, tokens: list[Token]) -> str:
+class _Expressions:
+    """Go pipelines, commands and operands as Jinja2 expressions; `.` is what the innermost scope says (`dots`)."""
+
+    def __init__(self, dots: list[str | None], note: Callable[[str], None]) -> None:
+        self.dots = dots
+        self.note = note
+
+    def pipeline(self, tokens: list[Token]) -> str:
         """A Go pipeline (commands joined by |; each passes its value as the last argument of the next)."""
         commands: list[list[Token]] = [[]]
         depth = 0
@@ -254,40 +265,38 @@ class _Translator:
 
     def _command(self, words: list[Token], piped: str | None) -> str:
         head = words[0]
-        operands = self._operands(words[1:] if head.kind == "word" and head.text not in ("true", "false", "nil")
-                                  else words)  # fmt: skip
-        if head.kind == "word" and head.text not in ("true", "false", "nil"):
-            args = operands + ([piped] if piped is not None else [])
-            return self._function(head.text, args, words[1:])
+        call = head.kind == "word" and head.text not in ("true", "false", "nil")
+        operands = self._operands(words[1:] if call else words)
+        if call:
+            return _function(head.text, operands + ([piped] if piped is not None else []))
         if len(operands) == 2 and operands[0].startswith("__method__"):
-            return self._method(operands[0], [operands[1]] + ([piped] if piped else []))
+            return _method(operands[0], [operands[1]] + ([piped] if piped else []))
         if len(operands) != 1 or piped is not None:
             raise Untranslatable(f"a command that is not a function call: {' '.join(t.text for t in words)}")
         if operands[0].startswith("__method__"):
-            return self._method(operands[0], [])
+            return _method(operands[0], [])
         return operands[0]
 
     def _operands(self, tokens: list[Token]) -> list[str]:
         out: list[str] = []
         i = 0
         while i < len(tokens):
-            token = tokens[i]
-            if token.text == "(":
-                depth, j = 1, i + 1
-                while j < len(tokens) and depth:
-                    depth += {"(": 1, ")": -1}.get(tokens[j].text, 0)
-                    j += 1
-                if depth:
-                    raise Untranslatable("unbalanced parentheses")
-                expr = f"({self._pipeline(tokens[i + 1 : j - 1])})"
-                while j < len(tokens) and tokens[j].kind == "field" and tokens[j].glued:
-                    expr += tokens[j].text
-                    j += 1
-                out.append(expr)
-                i = j
+            if tokens[i].text != "(":
+                out.append(self._operand(tokens[i]))
+                i += 1
                 continue
-            out.append(self._operand(token))
-            i += 1
+            depth, j = 1, i + 1
+            while j < len(tokens) and depth:
+                depth += {"(": 1, ")": -1}.get(tokens[j].text, 0)
+                j += 1
+            if depth:
+                raise Untranslatable("unbalanced parentheses")
+            expr = f"({self.pipeline(tokens[i + 1 : j - 1])})"
+            while j < len(tokens) and tokens[j].kind == "field" and tokens[j].glued:
+                expr += tokens[j].text
+                j += 1
+            out.append(expr)
+            i = j
         return out
 
     def _operand(self, token: Token) -> str:
@@ -307,7 +316,7 @@ class _Translator:
         if token.kind == "field":
             value = self._field(token.text)
             if value.startswith("__method__") and "Unix" in value:  # methods without arguments: called at once
-                return self._method(value, [])
+                return _method(value, [])
             return value
         if token.kind == "word":
             raise Untranslatable(f"the function {token.text} as an argument needs parentheses in Go too")
@@ -329,61 +338,64 @@ class _Translator:
             raise Untranslatable(f"a partition's {names[-2]}.{names[-1]}: lagwatch's events carry offsets only")
         return _join(dot, names)
 
-    def _method(self, marker: str, args: list[str]) -> str:
-        method, _, base = marker.removeprefix("__method__").partition("|")
-        if method == "Format" and len(args) == 1:
-            return f"formattimestamp({base}, {args[0]})"
-        if method in ("Unix", "UnixNano") and not args:
-            return f"({base} // 1000)" if method == "Unix" else f"({base} * 1000000)"
-        raise Untranslatable(f"the method {method} with {len(args)} arguments")
 
-    def _function(self, name: str, args: list[str], words: list[Token]) -> str:
-        if name in UNSUPPORTED_WORDS:
-            raise Untranslatable(f"the function {name} has no counterpart in lagwatch's templates")
-        if name in BURROW_HELPERS or name == "formattimestamp":
-            return f"{name}({', '.join(args)})"
-        if name in COMPARISONS:
-            return self._comparison(name, args, words)
-        if name in ("and", "or"):
-            return "(" + f" {name} ".join(args) + ")"
-        if name == "not" and len(args) == 1:
-            return f"(not {args[0]})"
-        if name == "len" and len(args) == 1:
-            return f"({args[0]} | length)"
-        if name == "index" and args:
-            return args[0] + "".join(f"[{a}]" for a in args[1:])
-        if name == "print":
-            return " ~ ".join(f"({a})" for a in args) if args else '""'
-        if name == "printf" and args:
-            fmt = re.sub(r"%v", "%s", args[0])
-            if re.search(r"%[^sdfgexX%0-9.+\- #]", json.loads(fmt)):
-                raise Untranslatable(f"printf verbs other than %s %d %f %g %e %x: {args[0]}")
-            return f"({fmt} | format({', '.join(args[1:])}))"
-        if name == "urlquery":
-            return f"({' ~ '.join(args)} | urlencode)"
-        if name == "html":
-            return f"({' ~ '.join(args)} | escape)"
-        raise Untranslatable(f"the function {name}")
+def _method(marker: str, args: list[str]) -> str:
+    method, _, base = marker.removeprefix("__method__").partition("|")
+    if method == "Format" and len(args) == 1:
+        return f"formattimestamp({base}, {args[0]})"
+    if method in ("Unix", "UnixNano") and not args:
+        return f"({base} // 1000)" if method == "Unix" else f"({base} * 1000000)"
+    raise Untranslatable(f"the method {method} with {len(args)} arguments")
 
-    def _comparison(self, name: str, args: list[str], words: list[Token]) -> str:
-        if len(args) < 2:
-            raise Untranslatable(f"{name} needs two arguments")
-        left, rights = args[0], args[1:]
-        if name != "eq" and len(rights) > 1:
-            raise Untranslatable(f"{name} with more than two arguments")
-        if left.endswith("Status") and all(re.fullmatch(r"\d+", r) for r in rights):  # statuses are names here
-            codes = {int(r) for r in rights}
-            if name in ("eq", "ne") and all(c < len(STATUS_NAMES) for c in codes):
-                names = [STATUS_NAMES[c] for c in sorted(codes)]
-                if len(names) == 1:
-                    return f'({left} {COMPARISONS[name]} "{names[0]}")'
-                return f"({left} in {json.dumps(names)})"
-            code = next(iter(codes))
-            wanted = [s for i, s in enumerate(STATUS_NAMES) if ORDERINGS[name](i, code)]
-            return f"({left} in {json.dumps(wanted)})"
-        if len(rights) > 1:
-            return "(" + " or ".join(f"{left} == {r}" for r in rights) + ")"
-        return f"({left} {COMPARISONS[name]} {rights[0]})"
+
+def _function(name: str, args: list[str]) -> str:
+    if name in UNSUPPORTED_WORDS:
+        raise Untranslatable(f"the function {name} has no counterpart in lagwatch's templates")
+    if name in BURROW_HELPERS or name == "formattimestamp":
+        return f"{name}({', '.join(args)})"
+    if name in COMPARISONS:
+        return _comparison(name, args)
+    if name in ("and", "or"):
+        return "(" + f" {name} ".join(args) + ")"
+    if name == "not" and len(args) == 1:
+        return f"(not {args[0]})"
+    if name == "len" and len(args) == 1:
+        return f"({args[0]} | length)"
+    if name == "index" and args:
+        return args[0] + "".join(f"[{a}]" for a in args[1:])
+    if name == "print":
+        return " ~ ".join(f"({a})" for a in args) if args else '""'
+    if name == "printf" and args:
+        fmt = re.sub(r"%v", "%s", args[0])
+        if re.search(r"%[^sdfgexX%0-9.+\- #]", json.loads(fmt)):
+            raise Untranslatable(f"printf verbs other than %s %d %f %g %e %x: {args[0]}")
+        return f"({fmt} | format({', '.join(args[1:])}))"
+    if name == "urlquery":
+        return f"({' ~ '.join(args)} | urlencode)"
+    if name == "html":
+        return f"({' ~ '.join(args)} | escape)"
+    raise Untranslatable(f"the function {name}")
+
+
+def _comparison(name: str, args: list[str]) -> str:
+    if len(args) < 2:
+        raise Untranslatable(f"{name} needs two arguments")
+    left, rights = args[0], args[1:]
+    if name != "eq" and len(rights) > 1:
+        raise Untranslatable(f"{name} with more than two arguments")
+    if left.endswith("Status") and all(re.fullmatch(r"\d+", r) for r in rights):  # statuses are names here
+        codes = {int(r) for r in rights}
+        if name in ("eq", "ne") and all(c < len(STATUS_NAMES) for c in codes):
+            names = [STATUS_NAMES[c] for c in sorted(codes)]
+            if len(names) == 1:
+                return f'({left} {COMPARISONS[name]} "{names[0]}")'
+            return f"({left} in {json.dumps(names)})"
+        code = next(iter(codes))
+        wanted = [s for i, s in enumerate(STATUS_NAMES) if ORDERINGS[name](i, code)]
+        return f"({left} in {json.dumps(wanted)})"
+    if len(rights) > 1:
+        return "(" + " or ".join(f"{left} == {r}" for r in rights) + ")"
+    return f"({left} {COMPARISONS[name]} {rights[0]})"
 
 
 def _join(dot: str | None, names: list[str]) -> str:
