@@ -8,13 +8,12 @@ shared/notifications/subscriptions/notification_policy.py;
   messages-skipped: each alert's incident under a field of its own), lag_policy.py.
 
 A record is read into the typed event (shared/events/status_event.py, shared/events/lag_threshold_event.py) once, here.
-The notifier always took records carrying only the fields it reads, so those must be there and the others are filled
-in when missing (`partial`); a record that is not the event (not JSON, a field of the wrong type) is skipped.
+The notifier always took records carrying only the fields it reads: a record must carry the event's `KEY_FIELDS`
+and the others are filled in when missing (`read_partial`); one that is not the event is skipped.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -23,8 +22,7 @@ from lagwatch.services.notifier.lag_policy import decide_lag, lag_repeat_due, su
 from lagwatch.services.notifier.missed import RECONCILED
 from lagwatch.services.notifier.missed import superseded_close as missed_status_close
 from lagwatch.services.notifier.outbox import FIELD_SEPARATOR, group_field, is_lag_field, lag_field
-from lagwatch.shared.events.event_codec import EventDecodeError, from_document
-from lagwatch.shared.events.lag_threshold_event import KIND as LAG_THRESHOLD_KIND
+from lagwatch.shared.events.event_codec import EventDecodeError, read_partial
 from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent, threshold_key
 from lagwatch.shared.events.status_event import StatusEvent
 from lagwatch.shared.notifications.subscriptions.notification_policy import (
@@ -36,8 +34,6 @@ from lagwatch.shared.notifications.subscriptions.notification_policy import (
     repeat_due,
 )
 
-STATUS_FIELDS = ("event_id", "cluster", "group", "status", "previous_status", "incident_id", "evaluated_at")
-LAG_FIELDS = ("kind", "event_id", "cluster", "group", "threshold_seconds", "above", "incident_id", "evaluated_at")
 E = TypeVar("E", StatusEvent, LagThresholdEvent)
 
 
@@ -58,35 +54,19 @@ class EventKind(Generic[E]):
     superseded_reason: str | None = None  # the reason its close carries (a status incident's: its close was missed)
 
 
-def _json_object(raw: bytes | str | None, required: tuple[str, ...]) -> dict[str, Any] | None:
-    """The record's JSON object when it has the fields the notifier reads, else None."""
-    try:
-        doc = json.loads(raw) if raw is not None else None
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(doc, dict) or any(f not in doc for f in required):
-        return None
-    return doc
+def _reader(cls: type[E]) -> Callable[[bytes | str | None], E | None]:
+    def parse(raw: bytes | str | None) -> E | None:
+        """The event in the record, or None when the record is not one."""
+        try:
+            return read_partial(cls, raw) if raw is not None else None
+        except EventDecodeError:
+            return None
+
+    return parse
 
 
-def parse_status_event(raw: bytes | str | None) -> StatusEvent | None:
-    """A status-change event, or None when the record is not one."""
-    doc = _json_object(raw, STATUS_FIELDS)
-    try:
-        return from_document(StatusEvent, doc, partial=True) if doc is not None else None
-    except EventDecodeError:
-        return None
-
-
-def parse_lag_event(raw: bytes | str | None) -> LagThresholdEvent | None:
-    """A lag-threshold event, or None when the record is not one."""
-    doc = _json_object(raw, LAG_FIELDS)
-    if doc is None or doc["kind"] != LAG_THRESHOLD_KIND:
-        return None
-    try:
-        return from_document(LagThresholdEvent, doc, partial=True)
-    except EventDecodeError:
-        return None
+parse_status_event = _reader(StatusEvent)
+parse_lag_event = _reader(LagThresholdEvent)
 
 
 def _status_field(event: StatusEvent) -> str:

@@ -9,7 +9,9 @@ is a frozen `msgspec.Struct` (`EventFields`), the one description of its fields;
 * Decoding checks every field against its type and raises `EventDecodeError` naming the field. `partial=True` (the
   notifier's boundary, which always took records carrying only the fields it reads) fills a missing field with its
   type's empty value and ignores fields it does not know (a newer producer's); otherwise a missing required field
-  or an unknown one is an error, as in the schemas (`additionalProperties: false`).
+  or an unknown one is an error, as in the schemas (`additionalProperties: false`). `read_partial` is that boundary:
+  a record must still carry the event's `KEY_FIELDS` (what tells it apart: a lag-threshold event has no
+  `previous_status`, a status event no `kind`).
 * A JSON number in a field of floats stays as written (`Number`: 300 stays 300), so a record re-encodes unchanged.
 """
 
@@ -19,7 +21,7 @@ import functools
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Self, TypeAlias, TypeVar, get_args
+from typing import Any, ClassVar, Self, TypeAlias, TypeVar, get_args
 
 import msgspec
 import msgspec.inspect as mi
@@ -27,6 +29,7 @@ from msgspec import UnsetType
 
 T = TypeVar("T")
 E = TypeVar("E", bound="EventFields")
+J = TypeVar("J", bound="JsonEvent")
 Number: TypeAlias = int | float  # a JSON number as written (msgspec would make 300 in a `float` field 300.0)
 
 
@@ -40,6 +43,8 @@ class EventFields(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
 
 class JsonEvent(EventFields, frozen=True):
     """The codec as methods of an event."""
+
+    KEY_FIELDS: ClassVar[frozenset[str]]  # what a partial record must carry to be this event (`read_partial`)
 
     def encode(self) -> bytes:
         """The bytes on the wire."""
@@ -83,6 +88,22 @@ def decode(cls: type[E], raw: bytes | str | bytearray, *, partial: bool = False)
     except msgspec.DecodeError as exc:
         raise EventDecodeError(f"not JSON: {exc}") from None
     return _from_partial(cls, msgspec.json.decode(raw))
+
+
+def read_partial(cls: type[J], raw: bytes | str) -> J:
+    """The event in a record a reader of partial records takes (the notifier): any record `cls` decodes, else a JSON
+    object carrying its `KEY_FIELDS`, decoded partially; EventDecodeError when it is neither."""
+    try:
+        return msgspec.json.decode(raw, type=cls)  # a whole record: the fast path
+    except msgspec.ValidationError:
+        pass
+    except msgspec.DecodeError as exc:
+        raise EventDecodeError(f"not JSON: {exc}") from None
+    doc = msgspec.json.decode(raw)
+    missing = sorted(cls.KEY_FIELDS - doc.keys()) if isinstance(doc, dict) else ["the event"]
+    if missing:
+        raise EventDecodeError(f"{missing[0]}: missing")
+    return _from_partial(cls, doc)
 
 
 def from_document(cls: type[E], doc: Any, *, partial: bool = False) -> E:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
-from typing import Any, Final, Literal, NamedTuple, cast
+from typing import Any, ClassVar, Final, Literal, NamedTuple, cast
 
 from msgspec import UNSET, UnsetType
 
@@ -160,6 +160,9 @@ class LagThresholdEvent(JsonEvent, frozen=True, kw_only=True):
     """A lag-threshold event, field for field as `schemas/lag_threshold_event.json` describes it (a required field
     has no default, not even `schema_version` or `kind`: a field at its default is left out of the JSON)."""
 
+    KEY_FIELDS: ClassVar = frozenset(
+        {"kind", "event_id", "cluster", "group", "threshold_seconds", "above", "incident_id", "evaluated_at"}
+    )
     schema_version: Literal[1]
     kind: Literal["lag_threshold"]
     alert: Alert | None = None  # left out by events written before there were other alerts: lag-seconds

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Final, Literal, cast
+from typing import Any, ClassVar, Final, Literal, cast
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -126,6 +126,9 @@ class StatusEvent(JsonEvent, frozen=True, kw_only=True):
     """A status-change event, field for field as `schemas/status_event.json` describes it (a required field has no
     default, not even `schema_version` or `replayed`: a field at its default is left out of the JSON)."""
 
+    KEY_FIELDS: ClassVar = frozenset(
+        {"event_id", "cluster", "group", "status", "previous_status", "incident_id", "evaluated_at"}
+    )
     schema_version: Literal[1]
     event_id: str
     seq: int

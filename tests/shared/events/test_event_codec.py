@@ -19,7 +19,7 @@ from msgspec import UNSET, UnsetType
 
 from lagwatch.services.notifier.events import parse_lag_event, parse_status_event
 from lagwatch.shared.events import lag_threshold_event, status_event
-from lagwatch.shared.events.event_codec import EventDecodeError, from_document
+from lagwatch.shared.events.event_codec import EventDecodeError, from_document, read_partial
 from lagwatch.shared.events.lag_threshold_event import Alert, Crossing, LagPartition, LagThresholdEvent, Reason
 from lagwatch.shared.events.status_event import (
     EventPartition,
@@ -146,6 +146,15 @@ def test_the_fields_with_fixed_values_allow_exactly_the_schemas_values(cls, doc)
             assert values == [prop["const"]], f.name
         elif values:
             assert sorted(values) == sorted(v for v in prop["enum"] if v is not None), f.name
+
+
+@pytest.mark.parametrize(("cls", "doc"), [(StatusEvent, STATUS_SCHEMA), (LagThresholdEvent, LAG_SCHEMA)])
+def test_the_fields_a_partial_record_must_carry_are_fields_the_schema_requires(cls, doc):
+    assert cls.KEY_FIELDS.issubset(doc["required"])
+    whole = known_status_event() if cls is StatusEvent else known_lag_event()
+    for name in sorted(cls.KEY_FIELDS):
+        with pytest.raises(EventDecodeError, match=f"^{name}: missing$"):
+            read_partial(cls, json.dumps({k: v for k, v in whole.as_dict().items() if k != name}))
 
 
 def test_events_are_frozen_and_slotted_and_refuse_unknown_fields():
