@@ -22,6 +22,8 @@ from pathlib import Path
 
 import aiohttp
 
+from lagwatch.devkit.logs import log_tail
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -83,10 +85,7 @@ class ServiceProcess:
             return False
 
     def log_tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "<no log>"
+        return log_tail(self.log_file, lines)
 
 
 def stop_all(processes: Sequence[ServiceProcess], timeout: float = 20.0) -> None:

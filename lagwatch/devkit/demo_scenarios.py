@@ -59,27 +59,32 @@ def warmup(intervals: int) -> int:
 
 def scenarios(intervals: int) -> tuple[Scenario, ...]:
     """Every demo scenario, timed for windows of `intervals` commits."""
-    w = warmup(intervals)
-    healthy = Phase("keeps up", w, produce=5, consume=ALL)
-    # 25 messages of 20 kB a tick (500 kB): the mock's ~5 MB hold ~255 of them (~10 ticks' worth: its retention),
-    # so from about the 10th tick of the phase retention deletes 25 a tick; reading 12 a tick, the consumer is then
-    # ~(255 - 13 t) messages, (255 - 13 t) / 25 ticks, ahead of deletion: under RETENTION_RISK_S from then on, and
-    # messages would be lost from t ~ 19. Caught up again, it is ~10 ticks ahead of deletion: out of the alert.
-    big = Phase(
-        "falls behind 20 kB messages: retention deletes toward what it has not read (WARN, data-loss-risk)",
-        RETENTION_TICKS,
-        produce=25,
-        consume=12,
-        message_bytes=20_000,
-    )
+    healthy = Phase("keeps up", warmup(intervals), produce=5, consume=ALL)
+    return (HEALTHY, *_incidents(healthy, intervals), _retention(healthy), IDLE)
+
+
+HEALTHY = Scenario(
+    "healthy",
+    (Phase("keeps up with its topic, committing every tick", FOREVER, produce=5, consume=ALL),),
+    expected=(("NOTFOUND", "OK"),),
+    bad_partition=None,
+    notifications=(),
+)
+IDLE = Scenario(
+    "idle",
+    (
+        Phase("reads the 10 messages of a quiet topic", 1, produce=10, consume=ALL),
+        Phase("has nothing to read and commits nothing (stays OK)", FOREVER, 0, ALL, commit_unchanged=False),
+    ),
+    expected=(("NOTFOUND", "OK"),),
+    bad_partition=None,
+    notifications=(),
+)
+
+
+def _incidents(healthy: Phase, intervals: int) -> tuple[Scenario, ...]:
+    """The scenarios that turn after `healthy`: one for each of Burrow's partition statuses but OK."""
     return (
-        Scenario(
-            "healthy",
-            (Phase("keeps up with its topic, committing every tick", FOREVER, produce=5, consume=ALL),),
-            expected=(("NOTFOUND", "OK"),),
-            bad_partition=None,
-            notifications=(),
-        ),
         Scenario(
             "lagging",
             (
@@ -104,10 +109,7 @@ def scenarios(intervals: int) -> tuple[Scenario, ...]:
         ),
         Scenario(
             "stopped",
-            (
-                healthy,
-                Phase("its consumer leaves; messages keep coming (STOP)", FOREVER, 5, 0, consumer_running=False),
-            ),
+            (healthy, Phase("its consumer leaves; messages keep coming (STOP)", FOREVER, 5, 0, consumer_running=False)),
             expected=(("NOTFOUND", "OK"), ("OK", "ERR")),
             bad_partition="STOP",
             notifications=("open",),
@@ -123,22 +125,26 @@ def scenarios(intervals: int) -> tuple[Scenario, ...]:
             bad_partition="REWIND",
             notifications=("open", "close"),
         ),
-        Scenario(
-            "retention",
-            (healthy, big, Phase("catches up before anything is lost (OK, the alert closes)", FOREVER, 5, ALL)),
-            expected=(("NOTFOUND", "OK"), ("OK", "WARN"), ("WARN", "OK")),
-            bad_partition="WARN",
-            notifications=("open", "close"),
-            alerts=("data-loss-risk lag-open", "data-loss-risk lag-close"),
-        ),
-        Scenario(
-            "idle",
-            (
-                Phase("reads the 10 messages of a quiet topic", 1, produce=10, consume=ALL),
-                Phase("has nothing to read and commits nothing (stays OK)", FOREVER, 0, ALL, commit_unchanged=False),
-            ),
-            expected=(("NOTFOUND", "OK"),),
-            bad_partition=None,
-            notifications=(),
-        ),
+    )
+
+
+def _retention(healthy: Phase) -> Scenario:
+    # 25 messages of 20 kB a tick (500 kB): the mock's ~5 MB hold ~255 of them (~10 ticks' worth: its retention),
+    # so from about the 10th tick of the phase retention deletes 25 a tick; reading 12 a tick, the consumer is then
+    # ~(255 - 13 t) messages, (255 - 13 t) / 25 ticks, ahead of deletion: under RETENTION_RISK_S from then on, and
+    # messages would be lost from t ~ 19. Caught up again, it is ~10 ticks ahead of deletion: out of the alert.
+    big = Phase(
+        "falls behind 20 kB messages: retention deletes toward what it has not read (WARN, data-loss-risk)",
+        RETENTION_TICKS,
+        produce=25,
+        consume=12,
+        message_bytes=20_000,
+    )
+    return Scenario(
+        "retention",
+        (healthy, big, Phase("catches up before anything is lost (OK, the alert closes)", FOREVER, 5, ALL)),
+        expected=(("NOTFOUND", "OK"), ("OK", "WARN"), ("WARN", "OK")),
+        bad_partition="WARN",
+        notifications=("open", "close"),
+        alerts=("data-loss-risk lag-open", "data-loss-risk lag-close"),
     )

@@ -62,6 +62,8 @@ from types import FrameType, TracebackType
 from typing import Any, Self, cast
 from urllib.parse import quote, unquote
 
+from lagwatch.devkit.logs import log_tail
+
 __all__ = [
     "MockKafkaCluster",
     "MockKafkaControl",
@@ -272,6 +274,42 @@ class _Forwarder:
 # --------------------------------------------------------------------------------------------
 
 
+def _new_handle(log_level: int) -> int:
+    """The rd_kafka_t a mock cluster hangs off."""
+    lib = _lib()
+    conf = lib.rd_kafka_conf_new()
+    errstr = ctypes.create_string_buffer(_ERRSTR_SIZE)
+    for key, value in (("log_level", str(log_level)), ("client.id", "lagwatch-mock-kafka")):
+        if lib.rd_kafka_conf_set(conf, key.encode(), value.encode(), errstr, _ERRSTR_SIZE) != 0:
+            lib.rd_kafka_conf_destroy(conf)
+            raise MockKafkaError(f"librdkafka rejected {key}={value}: {errstr.value.decode()}")
+    # rd_kafka_new takes ownership of conf on success only.
+    rk = lib.rd_kafka_new(_RD_KAFKA_PRODUCER, conf, errstr, _ERRSTR_SIZE)
+    if not rk:
+        lib.rd_kafka_conf_destroy(conf)
+        raise MockKafkaError(f"rd_kafka_new failed: {errstr.value.decode()}")
+    return rk
+
+
+def _join_and_leave(config: dict[str, Any], topic: str, timeout: float) -> None:
+    """Join the consumer group of `config` on `topic` (the mock creates a group on its first JoinGroup), then leave."""
+    from confluent_kafka import Consumer  # lazy: heavy, and optional for importers
+
+    # Short, so a seed member whose LeaveGroup got lost never delays a real join long.
+    consumer = Consumer(
+        {**config, "enable.auto.commit": False, "session.timeout.ms": 1000, "heartbeat.interval.ms": 200}
+    )
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + timeout
+        while not consumer.assignment():
+            if time.monotonic() > deadline:
+                raise MockKafkaError(f"could not join consumer group {config['group.id']!r} in {timeout}s")
+            consumer.poll(0.05)
+    finally:
+        consumer.close()
+
+
 class MockKafkaCluster:
     """An in-process librdkafka mock cluster.
 
@@ -324,7 +362,7 @@ class MockKafkaCluster:
                 raise
 
     def _create_cluster(self, brokers: int) -> None:
-        self._rk = self._new_handle()
+        self._rk = _new_handle(self._log_level)
         lib = _lib()
         mcluster = lib.rd_kafka_mock_cluster_new(self._rk, brokers)
         if not mcluster:
@@ -376,32 +414,11 @@ class MockKafkaCluster:
         """
         if not groups:
             return
-        from confluent_kafka import Consumer  # lazy: heavy, and optional for importers
-
         seed_topic = f"__lagwatch_group_seed_{os.getpid()}_{id(self):x}"
         self.create_topic(seed_topic, 1)
         try:
             for group in groups:
-                consumer = Consumer(
-                    {
-                        "bootstrap.servers": self.bootstrap,
-                        "group.id": group,
-                        "log_level": self._log_level,
-                        "enable.auto.commit": False,
-                        # Short, so a seed member whose LeaveGroup got lost never delays a real join long.
-                        "session.timeout.ms": 1000,
-                        "heartbeat.interval.ms": 200,
-                    }
-                )
-                try:
-                    consumer.subscribe([seed_topic])
-                    deadline = time.monotonic() + timeout
-                    while not consumer.assignment():
-                        if time.monotonic() > deadline:
-                            raise MockKafkaError(f"could not join consumer group {group!r} in {timeout}s")
-                        consumer.poll(0.05)
-                finally:
-                    consumer.close()
+                _join_and_leave(self._client_config(**{"group.id": group}), seed_topic, timeout)
         finally:
             self.delete_topic(seed_topic)
 
@@ -430,12 +447,7 @@ class MockKafkaCluster:
 
     def topics(self, timeout: float = 5.0) -> dict[str, int]:
         """Topic name -> partition count, read over the wire (includes auto-created topics)."""
-        from confluent_kafka.admin import AdminClient  # lazy: heavy, and optional for importers
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": self._log_level})
-        # No topic argument: a Metadata request naming a topic may auto-create it.
-        metadata = admin.list_topics(timeout=timeout)
-        return {name: len(meta.partitions) for name, meta in metadata.topics.items()}
+        return {name: len(meta.partitions) for name, meta in self._metadata(timeout).topics.items()}
 
     def partition_count(self, name: str) -> int | None:
         return self.topics().get(name)
@@ -472,21 +484,6 @@ class MockKafkaCluster:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _new_handle(self) -> int:
-        lib = _lib()
-        conf = lib.rd_kafka_conf_new()
-        errstr = ctypes.create_string_buffer(_ERRSTR_SIZE)
-        for key, value in (("log_level", str(self._log_level)), ("client.id", "lagwatch-mock-kafka")):
-            if lib.rd_kafka_conf_set(conf, key.encode(), value.encode(), errstr, _ERRSTR_SIZE) != 0:
-                lib.rd_kafka_conf_destroy(conf)
-                raise MockKafkaError(f"librdkafka rejected {key}={value}: {errstr.value.decode()}")
-        # rd_kafka_new takes ownership of conf on success only.
-        rk = lib.rd_kafka_new(_RD_KAFKA_PRODUCER, conf, errstr, _ERRSTR_SIZE)
-        if not rk:
-            lib.rd_kafka_conf_destroy(conf)
-            raise MockKafkaError(f"rd_kafka_new failed: {errstr.value.decode()}")
-        return rk
-
     def take_over_address(self, port: int) -> str:
         """Serve from now on where a cluster started with `port` served (broker i at `port + i - 1`, advertised so):
         another cluster behind a stopped one's address, as a Kafka cluster replaced behind the same address."""
@@ -509,11 +506,17 @@ class MockKafkaCluster:
 
     def _broker_addresses(self) -> dict[int, tuple[str, int]]:
         """Broker id -> real listener, asked over the wire rather than assuming bootstrap order."""
-        from confluent_kafka.admin import AdminClient
+        brokers = self._metadata(10).brokers.values()
+        return {b.id: (cast(str, b.host), b.port) for b in brokers}  # a listed broker has a host
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": self._log_level})
-        metadata = admin.list_topics(timeout=10)
-        return {b.id: (cast(str, b.host), b.port) for b in metadata.brokers.values()}  # a listed broker has a host
+    def _client_config(self, **settings: Any) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap, "log_level": self._log_level, **settings}
+
+    def _metadata(self, timeout: float) -> Any:
+        from confluent_kafka.admin import AdminClient  # lazy: heavy, and optional for importers
+
+        # No topic argument: a Metadata request naming a topic may auto-create it.
+        return AdminClient(self._client_config()).list_topics(timeout=timeout)
 
     def _require(self) -> int:
         if self._mcluster is None:
@@ -773,13 +776,6 @@ def _error_text(exc: urllib.error.HTTPError) -> str:
         return exc.reason
 
 
-def _log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "<no log>"
-
-
 def start_mock_kafka_process(
     state_dir: Path,
     topics: Mapping[str, int],
@@ -840,9 +836,11 @@ def _wait_for_state_file(
             if control.pid == proc.pid:
                 return control
         if proc.poll() is not None:
-            raise MockKafkaError(f"mock Kafka process exited with {proc.returncode}; log tail:\n{_log_tail(log_file)}")
+            raise MockKafkaError(
+                f"mock Kafka process exited with {proc.returncode}; log tail:\n{log_tail(log_file, 30)}"
+            )
         time.sleep(0.05)
-    raise MockKafkaError(f"mock Kafka process not ready after {timeout}s; log tail:\n{_log_tail(log_file)}")
+    raise MockKafkaError(f"mock Kafka process not ready after {timeout}s; log tail:\n{log_tail(log_file, 30)}")
 
 
 def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> int:

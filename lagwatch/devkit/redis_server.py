@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from lagwatch.devkit.logs import log_tail
 from lagwatch.devkit.ports import free_port
 
 __all__ = ["RedisServer", "RedisServerError", "find_redis_server"]
@@ -179,7 +180,7 @@ class RedisServer:
                 self._launch()
                 return
             except RedisServerError:
-                if attempt == attempts - 1 or "Address already in use" not in self._log_tail():
+                if attempt == attempts - 1 or "Address already in use" not in log_tail(self.log_file, 20):
                     raise
                 self._port = None
 
@@ -278,21 +279,15 @@ class RedisServer:
             if proc.poll() is not None:
                 raise RedisServerError(
                     f"redis-server exited with code {proc.returncode} on port {self.port}; "
-                    f"log tail ({self.log_file}):\n{self._log_tail()}"
+                    f"log tail ({self.log_file}):\n{log_tail(self.log_file, 20)}"
                 )
             if _serving_pid(self.port) == proc.pid:
                 return
             time.sleep(0.02)
         raise RedisServerError(
             f"redis-server on port {self.port} not ready after {self.startup_timeout}s; "
-            f"log tail ({self.log_file}):\n{self._log_tail()}"
+            f"log tail ({self.log_file}):\n{log_tail(self.log_file, 20)}"
         )
-
-    def _log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "<no log>"
 
     def _detach_finalizer(self) -> None:
         if self._proc_finalizer is not None:
