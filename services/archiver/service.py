@@ -18,7 +18,6 @@ Several archivers share the topic's partitions as one consumer group; each write
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 
@@ -30,9 +29,10 @@ from prometheus_client import Counter
 from lagwatch.shared.records.history import HistoryRecordInvalid, decode, records_of
 from lagwatch.shared.records.history_files import HistoryFileWriter
 from lagwatch.shared.runtime.config import Config
-from lagwatch.shared.runtime.health_server import HealthServer
+from lagwatch.shared.runtime.health_server import LivenessCheck, ReadinessCheck
 from lagwatch.shared.runtime.kafka_client import client_kwargs
 from lagwatch.shared.runtime.kafka_probe import KafkaProbe
+from lagwatch.shared.runtime.service import Service
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled
 
 log = logging.getLogger(__name__)
@@ -45,10 +45,6 @@ WRITE_FAILURES = Counter(
 )
 MAX_BACKOFF_S = 30.0
 WRITE_BACKOFF_CAP_S = 10.0  # a path writable again is written within this (read at construction: tests shorten it)
-
-
-def consumer_group(cluster: str) -> str:
-    return f"lagwatch-archiver-{cluster}"
 
 
 class _FlushBeforeRevoke(ConsumerRebalanceListener):
@@ -65,21 +61,17 @@ class _FlushBeforeRevoke(ConsumerRebalanceListener):
         return None
 
 
-class Archiver:
+class Archiver(Service):
     def __init__(self, config: Config, cluster: str, *, http_port: int | None = None) -> None:
-        self.cluster = cluster
-        self.settings = config.history
-        self.writer = HistoryFileWriter(self.settings.path, flush_rows=self.settings.flush_rows)
+        self.settings = settings = config.history
+        port = settings.http_port if http_port is None else http_port
+        super().__init__("archiver", cluster, host=settings.http_host, port=port)
+        self.writer = HistoryFileWriter(settings.path, flush_rows=settings.flush_rows)
         self._kafka = client_kwargs(config.cluster(cluster), cluster)
         self.kafka_probe = KafkaProbe(config.clusters)
         self.consumer = self._new_consumer()
-        self.health = HealthServer(
-            "archiver",
-            {"kafka": self._kafka_ok, "history_path": self._history_path_ok},
-            host=self.settings.http_host,
-            port=self.settings.http_port if http_port is None else http_port,
-        )
-        self.stopping = asyncio.Event()
+        # not a background task of the base (cancelled at a stop): it ends at `stopping`, writing what it holds
+        self._consuming: asyncio.Task[None] | None = None
         self.positions: dict = {}  # next offsets to commit once the buffer is written
         self._last_flush = time.monotonic()
         self._kafka_up = False
@@ -92,7 +84,7 @@ class Archiver:
     def _new_consumer(self) -> AIOKafkaConsumer:
         consumer = AIOKafkaConsumer(
             **self._kafka,
-            group_id=consumer_group(self.cluster),
+            group_id=f"lagwatch-archiver-{self.cluster}",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_poll_records=min(10_000, self.settings.flush_rows),
@@ -106,6 +98,18 @@ class Archiver:
         """Records read and not yet written (what the memory bound holds)."""
         return self.writer.buffered
 
+    def readiness(self) -> dict[str, ReadinessCheck]:
+        return {"kafka": self._kafka_ok, "history_path": self._history_path_ok}
+
+    def liveness(self) -> dict[str, LivenessCheck]:
+        return {"consumer": lambda: self.dead_work() is None}
+
+    def dead_work(self) -> str | None:
+        task = self._consuming
+        if task is None or not task.done() or task.cancelled() or task.exception() is None:
+            return None
+        return f"consuming failed: {task.exception()!r}"
+
     async def _kafka_ok(self) -> bool:
         # The consumer does not fail while the brokers are away (it only fetches nothing): ask them too.
         return self._kafka_up and await self.kafka_probe.reachable(self.cluster)
@@ -117,26 +121,15 @@ class Archiver:
         """The buffer is full and could not be written: read nothing more until it is."""
         return self._write_failing and self.writer.buffered >= self.settings.flush_rows
 
-    async def run(self) -> None:
-        probe: asyncio.Task | None = None
-        try:
-            await self.health.start()
-            log.info(
-                "archiver %s: %s -> %s; health on %s",
-                self.cluster,
-                self.settings.topic,
-                self.settings.path,
-                self.health.url,
-            )
-            probe = asyncio.create_task(self._probe_until_writable())
-            await self._consume_until_stopped()
-        finally:
-            if probe is not None:
-                probe.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await probe
-            await self.consumer.stop()  # closed already unless the start failed before it ran (else "Unclosed")
-            await self.health.stop()
+    async def start_work(self) -> None:
+        log.info("%s: %s -> %s", self.label, self.settings.topic, self.settings.path)
+        self.spawn(self._probe_until_writable())
+        self._consuming = asyncio.create_task(self._consume_until_stopped())
+
+    async def stop_work(self) -> None:
+        if self._consuming is not None:  # a failure of it is `dead_work`'s to report
+            await asyncio.wait([self._consuming])
+        await self.consumer.stop()  # closed already unless the start failed before it ran (else "Unclosed")
 
     async def _consume_until_stopped(self) -> None:
         """Consume, starting again after a failure (Kafka away) with a fresh consumer, until `stopping` is set."""
@@ -148,7 +141,7 @@ class Archiver:
                 await self._consume()
                 backoff.reset()
             except (KafkaError, OSError) as exc:
-                log.warning("archiver %s: consumer failed (%s); retrying in %.1fs", self.cluster, exc, backoff.delay)
+                log.warning("%s: consumer failed (%s); retrying in %.1fs", self.label, exc, backoff.delay)
             finally:
                 self._kafka_up = False
                 await self.flush()
@@ -168,15 +161,15 @@ class Archiver:
                 WRITE_FAILURES.labels(self.cluster).inc()
                 if not self._probe_backoff.failures:  # one line: the retries count in the metric
                     log.warning(
-                        "archiver %s: cannot write under history.path %s (%s); not ready until it can, retrying",
-                        self.cluster,
+                        "%s: cannot write under history.path %s (%s); not ready until it can, retrying",
+                        self.label,
                         self.settings.path,
                         exc,
                     )
                 await self._probe_backoff.pause(self.stopping)
                 continue
             if self._probe_backoff.failures:
-                log.info("archiver %s: writing under %s works now", self.cluster, self.settings.path)
+                log.info("%s: writing under %s works now", self.label, self.settings.path)
             self._path_writable = True
 
     async def _consume(self) -> None:
@@ -229,8 +222,8 @@ class Archiver:
             except HistoryRecordInvalid as exc:
                 RECORDS.labels(self.cluster, "bad").inc()
                 log.warning(
-                    "archiver %s: skipped record %d of the message at %s:%s (%s)",
-                    self.cluster,
+                    "%s: skipped record %d of the message at %s:%s (%s)",
+                    self.label,
                     line,
                     message.partition,
                     message.offset,
@@ -256,8 +249,8 @@ class Archiver:
             except KafkaError as exc:  # written already: re-reading them only makes duplicates
                 first_line = (str(exc).strip().splitlines() or [""])[0]  # aiokafka's CommitFailedError spans lines
                 log.warning(
-                    "archiver %s: commit failed (%s: %s); some records may be archived twice",
-                    self.cluster,
+                    "%s: commit failed (%s: %s); some records may be archived twice",
+                    self.label,
                     type(exc).__name__,
                     first_line,
                 )
@@ -271,8 +264,8 @@ class Archiver:
             self._write_failing = True
             WRITE_FAILURES.labels(self.cluster).inc()
             log.error(
-                "archiver %s: writing files under %s failed (%s); will retry (%d records held)",
-                self.cluster,
+                "%s: writing files under %s failed (%s); will retry (%d records held)",
+                self.label,
                 self.settings.path,
                 exc,
                 self.writer.buffered,
@@ -282,7 +275,7 @@ class Archiver:
             RECORDS.labels(self.cluster, "archived").inc(self.writer.rows_written - before)
         FILES.labels(self.cluster).inc(len(written))
         if self._write_failing:
-            log.info("archiver %s: writing under %s works again", self.cluster, self.settings.path)
+            log.info("%s: writing under %s works again", self.label, self.settings.path)
         self._write_failing = False
         self._path_writable = True  # as good as a probe: the probe loop ends
         self._write_backoff.reset()
