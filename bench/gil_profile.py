@@ -20,7 +20,7 @@ from pathlib import Path
 
 RATE = 200  # samples per second: the bench's runs last ~5-12 s
 # the ingest's history code: its writer thread, the queue between store and commit, the records' text
-HISTORY_FILES = ("history_publisher.py", "archive_queue.py", "domain/history.py")
+HISTORY_FILES = ("history_publisher.py", "archive_queue.py", "records/history.py")
 
 
 def py_spy() -> str | None:
