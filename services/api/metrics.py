@@ -95,6 +95,21 @@ _RECORD_TYPES = frozenset(str(t) for t in KNOWN_TYPES) | {"other"}
 DECODE_ERROR_TYPES = _RECORD_TYPES | {"no-key", "out-of-range", "assignment"}
 SKIP_REASONS = _RECORD_TYPES | {"filtered", "offset_commit_tombstone", "group_deleted", "group_upgraded"}
 COMMIT_OUTCOMES = frozenset(o.name.lower() for o in AddOutcome) | {"other"}
+LABEL_VALUES = {"decode_error": DECODE_ERROR_TYPES, "outcome": COMMIT_OUTCOMES, "skipped": SKIP_REASONS}
+COUNTERS = {  # the totals' field kind (before any ":") -> (family, help, labels), in the order written
+    "records": ("lagwatch_ingest_records", "Records read from the offsets topic", ["cluster"]),
+    "batches": ("lagwatch_ingest_batches", "Batches stored by the ingest", ["cluster"]),
+    "decode_error": ("lagwatch_ingest_decode_errors", "Records that could not be decoded", ["cluster", "type"]),
+    "skipped": ("lagwatch_ingest_skipped_records", "Records skipped on purpose", ["cluster", "reason"]),
+    "outcome": ("lagwatch_ingest_commits", "Offset commits by what the window store did", ["cluster", "outcome"]),
+    "redis_retries": ("lagwatch_ingest_retries", "Ingest batches retried after a failure", ["cluster"]),
+    "events_published": ("lagwatch_events_published", "Status-change events acknowledged by Kafka", ["cluster"]),
+    "transitions": ("lagwatch_status_transitions", "Status changes recorded", ["cluster"]),
+    "evaluations": ("lagwatch_evaluations", "Group evaluations", ["cluster", "trigger"]),
+    "evaluation_seconds": ("lagwatch_evaluation_seconds", "Time spent evaluating groups", ["cluster"]),
+    "sweeps": ("lagwatch_evaluator_sweeps", "Evaluator sweeps completed", ["cluster"]),
+}
+EVALUATOR_KINDS = frozenset({"events_published", "transitions", "evaluations", "evaluation_seconds", "sweeps"})
 GAUGES = {  # name -> help, in the order they are written
     "burrow_kafka_consumer_status": "Consumer group status (Burrow's numbering)",
     "burrow_kafka_consumer_lag_total": "Sum of the group's partition lags",
@@ -116,15 +131,6 @@ GAUGES = {  # name -> help, in the order they are written
     "lagwatch_consumer_group_skipped_messages": "Messages retention deleted before the group consumed them "
     "(committed offset below the log start)",
 }
-PARTITION_FAMILIES = frozenset(
-    {
-        "burrow_kafka_consumer_partition_lag",
-        "burrow_kafka_consumer_current_offset",
-        "burrow_kafka_topic_partition_status",
-        "burrow_kafka_topic_partition_offset",
-        "lagwatch_consumer_lag_seconds",
-    }
-)
 
 
 def label_value(value: str) -> str:
@@ -202,29 +208,22 @@ class RenderedGroups:
         now: int,
         keep: MetricsFilter,
     ) -> None:
-        outs = [series.lines[name] for name in GROUP_FAMILIES]
         last = self._clusters.get(cluster)
         if last is not None and last[0] == results and last[1] == log_ends:
             steady, moving = last[2], last[3]
         else:
             steady, moving = self._render_all(cluster, results, log_ends, now, keep)
             self._clusters[cluster] = (results, log_ends, steady, moving)
-        moving_lines: list[list[str]] = [[] for _ in GROUP_FAMILIES]
-        cluster_label = label_value(cluster)
-        for raw_group, raw in moving.items():
-            rendered = self._render(cluster_label, raw_group.decode(), raw, log_ends, now, keep)
-            assert rendered is not None  # `moving` holds groups that rendered
-            lines, _ = rendered
-            for out, text in zip(moving_lines, lines, strict=True):
-                out.append(text)
-        for family, block, extra in zip(outs, steady, moving_lines, strict=True):
-            family.append(block)
-            family.append("".join(extra).encode())
+        label = label_value(cluster)
+        rendered = (self._render(label, group.decode(), raw, log_ends, now, keep) for group, raw in moving.items())
+        moving_lines = _columns([lines for lines, _ in filter(None, rendered)])  # each rendered before
+        for name, block, extra in zip(GROUP_FAMILIES, steady, moving_lines, strict=True):
+            series.lines[name] += (block, extra)
 
     def _render_all(
         self, cluster: str, results: dict[bytes, bytes], log_ends: dict[tuple[str, int], int], now: int, keep
     ) -> tuple[tuple[bytes, ...], dict[bytes, bytes]]:
-        blocks: list[list[str]] = [[] for _ in GROUP_FAMILIES]
+        rows: list[tuple[str, ...]] = []
         moving: dict[bytes, bytes] = {}
         cluster_label = label_value(cluster)
         kept: dict[tuple[str, bytes], tuple[bytes, tuple, tuple[str, ...]]] = {}
@@ -251,10 +250,9 @@ class RenderedGroups:
                     continue
                 tps = tuple((p[0], p[1]) for p in json.loads(raw)[3])
                 kept[key] = (raw, (*tps, tuple(log_ends.get(tp) for tp in tps)), lines)
-            for block, text in zip(blocks, lines, strict=True):
-                block.append(text)
+            rows.append(lines)
         self._groups = {k: v for k, v in self._groups.items() if k[0] != cluster} | kept
-        return tuple("".join(block).encode() for block in blocks), moving
+        return _columns(rows), moving
 
     @staticmethod
     def _render(cluster_label: str, group: str, raw: bytes, log_ends, now: int, keep) -> tuple | None:
@@ -265,6 +263,13 @@ class RenderedGroups:
         return group_lines(
             cluster_label, group, group_status, started, parts, log_ends, now, keep, velocity[0] if velocity else None
         )
+
+
+def _columns(rows: list[tuple[str, ...]]) -> tuple[bytes, ...]:
+    """Groups' lines (a row per group, a column per family of GROUP_FAMILIES) as one block per family."""
+    if not rows:
+        return (b"",) * len(GROUP_FAMILIES)
+    return tuple("".join(column).encode() for column in zip(*rows, strict=True))
 
 
 def group_lines(
@@ -290,22 +295,21 @@ def group_lines(
     risk_s = max(0.0, (retention - now) / 1000) if retention >= 0 else None
     catchup_s = catchup_seconds(catchup, now)
     slowest = scan.slowest
-    lines = (
-        f"burrow_kafka_consumer_status{{{labels}}} {group_status}\n",
-        f"burrow_kafka_consumer_lag_total{{{labels}}} {scan.total}\n",
-        f"lagwatch_consumer_group_max_lag{{{labels}}} {scan.biggest}\n",
-        f"lagwatch_group_rebalances_last_hour{{{labels}}} {recent}\n",
-        f"lagwatch_consumer_group_max_lag_seconds{{{labels}}} {slowest[0]}\n" if slowest is not None else "",
-        f"lagwatch_consumer_group_catchup_seconds{{{labels}}} {_number(catchup_s)}\n" if catchup_s is not None else "",
-        f"lagwatch_consumer_group_lag_growth_per_second{{{labels}}} {growth}\n" if growth is not None else "",
-        f"lagwatch_consumer_group_retention_risk_seconds{{{labels}}} {risk_s}\n" if risk_s is not None else "",
-        f"lagwatch_consumer_group_skipped_messages{{{labels}}} {skipped}\n" if velocity else "",
-        "".join(scan.lag),
-        "".join(scan.offset),
-        "".join(scan.status),
-        "".join(scan.seconds),
+    values = (  # None: no line
+        group_status,
+        scan.total,
+        scan.biggest,
+        recent,
+        slowest[0] if slowest is not None else None,
+        _number(catchup_s) if catchup_s is not None else None,
+        growth,
+        risk_s,
+        skipped if velocity else None,
     )
-    return lines, steady
+    named = zip(GROUP_FAMILIES[: len(values)], values, strict=True)
+    lines = [f"{name}{{{labels}}} {v}\n" if v is not None else "" for name, v in named]
+    partitions = ("".join(scan.lag), "".join(scan.offset), "".join(scan.status), "".join(scan.seconds))
+    return (*lines, *partitions), steady
 
 
 @dataclass(slots=True)
@@ -372,88 +376,52 @@ class Counters:
     """lagwatch's running totals, as counter families (few samples: prometheus_client renders them)."""
 
     def __init__(self) -> None:
-        c = CounterMetricFamily
-        self.records = c("lagwatch_ingest_records", "Records read from the offsets topic", labels=["cluster"])
-        self.batches = c("lagwatch_ingest_batches", "Batches stored by the ingest", labels=["cluster"])
-        self.decode_errors = c(
-            "lagwatch_ingest_decode_errors", "Records that could not be decoded", labels=["cluster", "type"]
-        )
-        self.skipped = c("lagwatch_ingest_skipped_records", "Records skipped on purpose", labels=["cluster", "reason"])
-        self.commits = c(
-            "lagwatch_ingest_commits", "Offset commits by what the window store did", labels=["cluster", "outcome"]
-        )
-        self.retries = c("lagwatch_ingest_retries", "Ingest batches retried after a failure", labels=["cluster"])
-        self.events = c("lagwatch_events_published", "Status-change events acknowledged by Kafka", labels=["cluster"])
-        self.transitions = c("lagwatch_status_transitions", "Status changes recorded", labels=["cluster"])
-        self.evaluations = c("lagwatch_evaluations", "Group evaluations", labels=["cluster", "trigger"])
-        self.evaluation_seconds = c("lagwatch_evaluation_seconds", "Time spent evaluating groups", labels=["cluster"])
-        self.sweeps = c("lagwatch_evaluator_sweeps", "Evaluator sweeps completed", labels=["cluster"])
-
-    def families(self) -> list[Metric]:
-        return [m for m in vars(self).values() if isinstance(m, Metric)]
+        self.families = {
+            k: CounterMetricFamily(name, doc, labels=labels) for k, (name, doc, labels) in COUNTERS.items()
+        }
 
     def add_ingest_totals(self, cluster: str, totals: Mapping[str, int]) -> None:
         """Field names as `services/ingest/metrics.py` writes them, labelled as its own counters are (label values
         outside the fixed sets are summed under "other")."""
-        labelled: Tally[tuple[str, str]] = Tally()  # (family's attribute, label value) -> count
+        labelled: Tally[tuple[str, str]] = Tally()  # (kind, label value) -> count
         for name, n in totals.items():
             kind, _, detail = name.partition(":")
-            if kind == "records":
-                self.records.add_metric([cluster], n)
-            elif kind == "batches":
-                self.batches.add_metric([cluster], n)
-            elif kind == "decode_error":
-                labelled["decode_errors", detail if detail in DECODE_ERROR_TYPES else "other"] += n
-            elif kind == "outcome":
-                labelled["commits", detail if detail in COMMIT_OUTCOMES else "other"] += n
-            elif kind == "redis_retries":
-                self.retries.add_metric([cluster], n)
-            else:
-                reason = detail or kind
-                labelled["skipped", reason if reason in SKIP_REASONS else "other"] += n
-        for (family, label), n in labelled.items():
-            getattr(self, family).add_metric([cluster, label], n)
+            if kind in ("records", "batches", "redis_retries"):
+                self.families[kind].add_metric([cluster], n)
+                continue
+            if kind not in LABEL_VALUES:  # a skip reason, alone or after "skipped:"
+                kind, detail = "skipped", detail or kind
+            labelled[kind, detail if detail in LABEL_VALUES[kind] else "other"] += n
+        for (kind, label), n in labelled.items():
+            self.families[kind].add_metric([cluster, label], n)
 
     def add_evaluator_totals(self, cluster: str, totals: Mapping[str, float]) -> None:
         for name, n in totals.items():
             kind, _, trigger = name.partition(":")
-            if kind == "evaluations":
-                self.evaluations.add_metric([cluster, trigger], n)
-            elif kind == "transitions":
-                self.transitions.add_metric([cluster], n)
-            elif kind == "events_published":
-                self.events.add_metric([cluster], n)
-            elif kind == "evaluation_seconds":
-                self.evaluation_seconds.add_metric([cluster], n)
-            elif kind == "sweeps":
-                self.sweeps.add_metric([cluster], n)
+            if kind in EVALUATOR_KINDS:
+                self.families[kind].add_metric([cluster, trigger] if kind == "evaluations" else [cluster], n)
+
+
+def _gauge(name: str, doc: str, labels: list[str], samples: Iterable[tuple[list[str], float]]) -> Metric:
+    family = GaugeMetricFamily(name, doc, labels=labels)
+    for values, value in samples:
+        family.add_metric(values, value)
+    return family
 
 
 def cluster_family(configured: Iterable[str], found: Iterable[str]) -> Metric:
-    """1 for each cluster configured, 0 for each one only found in Redis (forgotten by nobody)."""
-    family = GaugeMetricFamily(
-        "lagwatch_cluster_configured",
-        "1: the api's configuration names the cluster; 0: only Redis keeps data of it (lagwatch forget-cluster)",
-        labels=["cluster"],
-    )
     configured = set(configured)
-    for cluster in sorted(configured | set(found)):
-        family.add_metric([cluster], int(cluster in configured))
-    return family
+    samples = [([cluster], int(cluster in configured)) for cluster in sorted(configured | set(found))]
+    doc = "1: the api's configuration names the cluster; 0: only Redis keeps data of it (lagwatch forget-cluster)"
+    return _gauge("lagwatch_cluster_configured", doc, ["cluster"], samples)
 
 
 def instances_family(running: Mapping[tuple[str, str], int]) -> Metric:
-    """How many instances of each service run for each cluster ((cluster, service) -> n), as their presence in Redis
-    says: read here, where it stays when every instance is gone (their own series go with them, and so does any
-    alert on those: `up` has no target left once their pods are gone)."""
-    family = GaugeMetricFamily(
-        "lagwatch_service_instances",
-        "Instances of the service (ingest worker, evaluator, notifier) running for the cluster",
-        labels=["cluster", "service"],
-    )
-    for (cluster, service), n in sorted(running.items()):
-        family.add_metric([cluster, service], n)
-    return family
+    """Read here, where it stays when every instance is gone (their own series go with them, and so does any alert
+    on those: `up` has no target left once their pods are gone)."""
+    samples = [([cluster, service], n) for (cluster, service), n in sorted(running.items())]
+    doc = "Instances of the service (ingest worker, evaluator, notifier) running for the cluster"
+    return _gauge("lagwatch_service_instances", doc, ["cluster", "service"], samples)
 
 
 def redis_memory_families(servers: Iterable[RedisMemory]) -> list[Metric]:
@@ -500,7 +468,7 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
         counters.add_ingest_totals(cluster, await read_totals(redis, cluster))
         raw = await reply(redis.hgetall(keys.evaluator_stats(cluster)))
         counters.add_evaluator_totals(cluster, {k.decode(): float(v) for k, v in raw.items()})
-    families = [*counters.families(), cluster_family(config.clusters, found), instances_family(instances)]
+    families = [*counters.families.values(), cluster_family(config.clusters, found), instances_family(instances)]
     return series.render() + render(families + redis_memory_families(await read_memory(redis)))
 
 
