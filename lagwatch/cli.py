@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 USAGE_ERROR = 2
 START_FAILED = 1
+CONFIG_HELP = "YAML or TOML file (default: $LAGWATCH_CONFIG)"
 
 
 class InputError(Exception):
@@ -53,12 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE_ERROR
     try:
         return args.handler(args) or 0
-    except InputError as exc:
+    except (InputError, StartError) as exc:
         print(f"lagwatch: {exc}", file=sys.stderr)
-        return USAGE_ERROR
-    except StartError as exc:
-        print(f"lagwatch: {exc}", file=sys.stderr)
-        return START_FAILED
+        return USAGE_ERROR if isinstance(exc, InputError) else START_FAILED
     except KeyboardInterrupt:
         return 130
 
@@ -90,28 +89,31 @@ def _group(commands: _Commands, name: str, help_text: str) -> _Commands:
     return group.add_subparsers(title=f"{name} commands")
 
 
+def _command(
+    commands: _Commands, name: str, help_text: str, handler: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    command = commands.add_parser(name, help=help_text)
+    command.set_defaults(handler=handler)
+    return command
+
+
 def _add_rules_commands(commands: _Commands) -> None:
-    """`lagwatch rules eval`."""
     rules = _group(commands, "rules", "the evaluation rules")
-    evaluate = rules.add_parser("eval", help="evaluate one group given as a JSON request (stdin by default)")
+    evaluate = _command(rules, "eval", "evaluate one group given as a JSON request (stdin by default)", _rules_eval)
     evaluate.add_argument("--file", type=Path, help="read the request from this file instead of stdin")
-    evaluate.set_defaults(handler=_rules_eval)
 
 
 def _add_offsets_commands(commands: _Commands) -> None:
-    """`lagwatch offsets decode`."""
     offsets = _group(commands, "offsets", "the __consumer_offsets codec")
-    decode = offsets.add_parser("decode", help="decode one record given as hex")
+    decode = _command(offsets, "decode", "decode one record given as hex", _offsets_decode)
     decode.add_argument("key_hex", help="the record key, hex")
     decode.add_argument("value_hex", nargs="?", default=None, help="the record value, hex (absent = tombstone)")
-    decode.set_defaults(handler=_offsets_decode)
 
 
 def _add_run_command(commands: _Commands) -> None:
-    """`lagwatch run <service>`."""
-    run = commands.add_parser("run", help="run a service until SIGTERM/Ctrl-C")
+    run = _command(commands, "run", "run a service until SIGTERM/Ctrl-C", _run_service)
     run.add_argument("service", choices=["ingest", "evaluator", "api", "notifier", "archiver"], help="which service")
-    run.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
+    run.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
     run.add_argument("--cluster", default=None, help="the configured cluster to watch (default: the only one)")
     run.add_argument(
         "--http-port", type=int, default=None, help="port of /healthz, /readyz and /metrics (api: its port)"
@@ -124,53 +126,44 @@ def _add_run_command(commands: _Commands) -> None:
     )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.add_argument("--log-file", type=Path, default=None, help="log here instead of stderr")
-    run.set_defaults(handler=_run_service)
 
 
 def _add_check_kafka_command(commands: _Commands) -> None:
-    """`lagwatch check-kafka`."""
-    check = commands.add_parser(
-        "check-kafka", help="connect to a configured cluster with its TLS and SASL login; print what lagwatch sees"
+    check = _command(
+        commands,
+        "check-kafka",
+        "connect to a configured cluster with its TLS and SASL login; print what lagwatch sees",
+        _check_kafka,
     )
-    check.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
+    check.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
     check.add_argument("--cluster", default=None, help="the configured cluster (default: the only one)")
     check.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the brokers' answer")
-    check.set_defaults(handler=_check_kafka)
 
 
 def _add_config_commands(commands: _Commands) -> None:
-    """`lagwatch config check`."""
     config = _group(commands, "config", "the configuration")
-    check = config.add_parser(
-        "check", help="load the configuration as the services do and check it without connecting to anything"
-    )
-    check.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
+    help_text = "load the configuration as the services do and check it without connecting to anything"
+    check = _command(config, "check", help_text, _config_check)
+    check.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
     check.add_argument("--show", action="store_true", help="print the effective configuration, credentials masked")
-    check.set_defaults(handler=_config_check)
 
 
 def _add_forget_cluster_command(commands: _Commands) -> None:
-    """`lagwatch forget-cluster`."""
-    forget = commands.add_parser(
-        "forget-cluster",
-        help="delete what Redis keeps of a cluster removed from the configuration; its incidents are closed",
-    )
+    help_text = "delete what Redis keeps of a cluster removed from the configuration; its incidents are closed"
+    forget = _command(commands, "forget-cluster", help_text, _forget_cluster)
     forget.add_argument("cluster", help="the cluster's name, as it was configured")
-    forget.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
+    forget.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
     forget.add_argument("--dry-run", action="store_true", help="count what would be deleted; change nothing")
-    forget.set_defaults(handler=_forget_cluster)
 
 
 def _add_notify_commands(commands: _Commands) -> None:
-    """`lagwatch notify replay-dlq`."""
     notify = _group(commands, "notify", "the notifier")
-    replay = notify.add_parser("replay-dlq", help="put dead-lettered notifications back into the outbox")
+    replay = _command(notify, "replay-dlq", "put dead-lettered notifications back into the outbox", _notify_replay_dlq)
     replay.add_argument("--subscription", default=None, help="only this subscription's dead letters")
     replay.add_argument("--since", default=None, help="only those dead-lettered since: 30m, 2h, 1d, epoch, ISO-8601")
-    replay.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
+    replay.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
     replay.add_argument("--cluster", default=None, help="the cluster holding the dead-letter topic")
-    replay.set_defaults(handler=_notify_replay_dlq)
-    test = notify.add_parser("test", help="send a sample incident's open and close to a subscription now")
+    test = _command(notify, "test", "send a sample incident's open and close to a subscription now", _notify_test)
     test.add_argument("subscription", help="the subscription's id (the configuration file's or the api's)")
     test.add_argument("--cluster", default=None, help="the cluster the sample names (default: one it covers)")
     test.add_argument(
@@ -179,25 +172,21 @@ def _add_notify_commands(commands: _Commands) -> None:
         default="status",
         help="a status incident, a lag-seconds alert, or a retention (data-loss-risk) alert",
     )
-    test.add_argument("--config", type=Path, default=None, help="YAML or TOML file (default: $LAGWATCH_CONFIG)")
-    test.set_defaults(handler=_notify_test)
+    test.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
 
 
 def _add_migrate_commands(commands: _Commands) -> None:
-    """`lagwatch migrate burrow-config`."""
     migrate = _group(commands, "migrate", "moving from Burrow")
-    burrow = migrate.add_parser(
-        "burrow-config", help="print a Burrow configuration (TOML) as lagwatch's YAML; warnings go to stderr"
-    )
+    help_text = "print a Burrow configuration (TOML) as lagwatch's YAML; warnings go to stderr"
+    burrow = _command(migrate, "burrow-config", help_text, _migrate_burrow_config)
     burrow.add_argument("burrow_toml", type=Path, help="Burrow's configuration file")
     burrow.add_argument(
         "--templates", type=Path, action="append", default=[], help="a folder holding the notifiers' templates"
     )
-    burrow.set_defaults(handler=_migrate_burrow_config)
 
 
 def _add_spark_commands(commands: _Commands) -> None:
-    """`lagwatch spark reprocess` (its options are the job's own)."""
+    """`lagwatch spark reprocess`: its options are the job's own (main hands them on)."""
     spark = _group(commands, "spark", "history reprocessing on Spark")
     reprocess = spark.add_parser(
         "reprocess", help="replay commit history with the live rules (--help for its options)", add_help=False
@@ -206,17 +195,14 @@ def _add_spark_commands(commands: _Commands) -> None:
 
 
 def _add_dev_commands(commands: _Commands) -> None:
-    """`lagwatch dev up`."""
     dev = _group(commands, "dev", "local infrastructure")
-    up = dev.add_parser(
-        "up", help="run Redis, the Kafka mock, every service and a demo workload on localhost until Ctrl-C"
-    )
+    help_text = "run Redis, the Kafka mock, every service and a demo workload on localhost until Ctrl-C"
+    up = _command(dev, "up", help_text, _dev_up)
     up.add_argument("--no-demo", action="store_true", help="only Redis and the Kafka mock cluster")
     up.add_argument("--api-port", type=_port, default=8000, help="the api's port, if free (0: any free port)")
     up.add_argument("--state-dir", type=Path, default=Path(".local"), help="where addresses and data go")
     up.add_argument("--redis-port", type=_port, default=None, help="fixed Redis port (default: a free one)")
     up.add_argument("--kafka-port", type=_port, default=None, help="fixed Kafka port (default: a free one)")
-    up.set_defaults(handler=_dev_up)
 
 
 def _port(text: str) -> int:
@@ -227,6 +213,34 @@ def _port(text: str) -> int:
     return port
 
 
+@contextlib.contextmanager
+def _input_errors(*kinds: type[Exception], prefix: str = "") -> Iterator[None]:
+    """An error of these kinds is the user's input's: InputError (one line, exit code 2)."""
+    try:
+        yield
+    except kinds as exc:
+        raise InputError(f"{prefix}{exc}") from None
+
+
+def _config(args: argparse.Namespace) -> Any:
+    """The configuration as the services load it: defaults, --config (or $LAGWATCH_CONFIG), the environment."""
+    from lagwatch.shared.runtime.config import ConfigError, load_config
+
+    with _input_errors(ConfigError):
+        return load_config(args.config)
+
+
+def _config_and_cluster(args: argparse.Namespace) -> tuple[Any, str]:
+    """The configuration and the configured cluster --cluster names (default: the only one)."""
+    from lagwatch.shared.runtime.config import ConfigError
+
+    config = _config(args)
+    with _input_errors(ConfigError):
+        cluster = args.cluster or config.only_cluster()
+        config.cluster(cluster)
+    return config, cluster
+
+
 def _rules_eval(args: argparse.Namespace) -> int:
     from lagwatch.rules_request import RequestError, evaluate_request
 
@@ -234,14 +248,10 @@ def _rules_eval(args: argparse.Namespace) -> int:
         text = args.file.read_text() if args.file else sys.stdin.read()
     except OSError as exc:
         raise InputError(f"cannot read {args.file}: {exc.strerror}") from None
-    try:
+    with _input_errors(json.JSONDecodeError, prefix="request is not valid JSON: "):
         doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"request is not valid JSON: {exc}") from None
-    try:
+    with _input_errors(RequestError, prefix="invalid request: "):
         answer = evaluate_request(doc)
-    except RequestError as exc:
-        raise InputError(f"invalid request: {exc}") from None
     print(json.dumps(answer, indent=2))
     return 0
 
@@ -251,10 +261,8 @@ def _offsets_decode(args: argparse.Namespace) -> int:
 
     key = _hex(args.key_hex, "key")
     value = None if args.value_hex is None else _hex(args.value_hex, "value")
-    try:
+    with _input_errors(CodecError, prefix="cannot decode: "):
         record = decode_record(key, value)
-    except CodecError as exc:
-        raise InputError(f"cannot decode: {exc}") from None
     print(json.dumps(record_to_json(record), indent=2))
     return 0
 
@@ -267,7 +275,7 @@ def _hex(text: str, what: str) -> bytes:
 
 
 def _run_service(args: argparse.Namespace) -> int:
-    from lagwatch.shared.runtime.config import ConfigError, load_config
+    from lagwatch.shared.runtime.config import ConfigError
     from lagwatch.shared.runtime.listen import ListenError
     from lagwatch.shared.runtime.log_format import configure_logging
     from lagwatch.shared.runtime.log_throttle import throttle_kafka_client_logs
@@ -281,21 +289,13 @@ def _run_service(args: argparse.Namespace) -> int:
         raise InputError("--workers: the ingest's worker processes, 0 or more (0: one per CPU but one)")
     if args.http_port is not None and not 0 <= args.http_port <= 65535:
         raise InputError(f"--http-port: not a port (0-65535), got {args.http_port}")
-    try:
-        config = load_config(args.config)
-        if args.service == "api":  # serves every cluster: none to choose
-            cluster = ""
-        else:
-            cluster = args.cluster or config.only_cluster()
-            config.cluster(cluster)
-    except ConfigError as exc:
-        raise InputError(str(exc)) from None
+    # the api serves every cluster: none to choose
+    config, cluster = (_config(args), "") if args.service == "api" else _config_and_cluster(args)
     host, port, options = _listen_address(args, config)
     _check_listen(host, port, options)
     try:  # Kafka login settings are checked as the clients are built (a keytab, a region, the gssapi package)
-        return _start_service(args, config, cluster)
-    except ConfigError as exc:
-        raise InputError(str(exc)) from None
+        with _input_errors(ConfigError):
+            return _STARTERS[args.service](args, config, cluster)
     except ListenError as exc:  # the port was taken after the check, before the service bound it
         raise InputError(_listen_failure(host, port, options, exc.reason)) from None
 
@@ -344,10 +344,6 @@ def _check_listen(host: str, port: int, options: str) -> None:
 
 def _listen_failure(host: str, port: int, options: str, reason: str) -> str:
     return f"cannot listen on {host}:{port} ({options}): {reason}"
-
-
-def _start_service(args: argparse.Namespace, config, cluster: str) -> int:
-    return _STARTERS[args.service](args, config, cluster)
 
 
 def _start_api(args: argparse.Namespace, config, cluster: str) -> int:
@@ -410,19 +406,16 @@ _STARTERS: dict[str, Callable[[argparse.Namespace, Any, str], int]] = {
 def _check_kafka(args: argparse.Namespace) -> int:
     """One JSON line on stdout when the cluster answers; else one line on stderr and exit code 1."""
     from lagwatch.kafka_check import CheckError, check_cluster
-    from lagwatch.shared.runtime.config import ConfigError, load_config
+    from lagwatch.shared.runtime.config import ConfigError
 
     if not 0 < args.timeout < math.inf:  # librdkafka waits forever for a negative one
         raise InputError(f"--timeout: seconds, more than 0, got {args.timeout:g}")
+    config, name = _config_and_cluster(args)
     try:
-        config = load_config(args.config)
-        name = args.cluster or config.only_cluster()
-        report = check_cluster(config.cluster(name), name, args.timeout)
-    except ConfigError as exc:
-        raise InputError(str(exc)) from None
+        with _input_errors(ConfigError):  # login settings, checked as the client is built
+            report = check_cluster(config.cluster(name), name, args.timeout)
     except CheckError as exc:
-        print(f"lagwatch: {exc}", file=sys.stderr)
-        return 1
+        raise StartError(str(exc)) from None
     print(json.dumps(report))
     return 0
 
@@ -435,12 +428,8 @@ def _config_check(args: argparse.Namespace) -> int:
     import yaml
 
     from lagwatch import config_check
-    from lagwatch.shared.runtime.config import ConfigError, load_config
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:  # the loader stops at the first bad value: what follows it is not read
-        raise InputError(str(exc)) from None
+    config = _config(args)  # the loader stops at the first bad value: what follows it is not read
     found = config_check.check(config)
     for problem in found.problems:
         print(f"lagwatch: {problem}", file=sys.stderr)
@@ -460,14 +449,9 @@ def _config_check(args: argparse.Namespace) -> int:
 def _forget_cluster(args: argparse.Namespace) -> int:
     """One JSON line: what was (with --dry-run: would be) deleted. Refused while the configuration still names the
     cluster (its services would write it back) or an ingest worker still polls it."""
-    import asyncio
+    from lagwatch.shared.runtime.config import cluster_name_problem
 
-    from lagwatch.shared.runtime.config import ConfigError, cluster_name_problem, load_config
-
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        raise InputError(str(exc)) from None
+    config = _config(args)
     if problem := cluster_name_problem(args.cluster):
         raise InputError(problem)
     if args.cluster in config.clusters:
@@ -490,39 +474,26 @@ def _forget_cluster(args: argparse.Namespace) -> int:
 
 
 def _notify_replay_dlq(args: argparse.Namespace) -> int:
-    import asyncio
+    from lagwatch.services.notifier.dlq import parse_since, replay_from_topic
 
-    from lagwatch.services.notifier.dlq import parse_since
-    from lagwatch.shared.runtime.config import ConfigError, load_config
-
-    try:
-        config = load_config(args.config)
-        cluster = args.cluster or config.only_cluster()
-        config.cluster(cluster)
+    with _input_errors(ValueError):  # a configuration's (ConfigError is one) or --since's
+        config, cluster = _config_and_cluster(args)
         since_ms = parse_since(args.since) if args.since else None
-    except (ConfigError, ValueError) as exc:
-        raise InputError(str(exc)) from None
-    from lagwatch.services.notifier.dlq import replay_from_topic
-
-    summary = asyncio.run(replay_from_topic(config, cluster, args.subscription, since_ms))
-    print(json.dumps(summary))
+    print(json.dumps(asyncio.run(replay_from_topic(config, cluster, args.subscription, since_ms))))
     return 0
 
 
 def _notify_test(args: argparse.Namespace) -> int:
     """One JSON line: each notification sent and its receiver's answer; exit code 1 unless every one was taken."""
-    import asyncio
-
     from lagwatch.shared.notifications.templating.template_worker import WORKERS
-    from lagwatch.shared.runtime.config import ConfigError, cluster_name_problem, load_config
+    from lagwatch.shared.runtime.config import ConfigError, cluster_name_problem
 
     if args.cluster is not None and (problem := cluster_name_problem(args.cluster)):
         raise InputError(f"--cluster: {problem}")
     try:
-        config = load_config(args.config)
-        report = asyncio.run(_send_test(config, args.subscription, args.cluster, args.sample))
-    except ConfigError as exc:  # a subscription of the file the notifier would refuse
-        raise InputError(str(exc)) from None
+        config = _config(args)
+        with _input_errors(ConfigError):  # a subscription of the file the notifier would refuse
+            report = asyncio.run(_send_test(config, args.subscription, args.cluster, args.sample))
     finally:
         WORKERS.close()  # templates render in worker processes: they would outlive the command
     print(json.dumps(report))
@@ -534,10 +505,8 @@ async def _send_test(config, subscription_id: str, cluster: str | None, sample: 
     from lagwatch.shared.runtime.clock import now_ms
 
     subscription = await _subscription(config, subscription_id)
-    try:
+    with _input_errors(NoSuchAlerts):
         return await sample_report(subscription, config.notifier, cluster, list(config.clusters), now_ms(), sample)
-    except NoSuchAlerts as exc:
-        raise InputError(str(exc)) from None
 
 
 async def _subscription(config, subscription_id: str):
@@ -594,11 +563,9 @@ def _dev_up(args: argparse.Namespace) -> int:
         from lagwatch.devkit.demo_system import run_demo
         from lagwatch.devkit.stack import run_local_stack
     except ImportError as exc:  # an installed wheel or image: the dev kit ships only with a checkout
-        print(
-            f"lagwatch: `dev up` needs the dev kit, in a checkout's editable install (pip install -e .): {exc}",
-            file=sys.stderr,
-        )
-        return USAGE_ERROR
+        raise InputError(
+            f"`dev up` needs the dev kit, in a checkout's editable install (pip install -e .): {exc}"
+        ) from None
     if args.no_demo:
         run_local_stack(args.state_dir, redis_port=args.redis_port, kafka_port=args.kafka_port)
         return 0
