@@ -19,7 +19,7 @@ from aiohttp import web
 
 from lagwatch.services.api import statuses
 from lagwatch.services.api.auth import requires_token
-from lagwatch.services.api.context import CONTEXT, ApiContext
+from lagwatch.services.api.context import CONTEXT
 from lagwatch.services.api.paths import named
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.runtime.clock import now_ms
@@ -31,22 +31,18 @@ from lagwatch.shared.windows.store import StoredGroup, StoredPartition
 routes = web.RouteTableDef()
 
 
-def _context(request: web.Request) -> ApiContext:
-    return request.app[CONTEXT]
-
-
 async def _cluster(request: web.Request) -> str:
-    return await _context(request).require_cluster(request.match_info["cluster"])
+    return await request.app[CONTEXT].require_cluster(request.match_info["cluster"])
 
 
 @routes.get("/v3/kafka")
 async def list_clusters(request: web.Request) -> web.Response:
-    return ok(request, "cluster list returned", clusters=await _context(request).clusters())
+    return ok(request, "cluster list returned", clusters=await request.app[CONTEXT].clusters())
 
 
 @routes.get(named("/v3/kafka/{cluster}"))
 async def cluster_detail(request: web.Request) -> web.Response:
-    context = _context(request)
+    context = request.app[CONTEXT]
     name = request.match_info["cluster"]
     if not await context.knows_cluster(name):
         raise ApiError(404, "cluster module not found")
@@ -102,13 +98,13 @@ def _seconds(value: float) -> int | float:
 @routes.get(named("/v3/kafka/{cluster}/topic"))
 async def list_topics(request: web.Request) -> web.Response:
     cluster = await _cluster(request)
-    topics = await _context(request).store.list_topics(cluster)
+    topics = await request.app[CONTEXT].store.list_topics(cluster)
     return ok(request, "topic list returned", topics=sorted(topics))
 
 
 @routes.get(named("/v3/kafka/{cluster}/topic/{topic}"))
 async def topic_detail(request: web.Request) -> web.Response:
-    context = _context(request)
+    context = request.app[CONTEXT]
     cluster = request.match_info["cluster"]
     offsets = await context.store.topic_offsets(cluster, request.match_info["topic"])
     if offsets is None or not await context.knows_cluster(cluster):
@@ -121,7 +117,7 @@ async def topic_detail(request: web.Request) -> web.Response:
 async def topic_consumers(request: web.Request) -> web.Response:
     """The groups with a window on the topic (as evaluated: the ready results), [] for an unknown topic."""
     cluster = await _cluster(request)
-    raw = await ResultsStore(_context(request).redis).raw(cluster)
+    raw = await ResultsStore(request.app[CONTEXT].redis).raw(cluster)
     # off the event loop: at 100k groups, decoding every result took seconds, and /healthz waited meanwhile
     consumers = await asyncio.to_thread(_consumers_of, request.match_info["topic"], raw)
     return ok(request, "consumers of topic returned", consumers=consumers)
@@ -143,7 +139,7 @@ def _consumers_of(topic: str, raw: Mapping[bytes, bytes]) -> list[str]:
 @routes.get(named("/v3/kafka/{cluster}/consumer"))
 async def list_consumers(request: web.Request) -> web.Response:
     cluster = await _cluster(request)
-    consumers = await ResultsStore(_context(request).redis).groups(cluster)
+    consumers = await ResultsStore(request.app[CONTEXT].redis).groups(cluster)
     return ok(request, "consumer list returned", consumers=consumers)
 
 
@@ -154,7 +150,7 @@ async def consumer_detail(request: web.Request) -> web.Response:
 
 async def detail_answer(request: web.Request, cluster: str, group: str) -> web.Response:
     """Burrow's consumer detail of `group` (named in the path or, by group_routes.py, in the body)."""
-    context = _context(request)
+    context = request.app[CONTEXT]
     stored = await context.live_group(cluster, group, now_ms())
     if stored is None:
         raise ApiError(404, "cluster or consumer not found")
@@ -204,7 +200,7 @@ async def consumer_lag(request: web.Request) -> web.Response:
 async def status_answer(request: web.Request, cluster: str, group: str, *, only_bad_partitions: bool) -> web.Response:
     """Burrow's answer whether or not the group (or the cluster) is known: `error: false`, "consumer status
     returned"; an unknown one is a 404 with the NOTFOUND status object."""
-    context = _context(request)
+    context = request.app[CONTEXT]
     now = await context.judging_clock(cluster)
     stored = await context.live_group(cluster, group, now)
     if stored is None:
@@ -225,7 +221,7 @@ async def remove_consumer(request: web.Request) -> web.Response:
 
 async def removal_answer(request: web.Request, cluster: str, group: str, topic: str | None) -> web.Response:
     """Forget `group`, or its `topic`; Burrow's answer whether or not it existed. The caller checked the token."""
-    context = _context(request)
+    context = request.app[CONTEXT]
     await context.require_cluster(cluster)
     store = context.store
     existed = await (

@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from lagwatch.services.api.auth import has_token, requires_token
-from lagwatch.services.api.context import CONTEXT, ApiContext
+from lagwatch.services.api.context import CONTEXT
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.notifications import sample_requests
 from lagwatch.shared.notifications.sample_requests import NotReported, NotTaken, SampleRequest
@@ -49,16 +49,12 @@ MAX_BODY_BYTES = 256 * 1024
 MAX_SUBSCRIPTIONS = 10_000  # each is matched against every event: a bound on what a token holder can add
 
 
-def _context(request: web.Request) -> ApiContext:
-    return request.app[CONTEXT]
-
-
 def _store(request: web.Request) -> SubscriptionStore:
-    return SubscriptionStore(_context(request).redis)
+    return SubscriptionStore(request.app[CONTEXT].redis)
 
 
 def _from_file(request: web.Request) -> dict[str, SubscriptionConfig]:
-    return {s.id: s for s in _context(request).config.subscriptions}
+    return {s.id: s for s in request.app[CONTEXT].config.subscriptions}
 
 
 async def read_json_body(request: web.Request) -> dict[str, Any]:
@@ -92,7 +88,7 @@ async def read_json_body(request: web.Request) -> dict[str, Any]:
 async def _validate(request: web.Request, doc: dict, existing: SubscriptionConfig | None = None) -> SubscriptionConfig:
     try:
         return await validate_document(
-            doc, allow_private=_context(request).config.notifier.allow_private_targets, existing=existing
+            doc, allow_private=request.app[CONTEXT].config.notifier.allow_private_targets, existing=existing
         )
     except SubscriptionInvalid as exc:
         raise ApiError(400, "invalid subscription", fields={"errors": exc.errors}) from None
@@ -111,7 +107,7 @@ async def _written(request: web.Request, config: SubscriptionConfig, done: str) 
     """The answer to a subscription written: itself (masked) and how many of the consumer groups known now (those
     with a status, as `/v3/kafka/{cluster}/consumer` lists them) it covers. A filter that covers none of them is
     said in the message: a typo in a regex would otherwise go unnoticed until an incident nobody hears of."""
-    context = _context(request)
+    context = request.app[CONTEXT]
     known = {cluster: await ResultsStore(context.redis).groups(cluster) for cluster in await context.clusters()}
     covered = await asyncio.to_thread(Coverage.of(config).count, known)  # 100k names through two regexes
     coverage = {"groups": covered, "known": sum(len(groups) for groups in known.values())}
@@ -233,7 +229,7 @@ async def test_subscription(request: web.Request) -> web.Response:
     lacking = sample_requests.missing_threshold(sample, config.lag_seconds_threshold, config.retention_risk_threshold)
     if lacking:
         raise ApiError(400, f"sample: the subscription {lacking}")
-    context = _context(request)
+    context = request.app[CONTEXT]
     if await sample_requests.queued(context.redis) >= sample_requests.MAX_QUEUED:
         raise ApiError(429, "too many samples waiting for a notifier: try again later")
     # an open and a close, each within its timeout; and this answer within the api's own request timeout
