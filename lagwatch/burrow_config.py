@@ -143,7 +143,6 @@ class _Part:
     """One part of the translation: it reads Burrow's sections and warns through the one `_Burrow`."""
 
     def __init__(self, burrow: _Burrow) -> None:
-        self.burrow = burrow
         self.warn, self.section, self.unused = burrow.warn, burrow.section, burrow.unused
 
 

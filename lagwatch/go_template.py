@@ -119,14 +119,17 @@ class _Translator:
     def __init__(self) -> None:
         self.out: list[str] = []
         self.notes: list[str] = []
-        self.dots: list[str | None] = [None]  # None: the top level (Burrow's names are globals)
         self.scopes: list[_Scope] = []
         self.loops = 0
-        self.pipeline = _Expressions(self.dots, self.note).pipeline
+        self.pipeline = _Expressions(self.dot, self.note).pipeline
 
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
+
+    def dot(self) -> str | None:
+        """What `.` is here: the innermost range's or with's value; None at the top (Burrow's names are globals)."""
+        return next((scope.dot for scope in reversed(self.scopes) if scope.dot is not None), None)
 
     def run(self, source: str) -> Translation:
         for text, action in _pieces(source):
@@ -190,16 +193,13 @@ class _Translator:
         self.loops += 1
         name = name or f"{prefix}{self.loops}"
         self.scopes.append(_Scope(kind, name))
-        self.dots.append(name)
         return name
 
     def _else(self, rest: list[Token]) -> list[str]:
         if not self.scopes:
             raise Untranslatable("{{else}} outside if, range or with")
         scope = self.scopes[-1]
-        if scope.dot is not None:  # Go: `.` is the outer value again in a with's or a range's else
-            self.dots.pop()
-            scope.dot = None
+        scope.dot = None  # Go: `.` is the outer value again in a with's or a range's else
         if rest:
             if rest[0].text != "if" or scope.kind != "if":
                 raise Untranslatable("only {{else if …}} chains are translated")
@@ -210,8 +210,6 @@ class _Translator:
         if not self.scopes:
             raise Untranslatable("{{end}} without if, range or with")
         scope = self.scopes.pop()
-        if scope.dot is not None:
-            self.dots.pop()
         return {"if": ["endif"], "range": ["endfor"], "with": ["endif", "endwith"]}[scope.kind]
 
     def _range(self, rest: list[Token]) -> list[str]:
@@ -236,10 +234,10 @@ class _Translator:
 
 
 class _Expressions:
-    """Go pipelines, commands and operands as Jinja2 expressions; `.` is what the innermost scope says (`dots`)."""
+    """Go pipelines, commands and operands as Jinja2 expressions, `.` read as `dot()` says where they stand."""
 
-    def __init__(self, dots: list[str | None], note: Callable[[str], None]) -> None:
-        self.dots = dots
+    def __init__(self, dot: Callable[[], str | None], note: Callable[[str], None]) -> None:
+        self.dot = dot
         self.note = note
 
     def pipeline(self, tokens: list[Token]) -> str:
@@ -323,7 +321,7 @@ class _Expressions:
         raise Untranslatable(f"unexpected {token.text!r}")
 
     def _field(self, chain: str, *, root: bool = False) -> str:
-        dot = None if root else self.dots[-1]
+        dot = None if root else self.dot()
         names = [n for n in chain.split(".") if n]
         if dot is None and names[:1] == ["Id"]:
             self.note("`.Id` is no field of Burrow's (its templates fail there): translated as ID, the incident's id")

@@ -10,7 +10,6 @@ A service that dies is started again by the supervisor (`restart`), with the sam
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ctypes
 import os
 import signal
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import aiohttp
 
-from lagwatch.devkit.logs import log_tail
+from lagwatch.devkit.processes import log_tail, stop_processes
 
 PR_SET_PDEATHSIG = 1
 
@@ -89,18 +88,7 @@ class ServiceProcess:
 
 
 def stop_all(processes: Sequence[ServiceProcess], timeout: float = 20.0) -> None:
-    """SIGTERM every running process at once, then wait; SIGKILL whatever is still there after `timeout`."""
-    running = [p.proc for p in processes if p.proc is not None and p.proc.poll() is None]
-    for proc in running:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for proc in running:
-        try:
-            proc.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop_processes([p.proc for p in processes if p.proc is not None], timeout)
 
 
 def _die_with(parent_pid: int) -> None:

@@ -62,7 +62,7 @@ from types import FrameType, TracebackType
 from typing import Any, Self, cast
 from urllib.parse import quote, unquote
 
-from lagwatch.devkit.logs import log_tail
+from lagwatch.devkit.processes import log_tail, stop_process
 
 __all__ = [
     "MockKafkaCluster",
@@ -563,18 +563,21 @@ class _ControlHandler(BaseHTTPRequestHandler):
         pass  # one line per request on stderr is noise in test logs
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/") == "/health":
-            self._reply(HTTPStatus.OK, {"status": "ok", "bootstrap": self.server.cluster.bootstrap})
-        elif self.path.rstrip("/") == "/topics":
-            self._guarded(lambda: {"topics": self.server.cluster.topics()})
+        cluster, path = self.server.cluster, self.path.rstrip("/")
+        if path == "/health":
+            self._reply(HTTPStatus.OK, {"status": "ok", "bootstrap": cluster.bootstrap})
+        elif path == "/topics":
+            self._guarded(lambda: {"topics": cluster.topics()})
         else:
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route GET {self.path}"})
 
     def do_POST(self) -> None:
-        if self.path.rstrip("/") in ("/brokers/down", "/brokers/up"):
-            self._set_brokers(up=self.path.rstrip("/").endswith("up"))
+        cluster, path = self.server.cluster, self.path.rstrip("/")
+        if path in ("/brokers/down", "/brokers/up"):  # every broker down (connections refused, the data kept) or up
+            up = path.endswith("up")
+            self._guarded(cluster.set_broker_up if up else cluster.set_broker_down, {"brokers": "up" if up else "down"})
             return
-        if self.path.rstrip("/") != "/topics":
+        if path != "/topics":
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route POST {self.path}"})
             return
         try:
@@ -584,22 +587,7 @@ class _ControlHandler(BaseHTTPRequestHandler):
         except (ValueError, KeyError, TypeError) as exc:
             self._reply(HTTPStatus.BAD_REQUEST, {"error": f"expected JSON {{'name': str, 'partitions': int}}: {exc!r}"})
             return
-
-        def create() -> dict[str, Any]:
-            self.server.cluster.create_topic(name, partitions)
-            return {"name": name, "partitions": partitions}
-
-        self._guarded(create)
-
-    def _set_brokers(self, *, up: bool) -> None:
-        """Every broker down (connections closed, new ones refused; the data stays) or up again."""
-
-        def switch() -> dict[str, Any]:
-            cluster = self.server.cluster
-            cluster.set_broker_up() if up else cluster.set_broker_down()
-            return {"brokers": "up" if up else "down"}
-
-        self._guarded(switch)
+        self._guarded(lambda: cluster.create_topic(name, partitions), {"name": name, "partitions": partitions})
 
     def do_DELETE(self) -> None:
         prefix = "/topics/"
@@ -607,20 +595,16 @@ class _ControlHandler(BaseHTTPRequestHandler):
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route DELETE {self.path}"})
             return
         name = unquote(self.path[len(prefix) :])
+        self._guarded(lambda: self.server.cluster.delete_topic(name), {"deleted": name})
 
-        def delete() -> dict[str, Any]:
-            self.server.cluster.delete_topic(name)
-            return {"deleted": name}
-
-        self._guarded(delete)
-
-    def _guarded(self, action: Any) -> None:
+    def _guarded(self, action: Callable[[], Any], answer: Mapping[str, Any] | None = None) -> None:
+        """`action`'s answer (or `answer`, once it is done), or why it failed."""
         try:
             result = action()
         except (MockKafkaError, ValueError, TypeError) as exc:
             self._reply(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
         else:
-            self._reply(HTTPStatus.OK, result)
+            self._reply(HTTPStatus.OK, result if answer is None else answer)
 
     def _reply(self, status: HTTPStatus, payload: Mapping[str, Any]) -> None:
         body = json.dumps(payload).encode()
@@ -797,23 +781,12 @@ def start_mock_kafka_process(
     log_file = state_dir / LOG_FILE_NAME
     # A SIGKILLed predecessor leaves its state file behind; never mistake it for ours.
     state_file.unlink(missing_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "lagwatch.devkit.mock_kafka",
-        "--state-file",
-        str(state_file),
-        "--brokers",
-        str(brokers),
-        "--parent-pid",
-        str(os.getpid()),
-    ]
+    options = {"state-file": state_file, "brokers": brokers, "parent-pid": os.getpid(), "port": port,
+               "control-port": control_port}  # fmt: skip
+    cmd = [sys.executable, "-m", "lagwatch.devkit.mock_kafka"]
+    cmd += [arg for name, value in options.items() if value is not None for arg in (f"--{name}", str(value))]
     cmd += [arg for name, count in topics.items() for arg in ("--topic", f"{name}:{count}")]
     cmd += [arg for group in groups for arg in ("--group", group)]
-    if port is not None:
-        cmd += ["--port", str(port)]
-    if control_port is not None:
-        cmd += ["--control-port", str(control_port)]
     with log_file.open("ab") as log:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -841,19 +814,6 @@ def _wait_for_state_file(
             )
         time.sleep(0.05)
     raise MockKafkaError(f"mock Kafka process not ready after {timeout}s; log tail:\n{log_tail(log_file, 30)}")
-
-
-def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> int:
-    """SIGTERM `proc`, SIGKILL it if it has not exited after `timeout`; returns the exit code."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,13 +20,13 @@ import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from lagwatch.devkit.logs import log_tail
 from lagwatch.devkit.ports import free_port
+from lagwatch.devkit.processes import log_tail
 
 __all__ = ["RedisServer", "RedisServerError", "find_redis_server"]
 
@@ -96,6 +96,10 @@ def _serving_pid(port: int, timeout: float = 0.5) -> int | None:
     if fields.get(b"loading", b"1").strip() != b"0" or b"process_id" not in fields:
         return None
     return int(fields[b"process_id"])
+
+
+def _flags(options: Mapping[str, object]) -> list[str]:
+    return [arg for name, value in options.items() for arg in (f"--{name}", str(value))]
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -231,26 +235,10 @@ class RedisServer:
     # -- internals -----------------------------------------------------------------------------
 
     def _command(self) -> list[str]:
-        return [
-            str(find_redis_server()),
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(self.dir),
-            "--logfile",
-            str(self.log_file),
-            "--daemonize",
-            "no",
-            "--save",
-            "",
-            "--appendonly",
-            "yes" if self.appendonly else "no",
-            "--appendfsync",
-            self.appendfsync,
-            *self.extra_args,
-        ]
+        options = {"port": self.port, "bind": "127.0.0.1", "dir": self.dir, "logfile": self.log_file,
+                   "daemonize": "no", "save": "", "appendonly": "yes" if self.appendonly else "no",
+                   "appendfsync": self.appendfsync}  # fmt: skip
+        return [str(find_redis_server()), *_flags(options), *self.extra_args]
 
     def _launch(self) -> None:
         command = self._command()
