@@ -29,7 +29,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -45,7 +44,7 @@ from lagwatch.cli import USAGE_ERROR
 from lagwatch.devkit.demo_processes import ServiceProcess, stop_all
 from lagwatch.devkit.demo_scenarios import RETENTION_RISK_S, Phase, Scenario, scenarios
 from lagwatch.devkit.demo_workload import demo_topics, run_workload
-from lagwatch.devkit.ports import free_port
+from lagwatch.devkit.ports import free_port, is_free
 from lagwatch.devkit.stack import ENV_FILE, LocalInfra, local_infra, shell_command, write_env_file
 from lagwatch.devkit.webhook_receiver import ReceivedAlert, WebhookReceiver
 from lagwatch.shared.runtime.config import HistoryConfig
@@ -136,14 +135,7 @@ def demo_config(
 
 def _port_or_free(port: int) -> int:
     """`port` if nothing listens on it, else any free port (0 = any free port)."""
-    if port:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                return free_port()
-            return port
-    return free_port()
+    return port if port and is_free(port) else free_port()
 
 
 def _stamp() -> str:

@@ -22,18 +22,22 @@ def free_port() -> int:
     if low - BELOW >= 1024:
         for _ in range(200):
             port = random.randrange(low - BELOW, low)
-            if port in _handed:
-                continue
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            _handed.add(port)
-            return port
+            if port not in _handed and is_free(port):
+                _handed.add(port)
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def is_free(port: int) -> bool:
+    """Nothing listens on `port` of 127.0.0.1 now."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _ephemeral_range_start() -> int:
