@@ -55,7 +55,7 @@ def notification(
         id=delivery_id(notification_id, subscription_id),
         subscription_id=subscription_id,
         kind=kind.value,
-        event=event.as_dict(),  # the outbox keeps the event as the JSON the channels and templates render
+        event=event,
         notification_id=notification_id,
         created_at=now,
         reason=reason,

@@ -453,9 +453,9 @@ class Dispatcher:
         sent_at = time.time()
         if delivery.first_sent_at is None:
             delivery.first_sent_at = int(sent_at * 1000)
-            evaluated_at = delivery.event.get("evaluated_at")
+            evaluated_at = delivery.event.evaluated_at
             fresh = not delivery.kind.endswith("repeat") and not delivery.extra and not delivery.reason
-            if fresh and isinstance(evaluated_at, int):  # (a repeat, replay or scope close carries an older event)
+            if fresh and evaluated_at:  # (a repeat, replay or scope close carries an older event)
                 metrics.DELIVERY_LATENCY.labels(subscription.type).observe(max(0.0, sent_at - evaluated_at / 1000))
         result = await self.sender.send(request)
         metrics.REQUEST_SECONDS.labels(subscription.type).observe(time.time() - sent_at)

@@ -23,10 +23,11 @@ from typing import Any, cast
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 
-from lagwatch.services.notifier.events import parse_either
+from lagwatch.services.notifier.events import AnyKind, parse_either
 from lagwatch.services.notifier.messages import CLOSE_KINDS
 from lagwatch.services.notifier.outbox import Delivery, Outbox
 from lagwatch.shared.events.deliveries import InFlight, stop_producer
+from lagwatch.shared.notifications.subscriptions.notification_policy import Event
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.runtime.kafka_client import client_kwargs
@@ -49,7 +50,7 @@ def dead_letter_record(delivery: Delivery, error: str, status_code: int | None, 
         "status_code": status_code,
         "created_at": delivery.created_at,
         "dead_at": now_ms() if dead_at is None else dead_at,
-        "event": delivery.event,
+        "event": delivery.event.as_dict(),  # (a dead letter is a JSON document)
         **({"reason": delivery.reason} if delivery.reason else {}),
     }
 
@@ -174,41 +175,40 @@ def select(records: Iterable[dict], *, subscription: str | None = None, since_ms
 
 
 async def replay(outbox: Outbox, records: Iterable[dict]) -> dict[str, int]:
-    """Put dead letters back into the outbox; {"enqueued", "already_pending", "incident_over"}. An open, update or
-    repeat of an incident the subscription has been told is over is not sent again: after its close, it would open
-    the incident anew at the receiver (a pager left ringing)."""
-    enqueued = pending = over = 0
+    """Put dead letters back into the outbox; {"enqueued", "already_pending", "incident_over"}, and "unreadable"
+    when some event is not one this notifier reads. An open, update or repeat of an incident the subscription has
+    been told is over is not sent again: after its close, it would open the incident anew at the receiver (a pager
+    left ringing)."""
+    counts = dict.fromkeys(("enqueued", "already_pending", "incident_over"), 0)
     now = now_ms()
     for r in records:
-        if r["kind"] not in CLOSE_KINDS and await _incident_over(outbox, r):
-            over += 1
+        parsed = parse_either(json.dumps(r["event"]))
+        if parsed is None:
+            counts["unreadable"] = counts.get("unreadable", 0) + 1
+            continue
+        kind, event = parsed
+        if r["kind"] not in CLOSE_KINDS and await _incident_over(outbox, r["subscription_id"], kind, event):
+            counts["incident_over"] += 1
             continue
         delivery = Delivery(
             id=r["delivery_id"],
             subscription_id=r["subscription_id"],
             kind=r["kind"],
-            event=r["event"],
+            event=event,
             notification_id=r["notification_id"],
             created_at=now,
             extra={"replayed_from": r.get("dead_at")},
             reason=r.get("reason"),
         )
-        if await outbox.enqueue(delivery, now):
-            enqueued += 1
-        else:
-            pending += 1
-    return {"enqueued": enqueued, "already_pending": pending, "incident_over": over}
+        counts["enqueued" if await outbox.enqueue(delivery, now) else "already_pending"] += 1
+    return counts
 
 
-async def _incident_over(outbox: Outbox, record: dict) -> bool:
+async def _incident_over(outbox: Outbox, subscription_id: str, kind: AnyKind, event: Event) -> bool:
     """Whether the subscription's current incident for the event's group is no longer the dead letter's."""
-    parsed = parse_either(json.dumps(record["event"]))
-    if parsed is None:
-        return False  # not an event this notifier reads: replayed as it was
-    kind, event = parsed
-    state = await outbox.read_state_field(record["subscription_id"], kind.state_field(event))
+    state = await outbox.read_state_field(subscription_id, kind.state_field(event))
     announced = json.loads(state).get("incident_id") if state else None
-    return bool(announced != record["event"].get("incident_id"))
+    return bool(announced != event.incident_id)
 
 
 async def replay_from_topic(config: Config, cluster: str, subscription: str | None, since_ms: int | None) -> dict:

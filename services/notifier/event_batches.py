@@ -25,7 +25,6 @@ a duplicate then, known by the `seen` keys). The caller acknowledges the batch o
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -180,7 +179,7 @@ class EventRecorder:
         try:
             state_field = kind.state_field(event)
             # the latest event of each incident going on is kept for subscriptions to come (announce_going_on)
-            active = (kind.active_field(event), json.dumps(event.as_dict()) if kind.going_on(event) else None)
+            active = (kind.active_field(event), event.encode().decode() if kind.going_on(event) else None)
             for name in (state_field, active[0], event.event_id):
                 name.encode()  # a name Redis cannot be sent (a lone surrogate) fails its own event, not the round
         except Exception:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
-from lagwatch.shared.events.event_codec import from_document
-from lagwatch.shared.events.status_event import StatusEvent, event_id
+from lagwatch.shared.events.status_event import SCHEMA_VERSION, StatusEvent, event_id
 from lagwatch.shared.notifications.subscriptions.notification_policy import QUIET, Event, IncidentState, Policy
 
 RECONCILED = "reconciled"  # a notification standing for an event the notifier did not read
@@ -50,38 +50,44 @@ def missed_close_id(cluster: str, group: str, incident_id: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def _without_figures(**identity: Any) -> StatusEvent:
+    """A status event the notifier stands in for: the group's identity, status and incident; none of its figures."""
+    return StatusEvent(
+        schema_version=SCHEMA_VERSION, complete=0.0, partition_count=0, totallag=0, maxlag=None, partitions=(),
+        replayed=False, **identity,
+    )  # fmt: skip
+
+
 def missed_close(announced: Event, incident_id: str, *, status: str, seq: int, evaluated_at: int) -> StatusEvent:
     """The close of the announced incident (`incident_id`, begun when `announced` says), as a quiet `status`; none of
     the group's figures, which were gone with the event."""
-    doc = {
-        "event_id": missed_close_id(announced.cluster, announced.group, incident_id),
-        "seq": seq,
-        "cluster": announced.cluster,
-        "group": announced.group,
-        "previous_status": announced.status if isinstance(announced, StatusEvent) else "ERR",
-        "status": status,
-        "incident_id": incident_id,
-        "incident_started_at": announced.incident_started_at,
-        "evaluated_at": evaluated_at,
-    }
-    return from_document(StatusEvent, doc, partial=True)
+    return _without_figures(
+        event_id=missed_close_id(announced.cluster, announced.group, incident_id),
+        seq=seq,
+        cluster=announced.cluster,
+        group=announced.group,
+        previous_status=announced.status if isinstance(announced, StatusEvent) else "ERR",
+        status=status,
+        incident_id=incident_id,
+        incident_started_at=announced.incident_started_at,
+        evaluated_at=evaluated_at,
+    )
 
 
 def found_open(cluster: str, group: str, stored: StoredStatus, now_ms: int) -> StatusEvent:
     """The group's current incident as an event, from its stored status: the id of the event that made the status (a
     late read of that event is then a duplicate), its status and incident; figures and previous status unknown."""
-    doc = {
-        "event_id": event_id(cluster, group, stored.seq),
-        "seq": stored.seq,
-        "cluster": cluster,
-        "group": group,
-        "previous_status": "OK",
-        "status": stored.status,
-        "incident_id": stored.incident_id,
-        "incident_started_at": stored.incident_started_at,
-        "evaluated_at": stored.changed_at if stored.changed_at is not None else now_ms,
-    }
-    return from_document(StatusEvent, doc, partial=True)
+    return _without_figures(
+        event_id=event_id(cluster, group, stored.seq),
+        seq=stored.seq,
+        cluster=cluster,
+        group=group,
+        previous_status="OK",
+        status=stored.status,
+        incident_id=stored.incident_id,
+        incident_started_at=stored.incident_started_at,
+        evaluated_at=stored.changed_at if stored.changed_at is not None else now_ms,
+    )
 
 
 def superseded_close(policy: Policy, event: StatusEvent, state: IncidentState | None) -> StatusEvent | None:

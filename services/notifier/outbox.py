@@ -23,15 +23,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import islice
 from typing import Any, NamedTuple, cast
 
+import msgspec
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from lagwatch.services.notifier import outbox_scripts as scripts
 from lagwatch.services.notifier import receiver_identity
+from lagwatch.shared.notifications.subscriptions.notification_policy import Event, event_from_json
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime import packed_commands
 from lagwatch.shared.runtime.clock import now_ms
@@ -54,12 +56,12 @@ _RECORD_IF_ACTIVE = (
 
 @dataclass
 class Delivery:
-    """One notification to one subscription, as kept in the outbox."""
+    """One notification to one subscription, as kept in the outbox (its event as the JSON object on its topic)."""
 
     id: str
     subscription_id: str
     kind: str
-    event: dict
+    event: Event
     notification_id: str  # X-Lagwatch-Event-Id: the receiver's dedupe key
     created_at: int
     attempts: int = 0  # attempts made so far
@@ -69,40 +71,16 @@ class Delivery:
     reason: str | None = None  # a close not the group's own (scope.py: "unsubscribed", "cluster_forgotten"); "test"
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "id": self.id,
-                "subscription_id": self.subscription_id,
-                "kind": self.kind,
-                "event": self.event,
-                "notification_id": self.notification_id,
-                "created_at": self.created_at,
-                "attempts": self.attempts,
-                "last_error": self.last_error,
-                "first_sent_at": self.first_sent_at,
-                **({"extra": self.extra} if self.extra else {}),
-                **({"reason": self.reason} if self.reason else {}),
-            },
-            separators=(",", ":"),
-            sort_keys=True,
-        )
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("extra", "reason")}
+        doc["event"] = msgspec.to_builtins(self.event)
+        doc |= {"extra": self.extra} if self.extra else {}
+        return json.dumps(doc | ({"reason": self.reason} if self.reason else {}), separators=(",", ":"), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Delivery:
         doc = json.loads(text)
-        return cls(
-            id=doc["id"],
-            subscription_id=doc["subscription_id"],
-            kind=doc["kind"],
-            event=doc["event"],
-            notification_id=doc["notification_id"],
-            created_at=int(doc["created_at"]),
-            attempts=int(doc.get("attempts", 0)),
-            last_error=doc.get("last_error"),
-            first_sent_at=doc.get("first_sent_at"),
-            extra=doc.get("extra") or {},
-            reason=doc.get("reason"),
-        )
+        doc["event"] = event_from_json(doc["event"])
+        return cls(**{f.name: doc[f.name] for f in fields(cls) if f.name in doc})
 
 
 class StateLookup(NamedTuple):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lagwatch.shared.notifications.subscriptions.notification_policy import Event
+
 ROLLOUT_MS = 600_000  # how long after the first notifier of this version others may still run the previous one
 
 
@@ -24,9 +26,9 @@ class ReceiverIdentity:
     subscription: str | None  # the `subscription` label; None: an incident named before (shared by subscriptions)
 
 
-def receiver_identity(event: dict, subscription_id: str, since_ms: int) -> ReceiverIdentity:
-    incident = event.get("incident_id") or f"{event['cluster']}/{event['group']}"
-    began = event.get("incident_started_at") or event.get("evaluated_at") or 0
+def receiver_identity(event: Event, subscription_id: str, since_ms: int) -> ReceiverIdentity:
+    incident = event.incident_id or f"{event.cluster}/{event.group}"
+    began = event.incident_started_at or event.evaluated_at
     if began < since_ms:
         return ReceiverIdentity(incident, None)
     return ReceiverIdentity(f"{incident}/{subscription_id}", subscription_id)

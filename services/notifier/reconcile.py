@@ -25,7 +25,6 @@ Redis only if no later skip changed it meanwhile.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -230,7 +229,7 @@ class Reconciler:
         if kept is not None:
             await self.outbox.drop_active(state_field, raw)
         if not stored.quiet and stored.incident_id is not None:
-            event = json.dumps(found_open(self.cluster, group, stored, now).as_dict())  # as the event path keeps it
+            event = found_open(self.cluster, group, stored, now).encode().decode()  # as the event path
             await reply(self.redis.hsetnx(keys.NOTIFY_ACTIVE, state_field, event))
 
     # --- lag-threshold and retention incidents -----------------------------------------------------------------

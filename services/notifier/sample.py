@@ -200,7 +200,7 @@ async def _send_one(
         id=uuid.uuid4().hex,
         subscription_id=subscription.id,
         kind=kind,
-        event=event.as_dict(),
+        event=event,
         notification_id=uuid.uuid4().hex,
         created_at=now_ms,
         attempts=1,

@@ -194,7 +194,7 @@ def fitted(event: StatusEvent, limit: int = MAX_EVENT_BYTES) -> tuple[bytes, int
 
 
 def not_ok_count(event: Mapping[str, Any]) -> int:
-    """`StatusEvent.not_ok_count` of an event's JSON object (what the notifier's channels render)."""
+    """`StatusEvent.not_ok_count` of an event's JSON object."""
     count = event.get("partitions_not_ok")
     return int(count) if count is not None else len(event.get("partitions") or [])
 

@@ -24,7 +24,7 @@ from lagwatch.shared.runtime.config import Config, SubscriptionConfig, build_sec
 from tests import paths
 from tests.kafka_helpers import make_config, running
 from tests.services.notifier.test_notifier_service import FAST, STATUS_TOPIC, publish
-from tests.services.notifier.test_notifier_support import Receiver, Timeline
+from tests.services.notifier.test_notifier_support import Receiver, Timeline, typed
 
 DATA = paths.DATA / "burrow"
 
@@ -81,7 +81,8 @@ def test_what_does_not_carry_over_is_a_warning_on_stderr(burrow_example):
 
 
 def delivery(event, kind):
-    return Delivery(f"{event['event_id']}.{kind}", "default", kind, event, event["event_id"], now_ms(), attempts=1)
+    event_id = event["event_id"]
+    return Delivery(f"{event_id}.{kind}", "default", kind, typed(event), event_id, now_ms(), attempts=1)
 
 
 def test_the_migrated_notifier_sends_what_burrows_templates_describe(burrow_example):
@@ -394,7 +395,7 @@ def test_an_email_notifier_becomes_an_email_subscription(tmp_path):
     t = Timeline("billing")
     t.to("OK")
     event = t.to("ERR", (7, 0))
-    sent = build_request(mail, Delivery("d", "mail", "open", event, event["event_id"], now_ms(), attempts=1))
+    sent = build_request(mail, Delivery("d", "mail", "open", typed(event), event["event_id"], now_ms(), attempts=1))
     assert sent.message.get_content() == "\nbilling on local: ERR, 1 partitions have problems\n"
     assert sent.message["To"] == "ops@example.com, oncall@example.com"
 

@@ -14,7 +14,7 @@ from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import compile_subscription
 from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests import paths
-from tests.services.notifier.test_notifier_support import Timeline
+from tests.services.notifier.test_notifier_support import Timeline, typed
 
 GROUP = '../../admin", "severity": "info", "x": "\\\n'  # ends the string, adds fields, breaks the JSON
 TEAM = 'pay"ments'
@@ -44,7 +44,7 @@ def test_a_documented_template_puts_any_name_into_valid_json(doc, example):
         extras={"team": TEAM},
     )
     event = Timeline(GROUP).to("ERR", (5,))
-    delivery = Delivery(f"{event['event_id']}.s", "s", "open", event, event["event_id"], 0, attempts=1)
+    delivery = Delivery(f"{event['event_id']}.s", "s", "open", typed(event), event["event_id"], 0, attempts=1)
     request = build_request(compile_subscription(config, "config"), delivery)
     body = json.loads(request.body)
     assert "x" not in body and any(GROUP in value for value in body.values() if isinstance(value, str)), body

@@ -1,26 +1,35 @@
-"""Destination types beyond Slack and webhooks (`alertmanager`, `pagerduty`, `msteams`, `email`): one module each,
-behind one small interface, `Channel`.
+"""Every destination type is one module here (`slack`, `webhook`, `alertmanager`, `pagerduty`, `msteams`, `email`),
+behind one small interface: a `Channel` says what it sends by default for a `Notification` (`body`), and whether
+that goes out as a mail rather than an HTTP request (`mail`). A `body-template` replaces the body for every type.
 
+A channel renders the typed event (shared/events/); the body it makes is the one place the event becomes a document.
 What a type asks of a subscription's options, where its requests go and which options are credentials is its
-`Destination` (shared/notifications/subscriptions/destinations.py: the api checks subscriptions with it too); a channel
-adds what it sends by default (`body`: HTTP types) — a `body-template` replaces that body as for webhooks. HTTP channels
-go through the notifier's one HTTP client (the address guard at connect time, retries, Retry-After, circuit breakers,
-dead letters, X-Lagwatch-* headers and signing); `email` builds a `Mail` that the same delivery loop sends over
-SMTP (email.py).
-
-Slack and webhooks stay in messages.py; `channel(type)` is None for them.
+`Destination` (shared/notifications/subscriptions/destinations.py: the api checks subscriptions with it too; None for
+Slack and webhooks, whose requests go to `url`). HTTP channels go through the notifier's one HTTP client (the address
+guard at connect time, retries, Retry-After, circuit breakers, dead letters, X-Lagwatch-* headers and signing, all
+in messages.py and delivery.py); `email` builds a `Mail` that the same delivery loop sends over SMTP.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
+from lagwatch.services.notifier.receiver_identity import ReceiverIdentity, receiver_identity
 from lagwatch.shared.notifications.subscriptions.destinations import Destination
+from lagwatch.shared.notifications.subscriptions.notification_policy import Event
+from lagwatch.shared.notifications.templating import templates
+from lagwatch.shared.runtime import clock
 from lagwatch.shared.runtime.config import SubscriptionConfig
 
-# (subscription, event, kind, template context, dashboard url) -> the request body
-BodyBuilder = Callable[[SubscriptionConfig, dict, str, dict, str], bytes]
+if TYPE_CHECKING:
+    from lagwatch.services.notifier.channels.email import Mail
+
+CLOSE_KINDS = frozenset({"close", "lag-close"})  # sent to url-close with method-close, when set
 
 
 class SendFailure(Exception):
@@ -34,22 +43,74 @@ class SendFailure(Exception):
 
 
 @dataclass(frozen=True)
-class Channel:
-    destination: Destination  # its options, endpoint and credentials
-    body: BodyBuilder | None = None  # the default body of an HTTP channel (None: not HTTP)
-    http: bool = True
+class Notification:
+    """One notification as a channel renders it: the event, what it tells (`kind`: open, close, lag-open, ...) and,
+    for a close that is not the group's own, why (`reason`), to one subscription at one attempt."""
+
+    event: Event
+    kind: str
+    config: SubscriptionConfig = field(default_factory=SubscriptionConfig)
+    notification_id: str = ""
+    attempt: int = 1
+    reason: str | None = None
+    dashboard_url: str = ""
+    now_ms: int = field(default_factory=clock.now_ms)
+    identity_since: int = 0  # receiver_identity.py
 
     @property
-    def type(self) -> str:
-        return self.destination.type
+    def closing(self) -> bool:
+        return self.kind in CLOSE_KINDS
+
+    @property
+    def duration_s(self) -> float | None:
+        """How long the incident has lasted (a close: how long it lasted)."""
+        event = self.event
+        return templates.incident_duration_s(
+            event.incident_started_at, event.evaluated_at, self.kind, self.reason, self.now_ms
+        )
+
+    @property
+    def receiver(self) -> ReceiverIdentity:
+        return receiver_identity(self.event, self.config.id, self.identity_since)
+
+    @property
+    def link(self) -> str:
+        """`notifier.dashboard-url` for the event's group (`{cluster}`, `{group}` replaced, URL-quoted); '' if unset."""
+        cluster, group = quote(self.event.cluster, safe=""), quote(self.event.group, safe="")
+        return self.dashboard_url.replace("{cluster}", cluster).replace("{group}", group)
+
+    def context(self) -> dict[str, Any]:
+        """What a template sees (templates.py): the event as the JSON document on its topic."""
+        return templates.context(
+            self.event.as_dict(),
+            kind=self.kind,
+            subscription_id=self.config.id,
+            notification_id=self.notification_id,
+            attempt=self.attempt,
+            extras=self.config.extras,
+            dashboard_url=self.dashboard_url,
+            now_ms=self.now_ms,
+            reason=self.reason,
+            receiver=dataclasses.asdict(self.receiver),
+        )
 
 
+@dataclass(frozen=True)
+class Channel:
+    type: str
+    body: Callable[[Notification], bytes]  # what it sends when no body-template replaces it
+    destination: Destination | None = None  # its options, endpoint and credentials (None: a `url` and no more)
+    mail: Callable[[Notification, str], Mail] | None = None  # a channel sending mail: the mail of a text
+
+
+@cache
 def _all() -> dict[str, Channel]:
-    from lagwatch.services.notifier.channels import alertmanager, email, msteams, pagerduty
+    from lagwatch.services.notifier.channels import alertmanager, email, msteams, pagerduty, slack, webhook
 
-    return {c.type: c for c in (alertmanager.CHANNEL, pagerduty.CHANNEL, msteams.CHANNEL, email.CHANNEL)}
+    modules = (slack, webhook, alertmanager, pagerduty, msteams, email)
+    return {module.CHANNEL.type: module.CHANNEL for module in modules}
 
 
-def channel(type_: str) -> Channel | None:
-    """The channel of a subscription type; None for `slack` and `webhook` (messages.py)."""
-    return _all().get(type_)
+def channel(type_: str) -> Channel:
+    """The channel of a subscription type (one the configuration accepts)."""
+    return _all()[type_]

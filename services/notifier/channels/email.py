@@ -30,7 +30,7 @@ from email.utils import formatdate, make_msgid
 
 import aiosmtplib
 
-from lagwatch.services.notifier.channels import Channel, SendFailure, summary
+from lagwatch.services.notifier.channels import Channel, Notification, SendFailure, summary
 from lagwatch.shared.notifications.delivery import address_guard, signing, tls
 from lagwatch.shared.notifications.subscriptions.destinations import (
     EMAIL,
@@ -38,7 +38,6 @@ from lagwatch.shared.notifications.subscriptions.destinations import (
     guard_url,
     smtp_destination,
 )
-from lagwatch.shared.runtime.config import SubscriptionConfig
 from lagwatch.shared.runtime.printable import printable
 
 
@@ -61,61 +60,44 @@ class Mail:
         return smtp_destination(self.host, self.port)
 
 
-def _default_text(event: dict, kind: str, ctx: dict, dashboard_url: str) -> str:
+def text(note: Notification) -> bytes:
     """The plain text of a mail without a body-template, the control characters of the names it quotes escaped
     (`printable`): a name adds no line of its own."""
-    lines = [summary.title(event, kind, summary.reason(ctx)), ""]
-    lines += [f"{name}: {value}" for name, value in summary.facts(event, kind, ctx)]
-    worst = summary.worst_lines(event, kind)
+    event = note.event
+    lines = [summary.title(event, note.kind, note.reason), ""]
+    lines += [f"{name}: {value}" for name, value in summary.facts(event, note.kind, note.duration_s)]
+    worst = summary.worst_lines(event, note.kind)
     if worst:
         lines += ["", "Worst partitions:", *(f"  {line}" for line in worst)]
-    if dashboard_url:
-        lines += ["", f"Open in lagwatch: {summary.link(dashboard_url, event)}"]
-    return "\n".join(printable(line) for line in lines) + "\n"
+    if note.dashboard_url:
+        lines += ["", f"Open in lagwatch: {note.link}"]
+    return ("\n".join(printable(line) for line in lines) + "\n").encode()
 
 
-def build(
-    config: SubscriptionConfig,
-    event: dict,
-    kind: str,
-    ctx: dict,
-    text: str | None,
-    dashboard_url: str,
-    *,
-    notification_id: str,
-    attempt: int,
-    timestamp: int,
-) -> Mail:
-    """The mail of one attempt; `text` is the rendered body-template, if the subscription has one."""
-    title = printable(summary.title(event, kind, summary.reason(ctx)))  # a header's one line, whatever the names
+def build(note: Notification, text: str) -> Mail:
+    """The mail of one attempt, saying `text` (the default text, or the rendered body-template)."""
+    config, kind, timestamp = note.config, note.kind, note.now_ms // 1000
+    title = printable(summary.title(note.event, kind, note.reason))  # a header's one line, whatever the names
     message = EmailMessage()
     message["Subject"] = f"[lagwatch] {title}"
     message["From"] = config.from_
     message["To"] = ", ".join(config.to)
     message["Date"] = formatdate(timestamp, usegmt=True)
     message["Message-ID"] = make_msgid("lagwatch")
-    message[signing.EVENT_ID_HEADER] = notification_id  # the receiver's dedupe key, as for webhooks
+    message[signing.EVENT_ID_HEADER] = note.notification_id  # the receiver's dedupe key, as for webhooks
     message[signing.KIND_HEADER] = kind
     message["X-Lagwatch-Subscription"] = config.id
-    message["X-Lagwatch-Attempt"] = str(attempt)
-    if reason := summary.reason(ctx):  # a close that is not the group's own, or a test: as the webhooks' header
-        message[signing.REASON_HEADER] = reason
-    message.set_content(_default_text(event, kind, ctx, dashboard_url) if text is None else text)
+    message["X-Lagwatch-Attempt"] = str(note.attempt)
+    if note.reason:  # a close that is not the group's own, or a test: as the webhooks' header
+        message[signing.REASON_HEADER] = note.reason
+    message.set_content(text)
     if config.secret:  # over the text with LF line ends (SMTP carries CRLF: a receiver turns them back first)
         body = message.get_content().replace("\r\n", "\n").encode()
         message[signing.TIMESTAMP_HEADER] = str(timestamp)
-        message[signing.SIGNATURE_HEADER] = signing.sign(config.secret, timestamp, notification_id, kind, body)
-    return Mail(
-        address_guard.parse_target(guard_url(config)).host,
-        config.smtp_port,
-        message,
-        config.username,
-        config.password,
-        config.starttls,
-        config.extra_ca,
-        config.noverify,
-        config.timeout,
-    )
+        message[signing.SIGNATURE_HEADER] = signing.sign(config.secret, timestamp, note.notification_id, kind, body)
+    host = address_guard.parse_target(guard_url(config)).host
+    login = (config.username, config.password, config.starttls)
+    return Mail(host, config.smtp_port, message, *login, config.extra_ca, config.noverify, config.timeout)
 
 
 async def guarded_socket(host: str, port: int, *, allow_private: bool, timeout: float) -> socket.socket:
@@ -186,4 +168,4 @@ async def send(mail: Mail, *, timeout_s: float, allow_private: bool) -> None:
         client.close()
 
 
-CHANNEL = Channel(EMAIL, None, http=False)
+CHANNEL = Channel(EMAIL.type, text, EMAIL, mail=build)

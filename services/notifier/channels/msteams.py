@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
-from lagwatch.services.notifier.channels import Channel, summary
-from lagwatch.shared.events.lag_threshold_event import is_lag_threshold_event
+from lagwatch.services.notifier.channels import Channel, Notification, summary
+from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent
 from lagwatch.shared.notifications.subscriptions.destinations import MSTEAMS
-from lagwatch.shared.runtime.config import SubscriptionConfig
 
 CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
 CARD_VERSION = "1.4"  # what Teams renders
@@ -31,58 +31,40 @@ def as_written(text: str) -> str:
     return _LINE_MARKUP.sub(r"\1\\\2", _INLINE_MARKUP.sub(r"\\\1", text))
 
 
-def card(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> dict:
+def card(note: Notification) -> dict[str, Any]:
     """The Adaptive Card."""
-    if summary.is_close(kind):
+    event = note.event
+    if note.closing:
         colour = "Good"
     else:
-        colour = "Warning" if is_lag_threshold_event(event) else COLOUR.get(event["status"], "Default")
-    body: list[dict] = [
-        {
-            "type": "TextBlock",
-            "text": as_written(summary.title(event, kind, summary.reason(ctx))),
-            "weight": "Bolder",
-            "size": "Medium",
-            "color": colour,
-            "wrap": True,
-        },
-        {
-            "type": "FactSet",
-            "facts": [
-                {"title": as_written(name), "value": as_written(value)}
-                for name, value in summary.facts(event, kind, ctx)
-            ],
-        },
+        colour = "Warning" if isinstance(event, LagThresholdEvent) else COLOUR.get(event.status, "Default")
+    title = as_written(summary.title(event, note.kind, note.reason))
+    facts = [
+        {"title": as_written(k), "value": as_written(v)} for k, v in summary.facts(event, note.kind, note.duration_s)
     ]
-    worst = summary.worst_lines(event, kind)
+    body: list[dict[str, Any]] = [
+        {"type": "TextBlock", "text": title, "weight": "Bolder", "size": "Medium", "color": colour, "wrap": True},
+        {"type": "FactSet", "facts": facts},
+    ]
+    worst = summary.worst_lines(event, note.kind)
     if worst:
         body.append({"type": "TextBlock", "text": "Worst partitions", "weight": "Bolder", "wrap": True})
         lines = "\n".join(f"- {as_written(line)}" for line in worst)
         body.append({"type": "TextBlock", "text": lines, "wrap": True})
-    doc: dict = {"$schema": CARD_SCHEMA, "type": "AdaptiveCard", "version": CARD_VERSION, "body": body}
-    if dashboard_url:
-        doc["actions"] = [
-            {"type": "Action.OpenUrl", "title": "Open in lagwatch", "url": summary.link(dashboard_url, event)}
-        ]
+    doc: dict[str, Any] = {"$schema": CARD_SCHEMA, "type": "AdaptiveCard", "version": CARD_VERSION, "body": body}
+    if note.dashboard_url:
+        doc["actions"] = [{"type": "Action.OpenUrl", "title": "Open in lagwatch", "url": note.link}]
     return doc
 
 
-def message(event: dict, kind: str, ctx: dict, dashboard_url: str = "") -> dict:
+def message(note: Notification) -> dict[str, Any]:
     """The Workflows envelope: one attachment holding the card."""
-    return {
-        "type": "message",
-        "attachments": [
-            {
-                "contentType": "application/vnd.microsoft.card.adaptive",
-                "contentUrl": None,
-                "content": card(event, kind, ctx, dashboard_url),
-            }
-        ],
-    }
+    adaptive = "application/vnd.microsoft.card.adaptive"
+    return {"type": "message", "attachments": [{"contentType": adaptive, "contentUrl": None, "content": card(note)}]}
 
 
-def body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboard_url: str) -> bytes:
-    return json.dumps(message(event, kind, ctx, dashboard_url)).encode()
+def body(note: Notification) -> bytes:
+    return json.dumps(message(note)).encode()
 
 
-CHANNEL = Channel(MSTEAMS, body)
+CHANNEL = Channel(MSTEAMS.type, body, MSTEAMS)

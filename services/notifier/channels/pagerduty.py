@@ -12,48 +12,51 @@ group, and `custom_details` the facts and the worst partitions.
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from lagwatch.services.notifier.channels import Channel, summary
-from lagwatch.shared.events.lag_threshold_event import is_lag_threshold_event
+from lagwatch.services.notifier.channels import Channel, Notification, summary
+from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent
 from lagwatch.shared.notifications.subscriptions.destinations import PAGERDUTY
-from lagwatch.shared.runtime.config import SubscriptionConfig
 
 SUMMARY_MAX = 1024  # the Events API's limit
 SEVERITY = {"ERR": "critical", "WARN": "warning"}
 
 
-def event_body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboard_url: str) -> dict:
-    doc: dict = {
-        "routing_key": config.routing_key,
-        "dedup_key": ctx["notification"]["receiver"]["key"],
-        "event_action": "resolve" if summary.is_close(kind) else "trigger",
+def event_body(note: Notification) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "routing_key": note.config.routing_key,
+        "dedup_key": note.receiver.key,
+        "event_action": "resolve" if note.closing else "trigger",
     }
-    if summary.is_close(kind):
+    if note.closing:
         return doc
-    lag = is_lag_threshold_event(event)
+    event = note.event
+    if isinstance(event, LagThresholdEvent):
+        severity, class_ = "warning", f"consumer-{event.which}"
+    else:
+        severity, class_ = SEVERITY.get(event.status, "info"), "consumer-group-status"
     doc["payload"] = {
-        "summary": summary.title(event, kind, summary.reason(ctx))[:SUMMARY_MAX],
-        "source": event["cluster"],
-        "severity": "warning" if lag else SEVERITY.get(event["status"], "info"),
-        "component": event["group"],
-        "group": event["cluster"],
-        "class": f"consumer-{event.get('alert', 'lag-seconds')}" if lag else "consumer-group-status",
+        "summary": summary.title(event, note.kind, note.reason)[:SUMMARY_MAX],
+        "source": event.cluster,
+        "severity": severity,
+        "component": event.group,
+        "group": event.cluster,
+        "class": class_,
         "custom_details": {
-            **dict(summary.facts(event, kind, ctx)),
-            "worst_partitions": summary.worst_lines(event, kind),
-            "notification": kind,
+            **dict(summary.facts(event, note.kind, note.duration_s)),
+            "worst_partitions": summary.worst_lines(event, note.kind),
+            "notification": note.kind,
         },
     }
     doc["client"] = "lagwatch"
-    if dashboard_url:
-        link = summary.link(dashboard_url, event)
-        doc["client_url"] = link
-        doc["links"] = [{"href": link, "text": "Open in lagwatch"}]
+    if note.dashboard_url:
+        doc["client_url"] = note.link
+        doc["links"] = [{"href": note.link, "text": "Open in lagwatch"}]
     return doc
 
 
-def body(config: SubscriptionConfig, event: dict, kind: str, ctx: dict, dashboard_url: str) -> bytes:
-    return json.dumps(event_body(config, event, kind, ctx, dashboard_url)).encode()
+def body(note: Notification) -> bytes:
+    return json.dumps(event_body(note)).encode()
 
 
-CHANNEL = Channel(PAGERDUTY, body)
+CHANNEL = Channel(PAGERDUTY.type, body, PAGERDUTY)

@@ -173,6 +173,15 @@ def render_limited(source: str, context: dict[str, Any], max_chars: int = MAX_OU
     return "".join(parts)
 
 
+def incident_duration_s(
+    started: int | None, evaluated_at: int, kind: str, reason: str | None, now_ms: int
+) -> float | None:
+    """How long the incident has lasted (None: not known). A close: until its event (one that is not the group's
+    own, `reason`, ends the incident now)."""
+    ended = evaluated_at if kind == "close" and not reason else now_ms
+    return (ended - started) / 1000 if started else None
+
+
 def context(
     event: dict[str, Any],
     *,
@@ -188,13 +197,8 @@ def context(
 ) -> dict[str, Any]:
     now_ms = clock.now_ms() if now_ms is None else now_ms
     started = event.get("incident_started_at")
-    # a close: how long it lasted (one that is not the group's own, `reason`, ends the incident now)
-    ended = event.get("evaluated_at", now_ms) if kind == "close" and not reason else now_ms
-    incident = {
-        "id": event.get("incident_id"),
-        "started_at": started,
-        "duration_s": (ended - started) / 1000 if started else None,
-    }
+    duration_s = incident_duration_s(started, event.get("evaluated_at", now_ms), kind, reason, now_ms)
+    incident = {"id": event.get("incident_id"), "started_at": started, "duration_s": duration_s}
     return {
         "event": event,
         "incident": incident,

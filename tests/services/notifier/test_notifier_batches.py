@@ -39,7 +39,7 @@ def events_counted(outcome: str) -> float:
 async def outbox(redis) -> list[tuple[str, str]]:
     """(kind, group) of each delivery in the outbox, in the order recorded."""
     deliveries = [Delivery.from_json(raw) for raw in (await redis.hgetall(keys.OUTBOX_DELIVERIES)).values()]
-    return [(d.kind, d.event["group"]) for d in sorted(deliveries, key=lambda d: d.created_at)]
+    return [(d.kind, d.event.group) for d in sorted(deliveries, key=lambda d: d.created_at)]
 
 
 def receiver_saw(receiver: Receiver) -> list[tuple[str, str]]:

@@ -21,7 +21,7 @@ from tests.services.api.test_subscriptions_api import BASE, serving
 from tests.services.api.test_subscriptions_api import config_for as api_config
 from tests.services.notifier.test_notifier_delivery import config_for as delivery_config
 from tests.services.notifier.test_notifier_delivery import dispatching, enqueue, open_event, outbox_empty
-from tests.services.notifier.test_notifier_support import Receiver, Timeline
+from tests.services.notifier.test_notifier_support import Receiver, Timeline, typed
 from tests.tls_helpers import make_ca
 
 
@@ -33,7 +33,7 @@ def close_event(group="billing"):
 
 
 async def enqueue_kind(outbox, event, kind, sub_id="hook"):
-    d = Delivery(f"{event['event_id']}.{sub_id}.{kind}", sub_id, kind, event, event["event_id"], now_ms())
+    d = Delivery(f"{event['event_id']}.{sub_id}.{kind}", sub_id, kind, typed(event), event["event_id"], now_ms())
     assert await outbox.enqueue(d)
 
 

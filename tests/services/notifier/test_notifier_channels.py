@@ -37,7 +37,7 @@ from tests.services.notifier.test_notifier_delivery import (
     open_event,
     outbox_empty,
 )
-from tests.services.notifier.test_notifier_support import Receiver, Timeline
+from tests.services.notifier.test_notifier_support import Receiver, Timeline, notification, typed
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 
@@ -151,7 +151,8 @@ async def test_two_subscriptions_to_one_alertmanager_keep_their_own_alerts(tmp_p
             await enqueue(outbox, opened, "b", "open")
             await eventually(lambda: outbox_empty(redis))
             before = await firing()
-            gone = Delivery(f"{opened['event_id']}.b.x", "b", "close", opened, "x", now_ms(), reason="unsubscribed")
+            gone = Delivery(f"{opened['event_id']}.b.x", "b", "close", typed(opened), "x", now_ms())
+            gone.reason = "unsubscribed"
             assert await outbox.enqueue(gone)
             await eventually(lambda: outbox_empty(redis))
             await asyncio.sleep(1)  # (Alertmanager applies a POST at once: this is only a margin)
@@ -395,9 +396,7 @@ async def test_a_temporary_smtp_refusal_is_retried(certificate, monkeypatch, red
 async def test_an_untrusted_smtp_certificate_fails_the_attempt(certificate):
     with smtp_server(certificate) as (port, _):  # SSL_CERT_FILE not set: the self-signed certificate is not trusted
         config = SubscriptionConfig(**email_subscription(port))
-        mail = email_channel.build(
-            config, open_event(), "open", _ctx(), None, "", notification_id="n", attempt=1, timestamp=int(time.time())
-        )
+        mail = _mail(config)
         with pytest.raises(SendFailure) as failure:
             await email_channel.send(mail, timeout_s=5, allow_private=True)
     assert failure.value.retryable and "CERTIFICATE_VERIFY_FAILED" in str(failure.value)
@@ -405,21 +404,16 @@ async def test_an_untrusted_smtp_certificate_fails_the_attempt(certificate):
 
 async def test_the_smtp_host_is_judged_by_the_address_guard_when_connecting():
     config = SubscriptionConfig(**email_subscription(25, smtp_host="localhost"))
-    mail = email_channel.build(
-        config, open_event(), "open", _ctx(), None, "", notification_id="n", attempt=1, timestamp=int(time.time())
-    )
+    mail = _mail(config)
     with pytest.raises(SendFailure) as failure:
         await email_channel.send(mail, timeout_s=5, allow_private=False)
     assert not failure.value.retryable and "target refused" in str(failure.value)
     assert "private address" in str(failure.value)
 
 
-def _ctx():
-    from lagwatch.shared.notifications.templating import templates
-
-    return templates.context(
-        open_event(), kind="open", subscription_id="mail", notification_id="n", attempt=1, extras={}, dashboard_url=""
-    )
+def _mail(config):
+    note = notification(open_event(), "open", config=config, notification_id="n")
+    return email_channel.build(note, email_channel.text(note).decode())
 
 
 # --- the api: validation, masking, the address guard ------------------------------------------------------------------

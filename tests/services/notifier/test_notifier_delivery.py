@@ -25,7 +25,7 @@ from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.config import SubscriptionConfig
 from lagwatch.shared.runtime.redis_client import connect
 from tests.kafka_helpers import FAST_NOTIFIER, eventually, make_config
-from tests.services.notifier.test_notifier_support import Receiver, Timeline
+from tests.services.notifier.test_notifier_support import Receiver, Timeline, typed
 
 DLQ = "lagwatch.dlq"
 FAST = {**FAST_NOTIFIER, "NOTIFIER__MAX_ATTEMPTS": "4"}
@@ -68,7 +68,7 @@ def open_event(group="billing"):
 
 
 async def enqueue(outbox, event, sub_id="hook", kind="open"):
-    d = Delivery(f"{event['event_id']}.{sub_id}", sub_id, kind, event, event["event_id"], now_ms())
+    d = Delivery(f"{event['event_id']}.{sub_id}", sub_id, kind, typed(event), event["event_id"], now_ms())
     assert await outbox.enqueue(d)
     return d
 

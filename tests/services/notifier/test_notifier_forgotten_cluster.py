@@ -84,7 +84,7 @@ async def test_a_lag_alert_of_a_forgotten_cluster_closes_as_the_group_gone_and_a
         await cluster_forgetting.forget(redis, "old", forgotten_at)
         await service.repeat_once()
         await service.repeat_once()  # nothing more
-        closes = [(d.kind, d.reason, d.event["reason"]) for d in await _deliveries(redis) if d.kind == "lag-close"]
+        closes = [(d.kind, d.reason, d.event.reason) for d in await _deliveries(redis) if d.kind == "lag-close"]
         assert closes == [("lag-close", "cluster_forgotten", "group_gone")]
         assert await redis.hget(keys.FORGOTTEN_CLOSED, "old") == str(forgotten_at).encode()
 

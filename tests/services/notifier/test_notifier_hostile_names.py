@@ -10,16 +10,16 @@ from email.policy import default as default_policy
 
 import pytest
 
+from lagwatch.services.notifier.channels import slack
 from lagwatch.services.notifier.channels.msteams import as_written
-from lagwatch.services.notifier.messages import build_request, lag_slack_message, slack_message
+from lagwatch.services.notifier.messages import build_request
 from lagwatch.services.notifier.service import NotifierService
-from lagwatch.shared.notifications.templating.templates import context
 from tests.kafka_helpers import eventually, running
 from tests.services.notifier.test_notifier_channels import certificate, email_subscription, smtp_server  # noqa: F401 (a fixture)
 from tests.services.notifier.test_notifier_delivery import config_for
 from tests.services.notifier.test_notifier_messages import SLACK_URL, _hostile_events, delivery, sub
 from tests.services.notifier.test_notifier_service import STATUS_TOPIC, publish
-from tests.services.notifier.test_notifier_support import Receiver, Timeline
+from tests.services.notifier.test_notifier_support import Receiver, Timeline, notification
 
 MENTION, USER, LINK = "<!channel>", "<@U123>", "<https://evil.example|click here>"
 MARKDOWN = "[click here](https://evil.example) **URGENT** _now_"
@@ -107,13 +107,11 @@ def test_every_mrkdwn_text_of_slacks_messages_escapes_the_names_top_level_text_i
 
 def test_the_top_level_text_keeps_the_whole_title_escaped():
     event = Timeline(f"{MENTION} & {LINK}").to("ERR", (5,))
-    ctx = context(event, kind="open", subscription_id="s", notification_id="n", attempt=1, extras={}, dashboard_url="")
-    assert slack_message(event, "open", ctx)["text"] == (
+    assert slack.message(notification(event, "open"))["text"] == (
         ":red_circle: ERR: &lt;!channel&gt; &amp; &lt;https://evil.example|click here&gt; on local"
     )
     lag_event = next(e for e, kind in _hostile_events(MENTION, "orders", "c") if kind == "lag-open")
-    lag_ctx = {**ctx, "event": lag_event}
-    assert "&lt;!channel&gt; on prod" in lag_slack_message(lag_event, "lag-open", lag_ctx)["text"]
+    assert "&lt;!channel&gt; on prod" in slack.message(notification(lag_event, "lag-open"))["text"]
 
 
 @pytest.mark.parametrize(

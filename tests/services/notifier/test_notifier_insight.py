@@ -5,10 +5,11 @@ import json
 
 import jsonschema
 
-from lagwatch.services.notifier.messages import build_request, lag_slack_message, slack_message
+from lagwatch.services.notifier.channels import slack
+from lagwatch.services.notifier.messages import build_request
 from lagwatch.shared.events.status_event import schema
-from lagwatch.shared.notifications.templating.templates import context
 from tests.services.notifier.test_notifier_messages import delivery, incident, sub
+from tests.services.notifier.test_notifier_support import notification
 
 SLOWER = {
     "velocity": {
@@ -36,10 +37,9 @@ CATCHING_UP = {
 }
 
 
-def fields_of(event, kind="update", message=slack_message):
-    ctx = context(event, kind=kind, subscription_id="s", notification_id="n", attempt=1, extras={},
-                  dashboard_url="", now_ms=event["evaluated_at"])  # fmt: skip
-    return [f["text"] for f in message(event, kind, ctx, "")["blocks"][1]["fields"]]
+def fields_of(event, kind="update"):
+    note = notification(event, kind, now_ms=event["evaluated_at"])
+    return [f["text"] for f in slack.message(note)["blocks"][1]["fields"]]
 
 
 def test_slack_says_a_slower_consumer_never_catches_up_and_why():
@@ -77,9 +77,7 @@ def test_a_lag_threshold_alert_says_why_too():
         "partitions": [],
         "explanation": SLOWER["explanation"],
     }
-    assert any(
-        f.startswith("*Why*\nSlower than the producer") for f in fields_of(lag_event, "lag-open", lag_slack_message)
-    )
+    assert any(f.startswith("*Why*\nSlower than the producer") for f in fields_of(lag_event, "lag-open"))
 
 
 def test_the_webhook_default_body_carries_them_as_on_the_topic():

@@ -11,8 +11,9 @@ import time
 import jsonschema
 import pytest
 
+from lagwatch.services.notifier.channels.slack import message
 from lagwatch.services.notifier.delivery import CircuitBreaker, RetryPolicy, classify, parse_retry_after
-from lagwatch.services.notifier.messages import PermanentError, build_request, slack_message
+from lagwatch.services.notifier.messages import PermanentError, build_request
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import compile_subscription, from_config
 from lagwatch.shared.events.lag_threshold_event import Crossing
@@ -21,11 +22,10 @@ from lagwatch.shared.events.status_event import Incident, encode, next_incident,
 from lagwatch.shared.events.status_event import build_event as build_status_event
 from lagwatch.shared.notifications.delivery import address_guard, signing
 from lagwatch.shared.notifications.subscriptions.masking import mask, masked_document, unmask_unchanged
-from lagwatch.shared.notifications.templating.templates import context
 from lagwatch.shared.protocol.types import GroupStatus, OffsetEntry, PartitionStatus, Status
 from lagwatch.shared.runtime.config import ConfigError, SubscriptionConfig, load_config
 from lagwatch.shared.statuses.time_lag import TimeLag
-from tests.services.notifier.test_notifier_support import Timeline
+from tests.services.notifier.test_notifier_support import Timeline, notification, typed
 
 SLACK_URL = "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX"
 
@@ -40,7 +40,7 @@ def incident():
 
 
 def delivery(event, kind, attempts=1, sub="s1"):
-    return Delivery(f"{event['event_id']}.{sub}", sub, kind, event, event["event_id"], 0, attempts=attempts)
+    return Delivery(f"{event['event_id']}.{sub}", sub, kind, typed(event), event["event_id"], 0, attempts=attempts)
 
 
 def sub(**fields):
@@ -53,17 +53,8 @@ def sub(**fields):
 
 def test_slack_open_message_is_block_kit_with_the_essentials():
     opened, worse, _ = incident()
-    ctx = context(
-        worse,
-        kind="update",
-        subscription_id="s",
-        notification_id="n",
-        attempt=1,
-        extras={},
-        dashboard_url="https://lw.example.com/g/{cluster}/{group}",
-        now_ms=worse["evaluated_at"] + 90_000,
-    )
-    msg = slack_message(worse, "update", ctx, "https://lw.example.com/g/{cluster}/{group}")
+    dashboard_url = "https://lw.example.com/g/{cluster}/{group}"
+    msg = message(notification(worse, "update", dashboard_url=dashboard_url, now_ms=worse["evaluated_at"] + 90_000))
     header, fields = msg["blocks"]
     assert header["type"] == "header" and header["text"]["type"] == "plain_text"
     assert header["text"]["text"] == ":red_circle: ERR: billing on local" and msg["text"] == header["text"]["text"]
@@ -84,32 +75,12 @@ def test_slack_open_message_is_block_kit_with_the_essentials():
 
 def test_slack_close_and_repeat_messages():
     opened, _, closed = incident()
-    ctx = context(
-        closed,
-        kind="close",
-        subscription_id="s",
-        notification_id="n",
-        attempt=1,
-        extras={},
-        dashboard_url="",
-        now_ms=closed["evaluated_at"] + 5_000_000,
-    )
-    msg = slack_message(closed, "close", ctx)
+    msg = message(notification(closed, "close", now_ms=closed["evaluated_at"] + 5_000_000))
     assert msg["blocks"][0]["text"]["text"] == ":white_check_mark: Resolved: billing on local is OK again"
     assert "*Incident lasted*\n2m" in [f["text"] for f in msg["blocks"][1]["fields"]]  # open -> close, not -> now
     assert msg["attachments"][0]["color"] == "#2EB67D"
     assert all(b["type"] != "actions" for b in msg["attachments"][0]["blocks"])  # no dashboard configured
-    ctx = context(
-        opened,
-        kind="repeat",
-        subscription_id="s",
-        notification_id="n",
-        attempt=1,
-        extras={},
-        dashboard_url="",
-        now_ms=opened["evaluated_at"] + 3_600_000,
-    )
-    repeat = slack_message(opened, "repeat", ctx)
+    repeat = message(notification(opened, "repeat", now_ms=opened["evaluated_at"] + 3_600_000))
     assert repeat["blocks"][0]["text"]["text"] == ":large_yellow_circle: Still WARN: billing on local"
     assert "*Incident open for*\n1h" in [f["text"] for f in repeat["blocks"][1]["fields"]]
 
@@ -118,8 +89,7 @@ def test_slack_text_is_escaped_and_the_header_fits_slacks_limit():
     t = Timeline("<!channel> & " + "x" * 200)
     t.to("OK")
     event = t.to("ERR", (5,))
-    ctx = context(event, kind="open", subscription_id="s", notification_id="n", attempt=1, extras={}, dashboard_url="")
-    msg = slack_message(event, "open", ctx)
+    msg = message(notification(event, "open"))
     assert len(msg["blocks"][0]["text"]["text"]) <= 150
     assert "&lt;!channel&gt; &amp; x" in msg["blocks"][1]["fields"][0]["text"]
 
@@ -536,13 +506,11 @@ def test_headers_the_notifier_owns_cannot_be_configured():
 
 def test_slack_shows_how_far_behind_in_time_when_the_event_knows():
     _, worse, _ = incident()
-    ctx = context(worse, kind="update", subscription_id="s", notification_id="n", attempt=1, extras={},
-                  dashboard_url="", now_ms=worse["evaluated_at"])  # fmt: skip
     behind = {**worse, "max_lag_seconds": 754.2, "max_lag_seconds_lower_bound": True}
-    fields = [f["text"] for f in slack_message(behind, "update", ctx, "")["blocks"][1]["fields"]]
+    fields = [f["text"] for f in message(notification(behind, "update"))["blocks"][1]["fields"]]
     assert "*Behind by*\nat least 12m 34s" in fields
     assert not any(f.startswith("*Behind by*") for f in
-                   (f["text"] for f in slack_message(worse, "update", ctx, "")["blocks"][1]["fields"]))  # fmt: skip
+                   (f["text"] for f in message(notification(worse, "update"))["blocks"][1]["fields"]))  # fmt: skip
 
 
 @pytest.mark.parametrize(

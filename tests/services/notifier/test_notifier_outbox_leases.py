@@ -8,6 +8,7 @@ from lagwatch.services.notifier import outbox as outbox_module
 from lagwatch.services.notifier.outbox import Delivery, Outbox, delivery_id
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.clock import now_ms
+from tests.services.notifier.test_notifier_support import typed
 
 HOUR_MS = 3_600_000
 LEASE_MS = 600
@@ -15,7 +16,7 @@ LEASE_MS = 600
 
 async def due_long_ago(outbox: Outbox) -> Delivery:
     """A delivery due two hours ago: due for every worker here, whatever its clock."""
-    d = Delivery(delivery_id("e1", "hook"), "hook", "open", {"event_id": "e1"}, "e1", now_ms())
+    d = Delivery(delivery_id("e1", "hook"), "hook", "open", typed({"event_id": "e1"}), "e1", now_ms())
     assert await outbox.enqueue(d, due_at=now_ms() - 2 * HOUR_MS)
     return d
 

@@ -9,13 +9,13 @@ from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.clock import now_ms
 from tests.kafka_helpers import eventually
 from tests.services.notifier.test_notifier_delivery import config_for, dispatching
-from tests.services.notifier.test_notifier_support import Receiver, Timeline
+from tests.services.notifier.test_notifier_support import Receiver, Timeline, typed
 
 ANNOUNCED = '{"incident": "i1"}'
 
 
 async def record(outbox, event_id, kind, *, sub="hook", group="billing", before="", after=ANNOUNCED, event=None):
-    d = Delivery(delivery_id(event_id, sub), sub, kind, event or {"event_id": event_id}, event_id, now_ms())
+    d = Delivery(delivery_id(event_id, sub), sub, kind, typed(event or {"event_id": event_id}), event_id, now_ms())
     outcome = await outbox.record(
         subscription_id=sub,
         event_id=event_id,

@@ -4,8 +4,9 @@ notifier naming them so keep the name they were opened under."""
 
 from lagwatch.services.notifier.outbox import Outbox
 from lagwatch.services.notifier.receiver_identity import ROLLOUT_MS, ReceiverIdentity, receiver_identity
+from tests.services.notifier.test_notifier_support import typed
 
-EVENT = {"cluster": "prod", "group": "billing", "incident_id": "inc-1", "incident_started_at": 5_000}
+EVENT = typed({"cluster": "prod", "group": "billing", "incident_id": "inc-1", "incident_started_at": 5_000})
 
 
 def test_an_incident_is_named_per_subscription():
@@ -19,7 +20,7 @@ def test_an_incident_begun_before_keeps_the_shared_name_until_it_closes():
 
 
 def test_an_event_without_an_incident_is_named_by_its_group():
-    event = {"cluster": "prod", "group": "billing", "evaluated_at": 5_000}
+    event = typed({"cluster": "prod", "group": "billing", "evaluated_at": 5_000})
     assert receiver_identity(event, "a", since_ms=0).key == "prod/billing/a"
     assert receiver_identity(event, "a", since_ms=6_000).key == "prod/billing"
 

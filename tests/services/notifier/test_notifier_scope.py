@@ -101,11 +101,11 @@ async def test_a_lag_alert_whose_threshold_is_turned_off_is_closed_as_the_evalua
         await service.repeat_once()  # nothing more
     finally:
         await service.redis.aclose()
-    kinds = sorted((d.kind, d.reason, d.event.get("reason")) for d in await _deliveries(redis))
+    kinds = sorted((d.kind, d.reason, getattr(d.event, "reason", None)) for d in await _deliveries(redis))
     assert kinds == [("lag-close", None, "threshold_removed"), ("lag-open", None, "lag")]
     (close,) = [d for d in await _deliveries(redis) if d.kind == "lag-close"]
-    assert close.event["event_id"] == event_id("local", "billing", 600.0, 2, Alert.LAG_SECONDS)  # the evaluator's
-    assert close.notification_id != close.event["event_id"]  # its own id: the evaluator's close may yet be news
+    assert close.event.event_id == event_id("local", "billing", 600.0, 2, Alert.LAG_SECONDS)  # the evaluator's
+    assert close.notification_id != close.event.event_id  # its own id: the evaluator's close may yet be news
     assert await redis.hlen(keys.notify_state("pager")) == 0
 
 
@@ -157,7 +157,7 @@ async def test_notifiers_that_find_the_same_incident_at_once_close_it_once(kafka
             await service.redis.aclose()
     closes = [d for d in await _deliveries(redis) if d.kind == "close"]
     assert sum(closed) == len(closes) == 11
-    assert len({d.event["group"] for d in closes}) == 11
+    assert len({d.event.group for d in closes}) == 11
     assert all(json.loads(d.to_json())["reason"] == "unsubscribed" for d in closes)
 
 

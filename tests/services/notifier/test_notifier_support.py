@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from lagwatch.services.notifier.channels import Notification
 from lagwatch.shared.events.status_event import Incident, StatusEvent, build_event, next_incident
+from lagwatch.shared.notifications.subscriptions.notification_policy import Event, event_from_json
 from lagwatch.shared.protocol.types import GroupStatus, OffsetEntry, PartitionStatus, Status
 
 CLUSTER = "local"
@@ -122,6 +124,16 @@ class Timeline:
         )
         self.status = new
         return event
+
+
+def typed(event: dict) -> Event:
+    """An event's JSON object (status-change or lag-threshold) as the typed event the notifier handles."""
+    return event_from_json(event)
+
+
+def notification(event: dict, kind: str, **fields) -> Notification:
+    """A notification of `kind` carrying `event` (its JSON object), as a channel renders it."""
+    return Notification(typed(event), kind, **fields)
 
 
 def group_status(cluster: str, group: str, status: Status, lags: tuple[int, ...]) -> GroupStatus:

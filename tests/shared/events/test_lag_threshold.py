@@ -30,7 +30,7 @@ from lagwatch.shared.notifications.subscriptions.lag_threshold_index import (
     parse_index_entry,
     thresholds_for,
 )
-from lagwatch.shared.notifications.subscriptions.notification_policy import IncidentState, Kind, Policy
+from lagwatch.shared.notifications.subscriptions.notification_policy import IncidentState, Kind, Policy, event_from_json
 from lagwatch.shared.protocol.types import Status
 from lagwatch.shared.runtime.config import ConfigError, SubscriptionConfig, load_config
 from lagwatch.shared.statuses.retention import RetentionRisk
@@ -255,7 +255,7 @@ def test_send_close_send_interval_and_send_once():
 
 def _request(kind, event, sub_type):
     config = SubscriptionConfig(id="s", type=sub_type, url="https://hooks.example.com/x", lag_seconds_threshold=T)
-    delivery = Delivery("d", "s", kind, event, event["event_id"], 0, attempts=1)
+    delivery = Delivery("d", "s", kind, event_from_json(event), event["event_id"], 0, attempts=1)
     return build_request(compile_subscription(config, "config"), delivery, now=1_700_000_100)
 
 
@@ -369,10 +369,10 @@ def test_slack_says_when_retention_deletes_unread_messages_and_how_many_it_delet
 
 
 def test_other_destinations_name_the_retention_alerts():
-    summary_lines = summary.worst_lines(risk_event(Alert.MESSAGES_SKIPPED), "lag-open")
+    summary_lines = summary.worst_lines(typed(risk_event(Alert.MESSAGES_SKIPPED)), "lag-open")
     assert summary_lines == ["orders / 0: 250 messages lost, lag 40"]
-    assert summary.title(risk_event(), "lag-open") == "At risk of data loss within 600 s: billing on local"
-    facts = dict(summary.facts(risk_event(), "lag-open", {"incident": {"duration_s": 60}}))
+    assert summary.title(typed(risk_event()), "lag-open") == "At risk of data loss within 600 s: billing on local"
+    facts = dict(summary.facts(typed(risk_event()), "lag-open", 60))
     assert facts["Deleted unread in"] == "~2m" and facts["Messages lost"] == "0"
-    assert alertmanager.labels(risk_event(), "ABOVE")["alertname"] == "KafkaConsumerDataLossRisk"
-    assert alertmanager.labels(lag_event(), "ABOVE")["alertname"] == "KafkaConsumerLagSeconds"
+    assert alertmanager.labels(typed(risk_event()), "ABOVE")["alertname"] == "KafkaConsumerDataLossRisk"
+    assert alertmanager.labels(typed(lag_event()), "ABOVE")["alertname"] == "KafkaConsumerLagSeconds"
