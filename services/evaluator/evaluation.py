@@ -21,12 +21,13 @@ import logging
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis.exceptions import RedisError
 
 from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAlerts
 from lagwatch.services.evaluator.next_change import PartitionWatch, next_change_at, watch
-from lagwatch.services.evaluator.publisher import EventPublisher
+from lagwatch.services.evaluator.publisher import EventPublisher, publish_outboxes
 from lagwatch.services.evaluator.unsent_events import LAG, STATUS, UnsentEvents
 from lagwatch.shared.events.lag_threshold_event import Threshold
 from lagwatch.shared.events.status_event import MAX_EVENT_BYTES, EventDecodeError, StatusEvent, fitted, transition
@@ -35,7 +36,7 @@ from lagwatch.shared.protocol.group_filter import GroupFilter
 from lagwatch.shared.protocol.types import GroupStatus, RuleConfig
 from lagwatch.shared.runtime import clock
 from lagwatch.shared.statuses import verdicts
-from lagwatch.shared.statuses.explanation import Explanation, explain
+from lagwatch.shared.statuses.explanation import explain
 from lagwatch.shared.statuses.lag_sparkline import lag_sparkline
 from lagwatch.shared.statuses.results_store import GroupResult, ResultsStore, result_of
 from lagwatch.shared.statuses.retention import group_risk
@@ -52,8 +53,7 @@ OUTBOX_RETRY_MS = 5000  # a group whose events Kafka did not take is evaluated (
 @dataclass(slots=True)
 class EvaluationReport:
     groups: int = 0
-    transitions: int = 0
-    lost_races: int = 0  # transitions another evaluator recorded first
+    transitions: int = 0  # recorded here (another evaluator may record one first: the compare-and-set)
     published: int = 0
     lag_crossings: int = 0  # lag-seconds thresholds crossed (lag_thresholds.py)
     lag_events_published: int = 0
@@ -95,18 +95,12 @@ class GroupEvaluator:
         group_filter: GroupFilter | None = None,
         poll_interval_ms: int | None = None,
     ) -> None:
-        self.cluster = cluster
+        self.cluster, self.store, self.statuses, self.publisher, self.rules = cluster, store, statuses, publisher, rules
         self.poll_interval_ms = poll_interval_ms  # the cluster's offset-refresh (next_change.exception_lapse_at)
-        self.group_filter = group_filter or GroupFilter()
-        self.store = store
-        self.statuses = statuses
-        self.publisher = publisher
-        self.rules = rules
-        self.lag_alerts = lag_alerts
+        self.group_filter, self.lag_alerts = group_filter or GroupFilter(), lag_alerts
         self.results = results or ResultsStore(store.redis)
         self.read_through = ReadThroughStore(store.redis, cluster)
-        self._windows_seen: dict[str, int] = {}  # group -> hash of its windows when its sparkline was last stored
-        self.sparklines_owed: set[str] = set()  # evaluated without drawing their sparklines (`evaluate`)
+        self.sparklines = Sparklines(store, self.results, cluster)
         self.unsent = UnsentEvents(store.redis, cluster)  # how long its events have waited for Kafka (a gauge)
 
     def status_of(self, stored: StoredGroup | None, now_ms: int) -> GroupStatus | None:
@@ -129,7 +123,7 @@ class GroupEvaluator:
         read: Awaitable[tuple[list[StoredGroup | None], list[GroupState]]] | None = None,
     ) -> EvaluationReport:
         """Evaluate these groups now. `sparklines=False` leaves drawing their sparklines for later
-        (`draw_owed_sparklines`): a cold start's first statuses come sooner without a fifth of the work. `read`:
+        (`Sparklines.draw_owed`): a cold start's first statuses come sooner without a fifth of the work. `read`:
         this evaluation's `read`, started ahead (while the previous batch was evaluated); a transition recorded
         since is caught by the compare-and-set, a commit since by its own notice."""
         started = time.perf_counter()
@@ -171,28 +165,25 @@ class GroupEvaluator:
         speeds = verdicts.velocities(live, intervals, now) if live is not None else {}
         overall = group_velocity(speeds.values())
         risks = verdicts.retention_risks(live, now) if live is not None else None
+        retention = group_risk(risks.values()) if risks else None
         known = stored is not None and stored.generation is not None
-        why = explain(
-            status,
-            speeds,
-            overall,
-            batch.rebalances.get(group, ()),
-            now,
-            membership_known=known,
-            retention=group_risk(risks.values()) if risks else None,
-        )
-        request = self._transition(group, state, status, now, lags, speeds if live is not None else None, why, risks)
+        rebalances = batch.rebalances.get(group, ())
+        why = explain(status, speeds, overall, rebalances, now, membership_known=known, retention=retention)
+        velocities = speeds if live is not None else None
+        details = {"time_lags": lags, "velocities": velocities, "explanation": why, "retention": risks}
+        request = _request(self.cluster, group, state, status, now, **details)
         if request is not None:
             batch.requests.append(request)
         batch.evaluated.append(Evaluated(group, status, lags, why, risks))
         if stored is None or status is None or lags is None:
             batch.results[group] = report.next_at[group] = report.watches[group] = None
             return
-        retention = group_risk(risks.values()) if risks else None
         batch.results[group] = result_of(
-            status, stored.last_commit_ms, batch.rebalances.get(group, ()), lags, now, intervals, overall, retention
+            status, stored.last_commit_ms, rebalances, lags, now, intervals, overall, retention
         )
-        self._draw_sparkline(batch, group, stored, status)
+        line = self.sparklines.draw(group, stored, status.totallag, now, later=not batch.sparklines)
+        if line is not None:
+            batch.lines[group] = line
         report.next_at[group] = next_change_at(
             stored,
             status,
@@ -207,19 +198,6 @@ class GroupEvaluator:
         )
         report.watches[group] = watch(stored, intervals, lags)
 
-    def _draw_sparkline(self, batch: _Batch, group: str, stored: StoredGroup, status: GroupStatus) -> None:
-        """The group's sparkline, when its windows changed (now, or owed when `batch.sparklines` is False)."""
-        seen = hash(tuple(p.packed for p in stored.partitions))
-        if self._windows_seen.get(group) == seen:  # the sparkline changes with the windows only
-            return
-        if batch.sparklines:
-            self._windows_seen[group] = seen
-            line = lag_sparkline(stored.partitions, status.totallag, batch.now, self.store.config.intervals)
-            batch.lines[group] = line[:-1]
-            self.sparklines_owed.discard(group)
-        else:
-            self.sparklines_owed.add(group)
-
     async def _record_and_publish(self, batch: _Batch, report: EvaluationReport) -> None:
         """Records the batch's transitions (compare-and-set), publishes their events and those left in the outbox,
         and checks the lag-seconds thresholds."""
@@ -229,16 +207,12 @@ class GroupEvaluator:
                 report.transitions += 1
                 batch.pending[request.group].append(request.event)
                 log.info("%s/%s: -> %s", self.cluster, request.group, request.status.name)
-            else:
-                report.lost_races += 1
-        outbox = [(group, events) for group, events in batch.pending.items() if events]
-        if outbox:
-            done = await self._publish(outbox)
-            report.published = sum(len(acked) for acked in done.values())
-            batch.unsent = {group for group, events in outbox if len(done.get(group, ())) < len(events)}
-            await self.unsent.published(
-                STATUS, batch.unsent, (group for group, _ in outbox if group not in batch.unsent)
-            )
+        outbox = {group: events for group, events in batch.pending.items() if events}
+        report.published, unsent = await publish_outboxes(
+            self.publisher.publish, self.cluster, outbox, self.statuses.acknowledge_many, _within_limit
+        )
+        batch.unsent = set(unsent)
+        await self.unsent.published(STATUS, unsent, outbox.keys() - unsent)
         if self.lag_alerts is not None:
             lag = await self.lag_alerts.evaluate(batch.evaluated, batch.now)
             report.lag_crossings, report.lag_events_published = lag.recorded, lag.published
@@ -259,36 +233,9 @@ class GroupEvaluator:
         gone = set(excluded)
         return [None if g in gone else s for g, s in zip(groups, stored_groups, strict=True)]
 
-    async def draw_owed_sparklines(self, limit: int) -> int:
-        """Draw and store the sparklines of up to `limit` groups evaluated with `sparklines=False`; returns how
-        many groups it looked at. Only the points before now are stored, so the lag now does not matter here."""
-        groups = list(itertools.islice(self.sparklines_owed, limit))
-        self.sparklines_owed.difference_update(groups)
-        if not groups:
-            return 0
-        now = clock.now_ms()
-        intervals = self.store.config.intervals
-        lines = {}
-        try:
-            stored_groups = await self.store.get_groups(self.cluster, groups, now)
-        except RedisError:
-            self.sparklines_owed.update(groups)  # still owed: the schedule loop retries
-            raise
-        for group, stored in zip(groups, stored_groups, strict=True):
-            if stored is None:
-                continue
-            seen = hash(tuple(p.packed for p in stored.partitions))
-            if self._windows_seen.get(group) != seen:
-                self._windows_seen[group] = seen
-                lines[group] = lag_sparkline(stored.partitions, 0, now, intervals)[:-1]
-        await self.results.write(self.cluster, {}, lines)
-        return len(groups)
-
     def forget(self, groups: Sequence[str]) -> None:
         """These groups moved to another evaluator: drop what this one remembers of them."""
-        for group in groups:
-            self._windows_seen.pop(group, None)
-        self.sparklines_owed.difference_update(groups)
+        self.sparklines.forget(groups)
         self.results.forget(self.cluster, groups)
 
     async def _rebalance_times(self, stored_groups: Sequence[StoredGroup | None], now: int) -> dict[str, list[int]]:
@@ -297,47 +244,70 @@ class GroupEvaluator:
         rebalanced = [s.group for s in stored_groups if s is not None and s.rebalances_last_hour]
         return await self.store.rebalance_times(self.cluster, rebalanced, now)
 
-    def _transition(
-        self,
-        group: str,
-        state: GroupState,
-        status: GroupStatus | None,
-        now: int,
-        time_lags: dict | None = None,
-        velocities: dict | None = None,
-        explanation: Explanation | None = None,
-        retention: dict | None = None,
-    ) -> Transition | None:
-        """The transition to record when the group's status changed (with its event), or None."""
-        change = transition(
-            self.cluster,
-            group,
-            state.status,
-            state.seq,
-            state.incident,
-            status,
-            now,
-            time_lags=time_lags,
-            velocities=velocities,
-            explanation=explanation,
-            retention=retention,
-        )
-        if change is None:
-            return None
-        return Transition(group, state.seq, change.status, change.incident, _publishable(change.event), now)
 
-    async def _publish(self, outbox: list[tuple[str, list[bytes]]]) -> dict[str, list[bytes]]:
-        """Publish every event (in order per group) and clear what Kafka acknowledged (returned, per group). A
-        failure leaves the events in the outbox for the next evaluation of their group."""
-        sendable = {event: _within_limit(event) for _, events in outbox for event in events}  # sent -> stored
-        acknowledged = await self.publisher.publish(
-            [(self.cluster, group, sendable[event]) for group, events in outbox for event in events]
-        )
-        done = {group: [e for e in events if sendable[e] in acknowledged] for group, events in outbox}
-        done = {group: acked for group, acked in done.items() if acked}
-        if done:
-            await self.statuses.acknowledge_many(self.cluster, done)
-        return done
+class Sparklines:
+    """Each group's lag sparkline (dashboard only), drawn when its windows changed. A cold start's are owed: drawn
+    after every status is out (`draw_owed`), so the first statuses come sooner without a fifth of the work."""
+
+    def __init__(self, store: WindowStore, results: ResultsStore, cluster: str) -> None:
+        self.store, self.results, self.cluster = store, results, cluster
+        self._seen: dict[str, int] = {}  # group -> hash of its windows when its sparkline was last stored
+        self.owed: set[str] = set()
+
+    def draw(self, group: str, stored: StoredGroup, totallag: int, now: int, *, later: bool) -> list | None:
+        """The group's sparkline when its windows changed, to store (None: unchanged, or owed when `later`)."""
+        seen = _windows_hash(stored)
+        if self._seen.get(group) == seen:  # the sparkline changes with the windows only
+            return None
+        if later:
+            self.owed.add(group)
+            return None
+        self.owed.discard(group)
+        return self._line(group, stored, seen, totallag, now)
+
+    async def draw_owed(self, limit: int) -> int:
+        """Draw and store the owed sparklines of up to `limit` groups; returns how many groups it looked at. Only
+        the points before now are stored, so the lag now does not matter here."""
+        groups = list(itertools.islice(self.owed, limit))
+        self.owed.difference_update(groups)
+        if not groups:
+            return 0
+        now = clock.now_ms()
+        try:
+            stored_groups = await self.store.get_groups(self.cluster, groups, now)
+        except RedisError:
+            self.owed.update(groups)  # still owed: the schedule loop retries
+            raise
+        lines = {
+            group: self._line(group, stored, seen, 0, now)
+            for group, stored in zip(groups, stored_groups, strict=True)
+            if stored is not None and self._seen.get(group) != (seen := _windows_hash(stored))
+        }
+        await self.results.write(self.cluster, {}, lines)
+        return len(groups)
+
+    def forget(self, groups: Sequence[str]) -> None:
+        for group in groups:
+            self._seen.pop(group, None)
+        self.owed.difference_update(groups)
+
+    def _line(self, group: str, stored: StoredGroup, seen: int, totallag: int, now: int) -> list:
+        self._seen[group] = seen
+        return lag_sparkline(stored.partitions, totallag, now, self.store.config.intervals)[:-1]
+
+
+def _windows_hash(stored: StoredGroup) -> int:
+    return hash(tuple(p.packed for p in stored.partitions))
+
+
+def _request(
+    cluster: str, group: str, state: GroupState, status: GroupStatus | None, now: int, **details: Any
+) -> Transition | None:
+    """The transition to record when the group's status changed (with its event), or None."""
+    change = transition(cluster, group, state.status, state.seq, state.incident, status, now, **details)
+    if change is None:
+        return None
+    return Transition(group, state.seq, change.status, change.incident, _publishable(change.event), now)
 
 
 def _retry_held(next_at: dict[str, int | None], wall: int) -> None:

@@ -20,7 +20,6 @@ from lagwatch.shared.events import scripts
 from lagwatch.shared.events.group_outbox import acknowledge, read_states_and_outboxes
 from lagwatch.shared.events.lag_threshold_event import Threshold
 from lagwatch.shared.protocol import keys
-from lagwatch.shared.runtime.redis_client import reply
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +44,7 @@ class GroupLagState:
 
 class LagStateStore:
     def __init__(self, redis: Redis, expire_group_ms: int) -> None:
-        self.redis = redis
-        self.expire_group_ms = expire_group_ms
+        self.redis, self.expire_group_ms = redis, expire_group_ms
         self._record = redis.register_script(scripts.RECORD_LAG_CROSSING)
 
     async def states(self, cluster: str, groups: Sequence[str]) -> list[GroupLagState]:
@@ -77,9 +75,6 @@ class LagStateStore:
             if inactive:
                 pipe.srem(keys.lag_active_groups(cluster), *inactive)
             await pipe.execute()
-
-    async def active_groups(self, cluster: str) -> set[str]:
-        return {g.decode() for g in await reply(self.redis.smembers(keys.lag_active_groups(cluster)))}
 
 
 def _state(raw: dict[bytes, bytes], pending: list[bytes]) -> GroupLagState:

@@ -21,6 +21,7 @@ statuses and published as lag-threshold events (shared/events/lag_threshold_even
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -31,7 +32,7 @@ from prometheus_client import Counter
 from redis.asyncio import Redis
 
 from lagwatch.services.evaluator.lag_state_store import GroupLagState, LagStateStore, ThresholdState
-from lagwatch.services.evaluator.publisher import EventPublisher
+from lagwatch.services.evaluator.publisher import EventPublisher, publish_outboxes
 from lagwatch.shared.events.lag_threshold_event import Alert, Crossing, Reason, Threshold, at_risk, build_event
 from lagwatch.shared.notifications.subscriptions.lag_threshold_index import (
     parse_index_entry,
@@ -95,8 +96,7 @@ class ThresholdSource:
     def __init__(
         self, redis: Redis, cluster: str, from_file: Sequence[SubscriptionConfig], refresh_s: float = REFRESH_S
     ) -> None:
-        self.redis = redis
-        self.cluster = cluster
+        self.redis, self.cluster = redis, cluster
         self.from_file = [(thresholds_of(s), s.clusters) for s in from_file]
         self.refresh_s = refresh_s
         self._read_at = float("-inf")
@@ -143,18 +143,9 @@ class LagReport(NamedTuple):
 
 class LagThresholdAlerts:
     def __init__(
-        self,
-        cluster: str,
-        store: LagStateStore,
-        source: ThresholdSource,
-        publisher: EventPublisher,
-        topic: str,
+        self, cluster: str, store: LagStateStore, source: ThresholdSource, publisher: EventPublisher, topic: str
     ) -> None:
-        self.cluster = cluster
-        self.store = store
-        self.source = source
-        self.publisher = publisher
-        self.topic = topic
+        self.cluster, self.store, self.source, self.publisher, self.topic = cluster, store, source, publisher, topic
 
     async def evaluate(self, evaluated: Sequence[Evaluated], now_ms: int) -> LagReport:
         """Record and publish the crossings of these groups."""
@@ -176,10 +167,10 @@ class LagThresholdAlerts:
                     recorded += 1
             if events:
                 outbox[item.group] = events
-        published = await self._publish(outbox) if outbox else {}
-        await self._update_index(looked_at, states, active, outbox, published)
-        unsent = frozenset(group for group, events in outbox.items() if len(published.get(group, ())) < len(events))
-        return LagReport(recorded, sum(len(e) for e in published.values()), unsent, frozenset(outbox) - unsent)
+        publish = functools.partial(self.publisher.publish, topic=self.topic)
+        published, unsent = await publish_outboxes(publish, self.cluster, outbox, self.store.acknowledge)
+        await self._update_index(looked_at, states, active, outbox, unsent)
+        return LagReport(recorded, published, unsent, frozenset(outbox) - unsent)
 
     async def _record(self, item: Evaluated, state: GroupLagState, crossing: Crossing, now_ms: int) -> bytes | None:
         before = state.thresholds.get(crossing.threshold, NEVER_CROSSED)
@@ -219,28 +210,17 @@ class LagThresholdAlerts:
         )
         return event
 
-    async def _publish(self, outbox: dict[str, list[bytes]]) -> dict[str, list[bytes]]:
-        """Publish in order per group; what Kafka acknowledged leaves the outbox. Returns {group: acknowledged}."""
-        items = [(self.cluster, group, event) for group, events in outbox.items() for event in events]
-        acknowledged = await self.publisher.publish(items, topic=self.topic)
-        done = {group: [e for e in events if e in acknowledged] for group, events in outbox.items()}
-        done = {group: events for group, events in done.items() if events}
-        if done:
-            await self.store.acknowledge(self.cluster, done)
-        return done
-
     async def _update_index(
         self,
         looked_at: Sequence[Evaluated],
         states: Sequence[GroupLagState],
         was_active: frozenset[str],
         outbox: Mapping[str, list[bytes]],
-        published: Mapping[str, list[bytes]],
+        unsent: frozenset[str],
     ) -> None:
         active, inactive = [], []
         for item, state in zip(looked_at, states, strict=True):
-            unpublished = len(outbox.get(item.group, ())) > len(published.get(item.group, ()))
-            if state.above_any or unpublished:
+            if state.above_any or item.group in unsent:
                 active.append(item.group)
             elif item.group in was_active or item.group in outbox:
                 inactive.append(item.group)

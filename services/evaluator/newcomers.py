@@ -13,9 +13,34 @@ until the count falls under it again (expiry, deletions).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
+import logging
 from collections.abc import Iterable, Sequence
 
+from prometheus_client import Counter, Gauge
+from redis.exceptions import RedisError
+
+from lagwatch.services.evaluator.runs import SWEEP_CHUNK, EvaluationRuns
 from lagwatch.shared.protocol.types import Status
+from lagwatch.shared.runtime.outage_log import OutageLog
+
+log = logging.getLogger(__name__)
+NEW_GROUPS = Counter(
+    "lagwatch_evaluator_new_groups_total",
+    "Groups with no status yet, queued behind the known ones for their first evaluation",
+    ["cluster"],
+)
+NEW_GROUPS_WAITING = Gauge(
+    "lagwatch_evaluator_new_groups_waiting", "New groups queued for their first evaluation", ["cluster"]
+)
+OVER_CAP = Counter(
+    "lagwatch_evaluator_groups_over_cap_total",
+    "New groups skipped because the cluster has evaluator.max-groups groups already",
+    ["cluster"],
+)
+MAX_GROUPS = Gauge("lagwatch_evaluator_max_groups", "The configured evaluator.max-groups (0: no cap)", ["cluster"])
 
 
 def triage(groups: Sequence[str], statuses: Sequence[Status | None]) -> tuple[list[str], list[str]]:
@@ -43,21 +68,71 @@ class NewcomerQueue:
 
     def take(self, n: int) -> list[str]:
         """The `n` oldest, out of the queue."""
-        taken: list[str] = []
-        for group in self._waiting:
-            if len(taken) == n:
-                break
-            taken.append(group)
+        taken = list(itertools.islice(self._waiting, n))
         for group in taken:
             del self._waiting[group]
         return taken
-
-    def discard(self, groups: Iterable[str]) -> None:
-        for group in groups:
-            self._waiting.pop(group, None)
 
 
 def within_cap(new: Sequence[str], known_count: int, cap: int) -> tuple[list[str], list[str]]:
     """(the new groups that fit under `cap` with the `known_count` groups there are, the ones that do not)."""
     room = max(0, cap - known_count) if cap else len(new)
     return list(new[:room]), list(new[room:])
+
+
+class Newcomers:
+    """The queue of new groups and the task that evaluates them, behind everything else and under the cap."""
+
+    def __init__(self, runs: EvaluationRuns, max_groups: int) -> None:
+        self.runs, self.cap, self.cluster = runs, max_groups, runs.cluster
+        self.statuses, self.store = runs.evaluator.statuses, runs.evaluator.store
+        self.queue = NewcomerQueue()
+        self._waiting = asyncio.Event()
+        self._over_cap_log = OutageLog(log, f"evaluator {self.cluster}: over evaluator.max-groups")
+        MAX_GROUPS.labels(self.cluster).set(max_groups)
+        NEW_GROUPS_WAITING.labels(self.cluster).set(0)
+        NEW_GROUPS.labels(self.cluster)  # exported at 0 from the start: the rules' increase() sees the first ones
+        OVER_CAP.labels(self.cluster)
+
+    async def known_first(self, groups: list[str]) -> list[str]:
+        """The groups with a recorded status, the worst first; the new ones are queued (RedisError: none is)."""
+        known, new = triage(groups, await self.statuses.statuses_of(self.cluster, groups))
+        if new:
+            NEW_GROUPS.labels(self.cluster).inc(self.queue.add(new))
+            NEW_GROUPS_WAITING.labels(self.cluster).set(len(self.queue))
+            self._waiting.set()
+        return known
+
+    async def run(self) -> None:
+        """Evaluate queued new groups a chunk at a time, each chunk after whatever else waits for the lock."""
+        stopping = self.runs.stopping
+        while not stopping.is_set():
+            await self._waiting.wait()
+            self._waiting.clear()
+            while self.queue and not stopping.is_set():
+                await self._evaluate(self.queue.take(SWEEP_CHUNK))
+                NEW_GROUPS_WAITING.labels(self.cluster).set(len(self.queue))
+
+    async def _evaluate(self, chunk: list[str]) -> None:
+        """A chunk of new groups, those that fit under `evaluator.max-groups` (the rest counted and skipped)."""
+        try:
+            count = await self.statuses.count(self.cluster) if self.cap else 0
+        except RedisError:
+            count = 0  # the evaluation below retries until Redis is back; the cap is looked at again next chunk
+        fits, over = within_cap(chunk, count, self.cap)
+        if over:
+            await self._skip_over_cap(over)
+        elif self.cap:
+            self._over_cap_log.ok()
+        if fits:
+            await self.runs.evaluate(fits, "new")
+
+    async def _skip_over_cap(self, over: list[str]) -> None:
+        """Counted, and their windows deleted (a flood of junk names must not fill Redis for `expire-group`): the
+        ingest forgets a group deleted under it, and a real group's next commit after there is room starts it
+        afresh. A group that got a status meanwhile is kept."""
+        OVER_CAP.labels(self.cluster).inc(len(over))
+        self._over_cap_log.failed(f"{len(over)} new groups skipped", f"evaluator.max-groups is {self.cap}")
+        with contextlib.suppress(RedisError):  # left to expire: the next chunk looks at the cap again
+            still_new = triage(over, await self.statuses.statuses_of(self.cluster, over))[1]
+            await self.store.delete_groups(self.cluster, still_new)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -121,3 +122,27 @@ class EventPublisher:
             deliveries[event] = future
             new.append(future)
         return deliveries, new
+
+
+async def publish_outboxes(
+    publish: Callable[[list[tuple[str, str, bytes]]], Awaitable[set[bytes]]],
+    cluster: str,
+    outbox: Mapping[str, list[bytes]],
+    acknowledge: Callable[[str, dict[str, list[bytes]]], Awaitable[None]],
+    as_sent: Callable[[bytes], bytes] = lambda event: event,
+) -> tuple[int, frozenset[str]]:
+    """Publish each group's events in order (`publish`: an `EventPublisher.publish`; `as_sent`: an event as it
+    goes out); what Kafka acknowledged leaves the outbox (`acknowledge`), the rest waits there for the group's next
+    evaluation. Returns (events acknowledged, groups with events left in their outbox)."""
+    if not outbox:
+        return 0, frozenset()
+    sent = {event: as_sent(event) for events in outbox.values() for event in events}
+    items = [(cluster, group, sent[event]) for group, events in outbox.items() for event in events]
+    acknowledged = await publish(items)
+    done = {
+        group: acked for group, events in outbox.items() if (acked := [e for e in events if sent[e] in acknowledged])
+    }
+    if done:
+        await acknowledge(cluster, done)
+    unsent = frozenset(group for group, events in outbox.items() if len(done.get(group, ())) < len(events))
+    return sum(len(acked) for acked in done.values()), unsent

@@ -20,8 +20,7 @@ DUE_BATCH = 2000  # groups taken per partition per look (a backlog is worked off
 
 class ScheduleStore:
     def __init__(self, redis: Redis, cluster: str) -> None:
-        self.redis = redis
-        self.cluster = cluster
+        self.redis, self.cluster = redis, cluster
 
     async def set(self, instants: Mapping[str, int | None], partition_of: Callable[[str], int]) -> None:
         """Schedule each group at its instant; None takes it off the schedule (nothing time-driven can change it)."""

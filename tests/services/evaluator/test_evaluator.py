@@ -230,13 +230,13 @@ async def test_a_takeover_draws_its_sparklines_after_the_statuses(redis_server, 
 
     await evaluator.evaluate(["billing"], now, sparklines=False)
     assert "billing" in await results.all(CLUSTER) and await results.sparklines(CLUSTER) == {}
-    assert evaluator.sparklines_owed == {"billing"}
+    assert evaluator.sparklines.owed == {"billing"}
 
-    assert await evaluator.draw_owed_sparklines(500) == 1
+    assert await evaluator.sparklines.draw_owed(500) == 1
     stored = await store.get_group(CLUSTER, "billing")
     expected = [list(p) for p in lag_sparkline(stored.partitions, 0, now, config.window().intervals)[:-1]]
     assert [list(p) for p in (await results.sparklines(CLUSTER))["billing"]] == expected and expected
-    assert evaluator.sparklines_owed == set()
+    assert evaluator.sparklines.owed == set()
 
 
 async def test_readiness_reports_a_broker_outage_and_the_recovery(kafka, redis_server):
@@ -276,7 +276,7 @@ async def test_waiting_for_kafka_at_start_is_said_once_and_when_it_is_over(kafka
     kafka.create_topic(STATUS_TOPIC, 3)
     kafka.create_topic("lagwatch.changes", 4)
     kafka.set_broker_down(-1)
-    caplog.set_level(logging.INFO, logger="lagwatch.services.evaluator")
+    caplog.set_level(logging.INFO, logger="lagwatch")  # the Service base retries the start
     service = EvaluatorService(make_config(kafka.bootstrap, redis_server.url), CLUSTER, http_port=0)
     task = asyncio.create_task(service.run())
     try:

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from lagwatch.services.evaluator.runs import SWEEP_CHUNK
 from lagwatch.services.evaluator.schedule_store import ScheduleStore
-from lagwatch.services.evaluator.service import SWEEP_CHUNK, EvaluatorService
+from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import Commit

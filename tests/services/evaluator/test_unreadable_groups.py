@@ -4,7 +4,8 @@ evaluated: it is counted, logged and skipped, and the groups evaluated with it s
 import asyncio
 import time
 
-from lagwatch.services.evaluator.service import UNEVALUABLE, UNEVALUABLE_RETRY_MS, EvaluatorService
+from lagwatch.services.evaluator.runs import UNEVALUABLE, UNEVALUABLE_RETRY_MS
+from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.windows.store import WindowStore

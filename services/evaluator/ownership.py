@@ -1,0 +1,158 @@
+"""The groups of the changes-topic partitions this instance holds (a group belongs to the instance holding its
+partition). They are evaluated all at once when partitions come (a takeover: that fills the log-end index, catches up
+on what happened meanwhile and takes over their schedule), when the schedule says they are due (a loop sleeps until
+the earliest instant of the partitions' schedules; idle, it costs one small Redis read every SCHEDULE_IDLE_S), and
+at every sweep (`evaluator.sweep-interval`: a safety net for lost notices, not the way statuses are found)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+
+import faust
+from faust.exceptions import ConsumerNotStarted
+from prometheus_client import Gauge
+from redis.exceptions import RedisError
+
+from lagwatch.services.evaluator.newcomers import Newcomers
+from lagwatch.services.evaluator.runs import SWEEP_CHUNK, EvaluationRuns
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.outage_log import OutageLog
+from lagwatch.shared.runtime.service_lifecycle import pause
+from lagwatch.shared.windows.changes import partition_of
+
+log = logging.getLogger(__name__)
+# For alerts on a late safety net or schedule (deploy/prometheus/lagwatch-rules.yml): this instance's own view.
+SWEEP_INTERVAL = Gauge(
+    "lagwatch_evaluator_sweep_interval_seconds", "The configured evaluator.sweep-interval", ["cluster"]
+)
+LAST_SWEEP = Gauge(
+    "lagwatch_evaluator_last_sweep_timestamp_seconds",
+    "When this instance last finished a sweep (its start, before the first)",
+    ["cluster"],
+)
+SCHEDULE_DELAY = Gauge(
+    "lagwatch_evaluator_schedule_delay_seconds",
+    "How overdue the most overdue scheduled evaluation was when last looked at (0: nothing overdue)",
+    ["cluster"],
+)
+DELAY_SAMPLE_MS = 1000  # the schedule's delay is looked up at most this often while evaluations are due
+SCHEDULE_IDLE_S = 2.0  # longest sleep of the schedule loop (it also wakes when an evaluation schedules sooner)
+
+
+class ChangesPartitions:
+    def __init__(self, app: faust.App, topic: faust.TopicT, cluster: str) -> None:
+        self.app, self.topic, self.cluster = app, topic, cluster
+        self._count = 1  # the topic's partitions, as last known
+
+    def owned(self) -> set[int] | None:
+        """The partitions this instance holds; None before its consumer runs or while it has none."""
+        try:
+            assignment = self.app.consumer.assignment()
+        except ConsumerNotStarted:
+            return None
+        return {tp.partition for tp in assignment if tp.topic == self.topic.get_topic_name()} or None
+
+    def count(self) -> int:
+        """The topic's partition count: the consumer's, else the last it told (1 before it ever has)."""
+        with contextlib.suppress(ConsumerNotStarted, AttributeError):  # created, not joined: no coordinator yet
+            self._count = self.app.consumer.topic_partitions(self.topic.get_topic_name()) or self._count
+        return self._count
+
+    def placing(self) -> Callable[[str], int]:
+        """Each group's partition, at the partition count of now."""
+        count = self.count()
+        return lambda group: partition_of(self.cluster, group, count)
+
+
+class OwnedGroups:
+    def __init__(
+        self, runs: EvaluationRuns, newcomers: Newcomers, partitions: ChangesPartitions, sweep_s: float
+    ) -> None:
+        self.runs, self.newcomers, self.partitions = runs, newcomers, partitions
+        self.cluster, self.evaluator, self.schedule = runs.cluster, runs.evaluator, runs.schedule
+        self.stopping = runs.stopping
+        self.taken_over: set[int] = set()  # partitions whose groups were evaluated since assigned
+        self.sweeps_done = 0
+        self._delay_sampled_at = 0
+        SWEEP_INTERVAL.labels(self.cluster).set(sweep_s)
+        LAST_SWEEP.labels(self.cluster).set_to_current_time()
+        SCHEDULE_DELAY.labels(self.cluster).set(0)
+
+    async def run_schedule(self) -> None:
+        outage = OutageLog(log, f"evaluator {self.cluster}: schedule unreadable")
+        while not self.stopping.is_set():
+            try:
+                await self._schedule_round()
+                outage.ok()
+            except RedisError as exc:
+                outage.failed(exc)
+                await pause(self.stopping, 1.0)
+            except Exception:  # never let the loop die silently: the sweep alone would be far too slow
+                log.exception("evaluator %s: schedule round failed; retrying", self.cluster)
+                await pause(self.stopping, 1.0)
+
+    async def _schedule_round(self) -> None:
+        """Take over newly assigned partitions, else evaluate the groups that are due, else sleep until one is."""
+        owned = self.partitions.owned()
+        if owned is None:
+            await pause(self.stopping, 0.1)
+        elif owned != self.taken_over:
+            await self.take_over(owned)
+        elif due := await self.schedule.due(owned, now := now_ms()):
+            await self._sample_delay(owned, now)
+            await self.runs.in_chunks(due, "schedule")
+        elif self.evaluator.sparklines.owed:  # nothing due: draw the sparklines the takeover left for later
+            async with self.runs.lock:
+                await self.evaluator.sparklines.draw_owed(SWEEP_CHUNK)
+        else:
+            SCHEDULE_DELAY.labels(self.cluster).set(0)
+            earliest = await self.schedule.earliest(owned)
+            wait = SCHEDULE_IDLE_S if earliest is None else max(0.0, (earliest - now) / 1000)
+            await self.runs.alarm.sleep(min(SCHEDULE_IDLE_S, wait))
+
+    async def _sample_delay(self, owned: set[int], now: int) -> None:
+        if now - self._delay_sampled_at >= DELAY_SAMPLE_MS:
+            self._delay_sampled_at = now
+            oldest = await self.schedule.earliest(owned)
+            SCHEDULE_DELAY.labels(self.cluster).set(0 if oldest is None else max(0, now - oldest) / 1000)
+
+    async def take_over(self, owned: set[int]) -> None:
+        """Partitions came or went: evaluate the new ones' groups (their schedule is now ours), drop the others'."""
+        gone, new = self.taken_over - owned, owned - self.taken_over
+        place = self.partitions.placing()
+        self.evaluator.forget(self.runs.index.drop(lambda group: place(group) not in owned))
+        if new:
+            log.info("evaluator %s: taking over changes partitions %s", self.cluster, sorted(new))
+            if not await self.evaluate(new, "takeover"):
+                await pause(self.stopping, 1.0)
+                return
+        if gone:
+            log.info("evaluator %s: handed over changes partitions %s", self.cluster, sorted(gone))
+        self.taken_over = set(owned)
+
+    async def sweep(self) -> None:
+        owned = self.partitions.owned()
+        if owned is None:
+            return  # not assigned yet (or rebalancing): the next sweep will do
+        if await self.evaluate(owned, "sweep"):
+            self.sweeps_done += 1
+            LAST_SWEEP.labels(self.cluster).set_to_current_time()
+            await self.runs.count("sweeps", 1)
+
+    async def evaluate(self, partitions: set[int], trigger: str) -> bool:
+        """Evaluate every group of these partitions, known ones first; False when Redis could not list them."""
+        place, evaluator = self.partitions.placing(), self.evaluator
+        try:
+            groups = (
+                set(await evaluator.store.list_groups(self.cluster))
+                | set(await evaluator.statuses.known_groups(self.cluster))
+                | set(await evaluator.results.groups(self.cluster))
+            )
+            mine = await self.newcomers.known_first(sorted(g for g in groups if place(g) in partitions))
+        except RedisError as exc:
+            log.warning("evaluator %s: %s skipped, Redis unavailable (%s)", self.cluster, trigger, exc)
+            return False
+        await self.runs.in_chunks(mine, trigger, read_ahead=True)
+        return True

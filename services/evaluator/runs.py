@@ -1,0 +1,215 @@
+"""The service's evaluations, whatever asks for them (a notice, the schedule, a takeover, the sweep, a newcomer):
+one at a time in this instance, retried while Redis or Kafka fail, and a group whose stored data cannot be read
+skipped without holding back the others. Each report's instants go to the schedule, its partitions to the log-end
+index (`WatchIndex`), its figures to the metrics and to Redis (the api's /metrics)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+
+from prometheus_client import Counter, Gauge, Histogram
+from redis.exceptions import RedisError
+
+from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
+from lagwatch.services.evaluator.next_change import PartitionWatch
+from lagwatch.services.evaluator.schedule_store import ScheduleStore
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.outage_log import OutageLog
+from lagwatch.shared.runtime.service_lifecycle import Backoff
+from lagwatch.shared.windows.store import TopicPartition
+
+log = logging.getLogger(__name__)
+EVALUATIONS = Counter("lagwatch_evaluations_total", "Group evaluations", ["cluster", "trigger"])
+TRANSITIONS = Counter("lagwatch_status_transitions_total", "Status changes recorded", ["cluster"])
+UNEVALUABLE = Counter(
+    "lagwatch_evaluator_unreadable_groups_total",
+    "Evaluations skipped: the group's stored data could not be read",
+    ["cluster"],
+)
+UNEVALUABLE_RETRY_MS = 60_000  # a group whose stored data cannot be evaluated is looked at again this much later
+CLOCK_HELD = Gauge(
+    "lagwatch_evaluator_clock_held_seconds",
+    "How far the rules' clock was held behind the wall clock at the last evaluation, because the ingest had not read "
+    "the offsets topic that far (shared/windows/read_through.py)",
+    ["cluster"],
+)
+EVALUATION_SECONDS = Histogram(
+    "lagwatch_evaluation_seconds",
+    "Time to evaluate one batch of groups",
+    ["cluster", "trigger"],
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+SWEEP_CHUNK = 500  # groups per evaluation when there are many: one Redis read each, memory bounded
+Watched = dict[TopicPartition, PartitionWatch]
+Placing = Callable[[], Callable[[str], int]]  # each group's changes-topic partition, at the partition count of now
+
+
+def _drop(read: asyncio.Future | None) -> None:
+    """A read started ahead that no evaluation will use: cancelled, or its failure taken (never logged as lost)."""
+    if read is not None and not read.cancel() and not read.cancelled():  # cancel(): False once it is done
+        read.exception()
+
+
+class WatchIndex:
+    """What the log-end and log-start notices need, in memory: topic -> the groups reading it, and each evaluated
+    group's partitions as its last evaluation saw them (`next_change.PartitionWatch`)."""
+
+    def __init__(self) -> None:
+        self.readers: dict[str, set[str]] = {}
+        self.watches: dict[str, Watched] = {}
+
+    def remember(self, watches: Mapping[str, Watched | None]) -> None:
+        """What an evaluation saw of its groups (None: NOTFOUND, nothing to watch)."""
+        for group, watched in watches.items():
+            self._unwatch(group)
+            if watched:
+                self.watches[group] = watched
+                for topic, _ in watched:
+                    self.readers.setdefault(topic, set()).add(group)
+
+    def drop(self, gone: Callable[[str], bool]) -> list[str]:
+        """Forget the groups `gone` says left this instance; returns them."""
+        dropped = [group for group in self.watches if gone(group)]
+        for group in dropped:
+            self._unwatch(group)
+        return dropped
+
+    def watched(self, topics: Iterable[str]) -> Iterator[tuple[str, TopicPartition, PartitionWatch]]:
+        """(group, partition, watch) for each watched partition of these topics."""
+        for topic in topics:
+            for group in self.readers.get(topic, ()):
+                for tp, watch in self.watches.get(group, {}).items():
+                    if tp[0] == topic:
+                        yield group, tp, watch
+
+    def _unwatch(self, group: str) -> None:
+        for topic, _ in self.watches.pop(group, {}):
+            readers = self.readers.get(topic)
+            if readers is not None:
+                readers.discard(group)
+                if not readers:
+                    del self.readers[topic]
+
+
+class Alarm:
+    """Cuts the schedule loop's sleep short when an evaluation schedules something sooner than it sleeps until."""
+
+    def __init__(self) -> None:
+        self._rung = asyncio.Event()
+        self._until = 0.0
+
+    def ring_before(self, instants: Iterable[int | None]) -> None:
+        soonest = min((at for at in instants if at is not None), default=None)
+        if soonest is not None and soonest / 1000 < self._until:
+            self._rung.set()
+
+    async def sleep(self, seconds: float) -> None:
+        self._until = time.time() + seconds
+        self._rung.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._rung.wait(), timeout=seconds)
+
+
+class EvaluationRuns:
+    def __init__(
+        self, evaluator: GroupEvaluator, schedule: ScheduleStore, placing: Placing, stopping: asyncio.Event
+    ) -> None:
+        self.cluster, self.redis = evaluator.cluster, evaluator.store.redis
+        self.evaluator, self.schedule, self.placing, self.stopping = evaluator, schedule, placing, stopping
+        self.index = WatchIndex()
+        self.alarm = Alarm()
+        self.lock = asyncio.Lock()  # one evaluation at a time in this instance: notices and sweeps interleave
+        # one for all evaluations: they fail together while Redis is away (and none is made per evaluation)
+        self._outage = OutageLog(log, f"evaluator {self.cluster}: evaluation failed")
+
+    async def evaluate(
+        self, groups: list[str], trigger: str, read: asyncio.Future | None = None
+    ) -> EvaluationReport | None:
+        """Evaluate (retrying while Redis or Kafka fail); `read`: the groups' reads, started ahead."""
+        backoff = Backoff()
+        while not self.stopping.is_set():
+            try:
+                async with self.lock:  # a takeover's sparklines wait until its statuses are out
+                    report = await self.evaluator.evaluate(groups, sparklines=trigger != "takeover", read=read)
+                    await self.schedule.set(report.next_at, self.placing())
+                    self.index.remember(report.watches)
+                    self.alarm.ring_before(report.next_at.values())
+                self._outage.ok()
+            except (RedisError, OSError) as exc:
+                read = None  # read again
+                self._outage.failed(exc, f"retrying in {backoff.delay:.1f}s")
+                await backoff.pause(self.stopping)
+                continue
+            except Exception as exc:  # a group's stored data lagwatch cannot read: the others go on
+                if len(groups) > 1:
+                    return await self._evaluate_each(groups, trigger)
+                await self._skip_unreadable(groups[0], exc)
+                return None
+            await self._observe(trigger, report)
+            return report
+        return None
+
+    async def in_chunks(self, groups: list[str], trigger: str, *, read_ahead: bool = False) -> None:
+        """Many groups, SWEEP_CHUNK at a time; `read_ahead`: Redis reads the next chunk while one is evaluated."""
+        chunks = [groups[i : i + SWEEP_CHUNK] for i in range(0, len(groups), SWEEP_CHUNK)]
+        ahead: asyncio.Future | None = None
+        try:
+            for i, chunk in enumerate(chunks):
+                read, ahead = ahead, None
+                if read_ahead and i + 1 < len(chunks):
+                    ahead = asyncio.ensure_future(self.evaluator.read(chunks[i + 1], now_ms()))
+                try:
+                    await self.evaluate(chunk, trigger, read)
+                finally:
+                    _drop(read)  # unused when stopping
+        finally:
+            _drop(ahead)
+
+    async def _evaluate_each(self, groups: list[str], trigger: str) -> EvaluationReport | None:
+        """The groups one at a time, after their evaluation together failed: the failure is one group's."""
+        last = None
+        for group in groups:
+            last = await self.evaluate([group], trigger) or last
+        return last
+
+    async def _skip_unreadable(self, group: str, exc: Exception) -> None:
+        """A group whose stored data cannot be evaluated (not written by lagwatch: edited by hand, another version)
+        is counted, logged and looked at again in a while, not at every turn of the schedule."""
+        UNEVALUABLE.labels(self.cluster).inc()
+        log.error(
+            "evaluator %s: group %r cannot be evaluated (%s: %s); skipped, tried again in %ds",
+            self.cluster,
+            group,
+            type(exc).__name__,
+            str(exc)[:200],
+            UNEVALUABLE_RETRY_MS // 1000,
+        )
+        with contextlib.suppress(RedisError, OSError):  # else due again at once: tried at the next turn
+            async with self.lock:
+                await self.schedule.set({group: now_ms() + UNEVALUABLE_RETRY_MS}, self.placing())
+
+    async def _observe(self, trigger: str, report: EvaluationReport) -> None:
+        EVALUATIONS.labels(self.cluster, trigger).inc(report.groups)
+        EVALUATION_SECONDS.labels(self.cluster, trigger).observe(report.seconds)
+        TRANSITIONS.labels(self.cluster).inc(report.transitions)
+        CLOCK_HELD.labels(self.cluster).set(report.held_ms / 1000)
+        await self.count(f"evaluations:{trigger}", report.groups, report)
+
+    async def count(self, name: str, n: int, report: EvaluationReport | None = None) -> None:
+        """Running totals in Redis, for the api's /metrics."""
+        stats = keys.evaluator_stats(self.cluster)
+        with contextlib.suppress(RedisError):  # counters are best effort
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hincrby(stats, name, n)
+                if report is not None:
+                    pipe.hincrby(stats, "transitions", report.transitions)
+                    pipe.hincrby(stats, "events_published", report.published)
+                    if report.lag_crossings:
+                        pipe.hincrby(stats, "lag_crossings", report.lag_crossings)
+                    pipe.hincrbyfloat(stats, "evaluation_seconds", report.seconds)
+                await pipe.execute()
