@@ -1,4 +1,4 @@
-"""Random commit sequences for the agreement tests of the window's three implementations (pure, packed, Lua)."""
+"""Random commit sequences for the agreement tests of the window's implementations (the pure one, the compiled one)."""
 
 from __future__ import annotations
 

@@ -28,10 +28,9 @@ import functools
 from lagwatch.shared.records.history import (
     MESSAGE_BYTES as _MESSAGE_BYTES, commit_group_head, commit_partition_head, commits_key,
 )
-from lagwatch.shared.windows.window import AddOutcome
+from lagwatch.shared.windows.window import AddOutcome, add_to_ring
 from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.windows.ingest_totals import type_label
-from lagwatch.shared.windows.packed_window import add_to_ring
 from lagwatch.shared.windows.store import MAX_SCRIPT_NUMBER
 cdef extern from "Python.h":
     # a borrowed item of a tuple or of a tuple subclass (a CommitKey): Cython's own indexing of an untyped object
@@ -360,7 +359,7 @@ def run_pass(processor, records, batch, bint defer):
                 current_last = INT64_MAX if current.last > 0 else -1
         field_name = <object>_item(commit_key, 3)
 
-        # add_to_ring's common cases, on the bytes (shared/windows/packed_window.py)
+        # add_to_ring's common cases, on the bytes (shared/windows/window.py)
         if timestamp < now - expire_ms:
             expired += 1
             continue

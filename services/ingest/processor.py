@@ -30,18 +30,18 @@ from lagwatch.services.ingest.records import (
     RecordLike,
     decode_group_record,
 )
-from lagwatch.services.ingest.window_cache import CachedGroup, WindowCache
-from lagwatch.services.ingest.window_writer import GroupWrite, PackedWrites, WindowWriter
+from lagwatch.services.ingest.window_cache import WindowCache
+from lagwatch.services.ingest.window_writer import PackedWrites, WindowWriter
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.group_filter import GroupFilter
 from lagwatch.shared.protocol.types import Commit
 from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.records.history import HistoryMessages, commits_key, offset_deleted_record
 from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.windows.group_windows import GroupWindows, GroupWrite
 from lagwatch.shared.windows.ingest_totals import type_label
-from lagwatch.shared.windows.packed_window import add_to_ring
 from lagwatch.shared.windows.store import MAX_SCRIPT_NUMBER, GroupMetadataUpdate, WindowStore
-from lagwatch.shared.windows.window import expired
+from lagwatch.shared.windows.window import add_to_ring, expired
 
 try:  # installed without a C compiler (setup.py): the same steps run in Python
     from lagwatch.services.ingest.commit_pass import run_pass as compiled_pass  # type: ignore[import-untyped]
@@ -53,7 +53,7 @@ except ImportError:
 MAX_EXACT = MAX_SCRIPT_NUMBER
 
 
-NO_GROUP = CachedGroup("")  # a placeholder for "no group yet" in the hot loop (never written)
+NO_GROUP = GroupWindows("")  # a placeholder for "no group yet" in the hot loop (never written)
 
 
 @dataclass(slots=True)
@@ -266,10 +266,10 @@ class BatchProcessor:
             return None
         return commit_key
 
-    def _open_group(self, group: str, current: CachedGroup, batch: AppliedBatch) -> tuple[dict, set]:
+    def _open_group(self, group: str, current: GroupWindows, batch: AppliedBatch) -> tuple[dict, set]:
         """The group's first commit in a run of them: an expired group starts afresh; it is marked for the flush."""
         if current.last is not None and expired(current.last, batch.observed_at, self.store.config):
-            self.cache.restart(current)
+            current.restart()
         self.cache.dirty[group] = current
         batch.touched[group] = "commits"
         if current.changed is None:
@@ -369,8 +369,9 @@ class BatchProcessor:
     async def report_own_progress(self, group: str, topic: str, positions: dict[int, int]) -> None:
         """lagwatch's own consumption, stored as a consumer group like any other (Burrow reports `burrow-<name>`):
         a stuck ingest then raises its own alert. `order` = the position itself, which only grows. The allow/deny
-        regexes apply to it as to any group. Every worker writes its own partitions' fields of that one group, so
-        this goes through the store's atomic script, not the single-writer cache."""
+        regexes apply to it as to any group. Every worker reports its own partitions of that one group: not a group
+        this worker alone writes, so not one for its cache, but `store.add_commits` (the same steps, each group's
+        read and write one transaction)."""
         if not positions or not self.group_filter.accepts(group):
             return
         now = now_ms()

@@ -1,7 +1,7 @@
 """The windows of the groups this worker owns, in memory, written behind to Redis.
 
 A group's commits all live in one offsets-topic partition, and one worker reads that partition at a time: the
-worker is its windows' only writer. So it applies commits to rings it holds (`packed_window.add_to_ring`, the
+worker is its windows' only writer. So it applies commits to rings it holds (`group_windows.GroupWindows`, the
 stored layout) and flushes what changed, once per batch, before the batch's Kafka position is committed.
 
 * A group is loaded from Redis the first time one of its commits arrives (the previous owner flushed before it let
@@ -18,30 +18,12 @@ stored layout) and flushes what changed, once per batch, before the batch's Kafk
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
-from lagwatch.services.ingest.window_writer import GroupWrite
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import WindowConfig
-from lagwatch.shared.runtime import packed_commands
-
-TopicPartition = tuple[str, int]
-LOAD_CHUNK = 1000  # groups per Redis round trip when loading
-
-
-@dataclass(slots=True)
-class CachedGroup:
-    key_stem: str  # keys.group_key_stem: its keys are written from it (keys.keys_of_stem), not kept
-    rings: dict[str, bytes] = field(default_factory=dict)  # "<topic>:<partition>" -> packed ring
-    last: int | None = None  # newest stored commit timestamp (ms)
-    had_last: bool = False  # Redis holds a `last` for it, as far as this worker knows
-    expires_at: int = 0  # the PEXPIREAT last written
-    changed: set[str] | None = None  # rings changed since the last flush (None, not an empty set: memory)
-    removed: set[str] | None = None  # rings removed since the last flush (offset-commit tombstones; rare)
-    replace: bool = False  # the next flush deletes the group's keys first
-    partition: int = -1  # the offsets-topic partition its commits come from
+from lagwatch.shared.windows.group_windows import GroupWindows, GroupWrite, load_groups
 
 
 class WindowCache:
@@ -52,29 +34,13 @@ class WindowCache:
         # expiry is refreshed when it moves by more than this: keys then outlive their group's logical expiry (the
         # evaluator's, by `last`) by at most this much, and a busy group costs one PEXPIREAT a minute, not a commit
         self.expiry_slack_ms = min(config.expire_group_ms // 100, 60_000)
-        self.groups: dict[str, CachedGroup] = {}
-        self.dirty: dict[str, CachedGroup] = {}
-
-    # --- loading ----------------------------------------------------------------------------------------
+        self.groups: dict[str, GroupWindows] = {}
+        self.dirty: dict[str, GroupWindows] = {}
 
     async def load(self, wanted: Mapping[str, int]) -> None:
         """Make sure the groups (group -> offsets-topic partition) are in memory, reading unknown ones from Redis."""
-        missing = [g for g in wanted if g not in self.groups]
-        for start in range(0, len(missing), LOAD_CHUNK):
-            chunk = missing[start : start + LOAD_CHUNK]
-            stems = [keys.group_key_stem(self.cluster, g) for g in chunk]
-            group_keys = [keys.keys_of_stem(stem) for stem in stems]
-            commands = [c for k in group_keys for c in (("HGETALL", k[0]), ("HGET", k[1], "last"))]
-            replies = await packed_commands.execute(self.redis, commands)
-            for i, (group, stem) in enumerate(zip(chunk, stems, strict=True)):
-                rings, last = _as_pairs(replies[2 * i]), replies[2 * i + 1]
-                self.groups[group] = CachedGroup(
-                    stem,
-                    {f.decode(): bytes(r) for f, r in rings} if last is not None else {},
-                    None if last is None else int(last),
-                    had_last=last is not None,
-                    partition=wanted[group],
-                )
+        missing = {group: partition for group, partition in wanted.items() if group not in self.groups}
+        self.groups.update(await load_groups(self.redis, self.cluster, missing))
 
     # --- applying a batch -----------------------------------------------------------------------------------
 
@@ -82,8 +48,8 @@ class WindowCache:
         """A group tombstone: the group is empty from here on and its keys go at the next flush."""
         cached = self.groups.get(group)
         if cached is None:
-            cached = self.groups[group] = CachedGroup(keys.group_key_stem(self.cluster, group), partition=partition)
-        self.restart(cached)
+            cached = self.groups[group] = GroupWindows(keys.group_key_stem(self.cluster, group), partition=partition)
+        cached.restart()
         self.dirty[group] = cached
 
     def delete_partition(self, group: str, field_name: str, partition: int) -> bool:
@@ -101,43 +67,12 @@ class WindowCache:
             self.delete_group(group, partition)
         return True
 
-    @staticmethod
-    def restart(cached: CachedGroup) -> None:
-        """Empty the group: an expired one starts afresh, a deleted one is gone; the next flush replaces its keys."""
-        cached.rings, cached.changed, cached.last, cached.replace = {}, None, None, True
-
-    # --- flushing -------------------------------------------------------------------------------------------
-
     def take_writes(self) -> list[GroupWrite]:
         """What changed since the last call, as writes (the rings are immutable bytes: a snapshot)."""
-        writes = []
-        slack = self.expiry_slack_ms
-        expire_ms = self.config.expire_group_ms
-        for group, cached in self.dirty.items():
-            if not cached.changed and not cached.replace and not cached.removed:
-                continue
-            expires_at = None
-            if cached.last is not None:
-                due = cached.last + expire_ms
-                if cached.replace or due > cached.expires_at:  # a DEL took the old expiry with the keys
-                    expires_at = cached.expires_at = due + slack
-            writes.append(
-                GroupWrite(
-                    group,
-                    keys.keys_of_stem(cached.key_stem),
-                    {f: cached.rings[f] for f in cached.changed or ()},
-                    cached.last,
-                    expires_at=expires_at,
-                    replace=cached.replace,
-                    had_last=cached.had_last,
-                    removed=tuple(cached.removed or ()),
-                )
-            )
-            cached.had_last = cached.last is not None
-            cached.changed = cached.removed = None
-            cached.replace = False
+        expire_ms, slack = self.config.expire_group_ms, self.expiry_slack_ms
+        writes = [cached.take_write(group, expire_ms, slack) for group, cached in self.dirty.items()]
         self.dirty = {}
-        return writes
+        return [w for w in writes if w is not None]
 
     # --- forgetting -----------------------------------------------------------------------------------------
 
@@ -172,10 +107,3 @@ class WindowCache:
                 del cached.rings[name]
                 if cached.changed:
                     cached.changed.discard(name)
-
-
-def _as_pairs(hgetall_reply: list | dict) -> list[tuple[bytes, bytes]]:
-    """An HGETALL reply as (field, value) pairs: raw it is a flat list, through redis-py's callbacks a dict."""
-    if isinstance(hgetall_reply, dict):
-        return list(hgetall_reply.items())
-    return list(zip(hgetall_reply[::2], hgetall_reply[1::2], strict=True))

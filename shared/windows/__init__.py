@@ -1,3 +1,4 @@
-"""Where a commit becomes a window: the reference window (window.py), its packed ring (packing.py, packed_window.py),
-the Redis store with its Lua (store.py, scripts.py), the changes topic that says which groups moved (changes.py),
-how far the ingest has read (read_through*.py) and the ingest's totals."""
+"""Where a commit becomes a window: the reference window (window.py), its packed ring (packing.py), a group's windows
+as their writer reads, changes and writes them (group_windows.py), the Redis store with its Lua (store.py,
+scripts.py), the changes topic that says which groups moved (changes.py), how far the ingest has read
+(read_through*.py) and the ingest's totals."""

@@ -1,26 +1,21 @@
-"""Binary layout of the rings stored in Redis, shared by the Python reader and the Lua scripts.
+"""Binary layout of the rings stored in Redis: commit rings (written by the ingest and `WindowStore.add_commits`),
+broker rings (written by the Lua of `scripts.py`).
 
 A commit ring is the concatenation of its entries, oldest first, each 48 bytes little-endian:
 `offset, timestamp, observed_at, lag, order, first_order` as signed 64-bit integers, with -1 for a null lag.
-Commits travel to the ADD_COMMITS script as one argument: records of `offset, timestamp, order, observed_at,
-latest broker offset (-1 = unknown)` (int64) followed by the `<topic>:<partition>` field with a uint16 length.
 A broker ring is the concatenation of `offset, sampled_at` pairs (16 bytes each), oldest first.
-Fixed-width binary keeps the Lua scripts to one `struct.unpack` per entry (far cheaper than JSON in Lua) and a
-full 10-entry window at 480 bytes. Lua numbers are doubles: values stay exact below 2**53, which offsets and
-millisecond timestamps are.
+Fixed-width binary lets the ingest's compiled pass read and write an entry in place and the Lua scripts read one
+with a `struct.unpack`; a full 10-entry window takes 480 bytes.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
 
-from lagwatch.shared.protocol.keys import partition_field
-from lagwatch.shared.protocol.types import Commit, OffsetEntry
+from lagwatch.shared.protocol.types import OffsetEntry
 
 COMMIT_ENTRY = struct.Struct("<qqqqqq")
 BROKER_ENTRY = struct.Struct("<qq")
-COMMIT_HEAD = struct.Struct("<qqqqqH")
 NULL = -1
 
 
@@ -67,14 +62,3 @@ def _with_nulls(e: OffsetEntry) -> OffsetEntry:
 def unpack_broker_ring(data: bytes) -> list[tuple[int, int]]:
     """(offset, sampled_at) pairs, oldest first."""
     return list(BROKER_ENTRY.iter_unpack(data))
-
-
-def pack_commits(commits: Iterable[Commit], broker_offsets: Mapping[tuple[str, int], int | None]) -> bytes:
-    parts = []
-    for c in commits:
-        latest = broker_offsets.get((c.topic, c.partition))
-        field = partition_field(c.topic, c.partition).encode()
-        broker = NULL if latest is None else latest
-        parts.append(COMMIT_HEAD.pack(c.offset, c.timestamp, c.order, c.observed_at, broker, len(field)))
-        parts.append(field)
-    return b"".join(parts)

@@ -1,8 +1,8 @@
 """The window store on Redis: the windows of docs/rules.md §2, persisted, atomic and batched. Key layout: `keys.py`.
 
-Writers hand over commits in batches; each group's commits become one Lua call (atomic, one hash slot), and the
-calls of a batch travel in one pipeline. A commit's lag needs its partition's latest broker offset, which lives in
-another slot: the store reads those first (one more round trip) unless the caller passes them in.
+Commits are stored as the ingest stores them (`group_windows.py`), a group's read and write one transaction. A
+commit's lag needs its partition's latest broker offset, which lives in another slot: the store reads those first
+(one more round trip) unless the caller passes them in.
 """
 
 from __future__ import annotations
@@ -19,31 +19,25 @@ from typing import Any, NamedTuple
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, WatchError
 
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import Commit, OffsetEntry, PartitionInput, Sample, WindowConfig
-from lagwatch.shared.runtime import clock
+from lagwatch.shared.runtime import clock, packed_commands
 from lagwatch.shared.runtime.redis_client import pairs, reply
 from lagwatch.shared.windows import scripts
-from lagwatch.shared.windows.packing import (
-    COMMIT_ENTRY,
-    commit_entry_at,
-    pack_commits,
-    unpack_broker_ring,
-    unpack_commit_ring,
-)
+from lagwatch.shared.windows.group_windows import GroupWindows, group_commands, index_commands, load_groups
+from lagwatch.shared.windows.packing import COMMIT_ENTRY, commit_entry_at, unpack_broker_ring, unpack_commit_ring
 from lagwatch.shared.windows.window import AddOutcome, padded_ring
 
 TopicPartition = tuple[str, int]
 log = logging.getLogger(__name__)
 OWNER_SEPARATOR = "\x1f"
 REBALANCE_WINDOW_MS = 3_600_000  # rebalances are counted over the last hour
-OUTCOMES = {o.value: o for o in AddOutcome}
-STORED = frozenset(o.value for o in AddOutcome if o.stored)
-GROUPS_PER_CALL = 200  # groups per ADD_COMMITS call on a single Redis server
-# Numbers ADD_COMMITS stores exactly: Lua numbers are doubles; past 2^53 they are written back as float text (a
-# timestamp of 2^62 left "4.6116860184273879e+18" in `last`, which every reader then failed to parse)
+GROUPS_PER_CALL = 200  # groups per `add_commits` transaction on a single Redis server
+# Numbers a window may hold: the Lua scripts reading `last` and the history's JSON readers take numbers as doubles;
+# past 2^53 they are not exact (a timestamp of 2^62 once came back as "4.6116860184273879e+18", which every reader
+# then failed to parse)
 MAX_SCRIPT_NUMBER = 2**53
 WARNED_MAX = 1000
 _WARNED: set[bytes] = set()  # unreadable window fields already logged
@@ -159,10 +153,9 @@ class WindowStore:
         now_ms: int,
         broker_offsets: Mapping[TopicPartition, int | None] | None = None,
     ) -> list[AddOutcome]:
-        """Store a batch of commits; returns each commit's outcome, in input order.
-
-        `broker_offsets` maps (topic, partition) to the latest log-end offset; when omitted it is read from Redis.
-        """
+        """Store a batch of commits, in order, as the ingest stores its own (`group_windows.py`); returns each
+        commit's outcome, in input order. `broker_offsets` maps (topic, partition) to the latest log-end offset; when
+        omitted it is read from Redis."""
         if not commits:
             return []
         _check_script_numbers(commits, now_ms)
@@ -171,28 +164,70 @@ class WindowStore:
         by_group: dict[str, list[int]] = defaultdict(list)
         for i, c in enumerate(commits):
             by_group[c.group].append(i)
-        cfg = self.config
-        head = [cfg.intervals, cfg.min_distance_ms, cfg.expire_group_ms, now_ms]
-        calls = self._calls(cluster, list(by_group))
-        arguments = []
-        for call in calls:
-            call_keys = [k for group in call for k in keys.group_keys(cluster, group)]
-            blobs = [pack_commits([commits[i] for i in by_group[group]], broker_offsets) for group in call]
-            arguments.append((len(call_keys), *call_keys, *head, *blobs))
-        replies = [letters for reply in await self._eval_many(scripts.ADD_COMMITS, arguments) for letters in reply]
         outcomes: list[AddOutcome] = [AddOutcome.EXPIRED] * len(commits)
-        newest: dict[str, int] = {}
-        for group, letters_of_group in zip((g for call in calls for g in call), replies, strict=True):
-            stored = []
-            for i, letter in zip(by_group[group], letters_of_group.decode(), strict=True):
-                outcomes[i] = OUTCOMES[letter]
-                if letter in STORED:
-                    stored.append(commits[i].timestamp)
-            if stored:
-                newest[group] = max(stored)
-        if newest:
-            await self._index_groups(cluster, newest)
+        for call in self._calls(cluster, list(by_group)):
+            of_call = {group: [commits[i] for i in by_group[group]] for group in call}
+            added = await self._add_atomically(cluster, of_call, broker_offsets, now_ms)
+            for group in call:
+                for i, outcome in zip(by_group[group], added[group], strict=True):
+                    outcomes[i] = outcome
         return outcomes
+
+    async def _add_atomically(
+        self,
+        cluster: str,
+        commits: Mapping[str, Sequence[Commit]],
+        broker_offsets: Mapping[TopicPartition, int | None],
+        now_ms: int,
+    ) -> dict[str, list[AddOutcome]]:
+        """The groups' commits (groups of one hash slot) applied to their windows in one optimistic transaction.
+
+        Unlike the ingest's groups, whose windows only the worker reading their offsets partition writes, these may
+        have several writers: lagwatch's own group, whose partitions each ingest worker reports, and tools or tests.
+        So the groups' keys are watched before they are read, and written back in MULTI/EXEC: a writer in between
+        fails the EXEC, and it all starts again from a fresh read. No writer's commits are lost, none waits on a
+        lock a dead writer would hold, and a write is only ever the rings its own commits changed."""
+        watched = [k for group in commits for k in keys.group_keys(cluster, group)[:2]]  # windows, meta
+        async with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                await pipe.watch(*watched)
+                groups = await load_groups(self.redis, cluster, dict.fromkeys(commits, -1))
+                added = {g: self._apply(groups[g], c, broker_offsets, now_ms) for g, c in commits.items()}
+                writes = [groups[g].take_write(g, self.config.expire_group_ms, 0) for g in groups]
+                commands: list[tuple[Any, ...]] = []
+                for write in writes:
+                    if write is not None:
+                        group_commands(write, commands, [])
+                if not commands:
+                    return added
+                pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                for command in commands:
+                    pipe.execute_command(*command)
+                try:
+                    await pipe.execute()
+                    break
+                except WatchError:
+                    continue
+        await packed_commands.execute(self.redis, index_commands(cluster, [w for w in writes if w is not None]))
+        return added
+
+    def _apply(
+        self, windows: GroupWindows, commits: Sequence[Commit], latest: Mapping[TopicPartition, int | None], now: int
+    ) -> list[AddOutcome]:
+        windows.open(now, self.config)
+        return [
+            windows.add(
+                keys.partition_field(c.topic, c.partition),
+                c.offset,
+                c.timestamp,
+                c.order,
+                c.observed_at,
+                latest.get((c.topic, c.partition)),
+                now,
+                self.config,
+            )
+            for c in commits
+        ]
 
     async def _eval_many(self, source: str, calls: list[tuple[Any, ...]]) -> list[Any]:
         """Many calls of one script, each `(numkeys, *keys, *args)`, in one round trip: a pipeline on a single
@@ -230,12 +265,6 @@ class WindowStore:
                 by_slot[key_slot(keys.group_windows(cluster, group).encode())].append(group)
             return list(by_slot.values())
         return [groups[i : i + GROUPS_PER_CALL] for i in range(0, len(groups), GROUPS_PER_CALL)]
-
-    async def _index_groups(self, cluster: str, newest: Mapping[str, int]) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.sadd(keys.CLUSTERS, cluster)
-            pipe.zadd(keys.groups_index(cluster), dict(newest), gt=True)
-            await pipe.execute()
 
     async def add_broker_offsets(
         self,
@@ -660,8 +689,8 @@ def _partitions(
 
 
 def _check_script_numbers(commits: Sequence[Commit], now_ms: int) -> None:
-    """ValueError unless every number ADD_COMMITS gets is an integer it stores exactly (MAX_SCRIPT_NUMBER): the
-    batch is refused before anything is written, so no window or `last` ever holds a float."""
+    """ValueError unless every number is an integer its readers take exactly (MAX_SCRIPT_NUMBER): the batch is
+    refused before anything is written, so no window or `last` ever holds one they cannot read."""
     if not 0 <= now_ms < MAX_SCRIPT_NUMBER:
         raise ValueError(f"now_ms {now_ms!r} is not in [0, 2^53)")
     for c in commits:

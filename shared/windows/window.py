@@ -2,8 +2,8 @@
 
 A window holds the `intervals` most recent commits of one (cluster, group, topic, partition), sorted by `order`
 (the commit record's position in the offsets topic), and the last `intervals` broker log-end offsets of the
-partition. The Redis store (`lagwatch.shared.store`) implements the same semantics in Lua; tests hold the two to
-agreement on random sequences, so change both together.
+partition. This is the reference: the ingest's compiled pass (services/ingest/commit_pass.pyx) applies its common
+cases to the packed ring in place, and a property test holds the two to agreement, so change both together.
 
 Adding a commit, in this order:
 1. older than `expire-group`                          -> dropped (EXPIRED)
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from lagwatch.shared.protocol.types import Commit, OffsetEntry, WindowConfig
+from lagwatch.shared.windows.packing import pack_commit_ring, unpack_commit_ring
 
 # Orders at or above this were numbered by the admin poller (microseconds since the epoch, from 2001 on); a position
 # in an offsets-topic partition never gets there (a million commits a second for 31 years).
@@ -102,6 +103,24 @@ def add_commit(
     )
     del entries[: max(0, len(entries) - config.intervals)]
     return AddOutcome.APPENDED if newest else AddOutcome.INSERTED
+
+
+def add_to_ring(
+    ring: bytes,
+    offset: int,
+    timestamp: int,
+    order: int,
+    observed_at: int,
+    latest_broker_offset: int | None,
+    now_ms: int,
+    config: WindowConfig,
+) -> tuple[AddOutcome, bytes | None]:
+    """`add_commit` on a packed ring (`packing.py`, the layout Redis stores): (outcome, the new ring, or None when
+    it is unchanged)."""
+    entries = unpack_commit_ring(ring)
+    commit = Commit("", "", 0, offset, timestamp, order, observed_at)  # the group is not the window's concern
+    outcome = add_commit(entries, commit, latest_broker_offset, now_ms, config)
+    return outcome, (pack_commit_ring(entries) if outcome.stored else None)
 
 
 def _continued_from_admin(entries: list[OffsetEntry], commit: Commit) -> bool:

@@ -1,6 +1,6 @@
 """The compiled flush (flush_encoding.pyx) writes exactly what the Python one writes.
 
-The reference is `WindowCache.take_writes`, then `window_writer.write_commands`, each command packed by hiredis.
+The reference is `WindowCache.take_writes`, then `group_windows.write_commands`, each command packed by hiredis.
 From the same window cache, the compiled encoder must give the same bytes, the same command count and probes, and
 leave the cache in the same state (flushed: nothing dirty, expiries moved). The caches are random: groups and ring
 names in any script, changed and removed rings, tombstoned (replaced) groups, groups with and without a `last`.
@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 
 from lagwatch.services.ingest import processor as processor_module
 from lagwatch.services.ingest.flush_encoding import encode_flush
-from lagwatch.services.ingest.window_cache import CachedGroup, WindowCache
-from lagwatch.services.ingest.window_writer import PackedWrites, write_commands
+from lagwatch.services.ingest.window_cache import WindowCache
+from lagwatch.services.ingest.window_writer import PackedWrites
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import WindowConfig
+from lagwatch.shared.windows.group_windows import GroupWindows, write_commands
 
 CLUSTER = "prod-é"
 NAMES = st.text(min_size=1, max_size=12)
@@ -29,7 +30,7 @@ RING_NAMES = st.sampled_from(["orders:0", "orders:1", "pay:7", "bestellungen-ü:
 def cached_group(draw, group):
     rings = draw(st.dictionaries(RING_NAMES, st.binary(max_size=96), max_size=5))
     last = draw(st.none() | st.integers(0, 2**53 - 1))
-    cached = CachedGroup(
+    cached = GroupWindows(
         keys.group_key_stem(CLUSTER, group),
         rings,
         last,
@@ -78,7 +79,7 @@ def test_the_compiled_flush_writes_what_the_python_flush_writes(cache):
 
 def test_a_flush_with_nothing_changed_is_empty():
     cache = WindowCache(None, CLUSTER, WindowConfig())  # type: ignore[arg-type]
-    cache.groups["quiet"] = cache.dirty["quiet"] = CachedGroup(keys.group_key_stem(CLUSTER, "quiet"), {"t:0": b"x"}, 5)
+    cache.groups["quiet"] = cache.dirty["quiet"] = GroupWindows(keys.group_key_stem(CLUSTER, "quiet"), {"t:0": b"x"}, 5)
     assert encode_flush(cache, CLUSTER) == PackedWrites(b"", 0, ())
 
 

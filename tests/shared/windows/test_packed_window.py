@@ -3,9 +3,8 @@
 import random
 
 from lagwatch.shared.protocol.types import Commit, WindowConfig
-from lagwatch.shared.windows.packed_window import add_to_ring
 from lagwatch.shared.windows.packing import unpack_commit_ring
-from lagwatch.shared.windows.window import AddOutcome, PartitionWindow
+from lagwatch.shared.windows.window import AddOutcome, PartitionWindow, add_to_ring
 from tests.window_sequences import switching_sources
 
 T0 = 1_700_000_000_000
