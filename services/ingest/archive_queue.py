@@ -14,10 +14,8 @@ on; a probe sends the oldest unarchived batch again, with backoff. Once the hist
 worker rewinds (`rewind_due`): it reads its partitions again from the committed positions, and those commits —
 duplicates to the windows, which `order` drops — go to the history topic on the way, those it had read before
 stamped with their commit time (`BatchProcessor.read_again`). In admin mode nothing can be read again: the history
-misses the commits of the outage (logged).
-
-Before, the worker waited for the history topic like for Redis: an outage of one history partition stopped the
-windows, the change notices and the judging clock of the whole cluster until it was over.
+misses the commits of the outage (logged). Waiting for the history topic as for Redis would let an outage of one
+history partition stop the windows, the change notices and the judging clock of the whole cluster.
 """
 
 from __future__ import annotations

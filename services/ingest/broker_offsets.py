@@ -13,10 +13,8 @@ never sampled on a broker that is down), are dropped (counted as `no_broker_offs
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,15 +23,13 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.protocol.offset import OffsetRequest
 from redis.exceptions import RedisError
 
-from lagwatch.services.ingest import lease_scripts as scripts
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
+from lagwatch.services.ingest.leases import PollerLease
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
 from lagwatch.services.ingest.unanswered_leaders import UnansweredLeaders
-from lagwatch.shared.protocol import keys
 from lagwatch.shared.records.history import KIND_LOG_START
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.outage_log import OutageLog
-from lagwatch.shared.runtime.redis_client import reply
 from lagwatch.shared.runtime.service_lifecycle import pause
 from lagwatch.shared.windows.changes import ChangePublisher
 from lagwatch.shared.windows.store import WindowStore
@@ -98,6 +94,46 @@ def _read_offsets(response: Any, found: dict[TP, int], unknown: list[TP]) -> Non
                 found[(topic, partition)] = info[1]  # (timestamp, offset)
 
 
+def _by_topic(found: dict[TP, int]) -> dict[str, dict[int, int]]:
+    by_topic: dict[str, dict[int, int]] = {}
+    for (topic, partition), offset in found.items():
+        by_topic.setdefault(topic, {})[partition] = offset
+    return by_topic
+
+
+class LogStarts:
+    """Log-start offsets (retention risk, `shared/statuses/retention.py`): the pace at which the broker deletes.
+    Polled every topic-refresh, not every tick: retention deletes whole segments, minutes apart. The topics'
+    `retention.ms` is read along (topic_retention.py). A log start that moved is a log-start notice for its topic:
+    the evaluator re-checks the groups retention closes in on."""
+
+    def __init__(
+        self, cluster: str, store: WindowStore, history: HistoryPublisher | None, retention: TopicRetentionReader | None
+    ) -> None:
+        self.cluster, self.store, self.history = cluster, store, history
+        self.retention = retention  # topics' retention.ms, read with the log starts where the broker allows
+        self.offsets: dict[TP, int] = {}
+        self.polled_at = 0.0  # monotonic
+
+    async def poll(
+        self, client: AIOKafkaClient, partitions: Iterable[TP], timeout: float, changes: ChangePublisher | None
+    ) -> dict[TP, int]:
+        self.polled_at = time.monotonic()
+        found, _, _ = await list_latest_offsets(client, partitions, timeout, EARLIEST)
+        # (a leader that did not answer: its partitions' log starts wait for the next topic-refresh)
+        by_topic, sampled_at = _by_topic(found), now_ms()
+        await self.store.add_log_start_polls(self.cluster, by_topic, sampled_at)
+        if self.history is not None:  # the replay's retention risk (shared/records/history.py)
+            await self.history.publish_samples(by_topic, sampled_at, KIND_LOG_START)
+        if self.retention is not None and (read := await self.retention.read(by_topic)):
+            await self.store.set_topic_retention(self.cluster, {t: r.ms for t, r in read.items()})
+        moved = {tp[0] for tp, offset in found.items() if self.offsets.get(tp, offset) != offset}
+        self.offsets.update(found)
+        if moved and changes is not None:
+            await changes.publish_log_ends(self.cluster, moved, "log-start")
+        return found
+
+
 class BrokerOffsets:
     """The latest log-end offset of every partition of one cluster, kept fresh and written to the store."""
 
@@ -114,7 +150,6 @@ class BrokerOffsets:
     ) -> None:
         self.cluster = cluster
         self.history = history
-        self.retention = retention  # topics' retention.ms, read with the log starts where the broker allows
         self.store = store
         self.offset_refresh = offset_refresh
         self.request_timeout = max(5.0, offset_refresh)
@@ -124,17 +159,14 @@ class BrokerOffsets:
         self.kafka_ok = False
         self.is_poller = False
         self.unanswered = UnansweredLeaders(cluster)  # said when it changes, not at every poll
+        self.log_starts = LogStarts(cluster, store, history, retention)
+        self.lease = PollerLease(store.redis, cluster, offset_refresh)
         self._kafka_outage = OutageLog(log, f"broker offsets for {cluster}: Kafka unreachable")
         self._redis_outage = OutageLog(log, f"broker offsets for {cluster}: Redis unreachable")
         self._consumer = AIOKafkaConsumer(
             **kafka_kwargs, enable_auto_commit=False, exclude_internal_topics=False, metadata_max_age_ms=300_000
         )
-        self._owner = uuid.uuid4().hex
-        self._renew = store.redis.register_script(scripts.RENEW_LEASE)
-        self._release = store.redis.register_script(scripts.RELEASE_LEASE)
         self._last_topic_refresh = 0.0
-        self._last_log_start_poll = 0.0
-        self.log_starts: dict[TP, int] = {}
         self.changes: ChangePublisher | None = None  # set by the worker: log-end notices for the evaluator
 
     async def start(self) -> None:
@@ -142,12 +174,7 @@ class BrokerOffsets:
 
     async def stop(self) -> None:
         await self._consumer.stop()
-        with contextlib.suppress(Exception):  # Redis may be the reason we stop; the word then expires by itself
-            await reply(self.store.redis.hdel(keys.ingest_behind(self.cluster), self._owner))
-        try:  # hand the poller lease on at once instead of letting it expire
-            await self._release(keys=[keys.poller_lease(self.cluster)], args=[self._owner])
-        except Exception as exc:  # Redis may be the reason we stop; the lease then simply expires
-            log.debug("could not release the poller lease: %s", exc)
+        await self.lease.release()
 
     # --- the periodic work ------------------------------------------------------------------------------
 
@@ -163,51 +190,36 @@ class BrokerOffsets:
         while not stopping.is_set():
             behind = commits_caught_up is not None and not commits_caught_up.is_set()
             try:
-                holding = await self.announce(behind) or behind
+                holding = await self.lease.announce(behind) or behind
             except Exception as exc:  # Redis down: the poll below fails too, and says so
                 log.debug("broker offsets for %s: could not share whether commits are behind (%s)", self.cluster, exc)
                 holding = behind
             held_since = (held_since or time.monotonic()) if holding else None
-            try:
-                await self.tick(poll=held_since is None or time.monotonic() - held_since > HOLD_POLLS_MAX_S)
-                self._kafka_outage.ok()
-                self._redis_outage.ok()
-            except LeadersUnreachable:  # said by `unanswered` when it changes, not once per poll
-                # the cluster answers, some of its brokers do not: still ready, as the worker does its work for
-                # every other partition (a partition offline for weeks must not hold every rollout of the ingest);
-                # lagwatch_ingest_partitions_unanswered and LagwatchPartitionLeadersAway say it
-                self._kafka_outage.ok()
-            except (KafkaError, OSError) as exc:
-                self.kafka_ok = False
-                self._kafka_outage.failed(exc)
-            except RedisError as exc:  # an outage, not a bug: said when it begins and ends, no traceback
-                self._redis_outage.failed(exc)
-            except Exception:  # the unexpected: keep polling, say why
-                log.exception("broker offsets for %s: poll failed; retrying", self.cluster)
+            await self._tick_said(poll=held_since is None or time.monotonic() - held_since > HOLD_POLLS_MAX_S)
             await pause(stopping, self.offset_refresh)
 
-    async def announce(self, behind: bool) -> bool:
-        """Tell the other workers whether this one's commits are behind, and hear whether any other's are: the
-        poller holds its samples while any worker is behind (each worker's groups are only its own to catch up)."""
-        now = now_ms()
-        key = keys.ingest_behind(self.cluster)
-        async with self.store.redis.pipeline(transaction=False) as pipe:
-            if behind:  # renewed every tick while behind: a worker that died behind holds nobody for long
-                pipe.hset(key, self._owner, str(now + int(3 * self.offset_refresh * 1000)))
-            else:
-                pipe.hdel(key, self._owner)
-            pipe.hgetall(key)
-            replies = await pipe.execute()
-        others = {k: int(v) for k, v in replies[-1].items() if k.decode() != self._owner}
-        stale = [k for k, until in others.items() if until <= now]
-        if stale:  # a worker that died while behind: its word expires with the hold
-            await reply(self.store.redis.hdel(key, *stale))
-        return any(until > now for until in others.values())
+    async def _tick_said(self, *, poll: bool) -> None:
+        """A tick whose failure is said as an outage (when it begins and ends), not raised."""
+        try:
+            await self.tick(poll=poll)
+            self._kafka_outage.ok()
+            self._redis_outage.ok()
+        except LeadersUnreachable:  # said by `unanswered` when it changes, not once per poll
+            # the cluster answers, some of its brokers do not: still ready, as the worker does its work for
+            # every other partition (a partition offline for weeks must not hold every rollout of the ingest);
+            # lagwatch_ingest_partitions_unanswered and LagwatchPartitionLeadersAway say it
+            self._kafka_outage.ok()
+        except (KafkaError, OSError) as exc:
+            self.kafka_ok = False
+            self._kafka_outage.failed(exc)
+        except RedisError as exc:  # an outage, not a bug: no traceback
+            self._redis_outage.failed(exc)
+        except Exception:  # the unexpected: keep polling, say why
+            log.exception("broker offsets for %s: poll failed; retrying", self.cluster)
 
     async def tick(self, *, poll: bool = True) -> None:
-        ttl_ms = int(self.offset_refresh * 3000)
         was_poller = self.is_poller
-        self.is_poller = bool(await self._renew(keys=[keys.poller_lease(self.cluster)], args=[self._owner, ttl_ms]))
+        self.is_poller = await self.lease.take(self.lease.ttl_ms)
         if not self.is_poller:
             if was_poller:
                 self.unanswered.forget()
@@ -217,7 +229,7 @@ class BrokerOffsets:
         if time.monotonic() - self._last_topic_refresh >= self.topic_refresh or not self.partition_counts:
             await self.refresh_topics()
         if poll:
-            log_starts_due = time.monotonic() - self._last_log_start_poll >= self.topic_refresh
+            log_starts_due = time.monotonic() - self.log_starts.polled_at >= self.topic_refresh
             try:
                 await self.poll(self.all_partitions())
             finally:  # also when a broker did not answer: the others' log starts still count
@@ -304,10 +316,7 @@ class BrokerOffsets:
         self.kafka_ok = True
         if unknown or unreachable:
             self._last_topic_refresh = 0.0
-        sampled_at = now_ms()
-        by_topic: dict[str, dict[int, int]] = {}
-        for (topic, partition), offset in found.items():
-            by_topic.setdefault(topic, {})[partition] = offset
+        by_topic, sampled_at = _by_topic(found), now_ms()
         counts = {topic: self.partition_counts[topic] for topic in by_topic if topic in self.partition_counts}
         await self.store.add_broker_polls(self.cluster, by_topic, sampled_at, counts)
         if self.history is not None:
@@ -321,29 +330,7 @@ class BrokerOffsets:
         return found
 
     async def poll_log_starts(self, partitions: Iterable[TP]) -> dict[TP, int]:
-        """Log-start offsets (retention risk, `shared/statuses/retention.py`): the pace at which the broker deletes.
-        Polled every topic-refresh, not every tick: retention deletes whole segments, minutes apart. The topics'
-        `retention.ms` is read along (topic_retention.py). A log start that moved is a log-start notice for its topic:
-        the evaluator re-checks the groups retention closes in on."""
-        self._last_log_start_poll = time.monotonic()
-        found, _, _ = await list_latest_offsets(self._consumer._client, partitions, self.request_timeout, EARLIEST)
-        # (a leader that did not answer: its partitions' log starts wait for the next topic-refresh)
-        by_topic: dict[str, dict[int, int]] = {}
-        for (topic, partition), offset in found.items():
-            by_topic.setdefault(topic, {})[partition] = offset
-        sampled_at = now_ms()
-        await self.store.add_log_start_polls(self.cluster, by_topic, sampled_at)
-        if self.history is not None:  # the replay's retention risk (shared/records/history.py)
-            await self.history.publish_samples(by_topic, sampled_at, KIND_LOG_START)
-        if self.retention is not None:
-            read = await self.retention.read(by_topic)
-            if read:
-                await self.store.set_topic_retention(self.cluster, {t: r.ms for t, r in read.items()})
-        moved = {tp[0] for tp, offset in found.items() if self.log_starts.get(tp, offset) != offset}
-        self.log_starts.update(found)
-        if moved and self.changes is not None:
-            await self.changes.publish_log_ends(self.cluster, moved, "log-start")
-        return found
+        return await self.log_starts.poll(self._consumer._client, partitions, self.request_timeout, self.changes)
 
     # --- on demand, for commits that arrive before their partition's first sample -------------------------
 

@@ -6,25 +6,16 @@ Commits are durable: `publish_commits` returns once Kafka acknowledged them all 
 and the ingest commits its offsets-topic position only after that (`archive_queue.py`), so a failure makes it read
 the batch again (re-read commits are duplicates, which the replay drops by `order`). Log-end samples are best
 effort: one that is lost leaves a gap of one poll in the history, which the interpolation of lag in seconds bridges.
-Topic deletions are sent again until the history topic takes them (with each poll's samples): a lost one would
-leave the topic's partitions in the replay for good (a re-created topic replayed as a REWIND, a stopped consumer of
-a deleted one as a STOP). They are kept in Redis until it took them (`pending_deletions.py`), so that a stop
-meanwhile leaves them to the next start.
+Topic deletions are sent again until the history topic takes them, and kept in Redis meanwhile
+(`pending_deletions.py`): a lost one would leave the topic's partitions in the replay for good.
 
-A message holds records one per line (`shared/records/history.py`): the pass writes a batch's commits as messages per
-offsets-topic partition (`commits_key`), and those bound for the same history partition are sent joined, as one
-message with an explicit partition (murmur2 of their keys, as Kafka's producers place keys), so a group's records
-still stay in order in one partition. Each message costs a delivery report, for which confluent-kafka takes the
-GIL even when it reports only failures: with a message per commit history cost one worker 30-32 % of its
-throughput, with a message per group's run of commits 17-39 %, per offsets partition 7-19 %; joined per history
-partition, with the text written on this publisher's thread (`HistoryMessages.close` in `_joined`), 0-20 %, median
-~10 % (bench/bench_vs_burrow.py --history, 1M and 2M commits, one worker on 2 CPUs). Until the topic's partition
-count is known (metadata, read in the background) the messages go keyed as the pass wrote them.
-
-The producer is librdkafka's (confluent-kafka): one C call queues a record, batching and lz4 run on librdkafka's
-own threads, and only failed deliveries call back into Python. With aiokafka's producer, whose record batches are
-built in Python, keeping the history cost the ingest 30 % of its throughput (bench/bench_vs_burrow.py --history).
-Keys are partitioned as Kafka's Java clients do (murmur2), so a group's records stay in order in one partition.
+Each message costs a delivery report, for which confluent-kafka takes the GIL even when it reports only failures, so
+a batch's commits go as few messages: those bound for one history partition (murmur2 of their keys, as Kafka's
+producers place keys, so a group's records stay in order) are joined into one with an explicit partition, their text
+written on this publisher's thread (`HistoryMessages.close` in `_joined`). Until the topic's partition count is known
+(metadata, read in the background) the messages go keyed as the pass wrote them. The producer is librdkafka's: one C
+call queues a record, batching and lz4 run on its own threads (aiokafka's, built in Python, cost far more of the
+ingest's throughput: bench/bench_vs_burrow.py --history).
 """
 
 from __future__ import annotations

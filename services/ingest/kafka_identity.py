@@ -1,46 +1,40 @@
 """Which Kafka cluster a cluster name stands for: a cluster replaced under the same name is noticed, and what lagwatch
 kept of the old one is forgotten.
 
-Kafka gives every cluster an id (Metadata's `ClusterId`, kept in each broker's `meta.properties`: the same across
-restarts and upgrades, a new one only when the cluster is created anew). The ingest records the id of the cluster it
-reads in Redis (`keys.kafka_id`). Another id at a worker's start means the cluster was rebuilt or replaced under the
-name (a migration behind the same address, a disaster recovery, a test cluster created again). Its offsets topic is
-numbered from 0 again and its topics' offsets differ, so none of its commits can continue the windows: a window
-orders its entries by their position in the offsets topic, so every new commit would look older than what the
-window holds and be dropped, every group would drift to STOP and stay there until `expire-group` (a week by
-default), and the old topics' log ends would stand above every new commit. Burrow, restarted against the new
-cluster, starts empty; lagwatch keeps its windows across restarts, so it has to notice.
+Kafka gives every cluster an id (Metadata's `ClusterId`: the same across restarts and upgrades, a new one only when
+the cluster is created anew); the ingest records it in Redis (`keys.kafka_id`). Another id means the cluster was
+rebuilt or replaced under the name (a migration behind the same address, a disaster recovery). Its offsets topic is
+numbered from 0 again and its topics' offsets differ, so none of its commits can continue the windows: every new
+commit would look older than what a window holds and be dropped, and every group would drift to STOP until
+`expire-group`. Burrow, restarted, starts empty; lagwatch keeps its windows across restarts, so it has to notice.
 
 The first worker to see the new id takes a lease and forgets the cluster's groups and topics in Redis
-(`WindowStore.forget_kafka_data`), tells the evaluator the groups were deleted (it records them NOTFOUND, closing
-their incidents, as after the api's DELETE), sends the topics' deletions to the history topic (the replay forgets
-them too), then records the id. Other workers starting meanwhile wait for it (a worker that dies while forgetting
-leaves the lease to expire, and the next one forgets again: deleting is idempotent). A running worker asks for the
-id every `offset-refresh` (a Metadata request without topics) and starts over when it changed
-(`IngestWorker.kafka_replaced`): the windows it holds in memory belong to the old cluster.
+(`WindowStore.forget_kafka_data`), tells the evaluator the groups were deleted (it records them NOTFOUND), sends the
+topics' deletions to the history topic, then records the id. Other workers starting meanwhile wait for it (one that
+dies while forgetting leaves the lease to expire; deleting again is harmless). A running worker asks for the id every
+`offset-refresh` and starts over when it changed (`IngestWorker.kafka_replaced`): its windows in memory belong to the
+old cluster.
 
-Brokers that give no id (Kafka before 0.10.1, Azure Event Hubs), or another one at each request (two looks at the
-start disagree), are not checked; a running worker starts over only on the same new id in two looks in a row. The
-first start of a version that checks adopts the id it finds. Two different Kafka clusters configured under one name,
-sharing a Redis, would forget each other's data at every start: the warning says so, and each needs a name of its
-own.
+Brokers that give no id (Kafka before 0.10.1, Azure Event Hubs), or another one at each request, are not checked; a
+running worker starts over only on the same new id in two looks in a row. Two Kafka clusters configured under one
+name, sharing a Redis, would forget each other's data at every start: the warning says so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from lagwatch.services.ingest import lease_scripts as scripts
 from lagwatch.services.ingest import metrics
+from lagwatch.services.ingest.leases import CLAIM_KAFKA_ID, Lease
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.redis_client import reply, text
+from lagwatch.shared.runtime.service_lifecycle import pause
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 10.0
@@ -59,11 +53,9 @@ class KafkaIdentity:
         self._suspect: str | None = None  # another id, answered once by a running worker's last look
         self._config = dict(rdkafka_config)
         self._admin: AdminClient | None = None
-        self._owner = uuid.uuid4().hex
         self._redis = redis
-        self._claim = redis.register_script(scripts.CLAIM_KAFKA_ID)
-        self._take_lease = redis.register_script(scripts.RENEW_LEASE)  # the poller's lease scripts
-        self._release_lease = redis.register_script(scripts.RELEASE_LEASE)
+        self._claim = redis.register_script(CLAIM_KAFKA_ID)
+        self._forgetting = Lease(redis, keys.kafka_forgetting(cluster))
         metrics.KAFKA_REPLACED.labels(cluster)  # at 0 from the start: Prometheus's increase() misses a series born at 1
 
     async def current(self) -> str | None:
@@ -89,16 +81,15 @@ class KafkaIdentity:
             )
             self.verified = None
             return None
-        lease = [keys.kafka_forgetting(self.cluster)]
         while await self._recorded_other(seen):
-            if await self._take_lease(keys=lease, args=[self._owner, LEASE_MS]):
+            if await self._forgetting.take(LEASE_MS):
                 # the lease is ours: the worker that held it may have forgotten and recorded the id meanwhile
                 if recorded := await self._recorded_other(seen):
                     _warn_replaced(self.cluster, recorded, seen)
                     metrics.KAFKA_REPLACED.labels(self.cluster).inc()
                     await forget(recorded, seen)
                     await reply(self._redis.set(keys.kafka_id(self.cluster), seen))
-                await self._release_lease(keys=lease, args=[self._owner])  # (one that dies leaves it to expire)
+                await self._forgetting.release()  # (one that dies leaves it to expire)
                 break
             if stopping is not None and stopping.is_set():
                 return None
@@ -110,6 +101,15 @@ class KafkaIdentity:
         """The id recorded when it is another than `seen` (none recorded: `seen` is, from now on)."""
         verdict, recorded = (text(v) for v in await self._claim(keys=[keys.kafka_id(self.cluster)], args=[seen]))
         return recorded if verdict == "other" else None
+
+    async def watch(self, stopping: asyncio.Event, every: float) -> bool:
+        """Look every `every` s until `stopping`; True once the cluster behind the name was replaced (the running
+        worker then starts over: its windows in memory belong to the old cluster)."""
+        while not stopping.is_set():
+            await pause(stopping, every)
+            if not stopping.is_set() and await self.replaced():
+                return True
+        return False
 
     async def replaced(self) -> bool:
         """Whether the cluster behind the name is another than the one verified at the start, the same new id in two

@@ -1,11 +1,9 @@
 """Partitions whose leader did not answer the log-end poll: said when that changes, not at every poll.
 
-While one broker is away (a rolling restart, a crash, an offline partition) every log-end poll (`offset-refresh`,
-10 s by default) and every batch that looks up a partition it leads failed the same way, and each logged a warning:
-the line that said what was wrong was repeated until it was noise. The set of partitions without an answer is kept
-here instead, and said as an outage is (`OutageLog`): a warning when it begins and whenever more partitions join it,
-a reminder while it lasts, a line when every leader answers again; `lagwatch_ingest_partitions_unanswered` says
-how many there are now.
+While one broker is away (a rolling restart, a crash, an offline partition) every log-end poll and every batch that
+looks up a partition it leads fails the same way: a warning each would be noise. The set is said as an outage is
+(`OutageLog`): a warning when it begins and whenever more partitions join it, a reminder while it lasts, a line when
+every leader answers again; `lagwatch_ingest_partitions_unanswered` says how many there are now.
 """
 
 from __future__ import annotations

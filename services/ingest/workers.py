@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import logging
 import math
 import os
@@ -40,6 +41,8 @@ TRIM_THRESHOLD = 64 * 1024 * 1024  # bytes free at the heap's top before it is g
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 STOP_TIMEOUT_S = 60.0
 MAX_BACKOFF_S = 30.0
+GC_YOUNG_THRESHOLD = 50_000  # new tracked objects between collections (Python: 700); see collect_garbage_less_often
+GIL_SWITCH_INTERVAL_S = 0.0005  # Python: 0.005; see switch_threads_sooner
 
 
 def default_workers() -> int:
@@ -74,21 +77,35 @@ def _cpus(quota: int, period: int) -> float | None:
 
 
 def tune_malloc() -> None:
-    """glibc's allocator for a worker's churn of short-lived buffers; call before any thread starts.
-
-    * One arena: glibc gives each thread that allocates (librdkafka's, the consumer's) an arena of its own, and they
-      were left fragmented: measured on 1M commits, one arena cut the peak RSS by 35 MB (of 270) at no measurable
-      CPU cost.
-    * Buffers of a batch's size (fetched messages, a flush's Redis commands, history text: 0.1 to a few MB) from
-      the heap, kept there: past glibc's 128 KB default each was mapped and unmapped again, its pages faulted in
-      afresh every batch. Three alternating runs each of the 1M bench (one worker): 3.7-3.9 s against 4.0-4.3 s, the
-      same peak RSS."""
+    """glibc's allocator for a worker's churn of short-lived buffers; call before any thread starts. One arena: glibc
+    gives each thread that allocates (librdkafka's, the consumer's) an arena of its own, and they were left
+    fragmented. Buffers of a batch's size (fetched messages, a flush's Redis commands, history text) from the heap,
+    kept there: past glibc's 128 KB default each was mapped and unmapped again, its pages faulted in afresh every
+    batch (bench/bench_vs_burrow.py)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None)
             libc.mallopt(M_ARENA_MAX, 1)
             libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
             libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+
+
+def collect_garbage_less_often() -> None:
+    """Every batch brings thousands of records (objects the cyclic garbage collector tracks), so at Python's default
+    (a collection every 700 new objects) the collector ran several times per batch and, now and then, walked every
+    group held in memory, a large share of the worker's CPU. The worker makes few reference cycles; collecting every
+    GC_YOUNG_THRESHOLD objects, with what was loaded at start-up frozen out of the collector's walks, costs far less
+    (bench/bench_vs_burrow.py)."""
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 50, 100)
+
+
+def switch_threads_sooner() -> None:
+    """The consumer's thread builds each fetched batch's records while the event loop's thread waits for them, and
+    the event loop's thread applies a batch while the consumer's waits for the GIL to start the next fetch: at
+    Python's default, a thread that wants the GIL waits up to 5 ms for the other to let go, each time; a shorter
+    interval lets the two threads overlap (bench/bench_vs_burrow.py)."""
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
 
 def die_with_supervisor() -> None:

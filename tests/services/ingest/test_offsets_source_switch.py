@@ -16,6 +16,7 @@ from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.protocol.types import Status
+from lagwatch.shared.statuses.verdicts import stored_partition_status
 from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, running
 from tests.services.ingest.test_ingest import window_of
@@ -61,7 +62,7 @@ async def test_the_windows_the_admin_poller_filled_go_on_with_the_offsets_topics
         # judged well past the span of the window the poller left: STOP, had the topic's commits not gone in
         window = await window_of(store, s.group, s.topic, 0)
         later = int(time.time() * 1000) + 5_000
-        assert window.status(config.window().intervals, later, config.rules()).status is Status.OK
+        assert stored_partition_status(window, config.window().intervals, later, config.rules()).status is Status.OK
         await redis.aclose()
 
 
