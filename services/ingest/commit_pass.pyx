@@ -1,17 +1,16 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""`BatchProcessor._pass` compiled: the ingest's per-record loop, the only code that runs for every record.
+"""`BatchProcessor._pass` compiled: the ingest's per-record loop, the only code that runs for every record. It is
+the fast path of each of the loop's steps, held to their Python reference by property tests (test_commit_pass.py):
 
-Same semantics as the Python loop in processor.py (`BatchProcessor._python_pass`), the reference: tests run both
-over the same records and require identical windows, tallies, positions and set-aside records. What is compiled is
-the steady state: a commit of a loaded group, its value read in place (versions 0-3) and its ring's new newest
-entry packed here (the layout of shared/windows/packing.py). Everything else calls back into Python exactly where
-the Python loop would: unusual records (`_unusual`), the first commit of an expired group (`_open_group`), a value of
-another version or a short one (`commit_offset_and_timestamp`, which names the bad field), a commit at or before
-its ring's newest entry (`add_to_ring`).
+* the loop (`BatchProcessor._python_pass`): over the same records, the same windows, tallies, positions, set-aside
+  records and Redis contents;
+* a commit's offset and timestamp, read in place for versions 0-3 (`offsets_codec.commit_offset_and_timestamp`);
+* its ring's new newest entry, packed on the bytes (`_add_newest`; `window.add_to_ring`, the pure window);
+* its history record (`HistoryWriter`; `history.HistoryMessages.add_commit`).
 
-Measured on 100k records of loaded groups: about half the Python loop's time per record. What remains is the
-records' method calls, dict look-ups across the cached keys, and allocating the rings (bench/bench_vs_burrow.py
-measures the whole ingest).
+Everything else calls back into Python exactly where the Python loop would: unusual records (`_unusual`), the first
+commit of an expired group (`_open_group`), a value of another version or a short one (`commit_offset_and_timestamp`,
+which names the bad field), a commit at or before its ring's newest entry (`window.add_to_ring`).
 """
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -28,7 +27,7 @@ import functools
 from lagwatch.shared.records.history import (
     MESSAGE_BYTES as _MESSAGE_BYTES, commit_group_head, commit_partition_head, commits_key,
 )
-from lagwatch.shared.windows.window import AddOutcome, add_to_ring
+from lagwatch.shared.windows.window import AddOutcome, add_to_ring as _add_to_ring
 from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.windows.ingest_totals import type_label
 from lagwatch.shared.windows.store import MAX_SCRIPT_NUMBER
@@ -85,6 +84,75 @@ cdef inline void _put_entry(
     _put_le64(p + 40, first)
 
 
+cdef enum:  # what `_add_newest` did
+    APPENDED, MERGED, EXPIRED, NO_LOG_END, OLDER  # OLDER: a commit at or before the newest entry, for the reference
+FAST_OUTCOMES = (AddOutcome.APPENDED, AddOutcome.MERGED, AddOutcome.EXPIRED, AddOutcome.NO_BROKER_OFFSET)
+
+
+cdef inline object _add_newest(
+    object ring, int64_t offset, int64_t timestamp, int64_t order, int64_t observed, object latest, int64_t now,
+    int64_t expire_ms, int64_t min_distance, Py_ssize_t keep_bytes, int* outcome,
+):
+    """`window.add_to_ring`'s common cases on the bytes: a commit expired or without a log end (None), a new newest
+    entry appended or merged into the newest (the new ring). `ring`: None for none yet. Anything else is OLDER (None):
+    a commit at or before the newest entry, or a ring not read in place here, which the reference decides."""
+    cdef Py_ssize_t size
+    cdef int64_t broker, lag, last_ts, last_first
+    cdef const unsigned char* old
+    cdef unsigned char* out
+    cdef bytes new_ring
+    if timestamp < now - expire_ms:
+        outcome[0] = EXPIRED
+        return None
+    if latest is None:
+        outcome[0] = NO_LOG_END
+        return None
+    broker = latest
+    lag = broker - offset if broker > offset else 0
+    if ring is None:
+        new_ring = PyBytes_FromStringAndSize(NULL, ENTRY)
+        _put_entry(<unsigned char*>PyBytes_AS_STRING(new_ring), offset, timestamp, observed, lag, order, order)
+        outcome[0] = APPENDED
+        return new_ring
+    size = PyBytes_GET_SIZE(ring) if type(ring) is bytes else -1
+    outcome[0] = OLDER
+    if size < ENTRY or size % ENTRY != 0:
+        return None
+    old = <const unsigned char*>PyBytes_AS_STRING(ring)
+    if order <= _le64(old + size - ENTRY + 32):
+        return None
+    last_ts, last_first = _le64(old + size - ENTRY + 8), _le64(old + size - ENTRY + 40)
+    if timestamp - last_ts < min_distance:  # signed: window._merges_into_previous
+        new_ring = PyBytes_FromStringAndSize(NULL, size)
+        out = <unsigned char*>PyBytes_AS_STRING(new_ring)
+        memcpy(out, old, size - ENTRY)
+        _put_entry(out + size - ENTRY, offset, last_ts, observed, lag, order, last_first)
+        outcome[0] = MERGED
+        return new_ring
+    if size > keep_bytes:  # the newest intervals - 1 entries stay beside the new one
+        old += size - keep_bytes
+        size = keep_bytes
+    new_ring = PyBytes_FromStringAndSize(NULL, size + ENTRY)
+    out = <unsigned char*>PyBytes_AS_STRING(new_ring)
+    memcpy(out, old, size)
+    _put_entry(out + size, offset, timestamp, observed, lag, order, order)
+    outcome[0] = APPENDED
+    return new_ring
+
+
+def add_to_ring(ring, offset, timestamp, order, observed_at, latest_broker_offset, now_ms, config):
+    """`window.add_to_ring` through the compiled steps (`_add_newest`, else the reference), for the property test
+    that holds the two equal."""
+    cdef int outcome
+    new_ring = _add_newest(
+        ring or None, offset, timestamp, order, observed_at, latest_broker_offset, now_ms, config.expire_group_ms,
+        config.min_distance_ms, (config.intervals - 1) * ENTRY, &outcome,
+    )
+    if outcome == OLDER:
+        return _add_to_ring(ring, offset, timestamp, order, observed_at, latest_broker_offset, now_ms, config)
+    return FAST_OUTCOMES[outcome], new_ring
+
+
 cdef inline bint _read_value(bytes value, int64_t* offset, int64_t* timestamp) noexcept:
     """Offset and commit timestamp of an OffsetCommitValue v0-v3 read in place; False: let Python decode it."""
     cdef Py_ssize_t size = PyBytes_GET_SIZE(value)
@@ -121,7 +189,7 @@ cdef struct Pending:
 
 cdef class HistoryWriter:
     """A pass's commits as history-topic messages (`history.HistoryMessages`, whose `add_commit` and `close` are the
-    reference), each record byte for byte as `history.encode_commit` writes it, a message (key `commits_key`) per
+    reference), each record byte for byte as `HistoryRecord.encode` writes it, a message (key `commits_key`) per
     run of an offsets partition's records, up to MESSAGE_BYTES.
 
     Two steps, so that the pass's thread does the least: `write` notes a record (its numbers, and where the parts
@@ -278,8 +346,10 @@ def run_pass(processor, records, batch, bint defer):
     cdef dict reread = processor.reread_until  # empty but after a rewind (BatchProcessor.read_again)
     cdef int64_t reread_below = -1  # the records in hand: below this order, read again
     unusual, open_group = processor._unusual, processor._open_group
-    cdef Py_ssize_t appended = 0, merged = 0, expired = 0, no_broker = 0
-    others = {}  # outcomes of commits at or before their ring's newest entry (Python's add_to_ring)
+    cdef Py_ssize_t counts[4]  # outcomes of `_add_newest`, by its code
+    counts[:] = [0, 0, 0, 0]
+    cdef int outcome
+    others = {}  # outcomes the reference decided
 
     cdef object current_name = None, current = None, rings = None, changed = None
     cdef int64_t current_last = 0  # `current.last`, kept here while the run lasts (-1: None)
@@ -287,14 +357,9 @@ def run_pass(processor, records, batch, bint defer):
     cdef object part_now = None  # the offsets partition of the records in hand, and the position after them
     cdef int64_t position = 0
 
-    cdef object record, key, value, commit_key, group, field_name, ring, tp, last
+    cdef object record, key, value, commit_key, group, field_name, ring, tp, last, broker_offset, new_ring
     cdef PyObject* found
-    cdef int64_t order, committed, timestamp, broker, lag, last_ts, last_order, last_first
-    cdef Py_ssize_t size
-    cdef bint older
-    cdef bytes new_ring
-    cdef unsigned char* out
-    cdef const unsigned char* old
+    cdef int64_t order, committed, timestamp
 
     for record in records:
         key, value, order = record.key(), record.value(), record.offset()
@@ -359,51 +424,20 @@ def run_pass(processor, records, batch, bint defer):
                 current_last = INT64_MAX if current.last > 0 else -1
         field_name = <object>_item(commit_key, 3)
 
-        # add_to_ring's common cases, on the bytes (shared/windows/window.py)
-        if timestamp < now - expire_ms:
-            expired += 1
-            continue
         found = PyDict_GetItem(latest, tp)
-        if found is NULL or <object>found is None:
-            no_broker += 1
-            continue
-        broker = <object>found
-        lag = broker - committed if broker > committed else 0
+        broker_offset = <object>found if found is not NULL else None
         found = PyDict_GetItem(rings, field_name)
-        if found is NULL:
-            new_ring = PyBytes_FromStringAndSize(NULL, ENTRY)
-            _put_entry(<unsigned char*>PyBytes_AS_STRING(new_ring), committed, timestamp, now, lag, order, order)
-            appended += 1
+        ring = <object>found if found is not NULL else None
+        new_ring = _add_newest(
+            ring, committed, timestamp, order, now, broker_offset, now, expire_ms, min_distance, keep_bytes, &outcome
+        )
+        if outcome == OLDER:  # the reference decides
+            added, new_ring = _add_to_ring(ring, committed, timestamp, order, now, broker_offset, now, config)
+            others[added] = others.get(added, 0) + 1
         else:
-            ring = <object>found
-            size = PyBytes_GET_SIZE(ring) if type(ring) is bytes else -1
-            older = size < ENTRY or size % ENTRY != 0  # not a ring read in place here: Python raises or decides
-            if not older:
-                old = <const unsigned char*>PyBytes_AS_STRING(ring)
-                last_ts = _le64(old + size - ENTRY + 8)
-                last_order = _le64(old + size - ENTRY + 32)
-                last_first = _le64(old + size - ENTRY + 40)
-                older = order <= last_order
-            if older:  # a commit at or before the newest entry: the pure window decides
-                outcome, new_ring = add_to_ring(ring, committed, timestamp, order, now, broker, now, config)
-                others[outcome] = others.get(outcome, 0) + 1
-                if new_ring is None:
-                    continue
-            elif timestamp - last_ts < min_distance:  # signed: window._merges_into_previous
-                new_ring = PyBytes_FromStringAndSize(NULL, size)
-                out = <unsigned char*>PyBytes_AS_STRING(new_ring)
-                memcpy(out, old, size - ENTRY)
-                _put_entry(out + size - ENTRY, committed, last_ts, now, lag, order, last_first)
-                merged += 1
-            else:
-                if size > keep_bytes:
-                    old += size - keep_bytes
-                    size = keep_bytes
-                new_ring = PyBytes_FromStringAndSize(NULL, size + ENTRY)
-                out = <unsigned char*>PyBytes_AS_STRING(new_ring)
-                memcpy(out, old, size)
-                _put_entry(out + size, committed, timestamp, now, lag, order, order)
-                appended += 1
+            counts[outcome] += 1
+        if new_ring is None:
+            continue
         PyDict_SetItem(rings, field_name, new_ring)
         PySet_Add(changed, field_name)
         if current_last < 0 or timestamp > current_last:
@@ -412,9 +446,8 @@ def run_pass(processor, records, batch, bint defer):
         current.last = current_last
     if part_now is not None:
         positions[part_now] = position
-    for outcome, n in ((AddOutcome.APPENDED, appended), (AddOutcome.MERGED, merged),
-                       (AddOutcome.EXPIRED, expired), (AddOutcome.NO_BROKER_OFFSET, no_broker)):
-        others[outcome] = others.get(outcome, 0) + n
-    for outcome, n in others.items():
+    for i in range(4):
+        others[FAST_OUTCOMES[i]] = others.get(FAST_OUTCOMES[i], 0) + counts[i]
+    for added, n in others.items():
         if n:
-            tally[f"outcome:{outcome.name.lower()}"] += n
+            tally[f"outcome:{added.name.lower()}"] += n

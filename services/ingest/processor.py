@@ -41,7 +41,6 @@ from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.windows.group_windows import GroupWindows, GroupWrite
 from lagwatch.shared.windows.ingest_totals import type_label
 from lagwatch.shared.windows.store import MAX_SCRIPT_NUMBER, GroupMetadataUpdate, WindowStore
-from lagwatch.shared.windows.window import add_to_ring, expired
 
 try:  # installed without a C compiler (setup.py): the same steps run in Python
     from lagwatch.services.ingest.commit_pass import run_pass as compiled_pass  # type: ignore[import-untyped]
@@ -51,9 +50,6 @@ except ImportError:
 
 # offsets and timestamps at or beyond this are not real (and not exact as doubles: the store's script, JSON readers)
 MAX_EXACT = MAX_SCRIPT_NUMBER
-
-
-NO_GROUP = GroupWindows("")  # a placeholder for "no group yet" in the hot loop (never written)
 
 
 @dataclass(slots=True)
@@ -198,7 +194,6 @@ class BatchProcessor:
         offset_and_timestamp = codec.commit_offset_and_timestamp
         outcomes: Counter = Counter()
         current_name: str | None = None
-        current, rings, changed = NO_GROUP, NO_GROUP.rings, set[str]()  # placeholders until a group's first commit
         for record in records:
             key, value, order, part = record.key(), record.value(), record.offset(), record.partition()
             positions[part] = order + 1
@@ -226,17 +221,10 @@ class BatchProcessor:
                 history.add_commit(cluster, part, group, *commit_key[1:3], committed, timestamp, order, seen)
             if group != current_name:
                 current_name, current = group, groups[group]
-                rings, changed = self._open_group(group, current, batch)
-            field_name = commit_key[3]
-            outcome, ring = add_to_ring(
-                rings.get(field_name, b""), committed, timestamp, order, now, latest.get(commit_key[4]), now, config
-            )
-            outcomes[outcome] += 1
-            if ring is not None:
-                rings[field_name] = ring
-                changed.add(field_name)
-                if current.last is None or timestamp > current.last:
-                    current.last = timestamp
+                self._open_group(group, current, batch)
+            outcomes[
+                current.add(commit_key[3], committed, timestamp, order, now, latest.get(commit_key[4]), now, config)
+            ] += 1
         for outcome, n in outcomes.items():
             tally[f"outcome:{outcome.name.lower()}"] += n
 
@@ -267,14 +255,11 @@ class BatchProcessor:
         return commit_key
 
     def _open_group(self, group: str, current: GroupWindows, batch: AppliedBatch) -> tuple[dict, set]:
-        """The group's first commit in a run of them: an expired group starts afresh; it is marked for the flush."""
-        if current.last is not None and expired(current.last, batch.observed_at, self.store.config):
-            current.restart()
+        """The group's first commit in a run of them (`GroupWindows.open`); it is marked for the flush."""
+        current.open(batch.observed_at, self.store.config)
         self.cache.dirty[group] = current
         batch.touched[group] = "commits"
-        if current.changed is None:
-            current.changed = set()
-        return current.rings, current.changed
+        return current.rings, current.changed  # type: ignore[return-value]  # set by `open`
 
     def _group_record(self, record: RecordLike, key: bytes, batch: AppliedBatch, defer: bool) -> None:
         """A record other than an offset commit (rare): a rebalance, a group tombstone, or one skipped."""

@@ -131,7 +131,7 @@ class HistoryMessages:
         self._deferred: list[Any] = []  # writers with records to encode (`encode(messages)`), in order
 
     def add(self, key: bytes, value: bytes) -> None:
-        """One record (`commits_key` and `encode_commit`'s value, or a sample's key and value)."""
+        """One record (`commits_key` and a commit's value, or a sample's key and value)."""
         if self._deferred:
             self.close()
         if self._open and key == self._key and len(self._open) < MESSAGE_BYTES:
@@ -144,9 +144,11 @@ class HistoryMessages:
     def add_commit(
         self, cluster: str, offsets_partition: int, group: str, topic: str, partition: int, *numbers: int
     ) -> None:
-        """A commit as the ingest archives it, read from `offsets_partition`: `numbers` are `encode_commit`'s offset,
-        timestamp, order and observed_at."""
-        self.add(commits_key(cluster, offsets_partition), encode_commit(cluster, group, topic, partition, *numbers))
+        """A commit as the ingest archives it, read from `offsets_partition`: `numbers` are its offset, timestamp,
+        order and observed_at. The reference of the ingest's compiled writer (services/ingest/commit_pass.pyx), which
+        writes the same bytes from the heads of `commit_group_head` and `commit_partition_head`."""
+        commit = Commit(group, topic, partition, *numbers)
+        self.add(commits_key(cluster, offsets_partition), commit_record(cluster, commit).encode())
 
     def defer(self, writer: Any) -> None:
         """Records noted by `writer` come next: `close` has `writer.encode(messages)` append their messages."""
@@ -191,19 +193,9 @@ def commits_key(cluster: str, offsets_partition: int) -> bytes:
     return f"{cluster}/offsets-{int(offsets_partition)}".encode()
 
 
-def encode_commit(
-    cluster: str, group: str, topic: str, partition: int, offset: int, timestamp: int, order: int, observed_at: int
-) -> bytes:
-    """A commit's record, `commit_record(...).encode()` to the byte, without building it (the ingest archives every
-    commit it reads; its compiled loop writes the numbers after the same heads)."""
-    numbers = (
-        f'{int(offset)},"commit_timestamp":{int(timestamp)},"order":{int(order)},"observed_at":{int(observed_at)}}}'
-    )
-    return commit_group_head(cluster, group) + commit_partition_head((topic, partition)) + numbers.encode()
-
-
 def commit_group_head(cluster: str, group: str) -> bytes:
-    """The part of a commit's record that names its group: the value up to `"topic":`."""
+    """The part of a commit's record that names its group: the value up to `"topic":` (for the ingest's compiled
+    writer, which writes the numbers after it and `commit_partition_head`)."""
     return f'{{"kind":"commit","cluster":{_json_string(cluster)},"group":{_json_string(group)},'.encode()
 
 

@@ -1,5 +1,6 @@
 """The compiled per-record loop (commit_pass.pyx) and the Python one (`BatchProcessor._python_pass`) agree, and so do
-the compiled flush (flush_encoding.pyx) and the Python one, as Redis stores them.
+the compiled flush (flush_encoding.pyx) and the Python one, as Redis stores them; so do the loop's compiled steps and
+their references: the ring update and the pure window, the history writer and `HistoryMessages`.
 
 The same batches go through two processors, one per loop, each on an empty Redis with the Kafka mock's log ends:
 windows in memory, their `last`, tallies, positions and what each wrote to Redis must be identical. The batches mix
@@ -10,6 +11,7 @@ metadata, junk values and keys, values of every version).
 
 import asyncio
 import gc
+import random
 import time
 
 import pytest
@@ -17,14 +19,17 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lagwatch.services.ingest import processor as processor_module
-from lagwatch.services.ingest.commit_pass import HistoryWriter, heads_kept
+from lagwatch.services.ingest.commit_pass import HistoryWriter, add_to_ring, heads_kept
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import RawRecord
+from lagwatch.shared.protocol.types import Commit, WindowConfig
 from lagwatch.shared.records import offsets_codec as codec
-from lagwatch.shared.records.history import MESSAGE_BYTES, HistoryMessages, decode, records_of
-from lagwatch.shared.windows.window import expired
+from lagwatch.shared.records.history import MESSAGE_BYTES, HistoryMessages, commit_record, decode, records_of
+from lagwatch.shared.windows.packing import unpack_commit_ring
+from lagwatch.shared.windows.window import AddOutcome, PartitionWindow, expired
 from tests.kafka_helpers import CLUSTER, produce
 from tests.services.ingest.test_hardening_offsets_fuzz import Stack, commit, other_record
+from tests.window_sequences import switching_sources
 
 NOW_MS = int(time.time() * 1000)
 WEEK_MS = 604_800_000
@@ -219,6 +224,17 @@ def test_the_compiled_loop_writes_history_messages_as_history_messages_does(clus
     assert compiled.messages == reference.messages
 
 
+def test_the_ingests_encoding_of_a_commit_is_the_records_own_to_the_byte():
+    for group, topic in (("g", "t"), ('we"ird\\', "tö pic"), ("ünïcode-群", "t.1")):
+        commit = Commit(group, topic, 3, 120, NOW_MS - 5, 77, NOW_MS)
+        record = commit_record("prod", commit)
+        messages = HistoryMessages()
+        HistoryWriter(messages, [{}, {}, {}], "prod").add(0, group, (topic, 3), *commit[3:])
+        messages.close()
+        assert messages.messages == [(b"prod/offsets-0", record.encode())]
+        assert decode(record.encode()) == record
+
+
 def test_records_are_written_whole_after_their_heads_cache_started_over_for_later_writers():
     """The writer notes where each record's parts are and writes the text later (off the pass's thread), while the
     next batch's writer goes on filling the processor's caches: a full cache is replaced, never cleared, and each
@@ -248,3 +264,55 @@ def test_the_compiled_loop_is_built_where_the_tests_run():
     """`pip install -e .` compiles it (setup.py); a missing compiler would leave the ingest on the Python loop."""
     assert processor_module.compiled_pass is not None
     assert processor_module.compiled_pass.__module__ == "lagwatch.services.ingest.commit_pass"
+
+
+SECOND = 1000
+
+
+def test_the_compiled_ring_update_and_the_pure_window_agree_on_random_sequences():
+    rng = random.Random(11)
+    for run in range(300):
+        config = WindowConfig(intervals=rng.choice([1, 3, 5, 10]), min_distance_ms=rng.choice([0, 0, 3 * SECOND]))
+        window = PartitionWindow(config)
+        ring = b""
+        for step in range(60):
+            if rng.random() < 0.2:
+                window.add_broker_offset(rng.randint(0, 500))
+                continue
+            order = rng.randint(0, 80)
+            ts = NOW_MS + order * SECOND + rng.randint(-2000, 2000)
+            if rng.random() < 0.05:
+                ts -= config.expire_group_ms + SECOND  # too old to keep
+            offset = rng.randint(0, 500)
+            expected = window.add_commit(Commit("g", "t", 0, offset, ts, order, NOW_MS + step), now_ms=NOW_MS)
+            latest = window.broker_offsets[-1] if window.broker_offsets else None
+            outcome, updated = add_to_ring(ring, offset, ts, order, NOW_MS + step, latest, NOW_MS, config)
+            assert outcome == expected, (run, step)
+            assert (updated is not None) == outcome.stored, (run, step)
+            ring = updated if updated is not None else ring
+            assert unpack_commit_ring(ring) == window.entries, (run, step)
+
+
+def test_a_new_newest_commit_is_appended_without_unpacking_and_measured_against_the_log_end():
+    config = WindowConfig(intervals=2)
+    outcome, ring = add_to_ring(b"", 40, NOW_MS, 1, NOW_MS, 100, NOW_MS, config)
+    assert outcome is AddOutcome.APPENDED
+    for order, offset in ((2, 50), (3, 70)):
+        outcome, ring = add_to_ring(ring, offset, NOW_MS + order, order, NOW_MS, 100, NOW_MS, config)
+    assert [(e.offset, e.lag, e.order) for e in unpack_commit_ring(ring)] == [(50, 50, 2), (70, 30, 3)]
+
+
+def test_the_compiled_ring_update_and_the_pure_window_agree_when_the_commits_switch_source():
+    """From the admin poller's orders to the offsets topic's positions and back (window._continued_from_admin)."""
+    rng = random.Random(13)
+    for run in range(200):
+        config = WindowConfig(intervals=rng.choice([1, 3, 5, 10]), min_distance_ms=rng.choice([0, 0, 3 * SECOND]))
+        window = PartitionWindow(config)
+        window.add_broker_offset(1000)
+        ring = b""
+        for step, (order, ts, offset) in enumerate(switching_sources(rng, NOW_MS, 60)):
+            expected = window.add_commit(Commit("g", "t", 0, offset, ts, order, NOW_MS + step), now_ms=NOW_MS)
+            outcome, updated = add_to_ring(ring, offset, ts, order, NOW_MS + step, 1000, NOW_MS, config)
+            assert outcome == expected, (run, step)
+            ring = updated if updated is not None else ring
+            assert unpack_commit_ring(ring) == window.entries, (run, step)
