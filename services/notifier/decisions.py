@@ -1,6 +1,6 @@
-"""What the notifier decides for one subscription and one event, after holds and silences, and the delivery that
-carries it: the step every path that records a notification shares (the agents, the repeat timer, the scope
-checks, reconciliation after skipped events)."""
+"""What the notifier decides for one subscription and one event, after holds and silences, the delivery that
+carries it and its record: the steps every path that records a notification shares (the agents, the repeat timer,
+the scope checks, reconciliation after skipped events)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ import json
 
 from lagwatch.services.notifier import holds, metrics
 from lagwatch.services.notifier.events import AnyKind
-from lagwatch.services.notifier.outbox import Delivery, delivery_id
+from lagwatch.services.notifier.outbox import APPLIED, Delivery, Outbox, RecordRequest, delivery_id
 from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.notifications.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
 
+UNREADABLE = (ValueError, KeyError, TypeError)  # what `parse_state` raises for a state it cannot read
+
 
 def parse_state(raw: str) -> IncidentState | None:
-    """A kept incident state ('' for none); raises on one that is unreadable."""
+    """A kept incident state ('' for none); raises UNREADABLE on one that is unreadable."""
     return IncidentState.from_json(json.loads(raw)) if raw else None
 
 
@@ -60,3 +62,41 @@ def notification(
         created_at=now,
         reason=reason,
     )
+
+
+def record_request(
+    subscription: Subscription,
+    decision: Decision,
+    event: Event,
+    state_field: str,
+    current: str,
+    now: int,
+    *,
+    notification_id: str | None = None,
+    seen_id: str | None = None,
+    reason: str | None = None,
+) -> RecordRequest:
+    """The record of a decision: the state it leaves in place of `current` and the delivery of its notification
+    (`notification_id`, by default the event's id), made once per `seen_id` (by default the notification's id)."""
+    notification_id = notification_id or event.event_id
+    delivery = notification(subscription.id, decision.kind, event, notification_id, now, reason)
+    seen = seen_id or notification_id
+    return RecordRequest(
+        subscription.id, seen, state_field, current, state_json(decision), delivery, decision.repeat_at
+    )
+
+
+async def record(
+    outbox: Outbox, subscription: Subscription, request: RecordRequest, active: tuple[str, str] | None = None
+) -> tuple[int, bool]:
+    """Make one record (`Outbox.record`): its outcome, and whether it enqueued a delivery (counted)."""
+    outcome = await outbox.record(**request._asdict(), active=active)
+    return outcome, counted(subscription, request, outcome)
+
+
+def counted(subscription: Subscription, request: RecordRequest, outcome: int) -> bool:
+    """Count the delivery a record enqueued (metrics); whether there was one."""
+    if outcome != APPLIED or request.delivery is None:
+        return False
+    metrics.NOTIFICATIONS.labels(subscription.type, request.delivery.kind).inc()
+    return True

@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 from redis.exceptions import RedisError
 
 from lagwatch.services.notifier import metrics, scope
-from lagwatch.services.notifier.decisions import decide, notification, parse_state, state_json
+from lagwatch.services.notifier.decisions import counted, decide, parse_state, record, record_request
 from lagwatch.services.notifier.events import AnyKind
 from lagwatch.services.notifier.missed import older_than_kept
 from lagwatch.services.notifier.outbox import (
-    APPLIED,
     CONFLICT,
     DUPLICATE,
     Outbox,
@@ -166,7 +165,7 @@ class EventRecorder:
         for plan in plans:
             plan.replies = [next(replies) for _ in plan.records]
             for (subscription, request), reply in zip(plan.records, plan.replies, strict=True):
-                enqueued |= _counted(subscription, request, reply)
+                enqueued |= counted(subscription, request, reply)
         return enqueued
 
     def _look(self, handled: Handled, kind: AnyKind, forgotten: Mapping[str, int]) -> Look | None:
@@ -252,11 +251,7 @@ class EventRecorder:
         decision = decide(subscription, event, state, kind, now, look.silenced_until)
         if decision is None:
             return None
-        delivery = notification(subscription.id, decision.kind, event, event.event_id, now, reason)
-        new_state = state_json(decision)
-        return RecordRequest(
-            subscription.id, event.event_id, look.state_field, current, new_state, delivery, decision.repeat_at
-        )
+        return record_request(subscription, decision, event, look.state_field, current, now, reason=reason)
 
     async def _finish(self, plan: Plan, kind: AnyKind) -> bool:
         """Take the replies of the event's records (deciding anew where a state had moved), then go through the
@@ -316,19 +311,11 @@ class EventRecorder:
             request = self._request(subscription, event, current, parse_state(current), kind, look, reason)
             if not isinstance(request, RecordRequest):
                 return request, False
-            outcome = await self.outbox.record(**request._asdict())
+            outcome, sent = await record(self.outbox, subscription, request)
             if outcome != CONFLICT:
-                return outcome, _counted(subscription, request, outcome)
+                return outcome, sent
             current = await self.outbox.read_state_field(subscription.id, look.state_field)
         raise RedisError(f"incident state of {event.cluster}/{event.group} kept changing")  # retried
-
-
-def _counted(subscription: Subscription, request: RecordRequest, outcome: int) -> bool:
-    """Count a delivery its record enqueued (metrics); whether there was one."""
-    if outcome != APPLIED or request.delivery is None:
-        return False
-    metrics.NOTIFICATIONS.labels(subscription.type, request.delivery.kind).inc()
-    return True
 
 
 def _skip(handled: Handled) -> None:

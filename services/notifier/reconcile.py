@@ -34,7 +34,7 @@ from redis.asyncio import Redis
 
 from lagwatch.services.notifier import metrics
 from lagwatch.services.notifier import outbox_scripts as scripts
-from lagwatch.services.notifier.decisions import decide, notification, parse_state, state_json
+from lagwatch.services.notifier.decisions import UNREADABLE, decide, parse_state, record, record_request
 from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, AnyKind, parse_status_event
 from lagwatch.services.notifier.lag_policy import closing_event
 from lagwatch.services.notifier.missed import RECONCILED, StoredStatus, found_open, missed_close
@@ -274,20 +274,10 @@ class Reconciler:
         decision = decide(subscription, event, parse_state(raw), kind, now, until)
         if decision is None:
             return 0
-        delivery = notification(subscription.id, decision.kind, event, event.event_id, now, RECONCILED)
-        outcome = await self.outbox.record(
-            subscription_id=subscription.id,
-            event_id=event.event_id,
-            state_field=state_field,
-            expected_state=raw,  # moved meanwhile (an event, another notifier): that stands
-            new_state=state_json(decision),
-            delivery=delivery,
-            repeat_at=decision.repeat_at,
-        )
+        request = record_request(subscription, decision, event, state_field, raw, now, reason=RECONCILED)
+        outcome, _ = await record(self.outbox, subscription, request)  # (the state moved meanwhile: that stands)
         if outcome != APPLIED:
             return 0
-        if delivery is not None:
-            metrics.NOTIFICATIONS.labels(subscription.type, delivery.kind).inc()
         metrics.RECONCILED.labels(action).inc()
         return 1
 
@@ -295,7 +285,7 @@ class Reconciler:
 def _readable(raw: str) -> IncidentState | None:
     try:
         return parse_state(raw)
-    except (ValueError, KeyError, TypeError):
+    except UNREADABLE:
         return None
 
 

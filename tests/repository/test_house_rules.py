@@ -19,7 +19,6 @@ KNOWN_LONG_CLASSES = {
     "services/ingest/processor.py::BatchProcessor",
     "services/notifier/delivery.py::Dispatcher",
     "services/notifier/outbox.py::Outbox",
-    "services/notifier/service.py::NotifierService",
     "shared/windows/store.py::WindowStore",
 }
 

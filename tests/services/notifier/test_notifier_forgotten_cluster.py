@@ -114,13 +114,13 @@ async def test_a_notifier_starting_after_the_close_does_not_look_again(kafka, re
     await cluster_forgetting.forget(redis, "old", now_ms())
     await cluster_forgetting.record_closed(redis, "old", (await cluster_forgetting.forgotten(redis))[0]["old"])
     service = NotifierService(config, "local", http_port=0)
-    looked, close_out_of_scope = [], service.close_out_of_scope
+    looked, close_out_of_scope = [], service.scopes.close_out_of_scope
 
     async def recording(now, subscriptions=None):
         looked.append(subscriptions)
         return await close_out_of_scope(now, subscriptions)
 
-    service.close_out_of_scope = recording
+    service.scopes.close_out_of_scope = recording
     try:
         await service.repeat_once()
     finally:

@@ -413,13 +413,13 @@ async def test_only_changed_subscriptions_are_looked_at_and_one_made_again_the_s
         assert await service.handle(encode(t.to("WARN", (9,))), STATUS_EVENTS)  # hook told; quiet (ERR) not
         await evaluator_records(redis, "billing", "WARN")
         looked = []
-        announce = service.announce_going_on
+        announce = service.scopes.announce_going_on
 
         async def recording(now, subscriptions=None):
             looked.append(sorted(s.id for s in subscriptions))
             return await announce(now, subscriptions)
 
-        service.announce_going_on = recording
+        service.scopes.announce_going_on = recording
         await store.delete("hook")
         await store.put(hook, create=True)
         await service.repeat_once()
@@ -446,13 +446,13 @@ async def test_a_notifier_started_with_the_subscriptions_of_the_last_look_does_n
     async def looked_at_start(subscriptions, event=None):
         service = NotifierService(dataclasses.replace(config, subscriptions=subscriptions), "local", http_port=0)
         looked: list[list[str]] = []
-        announce = service.announce_going_on
+        announce = service.scopes.announce_going_on
 
         async def recording(now, subscriptions=None):
             looked.append(sorted(s.id for s in subscriptions))
             return await announce(now, subscriptions)
 
-        service.announce_going_on = recording
+        service.scopes.announce_going_on = recording
         try:
             if event is not None:
                 assert await service.handle(event, STATUS_EVENTS)  # both told: neither is "told nothing"

@@ -56,7 +56,7 @@ async def test_a_state_that_is_not_json_does_not_fail_the_recheck_of_held_notifi
         field = group_field("local", "billing")
         await redis.hset(keys.notify_state("a"), field, "not json")
         await redis.zadd(keys.NOTIFY_REPEATS, {repeat_member("a", field): FAR})  # due later: the recheck reads it
-        await service._recheck_held(now=1)
+        await service.repeats.recheck_held(now=1)
         assert await redis.zscore(keys.NOTIFY_REPEATS, repeat_member("a", field)) == FAR  # not made due
     finally:
         await service.dead_letters.stop()
