@@ -280,10 +280,8 @@ class Dispatcher:
         self.outbox = outbox
         self.registry = registry
         self.sender = sender
-        self.dead_letters = dead_letters
         self.settings = settings
-        self.retry = RetryPolicy(settings.max_attempts, settings.backoff_base, settings.backoff_cap)
-        self.rng = rng or random.Random()
+        self.outcomes = Outcomes(outbox, dead_letters, settings, rng or random.Random())
         self.held: dict[str, Delivery] = {}
         self.destinations: dict[str, Destination] = {}
         self.wake = asyncio.Event()
@@ -306,30 +304,38 @@ class Dispatcher:
                     if time.monotonic() - refreshed > REGISTRY_REFRESH_S:  # (unknown ids force a reload anyway)
                         await self.registry.refresh()
                         refreshed = time.monotonic()
-                    claimed, next_due = await self.outbox.claim(min(CLAIM_BATCH, self.max_held - len(self.held)))
-                    for delivery in claimed:
-                        if delivery.id not in self.held:  # its lease lapsed while ours (Redis away, a clock jump):
-                            self._start(delivery)  # claimed back, and still being sent, by the task we have
-                    if len(claimed) < CLAIM_BATCH:
-                        await self._idle(stopping, next_due)
+                    await self._claim(stopping)
                     backoff.reset()
                     outage.ok()
                 except Exception as exc:  # Redis down, mostly: keep going, nothing is lost
                     outage.failed(exc, f"retrying in {backoff.delay:.1f}s")
                     await backoff.pause(stopping)
         finally:
-            # let requests in flight finish (and settle) rather than send them again later; start no new ones
-            self.draining = True
-            if self._tasks:
-                await asyncio.wait(list(self._tasks), timeout=self.settings.request_timeout + 1)
-            renewer.cancel()
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, renewer, return_exceptions=True)
-            with contextlib.suppress(Exception):
-                released = await self.outbox.release(list(self.held))
-                if released:
-                    log.info("notifier: handed back %d deliveries to the outbox", released)
+            await self._hand_back(renewer)
+
+    async def _claim(self, stopping: asyncio.Event) -> None:
+        """Claim what is due (as much as there is room for) and start sending it; wait when that was all."""
+        claimed, next_due = await self.outbox.claim(min(CLAIM_BATCH, self.max_held - len(self.held)))
+        for delivery in claimed:
+            if delivery.id not in self.held:  # its lease lapsed while ours (Redis away, a clock jump): claimed
+                self._start(delivery)  # back, and still being sent, by the task we have
+        if len(claimed) < CLAIM_BATCH:
+            await self._idle(stopping, next_due)
+
+    async def _hand_back(self, renewer: asyncio.Task) -> None:
+        """Let requests in flight finish (and settle) rather than send them again later; start no new ones; give
+        the outbox back what is held."""
+        self.draining = True
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=self.settings.request_timeout + 1)
+        renewer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, renewer, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            released = await self.outbox.release(list(self.held))
+            if released:
+                log.info("notifier: handed back %d deliveries to the outbox", released)
 
     async def _idle(self, stopping: asyncio.Event, next_due: int | None) -> None:
         """Wait for new deliveries (`wake`), the next due one, or the poll interval (other instances' work)."""
@@ -390,10 +396,7 @@ class Dispatcher:
 
     async def _deliver(self, delivery: Delivery) -> bool:
         """Send one delivery and settle it in the outbox; False when it was left alone because we are stopping."""
-        subscription = self.registry.get(delivery.subscription_id)
-        if subscription is None:
-            await self.registry.refresh(force=True)
-            subscription = self.registry.get(delivery.subscription_id)
+        subscription = await self.registry.find(delivery.subscription_id)
         if subscription is None:
             log.info(
                 "notifier: delivery %s dropped: subscription %s no longer exists", delivery.id, delivery.subscription_id
@@ -402,11 +405,13 @@ class Dispatcher:
             metrics.DELIVERIES.labels("unknown", "dropped").inc()
             return True
         if "dead" in delivery.extra:  # failed for good earlier; only its dead letter is missing
-            await self._dead_letter(subscription, delivery, delivery.extra["dead"], delivery.extra.get("status"))
+            await self.outcomes.dead_letter(
+                subscription, delivery, delivery.extra["dead"], delivery.extra.get("status")
+            )
             return True
         dest = self._destination(subscription.destination)
         if dest.waiting >= self.settings.per_host_queue:
-            await self._defer(delivery, time.time() + min(1.0, self.settings.poll_interval), "host_busy")
+            await self.outcomes.defer(delivery, time.time() + min(1.0, self.settings.poll_interval), "host_busy")
             return True
         dest.waiting += 1
         entered = False
@@ -419,7 +424,7 @@ class Dispatcher:
                 allowed, retry_at = dest.breaker.allow(time.time())
                 if not allowed:
                     reason = "host_paused" if dest.breaker.paused_until > time.time() else "circuit_open"
-                    await self._defer(delivery, retry_at, reason)
+                    await self.outcomes.defer(delivery, retry_at, reason)
                     return True
                 try:
                     result = await self._attempt(subscription, delivery)
@@ -429,7 +434,7 @@ class Dispatcher:
         finally:
             if not entered:
                 dest.waiting -= 1
-        await self._settle(subscription, delivery, dest, result)
+        await self.outcomes.settle(subscription, delivery, dest, result)
         return True
 
     async def _attempt(self, subscription: Subscription, delivery: Delivery) -> Result:
@@ -462,7 +467,16 @@ class Dispatcher:
         metrics.ATTEMPTS.labels(subscription.type, result.reason).inc()
         return result
 
-    async def _settle(self, subscription: Subscription, delivery: Delivery, dest: Destination, result: Result) -> None:
+
+class Outcomes:
+    """What becomes of a delivery after an attempt: out of the outbox once sent, back in it with its retry time,
+    or dead-lettered (kept in the outbox, marked, while the dead-letter topic cannot take it)."""
+
+    def __init__(self, outbox: Outbox, dead_letters: DeadLetters, settings: NotifierConfig, rng: random.Random):
+        self.outbox, self.dead_letters, self.rng = outbox, dead_letters, rng
+        self.retry = RetryPolicy(settings.max_attempts, settings.backoff_base, settings.backoff_cap)
+
+    async def settle(self, subscription: Subscription, delivery: Delivery, dest: Destination, result: Result) -> None:
         now = time.time()
         breaker = dest.breaker
         if result.ok:
@@ -482,7 +496,7 @@ class Dispatcher:
             why = (
                 result.error if not result.retryable else f"gave up after {delivery.attempts} attempts: {result.error}"
             )
-            await self._dead_letter(subscription, delivery, why or "failed", result.status)
+            await self.dead_letter(subscription, delivery, why or "failed", result.status)
             return
         wait = result.retry_after if result.retry_after is not None else self.retry.backoff(delivery.attempts, self.rng)
         if result.status == 429:
@@ -517,13 +531,11 @@ class Dispatcher:
                 )
                 await backoff.pause()  # through a stop too, until its cancel: the stop waits for sends to settle
 
-    async def _defer(self, delivery: Delivery, at: float, reason: str) -> None:
+    async def defer(self, delivery: Delivery, at: float, reason: str) -> None:
         metrics.DEFERRED.labels(reason).inc()
         await self.outbox.reschedule(delivery, int(at * 1000))
 
-    async def _dead_letter(
-        self, subscription: Subscription, delivery: Delivery, error: str, status: int | None
-    ) -> None:
+    async def dead_letter(self, subscription: Subscription, delivery: Delivery, error: str, status: int | None) -> None:
         record = dead_letter_record(delivery, error, status)
         try:
             await self.dead_letters.publish(record)

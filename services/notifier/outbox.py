@@ -84,8 +84,8 @@ class Delivery:
 
 
 class StateLookup(NamedTuple):
-    """One event's look at its incident (`Outbox.read_many`): the state field of each subscription, and where the
-    incident's latest event is kept, as `Outbox.read_states` takes it (`active`; None: kept as it is)."""
+    """One event's look at its incident (`Outbox.read_many`): the state field of each subscription, and its
+    incident's latest event to keep (`active`: its field, its JSON or None once over; None: kept as it is)."""
 
     subscription_ids: list[str]
     state_field: str
@@ -173,29 +173,14 @@ class Outbox:
 
     # --- the agent's side ---------------------------------------------------------------------------------------
 
-    async def read_states(
-        self, subscription_ids: list[str], state_field: str, active: tuple[str, str | None] | None = None
-    ) -> tuple[int, list[str]]:
-        """(subscriptions version, each subscription's state field as JSON or ''), in one round trip. An event's first
-        look passes `active`: (its incident's field in `keys.NOTIFY_ACTIVE`, its JSON while the incident goes on, or
-        None once over), kept in the same round trip."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            if active is not None:
-                field_, event_json = active
-                if event_json is None:
-                    pipe.hdel(keys.NOTIFY_ACTIVE, field_)
-                else:
-                    pipe.hset(keys.NOTIFY_ACTIVE, field_, event_json)
-            pipe.get(keys.SUBSCRIPTIONS_VERSION)
-            for sub_id in subscription_ids:
-                pipe.hget(keys.notify_state(sub_id), state_field)
-            replies = await pipe.execute()
-        version, *states = replies[1:] if active is not None else replies
-        return int(version or 0), [raw.decode() if raw else "" for raw in states]
+    async def read_states(self, subscription_ids: list[str], state_field: str) -> list[str]:
+        """Each subscription's state of one incident, as JSON ('' for none)."""
+        return (await self.read_many([StateLookup(subscription_ids, state_field)])).states[0]
 
     async def read_many(self, lookups: list[StateLookup]) -> StatesRead:
-        """`read_states` for many events, in one round trip, with the silences' version. An event's latest event is
-        kept (`active`) before its states are read, as `read_states` does."""
+        """(both versions, each lookup's states as `read_states` reads them), in one round trip. A lookup with
+        `active` (its incident's field in `keys.NOTIFY_ACTIVE`, its latest event's JSON while the incident goes on,
+        else None) keeps it there first."""
         commands: list[tuple[str, ...]] = [("GET", keys.SUBSCRIPTIONS_VERSION), ("GET", keys.SILENCES_VERSION)]
         state_keys: dict[str, str] = {}
         for lookup in lookups:

@@ -182,7 +182,7 @@ class Reconciler:
         subscriptions = self.registry.matching(self.cluster, group)
         if not subscriptions:
             return 0, 0
-        _, states = await self.outbox.read_states([s.id for s in subscriptions], state_field)
+        states = await self.outbox.read_states([s.id for s in subscriptions], state_field)
         closed = opened = 0
         for subscription, raw in zip(subscriptions, states, strict=True):
             state = _readable(raw)

@@ -42,10 +42,7 @@ async def serve_samples(
 
 
 async def _answer(request: SampleRequest, registry: Registry, config: Config, sender: Sender) -> dict[str, Any]:
-    subscription = registry.get(request.subscription)
-    if subscription is None:  # created through the api since this notifier last looked
-        await registry.refresh(force=True)
-        subscription = registry.get(request.subscription)
+    subscription = await registry.find(request.subscription)
     if subscription is None:
         return {"subscription": request.subscription, "error": "the notifier has no such subscription"}
     log.info("notifier: sending a sample incident to subscription %s (asked through the api)", subscription.id)

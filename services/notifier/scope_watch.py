@@ -202,7 +202,7 @@ class ScopeWatch:
         is holding); the notifications enqueued. Not once a later event of it was read (CONFLICT): that one
         decides."""
         state_field, enqueued = kind.state_field(event), 0
-        _, states = await self.outbox.read_states([s.id for s in covering], state_field)
+        states = await self.outbox.read_states([s.id for s in covering], state_field)
         until = self.silences.until_ms(event, now)
         for subscription in (s for s, state in zip(covering, states, strict=True) if not state):
             decision = decide(subscription, event, None, kind, now, until)

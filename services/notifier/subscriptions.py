@@ -112,6 +112,12 @@ class Registry:
     def get(self, sub_id: str) -> Subscription | None:
         return self.from_file.get(sub_id) or self._api.get(sub_id)
 
+    async def find(self, sub_id: str) -> Subscription | None:
+        """`get`, the api's reloaded first when it does not know the id (one created since the last load)."""
+        if self.get(sub_id) is None:
+            await self.refresh(force=True)
+        return self.get(sub_id)
+
     def all(self) -> list[Subscription]:
         return [*self.from_file.values(), *self._api.values()]
 
