@@ -3,11 +3,11 @@
 Confluent Cloud, Azure Event Hubs and other Kafka-compatible services do not let clients read the offsets topic.
 There, every `offset-refresh` the ingest lists the consumer groups (ListGroups, plus the groups named in
 `admin-groups`), fetches their committed offsets (OffsetFetch) and turns each committed offset that changed since
-the last poll into an offset-commit record in the coordinator's own format, stamped with the time it was observed.
-Those records go through the same processor as records read from the topic (`processor.py`): the same windows,
-lag at append, change notices, history and filters. A partition whose commit is gone (offsets deleted or expired)
-becomes a commit tombstone, as the coordinator would write one; a group that a complete listing no longer names
-(deleted, or all its offsets expired) becomes a group tombstone.
+the last poll into a `Commit`, stamped with the time it was observed. These go to the same processor as records
+read from the topic (`processor.py`), already typed (`records.AdminStep`): the same windows, lag at append, change
+notices, history and filters. A partition whose commit is gone (offsets deleted or expired) becomes a commit
+tombstone (`OffsetsDeleted`), as the coordinator would write one; a group that a complete listing no longer names
+(deleted, or all its offsets expired) becomes a group tombstone (`GroupDeletion`).
 
 What differs from reading the topic (docs/managed-kafka.md): a commit's time is when it was seen, not when it was
 made; commits between two polls collapse into the last one; a consumer that commits the same offset again looks
@@ -16,9 +16,9 @@ request, so a poll sends them all at once and waits for the answers together —
 ANSWER_WAIT_S): a broker away holds its requests for REQUEST_TIMEOUT_S, and the other groups go on meanwhile.
 
 Members and owners come from DescribeGroups where the broker answers it: a group whose membership changed since
-the last poll becomes a group-metadata record (generation = the membership changes lagwatch has seen, as Kafka's
-generation is not in the answer). A broker without DescribeGroups (the librdkafka mock) leaves owners empty; it is
-asked again every DESCRIBE_RETRY_S.
+the last poll becomes a rebalance (`GroupMetadataUpdate`; generation = the membership changes lagwatch has seen, as
+Kafka's generation is not in the answer). A broker without DescribeGroups (the librdkafka mock) leaves owners empty;
+it is asked again every DESCRIBE_RETRY_S.
 
 Workers split the groups (`--workers N`: worker i of N takes the groups whose CRC-32 is i modulo N).
 """
@@ -36,10 +36,11 @@ from typing import Any, NamedTuple
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
-from lagwatch.services.ingest.records import RawRecord
+from lagwatch.services.ingest.records import AdminStep, GroupDeletion, OffsetsDeleted
 from lagwatch.shared.protocol.group_filter import GroupFilter
-from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.shared.protocol.types import Commit
 from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.windows.store import GroupMetadataUpdate
 from lagwatch.shared.windows.window import ADMIN_ORDERS_FROM
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class AdminOffsets:
         self._seen: dict[str, Offsets] = {}  # group -> what the last poll found
         self._named_fetch: set[str] = set()  # groups whose offsets only a fetch naming partitions found (see below)
         self._answers_all = False  # an all-partitions fetch found offsets: this broker answers it (`_fetch_offsets`)
-        # the records' `order`: increasing, also across restarts, and above any offsets-topic position (window.py)
+        # the steps' `order`: increasing, also across restarts, and above any offsets-topic position (window.py)
         self._order = max(ADMIN_ORDERS_FROM, time.time_ns() // 1000)
         self._members: dict[str, tuple] = {}  # group -> its membership at the last poll (see _membership)
         self._generations: dict[str, int] = {}  # group -> membership changes seen
@@ -99,41 +100,40 @@ class AdminOffsets:
                 pending.cancel()
         self._admin = None  # AdminClient has no close; its threads end with the object
 
-    async def poll(self) -> list[RawRecord]:
-        """One round: the offset-commit records of everything that changed since the last round."""
+    async def poll(self) -> list[AdminStep]:
+        """One round: the steps of everything that changed since the last round."""
         if self._admin is None:
             self._admin = AdminClient(self._config, logger=log)  # librdkafka's lines in our log format, thinned
         listed, complete = await self._groups()
         groups = [g for g in listed if self._mine(g) and self._filter.accepts(g)]
         fetched = await self._fetch_all(groups)
         observed = now_ms()
-        records: list[RawRecord] = []
+        steps: list[AdminStep] = []
         for group, answer in zip(groups, fetched, strict=True):
             if answer is not None:
-                records.extend(self._changes(group, answer.offsets, answer.at))
-        records.extend(await self._membership_changes(groups, observed))
+                steps.extend(self._changes(group, answer.offsets, answer.at))
+        steps.extend(await self._membership_changes(groups, observed))
         if complete:
-            records.extend(self._deletions(set(self._seen) - set(groups), observed))
+            steps.extend(self._deletions(set(self._seen) - set(groups)))
         self._admin.poll(0)  # librdkafka's log lines wait in its queue until served
-        return records
+        return steps
 
-    def _deletions(self, gone: set[str], observed: int) -> list[RawRecord]:
+    def _deletions(self, gone: set[str]) -> list[AdminStep]:
         """Groups a complete listing no longer names were deleted (or all their offsets expired): a group tombstone
         each, as the coordinator writes in topic mode, or their windows would drift to STOP until `expire-group`.
         Only a complete listing tells: one that failed or that a broker did not answer keeps what was last seen
         (forgotten, every unchanged offset would come back next poll as a new commit stamped then)."""
-        records = []
+        deletions: list[AdminStep] = []
         for group in sorted(gone):
             del self._seen[group]
             self._members.pop(group, None)
             self._generations.pop(group, None)
             self._named_fetch.discard(group)
             self._order += 1
-            key = codec.encode_group_metadata_key(group)
-            records.append(RawRecord(key, None, partition_number=0, offset_number=self._order, timestamp_ms=observed))
-        return records
+            deletions.append(GroupDeletion(group, self._order))
+        return deletions
 
-    async def _membership_changes(self, groups: list[str], observed: int) -> list[RawRecord]:
+    async def _membership_changes(self, groups: list[str], observed: int) -> list[AdminStep]:
         if not groups or time.monotonic() < self._describe_after:
             return []
         asked = self._admin_client().describe_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S)
@@ -141,7 +141,7 @@ class AdminOffsets:
         for future in futures.values():  # an answer not waited for is dropped: its error must not be left unread
             future.add_done_callback(_read_error)
         await asyncio.wait(futures.values(), timeout=ANSWER_WAIT_S)
-        records: list[RawRecord] = []
+        rebalances: list[AdminStep] = []
         for group, future in futures.items():
             if not future.done():  # its coordinator did not answer in time: its members are looked at next poll
                 continue
@@ -151,42 +151,15 @@ class AdminOffsets:
                 if exc.args and exc.args[0].code() == KafkaError._UNSUPPORTED_FEATURE:
                     log.info("admin offsets: the broker does not describe groups; owners stay unknown")
                     self._describe_after = time.monotonic() + DESCRIBE_RETRY_S
-                    return records
+                    return rebalances
                 log.debug("admin offsets: describing group %s failed (%s)", group, exc)
                 continue
             membership = _membership(description)
             if self._members.get(group) != membership:
                 self._members[group] = membership
                 generation = self._generations[group] = self._generations.get(group, 0) + 1
-                records.append(self._group_record(group, membership, generation, description, observed))
-        return records
-
-    def _group_record(
-        self, group: str, membership: tuple, generation: int, description: ConsumerGroupDescription, observed: int
-    ) -> RawRecord:
-        members = [
-            codec.GroupMember(
-                member_id=member_id,
-                group_instance_id=None,
-                client_id=client_id,
-                client_host=host,
-                rebalance_timeout=-1,
-                session_timeout=-1,
-                subscription=codec.encode_subscription(sorted({t for t, _ in assignment})),
-                assignment=codec.encode_assignment(_by_topic(assignment)),
-            )
-            for member_id, client_id, host, assignment in membership
-        ]
-        value = codec.encode_group_metadata_value(
-            generation=generation,
-            protocol=description.partition_assignor or "",
-            leader=members[0].member_id if members else None,
-            members=members,
-            current_state_timestamp=observed,
-        )
-        self._order += 1
-        key = codec.encode_group_metadata_key(group)
-        return RawRecord(key, value, partition_number=0, offset_number=self._order, timestamp_ms=observed)
+                rebalances.append(_rebalance(group, membership, generation, observed))
+        return rebalances
 
     def _mine(self, group: str) -> bool:
         return self._count <= 1 or zlib.crc32(group.encode()) % self._count == self._index
@@ -289,26 +262,28 @@ class AdminOffsets:
             if tp.error is None and tp.offset >= 0
         }
 
-    def _changes(self, group: str, offsets: Offsets, observed: int) -> list[RawRecord]:
+    def _changes(self, group: str, offsets: Offsets, observed: int) -> list[AdminStep]:
         before = self._seen.get(group, {})
         self._seen[group] = offsets
-        records = [
-            self._record(group, topic, partition, offset, observed)
-            for (topic, partition), offset in offsets.items()
-            if before.get((topic, partition)) != offset
-        ]
-        records += [self._record(group, t, p, None, observed) for (t, p) in before.keys() - offsets.keys()]
-        return records
-
-    def _record(self, group: str, topic: str, partition: int, offset: int | None, observed: int) -> RawRecord:
-        self._order += 1
-        value = None if offset is None else codec.encode_offset_commit_value(offset, observed)
-        key = codec.encode_offset_commit_key(group, topic, partition)
-        return RawRecord(key, value, partition_number=0, offset_number=self._order, timestamp_ms=observed)
+        steps: list[AdminStep] = []
+        for (topic, partition), offset in offsets.items():
+            if before.get((topic, partition)) != offset:
+                self._order += 1
+                steps.append(Commit(group, topic, partition, offset, observed, self._order, observed))
+        for topic, partition in before.keys() - offsets.keys():
+            self._order += 1
+            steps.append(OffsetsDeleted(group, topic, partition, self._order))
+        return steps
 
     def _admin_client(self) -> AdminClient:
         assert self._admin is not None
         return self._admin
+
+
+def _rebalance(group: str, membership: tuple, generation: int, observed: int) -> GroupMetadataUpdate:
+    """A membership as the group's rebalance: each assigned partition's owner (client host, client id)."""
+    owners = {tp: (host, client_id) for _, client_id, host, assignment in membership for tp in assignment}
+    return GroupMetadataUpdate(group, generation, observed, owners)
 
 
 def _membership(description: ConsumerGroupDescription) -> tuple:
@@ -324,13 +299,6 @@ def _membership(description: ConsumerGroupDescription) -> tuple:
             for m in description.members or ()
         )
     )
-
-
-def _by_topic(assignment: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for topic, partition in assignment:
-        out.setdefault(topic, []).append(partition)
-    return out
 
 
 def _read_error(future: asyncio.Future[Any]) -> None:

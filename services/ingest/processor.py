@@ -1,10 +1,14 @@
 """One batch of offsets-topic records: decoded and applied to the in-memory windows in one pass, then written behind.
 
-`apply` reads each record once: an offset commit of a group already in memory, on a partition whose log end is
+`start` reads each record once: an offset commit of a group already in memory, on a partition whose log end is
 known, goes straight into its ring (the steady state: no object is built for it). A commit of a group not loaded
 yet, or on a partition with no known log end, is set aside with every later record of its group (a group's records
-keep their order); once those groups are loaded from Redis and the log ends asked for, the set-aside records go
-through the same pass. Group metadata records (rebalances, tombstones) are decoded whole: they are rare.
+keep their order); once those groups are loaded from Redis and the log ends asked for (`load_deferred`), the
+set-aside records go through the same pass (`finish`). Group records (rebalances, tombstones) are rare.
+
+The pass is compiled (commit_pass.pyx); `_python_pass` is its reference, the same steps a record at a time, held to
+it by a property test. Admin mode hands the same steps over already typed (admin_offsets.py, `AdminStep`): no record
+to decode, the reference's steps (`_typed_pass`).
 
 `take_flush` snapshots what changed and `write` stores it (retried by the caller; idempotent), so the worker can
 apply batch k+1 while Redis stores batch k.
@@ -21,26 +25,19 @@ from redis.asyncio.cluster import RedisCluster
 
 from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
-from lagwatch.services.ingest.new_protocol_groups import Rebalance, TopicIds, member_change
-from lagwatch.services.ingest.records import (
-    CommitKey,
-    GroupDeletion,
-    GroupRebalance,
-    KeyCache,
-    RecordLike,
-    decode_group_record,
-)
+from lagwatch.services.ingest.group_changes import GroupChanges
+from lagwatch.services.ingest.new_protocol_groups import Rebalance, TopicIds
+from lagwatch.services.ingest.records import AdminStep, CommitKey, KeyCache, OffsetsDeleted, RecordLike
 from lagwatch.services.ingest.window_cache import WindowCache
 from lagwatch.services.ingest.window_writer import PackedWrites, WindowWriter
-from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.group_filter import GroupFilter
 from lagwatch.shared.protocol.types import Commit
 from lagwatch.shared.records import offsets_codec as codec
-from lagwatch.shared.records.history import HistoryMessages, commits_key, offset_deleted_record
+from lagwatch.shared.records.history import HistoryMessages
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.windows.group_windows import GroupWindows, GroupWrite
 from lagwatch.shared.windows.ingest_totals import type_label
-from lagwatch.shared.windows.store import MAX_SCRIPT_NUMBER, GroupMetadataUpdate, WindowStore
+from lagwatch.shared.windows.store import MAX_SCRIPT_NUMBER, WindowStore
 
 try:  # installed without a C compiler (setup.py): the same steps run in Python
     from lagwatch.services.ingest.commit_pass import run_pass as compiled_pass  # type: ignore[import-untyped]
@@ -48,7 +45,7 @@ try:  # installed without a C compiler (setup.py): the same steps run in Python
 except ImportError:
     compiled_pass = encode_flush = None
 
-# offsets and timestamps at or beyond this are not real (and not exact as doubles: the store's script, JSON readers)
+# offsets and timestamps at or beyond this are not real (and not exact as doubles: Lua and JSON readers)
 MAX_EXACT = MAX_SCRIPT_NUMBER
 
 
@@ -61,13 +58,18 @@ class AppliedBatch:
     positions: dict[int, int] = field(default_factory=dict)  # offsets-topic partition -> offset after its last record
     touched: dict[str, str] = field(default_factory=dict)  # group -> "commits" | "rebalance" | "deleted"
     history: HistoryMessages = field(default_factory=HistoryMessages)  # every commit's history record, when kept
-    deferred: list[RecordLike] = field(default_factory=list)  # records waiting for their group or log end
+    deferred: list[RecordLike | AdminStep] = field(default_factory=list)  # waiting for their group or log end
     waiting: dict[str, int] = field(default_factory=dict)  # group -> offsets-topic partition, for those records
     # group -> its windows as a group tombstone found them (and the tombstone's order and offsets partition): a
     # protocol upgrade's records next put them back
     tombstoned: dict[str, tuple] = field(default_factory=dict)
     # windows gone on offset-commit tombstones: (offsets partition, group, (topic, partition), tombstone's order)
     offsets_deleted: list[tuple[int, str, tuple[str, int], int]] = field(default_factory=list)
+
+    def set_aside(self, group: str, partition: int, record: RecordLike | AdminStep) -> None:
+        """A record that waits for its group to be loaded (or its log end), with every later one of its group."""
+        self.waiting[group] = partition
+        self.deferred.append(record)
 
 
 @dataclass(slots=True)
@@ -99,8 +101,8 @@ class BatchProcessor:
         self.history_heads: list[dict] = [{}, {}, {}]
         self.keys = KeyCache(group_filter)
         self.cache = WindowCache(store.redis, cluster, store.config)
+        self.group_changes = GroupChanges(cluster, self.cache, group_filter)  # rebalances, tombstones
         self.writer = WindowWriter(store.redis)
-        self._rebalances: list[Rebalance] = []  # applied in memory, not yet written
         self.topic_ids = topic_ids  # names the topic ids of new-protocol assignments (None: left as ids)
         # offsets partition -> the position read up to; after a rewind, the position below which a record is read
         # again: its history record is stamped with its commit time, not the time it was read again (`read_again`)
@@ -112,7 +114,7 @@ class BatchProcessor:
 
     # --- applying -----------------------------------------------------------------------------------------
 
-    def start(self, records: Sequence[RecordLike]) -> AppliedBatch:
+    def start(self, records: Sequence[RecordLike | AdminStep]) -> AppliedBatch:
         """The first pass (CPU only): applies what it can, sets aside the rest (`batch.deferred`)."""
         batch = AppliedBatch(now_ms())
         batch.tally["records"] += len(records)
@@ -143,9 +145,13 @@ class BatchProcessor:
         latest = self.broker_offsets.latest
         missing = set()
         for record in batch.deferred:
-            key = self.keys.keys.get(record.key())  # type: ignore[arg-type]
-            if key is not None and key.topic_partition not in latest:
-                missing.add(key.topic_partition)
+            if isinstance(record, Commit | OffsetsDeleted):
+                missing.add((record.topic, record.partition))
+            elif not isinstance(record, AdminStep):
+                key = self.keys.keys.get(record.key())  # type: ignore[arg-type]
+                if key is not None:
+                    missing.add(key.topic_partition)
+        missing -= latest.keys()
         if missing:
             await self.broker_offsets.lookup(missing)
         return True
@@ -158,75 +164,50 @@ class BatchProcessor:
             self._pass(deferred, batch, defer=False)
             batch.positions = positions
         if self.keep_commits and (batch.offsets_deleted or batch.tombstoned):
-            self._archive_deletions(batch)
+            self.group_changes.archive_deletions(batch)
 
-    def _archive_deletions(self, batch: AppliedBatch) -> None:
-        """The windows tombstones removed, as `offset-deleted` history records (rare), for the replay to remove them
-        too: those of offset-commit tombstones, and every one of a group whose tombstone was not an upgrade's."""
-        gone = list(batch.offsets_deleted)
-        for group, (rings, *_, order, offsets_partition) in batch.tombstoned.items():
-            gone += [(offsets_partition, group, keys.parse_partition_field(f), order) for f in rings]
-        for offsets_partition, group, (topic, partition), order in gone:
-            record = offset_deleted_record(self.cluster, group, topic, partition, order, batch.observed_at)
-            batch.history.add(commits_key(self.cluster, offsets_partition), record.encode())
-        batch.history.close()
-
-    async def apply(self, records: Sequence[RecordLike]) -> AppliedBatch:
+    async def apply(self, records: Sequence[RecordLike | AdminStep]) -> AppliedBatch:
         """Both passes (tests and simple callers)."""
         batch = self.start(records)
         await self.load_deferred(batch)
         self.finish(batch)
         return batch
 
-    def _pass(self, records: Sequence[RecordLike], batch: AppliedBatch, *, defer: bool) -> None:
-        if self.compiled:
+    def _pass(self, records: Sequence[RecordLike | AdminStep], batch: AppliedBatch, *, defer: bool) -> None:
+        if records and isinstance(records[0], AdminStep):  # a batch is all records or all typed steps
+            self._typed_pass(records, batch, defer=defer)  # type: ignore[arg-type]
+        elif self.compiled:
             compiled_pass(self, records, batch, defer)
+            return  # its history records are written when they are asked for (`HistoryMessages.close`)
         else:
-            self._python_pass(records, batch, defer=defer)
-            batch.history.close()  # as the compiled pass does: a pass's messages are complete
+            self._python_pass(records, batch, defer=defer)  # type: ignore[arg-type]
+        batch.history.close()  # as the compiled pass does: a pass's messages are complete
 
     def _python_pass(self, records: Sequence[RecordLike], batch: AppliedBatch, *, defer: bool) -> None:
-        """The hot loop (also compiled: commit_pass.pyx): per record a key look-up, two integers from its value, its
-        ring's update. Anything but a plain commit of a loaded group leaves the loop through `_unusual` (rare)."""
-        known, groups, latest, config = self.keys.keys, self.cache.groups, self.broker_offsets.latest, self.store.config
-        tally, positions, waiting, history = batch.tally, batch.positions, batch.waiting, batch.history
-        keep, now, cluster, reread = self.keep_commits, batch.observed_at, self.cluster, self.reread_until
-        offset_and_timestamp = codec.commit_offset_and_timestamp
-        outcomes: Counter = Counter()
-        current_name: str | None = None
+        """The reference of the compiled pass (commit_pass.pyx): per record a key look-up and its commit's step
+        (`_commit`); anything but a commit of an accepted group leaves through `_unusual` (rare)."""
+        known = self.keys.keys
         for record in records:
             key, value, order, part = record.key(), record.value(), record.offset(), record.partition()
-            positions[part] = order + 1
+            batch.positions[part] = order + 1
             commit_key = known.get(key) if key is not None else None
-            if commit_key is None or not value or not commit_key[5]:
+            if commit_key is None or not value or not commit_key.accepted:
                 commit_key = self._unusual(record, key, commit_key, batch, defer)
-                if commit_key is None:
-                    current_name = None  # a tombstone or a rebalance may have replaced the group's rings
-                    continue
-            group = commit_key[0]
-            if group in waiting or (defer and (group not in groups or commit_key[4] not in latest)):
-                waiting[group] = part
-                batch.deferred.append(record)
-                continue
-            try:
-                committed, timestamp = offset_and_timestamp(value)  # type: ignore[arg-type]  # a value: see _unusual
-            except codec.CodecError as exc:
-                tally[f"decode_error:{type_label(exc.record_type, key or b'')}"] += 1
-                continue
-            if not (0 <= committed < MAX_EXACT and 0 <= timestamp < MAX_EXACT):
-                tally["decode_error:out-of-range"] += 1
-                continue
-            if keep:
-                seen = min(now, timestamp) if reread and order < reread.get(part, -1) else now  # see read_again
-                history.add_commit(cluster, part, group, *commit_key[1:3], committed, timestamp, order, seen)
-            if group != current_name:
-                current_name, current = group, groups[group]
-                self._open_group(group, current, batch)
-            outcomes[
-                current.add(commit_key[3], committed, timestamp, order, now, latest.get(commit_key[4]), now, config)
-            ] += 1
-        for outcome, n in outcomes.items():
-            tally[f"outcome:{outcome.name.lower()}"] += n
+            if commit_key is not None:
+                self._commit(record, part, order, commit_key, value, batch, defer)  # type: ignore[arg-type]
+
+    def _typed_pass(self, steps: Sequence[AdminStep], batch: AppliedBatch, *, defer: bool) -> None:
+        """Admin mode's steps, typed, as the reference applies those of records read from offsets partition 0
+        (admin mode polls only the groups the filter accepts, and commits no position)."""
+        for step in steps:
+            if isinstance(step, Commit):
+                commit_key = self.keys.named(step.group, step.topic, step.partition)
+                self._commit(step, 0, step.order, commit_key, (step.offset, step.timestamp), batch, defer)
+            elif isinstance(step, OffsetsDeleted):
+                commit_key = self.keys.named(step.group, step.topic, step.partition)
+                self.group_changes.offsets_deleted(step, 0, step.order, commit_key, batch, defer)
+            else:
+                self.group_changes.step(step, step, 0, batch, defer)
 
     def _unusual(
         self, record: RecordLike, key: bytes | None, commit_key: CommitKey | None, batch: AppliedBatch, defer: bool
@@ -243,92 +224,76 @@ class BatchProcessor:
                 batch.tally[f"decode_error:{type_label(exc.record_type, key)}"] += 1
                 return None
             if commit_key is None:  # not an offset commit: group metadata or another record type
-                self._group_record(record, key, batch, defer)
+                self.group_changes.record(record, key, batch, defer)
                 return None
         value = record.value()
-        if not commit_key[5]:  # filtered out by the allow/deny regexes
+        if not commit_key.accepted:  # filtered out by the allow/deny regexes
             batch.tally["offset_commit_tombstone" if not value else "filtered"] += 1
             return None
         if not value:
-            self._offsets_deleted(record, commit_key, batch, defer)
+            self.group_changes.offsets_deleted(record, record.partition(), record.offset(), commit_key, batch, defer)
             return None
         return commit_key
 
+    def _commit(
+        self,
+        record: RecordLike | Commit,
+        part: int,
+        order: int,
+        commit_key: CommitKey,
+        value: bytes | tuple[int, int],
+        batch: AppliedBatch,
+        defer: bool,
+    ) -> None:
+        """An offset commit of an accepted group, read from offsets partition `part` at `order`: its value (bytes,
+        or its offset and timestamp) checked, its history record, then its ring's update."""
+        group = commit_key.group
+        if group in batch.waiting or (
+            defer and (group not in self.cache.groups or commit_key.topic_partition not in self.broker_offsets.latest)
+        ):
+            batch.set_aside(group, part, record)
+            return
+        numbers = self._offset_and_timestamp(record, value, batch)
+        if numbers is None:
+            return
+        committed, timestamp = numbers
+        now, reread = batch.observed_at, self.reread_until
+        if self.keep_commits:
+            seen = min(now, timestamp) if reread and order < reread.get(part, -1) else now  # see read_again
+            batch.history.add_commit(self.cluster, part, group, *commit_key[1:3], committed, timestamp, order, seen)
+        current = self.cache.groups[group]
+        self._open_group(group, current, batch)
+        latest = self.broker_offsets.latest.get(commit_key.topic_partition)
+        outcome = current.add(commit_key.field, committed, timestamp, order, now, latest, now, self.store.config)
+        batch.tally[f"outcome:{outcome.name.lower()}"] += 1
+
+    @staticmethod
+    def _offset_and_timestamp(
+        record: RecordLike | Commit, value: bytes | tuple[int, int], batch: AppliedBatch
+    ) -> tuple[int, int] | None:
+        """A commit's offset and timestamp (from its value), None when they cannot be read or stored (counted)."""
+        try:
+            committed, timestamp = value if isinstance(value, tuple) else codec.commit_offset_and_timestamp(value)
+        except codec.CodecError as exc:
+            batch.tally[f"decode_error:{type_label(exc.record_type, record.key() or b'')}"] += 1  # type: ignore[union-attr]
+            return None
+        if not (0 <= committed < MAX_EXACT and 0 <= timestamp < MAX_EXACT):
+            batch.tally["decode_error:out-of-range"] += 1
+            return None
+        return committed, timestamp
+
     def _open_group(self, group: str, current: GroupWindows, batch: AppliedBatch) -> tuple[dict, set]:
-        """The group's first commit in a run of them (`GroupWindows.open`); it is marked for the flush."""
+        """Before a run of the group's commits (`GroupWindows.open`); it is marked for the flush."""
         current.open(batch.observed_at, self.store.config)
         self.cache.dirty[group] = current
         batch.touched[group] = "commits"
         return current.rings, current.changed  # type: ignore[return-value]  # set by `open`
 
-    def _group_record(self, record: RecordLike, key: bytes, batch: AppliedBatch, defer: bool) -> None:
-        """A record other than an offset commit (rare): a rebalance, a group tombstone, or one skipped."""
-        step = decode_group_record(key, record.value(), record.timestamp()[1], batch.tally, self.group_filter)
-        if step is None:
-            return
-        if step.group in batch.waiting and defer:  # after a commit set aside: keep the group's order
-            batch.deferred.append(record)
-            return
-        if isinstance(step, GroupDeletion):
-            if defer and step.group not in self.cache.groups:  # loaded first: what it held decides an upgrade
-                batch.waiting[step.group] = record.partition()
-                batch.deferred.append(record)
-                return
-            self._delete_group(step.group, record.partition(), record.offset(), batch)
-        elif isinstance(step, GroupRebalance):
-            self._rebalances.append(GroupMetadataUpdate(step.group, step.generation, step.started_at, step.owners))
-            batch.touched[step.group] = "rebalance"
-        else:  # a new-protocol group's member or assignment changed
-            self._kept_through_upgrade(step.group, batch)
-            self._rebalances.append(member_change(step, record.timestamp()[1]))
-            batch.touched[step.group] = "rebalance"
-
-    def _delete_group(self, group: str, partition: int, order: int, batch: AppliedBatch) -> None:
-        cached = self.cache.groups.get(group)
-        if cached is not None and cached.rings:
-            kept = (cached.rings, cached.changed, cached.removed, cached.last, cached.replace, order, partition)
-            batch.tombstoned[group] = kept
-        self.cache.delete_group(group, partition)
-        self._rebalances = [r for r in self._rebalances if r.group != group]  # deleted with it
-        batch.tally["group_deleted"] += 1
-        batch.touched[group] = "deleted"
-
-    def _kept_through_upgrade(self, group: str, batch: AppliedBatch) -> None:
-        """KIP-848's online upgrade of a classic group: the coordinator writes a group tombstone and the group's
-        new-protocol records in one append, and keeps its offsets. A new-protocol record after the tombstone, with
-        no commit between (a commit would have started the group afresh), puts the windows back: not a deletion.
-        Split across two batches (rare), the deletion stands, as Burrow reads it."""
-        kept = batch.tombstoned.pop(group, None)
-        if kept is None or batch.touched.get(group) != "deleted":
-            return
-        cached = self.cache.groups[group]
-        cached.rings, cached.changed, cached.removed, cached.last, cached.replace = kept[:5]
-        batch.tally["group_deleted"] -= 1
-        if not batch.tally["group_deleted"]:
-            del batch.tally["group_deleted"]
-        batch.tally["group_upgraded"] += 1
-        batch.touched[group] = "rebalance"
-
-    def _offsets_deleted(self, record: RecordLike, commit_key: CommitKey, batch: AppliedBatch, defer: bool) -> None:
-        """An offset-commit tombstone (rare): the partition's offset was deleted (`kafka-consumer-groups
-        --delete-offsets`, the group deleted) or expired by the broker; its window goes (Burrow keeps it forever)."""
-        group = commit_key[0]
-        if group in batch.waiting or (defer and group not in self.cache.groups):
-            batch.waiting[group] = record.partition()
-            batch.deferred.append(record)
-            return
-        batch.tally["offset_commit_tombstone"] += 1
-        if self.cache.delete_partition(group, commit_key[3], record.partition()):
-            batch.offsets_deleted.append((record.partition(), group, commit_key[4], record.offset()))
-            batch.touched[group] = "commits" if self.cache.groups[group].rings else "deleted"
-
     # --- writing ---------------------------------------------------------------------------------------------
 
     def take_flush(self, now_ms: int) -> Flush:
         writes = encode_flush(self.cache, self.cluster) if self.packs_flush else self.cache.take_writes()
-        flush = Flush(writes, self._rebalances, now_ms)
-        self._rebalances = []
-        return flush
+        return Flush(writes, self.group_changes.take_rebalances(), now_ms)
 
     async def write(self, flush: Flush) -> None:
         started = time.perf_counter()
@@ -341,7 +306,7 @@ class BatchProcessor:
             await self.store.delete_group(self.cluster, group)
         metrics.BATCH_SECONDS.labels(self.cluster).observe(time.perf_counter() - started)
 
-    async def process(self, records: Sequence[RecordLike]) -> Counter[str]:
+    async def process(self, records: Sequence[RecordLike | AdminStep]) -> Counter[str]:
         """Apply and write one batch (tests and simple callers); returns its tally."""
         batch = await self.apply(records)
         await self.write(self.take_flush(batch.observed_at))

@@ -1,4 +1,5 @@
-"""What `__consumer_offsets` records mean to the ingest. Pure: no I/O. (The hot loop is `processor.BatchProcessor`.)
+"""What `__consumer_offsets` records mean to the ingest, and the steps they become. Pure: no I/O. (The hot loop is
+`processor.BatchProcessor`.)
 
 * offset commit                -> a window commit (`order` = the record's offset in its offsets-topic partition,
                                   timestamp = the commit timestamp inside the record)
@@ -6,10 +7,12 @@
                                   expires, or its group is deleted); a group left without windows is deleted
 * group metadata               -> the group's generation and each assigned partition's owner (client host, id)
 * group-metadata tombstone     -> the group is deleted
-* other record types (KIP-848 consumer/share/streams group records) -> counted as skipped, by type
+* a new-protocol group's member or assignment record -> its member's change
+* other record types (KIP-848 share/streams group records...) -> counted as skipped, by type
 * undecodable bytes            -> counted as decode errors, by type, and skipped
 Groups failing the allow/deny regexes are dropped before they cost a Redis call. An offset commit's key is decoded
 once per distinct key (`KeyCache`), its value for every record (`offsets_codec.commit_offset_and_timestamp`).
+Admin mode (admin_offsets.py) hands the same steps over typed, with no record to decode: `AdminStep`.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from lagwatch.services.ingest.new_protocol_groups import member_change
 from lagwatch.shared.protocol.group_filter import GroupFilter
+from lagwatch.shared.protocol.types import Commit
 from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.windows.ingest_totals import type_label
+from lagwatch.shared.windows.store import GroupMetadataUpdate, MemberChange
 
 TopicPartition = tuple[str, int]
 KEY_CACHE_LIMIT = 500_000  # distinct commit keys remembered (group, topic, partition): ~100 B each
@@ -73,17 +79,24 @@ class CommitKey(NamedTuple):
     accepted: bool  # the group passes the allow/deny regexes
 
 
-@dataclass(frozen=True, slots=True)
-class GroupRebalance:
+class GroupDeletion(NamedTuple):
+    """A group tombstone at `order` (its position in the offsets topic, or the admin poller's count)."""
+
     group: str
-    generation: int
-    started_at: int
-    owners: dict[TopicPartition, tuple[str, str]]  # (topic, partition) -> (client host, client id)
+    order: int
 
 
-@dataclass(frozen=True, slots=True)
-class GroupDeletion:
+class OffsetsDeleted(NamedTuple):
+    """An offset-commit tombstone: the partition's offset was deleted or expired, its window goes."""
+
     group: str
+    topic: str
+    partition: int
+    order: int
+
+
+AdminStep = Commit | OffsetsDeleted | GroupDeletion | GroupMetadataUpdate  # what the admin poller hands over
+GroupStep = GroupDeletion | GroupMetadataUpdate | MemberChange  # what a group record is
 
 
 class KeyCache:
@@ -106,11 +119,16 @@ class KeyCache:
             return known
         if len(key) < 2 or key[0] != 0 or key[1] > 1:  # record types 0 and 1 are offset commits
             return None
-        group_name, topic_name, partition_number = codec.decode_offset_commit_key(key)
+        group, topic, partition = codec.decode_offset_commit_key(key)
         if len(self.keys) >= self.limit:
             self.keys.clear()
             self._groups.clear()
             self._partitions.clear()
+        known = self.keys[key] = self.named(group, topic, partition)
+        return known
+
+    def named(self, group_name: str, topic_name: str, partition_number: int) -> CommitKey:
+        """The commit key of a group's partition (the one copy of each name)."""
         group = self._groups.get(group_name)
         if group is None:
             group = self._groups[group_name] = (group_name, self.group_filter.accepts(group_name))
@@ -119,18 +137,14 @@ class KeyCache:
         if shared is None:
             shared = self._partitions[tp] = (tp, f"{topic_name}:{partition_number}")
         (topic, partition), field_name = shared
-        known = self.keys[key] = CommitKey(group[0], topic, partition, field_name, shared[0], group[1])
-        return known
-
-
-MemberRecord = codec.ConsumerGroupMember | codec.ConsumerGroupAssignment  # a new-protocol (KIP-848) group's
+        return CommitKey(group[0], topic, partition, field_name, shared[0], group[1])
 
 
 def decode_group_record(
-    key: bytes, value: bytes | None, timestamp: int, counts: Counter[str], group_filter: GroupFilter
-) -> GroupRebalance | GroupDeletion | MemberRecord | None:
-    """A record that is not an offset commit: a rebalance, a group tombstone, a new-protocol group's member or
-    assignment, or None (skipped, counted)."""
+    key: bytes, value: bytes | None, timestamp: int, order: int, counts: Counter[str], group_filter: GroupFilter
+) -> GroupStep | None:
+    """A record that is not an offset commit, at `order`: a rebalance, a group tombstone, a new-protocol group's
+    member or assignment change, or None (skipped, counted)."""
     try:
         record = codec.decode_record(key, value)
     except codec.CodecError as exc:
@@ -143,11 +157,11 @@ def decode_group_record(
         counts["filtered"] += 1
         return None
     if not isinstance(record, codec.GroupMetadata):
-        return record
-    return GroupDeletion(record.group) if record.tombstone else _rebalance(record, timestamp, counts)
+        return member_change(record, timestamp)
+    return GroupDeletion(record.group, order) if record.tombstone else _rebalance(record, timestamp, counts)
 
 
-def _rebalance(record: codec.GroupMetadata, record_ts: int, counts: Counter[str]) -> GroupRebalance:
+def _rebalance(record: codec.GroupMetadata, record_ts: int, counts: Counter[str]) -> GroupMetadataUpdate:
     owners: dict[TopicPartition, tuple[str, str]] = {}
     if record.protocol_type == "consumer":  # other protocols (e.g. Connect) assign something else than partitions
         for member in record.members:
@@ -160,9 +174,6 @@ def _rebalance(record: codec.GroupMetadata, record_ts: int, counts: Counter[str]
                 for p in partitions:
                     owners[(topic, p)] = (member.client_host, member.client_id)
     started = record.current_state_timestamp
-    return GroupRebalance(
-        group=record.group,
-        generation=record.generation or 0,
-        started_at=started if started is not None and started > 0 else record_ts,
-        owners=owners,
+    return GroupMetadataUpdate(
+        record.group, record.generation or 0, started if started is not None and started > 0 else record_ts, owners
     )

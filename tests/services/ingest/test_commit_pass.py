@@ -21,12 +21,13 @@ from hypothesis import strategies as st
 from lagwatch.services.ingest import processor as processor_module
 from lagwatch.services.ingest.commit_pass import HistoryWriter, add_to_ring, heads_kept
 from lagwatch.services.ingest.processor import BatchProcessor
-from lagwatch.services.ingest.records import RawRecord
+from lagwatch.services.ingest.records import GroupDeletion, OffsetsDeleted, RawRecord
 from lagwatch.shared.protocol.types import Commit, WindowConfig
 from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.records.history import MESSAGE_BYTES, HistoryMessages, commit_record, decode, records_of
 from lagwatch.shared.windows.packing import unpack_commit_ring
-from lagwatch.shared.windows.window import AddOutcome, PartitionWindow, expired
+from lagwatch.shared.windows.store import GroupMetadataUpdate
+from lagwatch.shared.windows.window import ADMIN_ORDERS_FROM, AddOutcome, PartitionWindow, expired
 from tests.kafka_helpers import CLUSTER, produce
 from tests.services.ingest.test_hardening_offsets_fuzz import Stack, commit, other_record
 from tests.window_sequences import switching_sources
@@ -316,3 +317,79 @@ def test_the_compiled_ring_update_and_the_pure_window_agree_when_the_commits_swi
             assert outcome == expected, (run, step)
             ring = updated if updated is not None else ring
             assert unpack_commit_ring(ring) == window.entries, (run, step)
+
+
+@st.composite
+def admin_step(draw, order):
+    """A step of admin mode (admin_offsets.py), typed, and the offsets-topic record the coordinator would have
+    written for it (the processor read admin mode's steps so before they were handed over typed)."""
+    group = draw(st.sampled_from(["billing", "audit"]))
+    topic, partition = draw(st.sampled_from([("orders", 0), ("orders", 1), ("unknown-topic", 0)]))
+    at = NOW_MS - draw(st.integers(0, 20_000))
+    kind = draw(st.sampled_from(["commit"] * 6 + ["offsets-deleted", "group-deleted", "rebalance"]))
+    key = codec.encode_offset_commit_key(group, topic, partition)
+    if kind == "commit":
+        offset = draw(st.integers(0, 30))
+        return Commit(group, topic, partition, offset, at, order, at), (
+            key,
+            codec.encode_offset_commit_value(offset, at),
+        )
+    if kind == "offsets-deleted":
+        return OffsetsDeleted(group, topic, partition, order), (key, None)
+    if kind == "group-deleted":
+        return GroupDeletion(group, order), (codec.encode_group_metadata_key(group), None)
+    member = codec.GroupMember(
+        "m-1", None, "client-1", "/10.0.0.1", -1, -1, b"", codec.encode_assignment({topic: [partition]})
+    )
+    value = codec.encode_group_metadata_value(
+        generation=order % 100, protocol="range", leader="m-1", members=[member], current_state_timestamp=at
+    )
+    owners = {(topic, partition): ("/10.0.0.1", "client-1")}
+    return GroupMetadataUpdate(group, order % 100, at, owners), (codec.encode_group_metadata_key(group), value)
+
+
+@st.composite
+def admin_batches(draw):
+    order = ADMIN_ORDERS_FROM
+    batches = []
+    for _ in range(draw(st.integers(1, 3))):
+        steps = []
+        for _ in range(draw(st.integers(0, 12))):
+            order += 1
+            steps.append((*draw(admin_step(order)), order))
+        batches.append(steps)
+    return batches
+
+
+def test_admin_modes_typed_steps_do_what_the_same_records_do(stack, monkeypatch):
+    """Admin mode hands its commits, tombstones and rebalances to the processor typed: the windows, tallies,
+    history and rebalances are those the same changes make when read as the coordinator's records."""
+    monkeypatch.setattr(processor_module, "now_ms", lambda: NOW_MS)
+
+    def applied(batches, typed):
+        processor = BatchProcessor(
+            CLUSTER, stack.store, stack.broker_offsets, stack.config.group_filter(CLUSTER), keep_commits=True
+        )
+        stack.loop.run_until_complete(stack.redis.flushdb())
+        stack.loop.run_until_complete(stack.broker_offsets.tick())
+        done = []
+        for steps in batches:
+            records = [RawRecord(*record, 0, order, NOW_MS) for _, record, order in steps]
+            batch = stack.loop.run_until_complete(processor.apply([s for s, *_ in steps] if typed else records))
+            flush = processor.take_flush(batch.observed_at)
+            stack.loop.run_until_complete(processor.write(flush))
+            batch.history.close()
+            done.append((dict(batch.tally), dict(batch.touched), batch.history.messages, flush.rebalances))
+        cache = {g: (dict(c.rings), c.last, c.changed, c.removed) for g, c in processor.cache.groups.items()}
+        return done, cache, stack.loop.run_until_complete(_groups_stored(stack.redis))
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(batches=admin_batches())
+    def agree(batches):
+        typed = applied(batches, typed=True)
+        assert typed == applied(batches, typed=False)
+        seen.update(name for tally, *_ in typed[0] for name in tally)
+
+    seen: set[str] = set()
+    agree()
+    assert {"outcome:appended", "outcome:no_broker_offset", "offset_commit_tombstone", "group_deleted"} <= seen, seen

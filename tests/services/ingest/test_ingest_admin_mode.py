@@ -207,29 +207,24 @@ async def _window(store: WindowStore, s: Scenario):
 
 
 def test_a_described_groups_membership_becomes_a_rebalance_with_its_owners():
-    """Where the broker answers DescribeGroups (the mock does not), a change of membership becomes a group-metadata
-    record that the processor reads as any rebalance: owner and client id per partition."""
-    from collections import Counter
-
+    """Where the broker answers DescribeGroups (the mock does not), a change of membership becomes a rebalance that
+    the processor applies as any: owner and client id per partition."""
     from confluent_kafka import Node
     from confluent_kafka import TopicPartition as Tp
     from confluent_kafka.admin import ConsumerGroupDescription, MemberAssignment, MemberDescription
 
-    from lagwatch.services.ingest.admin_offsets import AdminOffsets, _membership
-    from lagwatch.services.ingest.records import GroupRebalance, decode_group_record
-    from lagwatch.shared.protocol.group_filter import GroupFilter
+    from lagwatch.services.ingest.admin_offsets import _membership, _rebalance
+    from lagwatch.shared.windows.store import GroupMetadataUpdate
 
     members = [
         MemberDescription("m-2", "billing-b", "/10.0.0.2", MemberAssignment([Tp("orders", 1), Tp("audit", 0)])),
         MemberDescription("m-1", "billing-a", "/10.0.0.1", MemberAssignment([Tp("orders", 0)])),
     ]
     description = ConsumerGroupDescription("billing", False, members, "range", "STABLE", Node(1, "h", 9092))
-    source = AdminOffsets({}, named_groups=(), group_filter=GroupFilter(), partition_counts=dict)
     membership = _membership(description)
-    record = source._group_record("billing", membership, 3, description, 1_700_000_000_000)
+    step = _rebalance("billing", membership, 3, 1_700_000_000_000)
 
-    step = decode_group_record(record.key(), record.value(), record.timestamp()[1], Counter(), GroupFilter())
-    assert isinstance(step, GroupRebalance)
+    assert isinstance(step, GroupMetadataUpdate)
     assert (step.group, step.generation, step.started_at) == ("billing", 3, 1_700_000_000_000)
     assert step.owners == {
         ("orders", 0): ("/10.0.0.1", "billing-a"),

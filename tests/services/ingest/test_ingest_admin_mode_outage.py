@@ -6,7 +6,6 @@ import contextlib
 import time
 
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from tests.services.ingest.conftest import AWAY
@@ -75,9 +74,9 @@ async def test_a_description_not_answered_does_not_hold_the_others():
     source = AdminOffsets({}, named_groups=(), group_filter=GroupFilter(), partition_counts=dict)
     source._admin = Describing()
     started = time.monotonic()
-    records = await source._membership_changes(["g-near", "g-far"], 1_700_000_000_000)
+    steps = await source._membership_changes(["g-near", "g-far"], 1_700_000_000_000)
     assert time.monotonic() - started < ANSWER_WAIT_S + 1
-    assert [r.key() for r in records] == [codec.encode_group_metadata_key("g-near")]
+    assert [s.group for s in steps] == ["g-near"]
 
 
 async def test_an_answer_that_comes_between_polls_is_stamped_with_when_it_came():
@@ -104,14 +103,14 @@ async def test_an_answer_that_comes_between_polls_is_stamped_with_when_it_came()
     source._admin = _Served()  # asked nothing else: groups and fetches are stood in for
     source._groups, source._offset_fetch, source._membership_changes = groups, offset_fetch, _no_members
     first = await source.poll()
-    assert [codec.decode_offset_commit_key(r.key())[0] for r in first] == ["g-near"]
+    assert [commit.group for commit in first] == ["g-near"]
     far_answers.set()
     await asyncio.sleep(0.05)  # the answer is taken in (its task completes) ...
     came = now_ms()
     await asyncio.sleep(1.0)  # ... a second before the next poll
     second = await source.poll()
-    assert [codec.decode_offset_commit_key(r.key())[0] for r in second] == ["g-far"]
-    stamped = (second[0].timestamp_ms, codec.commit_offset_and_timestamp(second[0].value())[1])
+    assert [commit.group for commit in second] == ["g-far"]
+    stamped = (second[0].observed_at, second[0].timestamp)
     assert all(came - 100 <= t <= came for t in stamped), (stamped, came)  # the poll's own time: came + 1000
 
 
