@@ -26,8 +26,11 @@ a group, it was deleted from that group through the api (Burrow's `DELETE .../co
 partition's offset deleted or expired, or the whole group deleted (a record per partition it had, all at the group
 tombstone's `order`; not when the tombstone was a protocol upgrade's, which keeps the windows).
 
-On the history topic (`lagwatch.history`) each record is one JSON object with these keys, and a message holds one
-or more records of one key, one per line (JSON Lines, in the order read). Keys only place messages (the archiver
+On the history topic (`lagwatch.history`) each record is one JSON object with these keys and `"v"`, its format's
+version (FORMAT_VERSION, written first; records from before it was written hold none and are of version 1); a
+reader meeting another version rejects the record (`decode`: counted and skipped as any bad record), rather than
+taking a format it does not know for its own. A message holds one or more records of one key, one per line (JSON
+Lines, in the order read). Keys only place messages (the archiver
 ignores them) and keep what must stay in order in one partition: the ingest keys commits by the offsets-topic
 partition it read them from (`commits_key`: `<cluster>/offsets-<p>`, which holds every commit of its groups), so a
 message carries a batch's commits of one offsets partition, many groups; samples and deletions are keyed
@@ -50,6 +53,7 @@ from typing import Any, NamedTuple
 
 from lagwatch.shared.protocol.types import CLUSTER_NAME, CLUSTER_NAME_RULE, Commit
 
+FORMAT_VERSION = 1  # of a record on the history topic: its key "v"
 KIND_COMMIT = "commit"
 KIND_BROKER = "broker"
 KIND_LOG_START = "log-start"
@@ -103,7 +107,7 @@ class HistoryRecord(NamedTuple):
         return f"{self.cluster}/{self.group if self.kind == KIND_COMMIT else self.topic}".encode()
 
     def encode(self) -> bytes:
-        return json.dumps(self._asdict(), separators=(",", ":")).encode()
+        return json.dumps({"v": FORMAT_VERSION, **self._asdict()}, separators=(",", ":")).encode()
 
 
 class HistoryRecordInvalid(ValueError):
@@ -196,7 +200,8 @@ def commits_key(cluster: str, offsets_partition: int) -> bytes:
 def commit_group_head(cluster: str, group: str) -> bytes:
     """The part of a commit's record that names its group: the value up to `"topic":` (for the ingest's compiled
     writer, which writes the numbers after it and `commit_partition_head`)."""
-    return f'{{"kind":"commit","cluster":{_json_string(cluster)},"group":{_json_string(group)},'.encode()
+    kind = f'{{"v":{FORMAT_VERSION},"kind":"{KIND_COMMIT}",'
+    return f'{kind}"cluster":{_json_string(cluster)},"group":{_json_string(group)},'.encode()
 
 
 def commit_partition_head(topic_partition: tuple[str, int]) -> bytes:
@@ -227,13 +232,19 @@ def offset_deleted_record(
 
 
 def decode(value: bytes) -> HistoryRecord:
-    """A record from the history topic; HistoryRecordInvalid names what is wrong."""
+    """A record from the history topic; HistoryRecordInvalid names what is wrong (a format version other than
+    FORMAT_VERSION too)."""
     try:
         doc = json.loads(value)
     except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
         raise HistoryRecordInvalid(f"not JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
         raise HistoryRecordInvalid("not a JSON object")
+    version = doc.get("v", 1)
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise HistoryRecordInvalid(
+            f"format version {json.dumps(version)[:20]} unknown (this lagwatch reads {FORMAT_VERSION})"
+        )
     missing = [name for name in COLUMN_NAMES if name not in doc]
     if missing:
         raise HistoryRecordInvalid(f"missing {', '.join(missing)}")

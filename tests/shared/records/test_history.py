@@ -11,12 +11,14 @@ from aiokafka import AIOKafkaProducer
 from lagwatch.services.archiver.service import RECORDS, Archiver
 from lagwatch.shared.protocol.types import Commit
 from lagwatch.shared.records.history import (
+    FORMAT_VERSION,
     KIND_BROKER,
     MESSAGE_BYTES,
     HistoryMessages,
     HistoryRecord,
     HistoryRecordInvalid,
     broker_records,
+    commit_group_head,
     commit_record,
     commits_key,
     decode,
@@ -34,6 +36,14 @@ COMMIT = commit_record("prod", Commit("g", "t", 3, 120, T - 5, 77, T))
 def test_a_commit_record_round_trips_through_its_json():
     assert decode(COMMIT.encode()) == COMMIT
     assert COMMIT.key() == b"prod/g"
+
+
+def test_every_record_says_its_format_version_first_and_one_without_is_of_the_first():
+    """The ingest's records (and the commits its compiled writer writes after the same head) say their version;
+    those written before it did are version 1."""
+    assert COMMIT.encode().startswith(b'{"v":%d,"kind":"commit",' % FORMAT_VERSION)
+    assert commit_group_head("prod", "g").startswith(b'{"v":%d,' % FORMAT_VERSION)
+    assert decode(COMMIT.encode().replace(b'"v":1,', b"")) == COMMIT
 
 
 def test_log_end_samples_are_keyed_by_topic():
@@ -67,6 +77,10 @@ def test_log_end_samples_are_keyed_by_topic():
         (COMMIT._replace(cluster="../../etc").encode(), "cluster must be a cluster's name"),  # names a directory
         (COMMIT._replace(cluster="prod\n").encode(), "cluster must be a cluster's name"),  # `$` allowed a last newline
         (b"[" * 100_000 + b"]" * 100_000, "not JSON: RecursionError"),
+        # a format this lagwatch does not know, whatever the rest holds
+        (COMMIT.encode().replace(b'"v":1', b'"v":2'), "format version 2 unknown"),
+        (COMMIT.encode().replace(b'"v":1', b'"v":"1"'), 'format version "1" unknown'),
+        (COMMIT.encode().replace(b'"v":1', b'"v":true'), "format version true unknown"),
     ],
 )
 def test_bad_records_say_what_is_wrong(value, problem):
