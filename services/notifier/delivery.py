@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
-import functools
 import logging
 import random
 import time
@@ -32,7 +31,7 @@ from lagwatch.services.notifier.channels import SendFailure
 from lagwatch.services.notifier.channels import email as email_channel
 from lagwatch.services.notifier.channels.email import Mail
 from lagwatch.services.notifier.dlq import DeadLetters, dead_letter_record
-from lagwatch.services.notifier.messages import PermanentError, Request, build_request, has_templates
+from lagwatch.services.notifier.messages import PermanentError, Request, build_off_the_loop
 from lagwatch.services.notifier.outbox import Delivery, Outbox
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.notifications.delivery import tls
@@ -439,17 +438,11 @@ class Dispatcher:
 
     async def _attempt(self, subscription: Subscription, delivery: Delivery) -> Result:
         delivery.attempts += 1
-        settings = self.settings
-        build = functools.partial(
-            build_request,
-            subscription,
-            delivery,
-            dashboard_url=settings.dashboard_url,
-            allow_private=settings.allow_private_targets,
-            identity_since=self.identity_since or 0,
-        )
-        try:  # templates render in a worker process: wait for it in a thread, never on the event loop
-            request = await asyncio.to_thread(build) if has_templates(subscription) else build()
+        options = {"dashboard_url": self.settings.dashboard_url, "allow_private": self.settings.allow_private_targets}
+        try:
+            request = await build_off_the_loop(
+                subscription, delivery, **options, identity_since=self.identity_since or 0
+            )
         except PermanentError as exc:
             return Result(False, error=str(exc))
         except Exception as exc:  # an event this version cannot render: retrying will not help

@@ -162,16 +162,15 @@ async def read_dead_letters(kafka_kwargs: dict[str, Any], topic: str, *, timeout
 
 
 def select(records: Iterable[dict], *, subscription: str | None = None, since_ms: int | None = None) -> list[dict]:
-    out = []
-    for r in records:
-        if not isinstance(r, dict) or r.get("schema") != SCHEMA:
-            continue
-        if subscription is not None and r.get("subscription_id") != subscription:
-            continue
-        if since_ms is not None and int(r.get("dead_at") or 0) < since_ms:
-            continue
-        out.append(r)
-    return out
+    """The dead letters among `records`, of `subscription` and dead since `since_ms` when given."""
+    return [
+        r
+        for r in records
+        if isinstance(r, dict)
+        and r.get("schema") == SCHEMA
+        and (subscription is None or r.get("subscription_id") == subscription)
+        and (since_ms is None or int(r.get("dead_at") or 0) >= since_ms)
+    ]
 
 
 async def replay(outbox: Outbox, records: Iterable[dict]) -> dict[str, int]:

@@ -12,7 +12,9 @@ subscription has a secret, X-Lagwatch-Signature (shared/notifications/delivery/s
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +53,13 @@ class Request:
 
 def has_templates(subscription: Subscription) -> bool:
     return bool(subscription.config.body_template or subscription.config.url_template)
+
+
+async def build_off_the_loop(subscription: Subscription, delivery: Delivery, **options: Any) -> Request | Mail:
+    """`build_request`, in a thread when it renders templates: they render in a worker process, which is waited for
+    there, never on the event loop."""
+    build = functools.partial(build_request, subscription, delivery, **options)
+    return await asyncio.to_thread(build) if has_templates(subscription) else build()
 
 
 def build_request(

@@ -369,10 +369,7 @@ class Outbox:
 
     async def finish(self, delivery_id_: str) -> None:
         """Delivered or dead-lettered: out of the outbox (and the next of its incident's chain due at once)."""
-        await self._finish(
-            keys=CLAIM_KEYS,
-            args=[delivery_id_, now_ms()],
-        )
+        await self._finish(keys=CLAIM_KEYS, args=[delivery_id_, now_ms()])
 
     async def reschedule(self, delivery: Delivery, at_ms: int) -> None:
         await self._reschedule(
@@ -384,10 +381,3 @@ class Outbox:
         if not ids:
             return 0
         return int(await self._release(keys=[keys.OUTBOX_DUE, keys.OUTBOX_INFLIGHT], args=[now_ms(), *ids]))
-
-    async def pending(self) -> dict[str, int]:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zcard(keys.OUTBOX_DUE)
-            pipe.zcard(keys.OUTBOX_INFLIGHT)
-            due, inflight = await pipe.execute()
-        return {"due": int(due), "inflight": int(inflight)}

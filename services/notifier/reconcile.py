@@ -35,14 +35,14 @@ from redis.asyncio import Redis
 from lagwatch.services.notifier import metrics
 from lagwatch.services.notifier import outbox_scripts as scripts
 from lagwatch.services.notifier.decisions import UNREADABLE, decide, parse_state, record, record_request
-from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, AnyKind, parse_status_event
+from lagwatch.services.notifier.events import kind_for_field, parse_status_event
 from lagwatch.services.notifier.lag_policy import closing_event
 from lagwatch.services.notifier.missed import RECONCILED, StoredStatus, found_open, missed_close
 from lagwatch.services.notifier.outbox import APPLIED, Outbox, group_field, is_lag_field
 from lagwatch.services.notifier.skipped_events import ReadPositions, partition_field
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.events.lag_threshold_event import Alert, LagThresholdEvent, Reason, Threshold
-from lagwatch.shared.events.status_event import record_key
+from lagwatch.shared.events.status_event import StatusEvent, record_key
 from lagwatch.shared.notifications.subscriptions.notification_policy import Event, IncidentState
 from lagwatch.shared.notifications.subscriptions.silences import SilenceCache
 from lagwatch.shared.protocol import keys
@@ -188,36 +188,14 @@ class Reconciler:
             state = _readable(raw)
             if state is None and raw:
                 continue  # unreadable: the event path skips it alike
-            if _over(state, stored):
-                assert state is not None
-                closed += await self._close(subscription, state_field, raw, state, stored, now)
+            if state is not None and _over(state, stored):
+                closed += await self._apply(subscription, state_field, raw, _close(state, stored, now), now, "close")
                 raw = await self.outbox.read_state_field(subscription.id, state_field)
                 state = _readable(raw)
             if _untold(state, stored):
-                opened += await self._open(subscription, state_field, raw, group, stored, now)
+                event = found_open(self.cluster, group, stored, now)
+                opened += await self._apply(subscription, state_field, raw, event, now, "open")
         return closed, opened
-
-    async def _close(
-        self,
-        subscription: Subscription,
-        state_field: str,
-        raw: str,
-        state: IncidentState,
-        stored: StoredStatus,
-        now: int,
-    ) -> int:
-        incident = _incident_of(state)
-        assert incident is not None
-        status = stored.status if stored.quiet else "OK"
-        at = stored.changed_at if stored.changed_at is not None else now
-        close = missed_close(state.event, incident, status=status, seq=stored.seq, evaluated_at=at)
-        return await self._apply(subscription, state_field, raw, close, STATUS_EVENTS, now, "close")
-
-    async def _open(
-        self, subscription: Subscription, state_field: str, raw: str, group: str, stored: StoredStatus, now: int
-    ) -> int:
-        event = found_open(self.cluster, group, stored, now)
-        return await self._apply(subscription, state_field, raw, event, STATUS_EVENTS, now, "open")
 
     async def _settle_active(self, state_field: str, group: str, stored: StoredStatus, now: int) -> None:
         """The incident going on kept for subscriptions to come (scope.py) is the stored one, or none."""
@@ -262,16 +240,16 @@ class Reconciler:
             return 0  # still over, or its events still to be read
         reason = Reason.LAG if announced.which == Alert.LAG_SECONDS else Reason.RETENTION
         close = closing_event(announced, state.incident_id, reason)
-        return await self._apply(subscription, state_field, raw, close, LAG_EVENTS, now, "close")
+        return await self._apply(subscription, state_field, raw, close, now, "close")
 
     # --- recording ----------------------------------------------------------------------------------------------
 
     async def _apply(
-        self, subscription: Subscription, state_field: str, raw: str, event: Event, kind: AnyKind, now: int, action: str
+        self, subscription: Subscription, state_field: str, raw: str, event: Event, now: int, action: str
     ) -> int:
         """Record what `event` means for the subscription, only if its state is still `raw`; 1 when it changed."""
         until = self.silences.until_ms(event, now)
-        decision = decide(subscription, event, parse_state(raw), kind, now, until)
+        decision = decide(subscription, event, parse_state(raw), kind_for_field(state_field), now, until)
         if decision is None:
             return 0
         request = record_request(subscription, decision, event, state_field, raw, now, reason=RECONCILED)
@@ -287,6 +265,15 @@ def _readable(raw: str) -> IncidentState | None:
         return parse_state(raw)
     except UNREADABLE:
         return None
+
+
+def _close(state: IncidentState, stored: StoredStatus, now: int) -> StatusEvent:
+    """The close of the incident a state is about, which the stored status says is over (quiet as stored, else OK)."""
+    incident = _incident_of(state)
+    assert incident is not None
+    status = stored.status if stored.quiet else "OK"
+    at = stored.changed_at if stored.changed_at is not None else now
+    return missed_close(state.event, incident, status=status, seq=stored.seq, evaluated_at=at)
 
 
 def _incident_of(state: IncidentState | None) -> str | None:

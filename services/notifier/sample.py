@@ -18,15 +18,13 @@ no longer.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import functools
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from lagwatch.services.notifier.delivery import Sender
-from lagwatch.services.notifier.messages import PermanentError, build_request, has_templates
+from lagwatch.services.notifier.messages import PermanentError, build_off_the_loop
 from lagwatch.services.notifier.outbox import Delivery
 from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.events.lag_threshold_event import Alert, Crossing, LagThresholdEvent, Reason
@@ -206,12 +204,9 @@ async def _send_one(
         attempts=1,
         reason=TEST_REASON,
     )
-    build = functools.partial(
-        build_request, subscription, delivery, dashboard_url=settings.dashboard_url,
-        allow_private=settings.allow_private_targets,
-    )  # fmt: skip
-    try:  # templates render in a worker process: waited for in a thread, never on the event loop (as delivery.py)
-        request = await asyncio.to_thread(build) if has_templates(subscription) else build()
+    options = {"dashboard_url": settings.dashboard_url, "allow_private": settings.allow_private_targets}
+    try:
+        request = await build_off_the_loop(subscription, delivery, **options)
     except PermanentError as exc:
         return Sent(kind, False, None, str(exc))
     result = await sender.send(request)

@@ -36,7 +36,7 @@ from lagwatch.services.notifier.reconcile import Reconciler
 from lagwatch.services.notifier.repeats import RepeatTimer
 from lagwatch.services.notifier.sample_queue import serve_samples
 from lagwatch.services.notifier.scope_watch import ScopeWatch
-from lagwatch.services.notifier.subscriptions import Registry, Subscription
+from lagwatch.services.notifier.subscriptions import Registry
 from lagwatch.shared.notifications.subscriptions.silences import SilenceCache, SilenceStore
 from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
 from lagwatch.shared.runtime.config import Config, ConfigError
@@ -193,12 +193,6 @@ class NotifierService(Service):
 
     async def repeat_once(self, now: int | None = None) -> int:
         return await self.repeats.repeat_once(now)
-
-    async def close_out_of_scope(self, now: int, subscriptions: list[Subscription] | None = None) -> int:
-        return await self.scopes.close_out_of_scope(now, subscriptions)
-
-    async def announce_going_on(self, now: int, subscriptions: list[Subscription] | None = None) -> int:
-        return await self.scopes.announce_going_on(now, subscriptions)
 
 
 async def run_notifier(config: Config, cluster: str, *, http_port: int | None = None) -> None:

@@ -211,15 +211,11 @@ def _lag_title(kind: str, event: LagThresholdEvent) -> str:
 
 
 def _lag_partition_line(p: LagPartition, alert: Alert) -> str:
-    where = f"`{escape(p.topic)}` / {p.partition}"
+    bad = summary.how_bad(alert, p)
+    if alert == Alert.LAG_SECONDS:
+        bad = f"{'at least ' if p.lag_seconds_lower_bound else ''}{templates.duration(p.lag_seconds)} behind"
     owner = f" — {escape(p.owner)}" if p.owner else ""
-    if alert == Alert.MESSAGES_SKIPPED:
-        return f"• {where}: {summary.skipped(p)} messages lost, lag {p.current_lag:,}{owner}"
-    if alert == Alert.DATA_LOSS_RISK:
-        left = templates.duration(present(p.retention_risk_seconds) or 0) or "0s"
-        return f"• {where}: deleted unread in ~{left}, lag {p.current_lag:,}{owner}"
-    at_least = "at least " if p.lag_seconds_lower_bound else ""
-    return f"• {where}: {at_least}{templates.duration(p.lag_seconds)} behind, lag {p.current_lag:,}{owner}"
+    return f"• `{escape(p.topic)}` / {p.partition}: {bad}, lag {p.current_lag:,}{owner}"
 
 
 def _blocks(note: Notification, title: str, fields: list[str], worst_lines: str, colour: str) -> dict[str, Any]:

@@ -4,26 +4,22 @@ as name/value pairs."""
 
 from __future__ import annotations
 
+from lagwatch.services.notifier.channels import CLOSE_KINDS
 from lagwatch.shared.events.event_codec import present
 from lagwatch.shared.events.lag_threshold_event import Alert, LagPartition, LagThresholdEvent, threshold_key
 from lagwatch.shared.events.status_event import EventPartition, StatusEvent
 from lagwatch.shared.notifications.subscriptions.notification_policy import CLUSTER_FORGOTTEN, UNSUBSCRIBED, Event
 from lagwatch.shared.notifications.templating import templates
 
-CLOSING = frozenset({"close", "lag-close"})
 WORST_SHOWN = 5
-
-
-def is_close(kind: str) -> bool:
-    return kind in CLOSING
 
 
 def title(event: Event, kind: str, reason: str | None = None) -> str:
     """ "ERR: billing on prod", "Still WARN: ...", "Resolved: billing on prod is OK again", "Lag above 300 s: ..."."""
     where = f"{event.group} on {event.cluster}"
-    if reason == UNSUBSCRIBED and is_close(kind):
+    if reason == UNSUBSCRIBED and kind in CLOSE_KINDS:
         return f"Closed: {where} is no longer covered by this subscription"
-    if reason == CLUSTER_FORGOTTEN and is_close(kind):
+    if reason == CLUSTER_FORGOTTEN and kind in CLOSE_KINDS:
         return f"Closed: {where} is no longer watched (lagwatch no longer watches the cluster)"
     if isinstance(event, LagThresholdEvent):
         return _alert_title(event, kind, where)
@@ -80,11 +76,11 @@ def facts(event: Event, kind: str, duration_s: float | None) -> list[tuple[str, 
     else:
         out += [("Status", f"{event.previous_status} -> {event.status}"), ("Total lag", f"{event.totallag:,}")]
         out.append(("Partitions not OK", partitions_not_ok(event)))
-        if present(event.max_lag_seconds) is not None and not is_close(kind):
+        if present(event.max_lag_seconds) is not None and kind not in CLOSE_KINDS:
             out.append(("Behind by", behind(event)))
     duration = templates.duration(duration_s)
     if duration:
-        out.append((f"Incident {'lasted' if is_close(kind) else 'open for'}", duration))
+        out.append((f"Incident {'lasted' if kind in CLOSE_KINDS else 'open for'}", duration))
     if event.incident_id:
         out.append(("Incident", event.incident_id))
     return out
@@ -122,7 +118,7 @@ def worst(event: StatusEvent, n: int = WORST_SHOWN) -> list[EventPartition]:
 
 def worst_lines(event: Event, kind: str) -> list[str]:
     """The worst partitions, one line each (none for a close)."""
-    if is_close(kind):
+    if kind in CLOSE_KINDS:
         return []
     if isinstance(event, LagThresholdEvent):
         over = event.partitions[:WORST_SHOWN]

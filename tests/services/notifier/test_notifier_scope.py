@@ -151,7 +151,7 @@ async def test_notifiers_that_find_the_same_incident_at_once_close_it_once(kafka
         await store.put(dataclasses.replace(sub, group_denylist="^group-1"), create=False)  # 11 of the 20
         for service in services:
             await service.registry.refresh()
-        closed = await asyncio.gather(*(s.close_out_of_scope(now_ms()) for s in services))
+        closed = await asyncio.gather(*(s.scopes.close_out_of_scope(now_ms()) for s in services))
     finally:
         for service in services:
             await service.redis.aclose()
