@@ -115,13 +115,13 @@ AnyKind = EventKind[Any]  # either kind (the agents and the timer handle both al
 
 
 def kind_for_field(state_field: str) -> AnyKind:
-    """The kind of the incident kept under a state field (the repeat timer only knows the field)."""
+    """The kind of the incident kept under a state field (what the repeat timer and reconciliation know)."""
     return LAG_EVENTS if is_lag_field(state_field) else STATUS_EVENTS
 
 
 def parse_either(raw: bytes | str) -> tuple[AnyKind, Any] | None:
     """(its kind, the event) for a record of either kind, or None when it is neither."""
-    for kind in (LAG_EVENTS, STATUS_EVENTS):  # a lag-threshold event has every field a status event needs
+    for kind in (LAG_EVENTS, STATUS_EVENTS):  # (their key fields tell them apart: KEY_FIELDS)
         event = kind.parse(raw)
         if event is not None:
             return kind, event

@@ -51,7 +51,7 @@ class JsonEvent(EventFields, frozen=True):
         return encode(self)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON object on the wire, for what renders documents (templates, channels, the outbox)."""
+        """The JSON object on the wire, where a document is the point (a template's context, a dead letter)."""
         return to_document(self)
 
     @classmethod
