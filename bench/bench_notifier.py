@@ -141,8 +141,8 @@ def _event(group: str, now_ms: int, partition_status: Status, *, lag: int, seq: 
 
 async def scope_looked(redis_url: str, subscription_id: str, timeout: float = 60) -> None:
     """Until the notifier's look at a new subscription's scope is complete (it looks twice, on its first ticks: the
-    service's `_check_scope`): a look scans every incident going on, so one running during a burst would be timed
-    with it."""
+    service's scope watch, `ScopeWatch.check`): a look scans every incident going on, so one running during a burst
+    would be timed with it."""
     deadline = time.monotonic() + timeout
     async with Redis.from_url(redis_url) as redis:
         while not await redis.hexists(keys.NOTIFY_SCOPE_LOOKED, subscription_id):

@@ -1,5 +1,5 @@
-"""Notifier start-up: its first look at the subscriptions' scopes (services/notifier/service.py `_check_scope`), with
-the subscriptions unchanged since the last look and, in the same run, with that look forgotten — what every start
+"""Notifier start-up: its first look at the subscriptions' scopes (services/notifier/scope_watch.py `ScopeWatch.check`),
+with the subscriptions unchanged since the last look and, in the same run, with that look forgotten — what every start
 did before the look was kept in Redis.
 
 Setup: a fresh redis-server and the Kafka mock (in their own processes); `incidents` groups each with an ERR
