@@ -1,10 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""`WindowCache.take_writes` and `WindowWriter.write`'s commands compiled into one step: what changed in the window
-cache since the last flush, written straight into the Redis protocol (RESP) in one buffer.
+"""`WindowCache.take_writes` and `write_commands` (shared/windows/group_windows.py) compiled into one step: what
+changed in the window cache since the last flush, written straight into the Redis protocol (RESP) in one buffer.
 
 The Python path is the reference: it builds a `GroupWrite` per touched group, a tuple per command, and hiredis
-packs each argument. Profiles put those steps at about two fifths of an ingest worker's busy time. Here each
-argument is copied once into the buffer. Tests require the same bytes, probes and cache state as the reference
+packs each argument, a large share of an ingest worker's busy time. Here each argument is copied once into the
+buffer. Tests require the same bytes, probes and cache state as the reference
 (tests/services/ingest/test_flush_encoding.py). Redis Cluster takes the reference path: its pipeline routes each
 command to its slot's node.
 """
@@ -20,7 +20,7 @@ from libc.string cimport memcpy
 from lagwatch.services.ingest.decimal_text cimport decimal_width, put_decimal
 
 from lagwatch.shared.protocol import keys
-from lagwatch.services.ingest.window_writer import PackedWrites
+from lagwatch.services.ingest.window_cache import PackedWrites
 cdef tuple KINDS = keys.GROUP_KEY_KINDS
 cdef str WINDOWS = keys.WINDOWS_KIND, META = keys.META_KIND
 
@@ -156,7 +156,7 @@ def encode_flush(cache, str cluster):
 cdef int _group(
     _Commands out, group, cached, int64_t expire_ms, int64_t slack, list probes, list deleted, list newest
 ) except -1:
-    """One touched group's commands (WindowWriter's order), its probe, and its cache entry marked flushed."""
+    """One touched group's commands (`group_commands`' order), its probe, and its cache entry marked flushed."""
     cdef PyObject* found
     cdef dict rings
     cdef object expires_at = None

@@ -28,8 +28,7 @@ from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.group_changes import GroupChanges
 from lagwatch.services.ingest.new_protocol_groups import Rebalance, TopicIds
 from lagwatch.services.ingest.records import AdminStep, CommitKey, KeyCache, OffsetsDeleted, RecordLike
-from lagwatch.services.ingest.window_cache import WindowCache
-from lagwatch.services.ingest.window_writer import PackedWrites, WindowWriter
+from lagwatch.services.ingest.window_cache import PackedWrites, WindowCache
 from lagwatch.shared.protocol.group_filter import GroupFilter
 from lagwatch.shared.protocol.types import Commit
 from lagwatch.shared.records import offsets_codec as codec
@@ -102,14 +101,13 @@ class BatchProcessor:
         self.keys = KeyCache(group_filter)
         self.cache = WindowCache(store.redis, cluster, store.config)
         self.group_changes = GroupChanges(cluster, self.cache, group_filter)  # rebalances, tombstones
-        self.writer = WindowWriter(store.redis)
         self.topic_ids = topic_ids  # names the topic ids of new-protocol assignments (None: left as ids)
         # offsets partition -> the position read up to; after a rewind, the position below which a record is read
         # again: its history record is stamped with its commit time, not the time it was read again (`read_again`)
         self.read_to: dict[int, int] = {}
         self.reread_until: dict[int, int] = {}
         self.compiled = compiled_pass is not None  # the per-record loop of commit_pass.pyx, else _python_pass
-        # the flush encoded by flush_encoding.pyx, else take_writes + WindowWriter; Redis Cluster routes commands
+        # the flush encoded by flush_encoding.pyx, else take_writes + write_commands; Redis Cluster routes commands
         self.packs_flush = encode_flush is not None and not isinstance(store.redis, RedisCluster)
 
     # --- applying -----------------------------------------------------------------------------------------
@@ -253,7 +251,7 @@ class BatchProcessor:
         ):
             batch.set_aside(group, part, record)
             return
-        numbers = self._offset_and_timestamp(record, value, batch)
+        numbers = _offset_and_timestamp(record, value, batch)
         if numbers is None:
             return
         committed, timestamp = numbers
@@ -266,21 +264,6 @@ class BatchProcessor:
         latest = self.broker_offsets.latest.get(commit_key.topic_partition)
         outcome = current.add(commit_key.field, committed, timestamp, order, now, latest, now, self.store.config)
         batch.tally[f"outcome:{outcome.name.lower()}"] += 1
-
-    @staticmethod
-    def _offset_and_timestamp(
-        record: RecordLike | Commit, value: bytes | tuple[int, int], batch: AppliedBatch
-    ) -> tuple[int, int] | None:
-        """A commit's offset and timestamp (from its value), None when they cannot be read or stored (counted)."""
-        try:
-            committed, timestamp = value if isinstance(value, tuple) else codec.commit_offset_and_timestamp(value)
-        except codec.CodecError as exc:
-            batch.tally[f"decode_error:{type_label(exc.record_type, record.key() or b'')}"] += 1  # type: ignore[union-attr]
-            return None
-        if not (0 <= committed < MAX_EXACT and 0 <= timestamp < MAX_EXACT):
-            batch.tally["decode_error:out-of-range"] += 1
-            return None
-        return committed, timestamp
 
     def _open_group(self, group: str, current: GroupWindows, batch: AppliedBatch) -> tuple[dict, set]:
         """Before a run of the group's commits (`GroupWindows.open`); it is marked for the flush."""
@@ -297,7 +280,7 @@ class BatchProcessor:
 
     async def write(self, flush: Flush) -> None:
         started = time.perf_counter()
-        deleted_meanwhile = await self.writer.write(self.cluster, flush.writes)
+        deleted_meanwhile = await self.cache.write(flush.writes)
         if flush.rebalances:
             rebalances = flush.rebalances if self.topic_ids is None else await self.topic_ids.name(flush.rebalances)
             await self.store.set_groups_metadata(self.cluster, rebalances, flush.now_ms)
@@ -328,3 +311,18 @@ class BatchProcessor:
         commits = [Commit(group, topic, p, pos, now, pos, now) for p, pos in positions.items()]
         latest = await self.broker_offsets.lookup({(topic, p) for p in positions})
         await self.store.add_commits(self.cluster, commits, now, broker_offsets=latest)
+
+
+def _offset_and_timestamp(
+    record: RecordLike | Commit, value: bytes | tuple[int, int], batch: AppliedBatch
+) -> tuple[int, int] | None:
+    """A commit's offset and timestamp (from its value), None when they cannot be read or stored (counted)."""
+    try:
+        committed, timestamp = value if isinstance(value, tuple) else codec.commit_offset_and_timestamp(value)
+    except codec.CodecError as exc:
+        batch.tally[f"decode_error:{type_label(exc.record_type, record.key() or b'')}"] += 1  # type: ignore[union-attr]
+        return None
+    if not (0 <= committed < MAX_EXACT and 0 <= timestamp < MAX_EXACT):
+        batch.tally["decode_error:out-of-range"] += 1
+        return None
+    return committed, timestamp

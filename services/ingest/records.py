@@ -18,7 +18,6 @@ Admin mode (admin_offsets.py) hands the same steps over typed, with no record to
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from lagwatch.services.ingest.new_protocol_groups import member_change
@@ -40,32 +39,6 @@ class RecordLike(Protocol):
     def partition(self) -> int: ...
     def offset(self) -> int: ...
     def timestamp(self) -> tuple[int, int]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class RawRecord:
-    """A record of the offsets topic built by hand (tests, replays), readable like a consumed one."""
-
-    key_bytes: bytes | None
-    value_bytes: bytes | None
-    partition_number: int = 0
-    offset_number: int = 0
-    timestamp_ms: int = 0
-
-    def key(self) -> bytes | None:
-        return self.key_bytes
-
-    def value(self) -> bytes | None:
-        return self.value_bytes
-
-    def partition(self) -> int:
-        return self.partition_number
-
-    def offset(self) -> int:
-        return self.offset_number
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self.timestamp_ms)  # (TIMESTAMP_CREATE_TIME, ms), as confluent-kafka gives it
 
 
 class CommitKey(NamedTuple):

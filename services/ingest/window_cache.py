@@ -13,17 +13,33 @@ stored layout) and flushes what changed, once per batch, before the batch's Kafk
 * Groups of revoked partitions are dropped (their last batch was flushed first); a deleted topic leaves every ring.
 * Someone else deleting a group (the api) shows at the next flush: Redis had no `last` though the worker wrote one.
   The worker then deletes what it wrote again and forgets the group (that batch's commits of it go with it).
+
+A flush's commands are `group_windows.write_commands` (the reference), or the same already in the Redis protocol from
+the compiled encoder (flush_encoding.pyx, `PackedWrites`); tests hold the two to the same bytes. They go in one
+round trip (`packed_commands`: packed with hiredis on a single server, redis-py's cluster pipeline on Redis Cluster).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import WindowConfig
-from lagwatch.shared.windows.group_windows import GroupWindows, GroupWrite, load_groups
+from lagwatch.shared.runtime import packed_commands
+from lagwatch.shared.windows.group_windows import GroupWindows, GroupWrite, load_groups, write_commands
+
+
+@dataclass(frozen=True, slots=True)
+class PackedWrites:
+    """A flush already in the Redis protocol (the ingest's compiled encoder, services/ingest/flush_encoding.pyx):
+    `payload` holds `count` commands; `probes` as `write_commands` gives them."""
+
+    payload: bytes
+    count: int
+    probes: tuple[tuple[int, str], ...]
 
 
 class WindowCache:
@@ -73,6 +89,19 @@ class WindowCache:
         writes = [cached.take_write(group, expire_ms, slack) for group, cached in self.dirty.items()]
         self.dirty = {}
         return [w for w in writes if w is not None]
+
+    async def write(self, writes: Sequence[GroupWrite] | PackedWrites) -> list[str]:
+        """Write the groups' windows; returns the groups whose `last` field was created by this write although the
+        cache had one (their keys were deleted meanwhile by someone else: the api, or expiry)."""
+        if isinstance(writes, PackedWrites):
+            replies = await packed_commands.execute_packed(self.redis, writes.payload, writes.count)
+            probes: Sequence[tuple[int, str]] = writes.probes
+        else:
+            if not writes:
+                return []
+            commands, probes = write_commands(self.cluster, writes)
+            replies = await packed_commands.execute(self.redis, commands)
+        return [group for i, group in probes if replies[i] == 1]
 
     # --- forgetting -----------------------------------------------------------------------------------------
 

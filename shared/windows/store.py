@@ -8,6 +8,7 @@ commit's lag needs its partition's latest broker offset, which lives in another 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -161,17 +162,14 @@ class WindowStore:
         _check_script_numbers(commits, now_ms)
         if broker_offsets is None:
             broker_offsets = await self.latest_broker_offsets(cluster, {(c.topic, c.partition) for c in commits})
-        by_group: dict[str, list[int]] = defaultdict(list)
-        for i, c in enumerate(commits):
-            by_group[c.group].append(i)
-        outcomes: list[AddOutcome] = [AddOutcome.EXPIRED] * len(commits)
+        by_group: dict[str, list[Commit]] = defaultdict(list)
+        for c in commits:
+            by_group[c.group].append(c)
+        added: dict[str, list[AddOutcome]] = {}
         for call in self._calls(cluster, list(by_group)):
-            of_call = {group: [commits[i] for i in by_group[group]] for group in call}
-            added = await self._add_atomically(cluster, of_call, broker_offsets, now_ms)
-            for group in call:
-                for i, outcome in zip(by_group[group], added[group], strict=True):
-                    outcomes[i] = outcome
-        return outcomes
+            added |= await self._add_atomically(cluster, {g: by_group[g] for g in call}, broker_offsets, now_ms)
+        of_group = {group: iter(outcomes) for group, outcomes in added.items()}
+        return [next(of_group[c.group]) for c in commits]
 
     async def _add_atomically(
         self,
@@ -188,27 +186,25 @@ class WindowStore:
         fails the EXEC, and it all starts again from a fresh read. No writer's commits are lost, none waits on a
         lock a dead writer would hold, and a write is only ever the rings its own commits changed."""
         watched = [k for group in commits for k in keys.group_keys(cluster, group)[:2]]  # windows, meta
+        expire_ms = self.config.expire_group_ms
         async with self.redis.pipeline(transaction=True) as pipe:
             while True:
                 await pipe.watch(*watched)
                 groups = await load_groups(self.redis, cluster, dict.fromkeys(commits, -1))
                 added = {g: self._apply(groups[g], c, broker_offsets, now_ms) for g, c in commits.items()}
-                writes = [groups[g].take_write(g, self.config.expire_group_ms, 0) for g in groups]
+                writes = [w for g, windows in groups.items() if (w := windows.take_write(g, expire_ms, 0)) is not None]
+                if not writes:
+                    return added
                 commands: list[tuple[Any, ...]] = []
                 for write in writes:
-                    if write is not None:
-                        group_commands(write, commands, [])
-                if not commands:
-                    return added
+                    group_commands(write, commands, [])
                 pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
                 for command in commands:
                     pipe.execute_command(*command)
-                try:
+                with contextlib.suppress(WatchError):  # another writer came between: read again
                     await pipe.execute()
                     break
-                except WatchError:
-                    continue
-        await packed_commands.execute(self.redis, index_commands(cluster, [w for w in writes if w is not None]))
+        await packed_commands.execute(self.redis, index_commands(cluster, writes))
         return added
 
     def _apply(

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from lagwatch.services.ingest import processor as processor_module
 from lagwatch.services.ingest.commit_pass import HistoryWriter, add_to_ring, heads_kept
 from lagwatch.services.ingest.processor import BatchProcessor
-from lagwatch.services.ingest.records import GroupDeletion, OffsetsDeleted, RawRecord
+from lagwatch.services.ingest.records import GroupDeletion, OffsetsDeleted
 from lagwatch.shared.protocol.types import Commit, WindowConfig
 from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.records.history import MESSAGE_BYTES, HistoryMessages, commit_record, decode, records_of
@@ -29,6 +29,7 @@ from lagwatch.shared.windows.packing import unpack_commit_ring
 from lagwatch.shared.windows.store import GroupMetadataUpdate
 from lagwatch.shared.windows.window import ADMIN_ORDERS_FROM, AddOutcome, PartitionWindow, expired
 from tests.kafka_helpers import CLUSTER, produce
+from tests.services.ingest.raw_record import RawRecord
 from tests.services.ingest.test_hardening_offsets_fuzz import Stack, commit, other_record
 from tests.window_sequences import switching_sources
 

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from lagwatch.services.ingest import processor as processor_module
 from lagwatch.services.ingest.flush_encoding import encode_flush
-from lagwatch.services.ingest.window_cache import WindowCache
-from lagwatch.services.ingest.window_writer import PackedWrites
+from lagwatch.services.ingest.window_cache import PackedWrites, WindowCache
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import WindowConfig
 from lagwatch.shared.windows.group_windows import GroupWindows, write_commands

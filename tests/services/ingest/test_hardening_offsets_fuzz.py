@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from lagwatch.services.api.service import ApiServer
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.processor import BatchProcessor
-from lagwatch.services.ingest.records import RawRecord
 from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.runtime.kafka_client import client_kwargs
 from lagwatch.shared.runtime.redis_client import connect
 from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, make_config, produce
+from tests.services.ingest.raw_record import RawRecord
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 NUMBERS = INT64 | st.integers(-2, 2**53 + 2) | st.sampled_from([0, 1, 2**53 - 1, 2**53, 2**62, 2**63 - 1, -1])

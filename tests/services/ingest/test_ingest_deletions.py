@@ -17,7 +17,6 @@ from lagwatch.services.api.service import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.processor import BatchProcessor
-from lagwatch.services.ingest.records import RawRecord
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.group_filter import GroupFilter
@@ -28,6 +27,7 @@ from lagwatch.shared.windows.ingest_totals import read_totals
 from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC, StatusTopic
+from tests.services.ingest.raw_record import RawRecord
 from tests.spark.test_spark_parity import HISTORY_TOPIC, _history
 
 POLL_S = 0.3  # offset-refresh in make_config

@@ -96,14 +96,14 @@ async def test_two_workers_share_the_partitions_and_each_group_has_one_writer(ka
     here = IngestWorker(config, CLUSTER)
     here.processor.packs_flush = False  # writes as GroupWrites, to see each group (the packed ones are the same)
     writes_here: list[tuple[str, bool]] = []  # (group written, did A hold the group's offsets partition right then)
-    original = here.processor.writer.write
+    original = here.processor.cache.write
 
-    async def recording(cluster, writes):
+    async def recording(writes):
         held = here.consumer.assigned
         writes_here.extend((w.group, writer.partition_for(w.group) in held) for w in writes if w.group in GROUPS)
-        return await original(cluster, writes)
+        return await original(writes)
 
-    here.processor.writer.write = recording
+    here.processor.cache.write = recording
     shared_round = False
     async with running(here), OffsetsTopicWriter(kafka.bootstrap) as writer:
         await eventually(lambda: _has_partitions(here, 50))
