@@ -17,6 +17,7 @@ from pyspark.sql.utils import AnalysisException
 
 from lagwatch.shared.records.history import (
     COLUMN_NAMES,
+    FORMAT_VERSION,
     GROUP_KINDS,
     HISTORY_COLUMNS,
     KIND_COMMIT,
@@ -170,7 +171,25 @@ def history_of_messages(raw: DataFrame) -> DataFrame:
     """History rows from history-topic messages (a `value` column): one or more JSON records per message, one per
     line (shared/records/history.py)."""
     lines = raw.select(F.explode(F.split(F.col("value").cast("string"), "\n")).alias("line"))
-    return lines.select(F.from_json("line", history_schema()).alias("r")).select("r.*")
+    parsed = lines.select(F.from_json("line", history_schema()).alias("r"), _format_version("line").alias("v"))
+    known = F.col("v") == F.lit(FORMAT_VERSION)
+    return (
+        parsed.select("r.*", "v")
+        .withColumn("kind", F.when(known, F.col("kind")).otherwise(F.lit(OF_UNKNOWN_VERSION)))
+        .drop("v")
+    )
+
+
+# A record of a format this job does not know: its fields may not mean what the replay thinks (`bad_row_reason`).
+OF_UNKNOWN_VERSION = "(unknown format version)"
+
+
+def _format_version(line: str) -> Column:
+    """A record's "v" (history.py; a record without one is of version 1); not an integer: -1, no version known."""
+    text = F.get_json_object(F.col(line), "$.v")
+    return F.when(text.isNull(), F.lit(1)).otherwise(
+        F.when(text.rlike(r"^[0-9]{1,9}$"), text.cast("int")).otherwise(F.lit(-1))
+    )
 
 
 def _first_line(exc: Exception) -> str:
@@ -191,7 +210,8 @@ def bad_row_reason(now_ms: int, future_tolerance_ms: int = FUTURE_TOLERANCE_MS) 
     takes a larger tolerance.)"""
     is_commit, of_group = F.col("kind") == KIND_COMMIT, F.col("kind").isin(*GROUP_KINDS)
     return (
-        F.when(F.col("kind").isNull() | ~F.col("kind").isin(*KINDS), F.lit("unknown kind"))
+        F.when(F.col("kind") == F.lit(OF_UNKNOWN_VERSION), F.lit("unknown format version"))
+        .when(F.col("kind").isNull() | ~F.col("kind").isin(*KINDS), F.lit("unknown kind"))
         .when(F.col("cluster").isNull() | (F.col("cluster") == ""), F.lit("no cluster"))
         .when(F.col("topic").isNull() | (F.col("topic") == ""), F.lit("no topic"))
         .when(_non_negative("partition"), F.lit("bad partition"))

@@ -20,7 +20,7 @@ from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.archive_queue import ArchiveQueue, Ticket
 from lagwatch.services.ingest.offsets_consumer import ReadThrough
 from lagwatch.services.ingest.processor import AppliedBatch, BatchProcessor, Flush
-from lagwatch.services.ingest.records import RecordLike
+from lagwatch.services.ingest.records import AdminStep, RecordLike
 from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff
 from lagwatch.shared.windows.changes import ChangePublisher
@@ -72,7 +72,10 @@ class BatchPipeline:
         self._inflight: asyncio.Task[bool] | None = None  # the batch being stored and committed
 
     async def apply(
-        self, records: Sequence[RecordLike], at_end: dict[int, int] | None, read_through: ReadThrough | None = None
+        self,
+        records: Sequence[RecordLike | AdminStep],
+        at_end: dict[int, int] | None,
+        read_through: ReadThrough | None = None,
     ) -> bool:
         """Apply a batch to the windows in memory and start storing it, which overlaps the next fetch; False when a
         stop came while Redis or Kafka was down."""

@@ -132,7 +132,7 @@ class IngestWorker(Service):
         if not self.processor.compiled:
             log.warning(
                 "ingest %s: the compiled record loop and flush were not built (no C compiler at install): the "
-                "same steps run in Python, about half as fast",
+                "same steps run in Python (the reference), several times slower",
                 self.cluster,
             )
         # Kafka down at start-up: the worker waits for it (health answering, /readyz not ready), not exits

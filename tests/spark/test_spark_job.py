@@ -368,6 +368,23 @@ def test_history_topic_messages_of_several_records_give_a_row_per_record(spark):
     assert [HistoryRecord(*row) for row in rows] == records
 
 
+def test_a_history_record_of_an_unknown_format_version_is_a_bad_row_by_that_reason(spark):
+    """A record whose "v" this job does not know is not replayed as if its fields meant what they used to."""
+    from lagwatch.spark.inputs import bad_row_reason
+
+    record = next(iter(history_records(HistoryShape(groups=1, partitions=1, commits_per_partition=1))))
+    current = record.encode()
+    future = current.replace(b'"v":1,', b'"v":2,', 1)
+    unversioned = current.replace(b'"v":1,', b"", 1)
+    assert future != current != unversioned
+    value = b"\n".join([current, future, unversioned, current.replace(b'"v":1,', b'"v":"x",', 1)])
+    raw = spark.createDataFrame([(b"k", value)], "key binary, value binary")
+
+    rows = history_of_messages(raw).withColumn("bad", bad_row_reason(record.observed_at)).collect()
+
+    assert [row["bad"] for row in rows] == [None, "unknown format version", None, "unknown format version"]
+
+
 def test_missing_input_and_missing_columns_are_clear_errors(spark, tmp_path):
     with pytest.raises(JobError, match="does not exist"):
         job(spark, tmp_path / "nowhere", tmp_path / "out")
