@@ -35,7 +35,7 @@ async def populate(url: str, groups: int, partitions: int, rounds: int = 10, bat
     redis = Redis.from_url(url)
     store = WindowStore(redis, WindowConfig())
     now = int(time.time() * 1000)
-    await store.add_broker_offsets(CLUSTER, TOPIC, [LOG_END] * partitions, sampled_at=now)
+    await store.writes.add_broker_offsets(CLUSTER, TOPIC, [LOG_END] * partitions, sampled_at=now)
     brokers = {(TOPIC, p): LOG_END for p in range(partitions)}
     pending: list[Commit] = []
     order = 0
@@ -46,10 +46,10 @@ async def populate(url: str, groups: int, partitions: int, rounds: int = 10, bat
                 ts = now - (rounds - r) * 60_000
                 pending.append(Commit(f"group-{g}", TOPIC, p, r * 100 + p * 7 + g % 50, ts, order, ts))
                 if len(pending) >= batch:
-                    await store.add_commits(CLUSTER, pending, now, broker_offsets=brokers)
+                    await store.writes.add_commits(CLUSTER, pending, now, broker_offsets=brokers)
                     pending = []
     if pending:
-        await store.add_commits(CLUSTER, pending, now, broker_offsets=brokers)
+        await store.writes.add_commits(CLUSTER, pending, now, broker_offsets=brokers)
     await redis.aclose()
 
 

@@ -62,7 +62,7 @@ async def populate(url: str, groups: int, partitions: int) -> None:
     now = int(time.time() * 1000)
     store = WindowStore(redis, WindowConfig())
     polls = {f"topic-{t}": dict.fromkeys(range(partitions), LOG_END) for t in range(TOPICS)}
-    await store.add_broker_polls(CLUSTER, polls, sampled_at=now)
+    await store.writes.add_broker_polls(CLUSTER, polls, sampled_at=now)
     results = ResultsStore(redis)
     for start in range(0, groups, BATCH):
         chunk = {f"group-{g}": result(g, partitions, now) for g in range(start, min(groups, start + BATCH))}

@@ -35,7 +35,7 @@ async def run_async(url: str, topics: int, partitions: int, polls: int) -> dict:
             for t in range(topics)
         }
         start = time.perf_counter()
-        await store.add_broker_polls(CLUSTER, batch, sampled_at=now + poll * 10_000)
+        await store.writes.add_broker_polls(CLUSTER, batch, sampled_at=now + poll * 10_000)
         seconds.append(time.perf_counter() - start)
     moving = await redis.hget(keys.offset_history(CLUSTER, "topic-0"), 0)
     quiet = await redis.hget(keys.offset_history(CLUSTER, "topic-0"), 1)

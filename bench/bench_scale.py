@@ -75,10 +75,10 @@ async def seed(redis_url: str, groups: int) -> float:
     now = int(time.time() * 1000)
     topics = (groups + GROUPS_PER_TOPIC - 1) // GROUPS_PER_TOPIC
     end = 1000 * COMMITS
-    await store.add_broker_polls(
+    await store.writes.add_broker_polls(
         CLUSTER, {f"topic-{t}": dict.fromkeys(range(PARTITIONS), end) for t in range(topics)}, now - MINUTE
     )
-    await store.add_broker_polls(
+    await store.writes.add_broker_polls(
         CLUSTER, {f"topic-{t}": dict.fromkeys(range(PARTITIONS), end) for t in range(topics)}, now
     )
     batch: list[Commit] = []
@@ -92,7 +92,7 @@ async def seed(redis_url: str, groups: int) -> float:
                 batch.append(Commit(f"group-{g}", topic, p, 1000 * (k + 1), at, order, at))
         if len(batch) >= 40_000 or g == groups - 1:
             offsets = {(c.topic, c.partition): end for c in batch}
-            await store.add_commits(CLUSTER, batch, now, broker_offsets=offsets)
+            await store.writes.add_commits(CLUSTER, batch, now, broker_offsets=offsets)
             batch = []
     await redis.aclose()
     return time.perf_counter() - started
@@ -104,8 +104,8 @@ async def seed_probes(redis_url: str, bootstrap: str, first_instant_ms: int) -> 
     redis = Redis.from_url(redis_url)
     store = WindowStore(redis, WindowConfig())
     now = int(time.time() * 1000)
-    await store.add_broker_polls(CLUSTER, {PROBE_TOPIC: {0: 1000}}, now - 2000)
-    await store.add_broker_polls(CLUSTER, {PROBE_TOPIC: {0: 1100}}, now - 1000)
+    await store.writes.add_broker_polls(CLUSTER, {PROBE_TOPIC: {0: 1000}}, now - 2000)
+    await store.writes.add_broker_polls(CLUSTER, {PROBE_TOPIC: {0: 1100}}, now - 1000)
     last = now - 1000
     instants, commits = {}, []
     for i in range(PROBES):
@@ -117,7 +117,7 @@ async def seed_probes(redis_url: str, bootstrap: str, first_instant_ms: int) -> 
             Commit(group, PROBE_TOPIC, 0, 100, last - span, 2 * i + 1, last - span),
             Commit(group, PROBE_TOPIC, 0, 200, last, 2 * i + 2, last),
         ]
-    await store.add_commits(CLUSTER, commits, now, broker_offsets={(PROBE_TOPIC, 0): 1000})
+    await store.writes.add_commits(CLUSTER, commits, now, broker_offsets={(PROBE_TOPIC, 0): 1000})
     await redis.aclose()
     notices = ChangePublisher({"bootstrap.servers": bootstrap}, "lagwatch.changes")
     await notices.start()

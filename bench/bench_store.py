@@ -36,23 +36,23 @@ async def run_async(url: str, groups: int, partitions: int, batch: int) -> dict:
     store = WindowStore(redis, WindowConfig())
     now = int(time.time() * 1000)
     await redis.flushdb()
-    await store.add_broker_offsets(CLUSTER, "topic", [10_000] * partitions, sampled_at=now)
+    await store.writes.add_broker_offsets(CLUSTER, "topic", [10_000] * partitions, sampled_at=now)
     brokers = {("topic", p): 10_000 for p in range(partitions)}
     result: dict = {}
 
     single = commits(groups=200, partitions=partitions, rounds=5, now=now)
     start = time.perf_counter()
     for c in single:
-        await store.add_commits(CLUSTER, [c], now)
+        await store.writes.add_commits(CLUSTER, [c], now)
     result["one_by_one_per_s"] = round(len(single) / (time.perf_counter() - start))
     await redis.flushdb()
-    await store.add_broker_offsets(CLUSTER, "topic", [10_000] * partitions, sampled_at=now)
+    await store.writes.add_broker_offsets(CLUSTER, "topic", [10_000] * partitions, sampled_at=now)
 
     base = await used_memory(redis)
     full = commits(groups=groups, partitions=partitions, rounds=10, now=now)  # fills every ring
     start = time.perf_counter()
     for i in range(0, len(full), batch):
-        await store.add_commits(CLUSTER, full[i : i + batch], now, broker_offsets=brokers)
+        await store.writes.add_commits(CLUSTER, full[i : i + batch], now, broker_offsets=brokers)
     elapsed = time.perf_counter() - start
     result["batched_commits"] = len(full)
     result["batch_size"] = batch
@@ -62,7 +62,7 @@ async def run_async(url: str, groups: int, partitions: int, batch: int) -> dict:
 
     start = time.perf_counter()
     for i in range(0, 20_000, batch):
-        await store.add_commits(CLUSTER, full[i : i + batch], now)  # broker offsets read from Redis first
+        await store.writes.add_commits(CLUSTER, full[i : i + batch], now)  # broker offsets read from Redis first
     result["batched_fetching_broker_offsets_per_s"] = round(20_000 / (time.perf_counter() - start))
     await redis.aclose()
     return result

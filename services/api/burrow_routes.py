@@ -26,7 +26,7 @@ from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.config import ClusterConfig
 from lagwatch.shared.runtime.kafka_client import security_protocol
 from lagwatch.shared.statuses.results_store import ResultsStore, decode_result
-from lagwatch.shared.windows.store import StoredGroup, StoredPartition
+from lagwatch.shared.windows.stored_group import StoredGroup, StoredPartition
 
 routes = web.RouteTableDef()
 
@@ -98,7 +98,7 @@ def _seconds(value: float) -> int | float:
 @routes.get(named("/v3/kafka/{cluster}/topic"))
 async def list_topics(request: web.Request) -> web.Response:
     cluster = await _cluster(request)
-    topics = await request.app[CONTEXT].store.list_topics(cluster)
+    topics = await request.app[CONTEXT].store.reads.list_topics(cluster)
     return ok(request, "topic list returned", topics=sorted(topics))
 
 
@@ -106,7 +106,7 @@ async def list_topics(request: web.Request) -> web.Response:
 async def topic_detail(request: web.Request) -> web.Response:
     context = request.app[CONTEXT]
     cluster = request.match_info["cluster"]
-    offsets = await context.store.topic_offsets(cluster, request.match_info["topic"])
+    offsets = await context.store.reads.topic_offsets(cluster, request.match_info["topic"])
     if offsets is None or not await context.knows_cluster(cluster):
         raise ApiError(404, "cluster or topic not found")
     # as Burrow's: the partitions with a known log end, in order (one not polled yet is left out, not null)
@@ -154,7 +154,7 @@ async def detail_answer(request: web.Request, cluster: str, group: str) -> web.R
     stored = await context.live_group(cluster, group, now_ms())
     if stored is None:
         raise ApiError(404, "cluster or consumer not found")
-    known = await context.store.list_topics(cluster)
+    known = await context.store.reads.list_topics(cluster)
     topics = consumer_topics(stored, known, context.config.storage.intervals)
     return ok(request, "consumer detail returned", topics=topics)
 
@@ -223,12 +223,12 @@ async def removal_answer(request: web.Request, cluster: str, group: str, topic: 
     """Forget `group`, or its `topic`; Burrow's answer whether or not it existed. The caller checked the token."""
     context = request.app[CONTEXT]
     await context.require_cluster(cluster)
-    store = context.store
+    deletions = context.store.deletions
     existed = await (
-        store.delete_group(cluster, group) if topic is None else store.delete_group_topic(cluster, group, topic)
+        deletions.delete_group(cluster, group) if topic is None else deletions.delete_group_topic(cluster, group, topic)
     )
     if existed:
-        if topic is None or await store.get_group(cluster, group) is None:
+        if topic is None or await context.store.reads.get_group(cluster, group) is None:
             await ResultsStore(context.redis).remove(cluster, group)
         await context.notices.deleted(cluster, group)  # the evaluator re-evaluates it at once
     return ok(request, "consumer group removed")  # Burrow's answer, whether the group existed or not

@@ -19,7 +19,8 @@ from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.runtime.kafka_probe import KafkaProbe
 from lagwatch.shared.runtime.redis_client import connect, reply
 from lagwatch.shared.windows.read_through_store import ReadThroughStore
-from lagwatch.shared.windows.store import StoredGroup, WindowStore
+from lagwatch.shared.windows.store import WindowStore
+from lagwatch.shared.windows.stored_group import StoredGroup
 
 
 @dataclass
@@ -42,7 +43,7 @@ class ApiContext:
         )
 
     async def clusters(self) -> list[str]:
-        return sorted(set(self.config.clusters) | set(await self.store.list_clusters()))
+        return sorted(set(self.config.clusters) | set(await self.store.reads.list_clusters()))
 
     async def knows_cluster(self, cluster: str) -> bool:
         return cluster in self.config.clusters or bool(await reply(self.redis.sismember(keys.CLUSTERS, cluster)))
@@ -59,7 +60,7 @@ class ApiContext:
 
     async def live_group(self, cluster: str, group: str, at_ms: int) -> StoredGroup | None:
         """The group's windows, or None when it is unknown or expired (NOTFOUND)."""
-        stored = await self.store.get_group(cluster, group)
+        stored = await self.store.reads.get_group(cluster, group)
         return stored if statuses.is_live(stored, at_ms, self.config) else None
 
 

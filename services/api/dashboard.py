@@ -232,7 +232,7 @@ async def _cluster_overview(context: ApiContext, cluster: str) -> ClusterOvervie
     now = now_ms()
     history = StatusStore(context.redis, context.config.window().expire_group_ms)
     incidents = await _open_incidents(history, cluster)
-    topics = await context.store.list_topics(cluster)
+    topics = await context.store.reads.list_topics(cluster)
     log_ends = await _log_ends(context, cluster, ((t, p) for t, n in topics.items() for p in range(n)))
     stored = await ResultsStore(context.redis).raw(cluster)
     groups, strays = await asyncio.to_thread(rank_results, stored, log_ends, topics)
@@ -260,7 +260,7 @@ async def _log_ends(
     ends: dict[TopicPartition, int] = {}
     remaining = iter(partitions)
     while wanted := list(itertools.islice(remaining, LOG_ENDS_PER_READ)):
-        read = await context.store.latest_broker_offsets(cluster, wanted)
+        read = await context.store.reads.latest_broker_offsets(cluster, wanted)
         ends.update({tp: end for tp, end in read.items() if end})
     return ends
 

@@ -25,7 +25,7 @@ from lagwatch.shared.protocol.types import Status
 from lagwatch.shared.statuses.lag_sparkline import Point
 from lagwatch.shared.statuses.results_store import GroupResult, PartitionResult
 from lagwatch.shared.statuses.time_lag import seconds_fields, worst
-from lagwatch.shared.windows.store import StoredGroup
+from lagwatch.shared.windows.stored_group import StoredGroup
 
 TopicPartition = tuple[str, int]
 Ranked = tuple[int, int, str, bytes]  # -status, -total lag, group, its stored result: sorted, worst first

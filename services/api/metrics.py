@@ -456,12 +456,12 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
     keep = MetricsFilter(config)
     series, counters = Series(), Counters()
     now = now_ms()
-    found = await store.list_clusters()
+    found = await store.reads.list_clusters()
     instances: dict[tuple[str, str], int] = {}
     for cluster in sorted(set(config.clusters) | set(found)):
         instances.update({(cluster, s): n for s, n in (await running_counts(redis, cluster)).items()})
-        counts = await store.list_topics(cluster)
-        rings = await store.broker_rings(cluster, [(t, p) for t, n in counts.items() for p in range(n)])
+        counts = await store.reads.list_topics(cluster)
+        rings = await store.reads.broker_rings(cluster, [(t, p) for t, n in counts.items() for p in range(n)])
         log_ends = {tp: ring[-1] for tp, ring in rings.items() if ring}
         RENDERED.add(series, cluster, await results.raw(cluster), log_ends, now, keep)
         add_topic_offsets(series, cluster, log_ends, keep)

@@ -19,7 +19,7 @@ from lagwatch.shared.statuses.explanation import explain
 from lagwatch.shared.statuses.retention import group_risk
 from lagwatch.shared.statuses.time_lag import seconds_fields, worst
 from lagwatch.shared.statuses.velocity import group_velocity
-from lagwatch.shared.windows.store import StoredGroup
+from lagwatch.shared.windows.stored_group import StoredGroup
 from lagwatch.shared.windows.window import expired
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ async def status_body(stored: StoredGroup, now_ms: int, context: ApiContext, *, 
     thousands of partitions takes ~1 s of CPU: computed on a thread then, so other requests (the probes) are not
     kept waiting the whole second."""
     group = [stored.group] if stored.rebalances_last_hour else []  # its generations: only when it had any
-    rebalances = (await context.store.rebalance_times(stored.cluster, group, now_ms)).get(stored.group, ())
+    rebalances = (await context.store.reads.rebalance_times(stored.cluster, group, now_ms)).get(stored.group, ())
     compute = functools.partial(_body, stored, now_ms, context.config, tuple(rebalances), only_bad_partitions)
     if len(stored.partitions) >= THREAD_FROM_PARTITIONS:
         return await asyncio.to_thread(compute)

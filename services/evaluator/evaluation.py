@@ -42,7 +42,8 @@ from lagwatch.shared.statuses.results_store import GroupResult, ResultsStore, re
 from lagwatch.shared.statuses.retention import group_risk
 from lagwatch.shared.statuses.velocity import group_velocity
 from lagwatch.shared.windows.read_through_store import ReadThroughStore
-from lagwatch.shared.windows.store import StoredGroup, WindowStore
+from lagwatch.shared.windows.store import WindowStore
+from lagwatch.shared.windows.stored_group import StoredGroup
 from lagwatch.shared.windows.window import expired
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class GroupEvaluator:
 
     async def read(self, groups: Sequence[str], now_ms: int) -> tuple[list[StoredGroup | None], list[GroupState]]:
         """What an evaluation of these groups reads: their windows and their recorded states."""
-        stored_groups = await self.store.get_groups(self.cluster, groups, now_ms)
+        stored_groups = await self.store.reads.get_groups(self.cluster, groups, now_ms)
         return stored_groups, await self.statuses.states(self.cluster, groups)
 
     async def evaluate(
@@ -140,7 +141,7 @@ class GroupEvaluator:
         for group, stored, state in zip(groups, stored_groups, states, strict=True):
             await self._evaluate_group(batch, report, group, stored, state)
         if batch.gone:  # names whose keys Redis expired on its own leave the group index too (not listed, not swept)
-            await self.store.unindex_expired(self.cluster, now)
+            await self.store.deletions.unindex_expired(self.cluster, now)
         await self._record_and_publish(batch, report)
         await self.results.write(self.cluster, batch.results, batch.lines)
         # the clock is held (shared/windows/read_through.py): what is due by the wall clock is looked at again
@@ -158,7 +159,7 @@ class GroupEvaluator:
         status = self.status_of(stored, now)
         batch.gone = batch.gone or status is None
         if stored is not None and status is None:  # expired: forget its windows too
-            await self.store.delete_group(self.cluster, group)
+            await self.store.deletions.delete_group(self.cluster, group)
         batch.pending[group] = list(state.pending)  # left by an evaluator that stopped before publishing
         live = stored if status is not None else None  # the stored group, unless it is NOTFOUND
         lags = verdicts.time_lags(live, now) if live is not None else None
@@ -228,7 +229,7 @@ class GroupEvaluator:
         excluded = [g for g, s in zip(groups, stored_groups, strict=True) if s is not None and not accepts(g)]
         if not excluded:
             return stored_groups
-        await self.store.delete_groups(self.cluster, excluded)
+        await self.store.deletions.delete_groups(self.cluster, excluded)
         log.info("%s: %d groups excluded by the allow/deny regexes deleted", self.cluster, len(excluded))
         gone = set(excluded)
         return [None if g in gone else s for g, s in zip(groups, stored_groups, strict=True)]
@@ -242,7 +243,7 @@ class GroupEvaluator:
         """When each recent generation started, for the groups that had any in the last hour (the result's
         rebalance count decays with the clock, so it keeps the times)."""
         rebalanced = [s.group for s in stored_groups if s is not None and s.rebalances_last_hour]
-        return await self.store.rebalance_times(self.cluster, rebalanced, now)
+        return await self.store.reads.rebalance_times(self.cluster, rebalanced, now)
 
 
 class Sparklines:
@@ -274,7 +275,7 @@ class Sparklines:
             return 0
         now = clock.now_ms()
         try:
-            stored_groups = await self.store.get_groups(self.cluster, groups, now)
+            stored_groups = await self.store.reads.get_groups(self.cluster, groups, now)
         except RedisError:
             self.owed.update(groups)  # still owed: the schedule loop retries
             raise

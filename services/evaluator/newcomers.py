@@ -135,4 +135,4 @@ class Newcomers:
         self._over_cap_log.failed(f"{len(over)} new groups skipped", f"evaluator.max-groups is {self.cap}")
         with contextlib.suppress(RedisError):  # left to expire: the next chunk looks at the cap again
             still_new = triage(over, await self.statuses.statuses_of(self.cluster, over))[1]
-            await self.store.delete_groups(self.cluster, still_new)
+            await self.store.deletions.delete_groups(self.cluster, still_new)

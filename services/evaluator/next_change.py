@@ -23,7 +23,7 @@ from lagwatch.shared.statuses.retention import RetentionRisk
 from lagwatch.shared.statuses.rules import is_young, was_caught_up_recently
 from lagwatch.shared.statuses.time_lag import TimeLag
 from lagwatch.shared.windows.packing import COMMIT_ENTRY, commit_entry_at
-from lagwatch.shared.windows.store import StoredGroup
+from lagwatch.shared.windows.stored_group import StoredGroup
 
 
 @dataclass(frozen=True, slots=True)

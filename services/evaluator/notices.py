@@ -20,7 +20,7 @@ from lagwatch.services.evaluator.next_change import PartitionWatch, closing_in
 from lagwatch.services.evaluator.runs import EvaluationRuns
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.windows.changes import decode_notice, groups_of
-from lagwatch.shared.windows.store import TopicPartition
+from lagwatch.shared.windows.stored_group import TopicPartition
 
 log = logging.getLogger(__name__)
 NOTICE_BATCH, NOTICE_WAIT_S = 1000, 0.05
@@ -81,7 +81,7 @@ class ChangeNotices:
 
     async def _could_flip(self, partitions: set[TopicPartition]) -> Flips:
         """Where the new log end could flip a rule."""
-        ends, rules = await self.store.latest_broker_offsets(self.cluster, partitions), self.runs.evaluator.rules
+        ends, rules = await self.store.reads.latest_broker_offsets(self.cluster, partitions), self.runs.evaluator.rules
         return lambda tp, watched: (end := ends.get(tp)) is not None and watched.poll_could_flip(end, rules)
 
     async def _closing_in(self, partitions: set[TopicPartition]) -> Flips:
@@ -89,8 +89,8 @@ class ChangeNotices:
         start (messages skipped). A caught-up group is not: its retention risk only matters once it falls that far
         behind."""
         starts, ends = await asyncio.gather(
-            self.store.offset_histories(self.cluster, partitions, keys.log_start_history),
-            self.store.latest_broker_offsets(self.cluster, partitions),
+            self.store.reads.offset_histories(self.cluster, partitions, keys.log_start_history),
+            self.store.reads.latest_broker_offsets(self.cluster, partitions),
         )
         return lambda tp, watched: (
             bool(starts.get(tp))

@@ -146,7 +146,7 @@ class OwnedGroups:
         place, evaluator = self.partitions.placing(), self.evaluator
         try:
             groups = (
-                set(await evaluator.store.list_groups(self.cluster))
+                set(await evaluator.store.reads.list_groups(self.cluster))
                 | set(await evaluator.statuses.known_groups(self.cluster))
                 | set(await evaluator.results.groups(self.cluster))
             )

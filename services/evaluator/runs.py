@@ -21,7 +21,7 @@ from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import Backoff
-from lagwatch.shared.windows.store import TopicPartition
+from lagwatch.shared.windows.stored_group import TopicPartition
 
 log = logging.getLogger(__name__)
 EVALUATIONS = Counter("lagwatch_evaluations_total", "Group evaluations", ["cluster", "trigger"])

@@ -40,8 +40,8 @@ from lagwatch.services.ingest.records import AdminStep, GroupDeletion, OffsetsDe
 from lagwatch.shared.protocol.group_filter import GroupFilter
 from lagwatch.shared.protocol.types import Commit
 from lagwatch.shared.runtime.clock import now_ms
-from lagwatch.shared.windows.store import GroupMetadataUpdate
 from lagwatch.shared.windows.window import ADMIN_ORDERS_FROM
+from lagwatch.shared.windows.window_writes import GroupMetadataUpdate
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 10.0

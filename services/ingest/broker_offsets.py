@@ -122,11 +122,11 @@ class LogStarts:
         found, _, _ = await list_latest_offsets(client, partitions, timeout, EARLIEST)
         # (a leader that did not answer: its partitions' log starts wait for the next topic-refresh)
         by_topic, sampled_at = _by_topic(found), now_ms()
-        await self.store.add_log_start_polls(self.cluster, by_topic, sampled_at)
+        await self.store.writes.add_log_start_polls(self.cluster, by_topic, sampled_at)
         if self.history is not None:  # the replay's retention risk (shared/records/history.py)
             await self.history.publish_samples(by_topic, sampled_at, KIND_LOG_START)
         if self.retention is not None and (read := await self.retention.read(by_topic)):
-            await self.store.set_topic_retention(self.cluster, {t: r.ms for t, r in read.items()})
+            await self.store.writes.set_topic_retention(self.cluster, {t: r.ms for t, r in read.items()})
         moved = {tp[0] for tp, offset in found.items() if self.offsets.get(tp, offset) != offset}
         self.offsets.update(found)
         if moved and changes is not None:
@@ -254,10 +254,10 @@ class BrokerOffsets:
 
     async def load_from_store(self) -> None:
         """A follower's view: the poller's latest samples, read from Redis."""
-        topics = await self.store.list_topics(self.cluster)
+        topics = await self.store.reads.list_topics(self.cluster)
         self.partition_counts = topics
         wanted = [(t, p) for t, n in topics.items() for p in range(n)]
-        rings = await self.store.broker_rings(self.cluster, wanted)
+        rings = await self.store.reads.broker_rings(self.cluster, wanted)
         self.latest = {tp: ring[-1] for tp, ring in rings.items() if ring}
 
     async def refresh_topics(self) -> list[str]:
@@ -272,10 +272,10 @@ class BrokerOffsets:
                 counts[topic] = max(parts) + 1
         self.kafka_ok = True
         self._last_topic_refresh = time.monotonic()
-        known = {**await self.store.list_topics(self.cluster), **self.partition_counts}
+        known = {**await self.store.reads.list_topics(self.cluster), **self.partition_counts}
         deleted = sorted(t for t, n in known.items() if counts.get(t, 0) < n)
         for topic in deleted:
-            removed = await self.store.delete_topic(self.cluster, topic)
+            removed = await self.store.deletions.delete_topic(self.cluster, topic)
             how = f"re-created with {counts[topic]} partitions, not {known[topic]}" if topic in counts else "deleted"
             log.info("topic %s/%s was %s: removed from %d group partitions", self.cluster, topic, how, removed)
         if deleted and self.history is not None:  # the replay drops the partitions when the live store did
@@ -318,7 +318,7 @@ class BrokerOffsets:
             self._last_topic_refresh = 0.0
         by_topic, sampled_at = _by_topic(found), now_ms()
         counts = {topic: self.partition_counts[topic] for topic in by_topic if topic in self.partition_counts}
-        await self.store.add_broker_polls(self.cluster, by_topic, sampled_at, counts)
+        await self.store.writes.add_broker_polls(self.cluster, by_topic, sampled_at, counts)
         if self.history is not None:
             await self.history.publish_samples(by_topic, sampled_at)
         moved = {tp[0] for tp, offset in found.items() if self.latest.get(tp) != offset}
@@ -339,7 +339,7 @@ class BrokerOffsets:
         wanted = set(partitions)
         missing = [tp for tp in wanted if tp not in self.latest]
         if missing:
-            from_store = await self.store.latest_broker_offsets(self.cluster, missing)
+            from_store = await self.store.reads.latest_broker_offsets(self.cluster, missing)
             self.latest.update({tp: off for tp, off in from_store.items() if off is not None})
             missing = [tp for tp in missing if tp not in self.latest]
         if missing:

@@ -30,7 +30,7 @@ from lagwatch.shared.records.history import (
 from lagwatch.shared.windows.window import AddOutcome, add_to_ring as _add_to_ring
 from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.windows.ingest_totals import type_label
-from lagwatch.shared.windows.store import MAX_SCRIPT_NUMBER
+from lagwatch.shared.windows.window_writes import MAX_SCRIPT_NUMBER
 cdef extern from "Python.h":
     # a borrowed item of a tuple or of a tuple subclass (a CommitKey): Cython's own indexing of an untyped object
     # takes the generic sequence path for a NamedTuple, a noticeable share of the pass

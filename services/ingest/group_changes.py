@@ -16,7 +16,7 @@ from lagwatch.services.ingest.window_cache import WindowCache
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.group_filter import GroupFilter
 from lagwatch.shared.records.history import commits_key, offset_deleted_record
-from lagwatch.shared.windows.store import MemberChange
+from lagwatch.shared.windows.window_writes import MemberChange
 
 if TYPE_CHECKING:
     from lagwatch.services.ingest.processor import AppliedBatch

@@ -9,7 +9,7 @@ commit would look older than what a window holds and be dropped, and every group
 `expire-group`. Burrow, restarted, starts empty; lagwatch keeps its windows across restarts, so it has to notice.
 
 The first worker to see the new id takes a lease and forgets the cluster's groups and topics in Redis
-(`WindowStore.forget_kafka_data`), tells the evaluator the groups were deleted (it records them NOTFOUND), sends the
+(`WindowDeletions.forget_kafka_data`), tells the evaluator the groups were deleted (it records them NOTFOUND), sends the
 topics' deletions to the history topic, then records the id. Other workers starting meanwhile wait for it (one that
 dies while forgetting leaves the lease to expire; deleting again is harmless). A running worker asks for the id every
 `offset-refresh` and starts over when it changed (`IngestWorker.kafka_replaced`): its windows in memory belong to the

@@ -22,7 +22,7 @@ from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from lagwatch.shared.records.offsets_codec import ConsumerGroupAssignment, ConsumerGroupMember
-from lagwatch.shared.windows.store import GroupMetadataUpdate, MemberChange
+from lagwatch.shared.windows.window_writes import GroupMetadataUpdate, MemberChange
 
 log = logging.getLogger(__name__)
 ID_REFRESH_S = 5.0  # an unknown topic id asks the broker again at most this often

@@ -36,7 +36,8 @@ from lagwatch.shared.records.history import HistoryMessages
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.windows.group_windows import GroupWindows, GroupWrite
 from lagwatch.shared.windows.ingest_totals import type_label
-from lagwatch.shared.windows.store import MAX_SCRIPT_NUMBER, WindowStore
+from lagwatch.shared.windows.store import WindowStore
+from lagwatch.shared.windows.window_writes import MAX_SCRIPT_NUMBER
 
 try:  # installed without a C compiler (setup.py): the same steps run in Python
     from lagwatch.services.ingest.commit_pass import run_pass as compiled_pass  # type: ignore[import-untyped]
@@ -283,10 +284,10 @@ class BatchProcessor:
         deleted_meanwhile = await self.cache.write(flush.writes)
         if flush.rebalances:
             rebalances = flush.rebalances if self.topic_ids is None else await self.topic_ids.name(flush.rebalances)
-            await self.store.set_groups_metadata(self.cluster, rebalances, flush.now_ms)
+            await self.store.writes.set_groups_metadata(self.cluster, rebalances, flush.now_ms)
         for group in deleted_meanwhile:  # deleted through the api while this worker held it: stay deleted
             self.cache.forget_group(group)
-            await self.store.delete_group(self.cluster, group)
+            await self.store.deletions.delete_group(self.cluster, group)
         metrics.BATCH_SECONDS.labels(self.cluster).observe(time.perf_counter() - started)
 
     async def process(self, records: Sequence[RecordLike | AdminStep]) -> Counter[str]:
@@ -303,14 +304,14 @@ class BatchProcessor:
         """lagwatch's own consumption, stored as a consumer group like any other (Burrow reports `burrow-<name>`):
         a stuck ingest then raises its own alert. `order` = the position itself, which only grows. The allow/deny
         regexes apply to it as to any group. Every worker reports its own partitions of that one group: not a group
-        this worker alone writes, so not one for its cache, but `store.add_commits` (the same steps, each group's
+        this worker alone writes, so not one for its cache, but `store.writes.add_commits` (the same steps, each group's
         read and write one transaction)."""
         if not positions or not self.group_filter.accepts(group):
             return
         now = now_ms()
         commits = [Commit(group, topic, p, pos, now, pos, now) for p, pos in positions.items()]
         latest = await self.broker_offsets.lookup({(topic, p) for p in positions})
-        await self.store.add_commits(self.cluster, commits, now, broker_offsets=latest)
+        await self.store.writes.add_commits(self.cluster, commits, now, broker_offsets=latest)
 
 
 def _offset_and_timestamp(

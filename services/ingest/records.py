@@ -25,7 +25,7 @@ from lagwatch.shared.protocol.group_filter import GroupFilter
 from lagwatch.shared.protocol.types import Commit
 from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.windows.ingest_totals import type_label
-from lagwatch.shared.windows.store import GroupMetadataUpdate, MemberChange
+from lagwatch.shared.windows.window_writes import GroupMetadataUpdate, MemberChange
 
 TopicPartition = tuple[str, int]
 KEY_CACHE_LIMIT = 500_000  # distinct commit keys remembered (group, topic, partition): ~100 B each

@@ -43,7 +43,7 @@ class StartUp:
     async def _forget_kafka_data(self, recorded: str, seen: str) -> None:
         """The Kafka cluster behind the name was replaced (kafka_identity.py): forget the old one's groups and topics;
         the evaluator records the groups NOTFOUND, and the history's replay forgets the topics too."""
-        groups, topics = await self.store.forget_kafka_data(self.cluster, PURGE_CHUNK)
+        groups, topics = await self.store.deletions.forget_kafka_data(self.cluster, PURGE_CHUNK)
         await self.changes.publish(self.cluster, [(g, "deleted") for g in groups])  # (notices hold 2,000 names each)
         if topics and self.history is not None:
             await self.history.publish_deletions(topics, now_ms())
@@ -76,11 +76,11 @@ class StartUp:
         group_filter = self.group_filter
         if self.stopping.is_set() or not (group_filter.allowlist or group_filter.denylist):
             return
-        groups = await self.retry("listing groups", lambda: self.store.list_groups(self.cluster))
+        groups = await self.retry("listing groups", lambda: self.store.reads.list_groups(self.cluster))
         excluded = [g for g in groups or () if not group_filter.accepts(g)]
 
         async def delete(chunk: list[str]) -> bool:
-            await self.store.delete_groups(self.cluster, chunk)
+            await self.store.deletions.delete_groups(self.cluster, chunk)
             return True
 
         for start in range(0, len(excluded), PURGE_CHUNK):

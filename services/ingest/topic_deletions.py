@@ -1,6 +1,6 @@
 """Topics leaving the windows held in memory: those deleted from Kafka (the poller removed them from Redis) and those
-the api deleted from a group (`store.delete_group_topic`). Either way a ring left in memory would come back with the
-next write."""
+the api deleted from a group (`store.deletions.delete_group_topic`). Either way a ring left in memory would come back
+with the next write."""
 
 from __future__ import annotations
 

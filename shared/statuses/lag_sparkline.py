@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lagwatch.shared.windows.packing import COMMIT_ENTRY, NULL
-from lagwatch.shared.windows.store import StoredPartition
+from lagwatch.shared.windows.stored_group import StoredPartition
 
 SPARKLINE_POINTS = 30  # at most, the last one being now
 Point = tuple[int, int]  # (epoch ms, total lag)

@@ -1,4 +1,4 @@
-"""The rules applied to windows as stored (`windows.store.StoredGroup`): a partition's status, lag in seconds,
+"""The rules applied to windows as stored (`windows.stored_group.StoredGroup`): a partition's status, lag in seconds,
 velocity and retention risk. Most partitions of a healthy cluster are caught up, and rule 1 judges those from the
 ends of the packed ring alone, without unpacking it."""
 
@@ -11,7 +11,7 @@ from lagwatch.shared.statuses.time_lag import TimeLag, time_lag
 from lagwatch.shared.statuses.velocity import UNKNOWN as UNKNOWN_VELOCITY
 from lagwatch.shared.statuses.velocity import Velocity, partition_velocity
 from lagwatch.shared.windows.packing import COMMIT_ENTRY, commit_entry_at
-from lagwatch.shared.windows.store import StoredGroup, StoredPartition, TopicPartition
+from lagwatch.shared.windows.stored_group import StoredGroup, StoredPartition, TopicPartition
 
 
 def stored_partition_status(p: StoredPartition, intervals: int, now_ms: int, rules: RuleConfig) -> PartitionStatus:

@@ -1,6 +1,6 @@
 """A group's windows as their writer holds them: its packed rings read from Redis, changed commit by commit, written
 back whole. Every writer of windows goes through here: the ingest (for the groups it owns, kept in memory between
-batches: services/ingest/window_cache.py) and `WindowStore.add_commits` (lagwatch's own group, tools, tests).
+batches: services/ingest/window_cache.py) and `WindowWrites.add_commits` (lagwatch's own group, tools, tests).
 
 `GroupWindows.add` is the reference of a commit's step: `window.add_commit` on the packed ring. The ingest's compiled
 pass (services/ingest/commit_pass.pyx) is its fast twin, held to it by a property test.

@@ -1,4 +1,4 @@
-"""Binary layout of the rings stored in Redis: commit rings (written by the ingest and `WindowStore.add_commits`),
+"""Binary layout of the rings stored in Redis: commit rings (written by the ingest and `WindowWrites.add_commits`),
 broker rings (written by the Lua of `scripts.py`).
 
 A commit ring is the concatenation of its entries, oldest first, each 48 bytes little-endian:

@@ -15,9 +15,7 @@ MAX_CLASS_LINES = 250
 KNOWN_LONG_FUNCTIONS: set[str] = set()
 
 # Classes allowed over the limit while they are being split; the list only shrinks.
-KNOWN_LONG_CLASSES = {
-    "shared/windows/store.py::WindowStore",
-}
+KNOWN_LONG_CLASSES: set[str] = set()
 
 # Imports across services still being moved; the list only shrinks.
 KNOWN_CROSS_SERVICE_IMPORTS: set[tuple[str, str]] = set()

@@ -57,7 +57,7 @@ async def log_ends_known(store, topic, ends):
     tps = [(topic, p) for p in ends]
 
     async def known():
-        return await store.latest_broker_offsets(CLUSTER, tps) == {(topic, p): n for p, n in ends.items()}
+        return await store.reads.latest_broker_offsets(CLUSTER, tps) == {(topic, p): n for p, n in ends.items()}
 
     await eventually(known)
 

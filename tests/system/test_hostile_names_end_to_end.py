@@ -20,8 +20,8 @@ async def test_a_group_name_cannot_forge_a_line_in_a_services_log(kafka, redis_s
     kafka.create_topic("lagwatch.changes", 4)
     store = WindowStore(redis, make_config(kafka.bootstrap, redis_server.url).window())
     now = int(time.time() * 1000)
-    await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
-    await store.add_commits(CLUSTER, commits(GROUP, [100], now - 1000), now_ms=now)
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+    await store.writes.add_commits(CLUSTER, commits(GROUP, [100], now - 1000), now_ms=now)
     log_path = tmp_path / "evaluator.log"
     with log_path.open("w") as log:
         evaluator = evaluator_process(kafka.bootstrap, redis_server.url, log, EVALUATOR__SWEEP_INTERVAL="0.5")

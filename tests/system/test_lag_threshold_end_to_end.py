@@ -103,4 +103,4 @@ async def _status(statuses, expected):
 
 
 async def _log_end(evaluator, topic):
-    return (await evaluator.store.latest_broker_offsets(CLUSTER, [(topic, 0)]))[(topic, 0)]
+    return (await evaluator.store.reads.latest_broker_offsets(CLUSTER, [(topic, 0)]))[(topic, 0)]

@@ -40,7 +40,7 @@ async def test_a_new_group_with_jittering_lag_opens_no_incident_and_one_that_sto
                 await quitter.produce(5)
 
         await asyncio.gather(jitter(), three_then_stop())
-        window = (await store.get_group(CLUSTER, "g-quitter")).partitions[0].entries
+        window = (await store.reads.get_group(CLUSTER, "g-quitter")).partitions[0].entries
         assert await topic.until("g-quitter", 2, timeout=30) == [("NOTFOUND", "OK"), ("OK", "ERR")]
         await asyncio.sleep(2)  # a few more evaluations of the newcomer
         await topic.read()

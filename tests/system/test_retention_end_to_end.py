@@ -37,8 +37,8 @@ async def test_the_poller_records_log_starts_and_events_carry_retention_risk_and
         await produce(kafka.bootstrap, "t-lost", {0: 1000})
 
         async def polled():
-            ends = await store.latest_broker_offsets(CLUSTER, [("t-risk", 0), ("t-lost", 0)])
-            starts = await store.offset_histories(CLUSTER, [("t-risk", 0)], keys.log_start_history)
+            ends = await store.reads.latest_broker_offsets(CLUSTER, [("t-risk", 0), ("t-lost", 0)])
+            starts = await store.reads.offset_histories(CLUSTER, [("t-risk", 0)], keys.log_start_history)
             return set(ends.values()) == {1000} and starts[("t-risk", 0)]
 
         first = await eventually(polled)
@@ -47,8 +47,8 @@ async def test_the_poller_records_log_starts_and_events_carry_retention_risk_and
         # a broker deleting 10 msg/s from the front: t-risk's start at 300, moving; t-lost's already past 700
         now = int(time.time() * 1000)
         await redis.delete(*(keys.log_start_history(CLUSTER, t) for t in ("t-risk", "t-lost")))
-        await store.add_log_start_polls(CLUSTER, {"t-risk": {0: 0}, "t-lost": {0: 0}}, now - 30_000)
-        await store.add_log_start_polls(CLUSTER, {"t-risk": {0: 300}, "t-lost": {0: 700}}, now)
+        await store.writes.add_log_start_polls(CLUSTER, {"t-risk": {0: 0}, "t-lost": {0: 0}}, now - 30_000)
+        await store.writes.add_log_start_polls(CLUSTER, {"t-risk": {0: 300}, "t-lost": {0: 700}}, now)
         # t-risk's consumer stands at 500: 200 messages ahead of deletion at 10 msg/s, so about 20 s; t-lost's at
         # 400: 300 messages deleted before it read them
         await writer.commits(

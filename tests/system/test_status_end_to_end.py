@@ -35,7 +35,8 @@ class Scenario:
         await eventually(self._log_end_known)
 
     async def _log_end_known(self):
-        return (await self.store.latest_broker_offsets(CLUSTER, [(self.topic, 0)]))[(self.topic, 0)] == self.log_end
+        [log_end] = (await self.store.reads.latest_broker_offsets(CLUSTER, [(self.topic, 0)])).values()
+        return log_end == self.log_end
 
     async def commit(self, *offsets, spacing_s=20, ago_s=0):
         """Commits written together, the newest stamped `ago_s` before now and each earlier one `spacing_s` before

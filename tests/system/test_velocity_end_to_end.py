@@ -76,7 +76,7 @@ async def stuck_consumer(writer, store, stuck_after_s=3.0):
     start = time.time()
     stuck_at = None
     while True:
-        ends = await store.latest_broker_offsets(CLUSTER, [("t-stuck", 0), ("t-stuck", 1)])
+        ends = await store.reads.latest_broker_offsets(CLUSTER, [("t-stuck", 0), ("t-stuck", 1)])
         now = time.time()
         if now - start < stuck_after_s or stuck_at is None:
             stuck_at = ends[("t-stuck", 0)] or 0
@@ -96,7 +96,7 @@ async def start_caught_up(writer, store):
     partitions = [("t-slow", 0), ("t-stuck", 0), ("t-stuck", 1)]
 
     async def log_ends_known():
-        return all(v == 0 for v in (await store.latest_broker_offsets(CLUSTER, partitions)).values())
+        return all(v == 0 for v in (await store.reads.latest_broker_offsets(CLUSTER, partitions)).values())
 
     await eventually(log_ends_known)
     now = int(time.time() * 1000)
@@ -106,7 +106,7 @@ async def start_caught_up(writer, store):
     )
 
     async def stored():
-        found = await store.get_groups(CLUSTER, ["g-slow", "g-stuck"])
+        found = await store.reads.get_groups(CLUSTER, ["g-slow", "g-stuck"])
         return all(g is not None and all(len(p.entries) == 3 for p in g.partitions) for g in found)
 
     await eventually(stored)

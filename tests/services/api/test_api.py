@@ -98,9 +98,9 @@ async def seed(redis, now):
     """`orders` has 3 partitions. billing: p0 catching up (OK), p1 stuck on one offset with lag (STALL), no p2;
     its owners come from group metadata. audit: caught up on p2."""
     store = WindowStore(redis, api_config("redis://unused").window())
-    await store.add_broker_offsets(CLUSTER, "orders", [100, 200, 300], sampled_at=now)
-    await store.add_broker_offsets(CLUSTER, "payments", [7], sampled_at=now)
-    await store.add_commits(
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [100, 200, 300], sampled_at=now)
+    await store.writes.add_broker_offsets(CLUSTER, "payments", [7], sampled_at=now)
+    await store.writes.add_commits(
         CLUSTER,
         [
             Commit("billing", "orders", 0, 90, now - MINUTE, 1, now - MINUTE),
@@ -112,7 +112,7 @@ async def seed(redis, now):
         now_ms=now,
     )
     owners = {("orders", 0): ("/10.0.0.1", "billing-a"), ("orders", 1): ("/10.0.0.2", "billing-b")}
-    await store.set_group_metadata(CLUSTER, "billing", generation=1, started_at=now, owners=owners, now_ms=now)
+    await store.writes.set_group_metadata(CLUSTER, "billing", generation=1, started_at=now, owners=owners, now_ms=now)
     await evaluate(redis, api_config("redis://unused"), CLUSTER, ["billing", "audit"], now)  # the ready results
     return store
 
@@ -147,7 +147,7 @@ def billing_partitions(now):
 
 
 async def test_clusters_are_the_configured_ones_and_those_found_in_redis(api, http, redis):
-    await WindowStore(redis).add_broker_offsets("other", "orders", [1], sampled_at=now_ms())
+    await WindowStore(redis).writes.add_broker_offsets("other", "orders", [1], sampled_at=now_ms())
     assert await get(http, f"{api.url}/v3/kafka") == (
         200,
         envelope("/v3/kafka", "cluster list returned", clusters=["local", "other"]),
@@ -161,8 +161,10 @@ async def test_a_forgotten_cluster_is_no_longer_listed_nor_measured(api, http, r
 
     now = now_ms()
     store = WindowStore(redis, api_config("redis://unused").window())
-    await store.add_broker_offsets("old", "orders", [100], sampled_at=now)
-    await store.add_commits("old", [Commit("billing", "orders", 0, 90, now - SECOND, 1, now - SECOND)], now_ms=now)
+    await store.writes.add_broker_offsets("old", "orders", [100], sampled_at=now)
+    await store.writes.add_commits(
+        "old", [Commit("billing", "orders", 0, 90, now - SECOND, 1, now - SECOND)], now_ms=now
+    )
     await evaluate(redis, api_config("redis://unused"), "old", ["billing"], now)
     assert (await get(http, f"{api.url}/v3/kafka"))[1]["clusters"] == ["local", "old"]
     old = await _series_of(http, f"{api.url}/metrics", "old")
@@ -278,7 +280,9 @@ async def test_topics_are_listed_sorted_with_their_latest_offsets(api, http, red
 
 
 async def test_topic_offsets_leave_out_partitions_not_polled_yet_as_burrows_compacted_list(api, http, redis):
-    await WindowStore(redis).add_broker_offsets(CLUSTER, "sparse", {0: 5, 2: 7}, sampled_at=now_ms(), partition_count=3)
+    await WindowStore(redis).writes.add_broker_offsets(
+        CLUSTER, "sparse", {0: 5, 2: 7}, sampled_at=now_ms(), partition_count=3
+    )
     path = "/v3/kafka/local/topic/sparse"
     assert await get(http, api.url + path) == (200, envelope(path, "topic offsets returned", offsets=[5, 7]))
     status, body = await get(http, f"{api.url}/v3/kafka/nowhere/topic/sparse")
@@ -402,7 +406,7 @@ async def test_an_unknown_group_is_notfound_with_404_on_status_and_lag_as_burrow
 async def test_group_names_with_slashes_and_unicode_are_reachable_percent_encoded(api, http, redis):
     now = now_ms()
     store = await seed(redis, now)
-    await store.add_commits(CLUSTER, [Commit("team/é", "orders", 0, 100, now - SECOND, 9, now)], now_ms=now)
+    await store.writes.add_commits(CLUSTER, [Commit("team/é", "orders", 0, 100, now - SECOND, 9, now)], now_ms=now)
     status, body = await get(http, URL(f"{api.url}/v3/kafka/local/consumer/team%2F%C3%A9/lag", encoded=True))
     assert (status, body["status"]["group"], body["status"]["status"]) == (200, "team/é", "OK")
 
@@ -624,7 +628,7 @@ async def fill_billing(redis, store, now):
         Commit("billing", "orders", 0, 98, now - 500, 6, now - 500),
         Commit("billing", "orders", 1, 150, now - 500, 7, now - 500),
     ]
-    await store.add_commits(CLUSTER, third, now_ms=now)
+    await store.writes.add_commits(CLUSTER, third, now_ms=now)
     await evaluate(redis, api_config("redis://unused"), CLUSTER, ["billing"], now)
 
 
@@ -750,7 +754,7 @@ async def test_metrics_from_the_ready_results_equal_what_the_rules_compute_from_
         found = samples(await response.text())
     config = api_config("redis://unused")
     for group in ("billing", "audit"):
-        status = statuses.evaluate(await store.get_group(CLUSTER, group), now_ms(), config)
+        status = statuses.evaluate(await store.reads.get_group(CLUSTER, group), now_ms(), config)
         g = {"cluster": CLUSTER, "consumer_group": group}
         assert found[("burrow_kafka_consumer_status", labels(**g))] == int(status.status)
         assert found[("burrow_kafka_consumer_lag_total", labels(**g))] == status.totallag
@@ -798,8 +802,8 @@ async def test_metric_labels_escape_quotes_and_backslashes_in_every_name(api, ht
     now = now_ms()
     topic, group = 'odd"topic\\', 'odd"group\\\n'
     store = WindowStore(redis, api_config("redis://unused").window())
-    await store.add_broker_offsets(CLUSTER, topic, [10], sampled_at=now)
-    await store.add_commits(CLUSTER, [Commit(group, topic, 0, 4, now - SECOND, 1, now - SECOND)], now_ms=now)
+    await store.writes.add_broker_offsets(CLUSTER, topic, [10], sampled_at=now)
+    await store.writes.add_commits(CLUSTER, [Commit(group, topic, 0, 4, now - SECOND, 1, now - SECOND)], now_ms=now)
     await evaluate(redis, api_config("redis://unused"), CLUSTER, [group], now)
     async with http.get(f"{api.url}/metrics") as response:
         found = samples(await response.text())
@@ -839,9 +843,9 @@ async def test_a_group_of_thousands_of_partitions_is_judged_off_the_event_loop(a
     await seed(redis, now)
     wide = statuses.THREAD_FROM_PARTITIONS
     store = WindowStore(redis, api_config("redis://unused").window())
-    await store.add_broker_offsets(CLUSTER, "wide", [100] * wide, sampled_at=now)
+    await store.writes.add_broker_offsets(CLUSTER, "wide", [100] * wide, sampled_at=now)
     commits = [Commit("fanout", "wide", p, 90, now, p + 1, now) for p in range(wide)]
-    await store.add_commits(CLUSTER, commits, now_ms=now)
+    await store.writes.add_commits(CLUSTER, commits, now_ms=now)
     threads = []
     judge = statuses._body
 

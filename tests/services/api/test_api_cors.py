@@ -60,8 +60,8 @@ async def what_the_page_says(redis_server, tmp_path, allowed: bool) -> str:
 async def test_a_page_of_an_allowed_origin_reads_the_api_but_cannot_delete(redis_server, redis, tmp_path):
     now = now_ms()
     store = WindowStore(redis)
-    await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
-    await store.add_commits(CLUSTER, [Commit("billing", "orders", 0, 5, now, 1, now)], now_ms=now)
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+    await store.writes.add_commits(CLUSTER, [Commit("billing", "orders", 0, 5, now, 1, now)], now_ms=now)
     assert await redis.zscore(keys.groups_index(CLUSTER), "billing") is not None
     assert await what_the_page_says(redis_server, tmp_path, allowed=True) == "read:local delete:blocked"
     assert await redis.zscore(keys.groups_index(CLUSTER), "billing") is not None  # the DELETE never reached it

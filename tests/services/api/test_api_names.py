@@ -18,7 +18,7 @@ ENCODED = "team-%7Benv%7D"
 async def braced(redis_server, redis):
     now = now_ms()
     store = await seed(redis, now)
-    await store.add_commits(CLUSTER, [Commit(BRACED, "orders", 0, 100, now - SECOND, 9, now)], now_ms=now)
+    await store.writes.add_commits(CLUSTER, [Commit(BRACED, "orders", 0, 100, now - SECOND, 9, now)], now_ms=now)
     await evaluate(redis, api_config(redis_server.url), CLUSTER, [BRACED], now)
     async with serving(api_config(redis_server.url, API__TOKEN=TOKEN)) as api:
         yield api

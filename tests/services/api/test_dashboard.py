@@ -31,7 +31,8 @@ from lagwatch.shared.statuses.lag_sparkline import lag_sparkline
 from lagwatch.shared.statuses.results_store import ResultsStore, result_of
 from lagwatch.shared.statuses.verdicts import stored_group_status, time_lags
 from lagwatch.shared.windows.packing import pack_commit_ring
-from lagwatch.shared.windows.store import StoredPartition, WindowStore
+from lagwatch.shared.windows.store import WindowStore
+from lagwatch.shared.windows.stored_group import StoredPartition
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER
 from tests.services.api.test_api import api_config, serving
@@ -97,14 +98,14 @@ async def seed_windows(redis, now):
     order = 0
     for i in STEPS:
         t, ends = at(i, now), log_ends(i)
-        await store.add_broker_polls(CLUSTER, ends, sampled_at=t)
+        await store.writes.add_broker_polls(CLUSTER, ends, sampled_at=t)
         batch = []
         for group, topic, partition, offset in commits(i, ends):
             order += 1
             batch.append(Commit(group, topic, partition, offset, t, order, t))
-        await store.add_commits(CLUSTER, batch, now_ms=t)
+        await store.writes.add_commits(CLUSTER, batch, now_ms=t)
     owners = {("orders", 0): ("/10.0.0.1", "billing-a"), ("orders", 1): ("/10.0.0.2", "billing-b")}
-    await store.set_group_metadata(CLUSTER, "billing", generation=3, started_at=now, owners=owners, now_ms=now)
+    await store.writes.set_group_metadata(CLUSTER, "billing", generation=3, started_at=now, owners=owners, now_ms=now)
     return store
 
 
@@ -135,7 +136,7 @@ async def seed(redis, now):
     store = await seed_windows(redis, now)
     config = dashboard_config("redis://unused")
     history = StatusStore(redis, config.window().expire_group_ms)
-    groups = {g.group: g for g in await store.get_groups(CLUSTER, await store.list_groups(CLUSTER), now)}
+    groups = {g.group: g for g in await store.reads.get_groups(CLUSTER, await store.reads.list_groups(CLUSTER), now)}
     statuses = {name: stored_group_status(g, INTERVALS, now, config.rules()) for name, g in groups.items()}
     for name in sorted(groups):
         ok = dataclasses.replace(statuses[name], status=Status.OK)
@@ -502,11 +503,11 @@ async def seed_hostile(redis, now):
     store = WindowStore(redis, dashboard_config("redis://unused").window())
     for i in range(3):
         t = now - (2 - i) * STEP - 2_000
-        await store.add_broker_offsets(CLUSTER, "orders", [1000 + 100 * i], sampled_at=t)
+        await store.writes.add_broker_offsets(CLUSTER, "orders", [1000 + 100 * i], sampled_at=t)
         commits = [Commit(g, "orders", 0, 900, t, 3 * i + n, t) for n, g in enumerate(HOSTILE)]
-        await store.add_commits(CLUSTER, commits, now_ms=t)
+        await store.writes.add_commits(CLUSTER, commits, now_ms=t)
     owners = {("orders", 0): ("<i>/10.0.0.1</i>", HOSTILE[1])}
-    await store.set_group_metadata(CLUSTER, HOSTILE[0], generation=1, started_at=now, owners=owners, now_ms=now)
+    await store.writes.set_group_metadata(CLUSTER, HOSTILE[0], generation=1, started_at=now, owners=owners, now_ms=now)
     await evaluate(redis, dashboard_config("redis://unused"), CLUSTER, HOSTILE, now)
     matcher = Matcher("group", HOSTILE[0])
     await SilenceStore(redis).put(Silence("s-1", (matcher,), now / 1000, now / 1000 + 60, HOSTILE[1], HOSTILE[2], 0))

@@ -28,12 +28,12 @@ async def api(redis_server, redis):
     now = now_ms()
     for i in range(INTERVALS):
         t = now - (INTERVALS - 1 - i) * STEP - 2_000
-        await store.add_broker_offsets(CLUSTER, "orders", [1000 + 100 * i, 500 + 10 * i], sampled_at=t)
+        await store.writes.add_broker_offsets(CLUSTER, "orders", [1000 + 100 * i, 500 + 10 * i], sampled_at=t)
         commits = [
             Commit(LONG, "orders", 0, 900, t, 2 * i, t),
             Commit("billing", "orders", 1, 500 + 10 * i, t, 2 * i + 1, t),
         ]
-        await store.add_commits(CLUSTER, commits, now_ms=t)
+        await store.writes.add_commits(CLUSTER, commits, now_ms=t)
     await evaluate(redis, config, CLUSTER, [LONG, "billing"], now)
     async with serving(config) as server:
         yield server

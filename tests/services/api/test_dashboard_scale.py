@@ -66,13 +66,15 @@ async def seed_many(redis, now, groups=GROUPS):
     for step in range(3):
         t = now - (2 - step) * STEP - 2_000
         ends = {topic: {p: 1000 + 100 * step + p for p in range(PARTITIONS)} for topic in topics}
-        await store.add_broker_polls(CLUSTER, ends, sampled_at=t, partition_counts={last: 5} if step == 2 else None)
+        await store.writes.add_broker_polls(
+            CLUSTER, ends, sampled_at=t, partition_counts={last: 5} if step == 2 else None
+        )
         commits = []
         for i in range(groups):
             topic, partition = topic_of(i)
             committed = offset(i, ends[topic][partition], step)
             commits.append(Commit(name(i), topic, partition, committed, t, step * groups + i, t))
-        await store.add_commits(CLUSTER, commits, now_ms=t)
+        await store.writes.add_commits(CLUSTER, commits, now_ms=t)
     await evaluate(redis, dashboard_config("redis://unused"), CLUSTER, [name(i) for i in range(groups)], now)
 
 
@@ -80,9 +82,9 @@ async def every_row(redis, config, now):
     """The overview's rows as computed before it had a limit: every group's row, worst first."""
     store, results = WindowStore(redis, config.window()), ResultsStore(redis)
     ready, lines = await results.all(CLUSTER), await results.sparklines(CLUSTER)
-    counts = await store.list_topics(CLUSTER)
+    counts = await store.reads.list_topics(CLUSTER)
     needed = {(p.topic, p.partition) for r in ready.values() for p in r.partitions if p.topic in counts}
-    log_ends = {tp: end for tp, end in (await store.latest_broker_offsets(CLUSTER, needed)).items() if end}
+    log_ends = {tp: end for tp, end in (await store.reads.latest_broker_offsets(CLUSTER, needed)).items() if end}
     history = StatusStore(redis, config.window().expire_group_ms)
     states = dict(zip(ready, await history.states(CLUSTER, list(ready)), strict=True))
     rows = [

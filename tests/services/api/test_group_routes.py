@@ -29,7 +29,7 @@ async def api(redis_server, redis):
         Commit(LONG, "orders", 0, 80, now - SECOND, 12, now - SECOND),
         Commit(LONG, "payments", 0, 7, now - SECOND, 13, now - SECOND),
     ]
-    await store.add_commits(CLUSTER, commits, now_ms=now)
+    await store.writes.add_commits(CLUSTER, commits, now_ms=now)
     await evaluate(redis, api_config(redis_server.url), CLUSTER, [LONG], now)
     async with serving(api_config(redis_server.url, API__TOKEN=TOKEN)) as server:
         yield server

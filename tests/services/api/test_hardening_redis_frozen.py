@@ -94,5 +94,5 @@ async def _status_is(http, url, wanted):
 
 
 async def _newest_offset(store, group, offset):
-    stored = await store.get_group(CLUSTER, group)
+    stored = await store.reads.get_group(CLUSTER, group)
     return stored is not None and stored.partitions[0].entries[-1].offset == offset

@@ -36,7 +36,7 @@ async def seed_results(redis, groups=GROUPS):
     for a minute (lag in seconds grows with the clock, so each render renders every group again)."""
     now = int(time.time() * 1000)
     store = WindowStore(redis, api_config("redis://unused").window())
-    await store.add_broker_offsets(CLUSTER, TOPIC, [LOG_END] * PARTITIONS, sampled_at=now)
+    await store.writes.add_broker_offsets(CLUSTER, TOPIC, [LOG_END] * PARTITIONS, sampled_at=now)
     behind = now - 60_000
     results = {
         group_name(i): GroupResult(

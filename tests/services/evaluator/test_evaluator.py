@@ -107,8 +107,8 @@ async def test_evaluating_publishes_one_event_per_transition_with_incidents(kafk
     t0 = int(time.time() * 1000) - 20 * MINUTE
 
     async def commit_at(minute, offset, log_end):
-        await store.add_broker_offsets(CLUSTER, "orders", [log_end], sampled_at=t0 + minute * MINUTE)
-        await store.add_commits(
+        await store.writes.add_broker_offsets(CLUSTER, "orders", [log_end], sampled_at=t0 + minute * MINUTE)
+        await store.writes.add_commits(
             CLUSTER, commits("billing", [offset], t0 + minute * MINUTE, first_order=minute), now_ms=t0
         )
 
@@ -139,8 +139,8 @@ async def test_an_event_left_in_the_outbox_is_published_by_the_next_evaluation(k
     store = WindowStore(redis, config.window())
     statuses = StatusStore(redis, config.window().expire_group_ms)
     now = int(time.time() * 1000)
-    await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
-    await store.add_commits(CLUSTER, commits("billing", [100], now), now_ms=now)
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+    await store.writes.add_commits(CLUSTER, commits("billing", [100], now), now_ms=now)
 
     class DeadPublisher:  # Kafka refuses everything: the transition is recorded, its event stays in the outbox
         async def publish(self, items):
@@ -168,8 +168,8 @@ async def test_the_service_evaluates_on_notices_and_sweeps(kafka, redis_server, 
     store = WindowStore(redis, config.window())
     now = int(time.time() * 1000)
     async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
-        await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
-        await store.add_commits(CLUSTER, commits("billing", [100], now - 1000), now_ms=now)
+        await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+        await store.writes.add_commits(CLUSTER, commits("billing", [100], now - 1000), now_ms=now)
         # found without a notice: by the evaluation of every group when the instance got its partitions, or a sweep
         assert await topic.until("billing", 1) == [("NOTFOUND", "OK")]
 
@@ -191,16 +191,16 @@ async def test_two_evaluators_publish_each_transition_once(kafka, redis_server, 
     store = WindowStore(redis, config.window())
     now = int(time.time() * 1000)
     groups = [f"group-{i}" for i in range(30)]
-    await store.add_broker_offsets(CLUSTER, "orders", [1000], sampled_at=now)
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [1000], sampled_at=now)
     settings = {"EVALUATOR__SWEEP_INTERVAL": "0.3", "STORAGE__INTERVALS": "2"}
     other = evaluator_process(kafka.bootstrap, redis_server.url, subprocess.PIPE, **settings)
     try:
         async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as a:
             # OK (caught up), then lag grows with each commit (WARN), then caught up again (OK)
             for step, (offset, log_end) in enumerate([(1000, 1000), (1200, 1300), (1400, 1600), (1600, 1600)]):
-                await store.add_broker_offsets(CLUSTER, "orders", [log_end], sampled_at=now + step)
+                await store.writes.add_broker_offsets(CLUSTER, "orders", [log_end], sampled_at=now + step)
                 batch = [Commit(g, "orders", 0, offset, now + step * MINUTE, step + 1, now) for g in groups]
-                await store.add_commits(CLUSTER, batch, now_ms=now)
+                await store.writes.add_commits(CLUSTER, batch, now_ms=now)
                 for _ in range(5):
                     await a.evaluate_now(groups)
                     await asyncio.sleep(0.1)
@@ -223,8 +223,8 @@ async def test_a_takeover_draws_its_sparklines_after_the_statuses(redis_server, 
     config = make_config("127.0.0.1:1", redis_server.url)
     store, results = WindowStore(redis, config.window()), ResultsStore(redis)
     now = int(time.time() * 1000)
-    await store.add_broker_offsets(CLUSTER, "orders", [500], sampled_at=now - 1000)
-    await store.add_commits(CLUSTER, commits("billing", [100, 200, 300], now - 4 * MINUTE), now_ms=now)
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [500], sampled_at=now - 1000)
+    await store.writes.add_commits(CLUSTER, commits("billing", [100, 200, 300], now - 4 * MINUTE), now_ms=now)
     statuses = StatusStore(redis, config.window().expire_group_ms)
     evaluator = GroupEvaluator(CLUSTER, store, statuses, AcceptingPublisher(), config.rules(), results=results)
 
@@ -233,7 +233,7 @@ async def test_a_takeover_draws_its_sparklines_after_the_statuses(redis_server, 
     assert evaluator.sparklines.owed == {"billing"}
 
     assert await evaluator.sparklines.draw_owed(500) == 1
-    stored = await store.get_group(CLUSTER, "billing")
+    stored = await store.reads.get_group(CLUSTER, "billing")
     expected = [list(p) for p in lag_sparkline(stored.partitions, 0, now, config.window().intervals)[:-1]]
     assert [list(p) for p in (await results.sparklines(CLUSTER))["billing"]] == expected and expected
     assert evaluator.sparklines.owed == set()

@@ -32,8 +32,8 @@ async def stopping_group(store, group, *, stop_at_ms, now_ms, order=1):
     (OK until then)."""
     last = now_ms - 1000
     span = stop_at_ms - 1 - last
-    await store.add_broker_offsets(CLUSTER, "orders", [1000], sampled_at=now_ms - 500)
-    await store.add_commits(
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [1000], sampled_at=now_ms - 500)
+    await store.writes.add_commits(
         CLUSTER,
         [
             Commit(group, "orders", 0, 100, last - span, order, last - span),
@@ -151,7 +151,7 @@ async def test_a_log_end_poll_makes_a_caught_up_group_fall_behind_and_a_commit_b
     try:
         await produce(kafka.bootstrap, "orders", {0: 10})
         await poller.tick()  # log end 10
-        await store.add_commits(
+        await store.writes.add_commits(
             CLUSTER,
             [
                 Commit("billing", "orders", 0, 10, now - 600_000, 1, now - 600_000),
@@ -173,7 +173,7 @@ async def test_a_log_end_poll_makes_a_caught_up_group_fall_behind_and_a_commit_b
             # (next_change.exception_lapse_at); never by a sweep
             judged = int(stats[b"evaluations:log-end"]) + int(stats.get(b"evaluations:schedule", 0))
             assert int(stats[b"evaluations:log-end"]) >= 1 and judged >= 2 and b"evaluations:sweep" not in stats
-            await store.add_commits(CLUSTER, [Commit("billing", "orders", 0, 20, now, 3, now)], now_ms=now)
+            await store.writes.add_commits(CLUSTER, [Commit("billing", "orders", 0, 20, now, 3, now)], now_ms=now)
             await notices.publish(CLUSTER, [("billing", "commits")])
             assert (await topic.until("billing", 3, timeout=20))[-1] == ("ERR", "OK")
     finally:
@@ -203,8 +203,8 @@ async def test_a_notice_naming_more_groups_than_an_evaluation_chunk_has_each_of_
             await eventually(lambda: _taken_over(ev), timeout=30)
             await eventually(lambda: _knows_partitions(notices), timeout=20)
             now = int(time.time() * 1000)
-            await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
-            await store.add_commits(
+            await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+            await store.writes.add_commits(
                 CLUSTER, [Commit(g, "orders", 0, 100, now - 1000, 1, now - 1000) for g in groups], now_ms=now
             )
             await notices.publish(CLUSTER, [(g, "commits") for g in groups])

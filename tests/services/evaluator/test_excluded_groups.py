@@ -27,8 +27,8 @@ async def what_lagwatch_keeps(redis, group):
     store = WindowStore(redis)
     schedule = await ScheduleStore(redis, CLUSTER).instants(partition_of(CLUSTER, group, CHANGES_PARTITIONS))
     return {
-        "windows": await store.get_group(CLUSTER, group) is not None,
-        "listed": group in await store.list_groups(CLUSTER),
+        "windows": await store.reads.get_group(CLUSTER, group) is not None,
+        "listed": group in await store.reads.list_groups(CLUSTER),
         "status": group in await StatusStore(redis, 1).known_groups(CLUSTER),
         "result": group in await ResultsStore(redis).groups(CLUSTER),
         "scheduled": group in schedule,

@@ -86,14 +86,14 @@ class Setup:
 
     async def caught_up_then_stuck(self, group, log_end=100):
         """The group commits the log end at t0; 10 s later the log end has moved on and the group has not."""
-        await self.store.add_broker_offsets(CLUSTER, "orders", [log_end], sampled_at=self.t0)
-        await self.store.add_commits(
+        await self.store.writes.add_broker_offsets(CLUSTER, "orders", [log_end], sampled_at=self.t0)
+        await self.store.writes.add_commits(
             CLUSTER, [Commit(group, "orders", 0, log_end, self.t0, 1, self.t0)], now_ms=self.t0
         )
-        await self.store.add_broker_offsets(CLUSTER, "orders", [log_end + 100], sampled_at=self.t0 + 10 * S)
+        await self.store.writes.add_broker_offsets(CLUSTER, "orders", [log_end + 100], sampled_at=self.t0 + 10 * S)
 
     async def catch_up(self, group, offset, at):
-        await self.store.add_commits(CLUSTER, [Commit(group, "orders", 0, offset, at, 2, at)], now_ms=at)
+        await self.store.writes.add_commits(CLUSTER, [Commit(group, "orders", 0, offset, at, 2, at)], now_ms=at)
 
 
 def sub(sub_id, **fields):
@@ -179,7 +179,7 @@ async def test_a_group_that_is_gone_closes_its_incident(kafka, redis_server, red
             await s.caught_up_then_stuck("billing")
             evaluator = s.evaluator()
             await evaluator.evaluate(["billing"], now_ms=s.t0 + 31 * S)
-            await s.store.delete_group(CLUSTER, "billing")  # a group-metadata tombstone, or the api's DELETE
+            await s.store.deletions.delete_group(CLUSTER, "billing")  # a group-metadata tombstone, or the api's DELETE
             await evaluator.evaluate(["billing"], now_ms=s.t0 + 32 * S)
             assert await topic.until(2) == [("billing", 30, True, "lag"), ("billing", 30, False, "group_gone")]
             assert topic.events[1]["status"] == "NOTFOUND" and topic.events[1]["max_lag_seconds"] is None

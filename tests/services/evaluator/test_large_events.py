@@ -34,14 +34,14 @@ async def test_a_record_kafka_refuses_for_its_size_holds_back_no_other_group(kaf
 async def add_groups(store, now):
     """`big`: 10,000 partitions, all stopped, lag growing with the partition number; `zeta`: one, stopped too."""
     t0 = now - 10 * MINUTE
-    await store.add_broker_offsets(CLUSTER, "orders", [10_000 + p for p in range(PARTITIONS)], sampled_at=t0)
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [10_000 + p for p in range(PARTITIONS)], sampled_at=t0)
     for group, partitions in [("big", PARTITIONS), ("zeta", 1)]:
         batch = [
             Commit(group, "orders", p, 100 + i, t0 + i * MINUTE, i + 1, t0 + i * MINUTE)
             for i in range(3)
             for p in range(partitions)
         ]
-        await store.add_commits(CLUSTER, batch, now_ms=now)
+        await store.writes.add_commits(CLUSTER, batch, now_ms=now)
 
 
 async def stored_groups(kafka, redis_server, redis):

@@ -105,4 +105,4 @@ async def _over(before: float, n: int) -> bool:
 
 
 async def _gone(store: WindowStore, group: str) -> bool:
-    return await store.get_group(CLUSTER, group) is None
+    return await store.reads.get_group(CLUSTER, group) is None

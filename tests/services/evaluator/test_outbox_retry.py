@@ -26,12 +26,12 @@ async def test_a_closing_event_kafka_refused_is_published_once_it_takes_events_a
     store = WindowStore(redis, config.window())
     statuses = StatusStore(redis, config.window().expire_group_ms)
     now = int(time.time() * 1000)
-    await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
-    await store.add_commits(CLUSTER, commits("billing", [100], now - 1000), now_ms=now)
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+    await store.writes.add_commits(CLUSTER, commits("billing", [100], now - 1000), now_ms=now)
     async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
         assert await topic.until("billing", 1) == [("NOTFOUND", "OK")]
         publisher, ev.evaluator.publisher = ev.evaluator.publisher, RefusingPublisher()
-        await store.delete_group(CLUSTER, "billing")  # deleted (DELETE /v3/...): the group is NOTFOUND
+        await store.deletions.delete_group(CLUSTER, "billing")  # deleted (DELETE /v3/...): the group is NOTFOUND
         await ev.evaluate_now(["billing"])
         sweeps = ev.sweeps_done
         await eventually(lambda: swept_since(ev, sweeps + 2))  # sweeps that listed it before it was gone are done

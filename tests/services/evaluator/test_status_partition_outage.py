@@ -39,9 +39,9 @@ async def test_a_status_partition_without_its_leader_holds_back_only_its_own_gro
     statuses = StatusStore(redis, config.window().expire_group_ms)
     held, free = group_on(AWAY - 1, "held"), group_on(0, "free")
     now = int(time.time() * 1000)
-    await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
     for group in (held, free):
-        await store.add_commits(CLUSTER, commits(group, [100], now - 1000), now_ms=now)
+        await store.writes.add_commits(CLUSTER, commits(group, [100], now - 1000), now_ms=now)
     publisher = EventPublisher({"bootstrap_servers": brokers.bootstrap}, STATUS_TOPIC)
     await publisher.start()
     evaluator = GroupEvaluator(CLUSTER, store, statuses, publisher, config.rules())

@@ -22,9 +22,9 @@ async def groups_committed(kafka, redis_server, redis, groups: tuple[str, ...]) 
     config = make_config(kafka.bootstrap, redis_server.url)
     store = WindowStore(redis, config.window())
     now = int(time.time() * 1000)
-    await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
     for group in groups:
-        await store.add_commits(CLUSTER, commits(group, [100], now - 1000), now_ms=now)
+        await store.writes.add_commits(CLUSTER, commits(group, [100], now - 1000), now_ms=now)
     return config, now
 
 

@@ -26,8 +26,8 @@ from lagwatch.shared.protocol.types import Commit, WindowConfig
 from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.records.history import MESSAGE_BYTES, HistoryMessages, commit_record, decode, records_of
 from lagwatch.shared.windows.packing import unpack_commit_ring
-from lagwatch.shared.windows.store import GroupMetadataUpdate
 from lagwatch.shared.windows.window import ADMIN_ORDERS_FROM, AddOutcome, PartitionWindow, expired
+from lagwatch.shared.windows.window_writes import GroupMetadataUpdate
 from tests.kafka_helpers import CLUSTER, produce
 from tests.services.ingest.raw_record import RawRecord
 from tests.services.ingest.test_hardening_offsets_fuzz import Stack, commit, other_record

@@ -69,12 +69,12 @@ async def test_a_commit_timestamped_2_to_the_62_is_counted_and_every_read_of_its
         api_serving(config) as api,
     ):
         await writer.commit("billing", "orders", 0, 5, timestamp=now_ms())
-        await eventually(lambda: store.get_group(CLUSTER, "billing"))
+        await eventually(lambda: store.reads.get_group(CLUSTER, "billing"))
         await writer.commit("billing", "orders", 0, 6, timestamp=HUGE)  # readable, but no real time
         await writer.commit("poisoned", "orders", 0, 1, timestamp=HUGE)  # a group with nothing else
         await eventually(lambda: _out_of_range(redis, 2))
 
-        billing = await store.get_group(CLUSTER, "billing")
+        billing = await store.reads.get_group(CLUSTER, "billing")
         assert [e.offset for p in billing.partitions for e in p.entries] == [5]
         assert (await redis.hget(keys.group_meta(CLUSTER, "billing"), "last")).isdigit()
         assert await read_all(http, api.url, "billing") == {
@@ -111,7 +111,7 @@ async def test_the_stores_script_path_refuses_numbers_it_cannot_store_exactly_an
     good = Commit("lagwatch-local", "__consumer_offsets", 0, 10, now, 10, now)
     bad = good._replace(**{field: value})
     with pytest.raises(ValueError, match=field):
-        await store.add_commits(CLUSTER, [good, bad], now, broker_offsets={("__consumer_offsets", 0): 20})
+        await store.writes.add_commits(CLUSTER, [good, bad], now, broker_offsets={("__consumer_offsets", 0): 20})
     assert await redis.keys("*") == []  # the whole batch refused: nothing half-written
     async with api_serving(config) as api:
         answers = await read_all(http, api.url, "lagwatch-local")

@@ -11,7 +11,7 @@ from tests.kafka_helpers import CLUSTER, consume_and_commit, eventually, make_co
 
 
 async def window_of(store, group, topic, partition):
-    stored = await store.get_group(CLUSTER, group)
+    stored = await store.reads.get_group(CLUSTER, group)
     if stored is None:
         return None
     return next((p for p in stored.partitions if (p.topic, p.partition) == (topic, partition)), None)
@@ -37,7 +37,7 @@ async def test_a_real_consumer_groups_commits_become_its_window(kafka, redis_ser
 
 
 async def _broker_offset_is(store, topic, partition, offset):
-    rings = await store.broker_rings(CLUSTER, [(topic, partition)])
+    rings = await store.reads.broker_rings(CLUSTER, [(topic, partition)])
     return rings[(topic, partition)][-1:] == [offset]
 
 
@@ -52,7 +52,7 @@ async def test_lagwatch_reports_its_own_progress_as_a_group(kafka, redis_server,
     store = WindowStore(redis, config.window())
     async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)):
         await writer.commit("billing", "orders", 0, 0, timestamp=int(time.time() * 1000))
-        own = await eventually(lambda: store.get_group(CLUSTER, self_group(CLUSTER)))
+        own = await eventually(lambda: store.reads.get_group(CLUSTER, self_group(CLUSTER)))
         # every partition of the offsets topic is listed (Burrow lists a topic's partitions that never committed);
         # the one holding billing's commit has lagwatch's position
         [part] = [p for p in own.partitions if p.entries]
@@ -87,7 +87,7 @@ async def test_group_metadata_sets_owners_and_its_tombstone_deletes_the_group(ka
         assert (group.generation, group.rebalances_last_hour) == (4, 1)
         await writer.delete_group("billing")
         await eventually(lambda: _is_gone(store, "billing"))
-        assert "billing" not in await store.list_groups(CLUSTER)
+        assert "billing" not in await store.reads.list_groups(CLUSTER)
 
 
 async def test_an_online_upgrade_to_the_new_consumer_protocol_is_not_a_deletion(kafka, redis_server, redis):
@@ -118,17 +118,17 @@ async def test_an_online_upgrade_to_the_new_consumer_protocol_is_not_a_deletion(
 
 
 async def _offsets_are(store, group, offsets):
-    stored = await store.get_group(CLUSTER, group)
+    stored = await store.reads.get_group(CLUSTER, group)
     return stored is not None and [e.offset for e in stored.partitions[0].entries] == offsets
 
 
 async def _with_owners(store, group):
-    stored = await store.get_group(CLUSTER, group)
+    stored = await store.reads.get_group(CLUSTER, group)
     return stored if stored and stored.partitions and all(p.owner for p in stored.partitions) else None
 
 
 async def _is_gone(store, group):
-    return await store.get_group(CLUSTER, group) is None
+    return await store.reads.get_group(CLUSTER, group) is None
 
 
 async def test_min_distance_full_ring_and_expired_commits(kafka, redis_server, redis):
@@ -160,7 +160,7 @@ async def test_min_distance_full_ring_and_expired_commits(kafka, redis_server, r
 
 
 async def _newest_offset_is(store, group, offset):
-    stored = await store.get_group(CLUSTER, group)
+    stored = await store.reads.get_group(CLUSTER, group)
     return stored and stored.partitions[0].entries[-1].offset == offset
 
 
@@ -186,7 +186,7 @@ async def test_allow_and_deny_regexes_filter_groups_on_the_way_in(kafka, redis_s
         # earlier: wait until each is accounted for (two filtered, both others stored), then look at the listing
         await eventually(lambda: _filtered(redis, 2))
         await eventually(lambda: _groups_include(store, "billing-v2", "billing-v3"))
-        assert await store.list_groups(CLUSTER) == ["billing-v2", "billing-v3"]
+        assert await store.reads.list_groups(CLUSTER) == ["billing-v2", "billing-v3"]
 
 
 async def _filtered(redis, n):
@@ -194,7 +194,7 @@ async def _filtered(redis, n):
 
 
 async def _groups_include(store, *groups):
-    return set(groups) <= set(await store.list_groups(CLUSTER))
+    return set(groups) <= set(await store.reads.list_groups(CLUSTER))
 
 
 async def test_malformed_and_unknown_records_are_counted_and_skipped(kafka, redis_server, redis):
@@ -214,7 +214,7 @@ async def test_malformed_and_unknown_records_are_counted_and_skipped(kafka, redi
         await writer.raw("billing", b"\x00\x05" + b"\x00\x01g\x00\x01m", b"\x00\x00")  # KIP-848 member record
         await writer.raw("billing", codec.encode_offset_commit_key("billing", "orders", 0), None)  # commit tombstone
         await writer.commit("billing", "orders", 0, 0)  # and a good one after them
-        await eventually(lambda: store.get_group(CLUSTER, "billing"))
+        await eventually(lambda: store.reads.get_group(CLUSTER, "billing"))
         await eventually(lambda: _counted(redis, 5))  # the counters follow the windows
         totals = await _totals(redis)
         assert totals["decode_error:1"] == 2
@@ -278,9 +278,9 @@ async def test_a_deleted_topic_disappears_from_every_group(kafka, redis_server, 
         kafka.delete_topic("audit")
         await eventually(lambda: _topics_of_are(store, "billing", ["orders"]), timeout=15)
         assert await _topics_of_are(store, "archiver", ["orders"])
-        assert "audit" not in await store.list_topics(CLUSTER)
+        assert "audit" not in await store.reads.list_topics(CLUSTER)
 
 
 async def _topics_of_are(store, group, topics):
-    stored = await store.get_group(CLUSTER, group)
+    stored = await store.reads.get_group(CLUSTER, group)
     return stored is not None and sorted({p.topic for p in stored.partitions}) == topics

@@ -214,7 +214,7 @@ def test_a_described_groups_membership_becomes_a_rebalance_with_its_owners():
     from confluent_kafka.admin import ConsumerGroupDescription, MemberAssignment, MemberDescription
 
     from lagwatch.services.ingest.admin_offsets import _membership, _rebalance
-    from lagwatch.shared.windows.store import GroupMetadataUpdate
+    from lagwatch.shared.windows.window_writes import GroupMetadataUpdate
 
     members = [
         MemberDescription("m-2", "billing-b", "/10.0.0.2", MemberAssignment([Tp("orders", 1), Tp("audit", 0)])),

@@ -63,7 +63,7 @@ async def lag_of(http, api, group):
 
 
 async def history_of(store, topic, partition=0):
-    return (await store.offset_histories(CLUSTER, [(topic, partition)]))[(topic, partition)]
+    return (await store.reads.offset_histories(CLUSTER, [(topic, partition)]))[(topic, partition)]
 
 
 async def _paused_consumer_shows_its_pause(kafka, run: Running, group):
@@ -100,7 +100,7 @@ async def test_a_deleted_topics_log_end_history_goes_with_it_and_a_re_created_to
         await eventually(lambda: _newest_sample_is(store, "orders", 50))
         kafka.delete_topic("orders")
         await eventually(lambda: _history_key_gone(redis, "orders"), timeout=15)
-        assert "orders" not in await store.list_topics(CLUSTER)
+        assert "orders" not in await store.reads.list_topics(CLUSTER)
         kafka.create_topic("orders", 1)
         await produce(kafka.bootstrap, "orders", {0: 5})
         await _paused_consumer_shows_its_pause(kafka, run, "billing")
@@ -124,7 +124,7 @@ async def test_a_topic_re_created_with_fewer_partitions_takes_the_missing_partit
         await eventually(lambda: _topic_count_is(run.store, "orders", 1), timeout=15)
         await run.writer.commit("billing", "orders", 0, 2)
         await eventually(lambda: _newest_offset_of(run.store, "billing", ("orders", 0), 2))
-        group = await run.store.get_group(CLUSTER, "billing")
+        group = await run.store.reads.get_group(CLUSTER, "billing")
         assert [(p.partition, [e.offset for e in p.entries]) for p in group.partitions] == [(0, [2])]
 
 
@@ -145,12 +145,12 @@ async def test_commits_on_partitions_added_since_the_last_metadata_refresh_are_k
 
 
 async def _partitions_with_commits(store, group, n):
-    stored = await store.get_group(CLUSTER, group)
+    stored = await store.reads.get_group(CLUSTER, group)
     return stored is not None and sum(1 for p in stored.partitions if p.entries) == n
 
 
 async def _topic_count_is(store, topic, n):
-    return (await store.list_topics(CLUSTER)).get(topic) == n
+    return (await store.reads.list_topics(CLUSTER)).get(topic) == n
 
 
 async def _history_key_gone(redis, topic):
@@ -184,7 +184,7 @@ async def _restarted(store):
 
 async def partitions_of(store, group):
     """The partitions the group has committed offsets for (the api also lists a topic's others, never committed)."""
-    stored = await store.get_group(CLUSTER, group)
+    stored = await store.reads.get_group(CLUSTER, group)
     return None if stored is None else [(p.topic, p.partition) for p in stored.partitions if p.packed]
 
 
@@ -221,7 +221,7 @@ async def test_an_offset_commit_tombstone_removes_that_partitions_window_and_the
         await writer.raw("billing", codec.encode_offset_commit_key("billing", "orders", 0), None)
         await writer.commit("billing", "orders", 0, 7)
         await eventually(lambda: _newest_offset_of(store, "billing", ("orders", 0), 7))
-        window = next(p for p in (await store.get_group(CLUSTER, "billing")).partitions if p.topic == "orders")
+        window = next(p for p in (await store.reads.get_group(CLUSTER, "billing")).partitions if p.topic == "orders")
         assert [e.offset for e in window.entries] == [7]
 
         # its last offsets: the group is gone (a group that only used assign() gets no group tombstone: Burrow #818)
@@ -229,8 +229,8 @@ async def test_an_offset_commit_tombstone_removes_that_partitions_window_and_the
             await writer.raw("billing", codec.encode_offset_commit_key("billing", topic, partition), None)
         await eventually(lambda: _partitions_are(store, "billing", None))
         assert await lag_of(http, api, "billing") is None
-        assert "billing" not in await store.list_groups(CLUSTER)
-        assert await store.get_group(CLUSTER, "ghost") is None
+        assert "billing" not in await store.reads.list_groups(CLUSTER)
+        assert await store.reads.get_group(CLUSTER, "ghost") is None
         await eventually(lambda: _tombstones_counted(redis, 5))  # each once, also those that waited for a load
 
 
@@ -239,7 +239,7 @@ async def _tombstones_counted(redis, n):
 
 
 async def _newest_offset_of(store, group, tp, offset):
-    stored = await store.get_group(CLUSTER, group)
+    stored = await store.reads.get_group(CLUSTER, group)
     part = next((p for p in stored.partitions if (p.topic, p.partition) == tp), None) if stored else None
     return part is not None and bool(part.entries) and part.entries[-1].offset == offset
 
@@ -269,8 +269,8 @@ async def test_within_one_batch_a_tombstone_and_the_commits_around_it_apply_in_t
         # loaded now: a tombstone of the partition, then of the other: the group is gone with the batch's flush
         tally = await processor.process([tombstone("a", 1), commit("a", 0, 10), tombstone("a", 0)])
         assert tally["offset_commit_tombstone"] == 2
-        assert await store.get_group(CLUSTER, "a") is None
-        assert "a" not in await store.list_groups(CLUSTER)
+        assert await store.reads.get_group(CLUSTER, "a") is None
+        assert "a" not in await store.reads.list_groups(CLUSTER)
         # and a commit after that starts the group afresh
         await processor.process([commit("a", 1, 12)])
         assert await windows_of(store, "a") == {1: [12]}
@@ -366,7 +366,7 @@ async def batch_processor(kafka, store, **options):
 
 async def windows_of(store, group):
     """Partition -> committed offsets in its window, for the partitions with commits."""
-    stored = await store.get_group(CLUSTER, group)
+    stored = await store.reads.get_group(CLUSTER, group)
     return {p.partition: [e.offset for e in p.entries] for p in stored.partitions if p.packed}
 
 
@@ -440,7 +440,7 @@ async def test_a_topic_deleted_through_the_api_stays_deleted_while_the_group_com
 
         await writer.commit(group, "orders", 0, 9)
         await eventually(lambda: _newest_offset_of(store, group, ("orders", 0), 9))
-        window = next(p for p in (await store.get_group(CLUSTER, group)).partitions if p.topic == "orders")
+        window = next(p for p in (await store.reads.get_group(CLUSTER, group)).partitions if p.topic == "orders")
         assert [e.offset for e in window.entries] == [9]
 
 

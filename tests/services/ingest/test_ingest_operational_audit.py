@@ -110,7 +110,7 @@ async def test_admin_mode_a_group_gone_from_a_complete_listing_is_deleted_as_top
 async def _ticks_until(broker_offsets: BrokerOffsets, wanted: dict[tuple[str, int], int]) -> bool:
     with contextlib.suppress(AiokafkaError):  # a broker is down: said, after the others' samples are stored
         await broker_offsets.tick()
-    stored = await broker_offsets.store.latest_broker_offsets(CLUSTER, list(wanted))
+    stored = await broker_offsets.store.reads.latest_broker_offsets(CLUSTER, list(wanted))
     return stored == wanted
 
 

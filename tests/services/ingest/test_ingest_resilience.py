@@ -40,10 +40,10 @@ def commits_round(r, now):
 async def stored_orders(store):
     """{(group, partition): [orders]} of everything in the windows."""
     out = {}
-    for group in await store.list_groups(CLUSTER):
+    for group in await store.reads.list_groups(CLUSTER):
         if group not in GROUPS:  # lagwatch's own group
             continue
-        stored = await store.get_group(CLUSTER, group)
+        stored = await store.reads.get_group(CLUSTER, group)
         for p in stored.partitions if stored else []:
             out[(group, p.partition)] = [e.order for e in p.entries]
     return out
@@ -172,7 +172,7 @@ async def test_redis_down_the_batch_waits_and_kafka_offsets_are_not_committed_pa
         store = WindowStore(redis, config.window())
         async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)) as worker:
             await writer.commit("billing", "orders", 0, 1)
-            await eventually(lambda: store.get_group(CLUSTER, "billing"))
+            await eventually(lambda: store.reads.get_group(CLUSTER, "billing"))
             partition = writer.partition_for("billing")
             await eventually(lambda: _committed_past(kafka.bootstrap, partition, -1))  # commits trail the store
             before = (await committed_offsets(kafka.bootstrap))[partition]
@@ -198,7 +198,7 @@ async def _said(caplog, text):
 
 async def _newest_offset(store, group, offset):
     try:
-        stored = await store.get_group(CLUSTER, group)
+        stored = await store.reads.get_group(CLUSTER, group)
     except Exception:
         return False
     return stored is not None and stored.partitions[0].entries[-1].offset == offset
@@ -226,7 +226,7 @@ async def test_sigterm_finishes_commits_and_exits_cleanly(kafka, redis_server, r
             await eventually(lambda: _ready(port), timeout=30)
             await writer.commit("billing", "orders", 0, 3)
             store = WindowStore(redis)
-            await eventually(lambda: store.get_group(CLUSTER, "billing"))
+            await eventually(lambda: store.reads.get_group(CLUSTER, "billing"))
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
     finally:
@@ -272,7 +272,7 @@ async def test_kafka_down_at_start_up_the_worker_waits_unready_and_then_works(re
                 await eventually(lambda: _ready(health_port), timeout=40)
                 assert await _checks_scraped(health_port) == {"redis": 1.0, "kafka": 1.0}
                 await writer.commit("billing", "orders", 0, 3)
-                await eventually(lambda: WindowStore(redis).get_group(CLUSTER, "billing"), timeout=30)
+                await eventually(lambda: WindowStore(redis).reads.get_group(CLUSTER, "billing"), timeout=30)
 
 
 async def test_change_notices_flow_once_kafka_is_there_when_it_was_not_at_first():
@@ -337,7 +337,7 @@ async def test_how_far_the_commits_are_read_stops_during_a_kafka_outage_and_resu
     config = make_config(kafka.bootstrap, redis_server.url)
     async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)):
         await writer.commit("billing", "orders", 0, 3)
-        await eventually(lambda: WindowStore(redis).get_group(CLUSTER, "billing"), timeout=30)
+        await eventually(lambda: WindowStore(redis).reads.get_group(CLUSTER, "billing"), timeout=30)
         read_through = ReadThroughStore(redis, CLUSTER)
         await eventually(lambda: _read_through_after(read_through, time.time() * 1000 - 1000))  # keeps up
         down_at = time.time() * 1000
@@ -350,7 +350,7 @@ async def test_how_far_the_commits_are_read_stops_during_a_kafka_outage_and_resu
         up_at = time.time() * 1000
         await writer.commit("billing", "orders", 0, 5)
         await eventually(lambda: _read_through_after(read_through, up_at), timeout=30)  # and resumes
-        stored = await WindowStore(redis).get_group(CLUSTER, "billing")
+        stored = await WindowStore(redis).reads.get_group(CLUSTER, "billing")
         assert [e.offset for e in stored.partitions[0].entries][-1] == 5  # read through means stored
 
 

@@ -42,10 +42,10 @@ def cluster_env(name: str, bootstrap: str) -> dict[str, str]:
 async def windows(store: WindowStore, cluster: str) -> dict:
     """{(group, topic, partition): [(offset, timestamp, lag, order, first_order), ...]} of every group written."""
     out = {}
-    for group in await store.list_groups(cluster):
+    for group in await store.reads.list_groups(cluster):
         if group not in GROUPS:  # lagwatch's own group
             continue
-        stored = await store.get_group(cluster, group)
+        stored = await store.reads.get_group(cluster, group)
         for p in stored.partitions if stored else []:
             entries = [(e.offset, e.timestamp, e.lag, e.order, e.first_order) for e in p.entries]
             out[(group, p.topic, p.partition)] = entries

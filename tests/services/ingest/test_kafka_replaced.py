@@ -34,7 +34,7 @@ async def kafka_id(cluster: MockKafkaCluster) -> str | None:
 
 
 async def windows(store: WindowStore, group: str) -> dict[tuple[str, int], list[int]]:
-    stored = await store.get_group(CLUSTER, group)
+    stored = await store.reads.get_group(CLUSTER, group)
     return {(p.topic, p.partition): [e.offset for e in p.entries] for p in stored.partitions} if stored else {}
 
 
@@ -77,7 +77,7 @@ async def test_a_worker_starting_on_a_replaced_cluster_forgets_the_old_ones_wind
             async with OffsetsTopicWriter(replacement.bootstrap) as writer, running(IngestWorker(config, CLUSTER)):
                 await writer.commits([commit(3)])
                 await eventually(lambda: _equals(windows(store, "billing"), NEW_WINDOWS))
-                assert "gone" not in await store.list_topics(CLUSTER)
+                assert "gone" not in await store.reads.list_topics(CLUSTER)
     assert (await redis.get(keys.kafka_id(CLUSTER))).decode() == new_id
     assert not await redis.exists(keys.kafka_forgetting(CLUSTER))
     said = [r.getMessage() for r in caplog.records if "replaced by" in r.getMessage()]

@@ -48,7 +48,7 @@ async def test_a_commit_for_a_partition_never_sampled_whose_leader_is_away_does_
 
 
 async def _stored_offsets(store: WindowStore, group: str, topic: str, offsets: list[int]) -> bool:
-    stored = await store.get_group(CLUSTER, group)
+    stored = await store.reads.get_group(CLUSTER, group)
     partitions = [p for p in stored.partitions if p.topic == topic] if stored else []
     return [e.offset for p in partitions for e in p.entries] == offsets
 

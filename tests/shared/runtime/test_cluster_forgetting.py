@@ -18,7 +18,7 @@ T0 = (int(time.time()) // 60) * 60_000
 async def write_cluster(redis, cluster: str, groups: int = 3) -> None:
     """What the ingest and the evaluator write of a cluster, through their own stores."""
     store = WindowStore(redis, WindowConfig(intervals=3))
-    await store.add_broker_offsets(cluster, "orders", [100, 100], sampled_at=T0)
+    await store.writes.add_broker_offsets(cluster, "orders", [100, 100], sampled_at=T0)
     names = [f"group-{i}" for i in range(groups)]
     commits = [
         Commit(g, "orders", p, 50 + r, T0 + r, r * 100 + i, T0)
@@ -26,7 +26,7 @@ async def write_cluster(redis, cluster: str, groups: int = 3) -> None:
         for i, g in enumerate(names)
         for p in (0, 1)
     ]
-    await store.add_commits(cluster, commits, now_ms=T0)
+    await store.writes.add_commits(cluster, commits, now_ms=T0)
     statuses = StatusStore(redis, 60_000)
     for group in names:
         await statuses.transition(

@@ -70,8 +70,8 @@ async def test_an_evaluator_rejoins_its_group_after_an_unexpected_sync_group_err
 
             await eventually(rejoined, timeout=30)
             now = int(time.time() * 1000)  # and it evaluates what the changes topic says again
-            await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
-            await store.add_commits(CLUSTER, commits("billing", [100], now - 1000), now_ms=now)
+            await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+            await store.writes.add_commits(CLUSTER, commits("billing", [100], now - 1000), now_ms=now)
             await notices.publish(CLUSTER, [("billing", "commits")])
             assert await topic.until("billing", 1, timeout=20) == [("NOTFOUND", "OK")]
     finally:

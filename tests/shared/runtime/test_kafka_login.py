@@ -665,7 +665,7 @@ async def test_the_ingest_logs_in_with_oauthbearer_and_stores_a_groups_commits(e
             order = await writer.commit("billing", "orders", 0, 10)
 
             async def window():
-                stored = await store.get_group(CLUSTER, "billing")
+                stored = await store.reads.get_group(CLUSTER, "billing")
                 return stored and stored.partitions[0].entries
 
             entries = await eventually(window, timeout=30)
@@ -697,8 +697,8 @@ async def test_the_evaluators_faust_app_logs_in_with_oauthbearer_and_publishes_a
 
                 await eventually(owns_the_changes_partition, timeout=30)
                 now = int(time.time() * 1000)
-                await store.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
-                await store.add_commits(CLUSTER, commits("billing", [100], now - 1000), now_ms=now)
+                await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+                await store.writes.add_commits(CLUSTER, commits("billing", [100], now - 1000), now_ms=now)
                 await notices.publish(CLUSTER, [("billing", "commits")])
                 assert await topic.until("billing", 1, timeout=20) == [("NOTFOUND", "OK")]
         finally:
@@ -782,7 +782,7 @@ async def test_the_ingest_in_admin_mode_logs_in_and_polls_a_groups_commits(endpo
         async with running(IngestWorker(config, CLUSTER)):
 
             async def window():
-                stored = await store.get_group(CLUSTER, "billing")
+                stored = await store.reads.get_group(CLUSTER, "billing")
                 return stored and stored.partitions[0].entries
 
             entries = await eventually(window, timeout=30)

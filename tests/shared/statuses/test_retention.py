@@ -9,7 +9,7 @@ from lagwatch.shared.statuses.retention import NO_RISK, RetentionRisk, group_ris
 from lagwatch.shared.statuses.time_lag import add_sample, time_lag
 from lagwatch.shared.statuses.verdicts import partition_retention_risk
 from lagwatch.shared.windows.packing import pack_commit_ring
-from lagwatch.shared.windows.store import StoredPartition
+from lagwatch.shared.windows.stored_group import StoredPartition
 
 S = 1000
 T0 = 1_767_225_600_000

@@ -25,9 +25,9 @@ def test_the_wall_clock_while_the_ingest_keeps_up_and_held_past_what_it_read():
 async def stopped_group(redis, config, now):
     """A group whose last commit (with lag) is older than its window spans, by the wall clock: STOP."""
     store = WindowStore(redis, config.window())
-    await store.add_broker_offsets(CLUSTER, "orders", [200], sampled_at=now - 10 * SECOND)
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [200], sampled_at=now - 10 * SECOND)
     commits = [Commit("billing", "orders", 0, 100 + i, now - (12 - i) * SECOND, i + 1, now) for i in range(3)]
-    await store.add_commits(CLUSTER, commits, now_ms=now)
+    await store.writes.add_commits(CLUSTER, commits, now_ms=now)
 
 
 async def test_a_group_is_not_judged_stopped_past_the_instant_the_ingest_read_through(redis_server, redis):

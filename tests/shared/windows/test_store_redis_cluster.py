@@ -70,21 +70,21 @@ async def test_commits_windows_listings_and_deletes_on_a_cluster(redis_cluster):
     client = RedisCluster.from_url(redis_cluster)
     store = WindowStore(client, WindowConfig(intervals=3))
     groups = [f"group-{i}" for i in range(40)]  # spread over all three nodes
-    await store.add_broker_offsets("prod", "orders", [100, 100], sampled_at=T0)
+    await store.writes.add_broker_offsets("prod", "orders", [100, 100], sampled_at=T0)
     commits = [
         Commit(g, "orders", p, 50 + r, T0 + r, r * 100 + i, T0)
         for r in range(4)
         for i, g in enumerate(groups)
         for p in range(2)
     ]
-    outcomes = await store.add_commits("prod", commits, now_ms=T0)
+    outcomes = await store.writes.add_commits("prod", commits, now_ms=T0)
     assert set(outcomes) == {AddOutcome.APPENDED}
-    assert await store.list_groups("prod") == sorted(groups)
-    stored = await store.get_groups("prod", groups)
+    assert await store.reads.list_groups("prod") == sorted(groups)
+    stored = await store.reads.get_groups("prod", groups)
     assert all([e.offset for e in p.entries] == [51, 52, 53] for g in stored for p in g.partitions)
-    assert await store.delete_topic("prod", "orders") == 80
-    assert await store.delete_group("prod", "group-7") is True
-    assert "group-7" not in await store.list_groups("prod")
+    assert await store.deletions.delete_topic("prod", "orders") == 80
+    assert await store.deletions.delete_group("prod", "group-7") is True
+    assert "group-7" not in await store.reads.list_groups("prod")
     await client.aclose()
 
 
