@@ -73,7 +73,7 @@ class StoredGroup:
 
 @dataclass(slots=True)
 class TopicData:
-    """What a group's partitions take from their topics' keys (`WindowReads.topic_data`)."""
+    """What a group's partitions take from their topics' keys: broker rings, histories, partition counts, retention."""
 
     rings: Mapping[TopicPartition, list[int]]
     histories: Mapping[TopicPartition, list[Sample]]

@@ -43,11 +43,8 @@ class GroupMetadataUpdate(NamedTuple):
 
     def owner_fields(self) -> list[str]:
         """[partition field, its owner, ...], for the script."""
-        return [
-            value
-            for (topic, partition), (host, client) in self.owners.items()
-            for value in (keys.partition_field(topic, partition), f"{host}{OWNER_SEPARATOR}{client}")
-        ]
+        owners = self.owners.items()
+        return [v for (t, p), client in owners for v in (keys.partition_field(t, p), OWNER_SEPARATOR.join(client))]
 
 
 class MemberChange(NamedTuple):
@@ -194,10 +191,7 @@ class WindowWrites:
         polls = {topic: offsets for topic, offsets in polls.items() if offsets}
         if not polls:
             return
-        rings = [
-            (1, keys.broker_ring(cluster, topic), self.config.intervals, sampled_at, *_partition_pairs(offsets))
-            for topic, offsets in polls.items()
-        ]
+        rings = _topic_calls(keys.broker_ring, cluster, polls, self.config.intervals, sampled_at)
         await eval_many(self.redis, scripts.APPEND_BROKER_OFFSETS, rings)
         await self._add_samples(keys.offset_history, cluster, polls, sampled_at)
         counts = partition_counts or {}
@@ -218,18 +212,7 @@ class WindowWrites:
     ) -> None:
         """One poll's offsets as samples of the topics' histories (`key(cluster, topic)`), trimmed as configured."""
         cfg = self.config
-        calls = [
-            (
-                1,
-                key(cluster, topic),
-                cfg.lag_history_ms,
-                cfg.lag_history_samples,
-                sampled_at,
-                *_partition_pairs(offsets),
-            )
-            for topic, offsets in polls.items()
-            if offsets
-        ]
+        calls = _topic_calls(key, cluster, polls, cfg.lag_history_ms, cfg.lag_history_samples, sampled_at)
         await eval_many(self.redis, scripts.APPEND_OFFSET_HISTORY, calls)
 
     async def set_topic_retention(self, cluster: str, retention_ms: Mapping[str, int | None]) -> None:
@@ -277,9 +260,15 @@ class WindowWrites:
         await eval_many(self.redis, scripts.APPLY_MEMBER_CHANGES, calls)
 
 
-def _partition_pairs(offsets: Mapping[int, int]) -> list[int]:
-    """[partition, offset, ...] by partition, for a script."""
-    return [value for partition, offset in sorted(offsets.items()) for value in (partition, offset)]
+def _topic_calls(
+    key: Callable[[str, str], str], cluster: str, polls: Mapping[str, Mapping[int, int]], *args: int
+) -> list[tuple[Any, ...]]:
+    """A script call per topic polled: its hash `key(cluster, topic)`, `args`, then partition, offset, ... in order."""
+    return [
+        (1, key(cluster, topic), *args, *(value for pair in sorted(offsets.items()) for value in pair))
+        for topic, offsets in polls.items()
+        if offsets
+    ]
 
 
 def _metadata_call(cluster: str, group: str, *args: object) -> tuple[Any, ...]:
