@@ -114,6 +114,6 @@ def stored_partitions(
 
 
 def _owner(owners: Mapping[bytes, bytes], raw_field: bytes) -> tuple[str, str]:
-    """(client host, client id) of a partition's owner; empty when it has none."""
+    """(client host, client id) of a partition's owner."""
     owner, _, client_id = owners.get(raw_field, b"").decode().partition(OWNER_SEPARATOR)
     return owner, client_id

@@ -226,19 +226,6 @@ class WindowWrites:
                 pipe.hdel(keys.topic_retention(cluster), *unlimited)
             await pipe.execute()
 
-    async def set_group_metadata(
-        self,
-        cluster: str,
-        group: str,
-        *,
-        generation: int,
-        started_at: int,
-        owners: Mapping[TopicPartition, tuple[str, str]],
-        now_ms: int,
-    ) -> None:
-        """Record a rebalance's outcome: the generation, and each partition's (client host, client id)."""
-        await self.set_groups_metadata(cluster, [GroupMetadataUpdate(group, generation, started_at, owners)], now_ms)
-
     async def set_groups_metadata(
         self, cluster: str, updates: Sequence[GroupMetadataUpdate | MemberChange], now_ms: int
     ) -> None:
@@ -272,7 +259,6 @@ def _topic_calls(
 
 
 def _metadata_call(cluster: str, group: str, *args: object) -> tuple[Any, ...]:
-    """A metadata script's call: the group's meta, owners and rebalances keys, then `args`."""
     _, meta_key, owners_key, rebalances_key = keys.group_keys(cluster, group)
     return (3, meta_key, owners_key, rebalances_key, *args)
 

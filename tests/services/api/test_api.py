@@ -33,6 +33,7 @@ from lagwatch.shared.runtime.config import load_config
 from lagwatch.shared.windows.changes import decode_notice, groups_of
 from lagwatch.shared.windows.ingest_totals import add_to_totals
 from lagwatch.shared.windows.store import WindowStore
+from lagwatch.shared.windows.window_writes import GroupMetadataUpdate
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER, eventually, running
 from tests.net_helpers import free_port
@@ -112,7 +113,9 @@ async def seed(redis, now):
         now_ms=now,
     )
     owners = {("orders", 0): ("/10.0.0.1", "billing-a"), ("orders", 1): ("/10.0.0.2", "billing-b")}
-    await store.writes.set_group_metadata(CLUSTER, "billing", generation=1, started_at=now, owners=owners, now_ms=now)
+    await store.writes.set_groups_metadata(
+        CLUSTER, [GroupMetadataUpdate("billing", generation=1, started_at=now, owners=owners)], now
+    )
     await evaluate(redis, api_config("redis://unused"), CLUSTER, ["billing", "audit"], now)  # the ready results
     return store
 

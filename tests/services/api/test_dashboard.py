@@ -33,6 +33,7 @@ from lagwatch.shared.statuses.verdicts import stored_group_status, time_lags
 from lagwatch.shared.windows.packing import pack_commit_ring
 from lagwatch.shared.windows.store import WindowStore
 from lagwatch.shared.windows.stored_group import StoredPartition
+from lagwatch.shared.windows.window_writes import GroupMetadataUpdate
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER
 from tests.services.api.test_api import api_config, serving
@@ -105,7 +106,9 @@ async def seed_windows(redis, now):
             batch.append(Commit(group, topic, partition, offset, t, order, t))
         await store.writes.add_commits(CLUSTER, batch, now_ms=t)
     owners = {("orders", 0): ("/10.0.0.1", "billing-a"), ("orders", 1): ("/10.0.0.2", "billing-b")}
-    await store.writes.set_group_metadata(CLUSTER, "billing", generation=3, started_at=now, owners=owners, now_ms=now)
+    await store.writes.set_groups_metadata(
+        CLUSTER, [GroupMetadataUpdate("billing", generation=3, started_at=now, owners=owners)], now
+    )
     return store
 
 
@@ -507,7 +510,9 @@ async def seed_hostile(redis, now):
         commits = [Commit(g, "orders", 0, 900, t, 3 * i + n, t) for n, g in enumerate(HOSTILE)]
         await store.writes.add_commits(CLUSTER, commits, now_ms=t)
     owners = {("orders", 0): ("<i>/10.0.0.1</i>", HOSTILE[1])}
-    await store.writes.set_group_metadata(CLUSTER, HOSTILE[0], generation=1, started_at=now, owners=owners, now_ms=now)
+    await store.writes.set_groups_metadata(
+        CLUSTER, [GroupMetadataUpdate(HOSTILE[0], generation=1, started_at=now, owners=owners)], now
+    )
     await evaluate(redis, dashboard_config("redis://unused"), CLUSTER, HOSTILE, now)
     matcher = Matcher("group", HOSTILE[0])
     await SilenceStore(redis).put(Silence("s-1", (matcher,), now / 1000, now / 1000 + 60, HOSTILE[1], HOSTILE[2], 0))

@@ -13,6 +13,7 @@ from lagwatch.shared.protocol.types import Commit, WindowConfig
 from lagwatch.shared.statuses.verdicts import stored_group_status
 from lagwatch.shared.windows.store import WindowStore
 from lagwatch.shared.windows.window import AddOutcome, PartitionWindow
+from lagwatch.shared.windows.window_writes import GroupMetadataUpdate
 from tests.window_sequences import switching_sources
 
 T0 = (int(time.time()) // 60) * 60_000  # real time: group keys expire by Redis' own clock
@@ -201,7 +202,9 @@ async def test_delete_topic_removes_it_from_every_group_and_the_topic_list(redis
         now_ms=T0,
     )
     owners = {("t", 0): ("10.0.0.1", "c1"), ("t2", 0): ("10.0.0.2", "c2")}
-    await store.writes.set_group_metadata(CLUSTER, "a", generation=1, started_at=T0, owners=owners, now_ms=T0)
+    await store.writes.set_groups_metadata(
+        CLUSTER, [GroupMetadataUpdate("a", generation=1, started_at=T0, owners=owners)], T0
+    )
     assert await store.deletions.delete_topic(CLUSTER, "t") == 2
     a = await store.reads.get_group(CLUSTER, "a")
     assert [(p.topic, p.partition, p.owner, p.client_id) for p in a.partitions] == [("t2", 0, "10.0.0.2", "c2")]
@@ -241,8 +244,8 @@ async def test_group_metadata_sets_owners_and_counts_rebalances_in_the_last_hour
     hour = 3_600_000
     for generation, started in [(1, T0 - 2 * hour), (2, T0 - 600_000), (3, T0 - 60_000), (3, T0 - 30_000)]:
         owners = {("t", 0): (f"/10.0.0.{generation}", f"client-{generation}")}
-        await store.writes.set_group_metadata(
-            CLUSTER, "g", generation=generation, started_at=started, owners=owners, now_ms=T0
+        await store.writes.set_groups_metadata(
+            CLUSTER, [GroupMetadataUpdate("g", generation=generation, started_at=started, owners=owners)], T0
         )
     group = (await store.reads.get_groups(CLUSTER, ["g"], now_ms=T0))[0]
     assert (group.generation, group.rebalances_last_hour) == (3, 2)  # generation 1 is older than an hour; 3 once
@@ -254,7 +257,9 @@ async def test_group_metadata_sets_owners_and_counts_rebalances_in_the_last_hour
 
 async def test_group_metadata_alone_does_not_make_a_group_known(redis):
     store = WindowStore(redis)
-    await store.writes.set_group_metadata(CLUSTER, "quiet", generation=1, started_at=T0, owners={}, now_ms=T0)
+    await store.writes.set_groups_metadata(
+        CLUSTER, [GroupMetadataUpdate("quiet", generation=1, started_at=T0, owners={})], T0
+    )
     assert await store.reads.get_group(CLUSTER, "quiet") is None
     assert await redis.pttl(keys.group_meta(CLUSTER, "quiet")) > 0  # and it cleans itself up
 
@@ -352,7 +357,9 @@ async def test_a_group_has_every_partition_of_the_topics_it_commits_on(redis):
     store = await store_with_broker(redis, offsets=[10, 10, 10])
     await store.writes.add_commits(CLUSTER, [commit(1, 4, partition=1)], now_ms=T0)
     owners = {("t", 2): ("10.0.0.9", "c9")}
-    await store.writes.set_group_metadata(CLUSTER, "g", generation=1, started_at=T0, owners=owners, now_ms=T0)
+    await store.writes.set_groups_metadata(
+        CLUSTER, [GroupMetadataUpdate("g", generation=1, started_at=T0, owners=owners)], T0
+    )
     group = await store.reads.get_group(CLUSTER, "g")
     assert [(p.partition, p.packed != b"", p.broker_offsets, p.owner, p.client_id) for p in group.partitions] == [
         (0, False, [], "", ""),
