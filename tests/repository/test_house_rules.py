@@ -169,3 +169,20 @@ def test_every_service_starts_from_its_service_module():
         tree = ast.parse((ROOT / "services" / name / "service.py").read_text())
         defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
         assert f"run_{name}" in defined, name
+
+
+MAX_SERVICE_MODULE_LINES = 300
+
+
+def test_each_service_is_wiring_on_the_one_service_base():
+    """A service.py assembles stage objects on shared/runtime/service.py's Service and holds no domain step: it stays
+    short, and its service class derives from the base (which owns health, readiness, presence and the stop)."""
+    for path in sorted((ROOT / "services").glob("*/service.py")):
+        lines = len(path.read_text().splitlines())
+        assert lines < MAX_SERVICE_MODULE_LINES, f"{path.relative_to(ROOT)}: {lines} lines"
+        tree = ast.parse(path.read_text())
+        bases = {ast.unparse(b) for n in tree.body if isinstance(n, ast.ClassDef) for b in n.bases}
+        assert "Service" in bases, f"{path.relative_to(ROOT)} has no class on the Service base"
+        assert "from lagwatch.shared.runtime.service import Service" in path.read_text()
+    builders = [p for p in (ROOT / "services").rglob("*.py") if "HealthServer(" in p.read_text()]
+    assert builders == [], "the base builds the one health server"
