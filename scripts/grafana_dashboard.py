@@ -308,6 +308,24 @@ ROWS = [
                 unit="short",
             ),
             Panel(
+                "Ingest: commit clock offset, delay from a commit to its windows stored",
+                "timeseries",
+                [
+                    Target(
+                        f"avg by (cluster) (lagwatch_commit_clock_offset_seconds{{{CLUSTER}}})", "offset {{cluster}}"
+                    ),
+                    Target(
+                        "histogram_quantile(0.9, sum by (cluster, le) "
+                        f"(rate(lagwatch_ingest_commit_delay_seconds_bucket{{{CLUSTER}}}[$__rate_interval])))",
+                        "delay p90 {{cluster}}",
+                    ),
+                ],
+                unit="s",
+                description="How far commit timestamps (the group coordinators' clock) are behind lagwatch's clock,"
+                " negative ahead (absent in admin mode); and the ingest's delay, the 90th percentile of each batch's"
+                " slowest commit. Alerts: LagwatchCommitClockBehind, LagwatchCommitClockAhead, LagwatchIngestLate.",
+            ),
+            Panel(
                 "Evaluator: evaluations/s by trigger",
                 "timeseries",
                 [

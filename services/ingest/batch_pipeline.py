@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 
 from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.archive_queue import ArchiveQueue, Ticket
+from lagwatch.services.ingest.commit_clock import CommitClock
 from lagwatch.services.ingest.offsets_consumer import ReadThrough
 from lagwatch.services.ingest.processor import AppliedBatch, BatchProcessor, Flush
 from lagwatch.services.ingest.records import AdminStep, RecordLike
@@ -66,6 +67,7 @@ class BatchPipeline:
         self.cluster = archive.cluster
         self.processor, self.archive, self.changes, self.redis, self.retry = processor, archive, changes, redis, retry
         self.read_through = ReadThroughStore(redis, self.cluster)
+        self.clock = CommitClock(self.cluster, redis)
         self.caught_up = retry.caught_up  # every assigned partition read and stored up to its end (`reached_ends`)
         self.positions: dict[int, int] = {}  # offsets-topic partition -> position stored (may be ahead of committed)
         self.batches_done = 0
@@ -79,11 +81,13 @@ class BatchPipeline:
     ) -> bool:
         """Apply a batch to the windows in memory and start storing it, which overlaps the next fetch; False when a
         stop came while Redis or Kafka was down."""
+        fresh = self.caught_up.is_set()  # read at the log end: these commits tell the commit clock (commit_clock.py)
         batch = self.processor.start(records)
         deferred = batch.deferred  # groups to load from Redis, log ends to ask Kafka for
         if deferred and await self.retry("loading windows", lambda: self.processor.load_deferred(batch)) is None:
             return False
         self.processor.finish(batch)  # the set-aside records, and the windows tombstones removed to the history
+        self.clock.applied(batch, fresh=fresh)
         if not await self.drain():
             return False
         flush = self.processor.take_flush(batch.observed_at)
@@ -131,6 +135,7 @@ class BatchPipeline:
     ) -> bool:
         if not await self._store(flush, batch.tally):
             return False  # left uncommitted: read again later
+        self.clock.stored(batch)
         if batch.touched:
             await self.changes.publish(self.cluster, batch.touched.items())  # the evaluator's trigger (best effort)
         self.archive.stored(ticket, batch.positions)  # committed once archived (archive_queue.py)
@@ -140,6 +145,7 @@ class BatchPipeline:
             self.reached_ends(at_end)
         if read_through is not None:
             await self.record_read_through(read_through)
+        await self.clock.export()
         return True
 
     async def _store(self, flush: Flush, tally: Counter[str]) -> bool:

@@ -345,6 +345,8 @@ def run_pass(processor, records, batch, bint defer):
     cdef int64_t now = batch.observed_at
     cdef dict reread = processor.reread_until  # empty but after a rewind (BatchProcessor.read_again)
     cdef int64_t reread_below = -1  # the records in hand: below this order, read again
+    # the timestamps of the commits read for the first time, oldest and newest (commit_clock.py)
+    cdef int64_t oldest = batch.oldest_commit_ms, newest = batch.newest_commit_ms
     unusual, open_group = processor._unusual, processor._open_group
     cdef Py_ssize_t counts[4]  # outcomes of `_add_newest`, by its code
     counts[:] = [0, 0, 0, 0]
@@ -402,6 +404,8 @@ def run_pass(processor, records, batch, bint defer):
         if not (0 <= committed < MAX_EXACT and 0 <= timestamp < MAX_EXACT):
             tally["decode_error:out-of-range"] += 1
             continue
+        if order >= reread_below:
+            oldest, newest = min(oldest, timestamp), max(newest, timestamp)
         if keep:
             history.write(partition, group, tp, committed, timestamp, order,
                           now if order >= reread_below else min(now, timestamp))
@@ -444,6 +448,7 @@ def run_pass(processor, records, batch, bint defer):
             current_last, last_moved = timestamp, True
     if last_moved:
         current.last = current_last
+    batch.oldest_commit_ms, batch.newest_commit_ms = oldest, newest
     if part_now is not None:
         positions[part_now] = position
     for i in range(4):

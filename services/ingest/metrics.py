@@ -25,6 +25,19 @@ BATCH_SECONDS = Histogram(
     ["cluster"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+COMMIT_DELAY = Histogram(
+    "lagwatch_ingest_commit_delay_seconds",
+    "Each batch's largest delay from a commit to its windows stored, commit times taken to lagwatch's clock by "
+    "lagwatch_commit_clock_offset_seconds",
+    ["cluster"],
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+)
+CLOCK_OFFSET = Gauge(
+    "lagwatch_commit_clock_offset_seconds",
+    "How far the cluster's commit timestamps (its group coordinators' clock) are behind lagwatch's clock, negative "
+    "ahead; absent in admin mode, whose commits the poller stamps itself",
+    ["cluster"],
+)
 HISTORY_BROKEN = Gauge(
     "lagwatch_ingest_history_broken",
     "1 while the history topic does not take the ingest's commits: windows go on, the offsets-topic position waits",

@@ -65,6 +65,10 @@ class AppliedBatch:
     tombstoned: dict[str, tuple] = field(default_factory=dict)
     # windows gone on offset-commit tombstones: (offsets partition, group, (topic, partition), tombstone's order)
     offsets_deleted: list[tuple[int, str, tuple[str, int], int]] = field(default_factory=list)
+    # the oldest and newest timestamps of the commits read for the first time (none: newest < 0): the coordinators'
+    # clock against this batch's `observed_at` (commit_clock.py)
+    oldest_commit_ms: int = MAX_EXACT
+    newest_commit_ms: int = -1
 
     def set_aside(self, group: str, partition: int, record: RecordLike | AdminStep) -> None:
         """A record that waits for its group to be loaded (or its log end), with every later one of its group."""
@@ -193,11 +197,15 @@ class BatchProcessor:
             if commit_key is None or not value or not commit_key.accepted:
                 commit_key = self._unusual(record, key, commit_key, batch, defer)
             if commit_key is not None:
-                self._commit(record, part, order, commit_key, value, batch, defer)  # type: ignore[arg-type]
+                at = self._commit(record, part, order, commit_key, value, batch, defer)  # type: ignore[arg-type]
+                if at is not None:
+                    batch.oldest_commit_ms = min(batch.oldest_commit_ms, at)
+                    batch.newest_commit_ms = max(batch.newest_commit_ms, at)
 
     def _typed_pass(self, steps: Sequence[AdminStep], batch: AppliedBatch, *, defer: bool) -> None:
         """Admin mode's steps, typed, as the reference applies those of records read from offsets partition 0
-        (admin mode polls only the groups the filter accepts, and commits no position)."""
+        (admin mode polls only the groups the filter accepts, and commits no position). The poller stamps its
+        commits itself: their timestamps say nothing of the coordinators' clock (no `oldest_commit_ms`)."""
         for step in steps:
             if isinstance(step, Commit):
                 commit_key = self.keys.named(step.group, step.topic, step.partition)
@@ -243,28 +251,31 @@ class BatchProcessor:
         value: bytes | tuple[int, int],
         batch: AppliedBatch,
         defer: bool,
-    ) -> None:
+    ) -> int | None:
         """An offset commit of an accepted group, read from offsets partition `part` at `order`: its value (bytes,
-        or its offset and timestamp) checked, its history record, then its ring's update."""
+        or its offset and timestamp) checked, its history record, then its ring's update. Returns its timestamp
+        when it is read for the first time (not set aside, nor read again: see read_again)."""
         group = commit_key.group
         if group in batch.waiting or (
             defer and (group not in self.cache.groups or commit_key.topic_partition not in self.broker_offsets.latest)
         ):
             batch.set_aside(group, part, record)
-            return
+            return None
         numbers = _offset_and_timestamp(record, value, batch)
         if numbers is None:
-            return
+            return None
         committed, timestamp = numbers
         now, reread = batch.observed_at, self.reread_until
+        first_read = not (reread and order < reread.get(part, -1))
         if self.keep_commits:
-            seen = min(now, timestamp) if reread and order < reread.get(part, -1) else now  # see read_again
+            seen = now if first_read else min(now, timestamp)
             batch.history.add_commit(self.cluster, part, group, *commit_key[1:3], committed, timestamp, order, seen)
         current = self.cache.groups[group]
         self._open_group(group, current, batch)
         latest = self.broker_offsets.latest.get(commit_key.topic_partition)
         outcome = current.add(commit_key.field, committed, timestamp, order, now, latest, now, self.store.config)
         batch.tally[f"outcome:{outcome.name.lower()}"] += 1
+        return timestamp if first_read else None
 
     def _open_group(self, group: str, current: GroupWindows, batch: AppliedBatch) -> tuple[dict, set]:
         """Before a run of the group's commits (`GroupWindows.open`); it is marked for the flush."""

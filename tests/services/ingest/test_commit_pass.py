@@ -96,6 +96,8 @@ def run(stack, batches, clock, *, compiled):
         clock[0] = NOW_MS + later
         if i % 2 and step_back > 8:
             records, order = batches[i - 1][0], order - len(batches[i - 1][0])  # the previous batch read again
+            if step_back > 10:
+                processor.read_again()  # as after a history-topic outage
         order -= step_back  # records read again: `order` goes back
         raw = []
         for _, key, value in records:
@@ -104,9 +106,9 @@ def run(stack, batches, clock, *, compiled):
         batch = stack.loop.run_until_complete(processor.apply(raw))
         stack.loop.run_until_complete(processor.write(processor.take_flush(batch.observed_at)))
         batch.history.close()  # the compiled pass's records are written when the publisher asks for them
-        outcome.append(
-            (dict(batch.tally), dict(batch.positions), dict(batch.touched), len(batch.deferred), batch.history.messages)
-        )
+        done = (dict(batch.tally), dict(batch.positions), dict(batch.touched), len(batch.deferred))
+        figures = (batch.oldest_commit_ms, batch.newest_commit_ms)  # the commit clock's (commit_clock.py)
+        outcome.append((*done, batch.history.messages, *figures))
     cache = {
         group: (dict(cached.rings), cached.last, cached.changed, cached.removed, cached.replace)
         for group, cached in processor.cache.groups.items()
@@ -156,7 +158,8 @@ def test_the_compiled_loop_and_the_python_loop_agree(stack, monkeypatch):
 def test_commits_read_again_after_a_rewind_keep_their_commit_time_in_the_history(stack, monkeypatch, compiled):
     """After a history-topic outage the worker reads its partitions again (`read_again`): the commits it had read
     go to the history stamped with their commit time (near when they were first read, never later than now), the
-    ones read for the first time with the time they were read; once past them, nothing is stamped differently."""
+    ones read for the first time with the time they were read; once past them, nothing is stamped differently.
+    Only the commits read for the first time give the commit clock their timestamps."""
     clock = [NOW_MS]
     monkeypatch.setattr(processor_module, "now_ms", lambda: clock[0])
     processor = BatchProcessor(
@@ -171,13 +174,16 @@ def test_commits_read_again_after_a_rewind_keep_their_commit_time_in_the_history
         raw = [RawRecord(*_billing_commit(order, ts)[1:], 0, order, 1) for order, ts in records]
         batch = stack.loop.run_until_complete(processor.apply(raw))
         batch.history.close()
+        clock_figures.append((batch.oldest_commit_ms, batch.newest_commit_ms))
         return [decode(r).observed_at for _, message in batch.history.messages for r in records_of(message)]
 
+    clock_figures: list[tuple[int, int]] = []
     assert observed(first_read, 0) == [NOW_MS] * 3
     processor.read_again()
     again = observed([*first_read, (3, NOW_MS + 59_000)], 60_000)
     assert again == [NOW_MS - 3000, NOW_MS - 2000, NOW_MS + 60_000, NOW_MS + 60_000]
     assert observed([(4, NOW_MS + 60_000)], 61_000) == [NOW_MS + 61_000]
+    assert clock_figures == [(NOW_MS - 3000, NOW_MS + 120_000), (NOW_MS + 59_000,) * 2, (NOW_MS + 60_000,) * 2]
     assert processor.reread_until == {}
 
 
@@ -377,6 +383,7 @@ def test_admin_modes_typed_steps_do_what_the_same_records_do(stack, monkeypatch)
         for steps in batches:
             records = [RawRecord(*record, 0, order, NOW_MS) for _, record, order in steps]
             batch = stack.loop.run_until_complete(processor.apply([s for s, *_ in steps] if typed else records))
+            assert not typed or batch.newest_commit_ms < 0  # the poller's own stamps: nothing for the commit clock
             flush = processor.take_flush(batch.observed_at)
             stack.loop.run_until_complete(processor.write(flush))
             batch.history.close()

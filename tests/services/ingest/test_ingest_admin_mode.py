@@ -22,6 +22,7 @@ from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.admin_offsets import offsets_topic_readable
 from lagwatch.services.ingest.service import IngestWorker
+from lagwatch.shared.protocol import keys
 from lagwatch.shared.windows.read_through_store import ReadThroughStore
 from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
@@ -183,6 +184,9 @@ async def test_auto_falls_back_to_the_admin_api_when_the_offsets_topic_cannot_be
             finally:
                 await scenario.member.stop()
             assert ingest.admin_mode
+            # the poller stamps its commits itself: no coordinator's clock to estimate (commit_clock.py)
+            assert ingest.pipeline.clock.offset_ms is None
+            assert not await store.redis.exists(keys.commit_clock(CLUSTER))
         assert [entry.offset for entry in windows] == [7]
 
 

@@ -1,0 +1,80 @@
+"""Whose clock: how far a cluster's commit timestamps are from lagwatch's clock, and how late the ingest stores commits.
+
+A commit's timestamp is stamped by the broker's group coordinator; "now", the log-end samples and every entry's
+`observed_at` are lagwatch's. A commit read at the end of its offsets partition was appended moments before, so
+`observed_at - timestamp` is the two clocks' offset plus the ingest's own delay (fetch, linger, a busy worker),
+never less: the smallest over the last SPAN_MS of batches is the offset (positive: commit times behind lagwatch's
+clock). The rest, per batch, is the delay, measured from its oldest commit to when the batch is stored.
+
+Fresh batches only: one applied while the worker is caught up (every assigned partition read to its end since its
+assignment, and no Redis or Kafka retry since: `BatchPipeline.caught_up`), of commits read for the first time (not
+those read again after a rewind: `BatchProcessor.read_again`). A re-read of hours of history after a restart would
+otherwise make the offset look hours large. A cluster read through the admin API has no such signal (the poller
+stamps its commits itself): its offset stays unknown, not exported.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from lagwatch.services.ingest import metrics
+from lagwatch.services.ingest.processor import AppliedBatch
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.redis_client import reply
+
+log = logging.getLogger(__name__)
+# the batches whose smallest figure is the offset: longer than a stall of the worker (a Redis failover, a pause for
+# CPU), which would otherwise be taken for the offset, short enough that a clock set right, or a coordinator moved
+# to a broker with another clock, is followed within minutes
+SPAN_MS = 5 * 60_000
+# how often the offset goes to Redis: its readers want it seconds fresh, and a write per batch would cost the
+# steady path a round trip
+WRITE_EVERY_MS = 5_000
+
+
+class CommitClock:
+    def __init__(self, cluster: str, redis: Redis) -> None:
+        self.cluster, self.redis = cluster, redis
+        # (observed_at, the batch's smallest observed - commit time), smallest figures increasing: the first is the
+        # smallest of the span (a sliding minimum)
+        self._minima: deque[tuple[int, int]] = deque()
+        self._written_at = 0
+
+    @property
+    def offset_ms(self) -> int | None:
+        """None until a fresh batch was read; held while none comes (a quiet cluster keeps its last estimate)."""
+        return self._minima[0][1] if self._minima else None
+
+    def applied(self, batch: AppliedBatch, *, fresh: bool) -> None:
+        if not fresh or batch.newest_commit_ms < 0:
+            return
+        at, smallest = batch.observed_at, batch.observed_at - batch.newest_commit_ms
+        minima = self._minima
+        while minima and minima[-1][1] >= smallest:
+            minima.pop()
+        minima.append((at, smallest))
+        while minima[0][0] <= at - SPAN_MS:
+            minima.popleft()
+        metrics.CLOCK_OFFSET.labels(self.cluster).set(minima[0][1] / 1000)
+
+    def stored(self, batch: AppliedBatch) -> None:
+        offset = self.offset_ms
+        if offset is not None and batch.newest_commit_ms >= 0:
+            delay_ms = now_ms() - (batch.oldest_commit_ms + offset)
+            metrics.COMMIT_DELAY.labels(self.cluster).observe(max(0, delay_ms) / 1000)
+
+    async def export(self) -> None:
+        """The offset to Redis, every WRITE_EVERY_MS at most (best effort: the next write says it again)."""
+        offset, now = self.offset_ms, now_ms()
+        if offset is None or now - self._written_at < WRITE_EVERY_MS:
+            return
+        self._written_at = now
+        try:
+            await reply(self.redis.hset(keys.commit_clock(self.cluster), mapping={"offset_ms": offset, "at_ms": now}))
+        except (RedisError, OSError) as exc:
+            log.debug("ingest %s: could not store the commit clock's offset (%s)", self.cluster, exc)
