@@ -21,10 +21,10 @@ from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Producer
 from redis import Redis
 
+from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, offsets_partition_for
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.records import offsets_codec as codec
 
 CLUSTER = "local"
 
@@ -46,8 +46,8 @@ def produce(bootstrap: str, groups: int, partitions: int, rounds: int) -> int:
             group = f"group-{g}"
             target = offsets_partition_for(group)
             for p in range(partitions):
-                key = codec.encode_offset_commit_key(group, topics[g % 100], p)
-                value = codec.encode_offset_commit_value(r * 100 + p, now - (rounds - r) * 1000)
+                key = encoders.encode_offset_commit_key(group, topics[g % 100], p)
+                value = encoders.encode_offset_commit_value(r * 100 + p, now - (rounds - r) * 1000)
                 while True:
                     try:
                         producer.produce(OFFSETS_TOPIC, value, key, partition=target)

@@ -23,11 +23,11 @@ import psutil
 from confluent_kafka import Producer
 from redis import Redis
 
+from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, offsets_partition_for
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.shared.protocol import keys
-from lagwatch.shared.records import offsets_codec as codec
 
 CLUSTER = "steady"
 GROUPS, PARTITIONS = 2000, 4
@@ -43,9 +43,9 @@ def write_steadily(bootstrap: str, rate: int, seconds: float) -> int:
         now = int(time.time() * 1000)
         for _ in range(per_tick):
             group = f"group-{(n // PARTITIONS) % GROUPS}"
-            key = codec.encode_offset_commit_key(group, "orders", n % PARTITIONS)
+            key = encoders.encode_offset_commit_key(group, "orders", n % PARTITIONS)
             producer.produce(
-                OFFSETS_TOPIC, codec.encode_offset_commit_value(n, now), key, partition=offsets_partition_for(group)
+                OFFSETS_TOPIC, encoders.encode_offset_commit_value(n, now), key, partition=offsets_partition_for(group)
             )
             n += 1
         producer.poll(0)

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.devkit.offsets_topic_writer import offsets_partition_for
-from lagwatch.shared.records import offsets_codec as codec
 
 OFFSETS_TOPIC = "__consumer_offsets"
 ALERT_TIMEOUT_S = 300
@@ -62,9 +62,9 @@ class Offsets:
 
     def commit_many(self, groups: list[str], topic: str, offset: int) -> None:
         now = int(time.time() * 1000)
-        value = codec.encode_offset_commit_value(offset, now, version=3)
+        value = encoders.encode_offset_commit_value(offset, now, version=3)
         for i, group in enumerate(groups):
-            key = codec.encode_offset_commit_key(group, topic, 0)
+            key = encoders.encode_offset_commit_key(group, topic, 0)
             self._produce(key, value, offsets_partition_for(group))
             if i % 10_000 == 0:
                 self.producer.poll(0)
@@ -72,8 +72,8 @@ class Offsets:
 
     def commit(self, group: str, topic: str, offset: int) -> float:
         """One commit; when Kafka acknowledged it (time.time())."""
-        value = codec.encode_offset_commit_value(offset, int(time.time() * 1000), version=3)
-        key = codec.encode_offset_commit_key(group, topic, 0)
+        value = encoders.encode_offset_commit_value(offset, int(time.time() * 1000), version=3)
+        key = encoders.encode_offset_commit_key(group, topic, 0)
         self._produce(key, value, offsets_partition_for(group))
         self.producer.flush(30)
         return time.time()

@@ -60,13 +60,13 @@ import redis as redis_lib
 from confluent_kafka import Consumer, Producer, TopicPartition
 from gil_profile import GilProfile, GilSummary, format_summary, py_spy
 
+from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC, offsets_partition_for
 from lagwatch.devkit.ports import free_port
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.ingest.workers import default_workers
 from lagwatch.shared.protocol import keys
-from lagwatch.shared.records import offsets_codec as codec
 
 BURROW = Path("/usr/bin/Burrow")
 ZOOKEEPER_JARS = "/usr/share/java/zookeeper.jar:/usr/share/java/*"
@@ -143,12 +143,12 @@ def write_records(bootstrap: str, shape: Shape) -> tuple[list[Sentinel], float]:
             producer.produce(DATA_TOPIC, b"x", partition=partition)
     groups = [f"bench-group-{g}" for g in range(shape.groups)]
     targets = [offsets_partition_for(group) for group in groups]
-    keys = [[codec.encode_offset_commit_key(g, DATA_TOPIC, p) for p in range(shape.partitions)] for g in groups]
+    keys = [[encoders.encode_offset_commit_key(g, DATA_TOPIC, p) for p in range(shape.partitions)] for g in groups]
     now = int(time.time() * 1000)
     last: dict[int, Sentinel] = {}
     for r in range(shape.commits):
         offset = (r + 1) * OFFSET_STEP
-        value = codec.encode_offset_commit_value(offset, now - (shape.commits - r) * ROUND_SPACING_MS)
+        value = encoders.encode_offset_commit_value(offset, now - (shape.commits - r) * ROUND_SPACING_MS)
         for g, group in enumerate(groups):
             target = targets[g]
             for key in keys[g]:

@@ -64,10 +64,10 @@ from bench_vs_burrow import (  # the Burrow bench's process helpers, its ZooKeep
     zookeeper,
 )
 
+from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.devkit.mock_kafka import MockKafkaControl, start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import OFFSETS_TOPIC, member, offsets_partition_for
 from lagwatch.devkit.redis_server import RedisServer
-from lagwatch.shared.records import offsets_codec as codec
 
 CLUSTER = "diff"
 OFFSETS_PARTITIONS = 12
@@ -424,8 +424,8 @@ class Writer:
         self.flush()
 
     def commit(self, group: str, topic: str, partition: int, offset: int, ts: int) -> None:
-        key = codec.encode_offset_commit_key(group, topic, partition)
-        value = codec.encode_offset_commit_value(offset, ts)  # v3: Burrow 1.2.1 reads value versions 0, 1 and 3
+        key = encoders.encode_offset_commit_key(group, topic, partition)
+        value = encoders.encode_offset_commit_value(offset, ts)  # v3: Burrow 1.2.1 reads value versions 0, 1 and 3
         self._produce_offsets_record(group, key, value)
 
     def tombstone(self, group: str, key: bytes) -> None:
@@ -435,10 +435,10 @@ class Writer:
         members = [
             member(m, f"client-{m}", f"/10.0.0.{i + 1}", assignment) for i, (m, assignment) in enumerate(owners.items())
         ]
-        value = codec.encode_group_metadata_value(
+        value = encoders.encode_group_metadata_value(
             generation=1, protocol="range", leader=members[0].member_id, members=members, version=1
         )  # v1: Burrow 1.2.1 reads group-metadata value versions 0 and 1 only
-        self._produce_offsets_record(group, codec.encode_group_metadata_key(group), value)
+        self._produce_offsets_record(group, encoders.encode_group_metadata_key(group), value)
 
     def flush(self) -> None:
         if self.producer.flush(30):
@@ -548,9 +548,9 @@ def write_after_last_round(systems: Systems, plan: Plan) -> None:
         wait_until(functools.partial(log_ends_shown, api, QUIET_TOPIC, [quiet_end]), f"{name}: {QUIET_TOPIC}")
     for sc in plan.scenarios:
         if sc.tombstone == "group":
-            systems.writer.tombstone(sc.group, codec.encode_group_metadata_key(sc.group))
+            systems.writer.tombstone(sc.group, encoders.encode_group_metadata_key(sc.group))
         elif isinstance(sc.tombstone, tuple):
-            systems.writer.tombstone(sc.group, codec.encode_offset_commit_key(sc.group, *sc.tombstone))
+            systems.writer.tombstone(sc.group, encoders.encode_offset_commit_key(sc.group, *sc.tombstone))
     systems.writer.flush()
     time.sleep(3)  # a sweep of lagwatch's evaluator (1 s), Burrow's evaluator cache (1 s)
 

@@ -257,7 +257,8 @@ def _rules_eval(args: argparse.Namespace) -> int:
 
 
 def _offsets_decode(args: argparse.Namespace) -> int:
-    from lagwatch.shared.records.offsets_codec import CodecError, decode_record, record_to_json
+    from lagwatch.offsets_view import record_to_json
+    from lagwatch.shared.records.offsets_codec import CodecError, decode_record
 
     key = _hex(args.key_hex, "key")
     value = None if args.value_hex is None else _hex(args.value_hex, "value")

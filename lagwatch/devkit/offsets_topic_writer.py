@@ -2,7 +2,7 @@
 
 librdkafka's mock cluster keeps commits to itself and writes nothing to `__consumer_offsets`, so tests and the
 local demo play the coordinator's part: after a real consumer commits, they write the matching record here, encoded
-by `offsets_codec` exactly as Kafka encodes it, into the partition Kafka would choose for the group.
+exactly as Kafka encodes it (offsets_encoders.py), into the partition Kafka would choose for the group.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 
-from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.devkit import offsets_encoders as encoders
+from lagwatch.shared.records.offsets_codec import GroupMember
 from lagwatch.shared.runtime.clock import now_ms
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -55,17 +56,17 @@ def member(
     group_instance_id: str | None = None,
     session_timeout: int = 45_000,
     rebalance_timeout: int = 300_000,
-) -> codec.GroupMember:
+) -> GroupMember:
     """A consumer-protocol group member with its assignment, for `group_metadata`."""
-    return codec.GroupMember(
+    return GroupMember(
         member_id=member_id,
         group_instance_id=group_instance_id,
         client_id=client_id,
         client_host=client_host,
         rebalance_timeout=rebalance_timeout,
         session_timeout=session_timeout,
-        subscription=codec.encode_subscription(sorted(assignment)),
-        assignment=codec.encode_assignment(assignment),
+        subscription=encoders.encode_subscription(sorted(assignment)),
+        assignment=encoders.encode_assignment(assignment),
     )
 
 
@@ -111,8 +112,8 @@ class OffsetsTopicWriter:
         futures = []
         for s in specs:
             ts = s.timestamp if s.timestamp is not None else now_ms()
-            key = codec.encode_offset_commit_key(s.group, s.topic, s.partition)
-            value = codec.encode_offset_commit_value(
+            key = encoders.encode_offset_commit_key(s.group, s.topic, s.partition)
+            value = encoders.encode_offset_commit_value(
                 s.offset, ts, metadata=s.metadata, leader_epoch=s.leader_epoch, version=self.value_version
             )
             futures.append(await self._send(s.group, key, value, ts))
@@ -123,14 +124,14 @@ class OffsetsTopicWriter:
         group: str,
         *,
         generation: int,
-        members: Sequence[codec.GroupMember],
+        members: Sequence[GroupMember],
         protocol: str = "range",
         leader: str | None = None,
         protocol_type: str = "consumer",
     ) -> int:
         """Write a group-metadata record (a rebalance's outcome: generation, members and their assignments)."""
         now = now_ms()
-        value = codec.encode_group_metadata_value(
+        value = encoders.encode_group_metadata_value(
             protocol_type=protocol_type,
             generation=generation,
             protocol=protocol,
@@ -139,12 +140,12 @@ class OffsetsTopicWriter:
             current_state_timestamp=now,
             version=self.metadata_version,
         )
-        return (await (await self._send(group, codec.encode_group_metadata_key(group), value, now))).offset
+        return (await (await self._send(group, encoders.encode_group_metadata_key(group), value, now))).offset
 
     async def delete_group(self, group: str) -> int:
         """A group-metadata tombstone: what the coordinator writes when a group is deleted."""
         now = now_ms()
-        return (await (await self._send(group, codec.encode_group_metadata_key(group), None, now))).offset
+        return (await (await self._send(group, encoders.encode_group_metadata_key(group), None, now))).offset
 
     async def raw(self, group: str, key: bytes, value: bytes | None) -> int:
         """Any bytes, into the group's partition (for malformed-record tests)."""

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lagwatch.shared.records import offsets_codec as codec
+from lagwatch.devkit import offsets_encoders as encoders
+from lagwatch.shared.records.offsets_codec import GroupMember
 from tests import paths
 
 SEEDS = json.loads((paths.DATA / "seed_examples.json").read_text())["cases"]
@@ -83,8 +84,8 @@ def test_rules_eval_rejects_bad_input_with_exit_code_2_and_one_line(stdin, says)
 
 
 def test_offsets_decode_an_offset_commit():
-    key = codec.encode_offset_commit_key("billing", "orders", 3).hex()
-    value = codec.encode_offset_commit_value(42, 1700000000000, metadata="m", leader_epoch=7, version=3).hex()
+    key = encoders.encode_offset_commit_key("billing", "orders", 3).hex()
+    value = encoders.encode_offset_commit_value(42, 1700000000000, metadata="m", leader_epoch=7, version=3).hex()
     result = lagwatch("offsets", "decode", key, value)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) | {"tombstone": False} == {
@@ -104,18 +105,18 @@ def test_offsets_decode_an_offset_commit():
 
 
 def test_offsets_decode_group_metadata_and_a_tombstone():
-    member = codec.GroupMember(
+    member = GroupMember(
         "m-1",
         "static-1",
         "client-a",
         "/10.0.0.7",
         300000,
         45000,
-        codec.encode_subscription(["orders"]),
-        codec.encode_assignment({"orders": [0, 2]}),
+        encoders.encode_subscription(["orders"]),
+        encoders.encode_assignment({"orders": [0, 2]}),
     )
-    value = codec.encode_group_metadata_value(generation=5, protocol="range", leader="m-1", members=[member])
-    key = codec.encode_group_metadata_key("billing").hex()
+    value = encoders.encode_group_metadata_value(generation=5, protocol="range", leader="m-1", members=[member])
+    key = encoders.encode_group_metadata_key("billing").hex()
     decoded = json.loads(lagwatch("offsets", "decode", key, value.hex()).stdout)
     assert (decoded["kind"], decoded["generation"], decoded["leader"]) == ("group_metadata", 5, "m-1")
     assert decoded["members"][0] | {} == {
@@ -136,7 +137,7 @@ def test_offsets_decode_group_metadata_and_a_tombstone():
     [
         (["zz"], "key: not valid hex"),
         (["0001"], "key."),
-        ([codec.encode_offset_commit_key("g", "t", 0).hex(), "0003000000"], "value."),
+        ([encoders.encode_offset_commit_key("g", "t", 0).hex(), "0003000000"], "value."),
     ],
 )
 def test_offsets_decode_names_the_field_that_failed(args, says):

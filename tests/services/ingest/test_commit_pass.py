@@ -18,13 +18,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.services.ingest import processor as processor_module
 from lagwatch.services.ingest.commit_pass import HistoryWriter, add_to_ring, heads_kept
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.records import GroupDeletion, OffsetsDeleted
 from lagwatch.shared.protocol.types import Commit, WindowConfig
-from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.records.history import MESSAGE_BYTES, HistoryMessages, commit_record, decode, records_of
+from lagwatch.shared.records.offsets_codec import GroupMember
 from lagwatch.shared.windows.packing import unpack_commit_ring
 from lagwatch.shared.windows.window import ADMIN_ORDERS_FROM, AddOutcome, PartitionWindow, expired
 from lagwatch.shared.windows.window_writes import GroupMetadataUpdate
@@ -46,7 +47,7 @@ def ordered_commit(draw):
     topic, partition = draw(st.sampled_from([("orders", 0), ("orders", 1), ("unknown-topic", 0)]))
     later = draw(st.sampled_from([0, 0, LATER_MS]))
     timestamp = draw(st.integers(NOW_MS - 20_000, NOW_MS) | st.sampled_from([NOW_MS - WEEK_MS - 1, 0])) + later
-    value = codec.encode_offset_commit_value(
+    value = encoders.encode_offset_commit_value(
         draw(st.integers(0, 30)),
         timestamp,
         version=draw(st.sampled_from([1, 2, 3, 3, 3, 4])),
@@ -54,7 +55,7 @@ def ordered_commit(draw):
     )
     if draw(st.integers(0, 15)) == 0:
         value = None  # an offset-commit tombstone
-    return group, codec.encode_offset_commit_key(group, topic, partition), value
+    return group, encoders.encode_offset_commit_key(group, topic, partition), value
 
 
 RECORDS = st.lists(ordered_commit() | ordered_commit() | ordered_commit() | commit() | other_record(), max_size=40)
@@ -65,8 +66,8 @@ BATCHES = st.lists(st.tuples(RECORDS, st.integers(0, 12), st.sampled_from([0, 0,
 def _billing_commit(offset: int, timestamp: int) -> tuple[str, bytes, bytes]:
     return (
         "billing",
-        codec.encode_offset_commit_key("billing", "orders", 0),
-        codec.encode_offset_commit_value(offset, timestamp),
+        encoders.encode_offset_commit_key("billing", "orders", 0),
+        encoders.encode_offset_commit_value(offset, timestamp),
     )
 
 
@@ -334,25 +335,25 @@ def admin_step(draw, order):
     topic, partition = draw(st.sampled_from([("orders", 0), ("orders", 1), ("unknown-topic", 0)]))
     at = NOW_MS - draw(st.integers(0, 20_000))
     kind = draw(st.sampled_from(["commit"] * 6 + ["offsets-deleted", "group-deleted", "rebalance"]))
-    key = codec.encode_offset_commit_key(group, topic, partition)
+    key = encoders.encode_offset_commit_key(group, topic, partition)
     if kind == "commit":
         offset = draw(st.integers(0, 30))
         return Commit(group, topic, partition, offset, at, order, at), (
             key,
-            codec.encode_offset_commit_value(offset, at),
+            encoders.encode_offset_commit_value(offset, at),
         )
     if kind == "offsets-deleted":
         return OffsetsDeleted(group, topic, partition, order), (key, None)
     if kind == "group-deleted":
-        return GroupDeletion(group, order), (codec.encode_group_metadata_key(group), None)
-    member = codec.GroupMember(
-        "m-1", None, "client-1", "/10.0.0.1", -1, -1, b"", codec.encode_assignment({topic: [partition]})
+        return GroupDeletion(group, order), (encoders.encode_group_metadata_key(group), None)
+    member = GroupMember(
+        "m-1", None, "client-1", "/10.0.0.1", -1, -1, b"", encoders.encode_assignment({topic: [partition]})
     )
-    value = codec.encode_group_metadata_value(
+    value = encoders.encode_group_metadata_value(
         generation=order % 100, protocol="range", leader="m-1", members=[member], current_state_timestamp=at
     )
     owners = {(topic, partition): ("/10.0.0.1", "client-1")}
-    return GroupMetadataUpdate(group, order % 100, at, owners), (codec.encode_group_metadata_key(group), value)
+    return GroupMetadataUpdate(group, order % 100, at, owners), (encoders.encode_group_metadata_key(group), value)
 
 
 @st.composite

@@ -13,11 +13,11 @@ import struct
 from aiokafka import AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
+from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OFFSETS_TOPIC
 from lagwatch.services.api.service import ApiServer
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.protocol import keys
-from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.windows.ingest_totals import read_totals
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 
@@ -40,7 +40,7 @@ FIXED_LABELS = {  # family -> (label, every value it may take)
 def corrupt_records(seed: int, n: int) -> list[tuple[bytes | None, bytes | None]]:
     """(key, value) pairs: random bytes, random versions over plausible bodies, good keys with junk values."""
     rng = random.Random(seed)
-    good_commit_key = codec.encode_offset_commit_key("billing", "orders", 0)
+    good_commit_key = encoders.encode_offset_commit_key("billing", "orders", 0)
     good_group_key = struct.pack(">hh", 2, 7) + b"billing"
 
     def junk(most: int) -> bytes:

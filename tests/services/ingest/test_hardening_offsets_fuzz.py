@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.services.api.service import ApiServer
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.processor import BatchProcessor
-from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.runtime.kafka_client import client_kwargs
 from lagwatch.shared.runtime.redis_client import connect
 from lagwatch.shared.windows.store import WindowStore
@@ -41,9 +41,9 @@ PARTITIONS = st.sampled_from([0, 1]) | st.integers(-(2**31), 2**31 - 1)
 @st.composite
 def commit(draw):
     group, topic, partition = draw(GROUPS), draw(TOPICS), draw(PARTITIONS)
-    key = codec.encode_offset_commit_key(group, topic, partition, version=draw(st.sampled_from([0, 1])))
+    key = encoders.encode_offset_commit_key(group, topic, partition, version=draw(st.sampled_from([0, 1])))
     if draw(st.booleans()):
-        value = codec.encode_offset_commit_value(
+        value = encoders.encode_offset_commit_value(
             draw(NUMBERS),
             draw(NUMBERS),
             version=draw(st.sampled_from([1, 2, 3, 4])),
@@ -64,7 +64,7 @@ def other_record(draw):
         | st.builds(
             lambda v, rest: struct.pack(">h", v) + rest, st.integers(-(2**15), 2**15 - 1), st.binary(max_size=30)
         )
-        | st.builds(codec.encode_group_metadata_key, GROUPS)
+        | st.builds(encoders.encode_group_metadata_key, GROUPS)
     )
     return None, key, draw(st.none() | st.binary(max_size=80))
 
@@ -162,5 +162,5 @@ def test_any_offsets_topic_record_is_counted_and_every_read_of_what_it_stored_an
 
 
 def commit_of(group, topic, partition, offset, timestamp):
-    key = codec.encode_offset_commit_key(group, topic, partition)
-    return group, key, codec.encode_offset_commit_value(offset, timestamp)
+    key = encoders.encode_offset_commit_key(group, topic, partition)
+    return group, key, encoders.encode_offset_commit_value(offset, timestamp)

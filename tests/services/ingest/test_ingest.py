@@ -2,9 +2,9 @@
 
 import time
 
+from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.ingest.service import IngestWorker, self_group
-from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.windows.ingest_totals import read_totals
 from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, consume_and_commit, eventually, make_config, produce, running
@@ -102,11 +102,11 @@ async def test_an_online_upgrade_to_the_new_consumer_protocol_is_not_a_deletion(
                 await writer.commit("billing", "orders", 0, offset)
             await eventually(lambda: _offsets_are(store, "billing", [10, 20, 30]))
         # written while no worker reads, so that the next one reads them in one batch, as an append is read
-        await writer.raw("billing", codec.encode_group_metadata_key("billing"), None)
+        await writer.raw("billing", encoders.encode_group_metadata_key("billing"), None)
         await writer.raw(
             "billing",
-            codec.encode_consumer_group_member_key("billing", "m-1"),
-            codec.encode_consumer_group_member_value(
+            encoders.encode_consumer_group_member_key("billing", "m-1"),
+            encoders.encode_consumer_group_member_value(
                 client_id="billing-a", client_host="/10.0.0.1", subscribed_topics=["orders"]
             ),
         )
@@ -200,7 +200,7 @@ async def _groups_include(store, *groups):
 async def test_malformed_and_unknown_records_are_counted_and_skipped(kafka, redis_server, redis):
     from prometheus_client import REGISTRY
 
-    from lagwatch.shared.records import offsets_codec as codec
+    from lagwatch.devkit import offsets_encoders as encoders
 
     kafka.create_topic("orders", 1)
     config = make_config(kafka.bootstrap, redis_server.url)
@@ -210,9 +210,9 @@ async def test_malformed_and_unknown_records_are_counted_and_skipped(kafka, redi
     errors_before = errors_before or 0.0
     async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(worker):
         await writer.raw("billing", b"\x00\x01\x00", b"\x00\x03")  # truncated offset-commit key
-        await writer.raw("billing", codec.encode_offset_commit_key("billing", "orders", 0), b"\x00\x63junk")  # v99
+        await writer.raw("billing", encoders.encode_offset_commit_key("billing", "orders", 0), b"\x00\x63junk")  # v99
         await writer.raw("billing", b"\x00\x05" + b"\x00\x01g\x00\x01m", b"\x00\x00")  # KIP-848 member record
-        await writer.raw("billing", codec.encode_offset_commit_key("billing", "orders", 0), None)  # commit tombstone
+        await writer.raw("billing", encoders.encode_offset_commit_key("billing", "orders", 0), None)  # commit tombstone
         await writer.commit("billing", "orders", 0, 0)  # and a good one after them
         await eventually(lambda: store.reads.get_group(CLUSTER, "billing"))
         await eventually(lambda: _counted(redis, 5))  # the counters follow the windows

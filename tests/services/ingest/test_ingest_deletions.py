@@ -12,6 +12,7 @@ from urllib.parse import quote
 import aiohttp
 import pytest
 
+from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec, OffsetsTopicWriter
 from lagwatch.services.api.service import ApiServer
 from lagwatch.services.evaluator.service import EvaluatorService
@@ -20,7 +21,6 @@ from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.group_filter import GroupFilter
-from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.records.history import decode, records_of
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.windows.ingest_totals import read_totals
@@ -205,12 +205,12 @@ async def test_an_offset_commit_tombstone_removes_that_partitions_window_and_the
         for topic, partition in [("orders", 0), ("orders", 1), ("audit", 0)]:
             await writer.commit("billing", topic, partition, 0)
         await writer.commit("payments", "orders", 1, 0)
-        await writer.raw("ghost", codec.encode_offset_commit_key("ghost", "orders", 0), None)  # unknown: a no-op
+        await writer.raw("ghost", encoders.encode_offset_commit_key("ghost", "orders", 0), None)  # unknown: a no-op
         all_three = [("audit", 0), ("orders", 0), ("orders", 1)]
         await eventually(lambda: _partitions_are(store, "billing", all_three))
         await eventually(lambda: _partitions_are(store, "payments", [("orders", 1)]))
 
-        await writer.raw("billing", codec.encode_offset_commit_key("billing", "orders", 1), None)
+        await writer.raw("billing", encoders.encode_offset_commit_key("billing", "orders", 1), None)
         await eventually(lambda: _partitions_are(store, "billing", [("audit", 0), ("orders", 0)]))
         listed = {(p["topic"], p["partition"]): p for p in (await lag_of(http, api, "billing"))["partitions"]}
         assert listed[("orders", 1)]["end"] is None  # listed as never committed (as Burrow lists them), no ghost
@@ -218,7 +218,7 @@ async def test_an_offset_commit_tombstone_removes_that_partitions_window_and_the
         assert await partitions_of(store, "payments") == [("orders", 1)]  # another group's offset stays
 
         # deleted, then committed again in the same batch or the next: the window starts afresh
-        await writer.raw("billing", codec.encode_offset_commit_key("billing", "orders", 0), None)
+        await writer.raw("billing", encoders.encode_offset_commit_key("billing", "orders", 0), None)
         await writer.commit("billing", "orders", 0, 7)
         await eventually(lambda: _newest_offset_of(store, "billing", ("orders", 0), 7))
         window = next(p for p in (await store.reads.get_group(CLUSTER, "billing")).partitions if p.topic == "orders")
@@ -226,7 +226,7 @@ async def test_an_offset_commit_tombstone_removes_that_partitions_window_and_the
 
         # its last offsets: the group is gone (a group that only used assign() gets no group tombstone: Burrow #818)
         for topic, partition in [("orders", 0), ("audit", 0)]:
-            await writer.raw("billing", codec.encode_offset_commit_key("billing", topic, partition), None)
+            await writer.raw("billing", encoders.encode_offset_commit_key("billing", topic, partition), None)
         await eventually(lambda: _partitions_are(store, "billing", None))
         assert await lag_of(http, api, "billing") is None
         assert "billing" not in await store.reads.list_groups(CLUSTER)
@@ -257,11 +257,11 @@ async def test_within_one_batch_a_tombstone_and_the_commits_around_it_apply_in_t
         now = int(time.time() * 1000)
 
         def commit(group, partition, offset):
-            key = codec.encode_offset_commit_key(group, "orders", partition)
-            return RawRecord(key, codec.encode_offset_commit_value(offset, now), 0, next(order), now)
+            key = encoders.encode_offset_commit_key(group, "orders", partition)
+            return RawRecord(key, encoders.encode_offset_commit_value(offset, now), 0, next(order), now)
 
         def tombstone(group, partition):
-            return RawRecord(codec.encode_offset_commit_key(group, "orders", partition), None, 0, next(order), now)
+            return RawRecord(encoders.encode_offset_commit_key(group, "orders", partition), None, 0, next(order), now)
 
         # a group unknown to this worker: its tombstone waits for the group's load, between its commits
         await processor.process([commit("a", 0, 5), commit("a", 1, 5), tombstone("a", 0), commit("a", 0, 9)])
@@ -289,13 +289,13 @@ async def test_a_group_tombstone_followed_by_new_protocol_records_keeps_the_wind
         now = int(time.time() * 1000)
 
         def commit(group, offset):
-            key = codec.encode_offset_commit_key(group, "orders", 0)
-            return RawRecord(key, codec.encode_offset_commit_value(offset, now), 0, next(order), now)
+            key = encoders.encode_offset_commit_key(group, "orders", 0)
+            return RawRecord(key, encoders.encode_offset_commit_value(offset, now), 0, next(order), now)
 
         def upgrade(group):
-            tombstone = RawRecord(codec.encode_group_metadata_key(group), None, 0, next(order), now)
-            key = codec.encode_consumer_group_member_key(group, "m-1")
-            value = codec.encode_consumer_group_member_value(
+            tombstone = RawRecord(encoders.encode_group_metadata_key(group), None, 0, next(order), now)
+            key = encoders.encode_consumer_group_member_key(group, "m-1")
+            value = encoders.encode_consumer_group_member_value(
                 client_id="c", client_host="/h", subscribed_topics=["orders"]
             )
             return [tombstone, RawRecord(key, value, 0, next(order), now)]
@@ -324,18 +324,20 @@ async def test_tombstones_that_remove_windows_are_history_records_and_an_upgrade
             return RawRecord(key, value, 0, order, now)
 
         def commit(group, partition, order):
-            key = codec.encode_offset_commit_key(group, "orders", partition)
-            return record(key, codec.encode_offset_commit_value(5, now), order)
+            key = encoders.encode_offset_commit_key(group, "orders", partition)
+            return record(key, encoders.encode_offset_commit_value(5, now), order)
 
         commits = [commit("a", 0, 1), commit("a", 1, 2), commit("b", 0, 3), commit("b", 1, 4), commit("c", 0, 5)]
         await processor.process(commits)
-        member_key = codec.encode_consumer_group_member_key("c", "m-1")
-        member = codec.encode_consumer_group_member_value(client_id="c", client_host="/h", subscribed_topics=["orders"])
+        member_key = encoders.encode_consumer_group_member_key("c", "m-1")
+        member = encoders.encode_consumer_group_member_value(
+            client_id="c", client_host="/h", subscribed_topics=["orders"]
+        )
         batch = await processor.apply(
             [
-                record(codec.encode_offset_commit_key("a", "orders", 1), None, 10),  # a's offset of orders-1 deleted
-                record(codec.encode_group_metadata_key("b"), None, 11),  # b deleted
-                record(codec.encode_group_metadata_key("c"), None, 12),  # c upgraded to the new protocol
+                record(encoders.encode_offset_commit_key("a", "orders", 1), None, 10),  # a's offset of orders-1 deleted
+                record(encoders.encode_group_metadata_key("b"), None, 11),  # b deleted
+                record(encoders.encode_group_metadata_key("c"), None, 12),  # c upgraded to the new protocol
                 record(member_key, member, 13),
             ]
         )
@@ -398,7 +400,7 @@ async def test_deleting_a_stopped_partitions_offset_resolves_the_groups_alert(ka
         ]
         await writer.commits([*stale, OffsetCommitSpec("billing", "orders", 0, 10, timestamp=now)])
         await eventually(lambda: _last_transition_is(events, "billing", "ERR"))
-        await writer.raw("billing", codec.encode_offset_commit_key("billing", "legacy", 0), None)
+        await writer.raw("billing", encoders.encode_offset_commit_key("billing", "legacy", 0), None)
         await eventually(lambda: _last_transition_is(events, "billing", "OK"))
         assert events.transitions("billing")[-1] == ("ERR", "OK")
         assert await partitions_of(store, "billing") == [("orders", 0)]
@@ -464,7 +466,7 @@ async def test_deleted_topics_go_to_the_history_for_the_replay(kafka, redis_serv
         async with run.http.delete(url, headers={"Authorization": "Bearer t0ken"}) as response:
             assert response.status == 200
         kafka.delete_topic("audit")
-        tombstone = await run.writer.raw("billing", codec.encode_offset_commit_key("billing", "refunds", 0), None)
+        tombstone = await run.writer.raw("billing", encoders.encode_offset_commit_key("billing", "refunds", 0), None)
         await eventually(lambda: _deletions_archived(kafka.bootstrap, 3), timeout=20)
     deletions = [r for r in await _history(kafka.bootstrap) if r.kind in DELETIONS]
     assert sorted((r.kind, r.topic, r.group) for r in deletions) == [

@@ -4,11 +4,11 @@ group's rebalance does, with topic ids named through the broker's metadata."""
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
+from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.devkit.offsets_topic_writer import member as classic_member
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.protocol import keys
-from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.services.ingest.test_ingest import _with_owners
@@ -22,13 +22,13 @@ def topic_id_hex(bootstrap: str, topic: str) -> str:
 
 
 async def member(writer: OffsetsTopicWriter, group: str, member_id: str, client_id: str, host: str) -> None:
-    key = codec.encode_consumer_group_member_key(group, member_id)
-    await writer.raw(group, key, codec.encode_consumer_group_member_value(client_id=client_id, client_host=host))
+    key = encoders.encode_consumer_group_member_key(group, member_id)
+    await writer.raw(group, key, encoders.encode_consumer_group_member_value(client_id=client_id, client_host=host))
 
 
 async def assignment(writer: OffsetsTopicWriter, group: str, member_id: str, epoch: int, parts: dict) -> None:
-    key = codec.encode_consumer_group_assignment_key(group, member_id)
-    value = codec.encode_consumer_group_assignment_value(member_epoch=epoch, partitions=parts)
+    key = encoders.encode_consumer_group_assignment_key(group, member_id)
+    value = encoders.encode_consumer_group_assignment_value(member_epoch=epoch, partitions=parts)
     await writer.raw(group, key, value)
 
 
@@ -54,7 +54,7 @@ async def test_new_protocol_members_and_assignments_become_owners_and_follow_a_m
         assert group.generation == 6  # the highest member epoch
 
         # m-2 leaves (its member record is deleted); m-1 is given both partitions at a new epoch
-        await writer.raw("billing", codec.encode_consumer_group_member_key("billing", "m-2"), None)
+        await writer.raw("billing", encoders.encode_consumer_group_member_key("billing", "m-2"), None)
         await assignment(writer, "billing", "m-1", 7, {orders: [0, 1]})
         group = await eventually(lambda: _owned(store, {0: "billing-a", 1: "billing-a"}))
         assert group.generation == 7

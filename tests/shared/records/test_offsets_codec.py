@@ -1,7 +1,7 @@
 """The ``__consumer_offsets`` codec: what each record looks like on the wire and what it decodes to.
 
 Expected bytes are spelled out by hand from Kafka's JSON schemas with the small writers below (never with
-the module's encoders), so an encoder and decoder that agree on a wrong layout cannot pass. Property
+the dev kit's encoders), so an encoder and decoder that agree on a wrong layout cannot pass. Property
 tests then check that encoders and decoder round-trip and that damaged bytes only ever raise CodecError.
 """
 
@@ -15,6 +15,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lagwatch.devkit.offsets_encoders import (
+    encode_assignment,
+    encode_consumer_group_assignment_key,
+    encode_consumer_group_assignment_value,
+    encode_consumer_group_member_key,
+    encode_consumer_group_member_value,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+    encode_subscription,
+)
+from lagwatch.offsets_view import record_to_json
 from lagwatch.shared.records import offsets_codec
 from lagwatch.shared.records.offsets_codec import (
     CodecError,
@@ -26,19 +39,10 @@ from lagwatch.shared.records.offsets_codec import (
     OtherRecord,
     decode_assignment,
     decode_offset_commit_key,
+    decode_offset_commit_value,
     decode_record,
-    encode_assignment,
-    encode_consumer_group_assignment_key,
-    encode_consumer_group_assignment_value,
-    encode_consumer_group_member_key,
-    encode_consumer_group_member_value,
-    encode_group_metadata_key,
-    encode_group_metadata_value,
-    encode_offset_commit_key,
-    encode_offset_commit_value,
-    encode_subscription,
-    record_to_json,
 )
+from lagwatch.shared.records.offsets_layouts import GROUP_MEMBER, GROUP_METADATA_VALUE, OFFSET_COMMIT_VALUE
 
 RECORD_CLASSES = (OffsetCommit, GroupMetadata, ConsumerGroupMember, ConsumerGroupAssignment, OtherRecord)
 
@@ -135,7 +139,7 @@ def test_offset_commit_known_bytes() -> None:
     )
     decoded = decode_record(key, value)
     assert decoded == expected
-    # The decoder's fast constructor builds a record indistinguishable from the dataclass's own.
+    # A record indistinguishable from the dataclass's own: equal, hashable, frozen.
     assert type(decoded) is OffsetCommit and hash(decoded) == hash(expected)
     with pytest.raises(dataclasses.FrozenInstanceError):
         decoded.offset = 0  # type: ignore[misc]
@@ -653,115 +657,6 @@ def test_codec_error_survives_pickling() -> None:
     assert isinstance(copy, ValueError)
 
 
-# ----------------------------------------------------------------------------------------- JSON view
-
-
-def test_offset_commit_json() -> None:
-    record = decode_record(encode_offset_commit_key("g", "t", 3), OFFSET_VALUES[1][0])
-    assert record_to_json(record) == {
-        "kind": "offset_commit",
-        "key_version": 1,
-        "value_version": 1,
-        "group": "g",
-        "topic": "t",
-        "partition": 3,
-        "offset": 42,
-        "leader_epoch": None,
-        "metadata": "meta",
-        "commit_timestamp": 1000,
-        "expire_timestamp": 2000,
-        "tombstone": False,
-    }
-    tombstone = record_to_json(decode_record(encode_offset_commit_key("g", "t", 3), None))
-    assert tombstone["tombstone"] is True and tombstone["offset"] is None
-
-
-def test_group_metadata_json_decodes_assignments() -> None:
-    member = GroupMember(
-        "m1", "static", "c1", "/h", 300, 45, encode_subscription(["t"]), encode_assignment({"t": [0, 1]})
-    )
-    broken = GroupMember("m2", None, "c2", "/h2", 300, 45, b"", b"\x00\x00\x00")
-    value = encode_group_metadata_value(generation=3, protocol="range", leader="m1", members=[member, broken])
-    assert record_to_json(decode_record(encode_group_metadata_key("g"), value)) == {
-        "kind": "group_metadata",
-        "key_version": 2,
-        "value_version": 3,
-        "group": "g",
-        "protocol_type": "consumer",
-        "generation": 3,
-        "protocol": "range",
-        "leader": "m1",
-        "members": [
-            {
-                "member_id": "m1",
-                "group_instance_id": "static",
-                "client_id": "c1",
-                "client_host": "/h",
-                "session_timeout": 45,
-                "rebalance_timeout": 300,
-                "assignment": {"t": [0, 1]},
-            },
-            # an undecodable assignment shows as null rather than hiding the whole record
-            {
-                "member_id": "m2",
-                "group_instance_id": None,
-                "client_id": "c2",
-                "client_host": "/h2",
-                "session_timeout": 45,
-                "rebalance_timeout": 300,
-                "assignment": None,
-            },
-        ],
-        "tombstone": False,
-    }
-
-
-def test_non_consumer_groups_have_no_decoded_assignment() -> None:
-    """Kafka Connect groups use their own assignment format: it is not read as a consumer's."""
-    member = GroupMember("w1", None, "connect-1", "/h", 300, 45, b"", encode_assignment({"t": [0]}))
-    value = encode_group_metadata_value(
-        protocol_type="connect", generation=1, protocol="sessioned", leader="w1", members=[member]
-    )
-    view = record_to_json(decode_record(encode_group_metadata_key("connect-cluster"), value))
-    assert view["members"][0]["assignment"] is None
-
-
-def test_kip848_and_other_json() -> None:
-    member = decode_record(
-        encode_consumer_group_member_key("g", "m"),
-        encode_consumer_group_member_value(client_id="c", client_host="/h", instance_id="i"),
-    )
-    assert record_to_json(member) == {
-        "kind": "consumer_group_member",
-        "record_type": 5,
-        "group": "g",
-        "member_id": "m",
-        "client_id": "c",
-        "client_host": "/h",
-        "instance_id": "i",
-        "tombstone": False,
-    }
-    assignment = decode_record(
-        encode_consumer_group_assignment_key("g", "m"),
-        encode_consumer_group_assignment_value(member_epoch=4, partitions={TOPIC_ID: [1]}),
-    )
-    assert record_to_json(assignment) == {
-        "kind": "consumer_group_assignment",
-        "record_type": 8,
-        "group": "g",
-        "member_id": "m",
-        "member_epoch": 4,
-        "partitions": {TOPIC_ID: [1]},
-        "tombstone": False,
-    }
-    assert record_to_json(decode_record(i16(3) + s("g"), None)) == {
-        "kind": "other",
-        "record_type": 3,
-        "tombstone": True,
-    }
-    json.dumps([record_to_json(member), record_to_json(assignment)])
-
-
 # ------------------------------------------------------------------------------------ property tests
 
 texts = st.text(max_size=12)
@@ -954,7 +849,7 @@ def test_corrupted_records_never_raise_anything_but_codec_error(
     decodes_or_codec_error(key, bytes(damaged))
 
 
-def _key_or_error(decode, key: bytes) -> tuple | str:
+def _decoded_or_field(decode, key: bytes) -> tuple | str:
     try:
         return decode(key)
     except CodecError as exc:
@@ -988,6 +883,38 @@ def test_commit_key_decoder_agrees_with_decode_record(
         assert isinstance(record, OffsetCommit)
         return record.group, record.topic, record.partition
 
-    expected = _key_or_error(offsets_codec._read_offset_commit_key, bytes(key))
-    assert _key_or_error(decode_offset_commit_key, bytes(key)) == expected
-    assert _key_or_error(via_record, bytes(key)) == expected  # decode_record reads keys through it
+    expected = _decoded_or_field(offsets_codec._read_offset_commit_key, bytes(key))
+    assert _decoded_or_field(decode_offset_commit_key, bytes(key)) == expected
+    assert _decoded_or_field(via_record, bytes(key)) == expected  # decode_record reads keys through it
+
+
+@given(offset_commit_records(), st.data())
+def test_commit_value_decoder_reads_what_the_layout_states(
+    record: tuple[bytes, bytes, OffsetCommit], data: st.DataObject
+) -> None:
+    """`decode_offset_commit_value` is OFFSET_COMMIT_VALUE read unrolled, for the ingest's hot path: whole, cut or
+    damaged, a value gives the fields that reading it by the layout gives, or a CodecError on the same field."""
+    value = bytearray(record[1])
+    if data.draw(st.booleans()):
+        value = value[: data.draw(st.integers(0, len(value)))]
+        for _ in range(data.draw(st.integers(0, 3)) if value else 0):
+            value[data.draw(st.integers(0, len(value) - 1))] = data.draw(
+                st.sampled_from([0x00, 0x04, 0x7F, 0x80, 0xFF])
+            )
+
+    def by_layout(v: bytes) -> tuple[object, ...]:
+        version, fields = offsets_codec._read_value(OFFSET_COMMIT_VALUE, v)
+        return (version, *fields)
+
+    assert _decoded_or_field(decode_offset_commit_value, bytes(value)) == _decoded_or_field(by_layout, bytes(value))
+
+
+def test_the_records_hold_their_layouts_fields_in_order() -> None:
+    """The decoder builds records from a layout's values by position: each record's fields are the layout's."""
+
+    def names(record_class: type) -> list[str]:
+        return [field.name for field in dataclasses.fields(record_class)]
+
+    assert names(GroupMember) == [field.name for field in GROUP_MEMBER]
+    assert names(GroupMetadata)[3:9] == [field.name for field in GROUP_METADATA_VALUE.fields]
+    assert names(OffsetCommit)[5:10] == [field.name for field in OFFSET_COMMIT_VALUE.fields]

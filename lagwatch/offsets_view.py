@@ -1,0 +1,56 @@
+"""What `lagwatch offsets decode` prints: a decoded `__consumer_offsets` record as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from lagwatch.shared.records.offsets_codec import (
+    CodecError,
+    ConsumerGroupAssignment,
+    ConsumerGroupMember,
+    GroupMember,
+    GroupMetadata,
+    OffsetCommit,
+    OtherRecord,
+    Record,
+)
+
+_KINDS = {
+    OffsetCommit: "offset_commit",
+    GroupMetadata: "group_metadata",
+    ConsumerGroupMember: "consumer_group_member",
+    ConsumerGroupAssignment: "consumer_group_assignment",
+    OtherRecord: "other",
+}
+
+
+def record_to_json(record: Record) -> dict[str, Any]:
+    """The record's kind and fields (those absent from its version are null); a group's members with their
+    assignments decoded, and without the state timestamp."""
+    view: dict[str, Any] = {"kind": _KINDS[type(record)], **asdict(record)}
+    if isinstance(record, GroupMetadata):
+        del view["current_state_timestamp"]
+        consumer = record.protocol_type == "consumer"
+        view["members"] = [_member_json(member, consumer) for member in record.members]
+    return view
+
+
+def _member_json(member: GroupMember, consumer_protocol: bool) -> dict[str, Any]:
+    # Only the "consumer" protocol type carries ConsumerProtocolAssignment bytes (Connect does not), and
+    # a bad assignment must not hide the rest of the record: both show as null.
+    assignment: dict[str, list[int]] | None = None
+    if consumer_protocol:
+        try:
+            assignment = member.partitions()
+        except CodecError:
+            assignment = None
+    return {
+        "member_id": member.member_id,
+        "group_instance_id": member.group_instance_id,
+        "client_id": member.client_id,
+        "client_host": member.client_host,
+        "session_timeout": member.session_timeout,
+        "rebalance_timeout": member.rebalance_timeout,
+        "assignment": assignment,
+    }
