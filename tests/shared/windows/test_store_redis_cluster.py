@@ -1,13 +1,13 @@
 """The window store on a real three-node Redis Cluster: every script's keys share a slot, and it all works."""
 
 import random
-import socket
 import subprocess
 import time
 
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
+from lagwatch.devkit.ports import is_free
 from lagwatch.devkit.redis_server import RedisServer, find_redis_server
 from lagwatch.shared.events.status_event import Incident
 from lagwatch.shared.events.status_store import StatusStore
@@ -22,17 +22,8 @@ def cluster_port() -> int:
     """A free port whose cluster bus port (+10000) is free too; Redis Cluster needs it below 55536."""
     while True:
         port = random.randint(20000, 45000)
-        if all(_free(p) for p in (port, port + 10000)):
+        if all(is_free(p) for p in (port, port + 10000)):
             return port
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 @pytest.fixture(scope="module")
