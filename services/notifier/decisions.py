@@ -20,6 +20,14 @@ def parse_state(raw: str) -> IncidentState | None:
     return IncidentState.from_json(json.loads(raw)) if raw else None
 
 
+def readable_state(raw: str) -> IncidentState | None:
+    """`parse_state`, None for an unreadable state too (the event path skips it alike)."""
+    try:
+        return parse_state(raw)
+    except UNREADABLE:
+        return None
+
+
 def state_json(decision: Decision) -> str:
     """The state a decision leaves, as kept ('' to forget the group)."""
     return json.dumps(decision.state.to_json(), sort_keys=True) if decision.state else ""

@@ -21,7 +21,7 @@ import email.utils
 import logging
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import aiohttp
 from redis.exceptions import RedisError
@@ -162,7 +162,6 @@ class Destination:
     semaphore: asyncio.Semaphore
     breaker: CircuitBreaker
     waiting: int = 0
-    last_used: float = field(default_factory=time.monotonic)
 
 
 class Sender:
@@ -252,12 +251,8 @@ def classify(status: int, retry_after: str | None, body: str = "") -> Result:
     if 200 <= status < 300:
         return Result(True, status)
     detail = f"HTTP {status}" + (f": {body.strip()[:ERROR_BODY_CHARS]}" if body.strip() else "")
-    if status == 429:
-        return Result(False, status, detail, retryable=True, retry_after=parse_retry_after(retry_after))
-    if status >= 500:
-        return Result(
-            False, status, detail, retryable=True, retry_after=parse_retry_after(retry_after), host_failure=True
-        )
+    if status == 429 or status >= 500:  # a 429 is the host's answer, no failure of it
+        return Result(False, status, detail, True, parse_retry_after(retry_after), host_failure=status != 429)
     if 300 <= status < 400:
         return Result(False, status, f"{detail} (redirects are not followed)")
     return Result(False, status, detail)
@@ -382,16 +377,10 @@ class Dispatcher:
     # --- one delivery -------------------------------------------------------------------------------------------
 
     def _destination(self, key: str) -> Destination:
-        dest = self.destinations.get(key)
-        if dest is None:
-            dest = Destination(
-                key,
-                asyncio.Semaphore(self.settings.per_host_concurrency),
-                CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_cooldown),
-            )
-            self.destinations[key] = dest
-        dest.last_used = time.monotonic()
-        return dest
+        if key not in self.destinations:
+            breaker = CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_cooldown)
+            self.destinations[key] = Destination(key, asyncio.Semaphore(self.settings.per_host_concurrency), breaker)
+        return self.destinations[key]
 
     async def _deliver(self, delivery: Delivery) -> bool:
         """Send one delivery and settle it in the outbox; False when it was left alone because we are stopping."""

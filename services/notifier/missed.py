@@ -18,10 +18,10 @@ reopen what the evaluator's statuses said.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from lagwatch.services.notifier.outbox import digest
 from lagwatch.shared.events.status_event import SCHEMA_VERSION, StatusEvent, event_id
 from lagwatch.shared.notifications.subscriptions.notification_policy import QUIET, Event, IncidentState, Policy
 
@@ -46,8 +46,7 @@ class StoredStatus:
 def missed_close_id(cluster: str, group: str, incident_id: str) -> str:
     """The id of an incident's close made in place of the missed one: the same wherever it is made (the event path or
     a reconciliation, any notifier), so it is recorded once per subscription."""
-    key = f"{RECONCILED}\x00close\x00{cluster}\x00{group}\x00{incident_id}"
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return digest(RECONCILED, "close", cluster, group, incident_id)
 
 
 def _without_figures(**identity: Any) -> StatusEvent:

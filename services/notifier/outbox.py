@@ -117,9 +117,14 @@ def delivery_id(notification_id: str, subscription_id: str) -> str:
     return f"{notification_id}.{subscription_id}"
 
 
+def digest(*parts: object) -> str:
+    """An id made of `parts` (32 hex digits): the same wherever it is made, so what it names is recorded once."""
+    return hashlib.sha256("\x00".join(map(str, parts)).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def repeat_notification_id(event_id: str, subscription_id: str, due_ms: int) -> str:
     """A repeat's own dedupe id (a repeat is news the receiver must not drop as a duplicate of the open)."""
-    return hashlib.sha256(f"repeat\x00{event_id}\x00{subscription_id}\x00{due_ms}".encode()).hexdigest()[:32]
+    return digest("repeat", event_id, subscription_id, due_ms)
 
 
 def group_field(cluster: str, group: str) -> str:
@@ -146,7 +151,7 @@ def repeat_member(subscription_id: str, state_field: str) -> str:
 def chain_of(member: str) -> str:
     """The name of the chain of one incident's notifications to one subscription (`repeat_member`), which go out
     in order: fixed length (32 hex digits), so no chain's name begins another's (scripts.py `_CHAIN_FNS`)."""
-    return hashlib.sha256(member.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return digest(member)
 
 
 def parse_repeat_member(member: bytes | str) -> tuple[str, str]:
@@ -300,9 +305,9 @@ class Outbox:
         async for field_, raw in self.redis.hscan_iter(keys.NOTIFY_ACTIVE, count=500):
             yield text(field_), text(raw)
 
-    async def drop_active(self, active_field: str, raw: str) -> None:
-        """Forget an incident's kept latest event, unless a later event replaced it meanwhile."""
-        await self._drop_field(keys=[keys.NOTIFY_ACTIVE], args=[active_field, raw])
+    async def drop_field(self, raw: str, field_: str, key: str = keys.NOTIFY_ACTIVE) -> None:
+        """Delete a hash's field (by default an incident's kept latest event) unless a later write replaced `raw`."""
+        await self._drop_field(keys=[key], args=[field_, raw])
 
     async def told_nothing(self, subscription_ids: list[str]) -> set[str]:
         """The subscriptions that keep no incident state at all, in one round trip."""

@@ -33,8 +33,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from lagwatch.services.notifier import metrics
-from lagwatch.services.notifier import outbox_scripts as scripts
-from lagwatch.services.notifier.decisions import UNREADABLE, decide, parse_state, record, record_request
+from lagwatch.services.notifier.decisions import decide, parse_state, readable_state, record, record_request
 from lagwatch.services.notifier.events import kind_for_field, parse_status_event
 from lagwatch.services.notifier.lag_policy import closing_event
 from lagwatch.services.notifier.missed import RECONCILED, StoredStatus, found_open, missed_close
@@ -94,7 +93,6 @@ class Reconciler:
     ) -> None:
         self.redis, self.outbox, self.registry, self.silences = redis, outbox, registry, silences
         self.positions, self.cluster, self.status_topic, self.wake = positions, cluster, status_topic, wake
-        self._drop_field = redis.register_script(scripts.DROP_FIELD_IF_UNCHANGED)
 
     async def run_due(self, now: int) -> int:
         """Run the reconciliations of this notifier's cluster that are due; returns the incident states set right."""
@@ -102,7 +100,7 @@ class Reconciler:
         for due in await self._pending():
             if due.cluster == self.cluster and self._ready(due, now):
                 changed += await self.reconcile(due, now)
-                await self._drop_field(keys=[keys.NOTIFY_RECONCILE], args=[due.field, due.raw])
+                await self.outbox.drop_field(due.raw, due.field, keys.NOTIFY_RECONCILE)
         if changed:
             self.wake()
         return changed
@@ -185,13 +183,13 @@ class Reconciler:
         states = await self.outbox.read_states([s.id for s in subscriptions], state_field)
         closed = opened = 0
         for subscription, raw in zip(subscriptions, states, strict=True):
-            state = _readable(raw)
+            state = readable_state(raw)
             if state is None and raw:
                 continue  # unreadable: the event path skips it alike
             if state is not None and _over(state, stored):
                 closed += await self._apply(subscription, state_field, raw, _close(state, stored, now), now, "close")
                 raw = await self.outbox.read_state_field(subscription.id, state_field)
-                state = _readable(raw)
+                state = readable_state(raw)
             if _untold(state, stored):
                 event = found_open(self.cluster, group, stored, now)
                 opened += await self._apply(subscription, state_field, raw, event, now, "open")
@@ -205,7 +203,7 @@ class Reconciler:
         if kept is not None and not stored.quiet and kept.incident_id == stored.incident_id:
             return
         if kept is not None:
-            await self.outbox.drop_active(state_field, raw)
+            await self.outbox.drop_field(raw, state_field)
         if not stored.quiet and stored.incident_id is not None:
             event = found_open(self.cluster, group, stored, now).encode().decode()  # as the event path
             await reply(self.redis.hsetnx(keys.NOTIFY_ACTIVE, state_field, event))
@@ -217,7 +215,7 @@ class Reconciler:
         found = []
         for subscription in self.registry.all():
             async for state_field, raw in self.outbox.states(subscription.id):
-                state = _readable(raw) if is_lag_field(state_field) else None
+                state = readable_state(raw) if is_lag_field(state_field) else None
                 event = state.event if state is not None else None
                 if isinstance(event, LagThresholdEvent) and event.cluster == self.cluster and due.covers(event.group):
                     found.append((event.group, state_field, subscription, raw))
@@ -227,7 +225,7 @@ class Reconciler:
         self, group: str, state_field: str, subscription: Subscription, raw: str, now: int
     ) -> int:
         """Close an announced lag incident whose crossing the evaluator no longer counts as the latest."""
-        state = _readable(raw)
+        state = readable_state(raw)
         if state is None or state.incident_id is None or not isinstance(state.event, LagThresholdEvent):
             return 0
         announced = state.event
@@ -258,13 +256,6 @@ class Reconciler:
             return 0
         metrics.RECONCILED.labels(action).inc()
         return 1
-
-
-def _readable(raw: str) -> IncidentState | None:
-    try:
-        return parse_state(raw)
-    except UNREADABLE:
-        return None
 
 
 def _close(state: IncidentState, stored: StoredStatus, now: int) -> StatusEvent:

@@ -6,7 +6,6 @@ record each once."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from redis.exceptions import RedisError
 from lagwatch.services.notifier import holds, metrics, scope
 from lagwatch.services.notifier.decisions import UNREADABLE, notification, parse_state, record, record_request
 from lagwatch.services.notifier.events import kind_for_field
-from lagwatch.services.notifier.outbox import Outbox, now_ms, parse_repeat_member, repeat_notification_id
+from lagwatch.services.notifier.outbox import Outbox, digest, now_ms, parse_repeat_member, repeat_notification_id
 from lagwatch.services.notifier.reconcile import Reconciler
 from lagwatch.services.notifier.scope_watch import ScopeWatch
 from lagwatch.services.notifier.subscriptions import Registry, Subscription
@@ -128,7 +127,7 @@ class RepeatTimer:
         notification_id = (
             event.event_id if held_open else repeat_notification_id(event.event_id, subscription.id, score)
         )
-        seen = hashlib.sha256(f"held\x00{member}\x00{score}".encode()).hexdigest()[:32]
+        seen = digest("held", member, score)
         request = record_request(
             subscription, decision, event, state_field, raw, now, notification_id=notification_id, seen_id=seen
         )

@@ -31,12 +31,12 @@ shared/runtime/cluster_forgetting.py) whose latest event is from before the forg
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import NamedTuple
 
 from lagwatch.services.notifier.lag_policy import asks_for, closing_event
+from lagwatch.services.notifier.outbox import digest
 from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent, Reason
 from lagwatch.shared.notifications.subscriptions.documents import to_document
@@ -95,20 +95,17 @@ def scope_close(
 def config_digest(config: SubscriptionConfig) -> str:
     """A subscription's configuration as a short digest: what a look at the scopes saw (`keys.NOTIFY_SCOPE_LOOKED`),
     so that a notifier starting with the same subscriptions need not look at every incident again."""
-    text = json.dumps(to_document(config), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return digest(json.dumps(to_document(config), sort_keys=True, default=str))
 
 
 def announcement_id(event_id: str, subscription_id: str, version: int | None) -> str:
     """The id of an incident's announcement to a subscription created or widened since it began: the same for every
     notifier at one subscriptions' version (it is recorded once), another after the next change (a subscription
     narrowed and widened again is told anew: a receiver deduplicating on the event's id would drop it)."""
-    key = f"announce\x00{event_id}\x00{subscription_id}\x00{version}"
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return digest("announce", event_id, subscription_id, version)
 
 
 def _notification_id(raw: str, subscription_id: str) -> str:
     """The close's own id: the same for every notifier that reads the state (it is recorded once); another once
     the incident is announced anew (the state then has another `notified_at` or `held_since`)."""
-    key = f"{UNSUBSCRIBED}\x00{subscription_id}\x00{raw}"
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return digest(UNSUBSCRIBED, subscription_id, raw)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 
 from lagwatch.services.notifier import scope
-from lagwatch.services.notifier.decisions import UNREADABLE, decide, parse_state, record, record_request
+from lagwatch.services.notifier.decisions import decide, readable_state, record, record_request
 from lagwatch.services.notifier.event_batches import MAX_CONFLICTS
 from lagwatch.services.notifier.events import AnyKind, parse_either
 from lagwatch.services.notifier.outbox import CONFLICT, Outbox, repeat_member
@@ -120,10 +120,7 @@ class ScopeWatch:
         """Close one kept incident if the subscription no longer covers it; 1 if a close is enqueued. A state
         that moved meanwhile (an event, a held open released) is read and looked at again."""
         for _ in range(MAX_CONFLICTS):
-            try:
-                state = parse_state(raw)
-            except UNREADABLE:  # the event path skips it alike
-                return 0
+            state = readable_state(raw)
             if state is None or scope.covers(subscription, state, self.forgotten):
                 return 0
             close = scope.scope_close(subscription, state, raw, self.forgotten)
@@ -156,7 +153,7 @@ class ScopeWatch:
         async for active_field, raw in self.outbox.active():
             parsed = parse_either(raw)
             if parsed is not None and scope.is_forgotten(parsed[1], pending):
-                await self.outbox.drop_active(active_field, raw)
+                await self.outbox.drop_field(raw, active_field)
         for cluster, at in pending.items():
             await cluster_forgetting.record_closed(self.redis, cluster, at)
         log.info("notifier: clusters forgotten (%s): their incidents closed (%d closes)", ", ".join(pending), enqueued)

@@ -13,6 +13,7 @@ in messages.py and delivery.py); `email` builds a `Mail` that the same delivery 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -101,6 +102,11 @@ class Channel:
     body: Callable[[Notification], bytes]  # what it sends when no body-template replaces it
     destination: Destination | None = None  # its options, endpoint and credentials (None: a `url` and no more)
     mail: Callable[[Notification, str], Mail] | None = None  # a channel sending mail: the mail of a text
+
+
+def json_body(document: Callable[[Notification], Any]) -> Callable[[Notification], bytes]:
+    """A channel's `body` sending `document` as JSON."""
+    return lambda note: json.dumps(document(note)).encode()
 
 
 @cache

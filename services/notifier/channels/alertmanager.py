@@ -20,10 +20,9 @@ is used as it is).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from lagwatch.services.notifier.channels import Channel, Notification, summary
+from lagwatch.services.notifier.channels import Channel, Notification, json_body, summary
 from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent, threshold_key
 from lagwatch.shared.notifications.subscriptions.destinations import ALERTMANAGER
 from lagwatch.shared.notifications.subscriptions.notification_policy import Event
@@ -85,8 +84,4 @@ def alerts(note: Notification) -> list[dict[str, Any]]:
     return [alert(firing, False), *([alert(before, True)] if moved else [])]
 
 
-def body(note: Notification) -> bytes:
-    return json.dumps(alerts(note)).encode()
-
-
-CHANNEL = Channel(ALERTMANAGER.type, body, ALERTMANAGER)
+CHANNEL = Channel(ALERTMANAGER.type, json_body(alerts), ALERTMANAGER)

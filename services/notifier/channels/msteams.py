@@ -8,11 +8,10 @@ Option: `url`, the workflow's HTTP POST URL (its `sig=` query is a credential: m
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from lagwatch.services.notifier.channels import Channel, Notification, summary
+from lagwatch.services.notifier.channels import Channel, Notification, json_body, summary
 from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent
 from lagwatch.shared.notifications.subscriptions.destinations import MSTEAMS
 
@@ -63,8 +62,4 @@ def message(note: Notification) -> dict[str, Any]:
     return {"type": "message", "attachments": [{"contentType": adaptive, "contentUrl": None, "content": card(note)}]}
 
 
-def body(note: Notification) -> bytes:
-    return json.dumps(message(note)).encode()
-
-
-CHANNEL = Channel(MSTEAMS.type, body, MSTEAMS)
+CHANNEL = Channel(MSTEAMS.type, json_body(message), MSTEAMS)

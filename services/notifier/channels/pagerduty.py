@@ -11,10 +11,9 @@ group, and `custom_details` the facts and the worst partitions.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from lagwatch.services.notifier.channels import Channel, Notification, summary
+from lagwatch.services.notifier.channels import Channel, Notification, json_body, summary
 from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent
 from lagwatch.shared.notifications.subscriptions.destinations import PAGERDUTY
 
@@ -55,8 +54,4 @@ def event_body(note: Notification) -> dict[str, Any]:
     return doc
 
 
-def body(note: Notification) -> bytes:
-    return json.dumps(event_body(note)).encode()
-
-
-CHANNEL = Channel(PAGERDUTY.type, body, PAGERDUTY)
+CHANNEL = Channel(PAGERDUTY.type, json_body(event_body), PAGERDUTY)

@@ -11,10 +11,9 @@ Option: `url`, the incoming webhook's URL (a credential: masked in api answers, 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from lagwatch.services.notifier.channels import Channel, Notification, summary
+from lagwatch.services.notifier.channels import Channel, Notification, json_body, summary
 from lagwatch.shared.events.event_codec import present
 from lagwatch.shared.events.lag_threshold_event import Alert, LagPartition, LagThresholdEvent, Reason
 from lagwatch.shared.events.status_event import (
@@ -242,8 +241,4 @@ def _blocks(note: Notification, title: str, fields: list[str], worst_lines: str,
     return {"text": escape(title), "blocks": blocks, "attachments": [{"color": colour, "blocks": details}]}
 
 
-def body(note: Notification) -> bytes:
-    return json.dumps(message(note)).encode()
-
-
-CHANNEL = Channel("slack", body)
+CHANNEL = Channel("slack", json_body(message))

@@ -4,11 +4,6 @@ options apply: closes (close, lag-close) go to `url-close` with `method-close` w
 
 from __future__ import annotations
 
-from lagwatch.services.notifier.channels import Channel, Notification
+from lagwatch.services.notifier.channels import Channel
 
-
-def body(note: Notification) -> bytes:
-    return note.event.encode()
-
-
-CHANNEL = Channel("webhook", body)
+CHANNEL = Channel("webhook", lambda note: note.event.encode())
