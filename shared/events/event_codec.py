@@ -78,32 +78,29 @@ def encode(event: EventFields | Mapping[str, Any]) -> bytes:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
 
-def decode(cls: type[E], raw: bytes | str | bytearray, *, partial: bool = False) -> E:
-    """The event in a record; EventDecodeError when the record is not one."""
+def decode(
+    cls: type[E], raw: bytes | str | bytearray, *, partial: bool = False, needs: frozenset[str] = frozenset()
+) -> E:
+    """The event in a record; EventDecodeError when the record is not one. A partial record must be a JSON object
+    carrying the fields `needs`."""
     try:
-        return msgspec.json.decode(raw, type=cls)
+        return msgspec.json.decode(raw, type=cls)  # a whole record: the fast path
     except msgspec.ValidationError as exc:
         if not partial:
             raise _decode_error(exc) from None
     except msgspec.DecodeError as exc:
         raise EventDecodeError(f"not JSON: {exc}") from None
-    return _from_partial(cls, msgspec.json.decode(raw))
+    doc = msgspec.json.decode(raw)
+    missing = sorted(needs - doc.keys()) if isinstance(doc, dict) else ["the event"]
+    if needs and missing:
+        raise EventDecodeError(f"{missing[0]}: missing")
+    return _from_partial(cls, doc)
 
 
 def read_partial(cls: type[J], raw: bytes | str) -> J:
     """The event in a record a reader of partial records takes (the notifier): any record `cls` decodes, else a JSON
     object carrying its `KEY_FIELDS`, decoded partially; EventDecodeError when it is neither."""
-    try:
-        return msgspec.json.decode(raw, type=cls)  # a whole record: the fast path
-    except msgspec.ValidationError:
-        pass
-    except msgspec.DecodeError as exc:
-        raise EventDecodeError(f"not JSON: {exc}") from None
-    doc = msgspec.json.decode(raw)
-    missing = sorted(cls.KEY_FIELDS - doc.keys()) if isinstance(doc, dict) else ["the event"]
-    if missing:
-        raise EventDecodeError(f"{missing[0]}: missing")
-    return _from_partial(cls, doc)
+    return decode(cls, raw, partial=True, needs=cls.KEY_FIELDS)
 
 
 def from_document(cls: type[E], doc: Any, *, partial: bool = False) -> E:

@@ -3,9 +3,8 @@ events not yet acknowledged by Kafka (status_store.py, lag_state_store.py) — r
 acknowledged events taken out of many outboxes at once.
 
 On a single Redis server each is one script call however many groups (`READ_STATES_AND_OUTBOXES`,
-`ACKNOWLEDGE_EVENTS`): at a cold start the evaluator reads 25k groups' states, and redis-py's cost per command
-(building it, reading its reply under a timeout) was most of the evaluation. On Redis Cluster, whose keys span
-slots, a pipeline of plain commands.
+`ACKNOWLEDGE_EVENTS`: a cold start reads every group, and redis-py's cost is per command); on Redis Cluster, whose
+keys span slots, a pipeline of plain commands.
 """
 
 from __future__ import annotations

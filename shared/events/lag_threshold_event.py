@@ -29,26 +29,13 @@ from typing import Any, ClassVar, Final, Literal, NamedTuple, cast
 
 from msgspec import UNSET, UnsetType
 
-from lagwatch.shared.events.event_codec import EventFields, JsonEvent, Number, encode
+from lagwatch.shared.events.event_codec import EventFields, JsonEvent, Number
+from lagwatch.shared.events.event_codec import encode as encode  # (re-exported)
 from lagwatch.shared.events.status_event import ExplanationFields, GroupStatusName
 from lagwatch.shared.protocol.types import GroupStatus, PartitionStatus, Status
 from lagwatch.shared.statuses.explanation import Explanation
 from lagwatch.shared.statuses.retention import RetentionRisk, group_risk
 from lagwatch.shared.statuses.time_lag import TimeLag, exceeds, seconds_fields, worst
-
-__all__ = [
-    "KIND",
-    "Alert",
-    "Crossing",
-    "LagThresholdEvent",
-    "Reason",
-    "Threshold",
-    "build_event",
-    "encode",
-    "event_id",
-    "incident_id",
-    "schema",
-]
 
 SCHEMA_VERSION: Final = 1
 KIND: Final = "lag_threshold"
@@ -137,9 +124,6 @@ def at_risk(risk: RetentionRisk | None, threshold: Threshold) -> bool | None:
     if threshold.alert == Alert.MESSAGES_SKIPPED:
         return risk.skipped > 0
     return risk.seconds is not None and risk.seconds < threshold.seconds
-
-
-AlertName = Literal["lag-seconds", "data-loss-risk", "messages-skipped"]
 
 
 class LagPartition(EventFields, frozen=True, kw_only=True):
@@ -271,7 +255,7 @@ def _partition(
         owner=p.owner,
         client_id=p.client_id,
         **seconds_fields(time_lags.get((p.topic, p.partition)), "lag_seconds"),
-        **(_partition_risk(retention, p) if with_risk else {}),
+        **(_risk_fields((retention or {}).get((p.topic, p.partition))) if with_risk else {}),
     )
 
 
@@ -289,13 +273,11 @@ def _retention_partitions(
         return (-risk.skipped, risk.seconds or 0.0, p.topic, p.partition)
 
     over.sort(key=order)
-    group = group_risk(risks.values()).to_json()
-    return over, {k: group[k] for k in ("retention_risk_seconds", "skipped_messages")}
+    return over, _risk_fields(group_risk(risks.values()))
 
 
-def _partition_risk(risks: Mapping[tuple[str, int], RetentionRisk] | None, p: PartitionStatus) -> dict[str, Any]:
-    risk = (risks or {}).get((p.topic, p.partition))
-    doc = risk.to_json() if risk is not None else RetentionRisk(None).to_json()
+def _risk_fields(risk: RetentionRisk | None) -> dict[str, Any]:
+    doc = (risk if risk is not None else RetentionRisk(None)).to_json()
     return {k: doc[k] for k in ("retention_risk_seconds", "skipped_messages")}
 
 

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, ClassVar, Final, Literal, cast
+from typing import Any, ClassVar, Final, Literal, TypedDict, Unpack, cast
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -209,6 +209,18 @@ class StatusChange:
     event: StatusEvent
 
 
+class EventDetails(TypedDict, total=False):
+    """What an event adds when known: `time_lags` (lag in seconds per partition) `lag_seconds` fields, `velocities`
+    (per partition, `velocity.py`) `velocity` objects on the group and its partitions, `explanation` its
+    `explanation`, `retention` (per partition, `retention.py`) `retention` objects."""
+
+    replayed: bool
+    time_lags: Mapping[tuple[str, int], TimeLag | None] | None
+    velocities: Mapping[tuple[str, int], Velocity] | None
+    explanation: Explanation | None
+    retention: Mapping[tuple[str, int], RetentionRisk] | None
+
+
 def transition(
     cluster: str,
     group: str,
@@ -217,12 +229,7 @@ def transition(
     incident: Incident,
     group_status: GroupStatus | None,
     now_ms: int,
-    *,
-    replayed: bool = False,
-    time_lags: Mapping[tuple[str, int], TimeLag | None] | None = None,
-    velocities: Mapping[tuple[str, int], Velocity] | None = None,
-    explanation: Explanation | None = None,
-    retention: Mapping[tuple[str, int], RetentionRisk] | None = None,
+    **details: Unpack[EventDetails],
 ) -> StatusChange | None:
     """The status → event step, shared by the evaluator and the Spark replay: None when the status is unchanged,
     else the next transition number, its incident and its event (`group_status` None: the group is gone)."""
@@ -239,11 +246,7 @@ def transition(
         group_status=group_status,
         incident=carried,
         evaluated_at=now_ms,
-        replayed=replayed,
-        time_lags=time_lags,
-        velocities=velocities,
-        explanation=explanation,
-        retention=retention,
+        **details,
     )
     return StatusChange(new, seq, keeps, event)
 
@@ -257,18 +260,12 @@ def build_event(
     group_status: GroupStatus | None,
     incident: Incident,
     evaluated_at: int,
-    replayed: bool = False,
-    time_lags: Mapping[tuple[str, int], TimeLag | None] | None = None,
-    velocities: Mapping[tuple[str, int], Velocity] | None = None,
-    explanation: Explanation | None = None,
-    retention: Mapping[tuple[str, int], RetentionRisk] | None = None,
+    **details: Unpack[EventDetails],
 ) -> StatusEvent:
-    """The event for transition number `seq`; `group_status` None means the group is gone (NOTFOUND).
-    `time_lags` (lag in seconds per partition), when known, adds `lag_seconds` fields; `velocities` (per partition,
-    `velocity.py`) add `velocity` objects to the group and its partitions; `explanation` adds `explanation`;
-    `retention` (per partition, `retention.py`) adds `retention` objects."""
+    """The event for transition number `seq`; `group_status` None means the group is gone (NOTFOUND)."""
+    velocities, explanation, retention = details.get("velocities"), details.get("explanation"), details.get("retention")
     status = group_status.status if group_status else Status.NOTFOUND
-    lags, speeds, risks = time_lags or {}, velocities or {}, retention or {}
+    lags, speeds, risks = details.get("time_lags") or {}, velocities or {}, retention or {}
     bad = [p for p in group_status.partitions if p.status != Status.OK] if group_status else []
     maxlag = group_status.maxlag if group_status else None
     known = group_status is not None
@@ -292,7 +289,7 @@ def build_event(
         velocity=VelocityFields.of(group_velocity(velocities.values())) if velocities is not None and known else None,
         explanation=ExplanationFields.of(explanation) if explanation is not None else None,
         retention=RetentionFields.of(group_risk(retention.values())) if retention is not None and known else None,
-        replayed=replayed,
+        replayed=details.get("replayed", False),
     )
 
 

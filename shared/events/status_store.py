@@ -7,11 +7,8 @@ event in the outbox, and the next evaluation of the group publishes it: no trans
 recorded twice. (A crash after Kafka acknowledged but before the removal re-sends it with the same `event_id`.)
 
 Each recorded transition also updates the cluster's index of current statuses and its list of recent changes (the
-dashboard's feed, capped at `RECENT_CHANGES`), in one call on the cluster's slot right after the compare-and-set.
-An evaluation's transitions travel together (`transitions`): on a single Redis server one script call records
-all of them with their index updates, and one takes their acknowledged events out (a cold start records one per
-group; redis-py's cost per command was most of it). On Redis Cluster, whose pipelines take no scripts, one call per
-group.
+dashboard's feed, capped at `RECENT_CHANGES`). An evaluation's transitions travel together (`transitions`): one
+script call on a single Redis server; on Redis Cluster, whose pipelines take no scripts, one call per group.
 """
 
 from __future__ import annotations
@@ -79,21 +76,14 @@ class StatusStore:
         self, cluster: str, group: str, *, expected_seq: int, status: Status, keeps: Incident, event: bytes, now_ms: int
     ) -> bool:
         """Record the transition and its event if nobody recorded another since `expected_seq`."""
-        args: list[Any] = [
-            expected_seq,
-            status.name,
-            keeps.incident_id or "",
-            "" if keeps.started_at is None else keeps.started_at,
-            now_ms,
-            event,
-            self.expire_group_ms,
-        ]
-        state_keys = [keys.group_state(cluster, group), keys.group_pending_events(cluster, group)]
-        applied = bool(await self._transition(keys=state_keys, args=args))
+        return await self._one(cluster, Transition(group, expected_seq, status, keeps, event, now_ms))
+
+    async def _one(self, cluster: str, t: Transition) -> bool:
+        state_keys = [keys.group_state(cluster, t.group), keys.group_pending_events(cluster, t.group)]
+        applied = bool(await self._transition(keys=state_keys, args=self._transition_args(t)))
         if applied:
-            change = change_summary(group, expected_seq + 1, status, keeps, now_ms, event)
             cluster_keys = [keys.statuses_index(cluster), keys.recent_status_changes(cluster)]
-            await self._record_change(keys=cluster_keys, args=[group, status.name, change, RECENT_CHANGES])
+            await self._record_change(keys=cluster_keys, args=[t.group, t.status.name, _summary(t), RECENT_CHANGES])
         return applied
 
     async def transitions(self, cluster: str, items: Sequence[Transition]) -> list[bool]:
@@ -101,25 +91,13 @@ class StatusStore:
         if not items:
             return []
         if isinstance(self.redis, RedisCluster):  # its pipelines take no scripts: one call per group
-            return [
-                await self.transition(
-                    cluster,
-                    t.group,
-                    expected_seq=t.expected_seq,
-                    status=t.status,
-                    keeps=t.keeps,
-                    event=t.event,
-                    now_ms=t.now_ms,
-                )
-                for t in items
-            ]
+            return [await self._one(cluster, t) for t in items]
         cluster_keys = [keys.statuses_index(cluster), keys.recent_status_changes(cluster)]
         group_keys: list[str] = []
         args: list[Any] = [RECENT_CHANGES]
         for t in items:
             group_keys += [keys.group_state(cluster, t.group), keys.group_pending_events(cluster, t.group)]
-            change = change_summary(t.group, t.expected_seq + 1, t.status, t.keeps, t.now_ms, t.event)
-            args += [*self._transition_args(t), t.group, change]
+            args += [*self._transition_args(t), t.group, _summary(t)]
         replies = await self._transitions(keys=cluster_keys + group_keys, args=args)
         return [bool(reply) for reply in replies]
 
@@ -160,16 +138,17 @@ class StatusStore:
         return [None if s is None else Status[s.decode()] for s in raw]
 
     async def recent_changes(self, cluster: str, count: int = RECENT_CHANGES) -> list[dict[str, Any]]:
-        """The cluster's latest status changes, newest first (see `change_summary`); unreadable entries skipped."""
+        """The cluster's latest status changes, newest first (see `_summary`); unreadable entries skipped."""
         raw = await reply(self.redis.lrange(keys.recent_status_changes(cluster), 0, count - 1))
         return [change for change in map(_json_object, raw) if change]
 
 
-def change_summary(group: str, seq: int, status: Status, keeps: Incident, now_ms: int, event: bytes) -> bytes:
+def _summary(t: Transition) -> bytes:
     """A recent-changes entry: the transition, plus the event's previous status, incident and lag (the event itself
     can list thousands of partitions). The incident is the one the event carries, so a closing change names it."""
-    from_event = _json_object(event)
-    summary = {"group": group, "seq": seq, "status": status.name, "at": now_ms, "incident_id": keeps.incident_id}
+    from_event = _json_object(t.event)
+    summary = {"group": t.group, "seq": t.expected_seq + 1, "status": t.status.name, "at": t.now_ms}
+    summary["incident_id"] = t.keeps.incident_id
     summary.update({name: from_event[name] for name in SUMMARY_FIELDS if name in from_event})
     return json.dumps(summary, separators=(",", ":")).encode()
 
