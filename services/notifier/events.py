@@ -77,14 +77,6 @@ def _lag_field(event: LagThresholdEvent) -> str:
     return lag_field(event.cluster, event.group, event.which.value)
 
 
-def _status_going_on(event: StatusEvent) -> bool:
-    return event.status not in QUIET
-
-
-def _lag_going_on(event: LagThresholdEvent) -> bool:
-    return event.above
-
-
 def _lag_active_field(event: LagThresholdEvent) -> str:
     """One field per threshold: subscriptions with different thresholds have different incidents of one alert."""
     return f"{threshold_key(event.threshold_seconds)}{FIELD_SEPARATOR}{_lag_field(event)}"
@@ -97,7 +89,7 @@ STATUS_EVENTS: EventKind[StatusEvent] = EventKind(
     decide,
     repeat_due,
     missed_status_close,  # (missed.py: an event of another incident than the one announced)
-    _status_going_on,
+    lambda event: event.status not in QUIET,
     _status_field,
     RECONCILED,
 )
@@ -108,7 +100,7 @@ LAG_EVENTS: EventKind[LagThresholdEvent] = EventKind(
     decide_lag,
     lag_repeat_due,
     superseded_close,
-    _lag_going_on,
+    lambda event: event.above,
     _lag_active_field,
 )
 AnyKind = EventKind[Any]  # either kind (the agents and the timer handle both alike)

@@ -19,8 +19,8 @@ from lagwatch.services.notifier.events import kind_for_field
 from lagwatch.services.notifier.outbox import Outbox, digest, now_ms, parse_repeat_member, repeat_notification_id
 from lagwatch.services.notifier.reconcile import Reconciler
 from lagwatch.services.notifier.scope_watch import ScopeWatch
-from lagwatch.services.notifier.subscriptions import Registry, Subscription
-from lagwatch.shared.notifications.subscriptions.notification_policy import Decision, IncidentState, Kind
+from lagwatch.services.notifier.subscriptions import Registry
+from lagwatch.shared.notifications.subscriptions.notification_policy import Kind
 from lagwatch.shared.notifications.subscriptions.silences import SilenceCache
 from lagwatch.shared.protocol import keys
 
@@ -99,39 +99,22 @@ class RepeatTimer:
         decision = holds.due(subscription.policy, state, now, until, kind_for_field(state_field).repeat_due)
         if not state.held and decision.state is not state:
             metrics.HELD.labels(subscription.type, "silence").inc()  # a repeat, held until the silence ends
+        event, notification_id = state.event, repeat_notification_id(state.event.event_id, subscription_id, score)
         if state.held or decision.state is not state:
-            return await self._record_held(subscription, member, score, state_field, raw, state, decision, now)
-        notification_id = repeat_notification_id(state.event.event_id, subscription_id, score)
-        delivery = notification(subscription_id, decision.kind, state.event, notification_id, now)
+            # held: released, or held longer; the state, delivery and next wake-up in one call, as for an event (a
+            # state that moved meanwhile is left alone: the event's handling decided anew)
+            if decision.kind in holds.OPENS or decision.kind == Kind.UPDATE:
+                notification_id = event.event_id
+            seen = digest("held", member, score)
+            request = record_request(
+                subscription, decision, event, state_field, raw, now, notification_id=notification_id, seen_id=seen
+            )
+            return (await record(self.outbox, subscription, request))[1]
+        delivery = notification(subscription_id, decision.kind, event, notification_id, now)
         if await self.outbox.schedule_repeat(member, score, decision.repeat_at, delivery, now) and delivery:
             metrics.NOTIFICATIONS.labels(subscription.type, delivery.kind).inc()
             return True
         return False
-
-    async def _record_held(
-        self,
-        subscription: Subscription,
-        member: str,
-        score: int,
-        state_field: str,
-        raw: str,
-        state: IncidentState,
-        decision: Decision,
-        now: int,
-    ) -> bool:
-        """Write what the timer decided for a held notification (released, or held longer) — the state, the
-        delivery and the next wake-up in one call, as for an event; True when a delivery was enqueued. A state
-        that moved meanwhile (an event) is left alone: the event's handling decided anew."""
-        event = state.event
-        held_open = decision.kind in holds.OPENS or decision.kind == Kind.UPDATE
-        notification_id = (
-            event.event_id if held_open else repeat_notification_id(event.event_id, subscription.id, score)
-        )
-        seen = digest("held", member, score)
-        request = record_request(
-            subscription, decision, event, state_field, raw, now, notification_id=notification_id, seen_id=seen
-        )
-        return (await record(self.outbox, subscription, request))[1]
 
     async def recheck_held(self, now: int) -> None:
         """Silences changed (one ended early, say): what they held is looked at again on this tick."""

@@ -72,54 +72,36 @@ def sample_statuses(cluster: str, now_ms: int) -> tuple[GroupStatus, GroupStatus
     return warn, GroupStatus(cluster, SAMPLE_GROUP, Status.OK, 1.0, (caught_up,), caught_up, 0)
 
 
-def sample_incident(cluster: str, now_ms: int) -> tuple[StatusEvent, StatusEvent]:
-    """(the open, the close) of an incident of `lagwatch-test` on `cluster` (`sample_statuses`). A new incident id at
-    each instant."""
+def sample_incident(cluster: str, now_ms: int) -> list[tuple[str, AnyEvent]]:
+    """The open and the close of an incident of `lagwatch-test` on `cluster` (`sample_statuses`). A new incident id
+    at each instant."""
     incident = Incident(new_incident_id(cluster, SAMPLE_GROUP, now_ms), now_ms)
     warn, ok = sample_statuses(cluster, now_ms)
-    opened = build_event(
-        cluster=cluster, group=SAMPLE_GROUP, seq=1, previous=Status.OK, group_status=warn, incident=incident,
-        evaluated_at=now_ms,
-    )  # fmt: skip
-    closed = build_event(
-        cluster=cluster, group=SAMPLE_GROUP, seq=2, previous=Status.WARN, group_status=ok, incident=incident,
-        evaluated_at=now_ms,
-    )  # fmt: skip
-    return opened, closed
+    common: dict[str, Any] = {"cluster": cluster, "group": SAMPLE_GROUP, "incident": incident, "evaluated_at": now_ms}
+    opened = build_event(seq=1, previous=Status.OK, group_status=warn, **common)
+    return [("open", opened), ("close", build_event(seq=2, previous=Status.WARN, group_status=ok, **common))]
 
 
-def sample_lag_incident(cluster: str, now_ms: int, threshold_s: float) -> tuple[LagThresholdEvent, LagThresholdEvent]:
-    """(the lag-open, the lag-close) of a lag-seconds alert of `lagwatch-test` on `cluster`: its partition 1.5 times
-    the threshold behind in seconds, then caught up."""
-    behind, caught_up = {SAMPLE_PARTITION: TimeLag(threshold_s * 1.5)}, {SAMPLE_PARTITION: CAUGHT_UP}
-    return _alert_incident(
-        cluster, now_ms, Crossing(threshold_s, above=True), {"time_lags": behind}, {"time_lags": caught_up}
-    )
-
-
-def sample_retention_incident(
-    cluster: str, now_ms: int, threshold_s: float
-) -> tuple[LagThresholdEvent, LagThresholdEvent]:
-    """(the lag-open, the lag-close) of a data-loss-risk alert of `lagwatch-test` on `cluster`: retention deletes its
-    partition's oldest unread message in half the threshold (by the topic's `retention.ms`), then no longer."""
-    over = Crossing(threshold_s, above=True, reason=Reason.RETENTION, alert=Alert.DATA_LOSS_RISK)
-    at_risk = {SAMPLE_PARTITION: RetentionRisk(threshold_s / 2, basis="retention.ms")}
-    return _alert_incident(cluster, now_ms, over, {"retention": at_risk}, {"retention": {}})
-
-
-def _alert_incident(
-    cluster: str, now_ms: int, over: Crossing, at_open: dict[str, Any], at_close: dict[str, Any]
-) -> tuple[LagThresholdEvent, LagThresholdEvent]:
-    """The open (`over`, the WARN status) and the close (back under, OK) of a threshold alert of `lagwatch-test`,
-    each with its own lags or retention risks. The ids are made from the crossing's number: `now_ms`, so new at each
-    instant."""
+def sample_alert(cluster: str, now_ms: int, sample: str, threshold_s: float) -> list[tuple[str, AnyEvent]]:
+    """The lag-open (the WARN status) and the lag-close (back under, OK) of a threshold alert of `lagwatch-test`:
+    `lag`, its partition 1.5 times the threshold behind in seconds, then caught up; `retention`, retention deleting
+    its oldest unread message in half the threshold (by the topic's `retention.ms`), then no longer. The ids are
+    made from the crossing's number: `now_ms`, so new at each instant."""
+    if sample == LAG:
+        over = Crossing(threshold_s, above=True)
+        at_open: dict[str, Any] = {"time_lags": {SAMPLE_PARTITION: TimeLag(threshold_s * 1.5)}}
+        at_close: dict[str, Any] = {"time_lags": {SAMPLE_PARTITION: CAUGHT_UP}}
+    else:
+        over = Crossing(threshold_s, above=True, reason=Reason.RETENTION, alert=Alert.DATA_LOSS_RISK)
+        at_open = {"retention": {SAMPLE_PARTITION: RetentionRisk(threshold_s / 2, basis="retention.ms")}}
+        at_close = {"retention": {}}
     warn, ok = sample_statuses(cluster, now_ms)
     common: dict[str, Any] = {"cluster": cluster, "group": SAMPLE_GROUP, "incident_started_at": now_ms,
                               "evaluated_at": now_ms, "time_lags": {}}  # fmt: skip
     opened = build_lag_event(crossing=over, seq=now_ms, group_status=warn, **{**common, **at_open})
     under = dataclasses.replace(over, above=False)
     closed = build_lag_event(crossing=under, seq=now_ms + 1, group_status=ok, **{**common, **at_close})
-    return opened, closed
+    return [("lag-open", opened), ("lag-close", closed)]
 
 
 async def sample_report(
@@ -182,13 +164,9 @@ def _notifications(subscription: Subscription, cluster: str, now_ms: int, sample
     policy = subscription.policy
     if lacking := missing_threshold(sample, policy.lag_threshold_s, policy.retention_risk_s):
         raise NoSuchAlerts(f"subscription {subscription.id!r} {lacking}")
-    if sample != STATUS:
-        lag = sample == LAG
-        build = sample_lag_incident if lag else sample_retention_incident
-        over, under = build(cluster, now_ms, policy.lag_threshold_s if lag else policy.retention_risk_s)
-        return [("lag-open", over), ("lag-close", under)]
-    opened, closed = sample_incident(cluster, now_ms)
-    return [("open", opened), ("close", closed)]
+    if sample == STATUS:
+        return sample_incident(cluster, now_ms)
+    return sample_alert(cluster, now_ms, sample, policy.lag_threshold_s if sample == LAG else policy.retention_risk_s)
 
 
 async def _send_one(

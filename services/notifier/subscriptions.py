@@ -85,17 +85,12 @@ class Registry:
         self.store = store
         self.from_file = {s.id: s for s in from_config(config)}
         self._api: dict[str, Subscription] = {}
-        self._version: int | None = None
-
-    @property
-    def version(self) -> int | None:
-        """The version of the api's subscriptions loaded (None before the first load)."""
-        return self._version
+        self.version: int | None = None  # of the api's subscriptions loaded (None before the first load)
 
     async def refresh(self, *, force: bool = False, version: int | None = None) -> None:
         """Reload the api's subscriptions when their version moved (`version`: already read by the caller)."""
         version = await self.store.version() if version is None else version
-        if version == self._version and not force:
+        if version == self.version and not force:
             return
         loaded: dict[str, Subscription] = {}
         for sub_id, config in (await self.store.all()).items():
@@ -107,7 +102,7 @@ class Registry:
             except Exception as exc:  # one bad document (from an older version, say) must not stop the others
                 log.error("subscription %s cannot be used: %s: %s", sub_id, type(exc).__name__, exc)
         self._api = loaded
-        self._version = version
+        self.version = version
 
     def get(self, sub_id: str) -> Subscription | None:
         return self.from_file.get(sub_id) or self._api.get(sub_id)
