@@ -61,57 +61,57 @@ class ConfigError(ValueError):
 
     def __init__(self, key: str, problem: str) -> None:
         super().__init__(f"config {key}: {problem}")
-        self.key = key
+        self.key, self.problem = key, problem
 
 
 Check = Callable[[Any], str | None]  # a field's `check`: the problem with a value, or None
-# a credential's metadata: masked wherever the configuration is shown (`lagwatch config check --show`)
-SECRET: dict[str, Any] = {"secret": True}
 
 
-def _positive(v: float) -> str | None:
-    return None if v > 0 else "must be > 0"
+def _opt(default: Any, check: Check | None = None, **metadata: Any) -> Any:
+    """A field of a scalar: its default, its `check`, and its other metadata:
+    `secret` (a credential: masked wherever the configuration is shown, `lagwatch config check --show`), `shown`
+    (how a refused value is quoted: a URL's password stays out of logs), `required`, `option` (the file's name)."""
+    if check:
+        metadata["check"] = check
+    return field(default=default, metadata=metadata)
 
 
-def _non_negative(v: float) -> str | None:
-    return None if v >= 0 else "must be >= 0"
+def _must(ok: Callable[[Any], object], problem: str) -> Check:
+    """A check that says `problem` of a value `ok` refuses."""
+    return lambda v: None if ok(v) else problem
 
 
-def _up_to_a_year(v: float) -> str | None:
-    """Durations a subscription waits (repeats, lag thresholds): beyond a year they are typos, and they become
-    millisecond timestamps in Redis scores, which must stay exact."""
-    too_long = f"must be <= {MAX_SUBSCRIPTION_SECONDS} (a year)"
-    return _non_negative(v) or (None if v <= MAX_SUBSCRIPTION_SECONDS else too_long)
+def _one_of(choices: tuple[str, ...], or_empty: str | None = None) -> Check:
+    """A check for one of `choices`; with `or_empty` (said after the choices), "" as well."""
+    allowed = choices if or_empty is None else ("", *choices)
+    return _must(lambda v: v in allowed, f"must be one of {', '.join(choices)}{or_empty or ''}")
 
 
 def _at_most(limit: int, what: str, check: Check) -> Check:
     """`check`, then an upper bound that says why it is there (`what`)."""
-
-    def bounded(v: float) -> str | None:
-        return check(v) or (None if v <= limit else f"must be <= {limit} ({what})")
-
-    return bounded
+    too_big = f"must be <= {limit}" + (f" ({what})" if what else "")
+    return lambda v: check(v) or (None if v <= limit else too_big)
 
 
+_positive = _must(lambda v: v > 0, "must be > 0")
+_non_negative = _must(lambda v: v >= 0, "must be >= 0")
 _seconds = _at_most(MAX_SECONDS, "a century", _positive)
 _seconds_or_zero = _at_most(MAX_SECONDS, "a century", _non_negative)
 _count = _at_most(MAX_COUNT, "2^31 - 1", _positive)
 _count_or_zero = _at_most(MAX_COUNT, "2^31 - 1", _non_negative)
 _batch_size = _at_most(MAX_BATCH, "librdkafka's consume() limit", _positive)
 _lag = _at_most(MAX_LAG, "2^63 - 1", _non_negative)
-
-
-def _port(v: int) -> str | None:
-    return None if 0 <= v <= 65535 else "not a port"
-
-
-def _session(v: float) -> str | None:
-    ok = 0.001 <= v <= MAX_SESSION_SECONDS
-    return None if ok else f"must be between 0.001 and {MAX_SESSION_SECONDS} (librdkafka's session.timeout.ms range)"
-
-
-def _brokers(v: list[str]) -> str | None:
-    return None if v and all(s.strip() for s in v) else "must list at least one broker (host:port)"
+# durations a subscription waits (repeats, lag thresholds): beyond a year they are typos, and they become
+# millisecond timestamps in Redis scores, which must stay exact
+_up_to_a_year = _at_most(MAX_SUBSCRIPTION_SECONDS, "a year", _non_negative)
+_port = _must(lambda v: 0 <= v <= 65535, "not a port")
+_fraction = _must(lambda v: 0.0 <= v <= 1.0, "must be between 0 and 1")
+_session = _must(
+    lambda v: 0.001 <= v <= MAX_SESSION_SECONDS,
+    f"must be between 0.001 and {MAX_SESSION_SECONDS} (librdkafka's session.timeout.ms range)",
+)
+_brokers = _must(lambda v: v and all(s.strip() for s in v), "must list at least one broker (host:port)")
+_http_url = _must(lambda v: v == "" or re.match(r"^https?://[^/\s]+", v), "must be an http(s) URL")
 
 
 def _redis_url(v: str) -> str | None:
@@ -149,10 +149,6 @@ def _history_path(v: str) -> str | None:
     return None
 
 
-def _fraction(v: float) -> str | None:
-    return None if 0.0 <= v <= 1.0 else "must be between 0 and 1"
-
-
 def _regex(v: str) -> str | None:
     try:
         re.compile(v)
@@ -166,7 +162,7 @@ OFFSETS_SOURCES = ("topic", "admin", "auto")
 
 @dataclass(frozen=True)
 class RedisConfig:
-    url: str = field(default="redis://127.0.0.1:6379/0", metadata={"check": _redis_url, "shown": _hide_password})
+    url: str = _opt("redis://127.0.0.1:6379/0", _redis_url, shown=_hide_password)
     cluster_mode: bool = False  # connect with the Redis Cluster client
 
     def cross_check(self) -> tuple[str, str] | None:
@@ -177,29 +173,29 @@ class RedisConfig:
 
 @dataclass(frozen=True)
 class StorageConfig:
-    intervals: int = field(default=10, metadata={"check": _count})
-    min_distance: int = field(default=0, metadata={"check": _seconds_or_zero})
-    expire_group: int = field(default=604_800, metadata={"check": _seconds})
-    group_allowlist: str = field(default="", metadata={"check": _regex})
-    group_denylist: str = field(default="", metadata={"check": _regex})
-    lag_history: int = field(default=3600, metadata={"check": _seconds})  # seconds of log-end samples kept
-    lag_history_samples: int = field(default=720, metadata={"check": _count})  # at most, per partition
+    intervals: int = _opt(10, _count)
+    min_distance: int = _opt(0, _seconds_or_zero)
+    expire_group: int = _opt(604_800, _seconds)
+    group_allowlist: str = _opt("", _regex)
+    group_denylist: str = _opt("", _regex)
+    lag_history: int = _opt(3600, _seconds)  # seconds of log-end samples kept
+    lag_history_samples: int = _opt(720, _count)  # at most, per partition
 
 
 @dataclass(frozen=True)
 class EvaluatorConfig:
-    allowed_lag: int = field(default=0, metadata={"check": _lag})
-    minimum_complete: float = field(default=0.0, metadata={"check": _fraction})
+    allowed_lag: int = _opt(0, _lag)
+    minimum_complete: float = _opt(0.0, _fraction)
     # entries a window needs before STOP, STALL or WARN are judged (docs/rules.md §3); 1 is Burrow's behaviour
-    minimum_entries: int = field(default=3, metadata={"check": _count})
-    max_groups: int = field(default=500_000, metadata={"check": _count_or_zero})  # new groups past it: skipped
+    minimum_entries: int = _opt(3, _count)
+    max_groups: int = _opt(500_000, _count_or_zero)  # new groups past it: skipped
     # seconds between full sweeps: a safety net, as each evaluation schedules the group's next time-driven change
-    sweep_interval: float = field(default=300.0, metadata={"check": _seconds})
+    sweep_interval: float = _opt(300.0, _seconds)
     status_topic: str = "lagwatch.status"
     changes_topic: str = "lagwatch.changes"
     lag_threshold_topic: str = "lagwatch.lag-thresholds"  # lag-seconds threshold crossings (lag_threshold_event.py)
     http_host: str = "127.0.0.1"
-    http_port: int = field(default=8002, metadata={"check": _port})
+    http_port: int = _opt(8002, _port)
 
 
 @dataclass(frozen=True)
@@ -212,22 +208,19 @@ class TlsConfig:
 
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM", "GSSAPI")
-_MECHANISMS_PROBLEM = f"must be one of {', '.join(SASL_MECHANISMS)} (or empty: no SASL)"
-
-
-def _http_url(v: str) -> str | None:
-    return None if v == "" or re.match(r"^https?://[^/\s]+", v) else "must be an http(s) URL"
 
 
 @dataclass(frozen=True)
 class OAuthConfig:
     """SASL OAUTHBEARER: a token from an OIDC provider's token endpoint (client-credentials grant)."""
 
-    token_endpoint_url: str = field(default="", metadata={"check": _http_url})  # the OIDC provider's token endpoint
+    token_endpoint_url: str = _opt("", _http_url)  # the OIDC provider's token endpoint
     client_id: str = ""  # the OAuth client lagwatch logs in as
-    client_secret: str = field(default="", metadata=SECRET)  # its secret (HTTP basic auth)
+    client_secret: str = _opt("", secret=True)  # its secret (HTTP basic auth)
     scope: str = ""  # requested scope(s), space-separated; empty = the provider's default
-    extensions: dict[str, str] = field(default_factory=dict, metadata=SECRET)  # SASL extensions (Confluent Cloud's)
+    extensions: dict[str, str] = field(
+        default_factory=dict, metadata={"secret": True}
+    )  # SASL extensions (Confluent Cloud's)
 
 
 @dataclass(frozen=True)
@@ -251,11 +244,9 @@ class KerberosConfig:
 
 @dataclass(frozen=True)
 class SaslConfig:
-    mechanism: str = field(
-        default="", metadata={"check": lambda v: None if v in ("", *SASL_MECHANISMS) else _MECHANISMS_PROBLEM}
-    )
+    mechanism: str = _opt("", _one_of(SASL_MECHANISMS, or_empty=" (or empty: no SASL)"))
     username: str = ""
-    password: str = field(default="", metadata=SECRET)
+    password: str = _opt("", secret=True)
     oauth: OAuthConfig = field(default_factory=OAuthConfig)
     aws: AwsIamConfig = field(default_factory=AwsIamConfig)
     kerberos: KerberosConfig = field(default_factory=KerberosConfig)
@@ -292,17 +283,14 @@ class ClusterConfig:
     offsets_topic: str = "__consumer_offsets"
     # where commits come from: the offsets topic; the admin API (ListGroups + OffsetFetch every `offset-refresh`,
     # for clusters whose offsets topic is closed: Confluent Cloud, Event Hubs); auto: the topic, else the admin API
-    offsets_source: str = field(
-        default="topic",
-        metadata={"check": lambda v: None if v in OFFSETS_SOURCES else f"must be one of {', '.join(OFFSETS_SOURCES)}"},
-    )
+    offsets_source: str = _opt("topic", _one_of(OFFSETS_SOURCES))
     admin_groups: list[str] = field(default_factory=list)  # admin mode: groups to watch besides those listed
-    offset_refresh: float = field(default=10.0, metadata={"check": _seconds})
-    topic_refresh: float = field(default=60.0, metadata={"check": _seconds})
+    offset_refresh: float = _opt(10.0, _seconds)
+    topic_refresh: float = _opt(60.0, _seconds)
     start_latest: bool = False
     client_id: str = "lagwatch"
-    group_allowlist: str = field(default="", metadata={"check": _regex})  # overrides storage's when set
-    group_denylist: str = field(default="", metadata={"check": _regex})
+    group_allowlist: str = _opt("", _regex)  # overrides storage's when set
+    group_denylist: str = _opt("", _regex)
     tls: TlsConfig = field(default_factory=TlsConfig)
     sasl: SaslConfig = field(default_factory=SaslConfig)
 
@@ -318,11 +306,11 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class IngestConfig:
-    batch_size: int = field(default=5000, metadata={"check": _batch_size})  # records per Redis round of writes
-    workers: int = field(default=0, metadata={"check": _count_or_zero})  # worker processes; 0: one per CPU but one
-    session_timeout: float = field(default=10.0, metadata={"check": _session})  # consumer-group session, seconds
+    batch_size: int = _opt(5000, _batch_size)  # records per Redis round of writes
+    workers: int = _opt(0, _count_or_zero)  # worker processes; 0: one per CPU but one
+    session_timeout: float = _opt(10.0, _session)  # consumer-group session, seconds
     http_host: str = "127.0.0.1"
-    http_port: int = field(default=8001, metadata={"check": _port})
+    http_port: int = _opt(8001, _port)
 
 
 ORIGIN = re.compile(r"^(\*|https?://[A-Za-z0-9.\-\[\]:]+)\Z")  # a CORS origin as browsers send it, or any: `*`
@@ -333,38 +321,34 @@ def cluster_name_problem(name: str) -> str | None:
     return None if CLUSTER_NAME.match(name) else f"{name[:100]!r} is not a cluster name ({CLUSTER_NAME_RULE})"
 
 
-def _tokens(v: list[str]) -> str | None:
-    return "must not hold an empty token" if any(not t for t in v) else None
-
-
-def _origin(v: str) -> str | None:
-    """A header value, so no path, space or line break."""
-    return None if v == "" or ORIGIN.match(v) else "must be * or an origin (https://host[:port], no path)"
+_tokens = _must(all, "must not hold an empty token")
+# a header value, so no path, space or line break
+_origin = _must(lambda v: v == "" or ORIGIN.match(v), "must be * or an origin (https://host[:port], no path)")
 
 
 @dataclass(frozen=True)
 class ApiConfig:
     host: str = "127.0.0.1"
-    port: int = field(default=8000, metadata={"check": _port})
-    token: str = field(default="", metadata=SECRET)  # bearer token for mutating routes; empty = mutations refused
+    port: int = _opt(8000, _port)
+    token: str = _opt("", secret=True)  # bearer token for mutating routes; empty = mutations refused
     # tokens still accepted beside `token` while clients move to it (a rotation without a moment when one side is
     # refused); `lagwatch_api_token_uses_total{token="previous"}` staying flat says when to drop them
-    previous_tokens: list[str] = field(default_factory=list, metadata={**SECRET, "check": _tokens})
-    request_timeout: float = field(default=30.0, metadata={"check": _seconds})  # seconds; then 503
+    previous_tokens: list[str] = field(default_factory=list, metadata={"check": _tokens, "secret": True})
+    request_timeout: float = _opt(30.0, _seconds)  # seconds; then 503
     # /metrics cardinality: partition-level series (lag, offset, status, lag seconds, topic offsets) on or off, and
     # group / topic allow and deny regexes (unanchored search) for the series; they change no status
     metrics_partition_series: bool = True
-    metrics_group_allowlist: str = field(default="", metadata={"check": _regex})
-    metrics_group_denylist: str = field(default="", metadata={"check": _regex})
-    metrics_topic_allowlist: str = field(default="", metadata={"check": _regex})
-    metrics_topic_denylist: str = field(default="", metadata={"check": _regex})
+    metrics_group_allowlist: str = _opt("", _regex)
+    metrics_group_denylist: str = _opt("", _regex)
+    metrics_topic_allowlist: str = _opt("", _regex)
+    metrics_topic_denylist: str = _opt("", _regex)
     # HTTPS on the api's listener (services/api/listener_tls.py): a PEM certificate chain and its key (empty: in
     # the certificate's file); no certificate = plain HTTP
     tls_cert_file: str = ""
     tls_key_file: str = ""
     # Burrow's `general.access-control-allow-origin`: this header on every answer, so that a dashboard served from
     # another origin may read the api from a browser (services/api/cors.py); empty = none
-    access_control_allow_origin: str = field(default="", metadata={"check": _origin})
+    access_control_allow_origin: str = _opt("", _origin)
 
     def cross_check(self) -> tuple[str, str] | None:
         if self.tls_key_file and not self.tls_cert_file:
@@ -376,25 +360,10 @@ class ApiConfig:
 
 THRESHOLDS = ("OK", "WARN", "ERR")  # group statuses a subscription's threshold may name, in Burrow's order
 SUBSCRIPTION_TYPES = ("slack", "webhook", "alertmanager", "pagerduty", "msteams", "email")
-_TYPES_PROBLEM = f"must be one of {', '.join(SUBSCRIPTION_TYPES)}"
 SUBSCRIPTION_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 HTTP_METHODS = ("POST", "PUT", "PATCH", "DELETE")  # DELETE: Burrow's usual `method-close`
-MAX_REQUEST_TIMEOUT = 300.0
-
-
-_METHODS_PROBLEM = f"must be one of {', '.join(HTTP_METHODS)}"
-
-
-def _close_method(v: str) -> str | None:
-    return None if v in ("", *HTTP_METHODS) else _METHODS_PROBLEM
-
-
-def _request_timeout(v: float) -> str | None:
-    return _non_negative(v) or (None if v <= MAX_REQUEST_TIMEOUT else f"must be <= {MAX_REQUEST_TIMEOUT:g}")
-
-
-def _subscription_id(v: str) -> str | None:
-    return None if SUBSCRIPTION_ID.match(v) else "use 1-64 letters, digits, '.', '_' or '-'"
+MAX_REQUEST_TIMEOUT = 300
+_request_timeout = _at_most(MAX_REQUEST_TIMEOUT, "", _non_negative)
 
 
 @dataclass(frozen=True)
@@ -402,44 +371,38 @@ class SubscriptionConfig:
     """One notification target (Burrow's notifier module): who is told, when, and how. The notifier validates the
     URL (scheme, private/link-local addresses) and compiles the templates at start-up; see services/notifier."""
 
-    id: str = field(default="", metadata={"check": _subscription_id, "required": True})
-    type: str = field(
-        default="webhook",
-        metadata={"check": lambda v: None if v in SUBSCRIPTION_TYPES else _TYPES_PROBLEM},
-    )
+    id: str = _opt("", _must(SUBSCRIPTION_ID.match, "use 1-64 letters, digits, '.', '_' or '-'"), required=True)
+    type: str = _opt("webhook", _one_of(SUBSCRIPTION_TYPES))
     url: str = ""  # required but for `email` and `pagerduty` (the Events API's): services/notifier/channels checks it
     secret: str = ""  # HMAC-SHA256 key for X-Lagwatch-Signature (webhooks)
-    method: str = field(default="POST", metadata={"check": lambda v: None if v in HTTP_METHODS else _METHODS_PROBLEM})
+    method: str = _opt("POST", _one_of(HTTP_METHODS))
     url_close: str = ""  # Burrow's: closes (close, lag-close) go here; empty = url; keeps url's scheme, host, port
-    method_close: str = field(default="", metadata={"check": _close_method})  # closes' method; empty = `method`
-    timeout: float = field(default=0.0, metadata={"check": _request_timeout})  # seconds per request; 0 = notifier's
+    method_close: str = _opt("", _one_of(HTTP_METHODS, or_empty=""))  # closes' method; empty = `method`
+    timeout: float = _opt(0.0, _request_timeout)  # seconds per request; 0 = notifier's
     extra_ca: str = ""  # CAs trusted besides the system's: PEM text, or a PEM file's path (configuration file only)
     noverify: bool = False  # https without certificate checks (Burrow's `noverify`): test endpoints only
     headers: dict[str, str] = field(default_factory=dict)
     body_template: str = ""  # Jinja2 (sandboxed); empty = the default body (Slack Block Kit / the event JSON)
     url_template: str = ""  # Jinja2 (sandboxed); empty = `url`
-    threshold: str = field(
-        default="WARN",
-        metadata={"check": lambda v: None if v in THRESHOLDS else f"must be one of {', '.join(THRESHOLDS)}"},
-    )
+    threshold: str = _opt("WARN", _one_of(THRESHOLDS))
     send_close: bool = True  # tell when the incident is over (OK or NOTFOUND again)
     send_once: bool = False  # one notification per incident (no updates, no repeats)
-    send_interval: float = field(default=0.0, metadata={"check": _up_to_a_year})  # repeat while open; 0 = never
+    send_interval: float = _opt(0.0, _up_to_a_year)  # repeat while open; 0 = never
     # lagwatch's own rule beside Burrow's: alert while the group's max lag in seconds is over this; 0 = off
-    lag_seconds_threshold: float = field(default=0.0, metadata={"check": _up_to_a_year})
+    lag_seconds_threshold: float = _opt(0.0, _up_to_a_year)
     # ... and while retention deletes the group's oldest unconsumed message in less than this (data-loss-risk), or
     # deleted messages it never consumed (messages-skipped); 0 = off
-    retention_risk_threshold: float = field(default=0.0, metadata={"check": _up_to_a_year})
-    group_allowlist: str = field(default="", metadata={"check": _regex})
-    group_denylist: str = field(default="", metadata={"check": _regex})
+    retention_risk_threshold: float = _opt(0.0, _up_to_a_year)
+    group_allowlist: str = _opt("", _regex)
+    group_denylist: str = _opt("", _regex)
     clusters: list[str] = field(default_factory=list)  # empty = every cluster
     extras: dict[str, str] = field(default_factory=dict)  # free values for templates (Burrow's `extras`)
     # flap suppression: an open is sent only once the incident held this long (Prometheus's `for:`); 0 = at once
-    hold_for: float = field(default=0.0, metadata={"check": _up_to_a_year})
+    hold_for: float = _opt(0.0, _up_to_a_year)
     routing_key: str = ""  # pagerduty: the integration's routing key (Events API v2)
     smtp_host: str = ""  # email: the SMTP server
-    smtp_port: int = field(default=587, metadata={"check": lambda v: None if 0 < v <= 65535 else "not a port"})
-    from_: str = field(default="", metadata={"option": "from"})  # email: the From address
+    smtp_port: int = _opt(587, _must(lambda v: 0 < v <= 65535, "not a port"))
+    from_: str = _opt("", option="from")  # email: the From address
     to: list[str] = field(default_factory=list)  # email: the recipients
     username: str = ""  # email: SMTP login (empty = no AUTH); HTTP types: basic auth, sent when set (Burrow's)
     password: str = ""  # email: SMTP password; HTTP types: the basic-auth password
@@ -449,23 +412,23 @@ class SubscriptionConfig:
 @dataclass(frozen=True)
 class NotifierConfig:
     http_host: str = "127.0.0.1"
-    http_port: int = field(default=8003, metadata={"check": _port})
+    http_port: int = _opt(8003, _port)
     dashboard_url: str = ""  # linked from Slack messages (the api or a dashboard)
     dlq_topic: str = "lagwatch.dlq"  # dead letters: deliveries that failed for good
     start_latest: bool = False  # a brand-new notifier group starts at the end of the status topic
     allow_private_targets: bool = False  # webhooks to 10/8, 172.16/12, 192.168/16, 127/8, ::1, fc00::/7
-    max_attempts: int = field(default=8, metadata={"check": _count})
-    backoff_base: float = field(default=1.0, metadata={"check": _seconds})  # seconds; doubles per attempt
-    backoff_cap: float = field(default=300.0, metadata={"check": _seconds})  # seconds; full jitter below it
-    request_timeout: float = field(default=10.0, metadata={"check": _seconds})  # seconds per HTTP request
-    per_host_concurrency: int = field(default=4, metadata={"check": _count})  # requests in flight per host
-    per_host_queue: int = field(default=200, metadata={"check": _count})  # deliveries held per host
-    breaker_failures: int = field(default=5, metadata={"check": _count})  # consecutive failures: circuit opens
-    breaker_cooldown: float = field(default=30.0, metadata={"check": _seconds})  # seconds before a probe
-    lease: float = field(default=30.0, metadata={"check": _seconds})  # visibility timeout of a claimed delivery
-    poll_interval: float = field(default=0.5, metadata={"check": _seconds})  # outbox poll when idle, seconds
-    repeat_check_interval: float = field(default=1.0, metadata={"check": _seconds})  # send-interval timer
-    dedupe_ttl: float = field(default=604_800.0, metadata={"check": _seconds})  # seconds an event id is remembered
+    max_attempts: int = _opt(8, _count)
+    backoff_base: float = _opt(1.0, _seconds)  # seconds; doubles per attempt
+    backoff_cap: float = _opt(300.0, _seconds)  # seconds; full jitter below it
+    request_timeout: float = _opt(10.0, _seconds)  # seconds per HTTP request
+    per_host_concurrency: int = _opt(4, _count)  # requests in flight per host
+    per_host_queue: int = _opt(200, _count)  # deliveries held per host
+    breaker_failures: int = _opt(5, _count)  # consecutive failures: circuit opens
+    breaker_cooldown: float = _opt(30.0, _seconds)  # seconds before a probe
+    lease: float = _opt(30.0, _seconds)  # visibility timeout of a claimed delivery
+    poll_interval: float = _opt(0.5, _seconds)  # outbox poll when idle, seconds
+    repeat_check_interval: float = _opt(1.0, _seconds)  # send-interval timer
+    dedupe_ttl: float = _opt(604_800.0, _seconds)  # seconds an event id is remembered
 
 
 @dataclass(frozen=True)
@@ -475,11 +438,11 @@ class HistoryConfig:
 
     enabled: bool = False  # off by default: it doubles what the ingest writes to Kafka
     topic: str = "lagwatch.history"
-    path: str = field(default="history", metadata={"shown": _hide_password})  # the archiver's Parquet root
-    flush_rows: int = field(default=100_000, metadata={"check": _count})  # the archiver's memory bound, records
-    flush_interval: float = field(default=60.0, metadata={"check": _seconds})  # seconds: files at least this often
+    path: str = _opt("history", shown=_hide_password)  # the archiver's Parquet root
+    flush_rows: int = _opt(100_000, _count)  # the archiver's memory bound, records
+    flush_interval: float = _opt(60.0, _seconds)  # seconds: files at least this often
     http_host: str = "127.0.0.1"
-    http_port: int = field(default=8004, metadata={"check": _port})
+    http_port: int = _opt(8004, _port)
 
     def cross_check(self) -> tuple[str, str] | None:
         problem = _history_path(self.path)  # here, not a field check: the field's line comment is its documentation
@@ -533,13 +496,11 @@ class Config:
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Defaults, then the file, then the environment; raises ConfigError naming the first bad key."""
     env = os.environ if env is None else env
-    raw: dict[str, Any] = {}
-    path = path or env.get("LAGWATCH_CONFIG") or None
-    if path:
-        raw = _read_file(Path(path))
+    path = path or env.get("LAGWATCH_CONFIG")
+    raw = _read_file(Path(path)) if path else {}
     _merge(raw, _from_env(env))
     _apply_shortcuts(raw, env)
-    config: Config = _build(Config, raw, "")
+    config: Config = build_section(Config, raw, "")
     return config
 
 
@@ -585,11 +546,9 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError("file", f"{path} is not valid TOML: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError("file", f"{path} is not valid YAML: {_yaml_problem(exc)}") from None
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict):
+    if doc is not None and not isinstance(doc, dict):
         raise ConfigError("file", f"{path} must hold a mapping at the top")
-    return doc
+    return doc or {}
 
 
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
@@ -634,26 +593,33 @@ def option_name(f: dataclasses.Field[Any]) -> str:
     return f.metadata.get("option") or f.name.replace("_", "-")
 
 
-def _build(cls: type, raw: Any, where: str) -> Any:
+def build_section(cls: type, raw: Any, where: str = "") -> Any:
+    """One configuration section (a dataclass above) from a mapping with the file's option names; ConfigError
+    naming the first bad key. For other sources of the same objects too (subscriptions created through the api)."""
     if not isinstance(raw, Mapping):
         raise ConfigError(where or "file", "expected a mapping")
-    hints = typing.get_type_hints(cls)
-    fields = {option_name(f): f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - set(fields))
+    known = sorted(option_name(f) for f in dataclasses.fields(cls))
+    unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise ConfigError(_join(where, unknown[0]), f"unknown option (known: {', '.join(sorted(fields))})")
-    values = {}
-    for key, f in fields.items():
-        if key not in raw:
-            if f.metadata.get("required"):
-                raise ConfigError(_join(where, key), "required")
-            continue
-        values[f.name] = _field_value(hints[f.name], f, raw[key], _join(where, key))
+        raise ConfigError(_join(where, unknown[0]), f"unknown option (known: {', '.join(known)})")
+    values, problems = _values(cls, raw, where)
+    if problems:
+        raise problems[0]
     built = cls(**values)
     problem = built.cross_check() if hasattr(built, "cross_check") else None  # options that depend on each other
     if problem:
         raise ConfigError(_join(where, problem[0]), problem[1])
     return built
+
+
+def field_problems(cls: type, raw: Any) -> dict[str, str]:
+    """Every problem of `raw` as options of the dataclass `cls` ({key: problem}), where loading stops at the first
+    one: for APIs that report all invalid fields at once. Empty when `build_section(cls, raw)` would succeed."""
+    if not isinstance(raw, Mapping):
+        return {"": "expected a JSON object"}
+    known = {option_name(f) for f in dataclasses.fields(cls)}
+    problems = {str(key): "unknown option" for key in raw if key not in known}
+    return problems | {exc.key: exc.problem for exc in _values(cls, raw, "")[1]}
 
 
 SHOWN_MAX = 120  # characters of a refused value an error quotes: a hostile body is not sent back whole
@@ -664,40 +630,30 @@ def _shown(value: Any) -> str:
     return text if len(text) <= SHOWN_MAX else f"{text[:SHOWN_MAX]}... ({len(text)} characters)"
 
 
-def _field_value(kind: Any, f: dataclasses.Field[Any], value: Any, dotted: str) -> Any:
-    converted = _convert(kind, value, dotted)
-    check = f.metadata.get("check")
-    problem = check(converted) if check else None
+def _values(cls: type, raw: Mapping[str, Any], where: str) -> tuple[dict[str, Any], list[ConfigError]]:
+    """The options of `raw` converted and checked, by field name; the problems, in the fields' order."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    problems = []
+    for f in dataclasses.fields(cls):
+        key = _join(where, option_name(f))
+        try:
+            if option_name(f) in raw:
+                values[f.name] = _field_value(hints[f.name], f, raw[option_name(f)], key)
+            elif f.metadata.get("required"):
+                raise ConfigError(key, "required")
+        except ConfigError as exc:
+            problems.append(exc)
+    return values, problems
+
+
+def _field_value(kind: Any, f: dataclasses.Field[Any], value: Any, key: str) -> Any:
+    converted = _convert(kind, value, key)
+    problem = f.metadata["check"](converted) if "check" in f.metadata else None
     if problem:
         shown = f.metadata.get("shown", lambda v: v)(value)  # a URL's password stays out of logs
-        raise ConfigError(dotted, f"{problem}, got {_shown(shown)}")
+        raise ConfigError(key, f"{problem}, got {_shown(shown)}")
     return converted
-
-
-def build_section(cls: type, raw: Any, where: str = "") -> Any:
-    """One configuration section (a dataclass above) from a mapping with the file's option names; ConfigError
-    naming the first bad key. For other sources of the same objects (subscriptions created through the api)."""
-    return _build(cls, raw, where)
-
-
-def field_problems(cls: type, raw: Any) -> dict[str, str]:
-    """Every problem of `raw` as options of the dataclass `cls` ({key: problem}), where loading stops at the first
-    one: for APIs that report all invalid fields at once. Empty when `_build(cls, raw)` would succeed."""
-    if not isinstance(raw, Mapping):
-        return {"": "expected a JSON object"}
-    hints = typing.get_type_hints(cls)
-    fields = {option_name(f): f for f in dataclasses.fields(cls)}
-    problems = {str(key): "unknown option" for key in raw if key not in fields}
-    for key, f in fields.items():
-        if key not in raw:
-            if f.metadata.get("required"):
-                problems[key] = "required"
-            continue
-        try:
-            _field_value(hints[f.name], f, raw[key], key)
-        except ConfigError as exc:
-            problems[exc.key] = str(exc).removeprefix(f"config {exc.key}: ")
-    return problems
 
 
 def _join(where: str, key: str) -> str:
@@ -707,7 +663,7 @@ def _join(where: str, key: str) -> str:
 def _convert(kind: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(kind)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-        return _build(kind, value, where)
+        return build_section(kind, value, where)
     if origin is dict and not dataclasses.is_dataclass(typing.get_args(kind)[1]):  # headers, extras: str -> str
         if not isinstance(value, Mapping):
             raise ConfigError(where, "expected a mapping of names to strings")
@@ -715,7 +671,7 @@ def _convert(kind: Any, value: Any, where: str) -> Any:
     if origin is list and dataclasses.is_dataclass(typing.get_args(kind)[0]):  # subscriptions
         if not isinstance(value, list):
             raise ConfigError(where, "expected a list")
-        return [_build(typing.get_args(kind)[0], item, f"{where}[{i}]") for i, item in enumerate(value)]
+        return [build_section(typing.get_args(kind)[0], item, f"{where}[{i}]") for i, item in enumerate(value)]
     if origin is dict:  # clusters: name -> ClusterConfig
         if not isinstance(value, Mapping):
             raise ConfigError(where, "expected a mapping of names")
@@ -723,7 +679,7 @@ def _convert(kind: Any, value: Any, where: str) -> Any:
             if not CLUSTER_NAME.match(str(name)):
                 raise ConfigError(f"{where}.{name}", f"cluster names may use {CLUSTER_NAME_RULE} only")
         item = typing.get_args(kind)[1]
-        return {str(name): _build(item, body or {}, f"{where}.{name}") for name, body in value.items()}
+        return {str(name): build_section(item, body or {}, f"{where}.{name}") for name, body in value.items()}
     if origin is list:
         items = [s.strip() for s in value.split(",") if s.strip()] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
