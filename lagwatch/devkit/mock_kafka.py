@@ -1,24 +1,14 @@
 """librdkafka's mock cluster as the local Kafka for tests and the demo.
 
-Real Kafka cannot be installed here, but the librdkafka shipped inside the confluent-kafka wheel
-contains a mock cluster: a real Kafka wire-protocol server on localhost (produce, fetch, list
-offsets, consumer groups, offset commits).  We drive its C API through ctypes.
+The librdkafka inside the confluent-kafka wheel contains a mock cluster: a real Kafka wire-protocol server on
+localhost (produce, fetch, list offsets, consumer groups, offset commits), driven here through ctypes.
+`MockKafkaCluster` runs it in-process; `python -m lagwatch.devkit.mock_kafka` (`start_mock_kafka_process`) runs it in
+its own process with an HTTP control endpoint (`MockKafkaControl`), so Kafka can be killed, restarted, or have its
+brokers taken down and up (`POST /brokers/down`, `/brokers/up`: an outage that keeps the data).
 
-Three layers:
-
-* `MockKafkaCluster` - an in-process cluster (`start`, `create_topic`, `delete_topic`, `stop`).
-* `serve` / `python -m lagwatch.devkit.mock_kafka` - the cluster in its own process with a
-  tiny HTTP control endpoint, so tests and the demo can kill and restart Kafka independently of
-  the services, or take its brokers down for a while and up again (`POST /brokers/down`,
-  `/brokers/up`: an outage that keeps the data).  `MockKafkaControl` is the client for that
-  endpoint and `start_mock_kafka_process` / `stop_process` manage the process.
-
-Fixed ports: the mock binds every broker to an ephemeral port and librdkafka has no setting to
-change that (`rd_kafka_mock_broker_set_host_port` only changes the *advertised* address).  When a
-fixed `port` is requested we therefore listen on it with a small TCP forwarder in front of each
-broker (broker i gets `port + i - 1`) and advertise the forwarder's address, so clients always
-reconnect to the same address after a restart.  A restarted cluster is empty: topics are
-re-created from the command line, but records, committed offsets and groups are gone.
+Fixed ports: the mock binds every broker to an ephemeral port (`rd_kafka_mock_broker_set_host_port` only changes the
+*advertised* address), so a fixed `port` is served by a TCP forwarder in front of each broker (broker i at
+`port + i - 1`), advertised, so clients reconnect to the same address after a restart. A restarted cluster is empty.
 
 Mock behaviours that differ from real Kafka (verified with librdkafka 2.16):
 
@@ -54,31 +44,20 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any, Self, cast
 from urllib.parse import quote, unquote
 
 from lagwatch.devkit.processes import log_tail, stop_process
 
-__all__ = [
-    "MockKafkaCluster",
-    "MockKafkaControl",
-    "MockKafkaError",
-    "find_librdkafka",
-    "serve",
-    "start_mock_kafka_process",
-    "stop_process",
-]
-
 _ERR_TOPIC_ALREADY_EXISTS = 36
 _RD_KAFKA_PRODUCER = 1
 _ERRSTR_SIZE = 512
-#: librdkafka syslog level; 3 (error) hides the notices the mock prints for every client hiccup.
-DEFAULT_LOG_LEVEL = 3
+LOG_LEVEL = 3  # librdkafka syslog level: error, hiding the notices the mock prints for every client hiccup
 STATE_FILE_NAME = "mock_kafka.json"
 LOG_FILE_NAME = "mock_kafka.log"
 
@@ -87,17 +66,9 @@ class MockKafkaError(RuntimeError):
     """The mock cluster (or its control endpoint) could not do what was asked."""
 
 
-# --------------------------------------------------------------------------------------------
-# librdkafka loading
-# --------------------------------------------------------------------------------------------
-
-
 def find_librdkafka() -> Path:
-    """Return the librdkafka shared library, preferring the copy inside the confluent-kafka wheel.
-
-    `$LAGWATCH_LIBRDKAFKA` overrides the search.  The wheel's copy is used rather than a system
-    one because it is the version confluent-kafka was tested with and always has the mock API.
-    """
+    """The librdkafka shared library: `$LAGWATCH_LIBRDKAFKA`, else the confluent-kafka wheel's copy (the version it
+    was tested with, always with the mock API), else the system's."""
     override = os.environ.get("LAGWATCH_LIBRDKAFKA")
     if override:
         if not Path(override).is_file():
@@ -117,24 +88,17 @@ def find_librdkafka() -> Path:
         package_dir / "librdkafka*",
     ]
     for pattern in patterns:
-        matches = sorted(glob.glob(str(pattern)))
-        if matches:
+        if matches := sorted(glob.glob(str(pattern))):
             return Path(matches[0])
-    system = ctypes.util.find_library("rdkafka")
-    if system:
+    if system := ctypes.util.find_library("rdkafka"):
         return Path(system)
     raise MockKafkaError(f"no librdkafka found in the confluent-kafka installation at {package_dir}")
 
 
 @functools.cache
 def _lib() -> ctypes.CDLL:
+    """librdkafka with every function we call declared: without argtypes ctypes would truncate 64-bit pointers."""
     lib = ctypes.CDLL(str(find_librdkafka()))
-    _declare(lib)
-    return lib
-
-
-def _declare(lib: ctypes.CDLL) -> None:
-    """Declare every function we call: without argtypes ctypes would truncate 64-bit pointers."""
     vp, cp, i32, err = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int
     signatures: dict[str, tuple[list[Any], Any]] = {
         "rd_kafka_conf_new": ([], vp),
@@ -163,55 +127,19 @@ def _declare(lib: ctypes.CDLL) -> None:
             raise MockKafkaError(f"{lib._name} lacks {name}; librdkafka >= 2.3 is required") from exc
         func.argtypes = argtypes
         func.restype = restype
+    return lib
 
 
-def _err_str(code: int) -> str:
-    raw = _lib().rd_kafka_err2str(code)
-    return raw.decode() if raw else f"error {code}"
-
-
-# --------------------------------------------------------------------------------------------
-# Fixed-port TCP forwarder
-# --------------------------------------------------------------------------------------------
+def _check(code: int, what: str) -> None:
+    if code:
+        raw = _lib().rd_kafka_err2str(code)
+        raise MockKafkaError(f"{what}: {raw.decode() if raw else f'error {code}'}")
 
 
 def _quiet_shutdown(sock: socket.socket) -> None:
+    # shutdown() (unlike close()) wakes a thread blocked in recv() on the socket.
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-
-
-class _Link:
-    """One forwarded connection: two pump threads; the last one out closes both sockets."""
-
-    def __init__(self, client: socket.socket, upstream: socket.socket) -> None:
-        self.sockets = (client, upstream)
-        self._lock = threading.Lock()
-        self._running = 2
-
-    def start(self) -> None:
-        client, upstream = self.sockets
-        for src, dst in ((client, upstream), (upstream, client)):
-            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
-
-    def close(self) -> None:
-        # shutdown() (unlike close()) wakes a thread blocked in recv() on the socket.
-        for sock in self.sockets:
-            _quiet_shutdown(sock)
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            self.close()
-            with self._lock:
-                self._running -= 1
-                last = self._running == 0
-            if last:
-                for sock in self.sockets:
-                    sock.close()
 
 
 class _Forwarder:
@@ -229,7 +157,7 @@ class _Forwarder:
             raise MockKafkaError(f"cannot listen on 127.0.0.1:{listen_port}: {exc}") from exc
         self._listener.listen(64)
         self.port: int = self._listener.getsockname()[1]
-        self._links: set[_Link] = set()
+        self._links: set[tuple[socket.socket, socket.socket]] = set()
         self._lock = threading.Lock()
         self._closed = False
         self._thread = threading.Thread(target=self._accept_loop, name=f"mock-kafka-fwd-{self.port}", daemon=True)
@@ -247,16 +175,35 @@ class _Forwarder:
             except OSError:
                 client.close()
                 continue
-            for sock in (client, upstream):
+            link = (client, upstream)
+            for sock in link:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            link = _Link(client, upstream)
             with self._lock:
                 if self._closed:
                     client.close()
                     upstream.close()
                     return
-                self._links = {lk for lk in self._links if lk._running} | {link}
-            link.start()
+                self._links.add(link)
+            threading.Thread(target=self._forward, args=link, daemon=True).start()
+
+    def _forward(self, client: socket.socket, upstream: socket.socket) -> None:
+        """Pump both ways until either side closes, then close both."""
+        back = threading.Thread(target=self._pump, args=(upstream, client), daemon=True)
+        back.start()
+        self._pump(client, upstream)
+        back.join()
+        with self._lock:
+            self._links.discard((client, upstream))
+        client.close()
+        upstream.close()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        _quiet_shutdown(src)
+        _quiet_shutdown(dst)
 
     def close(self) -> None:
         with self._lock:
@@ -266,20 +213,16 @@ class _Forwarder:
         self._listener.close()
         self._thread.join(timeout=2)
         for link in links:
-            link.close()
+            for sock in link:
+                _quiet_shutdown(sock)
 
 
-# --------------------------------------------------------------------------------------------
-# In-process cluster
-# --------------------------------------------------------------------------------------------
-
-
-def _new_handle(log_level: int) -> int:
+def _new_handle() -> int:
     """The rd_kafka_t a mock cluster hangs off."""
     lib = _lib()
     conf = lib.rd_kafka_conf_new()
     errstr = ctypes.create_string_buffer(_ERRSTR_SIZE)
-    for key, value in (("log_level", str(log_level)), ("client.id", "lagwatch-mock-kafka")):
+    for key, value in (("log_level", str(LOG_LEVEL)), ("client.id", "lagwatch-mock-kafka")):
         if lib.rd_kafka_conf_set(conf, key.encode(), value.encode(), errstr, _ERRSTR_SIZE) != 0:
             lib.rd_kafka_conf_destroy(conf)
             raise MockKafkaError(f"librdkafka rejected {key}={value}: {errstr.value.decode()}")
@@ -324,24 +267,16 @@ class MockKafkaCluster:
     """
 
     def __init__(
-        self,
-        *,
-        port: int | None = None,
-        topics: Mapping[str, int] | None = None,
-        groups: Sequence[str] = (),
-        log_level: int = DEFAULT_LOG_LEVEL,
+        self, *, port: int | None = None, topics: Mapping[str, int] | None = None, groups: Sequence[str] = ()
     ) -> None:
         self._fixed_port = port
         self._initial_topics = dict(topics or {})
         self._initial_groups = tuple(groups)
-        self._log_level = log_level
         self._rk: int | None = None
         self._mcluster: int | None = None
         self._bootstrap: str | None = None
         self._forwarders: list[_Forwarder] = []
         self._lock = threading.Lock()
-
-    # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self, brokers: int = 1) -> None:
         """Start the cluster with `brokers` brokers; a no-op if it is already running."""
@@ -362,7 +297,7 @@ class MockKafkaCluster:
                 raise
 
     def _create_cluster(self, brokers: int) -> None:
-        self._rk = _new_handle(self._log_level)
+        self._rk = _new_handle()
         lib = _lib()
         mcluster = lib.rd_kafka_mock_cluster_new(self._rk, brokers)
         if not mcluster:
@@ -405,13 +340,9 @@ class MockKafkaCluster:
             raise MockKafkaError("mock cluster is not started")
         return self._bootstrap
 
-    # -- groups --------------------------------------------------------------------------------
-
     def seed_groups(self, groups: Sequence[str], timeout: float = 10.0) -> None:
-        """Make the groups exist (empty) by joining and leaving each with a throwaway consumer.
-
-        The mock has no API for groups; a JoinGroup is the only way to create one.
-        """
+        """Make the groups exist (empty) by joining and leaving each with a throwaway consumer: the mock has no API
+        for groups, a JoinGroup is the only way to create one."""
         if not groups:
             return
         seed_topic = f"__lagwatch_group_seed_{os.getpid()}_{id(self):x}"
@@ -422,8 +353,6 @@ class MockKafkaCluster:
         finally:
             self.delete_topic(seed_topic)
 
-    # -- topics --------------------------------------------------------------------------------
-
     def create_topic(self, name: str, partitions: int, replication_factor: int = 1) -> None:
         """Create a topic; re-creating one with the same partition count is a no-op."""
         if not name or not isinstance(name, str):
@@ -432,46 +361,38 @@ class MockKafkaCluster:
             raise ValueError(f"partitions must be a positive int, got {partitions!r}")
         code = _lib().rd_kafka_mock_topic_create(self._require(), name.encode(), partitions, replication_factor)
         if code == _ERR_TOPIC_ALREADY_EXISTS:
-            existing = self.partition_count(name)
+            existing = self.topics().get(name)
             if existing == partitions:
                 return
             raise MockKafkaError(f"topic {name!r} already exists with {existing} partitions, not {partitions}")
-        if code:
-            raise MockKafkaError(f"cannot create topic {name!r}: {_err_str(code)}")
+        _check(code, f"cannot create topic {name!r}")
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic with its records; raises `MockKafkaError` if it does not exist."""
-        code = _lib().rd_kafka_mock_topic_delete(self._require(), name.encode())
-        if code:
-            raise MockKafkaError(f"cannot delete topic {name!r}: {_err_str(code)}")
+        _check(_lib().rd_kafka_mock_topic_delete(self._require(), name.encode()), f"cannot delete topic {name!r}")
 
     def topics(self, timeout: float = 5.0) -> dict[str, int]:
         """Topic name -> partition count, read over the wire (includes auto-created topics)."""
         return {name: len(meta.partitions) for name, meta in self._metadata(timeout).topics.items()}
 
-    def partition_count(self, name: str) -> int | None:
-        return self.topics().get(name)
-
-    # -- broker faults -------------------------------------------------------------------------
-
     def set_broker_down(self, broker_id: int = -1) -> None:
         """Close the broker's connections and refuse new ones (-1: all brokers)."""
-        self._check(_lib().rd_kafka_mock_broker_set_down(self._require(), broker_id), "set_broker_down")
+        _check(_lib().rd_kafka_mock_broker_set_down(self._require(), broker_id), "set_broker_down failed")
 
     def set_broker_up(self, broker_id: int = -1) -> None:
-        self._check(_lib().rd_kafka_mock_broker_set_up(self._require(), broker_id), "set_broker_up")
+        _check(_lib().rd_kafka_mock_broker_set_up(self._require(), broker_id), "set_broker_up failed")
 
     def set_partition_leader(self, topic: str, partition: int, broker_id: int) -> None:
         """Make `broker_id` lead the partition (one of its replicas: create the topic with as many replicas as
         brokers), so one broker's outage takes some partitions away and leaves the others."""
         code = _lib().rd_kafka_mock_partition_set_leader(self._require(), topic.encode(), partition, broker_id)
-        self._check(code, "set_partition_leader")
+        _check(code, "set_partition_leader failed")
 
     def set_group_coordinator(self, group: str, broker_id: int) -> None:
         """Make `broker_id` the coordinator of consumer group `group` (the mock otherwise picks one by a hash), so a
         test can take another broker down without taking the group's commits with it."""
         code = _lib().rd_kafka_mock_coordinator_set(self._require(), b"group", group.encode(), broker_id)
-        self._check(code, "set_group_coordinator")
+        _check(code, "set_group_coordinator failed")
 
     def delete_records(self, topic: str, partition: int, before: int) -> None:
         """Move a partition's log start to `before`, as retention or DeleteRecords do (librdkafka 2.10 and later)."""
@@ -480,9 +401,7 @@ class MockKafkaCluster:
             raise MockKafkaError("this librdkafka's mock cluster cannot delete records")
         func.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int64]
         func.restype = ctypes.c_int
-        self._check(func(self._require(), topic.encode(), partition, before), "delete_records")
-
-    # -- internals -----------------------------------------------------------------------------
+        _check(func(self._require(), topic.encode(), partition, before), "delete_records failed")
 
     def take_over_address(self, port: int) -> str:
         """Serve from now on where a cluster started with `port` served (broker i at `port + i - 1`, advertised so):
@@ -493,24 +412,19 @@ class MockKafkaCluster:
             return self._bootstrap
 
     def _expose_on_fixed_ports(self, base_port: int) -> str:
-        brokers = self._broker_addresses()
+        # Broker id -> real listener, asked over the wire rather than assuming bootstrap order.
+        brokers = {b.id: (cast(str, b.host), b.port) for b in self._metadata(10).brokers.values()}
         addresses = []
-        lib = _lib()
         for offset, (broker_id, target) in enumerate(sorted(brokers.items())):
             forwarder = _Forwarder(base_port + offset, target)
             self._forwarders.append(forwarder)
             # Metadata and FindCoordinator responses must point clients at the forwarder too.
-            lib.rd_kafka_mock_broker_set_host_port(self._mcluster, broker_id, b"127.0.0.1", forwarder.port)
+            _lib().rd_kafka_mock_broker_set_host_port(self._mcluster, broker_id, b"127.0.0.1", forwarder.port)
             addresses.append(f"127.0.0.1:{forwarder.port}")
         return ",".join(addresses)
 
-    def _broker_addresses(self) -> dict[int, tuple[str, int]]:
-        """Broker id -> real listener, asked over the wire rather than assuming bootstrap order."""
-        brokers = self._metadata(10).brokers.values()
-        return {b.id: (cast(str, b.host), b.port) for b in brokers}  # a listed broker has a host
-
     def _client_config(self, **settings: Any) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap, "log_level": self._log_level, **settings}
+        return {"bootstrap.servers": self.bootstrap, "log_level": LOG_LEVEL, **settings}
 
     def _metadata(self, timeout: float) -> Any:
         from confluent_kafka.admin import AdminClient  # lazy: heavy, and optional for importers
@@ -522,11 +436,6 @@ class MockKafkaCluster:
         if self._mcluster is None:
             raise MockKafkaError("mock cluster is not started")
         return self._mcluster
-
-    @staticmethod
-    def _check(code: int, what: str) -> None:
-        if code:
-            raise MockKafkaError(f"{what} failed: {_err_str(code)}")
 
     def _destroy(self) -> None:
         for forwarder in self._forwarders:
@@ -543,36 +452,25 @@ class MockKafkaCluster:
         self._bootstrap = None
 
 
-# --------------------------------------------------------------------------------------------
-# Standalone server: HTTP control endpoint
-# --------------------------------------------------------------------------------------------
-
-
-class _ControlServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], cluster: MockKafkaCluster) -> None:
-        super().__init__(address, _ControlHandler)
-        self.cluster = cluster
-
-
 class _ControlHandler(BaseHTTPRequestHandler):
-    server: _ControlServer
+    """The control endpoint of a `serve` process: topics, health, and brokers down or up."""
+
+    cluster: MockKafkaCluster  # set on the subclass `serve` builds
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per request on stderr is noise in test logs
 
     def do_GET(self) -> None:
-        cluster, path = self.server.cluster, self.path.rstrip("/")
+        path = self.path.rstrip("/")
         if path == "/health":
-            self._reply(HTTPStatus.OK, {"status": "ok", "bootstrap": cluster.bootstrap})
+            self._reply(HTTPStatus.OK, {"status": "ok", "bootstrap": self.cluster.bootstrap})
         elif path == "/topics":
-            self._guarded(lambda: {"topics": cluster.topics()})
+            self._guarded(lambda: {"topics": self.cluster.topics()})
         else:
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route GET {self.path}"})
 
     def do_POST(self) -> None:
-        cluster, path = self.server.cluster, self.path.rstrip("/")
+        cluster, path = self.cluster, self.path.rstrip("/")
         if path in ("/brokers/down", "/brokers/up"):  # every broker down (connections refused, the data kept) or up
             up = path.endswith("up")
             self._guarded(cluster.set_broker_up if up else cluster.set_broker_down, {"brokers": "up" if up else "down"})
@@ -595,7 +493,7 @@ class _ControlHandler(BaseHTTPRequestHandler):
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route DELETE {self.path}"})
             return
         name = unquote(self.path[len(prefix) :])
-        self._guarded(lambda: self.server.cluster.delete_topic(name), {"deleted": name})
+        self._guarded(lambda: self.cluster.delete_topic(name), {"deleted": name})
 
     def _guarded(self, action: Callable[[], Any], answer: Mapping[str, Any] | None = None) -> None:
         """`action`'s answer (or `answer`, once it is done), or why it failed."""
@@ -615,91 +513,33 @@ class _ControlHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def _write_json_atomically(path: Path, payload: Mapping[str, Any]) -> None:
-    # Readers poll for the file; write-then-rename means they never see half a document.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload))
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be installed from the main thread
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+def serve(args: argparse.Namespace) -> None:
+    """Run a mock cluster with a control endpoint until SIGTERM/SIGINT, or until `args.parent_pid` is gone (a
+    crashed test run cannot leak it). The state file ({"bootstrap", "control_url", "pid"}) is written, then renamed
+    into place (readers poll for it: never half a document), once everything is ready, and removed on exit."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    cluster = MockKafkaCluster(port=args.port, topics=dict(args.topic), groups=args.group)
+    cluster.start(args.brokers)
+    handler = type("Handler", (_ControlHandler,), {"cluster": cluster})
+    server = ThreadingHTTPServer(("127.0.0.1", args.control_port), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="mock-kafka-control", daemon=True).start()
+    state_file: Path = args.state_file
     try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-def serve(
-    state_file: Path,
-    topics: Mapping[str, int],
-    brokers: int = 1,
-    control_host: str = "127.0.0.1",
-    control_port: int = 0,
-    port: int | None = None,
-    *,
-    groups: Sequence[str] = (),
-    parent_pid: int | None = None,
-    stop_event: threading.Event | None = None,
-) -> None:
-    """Run a mock cluster with a control endpoint until SIGTERM/SIGINT (or `stop_event`).
-
-    Writes `state_file` ({"bootstrap", "control_url", "pid"}) once everything is ready and
-    removes it on exit.  `groups` are seeded as empty consumer groups (see `MockKafkaCluster`).
-    With `parent_pid`, also exits when that process dies, so a crashed test run cannot leak it.
-    """
-    stop = stop_event or threading.Event()
-    cluster = MockKafkaCluster(port=port, topics=topics, groups=groups)
-    with _stop_on_signals(stop):
-        cluster.start(brokers)
-        try:
-            _serve_control(
-                cluster, Path(state_file), control_host, control_port, lambda: _wait_for_stop(stop, parent_pid)
-            )
-        finally:
-            cluster.stop()
-
-
-def _serve_control(cluster: MockKafkaCluster, state_file: Path, host: str, port: int, wait: Callable[[], None]) -> None:
-    server = _ControlServer((host, port), cluster)
-    thread = threading.Thread(target=server.serve_forever, name="mock-kafka-control", daemon=True)
-    thread.start()
-    try:
-        url_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
-        _write_json_atomically(
-            state_file,
-            {
-                "bootstrap": cluster.bootstrap,
-                "control_url": f"http://{url_host}:{server.server_address[1]}",
-                "pid": os.getpid(),
-            },
-        )
-        wait()
+        state = {"bootstrap": cluster.bootstrap, "control_url": f"http://127.0.0.1:{server.server_address[1]}"}
+        tmp = state_file.with_name(f".{state_file.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({**state, "pid": os.getpid()}))
+        os.replace(tmp, state_file)
+        # Short waits keep the main thread responsive to signals and notice an orphaning.
+        while not stop.wait(0.2) and (args.parent_pid is None or os.getppid() == args.parent_pid):
+            pass
     finally:
         server.shutdown()
         server.server_close()
         state_file.unlink(missing_ok=True)
-
-
-def _wait_for_stop(stop: threading.Event, parent_pid: int | None) -> None:
-    # Short waits keep the main thread responsive to signals and let us notice an orphaning.
-    while not stop.wait(0.2):
-        if parent_pid is not None and os.getppid() != parent_pid:
-            return
-
-
-# --------------------------------------------------------------------------------------------
-# Control client and process management
-# --------------------------------------------------------------------------------------------
+        cluster.stop()
 
 
 class MockKafkaControl:
@@ -710,11 +550,6 @@ class MockKafkaControl:
         self.control_url = control_url.rstrip("/")
         self.pid = pid
         self.timeout = timeout
-
-    @classmethod
-    def from_state_file(cls, path: Path) -> MockKafkaControl:
-        state = json.loads(Path(path).read_text())
-        return cls(state["bootstrap"], state["control_url"], state.get("pid"))
 
     def __repr__(self) -> str:
         return f"MockKafkaControl(bootstrap={self.bootstrap!r}, control_url={self.control_url!r})"
@@ -748,16 +583,13 @@ class MockKafkaControl:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
-            raise MockKafkaError(f"{method} {path} -> {exc.code}: {_error_text(exc)}") from exc
+            try:
+                reason = str(json.loads(exc.read()).get("error"))
+            except (ValueError, AttributeError):
+                reason = exc.reason
+            raise MockKafkaError(f"{method} {path} -> {exc.code}: {reason}") from exc
         except urllib.error.URLError as exc:
             raise MockKafkaError(f"mock Kafka control endpoint {self.control_url} unreachable: {exc.reason}") from exc
-
-
-def _error_text(exc: urllib.error.HTTPError) -> str:
-    try:
-        return str(json.loads(exc.read()).get("error"))
-    except (ValueError, AttributeError):
-        return exc.reason
 
 
 def start_mock_kafka_process(
@@ -775,10 +607,8 @@ def start_mock_kafka_process(
     It lives in its own session (a Ctrl-C meant for pytest does not reach it) and exits by itself
     if this process dies.  Pass the same `port` (and `groups`) again to restart it in place.
     """
-    state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
-    state_file = state_dir / STATE_FILE_NAME
-    log_file = state_dir / LOG_FILE_NAME
+    state_file, log_file = state_dir / STATE_FILE_NAME, state_dir / LOG_FILE_NAME
     # A SIGKILLed predecessor leaves its state file behind; never mistake it for ours.
     state_file.unlink(missing_ok=True)
     options = {"state-file": state_file, "brokers": brokers, "parent-pid": os.getpid(), "port": port,
@@ -792,33 +622,19 @@ def start_mock_kafka_process(
             cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
-        control = _wait_for_state_file(proc, state_file, log_file, timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if state_file.exists() and (state := json.loads(state_file.read_text()))["pid"] == proc.pid:
+                return proc, MockKafkaControl(state["bootstrap"], state["control_url"], proc.pid)
+            if proc.poll() is not None:
+                raise MockKafkaError(
+                    f"mock Kafka process exited with {proc.returncode}; log tail:\n{log_tail(log_file, 30)}"
+                )
+            time.sleep(0.05)
+        raise MockKafkaError(f"mock Kafka process not ready after {timeout}s; log tail:\n{log_tail(log_file, 30)}")
     except BaseException:
         stop_process(proc)
         raise
-    return proc, control
-
-
-def _wait_for_state_file(
-    proc: subprocess.Popen[bytes], state_file: Path, log_file: Path, timeout: float
-) -> MockKafkaControl:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if state_file.exists():
-            control = MockKafkaControl.from_state_file(state_file)
-            if control.pid == proc.pid:
-                return control
-        if proc.poll() is not None:
-            raise MockKafkaError(
-                f"mock Kafka process exited with {proc.returncode}; log tail:\n{log_tail(log_file, 30)}"
-            )
-        time.sleep(0.05)
-    raise MockKafkaError(f"mock Kafka process not ready after {timeout}s; log tail:\n{log_tail(log_file, 30)}")
-
-
-# --------------------------------------------------------------------------------------------
-# CLI
-# --------------------------------------------------------------------------------------------
 
 
 def _topic_arg(value: str) -> tuple[str, int]:
@@ -856,20 +672,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--brokers", type=int, default=1)
     parser.add_argument("--port", type=int, default=None, help="fixed port for broker 1 (broker i uses PORT+i-1)")
-    parser.add_argument("--control-host", default="127.0.0.1")
     parser.add_argument("--control-port", type=int, default=0)
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
-    args = parser.parse_args(argv)
-    serve(
-        args.state_file,
-        dict(args.topic),
-        brokers=args.brokers,
-        control_host=args.control_host,
-        control_port=args.control_port,
-        port=args.port,
-        groups=args.group,
-        parent_pid=args.parent_pid,
-    )
+    serve(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
