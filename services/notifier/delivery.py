@@ -1,17 +1,7 @@
-"""Sending deliveries: HTTP with timeouts, retries with backoff, per-destination queues and circuit breakers.
-
-* Retries: timeouts, connection errors, 5xx and 429 are retried after `backoff` — exponential with full jitter,
-  `random(0, min(backoff-cap, backoff-base * 2^(attempt-1)))` — or after the response's `Retry-After` (seconds or
-  an HTTP date) when it gives one. Redirects and other 4xx are not retried: the delivery is dead-lettered at once,
-  as it is after `max-attempts` attempts. A failed attempt goes back to the outbox with its retry time, so a
-  crash or restart loses nothing.
-* Isolation: each destination (scheme://host:port) has its own concurrency limit (`per-host-concurrency`), its
-  own backlog limit (`per-host-queue`: beyond it deliveries wait in the outbox) and its own circuit breaker: after
-  `breaker-failures` consecutive failures (timeouts, connection errors, 5xx) the circuit opens and the host's
-  deliveries wait in the outbox, without using attempts, until `breaker-cooldown` has passed; then one probe
-  request goes out (half-open) and its result closes or reopens the circuit. A 429 pauses the host until its
-  Retry-After. So a slow or dead endpoint never holds up another one.
-"""
+"""Sending deliveries (docs/webhooks.md#delivery-guarantees): HTTP with timeouts, retries with backoff (full jitter,
+or the response's Retry-After), and per destination (scheme://host:port) a concurrency limit, a backlog limit
+(beyond it deliveries wait in the outbox) and a circuit breaker, so a slow or dead endpoint never holds up another.
+A failed attempt goes back to the outbox with its retry time: a crash or restart loses nothing."""
 
 from __future__ import annotations
 

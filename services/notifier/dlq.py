@@ -1,14 +1,6 @@
-"""Dead letters: deliveries that failed for good go to a Kafka topic (`notifier.dlq-topic`, default
-`lagwatch.dlq`), keyed by subscription id, as JSON::
-
-    {"schema": "lagwatch.dead-letter/1", "delivery_id", "subscription_id", "kind", "notification_id",
-     "attempts", "error", "status_code", "created_at", "dead_at", "event"}
-
-The subscription's id is there, never its URL, secret or headers. `lagwatch notify replay-dlq` reads the topic
-(from its beginning to its current end), filters by subscription and time, and puts each matching dead letter back
-into the outbox as a fresh delivery (its attempt count reset), under its original delivery id: a dead letter whose
-delivery is still pending is not enqueued twice, and one that would re-open an incident closed since is left out.
-"""
+"""Dead letters (docs/webhooks.md#delivery-guarantees): deliveries that failed for good, published as JSON on
+`notifier.dlq-topic`, keyed by subscription id (never its URL, secret or headers); `lagwatch notify replay-dlq`
+puts them back into the outbox under their delivery ids."""
 
 from __future__ import annotations
 

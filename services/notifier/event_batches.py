@@ -1,26 +1,16 @@
-"""Status and lag-threshold events recorded a batch at a time: what each means for every subscription covering its
-group, decided as one event at a time is, with a few Redis round trips per batch rather than several per event.
+"""Status and lag-threshold events recorded a batch at a time: decided as one event at a time is, with a few Redis
+round trips per batch rather than several per event.
 
-A batch is cut into rounds in which a group appears once at most: its later events go to later rounds, after the
-earlier one is recorded. So two events of a group are never decided from the same read, and each is decided from
-what the one before it left. A round
+A batch is cut into rounds in which a group appears once at most, so each event is decided from what the one before
+it left. A round reads in one round trip the subscriptions' and silences' versions and each event's incident states
+(keeping the event as its incident's latest: `keys.NOTIFY_ACTIVE`, scope.py), reloading what changed through the
+api; it decides in memory and makes the records (one compare-and-set each: `Outbox.record`) in one more round trip.
+What needs more than one look goes one step at a time: a state moved by another notifier (CONFLICT) is read and
+decided anew; the close of an incident the event supersedes (missed.py, lag_policy.py) is recorded first.
 
-* reads in one round trip the subscriptions' and the silences' versions and, for each event, the state every
-  covering subscription keeps of its incident, keeping the event as its incident's latest as it goes
-  (`keys.NOTIFY_ACTIVE`, for subscriptions to come: scope.py); subscriptions or silences changed through the api are
-  reloaded (and the states read again for the subscriptions as they are now);
-* decides every event in memory, and makes the records (one compare-and-set per event and subscription whose
-  decision is not None: `Outbox.record`) in one more round trip. A new group's first status notifies nobody and
-  leaves no state, but is recorded all the same (its `seen` key: read again, it is a duplicate).
-
-What needs more than one look goes one step at a time, as it always did: a state another notifier moved since it was
-read (CONFLICT) is read again and decided anew; the close of an incident that the event supersedes (missed.py,
-lag_policy.py) is recorded before the event, which is then decided from the state that close left.
-
-An event that cannot be handled (a bug, or an event this version cannot handle) is skipped, counted `failed`, and the
-others go on. Redis away (RedisError, OSError) stops the batch: the caller retries it, and the events already
-recorded are not handled again, while the round that failed is read and decided anew (what it recorded meanwhile is
-a duplicate then, known by the `seen` keys). The caller acknowledges the batch only once it is all recorded.
+An event that cannot be handled is skipped, counted `failed`. Redis away (RedisError, OSError) stops the batch: the
+caller retries it (what was recorded is then a duplicate, known by the `seen` keys) and acknowledges it only once
+it is all recorded.
 """
 
 from __future__ import annotations

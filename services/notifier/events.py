@@ -1,16 +1,7 @@
-"""The two kinds of event the notifier turns into notifications, and what differs between them: how a record is
-read, where the incident announced to a subscription is kept (its field in the subscription's state hash), and
-the rules that decide.
-
-* status-change events (`evaluator.status-topic`): Burrow's rules,
-shared/notifications/subscriptions/notification_policy.py;
-* lag-threshold events (`evaluator.lag-threshold-topic`): lagwatch's alert thresholds (lag-seconds, data-loss-risk,
-  messages-skipped: each alert's incident under a field of its own), lag_policy.py.
-
-A record is read into the typed event (shared/events/status_event.py, shared/events/lag_threshold_event.py) once, here.
-The notifier always took records carrying only the fields it reads: a record must carry the event's `KEY_FIELDS`
-and the others are filled in when missing (`read_partial`); one that is not the event is skipped.
-"""
+"""The two kinds of event the notifier turns into notifications — status changes (Burrow's rules,
+notification_policy.py) and lag-threshold events (lag_policy.py) — and what differs between them: how a record is
+read, where a subscription's incident is kept, and the rules that decide. A record must carry the event's
+`KEY_FIELDS` (the others are filled in: `read_partial`); one that is not the event is skipped."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
-"""Notifications held back, as pure functions over the decisions of policy.py and lag_policy.py:
-
-* **silences** (maintenance windows, shared/notifications/subscriptions/silences.py): while a silence matching the group
-holds, an
-  open, an update or a repeat is not sent; it is held, and if the incident is still open when the silence ends it is
-  sent then (an open, or the update or repeat that was held). A close is always sent: the receiver must not be left
-  with an incident open (PagerDuty's, Alertmanager's), and an incident never opened is never closed.
-* **`hold-for`** (flap suppression, like Prometheus's `for:`): an open is sent only once the incident has held
-  that long; an incident over before then (the group OK again, or under the threshold) is never announced.
-
-A held open is kept as the subscription's incident state with no `incident_id` (nothing announced) and `held`
-set; a held update or repeat on the announced state. The repeat timer (the `repeats` schedule of outbox.py) wakes the
-held notification at its release time (`due`): the later of the end of `hold-for` and of the silence.
-"""
+"""Notifications held back by silences and `hold-for` (docs/webhooks.md#silences-and-hold-for), as pure functions over
+the decisions of policy.py and lag_policy.py. A close is never held: a receiver must not be left with an incident
+open. A held open is kept as the subscription's incident state with no `incident_id` and `held` set; a held update
+or repeat on the announced state. The repeat timer wakes it at its release time (`due`): the later of the end of
+`hold-for` and of the silence."""
 
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
-"""When a subscription is told about a lag-threshold event (shared/events/lag_threshold_event.py): lagwatch's own rules,
-beside Burrow's (policy.py), as pure functions. One path for the three alerts (the event's `alert`):
-
-* `lag-seconds-threshold` (0 = off): the event that takes a group's max lag in seconds over exactly that threshold
-  is a **lag-open** notification ("lag above N s").
-* `retention-risk-threshold` (0 = off): the event that brings the time until retention deletes the group's oldest
-  unconsumed message under exactly that threshold (`data-loss-risk`) is a lag-open too, and so is any event
-  saying retention deleted messages before they were consumed (`messages-skipped`, how many in the event).
-* `send-close`: the event that brings the announced incident back under (or ends it: the group is gone, or the
-  threshold is no longer used) is a **lag-close** ("back under N s"). Only incidents announced to the
-  subscription are closed, so one that changed its threshold still hears the end of what it was told.
-* An open for another incident of the alert while one is announced (the subscription's threshold changed: the
-  evaluator may publish the new threshold's open before the old one's close, and the state holds one incident per
-  alert) first closes the announced one (`superseded_close`), so its end is not lost.
-* `send-interval` > 0: a **lag-repeat** every interval while the announced incident lasts, unless `send-once`.
-* Burrow's `threshold` (a status) plays no part: a group can be over the lag threshold while its status is OK.
-
-The state per (subscription, cluster/group, alert) is an `IncidentState` kept under the group's lag field for
-the alert (`outbox.lag_field`), apart from the status incident's.
-"""
+"""When a subscription is told about a lag-threshold event (docs/webhooks.md#lag-seconds-alerts): lagwatch's own rules
+beside Burrow's, as pure functions, one path for the three alerts (lag-seconds, data-loss-risk, messages-skipped).
+The state per (subscription, cluster/group, alert) is kept under the alert's lag field (`outbox.lag_field`). An open
+of another incident of the alert while one is announced first closes that one (`superseded_close`), so its end is
+not lost."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""What a delivery sends: the request for a (subscription, notification), built fresh for every attempt, with the
-body of its type's channel (channels/: Slack's Block Kit, the webhook's event, ...) or of the subscription's
-sandboxed Jinja2 `body_template` (and `url_template`); see templates.py.
-
-Burrow's HTTP notifier options: closes (close, lag-close) go to `url_close` with `method_close` when set; with a
-`username`, the request carries basic auth (UTF-8, as Go's SetBasicAuth); `timeout`, `extra_ca` and `noverify`
-travel with the request to the sender (delivery.py, tls.py).
-Every request carries X-Lagwatch-Event-Id, X-Lagwatch-Timestamp, X-Lagwatch-Notification (open, update, repeat,
-close, status, lag-open, lag-repeat, lag-close), X-Lagwatch-Subscription, X-Lagwatch-Attempt and, when the
-subscription has a secret, X-Lagwatch-Signature (shared/notifications/delivery/signing.py).
-"""
+"""What a delivery sends: the request for a (subscription, notification), built fresh for every attempt, with the body
+of its type's channel (channels/) or of the subscription's sandboxed `body_template` and `url_template`
+(templates.py), Burrow's HTTP notifier options and the X-Lagwatch-* headers (docs/webhooks.md#webhooks)."""
 
 from __future__ import annotations
 

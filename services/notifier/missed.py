@@ -1,20 +1,9 @@
-"""Status-change events the notifier never read, stood in for from what it knows: pure functions.
-
-The evaluator publishes every transition, in order per group, but the notifier can still miss some: retention may
-delete them before it reads them (an outage longer than the status topic keeps events: skipped_events.py). What
-matters most then is an incident's close: a receiver (PagerDuty, Alertmanager) would keep the incident open for
-good. Two things stand in for missed events:
-
-* in the event path, an event of another incident than the one announced to a subscription (`superseded_close`):
-  the evaluator always closes an incident before the group's next one begins, so the announced one's close was
-  missed. It is closed first, from what was kept of it (its id and start: what receivers know it by).
-* reconciliation (reconcile.py) from the statuses the evaluator stores, once the notifier has read what the log
-  still holds: `missed_close` for incidents over, `found_open` for incidents going on that nobody was told of.
-
-Such notifications carry the reason `reconciled` (`X-Lagwatch-Reason`). An event older than the one an incident
-state keeps (`older_than_kept`) changes nothing: after reconciliation a late event of the past must not close or
-reopen what the evaluator's statuses said.
-"""
+"""Status-change events the notifier never read (docs/status-topic.md#retention-and-a-notifier-that-falls-off-the-log),
+stood in for from what it knows, as pure functions: an event of another incident than the one announced shows that
+one's close was missed (`superseded_close`: the evaluator closes an incident before the group's next begins), and
+reconciliation (reconcile.py) builds closes (`missed_close`) and opens (`found_open`) from the evaluator's stored
+statuses. Both carry the reason `reconciled`. An event older than the one a state keeps (`older_than_kept`) changes
+nothing."""
 
 from __future__ import annotations
 

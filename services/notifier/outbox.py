@@ -1,19 +1,12 @@
-"""The notifier's outbox in Redis: deliveries that must be sent, survive a crash, and are sent once normally.
+"""The notifier's outbox in Redis (docs/webhooks.md#delivery-guarantees): deliveries that must be sent, survive a
+crash, and are sent once normally.
 
-* The status-topic agent records, per (event, subscription), the new incident state and the delivery in one Lua
-  call (`RECORD_NOTIFICATION`) before the event is acknowledged to Kafka; a `seen` key per (event id,
-  subscription) makes a redelivered event a no-op.
-* Workers claim due deliveries (`CLAIM_DELIVERIES`): each moves from `due` to `inflight` with a lease that the
-  worker renews while it holds the delivery (`RENEW_DELIVERY_LEASES`). A worker that dies stops renewing; when the
-  lease runs out the next claim puts the delivery back in `due` (at-least-once across crashes; exactly once in the
-  normal path, because a live worker's deliveries are never claimed by anyone else). Leases run on Redis's clock
-  (`TIME`): workers on hosts whose clocks differ by more than the lease neither take each other's deliveries nor
-  lose their own.
-* After a success, or after the delivery was dead-lettered, it is removed; after a failure it goes back to `due`
-  at its retry time with its attempt count.
-* One incident's notifications to one subscription (its chain) go out in the order they were recorded: a delivery
-  is claimed only when every earlier one of its chain is finished (delivered or dead-lettered), so a retried open
-  never lands after its close, nor two of them in one claimed batch side by side.
+* An event's incident state, delivery and repeat schedule are recorded in one Lua call (`RECORD_NOTIFICATION`)
+  before the event is acknowledged; a `seen` key per (event id, subscription) makes a redelivered event a no-op.
+* A claimed delivery moves from `due` to `inflight` with a lease its worker renews; one whose lease runs out (its
+  worker died) is claimed again. Leases run on Redis's clock (`TIME`), so workers' clocks may differ.
+* One incident's notifications to one subscription (its chain) go out in the order recorded: a delivery is claimed
+  only once every earlier one of its chain is finished.
 
 Keys: shared/protocol/keys.py (`lw:n:{notify}:...`); scripts: outbox_scripts.py.
 """

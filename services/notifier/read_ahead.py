@@ -1,12 +1,9 @@
-"""A stream's items a batch at a time, without waiting for a batch to fill: a task of its own reads the stream ahead
-into a bounded queue, and each batch is whatever has arrived by then (one item at least, `most` at most). An item
-alone goes out at once. In a burst (items were waiting already when the batch was asked for) the batch waits
-`linger` more for others to join it: a Faust stream hands its events over a few at a time while the batch before is
-handled, and batches of a few would pay their fixed cost (Redis round trips) for a few events each.
+"""A stream's items a batch at a time, without waiting for a batch to fill: a task reads the stream ahead into a
+bounded queue, and each batch is whatever has arrived (one item at least, `most` at most). In a burst a batch waits
+`linger` more for others to join it, so batches do not pay their fixed cost (Redis round trips) for a few events.
 
-Faust's `take` waits up to its `within` for a batch to fill, which an alert alone would wait too. Reading the stream
-in the agent itself and handling what its channel holds has no such wait, but would hold the events read while Faust
-skips a stale one (from before a rebalance) and waits for the next, which may never come.
+Faust's `take` would make an alert alone wait its `within`; reading in the agent itself would hold the events read
+while Faust skips a stale one (from before a rebalance) and waits for the next, which may never come.
 """
 
 from __future__ import annotations

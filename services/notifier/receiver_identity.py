@@ -1,15 +1,7 @@
-"""What a receiver that keeps alerts open (Alertmanager, PagerDuty) knows one of lagwatch's incidents by.
-
-An incident is named per subscription: PagerDuty's `dedup_key` is `<incident id>/<subscription id>` and an
-Alertmanager alert carries the label `subscription`. Two subscriptions sending to the same receiver (a group
-moved from one to the other, or two thresholds or holds on the same service) then keep two alerts, and one's
-close resolves only its own: named by the incident alone, the first close resolved what the other still had open.
-
-Names in use stay: incidents that began before the first start of a notifier naming them so, or in the ROLLOUT_MS
-after it (`identity-since`, set once in Redis), keep the shared name, the incident id and no `subscription` label,
-until they close — so an upgrade leaves no alert open under a name no notification uses any more, even while
-instances of the previous version still send during a rolling upgrade.
-"""
+"""What a receiver that keeps alerts open (Alertmanager, PagerDuty) knows an incident by: the incident and the
+subscription, so one subscription's close resolves only its own alert (docs/webhooks.md#other-destinations,
+"One receiver, several subscriptions"). Incidents begun before `identity-since` (the first start of a notifier of
+this version, plus ROLLOUT_MS; kept in Redis) keep the name they had, the incident alone, until they close."""
 
 from __future__ import annotations
 

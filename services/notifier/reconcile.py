@@ -1,27 +1,11 @@
 """After skipped events (skipped_events.py): each subscription's incidents set right from the statuses the evaluator
-stores, so that no incident stays open for good, and none going on stays untold.
-
-A reconciliation covers the groups whose events go to the partition that skipped (the evaluator places a group's
-events by its key, as Kafka's producer would: shared/runtime/partitioner.py), and waits until this notifier has read
-that partition up to its log end as it was when the skip was found: what the log still held is read first, as it
-always is. Then, for each such group and each subscription covering it, from the group's stored status:
-
-* an incident announced (or held) that is over — the group OK, gone, or in another incident — is closed: the close
-  `missed.missed_close` builds, decided as the evaluator's would have been (`send-close`; a held open is dropped);
-* an incident going on (WARN, ERR) that the subscription was told nothing of is opened, from `missed.found_open`,
-  decided as its event would have been (`threshold`, `hold-for`, silences): a demanding on-call wants to hear of
-  a group still in trouble now, not of nothing because the event that said so is gone;
-* both carry the reason `reconciled` (`X-Lagwatch-Reason`).
-
-A group whose status changed after the skip was found, or whose events still wait in the evaluator's outbox, is
-left alone: its events, still to be read, tell it (and an event of another incident closes the one announced:
-missed.py). Lag-threshold and retention incidents are closed when the evaluator's crossing count says they are
-over (`lag_policy.closing_event`, the evaluator's own close); one missed going over is not opened.
-
-Several notifiers may reconcile at once, or one twice (a crash): each state is replaced only as read (compare and
-set), each notification has an id that is the same wherever it is made, and the due reconciliation is taken out of
-Redis only if no later skip changed it meanwhile.
-"""
+stores (docs/status-topic.md#retention-and-a-notifier-that-falls-off-the-log), once this notifier has read the
+partition up to its log end as it was when the skip was found. An incident over is closed (`missed.missed_close`),
+one going on and untold is opened (`missed.found_open`), each decided as its event would have been; lag and
+retention incidents are closed when the evaluator's crossing count says they are over (`lag_policy.closing_event`).
+Groups whose status changed since, or whose events wait in the evaluator's outbox, are left to their events.
+Several notifiers may reconcile at once: each state is replaced only as read, each notification's id is the same
+wherever it is made, and the due reconciliation is taken out only if no later skip changed it."""
 
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
-"""A sample incident sent now to one subscription (`lagwatch notify test ID`): does its receiver take lagwatch's
-notifications — the address, the TLS, the login, the signature, the templates — before a real incident needs it?
-(Grafana tests a contact point, PagerDuty sends a test event; Burrow has no such thing.)
-
-The subscription gets what it would get for an incident of the group `lagwatch-test`: an `open` (WARN, one partition
-behind) and, with `send-close`, its `close` (OK), built by the notifier's own `build_request` and sent by its own
-`Sender` (the address guard, `allow-private-targets`, the subscription's timeout and CA) — not through the outbox:
-nothing is kept, retried or dead-lettered, and each answer is said at once. Both carry `X-Lagwatch-Reason: test`
-(`notification.reason` in templates) so that a receiver acting on alerts can tell; their ids are new at every run
-(a receiver deduplicating on `X-Lagwatch-Event-Id` or the incident takes a second test too).
-
-`lag` samples the lag-seconds alert instead (a subscription with `lag-seconds-threshold`): a `lag-open` of the same
-group, its one partition half as far again behind in seconds as the threshold, and (with `send-close`) its
-`lag-close`, caught up. `retention` samples the data-loss-risk alert (a subscription with
-`retention-risk-threshold`): retention deleting the partition's oldest unread message in half the threshold, then
-no longer.
-"""
+"""A sample incident sent now to one subscription (`lagwatch notify test ID`, docs/webhooks.md): its `open` and, with
+`send-close`, its `close` for the group `lagwatch-test` (`lag`, `retention`: a lag or data-loss-risk alert's), built
+by `build_request` and sent by the notifier's `Sender` but not through the outbox: nothing is kept, retried or
+dead-lettered. Both carry `X-Lagwatch-Reason: test`, and their ids are new at every run."""
 
 from __future__ import annotations
 

@@ -1,32 +1,14 @@
-"""When what a subscription covers changes: the incidents it no longer covers are closed, those it newly covers
-are announced. Pure functions; the notifier's repeat timer applies them whenever the subscriptions change (and at
-start-up, for the configuration file's).
+"""When what a subscription covers changes (docs/webhooks.md#the-api-apiv1subscriptions), as pure functions the repeat
+timer applies (scope_watch.py).
 
-**Announced:** an incident going on when a subscription is created or widened to take its group (or its alert's
-threshold) would be told only at its next change, which for a stopped consumer may never come (Burrow's notifier,
-which looks at every group on each evaluation, tells it). The notifier keeps the latest event of each incident
-going on (`keys.NOTIFY_ACTIVE`, from the events it reads) and decides it for each covering subscription with no
-state for it, as if it had just arrived: Burrow's rules, thresholds, `hold-for` and silences apply. Its
-notification has an id of its own (`announcement_id`).
-
-**Closed:** an incident state kept for a group once the subscription's filters (`clusters`, `group-allowlist`,
-`group-denylist`) no longer take the group, or — for a lag or retention alert — once the subscription no longer
-asks for the alert's threshold. The group's later events are not the subscription's any more, so nothing else
-would ever end it: the receiver (a PagerDuty incident, an Alertmanager alert) would keep it open for good, and
-`send-interval` would repeat it. So it is closed: a `close` (or `lag-close`) with `send-close`, with the reason
-`unsubscribed` when the filters left the group out; a held open is dropped unsent, as an incident over before it
-was announced is. Likewise every incident of a cluster forgotten (`lagwatch forget-cluster`,
-shared/runtime/cluster_forgetting.py) whose latest event is from before the forgetting, with the reason
-`cluster_forgotten`: the cluster's evaluator, which would have ended it, runs no more.
-
-* status incidents: the close carries the group's latest event, as a repeat does (its status is not OK: the
-  reason says why it closes).
-* lag and retention incidents: the close carries the event the evaluator would publish for it
-  (`lag_policy.closing_event`, reason `threshold_removed`: this subscription no longer uses the threshold).
-* either has a notification id of its own, made from the state as kept: the same for every notifier that finds it
-  (it is recorded once), another for the same incident announced anew (narrowed, widened, narrowed again). Not
-  the evaluator's close's id: that close, once the incident is announced again, must not be a duplicate of this
-  one (to the `seen` keys, and to a receiver deduplicating on `X-Lagwatch-Event-Id`).
+* **Announced:** an incident going on when a subscription is created or widened to take it would be told only at its
+  next change, which may never come: its latest event (`keys.NOTIFY_ACTIVE`) is decided for each covering
+  subscription with no state for it, as if it had just arrived, under an id of its own (`announcement_id`).
+* **Closed:** an incident whose group the filters no longer take (reason `unsubscribed`), whose alert threshold the
+  subscription no longer asks for, or whose cluster was forgotten (`cluster_forgotten`): nothing else would ever end
+  it at the receiver. A status incident's close carries its latest event; a lag incident's the evaluator's close
+  (`lag_policy.closing_event`). Its id is made from the state as kept: the same for every notifier, another for the
+  incident announced anew, never the evaluator's close's (which must not be a duplicate of it).
 """
 
 from __future__ import annotations

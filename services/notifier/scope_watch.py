@@ -1,12 +1,9 @@
 """The repeat timer's look at what the subscriptions cover (scope.py's rules applied): incidents a subscription no
-longer covers are closed, incidents going on that one newly covers are announced, and a forgotten cluster's
-incidents are closed, for every subscription.
+longer covers are closed, incidents going on that it newly covers are announced, a forgotten cluster's are closed.
 
-A look covers only the subscriptions that changed (on the first tick: since the last look any notifier completed,
-`keys.NOTIFY_SCOPE_LOOKED`, as the file's may have changed across a restart), and those once more on the next tick:
-an event decided under the subscriptions before the change (read just before it, by another notifier say) may be
-recorded after the first look, which would then never see it. That second look completes it: then it is recorded.
-Looking at every subscription each time would read every incident state at each change and at each start.
+A look covers only the subscriptions that changed (on the first tick: since the last completed look,
+`keys.NOTIFY_SCOPE_LOOKED`), and those once more on the next tick: an event decided under the subscriptions before
+the change may be recorded after the first look, which would then never see it.
 """
 
 from __future__ import annotations

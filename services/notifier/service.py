@@ -1,21 +1,9 @@
-"""`lagwatch run notifier`: a Faust app that turns status-change events into notifications (Slack, webhooks and the
-destination types of channels/).
+"""`lagwatch run notifier`: a Faust app that turns status-change and lag-threshold events into notifications.
 
-* The agents (agents.py) consume the status topic (`evaluator.status-topic`) and the lag-threshold topic
-  (`evaluator.lag-threshold-topic`) in the consumer group `lagwatch-notifier`, a batch of events at a time
-  (event_batches.py: a group's events in order, each decided from what the one before it recorded). For each event
-  and each matching subscription they decide (notification_policy.py: Burrow's rules; lag_policy.py: lag-seconds
-  thresholds) and record it — incident state, the delivery in the outbox, the repeat schedule — in one Lua call,
-  idempotently per (event id, subscription). Only once the whole batch is recorded are its events acknowledged.
-  Silences (the api's, read from Redis: shared/notifications/subscriptions/silences.py) and `hold-for` hold
-  notifications back (holds.py).
-* A Faust timer (`notifier.repeat-check-interval`, repeats.py) enqueues `send-interval` repeats of open incidents,
-  releases what was held once its time has come, and applies what changed in the subscriptions (scope_watch.py).
-* Delivery workers (delivery.py) in the same process send what the outbox holds: survives crashes, retries with
-  backoff, per-destination isolation, dead letters on `notifier.dlq-topic`.
-* Events retention deleted before they were read are never skipped in silence: the consumer's position is not reset
-  by Kafka's `auto.offset.reset` but by skipped_events.py, which counts them; the timer then reconciles the
-  incidents with the evaluator's statuses (reconcile.py).
+The agents (agents.py) consume both topics in the group `lagwatch-notifier` and record what each event means before
+acknowledging it; a Faust timer (repeats.py) sends repeats, releases what was held and applies subscription
+changes; delivery workers (delivery.py) send what the outbox holds; skipped_events.py, not Kafka's
+`auto.offset.reset`, decides where to read after retention deleted events unread.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """Events the notifier never read because retention deleted them first: found, counted, and followed by a
-reconciliation (reconcile.py), never skipped in silence.
+reconciliation (reconcile.py; docs/status-topic.md#retention-and-a-notifier-that-falls-off-the-log).
 
-The notifier's position on a partition (its committed offset after a restart, or where it was reading) falls off
-the log when the topic's retention deletes what it had not read yet: it was down, or too slow, for longer than the
-topic keeps events. Kafka's consumers then apply `auto.offset.reset` and go on with one INFO line. The notifier's
-consumer runs with `auto_offset_reset="none"` instead, so aiokafka hands the case to it (OffsetOutOfRangeError with
-the lost position, as documented; NoOffsetForPartitionError for a partition the group never committed), and
-`SkipWatch` decides:
-
-* a position below the log start: the events between it and the log start are gone. They are counted (once,
-  whichever notifier finds them: `keys.NOTIFY_SKIPS`) in `lagwatch_notifier_events_skipped_total{cluster,topic}`,
-  logged as an error, a reconciliation of the partition's groups is recorded in Redis (`keys.NOTIFY_RECONCILE`)
-  before reading goes on, and reading resumes at the log start;
-* a position beyond the log end (the topic was truncated or made anew): nothing can say what was missed; an error
-  is logged, a reconciliation recorded, and reading resumes at the log end (from the log start it would announce
-  every old incident again);
-* no position yet (a new group): the start of the log, or its end with `notifier.start-latest`.
-
-A failure meanwhile (Redis or Kafka away) leaves the position where it was: the next fetch finds it again.
+The consumer runs with `auto_offset_reset="none"`, so aiokafka hands a position off the log to `SkipWatch`
+(OffsetOutOfRangeError with the lost position; NoOffsetForPartitionError for a partition never committed). Below
+the log start, the events in between are counted once whichever notifier finds them (`keys.NOTIFY_SKIPS`) and reading
+resumes at the log start; beyond the log end (a truncated or new topic) it resumes at the log end; either records a
+reconciliation (`keys.NOTIFY_RECONCILE`) first. No position yet: the log start (`notifier.start-latest`: its end).
+A failure meanwhile leaves the position where it was: the next fetch finds it again.
 """
 
 from __future__ import annotations

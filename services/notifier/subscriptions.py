@@ -1,12 +1,6 @@
-"""Subscriptions as the notifier runs them: the configuration file's validated at start (shared/subscriptions/
-validation.py, as the api validates its documents), each compiled (policy, group regexes) and served with the api's
-from a `Registry`. The stored document, its masking and the Redis store are shared with the api too.
-
-One model, `SubscriptionConfig` (shared/runtime/config.py), from the configuration file (`subscriptions:`) and from the
-api (`/api/v1/subscriptions`). Log lines name a subscription by id and its destination (scheme://host:port) only.
-`url-close` must keep `url`'s scheme, host and port, and a url-template may change the path and query only (and
-never sees extras with credential-like names: they would travel in clear).
-"""
+"""Subscriptions as the notifier runs them: the configuration file's validated at start (as the api validates its
+documents: shared/notifications/subscriptions/validation.py), each compiled (policy, coverage) and served with the
+api's from a `Registry`. Log lines name a subscription by id and destination (scheme://host:port) only."""
 
 from __future__ import annotations
 

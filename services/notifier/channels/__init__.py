@@ -1,14 +1,7 @@
-"""Every destination type is one module here (`slack`, `webhook`, `alertmanager`, `pagerduty`, `msteams`, `email`),
-behind one small interface: a `Channel` says what it sends by default for a `Notification` (`body`), and whether
-that goes out as a mail rather than an HTTP request (`mail`). A `body-template` replaces the body for every type.
-
-A channel renders the typed event (shared/events/); the body it makes is the one place the event becomes a document.
-What a type asks of a subscription's options, where its requests go and which options are credentials is its
-`Destination` (shared/notifications/subscriptions/destinations.py: the api checks subscriptions with it too; None for
-Slack and webhooks, whose requests go to `url`). HTTP channels go through the notifier's one HTTP client (the address
-guard at connect time, retries, Retry-After, circuit breakers, dead letters, X-Lagwatch-* headers and signing, all
-in messages.py and delivery.py); `email` builds a `Mail` that the same delivery loop sends over SMTP.
-"""
+"""Every destination type is one module here, behind one small interface: a `Channel` says what it sends by default
+for a `Notification` (`body`; a `body-template` replaces it for every type), and whether that goes out as a mail
+(`mail`). A type's options, endpoint and credentials are its `Destination` (shared/notifications/subscriptions/
+destinations.py; None for Slack and webhooks: `url`). What each sends: docs/webhooks.md#what-is-sent."""
 
 from __future__ import annotations
 

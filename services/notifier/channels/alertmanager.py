@@ -1,21 +1,9 @@
-"""`alertmanager`: alerts POSTed to an Alertmanager's `/api/v2/alerts`, so its receivers, routing, grouping,
-inhibition and silences serve lagwatch's incidents.
+"""`alertmanager`: alerts POSTed to an Alertmanager's `/api/v2/alerts` (docs/webhooks.md#other-destinations).
 
-* open, update and repeat send the alert firing (`startsAt` = when the incident began) with an `endsAt` ahead, as
-  Prometheus does: three `send-interval`s ahead with repeats (if lagwatch stops sending, Alertmanager resolves the
-  alert by itself), a day ahead without (no `resolve_timeout` resolves an incident still open); close sends it
-  resolved (`endsAt` = when the group was OK or gone again).
-* labels: `alertname` (`KafkaConsumerGroupStatus`, or `KafkaConsumerLagSeconds` for a lag-seconds threshold),
-  `cluster`, `group`, `status` (WARN or ERR; ABOVE for a lag threshold), `severity` (warning, or critical for ERR),
-  `subscription` (the subscription's id: another subscription sending to the same Alertmanager keeps its own
-  alert; receiver_identity.py) and, for a lag threshold, `threshold`. Alertmanager names an alert by its labels,
-  so a WARN -> ERR update fires the ERR alert and resolves the WARN one in the same request, and a close resolves
-  both (the receiver's resolved notification may list the one never fired as resolved too).
-* annotations: `summary`, `description` (the facts and worst partitions), `incident_id` and, with
-  `notifier.dashboard-url`, `dashboard`; `generatorURL` links the dashboard too.
-
-Option: `url`, the Alertmanager's base URL (`http://alertmanager:9093`; a URL already ending in `/api/v2/alerts`
-is used as it is).
+Alertmanager names an alert by its labels: a WARN -> ERR update fires the ERR alert and resolves the WARN one in the
+same request, a close resolves both, and the `subscription` label keeps two subscriptions' alerts apart
+(receiver_identity.py). A firing alert's `endsAt` lies ahead, as Prometheus sets it, so that Alertmanager resolves
+it by itself should lagwatch stop sending repeats.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
-"""`email`: a plain-text mail per notification, over SMTP with STARTTLS and AUTH (aiosmtplib).
+"""`email`: a plain-text mail per notification, over SMTP with STARTTLS and AUTH (aiosmtplib;
+docs/webhooks.md#other-destinations).
 
-Plain text only (no HTML part, so no markup for a name to inject). The subject, a header, is one line: the names
-it quotes have their control characters escaped (`shared/runtime/printable.py`), so a group named "x\\r\\nBcc: ..." adds
-no header and is still notified about; the default text's lines likewise.
-
-Options: `smtp-host`, `smtp-port` (587; 465 means implicit TLS), `from`, `to` (a list), `username` and `password`
-(AUTH; the password is masked in api answers), `starttls` (default true: the connection is upgraded, and the
-server's certificate checked against the system's CAs (SSL_CERT_FILE) and `extra-ca`'s, before anything else is
-said; a `username` needs it). `timeout` and `noverify` apply as for https. `body-template` replaces the text;
-the subject is the notification's title. The mail carries the X-Lagwatch-* headers of a webhook request and,
-with a `secret`, X-Lagwatch-Signature over its text with LF line ends.
-
-The SMTP host is judged by the address guard like a webhook's: when the subscription is created (every address
-its name resolves to) and when connecting — the name is resolved here, disallowed addresses dropped, and the
-socket connected to an allowed one is handed to aiosmtplib, so DNS rebinding cannot move it.
-Retries: connection failures, timeouts and 4xx replies are retried (the circuit breaker counts the first two);
-5xx replies (a refused recipient, failed AUTH) are dead-lettered at once.
+Plain text only, so no markup for a name to inject; the subject's names have their control characters escaped, so a
+group named "x\\r\\nBcc: ..." adds no header. The SMTP host is resolved here and judged by the address guard, and
+the socket connected to an allowed address is handed to aiosmtplib, so DNS rebinding cannot move it. Connection
+failures, timeouts and 4xx replies are retried (the breaker counts the first two); 5xx replies are dead-lettered.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""`msteams`: a Microsoft Teams channel through a Workflows webhook ("When a Teams webhook request is received",
-Power Automate), which posts the Adaptive Card it is sent: a title coloured by status, the facts as a FactSet,
-the worst partitions, and a button to `notifier.dashboard-url`. (Office 365 connectors, the older incoming
-webhooks, are retired by Microsoft; Workflows take the same `message` envelope.)
-
-Option: `url`, the workflow's HTTP POST URL (its `sig=` query is a credential: masked in api answers, never logged).
-"""
+"""`msteams`: an Adaptive Card posted through a Teams Workflows webhook (docs/webhooks.md#other-destinations; the
+retired Office 365 connectors took the same `message` envelope). The workflow URL's `sig=` query is a credential."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""`pagerduty`: PagerDuty's Events API v2 — open, update and repeat `trigger` an alert, close `resolve`s it; the
-`dedup_key` is lagwatch's incident id and the subscription's (`<incident id>/<subscription id>`;
-receiver_identity.py), so repeats and updates land on the same PagerDuty incident, the close resolves it, and
-another subscription sending to the same service resolves only its own.
-
-Options: `routing-key` (the integration key; masked in api answers), `url` (default: the Events API,
-https://events.pagerduty.com/v2/enqueue — a PagerDuty-compatible endpoint, or a test server, otherwise).
-Severity: critical for ERR, warning for WARN and lag-seconds thresholds; `source` is the cluster, `component` the
-group, and `custom_details` the facts and the worst partitions.
-"""
+"""`pagerduty`: PagerDuty's Events API v2 (docs/webhooks.md#other-destinations): open, update and repeat `trigger`,
+close `resolve`s, with one `dedup_key` per incident and subscription (receiver_identity.py)."""
 
 from __future__ import annotations
 

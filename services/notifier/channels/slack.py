@@ -1,13 +1,6 @@
-"""`slack`: an incoming-webhook POST of a Block Kit message: a header with the status emoji, the group, cluster,
-status change, total lag, partitions not OK and the incident's age as section fields, and — in an attachment
-coloured by status — the worst partitions, the incident id and a button to `notifier.dashboard-url`. A close says
-the group is OK (or gone) again and how long the incident lasted. Events that carry lagwatch's velocity and
-explanation add "Catches up in" (or "never at this rate", with the lag's growth) and "Why". A lag-threshold event
-gets the same layout: "Lag above 300 s" / "Still above" / "Back under", how far behind, the threshold, Burrow's
-status of the group and the partitions over the threshold.
-
-Option: `url`, the incoming webhook's URL (a credential: masked in api answers, never logged).
-"""
+"""`slack`: an incoming-webhook POST of a Block Kit message (docs/webhooks.md#slack): the facts as section fields and,
+in an attachment coloured by status, the worst partitions, the incident and a button to `notifier.dashboard-url`.
+The webhook's URL is a credential: masked in api answers, never logged."""
 
 from __future__ import annotations
 

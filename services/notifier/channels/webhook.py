@@ -1,6 +1,5 @@
-"""`webhook`: the event exactly as on its topic (a status-change or lag-threshold event, the bytes the evaluator
-publishes), POSTed to `url` — or the subscription's `body-template`, and its `url-template`. Burrow's HTTP notifier
-options apply: closes (close, lag-close) go to `url-close` with `method-close` when set, `username` adds basic auth."""
+"""`webhook`: the event exactly as on its topic, POSTed to `url` (docs/webhooks.md#webhooks); Burrow's HTTP notifier
+options (`url-close`, `method-close`, `username`) apply as messages.py says."""
 
 from __future__ import annotations
 
