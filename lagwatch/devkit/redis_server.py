@@ -15,23 +15,25 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
 from lagwatch.devkit.ports import free_port
 from lagwatch.devkit.processes import log_tail
 
-__all__ = ["RedisServer", "RedisServerError", "find_redis_server"]
-
 _FALLBACK_DIRS = ("/usr/sbin", "/usr/bin", "/usr/local/bin")
 LOG_FILE_NAME = "redis.log"
+STARTUP_TIMEOUT_S = 10.0
 
 
 class RedisServerError(RuntimeError):
@@ -58,26 +60,6 @@ def find_redis_server() -> Path:
     )
 
 
-def _read_bulk(sock: socket.socket) -> bytes | None:
-    """Read one RESP bulk-string reply; None for anything else (e.g. `-LOADING` during AOF replay)."""
-    buf = b""
-    while b"\r\n" not in buf:
-        chunk = sock.recv(4096)
-        if not chunk:
-            return None
-        buf += chunk
-    head, _, body = buf.partition(b"\r\n")
-    if not head.startswith(b"$"):
-        return None
-    size = int(head[1:])
-    while len(body) < size:
-        chunk = sock.recv(4096)
-        if not chunk:
-            return None
-        body += chunk
-    return body[:size]
-
-
 def _serving_pid(port: int, timeout: float = 0.5) -> int | None:
     """PID of the Redis answering on `port`, or None if none is ready yet.
 
@@ -86,20 +68,21 @@ def _serving_pid(port: int, timeout: float = 0.5) -> int | None:
     the server still loads its AOF, when every other command is refused with -LOADING: a server
     whose `loading` is not 0 is not ready yet.
     """
+    # No retries (a server not up yet is an answer), no CLIENT SETINFO (refused while loading).
+    client = redis.Redis(
+        port=port,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 0),
+        lib_name=None,
+        lib_version=None,
+    )
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-            sock.sendall(b"INFO\r\n")
-            info = _read_bulk(sock)
-    except (OSError, ValueError):
+        with client:
+            info = client.info()
+    except (redis.RedisError, OSError):
         return None
-    fields = dict(line.split(b":", 1) for line in (info or b"").splitlines() if b":" in line)
-    if fields.get(b"loading", b"1").strip() != b"0" or b"process_id" not in fields:
-        return None
-    return int(fields[b"process_id"])
-
-
-def _flags(options: Mapping[str, object]) -> list[str]:
-    return [arg for name, value in options.items() for arg in (f"--{name}", str(value))]
+    return None if info.get("loading", 1) != 0 or "process_id" not in info else int(info["process_id"])
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -123,16 +106,12 @@ class RedisServer:
         port: int | None = None,
         dir: Path | None = None,
         appendonly: bool = False,
-        appendfsync: str = "everysec",
         extra_args: Sequence[str] = (),
-        startup_timeout: float = 10.0,
     ) -> None:
         self._requested_port = port
         self._port: int | None = port
         self.appendonly = appendonly
-        self.appendfsync = appendfsync
         self.extra_args = tuple(extra_args)
-        self.startup_timeout = startup_timeout
         self._proc: subprocess.Popen[bytes] | None = None
         self._proc_finalizer: weakref.finalize | None = None
         if dir is None:
@@ -143,8 +122,6 @@ class RedisServer:
         else:
             self.dir = Path(dir)
             self._dir_finalizer = None
-
-    # -- properties ----------------------------------------------------------------------------
 
     @property
     def port(self) -> int:
@@ -168,8 +145,6 @@ class RedisServer:
     def log_file(self) -> Path:
         return self.dir / LOG_FILE_NAME
 
-    # -- lifecycle -----------------------------------------------------------------------------
-
     def start(self) -> None:
         """Start the server and wait until it answers (as itself); a no-op if it is running."""
         if self.running:
@@ -190,24 +165,20 @@ class RedisServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop gracefully (SIGTERM: AOF is flushed and fsynced), SIGKILL after `timeout`."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
+        if self._proc is not None and self._proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
+                self._proc.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout)
-        # Also sweeps AOF-rewrite children that could outlive a killed server.
-        _kill_group(proc)
-        self._detach_finalizer()
+                self._proc.wait(timeout)
+        self.kill()  # also sweeps AOF-rewrite children that could outlive a killed server
 
     def kill(self) -> None:
         """Crash the server (SIGKILL): writes not yet fsynced to the AOF may be lost."""
         proc, self._proc = self._proc, None
         if proc is not None:
             _kill_group(proc)
-        self._detach_finalizer()
+        if self._proc_finalizer is not None:
+            self._proc_finalizer.detach()
 
     def restart(self) -> None:
         """Stop and start again on the same port and directory."""
@@ -232,13 +203,12 @@ class RedisServer:
     def __repr__(self) -> str:
         return f"RedisServer(port={self._port}, dir={str(self.dir)!r}, running={self.running})"
 
-    # -- internals -----------------------------------------------------------------------------
-
     def _command(self) -> list[str]:
         options = {"port": self.port, "bind": "127.0.0.1", "dir": self.dir, "logfile": self.log_file,
                    "daemonize": "no", "save": "", "appendonly": "yes" if self.appendonly else "no",
-                   "appendfsync": self.appendfsync}  # fmt: skip
-        return [str(find_redis_server()), *_flags(options), *self.extra_args]
+                   "appendfsync": "everysec"}  # fmt: skip
+        flags = [arg for name, value in options.items() for arg in (f"--{name}", str(value))]
+        return [str(find_redis_server()), *flags, *self.extra_args]
 
     def _launch(self) -> None:
         command = self._command()
@@ -262,22 +232,13 @@ class RedisServer:
             raise
 
     def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RedisServerError(
-                    f"redis-server exited with code {proc.returncode} on port {self.port}; "
-                    f"log tail ({self.log_file}):\n{log_tail(self.log_file, 20)}"
-                )
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while proc.poll() is None and time.monotonic() < deadline:
             if _serving_pid(self.port) == proc.pid:
                 return
             time.sleep(0.02)
-        raise RedisServerError(
-            f"redis-server on port {self.port} not ready after {self.startup_timeout}s; "
-            f"log tail ({self.log_file}):\n{log_tail(self.log_file, 20)}"
-        )
-
-    def _detach_finalizer(self) -> None:
-        if self._proc_finalizer is not None:
-            self._proc_finalizer.detach()
-            self._proc_finalizer = None
+        if proc.returncode is None:
+            what = f"on port {self.port} not ready after {STARTUP_TIMEOUT_S}s"
+        else:
+            what = f"exited with code {proc.returncode} on port {self.port}"
+        raise RedisServerError(f"redis-server {what}; log tail ({self.log_file}):\n{log_tail(self.log_file, 20)}")
