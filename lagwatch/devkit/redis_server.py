@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self, cast
 
 import redis
 from redis.backoff import NoBackoff
@@ -79,7 +79,7 @@ def _serving_pid(port: int, timeout: float = 0.5) -> int | None:
     )
     try:
         with client:
-            info = client.info()
+            info = cast(dict[str, Any], client.info())  # the sync client's (redis-py types both clients' as one)
     except (redis.RedisError, OSError):
         return None
     return None if info.get("loading", 1) != 0 or "process_id" not in info else int(info["process_id"])
