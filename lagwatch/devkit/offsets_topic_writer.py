@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
@@ -71,41 +72,23 @@ def member(
 
 
 class OffsetsTopicWriter:
-    """Async producer of coordinator records. Each write returns the record's offset in its partition."""
+    """Async producer of coordinator records (`async with`). Each write returns the record's offset in its partition."""
 
-    def __init__(
-        self,
-        bootstrap: str,
-        *,
-        topic: str = OFFSETS_TOPIC,
-        partitions: int = DEFAULT_PARTITIONS,
-        value_version: int = 3,
-        metadata_version: int = 3,
-    ) -> None:
-        self.topic = topic
-        self.partitions = partitions
-        self.value_version = value_version
-        self.metadata_version = metadata_version
+    def __init__(self, bootstrap: str) -> None:
         self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2)
 
-    async def start(self) -> None:
-        await self._producer.start()
-
-    async def stop(self) -> None:
-        await self._producer.stop()
-
     async def __aenter__(self) -> OffsetsTopicWriter:
-        await self.start()
+        await self._producer.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+        await self._producer.stop()
 
     def partition_for(self, group: str) -> int:
-        return offsets_partition_for(group, self.partitions)
+        return offsets_partition_for(group)
 
-    async def commit(self, group: str, topic: str, partition: int, offset: int, **kw: object) -> int:
-        return (await self.commits([OffsetCommitSpec(group, topic, partition, offset, **kw)]))[0]  # type: ignore[arg-type]
+    async def commit(self, group: str, topic: str, partition: int, offset: int, **kw: Any) -> int:
+        return (await self.commits([OffsetCommitSpec(group, topic, partition, offset, **kw)]))[0]
 
     async def commits(self, specs: Sequence[OffsetCommitSpec]) -> list[int]:
         """Write many offset commits at once; returns their offsets (the `order` lagwatch will see)."""
@@ -113,9 +96,7 @@ class OffsetsTopicWriter:
         for s in specs:
             ts = s.timestamp if s.timestamp is not None else now_ms()
             key = encoders.encode_offset_commit_key(s.group, s.topic, s.partition)
-            value = encoders.encode_offset_commit_value(
-                s.offset, ts, metadata=s.metadata, leader_epoch=s.leader_epoch, version=self.value_version
-            )
+            value = encoders.encode_offset_commit_value(s.offset, ts, metadata=s.metadata, leader_epoch=s.leader_epoch)
             futures.append(await self._send(s.group, key, value, ts))
         return [(await f).offset for f in futures]
 
@@ -138,20 +119,18 @@ class OffsetsTopicWriter:
             leader=leader if leader is not None else (members[0].member_id if members else None),
             members=members,
             current_state_timestamp=now,
-            version=self.metadata_version,
         )
-        return (await (await self._send(group, encoders.encode_group_metadata_key(group), value, now))).offset
+        return await self.raw(group, encoders.encode_group_metadata_key(group), value, now)
 
     async def delete_group(self, group: str) -> int:
         """A group-metadata tombstone: what the coordinator writes when a group is deleted."""
-        now = now_ms()
-        return (await (await self._send(group, encoders.encode_group_metadata_key(group), None, now))).offset
+        return await self.raw(group, encoders.encode_group_metadata_key(group), None)
 
-    async def raw(self, group: str, key: bytes, value: bytes | None) -> int:
+    async def raw(self, group: str, key: bytes, value: bytes | None, ts: int | None = None) -> int:
         """Any bytes, into the group's partition (for malformed-record tests)."""
-        return (await (await self._send(group, key, value, now_ms()))).offset
+        return (await (await self._send(group, key, value, now_ms() if ts is None else ts))).offset
 
     async def _send(self, group: str, key: bytes, value: bytes | None, ts: int) -> asyncio.Future:
         return await self._producer.send(
-            self.topic, key=key, value=value, partition=self.partition_for(group), timestamp_ms=ts
+            OFFSETS_TOPIC, key=key, value=value, partition=offsets_partition_for(group), timestamp_ms=ts
         )
