@@ -1,20 +1,12 @@
 """The lag-threshold event: what the evaluator publishes on the lag-threshold topic (`lagwatch.lag-thresholds`) when a
 consumer group crosses a threshold some subscription asked for — lagwatch's own rules, beside Burrow's. Schema:
-`schemas/lag_threshold_event.json`; documented in docs/status-topic.md. Three alerts (`alert`) share the path:
+`schemas/lag_threshold_event.json`; its alerts (`lag-seconds`, `data-loss-risk`, `messages-skipped`), fields and
+Kafka key: docs/status-topic.md.
 
-* `lag-seconds` (`lag-seconds-threshold`): over when the group's max lag in seconds is over the threshold;
-* `data-loss-risk` (`retention-risk-threshold`): over when the time until retention deletes the group's oldest
-  unconsumed message (shared/statuses/retention.py) is under the threshold;
-* `messages-skipped` (with any `retention-risk-threshold`; no threshold of its own, 0): over while retention has
-  deleted messages the group never consumed (a committed offset below the log start); the open says how many.
-
-* One event per crossing of one threshold: `above` true when the group went over it (into the alert), false
-  when it came back (or the group is gone, or no subscription uses the threshold any more: `reason`).
-* `seq` counts the crossings of (cluster, group, alert, threshold): odd events go over, even ones come back under.
-  `event_id` is deterministic for (cluster, group, threshold, seq), so a redelivered event can be dropped.
-* `incident_id` is set by the event going over and carried by the one coming back under.
-* A topic of its own, so consumers of the status topic see exactly the events they always did.
-* Kafka record key: `<cluster>/<group>` (`status_event.record_key`), so one group's crossings stay in order.
+One event per crossing of one threshold: `seq` counts the crossings of (cluster, group, alert, threshold), odd events
+go over (`above`), even ones come back under; `event_id` is deterministic for them, and `incident_id` is set by the
+event going over and carried by the one coming back under. A topic of its own, so consumers of the status topic see
+exactly the events they always did.
 """
 
 from __future__ import annotations

@@ -1,31 +1,14 @@
 """Where lagwatch may send requests: one guard against server-side request forgery (SSRF), for the subscriptions of
-the configuration file and of the api alike, and for every connection the notifier's HTTP client opens.
+the configuration file and of the api alike, and for every connection the notifier's HTTP client opens. What it
+refuses: docs/webhooks.md, "Which URLs are allowed".
 
-The host is judged as the HTTP client connects to it, never as typed:
-
-* it is parsed by yarl, the URL library of aiohttp (the client), so Unicode is normalised (NFKC and IDNA) first:
-  127.0.0.1 written in full-width digits, with ideographic full stops or in circled digits is 127.0.0.1 here, as
-  it is for the client;
-* numeric IPv4 spellings are read as the resolver reads them (`2130706433`, `0x7f.1`, `127.1`: 127.0.0.1);
-* a host name must be letters, digits, `-`, `_` and dots once normalised.
-
-Then:
-
-* http and https only, with a host;
-* never link-local addresses (169.254.0.0/16, fe80::/10) or cloud metadata endpoints (169.254.169.254,
-  fd00:ec2::254, metadata.google.internal, ...);
-* never addresses that are not global unicast: unspecified, multicast, reserved, documentation and benchmarking
-  ranges (198.18.0.0/15), IETF protocol assignments (192.0.0.0/24), and IPv6 ranges that carry an IPv4 address
-  to an unknown place — IPv4-compatible `::a.b.c.d`, IPv4-translated `::ffff:0:a.b.c.d`, NAT64 (64:ff9b::/96,
-  64:ff9b:1::/48), 6to4 (2002::/16), Teredo (2001::/32); IPv4-mapped `::ffff:a.b.c.d` is judged as its IPv4;
-* private addresses (10/8, 172.16/12, 192.168/16, 127/8, 100.64/10, ::1, fc00::/7) only when
-  `notifier.allow-private-targets` is true.
-
-`check_url` runs when a subscription is created or changed (resolving a host name: every address it resolves to
-must be allowed); `check_url_static` (no lookup) when the configuration file is loaded and before every request.
-At connect time the HTTP client uses `GuardedResolver` (drops disallowed addresses of a name, so a name that later
-resolves elsewhere — DNS rebinding — is caught) and `guarded_socket_factory`, which checks the very address each
-socket is about to connect to, IP literals included (aiohttp does not resolve those).
+The host is judged as the HTTP client connects to it, never as typed: parsed by yarl (aiohttp's URL library), so
+Unicode look-alikes are normalised (NFKC and IDNA) as for the client, and numeric IPv4 spellings (`0x7f.1`) are read
+as the resolver reads them. `check_url` runs when a subscription is created or changed (every address a host name
+resolves to must be allowed); `check_url_static` (no lookup) when the configuration file is loaded and before every
+request. At connect time the HTTP client uses `GuardedResolver` (so a name that later resolves elsewhere — DNS
+rebinding — is caught) and `guarded_socket_factory`, which checks the very address each socket is about to connect
+to, IP literals included (aiohttp does not resolve those).
 """
 
 from __future__ import annotations
@@ -142,22 +125,21 @@ def address_problem(address: str | IPAddress, *, allow_private: bool) -> str | N
     return None
 
 
-def check_url_static(url: str, *, allow_private: bool) -> str:
-    """Scheme, host name and literal addresses, without a DNS lookup; returns the normalised host."""
+def check_url_static(url: str, *, allow_private: bool) -> Target:
+    """Scheme, host name and literal addresses, without a DNS lookup; returns the parsed target."""
     target = parse_target(url)
     if target.host in METADATA_HOSTS:
         raise TargetError(f"{target.host} is a cloud metadata endpoint")
-    if target.ip is not None:
-        problem = address_problem(target.ip, allow_private=allow_private)
-        if problem:
-            raise TargetError(problem)
-    return target.host
+    problem = address_problem(target.ip, allow_private=allow_private) if target.ip is not None else None
+    if problem:
+        raise TargetError(problem)
+    return target
 
 
 async def check_url(url: str, *, allow_private: bool, resolve: bool = True) -> None:
     """Raise TargetError when lagwatch must not call `url`; resolves a host name and checks every address."""
-    host = check_url_static(url, allow_private=allow_private)
-    target = parse_target(url)
+    target = check_url_static(url, allow_private=allow_private)
+    host = target.host
     if target.ip is not None or not resolve:
         return
     try:

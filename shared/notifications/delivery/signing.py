@@ -1,23 +1,9 @@
-"""Webhook request signatures: what the notifier sends and how a receiver checks it (docs/webhooks.md).
+"""Webhook request signatures: what the notifier sends and how a receiver checks it (docs/webhooks.md, the headers
+and `SignatureError` codes).
 
-Every webhook request carries::
-
-    X-Lagwatch-Event-Id:     <id>            dedupe key: the same notification always has the same id
-    X-Lagwatch-Notification: <kind>          open, update, repeat, close, status, lag-open, lag-repeat, lag-close
-    X-Lagwatch-Timestamp:    <unix seconds>  when this attempt was signed
-    X-Lagwatch-Signature:    v2=<hex>        (only when the subscription has a secret)
-
-where the signature is HMAC-SHA256(secret, f"{timestamp}\n{event_id}\n{kind}\n" + body): everything a receiver
-acts on. A receiver that refuses old timestamps (`tolerance_s`) and remembers the event ids it has seen for that
-long rejects replays of a captured request, and a captured request re-sent with another event id or kind no longer
-verifies. (v1, lagwatch's first scheme, signed only the timestamp and body; it is neither sent nor accepted.)
-
-`verify_signature` (or `verify_request`, which reads the headers) raises `SignatureError` with one of these `code`s:
-
-* `malformed` — the timestamp is not an integer, or the signature is not `v2=<64 hex digits>` (several
-  comma-separated values are allowed, for secret rotation: one matching `v2` value is enough)
-* `stale_timestamp` — the timestamp is further than `tolerance_s` from now (either direction)
-* `bad_signature` — no value matches: wrong secret, or the body, timestamp, event id or kind was altered
+The signature is HMAC-SHA256(secret, f"{timestamp}\n{event_id}\n{kind}\n" + body): everything a receiver acts on,
+so a captured request re-sent with another event id or kind no longer verifies, and a receiver that refuses old
+timestamps (`tolerance_s`) and remembers the event ids it saw for that long rejects replays.
 """
 
 from __future__ import annotations

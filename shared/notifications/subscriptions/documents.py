@@ -18,12 +18,16 @@ READ_ONLY = frozenset({"source"})  # api output only
 TEMPLATES = ("body_template", "url_template")
 
 
-class SubscriptionInvalid(ValueError):
-    """Validation failed; `errors` maps field names to problems."""
+class DocumentInvalid(ValueError):
+    """An api document refused; `errors` maps field names to problems."""
 
     def __init__(self, errors: Mapping[str, str]) -> None:
         super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
         self.errors = dict(errors)
+
+
+class SubscriptionInvalid(DocumentInvalid):
+    """A subscription refused."""
 
 
 def kebab(doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,21 +1,9 @@
-"""When a subscription is told about a status-change event: Burrow's notifier rules, as pure functions.
+"""When a subscription is told about a status-change event: Burrow's notifier rules (`threshold`, `send-close`,
+`send-once`, `send-interval`), as pure functions; the kinds they send are docs/webhooks.md's table.
 
-Burrow's coordinator decides per notifier module and evaluation; lagwatch decides per subscription and
-status-change event (the evaluator publishes one event per transition), plus a timer for `send-interval`:
-
-* `threshold` (default WARN; statuses order NOTFOUND < OK < WARN < ERR): an event whose status is at or above it
-  notifies. The first such event of an incident is an **open** notification.
-* later events of the same incident at or above the threshold (WARN -> ERR, ERR -> WARN with threshold WARN)
-  notify as **update**, unless `send-once` (one notification per incident).
-* `send-close`: when the group is quiet again (OK or NOTFOUND) after an open notification, a **close**
-  notification. Burrow sends a close for any incident it saw; lagwatch only closes what it opened for this
-  subscription (an incident that never reached the threshold was never announced, so nothing is closed).
-* `send-interval` > 0: while an announced incident stays at or above the threshold, a **repeat** every interval
-  (no new event arrives while a group stays bad: the notifier's timer asks `repeat_due`). Never with `send-once`.
-* a threshold of OK asks for every transition, as in Burrow: quiet (OK) events that are not a close then notify
-  as **status**. NOTFOUND (the group is gone) only ever closes an incident: Burrow never notifies it.
-
-The state kept per (subscription, cluster/group) is an `IncidentState`: the incident announced to this
+Burrow decides per notifier module and evaluation; lagwatch per subscription and status-change event, plus a timer
+for repeats (no event arrives while a group stays bad). Unlike Burrow, lagwatch closes only what it opened for this
+subscription. The state kept per (subscription, cluster/group) is an `IncidentState`: the incident announced to this
 subscription, and the latest event of the group (for repeats and templates). No state = nothing announced.
 """
 

@@ -1,28 +1,24 @@
 """Silences (maintenance windows): what the api writes and the notifier reads, at the Redis keys
-`lw:n:{notify}:silences` and `lw:n:{notify}:silences-version` (shared/protocol/keys.py) — the two never import
-each other.
-
-A silence has `matchers` (every one must match): `{"name": "cluster" | "group" | "topic", "value": "...",
-"regex": false}` — `value` equal to the name, or with `"regex": true` a regex (RE2 syntax, as Burrow's) matching the
-whole name; a `topic` matcher matches a notification whose partitions not OK (over a lag threshold) are all on
-matching topics. It holds from `starts-at` to `ends-at` (epoch seconds); `reason` and `created-by` say why and
-who. Ending one early (DELETE) sets its `ends-at` to now; silences over for `RETENTION_S` are dropped.
-
-What a silence does to notifications: services/notifier/holds.py.
+`lw:n:{notify}:silences` and `lw:n:{notify}:silences-version` — the two never import each other. A silence's
+matchers and times: docs/webhooks.md, "Silences and hold-for"; what it does to notifications:
+services/notifier/holds.py. Ending one early (DELETE) sets its `ends-at` to now; silences over for `RETENTION_S` are
+dropped.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import re2
 from redis.asyncio import Redis
 
+from lagwatch.shared.notifications.subscriptions.documents import DocumentInvalid
 from lagwatch.shared.notifications.subscriptions.notification_policy import Event
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.redis_client import reply
@@ -39,12 +35,8 @@ _RE2 = re2.Options()
 _RE2.log_errors = False
 
 
-class SilenceInvalid(ValueError):
-    """`errors` maps field names to problems."""
-
-    def __init__(self, errors: Mapping[str, str]) -> None:
-        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
-        self.errors = dict(errors)
+class SilenceInvalid(DocumentInvalid):
+    """A silence refused."""
 
 
 @dataclass(frozen=True)
@@ -59,19 +51,12 @@ class Matcher:
         return _compiled(self.value).fullmatch(text) is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "value": self.value, "regex": self.regex}
+        return asdict(self)
 
 
-_PATTERNS: dict[str, Any] = {}
-
-
+@functools.lru_cache(maxsize=4 * MAX_SILENCES)
 def _compiled(pattern: str) -> Any:
-    found = _PATTERNS.get(pattern)
-    if found is None:
-        if len(_PATTERNS) > 4 * MAX_SILENCES:
-            _PATTERNS.clear()
-        found = _PATTERNS[pattern] = re2.compile(pattern, options=_RE2)
-    return found
+    return re2.compile(pattern, options=_RE2)
 
 
 @dataclass(frozen=True)
@@ -101,15 +86,8 @@ class Silence:
         return True
 
     def to_json(self, now: float | None = None) -> dict[str, Any]:
-        doc = {
-            "id": self.id,
-            "matchers": [m.to_json() for m in self.matchers],
-            "starts-at": self.starts_at,
-            "ends-at": self.ends_at,
-            "reason": self.reason,
-            "created-by": self.created_by,
-            "created-at": self.created_at,
-        }
+        doc = {name.replace("_", "-"): value for name, value in vars(self).items()}
+        doc["matchers"] = [m.to_json() for m in self.matchers]
         if now is not None:
             doc["state"] = self.state(now)
         return doc
@@ -280,15 +258,7 @@ class SilenceStore:
         if silence is None:
             return None
         if silence.ends_at > now:
-            silence = Silence(
-                silence.id,
-                silence.matchers,
-                min(silence.starts_at, now),
-                now,
-                silence.reason,
-                silence.created_by,
-                silence.created_at,
-            )
+            silence = replace(silence, starts_at=min(silence.starts_at, now), ends_at=now)
             await self.put(silence, now)
         return silence
 

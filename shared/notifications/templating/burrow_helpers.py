@@ -1,15 +1,6 @@
-"""Burrow's template helpers and names, for templates ported from Burrow's notifier line by line.
-
-Burrow renders Go text/templates with `.Cluster`, `.Group`, `.ID`, `.Start`, `.Extras` and `.Result` (a
-ConsumerGroupStatus) and the helpers `jsonencoder`, `topicsbystatus`, `partitioncounts`, `add`, `minus`,
-`multiply`, `divide`, `maxlag` and `formattimestamp`. Our Jinja2 templates get the same names (`burrow_names`)
-and helpers (each a global function and a filter): `{{.Result.TotalLag}}` becomes `{{ Result.TotalLag }}`,
-`{{.Result.Partitions | jsonencoder}}` becomes `{{ Result.Partitions | jsonencoder }}`.
-
-Differences that stay: statuses are names (`Result.Status == "WARN"` where Go compared with 2: the names are what
-Go prints), `Start` is epoch milliseconds (`formattimestamp(Start, "2006-01-02")` where Go wrote
-`.Start.Format "2006-01-02"`), times are UTC (Burrow used the host's zone), and a partition's `Start`/`End` carry
-the `Offset` only (the event has no timestamps or lags for them).
+"""Burrow's template names (`burrow_names`: `.Cluster`, `.Group`, `.ID`, `.Start`, `.Extras`, `.Result`) and helpers
+(`HELPERS`, each a global function and a filter), for templates ported from Burrow's notifier line by line:
+`{{.Result.TotalLag}}` becomes `{{ Result.TotalLag }}`. What differs from Go's: docs/webhooks.md.
 """
 
 from __future__ import annotations
@@ -21,7 +12,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 INT64 = 1 << 64
-STATUS_CODES = {"NOTFOUND": 0, "OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}  # Burrow's order
 COUNTED = ("warn", "stop", "stall", "rewind")  # partitioncounts' keys besides "unknown"; OK is not counted
 
 
@@ -184,15 +174,8 @@ def formattimestamp(timestamp_ms: int | float | None, layout: str) -> str:
 
 
 HELPERS = {
-    "jsonencoder": jsonencoder,
-    "topicsbystatus": topicsbystatus,
-    "partitioncounts": partitioncounts,
-    "add": add,
-    "minus": minus,
-    "multiply": multiply,
-    "divide": divide,
-    "maxlag": maxlag,
-    "formattimestamp": formattimestamp,
+    f.__name__: f
+    for f in (jsonencoder, topicsbystatus, partitioncounts, add, minus, multiply, divide, maxlag, formattimestamp)
 }
 
 

@@ -1,22 +1,11 @@
-"""Body and URL templates: Jinja2 in its sandbox (`ImmutableSandboxedEnvironment`).
+"""Body and URL templates: Jinja2 in its sandbox (`ImmutableSandboxedEnvironment`), with the names and helpers
+docs/webhooks.md lists (Burrow's among them: burrow_helpers.py).
 
-A template sees (docs/webhooks.md lists them with examples):
-
-* `event` — the status-change event (docs/status-topic.md), `incident` — `{id, started_at, duration_s}`,
-  `notification` — `{kind, subscription_id, id, attempt}`, `extras` — the subscription's extras,
-  `dashboard_url` — `notifier.dashboard-url`;
-* helpers: `format_ts(ms, fmt="%Y-%m-%d %H:%M:%S UTC")`, `duration(seconds)` ("1h 5m"),
-  `partitions_by_status(event)` ({status: [partition, ...]}), `worst_partition(event)` and
-  `worst_partition_lag(event)`, and the filter `tojson`;
-* Burrow's names and helpers, so a Burrow template ports line by line (burrow_helpers.py): `Cluster`, `Group`,
-  `ID`, `Start`, `Extras`, `Result`, and `jsonencoder`, `topicsbystatus`, `partitioncounts`, `add`, `minus`,
-  `multiply`, `divide`, `maxlag`, `formattimestamp` as functions and as filters.
-
-The sandbox refuses attribute access to internals (`__class__`, `__globals__`, ...) and calls that mutate data;
-`**` and `*` refuse results over `MAX_INT_BITS` bits or `MAX_OUTPUT_CHARS` items (so they are not evaluated while
-compiling either), and the output is counted while it is produced. Rendering errors (undefined names included:
-`StrictUndefined`) fail the delivery for good. Templates are compiled and rendered only in worker processes, with
-a time and a memory budget (template_worker.py).
+Beyond the sandbox's refusals (internals such as `__class__`, calls that mutate data), `**` and `*` refuse results
+over `MAX_INT_BITS` bits or `MAX_OUTPUT_CHARS` items (so they are not evaluated while compiling either), and the
+output is counted while it is produced. Rendering errors (undefined names included: `StrictUndefined`) fail the
+delivery for good. Templates are compiled and rendered only in worker processes, with a time and a memory budget
+(template_worker.py).
 """
 
 from __future__ import annotations
@@ -126,14 +115,8 @@ def environment() -> BoundedSandbox:
     env.filters["tojson"] = _tojson
     env.filters.update(burrow_helpers.HELPERS)  # `{{ Result.Partitions | jsonencoder }}`, as Go's pipelines
     env.globals.update(burrow_helpers.HELPERS)  # `{{ maxlag(Result.Maxlag) }}`, as Go's calls
-    env.globals.update(
-        format_ts=format_ts,
-        duration=duration,
-        partitions_by_status=partitions_by_status,
-        worst_partitions=worst_partitions,
-        worst_partition=worst_partition,
-        worst_partition_lag=worst_partition_lag,
-    )
+    helpers = (format_ts, duration, partitions_by_status, worst_partitions, worst_partition, worst_partition_lag)
+    env.globals.update({f.__name__: f for f in helpers})
     return env
 
 
@@ -164,11 +147,9 @@ def render_limited(source: str, context: dict[str, Any], max_chars: int = MAX_OU
             if size > max_chars:
                 raise TemplateProblem(f"template output is over {max_chars} characters")
             parts.append(chunk)
-    except TemplateError as exc:  # SecurityError and UndefinedError are TemplateErrors
-        raise TemplateProblem(f"template failed: {type(exc).__name__}: {exc}") from None
     except (TemplateProblem, MemoryError):
         raise
-    except Exception as exc:  # a helper given a wrong value, a division by zero, ...
+    except Exception as exc:  # SecurityError, UndefinedError, a helper given a wrong value, a division by zero, ...
         raise TemplateProblem(f"template failed: {type(exc).__name__}: {exc}") from None
     return "".join(parts)
 
