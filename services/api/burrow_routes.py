@@ -173,28 +173,19 @@ def consumer_topics(stored: StoredGroup, partition_counts: Mapping[str, int], in
 
 
 def _partition_slot(p: StoredPartition | None, intervals: int) -> dict[str, Any]:
-    if p is None or not p.packed:
-        owner, client_id = (p.owner, p.client_id) if p is not None else ("", "")
-        return {"offsets": [], "owner": owner, "client_id": client_id, "current-lag": 0}
-    ring = p.to_rule_input(intervals).offsets
-    return {
-        "offsets": [e.to_json() if e else None for e in ring],
-        "owner": p.owner,
-        "client_id": p.client_id,
-        "current-lag": p.current_lag,
-    }
+    if p is None:
+        return {"offsets": [], "owner": "", "client_id": "", "current-lag": 0}
+    ring = p.to_rule_input(intervals).offsets if p.packed else []
+    offsets = [e.to_json() if e else None for e in ring]
+    return {"offsets": offsets, "owner": p.owner, "client_id": p.client_id, "current-lag": p.current_lag}
 
 
 @routes.get(named("/v3/kafka/{cluster}/consumer/{group}/status"))
-async def consumer_status(request: web.Request) -> web.Response:
-    cluster, group = request.match_info["cluster"], request.match_info["group"]
-    return await status_answer(request, cluster, group, only_bad_partitions=True)
-
-
 @routes.get(named("/v3/kafka/{cluster}/consumer/{group}/lag"))
-async def consumer_lag(request: web.Request) -> web.Response:
+async def consumer_status(request: web.Request) -> web.Response:
+    """`/status` lists only the partitions not OK, `/lag` every one."""
     cluster, group = request.match_info["cluster"], request.match_info["group"]
-    return await status_answer(request, cluster, group, only_bad_partitions=False)
+    return await status_answer(request, cluster, group, only_bad_partitions=request.path.endswith("/status"))
 
 
 async def status_answer(request: web.Request, cluster: str, group: str, *, only_bad_partitions: bool) -> web.Response:

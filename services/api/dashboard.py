@@ -1,29 +1,15 @@
-"""The dashboard: one page (`/dashboard`, and `/` redirects to it) and the JSON it polls.
+"""The dashboard: one page (`/dashboard`, and `/` redirects to it) and the JSON it polls (docs/dashboard.md):
+`/dashboard/api/overview` (a cluster's worst groups, totals, open incidents, recent changes) and
+`/dashboard/api/group` (a group's status with every partition and its window; POST names it in a JSON body, as a
+group's name may not fit in a URL).
 
-    GET /dashboard                                  the page (HTML; its script and style under /dashboard/assets/)
-    GET /dashboard/api/overview[?cluster=NAME][&limit=N][&q=TEXT][&offset=N][&incident_offset=N]
-                                                    clusters; for one cluster (default: the first) its worst `limit`
-                                                    groups (default 200, at most 2000) whose name holds `q`
-                                                    (case-insensitive) past the `offset` worst of them, totals over
-                                                    all its groups, as many of its open incidents whose group's name
-                                                    holds `q` past the `incident_offset` worst, recent status changes
-    GET /dashboard/api/group/{cluster}/{group}      a group's status with every partition and its window
-    POST /dashboard/api/group                       the same, the group named in a JSON body {"cluster", "group"}:
-                                                    what the page asks, as a group's name may not fit in a URL
+Overview rows are the evaluator's ready results (as /metrics reads them) with lags from the log ends now; a group's
+detail is computed from its windows at request time, as for Burrow's routes.
 
-The overview's rows are the evaluator's ready results (`results_store.py`, the same /metrics reads) with lags from
-the topics' log ends now; a group's detail is computed from its windows at request time, as for Burrow's routes
-(`statuses.py`); open incidents and recent changes are the evaluator's records (`status_store.py`). All of these are
-empty while no evaluator has run.
-
-A cluster can hold 100k groups: ranking them all (status, then total lag) is a second of CPU, so it runs in a thread
-and is shared: requests within `OVERVIEW_REUSE_S` after one finished (and those that arrive while it runs) reuse it
-(`dashboard_cache.py`); `generated_at` says when it was computed. What is shared is the cluster's ranking, not an
-answer: each request picks its `limit` rows matching its `q` from it (milliseconds), and only these rows are decoded
-and have their sparklines read. Keyed by `q` and `limit` instead, every filter typed on a page would rank the whole
-cluster again.
-Like the api's other reads these need no token; the page mutates nothing. It loads no third-party code (the
-machines it runs on may have no internet), and its Content-Security-Policy allows only its own script and style.
+Ranking a cluster of 100k groups is a second of CPU, so it runs in a thread and is shared (`dashboard_cache.py`) for
+`OVERVIEW_REUSE_S`. What is shared is the cluster's ranking, not an answer: each request picks its rows matching its
+`q` from it, and only these are decoded; keyed by `q` instead, every filter typed would rank the whole cluster again.
+The page needs no token, mutates nothing and loads no third-party code (its machines may have no internet).
 """
 
 from __future__ import annotations
@@ -34,7 +20,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
 
 from aiohttp import web
 
@@ -42,7 +27,6 @@ from lagwatch.services.api import statuses
 from lagwatch.services.api.context import CONTEXT, ApiContext
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.services.api.dashboard_data import (
-    GROUP_STATUSES,
     OpenIncidents,
     Ranking,
     TopicPartition,
@@ -116,34 +100,13 @@ async def overview(request: web.Request) -> web.Response:
     context = request.app[CONTEXT]
     clusters = await context.clusters()
     cluster = request.query.get("cluster") or (clusters[0] if clusters else None)
-    body: dict[str, Any] = {
-        "clusters": clusters,
-        "cluster": cluster,
-        "generated_at": now_ms(),
-        "groups": [],
-        "group_count": 0,
-        "status_counts": {s.name: 0 for s in GROUP_STATUSES},
-        "totallag": 0,
-        "matched": 0,
-        "shown": 0,
-        "truncated": False,
-        "limit": page.limit,
-        "offset": page.offset,
-        "q": page.q,
-        "incidents": [],
-        "incident_count": 0,
-        "incident_matched": 0,
-        "incident_offset": page.incident_offset,
-        "incidents_truncated": False,
-        "changes": [],
-        "silences": await _silences(context),
-        "services": {},
-    }
-    if cluster is not None:
+    if cluster is None:
+        shared = _no_cluster()
+    else:
         await context.require_cluster(cluster)
         shared = await request.app[OVERVIEWS].get(cluster, lambda: _cluster_overview(context, cluster))
-        body.update(await _shown(context, cluster, shared, page))
-    return ok(request, "dashboard overview returned", **body)
+    body = await _shown(context, cluster or "", shared, page)  # no cluster: no rows to read
+    return ok(request, "dashboard overview returned", clusters=clusters, cluster=cluster, **body)
 
 
 @routes.get(named("/dashboard/api/group/{cluster}/{group}"))
@@ -153,7 +116,6 @@ async def group(request: web.Request) -> web.Response:
 
 @routes.post("/dashboard/api/group")
 async def group_by_body(request: web.Request) -> web.Response:
-    """The same, the group named in the body (what the page asks): a group's name may not fit in a URL."""
     target = await group_named(request)
     return await _group_answer(request, target.cluster, target.group)
 
@@ -187,8 +149,11 @@ class Page:
 
 
 def _page(request: web.Request) -> Page:
+    q = request.query.get("q", "")
+    if len(q) > MAX_QUERY_CHARS:
+        raise ApiError(400, f"q is longer than {MAX_QUERY_CHARS} characters")
     return Page(
-        _query(request),
+        q,
         _whole_number(request, "limit", DEFAULT_LIMIT, MAX_LIMIT),
         _whole_number(request, "offset", 0, MAX_OFFSET),
         _whole_number(request, "incident_offset", 0, MAX_OFFSET),
@@ -205,17 +170,9 @@ def _whole_number(request: web.Request, name: str, default: int, most: int) -> i
     return int(raw)
 
 
-def _query(request: web.Request) -> str:
-    q = request.query.get("q", "")
-    if len(q) > MAX_QUERY_CHARS:
-        raise ApiError(400, f"q is longer than {MAX_QUERY_CHARS} characters")
-    return q
-
-
 @dataclass(frozen=True, slots=True)
 class ClusterOverview:
-    """What every request for a cluster's overview shares (within `OVERVIEW_REUSE_S`): its groups ranked with their
-    stored results, the log ends their lags were computed from, the open incidents and the recent changes."""
+    """What every request for a cluster's overview shares (within `OVERVIEW_REUSE_S`)."""
 
     generated_at: int
     ranking: Ranking
@@ -227,8 +184,7 @@ class ClusterOverview:
 
 
 async def _cluster_overview(context: ApiContext, cluster: str) -> ClusterOverview:
-    """Every group of the cluster ranked, from the evaluator's ready results and the log ends now. Decoding 100k
-    results is a second of CPU: it runs in a thread, so the event loop keeps answering (`/healthz` above all)."""
+    """Every group of the cluster ranked, in threads: the event loop keeps answering (`/healthz` above all)."""
     now = now_ms()
     history = StatusStore(context.redis, context.config.window().expire_group_ms)
     incidents = await _open_incidents(history, cluster)
@@ -255,8 +211,7 @@ async def _cluster_overview(context: ApiContext, cluster: str) -> ClusterOvervie
 async def _log_ends(
     context: ApiContext, cluster: str, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, int]:
-    """The partitions' latest log ends (known and non-zero), read in slices so that no one reply holds the event
-    loop long."""
+    """The partitions' latest log ends (known and non-zero), read in slices: no one reply holds the event loop long."""
     ends: dict[TopicPartition, int] = {}
     remaining = iter(partitions)
     while wanted := list(itertools.islice(remaining, LOG_ENDS_PER_READ)):
@@ -265,9 +220,15 @@ async def _log_ends(
     return ends
 
 
+def _no_cluster() -> ClusterOverview:
+    """The overview while no cluster is known: nothing in it."""
+    ranking = Ranking.of([])
+    return ClusterOverview(now_ms(), ranking, {}, {}, OpenIncidents.of(ranking, {}), [], {})
+
+
 async def _shown(context: ApiContext, cluster: str, shared: ClusterOverview, page: Page) -> dict:
     """The overview of one request: the page's groups as rows (only these are decoded and have their sparklines
-    read) and its open incidents, with the cluster's totals."""
+    read) and its open incidents (every one reachable, a page at a time), with the cluster's totals."""
     ranking, q, limit, start = shared.ranking, page.q, page.limit, page.offset
     matching = ranking.matching(q)
     passed = sum(1 for _ in itertools.islice(matching, start))
@@ -282,6 +243,7 @@ async def _shown(context: ApiContext, cluster: str, shared: ClusterOverview, pag
             state = shared.incidents.get(group)
             incident = state.incident if state else None
             rows.append(group_row(result, shared.log_ends, sparkline_points(line), now, intervals, incident))
+    incidents = shared.open_incidents.matching(q)
     return {
         "generated_at": shared.generated_at,
         "groups": rows,
@@ -291,28 +253,22 @@ async def _shown(context: ApiContext, cluster: str, shared: ClusterOverview, pag
         "matched": matched,
         "shown": len(rows),
         "truncated": start + len(rows) < matched,  # more groups match past these rows
-        **_incidents_shown(shared, page),
+        "limit": limit,
+        "offset": start,
+        "q": q,
+        "incidents": incidents[page.incident_offset : page.incident_offset + limit],
+        "incident_count": len(shared.open_incidents.rows),  # open in the cluster, whatever `q`
+        "incident_matched": len(incidents),
+        "incident_offset": page.incident_offset,
+        "incidents_truncated": page.incident_offset + limit < len(incidents),  # more match past these
         "changes": shared.changes,
+        "silences": await _silences(context),
         "services": shared.services,
     }
 
 
-def _incidents_shown(shared: ClusterOverview, page: Page) -> dict:
-    """The page's open incidents: those whose group's name holds `q`, `limit` of them past the `incident_offset`
-    worst. In a wide outage thousands are open: every one of them can be reached, a page at a time."""
-    rows = shared.open_incidents.matching(page.q)
-    start = page.incident_offset
-    return {
-        "incidents": rows[start : start + page.limit],
-        "incident_count": len(shared.open_incidents.rows),  # open in the cluster, whatever `q`
-        "incident_matched": len(rows),
-        "incidents_truncated": start + page.limit < len(rows),  # more match past these
-    }
-
-
 async def _open_incidents(history: StatusStore, cluster: str) -> dict[str, GroupState]:
-    """group -> the evaluator's state of it (status recorded, open incident), for groups it last saw in a bad state,
-    by name."""
+    """group -> the evaluator's state of it, for the groups with an open incident."""
     bad = sorted(g for g, s in (await history.known_groups(cluster)).items() if s not in QUIET)
     open_ones = {}
     for i in range(0, len(bad), STATES_PER_READ):  # slices: one read of thousands held the event loop too long

@@ -1,12 +1,8 @@
-"""What the dashboard shows about a group, as JSON: a row of the overview (status, lag, lag in seconds, a lag
-sparkline) from the evaluator's ready result (results_store.py), and the detail of its partitions with their windows.
-The sparkline's points before now are the evaluator's (shared/statuses/lag_sparkline.py); the row ends it with the lag
-now.
+"""What the dashboard shows about a group, as JSON: a row of the overview from the evaluator's ready result
+(results_store.py), its sparkline (the evaluator's points, ended with the lag now), and the detail of its partitions.
 
-An overview shows a few hundred of a cluster's groups, worst first, and totals over all of them. Ordering needs only
-each group's status and total lag, so `rank_results` and `Ranking` read just those from the stored results (JSON, read
-as `/metrics` reads them: no row, no sparkline) and keep each result's bytes; only the groups shown are decoded
-into rows (`group_row`). Both are plain CPU work the api runs in a thread.
+Ordering a cluster needs only each group's status and total lag, so `rank_results` and `Ranking` read just those from
+the stored results and keep each result's bytes; only the groups shown are decoded into rows (`group_row`).
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ from lagwatch.shared.events.status_event import Incident
 from lagwatch.shared.events.status_store import GroupState
 from lagwatch.shared.protocol.types import Status
 from lagwatch.shared.statuses.lag_sparkline import Point
-from lagwatch.shared.statuses.results_store import GroupResult, PartitionResult
+from lagwatch.shared.statuses.results_store import GroupResult
 from lagwatch.shared.statuses.time_lag import seconds_fields, worst
 from lagwatch.shared.windows.stored_group import StoredGroup
 
@@ -41,14 +37,10 @@ def group_row(
     intervals: int,
     incident: Incident | None,
 ) -> dict:
-    """One group of the overview, from its ready result and its topics' log ends now; `incident` is the
-    evaluator's open incident for it, if any."""
+    """One group of the overview; `incident` is the evaluator's open incident for it, if any."""
     lags = [p.lag(log_ends.get((p.topic, p.partition))) for p in result.partitions]
     totallag = sum(lags)
-    maxlag = None
-    for p, lag in zip(result.partitions, lags, strict=True):
-        if maxlag is None or lag > maxlag[1]:  # first wins ties, as in the rules
-            maxlag = (p, lag)
+    top = max(zip(result.partitions, lags, strict=True), key=itemgetter(1), default=None)  # first of ties, as rules
     full = sum(1 for p in result.partitions if p.filled >= intervals)
     return {
         "group": result.group,
@@ -56,7 +48,7 @@ def group_row(
         "complete": full / len(result.partitions) if result.partitions else 0.0,
         "partition_count": len(result.partitions),
         "totallag": totallag,
-        "maxlag": _maxlag(*maxlag) if maxlag else None,
+        "maxlag": {"topic": top[0].topic, "partition": top[0].partition, "current_lag": top[1]} if top else None,
         **seconds_fields(worst(p.time_lag(now_ms) for p in result.partitions), "max_lag_seconds"),
         "last_commit": result.last_commit_ms,
         "rebalances_last_hour": result.rebalances_last_hour(now_ms),
@@ -86,18 +78,13 @@ def incident_json(incident: Incident | None) -> dict | None:
     return {"incident_id": incident.incident_id, "started_at": incident.started_at}
 
 
-def _maxlag(p: PartitionResult, lag: int) -> dict:
-    return {"topic": p.topic, "partition": p.partition, "current_lag": lag}
-
-
 def rank_results(
     stored: Mapping[bytes, bytes], log_ends: Mapping[TopicPartition, int], topics: Mapping[str, int]
 ) -> tuple[list[Ranked], Strays]:
-    """Each readable stored result (`results_store.py`'s JSON; unreadable ones are left out, as `decode_result`
-    leaves them out) with its status and total lag, unsorted. `log_ends` holds the latest log ends of the partitions
-    of the `topics` the broker poller knows (name -> partition count). A partition past its topic's count (a topic
-    recreated smaller) is not among them: those are returned as strays, for `add_strays`. Nothing of a result is
-    kept but its bytes: holding 100k decoded results (millions of lists) made the collector's passes cost seconds."""
+    """Each readable stored result with its status and total lag, unsorted. `log_ends` holds the log ends of the
+    partitions of `topics` (name -> partition count); a partition past its topic's count (a topic recreated smaller)
+    is returned as a stray, for `add_strays`. Only a result's bytes are kept: 100k decoded results (millions of
+    lists) make the garbage collector's passes slow."""
     groups: list[Ranked] = []
     strays: Strays = {}
     for group, raw in stored.items():
@@ -139,9 +126,8 @@ class Ranking:
 
     @classmethod
     def of(cls, groups: list[Ranked]) -> Ranking:
-        """Sorts `groups` (in place) and sums them up. Three stable sorts on one plain key each (name, then lag,
-        then status) rather than one on the tuples: a sort holds the GIL throughout, and comparing tuples held it (and
-        so the event loop) several times longer (bench/bench_dashboard.py)."""
+        """Sorts `groups` (in place) and sums them up. Three stable sorts on one plain key each rather than one on
+        the tuples: a sort holds the GIL (and so the event loop) throughout, and comparing tuples is far slower."""
         for field in (2, 1, 0):
             groups.sort(key=itemgetter(field))
         counts = Counter(-g[0] for g in groups)
@@ -161,8 +147,7 @@ Item = TypeVar("Item")
 
 
 def named_like(q: str, items: Sequence[Item], folded: Sequence[str]) -> Iterator[Item]:
-    """The items whose name (`folded`: the items' names casefolded, in their order) holds `q`, any case; all of them
-    for an empty `q`."""
+    """The items whose name (`folded`: their names casefolded) holds `q`, any case; all of them for an empty `q`."""
     if not q:
         return iter(items)
     wanted = q.casefold()
@@ -170,8 +155,8 @@ def named_like(q: str, items: Sequence[Item], folded: Sequence[str]) -> Iterator
 
 
 def sparkline_points(raw: bytes | None) -> list[Point]:
-    """A stored sparkline (`ResultsStore.write`'s JSON `[[ms, lag], ...]`), as `ResultsStore.sparklines` reads it;
-    [] when there is none or it is unreadable."""
+    """A stored sparkline (`ResultsStore.write`'s JSON `[[ms, lag], ...]`); [] when there is none or it is
+    unreadable."""
     try:
         return [(int(at), int(lag)) for at, lag in json.loads(raw)] if raw else []
     except (ValueError, TypeError):
@@ -180,15 +165,14 @@ def sparkline_points(raw: bytes | None) -> list[Point]:
 
 @dataclass(frozen=True, slots=True)
 class OpenIncidents:
-    """The open incidents as the overview lists them, and their groups' names casefolded (what `q` matches)."""
+    """The open incidents as the overview lists them, and their groups' names casefolded."""
 
     rows: list[dict]
     folded: list[str]
 
     @classmethod
     def of(cls, ranking: Ranking, states: Mapping[str, GroupState]) -> OpenIncidents:
-        """`states`: the evaluator's state of each group that has one; their groups worst first, then any group
-        without a ready result, by name."""
+        """Worst first, then any group without a ready result, by name."""
         ordered = [g[2] for g in ranking.groups if g[2] in states]
         ordered += sorted(set(states).difference(ordered))
         rows = [

@@ -85,15 +85,11 @@ def _topic_problem(topic: str) -> str | None:
 
 
 @routes.post(BASE + "/status")
+@routes.post(BASE + "/lag")
 async def group_status(request: web.Request) -> web.Response:
     target = await group_named(request)
-    return await status_answer(request, target.cluster, target.group, only_bad_partitions=True)
-
-
-@routes.post(BASE + "/lag")
-async def group_lag(request: web.Request) -> web.Response:
-    target = await group_named(request)
-    return await status_answer(request, target.cluster, target.group, only_bad_partitions=False)
+    only_bad = request.path.endswith("/status")  # `/lag`: every partition
+    return await status_answer(request, target.cluster, target.group, only_bad_partitions=only_bad)
 
 
 @routes.post(BASE + "/detail")

@@ -1,54 +1,24 @@
 """`GET /metrics`: Prometheus text with Burrow's metric names, from the evaluator's ready results, plus lagwatch's own.
 
-Burrow (exporter style), statuses numbered as Burrow does (NOTFOUND 0, OK 1, WARN 2, ERR 3, STOP 4, STALL 5,
-REWIND 6)::
+Burrow's families (`burrow_kafka_*`, statuses numbered as Burrow does: NOTFOUND 0 ... REWIND 6) have its names,
+labels and values (`prometheus.go`); as there, a partition's current offset and status are only exported once its
+window is complete (every ring slot filled). lagwatch's own families are listed in GAUGES and COUNTERS; the velocity
+and retention ones come from shared/statuses/velocity.py and retention.py.
 
-    burrow_kafka_consumer_status{cluster,consumer_group}              group status
-    burrow_kafka_consumer_lag_total{cluster,consumer_group}           sum of the partitions' current lag
-    burrow_kafka_consumer_partition_lag{cluster,consumer_group,topic,partition}
-    burrow_kafka_consumer_current_offset{cluster,consumer_group,topic,partition}   newest committed offset *
-    burrow_kafka_topic_partition_status{cluster,consumer_group,topic,partition}    partition status *
-    burrow_kafka_topic_partition_offset{cluster,topic,partition}      latest log-end offset
+No window is read and no rule run per scrape: the results the evaluator stores (results_store.py) are read in one
+HGETALL and lags derived from the topics' log ends now, so they are what the rules compute from the same data.
+Groups the evaluator has not evaluated yet are not in the scrape.
 
-Names, labels and values as Burrow's `prometheus.go`; * as there, only for partitions whose window is complete
-(every ring slot filled): a partition with fewer commits has lag but no offset or status series.
-`lagwatch_consumer_group_max_lag{cluster,consumer_group}` (the largest partition lag) is lagwatch's own, as are
-`lagwatch_consumer_group_catchup_seconds` (the evaluator's estimate of when the slowest partition is caught up,
-counting down with the clock; +Inf when the consumer is not faster than its producer; absent when unknown) and
-`lagwatch_consumer_group_lag_growth_per_second` (produce minus consume rate), see shared/statuses/velocity.py, and
-`lagwatch_consumer_group_retention_risk_seconds` / `lagwatch_consumer_group_skipped_messages`
-(shared/statuses/retention.py).
+Cardinality (`api.metrics-*`): partition-level series can be switched off; group allow/deny regexes leave a group's
+series out; topic allow/deny regexes leave out a topic's partition-level series (a group's totals still count every
+partition: they are its status's numbers).
 
-The group and partition series come from the results the evaluator stores at each evaluation (results_store.py:
-status, partition statuses, newest offsets, lag-in-seconds anchors); lags are derived from the topics' log ends at
-scrape time, so they are what the rules compute from the same data. No window is read and no rule run per scrape:
-one HGETALL of the results, one pipeline of the topics' broker rings, two HGETALLs of counters, then text. Groups
-the evaluator has not evaluated yet (it evaluates all of them when it starts) are not in the scrape.
-
-Cardinality (`api.metrics-*`): partition-level series (the partition and topic families and
-`lagwatch_consumer_lag_seconds`) can be switched off; group allow/deny regexes leave a group's series out; topic
-allow/deny regexes leave out the partition-level series of a topic (a group's totals still count every partition:
-they are its status's numbers).
-
-`lagwatch_cluster_configured{cluster}` is 1 for each cluster of the api's configuration and 0 for one Redis keeps
-data of that the configuration no longer names (its groups frozen at their last status: `lagwatch forget-cluster`,
-shared/runtime/cluster_forgetting.py; `LagwatchClusterNotConfigured` alerts on it).
-
-`lagwatch_service_instances{cluster,service}` counts the ingest workers, evaluators and notifiers running for each
-cluster (their presence in Redis, shared/runtime/presence.py): 0 for a configured cluster means its commits are not
-read, its statuses do not move or its alerts are not sent (`LagwatchServiceNotRunning`), which the services' own
-series, gone with them, cannot say.
-
-`lagwatch_redis_may_evict{server,policy}` (1: Redis deletes keys when full), `lagwatch_redis_evicted_keys_total`,
-`lagwatch_redis_memory_used_bytes` and `lagwatch_redis_maxmemory_bytes` come from one INFO per scrape
-(shared/runtime/redis_memory.py).
-
-lagwatch's counters come from the running totals the ingest and the evaluator keep in Redis (`lw:c:{c}:stats`,
-`lw:c:{c}:evaluator`), so one scrape of the api shows every worker's work; `lagwatch_api_request_seconds` is this
-process's own request histogram. The scrape runs in a worker process (`scrape_process.py`), so requests served
-meanwhile stay fast, and scrapes asking at the same time share one render (`shared_render.py`: a scrape arriving
-while a render runs gets that render's body; `lagwatch_api_metrics_renders_total` counts the renders). The body is
-streamed from the file the worker wrote, in chunks, so the event loop never copies 58 MB at once.
+`lagwatch_service_instances` counts each cluster's running services from their presence in Redis: 0 means its
+commits are not read, its statuses do not move or its alerts are not sent, which the services' own series, gone with
+them, cannot say. lagwatch's counters are the running totals the ingest and the evaluator keep in Redis, so one
+scrape shows every worker's work. The scrape runs in a worker process (`scrape_process.py`) so requests served
+meanwhile stay fast, concurrent scrapes share one render (`shared_render.py`), and the body is streamed from the
+file the worker wrote, in chunks, so the event loop never copies it whole.
 """
 
 from __future__ import annotations
@@ -518,12 +488,6 @@ class ApiMetrics:
     async def _render(self) -> str:
         self.renders.inc()
         return await self.worker.render()
-
-    async def render(self) -> bytes:
-        """The whole body at once (tests; the handler streams it)."""
-        scraped, own = await self.scrape()
-        with scraped:
-            return scraped.read() + own
 
     async def close(self) -> None:
         await self.shared.close()

@@ -42,20 +42,9 @@ def not_found(cluster: str, group: str) -> GroupStatus:
     return GroupStatus(cluster=cluster, group=group, status=Status.NOTFOUND, complete=1.0)
 
 
-def with_lag_seconds(body: dict, stored: StoredGroup, now_ms: int) -> dict:
-    """lagwatch's extra fields beside Burrow's (which stay as they are): `current_lag_seconds` and
-    `current_lag_seconds_lower_bound` per partition (and in `maxlag`), `max_lag_seconds` for the group."""
-    lags = verdicts.time_lags(stored, now_ms)
-    for part in [*body["partitions"], *([body["maxlag"]] if body.get("maxlag") else [])]:
-        part.update(seconds_fields(lags.get((part["topic"], part["partition"])), "current_lag_seconds"))
-    body.update(seconds_fields(worst(lags.values()), "max_lag_seconds"))
-    return body
-
-
 async def status_body(stored: StoredGroup, now_ms: int, context: ApiContext, *, only_bad_partitions: bool) -> dict:
-    """The group's status object with lagwatch's fields (`with_lag_seconds`, `with_velocity`). A group of
-    thousands of partitions takes ~1 s of CPU: computed on a thread then, so other requests (the probes) are not
-    kept waiting the whole second."""
+    """The group's status object (`_body`). A group of thousands of partitions takes a lot of CPU: computed on a
+    thread then, so other requests (the probes) are not kept waiting."""
     group = [stored.group] if stored.rebalances_last_hour else []  # its generations: only when it had any
     rebalances = (await context.store.reads.rebalance_times(stored.cluster, group, now_ms)).get(stored.group, ())
     compute = functools.partial(_body, stored, now_ms, context.config, tuple(rebalances), only_bad_partitions)
@@ -65,25 +54,22 @@ async def status_body(stored: StoredGroup, now_ms: int, context: ApiContext, *, 
 
 
 def _body(stored: StoredGroup, now_ms: int, config: Config, rebalances: tuple[int, ...], only_bad: bool) -> dict:
+    """Burrow's status object, with lagwatch's fields beside (Burrow's stay as they are), per partition, in `maxlag`
+    and for the group: lag in seconds (`current_lag_seconds` / `max_lag_seconds`), `velocity` (rates, lag growth,
+    time to catch up), `retention` (risk), and the group's `explanation` (why, from its recent generations too)."""
     status = evaluate(stored, now_ms, config)
-    body = with_lag_seconds(status.to_json(only_bad_partitions=only_bad), stored, now_ms)
-    return with_velocity(body, status, stored, now_ms, config.storage.intervals, rebalances)
-
-
-def with_velocity(
-    body: dict, status: GroupStatus, stored: StoredGroup, now_ms: int, intervals: int, rebalances: tuple[int, ...]
-) -> dict:
-    """lagwatch's lag velocity (`velocity` per partition, in `maxlag` and for the group: rates, lag growth, time to
-    catch up), retention risk (`retention`, likewise) and the group's `explanation` (why, from its recent
-    generations `rebalances` too), beside Burrow's fields."""
-    speeds = verdicts.velocities(stored, intervals, now_ms)
+    body = status.to_json(only_bad_partitions=only_bad)
+    lags = verdicts.time_lags(stored, now_ms)
+    speeds = verdicts.velocities(stored, config.storage.intervals, now_ms)
     risks = verdicts.retention_risks(stored, now_ms)
     for part in [*body["partitions"], *([body["maxlag"]] if body.get("maxlag") else [])]:
-        speed = speeds.get((part["topic"], part["partition"]))
+        tp = (part["topic"], part["partition"])
+        part.update(seconds_fields(lags.get(tp), "current_lag_seconds"))
+        speed, risk = speeds.get(tp), risks.get(tp)
         part["velocity"] = speed.to_json() if speed is not None else None
-        risk = risks.get((part["topic"], part["partition"]))
         part["retention"] = risk.to_json() if risk is not None else None
     overall, retention = group_velocity(speeds.values()), group_risk(risks.values())
+    body.update(seconds_fields(worst(lags.values()), "max_lag_seconds"))
     body["velocity"] = overall.to_json()
     body["retention"] = retention.to_json()
     why = explain(

@@ -144,16 +144,19 @@ async def list_subscriptions(request: web.Request) -> web.Response:
     return ok(request, "subscription list returned", subscriptions=items)
 
 
+async def _any(request: web.Request, sub_id: str) -> tuple[SubscriptionConfig, str]:
+    """The subscription and its source: the file's, else the api's; a 404 when neither has it."""
+    if config := _from_file(request).get(sub_id):
+        return config, SOURCE_CONFIG
+    if config := await _store(request).get(sub_id):
+        return config, SOURCE_API
+    raise ApiError(404, "subscription not found")
+
+
 @routes.get(BASE + "/{id}")
 async def get_subscription(request: web.Request) -> web.Response:
-    sub_id = request.match_info["id"]
-    file = _from_file(request)
-    if sub_id in file:
-        return ok(request, "subscription returned", subscription=_shown(request, file[sub_id], SOURCE_CONFIG))
-    config = await _store(request).get(sub_id)
-    if config is None:
-        raise ApiError(404, "subscription not found")
-    return ok(request, "subscription returned", subscription=_shown(request, config, SOURCE_API))
+    config, source = await _any(request, request.match_info["id"])
+    return ok(request, "subscription returned", subscription=_shown(request, config, source))
 
 
 @routes.post(BASE)
@@ -223,9 +226,7 @@ async def test_subscription(request: web.Request) -> web.Response:
         raise ApiError(400, f"cluster: {problem}")
     if sample not in sample_requests.SAMPLES:
         raise ApiError(400, f"sample: {sample[:100]!r} is not one of {', '.join(sample_requests.SAMPLES)}")
-    config = _from_file(request).get(sub_id) or await _store(request).get(sub_id)
-    if config is None:
-        raise ApiError(404, "subscription not found")
+    config, _ = await _any(request, sub_id)
     lacking = sample_requests.missing_threshold(sample, config.lag_seconds_threshold, config.retention_risk_threshold)
     if lacking:
         raise ApiError(400, f"sample: the subscription {lacking}")
