@@ -7,11 +7,9 @@ mostly costs nothing, but a broker that holds fetches for the full wait (librdka
 up to 1.5 s between a change notice and its evaluation: the evaluator's promise is a second. 100 ms bounds it.
 
 aiokafka hands a group-coordination error it does not know (a SyncGroup or JoinGroup answer outside its list, e.g.
-INVALID_REQUEST) to the application and stops coordinating until the application has seen it: its own `getmany`
-looks at every call. Faust fetches through aiokafka's fetcher instead, and not at all while it holds no partitions,
-so such an error used to leave the consumer out of its group for good (an evaluator that never got its share of
-the changes topic after a rebalance). The consumer thread hands such errors back every second (logged), and
-aiokafka rejoins the group, as Kafka's Java consumer does after any failed SyncGroup.
+INVALID_REQUEST) to the application and stops coordinating until the application has seen it. Faust never looks
+(it fetches through aiokafka's fetcher), which would leave the consumer out of its group for good; so the consumer
+thread hands such errors back every second (logged), and aiokafka rejoins, as Kafka's Java consumer does.
 """
 
 from __future__ import annotations
@@ -62,9 +60,8 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
         return consumer
 
     async def stop(self) -> None:
-        """mode closes the event loop it made for the thread only as that thread ends: a thread never started (the
-        app stopped while Kafka was away) left it open, to be collected at exit after its own socket, which printed
-        `Exception ignored in: BaseEventLoop.__del__ ... Invalid file descriptor: -1`."""
+        """mode closes the loop it made for the thread only as that thread ends: a thread never started (the app
+        stopped while Kafka was away) would leave it to be collected at exit, with an `Invalid file descriptor`."""
         started = self._started.is_set()
         await super().stop()
         if not started and not self.thread_loop.is_closed():
@@ -135,8 +132,7 @@ def faust_app(
     """A lagwatch service's Faust app: the cluster's connection, `<client-id>-<role>` as client id, and what every
     lagwatch app wants; `settings` adds the service's own (offset reset, commit pace...), `scheme` its own
     transport (registered in faust's TRANSPORTS, subclassing `Transport`)."""
-    # Faust makes a data dir even without tables, in the working directory by default: a read-only image's root
-    # would refuse it, and a test run would litter the checkout. No lagwatch app keeps a table.
+    # Faust makes a data dir even without tables, by default in the working directory (read-only in an image)
     settings.setdefault("datadir", str(Path(tempfile.gettempdir()) / f"{group_id}-data"))
     return faust.App(
         group_id,
@@ -153,9 +149,8 @@ def faust_app(
 
 
 class GroupMembership:
-    """Whether the app's consumer has joined its group: an assignment received, even an empty one. An instance
-    beyond the topic's partitions is a standby that takes partitions over when another instance goes; it is as ready
-    as the others (taken for not ready, it held a rolling update whose surge instance found no partition free)."""
+    """Whether the app's consumer has joined its group: an assignment received, even an empty one (an instance beyond
+    the topic's partitions is a standby, as ready as the others: a rolling update's surge instance may find none)."""
 
     def __init__(self, app: faust.App) -> None:
         self.joined = False

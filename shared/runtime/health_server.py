@@ -9,9 +9,6 @@ text format of this process's registry, and each check's answer at the scrape: `
 check}` and `lagwatch_service_alive{service, check}`, 1 or 0. An orchestrator acts on the probes; Prometheus
 scrapes a process that is up but cannot work (Redis or Kafka out of its reach) as up, and only these say it
 (`LagwatchServiceNotReady`).
-
-A service with an HTTP application of its own (the api) has the probes mounted on it and serves its own `/metrics`;
-`/readyz` may also report what does not gate readiness (the api's Kafka).
 """
 
 from __future__ import annotations
@@ -33,9 +30,8 @@ LivenessCheck = Callable[[], bool]
 Report = Callable[[], Awaitable[object]]
 CHECK_TIMEOUT_S = 2.0  # a dependency that does not answer a readiness check within this is not ready
 # A connection must complete a request's headers within this long of opening (or of its previous answer), or it is
-# closed. aiohttp's AppRunner default is 3630 s: idle or header-dripping connections (slow-loris) then hold file
-# descriptors for an hour, until the server can accept nothing more. 75 s as aiohttp's run_app and nginx.
-# Read at each start: tests shorten it.
+# closed: aiohttp's AppRunner default, 3630 s, lets slow-loris connections hold file descriptors for an hour. 75 s as
+# aiohttp's run_app and nginx. Read at each start: tests shorten it.
 KEEPALIVE_TIMEOUT_S = 75.0
 SHUTDOWN_TIMEOUT_S = 5.0  # in-flight requests' grace at a stop
 

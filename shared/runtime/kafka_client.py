@@ -44,14 +44,13 @@ def ssl_context(cluster: ClusterConfig, name: str = "cluster") -> ssl.SSLContext
 
 def client_kwargs(cluster: ClusterConfig, name: str = "cluster") -> dict[str, Any]:
     """Keyword arguments every aiokafka client (consumer, producer, admin) accepts."""
-    kwargs: dict[str, Any] = {
+    return {
         "bootstrap_servers": ",".join(cluster.bootstrap_servers),
         "client_id": cluster.client_id,
         "security_protocol": security_protocol(cluster),
         "ssl_context": ssl_context(cluster, name),
+        **_aiokafka_sasl(cluster, name),
     }
-    kwargs.update(_aiokafka_sasl(cluster, name))
-    return kwargs
 
 
 def check_login(cluster: ClusterConfig, name: str) -> None:

@@ -26,7 +26,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiokafka.abc import AbstractTokenProvider
@@ -56,7 +56,7 @@ class Token:
     value: str
     expires_at: float  # seconds since the epoch
     principal: str  # who the token says lagwatch is (librdkafka requires a name)
-    refresh_at: float = field(default=0.0)  # when a new one is fetched
+    refresh_at: float = 0.0  # when a new one is fetched
 
 
 class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # aiokafka ships no types
@@ -91,9 +91,7 @@ class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # aiokafka sh
                 self.fetches += 1
                 LOGINS.labels(self.cluster, "ok").inc()
                 now = self._clock()
-                lifetime = max(fresh.expires_at - now, 0.0)
-                refresh_at = now + lifetime * REFRESH_AT
-                token = self._token = Token(fresh.value, fresh.expires_at, fresh.principal, refresh_at)
+                token = self._token = replace(fresh, refresh_at=now + max(fresh.expires_at - now, 0.0) * REFRESH_AT)
             return token
 
     # aiokafka's AbstractTokenProvider

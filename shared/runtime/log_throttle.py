@@ -1,14 +1,12 @@
 """Repeated lines from the Kafka client libraries, thinned.
 
 While the brokers are away, aiokafka logs the same connection error about a hundred times a second in every
-process (10-15 KB/s each, measured with the evaluator, notifier and archiver during a broker outage): the one line
-that says what is wrong drowns, and log storage pays. A line of a throttled logger passes at most once per `every`
-seconds for each logger, level and message template; the next one that passes says how many were held back.
+process: the one line that says what is wrong drowns, and log storage pays. A line of a throttled logger passes at
+most once per `every` seconds for each logger, level and message template; the next one says how many were held back.
 
 librdkafka (confluent-kafka's clients) logs through whichever of lagwatch's loggers a client was given, always with
 one template (`LIBRDKAFKA_TEMPLATE`: facility, client name, text): its lines are told apart by facility and text with
 the numbers masked (addresses, milliseconds), so "Connect to ... failed" repeats are thinned and other texts pass.
-Measured: the api against an unreachable broker wrote 155 identical FAIL lines in 25 s.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """A dependency's outage as a few log lines, not one per retry.
 
-The loops that retry while Redis or Kafka is away (the evaluator's schedule every second, its evaluations and the
-notifier's outbox with a back-off capped at 5 s, the ingest's log-end poller every `offset-refresh`) logged a warning
-at every retry: a 10-minute Redis restart wrote hundreds of lines per process, and the first one — what failed, and
-when — scrolled away. An `OutageLog` says it when the outage begins (warning), again every REMIND_S while it lasts
+A loop that retries while Redis or Kafka is away would log every retry, and the first line — what failed, and when
+— would scroll away. An `OutageLog` says it when the outage begins (warning), again every REMIND_S while it lasts
 (warning: for how long, how many retries failed, the latest error), and once when it is over (info: how long it
 lasted); the retries in between go to debug.
 """

@@ -12,10 +12,8 @@ from typing import Any
 
 
 async def on_own_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """`fn(*args)` on a daemon thread of its own. A metadata request blocks for its whole timeout while Kafka is
-    away, and no librdkafka call can be interrupted: on the loop's default executor it held the loop's close, and
-    with it a service's stop (and each test's teardown), for up to that timeout after the read was no longer
-    wanted. Nothing waits for this thread but its caller."""
+    """`fn(*args)` on a daemon thread of its own: on the loop's default executor, a call blocked on a Kafka that is
+    away would hold the loop's close, and with it a service's stop, for its whole timeout."""
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[Any] = loop.create_future()
 

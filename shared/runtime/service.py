@@ -100,12 +100,9 @@ class Service:
     # --- what the base gives ----------------------------------------------------------------------------------
 
     def _readiness_checks(self) -> dict[str, ReadinessCheck]:
-        checks: dict[str, ReadinessCheck] = {"redis": self._redis_ok} if self.redis is not None else {}
+        redis = self.redis
+        checks: dict[str, ReadinessCheck] = {"redis": lambda: takes_writes(redis)} if redis is not None else {}
         return checks | self.readiness()
-
-    async def _redis_ok(self) -> bool:
-        assert self.redis is not None
-        return await takes_writes(self.redis)
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """A background task of the service, cancelled (and awaited) when the service stops."""
