@@ -5,14 +5,34 @@ the scope checks, reconciliation after skipped events)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
 
 from lagwatch.services.notifier import holds, metrics
 from lagwatch.services.notifier.events import AnyKind
 from lagwatch.services.notifier.outbox import APPLIED, Delivery, Outbox, RecordRequest, delivery_id
-from lagwatch.services.notifier.subscriptions import Subscription
+from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.notifications.subscriptions.notification_policy import Decision, Event, IncidentState, Kind
+from lagwatch.shared.notifications.subscriptions.silences import SilenceCache
 
 UNREADABLE = (ValueError, KeyError, TypeError)  # what `parse_state` raises for a state it cannot read
+
+
+@dataclass(eq=False)
+class Recorder:
+    """What every path that records notifications works with: the outbox (and its Redis), the subscriptions, the
+    silences, and the delivery loop's wake-up for what it enqueued."""
+
+    outbox: Outbox
+    registry: Registry
+    silences: SilenceCache
+    wake: Callable[[], None]
+
+    @property
+    def redis(self) -> Redis:
+        return self.outbox.redis
 
 
 def parse_state(raw: str) -> IncidentState | None:

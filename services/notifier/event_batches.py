@@ -17,26 +17,24 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from redis.exceptions import RedisError
 
 from lagwatch.services.notifier import metrics, scope
-from lagwatch.services.notifier.decisions import counted, decide, parse_state, record, record_request
+from lagwatch.services.notifier.decisions import Recorder, counted, decide, parse_state, record, record_request
 from lagwatch.services.notifier.events import AnyKind
 from lagwatch.services.notifier.missed import older_than_kept
 from lagwatch.services.notifier.outbox import (
     CONFLICT,
     DUPLICATE,
-    Outbox,
     RecordRequest,
     StateLookup,
     now_ms,
 )
-from lagwatch.services.notifier.subscriptions import Registry, Subscription
+from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.notifications.subscriptions.notification_policy import Event, IncidentState
-from lagwatch.shared.notifications.subscriptions.silences import SilenceCache
 
 log = logging.getLogger(__name__)
 MOST = 1000  # events in a batch: a round reads some thousand states and records as many at most
@@ -114,11 +112,8 @@ class EventBatch:
         return len(self.handled) - outcomes["failed"]
 
 
-class EventRecorder:
+class EventRecorder(Recorder):
     """Records batches of events (see the module's docstring) for the agents of one notifier."""
-
-    def __init__(self, outbox: Outbox, registry: Registry, silences: SilenceCache, wake: Callable[[], None]) -> None:
-        self.outbox, self.registry, self.silences, self.wake = outbox, registry, silences, wake
 
     async def record(self, batch: EventBatch, forgotten: Mapping[str, int]) -> None:
         """Record the events of the batch not recorded yet; `forgotten`: cluster -> when it was forgotten (scope.py).

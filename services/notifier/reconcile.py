@@ -10,24 +10,21 @@ wherever it is made, and the due reconciliation is taken out only if no later sk
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import cast
 
-from redis.asyncio import Redis
-
 from lagwatch.services.notifier import metrics
-from lagwatch.services.notifier.decisions import decide, parse_state, readable_state, record, record_request
+from lagwatch.services.notifier.decisions import Recorder, decide, parse_state, readable_state, record, record_request
 from lagwatch.services.notifier.events import kind_for_field, parse_status_event
 from lagwatch.services.notifier.lag_policy import closing_event
 from lagwatch.services.notifier.missed import RECONCILED, StoredStatus, found_open, missed_close
-from lagwatch.services.notifier.outbox import APPLIED, Outbox, group_field, is_lag_field
+from lagwatch.services.notifier.outbox import APPLIED, group_field, is_lag_field
 from lagwatch.services.notifier.skipped_events import ReadPositions, partition_field
-from lagwatch.services.notifier.subscriptions import Registry, Subscription
+from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.events.lag_threshold_event import Alert, LagThresholdEvent, Reason, Threshold
 from lagwatch.shared.events.status_event import StatusEvent, record_key
 from lagwatch.shared.notifications.subscriptions.notification_policy import Event, IncidentState
-from lagwatch.shared.notifications.subscriptions.silences import SilenceCache
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.partitioner import partition_for
 from lagwatch.shared.runtime.redis_client import reply, text
@@ -63,20 +60,11 @@ class DueReconciliation:
         return self.partitions <= 0 or partition_for(record_key(self.cluster, group), self.partitions) == self.partition
 
 
-class Reconciler:
-    def __init__(
-        self,
-        redis: Redis,
-        outbox: Outbox,
-        registry: Registry,
-        silences: SilenceCache,
-        positions: ReadPositions,
-        cluster: str,
-        status_topic: str,
-        wake: Callable[[], None],
-    ) -> None:
-        self.redis, self.outbox, self.registry, self.silences = redis, outbox, registry, silences
-        self.positions, self.cluster, self.status_topic, self.wake = positions, cluster, status_topic, wake
+@dataclass(eq=False)
+class Reconciler(Recorder):
+    positions: ReadPositions
+    cluster: str
+    status_topic: str
 
     async def run_due(self, now: int) -> int:
         """Run the reconciliations of this notifier's cluster that are due; returns the incident states set right."""

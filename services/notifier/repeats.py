@@ -8,38 +8,26 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from dataclasses import dataclass
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from lagwatch.services.notifier import holds, metrics, scope
-from lagwatch.services.notifier.decisions import UNREADABLE, notification, parse_state, record, record_request
+from lagwatch.services.notifier.decisions import UNREADABLE, Recorder, notification, parse_state, record, record_request
 from lagwatch.services.notifier.events import kind_for_field
-from lagwatch.services.notifier.outbox import Outbox, digest, now_ms, parse_repeat_member, repeat_notification_id
+from lagwatch.services.notifier.outbox import digest, now_ms, parse_repeat_member, repeat_notification_id
 from lagwatch.services.notifier.reconcile import Reconciler
 from lagwatch.services.notifier.scope_watch import ScopeWatch
-from lagwatch.services.notifier.subscriptions import Registry
 from lagwatch.shared.notifications.subscriptions.notification_policy import Kind
-from lagwatch.shared.notifications.subscriptions.silences import SilenceCache
 from lagwatch.shared.protocol import keys
 
 log = logging.getLogger(__name__)
 
 
-class RepeatTimer:
-    def __init__(
-        self,
-        redis: Redis,
-        outbox: Outbox,
-        registry: Registry,
-        silences: SilenceCache,
-        scopes: ScopeWatch,
-        reconciler: Reconciler,
-        wake: Callable[[], None],
-    ) -> None:
-        self.redis, self.outbox, self.registry, self.silences = redis, outbox, registry, silences
-        self.scopes, self.reconciler, self.wake = scopes, reconciler, wake
+@dataclass(eq=False)
+class RepeatTimer(Recorder):
+    scopes: ScopeWatch
+    reconciler: Reconciler
 
     async def tick(self) -> None:
         """The Faust timer's: a failure is logged, and the next tick tries again."""

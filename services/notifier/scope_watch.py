@@ -9,19 +9,16 @@ the change may be recorded after the first look, which would then never see it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-
-from redis.asyncio import Redis
+from dataclasses import dataclass, field
 
 from lagwatch.services.notifier import scope
-from lagwatch.services.notifier.decisions import decide, readable_state, record, record_request
+from lagwatch.services.notifier.decisions import Recorder, decide, readable_state, record, record_request
 from lagwatch.services.notifier.event_batches import MAX_CONFLICTS
 from lagwatch.services.notifier.events import AnyKind, parse_either
-from lagwatch.services.notifier.outbox import CONFLICT, Outbox, repeat_member
-from lagwatch.services.notifier.subscriptions import Registry, Subscription
+from lagwatch.services.notifier.outbox import CONFLICT, repeat_member
+from lagwatch.services.notifier.subscriptions import Subscription
 from lagwatch.shared.events.lag_threshold_event import LagThresholdEvent, Threshold
 from lagwatch.shared.notifications.subscriptions.notification_policy import Decision, Event
-from lagwatch.shared.notifications.subscriptions.silences import SilenceCache
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime import cluster_forgetting
 from lagwatch.shared.runtime.config import SubscriptionConfig
@@ -30,24 +27,15 @@ from lagwatch.shared.runtime.redis_client import reply, text
 log = logging.getLogger(__name__)
 
 
-class ScopeWatch:
-    def __init__(
-        self,
-        redis: Redis,
-        outbox: Outbox,
-        registry: Registry,
-        silences: SilenceCache,
-        cluster: str,
-        wake: Callable[[], None],
-    ) -> None:
-        self.redis, self.outbox, self.registry, self.silences = redis, outbox, registry, silences
-        self.cluster, self.wake = cluster, wake
-        # the subscriptions' version last looked at (-1: none yet), each subscription as then, those changed then (to
-        # look at once more); each cluster forgotten -> when (ms), what the events read late are judged by
-        self._checked: int | None = -1
-        self._looked: dict[str, SubscriptionConfig] | None = None
-        self._rescan: set[str] = set()
-        self.forgotten: dict[str, int] = {}
+@dataclass(eq=False)
+class ScopeWatch(Recorder):
+    cluster: str
+    forgotten: dict[str, int] = field(default_factory=dict)  # cluster -> when (ms): what events read late are judged by
+    # the subscriptions' version last looked at (-1: none yet), each subscription as then, those changed then (to look
+    # at once more)
+    _checked: int | None = -1
+    _looked: dict[str, SubscriptionConfig] | None = None
+    _rescan: set[str] = field(default_factory=set)
 
     async def check(self, now: int) -> None:
         """Close and announce for the subscriptions that changed (see the module's docstring)."""

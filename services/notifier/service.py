@@ -71,14 +71,13 @@ class NotifierService(Service):
         self.dispatcher = Dispatcher(self.outbox, self.registry, self.sender, self.dead_letters, settings)
         self._dispatching: asyncio.Task[None] | None = None
         self._kafka_probe = KafkaProbe(config.clusters)  # assignment outlives a broker outage: ask the brokers
-        wake, subscriptions = self.dispatcher.wake.set, (self.outbox, self.registry, self.silences)
+        recording = (self.outbox, self.registry, self.silences, self.dispatcher.wake.set)
         # skipped events (retention deleted them unread): counted, and the incidents reconciled (skipped_events.py)
         self.read_positions = skipped_events.ReadPositions()
-        status_topic = config.evaluator.status_topic
-        self.reconciler = Reconciler(redis, *subscriptions, self.read_positions, cluster, status_topic, wake)
-        self.scopes = ScopeWatch(redis, *subscriptions, cluster, wake)
-        self.repeats = RepeatTimer(redis, *subscriptions, self.scopes, self.reconciler, wake)
-        recorder = EventRecorder(*subscriptions, wake)
+        self.reconciler = Reconciler(*recording, self.read_positions, cluster, config.evaluator.status_topic)
+        self.scopes = ScopeWatch(*recording, cluster)
+        self.repeats = RepeatTimer(*recording, self.scopes, self.reconciler)
+        recorder = EventRecorder(*recording)
         self.intake = EventIntake(recorder, self.read_positions, self.stopping, lambda: self.scopes.forgotten)
         self._create_app(config, cluster)
 
