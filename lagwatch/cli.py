@@ -1,18 +1,5 @@
-"""The one `lagwatch` command. Subcommands import what they need lazily, so the tool starts fast.
-
-    lagwatch rules eval [--file F]             evaluate one group from a JSON request (contract: rules_request.py)
-    lagwatch offsets decode KEY_HEX [VALUE]    decode a __consumer_offsets record to JSON
-    lagwatch dev up [--no-demo]                the whole system on localhost with a demo workload, until Ctrl-C
-    lagwatch run ingest [--cluster NAME]       run a service (configuration: --config, $LAGWATCH_CONFIG, env)
-    lagwatch run api                           the HTTP API, for every cluster (configured or found in Redis)
-    lagwatch run notifier                      Slack and webhook notifications from the status topic
-    lagwatch run archiver                      the history topic to Parquet files, for the Spark replay
-    lagwatch spark reprocess --input H --output O   replay commit history with the live rules, on Spark
-    lagwatch notify replay-dlq [--subscription ID] [--since 2h]   re-send dead-lettered notifications
-    lagwatch notify test ID [--cluster NAME] [--sample lag|retention]   send a sample incident to a subscription now
-    lagwatch config check [--config F] [--show]   the configuration checked as the services would, offline
-    lagwatch forget-cluster NAME [--dry-run]   delete what Redis keeps of a cluster no longer configured
-    lagwatch migrate burrow-config burrow.toml [--templates DIR]   Burrow's configuration as lagwatch's YAML
+"""The one `lagwatch` command (`lagwatch --help` lists its commands). Subcommands import what they need lazily, so the
+tool starts fast.
 
 Usage errors and invalid input exit with code 2 and one line on stderr; a service that cannot start for want of
 something outside lagwatch (the archiver's object store) exits with code 1 and one line.
@@ -23,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import math
 import sys
@@ -296,7 +284,7 @@ def _run_service(args: argparse.Namespace) -> int:
     _check_listen(host, port, options)
     try:  # Kafka login settings are checked as the clients are built (a keytab, a region, the gssapi package)
         with _input_errors(ConfigError):
-            return _STARTERS[args.service](args, config, cluster)
+            return _start(args, config, cluster)
     except ListenError as exc:  # the port was taken after the check, before the service bound it
         raise InputError(_listen_failure(host, port, options, exc.reason)) from None
 
@@ -347,61 +335,29 @@ def _listen_failure(host: str, port: int, options: str, reason: str) -> str:
     return f"cannot listen on {host}:{port} ({options}): {reason}"
 
 
-def _start_api(args: argparse.Namespace, config, cluster: str) -> int:
-    from lagwatch.services.api.service import run_api
+def _start(args: argparse.Namespace, config, cluster: str) -> int:
+    """`lagwatch run <service>`: each imports only its own (a supervisor of ingest workers imports no client)."""
+    if args.service == "ingest":
+        from lagwatch.services.ingest import workers
 
-    asyncio.run(run_api(config, port=args.http_port))
+        count = (config.ingest.workers if args.workers is None else args.workers) or workers.default_workers()
+        if count > 1:
+            return workers.supervise(args.argv, count)  # a small process: it imports none of the worker's clients
+        workers.die_with_supervisor()
+        workers.tune_malloc()
+    run = getattr(importlib.import_module(f"lagwatch.services.{args.service}.service"), f"run_{args.service}")
+    if args.service == "api":  # every cluster, on its own port
+        asyncio.run(run(config, port=args.http_port))
+    elif args.service == "archiver":
+        from lagwatch.shared.records.history_files import HistoryRootUnavailable
+
+        try:
+            asyncio.run(run(config, cluster, http_port=args.http_port))
+        except HistoryRootUnavailable as exc:  # it opens its filesystem as it starts
+            raise StartError(f"archiver: cannot open history.path: {exc}") from None
+    else:  # the notifier checks its subscriptions as it starts
+        asyncio.run(run(config, cluster, http_port=args.http_port))
     return 0
-
-
-def _start_ingest(args: argparse.Namespace, config, cluster: str) -> int:
-    from lagwatch.services.ingest import workers
-
-    count = config.ingest.workers if args.workers is None else args.workers
-    count = count or workers.default_workers()
-    if count > 1:
-        return workers.supervise(args.argv, count)  # a small process: it imports none of the worker's clients
-    from lagwatch.services.ingest.service import run_ingest
-
-    workers.die_with_supervisor()
-    workers.tune_malloc()
-    asyncio.run(run_ingest(config, cluster, http_port=args.http_port))
-    return 0
-
-
-def _start_evaluator(args: argparse.Namespace, config, cluster: str) -> int:
-    from lagwatch.services.evaluator.service import run_evaluator
-
-    asyncio.run(run_evaluator(config, cluster, http_port=args.http_port))
-    return 0
-
-
-def _start_archiver(args: argparse.Namespace, config, cluster: str) -> int:
-    from lagwatch.services.archiver.service import run_archiver
-    from lagwatch.shared.records.history_files import HistoryRootUnavailable
-
-    try:
-        asyncio.run(run_archiver(config, cluster, http_port=args.http_port))
-    except HistoryRootUnavailable as exc:  # it opens its filesystem as it starts
-        raise StartError(f"archiver: cannot open history.path: {exc}") from None
-    return 0
-
-
-def _start_notifier(args: argparse.Namespace, config, cluster: str) -> int:
-    from lagwatch.services.notifier.service import run_notifier
-
-    asyncio.run(run_notifier(config, cluster, http_port=args.http_port))  # checks its subscriptions as it starts
-    return 0
-
-
-# `lagwatch run <service>`: each imports only its own service (a supervisor of ingest workers imports no client)
-_STARTERS: dict[str, Callable[[argparse.Namespace, Any, str], int]] = {
-    "api": _start_api,
-    "ingest": _start_ingest,
-    "evaluator": _start_evaluator,
-    "archiver": _start_archiver,
-    "notifier": _start_notifier,
-}
 
 
 def _check_kafka(args: argparse.Namespace) -> int:
@@ -502,28 +458,23 @@ def _notify_test(args: argparse.Namespace) -> int:
 
 
 async def _send_test(config, subscription_id: str, cluster: str | None, sample: str) -> dict:
-    from lagwatch.services.notifier.sample import NoSuchAlerts, sample_report
-    from lagwatch.shared.runtime.clock import now_ms
-
-    subscription = await _subscription(config, subscription_id)
-    with _input_errors(NoSuchAlerts):
-        return await sample_report(subscription, config.notifier, cluster, list(config.clusters), now_ms(), sample)
-
-
-async def _subscription(config, subscription_id: str):
-    """The configuration file's subscription, else the api's (from Redis); InputError when neither has it."""
+    """The configuration file's subscription, else the api's (from Redis), sent a sample incident."""
     from redis.exceptions import RedisError
 
+    from lagwatch.services.notifier.sample import NoSuchAlerts, sample_report
     from lagwatch.services.notifier.subscriptions import NoSuchSubscription, find_subscription
+    from lagwatch.shared.runtime.clock import now_ms
 
     try:
-        return await find_subscription(config, subscription_id)
+        subscription = await find_subscription(config, subscription_id)
     except NoSuchSubscription as exc:
         raise InputError(str(exc)) from None
     except (RedisError, OSError) as exc:
         raise StartError(
             f"subscription {subscription_id!r} is not in the configuration file, and Redis (the api's) failed: {exc}"
         ) from None
+    with _input_errors(NoSuchAlerts):
+        return await sample_report(subscription, config.notifier, cluster, list(config.clusters), now_ms(), sample)
 
 
 def _migrate_burrow_config(args: argparse.Namespace) -> int:
