@@ -32,6 +32,8 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:t:{<cluster>/<topic>}:bo       HASH  partition -> broker ring (see packing.py), last `intervals` log-end offsets
     lw:t:{<cluster>/<topic>}:h        HASH  partition -> log-end history for lag in seconds: (offset, at) pairs,
                                             `storage.lag-history` seconds, flat stretches collapsed (time_lag.py)
+    lw:t:{<cluster>/<topic>}:ls       HASH  partition -> log-start offsets polled every topic-refresh (packed like
+                                            `:h`): the pace at which retention deletes, for retention risk
     lw:g:{<cluster>/<group>}:w        HASH  "<topic>:<partition>" -> commit ring (see packing.py)
     lw:g:{<cluster>/<group>}:m        HASH  `last` = newest commit timestamp (ms), `generation` = latest generation;
                                             of a new-protocol (KIP-848) group also `member:<id>` =
@@ -87,6 +89,10 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:n:{notify}:due                 ZSET  delivery id -> time of its next attempt (ms): the outbox's queue
     lw:n:{notify}:inflight            ZSET  delivery id -> lease expiry (ms, Redis's clock): claimed by a worker
     lw:n:{notify}:deliveries          HASH  delivery id -> JSON delivery (subscription, kind, event, attempts)
+    lw:n:{notify}:order               ZSET  "<chain>:<seq, 20 digits>:<delivery id>", all scores 0 (ordered by the
+                                            text): one incident's notifications to one subscription go out in order
+    lw:n:{notify}:chain-of            HASH  delivery id -> its entry in `order`
+    lw:n:{notify}:seq                 STR   numbers the entries of `order`
     lw:n:{notify}:silences            HASH  silence id -> JSON silence (matchers, starts-at, ends-at, ...), written
                                             by the api, read by notifiers
                                             (shared/notifications/subscriptions/silences.py)
@@ -123,75 +129,60 @@ tag; a `}` inside a group name only shortens the tag, identically for all of tha
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 PREFIX = "lw"
 CLUSTERS = f"{PREFIX}:clusters"
 READINESS_PROBE = f"{PREFIX}:readiness-probe"
 
 
-def groups_index(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:groups"
+def _cluster_key(name: str) -> Callable[[str], str]:
+    """The key `name` of a cluster: `lw:c:{<cluster>}:<name>`."""
+    return lambda cluster: f"{PREFIX}:c:{{{cluster}}}:{name}"
 
 
-def topics_index(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:topics"
+def _topic_key(kind: str) -> Callable[[str, str], str]:
+    """The key `kind` of a topic: `lw:t:{<cluster>/<topic>}:<kind>`."""
+    return lambda cluster, topic: f"{PREFIX}:t:{{{cluster}/{topic}}}:{kind}"
 
 
-def topic_retention(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:retention"
+def _group_key(kind: str) -> Callable[[str, str], str]:
+    """The key `kind` of a group: `lw:g:{<cluster>/<group>}:<kind>`."""
+    return lambda cluster, group: f"{PREFIX}:g:{{{cluster}/{group}}}:{kind}"
 
 
-def poller_lease(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:poller"
+groups_index = _cluster_key("groups")
+topics_index = _cluster_key("topics")
+topic_retention = _cluster_key("retention")
+poller_lease = _cluster_key("poller")
+ingest_behind = _cluster_key("behind")
+read_through = _cluster_key("read-through")
+commit_clock = _cluster_key("commit-clock")
+topic_deletions = _cluster_key("topic-deletions")
+history_deletions = _cluster_key("history-deletions")
+ingest_stats = _cluster_key("stats")
+kafka_id = _cluster_key("kafka-id")
+kafka_forgetting = _cluster_key("kafka-forgetting")
+lag_active_groups = _cluster_key("lag-active")
+statuses_index = _cluster_key("statuses")
+recent_status_changes = _cluster_key("recent-changes")
+evaluator_stats = _cluster_key("evaluator")
+unsent_events = _cluster_key("unsent-events")
+group_results = _cluster_key("results")
+group_sparklines = _cluster_key("sparklines")
 
 
 def instances(cluster: str, service: str) -> str:
     return f"{PREFIX}:c:{{{cluster}}}:instances:{service}"
 
 
-def ingest_behind(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:behind"
+def due_groups(cluster: str, changes_partition: int) -> str:
+    return f"{PREFIX}:c:{{{cluster}}}:due:{changes_partition}"
 
 
-def read_through(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:read-through"
-
-
-def commit_clock(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:commit-clock"
-
-
-def topic_deletions(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:topic-deletions"
-
-
-def history_deletions(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:history-deletions"
-
-
-def ingest_stats(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:stats"
-
-
-def kafka_id(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:kafka-id"
-
-
-def kafka_forgetting(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:kafka-forgetting"
-
-
-def broker_ring(cluster: str, topic: str) -> str:
-    return f"{PREFIX}:t:{{{cluster}/{topic}}}:bo"
-
-
-def offset_history(cluster: str, topic: str) -> str:
-    return f"{PREFIX}:t:{{{cluster}/{topic}}}:h"
-
-
-def log_start_history(cluster: str, topic: str) -> str:
-    """Per partition, the log-start offsets polled every topic-refresh (packed like `offset_history`): the pace
-    at which retention deletes, for retention risk."""
-    return f"{PREFIX}:t:{{{cluster}/{topic}}}:ls"
+broker_ring = _topic_key("bo")
+offset_history = _topic_key("h")
+log_start_history = _topic_key("ls")
 
 
 def cluster_keys_pattern(cluster: str) -> str:
@@ -202,34 +193,25 @@ def cluster_keys_pattern(cluster: str) -> str:
 
 
 def topic_keys(cluster: str, topic: str) -> tuple[str, str, str]:
-    """broker ring, log-end history, log-start history: every key of a topic (one hash slot)."""
+    """Every key of a topic (one hash slot)."""
     return broker_ring(cluster, topic), offset_history(cluster, topic), log_start_history(cluster, topic)
 
 
 WINDOWS_KIND, META_KIND, OWNERS_KIND, REBALANCES_KIND = "w", "m", "o", "r"  # the last letter of each of a group's keys
 GROUP_KEY_KINDS = (WINDOWS_KIND, META_KIND, OWNERS_KIND, REBALANCES_KIND)
+group_windows = _group_key(WINDOWS_KIND)
+group_meta = _group_key(META_KIND)
+group_rebalances = _group_key(REBALANCES_KIND)
+group_state = _group_key("s")
+group_pending_events = _group_key("p")
+group_lag_thresholds = _group_key("lt")
+group_pending_lag_events = _group_key("lp")
 
 
 def group_key_stem(cluster: str, group: str) -> str:
-    """What a group's keys share (one hash slot); each is the stem and a letter of GROUP_KEY_KINDS. The ingest keeps
-    the stem alone for each group it holds (memory: not four whole keys per group) and writes the letters."""
+    """What a group's keys share; the ingest keeps the stem alone for each group it holds (memory: not four whole
+    keys per group) and writes the letters of GROUP_KEY_KINDS."""
     return f"{PREFIX}:g:{{{cluster}/{group}}}:"
-
-
-def group_windows(cluster: str, group: str) -> str:
-    return group_key_stem(cluster, group) + WINDOWS_KIND
-
-
-def group_meta(cluster: str, group: str) -> str:
-    return group_key_stem(cluster, group) + META_KIND
-
-
-def group_owners(cluster: str, group: str) -> str:
-    return group_key_stem(cluster, group) + OWNERS_KIND
-
-
-def group_rebalances(cluster: str, group: str) -> str:
-    return group_key_stem(cluster, group) + REBALANCES_KIND
 
 
 def group_keys(cluster: str, group: str) -> tuple[str, str, str, str]:
@@ -238,56 +220,7 @@ def group_keys(cluster: str, group: str) -> tuple[str, str, str, str]:
 
 
 def keys_of_stem(stem: str) -> tuple[str, str, str, str]:
-    """`group_keys` from the group's `group_key_stem`."""
     return stem + WINDOWS_KIND, stem + META_KIND, stem + OWNERS_KIND, stem + REBALANCES_KIND
-
-
-def group_state(cluster: str, group: str) -> str:
-    return f"{PREFIX}:g:{{{cluster}/{group}}}:s"
-
-
-def group_pending_events(cluster: str, group: str) -> str:
-    return f"{PREFIX}:g:{{{cluster}/{group}}}:p"
-
-
-def group_lag_thresholds(cluster: str, group: str) -> str:
-    return f"{PREFIX}:g:{{{cluster}/{group}}}:lt"
-
-
-def group_pending_lag_events(cluster: str, group: str) -> str:
-    return f"{PREFIX}:g:{{{cluster}/{group}}}:lp"
-
-
-def lag_active_groups(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:lag-active"
-
-
-def statuses_index(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:statuses"
-
-
-def recent_status_changes(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:recent-changes"
-
-
-def evaluator_stats(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:evaluator"
-
-
-def unsent_events(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:unsent-events"
-
-
-def group_results(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:results"
-
-
-def group_sparklines(cluster: str) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:sparklines"
-
-
-def due_groups(cluster: str, changes_partition: int) -> str:
-    return f"{PREFIX}:c:{{{cluster}}}:due:{changes_partition}"
 
 
 def partition_field(topic: str, partition: int) -> str:
@@ -310,18 +243,15 @@ LAG_THRESHOLDS = f"{NOTIFY}:lag-thresholds"
 NOTIFY_REPEATS = f"{NOTIFY}:repeats"
 NOTIFY_ACTIVE = f"{NOTIFY}:active"
 NOTIFY_IDENTITY_SINCE = f"{NOTIFY}:identity-since"
-NOTIFY_SCOPE_LOOKED = f"{NOTIFY}:scope-looked"  # subscription id -> digest of its configuration at the last look
-FORGOTTEN_CLUSTERS = f"{NOTIFY}:forgotten-clusters"  # cluster -> when `lagwatch forget-cluster` forgot it (ms)
-FORGOTTEN_CLOSED = f"{NOTIFY}:forgotten-closed"  # cluster -> the forgetting whose incidents are closed everywhere
-SAMPLE_REQUESTS = f"{NOTIFY}:sample-requests"  # samples asked for through the api, oldest first
-NOTIFY_SKIPS = f"{NOTIFY}:skips"  # "<cluster>/<topic>:<partition>" -> the latest stretch retention took unread
-NOTIFY_RECONCILE = f"{NOTIFY}:reconcile"  # the same field -> a reconciliation due once read that far
+NOTIFY_SCOPE_LOOKED = f"{NOTIFY}:scope-looked"
+FORGOTTEN_CLUSTERS = f"{NOTIFY}:forgotten-clusters"
+FORGOTTEN_CLOSED = f"{NOTIFY}:forgotten-closed"
+SAMPLE_REQUESTS = f"{NOTIFY}:sample-requests"
+NOTIFY_SKIPS = f"{NOTIFY}:skips"
+NOTIFY_RECONCILE = f"{NOTIFY}:reconcile"
 OUTBOX_DUE = f"{NOTIFY}:due"
 OUTBOX_INFLIGHT = f"{NOTIFY}:inflight"
 OUTBOX_DELIVERIES = f"{NOTIFY}:deliveries"
-# one incident's notifications to one subscription go out in order: each pending one has an entry
-# "<chain>:<seq, 20 digits>:<delivery id>" in OUTBOX_ORDER (all scores 0: ordered by the text), and OUTBOX_CHAIN_OF
-# maps the delivery to its entry; OUTBOX_SEQ numbers them
 OUTBOX_ORDER = f"{NOTIFY}:order"
 OUTBOX_CHAIN_OF = f"{NOTIFY}:chain-of"
 OUTBOX_SEQ = f"{NOTIFY}:seq"
