@@ -16,28 +16,25 @@ Five kinds of normalized records, one flat shape so a file or a topic can hold t
 
 Times are ms since the epoch; `order` is the commit record's offset in the offsets topic. A commit the ingest read
 again after a history-topic outage (it had read it before, then could not archive it) is observed at its commit
-time, or at the time it was read again if that is earlier. Log-start samples (every
-`topic-refresh`) let the replay estimate retention risk as the evaluator does (`shared/statuses/retention.py`, from the
-log start's pace; the topics' `retention.ms` is not in the history). A `topic-deleted` record says every partition
-of the topic left the windows, as the live store drops them: with `group` null, the topic was deleted from Kafka
-(or re-created with fewer partitions: the new ones come back with their samples and commits), for every group; with
-a group, it was deleted from that group through the api (Burrow's `DELETE .../consumer/<group>/topic/<topic>`). An
-`offset-deleted` record says the group's window of that partition went, on a tombstone of the offsets topic: the
-partition's offset deleted or expired, or the whole group deleted (a record per partition it had, all at the group
-tombstone's `order`; not when the tombstone was a protocol upgrade's, which keeps the windows).
+time, or at the time it was read again if that is earlier. Log-start samples (every `topic-refresh`) let the replay
+estimate retention risk as the evaluator does (`shared/statuses/retention.py`, from the log start's pace; the topics'
+`retention.ms` is not in the history). A `topic-deleted` record says every partition of the topic left the windows,
+as the live store drops them: with `group` null, the topic was deleted from Kafka (or re-created with fewer
+partitions: the new ones come back with their samples and commits), for every group; with a group, it was deleted
+from that group through the api (Burrow's `DELETE .../consumer/<group>/topic/<topic>`). An `offset-deleted` record
+says the group's window of that partition went, on a tombstone of the offsets topic: the partition's offset deleted
+or expired, or the whole group deleted (a record per partition it had, all at the group tombstone's `order`; not
+when the tombstone was a protocol upgrade's, which keeps the windows).
 
 On the history topic (`lagwatch.history`) each record is one JSON object with these keys and `"v"`, its format's
 version (FORMAT_VERSION, written first; records from before it was written hold none and are of version 1); a
 reader meeting another version rejects the record (`decode`: counted and skipped as any bad record), rather than
 taking a format it does not know for its own. A message holds one or more records of one key, one per line (JSON
-Lines, in the order read). Keys only place messages (the archiver
+Lines, in the order read; JSON never holds a raw newline inside a record). Keys only place messages (the archiver
 ignores them) and keep what must stay in order in one partition: the ingest keys commits by the offsets-topic
 partition it read them from (`commits_key`: `<cluster>/offsets-<p>`, which holds every commit of its groups), so a
-message carries a batch's commits of one offsets partition, many groups; samples and deletions are keyed
-`<cluster>/<topic>`. Messages per group cost the ingest's single worker several times more of its throughput,
-mostly in confluent-kafka taking the GIL for every message's delivery report (bench/bench_vs_burrow.py --history).
-A reader splits a message at its newlines (`records_of`); JSON never holds a
-raw newline inside a record.
+message carries a batch's commits of one offsets partition, many groups (messages per group would cost the ingest
+several times its throughput); samples and deletions are keyed `<cluster>/<topic>`.
 
 In files, Parquet with `HISTORY_COLUMNS`, laid out `<root>/cluster=<cluster>/date=<YYYY-MM-DD>/part-*.parquet` (UTC
 date of `observed_at`), which Spark reads as partition columns.
@@ -47,6 +44,7 @@ from __future__ import annotations
 
 import json
 import json.encoder
+import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -76,6 +74,7 @@ HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("observed_at", "long"),
 )
 _json_string = json.encoder.encode_basestring_ascii  # json.dumps' own string encoder
+_SURROGATE = re.compile("[\ud800-\udfff]")
 COLUMN_NAMES = tuple(name for name, _ in HISTORY_COLUMNS)
 PARTITION_COLUMNS = ("cluster", "date")  # directory levels of the file layout
 INT_MAX, LONG_MAX = 2**31 - 1, 2**63 - 1
@@ -178,17 +177,7 @@ def records_of(message: bytes) -> list[bytes]:
 
 
 def commit_record(cluster: str, commit: Commit) -> HistoryRecord:
-    return HistoryRecord(
-        KIND_COMMIT,
-        cluster,
-        commit.group,
-        commit.topic,
-        commit.partition,
-        commit.offset,
-        commit.timestamp,
-        commit.order,
-        commit.observed_at,
-    )
+    return HistoryRecord(KIND_COMMIT, cluster, *commit)  # a Commit's fields are the record's from `group` on
 
 
 def commits_key(cluster: str, offsets_partition: int) -> bytes:
@@ -282,13 +271,7 @@ def check(record: HistoryRecord) -> str | None:
 
 def _text(value: object) -> bool:
     """A non-empty string that UTF-8 can hold (JSON's escapes can spell lone surrogates, which it cannot)."""
-    if not isinstance(value, str) or not value:
-        return False
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
+    return isinstance(value, str) and value != "" and _SURROGATE.search(value) is None
 
 
 def utc_date(ms: int) -> str:

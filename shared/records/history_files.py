@@ -47,23 +47,18 @@ class HistoryFileWriter:
     flush_rows: int = 100_000
     compression: str = "zstd"
     _buffer: dict[tuple[str, str], list[HistoryRecord]] = field(default_factory=dict)
-    _buffered: int = 0
-    files_written: int = 0
+    buffered: int = 0  # records in `_buffer`
     rows_written: int = 0
 
     def __post_init__(self) -> None:
         self._fs, self._base = _filesystem(self.root)
 
-    @property
-    def buffered(self) -> int:
-        return self._buffered
-
     def add(self, records: Iterable[HistoryRecord]) -> bool:
         """Buffer records; True when the buffer is full and the caller should `flush`."""
         for record in records:
             self._buffer.setdefault((record.cluster, utc_date(record.observed_at)), []).append(record)
-            self._buffered += 1
-        return self._buffered >= self.flush_rows
+            self.buffered += 1
+        return self.buffered >= self.flush_rows
 
     def flush(self) -> list[str]:
         """Write everything buffered; the paths written. On an error the buffer is kept (retry the flush)."""
@@ -72,8 +67,7 @@ class HistoryFileWriter:
             written.append(self._write(cluster, date, records))
             self.rows_written += len(records)
             del self._buffer[(cluster, date)]
-            self._buffered -= len(records)
-        self.files_written += len(written)
+            self.buffered -= len(records)
         return written
 
     def probe(self) -> None:
