@@ -186,11 +186,9 @@ class StorageConfig:
 class EvaluatorConfig:
     allowed_lag: int = _opt(0, _lag)
     minimum_complete: float = _opt(0.0, _fraction)
-    # entries a window needs before STOP, STALL or WARN are judged (docs/rules.md §3); 1 is Burrow's behaviour
-    minimum_entries: int = _opt(3, _count)
+    minimum_entries: int = _opt(3, _count)  # before STOP, STALL or WARN are judged (docs/rules.md §3); Burrow's: 1
     max_groups: int = _opt(500_000, _count_or_zero)  # new groups past it: skipped
-    # seconds between full sweeps: a safety net, as each evaluation schedules the group's next time-driven change
-    sweep_interval: float = _opt(300.0, _seconds)
+    sweep_interval: float = _opt(300.0, _seconds)  # seconds between full sweeps: a safety net
     status_topic: str = "lagwatch.status"
     changes_topic: str = "lagwatch.changes"
     lag_threshold_topic: str = "lagwatch.lag-thresholds"  # lag-seconds threshold crossings (lag_threshold_event.py)
@@ -281,9 +279,7 @@ class SaslConfig:
 class ClusterConfig:
     bootstrap_servers: list[str] = field(default_factory=lambda: ["127.0.0.1:9092"], metadata={"check": _brokers})
     offsets_topic: str = "__consumer_offsets"
-    # where commits come from: the offsets topic; the admin API (ListGroups + OffsetFetch every `offset-refresh`,
-    # for clusters whose offsets topic is closed: Confluent Cloud, Event Hubs); auto: the topic, else the admin API
-    offsets_source: str = _opt("topic", _one_of(OFFSETS_SOURCES))
+    offsets_source: str = _opt("topic", _one_of(OFFSETS_SOURCES))  # where commits come from (topic or admin API)
     admin_groups: list[str] = field(default_factory=list)  # admin mode: groups to watch besides those listed
     offset_refresh: float = _opt(10.0, _seconds)
     topic_refresh: float = _opt(60.0, _seconds)
@@ -331,24 +327,18 @@ class ApiConfig:
     host: str = "127.0.0.1"
     port: int = _opt(8000, _port)
     token: str = _opt("", secret=True)  # bearer token for mutating routes; empty = mutations refused
-    # tokens still accepted beside `token` while clients move to it (a rotation without a moment when one side is
-    # refused); `lagwatch_api_token_uses_total{token="previous"}` staying flat says when to drop them
+    # tokens still accepted beside `token` while clients move to it (a rotation)
     previous_tokens: list[str] = field(default_factory=list, metadata={"check": _tokens, "secret": True})
     request_timeout: float = _opt(30.0, _seconds)  # seconds; then 503
-    # /metrics cardinality: partition-level series (lag, offset, status, lag seconds, topic offsets) on or off, and
-    # group / topic allow and deny regexes (unanchored search) for the series; they change no status
+    # /metrics cardinality: partition-level series on or off, regexes for the series; they change no status
     metrics_partition_series: bool = True
     metrics_group_allowlist: str = _opt("", _regex)
     metrics_group_denylist: str = _opt("", _regex)
     metrics_topic_allowlist: str = _opt("", _regex)
     metrics_topic_denylist: str = _opt("", _regex)
-    # HTTPS on the api's listener (services/api/listener_tls.py): a PEM certificate chain and its key (empty: in
-    # the certificate's file); no certificate = plain HTTP
-    tls_cert_file: str = ""
+    tls_cert_file: str = ""  # HTTPS on the api's listener (services/api/listener_tls.py); empty: plain HTTP
     tls_key_file: str = ""
-    # Burrow's `general.access-control-allow-origin`: this header on every answer, so that a dashboard served from
-    # another origin may read the api from a browser (services/api/cors.py); empty = none
-    access_control_allow_origin: str = _opt("", _origin)
+    access_control_allow_origin: str = _opt("", _origin)  # CORS (services/api/cors.py); empty = none
 
     def cross_check(self) -> tuple[str, str] | None:
         if self.tls_key_file and not self.tls_cert_file:
@@ -388,17 +378,13 @@ class SubscriptionConfig:
     send_close: bool = True  # tell when the incident is over (OK or NOTFOUND again)
     send_once: bool = False  # one notification per incident (no updates, no repeats)
     send_interval: float = _opt(0.0, _up_to_a_year)  # repeat while open; 0 = never
-    # lagwatch's own rule beside Burrow's: alert while the group's max lag in seconds is over this; 0 = off
-    lag_seconds_threshold: float = _opt(0.0, _up_to_a_year)
-    # ... and while retention deletes the group's oldest unconsumed message in less than this (data-loss-risk), or
-    # deleted messages it never consumed (messages-skipped); 0 = off
-    retention_risk_threshold: float = _opt(0.0, _up_to_a_year)
+    lag_seconds_threshold: float = _opt(0.0, _up_to_a_year)  # lagwatch's own rule beside Burrow's; 0 = off
+    retention_risk_threshold: float = _opt(0.0, _up_to_a_year)  # data-loss-risk, messages-skipped; 0 = off
     group_allowlist: str = _opt("", _regex)
     group_denylist: str = _opt("", _regex)
     clusters: list[str] = field(default_factory=list)  # empty = every cluster
     extras: dict[str, str] = field(default_factory=dict)  # free values for templates (Burrow's `extras`)
-    # flap suppression: an open is sent only once the incident held this long (Prometheus's `for:`); 0 = at once
-    hold_for: float = _opt(0.0, _up_to_a_year)
+    hold_for: float = _opt(0.0, _up_to_a_year)  # flap suppression (Prometheus's `for:`); 0 = at once
     routing_key: str = ""  # pagerduty: the integration's routing key (Events API v2)
     smtp_host: str = ""  # email: the SMTP server
     smtp_port: int = _opt(587, _must(lambda v: 0 < v <= 65535, "not a port"))
@@ -661,25 +647,23 @@ def _join(where: str, key: str) -> str:
 
 
 def _convert(kind: Any, value: Any, where: str) -> Any:
-    origin = typing.get_origin(kind)
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return build_section(kind, value, where)
-    if origin is dict and not dataclasses.is_dataclass(typing.get_args(kind)[1]):  # headers, extras: str -> str
-        if not isinstance(value, Mapping):
-            raise ConfigError(where, "expected a mapping of names to strings")
-        return {str(k): _convert(str, v, f"{where}.{k}") for k, v in value.items()}
-    if origin is list and dataclasses.is_dataclass(typing.get_args(kind)[0]):  # subscriptions
+    if origin is list and dataclasses.is_dataclass(args[0]):  # subscriptions
         if not isinstance(value, list):
             raise ConfigError(where, "expected a list")
         return [build_section(typing.get_args(kind)[0], item, f"{where}[{i}]") for i, item in enumerate(value)]
-    if origin is dict:  # clusters: name -> ClusterConfig
+    if origin is dict:  # clusters: name -> ClusterConfig; headers, extras: str -> str
+        sections = dataclasses.is_dataclass(args[1])
         if not isinstance(value, Mapping):
-            raise ConfigError(where, "expected a mapping of names")
+            raise ConfigError(where, "expected a mapping of names" + ("" if sections else " to strings"))
+        if not sections:
+            return {str(k): _convert(str, v, f"{where}.{k}") for k, v in value.items()}
         for name in value:
             if not CLUSTER_NAME.match(str(name)):
                 raise ConfigError(f"{where}.{name}", f"cluster names may use {CLUSTER_NAME_RULE} only")
-        item = typing.get_args(kind)[1]
-        return {str(name): build_section(item, body or {}, f"{where}.{name}") for name, body in value.items()}
+        return {str(name): build_section(args[1], body or {}, f"{where}.{name}") for name, body in value.items()}
     if origin is list:
         items = [s.strip() for s in value.split(",") if s.strip()] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
