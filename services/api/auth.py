@@ -1,9 +1,6 @@
-"""Bearer-token guard for the mutating routes (DELETE a group).
-
-`api.token` empty means mutations are switched off altogether (403), so a deployment that never set a token cannot
-have its groups deleted by anyone who reaches the port. Tokens are compared in constant time. During a rotation
-`api.previous-tokens` are accepted too; each accepted request counts in `lagwatch_api_token_uses_total{token}`
-("current" or "previous"), so an operator sees when no client uses an old token any more.
+"""Bearer-token guard for the mutating routes. An empty `api.token` switches mutations off (403); tokens are compared in
+constant time; during a rotation `api.previous-tokens` are accepted too, and `lagwatch_api_token_uses_total{token}`
+says when no client uses an old one any more.
 """
 
 from __future__ import annotations

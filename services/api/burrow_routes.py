@@ -1,11 +1,10 @@
 """Burrow's HTTP API v3 (docs/rules.md §5): clusters, topics and their consumers, consumer groups, their statuses, and
 removing a group or one of its topics.
 
-Shapes and messages follow Burrow's httpserver (v1.9.5) so existing Burrow clients (dashboards, Telegraf's burrow
-input, alerting scripts) work unchanged, down to its NOTFOUND answer (a 404 with `error: false`). A group's status
-is computed from its Redis windows at request time (`statuses.py`); the consumer listings are the groups the
-evaluator holds a ready result for (`results_store.py`, the same /metrics and the dashboard read), so all of them
-list the same groups.
+Shapes and messages follow Burrow's httpserver (v1.9.5) so existing Burrow clients work unchanged, down to its
+NOTFOUND answer (a 404 with `error: false`). A group's status is computed from its windows at request time
+(`statuses.py`); the consumer listings are the groups the evaluator holds a ready result for, as /metrics and the
+dashboard list them.
 """
 
 from __future__ import annotations

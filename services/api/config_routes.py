@@ -1,12 +1,9 @@
 """Burrow's configuration routes (`/v3/config...`) and its log level (`/v3/admin/loglevel`), in Burrow's shapes, from
-lagwatch's configuration: for scripts and dashboards written against Burrow that read them.
+lagwatch's configuration, for scripts and dashboards written against Burrow.
 
-lagwatch's modules are not Burrow's, so each list names what stands in for one: storage and evaluator `default`
-(Redis windows, the event-driven evaluator), a cluster and a consumer (its offsets reader) per configured cluster,
-a notifier per subscription (the configuration file's and the api's). Options lagwatch has no counterpart for are
-Burrow's zero values (an empty string, 0, false). Nothing secret is shown: subscriptions as
-`/api/v1/subscriptions` shows them (masked), client profiles as `/v3/kafka/{cluster}` does. The log level is this
-api process's; setting it needs the token (Burrow leaves it open).
+Each list names what stands in for a Burrow module: storage and evaluator `default`, a cluster and a consumer per
+configured cluster, a notifier per subscription. Options lagwatch has no counterpart for are Burrow's zero values.
+Nothing secret is shown. Setting the log level (this process's) needs the token (Burrow leaves it open).
 """
 
 from __future__ import annotations
@@ -18,25 +15,19 @@ from aiohttp import web
 
 from lagwatch.services.api.auth import requires_token
 from lagwatch.services.api.burrow_routes import client_profile, cluster_detail
-from lagwatch.services.api.context import CONTEXT, ApiContext
+from lagwatch.services.api.context import CONTEXT
 from lagwatch.services.api.paths import named
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.services.api.subscription_routes import read_json_body, shown_subscriptions
-from lagwatch.shared.runtime.config import Config
 
 routes = web.RouteTableDef()
 BURROW_THRESHOLDS = {"OK": 1, "WARN": 2, "ERR": 3}  # Burrow's status numbers
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 
 
-def _config(request: web.Request) -> Config:
-    context: ApiContext = request.app[CONTEXT]
-    return context.config
-
-
 @routes.get("/v3/config")
 async def main_config(request: web.Request) -> web.Response:
-    api = _config(request).api
+    api = request.app[CONTEXT].config.api
     tls = "default" if api.tls_cert_file else ""
     logs = {"filename": "", "max-size": 0, "max-backups": 0, "max-age": 0, "use-local-time": False}
     return ok(
@@ -52,7 +43,7 @@ async def main_config(request: web.Request) -> web.Response:
 @routes.get("/v3/config/{coordinator:storage|evaluator|cluster|consumer}")
 async def module_list(request: web.Request) -> web.Response:
     coordinator = request.match_info["coordinator"]
-    names = ["default"] if coordinator in ("storage", "evaluator") else sorted(_config(request).clusters)
+    names = ["default"] if coordinator in ("storage", "evaluator") else sorted(request.app[CONTEXT].config.clusters)
     return ok(request, "module list returned", coordinator=coordinator, modules=names)
 
 
@@ -65,7 +56,7 @@ async def notifier_list(request: web.Request) -> web.Response:
 @routes.get(named("/v3/config/storage/{name}"))
 async def storage_detail(request: web.Request) -> web.Response:
     _default_only(request, "storage")
-    window = _config(request).storage
+    window = request.app[CONTEXT].config.storage
     module = {
         "class-name": "redis",
         "intervals": window.intervals,
@@ -89,7 +80,7 @@ async def config_cluster_detail(request: web.Request) -> web.StreamResponse:
 
 @routes.get(named("/v3/config/consumer/{name}"))
 async def consumer_detail(request: web.Request) -> web.Response:
-    config, name = _config(request), request.match_info["name"]
+    config, name = request.app[CONTEXT].config, request.match_info["name"]
     if name not in config.clusters:
         raise ApiError(404, "consumer module not found")
     cluster = config.clusters[name]

@@ -1,7 +1,5 @@
-"""What every api handler shares: the configuration, Redis, the window store, deletion notices, the Kafka probe.
-
-The api serves every cluster it knows: those in the configuration plus any the ingest has written to Redis (so one
-api can front ingests configured elsewhere). It keeps no state of its own beyond connections.
+"""What every api handler shares. The api serves every cluster it knows: the configuration's plus any the ingest has
+written to Redis (so one api can front ingests configured elsewhere).
 """
 
 from __future__ import annotations

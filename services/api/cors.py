@@ -1,10 +1,6 @@
-"""Burrow's `general.access-control-allow-origin` (`api.access-control-allow-origin`): the header
-`Access-Control-Allow-Origin` on every answer, so that a dashboard served from another origin (BurrowUI,
-burrow-dashboard) may read the api from a browser.
-
-As Burrow: reads only. A browser asks before a cross-origin DELETE or a request with `Authorization` (a preflight
-OPTIONS), and the api's answer to it names no allowed method or header, so the token-guarded routes stay out of a
-foreign page's reach.
+"""Burrow's `general.access-control-allow-origin` (`api.access-control-allow-origin`): the header on every answer, so a
+dashboard served from another origin may read the api. As Burrow: reads only; a preflight names no allowed method
+or header, so the token-guarded routes stay out of a foreign page's reach.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Recent answers shared between callers: every open dashboard polls the same overview, and computing one means
-reading every group of a cluster (a second or more at 100k groups), so an answer is reused for `ttl_s` after its
-computation FINISHED, and callers that arrive while it runs wait for it rather than start another. (Counted from
-its start instead, nothing would be reused once a computation takes longer than `ttl_s`: every poll would compute
-again.) An answer is dropped `ttl_s` after it finished, whether or not anyone asks again, so a cluster nobody looks at
-keeps no memory. Failures are not kept: the next caller retries.
+"""Recent answers shared between callers (the dashboard's overviews): an answer is reused for `ttl_s` after its
+computation FINISHED (counted from its start, a computation longer than `ttl_s` would never be reused), callers
+arriving while it runs wait for it, and it is then dropped whether or not anyone asks again. Failures are not kept.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """A consumer group's routes with its name in a JSON body (`/api/v1/consumer-groups/...`), for names no URL can hold.
 
-Kafka takes group names of up to 32,767 bytes; an HTTP request line stops at 8 KB (aiohttp's limit, and most
-proxies'), so Burrow's routes, which carry the name in the path, cannot reach such a group at all. These routes
-answer exactly what Burrow's answer (`burrow_routes.py`), for any group, whatever its name's length:
-
-* `POST .../status`, `POST .../lag`, `POST .../detail` with `{"cluster": "local", "group": "<name>"}`: as
-  `GET /v3/kafka/{cluster}/consumer/{group}/status`, `/lag` and `GET /v3/kafka/{cluster}/consumer/{group}`.
-* `POST .../delete` with `{"cluster", "group"}`, or `"topic"` too, and `Authorization: Bearer <api.token>`: as
-  `DELETE /v3/kafka/{cluster}/consumer/{group}[/topic/{topic}]`. A POST, not a DELETE with a body: HTTP gives a
-  DELETE's body no meaning (RFC 9110 §9.3.5) and some clients and proxies drop it, which would leave the group there.
-
-The body must be a JSON object with exactly those fields (a misspelt `topic` must not delete the whole group): any
-other field, a missing one, or a name no group or topic can have is a 400 listing every problem,
-`{"error": true, "message": "invalid request", "errors": {"group": "..."}}`.
+Kafka takes group names of up to 32,767 bytes; an HTTP request line stops at 8 KB, so Burrow's routes, which carry
+the name in the path, cannot reach such a group. `POST .../status`, `.../lag`, `.../detail` and `.../delete` (with
+the token, and an optional `topic`) with `{"cluster", "group"}` answer exactly what Burrow's routes answer
+(`burrow_routes.py`). The removal is a POST: HTTP gives a DELETE's body no meaning (RFC 9110 §9.3.5) and some
+proxies drop it. The body must hold exactly those fields (a misspelt `topic` must not delete the whole group): any
+other problem is a 400 listing every one (`"errors": {"group": "..."}`).
 """
 
 from __future__ import annotations

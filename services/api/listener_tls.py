@@ -1,12 +1,9 @@
-"""HTTPS on the api's own listener (Burrow's `httpserver.<name>` TLS profile): `api.tls-cert-file` (a PEM certificate
-chain, the server's first) and `api.tls-key-file` (its private key, PEM; empty when the certificate file holds it).
-The bearer token of the api's mutating routes then never travels in clear, without a proxy in front.
+"""HTTPS on the api's own listener: `api.tls-cert-file` (PEM chain) and `api.tls-key-file` (empty when the
+certificate file holds the key), so the bearer token never travels in clear, without a proxy in front.
 
-TLS 1.2 or newer, Python's default server ciphers. The files are read at start (a missing, unreadable or mismatched
-file stops the api with one line naming the option, as `lagwatch config check` says beforehand) and again whenever
-either changes on disk (checked every `RELOAD_CHECK_S`: a certificate renewed by cert-manager or certbot is served
-from the next connection on, without a restart); a renewal caught half-written is logged and tried again at the next
-check, the certificate in use served meanwhile.
+TLS 1.2 or newer. A missing or mismatched file stops the api at start with one line naming the option; the files
+are loaded again whenever they change (a renewed certificate is served from the next connection on, without a
+restart), and a renewal caught half-written is logged and tried again, the certificate in use served meanwhile.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.runtime.presence import running_counts
 from lagwatch.shared.runtime.prometheus_text import render
-from lagwatch.shared.runtime.redis_client import connect, reply
+from lagwatch.shared.runtime.redis_client import reply
 from lagwatch.shared.runtime.redis_memory import RedisMemory, read_memory
 from lagwatch.shared.statuses.results_store import (
     CAUGHT_UP_LAG,
@@ -271,7 +271,7 @@ def group_lines(
         scan.biggest,
         recent,
         slowest[0] if slowest is not None else None,
-        _number(catchup_s) if catchup_s is not None else None,
+        None if catchup_s is None else "+Inf" if catchup_s == float("inf") else repr(catchup_s),
         growth,
         risk_s,
         skipped if velocity else None,
@@ -323,10 +323,6 @@ def _scan_partitions(
         if seconds is not None:
             scan.seconds.append(f"lagwatch_consumer_lag_seconds{{{part}{seconds}\n")
     return scan
-
-
-def _number(value: float) -> str:
-    return "+Inf" if value == float("inf") else repr(value)
 
 
 def add_topic_offsets(
@@ -440,15 +436,6 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
         counters.add_evaluator_totals(cluster, {k.decode(): float(v) for k, v in raw.items()})
     families = [*counters.families.values(), cluster_family(config.clusters, found), instances_family(instances)]
     return series.render() + render(families + redis_memory_families(await read_memory(redis)))
-
-
-async def scrape(config: Config) -> bytes:
-    """One scrape, on its own connection (the worker process's entry point)."""
-    redis = connect(config.redis)
-    try:
-        return await scrape_results(config, redis)
-    finally:
-        await redis.aclose()
 
 
 class ApiMetrics:

@@ -1,11 +1,8 @@
 """Every answer is JSON in Burrow's envelope, whatever goes wrong; and every request is timed by route.
 
-* unknown route 404, wrong method 405 (with `Allow`; OPTIONS on a route: 200 with `Allow` and no body), a
-  malformed path 400 (bad percent-encoding, not UTF-8, a name over `MAX_NAME_CHARS`): checked before any handler
-  runs, so handlers only ever see clean names;
-* Redis unreachable or read-only (a failover), or a request over `api.request-timeout`: 503 (the client may retry;
-  nothing is wrong with it);
-* anything else: 500 with a generic message; the traceback goes to the log, never to the client.
+Unknown route 404, wrong method 405 (OPTIONS: 200 with `Allow`), a malformed path 400 (checked before any handler
+runs, so handlers only see clean names); Redis unreachable or read-only, or a request over `api.request-timeout`:
+503 (the client may retry); anything else 500, the traceback to the log, never to the client.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import time
 from urllib.parse import unquote_to_bytes
 
 from aiohttp import web
-from redis.exceptions import BusyLoadingError, ClusterDownError, ReadOnlyError, TryAgainError
+from redis.exceptions import ClusterDownError, ReadOnlyError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -29,15 +26,9 @@ log = logging.getLogger(__name__)
 MAX_NAME_CHARS = 1000  # far above Kafka's 249 for topics; group names have no limit in Kafka but need one here
 LONG_GROUP_ROUTES = "POST /api/v1/consumer-groups/{status,lag,detail,delete}"  # group_routes.py: any name
 BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
-# ReadOnlyError: a write reached a replica, as during a failover until the connections move to the new primary
-REDIS_UNAVAILABLE = (
-    RedisConnectionError,
-    RedisTimeoutError,
-    BusyLoadingError,
-    ClusterDownError,
-    TryAgainError,
-    ReadOnlyError,
-)
+# ReadOnlyError: a write reached a replica, as during a failover until the connections move to the new primary;
+# a ConnectionError includes BusyLoadingError (Redis still loading its data)
+REDIS_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError, ReadOnlyError)
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
@@ -63,20 +54,20 @@ async def errors_as_json(request: web.Request, handler) -> web.StreamResponse:
         async with asyncio.timeout(request.app[CONTEXT].config.api.request_timeout):
             return await handler(request)
     except ApiError as exc:
-        return error_response(request, exc.status, exc.message, fields=exc.fields, headers=exc.headers)
+        return error_response(request, exc)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise  # redirects and the like pass through
         return _from_http_exception(request, exc)
     except REDIS_UNAVAILABLE as exc:
         log.warning("api: %s %s: Redis unavailable (%s)", request.method, request.path, exc)
-        return error_response(request, 503, "storage unavailable: Redis cannot be reached")
+        return error_response(request, ApiError(503, "storage unavailable: Redis cannot be reached"))
     except TimeoutError:
         log.warning("api: %s %s: no answer within api.request-timeout", request.method, request.path)
-        return error_response(request, 503, "request timed out")
+        return error_response(request, ApiError(503, "request timed out"))
     except Exception:
         log.exception("api: %s %s failed", request.method, request.path)
-        return error_response(request, 500, "internal server error")
+        return error_response(request, ApiError(500, "internal server error"))
 
 
 def _from_http_exception(request: web.Request, exc: web.HTTPException) -> web.Response:
@@ -85,10 +76,10 @@ def _from_http_exception(request: web.Request, exc: web.HTTPException) -> web.Re
             return web.Response(headers={"Allow": ", ".join(sorted({*exc.allowed_methods, "OPTIONS"}))})
         allowed = ", ".join(sorted(exc.allowed_methods))
         message = f"method {request.method} not allowed (allowed: {allowed})"
-        return error_response(request, 405, message, headers={"Allow": allowed})
+        return error_response(request, ApiError(405, message, headers={"Allow": allowed}))
     if isinstance(exc, web.HTTPNotFound):
-        return error_response(request, 404, f"no such route: {request.method} {request.path}")
-    return error_response(request, exc.status, exc.reason)
+        return error_response(request, ApiError(404, f"no such route: {request.method} {request.path}"))
+    return error_response(request, ApiError(exc.status, exc.reason))
 
 
 @web.middleware

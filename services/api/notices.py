@@ -1,9 +1,7 @@
 """Change notices for groups the api deletes, so the evaluator re-evaluates them (to NOTFOUND) at once.
 
-One `ChangePublisher` per configured cluster (clusters known only from Redis have no Kafka settings, and their
-deletions are picked up by the evaluator's next sweep). Producers start in the background: the api must answer
-reads while Kafka is down, and a DELETE waits only briefly for a producer that is still starting. Notices are
-best effort by design (see `shared/windows/changes.py`): a lost one delays the NOTFOUND by one sweep interval.
+One producer per configured cluster, started in the background: the api answers reads while Kafka is down, and a
+DELETE waits only briefly for a producer still starting. Best effort: a lost notice delays the NOTFOUND by a sweep.
 """
 
 from __future__ import annotations

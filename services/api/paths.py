@@ -1,8 +1,5 @@
-"""Route paths whose `{name}` parts take any name Kafka allows, as Burrow's router does.
-
-aiohttp's default `{name}` pattern refuses `{` and `}`, which a consumer group's name may hold (Kafka puts no limit
-on its characters): such a group would be "no such route" on every route naming it. Burrow's router takes any
-character but '/' in a name; here an encoded one (`%2F`) is taken too, the match being made before it is decoded.
+"""Route paths whose `{name}` parts take any name Kafka allows (aiohttp's default refuses `{` and `}`), as Burrow's
+router does: any character but '/', and an encoded one (`%2F`), the match being made before decoding.
 """
 
 from __future__ import annotations

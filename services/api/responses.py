@@ -1,7 +1,5 @@
-"""Burrow's response envelope: every JSON body carries `error`, `message` and `request` {`url`, `host`}.
-
-Handlers return `ok(...)` or raise `ApiError`; the error middleware turns an `ApiError` (and every other failure)
-into the same envelope with `error: true`, so clients parse one shape whatever happened.
+"""Burrow's response envelope: every JSON body carries `error`, `message` and `request` {`url`, `host`}, errors
+(`ApiError`, turned into an answer by the middleware) included, so clients parse one shape whatever happened.
 """
 
 from __future__ import annotations
@@ -42,13 +40,6 @@ def ok(request: web.Request, message: str, *, http_status: int = 200, **fields: 
     return web.json_response(envelope(request, message, **fields), status=http_status)
 
 
-def error_response(
-    request: web.Request,
-    status: int,
-    message: str,
-    *,
-    fields: Mapping[str, Any] | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> web.Response:
-    body = envelope(request, message, error=True, **(fields or {}))
-    return web.json_response(body, status=status, headers=headers)
+def error_response(request: web.Request, exc: ApiError) -> web.Response:
+    body = envelope(request, exc.message, error=True, **exc.fields)
+    return web.json_response(body, status=exc.status, headers=exc.headers)

@@ -1,14 +1,12 @@
 """The `/metrics` scrape of Redis runs in a worker process, so a big scrape never stalls the api's event loop.
 
-A scrape is CPU work in Python (reading the ready results and rendering ~530k samples for 100k partitions; most of
-it cached between scrapes in the worker, see `metrics.RenderedGroups`). Done on the event loop it would hold every
-other request for that long; in a thread it would still fight them for the GIL. One spawned worker process does it
-on another core. The worker is started on the first scrape and kept; one that dies is replaced on the next scrape.
+A scrape is CPU work in Python: on the event loop it would hold every other request, in a thread it would still fight
+them for the GIL. One spawned worker process does it on another core; it is started on the first scrape and kept,
+and one that dies is replaced on the next scrape.
 
-The body (58 MB at 100k partitions) does not travel back through the pool's pipe: pickling it through a 64 KiB pipe
-cost more than rendering it. The worker writes it to a file of its own in a private directory (in RAM when /dev/shm
-has room, else the temporary directory, where the page cache serves it) and answers with the file's name; the api
-opens the file (once for each scrape that shares the render, `shared_render.py`), unlinks it and streams it out.
+The body does not travel back through the pool's pipe (pickling it through a 64 KiB pipe costs more than rendering
+it): the worker writes it to a file in a private directory (in RAM when /dev/shm has room) and answers with its
+name; the api opens it (once for each scrape sharing the render, `shared_render.py`), unlinks it and streams it.
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from lagwatch.shared.runtime.config import Config
+from lagwatch.shared.runtime.redis_client import connect
 
 RAM_DIR = Path("/dev/shm")
 RAM_DIR_MIN_FREE = 1 << 30  # /dev/shm is used only with this much room (Docker gives containers 64 MB of it)
@@ -48,9 +47,13 @@ def scrape_in_worker(config: Config, path: str) -> int:
 async def _scrape_into(config: Config, path: str) -> int:
     """The body never is the result of `asyncio.run`: in the main thread Python 3.11's runner formats a repr of its
     task while restoring SIGINT's handler, and the task's repr holds its result's (slow for a large body, twice)."""
-    from lagwatch.services.api.metrics import scrape
+    from lagwatch.services.api.metrics import scrape_results
 
-    body = await scrape(config)
+    redis = connect(config.redis)
+    try:
+        body = await scrape_results(config, redis)
+    finally:
+        await redis.aclose()
     with open(path, "wb") as out:
         out.write(body)
     return len(body)

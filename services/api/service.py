@@ -1,8 +1,5 @@
-"""`lagwatch run api`: the aiohttp application, and the service that serves it until SIGTERM/SIGINT.
-
-`create_app(config)` builds the Application (Burrow's /v3 routes, /metrics, the dashboard, JSON errors);
-`ApiServer` serves it on the Service base's health server, which mounts /healthz and /readyz on it, on a host and
-port (port 0 = a free one, see `.url`), like the other services.
+"""`lagwatch run api`: the aiohttp application (`create_app`), and the service that serves it until SIGTERM/SIGINT on
+the Service base's health server, which mounts /healthz and /readyz on it.
 """
 
 from __future__ import annotations

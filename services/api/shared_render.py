@@ -1,17 +1,13 @@
 """Concurrent `/metrics` scrapes share one render (single flight): however many ask at once, the scrape process renders
 once and each of them streams that body.
 
-A render reads Redis when it begins. A scrape that arrives while one runs takes that render's body rather than
-waiting for the next one, so its data were read less than one render's duration before it arrived (never more than
-one render old). Waiting for the next render instead would give data read after the scrape arrived, but that scrape
-would wait up to two renders, and scrapes arriving a moment apart would cost two renders where one serves them all.
-Prometheus stamps the samples with the scrape's own time either way. A scrape arriving once a render is over starts
-the next one.
+A scrape that arrives while a render runs takes that render's body rather than waiting for the next one: its data
+were read less than one render before it arrived, and scrapes a moment apart cost one render, not two. A scrape
+arriving once a render is over starts the next one.
 
-A render's body is a file (`scrape_process.py`): each scrape sharing it gets a handle of its own, all opened when the
-render is done, and the file is unlinked then, so it is freed when the last scrape closes its handle. A scrape given
-up on (its client gone, `api.request-timeout`) leaves the render to the others; one nobody waits for any more still
-runs to its end (the worker process cannot be interrupted) and its body is dropped.
+Each scrape sharing a render gets a handle of its own on the body file, all opened when the render is done; the file
+is unlinked then, so it is freed when the last scrape closes its handle. A render nobody waits for any more still runs
+to its end (the worker process cannot be interrupted) and its body is dropped.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Silences (maintenance windows, `/api/v1/silences`): create, list, get, end. Stored in Redis
-(`lw:n:{notify}:silences`, shared/notifications/subscriptions/silences.py), where notifiers read them: a silenced
-incident notifies nothing while the silence holds and, if still open when it ends, notifies then
-(services/notifier/holds.py).
-
-* POST needs `Authorization: Bearer <api.token>`: `{"matchers": [{"name": "group", "value": "billing"}],
-  "starts-at": 1700000000, "ends-at": 1700003600, "reason": "deploy", "created-by": "alice"}` (`starts-at`
-  defaults to now; `"regex": true` makes a value a regex matching the whole name) -> 201 with the silence.
-* GET lists them (`?state=active|pending|expired` to filter), with each one's `state`; GET /{id} shows one.
-* DELETE /{id} (token) ends a silence now: it stays listed, expired, for a week.
+"""Silences (maintenance windows, `/api/v1/silences`): create (token), list (`?state=active|pending|expired`), get,
+and end now (DELETE, token: it stays listed, expired, for a week). Stored in Redis where notifiers read them
+(shared/notifications/subscriptions/silences.py): a silenced incident notifies nothing while the silence holds.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Group statuses for the api: Burrow's rules (`shared/statuses/rules.py`) applied to the windows in Redis, at request
-time.
-
-The api never reads the evaluator's recorded statuses: like Burrow, it judges a group when asked, so an answer is
-right even while no evaluator runs. A group whose newest commit is older than `expire-group` is NOTFOUND, exactly
-as the evaluator treats it (its keys are about to expire in Redis anyway).
+"""Group statuses for the api: Burrow's rules applied to the windows in Redis at request time, as Burrow judges a
+group when asked (right even while no evaluator runs). A group whose newest commit is older than `expire-group` is
+NOTFOUND, as the evaluator treats it.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
-"""Notification subscriptions (`/api/v1/subscriptions`): create, list, get, update, delete, and send one a sample
-incident now (`POST .../{id}/test`, through a notifier: shared/notifications/sample_requests.py).
+"""Notification subscriptions (`/api/v1/subscriptions`, docs/webhooks.md): create, list, get, update, delete, and send
+one a sample incident now through a notifier (`POST .../{id}/test`).
 
-* Stored in Redis (`lw:n:{notify}:subs`, see shared/protocol/keys.py); notifiers pick changes up on their next event
-  or delivery. Subscriptions from the configuration file are listed too (`"source": "config"`) but are read-only
-  here (409): change the file instead.
-* POST, PUT, PATCH and DELETE need `Authorization: Bearer <api.token>` (auth.py); reads are open, and every
-  credential-bearing part is masked in every answer (`****` + last 4 characters): the URL past its destination,
-  `secret`, header values, extras, and templates but for token holders. Sending a masked value back unchanged
-  (PUT/PATCH) keeps the stored secret — unless the change moves the subscription to another scheme, host or port:
-  then its stored secret, headers and extras are dropped unless given again.
-* A subscription written is answered with `coverage`: how many of the consumer groups known now it covers, of how
-  many (`{"groups": 3, "known": 120}`); when it covers none of them the message says so.
-* Invalid documents are answered 400 with every problem: `{"error": true, "message": "invalid subscription",
-  "errors": {"url": "...", "threshold": "..."}}`. URLs must be http(s), never link-local or cloud metadata
-  addresses, and not private unless `notifier.allow-private-targets`; host names are resolved to check that.
+Stored in Redis, where notifiers pick changes up; those of the configuration file are listed too but read-only here
+(409). Writes need the token (auth.py); every credential is masked in every answer, and a masked value sent back
+unchanged keeps the stored secret unless the subscription moves to another scheme, host or port. Invalid documents
+are a 400 listing every problem (`"errors": {"url": "...", ...}`).
 """
 
 from __future__ import annotations
@@ -175,8 +166,12 @@ async def create_subscription(request: web.Request) -> web.Response:
     return response
 
 
-async def _update(request: web.Request, *, merge: bool) -> web.Response:
-    sub_id = request.match_info["id"]
+@routes.put(BASE + "/{id}")
+@routes.patch(BASE + "/{id}")
+@requires_token
+async def update_subscription(request: web.Request) -> web.Response:
+    """PUT replaces the subscription, PATCH changes the fields given."""
+    sub_id, merge = request.match_info["id"], request.method == "PATCH"
     existing = await _existing(request, sub_id)
     doc = await read_json_body(request)
     if doc.get("id", sub_id) != sub_id:
@@ -189,18 +184,6 @@ async def _update(request: web.Request, *, merge: bool) -> web.Response:
     config = await _validate(request, doc, None if moved else existing)
     await _store(request).put(config, create=False)
     return await _written(request, config, "updated")
-
-
-@routes.put(BASE + "/{id}")
-@requires_token
-async def replace_subscription(request: web.Request) -> web.Response:
-    return await _update(request, merge=False)
-
-
-@routes.patch(BASE + "/{id}")
-@requires_token
-async def patch_subscription(request: web.Request) -> web.Response:
-    return await _update(request, merge=True)
 
 
 @routes.delete(BASE + "/{id}")
