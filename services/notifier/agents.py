@@ -48,8 +48,7 @@ class EventIntake:
                     self.positions.read(event.message.topic, event.message.partition, event.message.offset)
 
     async def handle_batch(self, raws: list[bytes | None], kind: AnyKind) -> bool:
-        """Record what each event means for every matching subscription; retried while Redis is away until it is
-        all done (True: acknowledge them all) or the service stops (False: none)."""
+        """Record the events, retried while Redis is away: True once all are (acknowledge them), False if stopping."""
         events = []
         for raw in raws:
             event = kind.parse(raw)

@@ -155,8 +155,7 @@ class Destination:
 
 
 class Sender:
-    """The HTTP client: one aiohttp session, every address checked at connect time (address_guard), no redirects
-    followed."""
+    """The HTTP client: one aiohttp session, every address checked at connect time (address_guard), no redirect."""
 
     def __init__(self, *, timeout_s: float, allow_private: bool) -> None:
         self.timeout = aiohttp.ClientTimeout(total=timeout_s, connect=timeout_s)
@@ -179,7 +178,13 @@ class Sender:
 
     async def send(self, request: Request | Mail) -> Result:
         if isinstance(request, Mail):  # the email channel: SMTP, same retries, breaker and dead letters
-            return await self._send_mail(request)
+            try:
+                await email_channel.send(
+                    request, timeout_s=self.timeout.total or 10.0, allow_private=self.allow_private
+                )
+            except SendFailure as exc:
+                return Result(False, exc.code, str(exc), exc.retryable, host_failure=exc.host_failure)
+            return Result(True)
         result = await self._send(request)
         if result.error and request.url in result.error:  # a URL may hold a secret (Slack's do): never repeat it
             result.error = result.error.replace(request.url, destination(request.url))
@@ -217,13 +222,6 @@ class Sender:
             return Result(
                 False, error=f"connection failed: {type(exc).__name__}: {exc}", retryable=True, host_failure=True
             )
-
-    async def _send_mail(self, mail: Mail) -> Result:
-        try:
-            await email_channel.send(mail, timeout_s=self.timeout.total or 10.0, allow_private=self.allow_private)
-        except SendFailure as exc:
-            return Result(False, exc.code, str(exc), exc.retryable, host_failure=exc.host_failure)
-        return Result(True)
 
 
 async def _error_body(response: aiohttp.ClientResponse) -> str:

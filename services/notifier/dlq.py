@@ -48,12 +48,9 @@ def dead_letter_record(delivery: Delivery, error: str, status_code: int | None, 
 
 
 class DeadLetters:
-    """Publishes dead letters with an idempotent producer (acks=all); `publish` returns once Kafka has it.
-
-    aiokafka retries a record whose partition leader is unreachable for as long as it stays so, and blocks a send
-    while that partition's batch is full: each is waited for at most WAIT_S, so a delivery worker is not held for
-    the outage (its dead letter stays in the outbox and is tried again). A dead letter still in flight is not sent
-    again by the retry, which looks at its delivery instead."""
+    """Publishes dead letters with an idempotent producer (acks=all). aiokafka retries a record while its partition
+    leader is away and blocks a send while its batch is full: each is waited for at most WAIT_S, so a delivery
+    worker is not held for the outage; a dead letter still in flight is not sent again by the retry."""
 
     WAIT_S = 5.0  # for room in the batch, and again for the acknowledgement
 
@@ -166,10 +163,8 @@ def select(records: Iterable[dict], *, subscription: str | None = None, since_ms
 
 
 async def replay(outbox: Outbox, records: Iterable[dict]) -> dict[str, int]:
-    """Put dead letters back into the outbox; {"enqueued", "already_pending", "incident_over"}, and "unreadable"
-    when some event is not one this notifier reads. An open, update or repeat of an incident the subscription has
-    been told is over is not sent again: after its close, it would open the incident anew at the receiver (a pager
-    left ringing)."""
+    """Put dead letters back into the outbox (counted; "unreadable": an event this notifier cannot read), but no
+    open, update or repeat of an incident since over: after its close, it would open it anew at the receiver."""
     counts = dict.fromkeys(("enqueued", "already_pending", "incident_over"), 0)
     now = now_ms()
     for r in records:

@@ -304,7 +304,6 @@ class EventRecorder(Recorder):
 
 
 def _skip(handled: Handled) -> None:
-    """An event that cannot be handled (a bug, or an event this version cannot handle): skipped rather than block
-    the topic. (Called where the exception is handled.)"""
+    """An event that cannot be handled: skipped rather than block the topic (called where the exception is caught)."""
     log.exception("notifier: event %s could not be handled; skipped", handled.event.event_id)
     handled.failed = True

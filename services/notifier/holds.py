@@ -88,9 +88,8 @@ def due(
 
 
 def ends_unannounced(state: IncidentState | None, event: Event) -> bool:
-    """The event ends the incident whose open is held (a lag-seconds alert back under before it was announced):
-    the held open is dropped. (Status events need no help: notification_policy.py forgets an
-    unannounced incident.)"""
+    """The event ends the incident whose open is held (a lag alert back under before it was announced): the held
+    open is dropped. (notification_policy.py forgets an unannounced status incident by itself.)"""
     return (
         state is not None
         and state.incident_id is None

@@ -35,9 +35,8 @@ def decide_lag(policy: Policy, event: LagThresholdEvent, state: IncidentState | 
 
 
 def superseded_close(policy: Policy, event: LagThresholdEvent, state: IncidentState | None) -> LagThresholdEvent | None:
-    """The close of the announced incident that this event's open replaces, or None. It is the event the evaluator
-    publishes for that close (same id: a redelivery, or the evaluator's own close later, adds nothing), with the
-    group's figures as of this event."""
+    """The close of the announced incident that this event's open replaces (`closing_event`, with the figures as of
+    this event), or None."""
     if state is None or state.incident_id is None or not isinstance(state.event, LagThresholdEvent):
         return None
     announced = state.event

@@ -79,9 +79,8 @@ def found_open(cluster: str, group: str, stored: StoredStatus, now_ms: int) -> S
 
 
 def superseded_close(policy: Policy, event: StatusEvent, state: IncidentState | None) -> StatusEvent | None:
-    """The close of the announced incident that `event`, of another incident (or of none), shows was missed; None when
-    nothing was missed. Quiet as the event's previous status when that one is (the group went from it into the new
-    incident), else OK."""
+    """The close that `event`, of another incident (or of none), shows was missed, or None: quiet as the event's
+    previous status when that one is (the group went from it into the new incident), else OK."""
     if state is None or state.incident_id is None or not isinstance(state.event, StatusEvent):
         return None
     if event.incident_id == state.incident_id or older_than_kept(event, state):

@@ -23,9 +23,8 @@ class _End:
 
 
 async def batches(source: AsyncIterator[T], most: int, linger: float = 0.0) -> AsyncGenerator[list[T], None]:
-    """The items of `source` in batches of at most `most`, in order; ends when `source` does, raises what it
-    raises. Up to `most` more items are read ahead while a batch is handled; in a burst a batch waits `linger` (s)
-    for more."""
+    """The items of `source` in batches of at most `most`, in order (up to `most` more read ahead); ends when `source`
+    does, raises what it raises; in a burst a batch waits `linger` (s) for more."""
     waiting: asyncio.Queue[T | _End] = asyncio.Queue(most)
     reader = asyncio.create_task(_fill(waiting, source))
     try:

@@ -70,10 +70,8 @@ def sample_incident(cluster: str, now_ms: int) -> list[tuple[str, AnyEvent]]:
 
 
 def sample_alert(cluster: str, now_ms: int, sample: str, threshold_s: float) -> list[tuple[str, AnyEvent]]:
-    """The lag-open (the WARN status) and the lag-close (back under, OK) of a threshold alert of `lagwatch-test`:
-    `lag`, its partition 1.5 times the threshold behind in seconds, then caught up; `retention`, retention deleting
-    its oldest unread message in half the threshold (by the topic's `retention.ms`), then no longer. The ids are
-    made from the crossing's number: `now_ms`, so new at each instant."""
+    """The lag-open and lag-close of a threshold alert of `lagwatch-test`: 1.5 times the threshold behind (`lag`), or
+    deleted unread in half of it (`retention`); then not. Ids from the crossing's number, `now_ms`: new each time."""
     if sample == LAG:
         over = Crossing(threshold_s, above=True)
         at_open: dict[str, Any] = {"time_lags": {SAMPLE_PARTITION: TimeLag(threshold_s * 1.5)}}
@@ -100,9 +98,8 @@ async def sample_report(
     sample: str = STATUS,
     sender: Sender | None = None,
 ) -> dict[str, Any]:
-    """Send the sample (to `cluster`, else one the subscription covers) and say what each receiver answered: the
-    report `lagwatch notify test` prints and `POST /api/v1/subscriptions/{id}/test` answers. `sender`: a running
-    notifier's (else one for this sample). NoSuchAlerts."""
+    """Send the sample (to `cluster`, else one the subscription covers): the report `lagwatch notify test` prints
+    and `POST /api/v1/subscriptions/{id}/test` answers. NoSuchAlerts."""
     cluster = cluster or sample_cluster(subscription, configured)
     return report_of(subscription, cluster, await send_sample(subscription, settings, cluster, now_ms, sample, sender))
 

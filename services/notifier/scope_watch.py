@@ -90,8 +90,7 @@ class ScopeWatch(Recorder):
 
     async def close_out_of_scope(self, now: int, subscriptions: list[Subscription] | None = None) -> int:
         """Close (or drop, if held) every kept incident whose subscription (of `subscriptions`, default all) no
-        longer covers its group or its alert; returns the closes enqueued. Several notifiers may do this at once:
-        each state is replaced only as read, and a close is recorded once (its id is the same wherever it is made)."""
+        longer covers it; returns the closes enqueued."""
         enqueued = 0
         for subscription in self.registry.all() if subscriptions is None else subscriptions:
             async for state_field, raw in self.outbox.states(subscription.id):
@@ -127,9 +126,8 @@ class ScopeWatch(Recorder):
         return 0  # kept changing: left as the event path leaves it (a RedisError would only retry the whole look)
 
     async def close_forgotten(self, now: int) -> None:
-        """Close the incidents of the clusters forgotten since a notifier last did (scope.py), for every subscription,
-        and drop their kept latest events; recorded once done, so that the next starts need not look again. Repeats
-        due meanwhile close rather than repeat (`covers`)."""
+        """Close the incidents of the clusters forgotten since a notifier last did, and drop their kept latest events;
+        recorded once done, so that the next starts need not look again."""
         self.forgotten, closed = await cluster_forgetting.forgotten(self.redis)
         pending = {cluster: at for cluster, at in self.forgotten.items() if closed.get(cluster) != at}
         if not pending:
@@ -145,9 +143,7 @@ class ScopeWatch(Recorder):
 
     async def announce_going_on(self, now: int, subscriptions: list[Subscription] | None = None) -> int:
         """Tell each subscription (of `subscriptions`, default all) of the incidents going on that it covers but was
-        never told about (it was created or widened since they began: no event would tell it until their next
-        change), as their latest event would have; returns the notifications enqueued. Once per subscriptions'
-        version and incident."""
+        never told about, as their latest event would have; returns the notifications enqueued."""
         subscriptions, enqueued = self.registry.all() if subscriptions is None else subscriptions, 0
         if not subscriptions:
             return 0
@@ -180,9 +176,7 @@ class ScopeWatch(Recorder):
         self, covering: list[Subscription], event: Event, kind: AnyKind, active: tuple[str, str], now: int
     ) -> int:
         """Record what the incident's latest event (`active`: where it is kept, as read) means for each covering
-        subscription told nothing of it (none kept, even held: one kept is an incident the subscription was told or
-        is holding); the notifications enqueued. Not once a later event of it was read (CONFLICT): that one
-        decides."""
+        subscription keeping no state of it; the notifications enqueued. Not once a later event was read (CONFLICT)."""
         state_field, enqueued = kind.state_field(event), 0
         states = await self.outbox.read_states([s.id for s in covering], state_field)
         until = self.silences.until_ms(event, now)

@@ -50,8 +50,7 @@ class Mail:
 
 
 def text(note: Notification) -> bytes:
-    """The plain text of a mail without a body-template, the control characters of the names it quotes escaped
-    (`printable`): a name adds no line of its own."""
+    """The text of a mail without a body-template; names' control characters escaped: a name adds no line."""
     event = note.event
     lines = [summary.title(event, note.kind, note.reason), ""]
     lines += [f"{name}: {value}" for name, value in summary.facts(event, note.kind, note.duration_s)]

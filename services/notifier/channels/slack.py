@@ -81,8 +81,7 @@ def message(note: Notification) -> dict[str, Any]:
 
 
 def _lag_message(note: Notification, event: LagThresholdEvent) -> dict[str, Any]:
-    """A lag-threshold event's ("lag above N s" / "back under N s"): the same layout, with the lag in seconds, the
-    threshold and Burrow's status of the group, and the partitions over it."""
+    """A lag-threshold event's: the same layout, with the lag, the threshold and the partitions over it."""
     closing = note.kind == "lag-close"
     fields = [
         *_where(note),
@@ -138,9 +137,7 @@ def _partition_line(p: EventPartition) -> str:
 def _insight_fields(
     velocity: VelocityFields | None, retention: RetentionFields | None, explanation: ExplanationFields | None
 ) -> list[str]:
-    """lagwatch's velocity, retention risk and explanation, when the event carries them: when the group
-    catches up (or that it will not at this rate), when retention deletes what it has not read (or what it lost)
-    and why it is where it is."""
+    """What lagwatch adds when the event carries it: when the group catches up, when retention deletes, and why."""
     fields = []
     if velocity is not None:
         growth = velocity.lag_growth_per_second
@@ -160,8 +157,7 @@ def _insight_fields(
 
 
 def _alert_fields(event: LagThresholdEvent) -> list[str]:
-    """What the alert measures: the lag in seconds and its threshold, or the retention risk (data-loss-risk) and
-    the messages retention deleted unread (messages-skipped)."""
+    """What the alert measures: the lag and its threshold, or the retention risk and the messages deleted unread."""
     threshold = f"*Threshold*\n{summary.threshold_seconds(event)}"
     if event.which == Alert.LAG_SECONDS:
         return [f"*Behind by*\n{summary.behind(event)}", threshold]
