@@ -1,10 +1,8 @@
 """Forgetting a cluster lagwatch no longer watches (`lagwatch forget-cluster`).
 
-Each service reads the clusters of its configuration, but Redis keeps what they wrote across restarts, and the api
-lists every cluster Redis has data for: a Kafka cluster decommissioned (removed from the configuration, its services
-stopped) would stay listed, its groups frozen at their last status in `/v3/kafka`, the dashboard and `/metrics`
-(where `burrow_kafka_consumer_lag_total` would keep a lag alert firing) until `expire-group`, and its incidents open
-for good, repeated every `send-interval`. Burrow, restarted without it, shows nothing of it.
+Redis keeps what the services wrote across restarts, and the api lists every cluster Redis has data for: a cluster
+removed from the configuration would stay listed, its groups frozen at their last status (a lag alert firing from
+`/metrics`) until `expire-group`, and its incidents open for good. Burrow, restarted without it, shows nothing of it.
 
 Forgetting deletes every key of the cluster (its own, its groups', its topics': `keys.cluster_keys_pattern`), takes
 it out of `lw:clusters`, and records when in `keys.FORGOTTEN_CLUSTERS`: the notifiers close the incidents of it they

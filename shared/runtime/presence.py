@@ -26,24 +26,16 @@ from lagwatch.shared.runtime.service_lifecycle import pause
 # A running service instance says so (this module): its entry holds until ARGV[2] ms from now on Redis's
 # clock (the instances' clocks may disagree by more than that), and those past theirs (an instance killed) go.
 # KEYS: the instances' zset; ARGV: instance id, ms its entry holds
-ANNOUNCE_PRESENCE = (
-    SERVER_MS
-    + """
+ANNOUNCE_PRESENCE = f"""{SERVER_MS}
 local key, now, hold_ms = KEYS[1], server_ms(), tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 redis.call('ZADD', key, now + hold_ms, ARGV[1])
 if redis.call('PTTL', key) < hold_ms then redis.call('PEXPIRE', key, hold_ms) end  -- the key goes with the last word
 return 0
 """
-)
 
 # The instances whose entries hold now, on Redis's clock. KEYS: the instances' zset
-PRESENT_INSTANCES = (
-    SERVER_MS
-    + """
-return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. server_ms(), '+inf')
-"""
-)
+PRESENT_INSTANCES = SERVER_MS + "\nreturn redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. server_ms(), '+inf')\n"
 log = logging.getLogger(__name__)
 
 SERVICES = ("ingest", "evaluator", "notifier")  # those of a cluster that say they run

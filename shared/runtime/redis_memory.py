@@ -54,8 +54,8 @@ class RedisMemory:
 
     @property
     def refuses_writes(self) -> bool:
-        """Full with `noeviction`: every write fails (OOM) while reads and PING still answer. From INFO, so only
-        about: Redis refuses a write when its memory, less some buffers, is over `maxmemory` at that instant."""
+        """Full with `noeviction`. About only: Redis refuses a write when its memory, less some buffers, is over
+        `maxmemory` at that instant."""
         return self.policy == SAFE_POLICY and 0 < self.maxmemory <= self.used_memory
 
 
@@ -88,10 +88,9 @@ def _server(name: str, node: dict[str, Any]) -> RedisMemory | None:
 
 
 async def takes_writes(redis: Redis) -> bool:
-    """The services' readiness check of Redis: it answers, and takes writes (a PING alone says ready while every write
-    fails for want of memory). `SET <probe> "" XX` writes nothing (the key never exists) but is refused like any write
-    when Redis is full; on a Redis Cluster it reaches one node, so each primary's INFO is looked at as well (a single
-    server's answer to the probe is exact: no INFO then). RedisError when Redis does not answer."""
+    """The services' readiness check of Redis: it answers, and takes writes. `SET <probe> "" XX` writes nothing (the
+    key never exists) but is refused like any write when Redis is full; it reaches one node of a Redis Cluster, so
+    each primary's INFO is looked at as well. RedisError when Redis does not answer."""
     try:
         await reply(redis.set(keys.READINESS_PROBE, b"", xx=True))
     except OutOfMemoryError:
