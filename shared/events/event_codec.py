@@ -1,17 +1,14 @@
 """One JSON codec for the events (status_event.py, lag_threshold_event.py), on msgspec: an event and each of its parts
 is a frozen `msgspec.Struct` (`EventFields`), the one description of its fields; msgspec checks a record against it.
 
-* Encoding: compact JSON with sorted keys (the bytes the evaluator always published). msgspec makes the JSON object
-  (`to_builtins`) and the standard library writes it: msgspec's own writer spells some floats (`1e16`) and every
-  non-ASCII character differently. A field the schema does not require is left out when it holds its default:
-  `None` for a field that is never null (`velocity`), `UNSET` for one that may be null (`max_lag_seconds`: `None` is
-  written as null). So a field the schema requires has no default (else it would be left out when it held it).
-* Decoding checks every field against its type and raises `EventDecodeError` naming the field. `partial=True` (the
-  notifier's boundary, which always took records carrying only the fields it reads) fills a missing field with its
-  type's empty value and ignores fields it does not know (a newer producer's); otherwise a missing required field
-  or an unknown one is an error, as in the schemas (`additionalProperties: false`). `read_partial` is that boundary:
-  a record must still carry the event's `KEY_FIELDS` (what tells it apart: a lag-threshold event has no
-  `previous_status`, a status event no `kind`).
+* Encoding: compact JSON with sorted keys, written by the standard library (msgspec's own writer spells some floats,
+  `1e16`, and every non-ASCII character differently from the bytes the evaluator always published). A field the
+  schema does not require is left out at its default: `None` for a field that is never null (`velocity`), `UNSET`
+  for one that may be null (`max_lag_seconds`). So a field the schema requires has no default.
+* Decoding raises `EventDecodeError` naming the field. `partial=True` (the notifier's boundary, which always took
+  records carrying only the fields it reads) fills a missing field with its type's empty value and ignores unknown
+  ones (a newer producer's); `read_partial` also wants the event's `KEY_FIELDS` (what tells the events apart).
+  Otherwise a missing required field or an unknown one is an error, as in the schemas.
 * A JSON number in a field of floats stays as written (`Number`: 300 stays 300), so a record re-encodes unchanged.
 """
 
@@ -51,8 +48,10 @@ class JsonEvent(EventFields, frozen=True):
         return encode(self)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON object on the wire, where a document is the point (a template's context, a dead letter)."""
-        return to_document(self)
+        """The JSON object on the wire, where a document is the point (a template's context, a dead letter): keys
+        sorted, arrays as lists (which `to_builtins` would leave as tuples)."""
+        doc: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(self, order="sorted"))
+        return doc
 
     @classmethod
     def decode(cls, raw: bytes | str, *, partial: bool = False) -> Self:
@@ -63,13 +62,6 @@ class JsonEvent(EventFields, frozen=True):
 def present(value: T | UnsetType) -> T | None:
     """A nullable field's value, None when the event leaves it out."""
     return None if isinstance(value, UnsetType) else value
-
-
-def to_document(event: EventFields) -> dict[str, Any]:
-    """The event as a JSON object, exactly as a reader of the wire gets it (keys sorted; arrays as lists, which
-    `to_builtins` would leave as tuples)."""
-    doc: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(event, order="sorted"))
-    return doc
 
 
 def encode(event: EventFields | Mapping[str, Any]) -> bytes:

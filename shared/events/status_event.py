@@ -1,11 +1,6 @@
 """The status-change event: what the evaluator publishes on the status topic (`lagwatch.status`) when a consumer
-group's status changes, and what the notifier and the Spark replay consume. Schema: `schemas/status_event.json`.
-
-* `event_id` is deterministic for the transition (cluster, group, transition number): a consumer that sees it twice
-  (a redelivery) can drop the second copy.
-* `incident_id` is shared by every event of one bad period: it is set when a group leaves OK (or NOTFOUND) and kept
-  until the event that brings it back to OK or NOTFOUND, which carries it one last time.
-* Kafka record key: `<cluster>/<group>`, so one group's events stay in order in one partition.
+group's status changes, and what the notifier and the Spark replay consume. Schema: `schemas/status_event.json`;
+its fields, ids and Kafka key: docs/status-topic.md.
 """
 
 from __future__ import annotations
@@ -191,12 +186,6 @@ def fitted(event: StatusEvent, limit: int = MAX_EVENT_BYTES) -> tuple[bytes, int
         kept.add(i)
     listed = tuple(p for i, p in enumerate(event.partitions) if i in kept)
     return msgspec.structs.replace(counted, partitions=listed).encode(), len(listed)
-
-
-def not_ok_count(event: Mapping[str, Any]) -> int:
-    """`StatusEvent.not_ok_count` of an event's JSON object."""
-    count = event.get("partitions_not_ok")
-    return int(count) if count is not None else len(event.get("partitions") or [])
 
 
 @dataclass(frozen=True, slots=True)

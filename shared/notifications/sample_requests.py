@@ -1,14 +1,11 @@
 """Sample notifications asked for through the api (`POST /api/v1/subscriptions/{id}/test`), sent by a notifier.
 
-The api has no sender of its own (services meet at Redis keys, and the notifier's address guard, TLS settings and
-templates are the notifier's): it queues a request in `lw:n:{notify}:sample-requests`, one notifier takes it (LPOP:
-exactly one, however many run), sends the sample incident (services/notifier/sample.py) and writes its report under
-`lw:n:{notify}:sample-report:<id>`, which the api reads. Nothing blocks on the server side (redis_client.py): the
-notifier looks every TAKE_EVERY_S, the api every POLL_S.
-
-The api withdraws a request no notifier took within PICKUP_S (LREM: then none ever sends it, and the caller hears
-that no notifier is running rather than waiting for the sends' whole budget); a request taken is reported on,
-its report kept REPORT_TTL_S for an api that gave up meanwhile.
+The api has no sender of its own (the address guard, TLS settings and templates are the notifier's): it queues a
+request in `lw:n:{notify}:sample-requests`, one notifier takes it (LPOP: exactly one), sends the sample incident
+(services/notifier/sample.py) and writes its report under `lw:n:{notify}:sample-report:<id>`, which the api polls
+(both poll: nothing blocks on the server side, redis_client.py).
+A request no notifier took within PICKUP_S is withdrawn (LREM: none ever sends it, and the caller hears that no
+notifier runs); a report is kept REPORT_TTL_S for an api that gave up meanwhile.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""Who is told what, and when, as the api, the evaluator and the notifier all see it: the stored subscription
-document, its masked view and Redis store; Burrow's notification policy (notification_policy.py); the alert
-thresholds in force (lag_threshold_index.py); silences (silences.py).
-
-The model itself is `SubscriptionConfig` (shared/runtime/config.py). What only the notifier runs — compiling a
-subscription into its policy and group filter, the registry it serves from — stays in
-services/notifier/subscriptions.py.
+"""Who is told what, and when, as the api, the evaluator and the notifier all see it: subscription documents and
+their store, notification policy, alert thresholds, silences. The model itself is `SubscriptionConfig`
+(shared/runtime/config.py); what only the notifier runs stays in services/notifier/subscriptions.py.
 """

@@ -75,13 +75,10 @@ class Silence:
         return ACTIVE if now < self.ends_at else EXPIRED
 
     def matches(self, cluster: str, group: str, topics: Iterable[str]) -> bool:
-        topics = list(topics)
+        named = {"cluster": [cluster], "group": [group], "topic": list(topics)}  # a topic matcher wants some topics
         for m in self.matchers:
-            if m.name == "cluster" and not m.test(cluster):
-                return False
-            if m.name == "group" and not m.test(group):
-                return False
-            if m.name == "topic" and not (topics and all(m.test(t) for t in topics)):
+            texts = named.get(m.name)
+            if texts is not None and not (texts and all(m.test(t) for t in texts)):
                 return False
         return True
 
@@ -205,10 +202,6 @@ def silenced_until(
     return until
 
 
-def _ended_first(silence: Silence) -> tuple[float, str]:
-    return silence.ends_at, silence.id
-
-
 class SilenceStore:
     """Silences in Redis; every change bumps the version the notifiers watch."""
 
@@ -241,7 +234,8 @@ class SilenceStore:
         """Store a silence; ended ones over `RETENTION_S` go, and the oldest ended beyond MAX_SILENCES (the record of
         ended silences stays bounded however many are made and ended)."""
         now = time.time() if now is None else now
-        ended = sorted((s for s in await self.all() if s.ends_at <= now and s.id != silence.id), key=_ended_first)
+        ended = [s for s in await self.all() if s.ends_at <= now and s.id != silence.id]
+        ended.sort(key=lambda s: (s.ends_at, s.id))
         stale = [s.id for s in ended if s.ends_at < now - RETENTION_S]
         stale += [s.id for s in ended[: max(0, len(ended) - MAX_SILENCES)] if s.id not in stale]
         async with self.redis.pipeline(transaction=True) as pipe:

@@ -149,7 +149,7 @@ def guarded_target(config: SubscriptionConfig) -> tuple[str, str]:
 
 
 async def validate_document(
-    doc: Any, *, allow_private: bool, resolve: bool = True, existing: SubscriptionConfig | None = None
+    doc: Any, *, allow_private: bool, existing: SubscriptionConfig | None = None
 ) -> SubscriptionConfig:
     """A subscription from api JSON (a whole document); SubscriptionInvalid with every problem found.
 
@@ -171,7 +171,7 @@ async def validate_document(
         problems["extra_ca"] = "give the CA certificates' PEM text (file paths are for the configuration file only)"
     problems.update(await asyncio.to_thread(deep_problems, config, allow_private=allow_private, read_files=False))
     target, field_name = guarded_target(config)
-    if field_name not in problems and resolve:
+    if field_name not in problems:
         try:
             await address_guard.check_url(target, allow_private=allow_private)
         except address_guard.TargetError as exc:

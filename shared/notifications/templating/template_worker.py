@@ -1,19 +1,13 @@
 """Templates are compiled and rendered in worker processes, never in the process that serves requests or events.
 
-A template is code a token holder wrote: nested loops, huge arithmetic and huge filters (`center(10**9)`) cost
-CPU and memory, and Jinja2 evaluates constant expressions while compiling. In a worker process that work
-* never holds the caller's event loop (a call blocks a thread; `asyncio.to_thread` it from async code);
-* has a wall-clock budget (`timeout_s`): past it the worker is killed and the call fails with TemplateProblem;
-* has a memory budget (`memory_bytes` of address space beyond the worker's own, RLIMIT_AS): past it the call fails
-  with a MemoryError, and the worker is replaced;
-* has an output budget checked while rendering (templates.render_limited) and arithmetic limits (templates.py);
-* once a template ran over its time or memory budget, it is not rendered again for `quarantine_s` (10 minutes):
-  calls fail at once (OverBudget). Every over-budget render costs a worker's whole budget and a restart, and the
-  pool is shared: without this, a few hostile subscriptions repeating every second would keep the workers busy
-  and every other templated notification would wait behind a backlog that only grows.
+A template is code a token holder wrote: loops, huge arithmetic and filters (`center(10**9)`) cost CPU and memory,
+and Jinja2 evaluates constant expressions while compiling. In a worker process that work never holds the caller's
+event loop (a call blocks a thread: `asyncio.to_thread` it), and has a wall-clock budget (`timeout_s`: past it the
+worker is killed) and a memory budget (`memory_bytes` beyond the worker's own, RLIMIT_AS: past it the worker is
+replaced). A template over either budget is not rendered again for `quarantine_s` (OverBudget at once): each such
+render costs a worker's whole budget, and a few hostile subscriptions would otherwise keep the shared pool busy.
 
-`WORKERS` is the process's pool (started on first use; spawned, not forked: the services run threads). A pool of
-`size` workers serves calls in parallel, one call per worker at a time.
+`WORKERS` is the process's pool (started on first use; spawned, not forked: the services run threads).
 """
 
 from __future__ import annotations

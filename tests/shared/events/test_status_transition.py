@@ -5,7 +5,8 @@ import json
 
 import jsonschema
 
-from lagwatch.shared.events.status_event import Incident, StatusEvent, fitted, not_ok_count, schema, transition
+from lagwatch.shared.events.event_codec import from_document
+from lagwatch.shared.events.status_event import Incident, StatusEvent, fitted, schema, transition
 from lagwatch.shared.protocol.types import GroupStatus, PartitionStatus, Status
 
 NOW = 1_767_225_600_000
@@ -64,6 +65,10 @@ def test_an_event_over_kafkas_record_size_lists_the_worst_partitions_that_fit():
     assert kept[-1] == 9_999 and doc["partition_count"] == 10_000 and doc["maxlag"]["partition"] == 9_999
     jsonschema.validate(doc, schema())
     assert fitted(event, limit=10**9) == (event.encode(), 10_000)  # under the limit: the event as it is
+
+
+def not_ok_count(doc):
+    return from_document(StatusEvent, doc).not_ok_count
 
 
 def test_an_event_cut_to_fit_says_how_many_partitions_are_not_ok():
