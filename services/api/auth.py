@@ -55,8 +55,6 @@ def has_token(request: web.Request) -> bool:
 
 
 def requires_token(handler: Handler) -> Handler:
-    """Decorate a handler so it only runs for requests carrying the configured token."""
-
     @functools.wraps(handler)
     async def guarded(request: web.Request) -> web.StreamResponse:
         _accepted(request)

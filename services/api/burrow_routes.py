@@ -126,13 +126,10 @@ def _consumers_of(topic: str, raw: Mapping[bytes, bytes]) -> list[str]:
     """The groups whose result has a filled window on `topic`; only results naming it (as their JSON writes it)
     are decoded."""
     needle = json.dumps(topic).encode()
-    consumers = []
-    for group, value in raw.items():
-        if needle in value:
-            result = decode_result(group.decode(), value)
-            if result is not None and any(p.topic == topic and p.filled for p in result.partitions):
-                consumers.append(result.group)
-    return sorted(consumers)
+    results = (decode_result(group.decode(), value) for group, value in raw.items() if needle in value)
+    return sorted(
+        r.group for r in results if r is not None and any(p.topic == topic and p.filled for p in r.partitions)
+    )
 
 
 @routes.get(named("/v3/kafka/{cluster}/consumer"))

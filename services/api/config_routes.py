@@ -41,16 +41,14 @@ async def main_config(request: web.Request) -> web.Response:
 
 
 @routes.get("/v3/config/{coordinator:storage|evaluator|cluster|consumer}")
-async def module_list(request: web.Request) -> web.Response:
-    coordinator = request.match_info["coordinator"]
-    names = ["default"] if coordinator in ("storage", "evaluator") else sorted(request.app[CONTEXT].config.clusters)
-    return ok(request, "module list returned", coordinator=coordinator, modules=names)
-
-
 @routes.get("/v3/config/notifier")
-async def notifier_list(request: web.Request) -> web.Response:
-    names = sorted(await _subscriptions(request))
-    return ok(request, "module list returned", coordinator="notifier", modules=names)
+async def module_list(request: web.Request) -> web.Response:
+    coordinator = request.match_info.get("coordinator", "notifier")
+    if coordinator == "notifier":
+        names = sorted(await _subscriptions(request))
+    else:
+        names = ["default"] if coordinator in ("storage", "evaluator") else sorted(request.app[CONTEXT].config.clusters)
+    return ok(request, "module list returned", coordinator=coordinator, modules=names)
 
 
 @routes.get(named("/v3/config/storage/{name}"))

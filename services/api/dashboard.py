@@ -67,7 +67,6 @@ PAGE_HEADERS = {
 
 
 def install(app: web.Application) -> None:
-    """The dashboard's routes, and the overviews its requests share."""
     app[OVERVIEWS] = SharedRecentResults(OVERVIEW_REUSE_S)
     app.add_routes(routes)
 
@@ -140,8 +139,6 @@ async def _silences(context: ApiContext) -> list[dict]:
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    """What one overview request asks to see of a cluster."""
-
     q: str  # groups (and open incidents) whose group's name holds it, any case; all for ""
     limit: int  # rows at most, of groups and of open incidents each
     offset: int  # matching groups passed over, worst first: the page after `limit` rows is `offset=limit`
@@ -221,7 +218,6 @@ async def _log_ends(
 
 
 def _no_cluster() -> ClusterOverview:
-    """The overview while no cluster is known: nothing in it."""
     ranking = Ranking.of([])
     return ClusterOverview(now_ms(), ranking, {}, {}, OpenIncidents.of(ranking, {}), [], {})
 

@@ -30,8 +30,6 @@ MAX_TOPIC_CHARS = 249  # Kafka's
 
 @dataclass(frozen=True, slots=True)
 class GroupNamed:
-    """The group (and, for a removal, the topic of it) a request's body names."""
-
     cluster: str
     group: str
     topic: str | None = None

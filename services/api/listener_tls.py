@@ -48,7 +48,6 @@ def _stamp(api: ApiConfig) -> tuple[float, ...]:
 
 
 async def reload_on_change(context: ssl.SSLContext, api: ApiConfig, stopping: asyncio.Event) -> None:
-    """Load the files into the context in use again whenever they change, until `stopping` is set."""
     seen = _stamp(api)
     while not stopping.is_set():
         try:

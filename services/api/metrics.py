@@ -1,24 +1,14 @@
 """`GET /metrics`: Prometheus text with Burrow's metric names, from the evaluator's ready results, plus lagwatch's own.
 
-Burrow's families (`burrow_kafka_*`, statuses numbered as Burrow does: NOTFOUND 0 ... REWIND 6) have its names,
-labels and values (`prometheus.go`); as there, a partition's current offset and status are only exported once its
-window is complete (every ring slot filled). lagwatch's own families are listed in GAUGES and COUNTERS; the velocity
-and retention ones come from shared/statuses/velocity.py and retention.py.
+Burrow's families have its names, labels and values (`prometheus.go`); as there, a partition's current offset and
+status are only exported once its window is complete (every ring slot filled). No window is read and no rule run per
+scrape: the evaluator's stored results are read, with lags from the topics' log ends now (what the rules compute from
+the same data); groups not evaluated yet are not in the scrape. `api.metrics-*` can leave out partition-level series,
+a group's series or a topic's partition-level series (a group's totals still count every partition).
 
-No window is read and no rule run per scrape: the results the evaluator stores (results_store.py) are read in one
-HGETALL and lags derived from the topics' log ends now, so they are what the rules compute from the same data.
-Groups the evaluator has not evaluated yet are not in the scrape.
-
-Cardinality (`api.metrics-*`): partition-level series can be switched off; group allow/deny regexes leave a group's
-series out; topic allow/deny regexes leave out a topic's partition-level series (a group's totals still count every
-partition: they are its status's numbers).
-
-`lagwatch_service_instances` counts each cluster's running services from their presence in Redis: 0 means its
-commits are not read, its statuses do not move or its alerts are not sent, which the services' own series, gone with
-them, cannot say. lagwatch's counters are the running totals the ingest and the evaluator keep in Redis, so one
-scrape shows every worker's work. The scrape runs in a worker process (`scrape_process.py`) so requests served
-meanwhile stay fast, concurrent scrapes share one render (`shared_render.py`), and the body is streamed from the
-file the worker wrote, in chunks, so the event loop never copies it whole.
+lagwatch's counters are the running totals the ingest and the evaluator keep in Redis, so one scrape shows every
+worker's work. The scrape runs in a worker process (`scrape_process.py`), concurrent scrapes share one render
+(`shared_render.py`), and the body is streamed from the file the worker wrote, in chunks.
 """
 
 from __future__ import annotations
@@ -111,8 +101,7 @@ def label_value(value: str) -> str:
 
 
 class Series:
-    """The gauge families of one scrape as text lines (hundreds of thousands of samples: prometheus_client's
-    objects per sample cost several times the whole budget)."""
+    """The gauge families of one scrape as text lines (prometheus_client's objects per sample are far too slow)."""
 
     def __init__(self) -> None:
         self.lines: dict[str, list[str | bytes]] = {name: [] for name in GAUGES}  # bytes: blocks already encoded
@@ -127,8 +116,6 @@ class Series:
 
 
 class MetricsFilter:
-    """The `api.metrics-*` settings."""
-
     def __init__(self, config: Config) -> None:
         api = config.api
         self.partitions = api.metrics_partition_series
@@ -157,12 +144,9 @@ GROUP_FAMILIES = (  # the families a group's lines go to, in the order `group_li
 
 
 class RenderedGroups:
-    """The scrape process's memory of what it rendered, so a quiet cluster's scrape renders next to nothing.
-
-    Per cluster, the groups whose lines do not move with the clock (no growing lag in seconds, no recent rebalance)
-    are kept as one block of text per family, valid while the stored results and the log ends are exactly those of
-    the last scrape; only the others are rendered again. When something changed, each group whose own result and
-    log ends did not is still taken from its last rendering."""
+    """The scrape process's memory of what it rendered, so a quiet cluster's scrape renders next to nothing: the
+    groups whose lines do not move with the clock are kept as one block per family while the cluster's results and
+    log ends stay the same, and each such group while its own result and log ends do."""
 
     def __init__(self) -> None:
         self._groups: dict[tuple[str, bytes], tuple[bytes, tuple, tuple[str, ...]]] = {}
@@ -417,7 +401,6 @@ RENDERED = RenderedGroups()  # per process: the scrape process keeps it between 
 
 
 async def scrape_results(config: Config, redis: Redis) -> bytes:
-    """One scrape of every cluster's ready results, log ends and counters, rendered."""
     store, results = WindowStore(redis, config.window()), ResultsStore(redis)
     keep = MetricsFilter(config)
     series, counters = Series(), Counters()

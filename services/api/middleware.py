@@ -33,7 +33,6 @@ KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPT
 
 
 def check_path(request: web.Request) -> None:
-    """Raise a 400 ApiError for a path no client should send."""
     raw = request.rel_url.raw_path
     if BAD_ESCAPE.search(raw):
         raise ApiError(400, "malformed path: bad percent-encoding")

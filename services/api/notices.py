@@ -25,7 +25,6 @@ class DeletionNotices:
         self._starting: dict[str, asyncio.Task[None]] = {}
 
     def start(self) -> None:
-        """Create and start a producer per configured cluster, without waiting for any of them."""
         topic = self.config.evaluator.changes_topic
         for name, cluster in self.config.clusters.items():
             publisher = ChangePublisher(librdkafka_config(cluster, name), topic)

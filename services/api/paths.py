@@ -11,5 +11,4 @@ _PART = re.compile(r"\{([_a-zA-Z][_a-zA-Z0-9]*)\}")
 
 
 def named(path: str) -> str:
-    """`path` with each `{part}` matching any name up to the next '/'."""
     return _PART.sub(rf"{{\1:{NAME}}}", path)

@@ -55,21 +55,17 @@ async def _close(app: web.Application) -> None:  # after the last request: what 
 
 
 class ApiServer(Service):
-    """`/readyz` says the api can answer: Redis answers a PING (everything the api serves is read from Redis; a
-    replica during a failover still serves reads). Whether each configured cluster's Kafka accepts a connection is
-    reported beside (`kafka`; the probe is cached: `shared/runtime/kafka_probe.py`) but does not gate: a DELETE's
-    change notice to the evaluator is best effort (`notices.py`), and a Kafka outage — or one cluster's of several —
-    must not take the api and the dashboard out of their Service just when operators look at them."""
+    """Ready while Redis answers a PING (a replica during a failover still serves reads). Kafka's reachability is
+    reported beside but does not gate: a Kafka outage must not take the api and the dashboard out of their Service
+    just when operators look at them."""
 
-    def __init__(self, config: Config, *, host: str | None = None, port: int | None = None) -> None:
+    def __init__(self, config: Config, *, port: int | None = None) -> None:
         self.config = config
         self.tls = listener_tls.server_context(config.api)  # ConfigError before anything starts
         self.app = create_app(config)
         self.context = self.app[CONTEXT]
         port = config.api.port if port is None else port
-        super().__init__(
-            "api", host=host or config.api.host, port=port, redis=self.context.redis, app=self.app, tls=self.tls
-        )
+        super().__init__("api", host=config.api.host, port=port, redis=self.context.redis, app=self.app, tls=self.tls)
         self.app[health_routes.HEALTH] = self.health
 
     @property

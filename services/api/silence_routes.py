@@ -57,8 +57,7 @@ async def create_silence(request: web.Request) -> web.Response:
     if await store.count_not_ended(now) >= MAX_SILENCES:
         raise ApiError(409, f"there are {MAX_SILENCES} silences pending or active already: end some first")
     await store.put(silence, now)
-    response = ok(request, "silence created", silence=silence.to_json(now))
-    response.set_status(201)
+    response = ok(request, "silence created", http_status=201, silence=silence.to_json(now))
     response.headers["Location"] = f"{BASE}/{silence.id}"
     return response
 

@@ -86,11 +86,10 @@ async def _validate(request: web.Request, doc: dict, existing: SubscriptionConfi
 
 
 async def _existing(request: web.Request, sub_id: str) -> SubscriptionConfig:
-    if sub_id in _from_file(request):
+    """The api's subscription: one of the file is a 409, none a 404."""
+    config, source = await _any(request, sub_id)
+    if source == SOURCE_CONFIG:
         raise ApiError(409, "subscription is defined in the configuration file: change it there")
-    config = await _store(request).get(sub_id)
-    if config is None:
-        raise ApiError(404, "subscription not found")
     return config
 
 
