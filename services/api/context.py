@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from aiohttp import web
 from redis.asyncio import Redis
 
-from lagwatch.services.api import statuses
 from lagwatch.services.api.notices import DeletionNotices
 from lagwatch.services.api.responses import ApiError
 from lagwatch.shared.protocol import keys
@@ -19,6 +18,7 @@ from lagwatch.shared.runtime.redis_client import connect, reply
 from lagwatch.shared.windows.read_through_store import ReadThroughStore
 from lagwatch.shared.windows.store import WindowStore
 from lagwatch.shared.windows.stored_group import StoredGroup
+from lagwatch.shared.windows.window import expired
 
 
 @dataclass
@@ -59,7 +59,9 @@ class ApiContext:
     async def live_group(self, cluster: str, group: str, at_ms: int) -> StoredGroup | None:
         """The group's windows, or None when it is unknown or expired (NOTFOUND)."""
         stored = await self.store.reads.get_group(cluster, group)
-        return stored if statuses.is_live(stored, at_ms, self.config) else None
+        return (
+            stored if stored is not None and not expired(stored.last_commit_ms, at_ms, self.config.window()) else None
+        )
 
 
 CONTEXT = web.AppKey("lagwatch_api_context", ApiContext)

@@ -12,7 +12,6 @@ name; the api opens it (once for each scrape sharing the render, `shared_render.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import multiprocessing
 import os
@@ -90,7 +89,7 @@ class ScrapeWorker:
             if isinstance(exc, BrokenProcessPool):
                 self._pool = None  # the worker died (killed, out of memory): a new one serves the next scrape
             if job is not None:  # given up on (request timeout, client gone): the body goes once the worker wrote it
-                job.add_done_callback(lambda _: _remove(path))
+                job.add_done_callback(lambda _: Path(path).unlink(missing_ok=True))
             raise
         return path
 
@@ -101,8 +100,3 @@ class ScrapeWorker:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)

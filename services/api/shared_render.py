@@ -38,8 +38,9 @@ class SharedRender:
             self._running = asyncio.create_task(self._run())
         try:
             return await waiter
-        except asyncio.CancelledError:
-            _close_unclaimed(waiter)
+        except asyncio.CancelledError:  # just after its body was handed over, it never streams it: closed here
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                waiter.result().close()
             raise
 
     async def close(self) -> None:
@@ -63,7 +64,11 @@ class SharedRender:
             return
         try:
             for waiter in self._finished():
-                _hand_over(waiter, path)
+                if not waiter.done():  # a handle of its own for each scrape still waiting
+                    try:
+                        waiter.set_result(open(path, "rb"))  # noqa: SIM115 - the scrape streams and closes it
+                    except OSError as exc:
+                        waiter.set_exception(exc)
         finally:
             os.unlink(path)
 
@@ -71,19 +76,3 @@ class SharedRender:
         """The scrapes the render that just ended answers; a scrape arriving from now on starts the next render."""
         waiting, self._waiting, self._running = self._waiting, [], None
         return waiting
-
-
-def _hand_over(waiter: asyncio.Future[BinaryIO], path: str) -> None:
-    """A handle of its own on the body, for a scrape still waiting (one given up on has its future cancelled)."""
-    if waiter.done():
-        return
-    try:
-        waiter.set_result(open(path, "rb"))  # noqa: SIM115 - the scrape streams and closes it
-    except OSError as exc:
-        waiter.set_exception(exc)
-
-
-def _close_unclaimed(waiter: asyncio.Future[BinaryIO]) -> None:
-    """A scrape cancelled just after its body was handed over never streams it: its handle is closed here."""
-    if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-        waiter.result().close()

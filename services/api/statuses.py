@@ -17,16 +17,11 @@ from lagwatch.shared.statuses.retention import group_risk
 from lagwatch.shared.statuses.time_lag import seconds_fields, worst
 from lagwatch.shared.statuses.velocity import group_velocity
 from lagwatch.shared.windows.stored_group import StoredGroup
-from lagwatch.shared.windows.window import expired
 
 if TYPE_CHECKING:
     from lagwatch.services.api.context import ApiContext
 
 THREAD_FROM_PARTITIONS = 1000  # a group this large is judged off the event loop (smaller: the hop costs more)
-
-
-def is_live(stored: StoredGroup | None, now_ms: int, config: Config) -> bool:
-    return stored is not None and not expired(stored.last_commit_ms, now_ms, config.window())
 
 
 def evaluate(stored: StoredGroup, now_ms: int, config: Config) -> GroupStatus:
