@@ -14,9 +14,9 @@ import asyncio
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass
 from typing import Any
 
+import msgspec
 from redis.asyncio import Redis
 
 from lagwatch.shared.protocol import keys
@@ -43,8 +43,7 @@ def missing_threshold(sample: str, lag_seconds: float, retention_seconds: float)
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class SampleRequest:
+class SampleRequest(msgspec.Struct, frozen=True):
     id: str
     subscription: str
     cluster: str | None  # None: one the subscription covers (sample.sample_cluster)
@@ -55,19 +54,16 @@ class SampleRequest:
         return cls(uuid.uuid4().hex, subscription, cluster, sample)
 
     def encode(self) -> str:
-        return json.dumps(asdict(self))
+        return msgspec.json.encode(self).decode()
 
     @classmethod
     def decode(cls, raw: bytes | str) -> SampleRequest | None:
         """None for anything but a request as `encode` writes it."""
         try:
-            doc = json.loads(raw)
-            request = cls(doc["id"], doc["subscription"], doc["cluster"], doc.get("sample", STATUS))
-        except (ValueError, TypeError, KeyError, AttributeError):
+            request = msgspec.json.decode(raw, type=cls)
+        except msgspec.DecodeError:  # (a ValidationError too)
             return None
-        fields = (request.id, request.subscription, request.cluster or "")
-        readable = all(isinstance(f, str) for f in fields) and request.id and request.sample in SAMPLES
-        return request if readable else None
+        return request if request.id and request.sample in SAMPLES else None
 
 
 class NotTaken(Exception):

@@ -35,10 +35,6 @@ def kebab(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {str(k).replace("_", "-"): v for k, v in doc.items()}
 
 
-def snake(key: str) -> str:
-    return key.replace("-", "_")
-
-
 def _option_keys(doc: dict[str, Any]) -> dict[str, Any]:
     """Fields named after Python keywords (`from_`) under their option's name (`from`)."""
     return {

@@ -55,15 +55,12 @@ def masked_document(config: SubscriptionConfig, source: str, *, show_templates: 
     secret, every header value and every extra (a credential need not have a telling name), and the templates
     (they may hold any of these) unless `show_templates` (for token holders, who write them)."""
     doc = to_document(config)
-    doc["url"] = mask_url(config.url) if config.url else ""
-    doc["url_close"] = mask_url(config.url_close) if config.url_close else ""
-    for name in ("secret", *secret_options()):
+    for name in ("url", "url_close"):
+        doc[name] = mask_url(doc[name]) if doc[name] else ""
+    for name in ("secret", *secret_options(), *(() if show_templates else TEMPLATES)):
         doc[name] = mask(doc[name]) if doc[name] else ""
     doc["headers"] = {k: mask(v) for k, v in config.headers.items()}
     doc["extras"] = {k: mask(v) for k, v in config.extras.items()}
-    if not show_templates:
-        for name in TEMPLATES:
-            doc[name] = mask(doc[name]) if doc[name] else ""
     doc["source"] = source
     return doc
 

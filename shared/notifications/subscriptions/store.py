@@ -41,13 +41,8 @@ class SubscriptionStore:
 
     async def all(self) -> dict[str, SubscriptionConfig]:
         raw = await reply(self.redis.hgetall(keys.SUBSCRIPTIONS))
-        out = {}
-        for sub_id, text in raw.items():
-            sub_id = sub_id.decode() if isinstance(sub_id, bytes) else sub_id
-            config = _parse_stored(sub_id, text)
-            if config is not None:
-                out[sub_id] = config
-        return out
+        stored = {(k.decode() if isinstance(k, bytes) else k): text for k, text in raw.items()}
+        return {k: config for k, text in stored.items() if (config := _parse_stored(k, text)) is not None}
 
     async def count(self) -> int:
         return int(await reply(self.redis.hlen(keys.SUBSCRIPTIONS)))

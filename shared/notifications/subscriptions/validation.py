@@ -15,13 +15,7 @@ from typing import Any
 
 from lagwatch.shared.notifications.delivery import address_guard, tls
 from lagwatch.shared.notifications.subscriptions import destinations
-from lagwatch.shared.notifications.subscriptions.documents import (
-    READ_ONLY,
-    SubscriptionInvalid,
-    kebab,
-    snake,
-    to_document,
-)
+from lagwatch.shared.notifications.subscriptions.documents import READ_ONLY, SubscriptionInvalid, kebab, to_document
 from lagwatch.shared.notifications.subscriptions.masking import masked_values, unmask_unchanged
 from lagwatch.shared.notifications.templating import template_worker
 from lagwatch.shared.notifications.templating.templates import TemplateProblem
@@ -160,7 +154,7 @@ async def validate_document(
     if existing is not None:
         doc = unmask_unchanged(doc, existing)
     raw = kebab(doc)
-    problems = {snake(k): v for k, v in field_problems(SubscriptionConfig, raw).items()}
+    problems = {k.replace("-", "_"): v for k, v in field_problems(SubscriptionConfig, raw).items()}
     if problems:
         if "url" not in raw and str(raw.get("type", "webhook")) not in destinations.URL_OPTIONAL:  # with the rest
             problems["url"] = "required"
