@@ -1,23 +1,13 @@
 """`lagwatch dev up` (what `make run` runs): the whole lagwatch system on this machine, with a demo workload.
 
-One supervisor process starts, in order:
-
-1. Redis and the Kafka mock cluster (`stack.local_infra`; Redis is emptied: the mock Kafka starts empty too),
-2. a local webhook receiver standing in for Slack and webhook endpoints (`webhook_receiver`),
-3. `lagwatch run ingest|evaluator|notifier|api|archiver` as child processes, configured by `<state-dir>/demo.yaml`
-   (demo timings, the api port and token, two subscriptions to the receiver, the history on: the archiver writes it
-   to `<state-dir>/history`) and the environment (`REDIS_URL`, `KAFKA_BOOTSTRAP_SERVERS`) — exactly as they run
-   against a real cluster,
-4. once every service answers `/readyz`, the demo workload (`demo_workload`: real producers and consumer groups).
-
-It prints where to look (and the command that replays the demo's own history on Spark, with where its charts land),
-every scenario's turns and every alert as it arrives, until Ctrl-C or SIGTERM; then it
-stops the workload, the services (SIGTERM, each finishes what it holds), the receiver, Kafka and Redis. A service
-that dies meanwhile is started again (as an orchestrator would; a service that keeps dying within
-`CRASH_LOOP_S` of each start stops the demo). Logs go to `<state-dir>/logs/`, received alerts to
-`<state-dir>/alerts.jsonl`, addresses to `<state-dir>/env`. tests/system/test_fault_drills.py runs the same system
-without the workload (`workload=()`) or the archiver and plays its own, killing services and restarting Redis and
-Kafka.
+One supervisor process starts Redis (emptied: the mock Kafka starts empty too) and the Kafka mock (`stack`), a local
+webhook receiver standing in for Slack and webhook endpoints, then `lagwatch run <service>` for every service, as
+child processes configured by `<state-dir>/demo.yaml` (demo timings, two subscriptions to the receiver, the history
+archived to `<state-dir>/history`) and the environment, exactly as against a real cluster; once every service answers
+`/readyz`, the demo workload (`demo_workload`). It prints where to look and every scenario's turn and alert until
+Ctrl-C or SIGTERM, then stops everything in reverse. A service that dies is started again, as an orchestrator would
+(one that keeps dying within `CRASH_LOOP_S` of its start stops the demo). tests/system/test_fault_drills.py runs the
+same system without the workload or the archiver, and plays its own faults.
 """
 
 from __future__ import annotations
@@ -91,19 +81,7 @@ def demo_config(
     """The services' configuration file: demo timings, ports, subscriptions to the local receiver, and, given a
     `history_dir`, the history on (the archiver writes it there)."""
     api = f"http://127.0.0.1:{ports['api']}"
-    history = (
-        {}
-        if history_dir is None
-        else {
-            "history": {
-                "enabled": True,
-                "path": str(history_dir),
-                "flush-interval": timings.history_flush,
-                "http-port": ports[ARCHIVER],
-            }
-        }
-    )
-    return {
+    config: dict[str, Any] = {
         "storage": {"intervals": timings.intervals},
         "clusters": {CLUSTER: {"offset-refresh": timings.offset_refresh, "topic-refresh": timings.topic_refresh}},
         "ingest": {"session-timeout": 3, "http-port": ports["ingest"]},  # quick joins (the mock waits a session)
@@ -129,8 +107,11 @@ def demo_config(
             }
             for kind in ("webhook", "slack")
         ],
-        **history,
     }
+    if history_dir is not None:
+        history = {"enabled": True, "path": str(history_dir), "flush-interval": timings.history_flush}
+        config["history"] = {**history, "http-port": ports[ARCHIVER]}
+    return config
 
 
 def _port_or_free(port: int) -> int:

@@ -35,18 +35,25 @@ def demo_topics(scenarios: Iterable[Scenario]) -> dict[str, int]:
 
 
 class ScenarioConsumer:
-    """One scenario's consumer: a real group member on a one-partition topic, committing explicit offsets."""
+    """One scenario's consumer: a real group member on a one-partition topic, committing explicit offsets, that plays
+    the scenario's phases tick by tick (`play`) until its last (endless) phase is cancelled."""
 
     def __init__(
         self,
         scenario: Scenario,
         bootstrap: str,
         writer: OffsetsTopicWriter,
-        *,
-        max_poll_interval_ms: int = DEFAULT_MAX_POLL_INTERVAL_MS,
+        producer: AIOKafkaProducer,
+        max_poll_interval_ms: int,
+        tick_s: float,
+        announce: Announce | None,
     ) -> None:
         self.scenario = scenario
         self.writer = writer
+        self.producer = producer
+        self.tick_s = tick_s
+        self.announce = announce
+        self.log_end = 0
         self.tp = TopicPartition(scenario.topic, 0)
         self.member_id = f"{scenario.group}-1-{uuid.uuid4()}"
         self.generation = 0
@@ -123,34 +130,14 @@ class ScenarioConsumer:
         self.generation += 1
         await self.writer.group_metadata(self.scenario.group, generation=self.generation, members=members)
 
-
-class ScenarioPlayer:
-    """Plays one scenario's phases, tick by tick, until its last (endless) phase is cancelled."""
-
-    def __init__(
-        self,
-        scenario: Scenario,
-        consumer: ScenarioConsumer,
-        producer: AIOKafkaProducer,
-        *,
-        tick_s: float = DEFAULT_TICK_S,
-        announce: Announce | None = None,
-    ) -> None:
-        self.scenario = scenario
-        self.consumer = consumer
-        self.producer = producer
-        self.tick_s = tick_s
-        self.announce = announce
-        self.log_end = 0
-
     async def play(self) -> None:
         for phase in self.scenario.phases:
             if self.announce:
                 self.announce(self.scenario, phase)
             if phase.rewind:
-                await self.consumer.seek_back(phase.rewind)
+                await self.seek_back(phase.rewind)
             if not phase.consumer_running:
-                await self.consumer.stop()
+                await self.stop()
             ticks = itertools.count() if phase.ticks is None else range(phase.ticks)
             for _ in ticks:
                 await self._tick(phase)
@@ -163,12 +150,12 @@ class ScenarioPlayer:
             # Half a tick between producing and committing: the poller sees the new log end before the commit, so
             # the lag stored with the commit is the real one.
             await asyncio.sleep(max(0.0, start + self.tick_s / 2 - loop.time()))
-            position = await self.consumer.position()
+            position = await self.position()
             consume = phase.consume  # ALL (None): up to the log end
             target = self.log_end if consume is None else min(self.log_end, position + consume)
-            moved = await self.consumer.consume_to(target, deadline=start + self.tick_s * 0.9)
+            moved = await self.consume_to(target, deadline=start + self.tick_s * 0.9)
             if moved or phase.commit_unchanged:
-                await self.consumer.commit()
+                await self.commit()
         await asyncio.sleep(max(0.0, start + self.tick_s - loop.time()))
 
     async def _produce(self, n: int, size: int = 0) -> None:
@@ -196,7 +183,7 @@ async def run_workload(
         AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2) as producer,
     ):
         consumers = [
-            ScenarioConsumer(s, bootstrap, writer, max_poll_interval_ms=max_poll_interval_ms) for s in scenarios
+            ScenarioConsumer(s, bootstrap, writer, producer, max_poll_interval_ms, tick_s, announce) for s in scenarios
         ]
         try:
             async with asyncio.TaskGroup() as starting:
@@ -206,8 +193,7 @@ async def run_workload(
                 on_ready()
             async with asyncio.TaskGroup() as playing:  # one failing scenario stops the others
                 for consumer in consumers:
-                    player = ScenarioPlayer(consumer.scenario, consumer, producer, tick_s=tick_s, announce=announce)
-                    playing.create_task(player.play())
+                    playing.create_task(consumer.play())
         finally:
             for consumer in consumers:
                 with contextlib.suppress(Exception):

@@ -32,6 +32,7 @@ from lagwatch.shared.runtime.printable import printable
 
 CHANNELS = ("webhook", "slack")
 VALID = "valid"
+TOLERANCE_S = 300  # the timestamp's age a request may have
 
 
 @dataclass(frozen=True)
@@ -54,18 +55,14 @@ class ReceivedAlert:
     def summary(self) -> str:
         """One line for a terminal: channel, kind, what happened, and the signature check (control characters in
         the names it quotes escaped: it is printed on the demo's console)."""
-        return printable(self._summary())
-
-    def _summary(self) -> str:
-        head = f"{self.channel:<7} {self.kind:<6}"
-        tail = "signature ok" if self.verdict == VALID else f"REFUSED: {self.verdict}"
         try:
             doc = self.document()
         except ValueError:
-            return f"{head} (body is not JSON)  [{tail}]"
-        if self.channel == "slack":
-            return f"{head} {doc.get('text', '?')}  [{tail}]"
-        return f"{head} {_event_line(doc)}  [{tail}]"
+            what = "(body is not JSON)"
+        else:
+            what = doc.get("text", "?") if self.channel == "slack" else _event_line(doc)
+        tail = "signature ok" if self.verdict == VALID else f"REFUSED: {self.verdict}"
+        return printable(f"{self.channel:<7} {self.kind:<6} {what}  [{tail}]")
 
 
 def _event_line(event: dict[str, Any]) -> str:
@@ -95,24 +92,19 @@ def _partition_line(partition: dict[str, Any]) -> str:
 
 
 class WebhookReceiver:
-    """An aiohttp server on `host:port` (0 = any free port) verifying requests signed with `secret`."""
+    """An aiohttp server on a free port of 127.0.0.1 verifying requests signed with `secret`."""
 
     def __init__(
         self,
         secret: str,
         *,
-        host: str = "127.0.0.1",
-        port: int = 0,
         record_file: Path | None = None,
         on_alert: Callable[[ReceivedAlert], None] | None = None,
-        tolerance_s: float = 300,
     ) -> None:
         self.secret = secret
-        self.host = host
-        self.port = port
+        self.port = 0  # chosen by start()
         self.record_file = record_file
         self.on_alert = on_alert
-        self.tolerance_s = tolerance_s
         self.alerts: list[ReceivedAlert] = []
         self.rejected: list[ReceivedAlert] = []
         self.deliveries: list[ReceivedAlert] = []  # every authentic request, duplicates included
@@ -122,7 +114,7 @@ class WebhookReceiver:
         self._runner: web.AppRunner | None = None
 
     def url(self, channel: str) -> str:
-        return f"http://{self.host}:{self.port}/{channel}"
+        return f"http://127.0.0.1:{self.port}/{channel}"
 
     async def start(self) -> WebhookReceiver:
         app = web.Application()
@@ -130,8 +122,7 @@ class WebhookReceiver:
             app.router.add_post(f"/{channel}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
         self.port = self._runner.addresses[0][1]
         return self
 
@@ -179,7 +170,7 @@ class WebhookReceiver:
 
     def _verdict(self, request: web.Request, body: bytes) -> str:
         try:
-            verify_request(self.secret, request.headers, body, tolerance_s=self.tolerance_s)
+            verify_request(self.secret, request.headers, body, tolerance_s=TOLERANCE_S)
         except SignatureError as exc:
             return exc.code
         return VALID
