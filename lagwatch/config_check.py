@@ -1,18 +1,10 @@
 """`lagwatch config check`: the configuration every service would load here (defaults, the file, then the environment:
-`LAGWATCH__...`, `REDIS_URL`, `KAFKA_BOOTSTRAP_SERVERS`), with what the services check only as they start checked at
-once, without connecting to anything:
-
-- each cluster's Kafka settings as its clients are built (TLS files, the SASL mechanism's options, a region for
-  AWS_MSK_IAM, the `gssapi` package and keytab for GSSAPI) and its group regexes;
-- the api's TLS certificate and key, loaded as the api loads them;
-- each subscription of the file as the notifier validates it at its start (URL safety, the destination's options,
-  RE2 regexes, templates compiled in the budgeted worker, headers, CA files) - where the notifier stops at the
-  first, every problem is listed;
-- and what loads but is likely a mistake, as warnings (no cluster, a subscription naming a cluster not defined).
-
-For a change reviewed before it is rolled out (`lagwatch migrate burrow-config` output, a GitOps pipeline);
-`lagwatch check-kafka` then tries a cluster itself. `--show` prints the effective configuration, every credential
-masked, to see what the environment changed."""
+`LAGWATCH__...`, `REDIS_URL`, `KAFKA_BOOTSTRAP_SERVERS`), checked at once, without connecting to anything, as the
+services check it only as they start: each cluster's Kafka client settings and group regexes, the api's TLS
+certificate and key, and each subscription of the file as the notifier validates it (every problem listed, where the
+notifier stops at the first); what loads but is likely a mistake is a warning. For a change reviewed before it is
+rolled out; `lagwatch check-kafka` then tries a cluster itself. `--show` prints the effective configuration, every
+credential masked, to see what the environment changed."""
 
 from __future__ import annotations
 

@@ -397,9 +397,7 @@ def _comparison(name: str, args: list[str]) -> str:
 
 
 def _join(dot: str | None, names: list[str]) -> str:
-    if dot is None:
-        return ".".join(names)
-    return ".".join([dot, *names])
+    return ".".join(names if dot is None else [dot, *names])
 
 
 def _variable(name: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict
 from typing import Any
 
@@ -23,6 +24,7 @@ _KINDS = {
     ConsumerGroupAssignment: "consumer_group_assignment",
     OtherRecord: "other",
 }
+_MEMBER_FIELDS = ("member_id", "group_instance_id", "client_id", "client_host", "session_timeout", "rebalance_timeout")
 
 
 def record_to_json(record: Record) -> dict[str, Any]:
@@ -41,16 +43,6 @@ def _member_json(member: GroupMember, consumer_protocol: bool) -> dict[str, Any]
     # a bad assignment must not hide the rest of the record: both show as null.
     assignment: dict[str, list[int]] | None = None
     if consumer_protocol:
-        try:
+        with contextlib.suppress(CodecError):
             assignment = member.partitions()
-        except CodecError:
-            assignment = None
-    return {
-        "member_id": member.member_id,
-        "group_instance_id": member.group_instance_id,
-        "client_id": member.client_id,
-        "client_host": member.client_host,
-        "session_timeout": member.session_timeout,
-        "rebalance_timeout": member.rebalance_timeout,
-        "assignment": assignment,
-    }
+    return {**{name: getattr(member, name) for name in _MEMBER_FIELDS}, "assignment": assignment}

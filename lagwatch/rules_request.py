@@ -11,7 +11,6 @@ Other tools rely on these shapes; `../shared/spec/seed_examples.json` is written
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from lagwatch.shared.protocol.types import GroupStatus, OffsetEntry, PartitionInput, PartitionStatus, RuleConfig
@@ -22,40 +21,24 @@ class RequestError(ValueError):
     """The request is not of the contract's form; the message says where."""
 
 
-@dataclass(frozen=True, slots=True)
-class EvalRequest:
-    now_ms: int
-    config: RuleConfig
-    cluster: str
-    group: str
-    partitions: tuple[PartitionInput, ...]
-
-
 def evaluate_request(doc: Any) -> dict[str, Any]:
-    """Parse, evaluate and shape in one call (what the CLI does)."""
-    req = parse_request(doc)
-    return group_answer(group_status(req.cluster, req.group, req.partitions, req.now_ms, req.config))
-
-
-def parse_request(doc: Any) -> EvalRequest:
+    """Parse the request (fields checked in the contract's order), evaluate it with the rules, shape the answer."""
     body = _object(doc, "request")
     config = _object(body.get("config", {}), "config")
     parts = body.get("partitions")
     if not isinstance(parts, list):
         raise RequestError("partitions: expected a list")
-    return EvalRequest(
-        now_ms=_int(body.get("now_ms"), "now_ms"),
-        config=RuleConfig(
-            allowed_lag=_int(config.get("allowed_lag", 0), "config.allowed_lag", minimum=0),
-            minimum_complete=_number(config.get("minimum_complete", 0.0), "config.minimum_complete"),
-            minimum_entries=_int(
-                config.get("minimum_entries", RuleConfig().minimum_entries), "config.minimum_entries", minimum=1
-            ),
+    now_ms = _int(body.get("now_ms"), "now_ms")
+    rules = RuleConfig(
+        allowed_lag=_int(config.get("allowed_lag", 0), "config.allowed_lag", minimum=0),
+        minimum_complete=_number(config.get("minimum_complete", 0.0), "config.minimum_complete"),
+        minimum_entries=_int(
+            config.get("minimum_entries", RuleConfig().minimum_entries), "config.minimum_entries", minimum=1
         ),
-        cluster=_str(body.get("cluster"), "cluster"),
-        group=_str(body.get("group"), "group"),
-        partitions=tuple(_partition(p, f"partitions[{i}]") for i, p in enumerate(parts)),
     )
+    cluster, group = _str(body.get("cluster"), "cluster"), _str(body.get("group"), "group")
+    partitions = tuple(_partition(p, f"partitions[{i}]") for i, p in enumerate(parts))
+    return group_answer(group_status(cluster, group, partitions, now_ms, rules))
 
 
 def _partition(doc: Any, where: str) -> PartitionInput:
