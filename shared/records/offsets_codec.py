@@ -137,9 +137,8 @@ Record = OffsetCommit | GroupMetadata | ConsumerGroupMember | ConsumerGroupAssig
 
 
 # ------------------------------------------------------------------------------------ primitive readers
-# Each reader takes (buffer, position, field path) and returns (value, next position); every length is
-# bounds-checked, so a short buffer raises CodecError naming the field instead of returning short data.
-# Readers work on ``bytes`` only (the public entry points convert other buffers once).
+# Every length is bounds-checked, so a short buffer raises CodecError naming the field instead of returning short
+# data. Readers work on ``bytes`` only (the public entry points convert other buffers once).
 
 
 def _truncated(field: str, need: int, buf: bytes, pos: int) -> CodecError:
@@ -403,11 +402,9 @@ def _read_value(layout: Layout, value: bytes) -> tuple[int, list[Any]]:
 
 
 def decode_offset_commit_key(key: bytes) -> tuple[str, str, int]:
-    """An offset commit's key (record type 0 or 1, not checked here): group, topic, partition.
-
-    The ingest decodes every distinct key of a cluster once, 100k of them in a minute at start-up: a well-formed key
-    is sliced directly (about a third of the field-by-field reading's cost); anything else is read field by field,
-    which raises the CodecError naming the field at fault."""
+    """An offset commit's key (record type 0 or 1, not checked here): group, topic, partition. A well-formed key is
+    sliced directly (the ingest decodes every distinct key at start-up); anything else is read field by field, which
+    raises the CodecError naming the field at fault."""
     try:
         topic_at = 4 + ((key[2] << 8) | key[3])
         partition_at = topic_at + 2 + ((key[topic_at] << 8) | key[topic_at + 1])
@@ -443,11 +440,8 @@ _V_HEAD_AT = _V_HEAD.unpack_from
 
 
 def commit_offset_and_timestamp(value: bytes) -> tuple[int, int]:
-    """(offset, commit_timestamp) of an OffsetCommitValue: the two fields the ingest needs, for every record.
-
-    Versions 0-3 are read in place without decoding the metadata string (it is skipped by its length); anything
-    else, or a value that is short, goes through `decode_offset_commit_value`, which names the bad field.
-    """
+    """(offset, commit_timestamp) of an OffsetCommitValue, for every record the ingest reads: versions 0-3 in place,
+    the metadata skipped by its length; anything else, or a short value, through `decode_offset_commit_value`."""
     try:
         version, offset = _V_HEAD_AT(value)
         if version == 3:
@@ -469,10 +463,8 @@ def commit_offset_and_timestamp(value: bytes) -> tuple[int, int]:
 def decode_offset_commit_value(value: bytes) -> tuple[int, int, int | None, str, int, int | None]:
     """An OffsetCommitValue: (version, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp).
 
-    The ingest's hot path, so OFFSET_COMMIT_VALUE is read unrolled here (a test holds it to the layout): integers are
-    unpacked in place and a struct.error is mapped to the field named in ``field``, so the happy path sets a local
-    instead of calling helpers. Raises CodecError naming the field (without a record type: the caller knows it).
-    """
+    The ingest's hot path, so OFFSET_COMMIT_VALUE is read unrolled (a test holds it to the layout): a struct.error is
+    mapped to the field named in ``field``. Raises CodecError naming the field (without a record type)."""
     if type(value) is not bytes:
         value = bytes(value)
     field = "value.version"
