@@ -1,16 +1,15 @@
 """The archiver service: consumes the history topic (`history.topic`) and writes its records to Parquet files
 partitioned by cluster and date under `history.path` (`shared/records/history_files.py`).
 
-Memory is bounded by `history.flush-rows`: at that many records buffered (checked after each message, which holds
-at most `history.MESSAGE_BYTES` of records), or every `history.flush-interval` seconds, the buffer is written and
-only then the consumer's position committed, so a crash loses nothing (the records after the last commit are read
-again; a duplicate commit is harmless to the replay, which drops repeated `order`s). A write that fails (the path
-unwritable, the disk full, the object store away) keeps the buffer; once it is full, fetching stops (the partitions
-are paused and wound back to the first message not buffered) and the write is retried with back-off, so memory
-stays bounded and no position is committed past a record not written. Meanwhile `/readyz` says `history_path:
-false` and `lagwatch_archiver_write_failures_total` counts the failures; records count as `archived` once written.
-At start-up a probe file is written and deleted under the path (retried with back-off, like a write, until it
-works), so an unwritable path shows in `/readyz` before any record arrives.
+Memory is bounded by `history.flush-rows`: at that many records buffered (checked after each message, which holds at
+most `history.MESSAGE_BYTES` of records), or every `history.flush-interval` seconds, the buffer is written and only
+then the consumer's position committed, so a crash loses nothing (the records after the last commit are read again;
+the replay drops repeated `order`s). A write that fails (the path unwritable, the disk full, the object store away)
+keeps the buffer; once it is full, fetching stops (the partitions are paused and wound back to the first message not
+buffered) and the write is retried with back-off, so memory stays bounded and no position is committed past a record
+not written. Meanwhile `/readyz` says `history_path: false` and `lagwatch_archiver_write_failures_total` counts the
+failures; records count as `archived` once written. At start-up a probe file is written and deleted under the path
+(retried like a write until it works), so an unwritable path shows in `/readyz` before any record arrives.
 Records that are not history records are counted (`lagwatch_archiver_records_total{outcome="bad"}`) and skipped.
 Several archivers share the topic's partitions as one consumer group; each writes its own files.
 """
@@ -32,6 +31,7 @@ from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.runtime.health_server import LivenessCheck, ReadinessCheck
 from lagwatch.shared.runtime.kafka_client import client_kwargs
 from lagwatch.shared.runtime.kafka_probe import KafkaProbe
+from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service import Service
 from lagwatch.shared.runtime.service_lifecycle import Backoff, run_until_signalled
 
@@ -94,8 +94,7 @@ class Archiver(Service):
         return consumer
 
     @property
-    def pending_rows(self) -> int:
-        """Records read and not yet written (what the memory bound holds)."""
+    def pending_rows(self) -> int:  # records read and not yet written (what the memory bound holds)
         return self.writer.buffered
 
     def readiness(self) -> dict[str, ReadinessCheck]:
@@ -154,22 +153,17 @@ class Archiver(Service):
     async def _probe_until_writable(self) -> None:
         """Probe history.path until it takes a file: without records to write, an unwritable path would otherwise
         go unseen (and `/readyz` say ready) until the first write. Retried like a write; consuming goes on meanwhile."""
+        path, label = self.settings.path, self.label
+        outage = OutageLog(log, f"{label}: cannot write under history.path {path}", ended=f"{label}: {path} works now")
         while not self._path_writable and not self.stopping.is_set():
             try:
                 await asyncio.to_thread(self.writer.probe)
             except (OSError, pa.ArrowException) as exc:
                 WRITE_FAILURES.labels(self.cluster).inc()
-                if not self._probe_backoff.failures:  # one line: the retries count in the metric
-                    log.warning(
-                        "%s: cannot write under history.path %s (%s); not ready until it can, retrying",
-                        self.label,
-                        self.settings.path,
-                        exc,
-                    )
+                outage.failed(exc, "not ready until it can, retrying")
                 await self._probe_backoff.pause(self.stopping)
                 continue
-            if self._probe_backoff.failures:
-                log.info("%s: writing under %s works now", self.label, self.settings.path)
+            outage.ok()
             self._path_writable = True
 
     async def _consume(self) -> None:
