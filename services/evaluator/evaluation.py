@@ -1,17 +1,13 @@
 """Evaluating groups and turning status changes into published events.
 
-For each group: read its windows (the store) and its last recorded state (the status store), compute its status
-with the shared rules, and when it differs, record the transition with a compare-and-set (with its event, in the
-outbox), publish the event, then take it out of the outbox. Groups gone from the store, or with no commit for
-`expire-group`, are NOTFOUND (and an expired group is deleted). So are groups the allow/deny regexes exclude (the
-lists changed since their windows were stored): their windows are deleted, and their NOTFOUND takes them off the
-schedule, the status index and the ready results, closing an open incident instead of letting it drift to STOP.
-The same evaluation checks the groups' lag in seconds against the subscriptions' lag-seconds thresholds
-(lag_thresholds.py), stores each group's ready result (results_store.py: what /metrics and the dashboard read; the
-sparklines of a cold start's evaluations are drawn after the statuses) and computes the next instant time alone
-could change the group (next_change.py), which the service keeps in its schedule. An event Kafka did not take
-stays in the outbox and its group is scheduled again soon; an event over Kafka's record size lists only the
-worst partitions that fit (`status_event.fitted`).
+For each group: read its windows and its last recorded state, compute its status with the shared rules, and when it
+differs, record the transition with a compare-and-set (with its event, in the outbox), publish the event, then take it
+out of the outbox. Groups gone from the store, with no commit for `expire-group` (deleted then), or excluded by the
+allow/deny regexes (their windows deleted) are NOTFOUND: that takes them off the schedule, the status index and the
+ready results, closing an open incident instead of letting it drift to STOP. The same evaluation checks the alert
+thresholds (lag_thresholds.py), stores each group's ready result (results_store.py) and computes the next instant time
+alone could change the group (next_change.py). An event Kafka did not take stays in the outbox and its group is
+evaluated again soon; an event over Kafka's record size lists the worst partitions that fit (`status_event.fitted`).
 """
 
 from __future__ import annotations
@@ -123,10 +119,9 @@ class GroupEvaluator:
         sparklines: bool = True,
         read: Awaitable[tuple[list[StoredGroup | None], list[GroupState]]] | None = None,
     ) -> EvaluationReport:
-        """Evaluate these groups now. `sparklines=False` leaves drawing their sparklines for later
-        (`Sparklines.draw_owed`): a cold start's first statuses come sooner without a fifth of the work. `read`:
-        this evaluation's `read`, started ahead (while the previous batch was evaluated); a transition recorded
-        since is caught by the compare-and-set, a commit since by its own notice."""
+        """Evaluate these groups now; `sparklines=False` leaves their sparklines owed (`Sparklines`). `read`: this
+        evaluation's `read`, started ahead; a transition recorded since is caught by the compare-and-set, a commit
+        since by its own notice."""
         started = time.perf_counter()
         wall, now = (now_ms, now_ms) if now_ms is not None else await self.read_through.judging_clock()
         report = EvaluationReport(groups=len(groups), held_ms=wall - now)
@@ -144,10 +139,12 @@ class GroupEvaluator:
             await self.store.deletions.unindex_expired(self.cluster, now)
         await self._record_and_publish(batch, report)
         await self.results.write(self.cluster, batch.results, batch.lines)
-        # the clock is held (shared/windows/read_through.py): what is due by the wall clock is looked at again
-        if now < wall:
-            _retry_held(report.next_at, wall)
-        _retry_unsent(report.next_at, batch.unsent, wall + OUTBOX_RETRY_MS)
+        next_at = report.next_at
+        if now < wall:  # the clock is held: what is due by the wall clock would be evaluated again in a tight loop
+            next_at.update({g: wall + HELD_RETRY_MS for g, at in next_at.items() if at is not None and at <= wall})
+        for group in batch.unsent:  # nothing else evaluates them soon (the sweep is minutes away, NOTFOUND unlisted)
+            due, retry_at = next_at.get(group), wall + OUTBOX_RETRY_MS
+            next_at[group] = retry_at if due is None else min(due, retry_at)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -248,7 +245,7 @@ class GroupEvaluator:
 
 class Sparklines:
     """Each group's lag sparkline (dashboard only), drawn when its windows changed. A cold start's are owed: drawn
-    after every status is out (`draw_owed`), so the first statuses come sooner without a fifth of the work."""
+    after every status is out (`draw_owed`), so the first statuses come sooner."""
 
     def __init__(self, store: WindowStore, results: ResultsStore, cluster: str) -> None:
         self.store, self.results, self.cluster = store, results, cluster
@@ -309,22 +306,6 @@ def _request(
     if change is None:
         return None
     return Transition(group, state.seq, change.status, change.incident, _publishable(change.event), now)
-
-
-def _retry_held(next_at: dict[str, int | None], wall: int) -> None:
-    """Instants already past by the wall clock (not yet by the held judging clock) move a little into the future:
-    due again at once, they would be evaluated in a tight loop until the clock resumes."""
-    for group, at in next_at.items():
-        if at is not None and at <= wall:
-            next_at[group] = wall + HELD_RETRY_MS
-
-
-def _retry_unsent(next_at: dict[str, int | None], groups: set[str], at: int) -> None:
-    """Groups whose events Kafka did not take are due again by `at`: nothing else may evaluate them soon (the sweep
-    is minutes away, and never lists a group that is NOTFOUND), and their events wait in the outbox till then."""
-    for group in groups:
-        due = next_at.get(group)
-        next_at[group] = at if due is None else min(due, at)
 
 
 def _publishable(event: StatusEvent) -> bytes:

@@ -1,11 +1,9 @@
-"""The evaluator's memory of alert thresholds (lag-seconds, data-loss-risk, messages-skipped: lag_threshold_event.py)
-in Redis: per group and threshold, how many times the group
-crossed it (odd: it is over it now) and when its current or last incident began; the lag-threshold events written
-but not yet acknowledged by Kafka (an outbox); and the cluster's index of groups that need looking at even when no
-threshold is configured (over one, or with events pending). Keys: `keys.py`; the script: `RECORD_LAG_CROSSING`.
-
-Crossings are recorded like status transitions (`status_store.py`): a compare-and-set on the crossing count
-together with the event, then the event is published and taken out of the outbox.
+"""The evaluator's memory of alert thresholds in Redis: per group and threshold, how many times the group crossed it
+(odd: it is over it now) and when its current or last incident began; the lag-threshold events written but not yet
+acknowledged by Kafka (an outbox); and the cluster's index of groups to look at even when no threshold is configured
+(over one, or with events pending). Crossings are recorded like status transitions (`status_store.py`): a
+compare-and-set on the crossing count together with the event (`scripts.RECORD_LAG_CROSSING`), then the event is
+published and taken out of the outbox.
 """
 
 from __future__ import annotations

@@ -1,22 +1,19 @@
 """Alert thresholds: lagwatch's own rules beside Burrow's ("alert when the max lag is over 300 s, even if Burrow's
-rules say OK"; "alert when retention deletes unread messages within an hour"), evaluated by the evaluator with the
-statuses and published as lag-threshold events (shared/events/lag_threshold_event.py: one path, three alerts).
+rules say OK"; "alert when retention deletes unread messages within an hour"), evaluated with the statuses and
+published as lag-threshold events (shared/events/lag_threshold_event.py: one path, three alerts).
 
-* Which thresholds: every `lag-seconds-threshold` and `retention-risk-threshold` of a subscription for this cluster
-  — the configuration file's (the evaluator reads the same `subscriptions:` as the notifier) and the api's
-  (`lw:n:{notify}:lag-thresholds`, written with each subscription). Re-read at most every `REFRESH_S`.
-* Each evaluation compares the group's max lag in seconds (`time_lag.worst`; a lower bound only counts when the
-  bound itself is over) with each lag-seconds threshold, strictly: over when `max_lag_seconds > threshold`; its
-  retention risk (shared/statuses/retention.py, the soonest partition) with each data-loss-risk threshold: in the alert
-  when `retention_risk_seconds < threshold`; and its skipped messages with the messages-skipped alert (any). A group
-  whose lag (or retention risk) is unknown keeps its state. When the group crosses a threshold, a crossing is
-  recorded with a compare-and-set and its event in an outbox (`lag_state_store.py`), then published on
-  `evaluator.lag-threshold-topic` — as status transitions are, so a restart or a second evaluator never records
-  or publishes a crossing twice.
-* A group over a threshold comes back under when its lag does, when it is gone (NOTFOUND), or when no subscription
-  asks for that threshold any more: every incident that was opened is closed.
-* Thresholds are not filtered by group: the topic has every group's crossings, and the notifier applies each
-  subscription's group filter. Without any threshold, only the groups still over one are read (the index).
+* Which thresholds: every `lag-seconds-threshold` and `retention-risk-threshold` of a subscription for this cluster,
+  the configuration file's and the api's (`lw:n:{notify}:lag-thresholds`), re-read at most every `REFRESH_S`.
+* A group is over a lag-seconds threshold when `max_lag_seconds > threshold` (`time_lag.worst`; a lower bound counts
+  only when the bound itself is over), in a data-loss-risk alert when `retention_risk_seconds < threshold` (its
+  soonest partition), in the messages-skipped alert on any skip; one whose lag or risk is unknown keeps its state.
+  A crossing is recorded with a compare-and-set and its event in an outbox (`lag_state_store.py`), then published on
+  `evaluator.lag-threshold-topic`, as status transitions are: a restart or a second evaluator never records or
+  publishes one twice.
+* A group comes back under when its lag does, when it is NOTFOUND, or when no subscription asks for that threshold any
+  more: every incident that was opened is closed.
+* Thresholds are not filtered by group: the notifier applies each subscription's group filter. Without any threshold,
+  only the groups still over one are read (the index).
 """
 
 from __future__ import annotations
@@ -64,11 +61,9 @@ def crossings(
     gone: bool,
     risk: RetentionRisk | None = None,
 ) -> list[Crossing]:
-    """The thresholds a group crosses at this evaluation: the ones it comes back under first, then the ones it
-    goes over, each by alert, lowest first. `lag` is the group's max lag in seconds and `risk` its retention risk
-    (None: unknown, nothing changes); `gone`: the group is NOTFOUND. (Closes first: a subscription whose threshold
-    changed hears the end of its old incident before the new one opens, even from a notifier keeping one incident
-    per alert.)"""
+    """The thresholds a group crosses at this evaluation, by alert, lowest first: the ones it comes back under first,
+    so a subscription whose threshold changed hears the end of its old incident before the new one opens. `lag` and
+    `risk`: None when unknown (nothing changes); `gone`: the group is NOTFOUND."""
     out = []
     for threshold in sorted(thresholds | {t for t, s in states.items() if s.above}, key=_order):
         above = states.get(threshold, NEVER_CROSSED).above

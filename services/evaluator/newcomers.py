@@ -1,14 +1,13 @@
 """Groups the evaluator has no status for yet wait behind every group it has one for.
 
-Any client that can commit offsets can write a hundred thousand new group names at once. Evaluated in the order
-their notices came, they would hold up a known group's REWIND for as long as the flood takes. So a notice's groups
-are triaged: those with a recorded status are evaluated at once, the worst first; the new ones queue here and are
-evaluated a chunk at a time whenever nothing else waits (asyncio's lock is fair: a notice that arrives meanwhile
-waits for one chunk at most). The queue is drained at the evaluator's own pace, never slower.
+Any client that can commit offsets can write a hundred thousand new group names at once; evaluated in the order their
+notices came, they would hold up a known group's REWIND for as long as the flood takes. So the groups with a recorded
+status are evaluated at once, the worst first; the new ones queue here and are evaluated a chunk at a time whenever
+nothing else waits (asyncio's lock is fair: a notice that arrives meanwhile waits for one chunk at most).
 
-A cap on the groups a cluster may have (`evaluator.max-groups`) keeps a flood of junk names from growing every
-store without bound: past it, new groups are counted, skipped and their windows deleted (never a known group's)
-until the count falls under it again (expiry, deletions).
+A cap on the groups a cluster may have (`evaluator.max-groups`) keeps a flood of junk names from growing every store
+without bound: past it, new groups are counted, skipped and their windows deleted (never a known group's) until the
+count falls under it again (expiry, deletions).
 """
 
 from __future__ import annotations

@@ -2,12 +2,12 @@
 acks=all, key `<cluster>/<group>` so a group's events keep their order in one partition.
 
 The evaluator publishes under its lock, so a publish must never wait on Kafka for long: aiokafka retries a record
-whose partition leader is unreachable for as long as it stays so (measured on the Kafka mock: no answer after 90 s),
-and it blocks a send while that partition's batch is full. Each send and the wait for acknowledgements are bounded
-(`SEND_WAIT_S`, `ACK_WAIT_S`); what is not acknowledged in time stays in the outbox, and the evaluator tries its
-group again soon (`evaluation.OUTBOX_RETRY_MS`). A record still in flight is not sent again: a later publish of the
-same event looks at its delivery instead, so an outage of one partition neither stops the other groups' events nor
-queues a copy of its own at every retry."""
+whose partition leader is unreachable for as long as it stays so, and blocks a send while that partition's batch is
+full. Each send and the wait for acknowledgements are bounded (`SEND_WAIT_S`, `ACK_WAIT_S`); what is not acknowledged
+in time stays in the outbox, and the group is evaluated again soon. A record still in flight is not sent again: a
+later publish looks at its delivery instead, so one partition's outage neither stops the other groups' events nor
+queues a copy of its own at every retry.
+"""
 
 from __future__ import annotations
 

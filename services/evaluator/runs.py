@@ -88,12 +88,10 @@ class WatchIndex:
                         yield group, tp, watch
 
     def _unwatch(self, group: str) -> None:
-        for topic, _ in self.watches.pop(group, {}):
-            readers = self.readers.get(topic)
-            if readers is not None:
-                readers.discard(group)
-                if not readers:
-                    del self.readers[topic]
+        for topic in {topic for topic, _ in self.watches.pop(group, {})}:
+            self.readers[topic].discard(group)
+            if not self.readers[topic]:
+                del self.readers[topic]
 
 
 class Alarm:
@@ -172,10 +170,8 @@ class EvaluationRuns:
 
     async def _evaluate_each(self, groups: list[str], trigger: str) -> EvaluationReport | None:
         """The groups one at a time, after their evaluation together failed: the failure is one group's."""
-        last = None
-        for group in groups:
-            last = await self.evaluate([group], trigger) or last
-        return last
+        reports = [await self.evaluate([group], trigger) for group in groups]
+        return next((report for report in reversed(reports) if report is not None), None)
 
     async def _skip_unreadable(self, group: str, exc: Exception) -> None:
         """A group whose stored data cannot be evaluated (not written by lagwatch: edited by hand, another version)

@@ -1,15 +1,13 @@
-"""The evaluator's schedule: for each group, the next instant time alone can change its status (a STOP rule turning
-true, the group expiring, a lag-seconds threshold being crossed), so the evaluator evaluates exactly the groups that
-are due, when they are due, instead of sweeping all of them. Key layout: `keys.py`.
-
-One sorted set per changes-topic partition (score = the instant, ms): the evaluator instance that holds a partition
-of the changes topic owns its groups, and their schedule moves with the partition to whichever instance holds it
-next; it lives in Redis, so it survives restarts.
+"""The evaluator's schedule: for each group, the next instant time alone can change its status (next_change.py), so
+the evaluator evaluates exactly the groups that are due instead of sweeping all of them. One sorted set per
+changes-topic partition (score = the instant, ms): the instance holding a partition owns its groups, and their
+schedule moves with the partition; it lives in Redis, so it survives restarts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -42,22 +40,20 @@ class ScheduleStore:
 
     async def due(self, partitions: Iterable[int], now_ms: int) -> list[str]:
         """Groups of these partitions whose instant has come (at most DUE_BATCH per partition)."""
-        partitions = sorted(partitions)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for partition in partitions:
-                pipe.zrangebyscore(keys.due_groups(self.cluster, partition), "-inf", now_ms, start=0, num=DUE_BATCH)
-            replies = await pipe.execute()
+        replies = await self._each(partitions, lambda pipe, key: pipe.zrangebyscore(key, "-inf", now_ms, 0, DUE_BATCH))
         return [g.decode() for reply in replies for g in reply]
 
     async def earliest(self, partitions: Iterable[int]) -> int | None:
         """The earliest instant scheduled in these partitions, or None when nothing is."""
-        partitions = sorted(partitions)
+        replies = await self._each(partitions, lambda pipe, key: pipe.zrange(key, 0, 0, withscores=True))
+        return min((int(reply[0][1]) for reply in replies if reply), default=None)
+
+    async def _each(self, partitions: Iterable[int], command: Callable[[Any, str], object]) -> list[Any]:
+        """`command` on each partition's schedule, in one round trip: the replies."""
         async with self.redis.pipeline(transaction=False) as pipe:
-            for partition in partitions:
-                pipe.zrange(keys.due_groups(self.cluster, partition), 0, 0, withscores=True)
-            replies = await pipe.execute()
-        scores = [int(reply[0][1]) for reply in replies if reply]
-        return min(scores) if scores else None
+            for partition in sorted(partitions):
+                command(pipe, keys.due_groups(self.cluster, partition))
+            return await pipe.execute()
 
     async def instants(self, partition: int) -> dict[str, int]:
         """Everything scheduled in one partition (tests, operations)."""

@@ -1,18 +1,13 @@
 """How long events have waited for Kafka: `lagwatch_evaluator_unsent_events_seconds{cluster}`.
 
-An event (a status change, or a lag-threshold crossing on its own topic) that Kafka does not take (a partition
-without its leader, the topic refused, Kafka away) stays in its group's outbox and is sent again at the group's next
-evaluation, every few seconds: nothing is lost, but no notifier and no status-topic reader hears of it meanwhile,
-and aiokafka keeps retrying a record whose leader is away without ever failing it, so
-`lagwatch_events_publish_failures_total` may not move at all. This gauge says how long the oldest of them has
-waited, for the groups this evaluator is still retrying (looked at within `FORGOTTEN_S`: a group another instance
-took over, or one deleted, no longer counts here).
-
-Since when a group's events wait is kept in Redis (`keys.unsent_events`), with when they were last retried: an
-evaluator restarted meanwhile, or another instance taking the group over, counts on from it, so Kafka trouble that
-also restarts evaluators (a crash loop, an orchestrator's probes) still reaches the alert's minute. A record nobody
-retried for `FORGOTTEN_S` is out of date (its group's events went out through another instance): it starts over.
-Kept best effort: with Redis out of reach the count is this evaluator's own.
+An event Kafka does not take (a partition without its leader, the topic refused, Kafka away) stays in its group's
+outbox and is sent again at the group's next evaluation: nothing is lost, but nobody hears of it meanwhile, and
+aiokafka retries a record whose leader is away without ever failing it, so `lagwatch_events_publish_failures_total`
+may not move. The gauge says how long the oldest has waited, among the groups this evaluator retried within
+`FORGOTTEN_S` (not one another instance took over, or one deleted). Since when is kept in Redis (`keys.unsent_events`)
+with the last retry, so an evaluator restarted meanwhile (a crash loop) or another instance taking the group over
+counts on from it; a record nobody retried for `FORGOTTEN_S` starts over. Best effort: with Redis out of reach the
+count is this evaluator's own.
 """
 
 from __future__ import annotations
