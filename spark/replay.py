@@ -5,7 +5,8 @@ loop; tests call it directly. It does what the live services do, in history time
 
 * inputs in time order (a commit at `observed_at`, when the ingest read it; a log-end sample at its sampling time;
   a sample first on ties): a sample goes into the partition's broker ring and log-end history, a commit into its
-  window with the latest sampled log end (`shared/windows/window.py`, the same outcomes as the Redis store); a
+  window with the log end of when it was made, placed on lagwatch's clock by the group's own commit-clock estimate
+  (`shared/windows/window.py`, the same outcomes as the Redis store); a
   commit of a partition not sampled yet waits for its first sample, as the ingest holds it; a sample at the time
   of the partition's last one is a duplicate (the archive is at-least-once; commits are told apart by `order`);
 * the group is evaluated with the shared rules at evaluation ticks, every `tick_ms` of history time (multiples of
@@ -51,7 +52,17 @@ from lagwatch.shared.statuses.retention import RetentionRisk, group_risk, retent
 from lagwatch.shared.statuses.rules import caught_up_status, partition_status, summarize_group
 from lagwatch.shared.statuses.time_lag import TimeLag, add_sample, time_lag, worst
 from lagwatch.shared.statuses.velocity import Velocity, group_velocity, partition_velocity
-from lagwatch.shared.windows.window import AddOutcome, add_broker_offset, add_commit, current_lag, expired, padded_ring
+from lagwatch.shared.windows.clock_offset import ClockOffset
+from lagwatch.shared.windows.window import (
+    AddOutcome,
+    add_broker_offset,
+    add_commit,
+    commit_made_at,
+    current_lag,
+    expired,
+    log_end_as_of,
+    padded_ring,
+)
 
 TopicPartition = tuple[str, int]
 NEVER = 2**62
@@ -150,6 +161,9 @@ class _Group:
         self.seq = 0
         self.incident = Incident(None, None)
         self.last_row: tuple | None = None
+        # the commit clock, as the ingest keeps it, from the commits read once (observed after their timestamp;
+        # one read again after a history-topic outage is observed at its timestamp, and says nothing of the clock)
+        self.clock = ClockOffset()
 
     def partition(self, tp: TopicPartition) -> _Partition:
         part = self.topics.get(tp)
@@ -212,7 +226,10 @@ class _Group:
         tp = (c.topic, c.partition)
         part = self.topics[tp]
         commit = Commit(self.group, c.topic, c.partition, c.offset, c.timestamp, c.order, c.observed_at)
-        latest = part.broker[-1] if part.broker else None
+        log_end = log_end_as_of(part.history, commit_made_at(c.timestamp, c.observed_at, self.clock.ms))
+        if c.observed_at > c.timestamp:
+            self.clock.add(c.observed_at, c.observed_at - c.timestamp)
+        latest = part.broker[-1] if log_end is None else log_end
         outcome = add_commit(part.entries, commit, latest, c.observed_at, self.config.window)
         if outcome.stored:
             self.windows.add(tp)

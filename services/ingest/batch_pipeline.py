@@ -82,6 +82,7 @@ class BatchPipeline:
         """Apply a batch to the windows in memory and start storing it, which overlaps the next fetch; False when a
         stop came while Redis or Kafka was down."""
         fresh = self.caught_up.is_set()  # read at the log end: these commits tell the commit clock (commit_clock.py)
+        self.processor.clock_offset_ms = await self.clock.offset()
         batch = self.processor.start(records)
         deferred = batch.deferred  # groups to load from Redis, log ends to ask Kafka for
         if deferred and await self.retry("loading windows", lambda: self.processor.load_deferred(batch)) is None:

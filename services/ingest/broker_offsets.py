@@ -27,12 +27,14 @@ from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.leases import PollerLease
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
 from lagwatch.services.ingest.unanswered_leaders import UnansweredLeaders
+from lagwatch.shared.protocol.types import Sample
 from lagwatch.shared.records.history import KIND_LOG_START
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import pause
 from lagwatch.shared.windows.changes import ChangePublisher
 from lagwatch.shared.windows.store import WindowStore
+from lagwatch.shared.windows.window import log_end_as_of
 
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
@@ -134,7 +136,52 @@ class LogStarts:
         return found
 
 
-class BrokerOffsets:
+class LatestLogEnds:
+    """Each partition's latest log-end offset, and since when it stands on lagwatch's clock (`since`: when it was
+    first sampled): a commit made before that is measured against the log-end history instead (`log_end_at`). A
+    worker that only reads the poller's samples takes the time it read them, later than the poll: more commits go to
+    the history, none to a wrong log end."""
+
+    cluster: str
+    store: WindowStore
+    latest: dict[TP, int]
+    since: dict[TP, int]
+
+    def _remember(self, offsets: dict[TP, int], sampled_at: int, *, replace: bool = False) -> set[str]:
+        """Take `offsets` as the latest (all of them with `replace`); returns the topics whose log end moved."""
+        since, latest = self.since, self.latest
+        moved = {tp for tp, offset in offsets.items() if latest.get(tp) != offset}
+        for tp in moved:
+            since[tp] = sampled_at
+        if replace:
+            self.latest = offsets
+            self.since = {tp: since[tp] for tp in offsets}
+        else:
+            latest.update(offsets)
+        return {topic for topic, _ in moved}
+
+    def log_end_at(self, tp: TP, made_at: int, histories: dict[TP, list[Sample]], first_pass: bool) -> int | None:
+        """The partition's log end when a commit was made: the latest sample unless the log end moved after
+        `made_at`; then from its history (`histories`, read by `histories`), the latest sample where the history
+        cannot answer. None in a batch's first pass, which sets such a commit aside until its history is read."""
+        latest = self.latest.get(tp)
+        if latest is None or made_at >= self.since.get(tp, 0):
+            return latest
+        if first_pass:
+            return None
+        history = histories.get(tp)
+        as_of = log_end_as_of(history, made_at) if history else None
+        return latest if as_of is None else as_of
+
+    async def histories(self, commits: Iterable[tuple[TP, int]]) -> dict[TP, list[Sample]]:
+        """The log-end histories of the partitions whose log end moved after one of their commits was made (`commits`:
+        partition, made at): what `log_end_at` reads in a batch's second pass."""
+        since = self.since
+        late = {tp for tp, made_at in commits if made_at < since.get(tp, 0)}
+        return await self.store.reads.offset_histories(self.cluster, late) if late else {}
+
+
+class BrokerOffsets(LatestLogEnds):
     """The latest log-end offset of every partition of one cluster, kept fresh and written to the store."""
 
     def __init__(
@@ -155,6 +202,7 @@ class BrokerOffsets:
         self.request_timeout = max(5.0, offset_refresh)
         self.topic_refresh = topic_refresh
         self.latest: dict[TP, int] = {}
+        self.since: dict[TP, int] = {}
         self.partition_counts: dict[str, int] = {}
         self.kafka_ok = False
         self.is_poller = False
@@ -258,7 +306,7 @@ class BrokerOffsets:
         self.partition_counts = topics
         wanted = [(t, p) for t, n in topics.items() for p in range(n)]
         rings = await self.store.reads.broker_rings(self.cluster, wanted)
-        self.latest = {tp: ring[-1] for tp, ring in rings.items() if ring}
+        self._remember({tp: ring[-1] for tp, ring in rings.items() if ring}, now_ms(), replace=True)
 
     async def refresh_topics(self) -> list[str]:
         """Re-read topic metadata; topics that disappeared, or came back with fewer partitions (a topic never shrinks:
@@ -280,7 +328,7 @@ class BrokerOffsets:
             log.info("topic %s/%s was %s: removed from %d group partitions", self.cluster, topic, how, removed)
         if deleted and self.history is not None:  # the replay drops the partitions when the live store did
             await self.history.publish_deletions(deleted, now_ms())
-        self.latest = {tp: off for tp, off in self.latest.items() if tp[0] in counts}
+        self._remember({tp: off for tp, off in self.latest.items() if tp[0] in counts}, 0, replace=True)
         self.unanswered.keep_only(counts)
         self.partition_counts = counts
         return deleted
@@ -321,8 +369,7 @@ class BrokerOffsets:
         await self.store.writes.add_broker_polls(self.cluster, by_topic, sampled_at, counts)
         if self.history is not None:
             await self.history.publish_samples(by_topic, sampled_at)
-        moved = {tp[0] for tp, offset in found.items() if self.latest.get(tp) != offset}
-        self.latest.update(found)
+        moved = self._remember(found, sampled_at)
         if moved and self.changes is not None:  # lags changed: the evaluator re-checks the groups reading these
             await self.changes.publish_log_ends(self.cluster, moved)
         if unreachable:
@@ -340,7 +387,7 @@ class BrokerOffsets:
         missing = [tp for tp in wanted if tp not in self.latest]
         if missing:
             from_store = await self.store.reads.latest_broker_offsets(self.cluster, missing)
-            self.latest.update({tp: off for tp, off in from_store.items() if off is not None})
+            self._remember({tp: off for tp, off in from_store.items() if off is not None}, now_ms())
             missing = [tp for tp in missing if tp not in self.latest]
         if missing:
             await self._lookup_in_kafka(missing)

@@ -3,8 +3,10 @@
 A commit's timestamp is stamped by the broker's group coordinator; "now", the log-end samples and every entry's
 `observed_at` are lagwatch's. A commit read at the end of its offsets partition was appended moments before, so
 `observed_at - timestamp` is the two clocks' offset plus the ingest's own delay (fetch, linger, a busy worker),
-never less: the smallest over the last SPAN_MS of batches is the offset (positive: commit times behind lagwatch's
-clock). The rest, per batch, is the delay, measured from its oldest commit to when the batch is stored.
+never less: the smallest over the last minutes of batches is the offset (positive: commit times behind lagwatch's
+clock; shared/windows/clock_offset.py). The rest, per batch, is the delay, measured from its oldest commit to when
+the batch is stored. The offset places commits on lagwatch's clock (window.commit_made_at): their lag is taken from
+the log end of when they were made.
 
 Fresh batches only: one applied while the worker is caught up (every assigned partition read to its end since its
 assignment, and no Redis or Kafka retry since: `BatchPipeline.caught_up`), of commits read for the first time (not
@@ -16,7 +18,6 @@ stamps its commits itself): its offset stays unknown, not exported.
 from __future__ import annotations
 
 import logging
-from collections import deque
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -26,12 +27,9 @@ from lagwatch.services.ingest.processor import AppliedBatch
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.redis_client import reply
+from lagwatch.shared.windows.clock_offset import ClockOffset
 
 log = logging.getLogger(__name__)
-# the batches whose smallest figure is the offset: longer than a stall of the worker (a Redis failover, a pause for
-# CPU), which would otherwise be taken for the offset, short enough that a clock set right, or a coordinator moved
-# to a broker with another clock, is followed within minutes
-SPAN_MS = 5 * 60_000
 # how often the offset goes to Redis: its readers want it seconds fresh, and a write per batch would cost the
 # steady path a round trip
 WRITE_EVERY_MS = 5_000
@@ -40,27 +38,34 @@ WRITE_EVERY_MS = 5_000
 class CommitClock:
     def __init__(self, cluster: str, redis: Redis) -> None:
         self.cluster, self.redis = cluster, redis
-        # (observed_at, the batch's smallest observed - commit time), smallest figures increasing: the first is the
-        # smallest of the span (a sliding minimum)
-        self._minima: deque[tuple[int, int]] = deque()
+        self._offset = ClockOffset()
         self._written_at = 0
+        self._loaded = False
 
     @property
     def offset_ms(self) -> int | None:
-        """None until a fresh batch was read; held while none comes (a quiet cluster keeps its last estimate)."""
-        return self._minima[0][1] if self._minima else None
+        """None until a fresh batch was read (or an offset stored by the last worker)."""
+        return self._offset.ms
+
+    async def offset(self) -> int | None:
+        """`offset_ms`, at first the one stored by the last worker (a restarted worker re-reads commits before it
+        has a fresh batch of its own, and their lags want the offset)."""
+        if not self._loaded:
+            self._loaded = True
+            try:
+                stored = await reply(self.redis.hget(keys.commit_clock(self.cluster), "offset_ms"))
+            except (RedisError, OSError) as exc:
+                log.debug("ingest %s: could not read the commit clock's offset (%s)", self.cluster, exc)
+                stored = None
+            if stored is not None and self._offset.ms is None:
+                self._offset.add(now_ms(), int(stored))
+        return self.offset_ms
 
     def applied(self, batch: AppliedBatch, *, fresh: bool) -> None:
         if not fresh or batch.newest_commit_ms < 0:
             return
-        at, smallest = batch.observed_at, batch.observed_at - batch.newest_commit_ms
-        minima = self._minima
-        while minima and minima[-1][1] >= smallest:
-            minima.pop()
-        minima.append((at, smallest))
-        while minima[0][0] <= at - SPAN_MS:
-            minima.popleft()
-        metrics.CLOCK_OFFSET.labels(self.cluster).set(minima[0][1] / 1000)
+        self._offset.add(batch.observed_at, batch.observed_at - batch.newest_commit_ms)
+        metrics.CLOCK_OFFSET.labels(self.cluster).set(self._offset.ms / 1000)  # type: ignore[operator]
 
     def stored(self, batch: AppliedBatch) -> None:
         offset = self.offset_ms

@@ -333,7 +333,11 @@ def run_pass(processor, records, batch, bint defer):
     """The pass over `records` for `processor` (a BatchProcessor), into `batch` (an AppliedBatch)."""
     cdef dict known = processor.keys.keys
     cdef dict groups = processor.cache.groups, dirty = processor.cache.dirty, touched = batch.touched
-    cdef dict latest = processor.broker_offsets.latest
+    cdef dict latest = processor.broker_offsets.latest, since = processor.broker_offsets.since
+    clock_offset = processor.clock_offset_ms  # None: commits taken as made when read (window.commit_made_at)
+    cdef bint clock_known = clock_offset is not None
+    cdef int64_t offset_ms = clock_offset if clock_known else 0, made
+    log_end_at = processor.broker_offsets.log_end_at
     config = processor.store.config
     cdef int64_t expire_ms = config.expire_group_ms, min_distance = config.min_distance_ms
     cdef Py_ssize_t keep_bytes = (config.intervals - 1) * ENTRY
@@ -404,6 +408,16 @@ def run_pass(processor, records, batch, bint defer):
         if not (0 <= committed < MAX_EXACT and 0 <= timestamp < MAX_EXACT):
             tally["decode_error:out-of-range"] += 1
             continue
+        found = PyDict_GetItem(latest, tp)
+        broker_offset = <object>found if found is not NULL else None
+        made = timestamp + offset_ms if clock_known and timestamp + offset_ms < now else now
+        found = PyDict_GetItem(since, tp)
+        if found is not NULL and made < <int64_t><object>found:  # the log end moved since: the reference's case
+            broker_offset = log_end_at(tp, made, batch.histories, defer)
+            if defer and broker_offset is None:
+                waiting[group] = partition
+                deferred.append(record)
+                continue
         if order >= reread_below:
             oldest, newest = min(oldest, timestamp), max(newest, timestamp)
         if keep:
@@ -427,9 +441,6 @@ def run_pass(processor, records, batch, bint defer):
             except OverflowError:  # not a timestamp lagwatch wrote: compare as Python would
                 current_last = INT64_MAX if current.last > 0 else -1
         field_name = <object>_item(commit_key, 3)
-
-        found = PyDict_GetItem(latest, tp)
-        broker_offset = <object>found if found is not NULL else None
         found = PyDict_GetItem(rings, field_name)
         ring = <object>found if found is not NULL else None
         new_ring = _add_newest(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from redis.asyncio.cluster import RedisCluster
@@ -30,13 +30,14 @@ from lagwatch.services.ingest.new_protocol_groups import Rebalance, TopicIds
 from lagwatch.services.ingest.records import AdminStep, CommitKey, KeyCache, OffsetsDeleted, RecordLike
 from lagwatch.services.ingest.window_cache import PackedWrites, WindowCache
 from lagwatch.shared.protocol.group_filter import GroupFilter
-from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.protocol.types import Commit, Sample
 from lagwatch.shared.records import offsets_codec as codec
 from lagwatch.shared.records.history import HistoryMessages
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.windows.group_windows import GroupWindows, GroupWrite
 from lagwatch.shared.windows.ingest_totals import type_label
 from lagwatch.shared.windows.store import WindowStore
+from lagwatch.shared.windows.window import commit_made_at
 from lagwatch.shared.windows.window_writes import MAX_SCRIPT_NUMBER
 
 try:  # installed without a C compiler (setup.py): the same steps run in Python
@@ -69,6 +70,9 @@ class AppliedBatch:
     # clock against this batch's `observed_at` (commit_clock.py)
     oldest_commit_ms: int = MAX_EXACT
     newest_commit_ms: int = -1
+    # the log-end histories of the partitions of set-aside commits made before their log end last moved, read for
+    # the second pass: such a commit's lag is taken from the log end of when it was made (window.log_end_as_of)
+    histories: dict[tuple[str, int], list[Sample]] = field(default_factory=dict)
 
     def set_aside(self, group: str, partition: int, record: RecordLike | AdminStep) -> None:
         """A record that waits for its group to be loaded (or its log end), with every later one of its group."""
@@ -111,6 +115,9 @@ class BatchProcessor:
         # again: its history record is stamped with its commit time, not the time it was read again (`read_again`)
         self.read_to: dict[int, int] = {}
         self.reread_until: dict[int, int] = {}
+        # the cluster's commit clock against lagwatch's (commit_clock.py; None: unknown, commits taken as made when
+        # read): where a commit's time meets the log-end samples'
+        self.clock_offset_ms: int | None = None
         self.compiled = compiled_pass is not None  # the per-record loop of commit_pass.pyx, else _python_pass
         # the flush encoded by flush_encoding.pyx, else take_writes + write_commands; Redis Cluster routes commands
         self.packs_flush = encode_flush is not None and not isinstance(store.redis, RedisCluster)
@@ -142,21 +149,18 @@ class BatchProcessor:
             self.reread_until = {p: u for p, u in self.reread_until.items() if read_to.get(p, 0) < u}
 
     async def load_deferred(self, batch: AppliedBatch) -> bool:
-        """What the set-aside records need: their groups from Redis, their partitions' log ends (retryable)."""
+        """What the set-aside records need: their groups from Redis, their partitions' log ends, and the log-end
+        histories of those whose commits were made before their log end last moved (retryable)."""
         if batch.waiting:
             await self.cache.load(batch.waiting)
-        latest = self.broker_offsets.latest
-        missing = set()
-        for record in batch.deferred:
-            if isinstance(record, Commit | OffsetsDeleted):
-                missing.add((record.topic, record.partition))
-            elif not isinstance(record, AdminStep):
-                key = self.keys.keys.get(record.key())  # type: ignore[arg-type]
-                if key is not None:
-                    missing.add(key.topic_partition)
-        missing -= latest.keys()
+        commits = list(_set_aside_commits(batch.deferred, self.keys.keys))
+        missing = {tp for tp, _ in commits} - self.broker_offsets.latest.keys()
         if missing:
             await self.broker_offsets.lookup(missing)
+        now, offset = batch.observed_at, self.clock_offset_ms
+        batch.histories = await self.broker_offsets.histories(
+            (tp, commit_made_at(at, now, offset)) for tp, at in commits
+        )
         return True
 
     def finish(self, batch: AppliedBatch) -> None:
@@ -266,14 +270,19 @@ class BatchProcessor:
             return None
         committed, timestamp = numbers
         now, reread = batch.observed_at, self.reread_until
+        clock_offset = None if isinstance(value, tuple) else self.clock_offset_ms  # admin mode: the poller's own time
+        made_at = commit_made_at(timestamp, now, clock_offset)
+        log_end = self.broker_offsets.log_end_at(commit_key.topic_partition, made_at, batch.histories, defer)
+        if defer and log_end is None:  # made before the log end last moved: its history is read first
+            batch.set_aside(group, part, record)
+            return None
         first_read = not (reread and order < reread.get(part, -1))
         if self.keep_commits:
             seen = now if first_read else min(now, timestamp)
             batch.history.add_commit(self.cluster, part, group, *commit_key[1:3], committed, timestamp, order, seen)
         current = self.cache.groups[group]
         self._open_group(group, current, batch)
-        latest = self.broker_offsets.latest.get(commit_key.topic_partition)
-        outcome = current.add(commit_key.field, committed, timestamp, order, now, latest, now, self.store.config)
+        outcome = current.add(commit_key.field, committed, timestamp, order, now, log_end, now, self.store.config)
         batch.tally[f"outcome:{outcome.name.lower()}"] += 1
         return timestamp if first_read else None
 
@@ -323,6 +332,24 @@ class BatchProcessor:
         commits = [Commit(group, topic, p, pos, now, pos, now) for p, pos in positions.items()]
         latest = await self.broker_offsets.lookup({(topic, p) for p in positions})
         await self.store.writes.add_commits(self.cluster, commits, now, broker_offsets=latest)
+
+
+def _set_aside_commits(
+    deferred: Sequence[RecordLike | AdminStep], known: dict[bytes, CommitKey]
+) -> Iterator[tuple[tuple[str, int], int]]:
+    """(partition, commit timestamp) of the set-aside commits (-1 for offset deletions and unreadable values)."""
+    for record in deferred:
+        if isinstance(record, Commit | OffsetsDeleted):
+            yield (record.topic, record.partition), getattr(record, "timestamp", -1)
+        elif not isinstance(record, AdminStep) and (key := known.get(record.key())) is not None:  # type: ignore[arg-type]
+            yield key.topic_partition, _commit_timestamp(record.value())
+
+
+def _commit_timestamp(value: bytes | None) -> int:
+    try:
+        return codec.commit_offset_and_timestamp(value)[1] if value else -1
+    except codec.CodecError:
+        return -1
 
 
 def _offset_and_timestamp(

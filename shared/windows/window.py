@@ -9,8 +9,10 @@ Adding a commit, in this order:
 1. older than `expire-group`                          -> dropped (EXPIRED)
 2. the partition's broker offset is not known yet      -> dropped (NO_BROKER_OFFSET); without it there is no lag
 3. its order is already covered by an entry            -> dropped (DUPLICATE); replays are harmless
-4. newer than the newest entry: appended with lag = max(0, latest broker offset - offset) (APPENDED), or, when
-   closer than `min-distance` to the newest entry, it replaces that entry but keeps its timestamp (MERGED)
+4. newer than the newest entry: appended with lag = max(0, log end - offset) (APPENDED), or, when closer than
+   `min-distance` to the newest entry, it replaces that entry but keeps its timestamp (MERGED). The log end is the
+   one of when the commit was made (`log_end_as_of` at `commit_made_at`), not of when lagwatch got to it: a commit
+   stored late, after the log end moved on, keeps the lag it had.
 5. older: when the ring is full and it is older than the oldest entry -> dropped (TOO_OLD); otherwise inserted in
    order with a null lag (INSERTED), or merged into the entry before it under the same min-distance rule (MERGED)
 A merged entry remembers the first order it stood for, so a replayed commit it absorbed stays a duplicate.
@@ -24,11 +26,12 @@ the first later one takes the window on, renumbered below it.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from lagwatch.shared.protocol.types import Commit, OffsetEntry, WindowConfig
+from lagwatch.shared.protocol.types import Commit, OffsetEntry, Sample, WindowConfig
 from lagwatch.shared.windows.packing import pack_commit_ring, unpack_commit_ring
 
 # Orders at or above this were numbered by the admin poller (microseconds since the epoch, from 2001 on); a position
@@ -149,6 +152,29 @@ def _merges_into_previous(
     if at == 0 or (at == 1 and not newest and len(entries) >= config.intervals):
         return False
     return commit.timestamp - entries[at - 1].timestamp < config.min_distance_ms
+
+
+def commit_made_at(timestamp: int, observed_at: int, clock_offset_ms: int | None) -> int:
+    """When a commit was made, on lagwatch's clock: its timestamp moved by the cluster's clock offset (the commit
+    clock, services/ingest/commit_clock.py), and never after lagwatch observed it. Without an offset known, when it
+    was observed: lagwatch cannot tell how far the coordinator's clock is from its own."""
+    if clock_offset_ms is None:
+        return observed_at
+    return min(observed_at, timestamp + clock_offset_ms)
+
+
+def log_end_as_of(history: Sequence[Sample], at_ms: int) -> int | None:
+    """The partition's log end at `at_ms` from its log-end history (oldest first): the latest sample at or before it.
+    Not an interpolation between the samples around it: when nothing runs late this is the sample the ingest has in
+    hand as it stores the commit, so the lag at append stays Burrow's, and a log end from after the commit is never
+    used. None where the history cannot answer (empty, or `at_ms` before its first sample): the caller takes the
+    latest sample, as Burrow would."""
+    at = bisect_right(history, at_ms, key=_sample_time)
+    return history[at - 1].offset if at else None
+
+
+def _sample_time(sample: Sample) -> int:
+    return sample.at
 
 
 def add_broker_offset(ring: list[int], offset: int, intervals: int) -> None:

@@ -1,7 +1,18 @@
 """The per-partition window (docs/rules.md §2) as a pure data structure."""
 
-from lagwatch.shared.protocol.types import Commit, WindowConfig
-from lagwatch.shared.windows.window import ADMIN_ORDERS_FROM, SOURCE_CLOCK_SKEW_MS, AddOutcome, PartitionWindow, expired
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lagwatch.shared.protocol.types import Commit, Sample, WindowConfig
+from lagwatch.shared.windows.window import (
+    ADMIN_ORDERS_FROM,
+    SOURCE_CLOCK_SKEW_MS,
+    AddOutcome,
+    PartitionWindow,
+    commit_made_at,
+    expired,
+    log_end_as_of,
+)
 
 T0 = 1_700_000_000_000
 SECOND = 1000
@@ -218,3 +229,34 @@ def test_a_full_window_goes_on_keeping_its_newest_entries_and_back_to_the_poller
     # and to admin mode again: the poller's orders are above every position
     assert w.add_commit(Commit("g", "t", 0, 60, T0 + 6 * SECOND, ADMIN + 9, 0), now_ms=T0) is AddOutcome.APPENDED
     assert [e.offset for e in w.entries] == [40, 50, 60]
+
+
+HISTORY = [Sample(10, T0), Sample(10, T0 + 5 * SECOND), Sample(30, T0 + 6 * SECOND), Sample(45, T0 + 9 * SECOND)]
+
+
+def test_the_log_end_as_of_a_time_is_the_latest_sample_at_or_before_it():
+    assert log_end_as_of(HISTORY, T0 + 5_999) == 10  # inside a flat stretch, and just before a move
+    assert log_end_as_of(HISTORY, T0 + 6 * SECOND) == 30  # a sample at that very time counts
+    assert log_end_as_of(HISTORY, T0 + 60 * SECOND) == 45  # after the last: the last
+    assert log_end_as_of(HISTORY, T0 - SECOND) is None  # before the first: the history cannot say
+    assert log_end_as_of([], T0) is None
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 100), st.integers(1, 3_000)), min_size=1, max_size=12),
+    st.integers(-1_000, 40_000),
+)
+def test_the_log_end_as_of_a_time_agrees_with_a_scan_of_the_samples(steps, at):
+    history, when = [], T0
+    for offset, gap in steps:
+        when += gap
+        history.append(Sample(offset, when))
+    before = [s.offset for s in history if s.at <= T0 + at]
+    assert log_end_as_of(history, T0 + at) == (before[-1] if before else None)
+
+
+def test_a_commit_is_made_at_its_time_on_lagwatchs_clock_and_never_after_it_was_read():
+    assert commit_made_at(T0, T0 + 9 * SECOND, clock_offset_ms=2 * SECOND) == T0 + 2 * SECOND
+    assert commit_made_at(T0, T0 + SECOND, clock_offset_ms=3_600_000) == T0 + SECOND  # clock behind: read when
+    assert commit_made_at(T0, T0 + SECOND, clock_offset_ms=-3_600_000) == T0 - 3_600_000  # ahead
+    assert commit_made_at(T0, T0 + SECOND, clock_offset_ms=None) == T0 + SECOND  # no offset known: when read
