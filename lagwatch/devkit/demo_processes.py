@@ -9,7 +9,6 @@ A service that dies is started again by the supervisor (`restart`), with the sam
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import os
 import signal
@@ -48,7 +47,7 @@ class ServiceProcess:
         self._launch = (dict(env), cwd)
         self.started_at = time.monotonic()
         command = [sys.executable, "-m", "lagwatch.cli", "run", self.name]
-        guarded = [sys.executable, "-m", __name__, "--parent-pid", str(os.getpid()), "--", *command]
+        guarded = [sys.executable, "-m", __name__, str(os.getpid()), *command]
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with self.log_file.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -98,15 +97,10 @@ def _die_with(parent_pid: int) -> None:
         sys.exit(1)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run a command that gets SIGTERM when the given parent dies.")
-    parser.add_argument("--parent-pid", type=int, required=True)
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("no command given")
-    _die_with(args.parent_pid)
+def main(argv: Sequence[str] = sys.argv[1:]) -> None:
+    """`python -m lagwatch.devkit.demo_processes PARENT_PID COMMAND...`: COMMAND, with SIGTERM when the parent dies."""
+    parent_pid, *command = argv
+    _die_with(int(parent_pid))
     os.execv(command[0], command)  # the death signal survives exec
 
 

@@ -324,15 +324,12 @@ class DemoSystem:
             **({"HISTORY_DIR": str(self.history_dir)} if self.history_dir is not None else {}),
         }
 
-    def _port_note(self) -> str:
-        wanted = self.api_port_wanted
-        return f"   (port {wanted} is taken)" if wanted and wanted != self.ports["api"] else ""
-
     def _logs(self) -> Path:
         return self.state_dir / "logs"
 
     def _banner(self, config_file: Path) -> str:
-        api = self.api_url
+        api, wanted = self.api_url, self.api_port_wanted
+        taken = f"   (port {wanted} is taken)" if wanted and wanted != self.ports["api"] else ""
         services = ", ".join(f"{s.name} :{s.port}" for s in self.services)
         groups = "\n".join(
             f"    {s.group:<14} on {s.topic:<14} {' -> '.join(status for _, status in s.expected)}"
@@ -341,7 +338,7 @@ class DemoSystem:
         )
         return (
             "lagwatch is running (Ctrl-C stops everything)\n"
-            f"  Dashboard:  {api}/dashboard{self._port_note()}\n"
+            f"  Dashboard:  {api}/dashboard{taken}\n"
             f"  API:        {api}/v3/kafka/{CLUSTER}/consumer   (Burrow v3; also /metrics, /healthz,"
             " /api/v1/subscriptions)\n"
             f"  Kafka:      {self.infra.kafka.bootstrap}   status events: lagwatch.status, dead letters: lagwatch.dlq\n"
