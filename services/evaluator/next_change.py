@@ -2,14 +2,12 @@
 
 Without a new commit or log-end poll, a partition's verdict (shared/statuses/rules.py) can only change when its STOP
 rule turns true, at `last.timestamp + (last.timestamp - first.timestamp)` (strictly after it), or when the rule's
-exception (a kept log end at or below the newest commit) lapses as polls that find the log end where it was push that
-sample out of the ring, which no log-end notice reports (`exception_lapse_at`); the group only when it
-expires (`expire-group` after its newest commit); its lag-seconds thresholds only when its lag in seconds,
-which grows with the clock, passes one; and its data-loss-risk thresholds when its retention risk, which counts
-down with the clock, falls under one. Everything else the rules read changes with commits (a change notice) or
-polls (a log-end notice). The evaluator schedules each group at the earliest of these instants (schedule_store.py).
-
-`watch` describes, per partition, what the log-end notices need to decide whether a poll could flip a rule.
+exception (a kept log end at or below the newest commit) lapses as unmoved polls push that sample out of the ring,
+which no log-end notice reports (`exception_lapse_at`); the group only when it expires (`expire-group` after its
+newest commit); its lag-seconds thresholds when its lag in seconds, growing with the clock, passes one; its
+data-loss-risk thresholds when its retention risk, counting down, falls under one. Everything else the rules read
+changes with commits (a change notice) or polls (a log-end notice). `watch` describes, per partition, what the
+log-end notices need to decide whether a poll could flip a rule.
 """
 
 from __future__ import annotations
@@ -77,11 +75,8 @@ def watch(
     stored: StoredGroup, intervals: int, time_lags: Mapping[tuple[str, int], TimeLag | None]
 ) -> dict[tuple[str, int], PartitionWatch]:
     out = {}
-    for p in stored.partitions:
-        if not p.packed:
-            continue
-        last = commit_entry_at(p.packed, -1)
-        lag = time_lags.get((p.topic, p.partition))
+    for p in (p for p in stored.partitions if p.packed):
+        last, lag = commit_entry_at(p.packed, -1), time_lags.get((p.topic, p.partition))
         out[(p.topic, p.partition)] = PartitionWatch(
             last.offset, p.current_lag, was_caught_up_recently(p.broker_offsets, last), bool(lag and lag.lower_bound)
         )

@@ -85,9 +85,7 @@ class ChangeNotices:
         return lambda tp, watched: (end := ends.get(tp)) is not None and watched.poll_could_flip(end, rules)
 
     async def _closing_in(self, partitions: set[TopicPartition]) -> Flips:
-        """Where retention closes in: the newest commit is in the older half of what the log holds, or below its
-        start (messages skipped). A caught-up group is not: its retention risk only matters once it falls that far
-        behind."""
+        """Where retention closes in (`closing_in`); a caught-up group's risk only matters once it falls that far."""
         starts, ends = await asyncio.gather(
             self.store.reads.offset_histories(self.cluster, partitions, keys.log_start_history),
             self.store.reads.latest_broker_offsets(self.cluster, partitions),

@@ -50,9 +50,8 @@ class EventPublisher:
             log.warning("stopping with status events not delivered; they stay in the outbox")
 
     async def publish(self, items: list[tuple[str, str, bytes]], topic: str | None = None) -> set[bytes]:
-        """Send (cluster, group, event) items to `topic` (default: the status topic); returns the events Kafka
-        acknowledged. For each group only an unbroken run from its first event counts, so a group's events are
-        never acknowledged out of order. Waits at most about SEND_WAIT_S per unreachable partition plus ACK_WAIT_S."""
+        """Send (cluster, group, event) items to `topic` (default: the status topic); the events Kafka acknowledged:
+        for each group only an unbroken run from its first, so a group's events are never acknowledged out of order."""
         topic = topic or self.topic
         deliveries, new = await self._send(items, topic)
         if new:
