@@ -249,11 +249,12 @@ class _Group:
         if not self.windows:
             return None, {}
         intervals, rules = self.config.window.intervals, self.config.rules
+        commit_now = now - (self.clock.ms or 0)  # the rules compare commit times: now on the coordinators' clock
         results: list[PartitionStatus] = []
         lags: dict[TopicPartition, TimeLag | None] = {}
         for tp in sorted(self.windows):
             part = self.topics[tp]
-            results.append(_partition_status(tp, part, intervals, now, rules))
+            results.append(_partition_status(tp, part, intervals, commit_now, rules))
             lags[tp] = time_lag(part.entries[-1].offset, part.history, now)
         return summarize_group(self.cluster, self.group, results), lags
 
@@ -283,7 +284,8 @@ class _Group:
         intervals = self.config.window.intervals
         for tp in self.windows:
             entries = self.topics[tp].entries[-intervals:]
-            stop_at = 2 * entries[-1].timestamp - entries[0].timestamp + 1  # is_stopped: now - last > last - first
+            # is_stopped: now - last > last - first, now on the coordinators' clock
+            stop_at = 2 * entries[-1].timestamp - entries[0].timestamp + 1 + (self.clock.ms or 0)
             if stop_at > now:
                 flips.append(stop_at)
         return min(flips, default=NEVER)
@@ -433,7 +435,7 @@ def _evaluate(state: _Group, now: int, result: ReplayResult) -> None:
     risks = state.retention_risks(now)
     retention = group_risk(risks.values()) if risks else None
     # the history holds no group metadata: no rebalances, no membership
-    why = explain(status, speeds, overall, (), now, membership_known=False, retention=retention)
+    why = explain(status, speeds, overall, (), now, False, retention=retention, clock_offset_ms=state.clock.ms or 0)
     _record_timeline(state, now, status, lags, overall, why, retention, result)
     change = transition(
         state.cluster,

@@ -64,8 +64,9 @@ def _body(stored: StoredGroup, now_ms: int, config: Config, rebalances: tuple[in
     body.update(seconds_fields(worst(lags.values()), "max_lag_seconds"))
     body["velocity"] = overall.to_json()
     body["retention"] = retention.to_json()
+    known = stored.generation is not None
     why = explain(
-        status, speeds, overall, rebalances, now_ms, membership_known=stored.generation is not None, retention=retention
+        status, speeds, overall, rebalances, now_ms, known, retention=retention, clock_offset_ms=stored.clock_offset_ms
     )
     body["explanation"] = why.to_json()
     return body

@@ -166,7 +166,10 @@ class GroupEvaluator:
         retention = group_risk(risks.values()) if risks else None
         known = stored is not None and stored.generation is not None
         rebalances = batch.rebalances.get(group, ())
-        why = explain(status, speeds, overall, rebalances, now, membership_known=known, retention=retention)
+        clock_offset = stored.clock_offset_ms if stored is not None else 0
+        why = explain(
+            status, speeds, overall, rebalances, now, known, retention=retention, clock_offset_ms=clock_offset
+        )
         velocities = speeds if live is not None else None
         details = {"time_lags": lags, "velocities": velocities, "explanation": why, "retention": risks}
         request = _request(self.cluster, group, state, status, now, **details)

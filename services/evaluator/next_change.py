@@ -109,7 +109,7 @@ def next_change_at(
         if p.current_lag <= rules.allowed_lag:
             continue  # rule 1 answers OK whatever the clock says, until a poll or a commit moves the lag
         first, last = commit_entry_at(p.packed, -filled), commit_entry_at(p.packed, -1)
-        at = stop_instant(first.timestamp, last.timestamp)
+        at = stop_instant(first.timestamp, last.timestamp) + stored.clock_offset_ms  # on lagwatch's clock
         if not was_caught_up_recently(p.broker_offsets, last):
             if at > now_ms:
                 candidates.append(at)

@@ -61,6 +61,13 @@ class CommitClock:
                 self._offset.add(now_ms(), int(stored))
         return self.offset_ms
 
+    async def forget(self) -> bool:
+        """Admin mode: the poller stamps commits itself, and an offset stored while the topic was read would shift
+        the rules' clock (shared/statuses/verdicts.py) for nothing."""
+        self._loaded = True
+        await reply(self.redis.delete(keys.commit_clock(self.cluster)))
+        return True
+
     def applied(self, batch: AppliedBatch, *, fresh: bool) -> None:
         if not fresh or batch.newest_commit_ms < 0:
             return

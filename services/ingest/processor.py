@@ -130,7 +130,6 @@ class BatchProcessor:
         batch.tally["records"] += len(records)
         batch.tally["batches"] += 1
         self._pass(records, batch, defer=True)
-        self._advance(batch.positions)
         return batch
 
     def read_again(self) -> None:
@@ -170,6 +169,7 @@ class BatchProcessor:
             positions, batch.positions, batch.waiting = batch.positions, {}, {}  # the first pass saw every record
             self._pass(deferred, batch, defer=False)
             batch.positions = positions
+        self._advance(batch.positions)  # after both passes: a set-aside commit read again is still known as one
         if self.keep_commits and (batch.offsets_deleted or batch.tombstoned):
             self.group_changes.archive_deletions(batch)
 

@@ -154,6 +154,7 @@ class IngestWorker(Service):
             source = self.cluster_config.offsets_source
             if await reads_admin_api(source, self.rdkafka, self.topic, self.retry):
                 self.admin_mode = True
+                await self.retry("forgetting the commit clock", self.pipeline.clock.forget)
                 await AdminReader(self.rdkafka, self.cluster_config, self.pipeline, self.deletions).run()
             else:
                 await self.topic_reader.run()

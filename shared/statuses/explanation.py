@@ -39,6 +39,9 @@ STORM_GENERATIONS = 3
 STORM_WINDOW_MS = 600_000  # 10 min
 REBALANCE_RECENT_MS = 120_000  # 2 min
 PRODUCER_FLAT_MS = 120_000  # 2 min
+# a commit clock this far from lagwatch's is said (the bound of the LagwatchCommitClockBehind/Ahead alerts): the
+# rules correct for it, but an operator reading commit times beside lagwatch's wants to know
+CLOCK_OFF_MS = 60_000
 
 TopicPartition = tuple[str, int]
 
@@ -60,18 +63,26 @@ def explain(
     now_ms: int,
     membership_known: bool = True,
     retention: RetentionRisk | None = None,
+    clock_offset_ms: int = 0,
 ) -> Explanation:
     """The explanation for a group judged `status` (None: NOTFOUND), its partitions' and its own velocity, and the
     start times (ms) of its recent generations. `membership_known`: the group's metadata (generation, owners) was
-    seen; without it, no owner does not mean the members left. `retention`: the group's retention risk."""
+    seen; without it, no owner does not mean the members left. `retention`: the group's retention risk.
+    `clock_offset_ms`: the cluster's commit clock against lagwatch's (positive: commit times behind)."""
     if status is None:
         return Explanation("gone", "The group is not known (deleted, expired or excluded).")
     recent = sorted(at for at in rebalances if at >= now_ms - STORM_WINDOW_MS)
-    return (
+    why = (
         _offsets_cause(status, retention)
         or _membership_cause(status, recent, now_ms, membership_known)
         or _partitions_cause(status, velocities)
         or _rates_cause(velocities, group, status.status == Status.OK)
+    )
+    if abs(clock_offset_ms) < CLOCK_OFF_MS:
+        return why
+    side = "behind" if clock_offset_ms > 0 else "ahead of"
+    return Explanation(
+        why.code, f"{why.text} Commit times are {_duration(abs(clock_offset_ms) / 1000)} {side} lagwatch's clock."
     )
 
 

@@ -69,6 +69,9 @@ class StoredGroup:
     partitions: list[StoredPartition] = field(default_factory=list)  # sorted by (topic, partition)
     generation: int | None = None
     rebalances_last_hour: int = 0
+    # the cluster's commit clock against lagwatch's (services/ingest/commit_clock.py; 0 where unknown): the rules
+    # compare commit timestamps with now on the coordinators' clock
+    clock_offset_ms: int = 0
 
 
 @dataclass(slots=True)
@@ -80,6 +83,7 @@ class TopicData:
     log_starts: Mapping[TopicPartition, list[Sample]]
     partition_counts: Mapping[str, int]
     retention_ms: Mapping[str, int]
+    clock_offset_ms: int = 0
 
 
 def stored_partitions(

@@ -117,6 +117,7 @@ class WindowReads:
                     stored_partitions(windows, owners, topics),
                     generation=None if generation is None else int(generation),
                     rebalances_last_hour=rebalances,
+                    clock_offset_ms=topics.clock_offset_ms,
                 )
             )
         return result
@@ -147,14 +148,15 @@ class WindowReads:
         """What these partitions' topics hold for them: broker rings, log-end and log-start histories, and the topics'
         partition counts and `retention.ms` (where known)."""
         topics = {topic for topic, _ in partitions}
-        rings, histories, log_starts, counts, retention = await asyncio.gather(
+        rings, histories, log_starts, counts, retention, clock_offset = await asyncio.gather(
             self.broker_rings(cluster, partitions),
             self.offset_histories(cluster, partitions),
             self.offset_histories(cluster, partitions, keys.log_start_history),
             self._topic_numbers(keys.topics_index(cluster), topics),
             self._topic_numbers(keys.topic_retention(cluster), topics),
+            reply(self.redis.hget(keys.commit_clock(cluster), "offset_ms")),
         )
-        return TopicData(rings, histories, log_starts, counts, retention)
+        return TopicData(rings, histories, log_starts, counts, retention, int(clock_offset or 0))
 
     async def _topic_numbers(self, key: str, topics: Iterable[str]) -> dict[str, int]:
         """A per-topic number from a topic -> number hash, for the topics that have one."""

@@ -15,10 +15,12 @@ from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.windows.store import WindowStore
+from lagwatch.spark.replay import ReplayConfig, replay_group, replay_inputs, status_changes
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER, eventually, make_config, produce, running
 from tests.services.ingest.test_ingest import window_of
 from tests.services.ingest.test_ingest_resilience import _is_set
+from tests.spark.test_spark_parity import HISTORY_TOPIC, _history
 
 STEPS = 8
 HELD_FROM = 3  # the step from which the worker's batches wait (more than one poll interval, 0.3 s, each step)
@@ -29,7 +31,10 @@ async def test_a_consumer_falling_behind_reads_warn_and_one_keeping_up_reads_ok_
     kafka, redis_server, redis, held
 ):
     kafka.create_topic("orders", 1)
-    config = make_config(kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="6", STORAGE__MIN_DISTANCE="0")
+    kafka.create_topic(HISTORY_TOPIC, 1)
+    config = make_config(
+        kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="6", STORAGE__MIN_DISTANCE="0", HISTORY__ENABLED="true"
+    )
     store = WindowStore(redis, config.window())
     async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)) as worker:
         await eventually(lambda: _is_set(worker.caught_up), timeout=30)
@@ -55,6 +60,14 @@ async def test_a_consumer_falling_behind_reads_warn_and_one_keeping_up_reads_ok_
         await evaluate(redis, config, CLUSTER, ["falling", "keeping-up"], now_ms())
         statuses = await redis.hgetall(f"lw:c:{{{CLUSTER}}}:statuses")
         assert statuses == {b"falling": b"WARN", b"keeping-up": b"OK"}
+
+    # the replay of the history the ingest recorded meanwhile places the late commits as the ingest did
+    records = sorted(await _history(kafka.bootstrap), key=lambda r: r.observed_at)
+    replay = ReplayConfig(config.window(), config.rules(), tick_ms=100)
+    for group, status in (("falling", "WARN"), ("keeping-up", "OK")):
+        commits, samples = replay_inputs(r for r in records if r.group in (group, None))
+        replayed = replay_group(CLUSTER, group, commits, samples, replay, end_ms=records[-1].observed_at + 100)
+        assert status_changes(replayed.events)[-1][1] == status, (group, status_changes(replayed.events))
 
 
 async def _commit_clock_known(worker: IngestWorker) -> None:
