@@ -504,7 +504,8 @@ class Row:
 
 
 def lagwatch_bin() -> Path:
-    return Path(sys.executable).parent / "lagwatch"
+    """The `lagwatch` command beside this interpreter, or LAGWATCH_BENCH_BIN's (another build, compared with this)."""
+    return Path(os.environ.get("LAGWATCH_BENCH_BIN") or Path(sys.executable).parent / "lagwatch")
 
 
 def ingest_supports_workers() -> bool:

@@ -3,11 +3,11 @@
     python bench/burrow_timed_differential.py [--runs 10] [--hogs 4] [--steps 14] [--intervals 10]
 
 burrow_differential.py waits for both systems between rounds, so each of its commits is stored by both against the
-same log end; it cannot show what happens when a monitor gets to a commit late. Here nothing waits: every step
-produces records, and a moment later (a phase drawn per run, so that each system's polls fall anywhere between)
-commits, stamped with the time it is written, while `--hogs` CPU-bound processes run beside both systems, as on
-any machine shared with other work. A commit made after the log end moved and stored after the next poll is
-measured by Burrow against that newer log end; lagwatch measures it against the log end of when it was made
+same log end; it cannot show what happens when a monitor gets to a commit late. Here every step produces records,
+waits until both systems have polled the new log ends, and commits at once (stamped with the time it is written);
+the next step follows straight away, while `--hogs` CPU-bound processes run beside both systems, as on any machine
+shared with other work. Nothing waits for the commits to be stored: a commit a system gets to after its next poll
+is measured by Burrow against that newer log end, by lagwatch against the log end of when it was made
 (docs/rules.md §2).
 
 Groups, one data partition each:
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import random
 import subprocess
 import sys
 import tempfile
@@ -41,7 +40,6 @@ from burrow_differential import (
     LAGWATCH_TOPICS,
     OFFSETS_PARTITIONS,
     Writer,
-    commit_visible,
     log_ends_shown,
     start_burrow,
     start_lagwatch,
@@ -52,7 +50,6 @@ from lagwatch.devkit.mock_kafka import start_mock_kafka_process, stop_process
 from lagwatch.devkit.offsets_topic_writer import OFFSETS_TOPIC
 from lagwatch.shared.runtime.clock import now_ms
 
-STEP_S = 1.3  # a little over the systems' offset-refresh (1 s), so that min-distance (1 s) merges no commit
 EXPECTED = {"g-falling": "WARN", "g-keeping": "OK", "g-wiggle": "OK"}
 TOPIC = {group: "t-" + group.removeprefix("g-") for group in EXPECTED}
 
@@ -83,20 +80,36 @@ def hogs(stack: contextlib.ExitStack, n: int) -> None:
         stack.callback(proc.kill)
 
 
-def play(writer: Writer, steps: int, phase_s: float) -> dict[str, tuple[int, int]]:
-    """The timed stream; each group's last commit (offset, timestamp)."""
-    last: dict[str, tuple[int, int]] = {}
+def play(writer: Writer, apis: dict[str, str], steps: int) -> dict[str, int]:
+    """The timed stream; each group's last committed offset."""
+    last: dict[str, int] = {}
     for step in range(1, steps + 1):
-        started = time.monotonic()
-        writer.log_ends(log_ends(step))  # type: ignore[arg-type]
-        time.sleep(phase_s)
+        ends = log_ends(step)
+        writer.log_ends(ends)  # type: ignore[arg-type]
+        for name, api in apis.items():  # this step's log ends polled: the commits below are made after they moved
+            for (topic, _), end in ends.items():
+                wait_until(lambda api=api, t=topic, e=end: log_ends_shown(api, t, [e]), f"{name} {topic} at {end}", 10)
         for group, offset in commits(step).items():
-            ts = now_ms()
-            writer.commit(group, TOPIC[group], 0, offset, ts)
-            last[group] = (offset, ts)
+            writer.commit(group, TOPIC[group], 0, offset, now_ms())
+            last[group] = offset
         writer.flush()
-        time.sleep(max(0.0, STEP_S - (time.monotonic() - started)))
     return last
+
+
+def newest_offset(api: str, group: str) -> int | None:
+    """The newest entry's offset in the group's window (a commit within min-distance replaces the newest entry)."""
+    window = windows(api).get(group) or []
+    return window[-1][0] if window else None
+
+
+def windows(api: str) -> dict[str, list]:
+    """Each group's window as (offset, lag) pairs, oldest first."""
+    out = {}
+    for group in EXPECTED:
+        code, body = get_json(f"{api}/v3/kafka/{CLUSTER}/consumer/{group}")
+        slots = ((body.get("topics") or {}).get(TOPIC[group]) or [None]) if code == 200 else [None]
+        out[group] = [(e["offset"], e.get("lag")) for e in (slots[0] or {}).get("offsets") or [] if e]
+    return out
 
 
 def statuses(api: str) -> dict[str, str]:
@@ -109,7 +122,7 @@ def statuses(api: str) -> dict[str, str]:
     return answer
 
 
-def one_run(args: argparse.Namespace, phase_s: float) -> dict[str, dict[str, str]] | None:
+def one_run(args: argparse.Namespace) -> dict[str, dict[str, str]] | None:
     """Both systems on a fresh Kafka mock and Redis; their statuses, or None when they did not start."""
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="burrow-timed-")))
@@ -131,14 +144,14 @@ def one_run(args: argparse.Namespace, phase_s: float) -> dict[str, dict[str, str
                 ):
                     return None
         hogs(stack, args.hogs)
-        last = play(writer, args.steps, phase_s)
+        last = play(writer, apis, args.steps)
         for name, api in apis.items():
-            for group, (offset, ts) in last.items():
-                wait_until(
-                    lambda api=api, g=group, o=offset, t=ts: commit_visible(api, g, TOPIC[g], 0, o, t),
-                    f"{name} {group}",
-                )
+            for group, offset in last.items():
+                wait_until(lambda api=api, g=group, o=offset: newest_offset(api, g) == o, f"{name} {group}")
         time.sleep(2)  # Burrow's status cache (1 s) and lagwatch's evaluator catch up
+        if args.windows:
+            for name, api in apis.items():
+                print(f"  {name}: {windows(api)['g-falling']}", flush=True)
         return {name: statuses(api) for name, api in apis.items()}
 
 
@@ -148,7 +161,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--hogs", type=int, default=4, help="CPU-bound processes beside both systems")
     parser.add_argument("--steps", type=int, default=14, help="steps per run (more than --intervals: a full window)")
     parser.add_argument("--intervals", type=int, default=10, help="ring size of both systems")
-    parser.add_argument("--seed", type=int, default=None, help="for the phases")
+    parser.add_argument("--windows", action="store_true", help="print g-falling's window (offset, lag) in both")
     return parser.parse_args(argv)
 
 
@@ -158,25 +171,23 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"burrow_timed_differential: missing {missing} (scripts/install-system-deps.sh)", file=sys.stderr)
         return 2
-    rng = random.Random(args.seed)
     groups = list(EXPECTED)
-    print(f"{args.runs} runs, {args.steps} steps of {STEP_S} s, {args.hogs} CPU hogs; expected {EXPECTED}", flush=True)
-    print("| run | phase s | " + " | ".join(f"{g} Burrow / lagwatch" for g in groups) + " | agree |")
-    print("| --- | --- | " + " | ".join("---" for _ in groups) + " | --- |")
+    print(f"{args.runs} runs, {args.steps} steps, {args.hogs} CPU hogs; expected {EXPECTED}", flush=True)
+    print("| run | " + " | ".join(f"{g} Burrow / lagwatch" for g in groups) + " | agree |")
+    print("| --- | " + " | ".join("---" for _ in groups) + " | --- |")
     agreed = {group: 0 for group in groups}
     whole = 0
     for run in range(1, args.runs + 1):
-        phase = rng.uniform(0.05, STEP_S - 0.15)
-        answer = one_run(args, phase)
+        answer = one_run(args)
         if answer is None:
-            print(f"| {run} | {phase:.2f} | did not start | no |", flush=True)
+            print(f"| {run} | did not start | no |", flush=True)
             continue
         same = {g: answer["burrow"][g] == answer["lagwatch"][g] for g in groups}
         for g in groups:
             agreed[g] += same[g]
         whole += all(same.values())
         cells = " | ".join(f"{answer['burrow'][g]} / {answer['lagwatch'][g]}" for g in groups)
-        print(f"| {run} | {phase:.2f} | {cells} | {'yes' if all(same.values()) else 'no'} |", flush=True)
+        print(f"| {run} | {cells} | {'yes' if all(same.values()) else 'no'} |", flush=True)
     print("\nagreed per group: " + ", ".join(f"{g} {n}/{args.runs}" for g, n in agreed.items()))
     print(f"every group agreed in {whole}/{args.runs} runs")
     return 0 if whole == args.runs else 1
