@@ -24,6 +24,7 @@ messages retention skipped change) and the events; `report.py` and `backtest.py`
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -308,17 +309,20 @@ def replay_inputs(records: Iterable[HistoryRecord]) -> tuple[list[CommitInput], 
     commits: list[CommitInput] = []
     others: list[Other] = []
     for r in records:
-        if r.kind == KIND_COMMIT:
-            commits.append(
-                CommitInput(r.topic, r.partition, r.offset, r.commit_timestamp or 0, r.order or 0, r.observed_at)
-            )
+        item = history_input(r.kind, r.topic, r.partition, r.offset, r.commit_timestamp, r.order, r.observed_at)
+        if isinstance(item, CommitInput):
+            commits.append(item)
         else:
-            others.append(other_input(r.kind, r.topic, r.partition, r.offset, r.observed_at, r.order))
+            others.append(item)
     return commits, others
 
 
-def other_input(kind: str, topic: str, partition: int, offset: int, at: int, order: int | None) -> Other:
-    """A history record that is not a commit, as a replay input."""
+def history_input(
+    kind: str, topic: str, partition: int, offset: int, timestamp: int | None, order: int | None, at: int
+) -> Input:
+    """A history record's fields as a replay input."""
+    if kind == KIND_COMMIT:
+        return CommitInput(topic, partition, offset, timestamp or 0, order or 0, at)
     if kind == KIND_TOPIC_DELETED:
         return TopicDeleted(topic, at)
     if kind == KIND_OFFSET_DELETED:
@@ -351,7 +355,7 @@ def replay_group(
     first_tick = _ceil_tick(timeline_inputs[0][0], tick)
     result.first_at, result.last_at = min(first_tick, end), end  # all inputs after the last tick: judged at the end
     next_tick: int | None = first_tick
-    outcomes: dict[str, int] = {}
+    outcomes: Counter[str] = Counter()
     i, n, evaluated = 0, len(timeline_inputs), 0  # evaluated: inputs applied as of the last evaluation
     while next_tick is not None:
         # apply every input up to and including the tick's time, then evaluate at the tick
@@ -364,8 +368,8 @@ def replay_group(
         evaluated = i
         next_tick = _following_tick(state, next_tick, tick, timeline_inputs[i][0] if i < n else None, end)
     if state.held():  # dropped, as the ingest drops commits of partitions Kafka does not have
-        outcomes[AddOutcome.NO_BROKER_OFFSET.name] = outcomes.get(AddOutcome.NO_BROKER_OFFSET.name, 0) + state.held()
-    result.outcomes = outcomes
+        outcomes[AddOutcome.NO_BROKER_OFFSET.name] += state.held()
+    result.outcomes = dict(outcomes)
     return result
 
 
@@ -390,16 +394,15 @@ def _place(item: Other) -> tuple[int, int, int, Input]:
     return item.sampled_at, 0, 0, item
 
 
-def _apply_inputs(state: _Group, timeline_inputs: _Timeline, i: int, until: int, outcomes: dict[str, int]) -> int:
+def _apply_inputs(state: _Group, timeline_inputs: _Timeline, i: int, until: int, outcomes: Counter[str]) -> int:
     """Applies the inputs from index `i` up to time `until` (included), counting the commits' outcomes; returns the
     index of the first input left."""
     while i < len(timeline_inputs) and timeline_inputs[i][0] <= until:
         item = timeline_inputs[i][3]
         i += 1
         if isinstance(item, TopicDeleted):  # commits held for its partitions' log ends are dropped, as live
-            dropped, name = state.forget_topic(item.topic), AddOutcome.NO_BROKER_OFFSET.name
-            if dropped:
-                outcomes[name] = outcomes.get(name, 0) + dropped
+            if dropped := state.forget_topic(item.topic):
+                outcomes[AddOutcome.NO_BROKER_OFFSET.name] += dropped
             continue
         if isinstance(item, OffsetDeleted):
             state.forget_partition((item.topic, item.partition))
@@ -407,7 +410,7 @@ def _apply_inputs(state: _Group, timeline_inputs: _Timeline, i: int, until: int,
         applied = state.add_sample(item) if isinstance(item, SampleInput) else [state.add_commit(item)]
         for outcome in applied:
             if outcome is not None:
-                outcomes[outcome.name] = outcomes.get(outcome.name, 0) + 1
+                outcomes[outcome.name] += 1
     return i
 
 

@@ -17,14 +17,13 @@ import pyarrow as pa
 
 from lagwatch.shared.events.event_codec import present
 from lagwatch.shared.events.status_event import fitted
-from lagwatch.shared.records.history import KIND_COMMIT
 from lagwatch.spark.backtest import Variant, count_notifications
 from lagwatch.spark.replay import (
     CommitInput,
     Other,
     ReplayConfig,
     ReplayResult,
-    other_input,
+    history_input,
     replay_group,
 )
 from lagwatch.spark.report import group_report
@@ -162,10 +161,11 @@ def _groups(
                 if key is not None:
                     yield key, commits, samples
                 key, commits, samples = (cluster, group), [], []
-            if kind == KIND_COMMIT:
-                commits.append(CommitInput(topic, partition, offset, timestamp, order, observed_at))
+            item = history_input(kind, topic, partition, offset, timestamp, order, observed_at)
+            if isinstance(item, CommitInput):
+                commits.append(item)
             else:
-                samples.append(other_input(kind, topic, partition, offset, observed_at, order))
+                samples.append(item)
     if key is not None:
         yield key, commits, samples
 

@@ -24,15 +24,18 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import json
 import math
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pyspark.sql import functions as F
 
 from lagwatch.shared.notifications.templating.templates import duration
 from lagwatch.shared.protocol.group_filter import GroupFilter
@@ -41,8 +44,8 @@ from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.config import Config, ConfigError, load_config
 from lagwatch.spark.backtest import BacktestError, Variant, load_variants, production_variant
 from lagwatch.spark.charts import PAD, WIDTH
-from lagwatch.spark.inputs import HistorySource
-from lagwatch.spark.replay import ReplayConfig
+from lagwatch.spark.inputs import HistorySource, InputError, bad_row_reason, read_history
+from lagwatch.spark.replay import ReplayConfig, TimelineRow
 from lagwatch.spark.replay_batches import (
     OUTPUT_NAMES,
     ROW_BACKTEST,
@@ -198,10 +201,6 @@ class _Rows:
 
 def _read_rows(spark, source: HistorySource, config: Config, future_tolerance_ms: int) -> _Rows:
     """One pass over the input: bad rows by reason, good rows and the end of each cluster's history."""
-    from pyspark.sql import functions as F
-
-    from lagwatch.spark.inputs import InputError, bad_row_reason, read_history
-
     try:
         raw = read_history(spark, source, config)
     except InputError as exc:
@@ -223,7 +222,6 @@ def _read_rows(spark, source: HistorySource, config: Config, future_tolerance_ms
 def _replay(spark, good, job: ReplayJob):
     """The replayed rows (timeline, events, report, backtest), one group per task, kept for the several writes."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     commits = good.where(F.col("kind") == "commit")
     group_topics = commits.select("cluster", "group", "topic").distinct()
@@ -240,14 +238,12 @@ def _replay(spark, good, job: ReplayJob):
         inputs.repartition(partitions, "cluster", "group")
         .sortWithinPartitions("cluster", "group")
         .select(*HISTORY_NAMES)
-        .mapInArrow(_replayer(job), schema=output_ddl())
+        .mapInArrow(functools.partial(replay_batches, job), schema=output_ddl())
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
 
 
 def _rows_of(replayed, kind: str):
-    from pyspark.sql import functions as F
-
     return replayed.where(F.col("row_type") == kind)
 
 
@@ -267,8 +263,6 @@ def _write_outputs(replayed, job: ReplayJob, output: Path) -> list[dict[str, Any
 
 
 def check_source(source) -> None:
-    from lagwatch.spark.inputs import InputError
-
     try:
         source.check()
     except InputError as exc:
@@ -290,19 +284,10 @@ def check_options(options: ReprocessOptions) -> None:
         raise JobError(f"output {options.output} cannot be a directory: {existing} is a file")
 
 
-def _replayer(job: ReplayJob):
-    def replay(batches):
-        return replay_batches(job, batches)
-
-    return replay
-
-
 def _apply_group_filter(frame, config: Config):
     """Commits of groups the allow/deny regexes reject are left out, as the ingest leaves them out: each cluster's
     own lists where set (`Config.group_filter`), matched with Python's `re` as the ingest matches them (Spark's
     `rlike` is Java's: no `(?P<name>...)`, ASCII-only `\\w`). Decided once per distinct (cluster, group)."""
-    from pyspark.sql import functions as F
-
     lists = [(config.storage.group_allowlist, config.storage.group_denylist)]
     lists += [(c.group_allowlist, c.group_denylist) for c in config.clusters.values()]
     if not any(allow or deny for allow, deny in lists):
@@ -333,8 +318,6 @@ def _write(frame, path: Path) -> None:
 
 
 def _backtest_summary(rows, variant_names: Sequence[str]) -> list[dict[str, Any]]:
-    from pyspark.sql import functions as F
-
     totals = rows.groupBy("variant").agg(
         F.count("*").alias("groups"),
         *(F.sum(name).alias(name) for name in BACKTEST_COUNTS),
@@ -359,12 +342,10 @@ def _write_backtest_files(summary: list[dict[str, Any]], output: Path) -> None:
 
 
 def _write_charts(replayed, directory: Path, limit: int, ends: dict[str, int]) -> int:
-    from pyspark.sql import functions as F
-
     from lagwatch.spark.charts import GroupChart, page
 
     reports = (
-        replayed.where(F.col("row_type") == ROW_REPORT)
+        _rows_of(replayed, ROW_REPORT)
         .orderBy(F.desc("incidents"), F.desc("max_totallag"), "cluster", "group")
         .limit(limit)
         .collect()
@@ -385,10 +366,6 @@ def _chart_steps(replayed, groups: list[tuple[str, str]], ends: dict[str, int]) 
     """The charted groups' timelines, cut in Spark to at most CHART_STEPS steps each over their span: a busy group
     has a row per tick (~780k in 90 days), too many to collect or to draw. A step starts at its first row and shows
     its worst status and largest total lag (a short incident stays visible)."""
-    from pyspark.sql import functions as F
-
-    from lagwatch.spark.replay import TimelineRow
-
     keys = [F.struct(F.lit(c).alias("c"), F.lit(g).alias("g")) for c, g in groups]
     timeline = replayed.where((F.col("row_type") == ROW_TIMELINE) & F.struct("cluster", "group").isin(*keys))
     first = timeline.groupBy("cluster", "group").agg(F.min("at").alias("first"))
@@ -469,28 +446,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def options_from_args(args: argparse.Namespace) -> ReprocessOptions:
-    names = ReprocessOptions.__dataclass_fields__
-    return ReprocessOptions(**{k: v for k, v in vars(args).items() if k in names and v is not None})
-
-
-def main(argv: Sequence[str] | None = None, *, report: Callable[[str], None] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lagwatch spark reprocess", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
-    return run_from_args(args, report=report)
-
-
-def run_from_args(args: argparse.Namespace, *, report: Callable[[str], None] | None = None) -> int:
-    say = report or (lambda line: print(line, file=sys.stderr))
+    names = ReprocessOptions.__dataclass_fields__
     try:
         config = load_config(args.config)
-        options = options_from_args(args)
+        options = ReprocessOptions(**{k: v for k, v in vars(args).items() if k in names and v is not None})
         if options.charts < 0:
             raise JobError("--charts must be >= 0")
         summary = run(options, config)
     except (JobError, ConfigError) as exc:
-        say(f"lagwatch spark reprocess: {exc}")
+        print(f"lagwatch spark reprocess: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({k: summary[k] for k in ("groups", "events", "rows_good", "rows_bad", "seconds", "output")}))
     return 0
