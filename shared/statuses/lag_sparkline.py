@@ -25,8 +25,7 @@ def lag_sparkline(
     if not series:
         return [(now_ms, totallag)]
     start = max(s[0][0] for s in series)  # every partition has an entry from here on
-    # one pass over every entry by time, keeping each partition's latest lag and their sum (a cold start draws
-    # 25k sparklines: this was a fifth of its evaluation when every point looked each partition up again)
+    # one pass over every entry by time, keeping each partition's latest lag and their sum
     changes = sorted((at, i, lag) for i, s in enumerate(series) for at, lag in s if at < now_ms)
     latest = [0] * len(series)
     total, sums = 0, []

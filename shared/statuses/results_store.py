@@ -15,7 +15,7 @@ messages]]`, statuses as Burrow's numbers; the last element (the group's velocit
 `retention.py`) is absent from results written before it existed, and its last two from older ones. The catch-up
 anchor is when the group is expected to be caught up (its time to catch up then counts down with the clock, as its
 lag shrinks); the retention-risk anchor likewise when its oldest unconsumed message is deleted.
-JSON because Python's C parser reads 25k of them in a fraction of a second, and it stays readable in redis-cli.
+JSON: quick to parse in bulk, and readable in redis-cli.
 """
 
 from __future__ import annotations
@@ -39,6 +39,13 @@ UNKNOWN_CATCHUP, CAUGHT_UP_CATCHUP, NEVER_CATCHUP, KEEPING_UP_CATCHUP = -1, -2, 
 NO_RETENTION_RISK = -1
 EMPTY_VELOCITY = (UNKNOWN_CATCHUP, None, NO_RETENTION_RISK, 0)
 HOUR_MS = 3_600_000
+# a velocity's catch-up state as a stored anchor; CATCHING_UP stores its instant, UNKNOWN its seconds unknown
+_STATE_ANCHORS = {
+    CatchUp.CAUGHT_UP: CAUGHT_UP_CATCHUP,
+    CatchUp.KEEPING_UP: KEEPING_UP_CATCHUP,
+    CatchUp.NEVER: NEVER_CATCHUP,
+}
+_ANCHOR_STATES = {anchor: state for state, anchor in _STATE_ANCHORS.items()} | {UNKNOWN_CATCHUP: CatchUp.UNKNOWN}
 Point = tuple[int, int]
 
 
@@ -83,15 +90,8 @@ class GroupResult:
         """The group's catch-up and lag growth as the api shows them (`velocity.py`'s names): `catchup` caught_up,
         keeping_up, catching_up, never or unknown, `catchup_seconds` counting down, `lag_growth_per_second`."""
         seconds = self.catchup_seconds(now_ms)
-        named = {
-            UNKNOWN_CATCHUP: CatchUp.UNKNOWN,
-            NEVER_CATCHUP: CatchUp.NEVER,
-            CAUGHT_UP_CATCHUP: CatchUp.CAUGHT_UP,
-            KEEPING_UP_CATCHUP: CatchUp.KEEPING_UP,
-        }
-        state = named.get(self.catchup_anchor, CatchUp.CATCHING_UP).value
         return {
-            "catchup": state,
+            "catchup": _ANCHOR_STATES.get(self.catchup_anchor, CatchUp.CATCHING_UP).value,
             "catchup_seconds": None if seconds in (None, float("inf")) else round(seconds, 3),
             "lag_growth_per_second": self.lag_growth,
         }
@@ -154,12 +154,8 @@ def catchup_seconds(anchor: int, now_ms: int) -> float | None:
 
 
 def catchup_anchor(velocity: Velocity, now_ms: int) -> int:
-    if velocity.catchup == CatchUp.CAUGHT_UP:
-        return CAUGHT_UP_CATCHUP
-    if velocity.catchup == CatchUp.KEEPING_UP:
-        return KEEPING_UP_CATCHUP
-    if velocity.catchup == CatchUp.NEVER:
-        return NEVER_CATCHUP
+    if velocity.catchup in _STATE_ANCHORS:
+        return _STATE_ANCHORS[velocity.catchup]
     if velocity.catchup_seconds is None:
         return UNKNOWN_CATCHUP
     return round(now_ms + velocity.catchup_seconds * 1000)
@@ -273,12 +269,8 @@ class ResultsStore:
         return await reply(self.redis.hgetall(keys.group_results(cluster)))
 
     async def all(self, cluster: str) -> dict[str, GroupResult]:
-        out = {}
-        for group, raw in (await self.raw(cluster)).items():
-            result = decode_result(group.decode(), raw)
-            if result is not None:
-                out[result.group] = result
-        return out
+        decoded = (decode_result(group.decode(), raw) for group, raw in (await self.raw(cluster)).items())
+        return {result.group: result for result in decoded if result is not None}
 
     async def groups(self, cluster: str) -> list[str]:
         return sorted(g.decode() for g in await reply(self.redis.hkeys(keys.group_results(cluster))))

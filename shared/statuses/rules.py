@@ -150,23 +150,12 @@ def group_status(
 
 
 def summarize_group(cluster: str, group: str, results: Sequence[PartitionStatus]) -> GroupStatus:
-    worst = Status.OK
-    maxlag: PartitionStatus | None = None
-    totallag = 0
-    full = 0
-    for r in results:
-        worst = max(worst, r.status.as_group_status())
-        totallag += r.current_lag
-        if maxlag is None or r.current_lag > maxlag.current_lag:  # first wins ties
-            maxlag = r
-        if r.complete >= 1.0:
-            full += 1
     return GroupStatus(
         cluster=cluster,
         group=group,
-        status=worst,
-        complete=full / len(results) if results else 0.0,
+        status=max([Status.OK, *(r.status.as_group_status() for r in results)]),
+        complete=sum(r.complete >= 1.0 for r in results) / len(results) if results else 0.0,
         partitions=tuple(results),
-        maxlag=maxlag,
-        totallag=totallag,
+        maxlag=max(results, key=lambda r: r.current_lag, default=None),  # the first wins ties
+        totallag=sum(r.current_lag for r in results),
     )

@@ -48,9 +48,7 @@ def add_sample(history: list[Sample], sample: Sample, max_age_ms: int, max_sampl
             history[:] = [sample]
             return True
         if sample.offset == last.offset and len(history) >= 2 and history[-2].offset == last.offset:
-            history[-1] = sample  # the flat stretch now ends here
-            _trim(history, sample.at - max_age_ms, max_samples)
-            return True
+            history.pop()  # the flat stretch now ends at the new sample
     history.append(sample)
     _trim(history, sample.at - max_age_ms, max_samples)
     return True

@@ -3,10 +3,9 @@ caught up. Pure functions, no I/O: the evaluator, the api and the Spark replay c
 
 * consume rate: messages per second from a partition's window of commits, the committed offset's rise over the
   commit timestamps, since the last rewind (an offset reset is not consumption); with no lag, from the window's
-  first and last commits alone. (With `min-distance` above 0 a merged entry keeps its first commit's timestamp and
-  takes the newest offset, so the rate reads high by up to min-distance over the window's span; Burrow's default
-  is 0.) A consumer with no commit for
-  longer than its window spans (Burrow's STOP test) reads nothing now: rate 0.
+  first and last commits alone (with `min-distance` above 0 a merged entry keeps its first commit's timestamp, so
+  the rate reads high by up to min-distance over the span). A consumer with no commit for longer than its window
+  spans (Burrow's STOP test) reads nothing now: rate 0.
 * produce rate: messages per second from the partition's log-end history (`time_lag.py`), over the same span of
   time the window covers, ending at the newest sample (interpolated where the span starts between samples).
 * lag growth: produce rate minus consume rate (messages per second; negative while it catches up).
@@ -15,15 +14,11 @@ caught up. Pure functions, no I/O: the evaluator, the api and the Spark replay c
   never catches up, else the longest estimate.
 * keeping up: a consumer that reads as fast as its producer writes (within PACE_TOLERANCE) and whose lag is no
   more than the producer writes in two of its commit intervals (or two log-end samples, whichever is longer) is
-  keeping up, time to catch up 0: its lag is what arrived since its latest commit. (A consumer that just stopped
-  still shows its earlier rate: its lag leaves that bound within a few commit intervals.) On a busy topic a healthy
-  consumer almost never has no lag, and its rate equals the producer's within the measurement's noise: it read as
-  "never" (or as catching up in hours) half the time. A consumer far behind at the producer's pace still never
-  catches up. So is one whose newest commit, at its usual pace (as recent as that bound's intervals), left nothing
-  unread when it was stored (its lag then 0), whatever the rates say: on a quiet topic (a message a minute, a
-  commit every 5 s) a window of commits often sees no message at all (consume rate 0) and a producer of 0.02
-  msg/s allows no whole message, so a healthy consumer read as "never" and "slower than the producer" each time a
-  message had arrived since its latest commit; a group of a hundred such partitions, nearly always.
+  keeping up, time to catch up 0: its lag is what arrived since its latest commit (on a busy topic a healthy
+  consumer is never at lag 0, and its rate equals the producer's within the noise). A consumer far behind at the
+  producer's pace still never catches up. So is one whose newest commit, at its usual pace (as recent as that
+  bound's intervals), left nothing unread when it was stored, whatever the rates say: on a quiet topic a window
+  often sees no message at all, and the rates alone would read a healthy consumer as "never".
 """
 
 from __future__ import annotations
@@ -90,10 +85,6 @@ def rewind_free_tail(entries: Sequence[OffsetEntry | None]) -> list[OffsetEntry]
     while start > 0 and filled[start - 1].offset <= filled[start].offset:
         start -= 1
     return filled[max(start, 0) :]
-
-
-def window_span_ms(entries: Sequence[OffsetEntry | None]) -> int | None:
-    return _span(rewind_free_tail(entries))
 
 
 def _span(tail: Sequence[OffsetEntry]) -> int | None:
@@ -184,8 +175,8 @@ def partition_velocity(
     tail = rewind_free_tail(entries)
     consume = _consume_rate(tail, now_ms)
     span = _span(tail)
-    # the producer over the same stretch of time the consumer is judged on (to now: a stopped consumer's window
-    # ends long ago, the producer's rate is what it is now)
+    # the producer over the stretch the consumer is judged on, up to its newest sample (a stopped consumer's window
+    # ends long ago)
     if span is not None and history:
         span = max(span, history[-1].at - tail[-1].timestamp)
     produce = produce_rate(history, span)

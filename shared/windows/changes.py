@@ -95,12 +95,9 @@ def groups_of(notice: dict[str, Any]) -> list[str]:
 class ChangePublisher:
     """Best-effort notices: a failure is logged and counted, never raised (the evaluator's sweep catches up).
 
-    Sent with librdkafka (confluent-kafka): the ingest touches thousands of groups a second. aiokafka's record
-    building in Python cost a sixth of the ingest worker's time with a notice per group; a notice per partition and
-    reason cut the publish of 250k touched groups from 0.32 s of the worker's main thread to 0.08-0.10 s.
-    librdkafka connects in the background, so Kafka down when a service starts leaves notices queued (up to
-    MESSAGE_TIMEOUT_MS, then counted as failed), not turned off. Partitions are murmur2's, as Kafka's Java producer
-    gives keys (`partition_of`)."""
+    Sent with librdkafka (confluent-kafka), a notice per partition and reason: the ingest touches thousands of groups
+    a second. librdkafka connects in the background, so Kafka down when a service starts leaves notices queued (up
+    to MESSAGE_TIMEOUT_MS, then counted as failed), not turned off. Partitions are murmur2's (`partition_of`)."""
 
     def __init__(self, kafka_config: dict[str, Any], topic: str = DEFAULT_TOPIC) -> None:
         self.topic = topic

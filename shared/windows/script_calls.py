@@ -16,9 +16,8 @@ from lagwatch.shared.runtime.redis_client import reply
 async def eval_many(redis: Redis, source: str, calls: list[tuple[Any, ...]]) -> list[Any]:
     """Many calls of one script, each `(numkeys, *keys, *args)`, in one round trip: a pipeline on a single
     server; concurrent calls on a cluster, whose redis-py client cannot pipeline scripts. EVALSHA straight
-    away, loading the script only when Redis lacks it (redis-py's script objects ask SCRIPT EXISTS before
-    every pipeline: a round trip that kept Redis idle while the ingest decoded). Calls refused for a missing
-    script are re-run once it is loaded; the others are not run twice."""
+    away (redis-py's script objects ask SCRIPT EXISTS first, a round trip), loading the script only when Redis
+    lacks it: the calls refused for it are re-run, the others are not run twice."""
     if not calls:
         return []
     sha = hashlib.sha1(source.encode()).hexdigest()

@@ -169,12 +169,8 @@ def log_end_as_of(history: Sequence[Sample], at_ms: int) -> int | None:
     hand as it stores the commit, so the lag at append stays Burrow's, and a log end from after the commit is never
     used. None where the history cannot answer (empty, or `at_ms` before its first sample): the caller takes the
     latest sample, as Burrow would."""
-    at = bisect_right(history, at_ms, key=_sample_time)
+    at = bisect_right(history, at_ms, key=lambda sample: sample.at)
     return history[at - 1].offset if at else None
-
-
-def _sample_time(sample: Sample) -> int:
-    return sample.at
 
 
 def add_broker_offset(ring: list[int], offset: int, intervals: int) -> None:

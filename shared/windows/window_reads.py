@@ -53,8 +53,7 @@ class WindowReads:
         count = await reply(self.redis.hget(keys.topics_index(cluster), topic))
         if count is None:
             return None
-        rings = await self.broker_rings(cluster, [(topic, p) for p in range(int(count))])
-        return [ring[-1] if ring else None for ring in rings.values()]
+        return list((await self.latest_broker_offsets(cluster, [(topic, p) for p in range(int(count))])).values())
 
     async def latest_broker_offsets(
         self, cluster: str, partitions: Iterable[TopicPartition]
@@ -104,23 +103,20 @@ class WindowReads:
         topics = await self._topic_data(
             cluster, {tp for windows, meta, _, _ in raw_groups if meta[0] is not None for tp in windows}
         )
-        result: list[StoredGroup | None] = []
-        for group, (windows, (last, generation), owners, rebalances) in zip(groups, raw_groups, strict=True):
-            if last is None:  # never stored a commit, expired or deleted
-                result.append(None)
-                continue
-            result.append(
-                StoredGroup(
-                    cluster,
-                    group,
-                    int(last),
-                    stored_partitions(windows, owners, topics),
-                    generation=None if generation is None else int(generation),
-                    rebalances_last_hour=rebalances,
-                    clock_offset_ms=topics.clock_offset_ms,
-                )
+        return [
+            None  # never stored a commit, expired or deleted
+            if last is None
+            else StoredGroup(
+                cluster,
+                group,
+                int(last),
+                stored_partitions(windows, owners, topics),
+                generation=None if generation is None else int(generation),
+                rebalances_last_hour=rebalances,
+                clock_offset_ms=topics.clock_offset_ms,
             )
-        return result
+            for group, (windows, (last, generation), owners, rebalances) in zip(groups, raw_groups, strict=True)
+        ]
 
     async def _read_group_keys(self, cluster: str, groups: Sequence[str], since: int) -> list[list[Any]]:
         """Per group: its windows by partition (`_readable_windows`), (last, generation), owners and rebalances since
