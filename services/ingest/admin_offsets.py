@@ -1,26 +1,12 @@
 """Commits read through Kafka's admin API, for clusters whose `__consumer_offsets` a client may not read.
 
-Confluent Cloud, Azure Event Hubs and other Kafka-compatible services do not let clients read the offsets topic.
-There, every `offset-refresh` the ingest lists the consumer groups (ListGroups, plus the groups named in
-`admin-groups`), fetches their committed offsets (OffsetFetch) and turns each committed offset that changed since
-the last poll into a `Commit`, stamped with the time it was observed. These go to the same processor as records
-read from the topic (`processor.py`), already typed (`records.AdminStep`): the same windows, lag at append, change
-notices, history and filters. A partition whose commit is gone (offsets deleted or expired) becomes a commit
-tombstone (`OffsetsDeleted`), as the coordinator would write one; a group that a complete listing no longer names
-(deleted, or all its offsets expired) becomes a group tombstone (`GroupDeletion`).
-
-What differs from reading the topic (docs/managed-kafka.md): a commit's time is when it was seen, not when it was
-made; commits between two polls collapse into the last one; a consumer that commits the same offset again looks
-like one that stopped committing. Admin calls go through confluent-kafka's AdminClient; it fetches one group per
-request, so a poll sends them all at once and waits for the answers together — for a bounded time (LISTING_WAIT_S,
-ANSWER_WAIT_S): a broker away holds its requests for REQUEST_TIMEOUT_S, and the other groups go on meanwhile.
-
-Members and owners come from DescribeGroups where the broker answers it: a group whose membership changed since
-the last poll becomes a rebalance (`GroupMetadataUpdate`; generation = the membership changes lagwatch has seen, as
-Kafka's generation is not in the answer). A broker without DescribeGroups (the librdkafka mock) leaves owners empty;
-it is asked again every DESCRIBE_RETRY_S.
-
-Workers split the groups (`--workers N`: worker i of N takes the groups whose CRC-32 is i modulo N).
+Every `offset-refresh` the ingest lists the consumer groups (ListGroups, plus `admin-groups`), fetches their
+committed offsets (OffsetFetch) and turns each that changed since the last poll into a `Commit` stamped with the
+time it was observed, an `AdminStep` for the same processor as the topic's records. A commit gone becomes an
+`OffsetsDeleted`, a group a complete listing no longer names a `GroupDeletion`, a membership changed (DescribeGroups,
+where the broker answers it) a rebalance whose generation counts the changes seen. What differs from reading the
+topic: docs/managed-kafka.md. Requests go out together and are waited for a bounded time: a broker away must not hold
+the other groups. Worker i of N takes the groups whose CRC-32 is i modulo N.
 """
 
 from __future__ import annotations
@@ -30,7 +16,6 @@ import logging
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
 from typing import Any, NamedTuple
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -184,7 +169,9 @@ class AdminOffsets:
     async def _list(self) -> tuple[list[str], bool] | None:
         """(the groups ListGroups named, whether every broker answered); None when it failed."""
         try:
-            result = await _wait(self._admin_client().list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S))
+            result = await asyncio.wrap_future(
+                self._admin_client().list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S)
+            )
         except KafkaException as exc:  # brokers without ListGroups still have the named groups
             log.debug("admin offsets: listing groups failed (%s)", exc)
             return None
@@ -255,7 +242,7 @@ class AdminOffsets:
             group, None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
         )
         futures = self._admin_client().list_consumer_group_offsets([request], request_timeout=REQUEST_TIMEOUT_S)
-        result = await _wait(futures[group])
+        result = await asyncio.wrap_future(futures[group])
         return {
             (tp.topic, tp.partition): tp.offset
             for tp in result.topic_partitions or ()
@@ -304,10 +291,6 @@ def _membership(description: ConsumerGroupDescription) -> tuple:
 def _read_error(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
-
-
-async def _wait(future: Future[Any]) -> Any:
-    return await asyncio.wrap_future(future)
 
 
 def offsets_topic_readable(admin_config: Mapping[str, Any], topic: str, timeout: float = REQUEST_TIMEOUT_S) -> bool:

@@ -1,21 +1,15 @@
 """The batches between the worker's store and its commit: stored in Redis, their commits on the way to the history
 topic (`history.enabled`).
 
-A batch's commits are sent to the history topic as soon as the batch is applied, and the worker reads, applies and
-stores the next batches meanwhile: only its position on the offsets topic waits. A batch's positions are committed
-once the batch is stored and archived and every batch before it too (a commit the history topic has not
-acknowledged is never passed: a restart or the next owner reads it again). Without history, a batch is archived as
-soon as it is stored.
+Only the offsets-topic position waits for the history topic: a batch's positions are committed once it and every
+batch before it are stored and archived (an unacknowledged commit is never passed: it is read again).
 
-While the history topic does not take them (a delivery failed, or the oldest has not been acknowledged for
-`stall_s`: a partition without its leader, the topic refused), the queue stops archiving: its backlog is dropped
-and no position is committed from then on. The windows, the change notices and the evaluator's judging clock go
-on; a probe sends the oldest unarchived batch again, with backoff. Once the history topic acknowledges it, the
-worker rewinds (`rewind_due`): it reads its partitions again from the committed positions, and those commits —
-duplicates to the windows, which `order` drops — go to the history topic on the way, those it had read before
-stamped with their commit time (`BatchProcessor.read_again`). In admin mode nothing can be read again: the history
-misses the commits of the outage (logged). Waiting for the history topic as for Redis would let an outage of one
-history partition stop the windows, the change notices and the judging clock of the whole cluster.
+While the history topic does not take them (a delivery failed, or the oldest is unacknowledged for `stall_s`), the
+queue stops archiving and committing, and the windows, change notices and judging clock go on: waiting as for Redis
+would let one history partition's outage stop the whole cluster's. A probe sends the oldest unarchived batch again,
+with backoff; once acknowledged, the worker rewinds (`rewind_due`) and reads again from the committed positions
+(duplicates to the windows, which `order` drops; `BatchProcessor.read_again`). Admin mode cannot read again: the
+history misses the outage's commits (logged).
 """
 
 from __future__ import annotations

@@ -51,13 +51,11 @@ class LeadersUnreachable(KafkaConnectionError):
 async def list_latest_offsets(
     client: AIOKafkaClient, partitions: Iterable[TP], timeout: float, at: int = LATEST
 ) -> tuple[dict[TP, int], list[TP], list[TP]]:
-    """ListOffsets (latest, read-uncommitted: the high watermark), one request per partition leader.
+    """ListOffsets (the high watermark), one request per partition leader: (offsets found, partitions Kafka does not
+    know, partitions whose leader did not answer), so one broker down does not stop the others' samples.
 
-    Sent directly rather than through the consumer's `end_offsets`, which retries unknown partitions until its
-    request timeout and asks for their metadata by name, and a metadata request naming a deleted topic re-creates
-    it on clusters with `auto.create.topics.enable`. Returns (offsets found, partitions Kafka does not know,
-    partitions whose leader did not answer): one broker down (a rolling restart) must not stop the samples of the
-    partitions the others lead. Whether no leader answering is the whole cluster away is the caller's to ask.
+    Not the consumer's `end_offsets`: it asks for unknown partitions' metadata by name, and a metadata request naming
+    a deleted topic re-creates it on clusters with `auto.create.topics.enable`.
     """
     by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
     unknown: list[TP] = []
@@ -104,16 +102,14 @@ def _by_topic(found: dict[TP, int]) -> dict[str, dict[int, int]]:
 
 
 class LogStarts:
-    """Log-start offsets (retention risk, `shared/statuses/retention.py`): the pace at which the broker deletes.
-    Polled every topic-refresh, not every tick: retention deletes whole segments, minutes apart. The topics'
-    `retention.ms` is read along (topic_retention.py). A log start that moved is a log-start notice for its topic:
-    the evaluator re-checks the groups retention closes in on."""
+    """Log-start offsets (retention risk, `shared/statuses/retention.py`), with the topics' retention settings, polled
+    every topic-refresh (retention deletes whole segments, minutes apart). One that moved is a log-start notice."""
 
     def __init__(
         self, cluster: str, store: WindowStore, history: HistoryPublisher | None, retention: TopicRetentionReader | None
     ) -> None:
         self.cluster, self.store, self.history = cluster, store, history
-        self.retention = retention  # topics' retention.ms, read with the log starts where the broker allows
+        self.retention = retention
         self.offsets: dict[TP, int] = {}
         self.polled_at = 0.0  # monotonic
 
@@ -227,13 +223,11 @@ class BrokerOffsets(LatestLogEnds):
     # --- the periodic work ------------------------------------------------------------------------------
 
     async def run(self, stopping: asyncio.Event, commits_caught_up: asyncio.Event | None = None) -> None:
-        """Poll until `stopping` is set. Errors are logged and retried at the next tick; nothing here is fatal.
+        """Poll until `stopping` is set; errors are logged and retried at the next tick.
 
-        While `commits_caught_up` is not set (the worker's commits are behind: its consumer is still reading the
-        offsets topic up to where it was when its partitions were assigned, after a restart or a rebalance, or a
-        batch waits for Redis to come back) the poller keeps its lease but takes no new samples, for at most
-        HOLD_POLLS_MAX_S: log-end offsets moving on while the commits of that stretch are still unstored would make
-        every caught-up group look stopped (STOP needs every recent log-end sample above the newest commit)."""
+        While any worker's commits are behind (`commits_caught_up` not set: after an assignment, or waiting for Redis)
+        the poller takes no new samples, for at most HOLD_POLLS_MAX_S: log ends moving on while those commits are
+        unstored would make every caught-up group look stopped."""
         held_since: float | None = None
         while not stopping.is_set():
             behind = commits_caught_up is not None and not commits_caught_up.is_set()
@@ -253,9 +247,8 @@ class BrokerOffsets(LatestLogEnds):
             self._kafka_outage.ok()
             self._redis_outage.ok()
         except LeadersUnreachable:  # said by `unanswered` when it changes, not once per poll
-            # the cluster answers, some of its brokers do not: still ready, as the worker does its work for
-            # every other partition (a partition offline for weeks must not hold every rollout of the ingest);
-            # lagwatch_ingest_partitions_unanswered and LagwatchPartitionLeadersAway say it
+            # still ready: the worker does its work for every other partition (one offline for weeks must not hold
+            # every rollout of the ingest)
             self._kafka_outage.ok()
         except (KafkaError, OSError) as exc:
             self.kafka_ok = False
@@ -284,9 +277,8 @@ class BrokerOffsets(LatestLogEnds):
                 if log_starts_due:
                     await self.poll_log_starts(self.all_partitions())
             return
-        # Held: partitions never sampled are sampled all the same. No window can hold commits for them yet (a
-        # commit waits for its partition's first log end), and a first sample taken only when a commit asks for it
-        # would already stand above that commit: the group's first evaluation would find it STOPped.
+        # Held: partitions never sampled are sampled all the same: a first sample taken only when a commit asks for
+        # it would already stand above that commit, and the group's first evaluation would find it STOPped.
         unsampled = [tp for tp in self.all_partitions() if tp not in self.latest]
         if unsampled:
             await self.poll(unsampled)
@@ -352,10 +344,9 @@ class BrokerOffsets(LatestLogEnds):
         return [(t, p) for t, n in self.partition_counts.items() for p in range(n)]
 
     async def poll(self, partitions: Iterable[TP]) -> dict[TP, int]:
-        """Latest offsets of the partitions from their leaders; store and remember them. Partitions Kafka does not
-        know (a topic deleted since the last metadata refresh) are left out and trigger a refresh next tick. When some
-        leaders did not answer, the others' samples are stored, then KafkaConnectionError says so (a commit waiting
-        for such a partition's first log end waits on; the metadata is read again: a leader may have moved)."""
+        """Latest offsets of the partitions from their leaders; store and remember them. Partitions unknown or
+        unanswered trigger a metadata refresh next tick; when some leaders did not answer, the others' samples are
+        stored, then LeadersUnreachable says so."""
         asked = list(partitions)
         found, unknown, unreachable = await list_latest_offsets(self._consumer._client, asked, self.request_timeout)
         if unreachable and not found and not await self._answers():
@@ -395,16 +386,14 @@ class BrokerOffsets(LatestLogEnds):
 
     async def _lookup_in_kafka(self, missing: list[TP]) -> None:
         try:
-            # a topic or a partition not seen yet (created, or partitions added, since the last refresh): look again
-            # (the coordinator refuses commits for partitions that do not exist: these are new ones, not noise)
+            # a partition not seen yet (the coordinator refuses commits for partitions that do not exist): look again
             if any(p >= self.partition_counts.get(topic, 0) for topic, p in missing):
                 await self.refresh_topics()
             existing = [(t, p) for t, p in missing if p < self.partition_counts.get(t, 0)]
             await self.poll(existing)
         except LeadersUnreachable:
-            # Only these partitions' leaders are away (`poll` told `unanswered`). Their commits are dropped (counted
-            # as `no_broker_offset`, as Burrow drops a commit for a partition it has no offsets for) rather than
-            # holding every other commit of the batch until that broker is back.
+            # Their commits are dropped (`no_broker_offset`, as Burrow does) rather than holding every other commit
+            # of the batch until that broker is back.
             return
         except (KafkaError, OSError) as exc:
             self.kafka_ok = False

@@ -1,18 +1,11 @@
 """Whose clock: how far a cluster's commit timestamps are from lagwatch's clock, and how late the ingest stores commits.
 
-A commit's timestamp is stamped by the broker's group coordinator; "now", the log-end samples and every entry's
-`observed_at` are lagwatch's. A commit read at the end of its offsets partition was appended moments before, so
-`observed_at - timestamp` is the two clocks' offset plus the ingest's own delay (fetch, linger, a busy worker),
-never less: the smallest over the last minutes of batches is the offset (positive: commit times behind lagwatch's
-clock; shared/windows/clock_offset.py). The rest, per batch, is the delay, measured from its oldest commit to when
-the batch is stored. The offset places commits on lagwatch's clock (window.commit_made_at): their lag is taken from
-the log end of when they were made.
-
-Fresh batches only: one applied while the worker is caught up (every assigned partition read to its end since its
-assignment, and no Redis or Kafka retry since: `BatchPipeline.caught_up`), of commits read for the first time (not
-those read again after a rewind: `BatchProcessor.read_again`). A re-read of hours of history after a restart would
-otherwise make the offset look hours large. A cluster read through the admin API has no such signal (the poller
-stamps its commits itself): its offset stays unknown, not exported.
+A commit's timestamp is the group coordinator's clock; "now" and the log-end samples are lagwatch's. A commit read
+at the end of its offsets partition was appended moments before, so `observed_at - timestamp` is the clocks' offset
+plus the ingest's own delay, never less: the smallest over the last minutes is the offset
+(shared/windows/clock_offset.py), the rest per batch the delay. The offset places commits on lagwatch's clock
+(window.commit_made_at). Only fresh batches count (`BatchPipeline.caught_up`, commits read for the first time): a
+re-read of hours of history would make the offset look hours large. Admin mode stamps its commits itself: no offset.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """The two ways commits come in, each feeding the batch pipeline (batch_pipeline.py) until a stop.
 
-Topic mode (`TopicReader`): the offsets topic read as a member of the ingest's consumer group,
-`lagwatch-ingest-<cluster>`. A consumer group's commits all land in one partition of that topic, so each group's
-windows have a single writer at any time. On a rebalance the revoking worker stores and commits its batch in flight
-first; the new owner loads the groups from Redis as their commits arrive. A consumer that fails (a fatal Kafka error)
-is replaced after a pause; records it had fetched but not committed are simply read again.
+Topic mode (`TopicReader`): the offsets topic read in the consumer group `lagwatch-ingest-<cluster>`. A group's
+commits all land in one partition of that topic, so each group's windows have a single writer at any time; on a
+rebalance the revoking worker stores and commits its batch in flight first. A consumer that fails is replaced after
+a pause; records it had fetched but not committed are read again.
 
-Admin mode (`AdminReader`, admin_offsets.py): where the offsets topic is not readable, every `offset-refresh` the
-commits that changed are asked of the admin API and go through the same path; nothing to commit, no own position to
-report.
+Admin mode (`AdminReader`, admin_offsets.py): where the offsets topic is not readable, the admin API is asked every
+`offset-refresh` for the commits that changed; nothing to commit, no own position to report.
 """
 
 from __future__ import annotations
@@ -49,13 +47,10 @@ def consumer_settings(connection: dict[str, Any], group: str, session_timeout_s:
         # a worker hears of a rebalance at its next heartbeat: the group waits for the slowest to hear it
         "heartbeat.interval.ms": max(100, min(1000, session_timeout_ms // 3)),
         "fetch.wait.max.ms": 100,  # an idle fetch costs little; a broker that holds fetches would cost latency
-        # read-ahead while a batch is applied, bounded: librdkafka's defaults keep up to 64 MB per consumer, and
-        # a couple of batches' worth keeps the worker as fast with far less memory; smaller bounds read slower
-        # (bench/bench_vs_burrow.py)
+        # read-ahead while a batch is applied, a couple of batches' worth (librdkafka's default: up to 64 MB)
         "fetch.max.bytes": 2 * 1024 * 1024,
         "queued.max.messages.kbytes": 1024,
-        # a partition whose queue is over that bound is not fetched again for this long: librdkafka's 1 s default
-        # left the worker idle once it had drained the queue; only full queues wait
+        # a partition whose queue is over that bound waits this long (librdkafka's 1 s left the worker idle)
         "fetch.queue.backoff.ms": 10,
     }
 

@@ -9,13 +9,10 @@ effort: one that is lost leaves a gap of one poll in the history, which the inte
 Topic deletions are sent again until the history topic takes them, and kept in Redis meanwhile
 (`pending_deletions.py`): a lost one would leave the topic's partitions in the replay for good.
 
-Each message costs a delivery report, for which confluent-kafka takes the GIL even when it reports only failures, so
-a batch's commits go as few messages: those bound for one history partition (murmur2 of their keys, as Kafka's
-producers place keys, so a group's records stay in order) are joined into one with an explicit partition, their text
-written on this publisher's thread (`HistoryMessages.close` in `_joined`). Until the topic's partition count is known
-(metadata, read in the background) the messages go keyed as the pass wrote them. The producer is librdkafka's: one C
-call queues a record, batching and lz4 run on its own threads (aiokafka's, built in Python, cost far more of the
-ingest's throughput: bench/bench_vs_burrow.py --history).
+Each message costs a delivery report (confluent-kafka takes the GIL for it), so a batch's commits bound for one
+history partition (murmur2 of their keys, as Kafka's producers place keys: a group's records stay in order) are
+joined into one message, written on this publisher's thread (`_joined`); until the topic's partition count is known
+they go keyed as the pass wrote them.
 """
 
 from __future__ import annotations
@@ -48,8 +45,8 @@ DELIVERY_TIMEOUT_S = 30.0
 # commits whose positions were not committed are left (read again), and a broker away must not hold the stop
 STOP_FLUSH_S = 5.0
 FLUSH_SLICE_S = 0.5  # a flush waits in slices, so that a stop does not queue behind one waiting for a broker away
-# the log-end poller's worker takes on, this often, the deletions kept in Redis that no worker sends (one stopped for
-# good left them; the others take those on only when they start)
+# the log-end poller's worker takes on, this often, the deletions kept in Redis that no worker sends (a worker
+# stopped for good left them)
 ADOPT_EVERY_S = 300.0
 Outgoing = list[tuple[bytes | None, bytes, int]]  # (key, value, partition) of each message to send
 
@@ -61,7 +58,6 @@ class HistoryPublisher:
         """`pending`: where topic deletions wait until the history topic took them (None: in memory only)."""
         self.cluster = cluster
         self.topic = topic
-        self.samples_lost = 0
         self._failed = 0  # deliveries that failed so far (librdkafka reports only those)
         self._last_error: KafkaError | None = None
         self._config = {
@@ -142,7 +138,6 @@ class HistoryPublisher:
         self._send_deletions()
         problem = self._queue(broker_records(self.cluster, by_topic, sampled_at, kind))
         if problem is not None:
-            self.samples_lost += sum(len(p) for p in by_topic.values())
             log.warning("history: %s samples not archived (%s); the history has a gap of one poll", kind, problem)
 
     async def publish_deletions(self, topics: list[str], deleted_at: int, group: str | None = None) -> None:

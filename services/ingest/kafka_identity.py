@@ -1,23 +1,14 @@
 """Which Kafka cluster a cluster name stands for: a cluster replaced under the same name is noticed, and what lagwatch
 kept of the old one is forgotten.
 
-Kafka gives every cluster an id (Metadata's `ClusterId`: the same across restarts and upgrades, a new one only when
-the cluster is created anew); the ingest records it in Redis (`keys.kafka_id`). Another id means the cluster was
-rebuilt or replaced under the name (a migration behind the same address, a disaster recovery). Its offsets topic is
-numbered from 0 again and its topics' offsets differ, so none of its commits can continue the windows: every new
-commit would look older than what a window holds and be dropped, and every group would drift to STOP until
-`expire-group`. Burrow, restarted, starts empty; lagwatch keeps its windows across restarts, so it has to notice.
+Kafka gives every cluster an id (Metadata's `ClusterId`, new only when the cluster is created anew); the ingest
+records it in Redis (`keys.kafka_id`). Another id means the cluster was replaced under the name: its offsets differ,
+so none of its commits can continue the windows (each would look older than what a window holds and be dropped, and
+every group would drift to STOP). Burrow, restarted, starts empty; lagwatch keeps its windows, so it has to notice.
 
-The first worker to see the new id takes a lease and forgets the cluster's groups and topics in Redis
-(`WindowDeletions.forget_kafka_data`), tells the evaluator the groups were deleted (it records them NOTFOUND), sends the
-topics' deletions to the history topic, then records the id. Other workers starting meanwhile wait for it (one that
-dies while forgetting leaves the lease to expire; deleting again is harmless). A running worker asks for the id every
-`offset-refresh` and starts over when it changed (`IngestWorker.kafka_replaced`): its windows in memory belong to the
-old cluster.
-
-Brokers that give no id (Kafka before 0.10.1, Azure Event Hubs), or another one at each request, are not checked; a
-running worker starts over only on the same new id in two looks in a row. Two Kafka clusters configured under one
-name, sharing a Redis, would forget each other's data at every start: the warning says so.
+The first worker to see the new id takes a lease, forgets the cluster's data (`forget`), then records the id; other
+workers starting meanwhile wait for it. A running worker starts over (`IngestWorker.kafka_replaced`) on the same new
+id in two looks in a row. Brokers that give no id, or another one at each request, are not checked.
 """
 
 from __future__ import annotations

@@ -4,10 +4,8 @@ A classic group's rebalance is one record (GroupMetadata: generation, members, a
 spreads the same facts over one record per member (ConsumerGroupMemberMetadata: client id and host) and one per
 member's assignment (ConsumerGroupCurrentMemberAssignment: member epoch, partitions by topic id). Each record becomes
 a `MemberChange`; Redis keeps every member's latest and derives the group's owners and generation (the highest
-member epoch) from all of them (`scripts.APPLY_MEMBER_CHANGES`). Kept in a worker's memory, they were lost at every
-restart and rebalance of lagwatch's workers: the next worker sees only the records after its position, and the
-first of them replaced the group's owners with those of the one member it knew. Topic ids are named through the
-broker's metadata (`TopicIds`) when the change is stored; an id the broker does not name stays as its 32 hex digits.
+member epoch) from all of them (`scripts.APPLY_MEMBER_CHANGES`): a worker sees only the records after its position.
+Topic ids are named through the broker's metadata (`TopicIds`); an id it does not name stays as its 32 hex digits.
 """
 
 from __future__ import annotations

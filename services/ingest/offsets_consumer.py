@@ -1,13 +1,9 @@
-"""The offsets topic, read in batches by librdkafka (confluent-kafka) on a thread of its own.
+"""The offsets topic, read in batches by librdkafka (confluent-kafka, faster than aiokafka) on a thread of its own.
 
-confluent-kafka's `consume(n)` reads about twice as fast as aiokafka's `getmany`, with less CPU (bench/bench_ingest.py):
-librdkafka fetches in its own C threads, and the worker reads the `Message` objects as they come.
-
-librdkafka's consumer blocks, so every call on it runs on one dedicated thread and the event loop awaits it. Group
-rebalances call back on that thread: a revocation waits there for the worker's coroutine `on_revoked` (the batch
-in flight stored) and then commits its positions synchronously, so the next owner starts exactly where this
-worker's windows end. Commits are only ever sent from that thread (`commit` queues them): a librdkafka call from
-the event loop's thread while a rebalance callback waits for the loop deadlocks.
+Every call on the blocking consumer runs on one dedicated thread. Rebalances call back on it: a revocation waits for
+the worker's `on_revoked` (the batch in flight stored), then commits its positions synchronously, so the next owner
+starts exactly where this worker's windows end. Commits are only sent from that thread (`commit` queues them): a
+librdkafka call from the event loop's thread while a rebalance callback waits for the loop deadlocks.
 
 How far the commits are read (`ReadThrough`, shared/windows/read_through.py) is measured against high watermarks asked
 of the brokers, never librdkafka's cache: after a lost connection the cache still says what the log ends were.
@@ -34,9 +30,8 @@ WATERMARK_TIMEOUT_S = 2.0
 COMMITTED_TIMEOUT_S = 10.0
 READ_THROUGH_EVERY_S = 0.25  # how often the brokers are asked how far the partitions go (windows/read_through.py)
 OFFSET_LATEST = -1  # ListOffsets' "latest": the high watermark
-# how long a batch short of full waits for more records: latency against a batch's fixed costs (its Redis write,
-# notices, commit). A short wait already makes batches several times fewer at a steady rate without adding to the
-# commit -> status event latency; a long one adds to it (bench/bench_ingest_steady.py)
+# how long a batch short of full waits for more records: a short wait makes batches (each with fixed costs) far
+# fewer at a steady rate without adding to the commit -> status latency
 FETCH_LINGER_S = 0.02
 
 

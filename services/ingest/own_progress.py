@@ -1,14 +1,10 @@
 """When the ingest reports its own progress, lagwatch's own group `lagwatch-<cluster>` (Burrow's `burrow-<cluster>`).
 
-A report is a commit of each offsets-topic partition's stored position, its lag measured against the log end the
-poller saw last. The check for a due report runs right after a batch is applied, while that batch is still being
-stored: its records do not count in the positions yet, though the poller (every `offset-refresh`) may already have
-seen them. Reported then, a worker that keeps up shows a lag of a few records; when its consumers commit on a steady
-beat (a demo, a batch job every second) those reports fall into step with them, five in a row is a window of
-nonzero, never falling lag, and lagwatch raised a WARN on itself for a second. So a due report whose log ends are
-ahead of the positions waits, up to WAIT_FOR_POLLED_S, for the records on their way to be stored. An ingest really
-behind stays behind past the wait and reports its lag, every REPORT_EVERY_S + WAIT_FOR_POLLED_S; a stuck one stops
-reporting, and its group goes to STOP as any consumer's.
+A report commits each offsets-topic partition's stored position, its lag measured against the poller's last log
+end. Checked right after a batch is applied, while it is still being stored, a worker that keeps up would show a lag
+of a few records, and reports in step with a steady committer make a window of nonzero lag: a WARN on itself. So a
+due report whose log ends are ahead of the positions waits, up to WAIT_FOR_POLLED_S, for those records to be stored.
+An ingest really behind reports its lag after the wait; a stuck one stops reporting and goes to STOP.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Topic deletions on their way to the history topic, kept in Redis until it took them (`keys.history_deletions`).
 
-The history publisher sends a deletion again until the history topic takes it; one still waiting when the worker
-stops (the history topic away meanwhile) would be lost with the worker's memory, and the replay would keep the
-deleted topic's partitions for good (a re-created topic replayed as a REWIND, a stopped consumer of a deleted one as
-a STOP). Kept here, each worker's start sends again what is left, and so does the log-end poller's worker every few
-minutes (`history_publisher.ADOPT_EVERY_S`: a worker stopped for good). A deletion archived twice (a worker stopped
-after the topic took it, before striking it here, or two workers sending it) changes nothing in the replay."""
+One lost with a stopping worker's memory would leave the deleted topic's partitions in the replay for good. Kept
+here, each worker's start sends again what is left, and so does the log-end poller's worker every
+`history_publisher.ADOPT_EVERY_S`. A deletion archived twice changes nothing in the replay."""
 
 from __future__ import annotations
 

@@ -1,17 +1,12 @@
 """One batch of offsets-topic records: decoded and applied to the in-memory windows in one pass, then written behind.
 
-`start` reads each record once: an offset commit of a group already in memory, on a partition whose log end is
-known, goes straight into its ring (the steady state: no object is built for it). A commit of a group not loaded
-yet, or on a partition with no known log end, is set aside with every later record of its group (a group's records
-keep their order); once those groups are loaded from Redis and the log ends asked for (`load_deferred`), the
-set-aside records go through the same pass (`finish`). Group records (rebalances, tombstones) are rare.
+`start` reads each record once: a commit of a group in memory, on a partition whose log end is known, goes straight
+into its ring; any other is set aside with every later record of its group (keeping their order) until the groups
+are loaded and the log ends asked for (`load_deferred`), then goes through the same pass (`finish`). The pass is
+compiled (commit_pass.pyx); `_python_pass` is its reference, held to it by a property test.
 
-The pass is compiled (commit_pass.pyx); `_python_pass` is its reference, the same steps a record at a time, held to
-it by a property test. Admin mode hands the same steps over already typed (admin_offsets.py, `AdminStep`): no record
-to decode, the reference's steps (`_typed_pass`).
-
-`take_flush` snapshots what changed and `write` stores it (retried by the caller; idempotent), so the worker can
-apply batch k+1 while Redis stores batch k.
+`take_flush` snapshots what changed and `write` stores it (idempotent), so the worker can apply batch k+1 while
+Redis stores batch k.
 """
 
 from __future__ import annotations

@@ -10,9 +10,8 @@
 * a new-protocol group's member or assignment record -> its member's change
 * other record types (KIP-848 share/streams group records...) -> counted as skipped, by type
 * undecodable bytes            -> counted as decode errors, by type, and skipped
-Groups failing the allow/deny regexes are dropped before they cost a Redis call. An offset commit's key is decoded
-once per distinct key (`KeyCache`), its value for every record (`offsets_codec.commit_offset_and_timestamp`).
-Admin mode (admin_offsets.py) hands the same steps over typed, with no record to decode: `AdminStep`.
+Groups failing the allow/deny regexes are dropped before they cost a Redis call. Admin mode (admin_offsets.py)
+hands the same steps over typed: `AdminStep`.
 """
 
 from __future__ import annotations
@@ -80,8 +79,7 @@ class KeyCache:
         self.group_filter = group_filter
         self.limit = limit
         self.keys: dict[bytes, CommitKey] = {}
-        # shared by every key that names them: a group's partitions, a topic partition's groups (memory: 100k keys
-        # held their own copies at ~450 B each)
+        # one copy shared by every key that names them (memory)
         self._groups: dict[str, tuple[str, bool]] = {}  # group -> (the one copy of its name, accepted)
         self._partitions: dict[TopicPartition, tuple[TopicPartition, str]] = {}  # -> (the one tuple, its field)
 

@@ -1,13 +1,7 @@
 """The ingest service (`lagwatch run ingest`; one worker process): the offsets topic in, per-partition windows in Redis
-out. Commits come in through `commit_readers.py` (the offsets topic as the consumer group `lagwatch-ingest-<cluster>`,
-or the admin API where the topic is not readable); each batch goes through `batch_pipeline.py` (the windows in
-memory, written behind to Redis, committed once archived); one worker polls the brokers' log ends
-(`broker_offsets.py`); before any commit is read, a worker checks which Kafka cluster it reads (`start_up.py`).
-SIGTERM/SIGINT: the batch in hand is finished and committed, then the worker leaves the group.
-
-Records are read with librdkafka (`offsets_consumer.py`), far faster than a Faust stream
-(bench/bench_faust_stream.py); the other services, whose topics carry status changes rather than every commit of
-every group, use Faust agents.
+out. Commits come in through `commit_readers.py`; each batch goes through `batch_pipeline.py`; one worker polls the
+brokers' log ends (`broker_offsets.py`). SIGTERM/SIGINT: the batch in hand is finished and committed, then the
+worker leaves the group. Records are read with librdkafka, far faster than a Faust stream.
 """
 
 from __future__ import annotations

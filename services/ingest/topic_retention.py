@@ -2,10 +2,9 @@
 risk (shared/statuses/retention.py): a topic that deletes by age deletes its oldest unconsumed message once it is
 `retention.ms` old, which the evaluator knows before the log start starts moving.
 
-Read with DescribeConfigs (confluent-kafka's AdminClient) every `topic-refresh`, by the poller beside the log starts.
-Where the broker does not answer it (no ACL to describe topic configs, a managed service that hides them, the Kafka
-mock), the settings are "not readable": nothing is stored, the log start's pace alone decides, and the broker is
-asked again after `RETRY_S`.
+Read with DescribeConfigs every `topic-refresh`, beside the log starts. Where the broker does not answer it (no ACL,
+a managed service that hides them, the Kafka mock), nothing is stored, the log start's pace alone decides, and the
+broker is asked again after `RETRY_S`.
 """
 
 from __future__ import annotations

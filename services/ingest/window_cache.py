@@ -1,22 +1,13 @@
 """The windows of the groups this worker owns, in memory, written behind to Redis.
 
-A group's commits all live in one offsets-topic partition, and one worker reads that partition at a time: the
-worker is its windows' only writer. So it applies commits to rings it holds (`group_windows.GroupWindows`, the
-stored layout) and flushes what changed, once per batch, before the batch's Kafka position is committed.
+A group's commits all live in one offsets-topic partition, which one worker reads at a time: the worker is its
+windows' only writer. So it applies commits to rings it holds (`group_windows.GroupWindows`, the stored layout),
+loaded from Redis the first time one of a group's commits arrives, and flushes what changed once per batch, before
+the batch's Kafka position is committed. Someone else deleting a group (the api) shows at the next flush: Redis had
+no `last` though the worker wrote one; the worker then deletes what it wrote again and forgets the group.
 
-* A group is loaded from Redis the first time one of its commits arrives (the previous owner flushed before it let
-  go of the partition), many groups per round trip.
-* A group whose newest commit is older than `expire-group` starts afresh, as the evaluator's expiry would leave it.
-* A group tombstone empties the group; the flush deletes its keys before writing what came after.
-* An offset-commit tombstone (offsets deleted, or expired by the broker) removes that partition's ring; a group
-  left without any is deleted as by its own tombstone.
-* Groups of revoked partitions are dropped (their last batch was flushed first); a deleted topic leaves every ring.
-* Someone else deleting a group (the api) shows at the next flush: Redis had no `last` though the worker wrote one.
-  The worker then deletes what it wrote again and forgets the group (that batch's commits of it go with it).
-
-A flush's commands are `group_windows.write_commands` (the reference), or the same already in the Redis protocol from
-the compiled encoder (flush_encoding.pyx, `PackedWrites`); tests hold the two to the same bytes. They go in one
-round trip (`packed_commands`: packed with hiredis on a single server, redis-py's cluster pipeline on Redis Cluster).
+A flush's commands are `group_windows.write_commands` (the reference), or the same bytes already in the Redis
+protocol from the compiled encoder (flush_encoding.pyx, `PackedWrites`), sent in one round trip.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """`lagwatch run ingest --workers N`: N ingest worker processes under one command, to use every core.
 
-The workers join the ingest's consumer group and share the offsets topic's partitions, exactly as N separately
-started `lagwatch run ingest` would (a Python process keeps one core busy at most). Each is `lagwatch run ingest
---workers 1` with this command's other arguments; worker 0 serves `/healthz`, `/readyz` and `/metrics` on the
-configured port, the others on ports the system picks (logged), so they never collide with the other services.
-
-This process only supervises: SIGTERM/SIGINT are passed on (each worker stores and commits its batch in hand, then
-leaves the group) and it exits when they have; a worker that dies is started again after a back-off. Should this
-process be killed outright, the kernel sends each worker SIGTERM (Linux `PR_SET_PDEATHSIG`).
+Each worker is `lagwatch run ingest --workers 1` with this command's other arguments, sharing the offsets topic's
+partitions in the ingest's consumer group; worker 0 serves HTTP on the configured port, the others on ports the
+system picks. This process only supervises: SIGTERM/SIGINT are passed on, a worker that dies is started again after
+a back-off, and should this process be killed outright the kernel sends each worker SIGTERM (`PR_SET_PDEATHSIG`).
 """
 
 from __future__ import annotations
@@ -46,16 +42,14 @@ GIL_SWITCH_INTERVAL_S = 0.0005  # Python: 0.005; see switch_threads_sooner
 
 
 def default_workers() -> int:
-    """One worker per CPU but one. A worker keeps one core busy with its own thread, and needs part of another for
-    librdkafka's threads, Redis and the history producer: on 2 CPUs two workers read slower than one, with more
-    memory and a rebalance when the second joins (bench/bench_vs_burrow.py, bench/README.md)."""
+    """One worker per CPU but one: a worker keeps one core busy and needs part of another for librdkafka's threads,
+    Redis and the history producer."""
     return max(1, available_cpus() - 1)
 
 
 def available_cpus() -> int:
-    """The CPUs this process may use: those it may run on, fewer under a container's CPU limit (cgroup v2 `cpu.max`
-    or v1 `cpu.cfs_quota_us`, rounded up), which `os.cpu_count()` does not see: a pod limited to 2 CPUs on a
-    64-CPU node would otherwise start 63 workers."""
+    """The CPUs this process may use, fewer under a container's cgroup CPU limit (rounded up), which
+    `os.cpu_count()` does not see."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     quota = cgroup_cpu_limit(CGROUP_ROOT)
     return max(1, min(cpus, math.ceil(quota)) if quota else cpus)
@@ -77,11 +71,8 @@ def _cpus(quota: int, period: int) -> float | None:
 
 
 def tune_malloc() -> None:
-    """glibc's allocator for a worker's churn of short-lived buffers; call before any thread starts. One arena: glibc
-    gives each thread that allocates (librdkafka's, the consumer's) an arena of its own, and they were left
-    fragmented. Buffers of a batch's size (fetched messages, a flush's Redis commands, history text) from the heap,
-    kept there: past glibc's 128 KB default each was mapped and unmapped again, its pages faulted in afresh every
-    batch (bench/bench_vs_burrow.py)."""
+    """glibc's allocator for a worker's churn of short-lived buffers; call before any thread starts. One arena (one
+    per thread fragments), and batch-sized buffers from the heap, kept there (not mapped afresh every batch)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None)
@@ -91,20 +82,15 @@ def tune_malloc() -> None:
 
 
 def collect_garbage_less_often() -> None:
-    """Every batch brings thousands of records (objects the cyclic garbage collector tracks), so at Python's default
-    (a collection every 700 new objects) the collector ran several times per batch and, now and then, walked every
-    group held in memory, a large share of the worker's CPU. The worker makes few reference cycles; collecting every
-    GC_YOUNG_THRESHOLD objects, with what was loaded at start-up frozen out of the collector's walks, costs far less
-    (bench/bench_vs_burrow.py)."""
+    """A batch brings thousands of tracked objects and the worker makes few reference cycles: collect less often, with
+    what start-up loaded frozen out of the collector's walks."""
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, 50, 100)
 
 
 def switch_threads_sooner() -> None:
-    """The consumer's thread builds each fetched batch's records while the event loop's thread waits for them, and
-    the event loop's thread applies a batch while the consumer's waits for the GIL to start the next fetch: at
-    Python's default, a thread that wants the GIL waits up to 5 ms for the other to let go, each time; a shorter
-    interval lets the two threads overlap (bench/bench_vs_burrow.py)."""
+    """The consumer's thread and the event loop's hand batches to each other: a shorter GIL switch interval than
+    Python's 5 ms lets them overlap."""
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
 
