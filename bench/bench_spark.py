@@ -3,7 +3,7 @@ against the same replay done by one plain-Python process in the same run.
 
 The histories are generated (`spark/synthetic_history.py`: every scenario, 4 partitions per group, 20 commits per
 partition, a log-end sample per partition every 10 s, so about as many samples as commits) and written as the
-archiver writes them. Both sides read the same Parquet files and run the same per-group code (`replay_rows`:
+archiver writes them. Both sides read the same Parquet files and run the same per-group code (`group_rows`:
 timeline, events, report and the production backtest row); the Spark side also writes every output.
 
     python bench/bench_spark.py [--sizes 1000000 5000000 10000000]

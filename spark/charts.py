@@ -42,14 +42,13 @@ def group_svg(chart: GroupChart) -> str:
         return PAD + plot_h - lag / top * plot_h
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" role="img">']
-    ends = [r.at for r in rows[1:]] + [end]
-    for row, until in zip(rows, ends, strict=True):
+    points = []
+    for row, until in zip(rows, [r.at for r in rows[1:]] + [end], strict=True):
         parts.append(
             f'<rect x="{x(row.at):.1f}" y="{PAD}" width="{max(x(until) - x(row.at), 0.5):.1f}" height="{plot_h}" '
             f'fill="{COLOURS.get(row.status, "#fff")}"><title>{row.status} from {_when(row.at)}</title></rect>'
         )
-    points = []
-    for row, until in zip(rows, ends, strict=True):  # a step line: lag holds until the next change
+        # a step line: lag holds until the next change
         points += [f"{x(row.at):.1f},{y(row.totallag):.1f}", f"{x(until):.1f},{y(row.totallag):.1f}"]
     parts.append(f'<polyline fill="none" stroke="{LINE}" stroke-width="1.5" points="{" ".join(points)}"/>')
     parts.append(f'<text x="{PAD}" y="{PAD - 8}" font-size="11">total lag (max {top:,})</text>')

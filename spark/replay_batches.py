@@ -95,17 +95,11 @@ class ReplayJob:
     ends: Mapping[str, int]  # cluster -> end of its history (ms): quiet groups are evaluated until then
 
 
-def replay_rows(
-    cluster: str, group: str, commits: list[CommitInput], samples: list[Other], job: ReplayJob
-) -> list[dict[str, Any]]:
-    return list(group_rows(cluster, group, commits, samples, job))
-
-
 def group_rows(
     cluster: str, group: str, commits: list[CommitInput], samples: list[Other], job: ReplayJob
 ) -> Iterator[dict[str, Any]]:
-    """A group's output rows, one at a time: a busy group over months has a timeline row per tick (~780k in 90
-    days at 10 s), far too many to hold at once as rows."""
+    """A group's output rows, one at a time: a busy group over months has a timeline row per tick, far too many to
+    hold at once."""
     end = job.ends.get(cluster)
     result = replay_group(cluster, group, commits, samples, job.production, end_ms=end)
     yield from _timeline_rows(cluster, group, result)

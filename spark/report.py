@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from lagwatch.shared.events.status_event import StatusEvent
+from lagwatch.shared.notifications.subscriptions.notification_policy import QUIET
 from lagwatch.shared.protocol.types import Status
 from lagwatch.spark.replay import ReplayResult, TimelineRow
 
-QUIET = (Status.OK.name, Status.NOTFOUND.name)
 GROUP_STATUSES = (Status.NOTFOUND.name, Status.OK.name, Status.WARN.name, Status.ERR.name)
 
 

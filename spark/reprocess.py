@@ -44,7 +44,7 @@ from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.config import Config, ConfigError, load_config
 from lagwatch.spark.backtest import BacktestError, Variant, load_variants, production_variant
 from lagwatch.spark.charts import PAD, WIDTH
-from lagwatch.spark.inputs import HistorySource, InputError, bad_row_reason, read_history
+from lagwatch.spark.inputs import FORMATS, HistorySource, InputError, bad_row_reason, read_history
 from lagwatch.spark.replay import ReplayConfig, TimelineRow
 from lagwatch.spark.replay_batches import (
     OUTPUT_NAMES,
@@ -364,7 +364,7 @@ def _write_charts(replayed, directory: Path, limit: int, ends: dict[str, int]) -
 
 def _chart_steps(replayed, groups: list[tuple[str, str]], ends: dict[str, int]) -> dict[tuple[str, str], list]:
     """The charted groups' timelines, cut in Spark to at most CHART_STEPS steps each over their span: a busy group
-    has a row per tick (~780k in 90 days), too many to collect or to draw. A step starts at its first row and shows
+    has a row per tick, too many to collect or to draw. A step starts at its first row and shows
     its worst status and largest total lag (a short incident stays visible)."""
     keys = [F.struct(F.lit(c).alias("c"), F.lit(g).alias("g")) for c, g in groups]
     timeline = replayed.where((F.col("row_type") == ROW_TIMELINE) & F.struct("cluster", "group").isin(*keys))
@@ -389,8 +389,8 @@ def _chart_steps(replayed, groups: list[tuple[str, str]], ends: dict[str, int]) 
 
 
 def chart_summary(report: Mapping[str, Any]) -> str:
-    """The line above a group's chart: its incidents, time in each status (in days, hours, minutes or seconds: an
-    hour's replay read "OK 0.0 h, ERR 0.0 h" in tenths of hours), its lag."""
+    """The line above a group's chart: its incidents, time in each status (in days, hours, minutes or seconds), its
+    lag."""
     spent = ", ".join(f"{s} {duration((report[f'ms_{s.lower()}'] or 0) / 1000) or '0s'}" for s in ("OK", "WARN", "ERR"))
     lag = f"max total lag {report['max_totallag']:,}, p95 {report['p95_totallag']:,}"
     return f"{report['incidents']} incident(s); {spent}; {lag}"
@@ -429,7 +429,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="history: a file or directory (Parquet/JSON), or kafka://<servers or a configured cluster>/<topic>",
     )
     parser.add_argument("--output", required=True, help="local directory for the outputs")
-    parser.add_argument("--format", dest="input_format", default="auto", choices=("auto", "parquet", "json", "kafka"))
+    parser.add_argument("--format", dest="input_format", default="auto", choices=FORMATS)
     parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[*]"), help="Spark master URL")
     parser.add_argument("--tick", dest="tick_seconds", type=float, help="evaluation tick, seconds (offset-refresh)")
     parser.add_argument("--variants", dest="variants_file", help="backtest variants (YAML, see spark/backtest.py)")

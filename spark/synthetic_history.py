@@ -40,10 +40,6 @@ class HistoryShape:
     def end_ms(self) -> int:
         return self.start_ms + self.commits_per_partition * self.commit_interval_ms
 
-    @property
-    def commits(self) -> int:
-        return self.groups * self.partitions * self.commits_per_partition
-
 
 def scenario_of(group_index: int) -> str:
     return SCENARIOS[group_index % len(SCENARIOS)]

@@ -27,7 +27,7 @@ from lagwatch.spark.replay import (
     replay_inputs,
     status_changes,
 )
-from lagwatch.spark.replay_batches import ReplayJob, replay_batches, replay_rows
+from lagwatch.spark.replay_batches import ReplayJob, group_rows, replay_batches
 from lagwatch.spark.report import group_report, weighted_percentile
 from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, group_records, scenario_of
 
@@ -238,7 +238,7 @@ def test_one_groups_rows_cover_every_output():
     job = replay_job({"name": "production"}, {"name": "tolerant", "allowed-lag": 100000})
     commits, samples = inputs_of(1)
 
-    rows = replay_rows("prod", "lagging", commits, samples, job)
+    rows = list(group_rows("prod", "lagging", commits, samples, job))
 
     kinds = [r["row_type"] for r in rows]
     assert kinds.count("report") == 1 and kinds.count("backtest") == 2
@@ -251,7 +251,7 @@ def test_a_commit_archived_twice_counts_once_in_the_report():
     commits, samples = inputs_of(1)
 
     def report(commits: list[CommitInput]) -> dict:
-        return next(r for r in replay_rows("prod", "g", commits, samples, job) if r["row_type"] == "report")
+        return next(r for r in group_rows("prod", "g", commits, samples, job) if r["row_type"] == "report")
 
     once, twice = report(commits), report(commits + commits[:5])
 
@@ -264,7 +264,7 @@ def test_a_group_with_more_rows_than_a_batch_holds_is_cut_into_batches_of_the_bo
     `rows_per_batch`, not as one batch holding them all."""
     job = replay_job({"name": "production"})
     records = [r._replace(group="lagging") for r in group_records(SHAPE, 1, 0)]  # as the job joins samples to it
-    rows = replay_rows("prod", "lagging", *replay_inputs(records), job)
+    rows = list(group_rows("prod", "lagging", *replay_inputs(records), job))
     assert len(rows) > 12
 
     batches = list(replay_batches(job, [pa.RecordBatch.from_pydict(as_columns(records))], rows_per_batch=5))

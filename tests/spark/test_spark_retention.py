@@ -7,7 +7,7 @@ import pytest
 
 from lagwatch.shared.events.status_event import schema
 from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group
-from lagwatch.spark.replay_batches import ReplayJob, replay_rows
+from lagwatch.spark.replay_batches import ReplayJob, group_rows
 
 S = 1000
 T0 = 1_767_225_600_000
@@ -72,5 +72,5 @@ def test_without_log_start_samples_no_risk_is_claimed():
 def test_the_spark_rows_carry_the_retention_columns():
     commits, samples, *_ = falling_behind()
     job = ReplayJob(ReplayConfig(), (), {"prod": T0 + 300 * S})
-    rows = [r for r in replay_rows("prod", "g", commits, samples, job) if r["row_type"] == "timeline"]
+    rows = [r for r in group_rows("prod", "g", commits, samples, job) if r["row_type"] == "timeline"]
     assert rows[-1]["skipped_messages"] > 0 and rows[-1]["explanation"] == "messages-skipped"

@@ -6,7 +6,7 @@ import pytest
 
 from lagwatch.shared.events.status_event import schema
 from lagwatch.spark.replay import CommitInput, ReplayConfig, SampleInput, replay_group
-from lagwatch.spark.replay_batches import ReplayJob, replay_rows
+from lagwatch.spark.replay_batches import ReplayJob, group_rows
 from lagwatch.spark.synthetic_history import PRODUCED_PER_STEP, SCENARIOS, HistoryShape
 from tests.spark.test_spark_replay import replay_scenario
 
@@ -73,7 +73,7 @@ def test_a_stopped_producer_is_why_and_the_backlog_drains_when_the_replay_says()
 def test_the_spark_rows_carry_the_timeline_columns():
     commits, samples, _ = drain(produce_until_s=10_000, consume_rate=50, seconds=300)
     job = ReplayJob(ReplayConfig(), (), {"prod": T0 + 300 * S})
-    rows = [r for r in replay_rows("prod", "g", commits, samples, job) if r["row_type"] == "timeline"]
+    rows = [r for r in group_rows("prod", "g", commits, samples, job) if r["row_type"] == "timeline"]
     assert rows[-1]["explanation"] == "slower-than-producer"
     assert rows[-1]["lag_growth_per_second"] == pytest.approx(50, rel=0.05)
     assert rows[-1]["catchup_seconds"] is None
