@@ -30,11 +30,9 @@ from lagwatch.shared.windows.window_writes import GroupMetadataUpdate
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 10.0
-# a poll waits this long for the group listing: a broker that does not answer ListGroups holds the listing for
-# REQUEST_TIMEOUT_S, and every poll waited that long while a broker was away (see _groups)
+# a poll waits this long for the group listing, and for the groups' offsets and descriptions: a broker away holds
+# its requests for REQUEST_TIMEOUT_S, and the other groups must not wait for it (see _groups, _fetch_all)
 LISTING_WAIT_S = 1.0
-# ... and this long for the groups' offsets and descriptions: a group whose coordinator is away holds its requests
-# for REQUEST_TIMEOUT_S, and the other groups must not wait for it (see _fetch_all)
 ANSWER_WAIT_S = 2.0
 DESCRIBE_RETRY_S = 600.0  # a broker that refused DescribeGroups is asked again after this
 NAMED_FETCH_CHUNK = 1000  # partitions named in one OffsetFetch when a group's all-partitions fetch answers nothing
@@ -150,12 +148,9 @@ class AdminOffsets:
         return self._count <= 1 or zlib.crc32(group.encode()) % self._count == self._index
 
     async def _groups(self) -> tuple[list[str], bool]:
-        """The groups to poll, and whether they come from a complete listing (every broker answered ListGroups).
-
-        The poll waits LISTING_WAIT_S at most for the listing: a broker away holds it until REQUEST_TIMEOUT_S, and
-        the groups the other brokers coordinate must go on meanwhile. A listing not finished in time keeps running,
-        and the poll takes the newest finished one (a listing started earlier only delays what it tells: a group
-        created since is polled a round later, one deleted since is kept a round longer)."""
+        """The groups to poll, and whether they come from a complete listing (every broker answered ListGroups). A
+        listing not finished within LISTING_WAIT_S keeps running, and the poll takes the newest finished one (a
+        group created since is polled a round later, one deleted since is kept a round longer)."""
         if self._listing is None:
             self._listing = asyncio.ensure_future(self._list())
         done, _ = await asyncio.wait({self._listing}, timeout=LISTING_WAIT_S)
@@ -180,9 +175,8 @@ class AdminOffsets:
         return [g.group_id for g in result.valid], not result.errors
 
     async def _fetch_all(self, groups: list[str]) -> list[Answer | None]:
-        """Each group's offsets (`_fetch`), waited for ANSWER_WAIT_S at most: a fetch still unanswered (its
-        coordinator away) goes on beside the next polls, which take its answer once it came, without waiting for it
-        again; None until then (a fetch that did not answer concludes nothing)."""
+        """Each group's offsets (`_fetch`), waited for ANSWER_WAIT_S at most: a fetch still unanswered goes on beside
+        the next polls, which take its answer once it came; None until then (it concludes nothing)."""
         for group in set(self._fetching) - set(groups):  # no longer polled (filtered out, deleted)
             self._fetching.pop(group).cancel()
         late = {g: self._fetching.pop(g) for g in groups if g in self._fetching}

@@ -111,10 +111,8 @@ class BatchPipeline:
         return True if inflight is None else await inflight
 
     def reached_ends(self, positions: dict[int, int]) -> None:
-        """Log-end polls may go on (the poller waits for this after an assignment), and lagwatch's own group gets
-        every assigned partition's position, also of those with nothing new since the last owner (a restarted
-        worker) — reported from `positions` alone they would keep the last owner's final report, stale for good.
-        Partitions that never held a record have no progress to report."""
+        """Log-end polls may go on, and lagwatch's own group gets every assigned partition's position, also of those
+        with nothing new since the last owner (else its final report stays, stale for good)."""
         self.positions.update({partition: end for partition, end in positions.items() if end > 0})
         self.caught_up.set()
 

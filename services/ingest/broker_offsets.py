@@ -286,11 +286,8 @@ class BrokerOffsets(LatestLogEnds):
     async def _check_kafka(self) -> None:
         """A follower polls nothing, yet its readiness must say whether Kafka answers: a metadata request now and
         then (every topic-refresh, or every tick while it did not answer)."""
-        if self.kafka_ok and time.monotonic() - self._last_topic_refresh < self.topic_refresh:
-            return
-        await self._update_metadata()
-        self.kafka_ok = True
-        self._last_topic_refresh = time.monotonic()
+        if not self.kafka_ok or time.monotonic() - self._last_topic_refresh >= self.topic_refresh:
+            await self._update_metadata()
 
     async def load_from_store(self) -> None:
         """A follower's view: the poller's latest samples, read from Redis."""
@@ -310,8 +307,6 @@ class BrokerOffsets(LatestLogEnds):
             parts = cluster_meta.partitions_for_topic(topic)
             if parts:
                 counts[topic] = max(parts) + 1
-        self.kafka_ok = True
-        self._last_topic_refresh = time.monotonic()
         known = {**await self.store.reads.list_topics(self.cluster), **self.partition_counts}
         deleted = sorted(t for t, n in known.items() if counts.get(t, 0) < n)
         for topic in deleted:
@@ -334,11 +329,13 @@ class BrokerOffsets(LatestLogEnds):
         return True
 
     async def _update_metadata(self) -> None:
-        """Fresh cluster metadata, or KafkaConnectionError: aiokafka answers False when no broker answered (it does
-        not raise), and the metadata it keeps is then the last one it had."""
+        """Fresh cluster metadata (Kafka answers), or KafkaConnectionError: aiokafka answers False when no broker
+        answered (it does not raise), and the metadata it keeps is then the last one it had."""
         client = self._consumer._client  # aiokafka exposes metadata only through its client
         if not await client.force_metadata_update():
             raise KafkaConnectionError(f"no broker of {self.cluster} answered a metadata request")
+        self.kafka_ok = True
+        self._last_topic_refresh = time.monotonic()
 
     def all_partitions(self) -> list[TP]:
         return [(t, p) for t, n in self.partition_counts.items() for p in range(n)]

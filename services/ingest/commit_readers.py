@@ -91,7 +91,7 @@ class TopicReader:
         before anyone takes over; then the partitions' groups leave memory."""
         await self.pipeline.drain()
         await self.pipeline.archive.hand_over()
-        self.pipeline.processor.forget_partitions(partitions)
+        self.pipeline.processor.cache.forget_partitions(partitions)  # flushed before
         log.info("ingest: revoked offsets-topic partitions %s", sorted(partitions))
 
     async def run(self) -> None:

@@ -153,8 +153,8 @@ class HistoryPublisher:
         self._send_deletions()
 
     async def _adopt_left(self) -> None:
-        """Take on the deletions kept in Redis that this worker is not sending, every ADOPT_EVERY_S. One that another
-        worker is still sending goes twice, which changes nothing in the replay."""
+        """Take on the deletions kept in Redis that this worker is not sending, every ADOPT_EVERY_S (one sent twice
+        changes nothing in the replay)."""
         if self._pending is None or time.monotonic() < self._adopt_at:
             return
         self._adopt_at = time.monotonic() + ADOPT_EVERY_S
@@ -170,9 +170,8 @@ class HistoryPublisher:
             self._deletions += left
 
     async def _strike_delivered(self) -> None:
-        """Strike from Redis the deletions the history topic took: those sent and not reported failed, once nothing
-        is left in the producer's queue (librdkafka reports only failures: an empty queue is the only word of a
-        success)."""
+        """Strike from Redis the deletions sent and not reported failed, once the producer's queue is empty
+        (librdkafka reports only failures: an empty queue is the only word of a success)."""
         if not self._unconfirmed or self._producer is None or len(self._producer):
             return
         delivered, self._unconfirmed = list(self._unconfirmed.values()), {}

@@ -139,9 +139,8 @@ class OffsetsConsumer:
 
     @staticmethod
     def _arrived(consumer: Consumer, max_records: int, timeout: float) -> list[Message]:
-        """Up to `max_records` records: those already here, else the first to arrive within `timeout`; short of a
-        full batch, also those arriving in the next FETCH_LINGER_S. librdkafka's `consume(n, timeout)` holds fewer
-        than n records for the whole timeout: on a quiet cluster every commit waited the 200 ms out."""
+        """Up to `max_records` records: those already here, else the first to arrive within `timeout`, then those in
+        the next FETCH_LINGER_S (librdkafka's `consume(n, timeout)` holds fewer than n for the whole timeout)."""
         messages = consumer.consume(max_records, 0)
         if not messages:
             first = consumer.poll(timeout)

@@ -56,17 +56,14 @@ class AppliedBatch:
     history: HistoryMessages = field(default_factory=HistoryMessages)  # every commit's history record, when kept
     deferred: list[RecordLike | AdminStep] = field(default_factory=list)  # waiting for their group or log end
     waiting: dict[str, int] = field(default_factory=dict)  # group -> offsets-topic partition, for those records
-    # group -> its windows as a group tombstone found them (and the tombstone's order and offsets partition): a
-    # protocol upgrade's records next put them back
+    # group -> its windows as a group tombstone found them, its order and offsets partition (group_changes.py)
     tombstoned: dict[str, tuple] = field(default_factory=dict)
     # windows gone on offset-commit tombstones: (offsets partition, group, (topic, partition), tombstone's order)
     offsets_deleted: list[tuple[int, str, tuple[str, int], int]] = field(default_factory=list)
-    # the oldest and newest timestamps of the commits read for the first time (none: newest < 0): the coordinators'
-    # clock against this batch's `observed_at` (commit_clock.py)
+    # the oldest and newest timestamps of the commits read for the first time (none: newest < 0): commit_clock.py
     oldest_commit_ms: int = MAX_EXACT
     newest_commit_ms: int = -1
-    # the log-end histories of the partitions of set-aside commits made before their log end last moved, read for
-    # the second pass: such a commit's lag is taken from the log end of when it was made (window.log_end_as_of)
+    # the log-end histories of set-aside commits made before their log end last moved, for the second pass
     histories: dict[tuple[str, int], list[Sample]] = field(default_factory=dict)
 
     def set_aside(self, group: str, partition: int, record: RecordLike | AdminStep) -> None:
@@ -128,10 +125,8 @@ class BatchProcessor:
         return batch
 
     def read_again(self) -> None:
-        """The worker reads its partitions again from the committed positions (a rewind after a history-topic
-        outage): the commits up to where it had read go to the history with the time they were committed, near the
-        time they were first read (the history's `observed_at`), not the time they are read again — the replay
-        would see every commit of the outage arrive at once, after it."""
+        """A rewind after a history-topic outage: the commits up to where it had read go to the history stamped with
+        their commit time, not the time they are read again (the replay would see the outage's commits at once)."""
         self.reread_until = dict(self.read_to)
 
     def _advance(self, positions: dict[int, int]) -> None:
@@ -311,16 +306,10 @@ class BatchProcessor:
         await self.write(self.take_flush(batch.observed_at))
         return batch.tally
 
-    def forget_partitions(self, partitions: Sequence[int]) -> None:
-        """Offsets-topic partitions this worker no longer owns: their groups leave memory (flushed before)."""
-        self.cache.forget_partitions(partitions)
-
     async def report_own_progress(self, group: str, topic: str, positions: dict[int, int]) -> None:
-        """lagwatch's own consumption, stored as a consumer group like any other (Burrow reports `burrow-<name>`):
-        a stuck ingest then raises its own alert. `order` = the position itself, which only grows. The allow/deny
-        regexes apply to it as to any group. Every worker reports its own partitions of that one group: not a group
-        this worker alone writes, so not one for its cache, but `store.writes.add_commits` (the same steps, each group's
-        read and write one transaction)."""
+        """lagwatch's own consumption, stored as a consumer group (Burrow's `burrow-<name>`): a stuck ingest raises
+        its own alert. `order` = the position. Every worker writes its own partitions of that one group, so not
+        through its cache but `store.writes.add_commits` (each group's read and write one transaction)."""
         if not positions or not self.group_filter.accepts(group):
             return
         now = now_ms()
