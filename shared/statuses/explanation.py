@@ -201,15 +201,16 @@ def _rate(per_second: float) -> str:
 
 
 def _names(parts: Sequence[PartitionStatus]) -> str:
-    shown = ", ".join(f"{p.topic}/{p.partition}" for p in parts[:3])
-    return shown + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
+    return _first_three([f"{p.topic}/{p.partition}" for p in parts])
 
 
 def _hosts(parts: Sequence[PartitionStatus]) -> str:
     hosts = sorted({p.owner for p in parts if p.owner})
-    if not hosts:
-        return ""
-    return " (members on " + ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "") + ")"
+    return f" (members on {_first_three(hosts)})" if hosts else ""
+
+
+def _first_three(names: Sequence[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _duration(seconds: float) -> str:

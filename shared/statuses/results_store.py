@@ -100,7 +100,6 @@ class GroupResult:
         return None if self.retention_anchor < 0 else max(0.0, (self.retention_anchor - now_ms) / 1000)
 
     def catchup_seconds(self, now_ms: int) -> float | None:
-        """Seconds until caught up (0: caught up; inf: never; None: unknown)."""
         return catchup_seconds(self.catchup_anchor, now_ms)
 
     def rebalances_last_hour(self, now_ms: int) -> int:
@@ -185,18 +184,9 @@ def result_of(
     `retention`: its retention risk, `retention.py`)."""
     parts = []
     for p in status.partitions:
-        anchor, lower = time_lag_anchor(time_lags.get((p.topic, p.partition)), now_ms)
-        parts.append(
-            PartitionResult(
-                p.topic,
-                p.partition,
-                p.status,
-                p.end.offset if p.end is not None else None,
-                round(p.complete * intervals),
-                anchor,
-                lower,
-            )
-        )
+        newest = p.end.offset if p.end is not None else None
+        anchor = time_lag_anchor(time_lags.get((p.topic, p.partition)), now_ms)
+        parts.append(PartitionResult(p.topic, p.partition, p.status, newest, round(p.complete * intervals), *anchor))
     return GroupResult(
         status.group,
         status.status,
@@ -228,15 +218,11 @@ class ResultsStore:
         put: dict[str, bytes] = {}
         gone: list[str] = []
         for group, result in results.items():
-            encoded = None if result is None else result.encode()
-            if self._written.get((cluster, group)) == encoded and encoded is not None:
-                continue
-            if encoded is None:
+            if result is None:
                 gone.append(group)
                 self._written.pop((cluster, group), None)
-            else:
-                put[group] = encoded
-                self._written[(cluster, group)] = encoded
+            elif self._written.get((cluster, group)) != (encoded := result.encode()):
+                put[group] = self._written[(cluster, group)] = encoded
         lines = {g: json.dumps(points, separators=(",", ":")) for g, points in (sparklines or {}).items()}
         if not put and not gone and not lines:
             return 0
@@ -257,7 +243,7 @@ class ResultsStore:
             pipe.hdel(keys.group_results(cluster), group)
             pipe.hdel(keys.group_sparklines(cluster), group)
             await pipe.execute()
-        self._written.pop((cluster, group), None)
+        self.forget(cluster, [group])
 
     def forget(self, cluster: str, groups: Iterable[str]) -> None:
         """Drop this process's memory of what it wrote (the groups moved to another evaluator)."""

@@ -27,7 +27,6 @@ from lagwatch.shared.protocol.types import (
 
 
 def partition_status(part: PartitionInput, now_ms: int, config: RuleConfig) -> PartitionStatus:
-    """Evaluate one partition and return its status object."""
     entries = [e for e in part.offsets if e is not None]
     complete = len(entries) / len(part.offsets) if part.offsets else 0.0
     status = evaluate(entries, part.broker_offsets, part.current_lag, complete, now_ms, config)

@@ -69,10 +69,8 @@ def time_lags(group: StoredGroup, now_ms: int) -> dict[TopicPartition, TimeLag |
 
 
 def retention_risks(group: StoredGroup, now_ms: int) -> dict[TopicPartition, RetentionRisk]:
-    """Each partition with a commit: its retention risk."""
     return {(p.topic, p.partition): partition_retention_risk(p, now_ms) for p in group.partitions if p.packed}
 
 
 def velocities(group: StoredGroup, intervals: int, now_ms: int) -> dict[TopicPartition, Velocity]:
-    """Each partition with a commit: its velocity."""
     return {(p.topic, p.partition): partition_velocity_of(p, intervals, now_ms) for p in group.partitions if p.packed}

@@ -36,7 +36,7 @@ def pack_commit_ring(entries: list[OffsetEntry]) -> bytes:
 def unpack_commit_ring(data: bytes) -> list[OffsetEntry]:
     entries = list(map(_make_entry, COMMIT_ENTRY.iter_unpack(data)))
     if _NULL_BYTES in data:  # some field may be -1 (a null lag or observed_at): only then look at each entry
-        entries = [_with_nulls(e) if NULL in (e.lag, e.observed_at) else e for e in entries]
+        entries = [_with_nulls(e) for e in entries]
     return entries
 
 
@@ -47,14 +47,15 @@ def commit_entry_at(data: bytes, index: int) -> OffsetEntry:
     """One entry of a packed ring (negative indexes count from the newest), without unpacking the others."""
     if index < 0:
         index += len(data) // COMMIT_ENTRY.size
-    entry = _make_entry(COMMIT_ENTRY.unpack_from(data, index * COMMIT_ENTRY.size))
-    return _with_nulls(entry) if NULL in (entry.lag, entry.observed_at) else entry
+    return _with_nulls(_make_entry(COMMIT_ENTRY.unpack_from(data, index * COMMIT_ENTRY.size)))
 
 
 _NULL_BYTES = NULL.to_bytes(8, "little", signed=True)
 
 
 def _with_nulls(e: OffsetEntry) -> OffsetEntry:
+    if NULL not in (e.lag, e.observed_at):
+        return e
     lag = None if e.lag == NULL else e.lag
     return e._replace(lag=lag, observed_at=None if e.observed_at == NULL else e.observed_at)
 

@@ -27,9 +27,8 @@ from lagwatch.shared.windows.window import AddOutcome
 from lagwatch.shared.windows.window_reads import REBALANCE_WINDOW_MS, WindowReads
 
 GROUPS_PER_CALL = 200  # groups per `add_commits` transaction on a single Redis server
-# Numbers a window may hold: the Lua scripts reading `last` and the history's JSON readers take numbers as doubles;
-# past 2^53 they are not exact (a timestamp of 2^62 once came back as "4.6116860184273879e+18", which every reader
-# then failed to parse)
+# Numbers a window may hold: the Lua scripts reading `last` and the history's JSON readers take numbers as doubles,
+# not exact past 2^53 (and written back in a form no reader parses)
 MAX_SCRIPT_NUMBER = 2**53
 
 
