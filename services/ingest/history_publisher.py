@@ -2,12 +2,10 @@
 `shared/records/history.py` records, to the history topic (`history.topic`, when `history.enabled`), for the archiver
 and the Spark replay.
 
-Commits are durable: `publish_commits` returns once Kafka acknowledged them all (acks=all) and raises otherwise,
-and the ingest commits its offsets-topic position only after that (`archive_queue.py`), so a failure makes it read
-the batch again (re-read commits are duplicates, which the replay drops by `order`). Log-end samples are best
-effort: one that is lost leaves a gap of one poll in the history, which the interpolation of lag in seconds bridges.
-Topic deletions are sent again until the history topic takes them, and kept in Redis meanwhile
-(`pending_deletions.py`): a lost one would leave the topic's partitions in the replay for good.
+Commits are durable: `publish_commits` returns once Kafka acknowledged them all (acks=all), else raises, and the
+offsets-topic position waits for it (`archive_queue.py`). Log-end samples are best effort: a lost one leaves a gap of
+one poll, which the interpolation of lag in seconds bridges. Topic deletions are sent again until the history topic
+takes them, and kept in Redis meanwhile (`pending_deletions.py`).
 
 Each message costs a delivery report (confluent-kafka takes the GIL for it), so a batch's commits bound for one
 history partition (murmur2 of their keys, as Kafka's producers place keys: a group's records stay in order) are

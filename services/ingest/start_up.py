@@ -33,12 +33,10 @@ class StartUp:
         self.group_filter, self.retry, self.stopping = group_filter, retry, retry.stopping
 
     async def run(self) -> None:
-        await self.retry("checking which Kafka cluster this is", self._verify_kafka)
+        verify = functools.partial(self.identity.verify, self._forget_kafka_data, self.stopping)
+        await self.retry("checking which Kafka cluster this is", verify)
         await self._first_broker_poll()
         await self._purge_excluded_groups()
-
-    async def _verify_kafka(self) -> None:
-        await self.identity.verify(self._forget_kafka_data, self.stopping)
 
     async def _forget_kafka_data(self, recorded: str, seen: str) -> None:
         """The Kafka cluster behind the name was replaced (kafka_identity.py): forget the old one's groups and topics;

@@ -1,9 +1,7 @@
 """Partitions whose leader did not answer the log-end poll: said when that changes, not at every poll.
 
-While one broker is away (a rolling restart, a crash, an offline partition) every log-end poll and every batch that
-looks up a partition it leads fails the same way: a warning each would be noise. The set is said as an outage is
-(`OutageLog`): a warning when it begins and whenever more partitions join it, a reminder while it lasts, a line when
-every leader answers again; `lagwatch_ingest_partitions_unanswered` says how many there are now.
+While one broker is away every poll fails the same way for its partitions: a warning each would be noise. The set is
+said as an outage (`OutageLog`): when it begins or grows, a reminder while it lasts, a line when it ends.
 """
 
 from __future__ import annotations
