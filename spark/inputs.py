@@ -12,7 +12,6 @@ from pathlib import Path
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
 from pyspark.sql.utils import AnalysisException
 
 from lagwatch.shared.records.history import (
@@ -26,7 +25,7 @@ from lagwatch.shared.records.history import (
 )
 from lagwatch.shared.runtime.config import Config, ConfigError
 from lagwatch.shared.runtime.kafka_client import java_client_options
-from lagwatch.spark.spark_types import spark_type
+from lagwatch.spark.spark_types import ddl
 
 FORMATS = ("auto", "parquet", "json", "kafka")
 FUTURE_TOLERANCE_MS = 3_600_000  # how far ahead of the job's clock a host's clock may run (`--future-tolerance`)
@@ -78,13 +77,8 @@ def _has_data_file(directory: Path) -> bool:
     return False
 
 
-def history_schema(*, widen: bool = False) -> StructType:
-    return StructType(
-        [
-            StructField(name, spark_type("long" if widen and kind == "int" else kind), True)
-            for name, kind in HISTORY_COLUMNS
-        ]
-    )
+def history_schema(*, widen: bool = False) -> str:
+    return ddl((name, "long" if widen and kind == "int" else kind) for name, kind in HISTORY_COLUMNS)
 
 
 def _check_columns(columns: list[str], location: str) -> None:
@@ -124,7 +118,7 @@ def read_history(spark: SparkSession, source: HistorySource, config: Config | No
     except (AnalysisException, Py4JJavaError) as exc:  # Py4JJavaError: not Parquet, unreadable, ...
         raise InputError(f"cannot read {fmt} history at {source.location}: {_first_line(exc)}") from None
     # try_cast: an int64 partition past int32 is a bad row (a cast would fail the job: Spark's ANSI mode)
-    return frame.select(*(F.col(name).try_cast(spark_type(kind)).alias(name) for name, kind in HISTORY_COLUMNS))
+    return frame.select(*(F.col(name).try_cast(kind).alias(name) for name, kind in HISTORY_COLUMNS))
 
 
 def _parquet_reader(spark: SparkSession, location: str) -> DataFrameReader:

@@ -82,10 +82,6 @@ OUTPUT_NAMES = tuple(name for name, _ in OUTPUT_COLUMNS)
 _ARROW = {"long": pa.int64(), "int": pa.int32(), "double": pa.float64(), "boolean": pa.bool_(), "string": pa.string()}
 
 
-def output_ddl() -> str:
-    return ", ".join(f"`{name}` {kind}" for name, kind in OUTPUT_COLUMNS)
-
-
 @dataclass(frozen=True)
 class ReplayJob:
     """What every group's replay needs: picklable, shipped to the Spark workers with each task."""

@@ -47,15 +47,16 @@ from lagwatch.spark.charts import PAD, WIDTH
 from lagwatch.spark.inputs import FORMATS, HistorySource, InputError, bad_row_reason, read_history
 from lagwatch.spark.replay import ReplayConfig, TimelineRow
 from lagwatch.spark.replay_batches import (
+    OUTPUT_COLUMNS,
     OUTPUT_NAMES,
     ROW_BACKTEST,
     ROW_EVENT,
     ROW_REPORT,
     ROW_TIMELINE,
     ReplayJob,
-    output_ddl,
     replay_batches,
 )
+from lagwatch.spark.spark_types import ddl
 
 HISTORY_NAMES = list(COLUMN_NAMES)
 TIMELINE_COLUMNS = list(OUTPUT_NAMES[OUTPUT_NAMES.index("cluster") : OUTPUT_NAMES.index("skipped_messages") + 1])
@@ -238,7 +239,7 @@ def _replay(spark, good, job: ReplayJob):
         inputs.repartition(partitions, "cluster", "group")
         .sortWithinPartitions("cluster", "group")
         .select(*HISTORY_NAMES)
-        .mapInArrow(functools.partial(replay_batches, job), schema=output_ddl())
+        .mapInArrow(functools.partial(replay_batches, job), schema=ddl(OUTPUT_COLUMNS))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
 

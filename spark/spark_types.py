@@ -1,17 +1,9 @@
-"""Spark SQL types for the type names the history and output column tables use."""
+"""Spark SQL DDL for the history and output column tables ((name, type name) pairs)."""
 
 from __future__ import annotations
 
-from pyspark.sql.types import BooleanType, DataType, DoubleType, IntegerType, LongType, StringType
-
-_TYPES: dict[str, DataType] = {
-    "string": StringType(),
-    "int": IntegerType(),
-    "long": LongType(),
-    "double": DoubleType(),
-    "boolean": BooleanType(),
-}
+from collections.abc import Iterable
 
 
-def spark_type(name: str) -> DataType:
-    return _TYPES[name]
+def ddl(columns: Iterable[tuple[str, str]]) -> str:
+    return ", ".join(f"`{name}` {kind}" for name, kind in columns)
