@@ -13,7 +13,7 @@ the log end passed `c`, interpolated linearly between the two samples that brack
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -55,11 +55,8 @@ def add_sample(history: list[Sample], sample: Sample, max_age_ms: int, max_sampl
 
 
 def _trim(history: list[Sample], oldest_allowed: int, max_samples: int) -> None:
-    keep_from = 0
-    while keep_from < len(history) - 1 and history[keep_from].at < oldest_allowed:
-        keep_from += 1
-    keep_from = max(keep_from, len(history) - max_samples)
-    del history[:keep_from]
+    too_old = min(bisect_left(history, oldest_allowed, key=lambda s: s.at), len(history) - 1)  # the newest stays
+    del history[: max(too_old, len(history) - max_samples)]
 
 
 def time_lag(committed: int, history: list[Sample], now_ms: int) -> TimeLag | None:

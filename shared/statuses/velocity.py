@@ -23,6 +23,7 @@ caught up. Pure functions, no I/O: the evaluator, the api and the Spark replay c
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -115,10 +116,7 @@ def log_end_at(history: Sequence[Sample], at_ms: int) -> float:
         return float(history[0].offset)
     if at_ms >= history[-1].at:
         return float(history[-1].offset)
-    # from the newest back: the span starts a window's length before it, a few samples of an hour's history
-    i = len(history) - 2
-    while history[i].at > at_ms:
-        i -= 1
+    i = bisect_right(history, at_ms, key=lambda s: s.at) - 1
     before, after = history[i], history[i + 1]
     return before.offset + (after.offset - before.offset) * (at_ms - before.at) / (after.at - before.at)
 
