@@ -118,13 +118,13 @@ class TimelineRow(NamedTuple):
     at: int
     status: str
     totallag: int
-    partition_count: int
-    bad_partitions: int
-    maxlag_topic: str | None
-    maxlag_partition: int | None
-    maxlag: int
-    max_lag_seconds: float | None
-    max_lag_seconds_lower_bound: bool
+    partition_count: int = 0
+    bad_partitions: int = 0
+    maxlag_topic: str | None = None
+    maxlag_partition: int | None = None
+    maxlag: int = 0
+    max_lag_seconds: float | None = None
+    max_lag_seconds_lower_bound: bool = False
     catchup_seconds: float | None = None  # the group's time to catch up (velocity.py); None: never or unknown
     lag_growth_per_second: float | None = None
     explanation: str | None = None  # the explanation's code (explanation.py)
@@ -148,6 +148,10 @@ class _Partition:
     history: list[Sample] = field(default_factory=list)
     log_start: list[Sample] = field(default_factory=list)
     held: list[CommitInput] = field(default_factory=list)  # commits waiting for the partition's first log end
+
+
+_Speeds = dict[TopicPartition, Velocity]
+_Risks = dict[TopicPartition, RetentionRisk]
 
 
 class _Group:
@@ -246,38 +250,26 @@ class _Group:
         self.windows.clear()
         self.last_commit = -1
 
-    def evaluate(self, now: int) -> tuple[GroupStatus | None, dict[TopicPartition, TimeLag | None]]:
-        if not self.windows:
-            return None, {}
+    def evaluate(self, now: int) -> tuple[GroupStatus | None, dict[TopicPartition, TimeLag | None], _Speeds, _Risks]:
+        """The group's status (None without windows) and each partition's time lag, velocity and retention risk, as
+        the live evaluator computes them; retention risk from the log-start samples, as live where a topic's
+        `retention.ms` is unknown (the history does not hold it)."""
         intervals, rules = self.config.window.intervals, self.config.rules
         commit_now = now - (self.clock.ms or 0)  # the rules compare commit times: now on the coordinators' clock
         results: list[PartitionStatus] = []
         lags: dict[TopicPartition, TimeLag | None] = {}
-        for tp in sorted(self.windows):
-            part = self.topics[tp]
-            results.append(_partition_status(tp, part, intervals, commit_now, rules))
-            lags[tp] = time_lag(part.entries[-1].offset, part.history, now)
-        return summarize_group(self.cluster, self.group, results), lags
-
-    def velocities(self, now: int) -> dict[TopicPartition, Velocity]:
-        """Each partition's velocity, as the live evaluator computes it (`velocity.py`)."""
-        intervals = self.config.window.intervals
-        out = {}
+        speeds: _Speeds = {}
+        risks: _Risks = {}
         for tp in sorted(self.windows):
             part = self.topics[tp]
             lag = current_lag(part.entries, part.broker)
-            out[tp] = partition_velocity(part.entries[-intervals:], part.history, lag, now)
-        return out
-
-    def retention_risks(self, now: int) -> dict[TopicPartition, RetentionRisk]:
-        """Each partition's retention risk from its log-start samples, as the live evaluator estimates it where a
-        topic's `retention.ms` is unknown (the history does not hold it)."""
-        out = {}
-        for tp in sorted(self.windows):
-            part = self.topics[tp]
+            results.append(_partition_status(tp, part, lag, intervals, commit_now, rules))
+            lags[tp] = time_lag(part.entries[-1].offset, part.history, now)
+            speeds[tp] = partition_velocity(part.entries[-intervals:], part.history, lag, now)
             log_end = part.broker[-1] if part.broker else None
-            out[tp] = retention_risk(part.entries[-1].offset, log_end, part.log_start, None, None, now)
-        return out
+            risks[tp] = retention_risk(part.entries[-1].offset, log_end, part.log_start, None, None, now)
+        status = summarize_group(self.cluster, self.group, results) if self.windows else None
+        return status, lags, speeds, risks
 
     def next_flip(self, now: int) -> int:
         """The earliest time after `now` at which the clock alone could change the group's verdict."""
@@ -293,9 +285,8 @@ class _Group:
 
 
 def _partition_status(
-    tp: TopicPartition, part: _Partition, intervals: int, now: int, rules: RuleConfig
+    tp: TopicPartition, part: _Partition, lag: int, intervals: int, now: int, rules: RuleConfig
 ) -> PartitionStatus:
-    lag = current_lag(part.entries, part.broker)
     entries = part.entries[-intervals:]
     if lag <= rules.allowed_lag:  # rule 1 needs only the ends of the window (the live store's shortcut too)
         return caught_up_status(tp[0], tp[1], entries[0], entries[-1], len(entries), intervals, lag)
@@ -432,10 +423,8 @@ def _following_tick(state: _Group, now: int, tick: int, next_input_at: int | Non
 def _evaluate(state: _Group, now: int, result: ReplayResult) -> None:
     if state.expired(now):
         state.forget_windows()  # the live evaluator deletes an expired group
-    status, lags = state.evaluate(now)
-    speeds = state.velocities(now)
+    status, lags, speeds, risks = state.evaluate(now)
     overall = group_velocity(speeds.values())
-    risks = state.retention_risks(now)
     retention = group_risk(risks.values()) if risks else None
     # the history holds no group metadata: no rebalances, no membership
     why = explain(status, speeds, overall, (), now, False, retention=retention, clock_offset_ms=state.clock.ms or 0)
@@ -471,7 +460,7 @@ def _record_timeline(
 ) -> None:
     if status is None:
         key: tuple = (Status.NOTFOUND.name, 0, None, None)
-        row = TimelineRow(now, Status.NOTFOUND.name, 0, 0, 0, None, None, 0, None, False)
+        row = TimelineRow(now, Status.NOTFOUND.name, 0)
     else:
         top = status.maxlag
         key = (status.status.name, status.totallag, top.topic if top else None, top.partition if top else None)

@@ -384,8 +384,7 @@ def _chart_steps(replayed, groups: list[tuple[str, str]], ends: dict[str, int]) 
     rows: dict[tuple[str, str], list[TimelineRow]] = {}
     for r in steps:
         status = _STATUS_RANK[r["rank"] - 1]
-        row = TimelineRow(r["at"], status, r["totallag"], 0, 0, None, None, 0, None, False)
-        rows.setdefault((r["cluster"], r["group"]), []).append(row)
+        rows.setdefault((r["cluster"], r["group"]), []).append(TimelineRow(r["at"], status, r["totallag"]))
     return rows
 
 
