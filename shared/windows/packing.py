@@ -4,8 +4,7 @@ broker rings (written by the Lua of `scripts.py`).
 A commit ring is the concatenation of its entries, oldest first, each 48 bytes little-endian:
 `offset, timestamp, observed_at, lag, order, first_order` as signed 64-bit integers, with -1 for a null lag.
 A broker ring is the concatenation of `offset, sampled_at` pairs (16 bytes each), oldest first.
-Fixed-width binary lets the ingest's compiled pass read and write an entry in place and the Lua scripts read one
-with a `struct.unpack`; a full 10-entry window takes 480 bytes.
+Fixed width: the ingest's compiled pass reads and writes an entry in place, the Lua scripts with `struct.unpack`.
 """
 
 from __future__ import annotations

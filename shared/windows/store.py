@@ -14,8 +14,7 @@ from lagwatch.shared.windows.window_writes import WindowWrites
 
 
 class WindowStore:
-    """Every window of every cluster in one Redis (or Redis Cluster) database. Most of its users read, write and
-    delete them all three, and the Redis client and the window settings beside."""
+    """Every window of every cluster in one Redis (or Redis Cluster) database: its reads, writes and deletions."""
 
     def __init__(self, redis: Redis, config: WindowConfig | None = None) -> None:
         self.redis = redis

@@ -93,9 +93,8 @@ class WindowReads:
     async def get_groups(
         self, cluster: str, groups: Sequence[str], now_ms: int | None = None
     ) -> list[StoredGroup | None]:
-        """Several groups in two round trips (group keys, then the broker rings their partitions need). On a single
-        server the group keys are read by one script call (`READ_GROUPS`): four commands per group cost redis-py
-        more than everything the evaluator does with their replies."""
+        """Several groups in two round trips (group keys, then their topics' keys). On a single server the group keys
+        are read by one script call (`READ_GROUPS`), far cheaper for redis-py than four commands per group."""
         if not groups:
             return []
         since = (now_ms if now_ms is not None else clock.now_ms()) - REBALANCE_WINDOW_MS
