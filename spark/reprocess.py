@@ -146,7 +146,10 @@ def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, A
     started = time.monotonic()
     output = Path(options.output)
     source = HistorySource(options.input, options.input_format)
-    check_source(source)
+    try:
+        source.check()
+    except InputError as exc:
+        raise JobError(str(exc)) from None
     check_options(options)
     job = replay_job(options, config, {})  # bad options fail here, before Spark starts
     own_session = spark is None
@@ -261,13 +264,6 @@ def _write_outputs(replayed, job: ReplayJob, output: Path) -> list[dict[str, Any
     backtest = _backtest_summary(_rows_of(replayed, ROW_BACKTEST), [v.name for v in job.variants])
     _write_backtest_files(backtest, output)
     return backtest
-
-
-def check_source(source) -> None:
-    try:
-        source.check()
-    except InputError as exc:
-        raise JobError(str(exc)) from None
 
 
 def check_options(options: ReprocessOptions) -> None:

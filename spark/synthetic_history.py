@@ -51,9 +51,7 @@ def group_name(group_index: int) -> str:
 
 def _log_end(scenario: str, step: float) -> int:
     """The partition's log end `step` commit intervals after the start."""
-    if scenario == "idle":
-        return 1000
-    return 1000 + int(step * PRODUCED_PER_STEP)
+    return 1000 if scenario == "idle" else 1000 + int(step * PRODUCED_PER_STEP)
 
 
 def _committed(scenario: str, step: int, steps: int) -> int | None:
