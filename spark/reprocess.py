@@ -159,10 +159,8 @@ def run(options: ReprocessOptions, config: Config, *, spark=None) -> dict[str, A
         rows = _read_rows(spark, source, config, int(options.future_tolerance_seconds * 1000))
         job = dataclasses.replace(job, ends=rows.ends)
         _say(f"{rows.good:,} good rows, {sum(rows.bad.values()):,} bad rows skipped {rows.bad or ''}", started)
-        _say(
-            f"replaying (tick {job.production.tick_ms / 1000:g}s, variants: {', '.join(v.name for v in job.variants)})",
-            started,
-        )
+        variants = ", ".join(v.name for v in job.variants)
+        _say(f"replaying (tick {job.production.tick_ms / 1000:g}s, variants: {variants})", started)
         replayed = _replay(spark, rows.frame, job)
         counts = {r["row_type"]: r["count"] for r in replayed.groupBy("row_type").count().collect()}
         _say(f"replayed: {counts}", started)
