@@ -50,7 +50,7 @@ from lagwatch.shared.records.history import (
 )
 from lagwatch.shared.statuses.explanation import Explanation, explain
 from lagwatch.shared.statuses.retention import RetentionRisk, group_risk, retention_risk
-from lagwatch.shared.statuses.rules import caught_up_status, commit_clock_offset, partition_status, summarize_group
+from lagwatch.shared.statuses.rules import caught_up_status, partition_status, summarize_group
 from lagwatch.shared.statuses.time_lag import TimeLag, add_sample, time_lag, worst
 from lagwatch.shared.statuses.velocity import Velocity, group_velocity, partition_velocity
 from lagwatch.shared.windows.clock_offset import ClockOffset
@@ -255,6 +255,7 @@ class _Group:
         the live evaluator computes them; retention risk from the log-start samples, as live where a topic's
         `retention.ms` is unknown (the history does not hold it)."""
         intervals, rules = self.config.window.intervals, self.config.rules
+        commit_now = now - (self.clock.ms or 0)  # the rules compare commit times: now on the coordinators' clock
         results: list[PartitionStatus] = []
         lags: dict[TopicPartition, TimeLag | None] = {}
         speeds: _Speeds = {}
@@ -262,7 +263,7 @@ class _Group:
         for tp in sorted(self.windows):
             part = self.topics[tp]
             lag = current_lag(part.entries, part.broker)
-            results.append(_partition_status(tp, part, lag, intervals, now, rules))
+            results.append(_partition_status(tp, part, lag, intervals, commit_now, rules))
             lags[tp] = time_lag(part.entries[-1].offset, part.history, now)
             speeds[tp] = partition_velocity(part.entries[-intervals:], part.history, lag, now)
             log_end = part.broker[-1] if part.broker else None
@@ -276,8 +277,8 @@ class _Group:
         intervals = self.config.window.intervals
         for tp in self.windows:
             entries = self.topics[tp].entries[-intervals:]
-            # is_stopped: now - last > last - first, now on the window's commit clock
-            stop_at = 2 * entries[-1].timestamp - entries[0].timestamp + 1 + commit_clock_offset(entries)
+            # is_stopped: now - last > last - first, now on the coordinators' clock
+            stop_at = 2 * entries[-1].timestamp - entries[0].timestamp + 1 + (self.clock.ms or 0)
             if stop_at > now:
                 flips.append(stop_at)
         return min(flips, default=NEVER)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from lagwatch.shared.events.lag_threshold_event import Alert, Threshold
 from lagwatch.shared.protocol.types import GroupStatus, RuleConfig, Sample, Status
 from lagwatch.shared.statuses.retention import RetentionRisk
-from lagwatch.shared.statuses.rules import commit_clock_offset, is_young, was_caught_up_recently
+from lagwatch.shared.statuses.rules import is_young, was_caught_up_recently
 from lagwatch.shared.statuses.time_lag import TimeLag
 from lagwatch.shared.windows.packing import COMMIT_ENTRY, commit_entry_at
 from lagwatch.shared.windows.stored_group import StoredGroup
@@ -109,9 +109,7 @@ def next_change_at(
         if p.current_lag <= rules.allowed_lag:
             continue  # rule 1 answers OK whatever the clock says, until a poll or a commit moves the lag
         first, last = commit_entry_at(p.packed, -filled), commit_entry_at(p.packed, -1)
-        at = stop_instant(first.timestamp, last.timestamp) + commit_clock_offset(
-            p.entries[-filled:]
-        )  # lagwatch's clock
+        at = stop_instant(first.timestamp, last.timestamp) + stored.clock_offset_ms  # on lagwatch's clock
         if not was_caught_up_recently(p.broker_offsets, last):
             if at > now_ms:
                 candidates.append(at)

@@ -84,8 +84,7 @@ def evaluate(
         return Status.OK
     first, last = entries[0], entries[-1]
     young = is_young(len(entries), complete, config)
-    stopped = is_stopped(first, last, now_ms - commit_clock_offset(entries))
-    if not young and stopped and not was_caught_up_recently(broker_offsets, last):
+    if not young and is_stopped(first, last, now_ms) and not was_caught_up_recently(broker_offsets, last):
         return Status.STOP
     if is_rewound(entries):
         return Status.REWIND
@@ -103,14 +102,6 @@ def is_young(filled: int, complete: float, config: RuleConfig) -> bool:
     """Too few entries to judge a consumer stopped, stalled or falling behind. A full ring is never young, so a
     ring smaller than `minimum-entries` is judged once full."""
     return filled < config.minimum_entries and complete < 1.0
-
-
-def commit_clock_offset(entries: Iterable[OffsetEntry]) -> int:
-    """How far the window's commit times are behind lagwatch's clock: the smallest `observed_at - timestamp` of its
-    entries (a commit read moments after it was made gives its coordinator's offset plus the reader's delay, never
-    less; 0 without an observed time). The window's own: a group's commits are stamped by its one coordinator (or
-    its own v1 client), so a broker or a client whose clock is off moves only its groups' STOP clock."""
-    return min((e.observed_at - e.timestamp for e in entries if e.observed_at is not None), default=0)
 
 
 def is_stopped(first: OffsetEntry, last: OffsetEntry, now_ms: int) -> bool:

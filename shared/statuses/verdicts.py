@@ -25,8 +25,10 @@ def stored_partition_status(p: StoredPartition, intervals: int, now_ms: int, rul
 
 
 def stored_group_status(group: StoredGroup, intervals: int, now_ms: int, rules: RuleConfig) -> GroupStatus:
-    """Burrow's rules on every partition, the group the worst of them."""
-    results = [stored_partition_status(p, intervals, now_ms, rules) for p in group.partitions]
+    """Burrow's rules on every partition, the group the worst of them. The rules' now is the coordinators' (commit
+    timestamps are theirs): lagwatch's, less the cluster's commit-clock offset."""
+    commit_now = now_ms - group.clock_offset_ms
+    results = [stored_partition_status(p, intervals, commit_now, rules) for p in group.partitions]
     return summarize_group(group.cluster, group.group, results)
 
 

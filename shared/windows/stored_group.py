@@ -69,8 +69,8 @@ class StoredGroup:
     partitions: list[StoredPartition] = field(default_factory=list)  # sorted by (topic, partition)
     generation: int | None = None
     rebalances_last_hour: int = 0
-    # the cluster's commit clock against lagwatch's (services/ingest/commit_clock.py; 0 where unknown), for the
-    # explanation (the rules take each window's own: rules.commit_clock_offset)
+    # the cluster's commit clock against lagwatch's (services/ingest/commit_clock.py; 0 where unknown): the rules
+    # compare commit timestamps with now on the coordinators' clock
     clock_offset_ms: int = 0
 
 

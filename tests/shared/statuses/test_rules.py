@@ -6,7 +6,7 @@ import pytest
 
 from lagwatch.rules_request import evaluate_request
 from lagwatch.shared.protocol.types import OffsetEntry, PartitionInput, RuleConfig, Status
-from lagwatch.shared.statuses.rules import commit_clock_offset, evaluate, group_status, partition_status
+from lagwatch.shared.statuses.rules import group_status, partition_status
 from tests import paths
 
 SEEDS = json.loads((paths.DATA / "seed_examples.json").read_text())["cases"]
@@ -200,23 +200,3 @@ class TestGroup:
         assert [p["partition"] for p in g.to_json(only_bad_partitions=True)["partitions"]] == [1]
         assert [p["partition"] for p in g.to_json()["partitions"]] == [0, 1]
         assert g.to_json()["partitions"][1]["start"] == {"offset": 10, "timestamp": T0, "observedAt": None, "lag": 1}
-
-
-def test_a_windows_commit_clock_is_the_smallest_read_minus_commit_time_of_its_entries():
-    entries = [
-        OffsetEntry(10, 1_000, 3_601_500, 5),  # read late
-        OffsetEntry(20, 2_000, 3_602_050, 5),
-        OffsetEntry(30, 3_000, None, 5),  # no observed time: says nothing
-    ]
-    assert commit_clock_offset(entries) == 3_600_050
-    assert commit_clock_offset([]) == 0
-
-
-def test_stop_compares_commit_times_with_now_on_the_windows_own_clock():
-    """Commits stamped an hour behind lagwatch's clock (and read 50 ms after they were made): stopped once more than
-    the window's span (2 s) has passed since the last on the window's own clock, not at once on lagwatch's."""
-    hour = 3_600_000
-    entries = [OffsetEntry(10 * i, 1_000 * i, 1_000 * i + hour + 50, 100, i, i) for i in (1, 2, 3)]
-    config = RuleConfig()
-    assert evaluate(entries, [200], 200, 1.0, 3_000 + hour + 500, config) != Status.STOP
-    assert evaluate(entries, [200], 200, 1.0, 5_051 + hour, config) == Status.STOP
