@@ -260,8 +260,7 @@ class BatchProcessor:
             return None
         committed, timestamp = numbers
         now, reread = batch.observed_at, self.reread_until
-        clock_offset = None if isinstance(value, tuple) else self.clock_offset_ms  # admin mode: the poller's own time
-        made_at = commit_made_at(timestamp, now, clock_offset)
+        made_at = commit_made_at(timestamp, now, self.clock_offset_ms)  # None in admin mode (CommitClock.forget)
         log_end = self.broker_offsets.log_end_at(commit_key.topic_partition, made_at, batch.histories, defer)
         if defer and log_end is None:  # made before the log end last moved: its history is read first
             batch.set_aside(group, part, record)
