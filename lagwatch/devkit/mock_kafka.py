@@ -27,7 +27,6 @@ Mock behaviours that differ from real Kafka (verified with librdkafka 2.16):
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import ctypes.util
@@ -513,27 +512,28 @@ class _ControlHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def serve(args: argparse.Namespace) -> None:
-    """Run a mock cluster with a control endpoint until SIGTERM/SIGINT, or until `args.parent_pid` is gone (a
-    crashed test run cannot leak it). The state file ({"bootstrap", "control_url", "pid"}) is written, then renamed
-    into place (readers poll for it: never half a document), once everything is ready, and removed on exit."""
+def serve(settings: Mapping[str, Any]) -> None:
+    """Run a mock cluster with a control endpoint (`settings`: as `start_mock_kafka_process` writes them) until
+    SIGTERM/SIGINT, or until its parent is gone (a crashed test run cannot leak it). The state file ({"bootstrap",
+    "control_url", "pid"}) is written, then renamed into place (readers poll for it: never half a document), once
+    everything is ready, and removed on exit."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    cluster = MockKafkaCluster(port=args.port, topics=dict(args.topic), groups=args.group)
-    cluster.start(args.brokers)
+    cluster = MockKafkaCluster(port=settings["port"], topics=settings["topics"], groups=settings["groups"])
+    cluster.start(settings["brokers"])
     handler = type("Handler", (_ControlHandler,), {"cluster": cluster})
-    server = ThreadingHTTPServer(("127.0.0.1", args.control_port), handler)
+    server = ThreadingHTTPServer(("127.0.0.1", settings["control_port"] or 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="mock-kafka-control", daemon=True).start()
-    state_file: Path = args.state_file
+    state_file = Path(settings["state_file"])
     try:
         state = {"bootstrap": cluster.bootstrap, "control_url": f"http://127.0.0.1:{server.server_address[1]}"}
         tmp = state_file.with_name(f".{state_file.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({**state, "pid": os.getpid()}))
         os.replace(tmp, state_file)
         # Short waits keep the main thread responsive to signals and notice an orphaning.
-        while not stop.wait(0.2) and (args.parent_pid is None or os.getppid() == args.parent_pid):
+        while not stop.wait(0.2) and os.getppid() == settings["parent_pid"]:
             pass
     finally:
         server.shutdown()
@@ -611,12 +611,9 @@ def start_mock_kafka_process(
     state_file, log_file = state_dir / STATE_FILE_NAME, state_dir / LOG_FILE_NAME
     # A SIGKILLed predecessor leaves its state file behind; never mistake it for ours.
     state_file.unlink(missing_ok=True)
-    options = {"state-file": state_file, "brokers": brokers, "parent-pid": os.getpid(), "port": port,
-               "control-port": control_port}  # fmt: skip
-    cmd = [sys.executable, "-m", "lagwatch.devkit.mock_kafka"]
-    cmd += [arg for name, value in options.items() if value is not None for arg in (f"--{name}", str(value))]
-    cmd += [arg for name, count in topics.items() for arg in ("--topic", f"{name}:{count}")]
-    cmd += [arg for group in groups for arg in ("--group", group)]
+    settings = {"state_file": str(state_file), "topics": dict(topics), "port": port, "brokers": brokers,
+                "groups": list(groups), "control_port": control_port, "parent_pid": os.getpid()}  # fmt: skip
+    cmd = [sys.executable, "-m", "lagwatch.devkit.mock_kafka", json.dumps(settings)]
     with log_file.open("ab") as log:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -637,45 +634,5 @@ def start_mock_kafka_process(
         raise
 
 
-def _topic_arg(value: str) -> tuple[str, int]:
-    name, sep, count = value.rpartition(":")
-    if not sep or not name or not count.isdigit() or int(count) < 1:
-        raise argparse.ArgumentTypeError(f"expected NAME:PARTITIONS, got {value!r}")
-    return name, int(count)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m lagwatch.devkit.mock_kafka",
-        description="Run librdkafka's mock Kafka cluster with an HTTP control endpoint until SIGTERM/SIGINT.",
-    )
-    parser.add_argument(
-        "--state-file",
-        type=Path,
-        required=True,
-        help="written (JSON: bootstrap, control_url, pid) once ready, removed on exit",
-    )
-    parser.add_argument(
-        "--topic",
-        type=_topic_arg,
-        action="append",
-        default=[],
-        metavar="NAME:PARTITIONS",
-        help="topic to create at start (repeatable)",
-    )
-    parser.add_argument(
-        "--group",
-        action="append",
-        default=[],
-        metavar="GROUP_ID",
-        help="consumer group to seed, so its members survive a restart (repeatable)",
-    )
-    parser.add_argument("--brokers", type=int, default=1)
-    parser.add_argument("--port", type=int, default=None, help="fixed port for broker 1 (broker i uses PORT+i-1)")
-    parser.add_argument("--control-port", type=int, default=0)
-    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
-    serve(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # start_mock_kafka_process's child: its settings are the one argument
+    serve(json.loads(sys.argv[1]))
