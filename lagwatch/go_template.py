@@ -29,6 +29,8 @@ BURROW_HELPERS = frozenset(
 MAP_VALUED = re.compile(r"^(Extras|topicsbystatus\(.*\)|partitioncounts\(.*\))$")  # ranged over as sorted pairs
 MISSING_OFFSET_FIELDS = frozenset({"Timestamp", "ObservedTimestamp", "Lag"})  # of a partition's Start / End
 UNSUPPORTED_WORDS = frozenset({"define", "template", "block", "break", "continue", "call", "slice", "js", "println"})
+# An action: up to the first "}}" outside strings and comments
+ACTION = re.compile(r'\{\{((?:"(?:\\.|[^"\\])*"|`[^`]*`|/\*.*?\*/|[^"`}/]|/(?!\*)|\}(?!\}))*+)\}\}', re.S)
 TOKEN = re.compile(
     r"""(?P<space>\s+)
     |(?P<string>"(?:\\.|[^"\\])*")
@@ -39,7 +41,8 @@ TOKEN = re.compile(
     |(?P<punct>[()|,])
     |(?P<variable>\$\w*(?:\.\w+)*)
     |(?P<field>(?:\.\w+)+|\.)
-    |(?P<word>[A-Za-z_]\w*)""",
+    |(?P<word>[A-Za-z_]\w*)
+    |(?P<unreadable>.)""",
     re.X,
 )
 
@@ -76,35 +79,11 @@ def _pieces(source: str) -> Iterator[tuple[str, str | None]]:
     """(plain text, the action after it between {{ and }}, None after the last) through the template."""
     i = 0
     while (start := source.find("{{", i)) >= 0:
-        end = _action_end(source, start + 2)
-        yield source[i:start], source[start + 2 : end]
-        i = end + 2
+        if (action := ACTION.match(source, start)) is None:
+            raise Untranslatable("an action ({{ …) is not closed with }}")
+        yield source[i:start], action.group(1)
+        i = action.end()
     yield source[i:], None
-
-
-def _action_end(source: str, i: int) -> int:
-    """Where the action starting at `i` ends ("}}" outside strings and comments)."""
-    in_string = ""
-    while i < len(source) - 1:
-        char = source[i]
-        if in_string:
-            if char == "\\" and in_string == '"':
-                i += 2
-                continue
-            if char == in_string:
-                in_string = ""
-        elif source.startswith("/*", i):
-            close = source.find("*/", i + 2)
-            if close < 0:
-                break
-            i = close + 2
-            continue
-        elif char in '"`':
-            in_string = char
-        elif source.startswith("}}", i):
-            return i
-        i += 1
-    raise Untranslatable("an action ({{ …) is not closed with }}")
 
 
 def _text(text: str) -> str:
@@ -408,15 +387,11 @@ def _variable(name: str) -> str:
 
 def _lex(body: str) -> list[Token]:
     tokens: list[Token] = []
-    i = 0
     previous_end = -1
-    while i < len(body):
-        match = TOKEN.match(body, i)
-        if match is None:
-            raise Untranslatable(f"cannot read {body[i : i + 20]!r}")
-        kind = match.lastgroup or ""
-        if kind != "space":
-            tokens.append(Token(kind, match.group(), glued=i == previous_end))
+    for match in TOKEN.finditer(body):
+        if match.lastgroup == "unreadable":
+            raise Untranslatable(f"cannot read {body[match.start() : match.start() + 20]!r}")
+        if match.lastgroup != "space":
+            tokens.append(Token(match.lastgroup or "", match.group(), glued=match.start() == previous_end))
         previous_end = match.end()
-        i = match.end()
     return tokens
