@@ -19,19 +19,23 @@ _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a refused pattern is reported by linear_regex_problem, not on stderr
 
 
-def _compile_linear(pattern: str) -> Any:
+def compile_linear(pattern: str) -> Any:
     return re2.compile(pattern, options=_RE2_OPTIONS)
 
 
-def linear_regex_problem(pattern: str) -> str | None:
-    """Why RE2 refuses `pattern` (lookaround, backreferences, bad syntax), or None."""
+def linear_regex_error(pattern: str) -> str | None:
+    """RE2's reason for refusing `pattern` (lookaround, backreferences, bad syntax), or None."""
     try:
-        _compile_linear(pattern)
+        compile_linear(pattern)
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
-        text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
-        return f"not a valid regular expression (RE2 syntax, as Burrow's): {text}"
+        return reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
     return None
+
+
+def linear_regex_problem(pattern: str) -> str | None:
+    reason = linear_regex_error(pattern)
+    return f"not a valid regular expression (RE2 syntax, as Burrow's): {reason}" if reason is not None else None
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ class GroupFilter:
     _deny: Any = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
-        compile_ = _compile_linear if self.linear else re.compile
+        compile_ = compile_linear if self.linear else re.compile
         object.__setattr__(self, "_allow", compile_(self.allowlist) if self.allowlist else None)
         object.__setattr__(self, "_deny", compile_(self.denylist) if self.denylist else None)
 

@@ -12,15 +12,15 @@ import json
 import secrets
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-import re2
+import msgspec
 from redis.asyncio import Redis
 
 from lagwatch.shared.notifications.subscriptions.documents import DocumentInvalid
 from lagwatch.shared.notifications.subscriptions.notification_policy import Event
 from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.group_filter import compile_linear, linear_regex_error
 from lagwatch.shared.runtime.redis_client import reply
 
 MATCHER_NAMES = ("cluster", "group", "topic")
@@ -31,16 +31,13 @@ MAX_TEXT_CHARS = 1000
 MAX_DURATION_S = 366 * 86_400
 RETENTION_S = 7 * 86_400  # an ended silence stays listed this long
 PENDING, ACTIVE, EXPIRED = "pending", "active", "expired"
-_RE2 = re2.Options()
-_RE2.log_errors = False
 
 
 class SilenceInvalid(DocumentInvalid):
     """A silence refused."""
 
 
-@dataclass(frozen=True)
-class Matcher:
+class Matcher(msgspec.Struct, frozen=True):
     name: str
     value: str
     regex: bool = False
@@ -50,24 +47,18 @@ class Matcher:
             return text == self.value
         return _compiled(self.value).fullmatch(text) is not None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+
+_compiled = functools.lru_cache(maxsize=4 * MAX_SILENCES)(compile_linear)
 
 
-@functools.lru_cache(maxsize=4 * MAX_SILENCES)
-def _compiled(pattern: str) -> Any:
-    return re2.compile(pattern, options=_RE2)
-
-
-@dataclass(frozen=True)
-class Silence:
+class Silence(msgspec.Struct, frozen=True, rename="kebab"):  # stored as JSON with kebab-case keys
     id: str
     matchers: tuple[Matcher, ...]
     starts_at: float
     ends_at: float
-    reason: str
-    created_by: str
-    created_at: float
+    reason: str = ""
+    created_by: str = ""
+    created_at: float = 0.0
 
     def state(self, now: float) -> str:
         if now < self.starts_at:
@@ -83,8 +74,8 @@ class Silence:
         return True
 
     def to_json(self, now: float | None = None) -> dict[str, Any]:
-        doc = {name.replace("_", "-"): value for name, value in vars(self).items()}
-        doc["matchers"] = [m.to_json() for m in self.matchers]
+        doc: dict[str, Any] = msgspec.to_builtins(self)
+        doc["matchers"] = list(doc["matchers"])
         if now is not None:
             doc["state"] = self.state(now)
         return doc
@@ -134,14 +125,9 @@ def _matchers(raw: Any, errors: dict[str, str]) -> tuple[Matcher, ...]:
         if not isinstance(regex, bool):
             errors[f"{where}.regex"] = "true or false"
             continue
-        if regex:
-            try:
-                re2.compile(value, options=_RE2)
-            except re2.error as exc:
-                reason = exc.args[0] if exc.args else exc
-                text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
-                errors[f"{where}.value"] = f"not a valid regular expression (RE2 syntax): {text}"
-                continue
+        if regex and (reason := linear_regex_error(value)) is not None:
+            errors[f"{where}.value"] = f"not a valid regular expression (RE2 syntax): {reason}"
+            continue
         out.append(Matcher(str(name), value, regex))
     return tuple(out)
 
@@ -172,16 +158,7 @@ def parse_new(doc: Any, now: float, new_id: str | None = None) -> Silence:
 
 
 def from_json(text: bytes | str) -> Silence:
-    doc = json.loads(text)
-    return Silence(
-        doc["id"],
-        tuple(Matcher(m["name"], m["value"], bool(m.get("regex"))) for m in doc["matchers"]),
-        float(doc["starts-at"]),
-        float(doc["ends-at"]),
-        doc.get("reason", ""),
-        doc.get("created-by", ""),
-        float(doc.get("created-at", 0)),
-    )
+    return msgspec.json.decode(text, type=Silence)
 
 
 def silenced_until(
@@ -216,7 +193,7 @@ class SilenceStore:
         for text in (await reply(self.redis.hgetall(keys.SILENCES))).values():
             try:
                 out.append(from_json(text))
-            except (ValueError, KeyError, TypeError):  # unreadable: the others still count
+            except ValueError:  # unreadable (msgspec.DecodeError): the others still count
                 continue
         return sorted(out, key=lambda s: (s.starts_at, s.id))
 
@@ -252,7 +229,7 @@ class SilenceStore:
         if silence is None:
             return None
         if silence.ends_at > now:
-            silence = replace(silence, starts_at=min(silence.starts_at, now), ends_at=now)
+            silence = msgspec.structs.replace(silence, starts_at=min(silence.starts_at, now), ends_at=now)
             await self.put(silence, now)
         return silence
 
