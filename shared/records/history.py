@@ -76,7 +76,6 @@ HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
 _json_string = json.encoder.encode_basestring_ascii  # json.dumps' own string encoder
 _SURROGATE = re.compile("[\ud800-\udfff]")
 COLUMN_NAMES = tuple(name for name, _ in HISTORY_COLUMNS)
-PARTITION_COLUMNS = ("cluster", "date")  # directory levels of the file layout
 INT_MAX, LONG_MAX = 2**31 - 1, 2**63 - 1
 OBSERVED_AT_MAX = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant with a date to file it under
 # (column, largest value) of the integer columns, in `check`'s order

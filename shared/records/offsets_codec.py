@@ -359,12 +359,13 @@ def _array_reader(item: StructReader, wire: _Wire) -> Reader:
     return read
 
 
-def _key_reader(fields: tuple[Field, ...]) -> Callable[[bytes], list[Any]]:
+def _key_reader(fields: tuple[Field, ...]) -> Callable[[bytes], tuple[Any, ...]]:
     read = _struct_reader(fields, 0, _CLASSIC)
-    return lambda key: read(key, 2, "key.")[0]
+    return lambda key: tuple(read(key, 2, "key.")[0])
 
 
-_read_commit_key, _read_group_key, _read_member_key = map(
+# the commit key's reader is the reference for `decode_offset_commit_key`'s sliced path
+_read_offset_commit_key, _read_group_key, _read_member_key = map(
     _key_reader, (layouts.OFFSET_COMMIT_KEY, layouts.GROUP_METADATA_KEY, layouts.MEMBER_KEY)
 )
 _VALUE_READERS = {  # per layout, a reader per version
@@ -413,12 +414,7 @@ def decode_offset_commit_key(key: bytes) -> tuple[str, str, int]:
             return group, topic, int.from_bytes(key[partition_at : partition_at + 4], "big", signed=True)
     except (IndexError, UnicodeDecodeError):
         pass
-    return _read_offset_commit_key(key)
-
-
-def _read_offset_commit_key(key: bytes) -> tuple[str, str, int]:
-    """`decode_offset_commit_key` field by field, checked: the reference for its sliced path."""
-    group, topic, partition = _read_commit_key(key)
+    group, topic, partition = _read_offset_commit_key(key)
     return group, topic, partition
 
 
