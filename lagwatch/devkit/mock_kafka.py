@@ -37,6 +37,7 @@ import json
 import os
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
 import threading
@@ -141,79 +142,60 @@ def _quiet_shutdown(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
-class _Forwarder:
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := src.recv(65536):
+            dst.sendall(data)
+    _quiet_shutdown(src)
+    _quiet_shutdown(dst)
+
+
+class _Forwarder(socketserver.ThreadingTCPServer):
     """Listens on a fixed localhost port and forwards every connection to a mock broker."""
+
+    allow_reuse_address = True  # a restarted cluster rebinds while old connections sit in TIME_WAIT
+    daemon_threads = True
+    request_queue_size = 64
 
     def __init__(self, listen_port: int, target: tuple[str, int]) -> None:
         self.target = target
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        # SO_REUSEADDR lets a restarted cluster rebind while old connections sit in TIME_WAIT.
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.links: set[socket.socket] = set()  # both ends of every open link, shut down by close()
         try:
-            self._listener.bind(("127.0.0.1", listen_port))
+            super().__init__(("127.0.0.1", listen_port), _Link)
         except OSError as exc:
-            self._listener.close()
             raise MockKafkaError(f"cannot listen on 127.0.0.1:{listen_port}: {exc}") from exc
-        self._listener.listen(64)
-        self.port: int = self._listener.getsockname()[1]
-        self._links: set[tuple[socket.socket, socket.socket]] = set()
-        self._lock = threading.Lock()
-        self._closed = False
-        self._thread = threading.Thread(target=self._accept_loop, name=f"mock-kafka-fwd-{self.port}", daemon=True)
-        self._thread.start()
-
-    def _accept_loop(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return  # listener shut down by close()
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-                upstream.settimeout(None)
-            except OSError:
-                client.close()
-                continue
-            link = (client, upstream)
-            for sock in link:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                if self._closed:
-                    client.close()
-                    upstream.close()
-                    return
-                self._links.add(link)
-            threading.Thread(target=self._forward, args=link, daemon=True).start()
-
-    def _forward(self, client: socket.socket, upstream: socket.socket) -> None:
-        """Pump both ways until either side closes, then close both."""
-        back = threading.Thread(target=self._pump, args=(upstream, client), daemon=True)
-        back.start()
-        self._pump(client, upstream)
-        back.join()
-        with self._lock:
-            self._links.discard((client, upstream))
-        client.close()
-        upstream.close()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                dst.sendall(data)
-        _quiet_shutdown(src)
-        _quiet_shutdown(dst)
+        self.port: int = self.server_address[1]
+        name = f"mock-kafka-fwd-{self.port}"
+        threading.Thread(target=self.serve_forever, args=(0.05,), name=name, daemon=True).start()
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            links, self._links = self._links, set()
-        _quiet_shutdown(self._listener)
-        self._listener.close()
-        self._thread.join(timeout=2)
-        for link in links:
-            for sock in link:
-                _quiet_shutdown(sock)
+        self.shutdown()
+        self.server_close()
+        for sock in list(self.links):
+            _quiet_shutdown(sock)
+
+
+class _Link(socketserver.BaseRequestHandler):
+    """One client connection, pumped both ways to the broker until either side closes (then both are closed)."""
+
+    server: _Forwarder
+
+    def handle(self) -> None:
+        try:
+            upstream = socket.create_connection(self.server.target, timeout=5)
+        except OSError:
+            return
+        upstream.settimeout(None)
+        link = (self.request, upstream)
+        for sock in link:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.links.update(link)
+        back = threading.Thread(target=_pump, args=(upstream, self.request), daemon=True)
+        back.start()
+        _pump(self.request, upstream)
+        back.join()
+        self.server.links.difference_update(link)
+        upstream.close()
 
 
 def _new_handle() -> int:
