@@ -29,7 +29,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from lagwatch.devkit.ports import free_port
-from lagwatch.devkit.processes import log_tail
+from lagwatch.devkit.processes import log_tail, stop_process
 
 _FALLBACK_DIRS = ("/usr/sbin", "/usr/bin", "/usr/local/bin")
 LOG_FILE_NAME = "redis.log"
@@ -47,13 +47,9 @@ def find_redis_server() -> Path:
         if not os.access(override, os.X_OK):
             raise RedisServerError(f"$LAGWATCH_REDIS_SERVER={override!r} is not an executable file")
         return Path(override)
-    found = shutil.which("redis-server")
+    found = shutil.which("redis-server") or shutil.which("redis-server", path=os.pathsep.join(_FALLBACK_DIRS))
     if found:
         return Path(found)
-    for directory in _FALLBACK_DIRS:
-        candidate = Path(directory, "redis-server")
-        if os.access(candidate, os.X_OK):
-            return candidate
     raise RedisServerError(
         "redis-server not found (looked at $LAGWATCH_REDIS_SERVER, PATH and "
         f"{', '.join(_FALLBACK_DIRS)}); install it with `apt-get install -y redis-server`"
@@ -165,11 +161,8 @@ class RedisServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop gracefully (SIGTERM: AOF is flushed and fsynced), SIGKILL after `timeout`."""
-        if self._proc is not None and self._proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self._proc.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(timeout)
+        if self._proc is not None:
+            stop_process(self._proc, timeout)
         self.kill()  # also sweeps AOF-rewrite children that could outlive a killed server
 
     def kill(self) -> None:
