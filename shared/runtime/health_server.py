@@ -106,22 +106,18 @@ class HealthServer:
         return web.json_response(body, status=200 if ready else 503)
 
     async def _metrics(self, _: web.Request) -> web.Response:
-        ready = GaugeMetricFamily(
-            "lagwatch_service_ready",
-            "1 while the service's readiness check passes (its dependency answers), 0 while it fails",
-            labels=["service", "check"],
-        )
-        for name, passed in (await self.readiness()).items():
-            ready.add_metric([self.service, name], float(passed))
-        alive = GaugeMetricFamily(
-            "lagwatch_service_alive",
-            "1 while the service's liveness check passes, 0 while not",
-            labels=["service", "check"],
-        )
-        for name, check in self.liveness.items():
-            alive.add_metric([self.service, name], float(check()))
+        ready_help = "1 while the service's readiness check passes (its dependency answers), 0 while it fails"
+        ready = self._checks_family("lagwatch_service_ready", ready_help, await self.readiness())
+        alive_help = "1 while the service's liveness check passes, 0 while not"
+        alive = self._checks_family("lagwatch_service_alive", alive_help, {n: c() for n, c in self.liveness.items()})
         body = generate_latest(self.registry) + render([ready, alive])
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    def _checks_family(self, name: str, help_text: str, answers: Mapping[str, bool]) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(name, help_text, labels=["service", "check"])
+        for check, passed in answers.items():
+            family.add_metric([self.service, check], float(passed))
+        return family
 
 
 async def _bounded(check: ReadinessCheck) -> bool:

@@ -68,7 +68,6 @@ class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # aiokafka sh
         self._lock = threading.Lock()
         self._token: Token | None = None
         self._failed: tuple[float, LoginError] | None = None  # (until when, the error) after a failed login
-        self.fetches = 0  # tokens fetched so far (also lagwatch_kafka_logins_total)
         self.failures = 0  # failed logins librdkafka was told nothing of (it would fail its client)
 
     def _fetch(self) -> Token:
@@ -88,7 +87,6 @@ class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # aiokafka sh
                     LOGINS.labels(self.cluster, "failed").inc()
                     raise
                 self._failed = None
-                self.fetches += 1
                 LOGINS.labels(self.cluster, "ok").inc()
                 now = self._clock()
                 token = self._token = replace(fresh, refresh_at=now + max(fresh.expires_at - now, 0.0) * REFRESH_AT)
