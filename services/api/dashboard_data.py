@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from lagwatch.services.api.burrow_routes import consumer_topics
 from lagwatch.shared.events.status_event import Incident
@@ -67,11 +67,6 @@ def group_detail(status_json: dict, stored: StoredGroup, intervals: int) -> dict
     return status_json
 
 
-def severity_order(row: Mapping[str, Any]) -> tuple:
-    """Worst first: by status (ERR, WARN, OK, ...), then by total lag, then by name."""
-    return (-Status[row["status"]], -row["totallag"], row["group"])
-
-
 def incident_json(incident: Incident | None) -> dict | None:
     if incident is None or incident.incident_id is None:
         return None
@@ -117,7 +112,8 @@ def add_strays(groups: list[Ranked], strays: Strays, log_ends: Mapping[TopicPart
 
 @dataclass(frozen=True, slots=True)
 class Ranking:
-    """A cluster's groups worst first (`severity_order`), and the totals the overview shows for all of them."""
+    """A cluster's groups worst first (by status, then total lag, then name), and the totals the overview shows for
+    all of them."""
 
     groups: list[Ranked]
     folded: list[str]  # the groups' names casefolded, in the same order (what `q` matches)

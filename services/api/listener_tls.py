@@ -14,6 +14,7 @@ import os
 import ssl
 
 from lagwatch.shared.runtime.config import ApiConfig, ConfigError
+from lagwatch.shared.runtime.service_lifecycle import pause
 
 log = logging.getLogger(__name__)
 RELOAD_CHECK_S = 30.0
@@ -50,13 +51,9 @@ def _stamp(api: ApiConfig) -> tuple[float, ...]:
 async def reload_on_change(context: ssl.SSLContext, api: ApiConfig, stopping: asyncio.Event) -> None:
     seen = _stamp(api)
     while not stopping.is_set():
-        try:
-            await asyncio.wait_for(stopping.wait(), RELOAD_CHECK_S)
-            return
-        except TimeoutError:
-            pass
+        await pause(stopping, RELOAD_CHECK_S)
         now = _stamp(api)
-        if now == seen:
+        if stopping.is_set() or now == seen:
             continue
         try:
             _load(ssl.create_default_context(ssl.Purpose.CLIENT_AUTH), api)  # tried apart: a failed load may leave

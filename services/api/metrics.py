@@ -126,21 +126,8 @@ class MetricsFilter:
         self.ring_size = config.storage.intervals  # a partition is complete with this many commits
 
 
-GROUP_FAMILIES = (  # the families a group's lines go to, in the order `group_lines` returns them
-    "burrow_kafka_consumer_status",
-    "burrow_kafka_consumer_lag_total",
-    "lagwatch_consumer_group_max_lag",
-    "lagwatch_group_rebalances_last_hour",
-    "lagwatch_consumer_group_max_lag_seconds",
-    "lagwatch_consumer_group_catchup_seconds",
-    "lagwatch_consumer_group_lag_growth_per_second",
-    "lagwatch_consumer_group_retention_risk_seconds",
-    "lagwatch_consumer_group_skipped_messages",
-    "burrow_kafka_consumer_partition_lag",
-    "burrow_kafka_consumer_current_offset",
-    "burrow_kafka_topic_partition_status",
-    "lagwatch_consumer_lag_seconds",
-)
+# the families a group's lines go to, in the order `group_lines` returns them (a topic's offsets are not a group's)
+GROUP_FAMILIES = tuple(name for name in GAUGES if name != "burrow_kafka_topic_partition_offset")
 
 
 class RenderedGroups:
@@ -249,21 +236,26 @@ def group_lines(
     risk_s = max(0.0, (retention - now) / 1000) if retention >= 0 else None
     catchup_s = catchup_seconds(catchup, now)
     slowest = scan.slowest
-    values = (  # None: no line
+    values = (  # in the order of GROUP_FAMILIES: a line's value (None: no line), or the lines of the partitions
         group_status,
         scan.total,
         scan.biggest,
+        scan.lag,
+        scan.offset,
+        scan.status,
         recent,
+        scan.seconds,
         slowest[0] if slowest is not None else None,
         None if catchup_s is None else "+Inf" if catchup_s == float("inf") else repr(catchup_s),
         growth,
         risk_s,
         skipped if velocity else None,
     )
-    named = zip(GROUP_FAMILIES[: len(values)], values, strict=True)
-    lines = [f"{name}{{{labels}}} {v}\n" if v is not None else "" for name, v in named]
-    partitions = ("".join(scan.lag), "".join(scan.offset), "".join(scan.status), "".join(scan.seconds))
-    return (*lines, *partitions), steady
+    named = zip(GROUP_FAMILIES, values, strict=True)
+    lines = (
+        "".join(v) if isinstance(v, list) else f"{name}{{{labels}}} {v}\n" if v is not None else "" for name, v in named
+    )
+    return tuple(lines), steady
 
 
 @dataclass(slots=True)

@@ -20,7 +20,6 @@ import tempfile
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import BinaryIO
 
 from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.runtime.redis_client import connect
@@ -64,13 +63,6 @@ class ScrapeWorker:
         self._pool: ProcessPoolExecutor | None = None
         self._dir: str | None = None
         self._names = itertools.count()
-
-    async def scrape(self) -> BinaryIO:
-        """One scrape's body, as an open file (already unlinked: closing it frees it)."""
-        path = await self.render()
-        body = open(path, "rb")  # noqa: SIM115 - the caller streams and closes it
-        os.unlink(path)
-        return body
 
     async def render(self) -> str:
         """One scrape's body, rendered into a file: its path (the caller opens it as often as it needs to, then

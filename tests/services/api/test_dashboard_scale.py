@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.api.dashboard import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
-from lagwatch.services.api.dashboard_data import Ranking, group_row, rank_results, severity_order
+from lagwatch.services.api.dashboard_data import Ranking, group_row, rank_results
 from lagwatch.shared.events.status_store import StatusStore
 from lagwatch.shared.protocol.types import Commit, Status
 from lagwatch.shared.statuses.results_store import GroupResult, PartitionResult, ResultsStore, decode_result
@@ -92,6 +92,11 @@ async def every_row(redis, config, now):
         for g, r in ready.items()
     ]
     return sorted(rows, key=severity_order)
+
+
+def severity_order(row):
+    """Worst first: by status (ERR, WARN, OK, ...), then by total lag, then by name."""
+    return (-Status[row["status"]], -row["totallag"], row["group"])
 
 
 def stable(rows):

@@ -12,13 +12,21 @@ from tests.kafka_helpers import eventually
 from tests.services.api.test_api import api_config, seed
 
 
+async def scrape(worker: ScrapeWorker):
+    """One scrape's body as the api takes it (shared_render.py): an open file, already unlinked."""
+    path = await worker.render()
+    body = open(path, "rb")  # noqa: SIM115 - the caller reads and closes it
+    os.unlink(path)
+    return body
+
+
 async def test_a_scrape_comes_back_through_a_file_that_is_already_gone(redis_server, redis):
     await seed(redis, now_ms())
     config = api_config(redis_server.url)
     worker = ScrapeWorker(config)
     try:
         for _ in range(2):  # the second from what the worker process kept
-            with await worker.scrape() as body:
+            with await scrape(worker) as body:
                 text = body.read()
                 assert os.listdir(worker._dir) == []  # unlinked: closing the file frees it
             assert b'burrow_kafka_consumer_status{cluster="local",consumer_group="billing"} 3' in text
@@ -35,8 +43,8 @@ async def test_a_scrape_given_up_on_leaves_no_body_behind_once_the_worker_has_wr
     worker = ScrapeWorker(api_config(redis_server.url))
     try:
         with pytest.raises(TimeoutError):  # the worker process is still starting: the scrape cannot be this quick
-            await asyncio.wait_for(worker.scrape(), 0.001)
-        with await worker.scrape():  # queued behind the abandoned one: that one has written its file by now
+            await asyncio.wait_for(scrape(worker), 0.001)
+        with await scrape(worker):  # queued behind the abandoned one: that one has written its file by now
             pass
 
         async def no_body_left() -> bool:
