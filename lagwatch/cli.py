@@ -50,23 +50,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-# The `commands` of the top-level parser, each command group added by its own function below.
+# The `commands` of the top-level parser, added below in the order `lagwatch --help` lists them.
 _Commands = argparse._SubParsersAction  # argparse names no public type for it
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lagwatch", description="Kafka consumer-lag monitoring with Burrow's rules.")
     commands = parser.add_subparsers(title="commands")
-    _add_rules_commands(commands)
-    _add_offsets_commands(commands)
-    _add_run_command(commands)
-    _add_check_kafka_command(commands)
-    _add_config_commands(commands)
-    _add_forget_cluster_command(commands)
-    _add_notify_commands(commands)
-    _add_migrate_commands(commands)
-    _add_spark_commands(commands)
-    _add_dev_commands(commands)
+    _add_offline_commands(commands)
+    _add_service_commands(commands)
+    _add_state_commands(commands)
+    _add_tool_commands(commands)
     return parser
 
 
@@ -85,20 +79,19 @@ def _command(
     return command
 
 
-def _add_rules_commands(commands: _Commands) -> None:
+def _add_offline_commands(commands: _Commands) -> None:
+    """What reads its input alone: the rules and the offsets codec."""
     rules = _group(commands, "rules", "the evaluation rules")
     evaluate = _command(rules, "eval", "evaluate one group given as a JSON request (stdin by default)", _rules_eval)
     evaluate.add_argument("--file", type=Path, help="read the request from this file instead of stdin")
-
-
-def _add_offsets_commands(commands: _Commands) -> None:
     offsets = _group(commands, "offsets", "the __consumer_offsets codec")
     decode = _command(offsets, "decode", "decode one record given as hex", _offsets_decode)
     decode.add_argument("key_hex", help="the record key, hex")
     decode.add_argument("value_hex", nargs="?", default=None, help="the record value, hex (absent = tombstone)")
 
 
-def _add_run_command(commands: _Commands) -> None:
+def _add_service_commands(commands: _Commands) -> None:
+    """A service, and what checks its configuration and its cluster first."""
     run = _command(commands, "run", "run a service until SIGTERM/Ctrl-C", _run_service)
     run.add_argument("service", choices=["ingest", "evaluator", "api", "notifier", "archiver"], help="which service")
     run.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
@@ -114,9 +107,6 @@ def _add_run_command(commands: _Commands) -> None:
     )
     run.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.add_argument("--log-file", type=Path, default=None, help="log here instead of stderr")
-
-
-def _add_check_kafka_command(commands: _Commands) -> None:
     check = _command(
         commands,
         "check-kafka",
@@ -126,25 +116,20 @@ def _add_check_kafka_command(commands: _Commands) -> None:
     check.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
     check.add_argument("--cluster", default=None, help="the configured cluster (default: the only one)")
     check.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the brokers' answer")
-
-
-def _add_config_commands(commands: _Commands) -> None:
     config = _group(commands, "config", "the configuration")
     help_text = "load the configuration as the services do and check it without connecting to anything"
-    check = _command(config, "check", help_text, _config_check)
-    check.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
-    check.add_argument("--show", action="store_true", help="print the effective configuration, credentials masked")
+    checked = _command(config, "check", help_text, _config_check)
+    checked.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
+    checked.add_argument("--show", action="store_true", help="print the effective configuration, credentials masked")
 
 
-def _add_forget_cluster_command(commands: _Commands) -> None:
+def _add_state_commands(commands: _Commands) -> None:
+    """What acts on the state in Redis and Kafka: a cluster's, the notifier's dead letters."""
     help_text = "delete what Redis keeps of a cluster removed from the configuration; its incidents are closed"
     forget = _command(commands, "forget-cluster", help_text, _forget_cluster)
     forget.add_argument("cluster", help="the cluster's name, as it was configured")
     forget.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
     forget.add_argument("--dry-run", action="store_true", help="count what would be deleted; change nothing")
-
-
-def _add_notify_commands(commands: _Commands) -> None:
     notify = _group(commands, "notify", "the notifier")
     replay = _command(notify, "replay-dlq", "put dead-lettered notifications back into the outbox", _notify_replay_dlq)
     replay.add_argument("--subscription", default=None, help="only this subscription's dead letters")
@@ -163,7 +148,8 @@ def _add_notify_commands(commands: _Commands) -> None:
     test.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
 
 
-def _add_migrate_commands(commands: _Commands) -> None:
+def _add_tool_commands(commands: _Commands) -> None:
+    """Moving from Burrow, replaying the history, running everything locally."""
     migrate = _group(commands, "migrate", "moving from Burrow")
     help_text = "print a Burrow configuration (TOML) as lagwatch's YAML; warnings go to stderr"
     burrow = _command(migrate, "burrow-config", help_text, _migrate_burrow_config)
@@ -171,18 +157,11 @@ def _add_migrate_commands(commands: _Commands) -> None:
     burrow.add_argument(
         "--templates", type=Path, action="append", default=[], help="a folder holding the notifiers' templates"
     )
-
-
-def _add_spark_commands(commands: _Commands) -> None:
-    """`lagwatch spark reprocess`: its options are the job's own (main hands them on)."""
-    spark = _group(commands, "spark", "history reprocessing on Spark")
+    spark = _group(commands, "spark", "history reprocessing on Spark")  # its options are the job's (main hands them on)
     reprocess = spark.add_parser(
         "reprocess", help="replay commit history with the live rules (--help for its options)", add_help=False
     )
     reprocess.add_argument("job_args", nargs=argparse.REMAINDER, help="options of the job (see --help)")
-
-
-def _add_dev_commands(commands: _Commands) -> None:
     dev = _group(commands, "dev", "local infrastructure")
     help_text = "run Redis, the Kafka mock, every service and a demo workload on localhost until Ctrl-C"
     up = _command(dev, "up", help_text, _dev_up)
