@@ -18,6 +18,7 @@ import functools
 import json
 import re
 from collections.abc import Mapping
+from importlib import resources
 from typing import Any, ClassVar, Self, TypeAlias, TypeVar, get_args
 
 import msgspec
@@ -36,6 +37,11 @@ class EventDecodeError(ValueError):
 
 class EventFields(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
     """The base of an event and of its parts: immutable, strict, and leaving out the fields at their defaults."""
+
+    @classmethod
+    def of(cls, value: Any) -> Self:
+        """The part that is `value`'s JSON (`value.to_json()`: a velocity, a retention risk, an explanation)."""
+        return from_document(cls, value.to_json())
 
 
 class JsonEvent(EventFields, frozen=True):
@@ -57,6 +63,12 @@ class JsonEvent(EventFields, frozen=True):
     def decode(cls, raw: bytes | str, *, partial: bool = False) -> Self:
         """The event in a record; EventDecodeError (a ValueError) naming the field when it is not one."""
         return decode(cls, raw, partial=partial)
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """An event's JSON Schema, `schemas/<name>` (package data)."""
+    loaded: dict[str, Any] = json.loads((resources.files("lagwatch.shared.events.schemas") / name).read_text())
+    return loaded
 
 
 def present(value: T | UnsetType) -> T | None:

@@ -12,16 +12,14 @@ exactly the events they always did.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from importlib import resources
 from typing import Any, ClassVar, Final, Literal, NamedTuple, cast
 
 from msgspec import UNSET, UnsetType
 
-from lagwatch.shared.events.event_codec import EventFields, JsonEvent, Number
+from lagwatch.shared.events.event_codec import EventFields, JsonEvent, Number, load_schema
 from lagwatch.shared.events.event_codec import encode as encode  # (re-exported)
 from lagwatch.shared.events.status_event import ExplanationFields, GroupStatusName
 from lagwatch.shared.protocol.types import GroupStatus, PartitionStatus, Status
@@ -31,7 +29,6 @@ from lagwatch.shared.statuses.time_lag import TimeLag, exceeds, seconds_fields, 
 
 SCHEMA_VERSION: Final = 1
 KIND: Final = "lag_threshold"
-SCHEMA_PATH = resources.files("lagwatch.shared.events.schemas") / "lag_threshold_event.json"  # package data
 
 
 class Alert(StrEnum):
@@ -187,13 +184,9 @@ def build_event(
 ) -> LagThresholdEvent:
     """The event for crossing number `seq`; `incident_started_at` is when the incident went (or goes) over.
     `retention` (per partition): the retention alerts' fields and partitions."""
-    threshold, alert = crossing.threshold_s, crossing.alert
-    parts = group_status.partitions if group_status else ()
-    if alert == Alert.LAG_SECONDS:
-        over = _partitions_over(parts, time_lags, threshold)
-        extra: dict[str, Any] = {}
-    else:
-        over, extra = _retention_partitions(parts, retention or {}, crossing.threshold)
+    threshold, alert, risks = crossing.threshold_s, crossing.alert, retention or {}
+    over = _in_alert(group_status.partitions if group_status else (), crossing, time_lags, risks)
+    extra = _risk_fields(group_risk(risks.values())) if alert != Alert.LAG_SECONDS else {}
     opened_by = seq if crossing.above else seq - 1
     return LagThresholdEvent(
         schema_version=SCHEMA_VERSION,
@@ -212,30 +205,39 @@ def build_event(
         **seconds_fields(worst(time_lags.values()), "max_lag_seconds"),
         status=cast("GroupStatusName", group_status.status.name if group_status else Status.NOTFOUND.name),
         totallag=group_status.totallag if group_status else 0,
-        partitions=tuple(_partition(p, time_lags, retention, with_risk=alert != Alert.LAG_SECONDS) for p in over),
+        partitions=tuple(_partition(p, time_lags, risks, with_risk=alert != Alert.LAG_SECONDS) for p in over),
         **extra,
         explanation=ExplanationFields.of(explanation) if explanation is not None else None,
     )
 
 
-def _partitions_over(
-    parts: Sequence[PartitionStatus], time_lags: Mapping[tuple[str, int], TimeLag | None], threshold: float
+def _in_alert(
+    parts: Sequence[PartitionStatus],
+    crossing: Crossing,
+    time_lags: Mapping[tuple[str, int], TimeLag | None],
+    risks: Mapping[tuple[str, int], RetentionRisk],
 ) -> list[PartitionStatus]:
-    """The partitions whose lag in seconds is over the threshold, the most behind first."""
-    over = [p for p in parts if exceeds(time_lags.get((p.topic, p.partition)), threshold)]
+    """The partitions in the alert, the worst first: the most behind (lag-seconds); the most skipped, then the
+    soonest deleted (the retention alerts)."""
+    lag_alert = crossing.alert == Alert.LAG_SECONDS
 
-    def behind(p: PartitionStatus) -> tuple[float, str, int]:
-        lag = time_lags[(p.topic, p.partition)]
-        assert lag is not None  # over the threshold, so known
-        return (-lag.seconds, p.topic, p.partition)
+    def order(p: PartitionStatus) -> tuple[Any, ...]:
+        tp = (p.topic, p.partition)
+        if lag_alert:
+            return (-cast(TimeLag, time_lags[tp]).seconds, *tp)  # over the threshold, so known
+        return (-risks[tp].skipped, risks[tp].seconds or 0.0, *tp)
 
-    return sorted(over, key=behind)
+    if lag_alert:
+        over = [p for p in parts if exceeds(time_lags.get((p.topic, p.partition)), crossing.threshold_s)]
+    else:
+        over = [p for p in parts if at_risk(risks.get((p.topic, p.partition)), crossing.threshold)]
+    return sorted(over, key=order)
 
 
 def _partition(
     p: PartitionStatus,
     time_lags: Mapping[tuple[str, int], TimeLag | None],
-    retention: Mapping[tuple[str, int], RetentionRisk] | None,
+    risks: Mapping[tuple[str, int], RetentionRisk],
     *,
     with_risk: bool,
 ) -> LagPartition:
@@ -247,25 +249,8 @@ def _partition(
         owner=p.owner,
         client_id=p.client_id,
         **seconds_fields(time_lags.get((p.topic, p.partition)), "lag_seconds"),
-        **(_risk_fields((retention or {}).get((p.topic, p.partition))) if with_risk else {}),
+        **(_risk_fields(risks.get((p.topic, p.partition))) if with_risk else {}),
     )
-
-
-def _retention_partitions(
-    parts: Sequence[PartitionStatus],
-    risks: Mapping[tuple[str, int], RetentionRisk],
-    threshold: Threshold,
-) -> tuple[list[PartitionStatus], dict[str, Any]]:
-    """A retention alert's partitions (in the alert: soonest deleted, or most skipped, first) and the group's
-    `retention_risk_seconds` and `skipped_messages`."""
-    over = [p for p in parts if at_risk(risks.get((p.topic, p.partition)), threshold)]
-
-    def order(p: PartitionStatus) -> tuple[Any, ...]:
-        risk = risks[(p.topic, p.partition)]
-        return (-risk.skipped, risk.seconds or 0.0, p.topic, p.partition)
-
-    over.sort(key=order)
-    return over, _risk_fields(group_risk(risks.values()))
 
 
 def _risk_fields(risk: RetentionRisk | None) -> dict[str, Any]:
@@ -278,5 +263,4 @@ def is_lag_threshold_event(event: Mapping[str, Any]) -> bool:
 
 
 def schema() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
-    return loaded
+    return load_schema("lag_threshold_event.json")

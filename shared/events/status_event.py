@@ -6,17 +6,15 @@ its fields, ids and Kafka key: docs/status-topic.md.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, ClassVar, Final, Literal, TypedDict, Unpack, cast
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from lagwatch.shared.events.event_codec import EventDecodeError as EventDecodeError  # (re-exported)
-from lagwatch.shared.events.event_codec import EventFields, JsonEvent, Number, from_document
+from lagwatch.shared.events.event_codec import EventFields, JsonEvent, Number, load_schema
 from lagwatch.shared.events.event_codec import encode as encode  # (re-exported: the codec's, for any event)
 from lagwatch.shared.protocol.types import GroupStatus, PartitionStatus, Status
 from lagwatch.shared.statuses.explanation import Explanation
@@ -25,7 +23,6 @@ from lagwatch.shared.statuses.time_lag import TimeLag, seconds_fields, worst
 from lagwatch.shared.statuses.velocity import Velocity, group_velocity
 
 SCHEMA_VERSION: Final = 1
-SCHEMA_PATH = resources.files("lagwatch.shared.events.schemas") / "status_event.json"  # package data
 QUIET = (Status.OK, Status.NOTFOUND)  # statuses outside an incident
 
 
@@ -72,10 +69,6 @@ class VelocityFields(EventFields, frozen=True, kw_only=True):
     catchup: Literal["caught_up", "keeping_up", "catching_up", "never", "unknown"]
     catchup_seconds: Number | None
 
-    @classmethod
-    def of(cls, velocity: Velocity) -> VelocityFields:
-        return from_document(cls, velocity.to_json())
-
 
 class RetentionFields(EventFields, frozen=True, kw_only=True):
     """A retention risk in an event (retention.py's `RetentionRisk.to_json`)."""
@@ -84,20 +77,12 @@ class RetentionFields(EventFields, frozen=True, kw_only=True):
     retention_risk_basis: Literal["log-start", "retention.ms"] | None
     skipped_messages: int
 
-    @classmethod
-    def of(cls, risk: RetentionRisk) -> RetentionFields:
-        return from_document(cls, risk.to_json())
-
 
 class ExplanationFields(EventFields, frozen=True, kw_only=True):
     """Why the group is where it is (explanation.py), in an event."""
 
     code: str
     text: str
-
-    @classmethod
-    def of(cls, explanation: Explanation) -> ExplanationFields:
-        return cls(code=explanation.code, text=explanation.text)
 
 
 class EventPartition(EventFields, frozen=True, kw_only=True):
@@ -310,5 +295,4 @@ def _partition(
 
 
 def schema() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
-    return loaded
+    return load_schema("status_event.json")
