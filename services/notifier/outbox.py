@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, fields
 from itertools import islice
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import msgspec
 from redis.asyncio import Redis
@@ -30,7 +30,7 @@ from lagwatch.shared.notifications.subscriptions.notification_policy import Even
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime import packed_commands
 from lagwatch.shared.runtime.clock import now_ms
-from lagwatch.shared.runtime.redis_client import text
+from lagwatch.shared.runtime.redis_client import reply, text
 
 APPLIED, DUPLICATE, CONFLICT = 1, 0, -1
 CHAIN_KEYS = (keys.OUTBOX_ORDER, keys.OUTBOX_CHAIN_OF, keys.OUTBOX_SEQ)
@@ -287,15 +287,17 @@ class Outbox:
             == 1
         )
 
-    async def states(self, subscription_id: str) -> AsyncIterator[tuple[str, str]]:
-        """Every incident state kept for the subscription: (state field, state JSON), scanned in steps (a
-        subscription may keep many)."""
-        async for field_, raw in self.redis.hscan_iter(keys.notify_state(subscription_id), count=500):
-            yield text(field_), text(raw)
+    def states(self, subscription_id: str) -> AsyncIterator[tuple[str, str]]:
+        """Every incident state kept for the subscription: (state field, state JSON)."""
+        return self._scan(keys.notify_state(subscription_id))
 
-    async def active(self) -> AsyncIterator[tuple[str, str]]:
+    def active(self) -> AsyncIterator[tuple[str, str]]:
         """(its field, its latest event as JSON) of every incident going on, as the events read so far tell."""
-        async for field_, raw in self.redis.hscan_iter(keys.NOTIFY_ACTIVE, count=500):
+        return self._scan(keys.NOTIFY_ACTIVE)
+
+    async def _scan(self, key: str) -> AsyncIterator[tuple[str, str]]:
+        """A hash's (field, value) pairs, scanned in steps (a subscription may keep many states)."""
+        async for field_, raw in self.redis.hscan_iter(key, count=500):
             yield text(field_), text(raw)
 
     async def drop_field(self, raw: str, field_: str, key: str = keys.NOTIFY_ACTIVE) -> None:
@@ -311,23 +313,21 @@ class Outbox:
         return {sub_id for sub_id, exists in zip(subscription_ids, kept, strict=True) if not exists}
 
     async def read_state_field(self, subscription_id: str, group_key: str) -> str:
-        # bytes: the client does not decode replies (redis-py types hget as str)
-        raw = await cast("Awaitable[bytes | None]", self.redis.hget(keys.notify_state(subscription_id), group_key))
-        return raw.decode() if raw else ""
+        raw = await reply(self.redis.hget(keys.notify_state(subscription_id), group_key))
+        return text(raw) if raw else ""
 
     async def identity_since(self, now: int | None = None) -> int:
         """Since when receivers' alerts are named per subscription (receiver_identity.py): ROLLOUT_MS after the
         first call, kept in Redis for every notifier after it."""
         since = (now_ms() if now is None else now) + receiver_identity.ROLLOUT_MS
         await self.redis.set(keys.NOTIFY_IDENTITY_SINCE, since, nx=True)
-        raw = await cast("Awaitable[bytes | None]", self.redis.get(keys.NOTIFY_IDENTITY_SINCE))
-        return int(raw or 0)
+        return int(await reply(self.redis.get(keys.NOTIFY_IDENTITY_SINCE)) or 0)
 
     async def scope_looked(self) -> dict[str, str]:
         """Each subscription's configuration (`scope.config_digest`) as the last completed look at the scopes saw it,
         whichever notifier made it."""
-        raw = await cast("Awaitable[dict[bytes, bytes]]", self.redis.hgetall(keys.NOTIFY_SCOPE_LOOKED))
-        return {k.decode(): v.decode() for k, v in raw.items()}
+        raw = await reply(self.redis.hgetall(keys.NOTIFY_SCOPE_LOOKED))
+        return {text(k): text(v) for k, v in raw.items()}
 
     async def record_scope_looked(self, digests: dict[str, str]) -> None:
         """What a completed look saw: the subscriptions now, and no others."""

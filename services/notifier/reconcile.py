@@ -10,9 +10,7 @@ wherever it is made, and the due reconciliation is taken out only if no later sk
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import cast
 
 from lagwatch.services.notifier import metrics
 from lagwatch.services.notifier.decisions import Recorder, decide, parse_state, readable_state, record, record_request
@@ -169,7 +167,7 @@ class Reconciler(Recorder):
 
     async def _settle_active(self, state_field: str, group: str, stored: StoredStatus, now: int) -> None:
         """The incident going on kept for subscriptions to come (scope.py) is the stored one, or none."""
-        kept_raw = await cast("Awaitable[bytes | None]", self.redis.hget(keys.NOTIFY_ACTIVE, state_field))
+        kept_raw = await reply(self.redis.hget(keys.NOTIFY_ACTIVE, state_field))
         raw = text(kept_raw) if kept_raw else ""
         kept = parse_status_event(raw) if raw else None
         if kept is not None and not stored.quiet and kept.incident_id == stored.incident_id:

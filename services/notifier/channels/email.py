@@ -21,12 +21,7 @@ import aiosmtplib
 
 from lagwatch.services.notifier.channels import Channel, Notification, SendFailure, summary
 from lagwatch.shared.notifications.delivery import address_guard, signing, tls
-from lagwatch.shared.notifications.subscriptions.destinations import (
-    EMAIL,
-    IMPLICIT_TLS_PORT,
-    guard_url,
-    smtp_destination,
-)
+from lagwatch.shared.notifications.subscriptions.destinations import EMAIL, IMPLICIT_TLS_PORT, guard_url
 from lagwatch.shared.runtime.printable import printable
 
 
@@ -43,10 +38,6 @@ class Mail:
     extra_ca: str = ""  # CAs trusted besides the system's, as for https (tls.py)
     noverify: bool = False
     timeout_s: float = 0.0  # the subscription's own `timeout`; 0: the notifier's request-timeout
-
-    @property
-    def url(self) -> str:  # what logs and errors name (never the credentials)
-        return smtp_destination(self.host, self.port)
 
 
 def text(note: Notification) -> bytes:

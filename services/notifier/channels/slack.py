@@ -113,18 +113,14 @@ def _lasted(note: Notification, closing: bool) -> list[str]:
 
 
 def _status_title(note: Notification, event: StatusEvent | LagThresholdEvent) -> str:
-    status, where, kind = event.status, f"{event.group} on {event.cluster}", note.kind
+    """The other destinations' title (summary.py) behind an emoji, but for a close that is not the group's own."""
+    where = f"{event.group} on {event.cluster}"
     if note.reason == UNSUBSCRIBED and note.closing:
-        text = f":no_bell: No longer watched here: {where} (this subscription no longer covers it)"
-    elif note.reason == CLUSTER_FORGOTTEN and note.closing:
-        text = f":no_bell: No longer watched: {where} (lagwatch no longer watches the cluster)"
-    elif kind == "close":
-        text = f":white_check_mark: Resolved: {where} {'is OK again' if status == 'OK' else 'is gone (NOTFOUND)'}"
-    elif kind == "repeat":
-        text = f"{STATUS_EMOJI.get(status, ':white_circle:')} Still {status}: {where}"
-    else:
-        text = f"{STATUS_EMOJI.get(status, ':white_circle:')} {status}: {where}"
-    return _short(text)
+        return _short(f":no_bell: No longer watched here: {where} (this subscription no longer covers it)")
+    if note.reason == CLUSTER_FORGOTTEN and note.closing:
+        return _short(f":no_bell: No longer watched: {where} (lagwatch no longer watches the cluster)")
+    emoji = ":white_check_mark:" if note.kind == "close" else STATUS_EMOJI.get(event.status, ":white_circle:")
+    return _short(f"{emoji} {summary.title(event, note.kind)}")
 
 
 def _partition_line(p: EventPartition) -> str:
