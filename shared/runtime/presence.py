@@ -60,7 +60,6 @@ class Presence:
         self._running: asyncio.Task[None] | None = None
 
     def start(self, stopping: asyncio.Event) -> None:
-        """Keep announcing in the background (`keep_announcing`) until `stopping` or `stop()`."""
         self._running = asyncio.create_task(self.keep_announcing(stopping), name=f"presence {self.key}")
 
     async def stop(self) -> None:

@@ -17,7 +17,6 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def printable(text: str) -> str:
-    """`text` with each control character written as its escape."""
     return _CONTROL.sub(_escape, text)
 
 

@@ -244,7 +244,6 @@ class SilenceCache:
         self._changed = False
 
     async def refresh(self) -> None:
-        """Reload if the silences changed."""
         version = await self.store.version()
         if version == self.version:
             return
