@@ -45,6 +45,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -524,17 +525,14 @@ def serve(settings: Mapping[str, Any]) -> None:
         cluster.stop()
 
 
+@dataclass
 class MockKafkaControl:
-    """Synchronous client for a `serve` process's control endpoint."""
+    """Synchronous client for a `serve` process's control endpoint (`control_url`, as `serve` writes it)."""
 
-    def __init__(self, bootstrap: str, control_url: str, pid: int | None = None, timeout: float = 10.0) -> None:
-        self.bootstrap = bootstrap
-        self.control_url = control_url.rstrip("/")
-        self.pid = pid
-        self.timeout = timeout
-
-    def __repr__(self) -> str:
-        return f"MockKafkaControl(bootstrap={self.bootstrap!r}, control_url={self.control_url!r})"
+    bootstrap: str
+    control_url: str
+    pid: int | None = None
+    timeout: float = 10.0
 
     def health(self) -> dict[str, Any]:
         return self._request("GET", "/health")
