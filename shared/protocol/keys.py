@@ -137,17 +137,14 @@ READINESS_PROBE = f"{PREFIX}:readiness-probe"
 
 
 def _cluster_key(name: str) -> Callable[[str], str]:
-    """The key `name` of a cluster: `lw:c:{<cluster>}:<name>`."""
     return lambda cluster: f"{PREFIX}:c:{{{cluster}}}:{name}"
 
 
 def _topic_key(kind: str) -> Callable[[str, str], str]:
-    """The key `kind` of a topic: `lw:t:{<cluster>/<topic>}:<kind>`."""
     return lambda cluster, topic: f"{PREFIX}:t:{{{cluster}/{topic}}}:{kind}"
 
 
 def _group_key(kind: str) -> Callable[[str, str], str]:
-    """The key `kind` of a group: `lw:g:{<cluster>/<group>}:<kind>`."""
     return lambda cluster, group: f"{PREFIX}:g:{{{cluster}/{group}}}:{kind}"
 
 
