@@ -1,5 +1,6 @@
 """Burrow's HTTP API v3 (docs/rules.md §5): clusters, topics and their consumers, consumer groups, their statuses, and
-removing a group or one of its topics.
+removing a group or one of its topics. A group's routes also answer a POST naming the group in a JSON body
+(`/api/v1/consumer-groups/...`, group_routes.py), for names no URL can hold.
 
 Shapes and messages follow Burrow's httpserver (v1.9.5) so existing Burrow clients work unchanged, down to its
 NOTFOUND answer (a 404 with `error: false`). A group's status is computed from its windows at request time
@@ -19,6 +20,8 @@ from aiohttp import web
 from lagwatch.services.api import statuses
 from lagwatch.services.api.auth import requires_token
 from lagwatch.services.api.context import CONTEXT
+from lagwatch.services.api.group_routes import BASE as BY_BODY
+from lagwatch.services.api.group_routes import named_group
 from lagwatch.services.api.paths import named
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.runtime.clock import now_ms
@@ -140,17 +143,13 @@ async def list_consumers(request: web.Request) -> web.Response:
 
 
 @routes.get(named("/v3/kafka/{cluster}/consumer/{group}"))
+@routes.post(BY_BODY + "/detail")
 async def consumer_detail(request: web.Request) -> web.Response:
-    return await detail_answer(request, request.match_info["cluster"], request.match_info["group"])
-
-
-async def detail_answer(request: web.Request, cluster: str, group: str) -> web.Response:
-    """Burrow's consumer detail of `group` (named in the path or, by group_routes.py, in the body)."""
-    context = request.app[CONTEXT]
-    stored = await context.live_group(cluster, group, now_ms())
+    target, context = await named_group(request), request.app[CONTEXT]
+    stored = await context.live_group(target.cluster, target.group, now_ms())
     if stored is None:
         raise ApiError(404, "cluster or consumer not found")
-    known = await context.store.reads.list_topics(cluster)
+    known = await context.store.reads.list_topics(target.cluster)
     topics = consumer_topics(stored, known, context.config.storage.intervals)
     return ok(request, "consumer detail returned", topics=topics)
 
@@ -178,37 +177,31 @@ def _partition_slot(p: StoredPartition | None, intervals: int) -> dict[str, Any]
 
 @routes.get(named("/v3/kafka/{cluster}/consumer/{group}/status"))
 @routes.get(named("/v3/kafka/{cluster}/consumer/{group}/lag"))
+@routes.post(BY_BODY + "/status")
+@routes.post(BY_BODY + "/lag")
 async def consumer_status(request: web.Request) -> web.Response:
-    """`/status` lists only the partitions not OK, `/lag` every one."""
-    cluster, group = request.match_info["cluster"], request.match_info["group"]
-    return await status_answer(request, cluster, group, only_bad_partitions=request.path.endswith("/status"))
-
-
-async def status_answer(request: web.Request, cluster: str, group: str, *, only_bad_partitions: bool) -> web.Response:
     """Burrow's answer whether or not the group (or the cluster) is known: `error: false`, "consumer status
-    returned"; an unknown one is a 404 with the NOTFOUND status object."""
-    context = request.app[CONTEXT]
-    now = await context.judging_clock(cluster)
-    stored = await context.live_group(cluster, group, now)
+    returned"; an unknown one is a 404 with the NOTFOUND status object. `/status` lists only the partitions not OK,
+    `/lag` every one."""
+    target, context = await named_group(request), request.app[CONTEXT]
+    now = await context.judging_clock(target.cluster)
+    stored = await context.live_group(target.cluster, target.group, now)
     if stored is None:
-        body = statuses.not_found(cluster, group).to_json()
+        body = statuses.not_found(target.cluster, target.group).to_json()
         return ok(request, "consumer status returned", http_status=404, status=body)
-    body = await statuses.status_body(stored, now, context, only_bad_partitions=only_bad_partitions)
+    only_bad = request.path.endswith("/status")
+    body = await statuses.status_body(stored, now, context, only_bad_partitions=only_bad)
     return ok(request, "consumer status returned", status=body)
 
 
 @routes.delete(named("/v3/kafka/{cluster}/consumer/{group}"))
 @routes.delete(named("/v3/kafka/{cluster}/consumer/{group}/topic/{topic}"))
+@routes.post(BY_BODY + "/delete")
 @requires_token
 async def remove_consumer(request: web.Request) -> web.Response:
-    """Forget a group, or one topic of it (the whole group when that was its last topic), as Burrow's DELETEs."""
-    info = request.match_info
-    return await removal_answer(request, info["cluster"], info["group"], info.get("topic"))
-
-
-async def removal_answer(request: web.Request, cluster: str, group: str, topic: str | None) -> web.Response:
-    """Forget `group`, or its `topic`; Burrow's answer whether or not it existed. The caller checked the token."""
-    context = request.app[CONTEXT]
+    """Forget a group, or one topic of it (the whole group when that was its last topic), as Burrow's DELETEs;
+    Burrow's answer whether or not it existed."""
+    (cluster, group, topic), context = await named_group(request, topic_allowed=True), request.app[CONTEXT]
     await context.require_cluster(cluster)
     deletions = context.store.deletions
     existed = await (

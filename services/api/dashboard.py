@@ -36,7 +36,7 @@ from lagwatch.services.api.dashboard_data import (
     rank_results,
     sparkline_points,
 )
-from lagwatch.services.api.group_routes import group_named
+from lagwatch.services.api.group_routes import named_group
 from lagwatch.services.api.paths import named
 from lagwatch.services.api.responses import ApiError, ok
 from lagwatch.shared.events.status_event import QUIET
@@ -109,18 +109,9 @@ async def overview(request: web.Request) -> web.Response:
 
 
 @routes.get(named("/dashboard/api/group/{cluster}/{group}"))
-async def group(request: web.Request) -> web.Response:
-    return await _group_answer(request, request.match_info["cluster"], request.match_info["group"])
-
-
 @routes.post("/dashboard/api/group")
-async def group_by_body(request: web.Request) -> web.Response:
-    target = await group_named(request)
-    return await _group_answer(request, target.cluster, target.group)
-
-
-async def _group_answer(request: web.Request, cluster: str, group: str) -> web.Response:
-    context = request.app[CONTEXT]
+async def group_answer(request: web.Request) -> web.Response:
+    (cluster, group, _), context = await named_group(request), request.app[CONTEXT]
     await context.require_cluster(cluster)
     now = await context.judging_clock(cluster)  # as the evaluator and the status route judge
     stored = await context.live_group(cluster, group, now)

@@ -1,42 +1,42 @@
-"""A consumer group's routes with its name in a JSON body (`/api/v1/consumer-groups/...`), for names no URL can hold.
+"""A consumer group named in a request: in its path (Burrow's routes), or in a JSON body (`/api/v1/consumer-groups/...`)
+for names no URL can hold.
 
 Kafka takes group names of up to 32,767 bytes; an HTTP request line stops at 8 KB, so Burrow's routes, which carry
 the name in the path, cannot reach such a group. `POST .../status`, `.../lag`, `.../detail` and `.../delete` (with
-the token, and an optional `topic`) with `{"cluster", "group"}` answer exactly what Burrow's routes answer
-(`burrow_routes.py`). The removal is a POST: HTTP gives a DELETE's body no meaning (RFC 9110 §9.3.5) and some
-proxies drop it. The body must hold exactly those fields (a misspelt `topic` must not delete the whole group): any
-other problem is a 400 listing every one (`"errors": {"group": "..."}`).
+the token, and an optional `topic`) with `{"cluster", "group"}` are served by Burrow's handlers (`burrow_routes.py`)
+and answer exactly what Burrow's routes answer. The removal is a POST: HTTP gives a DELETE's body no meaning (RFC
+9110 §9.3.5) and some proxies drop it. The body must hold exactly those fields (a misspelt `topic` must not delete
+the whole group): any other problem is a 400 listing every one (`"errors": {"group": "..."}`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiohttp import web
 
-from lagwatch.services.api.auth import requires_token
-from lagwatch.services.api.burrow_routes import detail_answer, removal_answer, status_answer
 from lagwatch.services.api.responses import ApiError
 from lagwatch.services.api.subscription_routes import read_json_body
 from lagwatch.shared.runtime.config import cluster_name_problem
 
-routes = web.RouteTableDef()
 BASE = "/api/v1/consumer-groups"
 MAX_GROUP_BYTES = 32_767  # Kafka's: a group id is a protocol STRING, whose length is an int16
 MAX_TOPIC_CHARS = 249  # Kafka's
 
 
-@dataclass(frozen=True, slots=True)
-class GroupNamed:
+class GroupNamed(NamedTuple):
     cluster: str
     group: str
     topic: str | None = None
 
 
-async def group_named(request: web.Request, *, topic_allowed: bool = False) -> GroupNamed:
-    """The group the request's JSON body names; a 400 ApiError listing every problem of the body otherwise."""
+async def named_group(request: web.Request, *, topic_allowed: bool = False) -> GroupNamed:
+    """The group a POST's JSON body names (a 400 ApiError listing every problem of the body otherwise), or the one
+    any other request names in its path."""
+    if request.method != "POST":
+        info = request.match_info
+        return GroupNamed(info["cluster"], info["group"], info.get("topic"))
     doc = await read_json_body(request)
     fields = ("cluster", "group", "topic") if topic_allowed else ("cluster", "group")
     errors = {
@@ -73,24 +73,3 @@ def _group_problem(group: str) -> str | None:
 
 def _topic_problem(topic: str) -> str | None:
     return f"longer than Kafka allows a topic's name ({MAX_TOPIC_CHARS})" if len(topic) > MAX_TOPIC_CHARS else None
-
-
-@routes.post(BASE + "/status")
-@routes.post(BASE + "/lag")
-async def group_status(request: web.Request) -> web.Response:
-    target = await group_named(request)
-    only_bad = request.path.endswith("/status")  # `/lag`: every partition
-    return await status_answer(request, target.cluster, target.group, only_bad_partitions=only_bad)
-
-
-@routes.post(BASE + "/detail")
-async def group_detail(request: web.Request) -> web.Response:
-    target = await group_named(request)
-    return await detail_answer(request, target.cluster, target.group)
-
-
-@routes.post(BASE + "/delete")
-@requires_token
-async def remove_group(request: web.Request) -> web.Response:
-    target = await group_named(request, topic_allowed=True)
-    return await removal_answer(request, target.cluster, target.group, target.topic)

@@ -13,7 +13,6 @@ from lagwatch.services.api import (
     config_routes,
     cors,
     dashboard,
-    group_routes,
     health_routes,
     listener_tls,
     silence_routes,
@@ -35,7 +34,7 @@ def create_app(config: Config) -> web.Application:
     app = web.Application(middlewares=[timed, trailing_slash, errors_as_json])
     app[CONTEXT] = ApiContext.create(config)
     app[METRICS] = ApiMetrics(config)
-    for module in (burrow_routes, group_routes, config_routes, health_routes, subscription_routes, silence_routes):
+    for module in (burrow_routes, config_routes, health_routes, subscription_routes, silence_routes):
         app.add_routes(module.routes)
     dashboard.install(app)
     cors.install(app, config.api.access_control_allow_origin)

@@ -1,6 +1,6 @@
-"""A consumer group's routes with its name in a JSON body (services/api/group_routes.py), on a real api over real
-Redis: a group named with 10 kB, which Kafka allows but no request line takes, can be read and removed, and every
-answer is the one Burrow's route gives for a group it can name."""
+"""A consumer group's routes with its name in a JSON body (services/api/group_routes.py, burrow_routes.py), on a real
+api over real Redis: a group named with 10 kB, which Kafka allows but no request line takes, can be read and removed,
+and every answer is the one Burrow's route gives for a group it can name."""
 
 import json
 
