@@ -1,28 +1,41 @@
 """A sample incident sent now to one subscription (`lagwatch notify test ID`, docs/webhooks.md): its `open` and, with
 `send-close`, its `close` for the group `lagwatch-test` (`lag`, `retention`: a lag or data-loss-risk alert's), built
 by `build_request` and sent by the notifier's `Sender` but not through the outbox: nothing is kept, retried or
-dead-lettered. Both carry `X-Lagwatch-Reason: test`, and their ids are new at every run."""
+dead-lettered. Both carry `X-Lagwatch-Reason: test`, and their ids are new at every run.
+
+The samples asked for through the api (shared/notifications/sample_requests.py) are taken by a running notifier
+(`serve_samples`), from its start, while Kafka is still away too: a sample needs only Redis and the receiver."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
 from lagwatch.services.notifier.delivery import Sender
 from lagwatch.services.notifier.messages import PermanentError, build_off_the_loop
 from lagwatch.services.notifier.outbox import Delivery
-from lagwatch.services.notifier.subscriptions import Subscription
+from lagwatch.services.notifier.subscriptions import Registry, Subscription
 from lagwatch.shared.events.lag_threshold_event import Alert, Crossing, LagThresholdEvent, Reason
 from lagwatch.shared.events.lag_threshold_event import build_event as build_lag_event
 from lagwatch.shared.events.status_event import Incident, StatusEvent, build_event, new_incident_id
-from lagwatch.shared.notifications.sample_requests import LAG, STATUS, missing_threshold
+from lagwatch.shared.notifications import sample_requests
+from lagwatch.shared.notifications.sample_requests import LAG, STATUS, SampleRequest, missing_threshold
 from lagwatch.shared.protocol.types import GroupStatus, OffsetEntry, PartitionStatus, Status
-from lagwatch.shared.runtime.config import NotifierConfig
+from lagwatch.shared.runtime import clock
+from lagwatch.shared.runtime.config import Config, NotifierConfig
+from lagwatch.shared.runtime.outage_log import OutageLog
+from lagwatch.shared.runtime.service_lifecycle import pause
 from lagwatch.shared.statuses.retention import RetentionRisk
 from lagwatch.shared.statuses.time_lag import CAUGHT_UP, TimeLag
 
+log = logging.getLogger(__name__)
 AnyEvent = StatusEvent | LagThresholdEvent
 
 SAMPLE_GROUP = "lagwatch-test"
@@ -173,3 +186,37 @@ async def _send_one(
         return Sent(kind, False, None, str(exc))
     result = await sender.send(request)
     return Sent(kind, result.ok, result.status, result.error)
+
+
+async def serve_samples(
+    redis: Redis, registry: Registry, config: Config, sender: Sender, stopping: asyncio.Event
+) -> None:
+    """Until `stopping`: take the requests queued, one at a time, every TAKE_EVERY_S, and send them with the
+    notifier's `sender`."""
+    outage = OutageLog(log, "notifier: cannot take sample requests")
+    while not stopping.is_set():
+        try:
+            while not stopping.is_set() and (request := await sample_requests.take(redis)) is not None:
+                await sample_requests.report(redis, request.id, await _answer(request, registry, config, sender))
+            outage.ok()
+        except RedisError as exc:
+            outage.failed(exc)
+        await pause(stopping, sample_requests.TAKE_EVERY_S)
+
+
+async def _answer(request: SampleRequest, registry: Registry, config: Config, sender: Sender) -> dict[str, Any]:
+    subscription = await registry.find(request.subscription)
+    if subscription is None:
+        return {"subscription": request.subscription, "error": "the notifier has no such subscription"}
+    log.info("notifier: sending a sample incident to subscription %s (asked through the api)", subscription.id)
+    clusters = list(config.clusters)
+    try:
+        return await sample_report(
+            subscription, config.notifier, request.cluster, clusters, clock.now_ms(), request.sample, sender
+        )
+    except NoSuchAlerts as exc:
+        return {"subscription": request.subscription, "error": str(exc)}
+    except Exception as exc:  # said to the caller as the receiver's failure; the loop goes on with the next request
+        log.exception("notifier: the sample for subscription %s failed", subscription.id)
+        failed = Sent("open", False, None, f"{type(exc).__name__}: {exc}")
+        return report_of(subscription, request.cluster or sample_cluster(subscription, clusters), [failed])

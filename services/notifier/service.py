@@ -22,7 +22,7 @@ from lagwatch.services.notifier.events import LAG_EVENTS, STATUS_EVENTS, AnyKind
 from lagwatch.services.notifier.outbox import Outbox
 from lagwatch.services.notifier.reconcile import Reconciler
 from lagwatch.services.notifier.repeats import RepeatTimer
-from lagwatch.services.notifier.sample_queue import serve_samples
+from lagwatch.services.notifier.sample import serve_samples
 from lagwatch.services.notifier.scope_watch import ScopeWatch
 from lagwatch.services.notifier.subscriptions import Registry
 from lagwatch.shared.notifications.subscriptions.silences import SilenceCache, SilenceStore

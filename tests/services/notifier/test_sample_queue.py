@@ -1,12 +1,12 @@
-"""The notifier's side of the samples asked for through the api (services/notifier/sample_queue.py): a sample that
-fails in an unexpected way is reported as a failure to its caller, and the next request is still answered."""
+"""The notifier's side of the samples asked for through the api (`sample.serve_samples`): a sample that fails in an
+unexpected way is reported as a failure to its caller, and the next request is still answered."""
 
 import asyncio
 import contextlib
 import dataclasses
 import json
 
-from lagwatch.services.notifier import sample_queue
+from lagwatch.services.notifier import sample
 from lagwatch.services.notifier.subscriptions import Registry
 from lagwatch.shared.notifications import sample_requests
 from lagwatch.shared.notifications.subscriptions.store import SubscriptionStore
@@ -21,7 +21,7 @@ async def test_a_sample_that_raises_is_reported_failed_and_the_next_request_is_a
     async def broken(*args):
         raise RuntimeError("the template pool is gone")
 
-    monkeypatch.setattr(sample_queue, "sample_report", broken)
+    monkeypatch.setattr(sample, "sample_report", broken)
     config = make_config("127.0.0.1:1", redis_server.url)
     config = dataclasses.replace(config, subscriptions=[SubscriptionConfig(id="hook", url="https://a.example.com/")])
     first, second = (sample_requests.SampleRequest.new("hook", "eu-1") for _ in range(2))
@@ -29,7 +29,7 @@ async def test_a_sample_that_raises_is_reported_failed_and_the_next_request_is_a
     stopping = asyncio.Event()
     registry = Registry(config, SubscriptionStore(redis))
     # the sample is replaced by `broken`: no sender is used
-    serving = asyncio.create_task(sample_queue.serve_samples(redis, registry, config, None, stopping))
+    serving = asyncio.create_task(sample.serve_samples(redis, registry, config, None, stopping))
     try:
         await eventually(lambda: redis.exists(keys.sample_report(second.id)))
     finally:
