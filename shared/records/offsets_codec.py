@@ -359,9 +359,9 @@ def _array_reader(item: StructReader, wire: _Wire) -> Reader:
     return read
 
 
-def _key_reader(fields: tuple[Field, ...]) -> Callable[[bytes], tuple[Any, ...]]:
+def _key_reader(fields: tuple[Field, ...]) -> Callable[[bytes], list[Any]]:
     read = _struct_reader(fields, 0, _CLASSIC)
-    return lambda key: tuple(read(key, 2, "key.")[0])
+    return lambda key: read(key, 2, "key.")[0]
 
 
 # the commit key's reader is the reference for `decode_offset_commit_key`'s sliced path

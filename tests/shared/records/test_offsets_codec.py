@@ -883,7 +883,7 @@ def test_commit_key_decoder_agrees_with_decode_record(
         assert isinstance(record, OffsetCommit)
         return record.group, record.topic, record.partition
 
-    expected = _decoded_or_field(offsets_codec._read_offset_commit_key, bytes(key))
+    expected = _decoded_or_field(lambda k: tuple(offsets_codec._read_offset_commit_key(k)), bytes(key))
     assert _decoded_or_field(decode_offset_commit_key, bytes(key)) == expected
     assert _decoded_or_field(via_record, bytes(key)) == expected  # decode_record reads keys through it
 
