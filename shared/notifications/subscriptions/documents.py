@@ -35,16 +35,11 @@ def kebab(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {str(k).replace("_", "-"): v for k, v in doc.items()}
 
 
-def _option_keys(doc: dict[str, Any]) -> dict[str, Any]:
-    """Fields named after Python keywords (`from_`) under their option's name (`from`)."""
-    return {
-        option_name(f) if f.name.endswith("_") else f.name: doc[f.name] for f in dataclasses.fields(SubscriptionConfig)
-    }
-
-
 def to_document(config: SubscriptionConfig) -> dict[str, Any]:
-    """The stored (and unmasked) JSON form, snake_case."""
-    return _option_keys(dataclasses.asdict(config))
+    """The stored (and unmasked) JSON form, snake_case; fields named after Python keywords (`from_`) under their
+    option's name (`from`)."""
+    doc = dataclasses.asdict(config)
+    return {option_name(f) if f.name.endswith("_") else f.name: doc[f.name] for f in dataclasses.fields(config)}
 
 
 def new_id() -> str:
