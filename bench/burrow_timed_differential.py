@@ -1,14 +1,18 @@
 """Burrow and lagwatch on one timed stream, on a loaded machine: does each see a consumer falling behind?
 
-    python bench/burrow_timed_differential.py [--runs 10] [--hogs 4] [--steps 14] [--intervals 10]
+    python bench/burrow_timed_differential.py [--runs 10] [--hogs 4] [--steps 14] [--intervals 10] [--gap 1.5]
+                                              [--stall-ingest]
 
 burrow_differential.py waits for both systems between rounds, so each of its commits is stored by both against the
 same log end; it cannot show what happens when a monitor gets to a commit late. Here every step produces records,
 waits until both systems have polled the new log ends, and commits at once (stamped with the time it is written);
-the next step follows straight away, while `--hogs` CPU-bound processes run beside both systems, as on any machine
-shared with other work. Nothing waits for the commits to be stored: a commit a system gets to after its next poll
-is measured by Burrow against that newer log end, by lagwatch against the log end of when it was made
-(docs/rules.md §2).
+the next step follows `--gap` seconds later, while `--hogs` CPU-bound processes run beside both systems, as on any
+machine shared with other work. Nothing waits for the commits to be stored: a commit a system gets to after its next
+poll is measured by Burrow against that newer log end, by lagwatch against the log end of when it was made
+(docs/rules.md §2). With `--gap 0` the next step's records come at once, and Burrow, slowed by the hogs, gets to
+some commits after its next poll. With `--stall-ingest` lagwatch's ingest is the late one: it is paused (SIGSTOP)
+from before each step's commits until Burrow has polled the next step's log ends, as a worker starved of CPU or
+stalled on Redis would be; its poller, in the same process, resumes with it.
 
 Groups, one data partition each:
   g-falling  20 produced and 10 more committed per step: its lag grows every step (WARN)
@@ -26,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -80,20 +86,30 @@ def hogs(stack: contextlib.ExitStack, n: int) -> None:
         stack.callback(proc.kill)
 
 
-def play(writer: Writer, apis: dict[str, str], steps: int) -> dict[str, int]:
+def play(writer: Writer, apis: dict[str, str], args: argparse.Namespace, ingest: subprocess.Popen) -> dict[str, int]:
     """The timed stream; each group's last committed offset."""
     last: dict[str, int] = {}
-    for step in range(1, steps + 1):
+    for step in range(1, args.steps + 1):
         ends = log_ends(step)
         writer.log_ends(ends)  # type: ignore[arg-type]
         for name, api in apis.items():  # this step's log ends polled: the commits below are made after they moved
+            if args.stall_ingest and name == "lagwatch" and step > 1:
+                _pause(ingest, signal.SIGCONT)  # late: Burrow has polled these log ends already
             for (topic, _), end in ends.items():
                 wait_until(lambda api=api, t=topic, e=end: log_ends_shown(api, t, [e]), f"{name} {topic} at {end}", 10)
+        if args.stall_ingest and step < args.steps:
+            _pause(ingest, signal.SIGSTOP)
         for group, offset in commits(step).items():
             writer.commit(group, TOPIC[group], 0, offset, now_ms())
             last[group] = offset
         writer.flush()
+        time.sleep(args.gap)
     return last
+
+
+def _pause(process: subprocess.Popen, sig: signal.Signals) -> None:
+    """SIGSTOP or SIGCONT to the process and its children."""
+    os.killpg(os.getpgid(process.pid), sig)
 
 
 def newest_offset(api: str, group: str) -> int | None:
@@ -135,7 +151,7 @@ def one_run(args: argparse.Namespace) -> dict[str, dict[str, str]] | None:
         stack.callback(writer.close)
         writer.log_ends(log_ends(0))  # type: ignore[arg-type]
         _, burrow_api = start_burrow(stack, tmp, control.bootstrap, args.intervals)
-        _, lagwatch_api = start_lagwatch(stack, tmp, control.bootstrap, args.intervals)
+        lagwatch, lagwatch_api = start_lagwatch(stack, tmp, control.bootstrap, args.intervals)
         apis = {"burrow": burrow_api, "lagwatch": lagwatch_api}
         for name, api in apis.items():
             for topic in topics:
@@ -144,7 +160,7 @@ def one_run(args: argparse.Namespace) -> dict[str, dict[str, str]] | None:
                 ):
                     return None
         hogs(stack, args.hogs)
-        last = play(writer, apis, args.steps)
+        last = play(writer, apis, args, lagwatch["ingest"])
         for name, api in apis.items():
             for group, offset in last.items():
                 wait_until(lambda api=api, g=group, o=offset: newest_offset(api, g) == o, f"{name} {group}")
@@ -161,6 +177,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--hogs", type=int, default=4, help="CPU-bound processes beside both systems")
     parser.add_argument("--steps", type=int, default=14, help="steps per run (more than --intervals: a full window)")
     parser.add_argument("--intervals", type=int, default=10, help="ring size of both systems")
+    parser.add_argument("--gap", type=float, default=1.5, help="seconds from a step's commits to the next step")
+    parser.add_argument("--stall-ingest", action="store_true", help="pause lagwatch's ingest over each step's commits")
     parser.add_argument("--windows", action="store_true", help="print g-falling's window (offset, lag) in both")
     return parser.parse_args(argv)
 
@@ -172,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"burrow_timed_differential: missing {missing} (scripts/install-system-deps.sh)", file=sys.stderr)
         return 2
     groups = list(EXPECTED)
-    print(f"{args.runs} runs, {args.steps} steps, {args.hogs} CPU hogs; expected {EXPECTED}", flush=True)
+    stall = ", lagwatch's ingest stalled over each step's commits" if args.stall_ingest else ""
+    print(f"{args.runs} runs, {args.steps} steps {args.gap} s apart, {args.hogs} CPU hogs{stall}", flush=True)
+    print(f"expected {EXPECTED}", flush=True)
     print("| run | " + " | ".join(f"{g} Burrow / lagwatch" for g in groups) + " | agree |")
     print("| --- | " + " | ".join("---" for _ in groups) + " | --- |")
     agreed = {group: 0 for group in groups}

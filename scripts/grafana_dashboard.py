@@ -312,7 +312,8 @@ ROWS = [
                 "timeseries",
                 [
                     Target(
-                        f"avg by (cluster) (lagwatch_commit_clock_offset_seconds{{{CLUSTER}}})", "offset {{cluster}}"
+                        f"max by (cluster, partition) (lagwatch_commit_clock_offset_seconds{{{CLUSTER}}})",
+                        "offset {{cluster}} partition {{partition}}",
                     ),
                     Target(
                         "histogram_quantile(0.9, sum by (cluster, le) "

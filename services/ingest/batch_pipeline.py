@@ -62,12 +62,19 @@ class Retrying:
 
 class BatchPipeline:
     def __init__(
-        self, processor: BatchProcessor, archive: ArchiveQueue, changes: ChangePublisher, redis: Redis, retry: Retrying
+        self,
+        processor: BatchProcessor,
+        archive: ArchiveQueue,
+        changes: ChangePublisher,
+        redis: Redis,
+        retry: Retrying,
+        offsets_topic: str,
     ) -> None:
         self.cluster = archive.cluster
         self.processor, self.archive, self.changes, self.redis, self.retry = processor, archive, changes, redis, retry
         self.read_through = ReadThroughStore(redis, self.cluster)
-        self.clock = CommitClock(self.cluster, redis)
+        offsets = processor.broker_offsets  # knows the offsets topic's partition count from its topic refresh
+        self.clock = CommitClock(self.cluster, redis, lambda: offsets.partition_counts.get(offsets_topic))
         self.caught_up = retry.caught_up  # every assigned partition read and stored up to its end (`reached_ends`)
         self.positions: dict[int, int] = {}  # offsets-topic partition -> position stored (may be ahead of committed)
         self.batches_done = 0
@@ -82,7 +89,7 @@ class BatchPipeline:
         """Apply a batch to the windows in memory and start storing it, which overlaps the next fetch; False when a
         stop came while Redis or Kafka was down."""
         fresh = self.caught_up.is_set()  # read at the log end: these commits tell the commit clock (commit_clock.py)
-        self.processor.clock_offset_ms = await self.clock.offset()
+        self.processor.clock_offsets = await self.clock.offsets()
         batch = self.processor.start(records)
         deferred = batch.deferred  # groups to load from Redis, log ends to ask Kafka for
         if deferred and await self.retry("loading windows", lambda: self.processor.load_deferred(batch)) is None:

@@ -334,9 +334,10 @@ def run_pass(processor, records, batch, bint defer):
     cdef dict known = processor.keys.keys
     cdef dict groups = processor.cache.groups, dirty = processor.cache.dirty, touched = batch.touched
     cdef dict latest = processor.broker_offsets.latest, since = processor.broker_offsets.since
-    clock_offset = processor.clock_offset_ms  # None: commits taken as made when read (window.commit_made_at)
-    cdef bint clock_known = clock_offset is not None
-    cdef int64_t offset_ms = clock_offset if clock_known else 0, made
+    # per offsets partition, its coordinator's clock offset (absent: commits taken as made when read)
+    cdef dict clock_offsets = processor.clock_offsets
+    cdef bint clock_known = False
+    cdef int64_t offset_ms = 0, made
     log_end_at = processor.broker_offsets.log_end_at
     config = processor.store.config
     cdef int64_t expire_ms = config.expire_group_ms, min_distance = config.min_distance_ms
@@ -349,8 +350,8 @@ def run_pass(processor, records, batch, bint defer):
     cdef int64_t now = batch.observed_at
     cdef dict reread = processor.reread_until  # empty but after a rewind (BatchProcessor.read_again)
     cdef int64_t reread_below = -1  # the records in hand: below this order, read again
-    # the timestamps of the commits read for the first time, oldest and newest (commit_clock.py)
-    cdef int64_t oldest = batch.oldest_commit_ms, newest = batch.newest_commit_ms
+    # the timestamps of the records in hand's commits read for the first time, oldest and newest (commit_clock.py)
+    cdef int64_t oldest = MAX_EXACT, newest = -1
     unusual, open_group = processor._unusual, processor._open_group
     cdef Py_ssize_t counts[4]  # outcomes of `_add_newest`, by its code
     counts[:] = [0, 0, 0, 0]
@@ -373,10 +374,16 @@ def run_pass(processor, records, batch, bint defer):
         if part_now is None or partition != part_now:
             if part_now is not None:
                 positions[part_now] = position
+                if newest >= 0:
+                    batch.read_first(part_now, oldest, newest)
+                    oldest, newest = MAX_EXACT, -1
             part_now = partition
             if reread:
                 found = PyDict_GetItem(reread, partition)
                 reread_below = <int64_t><object>found if found is not NULL else -1
+            found = PyDict_GetItem(clock_offsets, partition)
+            clock_known = found is not NULL
+            offset_ms = <int64_t><object>found if clock_known else 0
         position = order + 1
         commit_key = None
         if key is not None:
@@ -459,9 +466,10 @@ def run_pass(processor, records, batch, bint defer):
             current_last, last_moved = timestamp, True
     if last_moved:
         current.last = current_last
-    batch.oldest_commit_ms, batch.newest_commit_ms = oldest, newest
     if part_now is not None:
         positions[part_now] = position
+        if newest >= 0:
+            batch.read_first(part_now, oldest, newest)
     for i in range(4):
         others[FAST_OUTCOMES[i]] = others.get(FAST_OUTCOMES[i], 0) + counts[i]
     for added, n in others.items():

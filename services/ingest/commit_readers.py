@@ -78,6 +78,7 @@ class TopicReader:
     def _on_assigned(self, partitions: list[int]) -> None:
         log.info("ingest: assigned offsets-topic partitions %s", partitions)
         self.pipeline.caught_up.clear()  # their commits since the last owner's last commit are still to be read
+        self.pipeline.clock.assigned()
         self._announcing = asyncio.ensure_future(self._announce_behind())  # the poller must hear it now
 
     async def _announce_behind(self) -> None:
@@ -92,6 +93,7 @@ class TopicReader:
         await self.pipeline.drain()
         await self.pipeline.archive.hand_over()
         self.pipeline.processor.cache.forget_partitions(partitions)  # flushed before
+        self.pipeline.clock.revoked(partitions)
         log.info("ingest: revoked offsets-topic partitions %s", sorted(partitions))
 
     async def run(self) -> None:

@@ -34,9 +34,9 @@ COMMIT_DELAY = Histogram(
 )
 CLOCK_OFFSET = Gauge(
     "lagwatch_commit_clock_offset_seconds",
-    "How far the cluster's commit timestamps (its group coordinators' clock) are behind lagwatch's clock, negative "
-    "ahead; absent in admin mode, whose commits the poller stamps itself",
-    ["cluster"],
+    "How far the commit timestamps of an offsets-topic partition (its leader's clock: the coordinator of its groups) "
+    "are behind lagwatch's clock, negative ahead; absent in admin mode, whose commits the poller stamps itself",
+    ["cluster", "partition"],
 )
 HISTORY_BROKEN = Gauge(
     "lagwatch_ingest_history_broken",

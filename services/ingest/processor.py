@@ -60,11 +60,17 @@ class AppliedBatch:
     tombstoned: dict[str, tuple] = field(default_factory=dict)
     # windows gone on offset-commit tombstones: (offsets partition, group, (topic, partition), tombstone's order)
     offsets_deleted: list[tuple[int, str, tuple[str, int], int]] = field(default_factory=list)
-    # the oldest and newest timestamps of the commits read for the first time (none: newest < 0): commit_clock.py
-    oldest_commit_ms: int = MAX_EXACT
-    newest_commit_ms: int = -1
+    # offsets partition -> the oldest and newest timestamps of its commits read for the first time: commit_clock.py
+    commit_times: dict[int, tuple[int, int]] = field(default_factory=dict)
     # the log-end histories of set-aside commits made before their log end last moved, for the second pass
     histories: dict[tuple[str, int], list[Sample]] = field(default_factory=dict)
+
+    def read_first(self, partition: int, oldest: int, newest: int) -> None:
+        """Commits of the offsets partition read for the first time, stamped from `oldest` to `newest`."""
+        known = self.commit_times.get(partition)
+        if known is not None:
+            oldest, newest = min(known[0], oldest), max(known[1], newest)
+        self.commit_times[partition] = (oldest, newest)
 
     def set_aside(self, group: str, partition: int, record: RecordLike | AdminStep) -> None:
         """A record that waits for its group to be loaded (or its log end), with every later one of its group."""
@@ -107,9 +113,9 @@ class BatchProcessor:
         # again: its history record is stamped with its commit time, not the time it was read again (`read_again`)
         self.read_to: dict[int, int] = {}
         self.reread_until: dict[int, int] = {}
-        # the cluster's commit clock against lagwatch's (commit_clock.py; None: unknown, commits taken as made when
-        # read): where a commit's time meets the log-end samples'
-        self.clock_offset_ms: int | None = None
+        # offsets partition -> its coordinator's commit clock against lagwatch's (commit_clock.py; absent: unknown,
+        # commits taken as made when read): where a commit's time meets the log-end samples'
+        self.clock_offsets: dict[int, int] = {}
         self.compiled = compiled_pass is not None  # the per-record loop of commit_pass.pyx, else _python_pass
         # the flush encoded by flush_encoding.pyx, else take_writes + write_commands; Redis Cluster routes commands
         self.packs_flush = encode_flush is not None and not isinstance(store.redis, RedisCluster)
@@ -143,12 +149,12 @@ class BatchProcessor:
         if batch.waiting:
             await self.cache.load(batch.waiting)
         commits = list(_set_aside_commits(batch.deferred, self.keys.keys))
-        missing = {tp for tp, _ in commits} - self.broker_offsets.latest.keys()
+        missing = {tp for _, tp, _ in commits} - self.broker_offsets.latest.keys()
         if missing:
             await self.broker_offsets.lookup(missing)
-        now, offset = batch.observed_at, self.clock_offset_ms
+        now, offsets = batch.observed_at, self.clock_offsets
         batch.histories = await self.broker_offsets.histories(
-            (tp, commit_made_at(at, now, offset)) for tp, at in commits
+            (tp, commit_made_at(at, now, offsets.get(part))) for part, tp, at in commits
         )
         return True
 
@@ -193,13 +199,12 @@ class BatchProcessor:
             if commit_key is not None:
                 at = self._commit(record, part, order, commit_key, value, batch, defer)  # type: ignore[arg-type]
                 if at is not None:
-                    batch.oldest_commit_ms = min(batch.oldest_commit_ms, at)
-                    batch.newest_commit_ms = max(batch.newest_commit_ms, at)
+                    batch.read_first(part, at, at)
 
     def _typed_pass(self, steps: Sequence[AdminStep], batch: AppliedBatch, *, defer: bool) -> None:
         """Admin mode's steps, typed, as the reference applies those of records read from offsets partition 0
         (admin mode polls only the groups the filter accepts, and commits no position). The poller stamps its
-        commits itself: their timestamps say nothing of the coordinators' clock (no `oldest_commit_ms`)."""
+        commits itself: their timestamps say nothing of the coordinators' clock (no `commit_times`)."""
         for step in steps:
             if isinstance(step, Commit):
                 commit_key = self.keys.named(step.group, step.topic, step.partition)
@@ -260,7 +265,7 @@ class BatchProcessor:
             return None
         committed, timestamp = numbers
         now, reread = batch.observed_at, self.reread_until
-        made_at = commit_made_at(timestamp, now, self.clock_offset_ms)  # None in admin mode (CommitClock.forget)
+        made_at = commit_made_at(timestamp, now, self.clock_offsets.get(part))  # none in admin mode (forgotten)
         log_end = self.broker_offsets.log_end_at(commit_key.topic_partition, made_at, batch.histories, defer)
         if defer and log_end is None:  # made before the log end last moved: its history is read first
             batch.set_aside(group, part, record)
@@ -319,13 +324,14 @@ class BatchProcessor:
 
 def _set_aside_commits(
     deferred: Sequence[RecordLike | AdminStep], known: dict[bytes, CommitKey]
-) -> Iterator[tuple[tuple[str, int], int]]:
-    """(partition, commit timestamp) of the set-aside commits (-1 for offset deletions and unreadable values)."""
+) -> Iterator[tuple[int, tuple[str, int], int]]:
+    """(offsets partition, partition, commit timestamp) of the set-aside commits (timestamp -1 for offset deletions
+    and unreadable values; admin mode's steps are offsets partition 0's)."""
     for record in deferred:
         if isinstance(record, Commit | OffsetsDeleted):
-            yield (record.topic, record.partition), getattr(record, "timestamp", -1)
+            yield 0, (record.topic, record.partition), getattr(record, "timestamp", -1)
         elif not isinstance(record, AdminStep) and (key := known.get(record.key())) is not None:  # type: ignore[arg-type]
-            yield key.topic_partition, _commit_timestamp(record.value())
+            yield record.partition(), key.topic_partition, _commit_timestamp(record.value())
 
 
 def _commit_timestamp(value: bytes | None) -> int:

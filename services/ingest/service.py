@@ -93,7 +93,7 @@ class IngestWorker(Service):
         publish = self.history.publish_commits if self.history is not None else None
         self.archive = ArchiveQueue(self.cluster, publish, self._commit_positions)  # between a batch's store and commit
         self.retry = Retrying(self.cluster, self.stopping, self.caught_up)
-        self.pipeline = BatchPipeline(self.processor, self.archive, self.changes, redis, self.retry)
+        self.pipeline = BatchPipeline(self.processor, self.archive, self.changes, redis, self.retry, self.topic)
         self.deletions = TopicDeletions(redis, self.processor, self.broker_offsets, self.history)
         self.start_up = StartUp(
             self.identity, self.broker_offsets, self.changes, self.history, self.processor.group_filter, self.retry

@@ -68,7 +68,7 @@ def explain(
     """The explanation for a group judged `status` (None: NOTFOUND), its partitions' and its own velocity, and the
     start times (ms) of its recent generations. `membership_known`: the group's metadata (generation, owners) was
     seen; without it, no owner does not mean the members left. `retention`: the group's retention risk.
-    `clock_offset_ms`: the cluster's commit clock against lagwatch's (positive: commit times behind)."""
+    `clock_offset_ms`: the group's coordinator's commit clock against lagwatch's (positive: commit times behind)."""
     if status is None:
         return Explanation("gone", "The group is not known (deleted, expired or excluded).")
     recent = sorted(at for at in rebalances if at >= now_ms - STORM_WINDOW_MS)

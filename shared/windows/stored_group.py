@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import OffsetEntry, PartitionInput, Sample
+from lagwatch.shared.windows.clock_offset import CoordinatorClocks
 from lagwatch.shared.windows.packing import commit_entry_at, unpack_commit_ring
 from lagwatch.shared.windows.window import padded_ring
 
@@ -69,8 +70,8 @@ class StoredGroup:
     partitions: list[StoredPartition] = field(default_factory=list)  # sorted by (topic, partition)
     generation: int | None = None
     rebalances_last_hour: int = 0
-    # the cluster's commit clock against lagwatch's (services/ingest/commit_clock.py; 0 where unknown): the rules
-    # compare commit timestamps with now on the coordinators' clock
+    # its coordinator's commit clock against lagwatch's (clock_offset.py; 0 where unknown): the rules compare
+    # commit timestamps with now on the coordinator's clock
     clock_offset_ms: int = 0
 
 
@@ -83,7 +84,7 @@ class TopicData:
     log_starts: Mapping[TopicPartition, list[Sample]]
     partition_counts: Mapping[str, int]
     retention_ms: Mapping[str, int]
-    clock_offset_ms: int = 0
+    clocks: CoordinatorClocks = field(default_factory=CoordinatorClocks)
 
 
 def stored_partitions(

@@ -20,6 +20,7 @@ from lagwatch.shared.protocol.types import Sample
 from lagwatch.shared.runtime import clock
 from lagwatch.shared.runtime.redis_client import pairs, reply
 from lagwatch.shared.windows import scripts
+from lagwatch.shared.windows.clock_offset import CoordinatorClocks
 from lagwatch.shared.windows.packing import COMMIT_ENTRY, unpack_broker_ring
 from lagwatch.shared.windows.stored_group import StoredGroup, TopicData, TopicPartition, stored_partitions
 
@@ -112,7 +113,7 @@ class WindowReads:
                 stored_partitions(windows, owners, topics),
                 generation=None if generation is None else int(generation),
                 rebalances_last_hour=rebalances,
-                clock_offset_ms=topics.clock_offset_ms,
+                clock_offset_ms=topics.clocks.of_group(group),
             )
             for group, (windows, (last, generation), owners, rebalances) in zip(groups, raw_groups, strict=True)
         ]
@@ -143,15 +144,15 @@ class WindowReads:
         """What these partitions' topics hold for them: broker rings, log-end and log-start histories, and the topics'
         partition counts and `retention.ms` (where known)."""
         topics = {topic for topic, _ in partitions}
-        rings, histories, log_starts, counts, retention, clock_offset = await asyncio.gather(
+        rings, histories, log_starts, counts, retention, clocks = await asyncio.gather(
             self.broker_rings(cluster, partitions),
             self.offset_histories(cluster, partitions),
             self.offset_histories(cluster, partitions, keys.log_start_history),
             self._topic_numbers(keys.topics_index(cluster), topics),
             self._topic_numbers(keys.topic_retention(cluster), topics),
-            reply(self.redis.hget(keys.commit_clock(cluster), "offset_ms")),
+            reply(self.redis.hgetall(keys.commit_clock(cluster))),
         )
-        return TopicData(rings, histories, log_starts, counts, retention, int(clock_offset or 0))
+        return TopicData(rings, histories, log_starts, counts, retention, CoordinatorClocks.parse(clocks))
 
     async def _topic_numbers(self, key: str, topics: Iterable[str]) -> dict[str, int]:
         """A per-topic number from a topic -> number hash, for the topics that have one."""

@@ -1,14 +1,15 @@
 """Whose clock (services/ingest/commit_clock.py): coordinator records with chosen commit timestamps written to the
-Kafka mock, read by an ingest worker into a real Redis; the offset between commit times and lagwatch's clock is
-exported to /metrics and Redis, the ingest's delay measured."""
+Kafka mock, read by an ingest worker into a real Redis; the offset between each coordinator's commit times and
+lagwatch's clock is exported to /metrics and Redis, the ingest's delay measured."""
 
 import pytest
 from prometheus_client import REGISTRY
 
-from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
+from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OffsetsTopicWriter
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.windows.clock_offset import CoordinatorClocks, offsets_partition_of
 from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.services.ingest.test_ingest import window_of
@@ -17,13 +18,21 @@ from tests.services.ingest.test_ingest_resilience import _is_set
 HOUR_MS = 3_600_000
 
 
-async def _exported_offset(redis) -> int | None:
-    stored = await redis.hgetall(keys.commit_clock(CLUSTER))
-    return int(stored[b"offset_ms"]) if stored else None
+BILLING = offsets_partition_of("billing", DEFAULT_PARTITIONS)  # the offsets partition of the group committing
 
 
-def _sample(name: str) -> float:
-    return REGISTRY.get_sample_value(name, {"cluster": CLUSTER}) or 0.0
+async def _exported_offset(redis, partition: int = BILLING) -> int | None:
+    stored = CoordinatorClocks.parse(await redis.hgetall(keys.commit_clock(CLUSTER)))
+    return stored.offsets_ms.get(partition)
+
+
+def _sample(name: str, partition: int | None = None) -> float:
+    labels = {"cluster": CLUSTER} if partition is None else {"cluster": CLUSTER, "partition": str(partition)}
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def _offset_sample(partition: int = BILLING) -> float:
+    return _sample("lagwatch_commit_clock_offset_seconds", partition)
 
 
 @pytest.mark.parametrize("skew_ms", [-HOUR_MS, HOUR_MS], ids=["commit times an hour behind", "an hour ahead"])
@@ -40,13 +49,15 @@ async def test_commit_times_off_by_an_hour_give_that_offset_within_the_ingests_d
         offset_ms = await eventually(lambda: _exported_offset(redis))
         delay_ms = now_ms() - written_at  # the ingest's delay is within this
         assert -skew_ms <= offset_ms <= -skew_ms + delay_ms
-        assert _sample("lagwatch_commit_clock_offset_seconds") == offset_ms / 1000
-        assert worker.pipeline.clock.offset_ms == offset_ms
+        assert _offset_sample() == offset_ms / 1000
+        assert worker.pipeline.clock.offsets_ms == {BILLING: offset_ms}
         # the ingest's delay, measured on lagwatch's clock: that commit's, once
         assert _sample("lagwatch_ingest_commit_delay_seconds_count") == delays_before[0] + 1
         assert 0 <= _sample("lagwatch_ingest_commit_delay_seconds_sum") - delays_before[1] <= delay_ms / 1000
         stored = await redis.hgetall(keys.commit_clock(CLUSTER))
         assert written_at <= int(stored[b"at_ms"]) <= written_at + delay_ms
+        # the offsets topic's partition count, which maps a group to its coordinator for the rules' readers
+        assert CoordinatorClocks.parse(stored).of_group("billing") == offset_ms
 
 
 async def test_old_commits_read_again_after_a_restart_do_not_move_the_offset(kafka, redis_server, redis):
@@ -68,15 +79,45 @@ async def test_old_commits_read_again_after_a_restart_do_not_move_the_offset(kaf
             await eventually(lambda: _newest_offset_is(store, 4), timeout=30)
             await eventually(lambda: _is_set(worker.caught_up), timeout=30)
             # nothing read at the log end yet: the offset the last worker stored, not an hour
-            assert worker.pipeline.clock.offset_ms == before
+            assert worker.pipeline.clock.offsets_ms == {BILLING: before}
             assert await _exported_offset(redis) == before
-            assert _sample("lagwatch_commit_clock_offset_seconds") < 5
+            assert _offset_sample() < 5
             await writer.commit("billing", "orders", 0, 5)  # read at the log end
             await eventually(lambda: _newest_offset_is(store, 5), timeout=30)
-            assert 0 <= worker.pipeline.clock.offset_ms < 5_000
+            assert 0 <= worker.pipeline.clock.offsets_ms[BILLING] < 5_000
             assert 0 <= await _exported_offset(redis) < 5_000
 
 
 async def _newest_offset_is(store, offset):
     window = await window_of(store, "billing", "orders", 0)
     return window is not None and window.entries[-1].offset == offset
+
+
+async def test_each_coordinator_has_its_own_offset(kafka, redis_server, redis):
+    """Two groups coordinated by different offsets partitions (brokers), one stamping commits an hour ahead: only
+    that partition's offset is an hour; the other's stays near zero, and each group reads its own."""
+    kafka.create_topic("orders", 1)
+    right, ahead = "billing", next(g for g in (f"audit-{i}" for i in range(100)) if _partition(g) != BILLING)
+    config = make_config(kafka.bootstrap, redis_server.url)
+    async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)) as worker:
+        await eventually(lambda: _is_set(worker.caught_up), timeout=30)
+        await writer.commit(right, "orders", 0, 1)
+        await writer.commit(ahead, "orders", 0, 1, timestamp=now_ms() + HOUR_MS)
+        await eventually(lambda: _exported_offset(redis, _partition(ahead)))
+        await eventually(lambda: _exported_offset(redis, BILLING))
+        clocks = CoordinatorClocks.parse(await redis.hgetall(keys.commit_clock(CLUSTER)))
+        assert 0 <= clocks.of_group(right) < 5_000
+        assert -HOUR_MS <= clocks.of_group(ahead) < -HOUR_MS + 5_000
+        assert _offset_sample(_partition(ahead)) == clocks.of_group(ahead) / 1000
+        assert 0 <= _offset_sample() < 5
+        worker.pipeline.clock.revoked([_partition(ahead)])  # its next owner exports it
+        assert (
+            REGISTRY.get_sample_value(
+                "lagwatch_commit_clock_offset_seconds", {"cluster": CLUSTER, "partition": str(_partition(ahead))}
+            )
+            is None
+        )
+
+
+def _partition(group: str) -> int:
+    return offsets_partition_of(group, DEFAULT_PARTITIONS)

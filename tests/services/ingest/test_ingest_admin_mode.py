@@ -185,7 +185,7 @@ async def test_auto_falls_back_to_the_admin_api_when_the_offsets_topic_cannot_be
                 await scenario.member.stop()
             assert ingest.admin_mode
             # the poller stamps its commits itself: no coordinator's clock to estimate (commit_clock.py)
-            assert ingest.pipeline.clock.offset_ms is None
+            assert ingest.pipeline.clock.offsets_ms == {}
             assert not await store.redis.exists(keys.commit_clock(CLUSTER))
         assert [entry.offset for entry in windows] == [7]
 

@@ -11,9 +11,10 @@ import asyncio
 
 import pytest
 
-from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
+from lagwatch.devkit.offsets_topic_writer import DEFAULT_PARTITIONS, OffsetsTopicWriter
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.windows.clock_offset import offsets_partition_of
 from lagwatch.shared.windows.store import WindowStore
 from lagwatch.spark.replay import ReplayConfig, replay_group, replay_inputs, status_changes
 from tests.evaluated import evaluate
@@ -71,7 +72,9 @@ async def test_a_consumer_falling_behind_reads_warn_and_one_keeping_up_reads_ok_
 
 
 async def _commit_clock_known(worker: IngestWorker) -> None:
-    await eventually(lambda: _ready(worker.pipeline.clock.offset_ms is not None))
+    """Both groups' coordinators' (their offsets partitions')."""
+    partitions = {offsets_partition_of(group, DEFAULT_PARTITIONS) for group in ("falling", "keeping-up")}
+    await eventually(lambda: _ready(partitions <= worker.pipeline.clock.offsets_ms.keys()))
 
 
 def _hold_batches(worker: IngestWorker) -> asyncio.Event:
