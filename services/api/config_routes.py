@@ -71,9 +71,7 @@ async def evaluator_detail(request: web.Request) -> web.Response:
     return ok(request, "evaluator module detail returned", module={"class-name": "event-driven", "expire-cache": 0})
 
 
-@routes.get(named("/v3/config/cluster/{cluster}"))
-async def config_cluster_detail(request: web.Request) -> web.StreamResponse:
-    return await cluster_detail(request)  # as Burrow: the same handler as /v3/kafka/{cluster}
+routes.get(named("/v3/config/cluster/{cluster}"))(cluster_detail)  # as Burrow: the handler of /v3/kafka/{cluster}
 
 
 @routes.get(named("/v3/config/consumer/{name}"))
