@@ -37,7 +37,6 @@ class EventIntake:
         self._outage = OutageLog(log, "notifier: cannot record events")
 
     async def consume(self, stream: Any, kind: AnyKind) -> None:
-        """An agent's loop over its stream."""
         batches = read_ahead.batches(stream.noack().events(), event_batches.MOST, event_batches.LINGER_S)
         async with contextlib.aclosing(batches):
             async for events in batches:

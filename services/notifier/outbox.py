@@ -235,7 +235,6 @@ class Outbox:
         return [int(reply) for reply in replies]
 
     def _record_call(self, request: RecordRequest) -> tuple[list[str], list[str | int]]:
-        """RECORD_NOTIFICATION's keys and arguments for a request."""
         member = repeat_member(request.subscription_id, request.state_field)
         delivery = request.delivery
         record_keys = [

@@ -82,7 +82,6 @@ class NotifierService(Service):
         self._create_app(config, cluster)
 
     def _create_app(self, config: Config, cluster: str) -> None:
-        """The Faust app: the status and lag-threshold agents and the repeats timer."""
         settings = config.notifier
         self.app = faust_app(
             CONSUMER_GROUP,

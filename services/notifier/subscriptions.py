@@ -21,8 +21,6 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Subscription:
-    """A validated subscription, ready to decide and render."""
-
     config: SubscriptionConfig
     source: str
     policy: Policy

@@ -26,7 +26,6 @@ def as_written(text: str) -> str:
 
 
 def card(note: Notification) -> dict[str, Any]:
-    """The Adaptive Card."""
     event = note.event
     if note.closing:
         colour = "Good"
