@@ -16,7 +16,7 @@ from typing import Any
 import re2
 
 _RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # a refused pattern is reported by linear_regex_problem, not on stderr
+_RE2_OPTIONS.log_errors = False  # a refused pattern is reported by linear_regex_error, not on stderr
 
 
 def compile_linear(pattern: str) -> Any:
@@ -31,11 +31,6 @@ def linear_regex_error(pattern: str) -> str | None:
         reason = exc.args[0] if exc.args else exc
         return reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
     return None
-
-
-def linear_regex_problem(pattern: str) -> str | None:
-    reason = linear_regex_error(pattern)
-    return f"not a valid regular expression (RE2 syntax, as Burrow's): {reason}" if reason is not None else None
 
 
 @dataclass(frozen=True)

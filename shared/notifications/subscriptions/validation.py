@@ -19,7 +19,7 @@ from lagwatch.shared.notifications.subscriptions.documents import READ_ONLY, Sub
 from lagwatch.shared.notifications.subscriptions.masking import masked_values, unmask_unchanged
 from lagwatch.shared.notifications.templating import template_worker
 from lagwatch.shared.notifications.templating.templates import TemplateProblem
-from lagwatch.shared.protocol.group_filter import linear_regex_problem
+from lagwatch.shared.protocol.group_filter import linear_regex_error
 from lagwatch.shared.runtime.config import Config, ConfigError, SubscriptionConfig, build_section, field_problems
 
 # framing and connection headers: the HTTP client writes them for the body it sends and the connection it holds
@@ -73,9 +73,9 @@ def deep_problems(config: SubscriptionConfig, *, allow_private: bool, read_files
     problems.update(_close_url_problems(config, allow_private=allow_private))
     problems.update(_http_options_problems(config, read_files=read_files))
     for name in ("group_allowlist", "group_denylist"):  # matched with RE2, in linear time (group_filter.py)
-        problem = linear_regex_problem(getattr(config, name))
-        if problem:
-            problems[name] = problem
+        reason = linear_regex_error(getattr(config, name))
+        if reason is not None:
+            problems[name] = f"not a valid regular expression (RE2 syntax, as Burrow's): {reason}"
     for name in ("body_template", "url_template"):
         source = getattr(config, name)
         if source:

@@ -7,7 +7,9 @@ import json
 import pytest
 
 from lagwatch.shared.notifications.subscriptions.silences import Matcher, Silence, SilenceInvalid, from_json, parse_new
-from lagwatch.shared.protocol.group_filter import linear_regex_error, linear_regex_problem
+from lagwatch.shared.notifications.subscriptions.validation import deep_problems
+from lagwatch.shared.protocol.group_filter import linear_regex_error
+from lagwatch.shared.runtime.config import SubscriptionConfig
 
 
 def test_a_stored_silence_reads_back_as_the_same_silence():
@@ -42,8 +44,13 @@ def test_an_unreadable_stored_silence_is_a_value_error():
 def test_a_matcher_regex_re2_refuses_is_named_with_its_reason():
     reason = linear_regex_error("(?=a)")
     assert reason
-    assert linear_regex_problem("(?=a)") == f"not a valid regular expression (RE2 syntax, as Burrow's): {reason}"
-    assert linear_regex_error("a.*") is None and linear_regex_problem("a.*") is None
+    assert linear_regex_error("a.*") is None
+    config = SubscriptionConfig(
+        id="s", url="https://hooks.example.com/x", group_allowlist="a.*", group_denylist="(?=a)"
+    )
+    assert deep_problems(config, allow_private=False) == {
+        "group_denylist": f"not a valid regular expression (RE2 syntax, as Burrow's): {reason}"
+    }
     doc = {"matchers": [{"name": "group", "value": "(?=a)", "regex": True}], "ends-at": 200, "created-by": "me"}
     with pytest.raises(SilenceInvalid) as refused:
         parse_new(doc, now=100)
