@@ -20,7 +20,7 @@ from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import FAST_NOTIFIER, eventually, make_config, running
 from tests.services.notifier.test_notifier_skipped_events import committed
-from tests.services.notifier.test_notifier_support import Receiver, Timeline
+from tests.services.notifier.test_notifier_support import Receiver, Timeline, handled
 
 STATUS_TOPIC = "lagwatch.status"
 FAST = {**FAST_NOTIFIER, "NOTIFIER__REPEAT_CHECK_INTERVAL": "0.1", "NOTIFIER__HTTP_PORT": "0"}
@@ -135,15 +135,11 @@ async def test_an_open_behind_a_flood_of_new_groups_is_delivered_and_every_event
             for event in [*flood, known.to("ERR", (9,))]:
                 await producer.send(STATUS_TOPIC, encode(event), key=record_key(event["cluster"], event["group"]))
         await receiver.wait_for(1, timeout=30)
-        await eventually(lambda: _handled(service, 501))
+        await eventually(lambda: handled(service, 501))
         await eventually(lambda: _committed_is(kafka.bootstrap, 501), timeout=30)
         await asyncio.sleep(0.3)
     assert receiver_saw(receiver) == [("open", "known")]
     assert await redis.hkeys(keys.notify_state("hook")) == [b"local/known"]
-
-
-async def _handled(service, n):
-    return service.events_handled >= n
 
 
 async def _committed_is(bootstrap, offset):

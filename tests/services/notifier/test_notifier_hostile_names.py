@@ -19,7 +19,7 @@ from tests.services.notifier.test_notifier_channels import certificate, email_su
 from tests.services.notifier.test_notifier_delivery import config_for
 from tests.services.notifier.test_notifier_messages import SLACK_URL, _hostile_events, delivery, sub
 from tests.services.notifier.test_notifier_service import STATUS_TOPIC, publish
-from tests.services.notifier.test_notifier_support import Receiver, Timeline, notification
+from tests.services.notifier.test_notifier_support import Receiver, Timeline, mailed, notification
 
 MENTION, USER, LINK = "<!channel>", "<@U123>", "<https://evil.example|click here>"
 MARKDOWN = "[click here](https://evil.example) **URGENT** _now_"
@@ -67,7 +67,7 @@ async def test_a_hostile_group_name_is_shown_as_written_on_slack_teams_and_email
             async with running(NotifierService(config_for(kafka, redis_server, subscriptions), "local", http_port=0)):
                 await publish(kafka.bootstrap, *events)
                 await receiver.wait_for(2, timeout=30)
-                await eventually(lambda: _mailed(mailbox), timeout=30)
+                await eventually(lambda: mailed(mailbox), timeout=30)
     by_path = {r.path: r.json() for r in receiver.requests}
 
     slack = by_path["/slack"]
@@ -89,10 +89,6 @@ async def test_a_hostile_group_name_is_shown_as_written_on_slack_teams_and_email
     assert mail.get_content_type() == "text/plain" and not mail.is_multipart()  # no HTML to inject markup into
     text = mail.get_content()
     assert "\x1b" not in text and not any(line.startswith("Bcc:") for line in text.splitlines())
-
-
-async def _mailed(mailbox):
-    return len(mailbox.envelopes) >= 1
 
 
 def test_every_mrkdwn_text_of_slacks_messages_escapes_the_names_top_level_text_included():

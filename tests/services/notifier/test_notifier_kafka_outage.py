@@ -11,7 +11,7 @@ from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import FAST_NOTIFIER, eventually, make_config, running
 from tests.services.notifier.test_notifier_delivery import DLQ, enqueue, open_event
-from tests.services.notifier.test_notifier_support import Receiver
+from tests.services.notifier.test_notifier_support import Receiver, outbox_empty
 
 STATUS_TOPIC = "lagwatch.status"
 
@@ -36,7 +36,7 @@ async def test_the_outbox_is_delivered_while_kafka_is_down_and_dead_letters_wait
                 await eventually(lambda: _marked_dead(redis, refused.id))
                 assert await redis.hkeys(keys.OUTBOX_DELIVERIES) == [refused.id.encode()]
                 await asyncio.to_thread(kafka.set_broker_up)
-                await eventually(lambda: _outbox_empty(redis), timeout=60)
+                await eventually(lambda: outbox_empty(redis), timeout=60)
         finally:
             await asyncio.to_thread(kafka.set_broker_up)
     (letter,) = await read_dead_letters({"bootstrap_servers": kafka.bootstrap}, DLQ)
@@ -47,7 +47,3 @@ async def test_the_outbox_is_delivered_while_kafka_is_down_and_dead_letters_wait
 async def _marked_dead(redis, delivery_id):
     raw = await redis.hget(keys.OUTBOX_DELIVERIES, delivery_id)
     return raw is not None and "dead" in json.loads(raw).get("extra", {})
-
-
-async def _outbox_empty(redis):
-    return await redis.hlen(keys.OUTBOX_DELIVERIES) == 0

@@ -16,7 +16,7 @@ from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import eventually, make_config, running
 from tests.services.notifier.test_notifier_service import FAST, _crossing, publish
-from tests.services.notifier.test_notifier_support import Receiver, Timeline
+from tests.services.notifier.test_notifier_support import Receiver, Timeline, handled
 
 STATUS_TOPIC = "lagwatch.status"
 
@@ -175,7 +175,7 @@ async def test_a_subscription_created_or_widened_during_an_incident_is_told_of_i
             burning = billing.to("ERR", (90,))
             await publish(kafka.bootstrap, known, burning, orders.to("WARN", (9,)))
             await publish(kafka.bootstrap, payments.to("ERR", (5,)), payments.to("OK"))
-            await eventually(lambda: _handled(service, 5))
+            await eventually(lambda: handled(service, 5))
             for group, status in (("billing", "ERR"), ("orders", "WARN"), ("payments", "OK")):
                 await evaluator_records(redis, group, status)
             await store.put(late, create=True)  # billing is ERR; orders only WARN; payments is over
@@ -199,10 +199,6 @@ async def test_a_subscription_created_or_widened_during_an_incident_is_told_of_i
     ids = [r.headers["X-Lagwatch-Event-Id"] for r in receiver.requests]
     assert ids[0] != burning["event_id"] and len(set(ids)) == 5  # each news, none a duplicate of another
     assert receiver.requests[0].json()["event_id"] == burning["event_id"]  # the body: the event itself
-
-
-async def _handled(service, n):
-    return service.events_handled >= n
 
 
 async def test_a_lag_alert_going_on_is_announced_to_a_new_subscription_with_its_threshold_only(

@@ -26,7 +26,7 @@ from lagwatch.shared.runtime.config import SubscriptionConfig
 from lagwatch.shared.statuses.retention import RetentionRisk
 from lagwatch.shared.statuses.time_lag import TimeLag
 from tests.kafka_helpers import FAST_NOTIFIER, check_readiness_follows_the_brokers, eventually, make_config, running
-from tests.services.notifier.test_notifier_support import Receiver, Timeline, group_status
+from tests.services.notifier.test_notifier_support import Receiver, Timeline, group_status, handled, outbox_empty
 
 STATUS_TOPIC = "lagwatch.status"
 FAST = {**FAST_NOTIFIER, "NOTIFIER__REPEAT_CHECK_INTERVAL": "0.1", "NOTIFIER__HTTP_PORT": "0"}
@@ -113,18 +113,14 @@ async def test_a_redelivered_event_is_delivered_once(kafka, redis_server, redis)
         opened = t.to("ERR", (10,))
         async with running(NotifierService(config, "local", http_port=0)) as service:
             await publish(kafka.bootstrap, opened, opened)  # the evaluator's rare duplicate
-            await eventually(lambda: _handled(service, 2))
+            await eventually(lambda: handled(service, 2))
             await receiver.wait_for(1)
             await asyncio.sleep(0.5)
         async with running(NotifierService(config, "local", http_port=0)) as service:
             await publish(kafka.bootstrap, opened)  # and once more, to a restarted notifier
-            await eventually(lambda: _handled(service, 1))
+            await eventually(lambda: handled(service, 1))
             await asyncio.sleep(0.5)
     assert len(receiver.requests) == 1 and receiver.requests[0].headers["X-Lagwatch-Event-Id"] == opened["event_id"]
-
-
-async def _handled(service, n):
-    return service.events_handled >= n
 
 
 async def test_subscriptions_created_through_the_api_store_are_used_at_once(kafka, redis_server, redis):
@@ -134,12 +130,12 @@ async def test_subscriptions_created_through_the_api_store_are_used_at_once(kafk
         t = Timeline("billing")
         async with running(NotifierService(config, "local", http_port=0)) as service:
             await publish(kafka.bootstrap, t.to("OK"))
-            await eventually(lambda: _handled(service, 1))  # nobody subscribed yet
+            await eventually(lambda: handled(service, 1))  # nobody subscribed yet
             await SubscriptionStore(redis).put(
                 SubscriptionConfig(id="late", url=receiver.url(), threshold="ERR", send_close=False), create=True
             )
             await publish(kafka.bootstrap, t.to("WARN", (5,)), t.to("ERR", (50,)), t.to("OK"))
-            await eventually(lambda: _handled(service, 4))
+            await eventually(lambda: handled(service, 4))
             await receiver.wait_for(1)
             await asyncio.sleep(0.3)
     assert [(r.headers["X-Lagwatch-Notification"], r.json()["status"]) for r in receiver.requests] == [("open", "ERR")]
@@ -194,7 +190,7 @@ async def test_a_notifier_killed_mid_retry_delivers_once_after_a_restart(kafka, 
             second = notifier_process(config_path, env)
             try:
                 await receiver.wait_for(failed + 1, timeout=40)
-                await eventually(lambda: _outbox_empty(redis))
+                await eventually(lambda: outbox_empty(redis))
                 await asyncio.sleep(1.0)  # the re-read event (its offset may not be committed) adds nothing
             finally:
                 second.send_signal(signal.SIGTERM)
@@ -206,10 +202,6 @@ async def test_a_notifier_killed_mid_retry_delivers_once_after_a_restart(kafka, 
     assert len(receiver.requests) == failed + 1  # delivered once, after the failed attempts
     assert {r.headers["X-Lagwatch-Event-Id"] for r in receiver.requests} == {opened["event_id"]}
     assert "s" * 16 not in out and receiver.url() not in out  # secrets and URLs are never logged
-
-
-async def _outbox_empty(redis):
-    return await redis.hlen(keys.OUTBOX_DELIVERIES) == 0
 
 
 async def test_a_bad_subscription_stops_start_up_naming_the_key(tmp_path):

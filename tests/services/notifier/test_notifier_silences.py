@@ -13,7 +13,7 @@ from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.config import SubscriptionConfig
 from tests.kafka_helpers import eventually, make_config, running
 from tests.services.notifier.test_notifier_service import FAST, STATUS_TOPIC, publish
-from tests.services.notifier.test_notifier_support import Receiver, Timeline
+from tests.services.notifier.test_notifier_support import Receiver, Timeline, handled
 
 
 def sent(receiver):
@@ -52,7 +52,7 @@ async def test_a_silenced_incident_notifies_when_the_silence_ends_if_still_open(
             kafka.bootstrap, billing.to("OK"), billing.to("ERR", (50,)), other.to("OK"), other.to("WARN", (5,))
         )
         await receiver.wait_for(1)
-        await eventually(lambda: _handled(service, 4))
+        await eventually(lambda: handled(service, 4))
         assert time.time() < ends and sent(receiver) == [("other", "open", "WARN")]  # other is not silenced
         await receiver.wait_for(2, timeout=15)
         assert time.time() >= ends and sent(receiver)[1] == ("billing", "open", "ERR")
@@ -64,7 +64,7 @@ async def test_an_incident_over_within_the_silence_is_never_told(kafka, redis_se
     t = Timeline("billing")
     async with Receiver() as receiver, running(notifier(kafka, redis_server, receiver)) as service:
         await publish(kafka.bootstrap, t.to("OK"), t.to("ERR", (50,)), t.to("OK"))
-        await eventually(lambda: _handled(service, 3))
+        await eventually(lambda: handled(service, 3))
         await store.end("sil-1")
         await asyncio.sleep(1.0)  # the timer has looked at what the silence held: nothing is left
         assert receiver.requests == [] and await redis.zcard(keys.NOTIFY_REPEATS) == 0
@@ -75,7 +75,7 @@ async def test_ending_a_silence_early_sends_what_it_held(kafka, redis_server, re
     t = Timeline("billing")
     async with Receiver() as receiver, running(notifier(kafka, redis_server, receiver)) as service:
         await publish(kafka.bootstrap, t.to("OK"), t.to("WARN", (5,)))
-        await eventually(lambda: _handled(service, 2))
+        await eventually(lambda: handled(service, 2))
         await asyncio.sleep(0.5)
         assert receiver.requests == []
         await store.end("sil-1")  # DELETE /api/v1/silences/sil-1
@@ -106,7 +106,7 @@ async def test_hold_for_drops_a_flap_and_sends_an_incident_that_held(kafka, redi
     held_before = metrics.HELD.labels("webhook", "hold_for")._value.get()
     async with Receiver() as receiver, running(notifier(kafka, redis_server, receiver, hold_for=1.0)) as service:
         await publish(kafka.bootstrap, flap.to("OK"), flap.to("WARN", (5,)), steady.to("OK"), steady.to("WARN", (5,)))
-        await eventually(lambda: _handled(service, 4))
+        await eventually(lambda: handled(service, 4))
         started = time.monotonic()
         await publish(kafka.bootstrap, flap.to("OK"))  # back to OK within hold-for: never announced, no close
         await receiver.wait_for(1, timeout=10)
@@ -114,10 +114,6 @@ async def test_hold_for_drops_a_flap_and_sends_an_incident_that_held(kafka, redi
         await asyncio.sleep(1.2)
     assert sent(receiver) == [("steady", "open", "WARN")]
     assert metrics.HELD.labels("webhook", "hold_for")._value.get() == held_before + 2
-
-
-async def _handled(service, n):
-    return service.events_handled >= n
 
 
 async def _last_kind(receiver, kind):
@@ -130,7 +126,7 @@ async def test_a_silence_ended_while_the_notifier_was_down_releases_what_it_held
     async with Receiver() as receiver:
         async with running(notifier(kafka, redis_server, receiver)) as service:
             await publish(kafka.bootstrap, t.to("OK"), t.to("ERR", (50,)))
-            await eventually(lambda: _handled(service, 2))
+            await eventually(lambda: handled(service, 2))
         assert receiver.requests == []
         await store.end("sil-1")
         async with running(notifier(kafka, redis_server, receiver)):  # what was held is in Redis
@@ -144,7 +140,7 @@ async def test_a_silence_ended_just_before_an_event_still_releases_what_it_held(
     billing, other = Timeline("billing"), Timeline("other")
     async with Receiver() as receiver, running(notifier(kafka, redis_server, receiver)) as service:
         await publish(kafka.bootstrap, billing.to("OK"), billing.to("ERR", (50,)))
-        await eventually(lambda: _handled(service, 2))
+        await eventually(lambda: handled(service, 2))
         await store.end("sil-1")
         await publish(kafka.bootstrap, other.to("OK"))
         await receiver.wait_for(1, timeout=10)

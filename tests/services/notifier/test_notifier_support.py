@@ -13,6 +13,7 @@ from aiohttp import web
 from lagwatch.services.notifier.channels import Notification
 from lagwatch.shared.events.status_event import Incident, StatusEvent, build_event, next_incident
 from lagwatch.shared.notifications.subscriptions.notification_policy import Event, event_from_json
+from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import GroupStatus, OffsetEntry, PartitionStatus, Status
 
 CLUSTER = "local"
@@ -172,3 +173,15 @@ def test_timelines_carry_incidents_like_the_evaluator():
     opened, worse, closed, later = t.to("WARN", (5, 0)), t.to("ERR", (9, 1)), t.to("OK"), t.to("WARN", (3, 0))
     assert opened["incident_id"] and opened["incident_id"] == worse["incident_id"] == closed["incident_id"]
     assert later["incident_id"] not in (None, opened["incident_id"]) and [e["seq"] for e in (opened, later)] == [1, 4]
+
+
+async def handled(service, n):
+    return service.events_handled >= n
+
+
+async def outbox_empty(redis):
+    return await redis.hlen(keys.OUTBOX_DELIVERIES) == 0
+
+
+async def mailed(mailbox):
+    return len(mailbox.envelopes) >= 1

@@ -16,7 +16,7 @@ from tests.kafka_helpers import CLUSTER, eventually, running
 from tests.services.notifier.test_notifier_channels import certificate, email_subscription, smtp_server  # noqa: F401 (a fixture)
 from tests.services.notifier.test_notifier_delivery import config_for
 from tests.services.notifier.test_notifier_service import STATUS_TOPIC
-from tests.services.notifier.test_notifier_support import Receiver
+from tests.services.notifier.test_notifier_support import Receiver, mailed
 
 PARTITIONS = 5_000
 GROUP = "payments"
@@ -55,7 +55,7 @@ async def test_every_channel_counts_the_partitions_not_ok_of_an_event_cut_to_fit
                 async with AIOKafkaProducer(bootstrap_servers=kafka.bootstrap) as producer:
                     await producer.send_and_wait(STATUS_TOPIC, all_stopped(), key=record_key(CLUSTER, GROUP))
                 await receiver.wait_for(3, timeout=30)
-                await eventually(lambda: _mailed(mailbox), timeout=30)
+                await eventually(lambda: mailed(mailbox), timeout=30)
     by_path = {r.path: r.json() for r in receiver.requests}
 
     slack = by_path["/slack"]
@@ -71,7 +71,3 @@ async def test_every_channel_counts_the_partitions_not_ok_of_an_event_cut_to_fit
     (envelope,) = mailbox.envelopes
     text = message_from_bytes(envelope.content, policy=default_policy).get_content()
     assert "Partitions not OK: 5,000 of 5,000" in text.splitlines()
-
-
-async def _mailed(mailbox):
-    return len(mailbox.envelopes) >= 1
