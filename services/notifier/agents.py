@@ -44,7 +44,7 @@ class EventIntake:
                     return  # stopping: the events stay unacknowledged, so they are read again after a restart
                 for event in events:
                     await stream.ack(event)
-                    self.positions.read(event.message.topic, event.message.partition, event.message.offset)
+                    self.positions.moved_to(event.message.topic, event.message.partition, event.message.offset + 1)
 
     async def handle_batch(self, raws: list[bytes | None], kind: AnyKind) -> bool:
         """Record the events, retried while Redis is away: True once all are (acknowledge them), False if stopping."""

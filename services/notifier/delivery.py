@@ -66,9 +66,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         return min(float(value), MAX_RETRY_AFTER_S)
     try:
         moment = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if moment is None:
+    except (TypeError, ValueError):  # (None is no longer an answer: Python 3.10 raises instead)
         return None
     now = time.time() if now is None else now
     return min(max(0.0, moment.timestamp() - now), MAX_RETRY_AFTER_S)

@@ -104,9 +104,6 @@ class ReadPositions:
         key = (topic, partition)
         self._next[key] = max(self._next.get(key, 0), offset)
 
-    def read(self, topic: str, partition: int, offset: int) -> None:
-        self.moved_to(topic, partition, offset + 1)
-
     def reached(self, topic: str, partition: int) -> int:
         """The next offset to read; -1 for a partition this notifier has not read."""
         return self._next.get((topic, partition), -1)
