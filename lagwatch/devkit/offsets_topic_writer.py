@@ -17,24 +17,15 @@ from aiokafka import AIOKafkaProducer
 from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.shared.records.offsets_codec import GroupMember
 from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.windows.clock_offset import offsets_partition_of
 
 OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions
 
 
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units, 32-bit overflow)."""
-    units = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def offsets_partition_for(group: str, partitions: int = DEFAULT_PARTITIONS) -> int:
-    """The `__consumer_offsets` partition of a group: Kafka's abs(hashCode) % partitions (abs(MIN_VALUE) = 0)."""
-    h = java_string_hash(group)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
+    """The `__consumer_offsets` partition of a group, Kafka's choice (the one lagwatch's readers compute)."""
+    return offsets_partition_of(group, partitions)
 
 
 @dataclass(frozen=True, slots=True)
