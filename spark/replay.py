@@ -231,7 +231,7 @@ class _Group:
         tp = (c.topic, c.partition)
         part = self.topics[tp]
         commit = Commit(self.group, c.topic, c.partition, c.offset, c.timestamp, c.order, c.observed_at)
-        log_end = log_end_as_of(part.history, commit_made_at(c.timestamp, c.observed_at, self.clock.ms))
+        log_end = log_end_as_of(part.history, commit_made_at(c.timestamp, c.observed_at, self.clock.applied_ms))
         if c.observed_at > c.timestamp:
             self.clock.add(c.observed_at, c.observed_at - c.timestamp)
         latest = part.broker[-1] if log_end is None else log_end
@@ -255,7 +255,9 @@ class _Group:
         the live evaluator computes them; retention risk from the log-start samples, as live where a topic's
         `retention.ms` is unknown (the history does not hold it)."""
         intervals, rules = self.config.window.intervals, self.config.rules
-        commit_now = now - (self.clock.ms or 0)  # the rules compare commit times: now on the coordinators' clock
+        commit_now = now - (
+            self.clock.applied_ms or 0
+        )  # the rules compare commit times: now on the coordinators' clock
         results: list[PartitionStatus] = []
         lags: dict[TopicPartition, TimeLag | None] = {}
         speeds: _Speeds = {}
@@ -278,7 +280,7 @@ class _Group:
         for tp in self.windows:
             entries = self.topics[tp].entries[-intervals:]
             # is_stopped: now - last > last - first, now on the coordinators' clock
-            stop_at = 2 * entries[-1].timestamp - entries[0].timestamp + 1 + (self.clock.ms or 0)
+            stop_at = 2 * entries[-1].timestamp - entries[0].timestamp + 1 + (self.clock.applied_ms or 0)
             if stop_at > now:
                 flips.append(stop_at)
         return min(flips, default=NEVER)
@@ -427,7 +429,9 @@ def _evaluate(state: _Group, now: int, result: ReplayResult) -> None:
     overall = group_velocity(speeds.values())
     retention = group_risk(risks.values()) if risks else None
     # the history holds no group metadata: no rebalances, no membership
-    why = explain(status, speeds, overall, (), now, False, retention=retention, clock_offset_ms=state.clock.ms or 0)
+    why = explain(
+        status, speeds, overall, (), now, False, retention=retention, clock_offset_ms=state.clock.applied_ms or 0
+    )
     _record_timeline(state, now, status, lags, overall, why, retention, result)
     change = transition(
         state.cluster,

@@ -49,11 +49,17 @@ class CommitClock:
 
     @property
     def offsets_ms(self) -> dict[int, int]:
-        """Per offsets partition; a partition without a fresh batch read (or an offset stored before) is absent."""
+        """The estimates per offsets partition; a partition without a fresh batch read (or an offset stored before)
+        is absent."""
         return {partition: clock.ms for partition, clock in self._offsets.items() if clock.ms is not None}
 
+    @property
+    def applied_ms(self) -> dict[int, int]:
+        """The offsets the rules apply (clock_offset.applied_offset), per offsets partition."""
+        return {p: clock.applied_ms for p, clock in self._offsets.items() if clock.applied_ms is not None}
+
     async def offsets(self) -> dict[int, int]:
-        """`offsets_ms`, at first with those stored by the partitions' last owners (a worker that takes partitions
+        """`applied_ms`, at first with those stored by the partitions' last owners (a worker that takes partitions
         over re-reads their commits before it has a fresh batch of its own, and their lags want the offset)."""
         if self._load:
             self._load = False
@@ -66,7 +72,7 @@ class CommitClock:
                 if partition not in self._offsets:
                     self._offsets[partition] = clock = ClockOffset()
                     clock.add(now_ms(), offset)
-        return self.offsets_ms
+        return self.applied_ms
 
     def assigned(self) -> None:
         """New partitions: their stored offsets are read before the next batch."""
@@ -97,8 +103,8 @@ class CommitClock:
 
     def stored(self, batch: AppliedBatch) -> None:
         """The batch's largest delay, its oldest commit to now, each commit on lagwatch's clock by its coordinator's
-        offset."""
-        offsets, now = self.offsets_ms, now_ms()
+        applied offset (a delay lasting minutes is in the estimate, not in the applied offset)."""
+        offsets, now = self.applied_ms, now_ms()
         delays = [now - (oldest + offsets[p]) for p, (oldest, _) in batch.commit_times.items() if p in offsets]
         if delays:
             metrics.COMMIT_DELAY.labels(self.cluster).observe(max(0, max(delays)) / 1000)

@@ -34,14 +34,12 @@ from dataclasses import dataclass
 from lagwatch.shared.protocol.types import GroupStatus, PartitionStatus, Status
 from lagwatch.shared.statuses.retention import RetentionRisk
 from lagwatch.shared.statuses.velocity import CatchUp, Velocity
+from lagwatch.shared.windows.clock_offset import CLOCK_OFF_MS
 
 STORM_GENERATIONS = 3
 STORM_WINDOW_MS = 600_000  # 10 min
 REBALANCE_RECENT_MS = 120_000  # 2 min
 PRODUCER_FLAT_MS = 120_000  # 2 min
-# a commit clock this far from lagwatch's is said (the bound of the LagwatchCommitClockBehind/Ahead alerts): the
-# rules correct for it, but an operator reading commit times beside lagwatch's wants to know
-CLOCK_OFF_MS = 60_000
 
 TopicPartition = tuple[str, int]
 

@@ -21,6 +21,12 @@ from dataclasses import dataclass, field
 # offset; short enough that a clock set right, or a coordinator moved to a broker with another clock, is followed
 # within minutes
 SPAN_MS = 5 * 60_000
+# An estimate is the clocks' offset plus the reader's smallest delay over the span: below this, behind, the delay is
+# the likelier part (a reader short of CPU for minutes is late on every commit), and taking it for the clock would
+# place late commits when they were read, the very error the lag at append corrects. So the rules take such commit
+# times as on lagwatch's clock, as Burrow does. A clock ahead is certain at any size (a delay is never negative).
+# The LagwatchCommitClockBehind/Ahead alerts and the explanation use the same bound.
+CLOCK_OFF_MS = 60_000
 # the stored hash's fields: the offsets topic's partition count, and one offset per offsets partition
 PARTITIONS_FIELD = "partitions"
 OFFSET_FIELD_PREFIX = "offset:"
@@ -36,6 +42,11 @@ class ClockOffset:
         """None until a commit was seen; held while none comes (a quiet coordinator keeps its last estimate)."""
         return self._minima[0][1] if self._minima else None
 
+    @property
+    def applied_ms(self) -> int | None:
+        """The offset the rules apply (`applied_offset`)."""
+        return applied_offset(self.ms)
+
     def add(self, observed_at: int, offset: int) -> None:
         """A commit (or a batch's newest) observed at `observed_at`, `offset` after its timestamp."""
         minima = self._minima
@@ -44,6 +55,11 @@ class ClockOffset:
         minima.append((observed_at, offset))
         while minima[0][0] <= observed_at - SPAN_MS:
             minima.popleft()
+
+
+def applied_offset(estimate: int | None) -> int | None:
+    """The offset the rules apply for an estimate: 0 for one less than CLOCK_OFF_MS behind."""
+    return estimate if estimate is None or estimate < 0 or estimate >= CLOCK_OFF_MS else 0
 
 
 def java_string_hash(text: str) -> int:
@@ -89,6 +105,7 @@ class CoordinatorClocks:
         return cls(partitions, offsets)
 
     def of_group(self, group: str) -> int:
+        """The offset the rules apply to the group's commit times (`applied_offset`)."""
         if self.partitions <= 0 or not self.offsets_ms:
             return 0
-        return self.offsets_ms.get(offsets_partition_of(group, self.partitions), 0)
+        return applied_offset(self.offsets_ms.get(offsets_partition_of(group, self.partitions), 0)) or 0

@@ -25,11 +25,18 @@ from tests.spark.test_spark_parity import HISTORY_TOPIC, _history
 
 STEPS = 8
 HELD_FROM = 3  # the step from which the worker's batches wait (more than one poll interval, 0.3 s, each step)
+# every batch this late, from the first: the commit clock's estimate (the smallest read - commit time) holds this
+# delay, which must not be taken for the clock (clock_offset.applied_offset)
+LATE_S = 0.6
 
 
-@pytest.mark.parametrize("held", [True, False], ids=["ingest held back", "ingest on time"])
+@pytest.mark.parametrize(
+    ("held", "late_s"),
+    [(True, 0), (False, 0), (False, LATE_S)],
+    ids=["ingest held back", "ingest on time", "ingest late on every batch"],
+)
 async def test_a_consumer_falling_behind_reads_warn_and_one_keeping_up_reads_ok_however_late_the_ingest(
-    kafka, redis_server, redis, held
+    kafka, redis_server, redis, held, late_s
 ):
     kafka.create_topic("orders", 1)
     kafka.create_topic(HISTORY_TOPIC, 1)
@@ -39,7 +46,7 @@ async def test_a_consumer_falling_behind_reads_warn_and_one_keeping_up_reads_ok_
     store = WindowStore(redis, config.window())
     async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)) as worker:
         await eventually(lambda: _is_set(worker.caught_up), timeout=30)
-        gate = _hold_batches(worker)
+        gate = _hold_batches(worker, late_s)
         produced = 0
         for step in range(STEPS):
             produced += 20
@@ -77,14 +84,17 @@ async def _commit_clock_known(worker: IngestWorker) -> None:
     await eventually(lambda: _ready(partitions <= worker.pipeline.clock.offsets_ms.keys()))
 
 
-def _hold_batches(worker: IngestWorker) -> asyncio.Event:
-    """An open gate before the worker's commit pass: cleared, its batches wait (the poller does not)."""
+def _hold_batches(worker: IngestWorker, late_s: float) -> asyncio.Event:
+    """An open gate before the worker's commit pass, each batch `late_s` late: cleared, its batches wait (the poller
+    does not)."""
     gate = asyncio.Event()
     gate.set()
     apply = worker.pipeline.apply
 
     async def held_apply(*args, **kwargs):
         await gate.wait()
+        if late_s and args[0]:
+            await asyncio.sleep(late_s)
         return await apply(*args, **kwargs)
 
     worker.pipeline.apply = held_apply  # type: ignore[method-assign]
