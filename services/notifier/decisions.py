@@ -118,7 +118,7 @@ async def record(
     outbox: Outbox, subscription: Subscription, request: RecordRequest, active: tuple[str, str] | None = None
 ) -> tuple[int, bool]:
     """Make one record (`Outbox.record`): its outcome, and whether it enqueued a delivery (counted)."""
-    outcome = await outbox.record(**request._asdict(), active=active)
+    outcome = await outbox.record(request, active)
     return outcome, counted(subscription, request, outcome)
 
 

@@ -198,21 +198,9 @@ class Outbox:
             states.append([raw.decode() if raw else "" for raw in islice(replies, len(lookup.subscription_ids))])
         return StatesRead(subscriptions_version, silences_version, states)
 
-    async def record(
-        self,
-        *,
-        subscription_id: str,
-        event_id: str,
-        state_field: str,
-        expected_state: str,
-        new_state: str,
-        delivery: Delivery | None,
-        repeat_at: int | None,
-        active: tuple[str, str] | None = None,
-    ) -> int:
+    async def record(self, request: RecordRequest, active: tuple[str, str] | None = None) -> int:
         """APPLIED, DUPLICATE (the event was handled before) or CONFLICT (the state moved: decide again). With
         `active` (a field of `keys.NOTIFY_ACTIVE`, the event JSON read there): CONFLICT also once it moved."""
-        request = RecordRequest(subscription_id, event_id, state_field, expected_state, new_state, delivery, repeat_at)
         record_keys, args = self._record_call(request)
         if active is None:
             return int(await self._record(keys=record_keys, args=args))
@@ -222,7 +210,7 @@ class Outbox:
         """`record` for each request, in one round trip: each reply as `record`'s. One request is `record` itself
         (nothing to gain from a pipeline)."""
         if len(requests) == 1:
-            return [await self.record(**requests[0]._asdict())]
+            return [await self.record(requests[0])]
         commands = []
         for request in requests:
             record_keys, args = self._record_call(request)

@@ -4,7 +4,7 @@ Other incidents and other subscriptions do not wait for each other."""
 
 import json
 
-from lagwatch.services.notifier.outbox import APPLIED, Delivery, Outbox, delivery_id, group_field
+from lagwatch.services.notifier.outbox import APPLIED, Delivery, Outbox, RecordRequest, delivery_id, group_field
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.clock import now_ms
 from tests.kafka_helpers import eventually
@@ -17,13 +17,15 @@ ANNOUNCED = '{"incident": "i1"}'
 async def record(outbox, event_id, kind, *, sub="hook", group="billing", before="", after=ANNOUNCED, event=None):
     d = Delivery(delivery_id(event_id, sub), sub, kind, typed(event or {"event_id": event_id}), event_id, now_ms())
     outcome = await outbox.record(
-        subscription_id=sub,
-        event_id=event_id,
-        state_field=group_field("local", group),
-        expected_state=before,
-        new_state=after,
-        delivery=d,
-        repeat_at=None,
+        RecordRequest(
+            subscription_id=sub,
+            event_id=event_id,
+            state_field=group_field("local", group),
+            expected_state=before,
+            new_state=after,
+            delivery=d,
+            repeat_at=None,
+        )
     )
     assert outcome == APPLIED
     return d

@@ -285,11 +285,11 @@ async def test_an_event_decided_under_the_old_subscriptions_but_recorded_after_t
     looking, late = NotifierService(config, "local", http_port=0), NotifierService(config, "local", http_port=0)
     record = late.outbox.record
 
-    async def narrowed_meanwhile(**kwargs):
+    async def narrowed_meanwhile(*args):
         late.outbox.record = record
         await store.put(dataclasses.replace(hook, group_denylist="^billing$"), create=False)
         await looking.repeat_once()  # the look at the change: nothing kept yet
-        return await record(**kwargs)
+        return await record(*args)
 
     t = Timeline("billing")
     t.to("OK")
