@@ -353,12 +353,13 @@ def start_burrow(
 
 
 def start_lagwatch(
-    stack: contextlib.ExitStack, tmp: Path, bootstrap: str, intervals: int
+    stack: contextlib.ExitStack, tmp: Path, bootstrap: str, intervals: int, **extra_env: str
 ) -> tuple[dict[str, subprocess.Popen], str]:
-    """A fresh redis-server, then lagwatch's api, ingest and evaluator; the processes and the api's base URL."""
+    """A fresh redis-server, then lagwatch's api, ingest and evaluator (`extra_env` added to their environment); the
+    processes and the api's base URL."""
     redis = stack.enter_context(RedisServer())
     redis.start()
-    env = lagwatch_env(bootstrap, redis.url, intervals)
+    env = {**lagwatch_env(bootstrap, redis.url, intervals), **extra_env}
     api, api_url = start_api(env, tmp / "api.log")
     stack.callback(stop_group, api)
     ingest = start_service(stack, tmp, env, "ingest", "--workers", "1")
