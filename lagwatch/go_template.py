@@ -393,5 +393,5 @@ def _lex(body: str) -> list[Token]:
             raise Untranslatable(f"cannot read {body[match.start() : match.start() + 20]!r}")
         if match.lastgroup != "space":
             tokens.append(Token(match.lastgroup or "", match.group(), glued=match.start() == previous_end))
-        previous_end = match.end()
+            previous_end = match.end()
     return tokens

@@ -303,6 +303,12 @@ def render(go_source: str, extras=None) -> str:
             "2 ['orders']",
         ),
         ("a  {{- /* a comment */ -}}  b", "ab"),
+        # a field right after a parenthesised pipeline is its field; after a space, the next argument
+        (
+            '{{(index .Result.Partitions 0).Topic}} {{printf "%v/%v" (index .Result.Partitions 0).Partition .Group}}',
+            "orders 0/billing",
+        ),
+        ('{{printf "%v|%v" (len .Result.Partitions) .Group}}', "2|billing"),
         ("{{$g := .Group}}{{range .Result.Partitions}}{{$g}}{{$.Cluster}} {{end}}", "billinglocal billinglocal "),
         ('{{.Result.Status.String}} {{.Start.Format "2006-01-02T15:04:05Z07:00"}}', "ERR 2025-11-22T08:28:40Z"),
         ('{"x": "{#"}', '{"x": "{#"}'),
