@@ -16,9 +16,11 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
                                             (ms) through which the ingest has stored its commits: the rules judge
                                             no later than the oldest of them plus a grace
                                             (shared/windows/read_through.py)
-    lw:c:{<cluster>}:commit-clock     HASH  `offset_ms` = how far the cluster's commit timestamps are behind lagwatch's
-                                            clock (negative: ahead), `at_ms` = when an ingest worker estimated it (its
-                                            clock); absent in admin mode (services/ingest/commit_clock.py)
+    lw:c:{<cluster>}:commit-clock     HASH  `offset:<p>` = how far the commit timestamps of offsets-topic partition p
+                                            (its leader: the coordinator of its groups) are behind lagwatch's clock
+                                            (negative: ahead), `partitions` = that topic's partition count (maps a
+                                            group to its p), `at_ms` = when written; absent in admin mode
+                                            (shared/windows/clock_offset.py, services/ingest/commit_clock.py)
     lw:c:{<cluster>}:topic-deletions  HASH  "<group>\n<topic>" -> when (ms) the api deleted the topic from the group;
                                             the ingest worker holding the group in memory drops it there, then the entry
     lw:c:{<cluster>}:history-deletions HASH a topic deletion's history record (JSON) -> when (ms) it was first sent:
