@@ -58,6 +58,9 @@ MEANINGS = {
     "ingest.session-timeout": "seconds: consumer-group session of the ingest (also the evaluator's and notifier's)",
     "ingest.http-host": "address of the ingest's `/healthz`, `/readyz`, `/metrics`",
     "ingest.http-port": "port of the ingest's `/healthz`, `/readyz`, `/metrics`",
+    "ingest.log-probe": "read the log where a group's commit is a little below the log end, to tell transaction "
+    "markers and aborted records (which no `read_committed` consumer receives) from unread records: a consumer with "
+    "nothing left to read reads lag 0 ([rules.md §2](rules.md#2-the-window))",
     "api.host": "address the api listens on",
     "api.port": "port the api listens on",
     "history.path": "the archiver's Parquet root: a local path or a URI (s3://bucket/prefix, hdfs://...)",

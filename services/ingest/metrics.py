@@ -43,6 +43,12 @@ HISTORY_BROKEN = Gauge(
     "1 while the history topic does not take the ingest's commits: windows go on, the offsets-topic position waits",
     ["cluster"],
 )
+PROBES = Counter("lagwatch_ingest_log_probes_total", "Partitions read by the log probe", ["cluster"])
+PROBE_FAILURES = Counter(
+    "lagwatch_ingest_log_probe_failures_total",
+    "Log probes without an answer, by why (the offsets' answer stands)",
+    ["cluster", "reason"],
+)
 HISTORY_REWINDS = Counter(
     "lagwatch_ingest_history_rewinds_total",
     "Times the ingest read its partitions again to archive the commits of a history-topic outage",

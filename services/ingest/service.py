@@ -21,9 +21,11 @@ from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.services.ingest.commit_readers import AdminReader, TopicReader, consumer_settings, reads_admin_api
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.kafka_identity import KafkaIdentity
+from lagwatch.services.ingest.log_probe import LogProbe
 from lagwatch.services.ingest.new_protocol_groups import TopicIds
 from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer
 from lagwatch.services.ingest.pending_deletions import PendingDeletions
+from lagwatch.services.ingest.probe_schedule import ProbeSchedule
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.start_up import StartUp
 from lagwatch.services.ingest.topic_deletions import TopicDeletions
@@ -104,6 +106,19 @@ class IngestWorker(Service):
         self.topic_reader = TopicReader(
             settings, self.topic, config.ingest.batch_size, self.pipeline, self.deletions, self._maybe_report_self
         )
+        self.probes = (
+            ProbeSchedule(
+                self.cluster,
+                LogProbe(self.rdkafka),
+                self.processor.cache,
+                lambda: self.broker_offsets.latest,
+                redis,
+                self.changes,
+                self.cluster_config.offset_refresh,
+            )
+            if config.ingest.log_probe
+            else None
+        )
         self._reader: asyncio.Task[None] | None = None  # reading commits, until a stop
         self._poller: asyncio.Task[None] | None = None  # the log-end poller, which ends at a stop by itself
         self._last_self_report = 0.0  # monotonic
@@ -142,6 +157,8 @@ class IngestWorker(Service):
         self._poller = asyncio.create_task(self.broker_offsets.run(self.stopping, self.caught_up))
         self.spawn(self._end_if_kafka_replaced())  # cancelled at the stop: it may wait for a broker's answer
         self._reader = asyncio.create_task(self._read_commits())
+        if self.probes is not None:
+            self.spawn(self.probes.run(self.stopping))
 
     async def _read_commits(self) -> None:
         try:
@@ -170,6 +187,8 @@ class IngestWorker(Service):
                 await self._poller
             self.consumer.shutdown()
             await self.broker_offsets.stop()
+            if self.probes is not None:
+                self.probes.close()
             await self.changes.stop()
             await self.archive.stop()
             if self.history is not None:

@@ -36,6 +36,9 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
                                             `storage.lag-history` seconds, flat stretches collapsed (time_lag.py)
     lw:t:{<cluster>/<topic>}:ls       HASH  partition -> log-start offsets polled every topic-refresh (packed like
                                             `:h`): the pace at which retention deletes, for retention risk
+    lw:t:{<cluster>/<topic>}:lp       HASH  partition -> the log probe's last answer past a committed offset
+                                            (shared/windows/log_probes.py): nothing readable up to the log end (only
+                                            transaction markers or aborted records), or the first unread record
     lw:g:{<cluster>/<group>}:w        HASH  "<topic>:<partition>" -> commit ring (see packing.py)
     lw:g:{<cluster>/<group>}:m        HASH  `last` = newest commit timestamp (ms), `generation` = latest generation;
                                             of a new-protocol (KIP-848) group also `member:<id>` =
@@ -182,6 +185,7 @@ def due_groups(cluster: str, changes_partition: int) -> str:
 broker_ring = _topic_key("bo")
 offset_history = _topic_key("h")
 log_start_history = _topic_key("ls")
+log_probes = _topic_key("lp")
 
 
 def cluster_keys_pattern(cluster: str) -> str:
@@ -191,9 +195,10 @@ def cluster_keys_pattern(cluster: str) -> str:
     return f"{PREFIX}:[cgt]:{{{cluster}[}}/]*"
 
 
-def topic_keys(cluster: str, topic: str) -> tuple[str, str, str]:
+def topic_keys(cluster: str, topic: str) -> tuple[str, ...]:
     """Every key of a topic (one hash slot)."""
-    return broker_ring(cluster, topic), offset_history(cluster, topic), log_start_history(cluster, topic)
+    kinds = (broker_ring, offset_history, log_start_history, log_probes)
+    return tuple(key(cluster, topic) for key in kinds)
 
 
 WINDOWS_KIND, META_KIND, OWNERS_KIND, REBALANCES_KIND = "w", "m", "o", "r"  # the last letter of each of a group's keys

@@ -159,3 +159,19 @@ class Commit(NamedTuple):
 class Sample(NamedTuple):
     offset: int  # log-end offset
     at: int  # when it was observed, epoch ms
+
+
+class ProbedLog(NamedTuple):
+    """What the log probe (services/ingest/log_probe.py) read past a committed offset: the offsets alone cannot
+    tell transaction markers and aborted records, which no read_committed consumer receives, from unread records."""
+
+    committed: int  # the offset read from
+    log_end: int  # the high watermark then
+    unread_from: int | None  # the first record a read_committed consumer would receive; None: none up to log_end
+    unread_ms: int | None  # that record's timestamp (its age is the lag in seconds)
+    probed_at: int  # lagwatch's clock, ms
+
+    def caught_up_at(self, committed: int, log_end: int) -> bool:
+        """Whether a consumer committed at `committed` has nothing to read up to `log_end`, by this answer: only
+        while neither moved since the probe."""
+        return self.unread_from is None and committed == self.committed and log_end == self.log_end

@@ -307,6 +307,8 @@ class IngestConfig:
     session_timeout: float = _opt(10.0, _session)  # consumer-group session, seconds
     http_host: str = "127.0.0.1"
     http_port: int = _opt(8001, _port)
+    # read the log where offsets cannot tell transaction markers from unread records (services/ingest/log_probe.py)
+    log_probe: bool = True
 
 
 ORIGIN = re.compile(r"^(\*|https?://[A-Za-z0-9.\-\[\]:]+)\Z")  # a CORS origin as browsers send it, or any: `*`

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lagwatch.shared.protocol import keys
-from lagwatch.shared.protocol.types import OffsetEntry, PartitionInput, Sample
+from lagwatch.shared.protocol.types import OffsetEntry, PartitionInput, ProbedLog, Sample
 from lagwatch.shared.windows.clock_offset import CoordinatorClocks
 from lagwatch.shared.windows.packing import commit_entry_at, unpack_commit_ring
 from lagwatch.shared.windows.window import padded_ring
@@ -31,6 +31,7 @@ class StoredPartition:
     _entries: list[OffsetEntry] | None = None
     log_start: list[Sample] = field(default_factory=list)  # log-start samples, for retention risk
     retention_ms: int | None = None  # its topic's `retention.ms` where the broker let us read it
+    probe: ProbedLog | None = None  # the log probe's last answer (log_probes.py)
 
     @property
     def unpacked(self) -> bool:
@@ -45,10 +46,14 @@ class StoredPartition:
 
     @property
     def current_lag(self) -> int:
-        """Latest broker offset minus the newest committed offset, floored at 0 (0 when either is unknown)."""
+        """Latest broker offset minus the newest committed offset, floored at 0 (0 when either is unknown); 0 too
+        where the log probe found nothing readable between the two (transaction markers, aborted records)."""
         if not self.packed or not self.broker_offsets:
             return 0
-        return max(0, self.broker_offsets[-1] - commit_entry_at(self.packed, -1).offset)
+        committed, log_end = commit_entry_at(self.packed, -1).offset, self.broker_offsets[-1]
+        if self.probe is not None and self.probe.caught_up_at(committed, log_end):
+            return 0
+        return max(0, log_end - committed)
 
     def to_rule_input(self, intervals: int) -> PartitionInput:
         return PartitionInput(
@@ -85,6 +90,7 @@ class TopicData:
     partition_counts: Mapping[str, int]
     retention_ms: Mapping[str, int]
     clocks: CoordinatorClocks = field(default_factory=CoordinatorClocks)
+    probes: Mapping[TopicPartition, ProbedLog] = field(default_factory=dict)
 
 
 def stored_partitions(
@@ -107,6 +113,7 @@ def stored_partitions(
                 topics.histories.get(tp, []),
                 log_start=topics.log_starts.get(tp, []),
                 retention_ms=topics.retention_ms.get(topic),
+                probe=topics.probes.get(tp),
             )
         )
     for topic in {topic for topic, _ in windows}:

@@ -16,11 +16,12 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from lagwatch.shared.protocol import keys
-from lagwatch.shared.protocol.types import Sample
+from lagwatch.shared.protocol.types import ProbedLog, Sample
 from lagwatch.shared.runtime import clock
 from lagwatch.shared.runtime.redis_client import pairs, reply
 from lagwatch.shared.windows import scripts
 from lagwatch.shared.windows.clock_offset import CoordinatorClocks
+from lagwatch.shared.windows.log_probes import probes_of
 from lagwatch.shared.windows.packing import COMMIT_ENTRY, unpack_broker_ring
 from lagwatch.shared.windows.stored_group import StoredGroup, TopicData, TopicPartition, stored_partitions
 
@@ -144,15 +145,25 @@ class WindowReads:
         """What these partitions' topics hold for them: broker rings, log-end and log-start histories, and the topics'
         partition counts and `retention.ms` (where known)."""
         topics = {topic for topic, _ in partitions}
-        rings, histories, log_starts, counts, retention, clocks = await asyncio.gather(
+        rings, histories, log_starts, counts, retention, (clocks, probes) = await asyncio.gather(
             self.broker_rings(cluster, partitions),
             self.offset_histories(cluster, partitions),
             self.offset_histories(cluster, partitions, keys.log_start_history),
             self._topic_numbers(keys.topics_index(cluster), topics),
             self._topic_numbers(keys.topic_retention(cluster), topics),
-            reply(self.redis.hgetall(keys.commit_clock(cluster))),
+            self._clocks_and_probes(cluster, partitions),
         )
-        return TopicData(rings, histories, log_starts, counts, retention, CoordinatorClocks.parse(clocks))
+        return TopicData(rings, histories, log_starts, counts, retention, clocks, probes)
+
+    async def _clocks_and_probes(
+        self, cluster: str, partitions: set[TopicPartition]
+    ) -> tuple[CoordinatorClocks, dict[TopicPartition, ProbedLog]]:
+        """The coordinators' commit clocks, and the log probe's answers for these partitions."""
+        clocks, probes = await asyncio.gather(
+            reply(self.redis.hgetall(keys.commit_clock(cluster))),
+            self._topic_fields(cluster, partitions, keys.log_probes),
+        )
+        return CoordinatorClocks.parse(clocks), probes_of(probes)
 
     async def _topic_numbers(self, key: str, topics: Iterable[str]) -> dict[str, int]:
         """A per-topic number from a topic -> number hash, for the topics that have one."""

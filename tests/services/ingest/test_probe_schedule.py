@@ -1,0 +1,91 @@
+"""The log probe in the ingest (services/ingest/probe_schedule.py): a read_committed consumer of transactional
+topics that has read everything commits last record + 1, below the log end by the transaction markers. With the
+probe its partition reads lag 0 and its group OK; a consumer with records still to read keeps its lag and status.
+
+Real transactional producers write to the Kafka mock, the consumers' commits are mirrored into `__consumer_offsets`
+as the coordinator writes them, an ingest worker stores them in a real Redis, and the groups are evaluated as the
+evaluator does."""
+
+import asyncio
+
+import pytest
+from prometheus_client import REGISTRY
+
+from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
+from lagwatch.services.ingest.service import IngestWorker
+from lagwatch.shared.protocol.types import ProbedLog
+from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.windows.log_probes import decode_probe, encode_probe
+from lagwatch.shared.windows.store import WindowStore
+from tests.evaluated import evaluate
+from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.services.ingest.test_ingest_resilience import _is_set
+from tests.services.ingest.test_log_probe import TRANSACTIONAL, three_transactions
+
+COMMITS = 3  # each consumer commits its offset this many times: a full window (intervals 3) that does not move
+
+
+@pytest.mark.parametrize("probing", [True, False], ids=["log probe", "offsets alone"])
+async def test_a_caught_up_transactional_consumer_reads_ok_and_one_behind_keeps_its_lag(
+    kafka, redis_server, redis, probing
+):
+    kafka.create_topic(TRANSACTIONAL, 1)
+    records = await asyncio.to_thread(three_transactions, kafka.bootstrap)
+    caught_up, behind = records[-1].offset + 1, records[-10].offset  # what each consumer commits
+    config = make_config(
+        kafka.bootstrap,
+        redis_server.url,
+        STORAGE__INTERVALS="3",
+        STORAGE__MIN_DISTANCE="0",
+        INGEST__LOG_PROBE=str(probing).lower(),
+    )
+    store = WindowStore(redis, config.window())
+    probes_before = _probes()
+    async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)) as worker:
+        await eventually(lambda: _is_set(worker.caught_up), timeout=30)
+        for _ in range(COMMITS):
+            await writer.commit("eos-caught-up", TRANSACTIONAL, 0, caught_up)
+            await writer.commit("eos-behind", TRANSACTIONAL, 0, behind)
+            await asyncio.sleep(0.1)
+        await eventually(lambda: _window_full(store, "eos-caught-up"), timeout=30)
+        await eventually(lambda: _window_full(store, "eos-behind"), timeout=30)
+        if probing:
+            await eventually(lambda: _probed(redis, caught_up), timeout=30)
+        await evaluate(redis, config, CLUSTER, ["eos-caught-up", "eos-behind"], now_ms())
+        lags = {g: await _current_lag(store, g) for g in ("eos-caught-up", "eos-behind")}
+        statuses = await redis.hgetall(f"lw:c:{{{CLUSTER}}}:statuses")
+
+    log_end = records[-1].offset + 2  # past the last transaction's marker
+    assert lags == {"eos-caught-up": 0 if probing else log_end - caught_up, "eos-behind": log_end - behind}
+    # a full window whose offset never moved, with lag: stalled (ERR), unless the probe found only markers
+    assert statuses == {b"eos-caught-up": b"OK" if probing else b"ERR", b"eos-behind": b"ERR"}
+    assert (_probes() > probes_before) == probing
+
+
+def _probes() -> float:
+    return REGISTRY.get_sample_value("lagwatch_ingest_log_probes_total", {"cluster": CLUSTER}) or 0
+
+
+def test_a_stored_answer_reads_back_and_junk_reads_as_none():
+    answer = ProbedLog(62, 63, None, None, 1_700_000_000_000)
+    assert decode_probe(encode_probe(answer)) == answer
+    behind = ProbedLog(50, 63, 50, 1_699_000_000_000, 1_700_000_000_000)
+    assert decode_probe(encode_probe(behind)) == behind
+    assert decode_probe(b"62 63 nonsense") is None and decode_probe(None) is None
+    assert answer.caught_up_at(62, 63) and not answer.caught_up_at(62, 64) and not answer.caught_up_at(61, 63)
+    assert not behind.caught_up_at(50, 63)
+
+
+async def _window_full(store, group) -> bool:
+    stored = await store.reads.get_group(CLUSTER, group)
+    return stored is not None and all(len(p.entries) >= COMMITS for p in stored.partitions if p.packed)
+
+
+async def _current_lag(store, group) -> int:
+    stored = await store.reads.get_group(CLUSTER, group)
+    return sum(p.current_lag for p in stored.partitions)
+
+
+async def _probed(redis, committed: int) -> bool:
+    answer = decode_probe(await redis.hget(f"lw:t:{{{CLUSTER}/{TRANSACTIONAL}}}:lp", "0"))
+    return answer is not None and answer.committed == committed
