@@ -55,6 +55,15 @@ class StoredPartition:
             return 0
         return max(0, log_end - committed)
 
+    @property
+    def markers_only(self) -> bool:
+        """Whether the offsets show a lag that the log probe found to be transaction markers or aborted records
+        only (`current_lag` is 0 for it)."""
+        if not self.packed or not self.broker_offsets or self.probe is None:
+            return False
+        committed, log_end = commit_entry_at(self.packed, -1).offset, self.broker_offsets[-1]
+        return committed < log_end and self.probe.caught_up_at(committed, log_end)
+
     def to_rule_input(self, intervals: int) -> PartitionInput:
         return PartitionInput(
             topic=self.topic,
