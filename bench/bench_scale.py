@@ -113,9 +113,11 @@ async def seed_probes(redis_url: str, bootstrap: str, first_instant_ms: int) -> 
         instant = first_instant_ms + i * 60
         span = instant - 1 - last  # the STOP rule holds from last + span + 1 on
         instants[group] = instant
+        # three commits: a window of fewer (`minimum-entries`) is too young to be judged STOP at all
         commits += [
-            Commit(group, PROBE_TOPIC, 0, 100, last - span, 2 * i + 1, last - span),
-            Commit(group, PROBE_TOPIC, 0, 200, last, 2 * i + 2, last),
+            Commit(group, PROBE_TOPIC, 0, 100, last - span, 3 * i + 1, last - span),
+            Commit(group, PROBE_TOPIC, 0, 150, last - span // 2, 3 * i + 2, last - span // 2),
+            Commit(group, PROBE_TOPIC, 0, 200, last, 3 * i + 3, last),
         ]
     await store.writes.add_commits(CLUSTER, commits, now, broker_offsets={(PROBE_TOPIC, 0): 1000})
     await redis.aclose()
