@@ -1,12 +1,17 @@
 """Which partitions the log probe reads (services/ingest/log_probe.py), and when.
 
-Offsets alone read a caught-up `read_committed` consumer of transactional topics as lagging forever: its last commit
-is its last record + 1, and transaction markers (and aborted records) lie between that and the log end. So a
-partition is probed where a group this worker holds has committed below the log end by at most MAX_LAG (past that,
-markers cannot be all of it, and the lag is a real one). An answer holds while neither the committed offset nor
-the log end moves: a partition is probed again only when one did. At most PER_TICK partitions per tick, a tick every
-offset-refresh. A caught-up answer goes to Redis (shared/windows/log_probes.py), where every reader of the windows
-finds it, and its groups to the evaluator; an answer with unread records changes nothing the offsets say.
+A partition is probed where a group this worker holds has committed below the log end and the log can say what the
+offsets cannot:
+- by at most MAX_LAG: offsets alone read a caught-up `read_committed` consumer of transactional topics as lagging
+  forever (its last commit is its last record + 1, transaction markers and aborted records lie past it); past that
+  bound markers cannot be all of it. A caught-up answer holds while neither the committed offset nor the log end
+  moves;
+- with its committed offset standing for longer than the log-end history reaches back (`storage.lag-history`): its
+  lag in seconds is only a lower bound there, and the first unread record's timestamp makes it exact. That answer
+  holds while the committed offset stands (the record stays the first unread one).
+A partition is probed again only when its answer no longer holds; at most PER_TICK per tick, a tick every
+offset-refresh. Answers go to Redis (shared/windows/log_probes.py), where every reader of the windows finds them, and
+their groups to the evaluator.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from lagwatch.services.ingest.log_probe import LogProbe, ProbeAnswer, ProbeFailu
 from lagwatch.services.ingest.window_cache import WindowCache
 from lagwatch.shared.protocol.keys import parse_partition_field
 from lagwatch.shared.protocol.types import ProbedLog
+from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.service_lifecycle import pause
 from lagwatch.shared.windows.changes import ChangePublisher
 from lagwatch.shared.windows.log_probes import store_probes
@@ -36,6 +42,7 @@ PER_TICK = 500  # partitions probed at most per tick: the probe reads a few reco
 
 TopicPartition = tuple[str, int]
 Asked = tuple[str, int, int]  # (topic, partition, committed offset)
+UNREAD = -1  # an answer with an unread record: it holds whatever the log end does
 
 
 class ProbeSchedule:
@@ -48,17 +55,18 @@ class ProbeSchedule:
         redis: Redis,
         changes: ChangePublisher,
         interval_s: float,
+        lag_history_ms: int,
     ) -> None:
         self.cluster, self.probe, self.cache, self.log_ends = cluster, probe, cache, log_ends
-        self.redis, self.changes, self.interval_s = redis, changes, interval_s
-        self._answered: dict[Asked, int] = {}  # -> the log end it was answered at
+        self.redis, self.changes, self.interval_s, self.lag_history_ms = redis, changes, interval_s, lag_history_ms
+        self._answered: dict[Asked, int] = {}  # -> the log end a caught-up answer was found at, or UNREAD
 
-    def due(self) -> dict[Asked, list[str]]:
+    def due(self, now_ms: int) -> dict[Asked, list[str]]:
         """The (partition, committed offset)s to probe, each with the groups committed there; forgets the answers
         no group stands at any more."""
         due: dict[Asked, list[str]] = {}
         standing: set[Asked] = set()
-        log_ends = self.log_ends()
+        log_ends, history_from = self.log_ends(), now_ms - self.lag_history_ms
         for group, windows in self.cache.groups.items():
             for field_name, ring in windows.rings.items():
                 topic, partition = parse_partition_field(field_name)
@@ -66,32 +74,33 @@ class ProbeSchedule:
                 if not ring or log_end is None:
                     continue
                 committed = commit_entry_at(ring, -1).offset
-                if not 0 < log_end - committed <= MAX_LAG:
+                lag = log_end - committed
+                if lag <= 0 or (lag > MAX_LAG and not _standing_since_before(ring, committed, history_from)):
                     continue
                 asked = (topic, partition, committed)
                 standing.add(asked)
-                if self._answered.get(asked) != log_end:
+                if self._answered.get(asked) not in (log_end, UNREAD):
                     due.setdefault(asked, []).append(group)
         self._answered = {asked: end for asked, end in self._answered.items() if asked in standing}
         return due
 
     async def tick(self) -> None:
-        due = self.due()
+        due = self.due(now_ms())
         asked = list(due)[:PER_TICK]
         if not asked:
             return
-        caught_up: dict[TopicPartition, ProbedLog] = {}
+        answers: list[tuple[TopicPartition, ProbedLog]] = []
         for result in await self.probe.probe(asked):
             if isinstance(result, ProbeFailure):
                 metrics.PROBE_FAILURES.labels(self.cluster, result.reason).inc()
                 continue
-            self._answered[(result.topic, result.partition, result.committed)] = result.log_end
-            if result.caught_up:
-                caught_up[(result.topic, result.partition)] = _probed(result)
+            answered = UNREAD if result.found_unread else result.log_end
+            self._answered[(result.topic, result.partition, result.committed)] = answered
+            answers.append(((result.topic, result.partition), _probed(result)))
         metrics.PROBES.labels(self.cluster).inc(len(asked))
-        if caught_up:
-            await store_probes(self.redis, self.cluster, caught_up)
-            await self.changes.publish(self.cluster, ((group, "commits") for group in _groups_at(due, caught_up)))
+        if answers:
+            await store_probes(self.redis, self.cluster, answers)
+            await self.changes.publish(self.cluster, ((group, "commits") for group in _groups_at(due, answers)))
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick until a stop; Redis or Kafka trouble leaves the offsets' answers, and the next tick tries again."""
@@ -107,9 +116,16 @@ class ProbeSchedule:
         self.probe.close()
 
 
-def _groups_at(due: Mapping[Asked, list[str]], caught_up: Mapping[TopicPartition, ProbedLog]) -> list[str]:
-    """The groups committed where a caught-up answer was found: their verdicts change."""
-    found = {(t, p, answer.committed) for (t, p), answer in caught_up.items()}
+def _standing_since_before(ring: bytes, committed: int, since_ms: int) -> bool:
+    """Whether the window's oldest entry is at the committed offset already and older than `since_ms` (a consumer
+    stalled there), or its newest is (one that stopped): either way the offset stands since before then."""
+    oldest, newest = commit_entry_at(ring, 0), commit_entry_at(ring, -1)
+    return newest.timestamp < since_ms or (oldest.offset == committed and oldest.timestamp < since_ms)
+
+
+def _groups_at(due: Mapping[Asked, list[str]], answers: list[tuple[TopicPartition, ProbedLog]]) -> list[str]:
+    """The groups committed where an answer was found: their verdicts or lags in seconds change."""
+    found = {(t, p, answer.committed) for (t, p), answer in answers}
     return sorted({group for asked, groups in due.items() if asked in found for group in groups})
 
 

@@ -115,6 +115,7 @@ class IngestWorker(Service):
                 redis,
                 self.changes,
                 self.cluster_config.offset_refresh,
+                config.window().lag_history_ms,
             )
             if config.ingest.log_probe
             else None

@@ -36,9 +36,10 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
                                             `storage.lag-history` seconds, flat stretches collapsed (time_lag.py)
     lw:t:{<cluster>/<topic>}:ls       HASH  partition -> log-start offsets polled every topic-refresh (packed like
                                             `:h`): the pace at which retention deletes, for retention risk
-    lw:t:{<cluster>/<topic>}:lp       HASH  partition -> the log probe's last answer past a committed offset
-                                            (shared/windows/log_probes.py): nothing readable up to the log end (only
-                                            transaction markers or aborted records), or the first unread record
+    lw:t:{<cluster>/<topic>}:lp       HASH  partition -> the log probe's last answer past a committed offset that
+                                            found nothing readable up to the log end (only transaction markers or
+                                            aborted records): shared/windows/log_probes.py
+    lw:t:{<cluster>/<topic>}:lu       HASH  partition -> its last answer that found an unread record (its timestamp)
     lw:g:{<cluster>/<group>}:w        HASH  "<topic>:<partition>" -> commit ring (see packing.py)
     lw:g:{<cluster>/<group>}:m        HASH  `last` = newest commit timestamp (ms), `generation` = latest generation;
                                             of a new-protocol (KIP-848) group also `member:<id>` =
@@ -186,6 +187,7 @@ broker_ring = _topic_key("bo")
 offset_history = _topic_key("h")
 log_start_history = _topic_key("ls")
 log_probes = _topic_key("lp")
+log_probes_unread = _topic_key("lu")
 
 
 def cluster_keys_pattern(cluster: str) -> str:
@@ -197,7 +199,7 @@ def cluster_keys_pattern(cluster: str) -> str:
 
 def topic_keys(cluster: str, topic: str) -> tuple[str, ...]:
     """Every key of a topic (one hash slot)."""
-    kinds = (broker_ring, offset_history, log_start_history, log_probes)
+    kinds = (broker_ring, offset_history, log_start_history, log_probes, log_probes_unread)
     return tuple(key(cluster, topic) for key in kinds)
 
 

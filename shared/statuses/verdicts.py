@@ -7,7 +7,7 @@ from __future__ import annotations
 from lagwatch.shared.protocol.types import GroupStatus, PartitionStatus, RuleConfig
 from lagwatch.shared.statuses.retention import NO_RISK, RetentionRisk, retention_risk
 from lagwatch.shared.statuses.rules import caught_up_status, partition_status, summarize_group
-from lagwatch.shared.statuses.time_lag import TimeLag, time_lag
+from lagwatch.shared.statuses.time_lag import CAUGHT_UP, TimeLag, time_lag
 from lagwatch.shared.statuses.velocity import UNKNOWN as UNKNOWN_VELOCITY
 from lagwatch.shared.statuses.velocity import Velocity, partition_velocity
 from lagwatch.shared.windows.packing import COMMIT_ENTRY, commit_entry_at
@@ -36,7 +36,18 @@ def partition_time_lag(p: StoredPartition, now_ms: int) -> TimeLag | None:
     """How far behind in time the newest commit is (None without a commit or a log-end history)."""
     if not p.packed:
         return None
-    return time_lag(commit_entry_at(p.packed, -1).offset, p.history, now_ms)
+    return _time_lag(p, commit_entry_at(p.packed, -1).offset, now_ms)
+
+
+def _time_lag(p: StoredPartition, committed: int, now_ms: int) -> TimeLag | None:
+    """From the log-end history; where that is only a lower bound (the offset older than the history), the age of
+    the first unread record if the log probe read it (exact at any age); 0 where it found only markers."""
+    if p.markers_only:
+        return CAUGHT_UP
+    lag, probe = time_lag(committed, p.history, now_ms), p.probe
+    if lag is None or not lag.lower_bound or probe is None or probe.unread_ms is None or probe.committed != committed:
+        return lag
+    return TimeLag(max(0.0, (now_ms - probe.unread_ms) / 1000))
 
 
 def partition_retention_risk(p: StoredPartition, now_ms: int, retention_ms: int | None = None) -> RetentionRisk:
@@ -46,7 +57,7 @@ def partition_retention_risk(p: StoredPartition, now_ms: int, retention_ms: int 
     retention_ms = p.retention_ms if retention_ms is None else retention_ms
     committed = commit_entry_at(p.packed, -1).offset
     log_end = p.broker_offsets[-1] if p.broker_offsets else None
-    lag = time_lag(committed, p.history, now_ms) if retention_ms is not None else None
+    lag = _time_lag(p, committed, now_ms) if retention_ms is not None else None
     return retention_risk(committed, log_end, p.log_start, lag, retention_ms, now_ms)
 
 

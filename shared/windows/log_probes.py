@@ -9,7 +9,7 @@ topic's hashes are numbers a person can read in redis-cli."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from redis.asyncio import Redis
 
@@ -37,20 +37,30 @@ def decode_probe(raw: bytes | str | None) -> ProbedLog | None:
     )
 
 
-async def store_probes(redis: Redis, cluster: str, answers: Mapping[TopicPartition, ProbedLog]) -> None:
-    """One HSET per topic, in one pipeline (no transaction: each topic's hash stands alone)."""
-    by_topic: dict[str, dict[int, bytes]] = defaultdict(dict)
-    for (topic, partition), answer in answers.items():
-        by_topic[topic][partition] = encode_probe(answer)
-    if not by_topic:
+async def store_probes(redis: Redis, cluster: str, answers: Iterable[tuple[TopicPartition, ProbedLog]]) -> None:
+    """One HSET per topic and kind, in one pipeline (no transaction: each hash stands alone). Caught-up answers and
+    those with an unread record are kept apart: groups committed at different offsets of one partition want both
+    (one reads OK past the markers, another its lag in seconds)."""
+    by_key: dict[str, dict[int, bytes]] = defaultdict(dict)
+    for (topic, partition), answer in answers:
+        key = keys.log_probes if answer.unread_from is None else keys.log_probes_unread
+        by_key[key(cluster, topic)][partition] = encode_probe(answer)
+    if not by_key:
         return
     async with redis.pipeline(transaction=False) as pipe:
-        for topic, fields in by_topic.items():
-            pipe.hset(keys.log_probes(cluster, topic), mapping=fields)
+        for key, fields in by_key.items():
+            pipe.hset(key, mapping=fields)
         await pipe.execute()
 
 
-def probes_of(raw: Mapping[TopicPartition, bytes | None]) -> dict[TopicPartition, ProbedLog]:
-    """The readable answers among a topic-fields read (`WindowReads._topic_fields`)."""
-    decoded = ((tp, decode_probe(value)) for tp, value in raw.items())
-    return {tp: answer for tp, answer in decoded if answer is not None}
+def probes_of(
+    caught_up: Mapping[TopicPartition, bytes | None], unread: Mapping[TopicPartition, bytes | None]
+) -> dict[TopicPartition, ProbedLog]:
+    """A partition's answer from the two topic-fields reads (`WindowReads._topic_fields`): the caught-up one where
+    there is one (it changes a verdict), else the one with an unread record."""
+    answers = {}
+    for tp in caught_up.keys() | unread.keys():
+        answer = decode_probe(caught_up.get(tp)) or decode_probe(unread.get(tp))
+        if answer is not None:
+            answers[tp] = answer
+    return answers

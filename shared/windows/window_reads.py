@@ -159,11 +159,12 @@ class WindowReads:
         self, cluster: str, partitions: set[TopicPartition]
     ) -> tuple[CoordinatorClocks, dict[TopicPartition, ProbedLog]]:
         """The coordinators' commit clocks, and the log probe's answers for these partitions."""
-        clocks, probes = await asyncio.gather(
+        clocks, caught_up, unread = await asyncio.gather(
             reply(self.redis.hgetall(keys.commit_clock(cluster))),
             self._topic_fields(cluster, partitions, keys.log_probes),
+            self._topic_fields(cluster, partitions, keys.log_probes_unread),
         )
-        return CoordinatorClocks.parse(clocks), probes_of(probes)
+        return CoordinatorClocks.parse(clocks), probes_of(caught_up, unread)
 
     async def _topic_numbers(self, key: str, topics: Iterable[str]) -> dict[str, int]:
         """A per-topic number from a topic -> number hash, for the topics that have one."""

@@ -15,13 +15,15 @@ from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.ingest.service import IngestWorker
 from lagwatch.shared.protocol.types import ProbedLog
 from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.statuses.verdicts import partition_time_lag
 from lagwatch.shared.windows.log_probes import decode_probe, encode_probe
 from lagwatch.shared.windows.store import WindowStore
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.services.ingest.test_ingest_resilience import _is_set
-from tests.services.ingest.test_log_probe import TRANSACTIONAL, three_transactions
+from tests.services.ingest.test_log_probe import PLAIN, TRANSACTIONAL, hours_ago, three_transactions, write_plain
 
+HOUR_MS = 3_600_000
 COMMITS = 3  # each consumer commits its offset this many times: a full window (intervals 3) that does not move
 
 
@@ -86,6 +88,41 @@ async def _current_lag(store, group) -> int:
     return sum(p.current_lag for p in stored.partitions)
 
 
-async def _probed(redis, committed: int) -> bool:
-    answer = decode_probe(await redis.hget(f"lw:t:{{{CLUSTER}/{TRANSACTIONAL}}}:lp", "0"))
-    return answer is not None and answer.committed == committed
+async def _probed(redis, committed: int, topic: str = TRANSACTIONAL) -> bool:
+    """An answer for partition 0 at `committed`: caught up (`lp`) or with an unread record (`lu`)."""
+    for kind in ("lp", "lu"):
+        answer = decode_probe(await redis.hget(f"lw:t:{{{CLUSTER}/{topic}}}:{kind}", "0"))
+        if answer is not None and answer.committed == committed:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("probing", [True, False], ids=["log probe", "offsets alone"])
+async def test_a_consumer_stopped_behind_hours_old_records_reads_their_age_not_a_lower_bound(
+    kafka, redis_server, redis, probing
+):
+    """Records produced five hours ago (their producer's timestamps), a consumer that stopped two hours ago at the
+    tenth of them, far behind (past the probe's bound for markers): with an hour of log-end history, the history
+    alone can only say "at least as old as the history"; the first unread record's timestamp says how old."""
+    kafka.create_topic(PLAIN, 1)
+    written = hours_ago(5, 1_500)
+    await asyncio.to_thread(write_plain, kafka.bootstrap, PLAIN, 0, written)
+    config = make_config(
+        kafka.bootstrap, redis_server.url, STORAGE__LAG_HISTORY="3600", INGEST__LOG_PROBE=str(probing).lower()
+    )
+    store = WindowStore(redis, config.window())
+    async with OffsetsTopicWriter(kafka.bootstrap) as writer:
+        # committed before the worker starts: read while it catches up, not taken for the coordinator's clock
+        await writer.commit("stopped", PLAIN, 0, 10, timestamp=now_ms() - 2 * HOUR_MS)
+        async with running(IngestWorker(config, CLUSTER)) as worker:
+            await eventually(lambda: _is_set(worker.caught_up), timeout=30)
+            if probing:
+                await eventually(lambda: _probed(redis, 10, PLAIN), timeout=30)
+            stored = await eventually(lambda: store.reads.get_group(CLUSTER, "stopped"), timeout=30)
+            lag = partition_time_lag(stored.partitions[0], now_ms())
+
+    age_s = (now_ms() - written[10]) / 1000
+    if probing:
+        assert not lag.lower_bound and abs(lag.seconds - age_s) < 1, (lag, age_s)
+    else:
+        assert lag.lower_bound and lag.seconds < 60, lag  # as old as the history: it started with the worker
