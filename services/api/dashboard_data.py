@@ -89,7 +89,8 @@ def rank_results(
             for p in value[3]:
                 end, newest = log_ends.get((p[0], p[1])), p[3]
                 if end is not None:
-                    lag += end - newest if end > newest >= 0 else 0  # PartitionResult.lag
+                    markers_only = len(p) > 7 and end == p[7]
+                    lag += end - newest if end > newest >= 0 and not markers_only else 0  # PartitionResult.lag
                 elif newest >= 0 and p[0] in topics and p[1] >= topics[p[0]]:  # a stray: read on its own
                     missing.append((p[0], p[1], newest))
         except (ValueError, TypeError, IndexError, KeyError):

@@ -276,9 +276,12 @@ def _scan_partitions(
     labels: str, parts: list[list], log_ends: Mapping[tuple[str, int], int], now: int, keep: MetricsFilter
 ) -> _PartitionScan:
     scan = _PartitionScan()
-    for topic, partition, part_status, newest, filled, anchor, *lower in parts:
+    for topic, partition, part_status, newest, filled, anchor, *rest in parts:
         end = log_ends.get((topic, partition))
         lag = end - newest if end is not None and newest >= 0 and end > newest else 0
+        lower = bool(rest) and bool(rest[0])
+        if len(rest) > 1 and end == rest[1]:  # only transaction markers up to this log end (PartitionResult.lag)
+            lag = 0
         scan.total += lag
         scan.biggest = lag if lag > scan.biggest else scan.biggest
         seconds = None
@@ -287,8 +290,8 @@ def _scan_partitions(
         elif anchor != UNKNOWN_LAG:
             seconds = max(0.0, (now - anchor) / 1000)
             scan.moves_with_clock = True
-        if seconds is not None and (scan.slowest is None or (seconds, bool(lower)) > scan.slowest):
-            scan.slowest = (seconds, bool(lower))
+        if seconds is not None and (scan.slowest is None or (seconds, lower) > scan.slowest):
+            scan.slowest = (seconds, lower)
         if not keep.partitions or not (keep.all_topics or keep.topics.accepts(topic)):
             continue
         part = f'{labels},topic="{label_value(topic)}",partition="{partition}"}} '

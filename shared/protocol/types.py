@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 # tags, and as a directory of the history's files
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
 CLUSTER_NAME_RULE = "letters, digits, '.', '_', '-'"
+# a partition's `lag_kind` where the offsets' lag is transaction markers or aborted records only (PartitionStatus)
+MARKERS_ONLY_LAG = "transaction-markers"
 
 
 class Status(IntEnum):
@@ -66,6 +68,9 @@ class PartitionInput:
     current_lag: int = 0
     owner: str = ""
     client_id: str = ""
+    # the log end up to which the log probe found only transaction markers or aborted records past the newest commit
+    # (current_lag is 0 then); None where it did not (the offsets' lag stands)
+    markers_end: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +94,12 @@ class PartitionStatus:
     complete: float
     owner: str = ""
     client_id: str = ""
+    markers_end: int | None = None  # as PartitionInput's
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """Burrow's partition object; where the log probe found the offsets' lag to be transaction markers only,
+        lagwatch's `lag_kind` and `unread_records` too (Burrow's fields stay as they are)."""
+        body = {
             "topic": self.topic,
             "partition": self.partition,
             "owner": self.owner,
@@ -102,6 +110,9 @@ class PartitionStatus:
             "current_lag": self.current_lag,
             "complete": self.complete,
         }
+        if self.markers_end is not None:
+            body |= {"lag_kind": MARKERS_ONLY_LAG, "unread_records": 0}
+        return body
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,12 +9,14 @@ The evaluator re-evaluates a group whenever one of these could change its status
 schedule, a log-end poll that could flip a rule), so a result is what the rules answer now.
 
 Value: JSON `[status, last_commit_ms, [rebalance start ms, ...], [[topic, partition, status, newest offset | -1,
-filled slots, lag anchor ms | -1 unknown | -2 caught up, lower bound 0/1], ...], [catch-up anchor ms | -1 unknown
-| -2 caught up | -3 never | -4 keeping up, lag growth per second | null, retention-risk anchor ms | -1 none, skipped
-messages]]`, statuses as Burrow's numbers; the last element (the group's velocity, `velocity.py`, and retention risk,
-`retention.py`) is absent from results written before it existed, and its last two from older ones. The catch-up
-anchor is when the group is expected to be caught up (its time to catch up then counts down with the clock, as its
-lag shrinks); the retention-risk anchor likewise when its oldest unconsumed message is deleted.
+filled slots, lag anchor ms | -1 unknown | -2 caught up, lower bound 0/1, markers end], ...], [catch-up anchor ms |
+-1 unknown | -2 caught up | -3 never | -4 keeping up, lag growth per second | null, retention-risk anchor ms | -1 none,
+skipped messages]]`, statuses as Burrow's numbers; the last element (the group's velocity, `velocity.py`, and
+retention risk, `retention.py`) is absent from results written before it existed, and its last two from older ones.
+The catch-up anchor is when the group is expected to be caught up (its time to catch up then counts down with the
+clock, as its lag shrinks); the retention-risk anchor likewise when its oldest unconsumed message is deleted. A
+partition's lower bound is there only when it is 1 or a markers end follows: the log end up to which the log probe
+found only transaction markers or aborted records past the newest commit (its lag is 0 while the log end stays there).
 JSON: quick to parse in bulk, and readable in redis-cli.
 """
 
@@ -58,13 +60,22 @@ class PartitionResult:
     filled: int  # ring slots holding a commit
     lag_anchor: int  # when the log end passed `newest` (ms), or UNKNOWN_LAG / CAUGHT_UP_LAG
     lower_bound: bool = False
+    markers_end: int | None = None  # PartitionStatus's
 
     def lag(self, log_end: int | None) -> int:
         """current_lag as the rules compute it: log end minus newest commit, floored at 0 (0 when either is
-        unknown)."""
-        if self.newest is None or log_end is None:
+        unknown, or while the log end is where the log probe found only transaction markers past the commit)."""
+        if self.newest is None or log_end is None or log_end == self.markers_end:
             return 0
         return max(0, log_end - self.newest)
+
+    def encode(self) -> list[Any]:
+        """Its entry in a result's partitions (the module's docstring)."""
+        entry = [self.topic, self.partition, int(self.status), -1 if self.newest is None else self.newest]
+        entry += [self.filled, self.lag_anchor]
+        if self.markers_end is not None:
+            return [*entry, int(self.lower_bound), self.markers_end]
+        return [*entry, 1] if self.lower_bound else entry
 
     def time_lag(self, now_ms: int) -> TimeLag | None:
         if self.lag_anchor == UNKNOWN_LAG:
@@ -106,11 +117,7 @@ class GroupResult:
         return sum(1 for at in self.rebalances if at >= now_ms - HOUR_MS)
 
     def encode(self) -> bytes:
-        parts = [
-            [p.topic, p.partition, int(p.status), -1 if p.newest is None else p.newest, p.filled, p.lag_anchor]
-            + ([1] if p.lower_bound else [])
-            for p in self.partitions
-        ]
+        parts = [p.encode() for p in self.partitions]
         value = [int(self.status), self.last_commit_ms, list(self.rebalances), parts]
         if self.catchup_anchor != UNKNOWN_CATCHUP or self.lag_growth is not None or self.retention_anchor >= 0:
             growth = None if self.lag_growth is None else round(self.lag_growth, 3)
@@ -128,10 +135,7 @@ def decode_result(group: str, raw: bytes) -> GroupResult | None:
             Status(status),
             last,
             tuple(rebalances),
-            tuple(
-                PartitionResult(p[0], p[1], Status(p[2]), None if p[3] < 0 else p[3], p[4], p[5], len(p) > 6)
-                for p in parts
-            ),
+            tuple(_decode_partition(p) for p in parts),
             int(anchor),
             None if growth is None else float(growth),
             int(retention),
@@ -139,6 +143,11 @@ def decode_result(group: str, raw: bytes) -> GroupResult | None:
         )
     except (ValueError, TypeError, IndexError, KeyError):
         return None
+
+
+def _decode_partition(p: list[Any]) -> PartitionResult:
+    lower, markers_end = len(p) > 6 and bool(p[6]), p[7] if len(p) > 7 else None
+    return PartitionResult(p[0], p[1], Status(p[2]), None if p[3] < 0 else p[3], p[4], p[5], lower, markers_end)
 
 
 def catchup_seconds(anchor: int, now_ms: int) -> float | None:
@@ -186,7 +195,8 @@ def result_of(
     for p in status.partitions:
         newest = p.end.offset if p.end is not None else None
         anchor = time_lag_anchor(time_lags.get((p.topic, p.partition)), now_ms)
-        parts.append(PartitionResult(p.topic, p.partition, p.status, newest, round(p.complete * intervals), *anchor))
+        filled = round(p.complete * intervals)
+        parts.append(PartitionResult(p.topic, p.partition, p.status, newest, filled, *anchor, p.markers_end))
     return GroupResult(
         status.group,
         status.status,

@@ -40,6 +40,7 @@ def partition_status(part: PartitionInput, now_ms: int, config: RuleConfig) -> P
         complete=complete,
         owner=part.owner,
         client_id=part.client_id,
+        markers_end=part.markers_end,
     )
 
 
@@ -53,6 +54,7 @@ def caught_up_status(
     current_lag: int,
     owner: str = "",
     client_id: str = "",
+    markers_end: int | None = None,
 ) -> PartitionStatus:
     """What `partition_status` answers when `current_lag <= allowed-lag` (rule 1: OK whatever the window shows),
     built from the window's oldest and newest entries alone, so a caller can skip unpacking the rest."""
@@ -66,6 +68,7 @@ def caught_up_status(
         complete=filled / ring_size if ring_size else 0.0,
         owner=owner,
         client_id=client_id,
+        markers_end=markers_end,
     )
 
 

@@ -20,7 +20,9 @@ def stored_partition_status(p: StoredPartition, intervals: int, now_ms: int, rul
     filled = min(len(p.packed) // COMMIT_ENTRY.size, intervals)
     if filled and lag <= rules.allowed_lag:
         first, last = commit_entry_at(p.packed, -filled), commit_entry_at(p.packed, -1)
-        return caught_up_status(p.topic, p.partition, first, last, filled, intervals, lag, p.owner, p.client_id)
+        return caught_up_status(
+            p.topic, p.partition, first, last, filled, intervals, lag, p.owner, p.client_id, p.markers_end
+        )
     return partition_status(p.to_rule_input(intervals), now_ms, rules)
 
 

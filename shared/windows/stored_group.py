@@ -64,6 +64,12 @@ class StoredPartition:
         committed, log_end = commit_entry_at(self.packed, -1).offset, self.broker_offsets[-1]
         return committed < log_end and self.probe.caught_up_at(committed, log_end)
 
+    @property
+    def markers_end(self) -> int | None:
+        """The log end up to which the offsets' lag is transaction markers or aborted records only (None: it is not,
+        or the probe did not say)."""
+        return self.broker_offsets[-1] if self.markers_only else None
+
     def to_rule_input(self, intervals: int) -> PartitionInput:
         return PartitionInput(
             topic=self.topic,
@@ -73,6 +79,7 @@ class StoredPartition:
             current_lag=self.current_lag,
             owner=self.owner,
             client_id=self.client_id,
+            markers_end=self.markers_end,
         )
 
 

@@ -1,0 +1,133 @@
+"""A caught-up consumer of transactional topics end to end (Burrow#651): it commits its last record + 1, and the log
+end lies one further, past the transaction's commit marker. With the log probe, the API, `/metrics`, the status topic
+and the dashboard all read it OK with lag 0, its partition saying why (`lag_kind`, `unread_records`); a consumer with
+unread records keeps its true lag and status. With the probe off, offsets alone read the caught-up one ERR (STALL).
+
+A real transactional producer writes to the Kafka mock, the consumers' commits are mirrored into `__consumer_offsets`
+as the coordinator writes them, and a real ingest worker, evaluator and api run in-process. Each window is full and
+never moves (intervals 3, min-distance 0, the same offset committed three times, spread over two minutes so that no
+STOP comes first): by offsets alone, any lag in it is a STALL."""
+
+import asyncio
+import time
+
+import aiohttp
+import pytest
+
+from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec
+from lagwatch.services.api.service import ApiServer
+from lagwatch.shared.windows.log_probes import decode_probe
+from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.services.evaluator.test_evaluator import STATUS_TOPIC
+from tests.services.ingest.test_log_probe import TRANSACTIONAL, three_transactions
+from tests.system.test_status_end_to_end import ingest_and_evaluator
+
+CAUGHT_UP, BEHIND = "eos-caught-up", "eos-behind"
+SPACING_MS = 60_000  # between a group's commits: the window spans two minutes, so it is not stopped meanwhile
+MARKERS = {"lag_kind": "transaction-markers", "unread_records": 0}
+
+
+@pytest.mark.parametrize("probing", [True, False], ids=["log probe", "offsets alone"])
+async def test_a_caught_up_transactional_consumer_reads_ok_everywhere_and_one_behind_keeps_its_lag(
+    kafka, redis_server, redis, probing
+):
+    for topic, partitions in ((TRANSACTIONAL, 1), ("lagwatch.changes", 4), (STATUS_TOPIC, 3)):
+        kafka.create_topic(topic, partitions)
+    records = await asyncio.to_thread(three_transactions, kafka.bootstrap)
+    log_end = records[-1].offset + 2  # past the last transaction's commit marker
+    commits = {CAUGHT_UP: records[-1].offset + 1, BEHIND: records[-10].offset}  # the behind one: 10 records to read
+    lags = {CAUGHT_UP: 0 if probing else log_end - commits[CAUGHT_UP], BEHIND: log_end - commits[BEHIND]}
+    config = make_config(
+        kafka.bootstrap,
+        redis_server.url,
+        STORAGE__INTERVALS="3",
+        STORAGE__MIN_DISTANCE="0",
+        INGEST__LOG_PROBE=str(probing).lower(),
+        EVALUATOR__SWEEP_INTERVAL="0.5",
+    )
+    async with (
+        ingest_and_evaluator(kafka, config) as (writer, status_topic),
+        running(ApiServer(config, port=0)) as api,
+        aiohttp.ClientSession() as http,
+    ):
+        await api.started.wait()
+        first = int(time.time() * 1000) - 2 * SPACING_MS
+        await writer.commits([OffsetCommitSpec(g, TRANSACTIONAL, 0, offset, first) for g, offset in commits.items()])
+        for group in commits:  # a young window: OK, by offsets alone too
+            assert await status_topic.until(group, 1) == [("NOTFOUND", "OK")]
+        if probing:  # the window fills only once the probe has answered, so no evaluation comes before it
+            await eventually(lambda: _probed(redis, commits[CAUGHT_UP]), timeout=30)
+        for step in (1, 2):
+            at = first + step * SPACING_MS
+            await writer.commits([OffsetCommitSpec(g, TRANSACTIONAL, 0, offset, at) for g, offset in commits.items()])
+
+        caught_up = await eventually(lambda: _full_window(http, api.url, CAUGHT_UP), timeout=30)
+        behind = await eventually(lambda: _full_window(http, api.url, BEHIND), timeout=30)
+        expected_caught_up = ("OK", "OK", MARKERS) if probing else ("ERR", "STALL", {})
+        assert _verdict(caught_up) == (*expected_caught_up, lags[CAUGHT_UP])
+        assert _verdict(behind) == ("ERR", "STALL", {}, lags[BEHIND])
+        [part] = caught_up["partitions"]
+        assert part["end"]["offset"] == commits[CAUGHT_UP]  # Burrow's fields as they were: the newest commit
+
+        for group, lag in lags.items():
+            await eventually(lambda group=group, lag=lag: _metrics_show(http, api.url, group, lag), timeout=30)
+            await eventually(lambda group=group, lag=lag: _dashboard_shows(http, api.url, group, lag), timeout=30)
+        detail = await _get(http, f"{api.url}/dashboard/api/group/{CLUSTER}/{CAUGHT_UP}")
+        assert {k: detail["status"]["partitions"][0].get(k) for k in MARKERS} == (
+            MARKERS if probing else dict.fromkeys(MARKERS)
+        )
+
+        await status_topic.until(BEHIND, 2)
+        await asyncio.sleep(2)  # a few more sweeps: an ERR for the caught-up group would be published by now
+        await status_topic.read()
+    assert status_topic.transitions(BEHIND) == [("NOTFOUND", "OK"), ("OK", "ERR")]
+    expected = [("NOTFOUND", "OK")] if probing else [("NOTFOUND", "OK"), ("OK", "ERR")]
+    assert status_topic.transitions(CAUGHT_UP) == expected
+
+
+async def _get(http: aiohttp.ClientSession, url: str) -> dict:
+    async with http.get(url) as response:
+        assert response.status == 200, (url, response.status)
+        return await response.json()
+
+
+async def _full_window(http: aiohttp.ClientSession, api_url: str, group: str) -> dict | None:
+    """The group's `/lag` status once its partition's window holds the three commits (None until then)."""
+    async with http.get(f"{api_url}/v3/kafka/{CLUSTER}/consumer/{group}/lag") as response:
+        if response.status != 200:
+            return None
+        status = (await response.json())["status"]
+    return status if status["partitions"][0]["complete"] == 1.0 else None
+
+
+def _verdict(status: dict) -> tuple:
+    """(group status, partition status, lagwatch's marker fields on the partition, totallag)."""
+    [part] = status["partitions"]
+    markers = {k: part[k] for k in MARKERS if k in part}
+    assert status["maxlag"]["current_lag"] == part["current_lag"] == status["totallag"]
+    return status["status"], part["status"], markers, status["totallag"]
+
+
+async def _metrics_show(http: aiohttp.ClientSession, api_url: str, group: str, lag: int) -> bool:
+    async with http.get(f"{api_url}/metrics") as response:
+        metrics = await response.text()
+    labels = f'cluster="{CLUSTER}",consumer_group="{group}"'
+    return all(
+        line in metrics.splitlines()
+        for line in (
+            f"burrow_kafka_consumer_lag_total{{{labels}}} {lag}",
+            f"lagwatch_consumer_group_max_lag{{{labels}}} {lag}",
+            f'burrow_kafka_consumer_partition_lag{{{labels},topic="{TRANSACTIONAL}",partition="0"}} {lag}',
+        )
+    )
+
+
+async def _dashboard_shows(http: aiohttp.ClientSession, api_url: str, group: str, lag: int) -> bool:
+    overview = await _get(http, f"{api_url}/dashboard/api/overview?cluster={CLUSTER}&q={group}")
+    rows = [row for row in overview["groups"] if row["group"] == group]
+    return bool(rows) and rows[0]["totallag"] == lag and rows[0]["maxlag"]["current_lag"] == lag
+
+
+async def _probed(redis, committed: int) -> bool:
+    answer = decode_probe(await redis.hget(f"lw:t:{{{CLUSTER}/{TRANSACTIONAL}}}:lp", "0"))
+    return answer is not None and answer.committed == committed and answer.unread_from is None
