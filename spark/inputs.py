@@ -15,13 +15,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.utils import AnalysisException
 
 from lagwatch.shared.records.history import (
-    COLUMN_NAMES,
     FORMAT_VERSION,
     GROUP_KINDS,
     HISTORY_COLUMNS,
     KIND_COMMIT,
+    KIND_PROBE,
     KINDS,
     OBSERVED_AT_MAX,
+    REQUIRED_COLUMNS,
 )
 from lagwatch.shared.runtime.config import Config, ConfigError
 from lagwatch.shared.runtime.kafka_client import java_client_options
@@ -82,11 +83,12 @@ def history_schema(*, widen: bool = False) -> str:
 
 
 def _check_columns(columns: list[str], location: str) -> None:
-    missing = [name for name in COLUMN_NAMES if name not in columns]
+    """Every column but the probe's (files from before the probe kind lack them: read as null)."""
+    missing = [name for name in REQUIRED_COLUMNS if name not in columns]
     if missing:
         raise InputError(
             f"history at {location} lacks column(s) {', '.join(missing)}; "
-            f"expected {', '.join(COLUMN_NAMES)} (see shared/records/history.py)"
+            f"expected {', '.join(REQUIRED_COLUMNS)} (see shared/records/history.py)"
         )
 
 
@@ -132,7 +134,7 @@ def _parquet_columns(spark: SparkSession, location: str) -> list[str]:
     """The columns of the files' schema: one file's footer, or all of theirs merged when that one lacks some (files
     of an older layout beside newer ones: their rows then lack a value, and are counted bad, not the whole input)."""
     columns = _parquet_reader(spark, location).parquet(location).columns
-    if any(name not in columns for name in COLUMN_NAMES):
+    if any(name not in columns for name in REQUIRED_COLUMNS):
         with contextlib.suppress(Py4JJavaError):  # types that do not merge (int32 and int64): one file's answer
             columns = _parquet_reader(spark, location).option("mergeSchema", "true").parquet(location).columns
     return columns
@@ -203,6 +205,7 @@ def bad_row_reason(now_ms: int, future_tolerance_ms: int = FUTURE_TOLERANCE_MS) 
     (NTP keeps hosts within milliseconds; a job run where the clock is behind the history's, on a copy of it say,
     takes a larger tolerance.)"""
     is_commit, of_group = F.col("kind") == KIND_COMMIT, F.col("kind").isin(*GROUP_KINDS)
+    is_probe = F.col("kind") == KIND_PROBE
     return (
         F.when(F.col("kind") == F.lit(OF_UNKNOWN_VERSION), F.lit("unknown format version"))
         .when(F.col("kind").isNull() | ~F.col("kind").isin(*KINDS), F.lit("unknown kind"))
@@ -215,4 +218,12 @@ def bad_row_reason(now_ms: int, future_tolerance_ms: int = FUTURE_TOLERANCE_MS) 
         .when(of_group & (F.col("group").isNull() | (F.col("group") == "")), F.lit("no group"))
         .when(is_commit & _non_negative("commit_timestamp"), F.lit("bad commit_timestamp"))
         .when(of_group & _non_negative("order"), F.lit("bad order"))
+        .when(is_probe & _non_negative("log_end"), F.lit("bad log_end"))
+        .when(is_probe & _negative("unread_from"), F.lit("bad unread_from"))
+        .when(is_probe & _negative("unread_ms"), F.lit("bad unread_ms"))
     )
+
+
+def _negative(name: str) -> Column:
+    """Below 0 (null is not: a nullable column's)."""
+    return F.col(name).isNotNull() & (F.col(name) < 0)

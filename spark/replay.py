@@ -9,6 +9,8 @@ loop; tests call it directly. It does what the live services do, in history time
   (`shared/windows/window.py`, the same outcomes as the Redis store); a
   commit of a partition not sampled yet waits for its first sample, as the ingest holds it; a sample at the time
   of the partition's last one is a duplicate (the archive is at-least-once; commits are told apart by `order`);
+  the log probe's latest caught-up answer for a partition makes its current lag 0 where it makes it 0 live
+  (nothing readable between the newest commit and the latest log end: `ProbedLog.caught_up_at`);
 * the group is evaluated with the shared rules at evaluation ticks, every `tick_ms` of history time (multiples of
   `tick_ms` since the epoch), up to the end of the history, and at that end when inputs came after its last tick
   or the clock changed a verdict after it;
@@ -36,6 +38,7 @@ from lagwatch.shared.protocol.types import (
     OffsetEntry,
     PartitionInput,
     PartitionStatus,
+    ProbedLog,
     RuleConfig,
     Sample,
     Status,
@@ -45,6 +48,7 @@ from lagwatch.shared.records.history import (
     KIND_COMMIT,
     KIND_LOG_START,
     KIND_OFFSET_DELETED,
+    KIND_PROBE,
     KIND_TOPIC_DELETED,
     HistoryRecord,
 )
@@ -103,7 +107,15 @@ class OffsetDeleted(NamedTuple):
     observed_at: int
 
 
-Other = SampleInput | TopicDeleted | OffsetDeleted  # the inputs that are not commits
+class ProbeInput(NamedTuple):
+    """The log probe's answer for a partition (history kind `probe`)."""
+
+    topic: str
+    partition: int
+    answer: ProbedLog
+
+
+Other = SampleInput | TopicDeleted | OffsetDeleted | ProbeInput  # the inputs that are not commits
 Input = CommitInput | Other
 
 
@@ -148,6 +160,22 @@ class _Partition:
     history: list[Sample] = field(default_factory=list)
     log_start: list[Sample] = field(default_factory=list)
     held: list[CommitInput] = field(default_factory=list)  # commits waiting for the partition's first log end
+    # the log probe's latest answer that found nothing readable past its offset: kept apart from those with an unread
+    # record, as live (shared/windows/log_probes.py), so another group's answer at another offset does not replace it
+    caught_up_probe: ProbedLog | None = None
+
+    def current_lag(self) -> int:
+        """As the live readers have it (`StoredPartition.current_lag`): the offsets' lag, but 0 where the probe's
+        latest caught-up answer found nothing readable between the newest commit and the latest log end."""
+        probe = self.caught_up_probe
+        if (
+            probe is not None
+            and self.entries
+            and self.broker
+            and probe.caught_up_at(self.entries[-1].offset, self.broker[-1])
+        ):
+            return 0
+        return current_lag(self.entries, self.broker)
 
 
 _Speeds = dict[TopicPartition, Velocity]
@@ -264,7 +292,7 @@ class _Group:
         risks: _Risks = {}
         for tp in sorted(self.windows):
             part = self.topics[tp]
-            lag = current_lag(part.entries, part.broker)
+            lag = part.current_lag()
             results.append(_partition_status(tp, part, lag, intervals, commit_now, rules))
             lags[tp] = time_lag(part.entries[-1].offset, part.history, now)
             speeds[tp] = partition_velocity(part.entries[-intervals:], part.history, lag, now)
@@ -302,7 +330,10 @@ def replay_inputs(records: Iterable[HistoryRecord]) -> tuple[list[CommitInput], 
     commits: list[CommitInput] = []
     others: list[Other] = []
     for r in records:
-        item = history_input(r.kind, r.topic, r.partition, r.offset, r.commit_timestamp, r.order, r.observed_at)
+        probed = (r.log_end, r.unread_from, r.unread_ms)
+        item = history_input(
+            r.kind, r.topic, r.partition, r.offset, r.commit_timestamp, r.order, r.observed_at, *probed
+        )
         if isinstance(item, CommitInput):
             commits.append(item)
         else:
@@ -311,15 +342,24 @@ def replay_inputs(records: Iterable[HistoryRecord]) -> tuple[list[CommitInput], 
 
 
 def history_input(
-    kind: str, topic: str, partition: int, offset: int, timestamp: int | None, order: int | None, at: int
+    kind: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    timestamp: int | None,
+    order: int | None,
+    at: int,
+    *probed: int | None,
 ) -> Input:
-    """A history record's fields as a replay input."""
+    """A history record's fields as a replay input; `probed`: a probe's own (`PROBE_COLUMNS`), null in other kinds."""
     if kind == KIND_COMMIT:
         return CommitInput(topic, partition, offset, timestamp or 0, order or 0, at)
     if kind == KIND_TOPIC_DELETED:
         return TopicDeleted(topic, at)
     if kind == KIND_OFFSET_DELETED:
         return OffsetDeleted(topic, partition, order or 0, at)
+    if kind == KIND_PROBE:
+        return ProbeInput(topic, partition, ProbedLog(offset, probed[0] or 0, probed[1], probed[2], at))
     return SampleInput(topic, partition, offset, at, kind == KIND_LOG_START)
 
 
@@ -384,6 +424,8 @@ def _place(item: Other) -> tuple[int, int, int, Input]:
         return item.deleted_at, -1, 0, item
     if isinstance(item, OffsetDeleted):
         return item.observed_at, 1, item.order, item
+    if isinstance(item, ProbeInput):
+        return item.answer.probed_at, 0, 0, item
     return item.sampled_at, 0, 0, item
 
 
@@ -399,6 +441,10 @@ def _apply_inputs(state: _Group, timeline_inputs: _Timeline, i: int, until: int,
             continue
         if isinstance(item, OffsetDeleted):
             state.forget_partition((item.topic, item.partition))
+            continue
+        if isinstance(item, ProbeInput):
+            if item.answer.unread_from is None:
+                state.partition((item.topic, item.partition)).caught_up_probe = item.answer
             continue
         applied = state.add_sample(item) if isinstance(item, SampleInput) else [state.add_commit(item)]
         for outcome in applied:

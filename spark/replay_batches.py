@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from lagwatch.shared.events.event_codec import present
 from lagwatch.shared.events.status_event import fitted
+from lagwatch.shared.records.history import PROBE_COLUMNS
 from lagwatch.spark.backtest import Variant, count_notifications
 from lagwatch.spark.replay import (
     CommitInput,
@@ -144,14 +145,15 @@ def _groups(
             c["commit_timestamp"],
             c["order"],
             c["observed_at"],
+            *(c[name] for name in PROBE_COLUMNS),
             strict=True,
         )
-        for cluster, group, kind, topic, partition, offset, timestamp, order, observed_at in rows:
+        for cluster, group, kind, topic, partition, offset, timestamp, order, observed_at, *probed in rows:
             if (cluster, group) != key:
                 if key is not None:
                     yield key, commits, samples
                 key, commits, samples = (cluster, group), [], []
-            item = history_input(kind, topic, partition, offset, timestamp, order, observed_at)
+            item = history_input(kind, topic, partition, offset, timestamp, order, observed_at, *probed)
             if isinstance(item, CommitInput):
                 commits.append(item)
             else:

@@ -1,11 +1,12 @@
-"""The ingest's history writer: every decoded commit and every log-end and log-start sample, as
+"""The ingest's history writer: every decoded commit, every log-end and log-start sample and the log probe's answers, as
 `shared/records/history.py` records, to the history topic (`history.topic`, when `history.enabled`), for the archiver
 and the Spark replay.
 
 Commits are durable: `publish_commits` returns once Kafka acknowledged them all (acks=all), else raises, and the
 offsets-topic position waits for it (`archive_queue.py`). Log-end samples are best effort: a lost one leaves a gap of
-one poll, which the interpolation of lag in seconds bridges. Topic deletions are sent again until the history topic
-takes them, and kept in Redis meanwhile (`pending_deletions.py`).
+one poll, which the interpolation of lag in seconds bridges; so are the probe's answers (one lost: the replay judges
+the partition by its offsets until the next). Topic deletions are sent again until the history topic takes them, and
+kept in Redis meanwhile (`pending_deletions.py`).
 
 Each message costs a delivery report (confluent-kafka takes the GIL for it), so a batch's commits bound for one
 history partition (murmur2 of their keys, as Kafka's producers place keys: a group's records stay in order) are
@@ -27,12 +28,14 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from redis.exceptions import RedisError
 
 from lagwatch.services.ingest.pending_deletions import PendingDeletions
+from lagwatch.shared.protocol.types import ProbedLog
 from lagwatch.shared.records.history import (
     KIND_BROKER,
     MESSAGE_BYTES,
     HistoryMessages,
     HistoryRecord,
     broker_records,
+    probe_record,
     topic_deleted_record,
 )
 from lagwatch.shared.runtime.partitioner import ANY_PARTITION, PartitionCache, PartitionCount, partition_for
@@ -137,6 +140,15 @@ class HistoryPublisher:
         problem = self._queue(broker_records(self.cluster, by_topic, sampled_at, kind))
         if problem is not None:
             log.warning("history: %s samples not archived (%s); the history has a gap of one poll", kind, problem)
+
+    def publish_probes(self, answers: Iterable[tuple[tuple[str, int], ProbedLog]]) -> None:
+        """Queue the log probe's answers, ((topic, partition), answer) pairs as `log_probes.store_probes` takes them
+        (a partition may have two: groups at different offsets). Best effort, as samples: they go out with the next
+        flush."""
+        records = [probe_record(self.cluster, topic, partition, answer) for (topic, partition), answer in answers]
+        problem = self._queue(records)
+        if problem is not None:
+            log.warning("history: %d probe answers not archived (%s)", len(records), problem)
 
     async def publish_deletions(self, topics: list[str], deleted_at: int, group: str | None = None) -> None:
         """Send topics deleted from Kafka (`group` None) or from one group through the api; sent again (with the next

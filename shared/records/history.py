@@ -1,6 +1,6 @@
 """The history lagwatch keeps of what it ingested, for the Spark replay (`lagwatch.spark`).
 
-Five kinds of normalized records, one flat shape so a file or a topic can hold them all:
+Six kinds of normalized records, one flat shape so a file or a topic can hold them all:
 
 | column            | commit                | broker (log-end) | log-start     | topic-deleted    | offset-deleted    |
 | ----------------- | --------------------- | ---------------- | ------------- | ---------------- | ----------------- |
@@ -14,6 +14,11 @@ Five kinds of normalized records, one flat shape so a file or a topic can hold t
 | `order`           | offset of the record  | null             | null          | null             | of the tombstone  |
 | `observed_at`     | when lagwatch read it | when sampled     | when sampled  | when deleted     | when read         |
 
+and `probe` (the log probe's answer): `group`, `commit_timestamp` and `order` null, `offset` the committed offset it
+read from, `observed_at` when it probed, and three columns of its own (`PROBE_COLUMNS`, null in the other kinds):
+`log_end` (the log end then), `unread_from` (the first record a `read_committed` consumer would receive, or null:
+none before `log_end`) and `unread_ms` (that record's timestamp, or null).
+
 Times are ms since the epoch; `order` is the commit record's offset in the offsets topic. A commit the ingest read
 again after a history-topic outage (it had read it before, then could not archive it) is observed at its commit
 time, or at the time it was read again if that is earlier. Log-start samples (every `topic-refresh`) let the replay
@@ -24,20 +29,29 @@ partitions: the new ones come back with their samples and commits), for every gr
 from that group through the api (Burrow's `DELETE .../consumer/<group>/topic/<topic>`). An `offset-deleted` record
 says the group's window of that partition went, on a tombstone of the offsets topic: the partition's offset deleted
 or expired, or the whole group deleted (a record per partition it had, all at the group tombstone's `order`; not
-when the tombstone was a protocol upgrade's, which keeps the windows).
+when the tombstone was a protocol upgrade's, which keeps the windows). A `probe` record is the log probe's answer
+for one (partition, committed offset) (`services/ingest/log_probe.py`, a `ProbedLog`): `unread_from` null says that
+nothing a `read_committed` consumer would receive lies between the offset and `log_end` (transaction markers, aborted
+records), so a group committed there is caught up while neither moves; the replay judges it so, as the live readers
+do (`ProbedLog.caught_up_at`). Like samples, it is of the topic, for every group committed there.
 
 On the history topic (`lagwatch.history`) each record is one JSON object with these keys and `"v"`, its format's
 version (FORMAT_VERSION, written first; records from before it was written hold none and are of version 1); a
 reader meeting another version rejects the record (`decode`: counted and skipped as any bad record), rather than
-taking a format it does not know for its own. A message holds one or more records of one key, one per line (JSON
-Lines, in the order read; JSON never holds a raw newline inside a record). Keys only place messages (the archiver
-ignores them) and keep what must stay in order in one partition: the ingest keys commits by the offsets-topic
-partition it read them from (`commits_key`: `<cluster>/offsets-<p>`, which holds every commit of its groups), so a
-message carries a batch's commits of one offsets partition, many groups (messages per group would cost the ingest
-several times its throughput); samples and deletions are keyed `<cluster>/<topic>`.
+taking a format it does not know for its own. A new kind whose own columns are null in the other kinds extends the
+format without a new version (`probe`, with `PROBE_COLUMNS`): a reader that does not know the kind rejects its records
+by name and keeps reading the rest (a new version would have it reject every record, commits too, while its writers
+are upgraded); records and files from before the kind lack those columns, read as null. A message holds one or more
+records of one key, one per line (JSON Lines, in the order read; JSON never holds a raw newline inside a record).
+Keys only place messages (the archiver ignores them) and keep what must stay in order in one partition: the ingest
+keys commits by the offsets-topic partition it read them from (`commits_key`: `<cluster>/offsets-<p>`, which holds
+every commit of its groups), so a message carries a batch's commits of one offsets partition, many groups (messages
+per group would cost the ingest several times its throughput); samples, probe answers and deletions are keyed
+`<cluster>/<topic>`.
 
-In files, Parquet with `HISTORY_COLUMNS`, laid out `<root>/cluster=<cluster>/date=<YYYY-MM-DD>/part-*.parquet` (UTC
-date of `observed_at`), which Spark reads as partition columns.
+In files, Parquet with `HISTORY_COLUMNS` (files from before the probe kind lack `PROBE_COLUMNS`), laid out
+`<root>/cluster=<cluster>/date=<YYYY-MM-DD>/part-*.parquet` (UTC date of `observed_at`), which Spark reads as
+partition columns.
 """
 
 from __future__ import annotations
@@ -49,7 +63,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from lagwatch.shared.protocol.types import CLUSTER_NAME, CLUSTER_NAME_RULE, Commit
+from lagwatch.shared.protocol.types import CLUSTER_NAME, CLUSTER_NAME_RULE, Commit, ProbedLog
 
 FORMAT_VERSION = 1  # of a record on the history topic: its key "v"
 KIND_COMMIT = "commit"
@@ -57,9 +71,10 @@ KIND_BROKER = "broker"
 KIND_LOG_START = "log-start"
 KIND_TOPIC_DELETED = "topic-deleted"
 KIND_OFFSET_DELETED = "offset-deleted"
-KINDS = (KIND_COMMIT, KIND_BROKER, KIND_LOG_START, KIND_TOPIC_DELETED, KIND_OFFSET_DELETED)
+KIND_PROBE = "probe"
+KINDS = (KIND_COMMIT, KIND_BROKER, KIND_LOG_START, KIND_TOPIC_DELETED, KIND_OFFSET_DELETED, KIND_PROBE)
 GROUP_KINDS = (KIND_COMMIT, KIND_OFFSET_DELETED)  # a group's own records: a group and an `order`, replayed in order
-SAMPLE_KINDS = (KIND_BROKER, KIND_LOG_START)
+SAMPLE_KINDS = (KIND_BROKER, KIND_LOG_START, KIND_PROBE)  # what was read of a topic's partition: for all its groups
 
 # (name, type) in file order; the types are Arrow / Spark SQL type names shared by the archiver and the job
 HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -72,10 +87,15 @@ HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("commit_timestamp", "long"),
     ("order", "long"),
     ("observed_at", "long"),
+    ("log_end", "long"),
+    ("unread_from", "long"),
+    ("unread_ms", "long"),
 )
+PROBE_COLUMNS = ("log_end", "unread_from", "unread_ms")  # a probe's own: null in other kinds, absent before them
 _json_string = json.encoder.encode_basestring_ascii  # json.dumps' own string encoder
 _SURROGATE = re.compile("[\ud800-\udfff]")
 COLUMN_NAMES = tuple(name for name, _ in HISTORY_COLUMNS)
+REQUIRED_COLUMNS = tuple(name for name in COLUMN_NAMES if name not in PROBE_COLUMNS)  # every record's and file's
 INT_MAX, LONG_MAX = 2**31 - 1, 2**63 - 1
 OBSERVED_AT_MAX = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant with a date to file it under
 # (column, largest value) of the integer columns, in `check`'s order
@@ -85,6 +105,9 @@ _INTEGERS = (
     ("observed_at", OBSERVED_AT_MAX),
     ("commit_timestamp", LONG_MAX),
     ("order", LONG_MAX),
+    ("log_end", LONG_MAX),
+    ("unread_from", LONG_MAX),
+    ("unread_ms", LONG_MAX),
 )
 
 
@@ -98,6 +121,9 @@ class HistoryRecord(NamedTuple):
     commit_timestamp: int | None
     order: int | None
     observed_at: int
+    log_end: int | None = None
+    unread_from: int | None = None
+    unread_ms: int | None = None
 
     def key(self) -> bytes:
         """A key for a message of this record alone (samples are published so; the ingest keys its messages of
@@ -105,7 +131,13 @@ class HistoryRecord(NamedTuple):
         return f"{self.cluster}/{self.group if self.kind == KIND_COMMIT else self.topic}".encode()
 
     def encode(self) -> bytes:
-        return json.dumps({"v": FORMAT_VERSION, **self._asdict()}, separators=(",", ":")).encode()
+        """The record's JSON; a probe's columns only in a probe's record (the others' stay as before the kind, the
+        bytes the ingest's compiled writer writes for commits)."""
+        fields = self._asdict()
+        if self.kind != KIND_PROBE:
+            for name in PROBE_COLUMNS:
+                del fields[name]
+        return json.dumps({"v": FORMAT_VERSION, **fields}, separators=(",", ":")).encode()
 
 
 class HistoryRecordInvalid(ValueError):
@@ -219,6 +251,24 @@ def offset_deleted_record(
     return HistoryRecord(KIND_OFFSET_DELETED, cluster, group, topic, partition, 0, None, order, observed_at)
 
 
+def probe_record(cluster: str, topic: str, partition: int, answer: ProbedLog) -> HistoryRecord:
+    """The log probe's answer for a partition (`ProbedLog`), observed when it probed."""
+    return HistoryRecord(
+        KIND_PROBE,
+        cluster,
+        None,
+        topic,
+        partition,
+        answer.committed,
+        None,
+        None,
+        answer.probed_at,
+        answer.log_end,
+        answer.unread_from,
+        answer.unread_ms,
+    )
+
+
 def decode(value: bytes) -> HistoryRecord:
     """A record from the history topic; HistoryRecordInvalid names what is wrong (a format version other than
     FORMAT_VERSION too)."""
@@ -233,10 +283,11 @@ def decode(value: bytes) -> HistoryRecord:
         raise HistoryRecordInvalid(
             f"format version {json.dumps(version)[:20]} unknown (this lagwatch reads {FORMAT_VERSION})"
         )
-    missing = [name for name in COLUMN_NAMES if name not in doc]
+    missing = [name for name in REQUIRED_COLUMNS if name not in doc]
     if missing:
         raise HistoryRecordInvalid(f"missing {', '.join(missing)}")
-    record = HistoryRecord(*(doc[name] for name in COLUMN_NAMES))
+    values: list[Any] = [doc.get(name) for name in COLUMN_NAMES]  # a probe's own columns absent: null
+    record = HistoryRecord(*values)
     problem = check(record)
     if problem:
         raise HistoryRecordInvalid(problem)
@@ -256,16 +307,24 @@ def check(record: HistoryRecord) -> str | None:
     of_group = record.kind in GROUP_KINDS
     if not (_text(record.group) if of_group else record.group is None or _text(record.group)):
         return "group is empty or not UTF-8 text" if of_group else "group must be UTF-8 text or null"
-    nullable = (
-        () if record.kind == KIND_COMMIT else ("commit_timestamp",) if of_group else ("commit_timestamp", "order")
-    )
     for name, ceiling in _INTEGERS:
         value = getattr(record, name)
-        if value is None and name in nullable:
+        if value is None and name in _nullable(record.kind):
             continue
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= ceiling:
             return f"{name} must be a non-negative integer (at most {ceiling})"
     return None
+
+
+def _nullable(kind: str) -> tuple[str, ...]:
+    """The integer columns a record of `kind` may leave null."""
+    if kind == KIND_COMMIT:
+        return PROBE_COLUMNS
+    if kind in GROUP_KINDS:
+        return ("commit_timestamp", *PROBE_COLUMNS)
+    if kind == KIND_PROBE:
+        return ("commit_timestamp", "order", "unread_from", "unread_ms")
+    return ("commit_timestamp", "order", *PROBE_COLUMNS)
 
 
 def _text(value: object) -> bool:

@@ -21,9 +21,12 @@ from lagwatch.shared.events.status_event import schema
 from lagwatch.shared.records.history import (
     KIND_BROKER,
     KIND_COMMIT,
+    PROBE_COLUMNS,
     HistoryMessages,
     HistoryRecord,
+    as_columns,
     offset_deleted_record,
+    probe_record,
 )
 from lagwatch.shared.records.history_files import HistoryFileWriter
 from lagwatch.shared.runtime.config import load_config
@@ -31,8 +34,8 @@ from lagwatch.spark import reprocess
 from lagwatch.spark.inputs import history_of_messages
 from lagwatch.spark.reprocess import JobError, ReprocessOptions, run, spark_session
 from lagwatch.spark.synthetic_history import FINAL_STATUS, HistoryShape, group_name, history_records, scenario_of
+from tests.spark.test_spark_replay import CAUGHT_UP_ANSWER, deletions_history, transactional_history
 from tests.spark.test_spark_replay import T0 as REPLAY_T0
-from tests.spark.test_spark_replay import deletions_history
 
 SHAPE = HistoryShape(groups=12, partitions=2, commits_per_partition=20)
 pytestmark = pytest.mark.timeout(300)
@@ -238,7 +241,8 @@ def test_rows_of_older_files_lacking_a_column_are_bad_rows_whichever_file_spark_
 ):
     day = _copy(history, tmp_path / "history")
     old = HistoryRecord(KIND_COMMIT, "prod", "x", "t", 0, 5, 1, 1, 1)
-    columns = {name: [getattr(old, name)] for name in HistoryRecord._fields if name not in ("cluster", "order")}
+    older = ("cluster", "order", *PROBE_COLUMNS)  # (a file without `order` is from before the probe kind too)
+    columns = {name: [getattr(old, name)] for name in HistoryRecord._fields if name not in older}
     columns["partition"] = pa.array(columns["partition"], pa.int32())  # as the archiver writes it
     pq.write_table(pa.Table.from_pydict(columns), day / "part-0-older.parquet")  # listed first
 
@@ -274,6 +278,27 @@ def test_a_cluster_or_a_day_of_the_archive_reads_as_the_whole_does(spark, histor
     for location, groups in ((history / "cluster=prod", SHAPE.groups), (day, SHAPE.groups)):
         summary = job(spark, location, tmp_path / "out", charts=0)
         assert (summary["rows_bad"], summary["groups"]) == ({}, groups)
+
+
+def test_the_log_probes_answers_reach_the_groups_of_their_topic_and_files_from_before_them_read_as_ever(
+    spark, tmp_path
+):
+    """A caught-up consumer of a transactional topic (tests/spark/test_spark_replay.py): OK with the probe's answer
+    (a `probe` record of its topic, given to the groups committed there as samples are), ERR (STALL) by offsets
+    alone, here from a file written before the probe kind (no probe columns). A probe without its log end is bad."""
+    writer = HistoryFileWriter(str(tmp_path / "history"))
+    writer.add(transactional_history(CAUGHT_UP_ANSWER))  # group g on topic eos
+    writer.add([probe_record("prod", "eos", 1, CAUGHT_UP_ANSWER)._replace(log_end=None)])
+    day = Path(writer.flush()[0]).parent
+    older = [r._replace(topic="plain", group=r.group and "offsets-alone") for r in transactional_history()]
+    columns = {name: values for name, values in as_columns(older).items() if name not in (*PROBE_COLUMNS, "cluster")}
+    pq.write_table(pa.Table.from_pydict(columns), day / "part-0-before-probes.parquet")
+
+    summary = job(spark, tmp_path / "history", tmp_path / "out", charts=0)
+
+    assert summary["rows_bad"] == {"bad log_end": 1}
+    report = pd.read_parquet(tmp_path / "out" / "report").set_index("group")
+    assert dict(report["status"]) == {"g": "OK", "offsets-alone": "ERR"}
 
 
 @pytest.fixture(scope="module")
@@ -322,9 +347,9 @@ def test_how_far_ahead_a_row_may_be_is_an_option(spark, tmp_path):
 
     now = 1_767_225_600_000
     rows = spark.createDataFrame(
-        [("commit", "c", "g", "t", 0, 5, now, 1, now + 2 * 86_400_000)],
+        [("commit", "c", "g", "t", 0, 5, now, 1, now + 2 * 86_400_000, None, None, None)],
         "kind string, cluster string, group string, topic string, partition int, offset long, "
-        "commit_timestamp long, order long, observed_at long",
+        "commit_timestamp long, order long, observed_at long, log_end long, unread_from long, unread_ms long",
     )
     reasons = [bad_row_reason(now), bad_row_reason(now, 3 * 86_400_000)]
     assert [rows.select(r.alias("why")).first()["why"] for r in reasons] == ["observed_at in the future", None]

@@ -12,8 +12,16 @@ import pytest
 from lagwatch.shared.events.event_codec import from_document
 from lagwatch.shared.events.status_event import StatusEvent, schema
 from lagwatch.shared.notifications.subscriptions.notification_policy import Policy
-from lagwatch.shared.protocol.types import RuleConfig, Status, WindowConfig
-from lagwatch.shared.records.history import KIND_BROKER, KIND_COMMIT, HistoryRecord, as_columns, topic_deleted_record
+from lagwatch.shared.protocol.types import Commit, ProbedLog, RuleConfig, Status, WindowConfig
+from lagwatch.shared.records.history import (
+    KIND_BROKER,
+    KIND_COMMIT,
+    HistoryRecord,
+    as_columns,
+    commit_record,
+    probe_record,
+    topic_deleted_record,
+)
 from lagwatch.shared.runtime.config import load_config
 from lagwatch.shared.windows.window import ADMIN_ORDERS_FROM
 from lagwatch.spark.backtest import BacktestError, count_notifications, variants_from_document
@@ -451,3 +459,65 @@ def test_windows_deleted_on_tombstones_leave_the_replay_as_they_left_the_live_wi
     assert changes([]) == [("NOTFOUND", "OK"), ("OK", "ERR")]  # partition 1 stopped
     assert changes(offset_deleted) == [("NOTFOUND", "OK")]
     assert changes(offset_deleted + group_deleted) == [("NOTFOUND", "OK"), ("OK", "NOTFOUND")]
+
+
+CAUGHT_UP_AT, MARKER_END = 62, 63  # a read_committed consumer's last record + 1, and the log end past its marker
+
+
+def transactional_history(*answers: ProbedLog) -> list[HistoryRecord]:
+    """A consumer caught up on a transactional topic: it commits its last record + 1 every 10 s, below the log end by
+    the last transaction's marker (the offsets alone: a full window that never moves, with lag: STALL), and the log
+    probe's `answers` for its partition (archived as `probe` records, as the ingest publishes them)."""
+    steps = range(6)
+    records = [
+        HistoryRecord(KIND_BROKER, "prod", None, "eos", 0, MARKER_END, None, None, T0 + i * 10_000) for i in steps
+    ]
+    records += [
+        commit_record("prod", Commit("g", "eos", 0, CAUGHT_UP_AT, T0 + i * 10_000 + 5, i, T0 + i * 10_000 + 5))
+        for i in steps
+    ]
+    return records + [probe_record("prod", "eos", 0, answer) for answer in answers]
+
+
+CAUGHT_UP_ANSWER = ProbedLog(CAUGHT_UP_AT, MARKER_END, None, None, T0 + 15_000)
+
+
+@pytest.mark.parametrize(
+    ("answers", "status", "lag"),
+    [
+        ((), "ERR", 1),
+        ((CAUGHT_UP_ANSWER,), "OK", 0),
+        # records left to read at the offset: the lag stands, as live
+        ((CAUGHT_UP_ANSWER._replace(unread_from=CAUGHT_UP_AT, unread_ms=T0),), "ERR", 1),
+        # an answer for another offset or log end says nothing of this one (`ProbedLog.caught_up_at`)
+        ((CAUGHT_UP_ANSWER._replace(committed=CAUGHT_UP_AT - 1),), "ERR", 1),
+        ((CAUGHT_UP_ANSWER._replace(log_end=MARKER_END - 1),), "ERR", 1),
+        # another group's answer at its own offset, later, with records unread: kept apart (live: `lp` and `lu`)
+        ((CAUGHT_UP_ANSWER, ProbedLog(50, MARKER_END, 50, T0, T0 + 25_000)), "OK", 0),
+        # the latest caught-up answer is the partition's: one at another log end after it
+        ((CAUGHT_UP_ANSWER, CAUGHT_UP_ANSWER._replace(log_end=MARKER_END - 1, probed_at=T0 + 25_000)), "ERR", 1),
+    ],
+    ids=[
+        "offsets alone",
+        "caught up",
+        "records unread",
+        "another offset",
+        "another log end",
+        "another group's unread answer",
+        "latest caught-up answer",
+    ],
+)
+def test_a_caught_up_transactional_consumer_replays_ok_where_the_probe_found_only_markers(answers, status, lag):
+    """The replay judges the partition's lag as the live readers do (`StoredPartition.current_lag`): 0 where the
+    probe's latest caught-up answer found nothing readable between the newest commit and the log end; through the
+    Spark job's Arrow batches too."""
+    records = transactional_history(*answers)
+    end = T0 + 60_000
+
+    result = replay_group("prod", "g", *replay_inputs(records), ReplayConfig(), end_ms=end)
+
+    assert (result.timeline[-1].status, result.timeline[-1].totallag) == (status, lag)
+    job = ReplayJob(production=ReplayConfig(), variants=(), ends={"prod": end})
+    batches = replay_batches(job, [pa.RecordBatch.from_pydict(as_columns(r._replace(group="g") for r in records))])
+    reports = [row for batch in batches for row in batch.to_pylist() if row["row_type"] == "report"]
+    assert [row["status"] for row in reports] == [status]

@@ -9,11 +9,13 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from lagwatch.services.archiver.service import RECORDS, Archiver
-from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.protocol.types import Commit, ProbedLog
 from lagwatch.shared.records.history import (
     FORMAT_VERSION,
     KIND_BROKER,
+    KIND_PROBE,
     MESSAGE_BYTES,
+    PROBE_COLUMNS,
     HistoryMessages,
     HistoryRecord,
     HistoryRecordInvalid,
@@ -22,6 +24,7 @@ from lagwatch.shared.records.history import (
     commit_record,
     commits_key,
     decode,
+    probe_record,
     records_of,
     utc_date,
 )
@@ -31,6 +34,8 @@ from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 DAY = 86_400_000
 T = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 COMMIT = commit_record("prod", Commit("g", "t", 3, 120, T - 5, 77, T))
+CAUGHT_UP = probe_record("prod", "t", 3, ProbedLog(120, 121, None, None, T))  # only a marker between the two
+UNREAD = probe_record("prod", "t", 3, ProbedLog(120, 190, 120, T - 60_000, T))
 
 
 def test_a_commit_record_round_trips_through_its_json():
@@ -44,6 +49,21 @@ def test_every_record_says_its_format_version_first_and_one_without_is_of_the_fi
     assert COMMIT.encode().startswith(b'{"v":%d,"kind":"commit",' % FORMAT_VERSION)
     assert commit_group_head("prod", "g").startswith(b'{"v":%d,' % FORMAT_VERSION)
     assert decode(COMMIT.encode().replace(b'"v":1,', b"")) == COMMIT
+
+
+def test_a_probe_answer_round_trips_through_its_json_and_other_kinds_carry_none_of_its_columns():
+    """A probe record holds the whole answer; the other kinds' records are the bytes they were before the kind (the
+    ingest's compiled writer writes commits' without it), and records written before it read as ever."""
+    for record in (CAUGHT_UP, UNREAD):
+        assert decode(record.encode()) == record and record.key() == b"prod/t"
+    assert tuple(CAUGHT_UP) == (KIND_PROBE, "prod", None, "t", 3, 120, None, None, T, 121, None, None)
+    assert (UNREAD.unread_from, UNREAD.unread_ms) == (120, T - 60_000)
+    assert all(f'"{name}"'.encode() not in COMMIT.encode() for name in PROBE_COLUMNS)
+    assert COMMIT.encode() == (
+        b'{"v":1,"kind":"commit","cluster":"prod","group":"g","topic":"t","partition":3,"offset":120,'
+        b'"commit_timestamp":%d,"order":77,"observed_at":%d}' % (T - 5, T)
+    )
+    assert decode(COMMIT.encode()).log_end is None
 
 
 def test_log_end_samples_are_keyed_by_topic():
@@ -64,7 +84,10 @@ def test_log_end_samples_are_keyed_by_topic():
         (b'{"kind": "commit"}', "missing cluster, group"),
         (COMMIT._replace(offset=-1).encode(), "offset must be a non-negative integer"),
         (COMMIT._replace(group="").encode(), "group is empty"),
-        (COMMIT._replace(kind="x").encode(), "kind must be one of commit, broker, log-start"),
+        (COMMIT._replace(kind="x").encode(), "kind must be one of commit, broker, log-start, .*, probe"),
+        (CAUGHT_UP._replace(log_end=None).encode(), "log_end must be a non-negative integer"),
+        (UNREAD._replace(unread_from=-1).encode(), "unread_from must be a non-negative integer"),
+        (UNREAD._replace(unread_ms="soon").encode(), "unread_ms must be a non-negative integer"),
         # values no file column can hold: the archiver could not write them (and stopped at each restart)
         (
             COMMIT._replace(offset=2**63).encode(),
@@ -114,7 +137,8 @@ def test_utc_dates():
 
 async def test_the_archiver_writes_the_topic_to_files_and_skips_bad_records(kafka, redis_server, tmp_path):
     """Messages of one record and of several (one per line, as the ingest sends a group's commits); a bad record
-    alone or among good ones is counted and skipped, its neighbours archived."""
+    alone or among good ones is counted and skipped, its neighbours archived. The log probe's answers are archived
+    whole, beside the commits in the same files."""
     kafka.create_topic("lagwatch.history", 2)
     config = make_config(
         kafka.bootstrap,
@@ -135,16 +159,19 @@ async def test_the_archiver_writes_the_topic_to_files_and_skips_bad_records(kafk
             if start == 50:
                 lines.insert(4, b'{"kind":"commit"}')
             await producer.send("lagwatch.history", b"\n".join(lines), key=good[start].key())
+        probes = [record._replace(cluster=CLUSTER) for record in (CAUGHT_UP, UNREAD)]
+        await producer.send("lagwatch.history", b"\n".join(p.encode() for p in probes), key=probes[0].key())
 
     archiver = Archiver(config, CLUSTER, http_port=0)
     async with running(archiver):
-        await eventually(lambda: _archived(archiver, 100), timeout=30)
+        await eventually(lambda: _archived(archiver, 102), timeout=30)
 
     assert RECORDS.labels(CLUSTER, "bad")._value.get() == bad_before + 2
     # memory bound: a flush comes once 40 are buffered, checked after each message (here at most ten records)
     rows_per_file = [pq.ParquetFile(f).metadata.num_rows for f in tmp_path.rglob("*.parquet")]
     assert len(rows_per_file) >= 2 and max(rows_per_file) < 50
     assert sorted(_offsets(tmp_path)) == list(range(100))
+    assert _probes(tmp_path) == [(r.offset, r.log_end, r.unread_from, r.unread_ms, r.observed_at) for r in probes]
 
     # its position was committed with the files: a restarted archiver writes nothing twice
     again = Archiver(config, CLUSTER, http_port=0)
@@ -155,7 +182,16 @@ async def test_the_archiver_writes_the_topic_to_files_and_skips_bad_records(kafk
 
 
 def _offsets(root) -> list[int]:
-    return ds.dataset(root, format="parquet", partitioning="hive").to_table().column("offset").to_pylist()
+    """The commits' offsets archived under `root`."""
+    table = ds.dataset(root, format="parquet", partitioning="hive").to_table(filter=ds.field("kind") == "commit")
+    return table.column("offset").to_pylist()
+
+
+def _probes(root) -> list[tuple]:
+    """The probe answers archived under `root`, as (committed, log end, unread from, unread ms, probed at)."""
+    table = ds.dataset(root, format="parquet", partitioning="hive").to_table(filter=ds.field("kind") == KIND_PROBE)
+    rows = table.sort_by("log_end").to_pylist()
+    return [(r["offset"], r["log_end"], r["unread_from"], r["unread_ms"], r["observed_at"]) for r in rows]
 
 
 async def _archived(archiver: Archiver, n: int) -> bool:
@@ -168,7 +204,7 @@ async def _assigned(archiver: Archiver) -> bool:
 
 async def _idle_for(archiver: Archiver) -> bool:
     positions = [await archiver.consumer.position(tp) for tp in archiver.consumer.assignment()]
-    return sum(positions) >= 56 and archiver.writer.rows_written == 0  # every message: 50 + 1 + 5
+    return sum(positions) >= 57 and archiver.writer.rows_written == 0  # every message: 50 + 1 + 5 + 1
 
 
 def test_history_record_fields_are_the_documented_columns():
