@@ -24,6 +24,7 @@ from lagwatch.services.api.group_routes import BASE as BY_BODY
 from lagwatch.services.api.group_routes import named_group
 from lagwatch.services.api.paths import named
 from lagwatch.services.api.responses import ApiError, ok
+from lagwatch.shared.protocol.types import MARKERS_ONLY_LAG
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.config import ClusterConfig
 from lagwatch.shared.runtime.kafka_client import security_protocol
@@ -172,7 +173,10 @@ def _partition_slot(p: StoredPartition | None, intervals: int) -> dict[str, Any]
         return {"offsets": [], "owner": "", "client_id": "", "current-lag": 0}
     ring = p.to_rule_input(intervals).offsets if p.packed else []
     offsets = [e.to_json() if e else None for e in ring]
-    return {"offsets": offsets, "owner": p.owner, "client_id": p.client_id, "current-lag": p.current_lag}
+    slot = {"offsets": offsets, "owner": p.owner, "client_id": p.client_id, "current-lag": p.current_lag}
+    if p.markers_only:  # lagwatch's, as on the status's partitions
+        slot |= {"lag_kind": MARKERS_ONLY_LAG, "unread_records": 0}
+    return slot
 
 
 @routes.get(named("/v3/kafka/{cluster}/consumer/{group}/status"))

@@ -73,9 +73,11 @@ async def test_a_caught_up_transactional_consumer_reads_ok_everywhere_and_one_be
             await eventually(lambda group=group, lag=lag: _metrics_show(http, api.url, group, lag), timeout=30)
             await eventually(lambda group=group, lag=lag: _dashboard_shows(http, api.url, group, lag), timeout=30)
         detail = await _get(http, f"{api.url}/dashboard/api/group/{CLUSTER}/{CAUGHT_UP}")
-        assert {k: detail["status"]["partitions"][0].get(k) for k in MARKERS} == (
-            MARKERS if probing else dict.fromkeys(MARKERS)
-        )
+        consumer = await _get(http, f"{api.url}/v3/kafka/{CLUSTER}/consumer/{CAUGHT_UP}")
+        [slot] = consumer["topics"][TRANSACTIONAL]
+        assert slot["current-lag"] == lags[CAUGHT_UP]
+        for part in (detail["status"]["partitions"][0], slot):
+            assert {k: part.get(k) for k in MARKERS} == (MARKERS if probing else dict.fromkeys(MARKERS))
 
         await status_topic.until(BEHIND, 2)
         await asyncio.sleep(2)  # a few more sweeps: an ERR for the caught-up group would be published by now
