@@ -3,8 +3,9 @@
     lagwatch spark reprocess --input history/ --output replay/ [--variants variants.yaml] [--master local[*]]
     spark-submit -m lagwatch.spark.reprocess ... (or: spark-submit .../spark/reprocess.py ...)
 
-Steps: read the history (`inputs.py`), count and skip bad rows, give every group the log-end samples of its topics,
-replay each (cluster, group) in `mapInArrow` with the shared window and rules (`replay.py`), and write:
+Steps: read the history (`inputs.py`), count and skip bad rows, give every group the samples of its topics (log ends
+and starts, the log probe's answers), replay each (cluster, group) in `mapInArrow` with the shared window and rules
+(`replay.py`), and write:
 
     <output>/timeline/        Parquet: a group's status, total lag, worst partition, explanation and messages
                               skipped by retention at every change
@@ -227,7 +228,7 @@ def _replay(spark, good, job: ReplayJob):
 
     commits = good.where(F.col("kind") == "commit")
     group_topics = commits.select("cluster", "group", "topic").distinct()
-    # samples, and deletions of topics from Kafka, go to every group of their topic
+    # samples (log ends and starts, probe answers), and deletions of topics from Kafka, go to every group of their topic
     every_group = F.col("kind").isin(*SAMPLE_KINDS) | ((F.col("kind") == KIND_TOPIC_DELETED) & F.col("group").isNull())
     samples = good.where(every_group).drop("group").join(group_topics, ["cluster", "topic"])
     # deletions from one group (a topic through the api, a window on a tombstone) go to that group
