@@ -12,7 +12,9 @@ from confluent_kafka import Consumer, TopicPartition
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.pending_deletions import PendingDeletions
 from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import ProbedLog
 from lagwatch.shared.records.history import (
+    KIND_PROBE,
     MESSAGE_BYTES,
     HistoryMessages,
     commits_key,
@@ -100,6 +102,32 @@ async def test_a_joined_message_takes_no_more_records_once_past_its_size(kafka):
     assert messages == len(read) >= 4
     assert all(len(value) <= MESSAGE_BYTES + 300 for _, _, value in read)
     assert [decode(line).order for _, _, value in read for line in records_of(value)] == list(range(count))
+
+
+async def test_the_log_probes_answers_arrive_as_probe_records_keyed_by_topic_both_of_a_partition(kafka):
+    """A partition may have two answers (groups at different offsets: one caught up, one with a record unread)."""
+    publisher = await started(kafka, 3)
+    answers = [
+        (("payments", 0), ProbedLog(62, 63, None, None, T)),
+        (("payments", 0), ProbedLog(50, 63, 50, T - 60_000, T)),
+        (("orders", 2), ProbedLog(7, 9, None, None, T + 1)),
+    ]
+
+    publisher.publish_probes(answers)
+    await publisher.stop()
+
+    read = await asyncio.to_thread(read_all, kafka.bootstrap, 3)
+    records = [(key, decode(line)) for _, key, value in read for line in records_of(value)]
+    assert sorted((key, r.kind, r.topic, r.partition, r.group) for key, r in records) == [
+        (b"prod/orders", KIND_PROBE, "orders", 2, None),
+        (b"prod/payments", KIND_PROBE, "payments", 0, None),
+        (b"prod/payments", KIND_PROBE, "payments", 0, None),
+    ]
+    got = [
+        ((r.topic, r.partition), ProbedLog(r.offset, r.log_end, r.unread_from, r.unread_ms, r.observed_at))
+        for _, r in records
+    ]
+    assert sorted(got) == sorted(answers)
 
 
 async def test_a_topic_deletion_the_history_topic_did_not_take_is_sent_again_until_it_does(
