@@ -43,13 +43,13 @@ async def store_probes(redis: Redis, cluster: str, answers: Iterable[tuple[Topic
     (one reads OK past the markers, another its lag in seconds)."""
     by_key: dict[str, dict[int, bytes]] = defaultdict(dict)
     for (topic, partition), answer in answers:
-        key = keys.log_probes if answer.unread_from is None else keys.log_probes_unread
-        by_key[key(cluster, topic)][partition] = encode_probe(answer)
+        kind = keys.log_probes if answer.unread_from is None else keys.log_probes_unread
+        by_key[kind(cluster, topic)][partition] = encode_probe(answer)
     if not by_key:
         return
     async with redis.pipeline(transaction=False) as pipe:
-        for key, fields in by_key.items():
-            pipe.hset(key, mapping=fields)
+        for hash_key, fields in by_key.items():
+            pipe.hset(hash_key, mapping=fields)
         await pipe.execute()
 
 
