@@ -55,7 +55,7 @@ from lagwatch.shared.records.history import (
 from lagwatch.shared.statuses.explanation import Explanation, explain
 from lagwatch.shared.statuses.retention import RetentionRisk, group_risk, retention_risk
 from lagwatch.shared.statuses.rules import caught_up_status, partition_status, summarize_group
-from lagwatch.shared.statuses.time_lag import TimeLag, add_sample, time_lag, worst
+from lagwatch.shared.statuses.time_lag import TimeLag, add_sample, probed_time_lag, worst
 from lagwatch.shared.statuses.velocity import Velocity, group_velocity, partition_velocity
 from lagwatch.shared.windows.clock_offset import ClockOffset
 from lagwatch.shared.windows.window import (
@@ -163,6 +163,7 @@ class _Partition:
     # the log probe's latest answer that found nothing readable past its offset: kept apart from those with an unread
     # record, as live (shared/windows/log_probes.py), so another group's answer at another offset does not replace it
     caught_up_probe: ProbedLog | None = None
+    unread_probe: ProbedLog | None = None  # and its latest that found an unread record (lag in seconds)
 
     def current_lag(self) -> int:
         """As the live readers have it (`StoredPartition.current_lag`): the offsets' lag, but 0 where the probe's
@@ -283,9 +284,8 @@ class _Group:
         the live evaluator computes them; retention risk from the log-start samples, as live where a topic's
         `retention.ms` is unknown (the history does not hold it)."""
         intervals, rules = self.config.window.intervals, self.config.rules
-        commit_now = now - (
-            self.clock.applied_ms or 0
-        )  # the rules compare commit times: now on the coordinators' clock
+        # the rules compare commit times: now on the coordinator's clock
+        commit_now = now - (self.clock.applied_ms or 0)
         results: list[PartitionStatus] = []
         lags: dict[TopicPartition, TimeLag | None] = {}
         speeds: _Speeds = {}
@@ -294,9 +294,11 @@ class _Group:
             part = self.topics[tp]
             lag = part.current_lag()
             results.append(_partition_status(tp, part, lag, intervals, commit_now, rules))
-            lags[tp] = time_lag(part.entries[-1].offset, part.history, now)
-            speeds[tp] = partition_velocity(part.entries[-intervals:], part.history, lag, now)
             log_end = part.broker[-1] if part.broker else None
+            lags[tp] = probed_time_lag(
+                part.entries[-1].offset, part.history, now, log_end, part.caught_up_probe, part.unread_probe
+            )
+            speeds[tp] = partition_velocity(part.entries[-intervals:], part.history, lag, now)
             risks[tp] = retention_risk(part.entries[-1].offset, log_end, part.log_start, None, None, now)
         status = summarize_group(self.cluster, self.group, results) if self.windows else None
         return status, lags, speeds, risks
@@ -443,8 +445,11 @@ def _apply_inputs(state: _Group, timeline_inputs: _Timeline, i: int, until: int,
             state.forget_partition((item.topic, item.partition))
             continue
         if isinstance(item, ProbeInput):
+            part = state.partition((item.topic, item.partition))
             if item.answer.unread_from is None:
-                state.partition((item.topic, item.partition)).caught_up_probe = item.answer
+                part.caught_up_probe = item.answer
+            else:
+                part.unread_probe = item.answer
             continue
         applied = state.add_sample(item) if isinstance(item, SampleInput) else [state.add_commit(item)]
         for outcome in applied:

@@ -10,8 +10,8 @@ offsets cannot:
   lag in seconds is only a lower bound there, and the first unread record's timestamp makes it exact. That answer
   holds while the committed offset stands (the record stays the first unread one).
 A partition is probed again only when its answer no longer holds; at most PER_TICK per tick, a tick every
-offset-refresh. Answers go to Redis (shared/windows/log_probes.py), where every reader of the windows finds them, and
-their groups to the evaluator.
+offset-refresh. Answers go to Redis (shared/windows/log_probes.py), where every reader of the windows finds them, to
+the history topic (the replay judges as live), and their groups to the evaluator.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from lagwatch.services.ingest import metrics
+from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.log_probe import LogProbe, ProbeAnswer, ProbeFailure
 from lagwatch.services.ingest.window_cache import WindowCache
 from lagwatch.shared.protocol.keys import parse_partition_field
@@ -56,9 +57,11 @@ class ProbeSchedule:
         changes: ChangePublisher,
         interval_s: float,
         lag_history_ms: int,
+        history: HistoryPublisher | None = None,
     ) -> None:
         self.cluster, self.probe, self.cache, self.log_ends = cluster, probe, cache, log_ends
         self.redis, self.changes, self.interval_s, self.lag_history_ms = redis, changes, interval_s, lag_history_ms
+        self.history = history  # the answers go to the history topic too, for the replay
         self._answered: dict[Asked, int] = {}  # -> the log end a caught-up answer was found at, or UNREAD
 
     def due(self, now_ms: int) -> dict[Asked, list[str]]:
@@ -100,6 +103,8 @@ class ProbeSchedule:
         metrics.PROBES.labels(self.cluster).inc(len(asked))
         if answers:
             await store_probes(self.redis, self.cluster, answers)
+            if self.history is not None:
+                self.history.publish_probes(answers)
             await self.changes.publish(self.cluster, ((group, "commits") for group in _groups_at(due, answers)))
 
     async def run(self, stopping: asyncio.Event) -> None:

@@ -116,6 +116,7 @@ class IngestWorker(Service):
                 self.changes,
                 self.cluster_config.offset_refresh,
                 config.window().lag_history_ms,
+                self.history,
             )
             if config.ingest.log_probe
             else None

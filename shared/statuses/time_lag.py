@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lagwatch.shared.protocol.types import Sample
+from lagwatch.shared.protocol.types import ProbedLog, Sample
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,27 @@ def add_sample(history: list[Sample], sample: Sample, max_age_ms: int, max_sampl
 def _trim(history: list[Sample], oldest_allowed: int, max_samples: int) -> None:
     too_old = min(bisect_left(history, oldest_allowed, key=lambda s: s.at), len(history) - 1)  # the newest stays
     del history[: max(too_old, len(history) - max_samples)]
+
+
+def probed_time_lag(
+    committed: int,
+    history: list[Sample],
+    now_ms: int,
+    log_end: int | None,
+    caught_up: ProbedLog | None,
+    unread: ProbedLog | None,
+) -> TimeLag | None:
+    """`time_lag` with the log probe's answers (services/ingest/log_probe.py): 0 s where only transaction markers or
+    aborted records lie between the commit and the log end (the offsets' lag is none a consumer can read); where the
+    history is only a lower bound (the offset older than it), the age of the first unread record, read at this
+    commit: exact at any age. Inside the history the interpolation stands (cheap, and on lagwatch's clock)."""
+    if caught_up is not None and log_end is not None and caught_up.caught_up_at(committed, log_end):
+        return CAUGHT_UP
+    lag = time_lag(committed, history, now_ms)
+    read_here = unread is not None and unread.unread_ms is not None and unread.committed == committed
+    if lag is None or not lag.lower_bound or not read_here:
+        return lag
+    return TimeLag(max(0.0, (now_ms - unread.unread_ms) / 1000))  # type: ignore[union-attr,operator]
 
 
 def time_lag(committed: int, history: list[Sample], now_ms: int) -> TimeLag | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from lagwatch.shared.protocol.types import GroupStatus, PartitionStatus, RuleConfig
 from lagwatch.shared.statuses.retention import NO_RISK, RetentionRisk, retention_risk
 from lagwatch.shared.statuses.rules import caught_up_status, partition_status, summarize_group
-from lagwatch.shared.statuses.time_lag import CAUGHT_UP, TimeLag, time_lag
+from lagwatch.shared.statuses.time_lag import TimeLag, probed_time_lag
 from lagwatch.shared.statuses.velocity import UNKNOWN as UNKNOWN_VELOCITY
 from lagwatch.shared.statuses.velocity import Velocity, partition_velocity
 from lagwatch.shared.windows.packing import COMMIT_ENTRY, commit_entry_at
@@ -42,14 +42,8 @@ def partition_time_lag(p: StoredPartition, now_ms: int) -> TimeLag | None:
 
 
 def _time_lag(p: StoredPartition, committed: int, now_ms: int) -> TimeLag | None:
-    """From the log-end history; where that is only a lower bound (the offset older than the history), the age of
-    the first unread record if the log probe read it (exact at any age); 0 where it found only markers."""
-    if p.markers_only:
-        return CAUGHT_UP
-    lag, probe = time_lag(committed, p.history, now_ms), p.probe
-    if lag is None or not lag.lower_bound or probe is None or probe.unread_ms is None or probe.committed != committed:
-        return lag
-    return TimeLag(max(0.0, (now_ms - probe.unread_ms) / 1000))
+    log_end = p.broker_offsets[-1] if p.broker_offsets else None
+    return probed_time_lag(committed, p.history, now_ms, log_end, p.probe, p.unread)
 
 
 def partition_retention_risk(p: StoredPartition, now_ms: int, retention_ms: int | None = None) -> RetentionRisk:

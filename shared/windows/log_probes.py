@@ -53,14 +53,7 @@ async def store_probes(redis: Redis, cluster: str, answers: Iterable[tuple[Topic
         await pipe.execute()
 
 
-def probes_of(
-    caught_up: Mapping[TopicPartition, bytes | None], unread: Mapping[TopicPartition, bytes | None]
-) -> dict[TopicPartition, ProbedLog]:
-    """A partition's answer from the two topic-fields reads (`WindowReads._topic_fields`): the caught-up one where
-    there is one (it changes a verdict), else the one with an unread record."""
-    answers = {}
-    for tp in caught_up.keys() | unread.keys():
-        answer = decode_probe(caught_up.get(tp)) or decode_probe(unread.get(tp))
-        if answer is not None:
-            answers[tp] = answer
-    return answers
+def probes_of(raw: Mapping[TopicPartition, bytes | None]) -> dict[TopicPartition, ProbedLog]:
+    """The readable answers of a topic-fields read (`WindowReads._topic_fields`) of either hash."""
+    decoded = ((tp, decode_probe(value)) for tp, value in raw.items())
+    return {tp: answer for tp, answer in decoded if answer is not None}

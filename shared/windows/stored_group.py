@@ -31,7 +31,8 @@ class StoredPartition:
     _entries: list[OffsetEntry] | None = None
     log_start: list[Sample] = field(default_factory=list)  # log-start samples, for retention risk
     retention_ms: int | None = None  # its topic's `retention.ms` where the broker let us read it
-    probe: ProbedLog | None = None  # the log probe's last answer (log_probes.py)
+    probe: ProbedLog | None = None  # the log probe's last answer that found only markers (log_probes.py)
+    unread: ProbedLog | None = None  # and its last that found an unread record
 
     @property
     def unpacked(self) -> bool:
@@ -106,7 +107,8 @@ class TopicData:
     partition_counts: Mapping[str, int]
     retention_ms: Mapping[str, int]
     clocks: CoordinatorClocks = field(default_factory=CoordinatorClocks)
-    probes: Mapping[TopicPartition, ProbedLog] = field(default_factory=dict)
+    probes: Mapping[TopicPartition, ProbedLog] = field(default_factory=dict)  # caught-up answers
+    unread: Mapping[TopicPartition, ProbedLog] = field(default_factory=dict)  # answers with an unread record
 
 
 def stored_partitions(
@@ -130,6 +132,7 @@ def stored_partitions(
                 log_start=topics.log_starts.get(tp, []),
                 retention_ms=topics.retention_ms.get(topic),
                 probe=topics.probes.get(tp),
+                unread=topics.unread.get(tp),
             )
         )
     for topic in {topic for topic, _ in windows}:

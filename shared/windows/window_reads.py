@@ -145,7 +145,7 @@ class WindowReads:
         """What these partitions' topics hold for them: broker rings, log-end and log-start histories, and the topics'
         partition counts and `retention.ms` (where known)."""
         topics = {topic for topic, _ in partitions}
-        rings, histories, log_starts, counts, retention, (clocks, probes) = await asyncio.gather(
+        rings, histories, log_starts, counts, retention, (clocks, caught_up, unread) = await asyncio.gather(
             self.broker_rings(cluster, partitions),
             self.offset_histories(cluster, partitions),
             self.offset_histories(cluster, partitions, keys.log_start_history),
@@ -153,18 +153,19 @@ class WindowReads:
             self._topic_numbers(keys.topic_retention(cluster), topics),
             self._clocks_and_probes(cluster, partitions),
         )
-        return TopicData(rings, histories, log_starts, counts, retention, clocks, probes)
+        return TopicData(rings, histories, log_starts, counts, retention, clocks, caught_up, unread)
 
     async def _clocks_and_probes(
         self, cluster: str, partitions: set[TopicPartition]
-    ) -> tuple[CoordinatorClocks, dict[TopicPartition, ProbedLog]]:
-        """The coordinators' commit clocks, and the log probe's answers for these partitions."""
+    ) -> tuple[CoordinatorClocks, dict[TopicPartition, ProbedLog], dict[TopicPartition, ProbedLog]]:
+        """The coordinators' commit clocks, and the log probe's answers for these partitions: those that found only
+        markers, and those that found an unread record."""
         clocks, caught_up, unread = await asyncio.gather(
             reply(self.redis.hgetall(keys.commit_clock(cluster))),
             self._topic_fields(cluster, partitions, keys.log_probes),
             self._topic_fields(cluster, partitions, keys.log_probes_unread),
         )
-        return CoordinatorClocks.parse(clocks), probes_of(caught_up, unread)
+        return CoordinatorClocks.parse(clocks), probes_of(caught_up), probes_of(unread)
 
     async def _topic_numbers(self, key: str, topics: Iterable[str]) -> dict[str, int]:
         """A per-topic number from a topic -> number hash, for the topics that have one."""

@@ -65,7 +65,8 @@ async def test_the_replay_of_the_archived_history_gives_the_live_status_changes(
     files = list((tmp_path / "history").rglob("*.parquet"))
     assert files and all("cluster=local" in str(f) for f in files)
     kinds = set(pd.read_parquet(tmp_path / "history")["kind"])
-    assert kinds == {"commit", "broker", "log-start", "offset-deleted"}  # log starts: the replay's retention risk
+    # log starts: the replay's retention risk; probes: the log probe's answers for the lagging groups
+    assert kinds == {"commit", "broker", "log-start", "offset-deleted", "probe"}
 
     # 3. the Spark job replays the files with the same rules, ticking as often as the ingest polled
     from lagwatch.spark.reprocess import ReprocessOptions, run

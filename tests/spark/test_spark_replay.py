@@ -521,3 +521,23 @@ def test_a_caught_up_transactional_consumer_replays_ok_where_the_probe_found_onl
     batches = replay_batches(job, [pa.RecordBatch.from_pydict(as_columns(r._replace(group="g") for r in records))])
     reports = [row for batch in batches for row in batch.to_pylist() if row["row_type"] == "report"]
     assert [row["status"] for row in reports] == [status]
+
+
+@pytest.mark.parametrize("probed", [True, False], ids=["first unread record read", "offsets alone"])
+def test_a_consumer_behind_records_older_than_the_history_replays_their_age_where_the_probe_read_them(probed):
+    """As live (`time_lag.probed_time_lag`): a consumer stopped at offset 10 of a log whose samples start with it
+    far past it has a lag in seconds the history can only bound; the probe's first unread record (five hours old) makes
+    it exact."""
+    record_ms = T0 - 5 * 3_600_000
+    records = [HistoryRecord(KIND_BROKER, "prod", None, "old", 0, 2_000, None, None, T0 + i * 10_000) for i in range(6)]
+    records.append(commit_record("prod", Commit("g", "old", 0, 10, T0 - 7_200_000, 0, T0 + 5)))
+    answer = ProbedLog(10, 2_000, 10, record_ms, T0 + 5)  # read as the commit was: the first row has it
+    records += [probe_record("prod", "old", 0, answer)] if probed else []
+    end = T0 + 60_000
+
+    last = replay_group("prod", "g", *replay_inputs(records), ReplayConfig(), end_ms=end).timeline[-1]
+
+    if probed:
+        assert not last.max_lag_seconds_lower_bound and abs(last.max_lag_seconds - (last.at - record_ms) / 1000) < 1
+    else:
+        assert last.max_lag_seconds_lower_bound and last.max_lag_seconds < 120
