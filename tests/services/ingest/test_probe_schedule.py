@@ -12,16 +12,30 @@ import pytest
 from prometheus_client import REGISTRY
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
+from lagwatch.services.ingest.log_probe import LogProbe
+from lagwatch.services.ingest.probe_schedule import ProbeSchedule
 from lagwatch.services.ingest.service import IngestWorker
-from lagwatch.shared.protocol.types import ProbedLog
+from lagwatch.services.ingest.window_cache import WindowCache
+from lagwatch.shared.protocol import keys
+from lagwatch.shared.protocol.types import OffsetEntry, ProbedLog, WindowConfig
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.statuses.verdicts import partition_time_lag
+from lagwatch.shared.windows.changes import ChangePublisher
+from lagwatch.shared.windows.group_windows import GroupWindows
 from lagwatch.shared.windows.log_probes import decode_probe, encode_probe
+from lagwatch.shared.windows.packing import pack_commit_ring
 from lagwatch.shared.windows.store import WindowStore
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
 from tests.services.ingest.test_ingest_resilience import _is_set
-from tests.services.ingest.test_log_probe import PLAIN, TRANSACTIONAL, hours_ago, three_transactions, write_plain
+from tests.services.ingest.test_log_probe import (
+    PLAIN,
+    TRANSACTIONAL,
+    closed_port,
+    hours_ago,
+    three_transactions,
+    write_plain,
+)
 
 HOUR_MS = 3_600_000
 COMMITS = 3  # each consumer commits its offset this many times: a full window (intervals 3) that does not move
@@ -126,3 +140,34 @@ async def test_a_consumer_stopped_behind_hours_old_records_reads_their_age_not_a
         assert not lag.lower_bound and abs(lag.seconds - age_s) < 1, (lag, age_s)
     else:
         assert lag.lower_bound and lag.seconds < 60, lag  # as old as the history: it started with the worker
+
+
+async def test_a_probe_that_cannot_reach_a_broker_changes_nothing_and_is_counted(redis):
+    """The offsets' answer stands: nothing stored, no group announced, the failure counted by its reason, and the
+    partition asked again at the next tick."""
+    cache = WindowCache(redis, CLUSTER, WindowConfig())
+    ring = pack_commit_ring([OffsetEntry(10, now_ms(), now_ms(), 5, 0, 0)])
+    cache.groups["stuck"] = GroupWindows(keys.group_key_stem(CLUSTER, "stuck"), rings={"orders:0": ring})
+    probe = LogProbe({"bootstrap.servers": f"127.0.0.1:{closed_port()}"}, timeout_s=1.0)
+    unstarted = ChangePublisher({"bootstrap.servers": f"127.0.0.1:{closed_port()}"})  # publishes nothing
+    schedule = ProbeSchedule(
+        CLUSTER, probe, cache, lambda: {("orders", 0): 20}, redis, unstarted, interval_s=1, lag_history_ms=HOUR_MS
+    )
+    failures_before = _failures()
+    try:
+        await schedule.tick()
+        assert _failures() > failures_before
+        assert await redis.keys("lw:t:*") == []
+        assert list(schedule.due(now_ms())) == [("orders", 0, 10)]  # not answered: asked again
+    finally:
+        schedule.close()
+
+
+def _failures() -> float:
+    return sum(
+        sample.value
+        for metric in REGISTRY.collect()
+        if metric.name == "lagwatch_ingest_log_probe_failures"
+        for sample in metric.samples
+        if sample.name.endswith("_total") and sample.labels.get("cluster") == CLUSTER
+    )
