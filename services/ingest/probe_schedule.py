@@ -17,6 +17,7 @@ the history topic (the replay judges as live), and their groups to the evaluator
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping
 
@@ -33,7 +34,7 @@ from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.service_lifecycle import pause
 from lagwatch.shared.windows.changes import ChangePublisher
 from lagwatch.shared.windows.log_probes import store_probes
-from lagwatch.shared.windows.packing import commit_entry_at
+from lagwatch.shared.windows.packing import commit_entry_at, newest_offset
 
 log = logging.getLogger(__name__)
 # a consumer this close to the log end may be caught up past transaction markers: one per transaction a producer
@@ -63,6 +64,7 @@ class ProbeSchedule:
         self.redis, self.changes, self.interval_s, self.lag_history_ms = redis, changes, interval_s, lag_history_ms
         self.history = history  # the answers go to the history topic too, for the replay
         self._answered: dict[Asked, int] = {}  # -> the log end a caught-up answer was found at, or UNREAD
+        self._turn = 0  # where the next tick's share of the due partitions starts
 
     def due(self, now_ms: int) -> dict[Asked, list[str]]:
         """The (partition, committed offset)s to probe, each with the groups committed there; forgets the answers
@@ -72,11 +74,11 @@ class ProbeSchedule:
         log_ends, history_from = self.log_ends(), now_ms - self.lag_history_ms
         for group, windows in self.cache.groups.items():
             for field_name, ring in windows.rings.items():
-                topic, partition = parse_partition_field(field_name)
+                topic, partition = _topic_partition(field_name)
                 log_end = log_ends.get((topic, partition))
                 if not ring or log_end is None:
                     continue
-                committed = commit_entry_at(ring, -1).offset
+                committed = newest_offset(ring)
                 lag = log_end - committed
                 if lag <= 0 or (lag > MAX_LAG and not _standing_since_before(ring, committed, history_from)):
                     continue
@@ -89,7 +91,7 @@ class ProbeSchedule:
 
     async def tick(self) -> None:
         due = self.due(now_ms())
-        asked = list(due)[:PER_TICK]
+        asked = self._turn_of(list(due))
         if not asked:
             return
         answers: list[tuple[TopicPartition, ProbedLog]] = []
@@ -107,6 +109,15 @@ class ProbeSchedule:
                 self.history.publish_probes(answers)
             await self.changes.publish(self.cluster, ((group, "commits") for group in _groups_at(due, answers)))
 
+    def _turn_of(self, due: list[Asked]) -> list[Asked]:
+        """PER_TICK of the due partitions, from where the last tick stopped: with more due than that, each is asked
+        in turn rather than the same ones first every tick."""
+        if len(due) <= PER_TICK:
+            return due
+        start = self._turn % len(due)
+        self._turn = start + PER_TICK
+        return (due[start:] + due[:start])[:PER_TICK]
+
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick until a stop; Redis or Kafka trouble leaves the offsets' answers, and the next tick tries again."""
         while not stopping.is_set():
@@ -119,6 +130,12 @@ class ProbeSchedule:
 
     def close(self) -> None:
         self.probe.close()
+
+
+@functools.lru_cache(maxsize=1 << 20)
+def _topic_partition(field_name: str) -> tuple[str, int]:
+    """A ring's field as (topic, partition): the same fields come back every tick."""
+    return parse_partition_field(field_name)
 
 
 def _standing_since_before(ring: bytes, committed: int, since_ms: int) -> bool:

@@ -14,6 +14,7 @@ import struct
 from lagwatch.shared.protocol.types import OffsetEntry
 
 COMMIT_ENTRY = struct.Struct("<qqqqqq")
+OFFSET = struct.Struct("<q")  # an entry's first field
 BROKER_ENTRY = struct.Struct("<qq")
 NULL = -1
 
@@ -47,6 +48,11 @@ def commit_entry_at(data: bytes, index: int) -> OffsetEntry:
     if index < 0:
         index += len(data) // COMMIT_ENTRY.size
     return _with_nulls(_make_entry(COMMIT_ENTRY.unpack_from(data, index * COMMIT_ENTRY.size)))
+
+
+def newest_offset(data: bytes) -> int:
+    """The newest entry's committed offset alone (a non-empty ring): a scan over every ring reads only this."""
+    return int(OFFSET.unpack_from(data, len(data) - COMMIT_ENTRY.size)[0])
 
 
 _NULL_BYTES = NULL.to_bytes(8, "little", signed=True)

@@ -9,9 +9,12 @@ evaluator does."""
 import asyncio
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
+from lagwatch.services.ingest import probe_schedule
 from lagwatch.services.ingest.log_probe import LogProbe
 from lagwatch.services.ingest.probe_schedule import ProbeSchedule
 from lagwatch.services.ingest.service import IngestWorker
@@ -23,7 +26,7 @@ from lagwatch.shared.statuses.verdicts import partition_time_lag
 from lagwatch.shared.windows.changes import ChangePublisher
 from lagwatch.shared.windows.group_windows import GroupWindows
 from lagwatch.shared.windows.log_probes import decode_probe, encode_probe
-from lagwatch.shared.windows.packing import pack_commit_ring
+from lagwatch.shared.windows.packing import commit_entry_at, newest_offset, pack_commit_ring
 from lagwatch.shared.windows.store import WindowStore
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
@@ -171,3 +174,18 @@ def _failures() -> float:
         for sample in metric.samples
         if sample.name.endswith("_total") and sample.labels.get("cluster") == CLUSTER
     )
+
+
+@given(st.lists(st.tuples(st.integers(0, 2**62), st.integers(-1, 2**40)), min_size=1, max_size=12))
+def test_the_newest_offset_read_alone_is_the_newest_entrys(entries):
+    ring = pack_commit_ring([OffsetEntry(offset, 1, 1, lag, i, i) for i, (offset, lag) in enumerate(entries)])
+    assert newest_offset(ring) == commit_entry_at(ring, -1).offset == entries[-1][0]
+
+
+def test_with_more_due_than_a_tick_takes_each_partition_is_asked_in_turn(monkeypatch):
+    monkeypatch.setattr(probe_schedule, "PER_TICK", 2)
+    schedule = ProbeSchedule(CLUSTER, None, None, dict, None, None, interval_s=1, lag_history_ms=HOUR_MS)  # type: ignore[arg-type]
+    due = [("t", p, 0) for p in range(5)]
+    turns = [[p for _, p, _ in schedule._turn_of(due)] for _ in range(4)]
+    assert turns == [[0, 1], [2, 3], [4, 0], [1, 2]]
+    assert schedule._turn_of(due[:2]) == due[:2]
