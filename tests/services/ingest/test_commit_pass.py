@@ -73,6 +73,8 @@ def _billing_commit(offset: int, timestamp: int) -> tuple[str, bytes, bytes]:
 
 # a group committing, then committing again in a batch observed after it expired
 EXPIRING = [([_billing_commit(3, NOW_MS)], 0, 0), ([_billing_commit(4, NOW_MS + LATER_MS)], 0, LATER_MS)]
+# two commits a second apart, within min-distance (2 s): the second merges into the first's entry
+MERGING = [([_billing_commit(3, NOW_MS - 2_000), _billing_commit(4, NOW_MS - 1_000)], 0, 0)]
 
 
 @pytest.fixture
@@ -149,6 +151,7 @@ def test_the_compiled_loop_and_the_python_loop_agree(stack, monkeypatch):
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
     @given(batches=BATCHES, clock_offsets=st.sampled_from([None, {0: 0}, {0: 0, 1: 0}, {0: 3_000, 1: 0}, {1: -2_000}]))
     @example(batches=EXPIRING, clock_offsets=None)  # the random batches expire a group in most runs, this one always
+    @example(batches=MERGING, clock_offsets={1: 0})  # and merge in most runs, this one always
     def agree(batches, clock_offsets):
         compiled = run(stack, batches, clock, compiled=True, clock_offsets=clock_offsets)
         python = run(stack, batches, clock, compiled=False, clock_offsets=clock_offsets)
