@@ -1,7 +1,7 @@
 """The log probe's answers in the history (`probe` records, shared/records/history.py): the history a running ingest
-records of a caught-up `read_committed` consumer of transactional topics, with the probe's answers published
-(`HistoryPublisher.publish_probes`), replays to the statuses the live evaluator gave: OK where the probe found only
-transaction markers past the commit, ERR (STALL) for a consumer with records still to read.
+records of a caught-up `read_committed` consumer of transactional topics, with the probe's answers the schedule
+publishes (`HistoryPublisher.publish_probes`), replays to the statuses the live evaluator gave: OK where the probe
+found only transaction markers past the commit, ERR (STALL) for a consumer with records still to read.
 
 Real transactional producers write to the Kafka mock, the consumers' commits are mirrored into `__consumer_offsets`
 as the coordinator writes them, an ingest worker stores them in a real Redis and archives them on the history
@@ -52,14 +52,11 @@ async def test_a_caught_up_transactional_consumers_history_replays_to_its_live_s
             await eventually(lambda g=group: _window_full(store, g), timeout=30)
         await eventually(lambda: _probed(redis, caught_up), timeout=30)
         unread = await eventually(lambda: _stored(redis, keys.log_probes_unread), timeout=30)
-        # the answers the ingest stored (the one behind's with its unread record last, as it may come), published as
-        # the probe schedule is to publish them
-        answer = await _stored(redis, keys.log_probes)
+        answer = await _stored(redis, keys.log_probes)  # the answers the ingest stored, and published
         assert answer is not None and answer.unread_from is None and unread.committed == behind
-        worker.history.publish_probes([((TRANSACTIONAL, 0), answer), ((TRANSACTIONAL, 0), unread)])
         await evaluate(redis, config, CLUSTER, list(GROUPS), now_ms())
         live = {g.decode(): s.decode() for g, s in (await redis.hgetall(f"lw:c:{{{CLUSTER}}}:statuses")).items()}
-        history = await eventually(lambda: _history_with_a_probe(kafka.bootstrap), timeout=30)
+        history = await eventually(lambda: _history_with_probes(kafka.bootstrap, caught_up, behind), timeout=30)
 
     assert live == {GROUPS[0]: "OK", GROUPS[1]: "ERR"}
     history.sort(key=lambda r: r.observed_at)
@@ -79,7 +76,9 @@ async def _stored(redis, key) -> ProbedLog | None:
     return decode_probe(await redis.hget(key(CLUSTER, TRANSACTIONAL), "0"))
 
 
-async def _history_with_a_probe(bootstrap: str):
-    """The history topic's records once both probe answers are among them (else None: not archived yet)."""
+async def _history_with_probes(bootstrap: str, caught_up: int, behind: int):
+    """The history topic's records once both answers are among them, the caught-up one's and the one behind's with
+    its unread record (else None: not archived yet)."""
     records = await _history(bootstrap)
-    return records if sum(r.kind == KIND_PROBE for r in records) == 2 else None
+    answers = {(r.offset, r.unread_from is None) for r in records if r.kind == KIND_PROBE}
+    return records if {(caught_up, True), (behind, False)} <= answers else None
