@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import OffsetEntry, PartitionInput, ProbedLog, Sample
 from lagwatch.shared.windows.clock_offset import CoordinatorClocks
-from lagwatch.shared.windows.packing import commit_entry_at, unpack_commit_ring
+from lagwatch.shared.windows.packing import newest_offset, unpack_commit_ring
 from lagwatch.shared.windows.window import padded_ring
 
 TopicPartition = tuple[str, int]
@@ -49,12 +49,9 @@ class StoredPartition:
     def current_lag(self) -> int:
         """Latest broker offset minus the newest committed offset, floored at 0 (0 when either is unknown); 0 too
         where the log probe found nothing readable between the two (transaction markers, aborted records)."""
-        if not self.packed or not self.broker_offsets:
+        if not self.packed or not self.broker_offsets or self.markers_only:
             return 0
-        committed, log_end = commit_entry_at(self.packed, -1).offset, self.broker_offsets[-1]
-        if self.probe is not None and self.probe.caught_up_at(committed, log_end):
-            return 0
-        return max(0, log_end - committed)
+        return max(0, self.broker_offsets[-1] - newest_offset(self.packed))
 
     @property
     def markers_only(self) -> bool:
@@ -62,7 +59,7 @@ class StoredPartition:
         only (`current_lag` is 0 for it)."""
         if not self.packed or not self.broker_offsets or self.probe is None:
             return False
-        committed, log_end = commit_entry_at(self.packed, -1).offset, self.broker_offsets[-1]
+        committed, log_end = newest_offset(self.packed), self.broker_offsets[-1]
         return committed < log_end and self.probe.caught_up_at(committed, log_end)
 
     @property
