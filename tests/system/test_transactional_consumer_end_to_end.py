@@ -16,10 +16,10 @@ import pytest
 
 from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec
 from lagwatch.services.api.service import ApiServer
-from lagwatch.shared.windows.log_probes import decode_probe
-from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.kafka_helpers import CLUSTER, eventually, running
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC
-from tests.services.ingest.test_log_probe import TRANSACTIONAL, three_transactions
+from tests.services.ingest.test_log_probe import TRANSACTIONAL, transactional_consumers
+from tests.services.ingest.test_probe_schedule import _probed, stalled_window_config
 from tests.system.test_status_end_to_end import ingest_and_evaluator
 
 CAUGHT_UP, BEHIND = "eos-caught-up", "eos-behind"
@@ -33,17 +33,11 @@ async def test_a_caught_up_transactional_consumer_reads_ok_everywhere_and_one_be
 ):
     for topic, partitions in ((TRANSACTIONAL, 1), ("lagwatch.changes", 4), (STATUS_TOPIC, 3)):
         kafka.create_topic(topic, partitions)
-    records = await asyncio.to_thread(three_transactions, kafka.bootstrap)
-    log_end = records[-1].offset + 2  # past the last transaction's commit marker
-    commits = {CAUGHT_UP: records[-1].offset + 1, BEHIND: records[-10].offset}  # the behind one: 10 records to read
+    caught_up, behind, log_end = await transactional_consumers(kafka.bootstrap)
+    commits = {CAUGHT_UP: caught_up, BEHIND: behind}  # the behind one: 10 records to read
     lags = {CAUGHT_UP: 0 if probing else log_end - commits[CAUGHT_UP], BEHIND: log_end - commits[BEHIND]}
-    config = make_config(
-        kafka.bootstrap,
-        redis_server.url,
-        STORAGE__INTERVALS="3",
-        STORAGE__MIN_DISTANCE="0",
-        INGEST__LOG_PROBE=str(probing).lower(),
-        EVALUATOR__SWEEP_INTERVAL="0.5",
+    config = stalled_window_config(
+        kafka, redis_server, INGEST__LOG_PROBE=str(probing).lower(), EVALUATOR__SWEEP_INTERVAL="0.5"
     )
     async with (
         ingest_and_evaluator(kafka, config) as (writer, status_topic),
@@ -128,8 +122,3 @@ async def _dashboard_shows(http: aiohttp.ClientSession, api_url: str, group: str
     overview = await _get(http, f"{api_url}/dashboard/api/overview?cluster={CLUSTER}&q={group}")
     rows = [row for row in overview["groups"] if row["group"] == group]
     return bool(rows) and rows[0]["totallag"] == lag and rows[0]["maxlag"]["current_lag"] == lag
-
-
-async def _probed(redis, committed: int) -> bool:
-    answer = decode_probe(await redis.hget(f"lw:t:{{{CLUSTER}/{TRANSACTIONAL}}}:lp", "0"))
-    return answer is not None and answer.committed == committed and answer.unread_from is None

@@ -84,6 +84,13 @@ def hours_ago(hours: float, then: int) -> list[int]:
     return [start + i for i in range(then)]
 
 
+async def transactional_consumers(bootstrap: str) -> tuple[int, int, int]:
+    """Three committed transactions written; what a caught-up read_committed consumer commits (last record + 1),
+    what one with ten records still to read commits, and the log end (past the last transaction's marker)."""
+    records = await asyncio.to_thread(three_transactions, bootstrap)
+    return records[-1].offset + 1, records[-10].offset, records[-1].offset + 2
+
+
 def three_transactions(bootstrap: str, partition: int = 0, hours: float = 5) -> list[Written]:
     """Three committed transactions of 20 records, written `hours` ago; the records as a consumer receives them."""
     stamps = hours_ago(hours, 60)

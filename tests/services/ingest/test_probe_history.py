@@ -19,10 +19,10 @@ from lagwatch.shared.windows.log_probes import decode_probe
 from lagwatch.shared.windows.store import WindowStore
 from lagwatch.spark.replay import ReplayConfig, replay_group, replay_inputs
 from tests.evaluated import evaluate
-from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.kafka_helpers import CLUSTER, eventually, running
 from tests.services.ingest.test_ingest_resilience import _is_set
-from tests.services.ingest.test_log_probe import TRANSACTIONAL, three_transactions
-from tests.services.ingest.test_probe_schedule import COMMITS, _probed, _window_full
+from tests.services.ingest.test_log_probe import TRANSACTIONAL, transactional_consumers
+from tests.services.ingest.test_probe_schedule import COMMITS, _probed, _window_full, stalled_window_config
 from tests.spark.test_spark_parity import HISTORY_TOPIC, _history
 
 GROUPS = ("eos-caught-up", "eos-behind")
@@ -31,16 +31,8 @@ GROUPS = ("eos-caught-up", "eos-behind")
 async def test_a_caught_up_transactional_consumers_history_replays_to_its_live_status(kafka, redis_server, redis):
     kafka.create_topic(TRANSACTIONAL, 1)
     kafka.create_topic(HISTORY_TOPIC, 1)
-    records = await asyncio.to_thread(three_transactions, kafka.bootstrap)
-    caught_up, behind = records[-1].offset + 1, records[-10].offset  # what each consumer commits
-    config = make_config(
-        kafka.bootstrap,
-        redis_server.url,
-        STORAGE__INTERVALS="3",
-        STORAGE__MIN_DISTANCE="0",
-        INGEST__LOG_PROBE="true",
-        HISTORY__ENABLED="true",
-    )
+    caught_up, behind, _ = await transactional_consumers(kafka.bootstrap)  # each consumer's commit
+    config = stalled_window_config(kafka, redis_server, INGEST__LOG_PROBE="true", HISTORY__ENABLED="true")
     store = WindowStore(redis, config.window())
     async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)) as worker:
         await eventually(lambda: _is_set(worker.caught_up), timeout=30)

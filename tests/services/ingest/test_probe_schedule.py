@@ -36,7 +36,7 @@ from tests.services.ingest.test_log_probe import (
     TRANSACTIONAL,
     closed_port,
     hours_ago,
-    three_transactions,
+    transactional_consumers,
     write_plain,
 )
 
@@ -49,15 +49,8 @@ async def test_a_caught_up_transactional_consumer_reads_ok_and_one_behind_keeps_
     kafka, redis_server, redis, probing
 ):
     kafka.create_topic(TRANSACTIONAL, 1)
-    records = await asyncio.to_thread(three_transactions, kafka.bootstrap)
-    caught_up, behind = records[-1].offset + 1, records[-10].offset  # what each consumer commits
-    config = make_config(
-        kafka.bootstrap,
-        redis_server.url,
-        STORAGE__INTERVALS="3",
-        STORAGE__MIN_DISTANCE="0",
-        INGEST__LOG_PROBE=str(probing).lower(),
-    )
+    caught_up, behind, log_end = await transactional_consumers(kafka.bootstrap)  # each consumer's commit
+    config = stalled_window_config(kafka, redis_server, INGEST__LOG_PROBE=str(probing).lower())
     store = WindowStore(redis, config.window())
     probes_before = _probes()
     async with OffsetsTopicWriter(kafka.bootstrap) as writer, running(IngestWorker(config, CLUSTER)) as worker:
@@ -74,11 +67,16 @@ async def test_a_caught_up_transactional_consumer_reads_ok_and_one_behind_keeps_
         lags = {g: await _current_lag(store, g) for g in ("eos-caught-up", "eos-behind")}
         statuses = await redis.hgetall(f"lw:c:{{{CLUSTER}}}:statuses")
 
-    log_end = records[-1].offset + 2  # past the last transaction's marker
     assert lags == {"eos-caught-up": 0 if probing else log_end - caught_up, "eos-behind": log_end - behind}
     # a full window whose offset never moved, with lag: stalled (ERR), unless the probe found only markers
     assert statuses == {b"eos-caught-up": b"OK" if probing else b"ERR", b"eos-behind": b"ERR"}
     assert (_probes() > probes_before) == probing
+
+
+def stalled_window_config(kafka, redis_server, **env: str):
+    """A window of three entries, none merged: one offset committed three times fills it without moving (by
+    offsets alone, a lag then reads STALL)."""
+    return make_config(kafka.bootstrap, redis_server.url, STORAGE__INTERVALS="3", STORAGE__MIN_DISTANCE="0", **env)
 
 
 def _probes() -> float:
