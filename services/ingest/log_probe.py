@@ -2,9 +2,9 @@
 
 Offsets alone cannot say. A consumer of transactional topics that has read everything commits last record + 1, but
 the high watermark lies past the transaction markers (control records no consumer ever receives), so committed and
-log end differ by one forever (Burrow#651); aborted records between the two are never received either. The probe
-reads the log itself: it assigns each partition at the committed offset on a `read_committed` consumer with
-`enable.partition.eof` and takes the first event of that partition:
+log end differ by one forever (Burrow reads such a consumer as stalled too); aborted records between the two are
+never received either. The probe reads the log itself: it assigns each partition at the committed offset on a
+`read_committed` consumer with `enable.partition.eof` and takes the first event of that partition:
 
 - a record: that is the first unread record, its timestamp how old the consumer's lag is (exact at any age);
 - end of partition at or past the high watermark asked when the probe started: nothing readable lies between,
