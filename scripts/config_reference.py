@@ -61,6 +61,9 @@ MEANINGS = {
     "ingest.log-probe": "read the log where a group's commit is a little below the log end, to tell transaction "
     "markers and aborted records (which no `read_committed` consumer receives) from unread records: a consumer with "
     "nothing left to read reads lag 0 ([rules.md §2](rules.md#2-the-window))",
+    "ingest.log-probe-rate": "log probes a second at most, per cluster (each reads a few records of a partition): "
+    "each ingest worker takes its share, as it holds the offsets topic's partitions; partitions left over are asked "
+    "first at the next offset-refresh",
     "api.host": "address the api listens on",
     "api.port": "port the api listens on",
     "history.path": "the archiver's Parquet root: a local path or a URI (s3://bucket/prefix, hdfs://...)",

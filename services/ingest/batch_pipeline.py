@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TypeVar
 
 from aiokafka.errors import KafkaError
@@ -78,6 +78,7 @@ class BatchPipeline:
         self.caught_up = retry.caught_up  # every assigned partition read and stored up to its end (`reached_ends`)
         self.positions: dict[int, int] = {}  # offsets-topic partition -> position stored (may be ahead of committed)
         self.batches_done = 0
+        self.stored_groups: Callable[[Iterable[str]], None] | None = None  # told each batch's groups once stored
         self._inflight: asyncio.Task[bool] | None = None  # the batch being stored and committed
 
     async def apply(
@@ -143,6 +144,8 @@ class BatchPipeline:
             return False  # left uncommitted: read again later
         self.clock.stored(batch)
         if batch.touched:
+            if self.stored_groups is not None:
+                self.stored_groups(batch.touched)
             await self.changes.publish(self.cluster, batch.touched.items())  # the evaluator's trigger (best effort)
         self.archive.stored(ticket, batch.positions)  # committed once archived (archive_queue.py)
         self.positions.update(batch.positions)

@@ -142,6 +142,7 @@ class LatestLogEnds:
     store: WindowStore
     latest: dict[TP, int]
     since: dict[TP, int]
+    moves: set[TP] | None = None  # where moved log ends are told, for a reader who drains it (the log probe)
 
     def _remember(self, offsets: dict[TP, int], sampled_at: int, *, replace: bool = False) -> set[str]:
         """Take `offsets` as the latest (all of them with `replace`); returns the topics whose log end moved."""
@@ -149,6 +150,8 @@ class LatestLogEnds:
         moved = {tp for tp, offset in offsets.items() if latest.get(tp) != offset}
         for tp in moved:
             since[tp] = sampled_at
+        if self.moves is not None:
+            self.moves.update(moved)
         if replace:
             self.latest = offsets
             self.since = {tp: since[tp] for tp in offsets}

@@ -9,17 +9,27 @@ offsets cannot:
 - with its committed offset standing for longer than the log-end history reaches back (`storage.lag-history`): its
   lag in seconds is only a lower bound there, and the first unread record's timestamp makes it exact. That answer
   holds while the committed offset stands (the record stays the first unread one).
-A partition is probed again only when its answer no longer holds; at most PER_TICK per tick, a tick every
-offset-refresh. Answers go to Redis (shared/windows/log_probes.py), where every reader of the windows finds them, to
-the history topic (the replay judges as live), and their groups to the evaluator.
+
+The schedule does work in proportion to what changed, not to the partitions held: a partition is judged again when
+its group's commits are stored (`touched`), when its log end moves (the poller's `moves`), or when its committed
+offset comes to stand since before the history (a timer set when it was last judged). A partition is probed again
+only when its answer no longer holds. A tick every offset-refresh probes this worker's share of
+`ingest.log-probe-rate`, those left over first at the next. Answers go to Redis (shared/windows/log_probes.py), where
+every reader of the windows finds them, to the history topic (the replay judges as live), and their groups to the
+evaluator.
+
+A group the worker holds but does not hear from (it committed before the worker's assignment, and stopped) is not
+judged until it commits again (the worker loads a group into memory at its first commit it reads); its stored
+answer, if any, holds meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -28,7 +38,7 @@ from lagwatch.services.ingest import metrics
 from lagwatch.services.ingest.history_publisher import HistoryPublisher
 from lagwatch.services.ingest.log_probe import LogProbe, ProbeAnswer, ProbeFailure
 from lagwatch.services.ingest.window_cache import WindowCache
-from lagwatch.shared.protocol.keys import parse_partition_field
+from lagwatch.shared.protocol.keys import parse_partition_field, partition_field
 from lagwatch.shared.protocol.types import ProbedLog
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.service_lifecycle import pause
@@ -40,10 +50,11 @@ log = logging.getLogger(__name__)
 # a consumer this close to the log end may be caught up past transaction markers: one per transaction a producer
 # ended after the consumer's last record, plus the records of aborted ones
 MAX_LAG = 1_000
-PER_TICK = 500  # partitions probed at most per tick: the probe reads a few records of each
+SWEEP_TICKS = 60  # how often the rings of groups no longer held are forgotten
 
 TopicPartition = tuple[str, int]
 Asked = tuple[str, int, int]  # (topic, partition, committed offset)
+Held = tuple[str, str]  # (group, partition field): one group's ring
 UNREAD = -1  # an answer with an unread record: it holds whatever the log end does
 
 
@@ -59,64 +70,148 @@ class ProbeSchedule:
         interval_s: float,
         lag_history_ms: int,
         history: HistoryPublisher | None = None,
+        per_tick: Callable[[], int] = lambda: 500,  # probes at most in a tick (`probes_per_tick`)
     ) -> None:
         self.cluster, self.probe, self.cache, self.log_ends = cluster, probe, cache, log_ends
         self.redis, self.changes, self.interval_s, self.lag_history_ms = redis, changes, interval_s, lag_history_ms
-        self.history = history  # the answers go to the history topic too, for the replay
+        self.history, self.per_tick = history, per_tick  # the answers go to the history topic too, for the replay
+        self.moves: set[TopicPartition] = set()  # partitions whose log end moved: the poller adds, a tick drains
+        self._to_judge: dict[Held, None] = {}  # an ordered set: the first changed is the first asked
+        self._groups_of_topic: dict[str, set[str]] = {}  # which rings a moved log end may concern
+        self._timers: list[tuple[int, Held]] = []  # when an offset comes to stand since before the history
+        self._timer_at: dict[Held, int] = {}  # each ring's pending timer (one each)
+        self._at: dict[Held, Asked] = {}  # each ring the log can answer for: where it stands
+        self._due: dict[Held, Asked] = {}  # those without an answer that holds, in the order they are asked
         self._answered: dict[Asked, int] = {}  # -> the log end a caught-up answer was found at, or UNREAD
-        self._turn = 0  # where the next tick's share of the due partitions starts
+        self._ticks = 0
+
+    def touched(self, groups: Iterable[str]) -> None:
+        """Groups whose commits were stored: each of their rings is judged at the next tick."""
+        for group in groups:
+            windows = self.cache.groups.get(group)
+            if windows is None:
+                continue
+            for field_name in windows.rings:
+                self._groups_of_topic.setdefault(_topic_partition(field_name)[0], set()).add(group)
+                self._to_judge[(group, field_name)] = None
 
     def due(self, now_ms: int) -> dict[Asked, list[str]]:
-        """The (partition, committed offset)s to probe, each with the groups committed there; forgets the answers
-        no group stands at any more."""
+        """What changed since the last call judged: the (partition, committed offset)s to probe, each with the
+        groups committed there."""
+        self._take_changes(now_ms)
+        log_ends = self.log_ends()
+        for held in self._to_judge:
+            self._judge(held, log_ends, now_ms)
+        self._to_judge = {}
+        self._ticks += 1
+        if self._ticks % SWEEP_TICKS == 0:
+            self._sweep()
         due: dict[Asked, list[str]] = {}
-        standing: set[Asked] = set()
-        log_ends, history_from = self.log_ends(), now_ms - self.lag_history_ms
-        for group, windows in self.cache.groups.items():
-            for field_name, ring in windows.rings.items():
-                topic, partition = _topic_partition(field_name)
-                log_end = log_ends.get((topic, partition))
-                if not ring or log_end is None:
-                    continue
-                committed = newest_offset(ring)
-                lag = log_end - committed
-                if lag <= 0 or (lag > MAX_LAG and not _standing_since_before(ring, committed, history_from)):
-                    continue
-                asked = (topic, partition, committed)
-                standing.add(asked)
-                if self._answered.get(asked) not in (log_end, UNREAD):
-                    due.setdefault(asked, []).append(group)
-        self._answered = {asked: end for asked, end in self._answered.items() if asked in standing}
+        for held, asked in list(self._due.items()):
+            if self._ring(held) is None:  # its group deleted or given up since: the sweep forgets the rest
+                del self._due[held]
+            else:
+                due.setdefault(asked, []).append(held[0])
         return due
+
+    def _ring(self, held: Held) -> bytes | None:
+        windows = self.cache.groups.get(held[0])
+        return windows.rings.get(held[1]) if windows is not None else None
+
+    def _sweep(self) -> None:
+        """Forget the rings of groups this worker no longer holds (reassigned, deleted, expired) and rings gone from
+        held groups: a deleted group is not judged again by itself, as it has no rings left to judge."""
+        for held in [held for held in self._at if self._ring(held) is None]:
+            self._forget(self._at.pop(held))
+            self._due.pop(held, None)
+        for topic, held_groups in list(self._groups_of_topic.items()):
+            held_groups.intersection_update(self.cache.groups)
+            if not held_groups:
+                del self._groups_of_topic[topic]
+
+    def _take_changes(self, now_ms: int) -> None:
+        """Moved log ends and timers that fell due, as rings to judge."""
+        moves = self.moves.copy()  # drained in place: the poller holds this very set
+        self.moves.clear()
+        for topic, partition in moves:
+            field_name = partition_field(topic, partition)
+            groups = self._groups_of_topic.get(topic, ())
+            self._to_judge.update(dict.fromkeys((group, field_name) for group in groups))
+        timers = self._timers
+        while timers and timers[0][0] <= now_ms:
+            at, held = heapq.heappop(timers)
+            if self._timer_at.get(held) == at:
+                del self._timer_at[held]
+                self._to_judge[held] = None
+
+    def _judge(self, held: Held, log_ends: Mapping[TopicPartition, int], now_ms: int) -> None:
+        """Whether the log can answer for this ring, and whether its answer still holds."""
+        ring = self._ring(held)
+        topic, partition = _topic_partition(held[1])
+        log_end = log_ends.get((topic, partition))
+        was = self._at.pop(held, None)
+        self._due.pop(held, None)
+        if not ring or log_end is None:
+            self._forget(was)
+            return
+        committed = newest_offset(ring)
+        lag = log_end - committed
+        if lag > MAX_LAG:
+            standing_from = _standing_from(ring, committed) + self.lag_history_ms
+            if standing_from > now_ms:
+                self._time(held, standing_from)
+                lag = 0  # not yet: the timer judges it again then
+        if lag <= 0:
+            self._forget(was)
+            return
+        asked = (topic, partition, committed)
+        if was != asked:
+            self._forget(was)
+        self._at[held] = asked
+        if self._answered.get(asked) not in (log_end, UNREAD):
+            self._due[held] = asked
+
+    def _forget(self, asked: Asked | None) -> None:
+        # another ring standing at the same offset loses the answer too: it is asked again, should it change
+        if asked is not None:
+            self._answered.pop(asked, None)
+
+    def _time(self, held: Held, at: int) -> None:
+        pending = self._timer_at.get(held)
+        if pending is None or at < pending:
+            self._timer_at[held] = at
+            heapq.heappush(self._timers, (at, held))
 
     async def tick(self) -> None:
         due = self.due(now_ms())
-        asked = self._turn_of(list(due))
+        asked = list(due)[: self.per_tick()]
         if not asked:
             return
         answers: list[tuple[TopicPartition, ProbedLog]] = []
+        found: set[Asked] = set()
         for result in await self.probe.probe(asked):
             if isinstance(result, ProbeFailure):
                 metrics.PROBE_FAILURES.labels(self.cluster, result.reason).inc()
                 continue
-            answered = UNREAD if result.found_unread else result.log_end
-            self._answered[(result.topic, result.partition, result.committed)] = answered
+            at = (result.topic, result.partition, result.committed)
+            self._answered[at] = UNREAD if result.found_unread else result.log_end
+            found.add(at)
             answers.append(((result.topic, result.partition), _probed(result)))
         metrics.PROBES.labels(self.cluster).inc(len(asked))
+        self._requeue(set(asked), found)
         if answers:
             await store_probes(self.redis, self.cluster, answers)
             if self.history is not None:
                 self.history.publish_probes(answers)
-            await self.changes.publish(self.cluster, ((group, "commits") for group in _groups_at(due, answers)))
+            await self.changes.publish(self.cluster, ((group, "commits") for at in found for group in due[at]))
 
-    def _turn_of(self, due: list[Asked]) -> list[Asked]:
-        """PER_TICK of the due partitions, from where the last tick stopped: with more due than that, each is asked
-        in turn rather than the same ones first every tick."""
-        if len(due) <= PER_TICK:
-            return due
-        start = self._turn % len(due)
-        self._turn = start + PER_TICK
-        return (due[start:] + due[:start])[:PER_TICK]
+    def _requeue(self, asked: set[Asked], found: set[Asked]) -> None:
+        """Answered rings leave the queue; those whose probe failed go to its end: with more due than a tick takes,
+        each is asked in turn rather than the same ones first every tick."""
+        taken = [(held, at) for held, at in self._due.items() if at in asked]
+        for held, _ in taken:
+            del self._due[held]
+        self._due.update((held, at) for held, at in taken if at not in found)
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick until a stop; Redis or Kafka trouble leaves the offsets' answers, and the next tick tries again."""
@@ -124,12 +219,23 @@ class ProbeSchedule:
             try:
                 await self.tick()
             except (RedisError, OSError) as exc:
-                self._answered.clear()  # stored or not: ask again
+                self._forget_answers()
                 log.debug("ingest %s: log probe answers not stored (%s)", self.cluster, exc)
             await pause(stopping, self.interval_s)
 
+    def _forget_answers(self) -> None:
+        """Stored or not: every ring the log can answer for is asked again."""
+        self._answered.clear()
+        self._due = dict(self._at)
+
     def close(self) -> None:
         self.probe.close()
+
+
+def probes_per_tick(rate: float, interval_s: float, share: float) -> int:
+    """A worker's probes in a tick: its share of the cluster's rate (`ingest.log-probe-rate`), as it holds the
+    offsets topic's partitions; one at least, so no worker's partitions wait for good."""
+    return max(1, int(rate * interval_s * share))
 
 
 @functools.lru_cache(maxsize=1 << 20)
@@ -138,17 +244,11 @@ def _topic_partition(field_name: str) -> tuple[str, int]:
     return parse_partition_field(field_name)
 
 
-def _standing_since_before(ring: bytes, committed: int, since_ms: int) -> bool:
-    """Whether the window's oldest entry is at the committed offset already and older than `since_ms` (a consumer
-    stalled there), or its newest is (one that stopped): either way the offset stands since before then."""
+def _standing_from(ring: bytes, committed: int) -> int:
+    """Since when the committed offset stands, as far as the window tells: its oldest entry's time when that entry
+    is at the committed offset already (a consumer stalled there), else its newest's (one that stopped)."""
     oldest, newest = commit_entry_at(ring, 0), commit_entry_at(ring, -1)
-    return newest.timestamp < since_ms or (oldest.offset == committed and oldest.timestamp < since_ms)
-
-
-def _groups_at(due: Mapping[Asked, list[str]], answers: list[tuple[TopicPartition, ProbedLog]]) -> list[str]:
-    """The groups committed where an answer was found: their verdicts or lags in seconds change."""
-    found = {(t, p, answer.committed) for (t, p), answer in answers}
-    return sorted({group for asked, groups in due.items() if asked in found for group in groups})
+    return min(newest.timestamp, oldest.timestamp) if oldest.offset == committed else newest.timestamp
 
 
 def _probed(answer: ProbeAnswer) -> ProbedLog:

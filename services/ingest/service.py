@@ -25,7 +25,7 @@ from lagwatch.services.ingest.log_probe import LogProbe
 from lagwatch.services.ingest.new_protocol_groups import TopicIds
 from lagwatch.services.ingest.offsets_consumer import OffsetsConsumer
 from lagwatch.services.ingest.pending_deletions import PendingDeletions
-from lagwatch.services.ingest.probe_schedule import ProbeSchedule
+from lagwatch.services.ingest.probe_schedule import ProbeSchedule, probes_per_tick
 from lagwatch.services.ingest.processor import BatchProcessor
 from lagwatch.services.ingest.start_up import StartUp
 from lagwatch.services.ingest.topic_deletions import TopicDeletions
@@ -117,10 +117,16 @@ class IngestWorker(Service):
                 self.cluster_config.offset_refresh,
                 config.window().lag_history_ms,
                 self.history,
+                lambda: probes_per_tick(
+                    config.ingest.log_probe_rate, self.cluster_config.offset_refresh, self._share_of_cluster()
+                ),
             )
             if config.ingest.log_probe
             else None
         )
+        if self.probes is not None:  # fed what changed: stored commits and moved log ends
+            self.pipeline.stored_groups = self.probes.touched
+            self.broker_offsets.moves = self.probes.moves
         self._reader: asyncio.Task[None] | None = None  # reading commits, until a stop
         self._poller: asyncio.Task[None] | None = None  # the log-end poller, which ends at a stop by itself
         self._last_self_report = 0.0  # monotonic
@@ -195,6 +201,14 @@ class IngestWorker(Service):
             await self.archive.stop()
             if self.history is not None:
                 await self.history.stop()
+
+    def _share_of_cluster(self) -> float:
+        """This worker's part of the cluster's work: its share of the offsets topic's partitions (topic mode), of the
+        groups (admin mode: `--workers N` splits them)."""
+        if self.admin_mode:
+            return 1 / workers.worker_shard()[1]
+        total = self.broker_offsets.partition_counts.get(self.topic)
+        return len(self.consumer.assigned) / total if total else 1.0
 
     def _commit_positions(self, positions: dict[int, int]) -> None:
         """A batch stored and archived, and those before it: its positions are committed (topic mode)."""

@@ -309,6 +309,7 @@ class IngestConfig:
     http_port: int = _opt(8001, _port)
     # read the log where offsets cannot tell transaction markers from unread records (services/ingest/log_probe.py)
     log_probe: bool = True
+    log_probe_rate: float = _opt(50.0, _positive)  # probes a second, per cluster: its workers share it
 
 
 ORIGIN = re.compile(r"^(\*|https?://[A-Za-z0-9.\-\[\]:]+)\Z")  # a CORS origin as browsers send it, or any: `*`

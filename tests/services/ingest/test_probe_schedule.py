@@ -9,10 +9,11 @@ evaluator does."""
 import asyncio
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
+from lagwatch.devkit.mock_kafka import MockKafkaCluster
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
 from lagwatch.services.ingest import probe_schedule
 from lagwatch.services.ingest.log_probe import LogProbe
@@ -30,12 +31,14 @@ from lagwatch.shared.windows.packing import commit_entry_at, newest_offset, pack
 from lagwatch.shared.windows.store import WindowStore
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
+from tests.services.ingest.test_ingest_admin_mode import STEP, Member
 from tests.services.ingest.test_ingest_resilience import _is_set
 from tests.services.ingest.test_log_probe import (
     PLAIN,
     TRANSACTIONAL,
     closed_port,
     hours_ago,
+    three_transactions,
     transactional_consumers,
     write_plain,
 )
@@ -71,6 +74,51 @@ async def test_a_caught_up_transactional_consumer_reads_ok_and_one_behind_keeps_
     # a full window whose offset never moved, with lag: stalled (ERR), unless the probe found only markers
     assert statuses == {b"eos-caught-up": b"OK" if probing else b"ERR", b"eos-behind": b"ERR"}
     assert (_probes() > probes_before) == probing
+
+
+@pytest.mark.parametrize("probing", [True, False], ids=["log probe", "offsets alone"])
+async def test_in_admin_mode_a_caught_up_transactional_consumer_reads_ok_too(redis_server, redis, probing):
+    """Commits polled through the admin API (no `__consumer_offsets`) reach the same windows, and the probe the same
+    answer: a real group member that read three transactions commits the end of each, the last one 1 below the log
+    end (its commit marker), then stops. By offsets alone it stopped with lag (ERR); it read everything (OK)."""
+    with MockKafkaCluster() as kafka:
+        kafka.start()
+        kafka.create_topic(TRANSACTIONAL, 1)
+        records = await asyncio.to_thread(three_transactions, kafka.bootstrap)
+        ends = [records[i].offset + 1 for i in (19, 39, 59)]  # each transaction's last record + 1
+        config = make_config(
+            kafka.bootstrap,
+            redis_server.url,
+            STORAGE__INTERVALS="3",
+            INGEST__LOG_PROBE=str(probing).lower(),
+            **{f"CLUSTERS__{CLUSTER}__OFFSETS_SOURCE": "admin", f"CLUSTERS__{CLUSTER}__ADMIN_GROUPS": "eos-admin"},
+        )
+        member = Member(kafka.bootstrap, "eos-admin", TRANSACTIONAL)
+        async with running(IngestWorker(config, CLUSTER)) as worker:
+            await eventually(lambda: _is_set(worker.caught_up), timeout=30)
+            assert worker.admin_mode
+            await member.start()
+            try:
+                for end in ends:
+                    await member.commit(end)  # a step apart: longer than the ingest's polls
+            finally:
+                await member.stop()
+            store = WindowStore(redis, config.window())
+            await eventually(lambda: _window_at(store, "eos-admin", ends), timeout=30)
+            if probing:
+                await eventually(lambda: _probed(redis, ends[-1]), timeout=30)
+            await asyncio.sleep(3 * STEP)  # longer than the window spans: stopped, by offsets alone
+            await evaluate(redis, config, CLUSTER, ["eos-admin"], now_ms())
+            lag = await _current_lag(store, "eos-admin")
+            statuses = await redis.hgetall(f"lw:c:{{{CLUSTER}}}:statuses")
+
+    assert lag == (0 if probing else 1)
+    assert statuses == {b"eos-admin": b"OK" if probing else b"ERR"}
+
+
+async def _window_at(store, group, offsets) -> bool:
+    stored = await store.reads.get_group(CLUSTER, group)
+    return stored is not None and [e.offset for e in stored.partitions[0].entries] == offsets
 
 
 def stalled_window_config(kafka, redis_server, **env: str):
@@ -155,6 +203,7 @@ async def test_a_probe_that_cannot_reach_a_broker_changes_nothing_and_is_counted
         CLUSTER, probe, cache, lambda: {("orders", 0): 20}, redis, unstarted, interval_s=1, lag_history_ms=HOUR_MS
     )
     failures_before = _failures()
+    schedule.touched(["stuck"])
     try:
         await schedule.tick()
         assert _failures() > failures_before
@@ -180,10 +229,140 @@ def test_the_newest_offset_read_alone_is_the_newest_entrys(entries):
     assert newest_offset(ring) == commit_entry_at(ring, -1).offset == entries[-1][0]
 
 
-def test_with_more_due_than_a_tick_takes_each_partition_is_asked_in_turn(monkeypatch):
-    monkeypatch.setattr(probe_schedule, "PER_TICK", 2)
-    schedule = ProbeSchedule(CLUSTER, None, None, dict, None, None, interval_s=1, lag_history_ms=HOUR_MS)  # type: ignore[arg-type]
-    due = [("t", p, 0) for p in range(5)]
-    turns = [[p for _, p, _ in schedule._turn_of(due)] for _ in range(4)]
+def test_with_more_due_than_a_tick_takes_each_partition_is_asked_in_turn():
+    """Probes that fail leave their partitions due, behind the others."""
+    schedule, cache, log_ends = _schedule()
+    for partition in range(5):
+        _commit(cache, "g", "t", partition, [(0, NOW)])
+        log_ends[("t", partition)] = 10
+    schedule.touched(["g"])
+    turns = []
+    for _ in range(4):
+        asked = list(schedule.due(NOW))[:2]
+        schedule._requeue(set(asked), found=set())
+        turns.append([p for _, p, _ in asked])
     assert turns == [[0, 1], [2, 3], [4, 0], [1, 2]]
-    assert schedule._turn_of(due[:2]) == due[:2]
+
+
+def test_each_worker_probes_its_share_of_the_clusters_rate():
+    assert probe_schedule.probes_per_tick(50, 10, 1.0) == 500
+    assert probe_schedule.probes_per_tick(50, 10, 0.25) == 125  # one of four workers
+    assert probe_schedule.probes_per_tick(0.01, 1, 0.25) == 1  # never none
+
+
+NOW = 1_800_000_000_000
+
+
+def _schedule() -> tuple[ProbeSchedule, WindowCache, dict]:
+    cache = WindowCache(None, CLUSTER, WindowConfig())  # type: ignore[arg-type]  # judged in memory: no Redis
+    log_ends: dict = {}
+    schedule = ProbeSchedule(CLUSTER, None, cache, lambda: log_ends, None, None, 1, HOUR_MS)  # type: ignore[arg-type]
+    return schedule, cache, log_ends
+
+
+def _commit(cache: WindowCache, group: str, topic: str, partition: int, entries: list[tuple[int, int]]) -> None:
+    """The group's ring of the partition as these (offset, time) commits left it."""
+    windows = cache.groups.setdefault(group, GroupWindows(keys.group_key_stem(CLUSTER, group), rings={}))
+    ring = [OffsetEntry(offset, at, at, 0, i, i) for i, (offset, at) in enumerate(entries)]
+    windows.rings[keys.partition_field(topic, partition)] = pack_commit_ring(ring)
+
+
+def test_a_partition_is_judged_again_when_its_log_end_moves_not_at_every_tick():
+    schedule, cache, log_ends = _schedule()
+    _commit(cache, "g", "t", 0, [(10, NOW)])
+    log_ends[("t", 0)] = 10
+    schedule.touched(["g"])
+    assert schedule.due(NOW) == {}  # caught up
+    log_ends[("t", 0)] = 12
+    assert schedule.due(NOW) == {}  # nothing told it the log end moved: no scan
+    schedule.moves.add(("t", 0))
+    assert schedule.due(NOW) == {("t", 0, 10): ["g"]}
+
+
+def test_an_offset_far_behind_is_probed_once_it_stands_since_before_the_history():
+    """Past MAX_LAG only a lower bound on lag in seconds makes a probe worth it: when the offset has stood longer
+    than the history, which a timer set at the last judgement tells, with nothing else changing."""
+    schedule, cache, log_ends = _schedule()
+    _commit(cache, "stalled", "t", 0, [(10, NOW), (10, NOW + 60_000)])
+    _commit(cache, "moving", "t", 1, [(5, NOW), (10, NOW + 60_000)])
+    log_ends.update({("t", 0): 10 + 5 * probe_schedule.MAX_LAG, ("t", 1): 10 + 5 * probe_schedule.MAX_LAG})
+    schedule.touched(["stalled", "moving"])
+    assert schedule.due(NOW + HOUR_MS - 1) == {}
+    assert schedule.due(NOW + HOUR_MS) == {("t", 0, 10): ["stalled"]}  # its oldest entry is at the offset
+    assert schedule.due(NOW + HOUR_MS + 60_000) == {("t", 0, 10): ["stalled"], ("t", 1, 10): ["moving"]}
+
+
+def test_the_rings_of_a_group_no_longer_held_are_not_asked_for_and_are_forgotten(monkeypatch):
+    schedule, cache, log_ends = _schedule()
+    for group in ("kept", "gone"):
+        _commit(cache, group, "t", 0, [(10, NOW)])
+    log_ends[("t", 0)] = 12
+    schedule.touched(["kept", "gone"])
+    assert schedule.due(NOW) == {("t", 0, 10): ["kept", "gone"]}
+    cache.forget_group("gone")
+    assert schedule.due(NOW) == {("t", 0, 10): ["kept"]}
+    monkeypatch.setattr(probe_schedule, "SWEEP_TICKS", 1)
+    schedule.due(NOW)
+    assert list(schedule._at) == [("kept", "t:0")]
+    assert schedule._groups_of_topic == {"t": {"kept"}}
+
+
+def _scan(cache: WindowCache, log_ends: dict, now: int, answered: dict) -> set:
+    """The reference: every held ring judged, as a scan at every tick would."""
+    due = set()
+    for windows in cache.groups.values():
+        for field_name, ring in windows.rings.items():
+            topic, partition = keys.parse_partition_field(field_name)
+            log_end = log_ends.get((topic, partition))
+            if log_end is None:
+                continue
+            committed = newest_offset(ring)
+            lag = log_end - committed
+            standing = probe_schedule._standing_from(ring, committed) + HOUR_MS <= now
+            asked = (topic, partition, committed)
+            if lag > 0 and (lag <= probe_schedule.MAX_LAG or standing) and answered.get(asked) not in (log_end, -1):
+                due.add(asked)
+    return due
+
+
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("commit"), st.sampled_from("ab"), st.integers(0, 1), st.sampled_from([0, 5, 1_000, 2_000])),
+        st.tuples(st.just("log-end"), st.integers(0, 1), st.sampled_from([0, 5, 1_000, 1_005, 2_500])),
+        st.tuples(st.just("answer"), st.integers(0, 1), st.booleans()),
+        st.tuples(st.just("wait"), st.sampled_from([1, 60_000, HOUR_MS - 60_000, HOUR_MS])),
+        st.tuples(st.just("forget"), st.sampled_from("ab")),
+    ),
+    max_size=30,
+)
+
+
+@given(STEPS)
+@example([("commit", "a", 0, 0), ("log-end", 0, 2_500), ("wait", HOUR_MS)])  # a timer
+@example([("commit", "a", 0, 0), ("log-end", 0, 5), ("answer", 0, False), ("log-end", 0, 5)])  # an answer holds
+@settings(max_examples=300)
+def test_what_changed_gives_what_a_scan_of_every_ring_would(steps):
+    """The schedule is fed what changed (stored commits, moved log ends, its timers); a scan of every held ring at
+    every tick is the reference, and both find the same partitions due after any sequence of changes."""
+    schedule, cache, log_ends = _schedule()
+    now, history = NOW, {}
+    for step in steps:
+        if step[0] == "commit":
+            _, group, partition, offset = step
+            entries = history.setdefault((group, partition), [])
+            entries[:] = [*entries, (max([offset, *(o for o, _ in entries)]), now)][-3:]
+            _commit(cache, group, "t", partition, entries)
+            schedule.touched([group])
+        elif step[0] == "log-end":
+            log_ends[("t", step[1])] = step[2]
+            schedule.moves.add(("t", step[1]))
+        elif step[0] == "answer":
+            for asked in [a for a in schedule.due(now) if a[1] == step[1]]:
+                schedule._answered[asked] = -1 if step[2] else log_ends[("t", step[1])]
+                schedule._requeue({asked}, {asked})
+        elif step[0] == "wait":
+            now += step[1]
+        else:
+            cache.forget_group(step[1])
+            history = {k: v for k, v in history.items() if k[0] != step[1]}
+        assert set(schedule.due(now)) == _scan(cache, log_ends, now, schedule._answered)
