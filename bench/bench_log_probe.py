@@ -27,8 +27,9 @@ every group has its first status and the first probes have settled (`SETTLE_S`):
   (more than the 500 a tick the schedule takes): the same figures.
 
 With `--py-spy`, the probing run's ingest is sampled by py-spy (`--nonblocking`: not paused) through the idle, STOP
-and active spans, and the CPU seconds it spent in all, in the probe's schedule (`ProbeSchedule.due`, the scan of every
-cached ring; `ProbeSchedule.tick`) and on the probe's own thread are printed; the collapsed stacks stay in
+and active spans, and the CPU seconds it spent in all, in the probe's schedule (`ProbeSchedule.due`, judging the rings
+whose commits or log end changed; `ProbeSchedule.touched`, noting each stored batch's groups; `ProbeSchedule.tick`)
+and on the probe's own thread are printed; the collapsed stacks stay in
 PROFILE (flamegraph.pl or speedscope read them).
 
 Usage: `python bench/bench_log_probe.py [--partitions 100000] [--py-spy]`.
@@ -85,7 +86,8 @@ SETTLE_S = 40.0
 IDLE_S = 60.0
 ACTIVE_S = 60.0
 SAMPLED = {  # where the probing ingest's time goes (py-spy stacks), by a frame its stacks hold
-    "ProbeSchedule.due (the scan of cached rings)": "due (lagwatch/services/ingest/probe_schedule.py",
+    "ProbeSchedule.due (judging what changed)": "due (lagwatch/services/ingest/probe_schedule.py",
+    "ProbeSchedule.touched (noting stored groups)": "touched (lagwatch/services/ingest/probe_schedule.py",
     "ProbeSchedule.tick (all of the schedule's loop)": "tick (lagwatch/services/ingest/probe_schedule.py",
     "the probe's thread (log_probe.py)": "_probe_all (lagwatch/services/ingest/log_probe.py",
 }

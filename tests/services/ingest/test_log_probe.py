@@ -34,15 +34,21 @@ class Written:
     timestamp_ms: int
 
 
-def write_transactions(bootstrap: str, topic: str, partition: int, timestamps: list[list[int]]) -> None:
-    """One committed transaction per list of timestamps, a record for each, from a real transactional producer."""
+def write_transactions(
+    bootstrap: str, topic: str, partition: int, timestamps: list[list[int]], *, abort_last: bool = False
+) -> None:
+    """One transaction per list of timestamps, a record for each, from a real transactional producer: committed, but
+    the last one aborted with `abort_last`."""
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"writer-{topic}-{partition}"})
     producer.init_transactions(10)
-    for transaction in timestamps:
+    for i, transaction in enumerate(timestamps):
         producer.begin_transaction()
         for timestamp in transaction:
             producer.produce(topic, b"paid", partition=partition, timestamp=timestamp)
-        producer.commit_transaction(10)
+        if abort_last and i == len(timestamps) - 1:
+            producer.abort_transaction(10)
+        else:
+            producer.commit_transaction(10)
 
 
 def write_plain(bootstrap: str, topic: str, partition: int, timestamps: list[int]) -> None:
@@ -98,6 +104,16 @@ def three_transactions(bootstrap: str, partition: int = 0, hours: float = 5) -> 
     return read_committed(bootstrap, TRANSACTIONAL, partition)
 
 
+async def abort_tail_consumer(bootstrap: str, topic: str) -> tuple[int, int]:
+    """A committed transaction, then an aborted one; what a consumer that read everything the mock hands it commits
+    (the last record + 1: the mock hands aborted records to read_committed consumers too, a broker does not), and the
+    log end, past the abort marker."""
+    stamps = hours_ago(5, 30)
+    await asyncio.to_thread(write_transactions, bootstrap, topic, 0, [stamps[:20], stamps[20:]], abort_last=True)
+    records = await asyncio.to_thread(read_committed, bootstrap, topic, 0)
+    return records[-1].offset + 1, records[-1].offset + 2
+
+
 @pytest.fixture
 async def probe(kafka):
     log_probe = LogProbe({"bootstrap.servers": kafka.bootstrap}, timeout_s=TIMEOUT_S)
@@ -134,6 +150,15 @@ async def test_a_consumer_that_read_every_transaction_is_caught_up_though_the_lo
         caught_up_at(answer, committed)
         assert answer.log_end > committed  # the marker: offsets alone would say lag 1
         assert abs(answer.probed_at - time.time() * 1000) < 10_000
+
+
+async def test_a_consumer_whose_tail_ends_in_an_abort_marker_is_caught_up(kafka, probe):
+    """All that lies past its commit is the aborted transaction's marker. (With a broker, the aborted records before
+    it are skipped in the same read: not shown on the mock.)"""
+    kafka.create_topic(TRANSACTIONAL, 1)
+    committed, log_end = await abort_tail_consumer(kafka.bootstrap, TRANSACTIONAL)
+    [result] = await probe.probe([(TRANSACTIONAL, 0, committed)])
+    assert caught_up_at(result, committed).log_end == log_end
 
 
 async def test_a_consumer_ten_records_behind_gets_the_first_unread_record_and_its_exact_age(kafka, probe):
