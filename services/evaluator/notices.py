@@ -5,6 +5,9 @@ NOTICE_WAIT_S):
 * a log-end notice names topics whose log end moved: the groups reading them where the poll could flip a rule
   (`PartitionWatch.poll_could_flip`) are;
 * a log-start notice names topics whose log start moved: the groups that retention closes in on are (`closing_in`).
+
+A group of a partition taken over that this instance has not evaluated yet has no watch to tell: a topic notice
+moves it to the front of the takeover's backlog (backlog.py), evaluated right after what the schedule says is due.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class ChangeNotices:
         self, topics: set[str], trigger: str, reading: Callable[[set[TopicPartition]], Awaitable[Flips]]
     ) -> None:
         """Re-evaluate the groups reading these topics where what `reading` reads of their partitions says so."""
+        self.runs.backlog.promote(topics)
         partitions = {tp for _, tp, _ in self.runs.index.watched(topics)}
         if not partitions:
             return

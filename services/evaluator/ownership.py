@@ -1,8 +1,10 @@
 """The groups of the changes-topic partitions this instance holds (a group belongs to the instance holding its
-partition). They are evaluated all at once when partitions come (a takeover: that fills the log-end index, catches up
-on what happened meanwhile and takes over their schedule), when the schedule says they are due (a loop sleeps until
-the earliest instant of the partitions' schedules; idle, it costs one small Redis read every SCHEDULE_IDLE_S), and
-at every sweep (`evaluator.sweep-interval`: a safety net for lost notices, not the way statuses are found)."""
+partition). When partitions come (a start, a restart, a rebalance) their schedule is resumed at once, as the evaluator
+before left it in Redis, and their groups wait in a backlog (backlog.py) that is worked off a chunk at a time whenever
+nothing is due, known groups first (new ones queue behind everything, newcomers.py). Groups are evaluated when the
+schedule says they are due (a loop sleeps until the earliest instant of the partitions' schedules; idle, it costs
+one small Redis read every SCHEDULE_IDLE_S), and at every sweep (`evaluator.sweep-interval`: a safety net for lost
+notices, not the way statuses are found)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from faust.exceptions import ConsumerNotStarted
 from prometheus_client import Gauge
 from redis.exceptions import RedisError
 
+from lagwatch.services.evaluator.backlog import TOPICS_PAGE, stored_topics
 from lagwatch.services.evaluator.newcomers import Newcomers
 from lagwatch.services.evaluator.runs import SWEEP_CHUNK, EvaluationRuns
 from lagwatch.shared.runtime.clock import now_ms
@@ -73,7 +76,9 @@ class OwnedGroups:
         self.runs, self.newcomers, self.partitions = runs, newcomers, partitions
         self.cluster, self.evaluator, self.schedule = runs.cluster, runs.evaluator, runs.schedule
         self.stopping = runs.stopping
-        self.taken_over: set[int] = set()  # partitions whose groups were evaluated since assigned
+        # partitions whose schedule this instance runs since they were assigned (their groups not evaluated here yet
+        # wait in `runs.backlog`)
+        self.taken_over: set[int] = set()
         self.sweeps_done = 0
         self._delay_sampled_at = 0
         SWEEP_INTERVAL.labels(self.cluster).set(sweep_s)
@@ -94,7 +99,8 @@ class OwnedGroups:
                 await pause(self.stopping, 1.0)
 
     async def _schedule_round(self) -> None:
-        """Take over newly assigned partitions, else evaluate the groups that are due, else sleep until one is."""
+        """Take over newly assigned partitions, else evaluate the groups that are due, else a step of the takeover's
+        backlog, else draw owed sparklines, else sleep until a group is due."""
         owned = self.partitions.owned()
         if owned is None:
             await pause(self.stopping, 0.1)
@@ -103,6 +109,8 @@ class OwnedGroups:
         elif due := await self.schedule.due(owned, now := now_ms()):
             await self._sample_delay(owned, now)
             await self.runs.in_chunks(due, "schedule")
+        elif self.runs.backlog:
+            await self._catch_up()
         elif self.evaluator.sparklines.owed:  # nothing due: draw the sparklines the takeover left for later
             async with self.runs.lock:
                 await self.evaluator.sparklines.draw_owed(SWEEP_CHUNK)
@@ -112,6 +120,23 @@ class OwnedGroups:
             wait = SCHEDULE_IDLE_S if earliest is None else max(0.0, (earliest - now) / 1000)
             await self.runs.alarm.sleep(min(SCHEDULE_IDLE_S, wait))
 
+    async def _catch_up(self) -> None:
+        """One step of the backlog, taken when nothing was due: list the groups of the partitions taken over (known
+        ones, the worst first; new ones are queued behind everything, newcomers.py), else read the topics of a page
+        of them (from their stored results, so that a log-end notice can bring them forward), else evaluate a chunk
+        of them."""
+        backlog = self.runs.backlog
+        if backlog.unlisted:
+            partitions = set(backlog.unlisted)
+            if (groups := await self._groups_of(partitions, "takeover")) is None:
+                await pause(self.stopping, 1.0)
+                return
+            backlog.listed(partitions, groups)
+        elif unread := backlog.unread(TOPICS_PAGE):
+            backlog.read(unread, await stored_topics(self.evaluator.results.redis, self.cluster, unread))
+        else:
+            await self.runs.evaluate(backlog.take(SWEEP_CHUNK), "takeover")
+
     async def _sample_delay(self, owned: set[int], now: int) -> None:
         if now - self._delay_sampled_at >= DELAY_SAMPLE_MS:
             self._delay_sampled_at = now
@@ -119,15 +144,19 @@ class OwnedGroups:
             SCHEDULE_DELAY.labels(self.cluster).set(0 if oldest is None else max(0, now - oldest) / 1000)
 
     async def take_over(self, owned: set[int]) -> None:
-        """Partitions came or went: evaluate the new ones' groups (their schedule is now ours), drop the others'."""
+        """Partitions came or went: run the new ones' schedule from now on and catch up on their groups (`_catch_up`);
+        forget the groups of those handed away, evaluated or still waiting."""
         gone, new = self.taken_over - owned, owned - self.taken_over
-        place = self.partitions.placing()
-        self.evaluator.forget(self.runs.index.drop(lambda group: place(group) not in owned))
+        place, backlog = self.partitions.placing(), self.runs.backlog
+
+        def elsewhere(group: str) -> bool:
+            return place(group) not in owned
+
+        self.evaluator.forget(self.runs.index.drop(elsewhere))
+        backlog.drop(elsewhere)
+        backlog.take_over(new, owned)
         if new:
             log.info("evaluator %s: taking over changes partitions %s", self.cluster, sorted(new))
-            if not await self.evaluate(new, "takeover"):
-                await pause(self.stopping, 1.0)
-                return
         if gone:
             log.info("evaluator %s: handed over changes partitions %s", self.cluster, sorted(gone))
         self.taken_over = set(owned)
@@ -143,6 +172,15 @@ class OwnedGroups:
 
     async def evaluate(self, partitions: set[int], trigger: str) -> bool:
         """Evaluate every group of these partitions, known ones first; False when Redis could not list them."""
+        groups = await self._groups_of(partitions, trigger)
+        if groups is None:
+            return False
+        await self.runs.in_chunks(groups, trigger, read_ahead=True)
+        return True
+
+    async def _groups_of(self, partitions: set[int], trigger: str) -> list[str] | None:
+        """The groups of these partitions with a recorded status, the worst first (the new ones are queued behind
+        everything, newcomers.py); None when Redis could not list them."""
         place, evaluator = self.partitions.placing(), self.evaluator
         try:
             groups = (
@@ -150,9 +188,7 @@ class OwnedGroups:
                 | set(await evaluator.statuses.known_groups(self.cluster))
                 | set(await evaluator.results.groups(self.cluster))
             )
-            mine = await self.newcomers.known_first(sorted(g for g in groups if place(g) in partitions))
+            return await self.newcomers.known_first(sorted(g for g in groups if place(g) in partitions))
         except RedisError as exc:
             log.warning("evaluator %s: %s skipped, Redis unavailable (%s)", self.cluster, trigger, exc)
-            return False
-        await self.runs.in_chunks(mine, trigger, read_ahead=True)
-        return True
+            return None

@@ -1,7 +1,8 @@
 """The service's evaluations, whatever asks for them (a notice, the schedule, a takeover, the sweep, a newcomer):
 one at a time in this instance, retried while Redis or Kafka fail, and a group whose stored data cannot be read
 skipped without holding back the others. Each report's instants go to the schedule, its partitions to the log-end
-index (`WatchIndex`), its figures to the metrics and to Redis (the api's /metrics)."""
+index (`WatchIndex`), its groups out of the takeover's backlog (backlog.py), its figures to the metrics and to Redis
+(the api's /metrics)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from prometheus_client import Counter, Gauge, Histogram
 from redis.exceptions import RedisError
 
+from lagwatch.services.evaluator.backlog import TakeoverBacklog
 from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
 from lagwatch.services.evaluator.next_change import PartitionWatch
 from lagwatch.services.evaluator.schedule_store import ScheduleStore
@@ -120,6 +122,7 @@ class EvaluationRuns:
         self.cluster, self.redis = evaluator.cluster, evaluator.store.redis
         self.evaluator, self.schedule, self.placing, self.stopping = evaluator, schedule, placing, stopping
         self.index = WatchIndex()
+        self.backlog = TakeoverBacklog(self.cluster)
         self.alarm = Alarm()
         self.lock = asyncio.Lock()  # one evaluation at a time in this instance: notices and sweeps interleave
         # one for all evaluations: they fail together while Redis is away (and none is made per evaluation)
@@ -136,6 +139,7 @@ class EvaluationRuns:
                     report = await self.evaluator.evaluate(groups, sparklines=trigger != "takeover", read=read)
                     await self.schedule.set(report.next_at, self.placing())
                     self.index.remember(report.watches)
+                    self.backlog.done(groups)
                     self.alarm.ring_before(report.next_at.values())
                 self._outage.ok()
             except (RedisError, OSError) as exc:
@@ -177,6 +181,7 @@ class EvaluationRuns:
         """A group whose stored data cannot be evaluated (not written by lagwatch: edited by hand, another version)
         is counted, logged and looked at again in a while, not at every turn of the schedule."""
         UNEVALUABLE.labels(self.cluster).inc()
+        self.backlog.done([group])  # looked at: the schedule brings it back
         log.error(
             "evaluator %s: group %r cannot be evaluated (%s: %s); skipped, tried again in %ds",
             self.cluster,

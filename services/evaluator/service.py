@@ -80,7 +80,7 @@ class EvaluatorService(Service):
             cluster,
             "evaluator",
             config.ingest.session_timeout,
-            consumer_auto_offset_reset="latest",  # old notices are moot: the first sweep evaluates everything
+            consumer_auto_offset_reset="latest",  # old notices are moot: a takeover evaluates every group
         )
         self.membership = GroupMembership(self.app)
         self._assemble()
