@@ -12,7 +12,11 @@ default settings. Printed, for 25k and 100k partitions:
   log end already past the newest commit in every sample); delay = when the ERR event is read from the status
   topic minus the instant; p50/p99/max;
 * /metrics: seconds and bytes of `GET /metrics` over HTTP (the first scrape starts the api's scrape process: shown
-  apart), and its samples.
+  apart), and its samples;
+* restart: RESTART_PROBES more groups whose STOP the running evaluator schedules, then it stops (SIGTERM) and its
+  instants pass while none runs; a new evaluator starts: seconds from its start to the first and to the last of those
+  STOPs read from the status topic ("evaluator restart -> schedule resumed": the stored schedule runs at once), and
+  to every group evaluated again (the takeover's catch-up).
 
 Usage: `python bench/bench_scale.py [groups ...]` (default 6250 25000: 25k and 100k partitions).
 """
@@ -27,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -47,6 +52,7 @@ PARTITIONS = 4
 GROUPS_PER_TOPIC = 25
 COMMITS = 10
 PROBES = 120
+RESTART_PROBES = 20
 PROBE_TOPIC = "probe"
 IDLE_S = 20.0
 MINUTE = 60_000
@@ -98,7 +104,9 @@ async def seed(redis_url: str, groups: int) -> float:
     return time.perf_counter() - started
 
 
-async def seed_probes(redis_url: str, bootstrap: str, first_instant_ms: int) -> dict[str, int]:
+async def seed_probes(
+    redis_url: str, bootstrap: str, first_instant_ms: int, prefix: str = "probe", count: int = PROBES
+) -> dict[str, int]:
     """Probe groups that STOP at known instants (60 ms apart from `first_instant_ms`), announced with change notices
     as the ingest would. Returns group -> instant."""
     redis = Redis.from_url(redis_url)
@@ -108,8 +116,8 @@ async def seed_probes(redis_url: str, bootstrap: str, first_instant_ms: int) -> 
     await store.writes.add_broker_polls(CLUSTER, {PROBE_TOPIC: {0: 1100}}, now - 1000)
     last = now - 1000
     instants, commits = {}, []
-    for i in range(PROBES):
-        group = f"probe-{i}"
+    for i in range(count):
+        group = f"{prefix}-{i}"
         instant = first_instant_ms + i * 60
         span = instant - 1 - last  # the STOP rule holds from last + span + 1 on
         instants[group] = instant
@@ -189,6 +197,64 @@ async def wait_http(url: str, timeout: float = 30) -> None:
     raise RuntimeError(f"{url} did not answer")
 
 
+async def scheduled(redis_url: str, groups: dict[str, int], timeout: float = 60) -> None:
+    """Until every group is in the evaluator's schedule at its instant."""
+    redis = Redis.from_url(redis_url)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            async with redis.pipeline(transaction=False) as pipe:
+                for group in groups:
+                    for partition in range(4):  # the changes topic's
+                        pipe.zscore(keys.due_groups(CLUSTER, partition), group)
+                found = await pipe.execute()
+            if sum(score is not None for score in found) == len(groups):
+                return
+            await asyncio.sleep(0.1)
+    finally:
+        await redis.aclose()
+    raise RuntimeError("the probes were not scheduled")
+
+
+async def restart_delays(
+    env: dict, redis_url: str, bootstrap: str, groups: int, stop_old: Callable[[], object]
+) -> tuple[subprocess.Popen, dict]:
+    """Restart probes STOP while no evaluator runs; a new one starts: seconds to their first and last STOP found,
+    and until it evaluated every group again."""
+    lead_ms = 10_000  # the old evaluator schedules them, then stops before the first
+    instants = await seed_probes(redis_url, bootstrap, int(time.time() * 1000) + lead_ms, "restart", RESTART_PROBES)
+    await scheduled(redis_url, instants)
+    stop_old()
+    await asyncio.sleep(max(0.0, max(instants.values()) / 1000 - time.time()) + 0.5)
+    consumer = AIOKafkaConsumer(
+        "lagwatch.status", bootstrap_servers=bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=20
+    )
+    await consumer.start()
+    redis = Redis.from_url(redis_url)
+    stats = keys.evaluator_stats(CLUSTER)
+    try:
+        await consumer.getmany(timeout_ms=500)  # assigned, positioned at the end
+        takeovers = int(await redis.hget(stats, "evaluations:takeover") or 0)
+        started = time.perf_counter()
+        evaluator = lagwatch_process("evaluator", env)
+        found: list[float] = []
+        while len(found) < len(instants) and time.perf_counter() - started < 600:
+            for messages in (await consumer.getmany(timeout_ms=100)).values():
+                stopped = [m for m in messages if json.loads(m.value)["group"] in instants]
+                found += [time.perf_counter() - started for m in stopped if json.loads(m.value)["status"] == "ERR"]
+        while int(await redis.hget(stats, "evaluations:takeover") or 0) - takeovers < groups:
+            await asyncio.sleep(0.1)
+        out = {
+            "restart_first_stop_s": round(found[0], 2),
+            "restart_all_stops_s": round(found[-1], 2),
+            "restart_caught_up_s": round(time.perf_counter() - started, 1),
+        }
+        return evaluator, out
+    finally:
+        await consumer.stop()
+        await redis.aclose()
+
+
 def percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
@@ -220,6 +286,11 @@ def run(groups: int) -> dict:
             out["stop_delay_p50_s"] = round(statistics.median(delays), 3)
             out["stop_delay_p99_s"] = round(percentile(delays, 0.99), 3)
             out["stop_delay_max_s"] = round(max(delays), 3)
+            restarted, figures = asyncio.run(
+                restart_delays(env, redis.url, control.bootstrap, groups, lambda: stop_process(evaluator, timeout=20))
+            )
+            services.append(restarted)
+            out |= figures
             api = lagwatch_process("api", env, api_port)
             services.append(api)
             asyncio.run(wait_http(f"http://127.0.0.1:{api_port}/burrow/admin"))
