@@ -2,11 +2,16 @@
 
 An instance that gets partitions (its start, a restart after a crash, a rebalance) trusts what the evaluator before
 it left in Redis: each group's recorded status (compare-and-set: a transition is recorded, with its event in the
-outbox, once whoever evaluates), its ready result and its place in the schedule. So it resumes their schedule at once
+outbox, once, whoever evaluates), its ready result and its place in the schedule. So it resumes their schedule at once
 and catches up on the groups here, a chunk at a time after whatever the schedule says is due (ownership.py):
 recomputing every group before anything else would keep each of them from its STOP for minutes at a hundred
 thousand groups. Catching up fills what only an evaluation in this process fills: the log-end index (`WatchIndex`),
-the sparklines' memory, and the schedule of a group whose instant Redis lost.
+the sparklines' memory, and the schedule of a group whose instant Redis lost. What an evaluator that died
+mid-evaluation left undone is still found first: a group it evaluated because it was due stays due until its next
+instant is written (after its transition is recorded and published), and the change notices of a batch it had not
+finished are read again by the next holder of their partition (a batch is acknowledged once handled). An event a
+catch-up's evaluation recorded but did not publish before the process died goes out when the next holder catches up
+on its group.
 
 A group not caught up has no watch, so a log-end or log-start notice cannot tell whether the poll could change it:
 the notice moves the group to the front of the backlog instead (evaluated after what is due, before the others). The
