@@ -5,12 +5,14 @@ schedule loop between two chunks."""
 
 import asyncio
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from lagwatch.services.evaluator import newcomers, ownership, runs
 from lagwatch.services.evaluator.evaluation import GroupEvaluator
 from lagwatch.services.evaluator.newcomers import Newcomers
+from lagwatch.services.evaluator.notices import ChangeNotices
 from lagwatch.services.evaluator.ownership import OwnedGroups
 from lagwatch.services.evaluator.runs import EvaluationRuns
 from lagwatch.services.evaluator.schedule_store import ScheduleStore
@@ -18,7 +20,7 @@ from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.shared.events.status_store import StatusStore
 from lagwatch.shared.protocol.types import Commit
 from lagwatch.shared.runtime.config import Config
-from lagwatch.shared.windows.changes import partition_of
+from lagwatch.shared.windows.changes import encode_log_end_notice, partition_of
 from lagwatch.shared.windows.store import WindowStore
 from tests.evaluated import AcceptingPublisher, evaluate
 from tests.kafka_helpers import CLUSTER, eventually, make_config, running
@@ -43,15 +45,15 @@ def place(group: str) -> int:
     return partition_of(CLUSTER, group, PARTITIONS)
 
 
-async def quiet_groups(store: WindowStore, groups: list[str], now: int) -> None:
+async def quiet_groups(store: WindowStore, groups: list[str], now: int, topic: str = "quiet") -> None:
     """Groups caught up on a quiet topic: OK, and nothing time alone changes before they expire."""
-    await store.writes.add_broker_polls(CLUSTER, {"quiet": {0: 300}}, now - MINUTE)
+    await store.writes.add_broker_polls(CLUSTER, {topic: {0: 300}}, now - MINUTE)
     commits = [
-        Commit(group, "quiet", 0, 100 * (k + 1), now - (3 - k) * MINUTE, 3 * i + k + 1, now - (3 - k) * MINUTE)
+        Commit(group, topic, 0, 100 * (k + 1), now - (3 - k) * MINUTE, 3 * i + k + 1, now - (3 - k) * MINUTE)
         for i, group in enumerate(groups)
         for k in range(3)
     ]
-    await store.writes.add_commits(CLUSTER, commits, now, broker_offsets={("quiet", 0): 300})
+    await store.writes.add_commits(CLUSTER, commits, now, broker_offsets={(topic, 0): 300})
 
 
 async def evaluated_before(redis, config: Config, groups: list[str], now: int) -> None:
@@ -136,11 +138,13 @@ def owned_groups(redis, config: Config, partitions: HeldPartitions) -> OwnedGrou
     return OwnedGroups(evaluation_runs, Newcomers(evaluation_runs, 0), partitions, 3600)
 
 
-async def known_quiet_groups(redis, config: Config, count: int) -> list[str]:
+async def known_quiet_groups(redis, config: Config, count: int, *readers_of_orders: str) -> list[str]:
+    """`count` groups an evaluator before evaluated (OK), on the topic `quiet`; `readers_of_orders` on `orders`."""
     groups = [f"quiet-{i:04d}" for i in range(count)]
-    now = int(time.time() * 1000)
-    await quiet_groups(WindowStore(redis, config.window()), groups, now)
-    await evaluated_before(redis, config, groups, now)
+    now, store = int(time.time() * 1000), WindowStore(redis, config.window())
+    await quiet_groups(store, groups, now)
+    await quiet_groups(store, list(readers_of_orders), now, topic="orders")
+    await evaluated_before(redis, config, [*groups, *readers_of_orders], now)
     return groups
 
 
@@ -188,3 +192,31 @@ async def test_a_stop_mid_catch_up_ends_the_schedule_loop_between_chunks(redis_s
     await asyncio.wait_for(owned.run_schedule(), timeout=30)
     assert len(chunks) == 1 and len(chunks[0]) == CHUNK
     assert len(owned.runs.backlog) == 400 - CHUNK  # left waiting: the next instance catches up on them
+
+
+class NoticeStream:
+    """The changes topic as the notices agent takes it from Faust: one batch of these notices."""
+
+    def __init__(self, *values: bytes) -> None:
+        self.values = values
+
+    async def take_events(self, n: int, within: float):
+        yield [SimpleNamespace(value=value) for value in self.values]
+
+
+async def test_a_log_end_notice_brings_a_group_not_caught_up_yet_to_the_front(redis_server, redis, small_chunks):
+    """A group waiting for the catch-up has no watch to tell whether a poll could change it: a log-end notice for a
+    topic it reads (its stored result says which) makes it the next one caught up on, right after what is due."""
+    config = make_config("127.0.0.1:1", redis_server.url)
+    await known_quiet_groups(redis, config, 400, "zz-reads-orders")  # known, all OK: the last in the backlog
+    owned = owned_groups(redis, config, HeldPartitions({0, 1, 2, 3}))
+    evaluations = evaluations_of(owned.runs)
+    for _ in range(3):  # takes the partitions over, lists their groups, reads their topics
+        await owned._schedule_round()
+    assert evaluations == [] and list(owned.runs.backlog)[-1] == "zz-reads-orders"
+
+    notices = ChangeNotices(owned.runs, owned.newcomers)
+    await notices.take(NoticeStream(encode_log_end_notice(CLUSTER, ["orders"], int(time.time() * 1000))))
+    assert evaluations == []  # the notice itself evaluates nothing: the group keeps to the catch-up's pace
+    await owned._schedule_round()
+    assert evaluations[0][0] == "takeover" and evaluations[0][1][0] == "zz-reads-orders"
