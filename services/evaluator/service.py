@@ -128,6 +128,8 @@ class EvaluatorService(Service):
 
     @property
     def taken_over(self) -> set[int]:
+        """The changes partitions whose schedule this instance runs; their groups not evaluated here yet wait in
+        `runs.backlog` (empty: caught up)."""
         return self.owned.taken_over
 
     @property
