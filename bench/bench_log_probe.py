@@ -21,10 +21,13 @@ every group has its first status and the first probes have settled (`SETTLE_S`):
   minute (the mock's request log, by API), the ingest's, the evaluator's and redis-server's CPU seconds per minute;
 * STOP delay as bench_scale.py measures it (p50/p99/max of 120 groups that STOP at known instants);
 * active (`ACTIVE_S`): every offset-refresh, 25 records on each partition of the lagging topics and one committed
-  transaction on each transactional partition, and every group of those topics commits again (lagging ones still
-  1-25 short of the log end, past every offset their topic's groups stood at; transactional ones at their new last
-  record + 1): every such group partition is a new (partition, committed offset) to probe, 1,040 a tick at 100k
-  (more than the 500 a tick the schedule takes): the same figures.
+  transaction on each transactional partition, and every group of those topics commits again: lagging ones a step
+  behind (where the log end stood before the step's records, past every offset their topic's groups stood at: below
+  the log end the poller sampled last, whenever their commit is read, so each is a new (partition, committed
+  offset) to probe, 1,000 a tick at 100k, more than the 500 a tick the default rate gives one worker);
+  transactional ones at their new last record + 1 (caught up: ahead of the poller's sample until it sees the
+  transaction, so they are probed only when a tick falls between that sample and their next commit): the same
+  figures.
 
 With `--py-spy`, the probing run's ingest is sampled by py-spy (`--nonblocking`: not paused) through the idle, STOP
 and active spans, and the CPU seconds it spent in all, in the probe's schedule (`ProbeSchedule.due`, judging the rings
@@ -345,8 +348,8 @@ class Phase:
 
 class Moving:
     """A `during` for Phase.measure: every offset-refresh, 25 records on each lagging partition and a transaction on
-    each transactional one, and their groups commit again (lagging ones as far short of the log end as before,
-    transactional ones at their new last record + 1): each commit is a new (partition, offset) to probe."""
+    each transactional one, and their groups commit again (lagging ones a step behind, transactional ones at their new
+    last record + 1): each commit is a new (partition, offset) to probe."""
 
     def __init__(self, bootstrap: str, layout: Layout, transactions: Transactions, finals: dict) -> None:
         self.layout, self.transactions, self.finals = layout, transactions, finals
@@ -370,13 +373,14 @@ class Moving:
         now, commits = int(time.time() * 1000), []
         for (g, p), offset in self.finals.items():
             topic = self.layout.topic_of(g)
-            if topic in self.lagging:  # past every offset its topic's groups stood at: a new answer to find
+            if topic in self.lagging:
+                # a step behind the records just written: below any log end the poller sampled since the last step,
+                # so offsets alone read it lagging whenever its commit is read (a commit ahead of the sample is not)
                 self.finals[(g, p)] = offset + GROUPS_PER_TOPIC
+                commits.append((g, p, offset, now))
             elif topic in self.transactional:
                 self.finals[(g, p)] = last[(topic, p)] + 1
-            else:
-                continue
-            commits.append((g, p, self.finals[(g, p)], now))
+                commits.append((g, p, self.finals[(g, p)], now))
         write_commits(self.commits, self.layout, commits)
 
 

@@ -187,6 +187,7 @@ class ProbeSchedule:
         asked = list(due)[: self.per_tick()]
         if not asked:
             return
+        log.debug("ingest %s: probing %d of %d partitions due", self.cluster, len(asked), len(due))
         answers: list[tuple[TopicPartition, ProbedLog]] = []
         found: set[Asked] = set()
         for result in await self.probe.probe(asked):
@@ -221,6 +222,9 @@ class ProbeSchedule:
             except (RedisError, OSError) as exc:
                 self._forget_answers()
                 log.debug("ingest %s: log probe answers not stored (%s)", self.cluster, exc)
+            except Exception:  # the unexpected: the offsets' answers stand meanwhile; keep probing, say why
+                self._forget_answers()
+                log.exception("ingest %s: log probe tick failed; retrying", self.cluster)
             await pause(stopping, self.interval_s)
 
     def _forget_answers(self) -> None:

@@ -366,3 +366,27 @@ def test_what_changed_gives_what_a_scan_of_every_ring_would(steps):
             cache.forget_group(step[1])
             history = {k: v for k, v in history.items() if k[0] != step[1]}
         assert set(schedule.due(now)) == _scan(cache, log_ends, now, schedule._answered)
+
+
+async def test_an_unexpected_error_in_a_tick_is_said_and_the_next_tick_comes(caplog):
+    """The offsets' answers stand meanwhile; a schedule that died silently would leave them for good."""
+    asked = []
+
+    def log_ends():
+        asked.append(len(asked))
+        if len(asked) == 1:
+            raise RuntimeError("a bug")
+        return {}
+
+    cache = WindowCache(None, CLUSTER, WindowConfig())  # type: ignore[arg-type]
+    schedule = ProbeSchedule(CLUSTER, None, cache, log_ends, None, None, 0.01, HOUR_MS)  # type: ignore[arg-type]
+    stopping = asyncio.Event()
+    running_schedule = asyncio.create_task(schedule.run(stopping))
+    await eventually(lambda: _true(len(asked) >= 3), timeout=5)
+    stopping.set()
+    await running_schedule
+    assert "log probe tick failed" in caplog.text
+
+
+async def _true(value: bool) -> bool:
+    return value
