@@ -68,6 +68,8 @@ class Presence:
             self._running.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._running
+            # the cancel may have cut short the withdrawal a stop had begun: the entry would stay until it lapses
+            await self.withdraw()
 
     async def announce(self) -> None:
         await self._announce(keys=[self.key], args=[self.instance, self.hold_ms])

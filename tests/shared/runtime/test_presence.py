@@ -42,3 +42,18 @@ async def test_the_key_goes_with_the_longest_holding_word(redis):
 async def _all_of(redis, n: int) -> list[str] | None:
     found = await present(redis, *EVALUATOR)
     return found if len(found) == n else None
+
+
+async def test_a_stop_that_cuts_short_the_withdrawal_a_stopping_began_still_withdraws(redis):
+    """The service sets its stopping event, then stops its parts: the cancel may reach the renewal task at any step
+    of its withdrawal, the ZREM in flight included (tried at each of the loop's first steps)."""
+    for steps in range(8):
+        presence = Presence(redis, *EVALUATOR)
+        stopping = asyncio.Event()
+        presence.start(stopping)
+        await eventually(lambda: _all_of(redis, 1))
+        stopping.set()
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        await presence.stop()
+        assert await present(redis, *EVALUATOR) == [], steps
