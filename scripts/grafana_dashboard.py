@@ -365,10 +365,11 @@ ROWS = [
                 " LagwatchEvaluatorScheduleLate, LagwatchStatusEventsUnsent.",
             ),
             Panel(
-                "Evaluator: new groups waiting, new groups and groups over the cap a second",
+                "Evaluator: groups waiting (new ones, a takeover's), new groups and groups over the cap a second",
                 "timeseries",
                 [
                     Target(f"lagwatch_evaluator_new_groups_waiting{{{CLUSTER}}}", "waiting {{instance}}"),
+                    Target(f"lagwatch_evaluator_takeover_backlog{{{CLUSTER}}}", "takeover backlog {{instance}}"),
                     Target(
                         f"rate(lagwatch_evaluator_new_groups_total{{{CLUSTER}}}[$__rate_interval])",
                         "new/s {{instance}}",
@@ -380,8 +381,9 @@ ROWS = [
                 ],
                 unit="short",
                 description="Groups lagwatch has no status for wait behind the known ones for their first evaluation;"
-                " past evaluator.max-groups new groups are skipped. Alerts: LagwatchNewGroupsFlood,"
-                " LagwatchGroupCapReached.",
+                " past evaluator.max-groups new groups are skipped. After a start or a rebalance, the groups of the"
+                " changes partitions an instance took over wait to be caught up on, behind whatever is due (their"
+                " schedule runs meanwhile). Alerts: LagwatchNewGroupsFlood, LagwatchGroupCapReached.",
             ),
             Panel(
                 "Evaluator: rules' clock held behind",
