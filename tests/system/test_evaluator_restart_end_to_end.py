@@ -1,4 +1,4 @@
-"""An evaluator killed hard (SIGKILL: no graceful stop) with groups mid-state, and one started again (issue 52). The
+"""An evaluator killed hard (SIGKILL: no graceful stop) with groups mid-state, and one started again. The
 restarted one resumes from what Redis holds (each group's recorded status, its place in the schedule, its outbox)
 instead of recomputing every group first, and the status topic carries each transition exactly once: none repeated
 (the compare-and-set on the group's transition count), none missed (a STOP whose instant passed while no evaluator
