@@ -74,10 +74,9 @@ def probed_time_lag(
     if caught_up is not None and log_end is not None and caught_up.caught_up_at(committed, log_end):
         return CAUGHT_UP
     lag = time_lag(committed, history, now_ms)
-    read_here = unread is not None and unread.unread_ms is not None and unread.committed == committed
-    if lag is None or not lag.lower_bound or not read_here:
+    if lag is None or not lag.lower_bound or unread is None or unread.committed != committed:
         return lag
-    return TimeLag(max(0.0, (now_ms - unread.unread_ms) / 1000))  # type: ignore[union-attr,operator]
+    return lag if unread.unread_ms is None else TimeLag(max(0.0, (now_ms - unread.unread_ms) / 1000))
 
 
 def time_lag(committed: int, history: list[Sample], now_ms: int) -> TimeLag | None:
