@@ -27,11 +27,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import Gauge
-from redis.asyncio import Redis
-
-from lagwatch.shared.protocol import keys
-from lagwatch.shared.runtime.redis_client import reply
-from lagwatch.shared.statuses.results_store import decode_result
 
 WAITING = Gauge(
     "lagwatch_evaluator_takeover_backlog",
@@ -163,11 +158,3 @@ class TakeoverBacklog:
 
     def _gauge(self) -> None:
         WAITING.labels(self.cluster).set(len(self))
-
-
-async def stored_topics(redis: Redis, cluster: str, groups: Sequence[str]) -> dict[str, set[str]]:
-    """The topics each group read at its last evaluation, from its stored result (none when it has no readable
-    one)."""
-    raws = await reply(redis.hmget(keys.group_results(cluster), list(groups)))
-    results = (decode_result(group, raw) for group, raw in zip(groups, raws, strict=True) if raw is not None)
-    return {result.group: {p.topic for p in result.partitions} for result in results if result is not None}

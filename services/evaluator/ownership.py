@@ -17,7 +17,7 @@ from faust.exceptions import ConsumerNotStarted
 from prometheus_client import Gauge
 from redis.exceptions import RedisError
 
-from lagwatch.services.evaluator.backlog import TOPICS_PAGE, stored_topics
+from lagwatch.services.evaluator.backlog import TOPICS_PAGE
 from lagwatch.services.evaluator.newcomers import Newcomers
 from lagwatch.services.evaluator.runs import SWEEP_CHUNK, EvaluationRuns
 from lagwatch.shared.runtime.clock import now_ms
@@ -133,7 +133,7 @@ class OwnedGroups:
                 return
             backlog.listed(partitions, groups)
         elif unread := backlog.unread(TOPICS_PAGE):
-            backlog.read(unread, await stored_topics(self.evaluator.results.redis, self.cluster, unread))
+            backlog.read(unread, await self.evaluator.results.topics_of(self.cluster, unread))
         else:
             await self.runs.evaluate(backlog.take(SWEEP_CHUNK), "takeover")
 

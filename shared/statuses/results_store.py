@@ -268,6 +268,12 @@ class ResultsStore:
         decoded = (decode_result(group.decode(), raw) for group, raw in (await self.raw(cluster)).items())
         return {result.group: result for result in decoded if result is not None}
 
+    async def topics_of(self, cluster: str, groups: Sequence[str]) -> dict[str, set[str]]:
+        """The topics each group read at its last evaluation (none for a group without a readable result)."""
+        raws = await reply(self.redis.hmget(keys.group_results(cluster), list(groups)))
+        results = (decode_result(group, raw) for group, raw in zip(groups, raws, strict=True) if raw is not None)
+        return {result.group: {p.topic for p in result.partitions} for result in results if result is not None}
+
     async def groups(self, cluster: str) -> list[str]:
         return sorted(g.decode() for g in await reply(self.redis.hkeys(keys.group_results(cluster))))
 

@@ -4,8 +4,9 @@ it came before their topics were read."""
 
 import time
 
-from lagwatch.services.evaluator.backlog import TakeoverBacklog, stored_topics
+from lagwatch.services.evaluator.backlog import TakeoverBacklog
 from lagwatch.shared.protocol.types import Commit
+from lagwatch.shared.statuses.results_store import ResultsStore
 from lagwatch.shared.windows.store import WindowStore
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER, make_config
@@ -77,4 +78,5 @@ async def test_the_topics_come_from_the_stored_results(redis_server, redis):
     both = [Commit("billing", topic, 0, 10, now - 1000, i, now - 1000) for i, topic in enumerate(["orders", "refunds"])]
     await store.writes.add_commits(CLUSTER, both, now)
     await evaluate(redis, config, CLUSTER, ["billing"], now)
-    assert await stored_topics(redis, CLUSTER, ["billing", "never-evaluated"]) == {"billing": {"orders", "refunds"}}
+    topics = await ResultsStore(redis).topics_of(CLUSTER, ["billing", "never-evaluated"])
+    assert topics == {"billing": {"orders", "refunds"}}
