@@ -277,7 +277,7 @@ def test_the_rules_evaluate_without_errors_against_lagwatchs_series(scraped):
 
     groups, recorded, sweep_age, held, instances, unsent, checks = run(check, prometheus_url)
     rules = [r for g in groups for r in g["rules"]]
-    assert len(rules) == 48
+    assert len(rules) == 49
     assert [(r["name"], r["lastError"]) for r in rules if r["health"] != "ok"] == []
     assert {name: series for name, series in recorded.items() if not series} == {}
     (behind,) = recorded["cluster:lagwatch_ingest_behind_seconds:max"]
