@@ -13,13 +13,14 @@ worker's work. The scrape runs in a worker process (`scrape_process.py`), concur
 
 from __future__ import annotations
 
-import json
 import os
+import tempfile
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+import msgspec
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -100,19 +101,42 @@ def label_value(value: str) -> str:
     return value
 
 
+Block = str | bytes | tuple[str, int]  # lines as text, or encoded, or (a spool file, its size)
+
+
 class Series:
     """The gauge families of one scrape as text lines (prometheus_client's objects per sample are far too slow)."""
 
     def __init__(self) -> None:
-        self.lines: dict[str, list[str | bytes]] = {name: [] for name in GAUGES}  # bytes: blocks already encoded
+        self.lines: dict[str, list[Block]] = {name: [] for name in GAUGES}
 
-    def render(self) -> bytes:
-        out = []
+    def write(self, out: BinaryIO, families: GroupFilter) -> None:
+        """Each family's lines into `out` (a file: spooled blocks are copied by the kernel, never read in here),
+        the families `families` accepts, those with any line."""
         for name, chunks in self.lines.items():
-            if any(chunks):
-                out.append(f"# HELP {name} {GAUGES[name]}\n# TYPE {name} gauge\n".encode())
-                out.extend(chunk if isinstance(chunk, bytes) else chunk.encode() for chunk in chunks)
-        return b"".join(out)
+            if not families.accepts(name) or not any(_size(chunk) for chunk in chunks):
+                continue
+            out.write(f"# HELP {name} {GAUGES[name]}\n# TYPE {name} gauge\n".encode())
+            for chunk in chunks:
+                if isinstance(chunk, tuple):
+                    _copy_file(chunk[0], chunk[1], out)
+                else:
+                    out.write(chunk if isinstance(chunk, bytes) else chunk.encode())
+
+
+def _size(block: Block) -> int:
+    return block[1] if isinstance(block, tuple) else len(block)
+
+
+def _copy_file(path: str, size: int, out: BinaryIO) -> None:
+    out.flush()
+    with open(path, "rb") as source:
+        sent = 0
+        while sent < size:
+            n = os.sendfile(out.fileno(), source.fileno(), sent, size - sent)
+            if n == 0:
+                raise OSError(f"{path} is shorter than the {size} bytes spooled")
+            sent += n
 
 
 class MetricsFilter:
@@ -123,6 +147,7 @@ class MetricsFilter:
         self.topics = GroupFilter(api.metrics_topic_allowlist, api.metrics_topic_denylist)
         self.all_groups = not (api.metrics_group_allowlist or api.metrics_group_denylist)
         self.all_topics = not (api.metrics_topic_allowlist or api.metrics_topic_denylist)
+        self.families = GroupFilter("", api.metrics_family_denylist)
         self.ring_size = config.storage.intervals  # a partition is complete with this many commits
 
 
@@ -130,15 +155,28 @@ class MetricsFilter:
 GROUP_FAMILIES = tuple(name for name in GAUGES if name != "burrow_kafka_topic_partition_offset")
 
 
+SPOOL_GROUPS = 5_000  # groups rendered before their lines are appended to the spool files
+
+
+@dataclass(slots=True)
+class _RenderedCluster:
+    results: dict[bytes, bytes]  # what it was rendered from
+    log_ends: dict[tuple[str, int], int]
+    spooled: list[tuple[str, int]]  # the steady groups' lines: a file per family of GROUP_FAMILIES, and its size
+    moving: dict[bytes, bytes]  # the groups rendered again at each scrape
+
+
 class RenderedGroups:
     """The scrape process's memory of what it rendered, so a quiet cluster's scrape renders next to nothing: the
-    groups whose lines do not move with the clock are kept as one block per family while the cluster's results and
-    log ends stay the same, and each such group while its own result and log ends do."""
+    groups whose lines do not move with the clock are kept while the cluster's results and log ends stay the same,
+    spooled to disk (a file per family), not in memory (at a million partitions they are hundreds of MB); a scrape
+    copies them into its body with sendfile."""
 
-    def __init__(self) -> None:
-        self._groups: dict[tuple[str, bytes], tuple[bytes, tuple, tuple[str, ...]]] = {}
-        # cluster -> (results, log ends, steady blocks per family, the other groups' results)
-        self._clusters: dict[str, tuple[dict, dict, tuple[bytes, ...], dict[bytes, bytes]]] = {}
+    def __init__(self, spool_dir: str) -> None:
+        self.spool_dir = spool_dir
+        self._clusters: dict[str, _RenderedCluster] = {}
+        self._names: dict[str, int] = {}  # cluster -> the number in its spool files' names
+        self._decode = msgspec.json.Decoder().decode
 
     def add(
         self,
@@ -150,60 +188,64 @@ class RenderedGroups:
         keep: MetricsFilter,
     ) -> None:
         last = self._clusters.get(cluster)
-        if last is not None and last[0] == results and last[1] == log_ends:
-            steady, moving = last[2], last[3]
-        else:
-            steady, moving = self._render_all(cluster, results, log_ends, now, keep)
-            self._clusters[cluster] = (results, log_ends, steady, moving)
+        if last is None or last.results != results or last.log_ends != log_ends:
+            self._clusters.pop(cluster, None)  # a render failing half-way leaves nothing to reuse
+            spooled, moving = self._render_all(cluster, results, log_ends, now, keep)
+            last = self._clusters[cluster] = _RenderedCluster(results, log_ends, spooled, moving)
         label = label_value(cluster)
-        rendered = (self._render(label, group.decode(), raw, log_ends, now, keep) for group, raw in moving.items())
-        moving_lines = _columns([lines for lines, _ in filter(None, rendered)])  # each rendered before
-        for name, block, extra in zip(GROUP_FAMILIES, steady, moving_lines, strict=True):
+        rendered = (self._render(label, group.decode(), raw, log_ends, now, keep) for group, raw in last.moving.items())
+        moving_lines = _columns([lines for lines, _ in filter(None, rendered)])
+        for name, block, extra in zip(GROUP_FAMILIES, last.spooled, moving_lines, strict=True):
             series.lines[name] += (block, extra)
 
     def _render_all(
         self, cluster: str, results: dict[bytes, bytes], log_ends: dict[tuple[str, int], int], now: int, keep
-    ) -> tuple[tuple[bytes, ...], dict[bytes, bytes]]:
-        rows: list[tuple[str, ...]] = []
+    ) -> tuple[list[tuple[str, int]], dict[bytes, bytes]]:
         moving: dict[bytes, bytes] = {}
         cluster_label = label_value(cluster)
-        kept: dict[tuple[str, bytes], tuple[bytes, tuple, tuple[str, ...]]] = {}
-        for raw_group, raw in results.items():
-            key = (cluster, raw_group)
-            cached = self._groups.get(key)
-            if (
-                cached is not None
-                and cached[0] == raw
-                and cached[1][-1] == tuple(log_ends.get(tp) for tp in cached[1][:-1])
-            ):
-                kept[key] = cached
-                lines = cached[2]
-            else:
+        paths = self._spool_paths(cluster)
+        files = [open(path, "wb") for path in paths]  # noqa: SIM115 - closed below
+        try:
+            rows: list[tuple[str, ...]] = []
+            for raw_group, raw in results.items():
                 group = raw_group.decode()
                 if not keep.all_groups and not keep.groups.accepts(group):
                     continue
                 rendered = self._render(cluster_label, group, raw, log_ends, now, keep)
                 if rendered is None:
                     continue
-                lines, steady = rendered
-                if not steady:
+                if not rendered[1]:
                     moving[raw_group] = raw
                     continue
-                tps = tuple((p[0], p[1]) for p in json.loads(raw)[3])
-                kept[key] = (raw, (*tps, tuple(log_ends.get(tp) for tp in tps)), lines)
-            rows.append(lines)
-        self._groups = {k: v for k, v in self._groups.items() if k[0] != cluster} | kept
-        return _columns(rows), moving
+                rows.append(rendered[0])
+                if len(rows) >= SPOOL_GROUPS:
+                    _spool(files, rows)
+            _spool(files, rows)
+            sizes = [f.tell() for f in files]
+        finally:
+            for f in files:
+                f.close()
+        return list(zip(paths, sizes, strict=True)), moving
 
-    @staticmethod
-    def _render(cluster_label: str, group: str, raw: bytes, log_ends, now: int, keep) -> tuple | None:
+    def _spool_paths(self, cluster: str) -> list[str]:
+        number = self._names.setdefault(cluster, len(self._names))
+        return [os.path.join(self.spool_dir, f"{number}-{i}") for i in range(len(GROUP_FAMILIES))]
+
+    def _render(self, cluster_label: str, group: str, raw: bytes, log_ends, now: int, keep) -> tuple | None:
         try:
-            group_status, _, started, parts, *velocity = json.loads(raw)
-        except (ValueError, TypeError):
+            group_status, _, started, parts, *velocity = self._decode(raw)
+        except (msgspec.DecodeError, ValueError, TypeError):
             return None  # unreadable: the next evaluation rewrites it
         return group_lines(
             cluster_label, group, group_status, started, parts, log_ends, now, keep, velocity[0] if velocity else None
         )
+
+
+def _spool(files: Sequence[BinaryIO], rows: list[tuple[str, ...]]) -> None:
+    """Appends the rows' lines to each family's file, and empties `rows`."""
+    for f, block in zip(files, _columns(rows), strict=True):
+        f.write(block)
+    rows.clear()
 
 
 def _columns(rows: list[tuple[str, ...]]) -> tuple[bytes, ...]:
@@ -392,13 +434,15 @@ def redis_memory_families(servers: Iterable[RedisMemory]) -> list[Metric]:
     return [may_evict, evicted, used, limit]
 
 
-RENDERED = RenderedGroups()  # per process: the scrape process keeps it between scrapes
+_RENDERED: dict[str, RenderedGroups] = {}  # per process, by spool directory: the scrape process keeps it
 
 
-async def scrape_results(config: Config, redis: Redis) -> bytes:
-    store, results = WindowStore(redis, config.window()), ResultsStore(redis)
+async def scrape_into(config: Config, redis: Redis, out: BinaryIO, spool_dir: str) -> None:
+    """Writes the scrape's body into `out` (a file), keeping what can be reused next time under `spool_dir`."""
+    rendered = _RENDERED.setdefault(spool_dir, RenderedGroups(spool_dir))
     keep = MetricsFilter(config)
     series, counters = Series(), Counters()
+    store, results = WindowStore(redis, config.window()), ResultsStore(redis)
     now = now_ms()
     found = await store.reads.list_clusters()
     instances: dict[tuple[str, str], int] = {}
@@ -407,13 +451,25 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
         counts = await store.reads.list_topics(cluster)
         rings = await store.reads.broker_rings(cluster, [(t, p) for t, n in counts.items() for p in range(n)])
         log_ends = {tp: ring[-1] for tp, ring in rings.items() if ring}
-        RENDERED.add(series, cluster, await results.raw(cluster), log_ends, now, keep)
+        rendered.add(series, cluster, await results.raw(cluster), log_ends, now, keep)
         add_topic_offsets(series, cluster, log_ends, keep)
         counters.add_ingest_totals(cluster, await read_totals(redis, cluster))
         raw = await reply(redis.hgetall(keys.evaluator_stats(cluster)))
         counters.add_evaluator_totals(cluster, {k.decode(): float(v) for k, v in raw.items()})
+    series.write(out, keep.families)
     families = [*counters.families.values(), cluster_family(config.clusters, found), instances_family(instances)]
-    return series.render() + render(families + redis_memory_families(await read_memory(redis)))
+    out.write(render(families + redis_memory_families(await read_memory(redis))))
+
+
+async def scrape_results(config: Config, redis: Redis) -> bytes:
+    """The scrape's body in memory, rendered from nothing (for tests and small fleets)."""
+    with tempfile.TemporaryDirectory() as spool, tempfile.TemporaryFile() as out:
+        try:
+            await scrape_into(config, redis, out, spool)
+        finally:
+            _RENDERED.pop(spool, None)
+        out.seek(0)
+        return out.read()
 
 
 class ApiMetrics:

@@ -339,6 +339,7 @@ class ApiConfig:
     metrics_group_denylist: str = _opt("", _regex)
     metrics_topic_allowlist: str = _opt("", _regex)
     metrics_topic_denylist: str = _opt("", _regex)
+    metrics_family_denylist: str = _opt("", _regex)  # /metrics: leave out the gauge families it matches
     tls_cert_file: str = ""  # HTTPS on the api's listener (services/api/listener_tls.py); empty: plain HTTP
     tls_key_file: str = ""
     access_control_allow_origin: str = _opt("", _origin)  # CORS (services/api/cors.py); empty = none

@@ -787,6 +787,10 @@ async def test_metrics_cardinality_settings_leave_series_out(redis_server, redis
         ({"API__METRICS_GROUP_DENYLIST": "^bill"}, lambda name, lab: lab.get("consumer_group") != "billing"),
         ({"API__METRICS_GROUP_ALLOWLIST": "^bill"}, lambda name, lab: lab.get("consumer_group") in (None, "billing")),
         ({"API__METRICS_TOPIC_DENYLIST": "^pay"}, lambda name, lab: lab.get("topic") != "payments"),
+        (
+            {"API__METRICS_FAMILY_DENYLIST": "^lagwatch_consumer_(group_|lag_seconds)"},
+            lambda name, lab: not name.startswith(("lagwatch_consumer_group_", "lagwatch_consumer_lag_seconds")),
+        ),
     ]
     for env, allowed in settings:
         async with serving(api_config(redis_server.url, **env)) as server, http.get(f"{server.url}/metrics") as r:

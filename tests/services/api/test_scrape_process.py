@@ -30,10 +30,11 @@ async def test_a_scrape_comes_back_through_a_file_that_is_already_gone(redis_ser
                 text = body.read()
                 assert os.listdir(worker._dir) == []  # unlinked: closing the file frees it
             assert b'burrow_kafka_consumer_status{cluster="local",consumer_group="billing"} 3' in text
-        directory = worker._dir
+        directories = [worker._dir, worker._spool_dir]
+        assert os.listdir(worker._spool_dir)  # the lines the next scrape may reuse, on disk
     finally:
         await worker.close()
-    assert not os.path.exists(directory)
+    assert not any(os.path.exists(d) for d in directories)
 
 
 async def test_a_scrape_given_up_on_leaves_no_body_behind_once_the_worker_has_written_it(redis_server, redis):
@@ -51,5 +52,30 @@ async def test_a_scrape_given_up_on_leaves_no_body_behind_once_the_worker_has_wr
             return os.listdir(worker._dir) == []
 
         await eventually(no_body_left, timeout=10)
+    finally:
+        await worker.close()
+
+
+async def test_a_quiet_groups_lines_are_reused_from_disk_until_its_log_ends_move(redis_server, redis):
+    """`audit` is caught up and steady: its lines are spooled at the first scrape and copied from there at the next;
+    a new log end of its partition renders them again."""
+    now = now_ms()
+    store = await seed(redis, now)
+    worker = ScrapeWorker(api_config(redis_server.url))
+    audit_lag = b'burrow_kafka_consumer_lag_total{cluster="local",consumer_group="audit"} '
+    try:
+        bodies = []
+        for _ in range(2):
+            with await scrape(worker) as body:
+                bodies.append(body.read())
+        assert all(audit_lag + b"0\n" in body for body in bodies)
+        assert [b for b in bodies[0].splitlines() if b"audit" in b] == [
+            b for b in bodies[1].splitlines() if b"audit" in b
+        ]
+        await store.writes.add_broker_offsets("local", "orders", [100, 200, 350], sampled_at=now + 1000)
+        with await scrape(worker) as body:
+            moved = body.read()
+        assert audit_lag + b"50\n" in moved
+        assert b'burrow_kafka_topic_partition_offset{cluster="local",topic="orders",partition="2"} 350\n' in moved
     finally:
         await worker.close()
