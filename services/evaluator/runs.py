@@ -10,7 +10,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from prometheus_client import Counter, Gauge, Histogram
 from redis.exceptions import RedisError
@@ -49,6 +50,21 @@ EVALUATION_SECONDS = Histogram(
 SWEEP_CHUNK = 500  # groups per evaluation when there are many: one Redis read each, memory bounded
 Watched = dict[TopicPartition, PartitionWatch]
 Placing = Callable[[], Callable[[str], int]]  # each group's changes-topic partition, at the partition count of now
+T = TypeVar("T")
+
+
+async def to_its_end(work: Coroutine[Any, Any, T]) -> T:
+    """`work` carried to its end even when the caller is cancelled meanwhile (a service's stop cancels its tasks): an
+    evaluation records its transitions, publishes their events, then takes them out of the outbox; cut between the
+    publish and the outbox, its events would be published again by whoever evaluates the groups next. The cancel is
+    raised once `work` is done (one chunk: every Redis and Kafka wait in it is bounded)."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):  # its failure is moot: the caller stops
+            await task
+        raise
 
 
 def _drop(read: asyncio.Future | None) -> None:
@@ -135,12 +151,7 @@ class EvaluationRuns:
         backoff = Backoff()
         while not self.stopping.is_set():
             try:
-                async with self.lock:  # a takeover's sparklines wait until its statuses are out
-                    report = await self.evaluator.evaluate(groups, sparklines=trigger != "takeover", read=read)
-                    await self.schedule.set(report.next_at, self.placing())
-                    self.index.remember(report.watches)
-                    self.backlog.done(groups)
-                    self.alarm.ring_before(report.next_at.values())
+                report = await to_its_end(self._evaluate_once(groups, trigger, read))
                 self._outage.ok()
             except (RedisError, OSError) as exc:
                 read = None  # read again
@@ -156,12 +167,24 @@ class EvaluationRuns:
             return report
         return None
 
+    async def _evaluate_once(self, groups: list[str], trigger: str, read: asyncio.Future | None) -> EvaluationReport:
+        async with self.lock:  # a takeover's sparklines wait until its statuses are out
+            report = await self.evaluator.evaluate(groups, sparklines=trigger != "takeover", read=read)
+            await self.schedule.set(report.next_at, self.placing())
+            self.index.remember(report.watches)
+            self.backlog.done(groups)
+            self.alarm.ring_before(report.next_at.values())
+        return report
+
     async def in_chunks(self, groups: list[str], trigger: str, *, read_ahead: bool = False) -> None:
-        """Many groups, SWEEP_CHUNK at a time; `read_ahead`: Redis reads the next chunk while one is evaluated."""
+        """Many groups, SWEEP_CHUNK at a time; `read_ahead`: Redis reads the next chunk while one is evaluated. A stop
+        ends it between two chunks (nothing more is read)."""
         chunks = [groups[i : i + SWEEP_CHUNK] for i in range(0, len(groups), SWEEP_CHUNK)]
         ahead: asyncio.Future | None = None
         try:
             for i, chunk in enumerate(chunks):
+                if self.stopping.is_set():
+                    break
                 read, ahead = ahead, None
                 if read_ahead and i + 1 < len(chunks):
                     ahead = asyncio.ensure_future(self.evaluator.read(chunks[i + 1], now_ms()))
