@@ -1,4 +1,4 @@
-"""Watching many partitions (issue 13): idle cost, STOP detection delay, /metrics, cold start.
+"""Watching many partitions: idle cost, STOP detection delay, /metrics, cold start.
 
 Setup per size: a fresh redis-server, the Kafka mock cluster in its own process, windows for G groups x 4
 partitions seeded straight into Redis through the window store (10 commits each, every partition caught up and
@@ -19,10 +19,20 @@ default settings. Printed, for 25k and 100k partitions:
   to every group evaluated again (the takeover's catch-up).
 
 Usage: `python bench/bench_scale.py [groups ...]` (default 6250 25000: 25k and 100k partitions).
+
+`--ingest` (`scale_fleet.py`, its docstring says what it prints): instead of seeding Redis, the groups' offset
+commits (two per group partition) are written to the Kafka mock's offsets topic and a cold `lagwatch run ingest` and
+`lagwatch run evaluator` start together: one run per size gives the first statuses of every group with the ingest's
+reading, the ingest's records/s beside Burrow's on the same records, idle CPU, STOP delay, `/metrics` with and
+without partition-level series and the api's memory while it scrapes, every lagwatch process's memory against
+Burrow's, the consumer list and the dashboard's first page, an evaluator's SIGTERM in the middle of a full
+evaluation and its SIGKILL and restart. `python bench/bench_scale.py --ingest [--no-burrow] [groups ...]` (default
+25000: 100k partitions; 250000 is 1M).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -66,7 +76,7 @@ def cpu_seconds(pid: int) -> float:
 
 def lagwatch_process(service: str, env: dict, port: int = 0) -> subprocess.Popen:
     lagwatch = Path(sys.executable).parent / "lagwatch"
-    log = Path(tempfile.gettempdir()) / f"lagwatch-bench-scale-{service}.log"
+    log = Path(env.get("BENCH_SCALE_LOG_DIR") or tempfile.gettempdir()) / f"lagwatch-bench-scale-{service}.log"
     return subprocess.Popen(
         [str(lagwatch), "run", service, "--http-port", str(port), "--log-level", "INFO", "--log-file", str(log)],
         env=env,
@@ -308,11 +318,23 @@ def run(groups: int) -> dict:
     return out
 
 
-if __name__ == "__main__":
-    sizes = [int(a) for a in sys.argv[1:]] or [6250, 25_000]
-    for size in sizes:
-        result = run(size)
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("groups", type=int, nargs="*", help="sizes in groups of 4 partitions (default: 6250 25000)")
+    parser.add_argument("--ingest", action="store_true", help="the fleet read from the offsets topic (scale_fleet.py)")
+    parser.add_argument("--no-burrow", action="store_true", help="--ingest without Burrow's run")
+    args = parser.parse_args(argv)
+    import scale_fleet  # it builds on this module's helpers: imported here, where this module is whole
+
+    for size in args.groups or ([25_000] if args.ingest else [6250, 25_000]):
+        result = scale_fleet.run(size, burrow=not args.no_burrow) if args.ingest else run(size)
         print(f"scale: {result['partitions']} partitions ({result['groups']} groups x {PARTITIONS})")
         for key, value in result.items():
             if key not in ("partitions", "groups"):
                 print(f"scale:   {key}: {value}")
+        if args.ingest:
+            print(f"scale:   summary: {scale_fleet.summary(result)}")
+
+
+if __name__ == "__main__":
+    main()

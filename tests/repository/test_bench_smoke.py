@@ -38,3 +38,13 @@ def test_the_new_group_flood_bench_runs_at_a_token_size():
     result = bench("bench_new_group_flood").run(groups=200)
     assert [row["flood"] for row in result["rounds"]] == [0, 200]
     assert 0 < result["worst_alert_after_flood_s"] < float("inf")
+
+
+def test_the_fleet_bench_runs_at_a_token_size(monkeypatch):
+    monkeypatch.syspath_prepend(str(paths.ROOT / "bench"))  # it takes its parts from bench_scale and bench_vs_burrow
+    result = bench("scale_fleet").run(groups=100, burrow=False, idle_s=1.0)
+    assert result["records"] == 800 and result["ingest_stored_s"] > 0 and result["cold_start_s"] > 0
+    assert result["metrics_partitions_off_samples"] < result["metrics_partitions_on_samples"]
+    assert result["lagwatch_partitions_on_total_peak_rss_mb"] > result["api_partitions_on_peak_rss_mb"] > 0
+    assert result["sigterm_exit_code"] == 0 and result["sigkill_restart_first_stop_s"] > 0
+    assert result["burrow"] == "skipped (--no-burrow)"
