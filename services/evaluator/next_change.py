@@ -76,7 +76,7 @@ def watch(
 ) -> dict[tuple[str, int], PartitionWatch]:
     out = {}
     for p in (p for p in stored.partitions if p.packed):
-        last, lag = commit_entry_at(p.packed, -1), time_lags.get((p.topic, p.partition))
+        last, lag = p.newest, time_lags.get((p.topic, p.partition))
         out[(p.topic, p.partition)] = PartitionWatch(
             last.offset, p.current_lag, was_caught_up_recently(p.broker_offsets, last), bool(lag and lag.lower_bound)
         )
@@ -108,7 +108,7 @@ def next_change_at(
             continue  # no STOP until more commits come, and each of them is evaluated
         if p.current_lag <= rules.allowed_lag:
             continue  # rule 1 answers OK whatever the clock says, until a poll or a commit moves the lag
-        first, last = commit_entry_at(p.packed, -filled), commit_entry_at(p.packed, -1)
+        first, last = commit_entry_at(p.packed, -filled), p.newest
         at = stop_instant(first.timestamp, last.timestamp) + stored.clock_offset_ms  # on lagwatch's clock
         if not was_caught_up_recently(p.broker_offsets, last):
             if at > now_ms:

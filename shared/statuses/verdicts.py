@@ -19,7 +19,7 @@ def stored_partition_status(p: StoredPartition, intervals: int, now_ms: int, rul
     lag = p.current_lag
     filled = min(len(p.packed) // COMMIT_ENTRY.size, intervals)
     if filled and lag <= rules.allowed_lag:
-        first, last = commit_entry_at(p.packed, -filled), commit_entry_at(p.packed, -1)
+        first, last = commit_entry_at(p.packed, -filled), p.newest
         return caught_up_status(
             p.topic, p.partition, first, last, filled, intervals, lag, p.owner, p.client_id, p.markers_end
         )
@@ -38,7 +38,7 @@ def partition_time_lag(p: StoredPartition, now_ms: int) -> TimeLag | None:
     """How far behind in time the newest commit is (None without a commit or a log-end history)."""
     if not p.packed:
         return None
-    return _time_lag(p, commit_entry_at(p.packed, -1).offset, now_ms)
+    return _time_lag(p, p.newest.offset, now_ms)
 
 
 def _time_lag(p: StoredPartition, committed: int, now_ms: int) -> TimeLag | None:
@@ -51,7 +51,7 @@ def partition_retention_risk(p: StoredPartition, now_ms: int, retention_ms: int 
     if not p.packed:
         return NO_RISK
     retention_ms = p.retention_ms if retention_ms is None else retention_ms
-    committed = commit_entry_at(p.packed, -1).offset
+    committed = p.newest.offset
     log_end = p.broker_offsets[-1] if p.broker_offsets else None
     lag = _time_lag(p, committed, now_ms) if retention_ms is not None else None
     return retention_risk(committed, log_end, p.log_start, lag, retention_ms, now_ms)
@@ -64,10 +64,8 @@ def partition_velocity_of(p: StoredPartition, intervals: int, now_ms: int) -> Ve
         return UNKNOWN_VELOCITY
     lag = p.current_lag
     filled = min(len(p.packed) // COMMIT_ENTRY.size, intervals)
-    if lag == 0 and not p.unpacked:
-        window = [commit_entry_at(p.packed, -filled), commit_entry_at(p.packed, -1)]
-    else:
-        window = p.entries[-intervals:]
+    caught_up = lag == 0 and not p.unpacked
+    window = [commit_entry_at(p.packed, -filled), p.newest] if caught_up else p.entries[-intervals:]
     return partition_velocity(window, p.history, lag, now_ms)
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import OffsetEntry, PartitionInput, ProbedLog, Sample
 from lagwatch.shared.windows.clock_offset import CoordinatorClocks
-from lagwatch.shared.windows.packing import newest_offset, unpack_commit_ring
+from lagwatch.shared.windows.packing import commit_entry_at, newest_offset, unpack_commit_ring
 from lagwatch.shared.windows.window import padded_ring
 
 TopicPartition = tuple[str, int]
@@ -33,6 +33,9 @@ class StoredPartition:
     retention_ms: int | None = None  # its topic's `retention.ms` where the broker let us read it
     probe: ProbedLog | None = None  # the log probe's last answer that found only markers (log_probes.py)
     unread: ProbedLog | None = None  # and its last that found an unread record
+    # read once: a partition's rules, lag in seconds, velocity, retention risk and watch each ask for them
+    _newest: OffsetEntry | None = field(default=None, repr=False, compare=False)
+    _lag: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def unpacked(self) -> bool:
@@ -46,12 +49,20 @@ class StoredPartition:
         return self._entries
 
     @property
+    def newest(self) -> OffsetEntry:
+        """The newest entry of the ring (a non-empty one), unpacked alone."""
+        if self._newest is None:
+            self._newest = commit_entry_at(self.packed, -1)
+        return self._newest
+
+    @property
     def current_lag(self) -> int:
         """Latest broker offset minus the newest committed offset, floored at 0 (0 when either is unknown); 0 too
         where the log probe found nothing readable between the two (transaction markers, aborted records)."""
-        if not self.packed or not self.broker_offsets or self.markers_only:
-            return 0
-        return max(0, self.broker_offsets[-1] - newest_offset(self.packed))
+        if self._lag is None:
+            unknown = not self.packed or not self.broker_offsets or self.markers_only
+            self._lag = 0 if unknown else max(0, self.broker_offsets[-1] - newest_offset(self.packed))
+        return self._lag
 
     @property
     def markers_only(self) -> bool:
