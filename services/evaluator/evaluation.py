@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ from lagwatch.shared.events.lag_threshold_event import Threshold
 from lagwatch.shared.events.status_event import MAX_EVENT_BYTES, EventDecodeError, StatusEvent, fitted, transition
 from lagwatch.shared.events.status_store import GroupState, StatusStore, Transition
 from lagwatch.shared.protocol.group_filter import GroupFilter
-from lagwatch.shared.protocol.types import GroupStatus, RuleConfig
+from lagwatch.shared.protocol.types import GroupStatus, RuleConfig, Status
 from lagwatch.shared.runtime import clock
 from lagwatch.shared.statuses import verdicts
 from lagwatch.shared.statuses.explanation import explain
@@ -76,7 +77,15 @@ class _Batch:
     requests: list[Transition] = field(default_factory=list)
     pending: dict[str, list[bytes]] = field(default_factory=dict)  # events to publish, per group
     unsent: set[str] = field(default_factory=set)  # groups with events Kafka did not acknowledge
+    found: set[str] = field(default_factory=set)  # groups NOTFOUND before this evaluation (new ones, mostly)
     gone: bool = False  # some group is NOTFOUND: expired, deleted, or its keys expired in Redis
+
+    def request(self, request: Transition | None, previous: Status) -> None:
+        """A group's transition to record (None: its status did not change), from its `previous` status."""
+        if request is not None:
+            self.requests.append(request)
+            if previous == Status.NOTFOUND:
+                self.found.add(request.group)
 
 
 class GroupEvaluator:
@@ -172,9 +181,7 @@ class GroupEvaluator:
         )
         velocities = speeds if live is not None else None
         details = {"time_lags": lags, "velocities": velocities, "explanation": why, "retention": risks}
-        request = _request(self.cluster, group, state, status, now, **details)
-        if request is not None:
-            batch.requests.append(request)
+        batch.request(_request(self.cluster, group, state, status, now, **details), state.status)
         batch.evaluated.append(Evaluated(group, status, lags, why, risks))
         if stored is None or status is None or lags is None:
             batch.results[group] = report.next_at[group] = report.watches[group] = None
@@ -203,11 +210,17 @@ class GroupEvaluator:
         """Records the batch's transitions (compare-and-set), publishes their events and those left in the outbox,
         and checks the lag-seconds thresholds."""
         transitions = await self.statuses.transitions(self.cluster, batch.requests)
+        found: Counter[str] = Counter()
         for request, applied in zip(batch.requests, transitions, strict=True):
             if applied:
                 report.transitions += 1
                 batch.pending[request.group].append(request.event)
-                log.info("%s/%s: -> %s", self.cluster, request.group, request.status.name)
+                if request.group in batch.found:
+                    found[request.status.name] += 1
+                else:
+                    log.info("%s/%s: -> %s", self.cluster, request.group, request.status.name)
+        if found:  # a cold start finds every group: one line per chunk, not one per group
+            log.info("%s: %d groups found: %s", self.cluster, found.total(), _counts(found))
         outbox = {group: events for group, events in batch.pending.items() if events}
         report.published, unsent = await publish_outboxes(
             self.publisher.publish, self.cluster, outbox, self.statuses.acknowledge_many, _within_limit
@@ -323,6 +336,10 @@ def _publishable(event: StatusEvent) -> bytes:
             len(event.partitions),
         )
     return raw
+
+
+def _counts(by_status: Counter[str]) -> str:
+    return ", ".join(f"{n} {status}" for status, n in sorted(by_status.items()))
 
 
 def _within_limit(raw: bytes) -> bytes:

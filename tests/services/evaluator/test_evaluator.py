@@ -19,7 +19,7 @@ from lagwatch.shared.protocol.types import Commit
 from lagwatch.shared.statuses.lag_sparkline import lag_sparkline
 from lagwatch.shared.statuses.results_store import ResultsStore
 from lagwatch.shared.windows.store import WindowStore
-from tests.evaluated import AcceptingPublisher
+from tests.evaluated import AcceptingPublisher, evaluate
 from tests.kafka_helpers import (
     CLUSTER,
     check_readiness_follows_the_brokers,
@@ -303,3 +303,21 @@ async def test_stopped_while_waiting_for_kafka_it_stops_cleanly(redis_server):
     assert not task.done()
     service.stopping.set()
     await asyncio.wait_for(task, timeout=30)  # returns: raised nothing
+
+
+async def test_the_groups_an_evaluation_finds_are_logged_in_one_line_and_a_known_groups_change_in_its_own(
+    redis_server, redis, caplog
+):
+    config = make_config("127.0.0.1:1", redis_server.url)
+    store = WindowStore(redis, config.window())
+    now = int(time.time() * 1000)
+    await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+    for group in ("billing", "audit", "search"):
+        await store.writes.add_commits(CLUSTER, commits(group, [100], now), now_ms=now)
+    with caplog.at_level(logging.INFO, logger="lagwatch.services.evaluator.evaluation"):
+        await evaluate(redis, config, CLUSTER, ["billing", "audit", "search"], now)
+        assert [r.getMessage() for r in caplog.records] == [f"{CLUSTER}: 3 groups found: 3 OK"]
+        caplog.clear()
+        await store.deletions.delete_group(CLUSTER, "audit")
+        await evaluate(redis, config, CLUSTER, ["billing", "audit"], now)
+        assert [r.getMessage() for r in caplog.records] == [f"{CLUSTER}/audit: -> NOTFOUND"]
