@@ -227,11 +227,11 @@ async def scheduled(redis_url: str, groups: dict[str, int], timeout: float = 60)
 
 
 async def restart_delays(
-    env: dict, redis_url: str, bootstrap: str, groups: int, stop_old: Callable[[], object]
+    env: dict, redis_url: str, bootstrap: str, groups: int, stop_old: Callable[[], object], lead_ms: int = 10_000
 ) -> tuple[subprocess.Popen, dict]:
     """Restart probes STOP while no evaluator runs; a new one starts: seconds to their first and last STOP found,
-    and until it evaluated every group again."""
-    lead_ms = 10_000  # the old evaluator schedules them, then stops before the first
+    and until it evaluated every group again. `lead_ms`: the old evaluator schedules them, then stops before the
+    first."""
     instants = await seed_probes(redis_url, bootstrap, int(time.time() * 1000) + lead_ms, "restart", RESTART_PROBES)
     await scheduled(redis_url, instants)
     stop_old()

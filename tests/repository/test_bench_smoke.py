@@ -42,7 +42,7 @@ def test_the_new_group_flood_bench_runs_at_a_token_size():
 
 def test_the_fleet_bench_runs_at_a_token_size(monkeypatch):
     monkeypatch.syspath_prepend(str(paths.ROOT / "bench"))  # it takes its parts from bench_scale and bench_vs_burrow
-    result = bench("scale_fleet").run(groups=100, burrow=False, idle_s=1.0)
+    result = bench("scale_fleet").run(groups=100, burrow=False, idle_s=1.0, lead_s=2.0)
     assert result["records"] == 800 and result["ingest_stored_s"] > 0 and result["cold_start_s"] > 0
     assert result["metrics_partitions_off_samples"] < result["metrics_partitions_on_samples"]
     assert result["lagwatch_partitions_on_total_peak_rss_mb"] > result["api_partitions_on_peak_rss_mb"] > 0
