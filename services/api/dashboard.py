@@ -15,7 +15,10 @@ The page needs no token, mutates nothing and loads no third-party code (its mach
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import itertools
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -48,16 +51,21 @@ from lagwatch.shared.runtime.presence import running_counts
 from lagwatch.shared.runtime.redis_client import reply
 from lagwatch.shared.statuses.results_store import ResultsStore, decode_result
 
+log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 RECENT_CHANGES_SHOWN = 50
 OVERVIEW_REUSE_S = 5.0  # the page's default refresh: one computation per cluster per refresh, however many viewers
+# while the next one is computed, an overview this recent is answered at once (the page shows when it was made)
+OVERVIEW_STALE_S = 300.0
+WARM_FROM_GROUPS = 20_000  # a cluster with this many ready results has its overview computed at the api's start
 DEFAULT_LIMIT, MAX_LIMIT = 200, 2000  # group rows (and open incidents) per overview
 MAX_OFFSET = 10_000_000  # groups passed over: more than any cluster holds
 MAX_QUERY_CHARS = 1000  # as the api's names (middleware.py)
 LOG_ENDS_PER_READ = 20_000  # partitions per read of their log ends
 STATES_PER_READ = 1_000  # groups per read of the evaluator's states
 OVERVIEWS = web.AppKey("lagwatch_dashboard_overviews", SharedRecentResults)
+WARMING = web.AppKey("lagwatch_dashboard_warming", asyncio.Task)
 PAGE_HEADERS = {
     "Cache-Control": "no-cache",
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -67,8 +75,33 @@ PAGE_HEADERS = {
 
 
 def install(app: web.Application) -> None:
-    app[OVERVIEWS] = SharedRecentResults(OVERVIEW_REUSE_S)
+    app[OVERVIEWS] = SharedRecentResults(OVERVIEW_REUSE_S, OVERVIEW_STALE_S)
     app.add_routes(routes)
+    app.on_startup.append(_start_warming)
+    app.on_cleanup.append(_stop_warming)
+
+
+async def _start_warming(app: web.Application) -> None:
+    """A big cluster's overview is computed once at start, in the background: the first page an operator opens is
+    then answered from it (and refreshed meanwhile) instead of waiting seconds for the cluster's ranking. A small
+    one's is computed when asked: that takes less than a second."""
+    app[WARMING] = asyncio.create_task(_warm(app))
+
+
+async def _stop_warming(app: web.Application) -> None:
+    app[WARMING].cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await app[WARMING]
+
+
+async def _warm(app: web.Application) -> None:
+    context = app[CONTEXT]
+    try:
+        for cluster in await context.clusters():
+            if await reply(context.redis.hlen(keys.group_results(cluster))) >= WARM_FROM_GROUPS:
+                await app[OVERVIEWS].get(cluster, functools.partial(_cluster_overview, context, cluster))
+    except Exception as exc:  # Redis not answering yet: the first request computes it
+        log.info("dashboard: no overview computed at start (%s)", exc)
 
 
 def _static(name: str) -> bytes:

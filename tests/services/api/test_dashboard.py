@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import pytest
 
+from lagwatch.services.api import dashboard
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.shared.events.status_event import Incident, build_event, encode, next_incident
 from lagwatch.shared.events.status_store import RECENT_CHANGES, StatusStore
@@ -37,6 +38,7 @@ from lagwatch.shared.windows.window_writes import GroupMetadataUpdate
 from tests.evaluated import evaluate
 from tests.kafka_helpers import CLUSTER
 from tests.services.api.test_api import api_config, serving
+from tests.services.api.test_api import seed as seed_billing_and_audit
 
 INTERVALS = 6
 STEP = 30_000
@@ -307,6 +309,54 @@ async def test_overviews_asked_meanwhile_share_one_computation_and_failures_are_
     assert await brief.get("local", compute) == 4
     await asyncio.sleep(0.01)  # older than its ttl now
     assert await brief.get("local", compute) == 5
+
+
+async def test_an_answer_kept_stale_is_returned_at_once_while_the_next_is_computed():
+    """Past `ttl_s` the next caller starts a new computation but gets the last answer meanwhile; once it is done,
+    its answer; past `stale_s` a caller waits for the computation."""
+    gate = asyncio.Event()
+
+    def counting():
+        calls = []
+
+        async def compute():
+            calls.append(1)
+            if len(calls) > 1:  # the first is never held
+                await gate.wait()
+            return len(calls)
+
+        return compute
+
+    shared, compute = SharedRecentResults(ttl_s=0.001, stale_s=3600), counting()
+    assert await shared.get("local", compute) == 1  # nothing kept yet: waited for
+    await asyncio.sleep(0.01)
+    assert await shared.get("local", compute) == 1  # the second computation runs (held by the gate)
+    gate.set()
+    await asyncio.sleep(0.01)
+    assert await shared.get("local", compute) == 2
+
+    gate.clear()
+    fresh_only, compute = SharedRecentResults(ttl_s=0.001, stale_s=0.001), counting()
+    assert await fresh_only.get("other", compute) == 1
+    await asyncio.sleep(0.01)
+    waiting = asyncio.create_task(fresh_only.get("other", compute))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()  # its last answer is older than stale_s
+    gate.set()
+    assert await waiting == 2
+
+
+async def test_a_big_clusters_overview_is_computed_at_start(redis_server, redis, http, monkeypatch):
+    """Answered from the overview computed at start (made before the request was sent), not computed for it."""
+    monkeypatch.setattr(dashboard, "WARM_FROM_GROUPS", 1)
+    await seed_billing_and_audit(redis, now_ms())
+    async with serving(dashboard_config(redis_server.url)) as server:
+        await server.app[dashboard.WARMING]
+        await asyncio.sleep(0.01)
+        asked_at = now_ms()
+        status, body, _ = await get(http, f"{server.url}/dashboard/api/overview")
+    assert status == 200 and {g["group"] for g in body["groups"]} == {"billing", "audit"}
+    assert body["generated_at"] < asked_at
 
 
 # --- the evaluator's recent changes -----------------------------------------------------------------------------
