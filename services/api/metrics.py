@@ -148,6 +148,7 @@ class MetricsFilter:
         self.all_groups = not (api.metrics_group_allowlist or api.metrics_group_denylist)
         self.all_topics = not (api.metrics_topic_allowlist or api.metrics_topic_denylist)
         self.families = GroupFilter("", api.metrics_family_denylist)
+        self.kept = {name: self.families.accepts(name) for name in GAUGES}  # not rendered at all when left out
         self.ring_size = config.storage.intervals  # a partition is complete with this many commits
 
 
@@ -293,9 +294,11 @@ def group_lines(
         risk_s,
         skipped if velocity else None,
     )
+    kept = keep.kept
     named = zip(GROUP_FAMILIES, values, strict=True)
     lines = (
-        "".join(v) if isinstance(v, list) else f"{name}{{{labels}}} {v}\n" if v is not None else "" for name, v in named
+        "" if v is None or not kept[name] else "".join(v) if isinstance(v, list) else f"{name}{{{labels}}} {v}\n"
+        for name, v in named
     )
     return tuple(lines), steady
 
@@ -317,7 +320,7 @@ class _PartitionScan:
 def _scan_partitions(
     labels: str, parts: list[list], log_ends: Mapping[tuple[str, int], int], now: int, keep: MetricsFilter
 ) -> _PartitionScan:
-    scan = _PartitionScan()
+    scan, kept = _PartitionScan(), keep.kept
     for topic, partition, part_status, newest, filled, anchor, *rest in parts:
         end = log_ends.get((topic, partition))
         lag = end - newest if end is not None and newest >= 0 and end > newest else 0
@@ -337,11 +340,14 @@ def _scan_partitions(
         if not keep.partitions or not (keep.all_topics or keep.topics.accepts(topic)):
             continue
         part = f'{labels},topic="{label_value(topic)}",partition="{partition}"}} '
-        scan.lag.append(f"burrow_kafka_consumer_partition_lag{{{part}{lag}\n")
+        if kept["burrow_kafka_consumer_partition_lag"]:
+            scan.lag.append(f"burrow_kafka_consumer_partition_lag{{{part}{lag}\n")
         if filled >= keep.ring_size and newest >= 0:  # Burrow: `if partition.Complete == 1.0`
-            scan.offset.append(f"burrow_kafka_consumer_current_offset{{{part}{newest}\n")
-            scan.status.append(f"burrow_kafka_topic_partition_status{{{part}{part_status}\n")
-        if seconds is not None:
+            if kept["burrow_kafka_consumer_current_offset"]:
+                scan.offset.append(f"burrow_kafka_consumer_current_offset{{{part}{newest}\n")
+            if kept["burrow_kafka_topic_partition_status"]:
+                scan.status.append(f"burrow_kafka_topic_partition_status{{{part}{part_status}\n")
+        if seconds is not None and kept["lagwatch_consumer_lag_seconds"]:
             scan.seconds.append(f"lagwatch_consumer_lag_seconds{{{part}{seconds}\n")
     return scan
 
@@ -349,7 +355,7 @@ def _scan_partitions(
 def add_topic_offsets(
     series: Series, cluster: str, log_ends: Mapping[tuple[str, int], int], keep: MetricsFilter
 ) -> None:
-    if not keep.partitions:
+    if not keep.partitions or not keep.kept["burrow_kafka_topic_partition_offset"]:
         return
     lines = series.lines["burrow_kafka_topic_partition_offset"]
     cluster_label = label_value(cluster)
