@@ -101,9 +101,8 @@ class EventPublisher:
                 refused.add((cluster, group))
                 continue
             try:
-                future = await asyncio.wait_for(
-                    self._producer.send(topic, event, key=key, partition=partition), SEND_WAIT_S
-                )
+                async with asyncio.timeout(SEND_WAIT_S):  # not wait_for: no task per send (a chunk sends hundreds)
+                    future = await self._producer.send(topic, event, key=key, partition=partition)
             except TimeoutError:  # its partition's batch is full and not draining: its leader is away
                 log.warning("status events for partition %d of %s wait: its leader does not answer", partition, topic)
                 blocked.add(partition)
