@@ -135,6 +135,7 @@ tag; a `}` inside a group name only shortens the tag, identically for all of tha
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 PREFIX = "lw"
@@ -237,7 +238,9 @@ def partition_field(topic: str, partition: int) -> str:
 def parse_partition_field(field: bytes | str) -> tuple[str, int]:
     text = field.decode() if isinstance(field, bytes) else field
     topic, _, partition = text.rpartition(":")
-    return topic, int(partition)
+    # interned: the readers keep a topic's name once per group-partition they hold (indexes, watches), and many
+    # groups read the same topics
+    return sys.intern(topic), int(partition)
 
 
 # --- the notifier (one hash slot: `{notify}`) ---------------------------------------------------------------------
