@@ -139,6 +139,14 @@ def _copy_file(path: str, size: int, out: BinaryIO) -> None:
             sent += n
 
 
+PARTITION_FAMILIES = (  # a group's partitions' families, in the order _scan_partitions takes them
+    "burrow_kafka_consumer_partition_lag",
+    "burrow_kafka_consumer_current_offset",
+    "burrow_kafka_topic_partition_status",
+    "lagwatch_consumer_lag_seconds",
+)
+
+
 class MetricsFilter:
     def __init__(self, config: Config) -> None:
         api = config.api
@@ -149,6 +157,8 @@ class MetricsFilter:
         self.all_topics = not (api.metrics_topic_allowlist or api.metrics_topic_denylist)
         self.families = GroupFilter("", api.metrics_family_denylist)
         self.kept = {name: self.families.accepts(name) for name in GAUGES}  # not rendered at all when left out
+        self.group_families_kept = tuple(self.kept[name] for name in GROUP_FAMILIES)
+        self.partition_families_kept = tuple(self.kept[name] for name in PARTITION_FAMILIES)
         self.ring_size = config.storage.intervals  # a partition is complete with this many commits
 
 
@@ -294,13 +304,11 @@ def group_lines(
         risk_s,
         skipped if velocity else None,
     )
-    kept = keep.kept
-    named = zip(GROUP_FAMILIES, values, strict=True)
-    lines = (
-        "" if v is None or not kept[name] else "".join(v) if isinstance(v, list) else f"{name}{{{labels}}} {v}\n"
-        for name, v in named
+    lines = tuple(
+        "" if v is None or not kept else "".join(v) if isinstance(v, list) else f"{name}{{{labels}}} {v}\n"
+        for name, v, kept in zip(GROUP_FAMILIES, values, keep.group_families_kept, strict=True)
     )
-    return tuple(lines), steady
+    return lines, steady
 
 
 @dataclass(slots=True)
@@ -320,35 +328,39 @@ class _PartitionScan:
 def _scan_partitions(
     labels: str, parts: list[list], log_ends: Mapping[tuple[str, int], int], now: int, keep: MetricsFilter
 ) -> _PartitionScan:
-    scan, kept = _PartitionScan(), keep.kept
+    scan, lines = _PartitionScan(), keep.partitions
+    want_lag, want_offset, want_status, want_seconds = keep.partition_families_kept
+    total = biggest = 0
     for topic, partition, part_status, newest, filled, anchor, *rest in parts:
         end = log_ends.get((topic, partition))
         lag = end - newest if end is not None and newest >= 0 and end > newest else 0
-        lower = bool(rest) and bool(rest[0])
-        if len(rest) > 1 and end == rest[1]:  # only transaction markers up to this log end (PartitionResult.lag)
+        if (
+            rest and len(rest) > 1 and end == rest[1]
+        ):  # only transaction markers up to this log end (PartitionResult.lag)
             lag = 0
-        scan.total += lag
-        scan.biggest = lag if lag > scan.biggest else scan.biggest
+        total += lag
+        biggest = lag if lag > biggest else biggest
         seconds = None
         if anchor == CAUGHT_UP_LAG:
             seconds = 0.0
         elif anchor != UNKNOWN_LAG:
             seconds = max(0.0, (now - anchor) / 1000)
             scan.moves_with_clock = True
-        if seconds is not None and (scan.slowest is None or (seconds, lower) > scan.slowest):
-            scan.slowest = (seconds, lower)
-        if not keep.partitions or not (keep.all_topics or keep.topics.accepts(topic)):
+        if seconds is not None and (scan.slowest is None or (seconds, bool(rest and rest[0])) > scan.slowest):
+            scan.slowest = (seconds, bool(rest and rest[0]))
+        if not lines or not (keep.all_topics or keep.topics.accepts(topic)):
             continue
         part = f'{labels},topic="{label_value(topic)}",partition="{partition}"}} '
-        if kept["burrow_kafka_consumer_partition_lag"]:
+        if want_lag:
             scan.lag.append(f"burrow_kafka_consumer_partition_lag{{{part}{lag}\n")
         if filled >= keep.ring_size and newest >= 0:  # Burrow: `if partition.Complete == 1.0`
-            if kept["burrow_kafka_consumer_current_offset"]:
+            if want_offset:
                 scan.offset.append(f"burrow_kafka_consumer_current_offset{{{part}{newest}\n")
-            if kept["burrow_kafka_topic_partition_status"]:
+            if want_status:
                 scan.status.append(f"burrow_kafka_topic_partition_status{{{part}{part_status}\n")
-        if seconds is not None and kept["lagwatch_consumer_lag_seconds"]:
+        if seconds is not None and want_seconds:
             scan.seconds.append(f"lagwatch_consumer_lag_seconds{{{part}{seconds}\n")
+    scan.total, scan.biggest = total, biggest
     return scan
 
 
