@@ -15,6 +15,9 @@ from typing import Any, Generic, TypeVar
 log = logging.getLogger(__name__)
 K = TypeVar("K")
 FORGET_AFTER_S = 600.0  # a delivery nobody asked about again (its record moved to another instance) is dropped then
+# how often the deliveries are looked through for such ones: not at every add, which made a publish of n records
+# look through n * n / 2 deliveries (a chunk of new groups publishes hundreds)
+FORGET_EVERY_S = 60.0
 
 
 class InFlight(Generic[K]):
@@ -22,6 +25,7 @@ class InFlight(Generic[K]):
 
     def __init__(self) -> None:
         self._deliveries: dict[K, tuple[asyncio.Future[Any], float]] = {}
+        self._looked_at = time.monotonic()  # when old deliveries were last looked for
 
     def get(self, key: K) -> asyncio.Future[Any] | None:
         entry = self._deliveries.get(key)
@@ -36,7 +40,10 @@ class InFlight(Generic[K]):
         self._deliveries.pop(key, None)
 
     def _forget_old(self) -> None:
-        cutoff = time.monotonic() - FORGET_AFTER_S
+        now = time.monotonic()
+        if now - self._looked_at < FORGET_EVERY_S:
+            return
+        self._looked_at, cutoff = now, now - FORGET_AFTER_S
         for key in [k for k, (delivery, at) in self._deliveries.items() if at < cutoff and delivery.done()]:
             delivery = self._deliveries.pop(key)[0]
             if not delivery.cancelled():
