@@ -1,13 +1,16 @@
 """`bench_scale.py --ingest`: the whole fleet from the offsets topic, beside Burrow reading the same records.
 
-Setup per size: the Kafka mock in its own process; G groups x 4 partitions of one data topic (`bench-data`, log
-ends above every commit), two commits per group partition, written in coordinator format to a 50-partition
-`__consumer_offsets` (`bench_vs_burrow.write_records`: 25k groups = 100k partitions, 250k = 1M). Then, from a cold,
-empty redis-server, `lagwatch run ingest` and `lagwatch run evaluator` start together (session timeout 3 s, as in
-`bench_vs_burrow.py`: the mock holds a join for a session timeout). Printed:
+Setup per size: the Kafka mock in its own process; G groups x 4 partitions of one data topic (`bench-data`, log ends
+above every commit), two commits per group partition, written in coordinator format to a 50-partition
+`__consumer_offsets` (`bench_vs_burrow.write_records`: 25k groups = 100k partitions, 250k = 1M). One topic, not the
+seeded mode's 25 groups a topic: the mock took minutes to take the log ends of 10k topics' 40k partitions. Then,
+from a cold, empty redis-server, `lagwatch run ingest` and `lagwatch run evaluator` start together (session timeout
+3 s, as in `bench_vs_burrow.py`: the mock holds a join for a session timeout). Printed, after the load average as the
+lagwatch side starts (the machine may be shared):
 
 * cold start: seconds until every group has a ready result (its first status, the ingest's reading included), and
-  until the ingest stored every record (its stored-records counter in Redis), with its records/s;
+  until the ingest stored every record (its stored-records counter in Redis), with its records/s; each process's
+  resident memory then;
 * idle CPU (% of one core over `IDLE_S`) of the evaluator, redis-server and the ingest (its processes), and the
   Redis commands that took most of redis-server's time meanwhile;
 * STOP delay p50/p99 of `bench_scale.PROBES` probe groups (`bench_scale.stop_delays`);
@@ -103,6 +106,7 @@ def run(groups: int, *, burrow: bool = True, idle_s: float = IDLE_S, lead_s: flo
             sentinels, writing = write_records(control.bootstrap, shape)
             check_retention(control.bootstrap, shape.records)
             out["write_records_s"] = round(writing, 1)
+            out["load_1m_at_start"] = round(os.getloadavg()[0], 1)  # the machine is shared: how busy it was
             out |= lagwatch_side(control, shape, idle_s, lead_s)
             if burrow:
                 out |= burrow_side(control, sentinels, shape.records, tmp, kafka.pid)
@@ -128,6 +132,7 @@ def lagwatch_side(control: MockKafkaControl, shape: Shape, idle_s: float, lead_s
         out |= cold_start(redis.url, shape, started)
         time.sleep(3)  # the last evaluations' writes settle
         roots = {"evaluator": evaluator.pid, "redis-server": redis.pid, "ingest": ingest.pid}
+        out["rss_at_cold_start_mb"] = {label: rss_mb(tree(pid)) for label, pid in roots.items()}
         out |= idle_cpu(roots, idle_s, redis.url)
         delays = asyncio.run(stop_delays(control.bootstrap, redis.url, lead_s))
         out["stop_delay_p50_s"] = round(statistics.median(delays), 3)
@@ -272,6 +277,14 @@ class RssSampler:
         self.total_peak = max(self.total_peak, total)
 
 
+def rss_mb(processes: list[psutil.Process]) -> int:
+    total = 0
+    for proc in processes:
+        with contextlib.suppress(psutil.Error):
+            total += proc.memory_info().rss
+    return round(total / 2**20)
+
+
 def hwm_mb(processes: list[psutil.Process]) -> int:
     """The high-water mark of the resident memory of each process (VmHWM), summed: peaks between samples count."""
     total = 0
@@ -376,6 +389,7 @@ def burrow_side(control: MockKafkaControl, sentinels: list, records: int, tmp: P
         "burrow": "1.2.1 (Debian)",
         "burrow_visible_s": round(row.seconds, 1),
         "burrow_records_per_s": round(row.per_s),
+        "burrow_load_1m_at_start": round(row.notes["load_1m"], 1),
         "burrow_peak_rss_mb": round(burrow_mb),
         "burrow_with_zookeeper_peak_rss_mb": round(burrow_mb + zookeeper_mb),
     }
