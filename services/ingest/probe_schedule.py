@@ -80,8 +80,10 @@ class ProbeSchedule:
         self._groups_of_topic: dict[str, set[str]] = {}  # which rings a moved log end may concern
         self._timers: list[tuple[int, Held]] = []  # when an offset comes to stand since before the history
         self._timer_at: dict[Held, int] = {}  # each ring's pending timer (one each)
-        self._at: dict[Held, Asked] = {}  # each ring the log can answer for: where it stands
-        self._due: dict[Held, Asked] = {}  # those without an answer that holds, in the order they are asked
+        # each ring the log can answer for: its committed offset (its topic and partition are in its field: an
+        # `Asked` tuple per ring would cost memory in proportion to the partitions held)
+        self._at: dict[Held, int] = {}
+        self._due: dict[Held, int] = {}  # those without an answer that holds, in the order they are asked
         self._answered: dict[Asked, int] = {}  # -> the log end a caught-up answer was found at, or UNREAD
         self._ticks = 0
 
@@ -107,11 +109,11 @@ class ProbeSchedule:
         if self._ticks % SWEEP_TICKS == 0:
             self._sweep()
         due: dict[Asked, list[str]] = {}
-        for held, asked in list(self._due.items()):
+        for held, committed in list(self._due.items()):
             if self._ring(held) is None:  # its group deleted or given up since: the sweep forgets the rest
                 del self._due[held]
             else:
-                due.setdefault(asked, []).append(held[0])
+                due.setdefault(_asked(held, committed), []).append(held[0])
         return due
 
     def _ring(self, held: Held) -> bytes | None:
@@ -122,7 +124,7 @@ class ProbeSchedule:
         """Forget the rings of groups this worker no longer holds (reassigned, deleted, expired) and rings gone from
         held groups: a deleted group is not judged again by itself, as it has no rings left to judge."""
         for held in [held for held in self._at if self._ring(held) is None]:
-            self._forget(self._at.pop(held))
+            self._forget(_asked(held, self._at.pop(held)))
             self._due.pop(held, None)
         for topic, held_groups in list(self._groups_of_topic.items()):
             held_groups.intersection_update(self.cache.groups)
@@ -149,7 +151,8 @@ class ProbeSchedule:
         ring = self._ring(held)
         topic, partition = _topic_partition(held[1])
         log_end = log_ends.get((topic, partition))
-        was = self._at.pop(held, None)
+        was_at = self._at.pop(held, None)
+        was = None if was_at is None else (topic, partition, was_at)
         self._due.pop(held, None)
         if not ring or log_end is None:
             self._forget(was)
@@ -167,9 +170,9 @@ class ProbeSchedule:
         asked = (topic, partition, committed)
         if was != asked:
             self._forget(was)
-        self._at[held] = asked
+        self._at[held] = committed
         if self._answered.get(asked) not in (log_end, UNREAD):
-            self._due[held] = asked
+            self._due[held] = committed
 
     def _forget(self, asked: Asked | None) -> None:
         # another ring standing at the same offset loses the answer too: it is asked again, should it change
@@ -209,10 +212,10 @@ class ProbeSchedule:
     def _requeue(self, asked: set[Asked], found: set[Asked]) -> None:
         """Answered rings leave the queue; those whose probe failed go to its end: with more due than a tick takes,
         each is asked in turn rather than the same ones first every tick."""
-        taken = [(held, at) for held, at in self._due.items() if at in asked]
+        taken = [(held, committed) for held, committed in self._due.items() if _asked(held, committed) in asked]
         for held, _ in taken:
             del self._due[held]
-        self._due.update((held, at) for held, at in taken if at not in found)
+        self._due.update((held, committed) for held, committed in taken if _asked(held, committed) not in found)
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick until a stop; Redis or Kafka trouble leaves the offsets' answers, and the next tick tries again."""
@@ -246,6 +249,11 @@ def probes_per_tick(rate: float, interval_s: float, share: float) -> int:
 def _topic_partition(field_name: str) -> tuple[str, int]:
     """A ring's field as (topic, partition): the same fields come back every tick."""
     return parse_partition_field(field_name)
+
+
+def _asked(held: Held, committed: int) -> Asked:
+    """What a ring at `committed` asks the log."""
+    return (*_topic_partition(held[1]), committed)
 
 
 def _standing_from(ring: bytes, committed: int) -> int:

@@ -16,6 +16,7 @@ hands the same steps over typed: `AdminStep`.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from typing import NamedTuple, Protocol
 
@@ -106,7 +107,8 @@ class KeyCache:
         tp = (topic_name, partition_number)
         shared = self._partitions.get(tp)
         if shared is None:
-            shared = self._partitions[tp] = (tp, f"{topic_name}:{partition_number}")
+            # the field names interned, as the windows loaded from Redis have them: one copy per partition field
+            shared = self._partitions[tp] = (tp, sys.intern(f"{topic_name}:{partition_number}"))
         (topic, partition), field_name = shared
         return CommitKey(group[0], topic, partition, field_name, shared[0], group[1])
 

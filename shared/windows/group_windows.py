@@ -13,6 +13,7 @@ Redis protocol; a property test holds the two to the same bytes. Keys: `keys.py`
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,7 +128,9 @@ async def load_groups(redis: Redis, cluster: str, wanted: Mapping[str, int]) -> 
             rings, last = _as_pairs(replies[2 * i]), replies[2 * i + 1]
             loaded[group] = GroupWindows(
                 stem,
-                {f.decode(): bytes(r) for f, r in rings} if last is not None else {},
+                # one copy of each field name, whatever the groups naming it: a fresh string per ring would cost
+                # memory in proportion to the partitions held
+                {sys.intern(f.decode()): bytes(r) for f, r in rings} if last is not None else {},
                 None if last is None else int(last),
                 had_last=last is not None,
                 partition=wanted[group],
