@@ -115,7 +115,9 @@ class ChangePublisher:
         self._producer: Producer | None = None
         self._logged_at = float("-inf")  # monotonic time of the last failure warning
         self._partition_count = PartitionCount(topic)
-        self._group_partitions: PartitionCache[tuple[str, str]] = PartitionCache()
+        # per cluster, keyed by group: a (cluster, group) tuple per group would cost memory in proportion to the
+        # groups the ingest holds
+        self._group_partitions: dict[str, PartitionCache[str]] = {}
 
     async def start(self) -> None:
         """Create the producer (it connects in the background; notices queue until it has) and start reading the
@@ -161,11 +163,12 @@ class ChangePublisher:
     def _notices_by_partition(
         self, cluster: str, groups: Iterable[tuple[str, str]], count: int, now: int
     ) -> Iterator[tuple[bytes, bytes | None, int]]:
-        known, by_partition = self._group_partitions.lookup(count), dict[tuple[int, str], list[str]]()
+        cache = self._group_partitions.get(cluster) or self._group_partitions.setdefault(cluster, PartitionCache())
+        known, by_partition = cache.lookup(count), dict[tuple[int, str], list[str]]()
         for group, reason in groups:
-            partition = known.get((cluster, group))
+            partition = known.get(group)
             if partition is None:
-                partition = known[cluster, group] = partition_of(cluster, group, count)
+                partition = known[group] = partition_of(cluster, group, count)
             by_partition.setdefault((partition, reason), []).append(group)
         for (partition, reason), names in by_partition.items():
             for i in range(0, len(names), GROUPS_PER_NOTICE):

@@ -60,9 +60,27 @@ async def test_a_publish_of_more_groups_than_a_notice_holds_splits_them(kafka):
     assert [len(groups_of(decode_notice(r.value))) for r in records] == [GROUPS_PER_NOTICE, 10]
 
 
-async def published(kafka, partitions: int, touched: list[tuple[str, str]]) -> list:
-    """The records one publish of `touched` puts on a changes topic of `partitions`, once the publisher knows
-    the partition count."""
+async def test_one_publisher_places_a_group_name_by_each_cluster_it_publishes_for(kafka):
+    """The partitions a publisher remembers are its clusters' own: the same group name in another cluster goes where
+    that cluster's key gives."""
+    groups = [f"group-{i}" for i in range(50)]
+    assert any(partition_of(CLUSTER, g, 4) != partition_of("other", g, 4) for g in groups)
+    touched = {CLUSTER: [(g, "commits") for g in groups], "other": [(g, "commits") for g in groups]}
+    records = await published(kafka, 4, touched[CLUSTER], also=touched)
+    seen = {
+        (notice["cluster"], group, record.partition)
+        for record in records
+        if (notice := decode_notice(record.value)) is not None
+        for group in groups_of(notice)
+    }
+    assert seen == {(cluster, g, partition_of(cluster, g, 4)) for cluster in touched for g in groups}
+
+
+async def published(
+    kafka, partitions: int, touched: list[tuple[str, str]], also: dict[str, list[tuple[str, str]]] | None = None
+) -> list:
+    """The records one publish of `touched` (or a publish per cluster of `also`) puts on a changes topic of
+    `partitions`, once the publisher knows the partition count."""
     kafka.create_topic(TOPIC, partitions)
     publisher = ChangePublisher({"bootstrap.servers": kafka.bootstrap}, TOPIC)
     await publisher.start()
@@ -71,8 +89,10 @@ async def published(kafka, partitions: int, touched: list[tuple[str, str]]) -> l
     records: list = []
     try:
         await eventually(lambda: _knows(publisher, partitions), timeout=20)
-        await publisher.publish(CLUSTER, touched)
-        await eventually(lambda: _named(consumer, records, len(touched)), timeout=20)
+        for cluster, groups in (also or {CLUSTER: touched}).items():
+            await publisher.publish(cluster, groups)
+        count = sum(len(groups) for groups in (also or {CLUSTER: touched}).values())
+        await eventually(lambda: _named(consumer, records, count), timeout=20)
     finally:
         await consumer.stop()
         await publisher.stop()
