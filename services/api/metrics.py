@@ -171,7 +171,7 @@ SPOOL_GROUPS = 5_000  # groups rendered before their lines are appended to the s
 
 @dataclass(slots=True)
 class _RenderedCluster:
-    results: dict[bytes, bytes]  # what it was rendered from
+    results: tuple[int, int]  # what it was rendered from: `fingerprint` of the results, not them (100 MB at 1M)
     log_ends: dict[tuple[str, int], int]
     spooled: list[tuple[str, int]]  # the steady groups' lines: a file per family of GROUP_FAMILIES, and its size
     moving: dict[bytes, bytes]  # the groups rendered again at each scrape
@@ -198,11 +198,11 @@ class RenderedGroups:
         now: int,
         keep: MetricsFilter,
     ) -> None:
-        last = self._clusters.get(cluster)
-        if last is None or last.results != results or last.log_ends != log_ends:
+        last, rendered_from = self._clusters.get(cluster), fingerprint(results)
+        if last is None or last.results != rendered_from or last.log_ends != log_ends:
             self._clusters.pop(cluster, None)  # a render failing half-way leaves nothing to reuse
             spooled, moving = self._render_all(cluster, results, log_ends, now, keep)
-            last = self._clusters[cluster] = _RenderedCluster(results, log_ends, spooled, moving)
+            last = self._clusters[cluster] = _RenderedCluster(rendered_from, log_ends, spooled, moving)
         label = label_value(cluster)
         rendered = (self._render(label, group.decode(), raw, log_ends, now, keep) for group, raw in last.moving.items())
         moving_lines = _columns([lines for lines, _ in filter(None, rendered)])
@@ -250,6 +250,14 @@ class RenderedGroups:
         return group_lines(
             cluster_label, group, group_status, started, parts, log_ends, now, keep, velocity[0] if velocity else None
         )
+
+
+def fingerprint(results: Mapping[bytes, bytes]) -> tuple[int, int]:
+    """The same for the same results (in one process, whatever their order), different when any group or result
+    differs: their count and the sum of a 64-bit hash (SipHash, keyed at random per process) of each pair, written
+    out whole (its group's length first, so no two pairs write the same bytes). Not the pairs' tuples' hashes: their
+    sum is the same when two groups swap results."""
+    return len(results), sum(hash(b"%d:%b%b" % (len(group), group, raw)) for group, raw in results.items())
 
 
 def _spool(files: Sequence[BinaryIO], rows: list[tuple[str, ...]]) -> None:

@@ -2,11 +2,13 @@
 gone once the api has it open, and nothing is left behind when the worker closes."""
 
 import asyncio
+import json
 import os
 
 import pytest
 
 from lagwatch.services.api.scrape_process import ScrapeWorker
+from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.clock import now_ms
 from tests.kafka_helpers import eventually
 from tests.services.api.test_api import api_config, seed
@@ -77,5 +79,24 @@ async def test_a_quiet_groups_lines_are_reused_from_disk_until_its_log_ends_move
             moved = body.read()
         assert audit_lag + b"50\n" in moved
         assert b'burrow_kafka_topic_partition_offset{cluster="local",topic="orders",partition="2"} 350\n' in moved
+        key = keys.group_results("local")  # a result rewritten, the log ends as they were: rendered again
+        stored = json.loads(await redis.hget(key, "audit"))
+        await redis.hset(key, "audit", json.dumps([2, *stored[1:]]))
+        with await scrape(worker) as body:
+            assert b'burrow_kafka_consumer_status{cluster="local",consumer_group="audit"} 2\n' in body.read()
     finally:
         await worker.close()
+
+
+def test_the_results_a_render_is_kept_for_are_told_apart_by_their_fingerprint():
+    from lagwatch.services.api.metrics import fingerprint
+
+    results = {b"a": b"[1]", b"b": b"[2]"}
+    assert fingerprint(results) == fingerprint({b"b": b"[2]", b"a": b"[1]"})  # whatever the order Redis gives
+    for changed in (
+        {b"a": b"[1]", b"b": b"[3]"},
+        {b"a": b"[2]", b"b": b"[1]"},
+        {b"a": b"[1]"},
+        {b"a": b"[1]", b"c": b"[2]"},
+    ):
+        assert fingerprint(changed) != fingerprint(results), changed
