@@ -28,7 +28,7 @@ from lagwatch.shared.windows.ingest_totals import type_label
 from lagwatch.shared.windows.window_writes import GroupMetadataUpdate, MemberChange
 
 TopicPartition = tuple[str, int]
-KEY_CACHE_LIMIT = 500_000  # distinct commit keys remembered (group, topic, partition): ~100 B each
+KEY_CACHE_LIMIT = 500_000  # distinct commit keys remembered (group, topic, partition): each holds its key bytes too
 
 
 class RecordLike(Protocol):
