@@ -4,7 +4,8 @@ Burrow's families have its names, labels and values (`prometheus.go`); as there,
 status are only exported once its window is complete (every ring slot filled). No window is read and no rule run per
 scrape: the evaluator's stored results are read, with lags from the topics' log ends now (what the rules compute from
 the same data); groups not evaluated yet are not in the scrape. `api.metrics-*` can leave out partition-level series,
-a group's series or a topic's partition-level series (a group's totals still count every partition).
+a group's series, a topic's partition-level series (a group's totals still count every partition) or whole gauge
+families.
 
 lagwatch's counters are the running totals the ingest and the evaluator keep in Redis, so one scrape shows every
 worker's work. The scrape runs in a worker process (`scrape_process.py`), concurrent scrapes share one render

@@ -7,6 +7,9 @@ and one that dies is replaced on the next scrape.
 The body does not travel back through the pool's pipe (pickling it through a 64 KiB pipe costs more than rendering
 it): the worker writes it to a file in a private directory (in RAM when /dev/shm has room) and answers with its
 name; the api opens it (once for each scrape sharing the render, `shared_render.py`), unlinks it and streams it.
+The worker holds no body in memory: it writes the body as it goes, and spools what the next scrape may reuse (a quiet
+cluster's lines, `metrics.RenderedGroups`) to files in the system's temporary directory, on disk as they are the size
+of a body; both directories go when the worker closes.
 """
 
 from __future__ import annotations
@@ -83,9 +86,8 @@ class ScrapeWorker:
         path = os.path.join(self._dir, f"scrape-{next(self._names)}")
         job: Future[int] | None = None
         try:
-            job = self._pool.submit(
-                scrape_in_worker, self.config, path, self._spool_dir
-            )  # raises too once the worker died idle
+            # raises too once the worker died idle
+            job = self._pool.submit(scrape_in_worker, self.config, path, self._spool_dir)
             await asyncio.wrap_future(job)
         except BaseException as exc:
             if isinstance(exc, BrokenProcessPool):
