@@ -113,7 +113,8 @@ class ProbeSchedule:
             if self._ring(held) is None:  # its group deleted or given up since: the sweep forgets the rest
                 del self._due[held]
             else:
-                due.setdefault(_asked(held, committed), []).append(held[0])
+                topic, partition = _topic_partition(held[1])
+                due.setdefault((topic, partition, committed), []).append(held[0])
         return due
 
     def _ring(self, held: Held) -> bytes | None:
@@ -212,10 +213,13 @@ class ProbeSchedule:
     def _requeue(self, asked: set[Asked], found: set[Asked]) -> None:
         """Answered rings leave the queue; those whose probe failed go to its end: with more due than a tick takes,
         each is asked in turn rather than the same ones first every tick."""
-        taken = [(held, committed) for held, committed in self._due.items() if _asked(held, committed) in asked]
+        offsets_of: dict[str, set[int]] = {}  # partition field -> the offsets asked there (no tuple built per ring)
+        for topic, partition, committed in asked:
+            offsets_of.setdefault(partition_field(topic, partition), set()).add(committed)
+        taken = [(held, at) for held, at in self._due.items() if at in offsets_of.get(held[1], ())]
         for held, _ in taken:
             del self._due[held]
-        self._due.update((held, committed) for held, committed in taken if _asked(held, committed) not in found)
+        self._due.update((held, at) for held, at in taken if _asked(held, at) not in found)
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick until a stop; Redis or Kafka trouble leaves the offsets' answers, and the next tick tries again."""
