@@ -67,6 +67,13 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
         if not started and not self.thread_loop.is_closed():
             self.thread_loop.close()
 
+    def topic_partitions(self, topic: str) -> int | None:
+        """The topic's partition count, from the client's metadata: faust's reads the group coordinator's snapshot of
+        the subscription, which only the group's leader takes (to compute the assignment), so every other member
+        would never know it."""
+        partitions = None if self._consumer is None else self._consumer.partitions_for_topic(topic)
+        return len(partitions) if partitions else None
+
     @Service.timer(COORDINATOR_ERRORS_EVERY_S)
     async def _hand_back_coordinator_errors(self) -> None:
         """Runs in the consumer thread's loop, where aiokafka's futures live."""
