@@ -54,6 +54,7 @@ from bench_scale import (
     CLUSTER,
     IDLE_S,
     PARTITIONS,
+    PROBE_TOPIC,
     lagwatch_process,
     percentile,
     restart_delays,
@@ -75,6 +76,7 @@ from bench_vs_burrow import (
     write_records,
     zookeeper,
 )
+from confluent_kafka import Producer
 from redis import Redis
 
 from lagwatch.devkit.mock_kafka import MockKafkaControl, start_mock_kafka_process, stop_process
@@ -90,6 +92,7 @@ RSS_EVERY_S = 0.075
 SIGTERM_AT = 0.3  # of the groups evaluated again by the new evaluator
 COLD_TIMEOUT_S = 900.0
 BURROW_ATTEMPTS = 3
+PROBE_LOG_END = 1100  # the log end the probes' seeded polls claim (bench_scale.seed_probes)
 
 
 def run(groups: int, *, burrow: bool = True, idle_s: float = IDLE_S, lead_s: float = 5.0) -> dict[str, Any]:
@@ -99,11 +102,13 @@ def run(groups: int, *, burrow: bool = True, idle_s: float = IDLE_S, lead_s: flo
     out: dict[str, Any] = {"partitions": groups * PARTITIONS, "groups": groups, "records": shape.records}
     LOG_DIR.mkdir(exist_ok=True)
     topics = {OFFSETS_TOPIC: DEFAULT_PARTITIONS, DATA_TOPIC: PARTITIONS, "lagwatch.changes": 4, "lagwatch.status": 4}
+    topics[PROBE_TOPIC] = 1
     with tempfile.TemporaryDirectory(prefix="bench-scale-fleet-") as tmp_name:
         tmp = Path(tmp_name)
         kafka, control = start_mock_kafka_process(tmp / "kafka", topics)
         try:
             sentinels, writing = write_records(control.bootstrap, shape)
+            fill_probe_topic(control.bootstrap)
             check_retention(control.bootstrap, shape.records)
             out["write_records_s"] = round(writing, 1)
             out["load_1m_at_start"] = round(os.getloadavg()[0], 1)  # the machine is shared: how busy it was
@@ -115,6 +120,16 @@ def run(groups: int, *, burrow: bool = True, idle_s: float = IDLE_S, lead_s: flo
         finally:
             stop_process(kafka)
     return out | ratios(out)
+
+
+def fill_probe_topic(bootstrap: str) -> None:
+    """The probe groups' topic exists, with its log end past their commits: the ingest's poller forgets the
+    partitions of a topic Kafka does not have (deleted), and a log end at their commits would make them caught up."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    for i in range(PROBE_LOG_END):
+        producer.produce(PROBE_TOPIC, value=b"%d" % i, partition=0)
+    if producer.flush(30):
+        raise BenchError(f"{PROBE_TOPIC}: records not acknowledged")
 
 
 def lagwatch_side(control: MockKafkaControl, shape: Shape, idle_s: float, lead_s: float) -> dict[str, Any]:
@@ -161,9 +176,11 @@ def kill(proc: subprocess.Popen) -> None:
 
 
 def cold_start(redis_url: str, shape: Shape, started: float) -> dict[str, Any]:
-    """Seconds from `started` until every group has a ready result, and until the ingest stored every record."""
+    """Seconds from `started` until every group has a ready result, until the ingest stored every record, and until
+    every group also has its sparkline (drawn after the statuses: the idle measurement starts after that)."""
     redis = Redis.from_url(redis_url)
     results, stats = keys.group_results(CLUSTER), keys.ingest_stats(CLUSTER)
+    lines = keys.group_sparklines(CLUSTER)
     out: dict[str, Any] = {}
     try:
         while time.perf_counter() - started < COLD_TIMEOUT_S:
@@ -174,7 +191,14 @@ def cold_start(redis_url: str, shape: Shape, started: float) -> dict[str, Any]:
             # lagwatch's own group (`lagwatch-<cluster>`) has a result too: only the bench's groups count
             if "cold_start_s" not in out and every_group_ready(redis, results, shape.groups):
                 out["cold_start_s"] = round(now, 1)
-            if len(out) == 3:
+                out["cold_start_evaluations"] = evaluations(redis)
+            if (
+                "cold_start_s" in out
+                and "cold_start_sparklines_s" not in out
+                and every_group_ready(redis, lines, shape.groups)
+            ):
+                out["cold_start_sparklines_s"] = round(now, 1)
+            if len(out) == 5:
                 return out
             time.sleep(0.2)
     finally:
@@ -182,10 +206,20 @@ def cold_start(redis_url: str, shape: Shape, started: float) -> dict[str, Any]:
     raise BenchError(f"cold start not done within {COLD_TIMEOUT_S:.0f} s: {out}")
 
 
-def every_group_ready(redis: Redis, results: str, groups: int) -> bool:
-    if redis.hlen(results) < groups:
+def evaluations(redis: Redis) -> dict[str, Any]:
+    """The evaluator's work so far by trigger (groups evaluated), and the seconds it spent evaluating: a cold start
+    that evaluates a group more than once while the ingest reads shows here."""
+    stats = {k.decode(): v.decode() for k, v in redis.hgetall(keys.evaluator_stats(CLUSTER)).items()}
+    out: dict[str, Any] = {k.split(":", 1)[1]: int(v) for k, v in stats.items() if k.startswith("evaluations:")}
+    out["seconds"] = round(float(stats.get("evaluation_seconds", 0)), 1)
+    return out
+
+
+def every_group_ready(redis: Redis, key: str, groups: int) -> bool:
+    """Every bench group has a field in the hash `key` (results or sparklines)."""
+    if redis.hlen(key) < groups:
         return False
-    found = sum(1 for name in redis.hscan_iter(results, match=GROUP_PREFIX + b"*", count=10_000))
+    found = sum(1 for name in redis.hscan_iter(key, match=GROUP_PREFIX + b"*", count=10_000))
     return found >= groups
 
 
