@@ -100,7 +100,7 @@ class OwnedGroups:
 
     async def _schedule_round(self) -> None:
         """Take over newly assigned partitions, else evaluate the groups that are due, else a step of the takeover's
-        backlog, else draw owed sparklines, else sleep until a group is due."""
+        backlog, else (no new group waiting) draw owed sparklines, else sleep until a group is due."""
         owned = self.partitions.owned()
         if owned is None:
             await pause(self.stopping, 0.1)
@@ -111,7 +111,8 @@ class OwnedGroups:
             await self.runs.in_chunks(due, "schedule")
         elif self.runs.backlog:
             await self._catch_up()
-        elif self.evaluator.sparklines.owed:  # nothing due: draw the sparklines the takeover left for later
+        elif self.evaluator.sparklines.owed and not self.newcomers.queue:
+            # nothing due, no new group waiting: draw the sparklines a takeover or new groups left for later
             async with self.runs.lock:
                 await self.evaluator.sparklines.draw_owed(SWEEP_CHUNK)
         else:

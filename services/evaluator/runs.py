@@ -47,6 +47,9 @@ EVALUATION_SECONDS = Histogram(
     ["cluster", "trigger"],
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+# triggers whose groups' sparklines (dashboard only) are owed and drawn when nothing else waits: at a start or a
+# takeover, and for a flood of new groups, every group's status comes before any sparkline
+SPARKLINES_LATER = frozenset({"takeover", "new"})
 SWEEP_CHUNK = 500  # groups per evaluation when there are many: one Redis read each, memory bounded
 Watched = dict[TopicPartition, PartitionWatch]
 Placing = Callable[[], Callable[[str], int]]  # each group's changes-topic partition, at the partition count of now
@@ -168,8 +171,8 @@ class EvaluationRuns:
         return None
 
     async def _evaluate_once(self, groups: list[str], trigger: str, read: asyncio.Future | None) -> EvaluationReport:
-        async with self.lock:  # a takeover's sparklines wait until its statuses are out
-            report = await self.evaluator.evaluate(groups, sparklines=trigger != "takeover", read=read)
+        async with self.lock:  # a takeover's and new groups' sparklines wait until their statuses are out
+            report = await self.evaluator.evaluate(groups, sparklines=trigger not in SPARKLINES_LATER, read=read)
             await self.schedule.set(report.next_at, self.placing())
             self.index.remember(report.watches)
             self.backlog.done(groups)

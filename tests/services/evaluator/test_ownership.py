@@ -220,3 +220,27 @@ async def test_a_log_end_notice_brings_a_group_not_caught_up_yet_to_the_front(re
     assert evaluations == []  # the notice itself evaluates nothing: the group keeps to the catch-up's pace
     await owned._schedule_round()
     assert evaluations[0][0] == "takeover" and evaluations[0][1][0] == "zz-reads-orders"
+
+
+async def test_new_groups_sparklines_are_drawn_once_no_new_group_waits(redis_server, redis, small_chunks):
+    """A flood of new groups (a cold start's every group) gets every status before any sparkline: a chunk of new
+    groups owes its sparklines, the schedule loop draws none while new groups wait, and draws them after."""
+    config = make_config("127.0.0.1:1", redis_server.url)
+    groups = [f"new-{i:03d}" for i in range(3 * CHUNK)]
+    now = int(time.time() * 1000)
+    await quiet_groups(WindowStore(redis, config.window()), groups, now)
+    owned = owned_groups(redis, config, HeldPartitions({0, 1, 2, 3}))
+    owned.taken_over = {0, 1, 2, 3}  # nothing to take over: only the newcomers and the sparklines are at stake
+    results = owned.evaluator.results
+    assert await owned.newcomers.known_first(groups) == []  # all new: queued
+    await owned.newcomers._evaluate(owned.newcomers.queue.take(CHUNK))
+    assert len(await results.all(CLUSTER)) == CHUNK and owned.evaluator.sparklines.owed == set(groups[:CHUNK])
+
+    await asyncio.wait_for(owned._schedule_round(), timeout=10)  # new groups still wait: it draws nothing
+    assert await results.sparklines(CLUSTER) == {}
+    while owned.newcomers.queue:
+        await owned.newcomers._evaluate(owned.newcomers.queue.take(CHUNK))
+    assert len(await results.all(CLUSTER)) == len(groups) and await results.sparklines(CLUSTER) == {}
+    for _ in range(3):
+        await owned._schedule_round()
+    assert sorted(await results.sparklines(CLUSTER)) == groups and owned.evaluator.sparklines.owed == set()
