@@ -23,7 +23,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from lagwatch.services.evaluator.lag_thresholds import Evaluated, LagThresholdAlerts
-from lagwatch.services.evaluator.next_change import PartitionWatch, next_change_at, watch
+from lagwatch.services.evaluator.next_change import GroupWatch, next_change_at, watch
 from lagwatch.services.evaluator.publisher import EventPublisher, publish_outboxes
 from lagwatch.services.evaluator.unsent_events import LAG, STATUS, UnsentEvents
 from lagwatch.shared.events.lag_threshold_event import Threshold
@@ -60,7 +60,7 @@ class EvaluationReport:
     # per group: the next instant time alone may change it (None: NOTFOUND, nothing to wait for)
     next_at: dict[str, int | None] = field(default_factory=dict)
     # per group: its partitions as evaluated, for the log-end notices (None: NOTFOUND)
-    watches: dict[str, dict[tuple[str, int], PartitionWatch] | None] = field(default_factory=dict)
+    watches: dict[str, GroupWatch | None] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

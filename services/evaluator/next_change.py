@@ -12,8 +12,10 @@ log-end notices need to decide whether a poll could flip a rule.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import struct
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lagwatch.shared.events.lag_threshold_event import Alert, Threshold
 from lagwatch.shared.protocol.types import GroupStatus, RuleConfig, Sample, Status
@@ -21,7 +23,7 @@ from lagwatch.shared.statuses.retention import RetentionRisk
 from lagwatch.shared.statuses.rules import is_young, was_caught_up_recently
 from lagwatch.shared.statuses.time_lag import TimeLag
 from lagwatch.shared.windows.packing import COMMIT_ENTRY, commit_entry_at
-from lagwatch.shared.windows.stored_group import StoredGroup
+from lagwatch.shared.windows.stored_group import StoredGroup, TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +73,63 @@ def stop_instant(first_ts: int, last_ts: int) -> int:
     return 2 * last_ts - first_ts + 1
 
 
+CAUGHT_UP_FLAG, LOWER_BOUND_FLAG = 1, 2  # a `GroupWatch` row's flags: recently_caught_up, lower_bound_lag
+# a `GroupWatch` row: newest, lag, partition, its topic (an index into the group's topics), flags
+_ROW = struct.Struct("<qqiIB")
+
+
+class GroupWatch(tuple[Any, ...]):
+    """A group's `PartitionWatch`es, packed: the index holds one per group evaluated (hundreds of thousands), so its
+    partitions are one bytes object of fixed-size rows followed by the names of the topics they read (each once,
+    interned), not an object and a (topic, partition) key each. `items` gives the `PartitionWatch`es back."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, watches: Mapping[TopicPartition, PartitionWatch]) -> GroupWatch:
+        return cls.pack(
+            (topic, partition, w.newest, w.lag, w.recently_caught_up, w.lower_bound_lag)
+            for (topic, partition), w in watches.items()
+        )
+
+    @classmethod
+    def pack(cls, rows: Iterable[tuple[str, int, int, int, bool, bool]]) -> GroupWatch:
+        """From (topic, partition, newest, lag, recently_caught_up, lower_bound_lag) rows."""
+        topics: dict[str, int] = {}
+        packed = b"".join(
+            _ROW.pack(newest, lag, partition, topics.setdefault(topic, len(topics)), caught_up | lower_bound << 1)
+            for topic, partition, newest, lag, caught_up, lower_bound in rows
+        )
+        return cls((packed, *topics))
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics read, each once."""
+        return self[1:]
+
+    def items(self) -> Iterator[tuple[TopicPartition, PartitionWatch]]:
+        for newest, lag, partition, topic, flags in _ROW.iter_unpack(self[0]):
+            watched = PartitionWatch(newest, lag, bool(flags & CAUGHT_UP_FLAG), bool(flags & LOWER_BOUND_FLAG))
+            yield (self[1 + topic], partition), watched
+
+
 def watch(
     stored: StoredGroup, intervals: int, time_lags: Mapping[tuple[str, int], TimeLag | None]
-) -> dict[tuple[str, int], PartitionWatch]:
-    out = {}
-    for p in (p for p in stored.partitions if p.packed):
-        last, lag = p.newest, time_lags.get((p.topic, p.partition))
-        out[(p.topic, p.partition)] = PartitionWatch(
-            last.offset, p.current_lag, was_caught_up_recently(p.broker_offsets, last), bool(lag and lag.lower_bound)
+) -> GroupWatch | None:
+    """The group's partitions as evaluated, for the log-end notices (None: no partition holds a commit)."""
+    rows = [
+        (
+            p.topic,
+            p.partition,
+            (last := p.newest).offset,
+            p.current_lag,
+            was_caught_up_recently(p.broker_offsets, last),
+            bool((lag := time_lags.get((p.topic, p.partition))) and lag.lower_bound),
         )
-    return out
+        for p in stored.partitions
+        if p.packed
+    ]
+    return GroupWatch.pack(rows) if rows else None
 
 
 def next_change_at(

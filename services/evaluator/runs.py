@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 
 from lagwatch.services.evaluator.backlog import TakeoverBacklog
 from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
-from lagwatch.services.evaluator.next_change import PartitionWatch
+from lagwatch.services.evaluator.next_change import GroupWatch, PartitionWatch
 from lagwatch.services.evaluator.schedule_store import ScheduleStore
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.clock import now_ms
@@ -51,7 +51,6 @@ EVALUATION_SECONDS = Histogram(
 # takeover, and for a flood of new groups, every group's status comes before any sparkline
 SPARKLINES_LATER = frozenset({"takeover", "new"})
 SWEEP_CHUNK = 500  # groups per evaluation when there are many: one Redis read each, memory bounded
-Watched = dict[TopicPartition, PartitionWatch]
 Placing = Callable[[], Callable[[str], int]]  # each group's changes-topic partition, at the partition count of now
 T = TypeVar("T")
 
@@ -78,20 +77,21 @@ def _drop(read: asyncio.Future | None) -> None:
 
 class WatchIndex:
     """What the log-end and log-start notices need, in memory: topic -> the groups reading it, and each evaluated
-    group's partitions as its last evaluation saw them (`next_change.PartitionWatch`)."""
+    group's partitions as its last evaluation saw them (`next_change.GroupWatch`)."""
 
     def __init__(self) -> None:
-        self.readers: dict[str, set[str]] = {}
-        self.watches: dict[str, Watched] = {}
+        # topic -> its readers, as a dict's keys: a set of the same groups takes about twice the memory
+        self.readers: dict[str, dict[str, None]] = {}
+        self.watches: dict[str, GroupWatch] = {}
 
-    def remember(self, watches: Mapping[str, Watched | None]) -> None:
+    def remember(self, watches: Mapping[str, GroupWatch | None]) -> None:
         """What an evaluation saw of its groups (None: NOTFOUND, nothing to watch)."""
         for group, watched in watches.items():
             self._unwatch(group)
             if watched:
                 self.watches[group] = watched
-                for topic, _ in watched:
-                    self.readers.setdefault(topic, set()).add(group)
+                for topic in watched.topics:
+                    self.readers.setdefault(topic, {})[group] = None
 
     def drop(self, gone: Callable[[str], bool]) -> list[str]:
         """Forget the groups `gone` says left this instance; returns them."""
@@ -104,13 +104,14 @@ class WatchIndex:
         """(group, partition, watch) for each watched partition of these topics."""
         for topic in topics:
             for group in self.readers.get(topic, ()):
-                for tp, watch in self.watches.get(group, {}).items():
+                for tp, watch in self.watches[group].items():
                     if tp[0] == topic:
                         yield group, tp, watch
 
     def _unwatch(self, group: str) -> None:
-        for topic in {topic for topic, _ in self.watches.pop(group, {})}:
-            self.readers[topic].discard(group)
+        watched = self.watches.pop(group, None)
+        for topic in watched.topics if watched is not None else ():
+            self.readers[topic].pop(group, None)
             if not self.readers[topic]:
                 del self.readers[topic]
 

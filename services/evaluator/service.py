@@ -147,7 +147,9 @@ def collect_less() -> None:
     lives as long as the process (modules, the Faust app, the watch index, what is remembered of each group): at
     Python's default thresholds the collector spends a good share of an evaluation walking the survivors. What the
     imports built is frozen out of collections, and young objects are collected less often (cyclic garbage waits a
-    little longer; the reference counts free the rest as before)."""
+    little longer; the reference counts free the rest as before). The cyclic garbage the imports left is collected
+    first: frozen, it would never be."""
+    gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
 

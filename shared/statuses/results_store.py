@@ -215,7 +215,10 @@ def result_of(
 @dataclass(slots=True)
 class ResultsStore:
     redis: Redis
-    _written: dict[tuple[str, str], bytes] = field(default_factory=dict)  # what this process last wrote, per group
+    # what this process last wrote, per cluster and group: a 64-bit fingerprint of the encoded result (`hash` of its
+    # bytes), not the bytes, as it is held for every group. Two different results share one with a chance of 2^-64
+    # per write, and then only that write is skipped (the next change of the group's result writes it).
+    _written: dict[str, dict[str, int]] = field(default_factory=dict)
 
     async def write(
         self,
@@ -227,12 +230,13 @@ class ResultsStore:
         evaluation that changes nothing costs Redis nothing); returns how many were written or removed."""
         put: dict[str, bytes] = {}
         gone: list[str] = []
+        written = self._written.setdefault(cluster, {})
         for group, result in results.items():
             if result is None:
                 gone.append(group)
-                self._written.pop((cluster, group), None)
-            elif self._written.get((cluster, group)) != (encoded := result.encode()):
-                put[group] = self._written[(cluster, group)] = encoded
+                written.pop(group, None)
+            elif written.get(group) != (fingerprint := hash(encoded := result.encode())):
+                put[group], written[group] = encoded, fingerprint
         lines = {g: json.dumps(points, separators=(",", ":")) for g, points in (sparklines or {}).items()}
         if not put and not gone and not lines:
             return 0
@@ -257,8 +261,9 @@ class ResultsStore:
 
     def forget(self, cluster: str, groups: Iterable[str]) -> None:
         """Drop this process's memory of what it wrote (the groups moved to another evaluator)."""
+        written = self._written.get(cluster, {})
         for group in groups:
-            self._written.pop((cluster, group), None)
+            written.pop(group, None)
 
     async def raw(self, cluster: str) -> dict[bytes, bytes]:
         """Every group's encoded result (for readers that decode lazily, like /metrics)."""
