@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import os
 import tempfile
+from array import array
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, islice
 from typing import BinaryIO
 
 import msgspec
@@ -102,7 +104,57 @@ def label_value(value: str) -> str:
     return value
 
 
-Block = str | bytes | tuple[str, int]  # lines as text, or encoded, or (a spool file, its size)
+CLOCK_READ = 4 << 20  # bytes of a clock spool's texts read at a time
+
+
+@dataclass(slots=True)
+class ClockSpool:
+    """One clock family's lines of the groups that move with the clock, in their order: each line's text up to its
+    value in a file (a line each: at a million partitions they are a body's size), and each line's clock input in
+    memory, so a scrape renders only the values."""
+
+    family: str
+    path: str
+    inputs: list[object] | array[int]
+    size: int = 0
+
+    def write(self, out: BinaryIO, now: int) -> None:
+        """The lines at `now` into `out`: the texts cut at their newlines and interleaved with the values in C
+        (split, map, zip, join), not a line at a time in Python."""
+        values, inputs, rest = _ClockValues(CLOCK_VALUES[self.family], now), iter(self.inputs), b""
+        with open(self.path, "rb") as source:
+            while chunk := source.read(CLOCK_READ):
+                chunk = rest + chunk
+                end = chunk.rfind(b"\n") + 1
+                prefixes, rest = chunk[:end].split(b"\n"), chunk[end:]
+                prefixes.pop()  # what follows the last newline: nothing
+                texts = map(values.__getitem__, islice(inputs, len(prefixes)))
+                out.write(b"".join(chain.from_iterable(zip(prefixes, texts, strict=True))))
+        if rest:
+            raise OSError(f"{self.path} ends in the middle of a line")
+
+
+class _ClockValues(dict[object, bytes]):
+    """Clock input -> its value's text at one time, and a newline: each computed once (many lines share one)."""
+
+    def __init__(self, value: Callable[[object, int], str], now: int) -> None:
+        super().__init__()
+        self.value, self.now = value, now
+
+    def __missing__(self, given: object) -> bytes:
+        text = self[given] = f"{self.value(given, self.now)}\n".encode()
+        return text
+
+
+@dataclass(slots=True)
+class ClockLines:
+    """A spool's lines at one scrape's time (a block of `Series`)."""
+
+    spool: ClockSpool
+    now: int
+
+
+Block = str | bytes | tuple[str, int] | ClockLines  # lines as text, or encoded, or (a spool file, its size)
 
 
 class Series:
@@ -121,11 +173,15 @@ class Series:
             for chunk in chunks:
                 if isinstance(chunk, tuple):
                     _copy_file(chunk[0], chunk[1], out)
+                elif isinstance(chunk, ClockLines):
+                    chunk.spool.write(out, chunk.now)
                 else:
                     out.write(chunk if isinstance(chunk, bytes) else chunk.encode())
 
 
 def _size(block: Block) -> int:
+    if isinstance(block, ClockLines):
+        return block.spool.size
     return block[1] if isinstance(block, tuple) else len(block)
 
 
@@ -160,6 +216,7 @@ class MetricsFilter:
         self.kept = {name: self.families.accepts(name) for name in GAUGES}  # not rendered at all when left out
         self.group_families_kept = tuple(self.kept[name] for name in GROUP_FAMILIES)
         self.partition_families_kept = tuple(self.kept[name] for name in PARTITION_FAMILIES)
+        self.clock_families_kept = tuple(self.kept[name] for name in CLOCK_FAMILIES)
         self.ring_size = config.storage.intervals  # a partition is complete with this many commits
 
 
@@ -175,14 +232,67 @@ class _RenderedCluster:
     results: tuple[int, int]  # what it was rendered from: `fingerprint` of the results, not them (100 MB at 1M)
     log_ends: dict[tuple[str, int], int]
     spooled: list[tuple[str, int]]  # the steady groups' lines: a file per family of GROUP_FAMILIES, and its size
-    moving: dict[bytes, bytes]  # the groups rendered again at each scrape
+    moving: list[tuple[str, int]]  # the other groups' lines that do not move with the clock, the same way
+    clocked: list[ClockSpool]  # their lines that do, a spool per family of CLOCK_FAMILIES
+
+
+class _SpoolWriter:
+    """Writes a cluster's render to its spool files as groups are rendered, SPOOL_GROUPS at a time."""
+
+    def __init__(self, paths: list[str], now: int) -> None:
+        self.now, families = now, len(GROUP_FAMILIES)
+        self.steady, self.moving = paths[:families], paths[families : 2 * families]
+        self.clocked = [
+            ClockSpool(name, path, [] if name == "lagwatch_group_rebalances_last_hour" else array("q"))
+            for name, path in zip(CLOCK_FAMILIES, paths[2 * families :], strict=True)
+        ]
+        self.files = [open(path, "wb") for path in paths]  # noqa: SIM115 - closed by close()
+        self.steady_rows: list[tuple[str, ...]] = []
+        self.moving_rows: list[tuple[str, ...]] = []
+        self.clock_rows: list[list[str]] = [[] for _ in CLOCK_FAMILIES]
+
+    def add(self, lines: tuple[str, ...], clocked: Clocked) -> None:
+        if not any(_moves(clocked)):
+            self.steady_rows.append(_with_clock_lines(lines, clocked, self.now))
+        else:
+            self.moving_rows.append(lines)
+            for spool, rows, pairs in zip(self.clocked, self.clock_rows, clocked, strict=True):
+                for prefix, given in pairs:
+                    rows.append(prefix)
+                    spool.inputs.append(given)  # type: ignore[arg-type]  # an int where the array holds them
+        if len(self.steady_rows) + len(self.moving_rows) >= SPOOL_GROUPS:
+            self.flush()
+
+    def flush(self) -> None:
+        families = len(GROUP_FAMILIES)
+        _spool(self.files[:families], self.steady_rows)
+        _spool(self.files[families : 2 * families], self.moving_rows)
+        for f, rows in zip(self.files[2 * families :], self.clock_rows, strict=True):
+            if rows:
+                f.write(("\n".join(rows) + "\n").encode())
+                rows.clear()
+
+    def close(self) -> tuple[list[tuple[str, int]], list[tuple[str, int]], list[ClockSpool]]:
+        """The files' paths and sizes: the steady groups', the moving groups' fixed lines', their clock lines."""
+        self.flush()
+        sizes = [f.tell() for f in self.files]
+        families = len(GROUP_FAMILIES)
+        for spool, size in zip(self.clocked, sizes[2 * families :], strict=True):
+            spool.size = size
+        steady = list(zip(self.steady, sizes[:families], strict=True))
+        return steady, list(zip(self.moving, sizes[families : 2 * families], strict=True)), self.clocked
+
+    def close_files(self) -> None:
+        for f in self.files:
+            f.close()
 
 
 class RenderedGroups:
     """The scrape process's memory of what it rendered, so a quiet cluster's scrape renders next to nothing: the
-    groups whose lines do not move with the clock are kept while the cluster's results and log ends stay the same,
-    spooled to disk (a file per family), not in memory (at a million partitions they are hundreds of MB); a scrape
-    copies them into its body with sendfile."""
+    groups' lines are kept while the cluster's results and log ends stay the same, spooled to disk (a file per
+    family), not in memory (at a million partitions they are hundreds of MB); a scrape copies them into its body with
+    sendfile. The lines whose values move with the clock (lag in seconds, estimates counting down) are spooled up to
+    their value, their clock inputs kept: a scrape renders only those values."""
 
     def __init__(self, spool_dir: str) -> None:
         self.spool_dir = spool_dir
@@ -202,55 +312,45 @@ class RenderedGroups:
         last, rendered_from = self._clusters.get(cluster), fingerprint(results)
         if last is None or last.results != rendered_from or last.log_ends != log_ends:
             self._clusters.pop(cluster, None)  # a render failing half-way leaves nothing to reuse
-            spooled, moving = self._render_all(cluster, results, log_ends, now, keep)
-            last = self._clusters[cluster] = _RenderedCluster(rendered_from, log_ends, spooled, moving)
-        label = label_value(cluster)
-        rendered = (self._render(label, group.decode(), raw, log_ends, now, keep) for group, raw in last.moving.items())
-        moving_lines = _columns([lines for lines, _ in filter(None, rendered)])
-        for name, block, extra in zip(GROUP_FAMILIES, last.spooled, moving_lines, strict=True):
-            series.lines[name] += (block, extra)
+            spooled, moving, clocked = self._render_all(cluster, results, log_ends, now, keep)
+            last = self._clusters[cluster] = _RenderedCluster(rendered_from, log_ends, spooled, moving, clocked)
+        for name, steady, fixed in zip(GROUP_FAMILIES, last.spooled, last.moving, strict=True):
+            series.lines[name] += (steady, fixed)
+        for spool in last.clocked:
+            series.lines[spool.family].append(ClockLines(spool, now))
 
     def _render_all(
         self, cluster: str, results: dict[bytes, bytes], log_ends: dict[tuple[str, int], int], now: int, keep
-    ) -> tuple[list[tuple[str, int]], dict[bytes, bytes]]:
-        moving: dict[bytes, bytes] = {}
+    ) -> tuple[list[tuple[str, int]], list[tuple[str, int]], list[ClockSpool]]:
         cluster_label = label_value(cluster)
-        paths = self._spool_paths(cluster)
-        files = [open(path, "wb") for path in paths]  # noqa: SIM115 - closed below
+        writer = _SpoolWriter(self._spool_paths(cluster), now)
         try:
-            rows: list[tuple[str, ...]] = []
             for raw_group, raw in results.items():
                 group = raw_group.decode()
                 if not keep.all_groups and not keep.groups.accepts(group):
                     continue
-                rendered = self._render(cluster_label, group, raw, log_ends, now, keep)
-                if rendered is None:
-                    continue
-                if not rendered[1]:
-                    moving[raw_group] = raw
-                    continue
-                rows.append(rendered[0])
-                if len(rows) >= SPOOL_GROUPS:
-                    _spool(files, rows)
-            _spool(files, rows)
-            sizes = [f.tell() for f in files]
+                rendered = self._render(cluster_label, group, raw, log_ends, keep)
+                if rendered is not None:
+                    writer.add(*rendered)
+            return writer.close()
         finally:
-            for f in files:
-                f.close()
-        return list(zip(paths, sizes, strict=True)), moving
+            writer.close_files()
 
     def _spool_paths(self, cluster: str) -> list[str]:
         number = self._names.setdefault(cluster, len(self._names))
-        return [os.path.join(self.spool_dir, f"{number}-{i}") for i in range(len(GROUP_FAMILIES))]
+        files = 2 * len(GROUP_FAMILIES) + len(CLOCK_FAMILIES)
+        return [os.path.join(self.spool_dir, f"{number}-{i}") for i in range(files)]
 
-    def _render(self, cluster_label: str, group: str, raw: bytes, log_ends, now: int, keep) -> tuple | None:
+    def _render(
+        self, cluster_label: str, group: str, raw: bytes, log_ends, keep
+    ) -> tuple[tuple[str, ...], Clocked] | None:
         try:
-            group_status, _, started, parts, *velocity = self._decode(raw)
-        except (msgspec.DecodeError, ValueError, TypeError):
+            result = self._decode(raw)
+        except msgspec.DecodeError:
             return None  # unreadable: the next evaluation rewrites it
-        return group_lines(
-            cluster_label, group, group_status, started, parts, log_ends, now, keep, velocity[0] if velocity else None
-        )
+        if not isinstance(result, list) or len(result) < 4:
+            return None  # not a result's layout: the same
+        return render_group(cluster_label, group, result, log_ends, keep)
 
 
 def fingerprint(results: Mapping[bytes, bytes]) -> tuple[int, int]:
@@ -286,18 +386,36 @@ def group_lines(
     keep: MetricsFilter,
     velocity: list | None = None,
 ) -> tuple[tuple[str, ...], bool]:
-    """A group's text for each of GROUP_FAMILIES (results_store.py's layout is read here; `velocity` its optional
-    [catch-up anchor, lag growth]), and whether it stays right while the result and the log ends do (False: it
-    moves with the clock)."""
+    """A group's text for each of GROUP_FAMILIES at `now`, and whether it stays right while the result and the log
+    ends do (False: it moves with the clock)."""
+    result = [group_status, 0, started, parts, *([velocity] if velocity else [])]
+    lines, clocked = render_group(cluster_label, group, result, log_ends, keep)
+    return _with_clock_lines(lines, clocked, now), not any(_moves(clocked))
+
+
+def _with_clock_lines(lines: tuple[str, ...], clocked: Clocked, now: int) -> tuple[str, ...]:
+    """`lines` (GROUP_FAMILIES' order, the clock families' empty) with the clock families' text at `now` put in."""
+    texts = list(lines)
+    for position, name, pairs in zip(CLOCK_POSITIONS, CLOCK_FAMILIES, clocked, strict=True):
+        texts[position] = clocked_text(name, pairs, now)
+    return tuple(texts)
+
+
+Clocked = tuple[list[tuple[str, object]], ...]  # per family of CLOCK_FAMILIES: (line up to its value, clock input)
+
+
+def render_group(
+    cluster_label: str, group: str, result: list, log_ends: Mapping[tuple[str, int], int], keep: MetricsFilter
+) -> tuple[tuple[str, ...], Clocked]:
+    """A group's text for each of GROUP_FAMILIES that does not move with the clock, from its decoded result
+    (results_store.py's layout is read here: status, last commit, generations started, partitions, then optionally
+    [catch-up anchor, lag growth, retention anchor, skipped]), the clock families' left empty; and their lines as
+    (text up to the value, what `CLOCK_VALUES` turns into the value at a time)."""
+    group_status, _, started, parts, *rest = result
+    velocity = rest[0] if rest else None
     labels = f'cluster="{cluster_label}",consumer_group="{label_value(group)}"'
-    scan = _scan_partitions(labels, parts, log_ends, now, keep)
-    recent = sum(1 for at in started if at >= now - HOUR_MS)
+    scan = _scan_partitions(labels, parts, log_ends, keep)
     catchup, growth, retention, skipped = [*velocity, -1, 0][:4] if velocity else (UNKNOWN_CATCHUP, None, -1, 0)
-    # estimates count down with the clock
-    steady = not started and not scan.moves_with_clock and catchup < 0 and retention < 0
-    risk_s = max(0.0, (retention - now) / 1000) if retention >= 0 else None
-    catchup_s = catchup_seconds(catchup, now)
-    slowest = scan.slowest
     values = (  # in the order of GROUP_FAMILIES: a line's value (None: no line), or the lines of the partitions
         group_status,
         scan.total,
@@ -305,19 +423,77 @@ def group_lines(
         scan.lag,
         scan.offset,
         scan.status,
-        recent,
-        scan.seconds,
-        slowest[0] if slowest is not None else None,
-        None if catchup_s is None else "+Inf" if catchup_s == float("inf") else repr(catchup_s),
+        None,  # the clock families': in `clocked`
+        None,
+        None,
+        None,
         growth,
-        risk_s,
+        None,
         skipped if velocity else None,
     )
     lines = tuple(
         "" if v is None or not kept else "".join(v) if isinstance(v, list) else f"{name}{{{labels}}} {v}\n"
         for name, v, kept in zip(GROUP_FAMILIES, values, keep.group_families_kept, strict=True)
     )
-    return lines, steady
+    inputs = (  # in the order of CLOCK_FAMILIES: a group line's clock input (None: no line), or the partitions'
+        tuple(started),
+        scan.seconds,
+        scan.oldest_anchor,
+        None if catchup == UNKNOWN_CATCHUP else catchup,
+        retention if retention >= 0 else None,
+    )
+    clocked = tuple(
+        [] if v is None or not kept else v if isinstance(v, list) else [(f"{name}{{{labels}}} ", v)]
+        for name, v, kept in zip(CLOCK_FAMILIES, inputs, keep.clock_families_kept, strict=True)
+    )
+    return lines, clocked
+
+
+def _moves(clocked: Clocked) -> Iterable[bool]:
+    """Whether each clock family's lines of a group change with the clock (what `CLOCK_VALUES` makes of them)."""
+    started, seconds, oldest, catchup, retention = clocked
+    yield any(at for _, at in started)  # a start leaves the last hour
+    yield any(anchor != CAUGHT_UP_LAG for _, anchor in seconds)
+    yield any(anchor != CAUGHT_UP_LAG for _, anchor in oldest)
+    yield any(isinstance(anchor, int) and anchor >= 0 for _, anchor in catchup)  # counts down
+    yield bool(retention)  # counts down
+
+
+def _seconds_since(anchor: object, now: int) -> str:
+    assert isinstance(anchor, int)
+    return str(0.0 if anchor == CAUGHT_UP_LAG else max(0.0, (now - anchor) / 1000))
+
+
+def _catchup_text(anchor: object, now: int) -> str:
+    assert isinstance(anchor, int)
+    seconds = catchup_seconds(anchor, now)
+    return "+Inf" if seconds == float("inf") else repr(seconds)
+
+
+def _seconds_until(at: object, now: int) -> str:
+    assert isinstance(at, int)
+    return str(max(0.0, (at - now) / 1000))
+
+
+def _starts_last_hour(started: object, now: int) -> str:
+    assert isinstance(started, tuple)
+    return str(sum(1 for at in started if at >= now - HOUR_MS))
+
+
+CLOCK_VALUES = {  # the families whose values move with the clock -> their value at a time, from their clock input
+    "lagwatch_group_rebalances_last_hour": _starts_last_hour,
+    "lagwatch_consumer_lag_seconds": _seconds_since,  # a partition's: when its log end passed its commit
+    "lagwatch_consumer_group_max_lag_seconds": _seconds_since,  # the group's oldest such anchor
+    "lagwatch_consumer_group_catchup_seconds": _catchup_text,
+    "lagwatch_consumer_group_retention_risk_seconds": _seconds_until,
+}
+CLOCK_FAMILIES = tuple(CLOCK_VALUES)
+CLOCK_POSITIONS = tuple(GROUP_FAMILIES.index(name) for name in CLOCK_FAMILIES)
+
+
+def clocked_text(family: str, pairs: Iterable[tuple[str, object]], now: int) -> str:
+    value = CLOCK_VALUES[family]
+    return "".join(f"{prefix}{value(given, now)}\n" for prefix, given in pairs)
 
 
 @dataclass(slots=True)
@@ -326,20 +502,20 @@ class _PartitionScan:
 
     total: int = 0
     biggest: int = 0
-    slowest: tuple[float, bool] | None = None  # (most lag in seconds, lower bound)
-    moves_with_clock: bool = False  # some lag in seconds grows with the clock
+    oldest_anchor: int | None = None  # the lag anchor of the most lag in seconds (CAUGHT_UP_LAG: none lags)
     lag: list[str] = field(default_factory=list)
     offset: list[str] = field(default_factory=list)
     status: list[str] = field(default_factory=list)
-    seconds: list[str] = field(default_factory=list)
+    seconds: list[tuple[str, object]] = field(default_factory=list)  # (line up to its value, lag anchor)
 
 
 def _scan_partitions(
-    labels: str, parts: list[list], log_ends: Mapping[tuple[str, int], int], now: int, keep: MetricsFilter
+    labels: str, parts: list[list], log_ends: Mapping[tuple[str, int], int], keep: MetricsFilter
 ) -> _PartitionScan:
     scan, lines = _PartitionScan(), keep.partitions
     want_lag, want_offset, want_status, want_seconds = keep.partition_families_kept
     total = biggest = 0
+    oldest: int | None = None
     for topic, partition, part_status, newest, filled, anchor, *rest in parts:
         end = log_ends.get((topic, partition))
         lag = end - newest if end is not None and newest >= 0 and end > newest else 0
@@ -349,14 +525,8 @@ def _scan_partitions(
             lag = 0
         total += lag
         biggest = lag if lag > biggest else biggest
-        seconds = None
-        if anchor == CAUGHT_UP_LAG:
-            seconds = 0.0
-        elif anchor != UNKNOWN_LAG:
-            seconds = max(0.0, (now - anchor) / 1000)
-            scan.moves_with_clock = True
-        if seconds is not None and (scan.slowest is None or (seconds, bool(rest and rest[0])) > scan.slowest):
-            scan.slowest = (seconds, bool(rest and rest[0]))
+        if anchor != UNKNOWN_LAG and (oldest is None or oldest == CAUGHT_UP_LAG or 0 <= anchor < oldest):
+            oldest = anchor
         if not lines or not (keep.all_topics or keep.topics.accepts(topic)):
             continue
         part = f'{labels},topic="{label_value(topic)}",partition="{partition}"}} '
@@ -367,9 +537,9 @@ def _scan_partitions(
                 scan.offset.append(f"burrow_kafka_consumer_current_offset{{{part}{newest}\n")
             if want_status:
                 scan.status.append(f"burrow_kafka_topic_partition_status{{{part}{part_status}\n")
-        if seconds is not None and want_seconds:
-            scan.seconds.append(f"lagwatch_consumer_lag_seconds{{{part}{seconds}\n")
-    scan.total, scan.biggest = total, biggest
+        if anchor != UNKNOWN_LAG and want_seconds:
+            scan.seconds.append((f"lagwatch_consumer_lag_seconds{{{part}", anchor))
+    scan.total, scan.biggest, scan.oldest_anchor = total, biggest, oldest
     return scan
 
 

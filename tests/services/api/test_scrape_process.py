@@ -4,6 +4,7 @@ gone once the api has it open, and nothing is left behind when the worker closes
 import asyncio
 import json
 import os
+import tempfile
 
 import pytest
 
@@ -100,3 +101,42 @@ def test_the_results_a_render_is_kept_for_are_told_apart_by_their_fingerprint():
         {b"a": b"[1]", b"c": b"[2]"},
     ):
         assert fingerprint(changed) != fingerprint(results), changed
+
+
+async def test_a_lagging_groups_lines_are_reused_with_only_their_values_on_the_clock_rendered_again(
+    redis_server, redis, monkeypatch
+):
+    """`billing` lags and started a generation: its lag in seconds and its rebalances of the last hour move with the
+    clock. A later scrape of the same results and log ends decodes no result again (its other lines come from the
+    spool, those values from their clock inputs) and reads as a render from nothing at that time."""
+    from lagwatch.services.api import metrics
+
+    now = now_ms()
+    await seed(redis, now)
+    config = api_config(redis_server.url)
+    clock, decoded = [now], []
+    monkeypatch.setattr(metrics, "now_ms", lambda: clock[0])
+    render = metrics.RenderedGroups._render
+    monkeypatch.setattr(metrics.RenderedGroups, "_render", lambda self, *a: decoded.append(a[1]) or render(self, *a))
+    spool = tempfile.mkdtemp()
+    bodies = []
+    for at in (now, now + 2 * metrics.HOUR_MS):  # the generation's start leaves the last hour
+        clock[0] = at
+        with tempfile.TemporaryFile() as out:
+            await metrics.scrape_into(config, redis, out, spool)
+            out.seek(0)
+            bodies.append(without_redis_memory(out.read()))
+        if at == now:
+            assert sorted(decoded) == ["audit", "billing"]
+    assert sorted(decoded) == ["audit", "billing"]  # not again at the second scrape
+    metrics._RENDERED.pop(spool)
+    assert bodies[1] == without_redis_memory(await metrics.scrape_results(config, redis))
+    rebalances = b'lagwatch_group_rebalances_last_hour{cluster="local",consumer_group="billing"} '
+    assert rebalances + b"1\n" in bodies[0] and rebalances + b"0\n" in bodies[1]
+    seconds = [line for line in bodies[1].splitlines() if line.startswith(b"lagwatch_consumer_lag_seconds{")]
+    assert seconds and all(line not in bodies[0] for line in seconds if b"billing" in line)
+
+
+def without_redis_memory(body: bytes) -> bytes:
+    """The body without Redis's used memory (it changes between two reads)."""
+    return b"\n".join(line for line in body.splitlines() if not line.startswith(b"lagwatch_redis_memory_used"))
