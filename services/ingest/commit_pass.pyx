@@ -19,7 +19,8 @@ from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
 from cpython.set cimport PySet_Add
 from libc.stdint cimport INT64_MAX, int64_t, uint64_t
-from libc.string cimport memcpy
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.string cimport memcmp, memcpy
 
 from lagwatch.services.ingest.decimal_text cimport decimal_width, put_decimal
 
@@ -178,6 +179,100 @@ cdef inline bint _read_value(bytes value, int64_t* offset, int64_t* timestamp) n
     return True
 
 
+cdef inline int64_t _be32(const unsigned char* p) noexcept:
+    cdef int64_t v = (<int64_t>p[0] << 24) | (p[1] << 16) | (p[2] << 8) | p[3]
+    return v - 0x100000000 if v >= 0x80000000 else v
+
+
+cdef struct KeyParts:
+    # an offset commit's key read in place: its group's and topic's UTF-8 bytes inside the key, its partition
+    const char* group
+    const char* topic
+    Py_ssize_t group_size, topic_size
+    int64_t partition
+
+
+cdef inline bint _read_key(bytes key, KeyParts* parts) noexcept:
+    """An offset commit's key (record type 0 or 1) read in place where `offsets_codec.decode_offset_commit_key`
+    slices it (a well-formed one); False: let Python decode it."""
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(key), topic_at, partition_at
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(key)
+    if size < 6 or p[0] != 0 or p[1] > 1 or p[2] >= 0x80:
+        return False
+    topic_at = 4 + ((p[2] << 8) | p[3])
+    if size < topic_at + 2 or p[topic_at] >= 0x80:
+        return False
+    partition_at = topic_at + 2 + ((p[topic_at] << 8) | p[topic_at + 1])
+    if size < partition_at + 4:
+        return False
+    parts.group, parts.group_size = <const char*>p + 4, topic_at - 4
+    parts.topic, parts.topic_size = <const char*>p + topic_at + 2, partition_at - topic_at - 2
+    parts.partition = _be32(p + partition_at)
+    return True
+
+
+cdef object _text(const char* p, Py_ssize_t size):
+    """UTF-8 bytes as `bytes.decode` reads them; None for bytes it refuses (Python names the fault)."""
+    try:
+        return PyUnicode_DecodeUTF8(p, size, NULL)
+    except UnicodeDecodeError:
+        return None
+
+
+cdef class KeyReader:
+    """Offset-commit keys read in place into their group's name and their partition's field, with no entry per key:
+    a key's group bytes are compared with the previous key's (a group's commits come together) and decoded when they
+    differ, the group found by name among those held (`WindowCache.groups`: only accepted groups are held); its topic
+    likewise, then its partition in `KeyCache.fields`. Anything else is Python's (`BatchProcessor._unusual`)."""
+
+    cdef dict fields, groups
+    cdef object group_key, topic_key  # the keys the group and the topic were read from: their bytes are pointed into
+    cdef const char* group_at
+    cdef const char* topic_at
+    cdef Py_ssize_t group_size, topic_size
+    cdef object by_partition  # `fields` of the topic read (None: not there)
+    cdef readonly object group, topic_partition, field  # of the key read
+
+    def __init__(self, dict fields, dict groups):
+        self.fields, self.groups = fields, groups
+
+    cdef bint read(self, bytes key):
+        """The key's group (held), (topic, partition) and field, when it is a well-formed commit key all found."""
+        cdef KeyParts parts
+        cdef PyObject* found
+        if not _read_key(key, &parts):
+            return False
+        if self.group_key is None or parts.group_size != self.group_size or memcmp(
+            parts.group, self.group_at, parts.group_size
+        ) != 0:
+            self.group = _text(parts.group, parts.group_size)
+            self.group_key, self.group_at, self.group_size = key, parts.group, parts.group_size
+        if self.group is None or PyDict_GetItem(self.groups, self.group) is NULL:
+            return False
+        if self.topic_key is None or parts.topic_size != self.topic_size or memcmp(
+            parts.topic, self.topic_at, parts.topic_size
+        ) != 0:
+            topic = _text(parts.topic, parts.topic_size)
+            found = PyDict_GetItem(self.fields, topic) if topic is not None else NULL
+            self.by_partition = <object>found if found is not NULL else None
+            self.topic_key, self.topic_at, self.topic_size = key, parts.topic, parts.topic_size
+        if self.by_partition is None:
+            return False
+        found = PyDict_GetItem(self.by_partition, parts.partition)
+        if found is NULL:
+            return False
+        self.topic_partition, self.field = <object>_item(<object>found, 0), <object>_item(<object>found, 1)
+        return True
+
+    cdef void forget(self) noexcept:
+        """Python may have changed what is held: the next key is looked up afresh."""
+        self.group_key = self.topic_key = None
+
+    def resolve(self, key):
+        """`read`, for tests: (group, (topic, partition), field), or None."""
+        return (self.group, self.topic_partition, self.field) if self.read(key) else None
+
+
 cdef struct Pending:
     # a commit's history record, kept until it is encoded: its heads point into bytes the writer keeps alive
     int64_t offsets_partition
@@ -331,7 +426,6 @@ cdef Py_ssize_t _encode(const Pending* pending, Py_ssize_t count, char* text, Py
 
 def run_pass(processor, records, batch, bint defer):
     """The pass over `records` for `processor` (a BatchProcessor), into `batch` (an AppliedBatch)."""
-    cdef dict known = processor.keys.keys
     cdef dict groups = processor.cache.groups, dirty = processor.cache.dirty, touched = batch.touched
     cdef dict latest = processor.broker_offsets.latest, since = processor.broker_offsets.since
     # per offsets partition, its coordinator's clock offset (absent: commits taken as made when read)
@@ -346,6 +440,7 @@ def run_pass(processor, records, batch, bint defer):
     cdef dict positions = batch.positions, waiting = batch.waiting
     cdef list deferred = batch.deferred
     cdef bint keep = processor.keep_commits
+    cdef KeyReader reader = KeyReader(processor.keys.fields, groups)
     cdef HistoryWriter history = HistoryWriter(batch.history, processor.history_heads, processor.cluster) if keep else None
     cdef int64_t now = batch.observed_at
     cdef dict reread = processor.reread_until  # empty but after a rewind (BatchProcessor.read_again)
@@ -385,20 +480,18 @@ def run_pass(processor, records, batch, bint defer):
             clock_known = found is not NULL
             offset_ms = <int64_t><object>found if clock_known else 0
         position = order + 1
-        commit_key = None
-        if key is not None:
-            found = PyDict_GetItem(known, key)
-            if found is not NULL:
-                commit_key = <object>found
-        if commit_key is None or not value or not <object>_item(commit_key, 5):
+        if value and type(key) is bytes and reader.read(<bytes>key):
+            group, tp, field_name = reader.group, reader.topic_partition, reader.field
+        else:
             if last_moved:
                 current.last, last_moved = current_last, False
-            commit_key = unusual(record, key, commit_key, batch, defer)
+            reader.forget()
+            commit_key = unusual(record, key, batch, defer)
             if commit_key is None:
                 current_name = None  # a tombstone or a rebalance may have replaced the group's rings
                 continue
-        group = <object>_item(commit_key, 0)
-        tp = <object>_item(commit_key, 4)
+            group, tp = <object>_item(commit_key, 0), <object>_item(commit_key, 4)
+            field_name = <object>_item(commit_key, 3)
         if group in waiting or (defer and (group not in groups or tp not in latest)):
             waiting[group] = partition
             deferred.append(record)
@@ -447,7 +540,6 @@ def run_pass(processor, records, batch, bint defer):
                 current_last = -1 if current.last is None else current.last
             except OverflowError:  # not a timestamp lagwatch wrote: compare as Python would
                 current_last = INT64_MAX if current.last > 0 else -1
-        field_name = <object>_item(commit_key, 3)
         found = PyDict_GetItem(rings, field_name)
         ring = <object>found if found is not NULL else None
         new_ring = _add_newest(

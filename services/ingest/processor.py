@@ -148,7 +148,7 @@ class BatchProcessor:
         histories of those whose commits were made before their log end last moved (retryable)."""
         if batch.waiting:
             await self.cache.load(batch.waiting)
-        commits = list(_set_aside_commits(batch.deferred, self.keys.keys))
+        commits = list(_set_aside_commits(batch.deferred, self.keys))
         missing = {tp for _, tp, _ in commits} - self.broker_offsets.latest.keys()
         if missing:
             await self.broker_offsets.lookup(missing)
@@ -187,15 +187,12 @@ class BatchProcessor:
         batch.history.close()  # as the compiled pass does: a pass's messages are complete
 
     def _python_pass(self, records: Sequence[RecordLike], batch: AppliedBatch, *, defer: bool) -> None:
-        """The reference of the compiled pass (commit_pass.pyx): per record a key look-up and its commit's step
-        (`_commit`); anything but a commit of an accepted group leaves through `_unusual` (rare)."""
-        known = self.keys.keys
+        """The reference of the compiled pass (commit_pass.pyx): per record its key and its commit's step
+        (`_commit`); anything but a commit of an accepted group leaves through `_unusual`."""
         for record in records:
             key, value, order, part = record.key(), record.value(), record.offset(), record.partition()
             batch.positions[part] = order + 1
-            commit_key = known.get(key) if key is not None else None
-            if commit_key is None or not value or not commit_key.accepted:
-                commit_key = self._unusual(record, key, commit_key, batch, defer)
+            commit_key = self._unusual(record, key, batch, defer)
             if commit_key is not None:
                 at = self._commit(record, part, order, commit_key, value, batch, defer)  # type: ignore[arg-type]
                 if at is not None:
@@ -215,23 +212,21 @@ class BatchProcessor:
             else:
                 self.group_changes.step(step, step, 0, batch, defer)
 
-    def _unusual(
-        self, record: RecordLike, key: bytes | None, commit_key: CommitKey | None, batch: AppliedBatch, defer: bool
-    ) -> CommitKey | None:
-        """A record the hot loop does not apply as is: a key not seen yet, a group record, a filtered group's, an
-        offset-commit tombstone or one without a key. Returns the commit key when it is a commit to apply after all."""
+    def _unusual(self, record: RecordLike, key: bytes | None, batch: AppliedBatch, defer: bool) -> CommitKey | None:
+        """A record the compiled pass does not apply as is: a commit of a group not held yet, a group record, a
+        filtered group's, an offset-commit tombstone, a key not read in place or none. Returns the commit key when it
+        is a commit to apply after all."""
         if key is None:
             batch.tally["decode_error:no-key"] += 1
             return None
-        if commit_key is None:
-            try:
-                commit_key = self.keys.commit_key(key)
-            except codec.CodecError as exc:
-                batch.tally[f"decode_error:{type_label(exc.record_type, key)}"] += 1
-                return None
-            if commit_key is None:  # not an offset commit: group metadata or another record type
-                self.group_changes.record(record, key, batch, defer)
-                return None
+        try:
+            commit_key = self.keys.commit_key(key)
+        except codec.CodecError as exc:
+            batch.tally[f"decode_error:{type_label(exc.record_type, key)}"] += 1
+            return None
+        if commit_key is None:  # not an offset commit: group metadata or another record type
+            self.group_changes.record(record, key, batch, defer)
+            return None
         value = record.value()
         if not commit_key.accepted:  # filtered out by the allow/deny regexes
             batch.tally["offset_commit_tombstone" if not value else "filtered"] += 1
@@ -323,14 +318,14 @@ class BatchProcessor:
 
 
 def _set_aside_commits(
-    deferred: Sequence[RecordLike | AdminStep], known: dict[bytes, CommitKey]
+    deferred: Sequence[RecordLike | AdminStep], keys: KeyCache
 ) -> Iterator[tuple[int, tuple[str, int], int]]:
     """(offsets partition, partition, commit timestamp) of the set-aside commits (timestamp -1 for offset deletions
     and unreadable values; admin mode's steps are offsets partition 0's)."""
     for record in deferred:
         if isinstance(record, Commit | OffsetsDeleted):
             yield 0, (record.topic, record.partition), getattr(record, "timestamp", -1)
-        elif not isinstance(record, AdminStep) and (key := known.get(record.key())) is not None:  # type: ignore[arg-type]
+        elif not isinstance(record, AdminStep) and (key := keys.commit_key(record.key() or b"")) is not None:
             yield record.partition(), key.topic_partition, _commit_timestamp(record.value())
 
 

@@ -28,7 +28,8 @@ from lagwatch.shared.windows.ingest_totals import type_label
 from lagwatch.shared.windows.window_writes import GroupMetadataUpdate, MemberChange
 
 TopicPartition = tuple[str, int]
-KEY_CACHE_LIMIT = 500_000  # distinct commit keys remembered (group, topic, partition): each holds its key bytes too
+PARTITIONS_KEPT = 500_000  # distinct (topic, partition) fields remembered; then the cache starts over
+REJECTED_KEPT = 100_000  # names of groups the regexes filter out remembered; then the set starts over
 
 
 class RecordLike(Protocol):
@@ -42,7 +43,7 @@ class RecordLike(Protocol):
 
 
 class CommitKey(NamedTuple):
-    """An offset commit's decoded key, cached per distinct key bytes (with what the hot path derives from it)."""
+    """An offset commit's decoded key (with what the hot path derives from it)."""
 
     group: str
     topic: str
@@ -73,44 +74,54 @@ GroupStep = GroupDeletion | GroupMetadataUpdate | MemberChange  # what a group r
 
 
 class KeyCache:
-    """Offset-commit keys already decoded: a cluster's commits repeat the same (group, topic, partition) keys, so
-    each distinct key is decoded (and its group filtered) once, and a commit costs a dict look-up and its value."""
+    """Offset-commit keys decoded, with no entry per key: a million group-partitions would hold a million keys. The
+    compiled pass reads a commit's key in place: its group by name in the window cache (a group held is accepted), its
+    partition in `fields` (topic -> partition -> the one (topic, partition) tuple and its interned field, as the
+    windows loaded from Redis have it). `commit_key` decodes the rest: keys of groups not held yet, and the Python
+    pass's."""
 
-    def __init__(self, group_filter: GroupFilter, limit: int = KEY_CACHE_LIMIT) -> None:
+    def __init__(self, group_filter: GroupFilter, limit: int = PARTITIONS_KEPT) -> None:
         self.group_filter = group_filter
         self.limit = limit
-        self.keys: dict[bytes, CommitKey] = {}
-        # one copy shared by every key that names them (memory)
-        self._groups: dict[str, tuple[str, bool]] = {}  # group -> (the one copy of its name, accepted)
-        self._partitions: dict[TopicPartition, tuple[TopicPartition, str]] = {}  # -> (the one tuple, its field)
+        self.fields: dict[str, dict[int, tuple[TopicPartition, str]]] = {}
+        self._partitions = 0  # held in `fields`
+        self._rejected: set[str] = set()  # groups the regexes filter out: a regex search per commit otherwise
 
     def commit_key(self, key: bytes) -> CommitKey | None:
         """The decoded key when it is an offset commit's, else None (other record types: decode them whole)."""
-        known = self.keys.get(key)
-        if known is not None:
-            return known
         if len(key) < 2 or key[0] != 0 or key[1] > 1:  # record types 0 and 1 are offset commits
             return None
-        group, topic, partition = codec.decode_offset_commit_key(key)
-        if len(self.keys) >= self.limit:
-            self.keys.clear()
-            self._groups.clear()
-            self._partitions.clear()
-        known = self.keys[key] = self.named(group, topic, partition)
-        return known
+        return self.named(*codec.decode_offset_commit_key(key))
 
-    def named(self, group_name: str, topic_name: str, partition_number: int) -> CommitKey:
-        """The commit key of a group's partition (the one copy of each name)."""
-        group = self._groups.get(group_name)
-        if group is None:
-            group = self._groups[group_name] = (group_name, self.group_filter.accepts(group_name))
-        tp = (topic_name, partition_number)
-        shared = self._partitions.get(tp)
-        if shared is None:
-            # the field names interned, as the windows loaded from Redis have them: one copy per partition field
-            shared = self._partitions[tp] = (tp, sys.intern(f"{topic_name}:{partition_number}"))
-        (topic, partition), field_name = shared
-        return CommitKey(group[0], topic, partition, field_name, shared[0], group[1])
+    def named(self, group: str, topic_name: str, partition_number: int) -> CommitKey:
+        """The commit key of a group's partition (the one copy of its topic and field)."""
+        tp, field_name = self._field(topic_name, partition_number)
+        return CommitKey(group, tp[0], partition_number, field_name, tp, self._accepts(group))
+
+    def _field(self, topic: str, partition: int) -> tuple[TopicPartition, str]:
+        by_partition = self.fields.get(topic)
+        shared = by_partition.get(partition) if by_partition is not None else None
+        if shared is not None:
+            return shared
+        if self._partitions >= self.limit:
+            self.fields.clear()  # in place: a pass running holds this dict
+            self._partitions = 0
+        topic = sys.intern(topic)
+        # the field interned, as the windows loaded from Redis have it: one copy per partition field
+        shared = ((topic, partition), sys.intern(f"{topic}:{partition}"))
+        self.fields.setdefault(topic, {})[partition] = shared
+        self._partitions += 1
+        return shared
+
+    def _accepts(self, group: str) -> bool:
+        if group in self._rejected:
+            return False
+        if self.group_filter.accepts(group):
+            return True
+        if len(self._rejected) >= REJECTED_KEPT:
+            self._rejected.clear()
+        self._rejected.add(group)
+        return False
 
 
 def decode_group_record(

@@ -20,12 +20,13 @@ from hypothesis import strategies as st
 
 from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.services.ingest import processor as processor_module
-from lagwatch.services.ingest.commit_pass import HistoryWriter, add_to_ring, heads_kept
+from lagwatch.services.ingest.commit_pass import HistoryWriter, KeyReader, add_to_ring, heads_kept
 from lagwatch.services.ingest.processor import BatchProcessor
-from lagwatch.services.ingest.records import GroupDeletion, OffsetsDeleted
+from lagwatch.services.ingest.records import GroupDeletion, KeyCache, OffsetsDeleted
+from lagwatch.shared.protocol.group_filter import GroupFilter
 from lagwatch.shared.protocol.types import Commit, WindowConfig
 from lagwatch.shared.records.history import MESSAGE_BYTES, HistoryMessages, commit_record, decode, records_of
-from lagwatch.shared.records.offsets_codec import GroupMember
+from lagwatch.shared.records.offsets_codec import CodecError, GroupMember, decode_offset_commit_key
 from lagwatch.shared.windows.packing import unpack_commit_ring
 from lagwatch.shared.windows.window import ADMIN_ORDERS_FROM, AddOutcome, PartitionWindow, expired
 from lagwatch.shared.windows.window_writes import GroupMetadataUpdate
@@ -414,3 +415,60 @@ def test_admin_modes_typed_steps_do_what_the_same_records_do(stack, monkeypatch)
     seen: set[str] = set()
     agree()
     assert {"outcome:appended", "outcome:no_broker_offset", "offset_commit_tombstone", "group_deleted"} <= seen, seen
+
+
+KEY_NAMES = st.sampled_from(["billing", "audit", "orders"]) | st.text(max_size=6)
+
+
+@st.composite
+def commit_keys(draw):
+    """Offset-commit keys as Kafka writes them, cut short, with bytes after them, or with bytes UTF-8 refuses."""
+    key = encoders.encode_offset_commit_key(
+        draw(KEY_NAMES), draw(KEY_NAMES), draw(PARTITION_NUMBERS), version=draw(st.sampled_from([0, 1]))
+    )
+    cut = draw(st.sampled_from([None, None, "short", "longer", "bytes"]))
+    if cut == "short":
+        key = key[: draw(st.integers(0, len(key) - 1))]
+    elif cut == "longer":
+        key += draw(st.binary(min_size=1, max_size=4))
+    elif cut == "bytes":
+        at = draw(st.integers(0, len(key) - 1))
+        key = key[:at] + draw(st.sampled_from([b"\xff", b"\xc3", b"\x80", b"\x02"])) + key[at + 1 :]
+    return key
+
+
+PARTITION_NUMBERS = st.sampled_from([0, 1, 7]) | st.integers(-(2**31), 2**31 - 1)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(commit_keys(), min_size=1, max_size=12))
+def test_a_key_read_in_place_names_what_python_decodes_it_to(keys):
+    """In turn as the pass meets them (the group and the topic compared with the previous key's), every key the
+    reader resolves decodes in Python to the same group, partition and field; a key Python decodes, of a group held
+    and a partition known, is resolved."""
+    cache = KeyCache(GroupFilter())
+    held: dict[str, object] = {}
+    for key in keys:  # the groups held and the partitions known: those of half the well-formed keys
+        decoded = _decoded(key)
+        if decoded is not None and hash(key) % 2:
+            held[decoded[0]] = object()
+            cache.named(*decoded)
+    reader = KeyReader(cache.fields, held)
+    for key in keys:
+        decoded = _decoded(key)
+        resolved = reader.resolve(key)
+        if resolved is None:
+            assert not (decoded and decoded[0] in held and decoded[2] in cache.fields.get(decoded[1], {}))
+            continue
+        group, (topic, partition), field = resolved
+        assert decoded == (group, topic, partition)
+        assert field == f"{topic}:{partition}"
+
+
+def _decoded(key: bytes) -> tuple[str, str, int] | None:
+    if len(key) < 2 or key[0] != 0 or key[1] > 1:
+        return None
+    try:
+        return decode_offset_commit_key(key)
+    except CodecError:
+        return None
