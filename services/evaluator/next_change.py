@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from lagwatch.shared.events.lag_threshold_event import Alert, Threshold
 from lagwatch.shared.protocol.types import GroupStatus, RuleConfig, Sample, Status
@@ -26,9 +25,9 @@ from lagwatch.shared.windows.packing import COMMIT_ENTRY, commit_entry_at
 from lagwatch.shared.windows.stored_group import StoredGroup, TopicPartition
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionWatch:
-    """A partition as the last evaluation saw it, for deciding whether a log-end poll could change its verdict."""
+class PartitionWatch(NamedTuple):
+    """A partition as the last evaluation saw it, for deciding whether a log-end poll could change its verdict (a
+    named tuple: a log-end notice makes one for each partition of the topics it names, from `GroupWatch`)."""
 
     newest: int  # newest committed offset
     lag: int  # current_lag then
@@ -73,9 +72,9 @@ def stop_instant(first_ts: int, last_ts: int) -> int:
     return 2 * last_ts - first_ts + 1
 
 
-CAUGHT_UP_FLAG, LOWER_BOUND_FLAG = 1, 2  # a `GroupWatch` row's flags: recently_caught_up, lower_bound_lag
-# a `GroupWatch` row: newest, lag, partition, its topic (an index into the group's topics), flags
-_ROW = struct.Struct("<qqiIB")
+# a `GroupWatch` row: a `PartitionWatch` (newest, lag, recently_caught_up, lower_bound_lag), then the partition and
+# its topic (an index into the group's topics)
+_ROW = struct.Struct("<qq??iI")
 
 
 class GroupWatch(tuple[Any, ...]):
@@ -97,7 +96,7 @@ class GroupWatch(tuple[Any, ...]):
         """From (topic, partition, newest, lag, recently_caught_up, lower_bound_lag) rows."""
         topics: dict[str, int] = {}
         packed = b"".join(
-            _ROW.pack(newest, lag, partition, topics.setdefault(topic, len(topics)), caught_up | lower_bound << 1)
+            _ROW.pack(newest, lag, caught_up, lower_bound, partition, topics.setdefault(topic, len(topics)))
             for topic, partition, newest, lag, caught_up, lower_bound in rows
         )
         return cls((packed, *topics))
@@ -108,9 +107,13 @@ class GroupWatch(tuple[Any, ...]):
         return self[1:]
 
     def items(self) -> Iterator[tuple[TopicPartition, PartitionWatch]]:
-        for newest, lag, partition, topic, flags in _ROW.iter_unpack(self[0]):
-            watched = PartitionWatch(newest, lag, bool(flags & CAUGHT_UP_FLAG), bool(flags & LOWER_BOUND_FLAG))
-            yield (self[1 + topic], partition), watched
+        for newest, lag, caught_up, lower_bound, partition, topic in _ROW.iter_unpack(self[0]):
+            yield (self[1 + topic], partition), PartitionWatch(newest, lag, caught_up, lower_bound)
+
+    def partitions(self) -> Iterator[TopicPartition]:
+        """The partitions read (`items` without the watches)."""
+        for *_, partition, topic in _ROW.iter_unpack(self[0]):
+            yield self[1 + topic], partition
 
 
 def watch(

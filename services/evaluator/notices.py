@@ -72,7 +72,7 @@ class ChangeNotices:
     ) -> None:
         """Re-evaluate the groups reading these topics where what `reading` reads of their partitions says so."""
         self.runs.backlog.promote(topics)
-        partitions = {tp for _, tp, _ in self.runs.index.watched(topics)}
+        partitions = self.runs.index.partitions(topics)
         if not partitions:
             return
         try:

@@ -108,6 +108,16 @@ class WatchIndex:
                     if tp[0] == topic:
                         yield group, tp, watch
 
+    def partitions(self, topics: Iterable[str]) -> set[TopicPartition]:
+        """The watched partitions of these topics (`watched` without making the watches)."""
+        return {
+            tp
+            for topic in topics
+            for group in self.readers.get(topic, ())
+            for tp in self.watches[group].partitions()
+            if tp[0] == topic
+        }
+
     def _unwatch(self, group: str) -> None:
         watched = self.watches.pop(group, None)
         for topic in watched.topics if watched is not None else ():

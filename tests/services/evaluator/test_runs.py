@@ -16,6 +16,7 @@ def test_the_index_finds_the_groups_reading_a_topic_and_forgets_what_an_evaluati
     billing = GroupWatch.of({("orders", 0): SEEN, ("refunds", 1): SEEN})
     index.remember({"billing": billing, "audit": GroupWatch.of({("orders", 1): BEHIND})})
     assert sorted(index.watched(["orders"])) == [("audit", ("orders", 1), BEHIND), ("billing", ("orders", 0), SEEN)]
+    assert index.partitions(["orders", "payments"]) == {("orders", 0), ("orders", 1)}
     index.remember({"billing": None})  # NOTFOUND: nothing left to watch
     assert list(index.watched(["refunds"])) == [] and "refunds" not in index.readers
     assert index.drop(lambda group: group == "audit") == ["audit"]
