@@ -154,7 +154,8 @@ class ClockLines:
     now: int
 
 
-Block = str | bytes | tuple[str, int] | ClockLines  # lines as text, or encoded, or (a spool file, its size)
+# lines as text, or encoded, or (a spool file, its size), or a clock spool's lines at a time
+Block = str | bytes | tuple[str, int] | ClockLines
 
 
 class Series:
@@ -249,16 +250,16 @@ class _SpoolWriter:
         self.files = [open(path, "wb") for path in paths]  # noqa: SIM115 - closed by close()
         self.steady_rows: list[tuple[str, ...]] = []
         self.moving_rows: list[tuple[str, ...]] = []
-        self.clock_rows: list[list[str]] = [[] for _ in CLOCK_FAMILIES]
+        self.clock_prefixes: list[list[str]] = [[] for _ in CLOCK_FAMILIES]
 
     def add(self, lines: tuple[str, ...], clocked: Clocked) -> None:
         if not any(_moves(clocked)):
             self.steady_rows.append(_with_clock_lines(lines, clocked, self.now))
         else:
             self.moving_rows.append(lines)
-            for spool, rows, pairs in zip(self.clocked, self.clock_rows, clocked, strict=True):
+            for spool, prefixes, pairs in zip(self.clocked, self.clock_prefixes, clocked, strict=True):
                 for prefix, given in pairs:
-                    rows.append(prefix)
+                    prefixes.append(prefix)
                     spool.inputs.append(given)  # type: ignore[arg-type]  # an int where the array holds them
         if len(self.steady_rows) + len(self.moving_rows) >= SPOOL_GROUPS:
             self.flush()
@@ -267,10 +268,10 @@ class _SpoolWriter:
         families = len(GROUP_FAMILIES)
         _spool(self.files[:families], self.steady_rows)
         _spool(self.files[families : 2 * families], self.moving_rows)
-        for f, rows in zip(self.files[2 * families :], self.clock_rows, strict=True):
-            if rows:
-                f.write(("\n".join(rows) + "\n").encode())
-                rows.clear()
+        for f, prefixes in zip(self.files[2 * families :], self.clock_prefixes, strict=True):
+            if prefixes:
+                f.write(("\n".join(prefixes) + "\n").encode())
+                prefixes.clear()
 
     def close(self) -> tuple[list[tuple[str, int]], list[tuple[str, int]], list[ClockSpool]]:
         """The files' paths and sizes: the steady groups', the moving groups' fixed lines', their clock lines."""
