@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from lagwatch.shared.events.lag_threshold_event import Alert, Threshold
 from lagwatch.shared.protocol.types import GroupStatus, RuleConfig, Sample, Status
@@ -22,7 +22,7 @@ from lagwatch.shared.statuses.retention import RetentionRisk
 from lagwatch.shared.statuses.rules import is_young, was_caught_up_recently
 from lagwatch.shared.statuses.time_lag import TimeLag
 from lagwatch.shared.windows.packing import COMMIT_ENTRY, commit_entry_at
-from lagwatch.shared.windows.stored_group import StoredGroup, TopicPartition
+from lagwatch.shared.windows.stored_group import StoredGroup, StoredPartition, TopicPartition
 
 
 class PartitionWatch(NamedTuple):
@@ -72,67 +72,47 @@ def stop_instant(first_ts: int, last_ts: int) -> int:
     return 2 * last_ts - first_ts + 1
 
 
-# a `GroupWatch` row: a `PartitionWatch` (newest, lag, recently_caught_up, lower_bound_lag), then the partition and
-# its topic (an index into the group's topics)
-_ROW = struct.Struct("<qq??iI")
+# a group's partitions of one topic as `watch` saw them: a row each, a `PartitionWatch` then the partition
+_ROW = struct.Struct("<qq??i")
+# topic -> its partitions' rows: the log-end index holds one per group evaluated (hundreds of thousands), so they are
+# machine integers in one bytes object per topic read, not an object and a (topic, partition) key per partition
+GroupWatch = dict[str, bytes]
 
 
-class GroupWatch(tuple[Any, ...]):
-    """A group's `PartitionWatch`es, packed: the index holds one per group evaluated (hundreds of thousands), so its
-    partitions are one bytes object of fixed-size rows followed by the names of the topics they read (each once,
-    interned), not an object and a (topic, partition) key each. `items` gives the `PartitionWatch`es back."""
+def packed_watches(watches: Mapping[TopicPartition, PartitionWatch]) -> GroupWatch:
+    return _by_topic((topic, _ROW.pack(*w, partition)) for (topic, partition), w in watches.items())
 
-    __slots__ = ()
 
-    @classmethod
-    def of(cls, watches: Mapping[TopicPartition, PartitionWatch]) -> GroupWatch:
-        return cls.pack(
-            (topic, partition, w.newest, w.lag, w.recently_caught_up, w.lower_bound_lag)
-            for (topic, partition), w in watches.items()
-        )
+def unpacked_watches(rows: bytes) -> list[tuple[int, PartitionWatch]]:
+    """(partition, watch) for each of a `GroupWatch`'s rows."""
+    # each made as a tuple is: a named tuple's own __new__ is a Python function, several times slower, and a notice
+    # makes a watch per partition of the topics it names
+    return [(row[4], tuple.__new__(PartitionWatch, row[:4])) for row in _ROW.iter_unpack(rows)]
 
-    @classmethod
-    def pack(cls, rows: Iterable[tuple[str, int, int, int, bool, bool]]) -> GroupWatch:
-        """From (topic, partition, newest, lag, recently_caught_up, lower_bound_lag) rows."""
-        topics: dict[str, int] = {}
-        packed = b"".join(
-            _ROW.pack(newest, lag, caught_up, lower_bound, partition, topics.setdefault(topic, len(topics)))
-            for topic, partition, newest, lag, caught_up, lower_bound in rows
-        )
-        return cls((packed, *topics))
 
-    @property
-    def topics(self) -> tuple[str, ...]:
-        """The topics read, each once."""
-        return self[1:]
-
-    def items(self) -> Iterator[tuple[TopicPartition, PartitionWatch]]:
-        for newest, lag, caught_up, lower_bound, partition, topic in _ROW.iter_unpack(self[0]):
-            yield (self[1 + topic], partition), PartitionWatch(newest, lag, caught_up, lower_bound)
-
-    def partitions(self) -> Iterator[TopicPartition]:
-        """The partitions read (`items` without the watches)."""
-        for *_, partition, topic in _ROW.iter_unpack(self[0]):
-            yield self[1 + topic], partition
+def watched_partitions(rows: bytes) -> Iterator[int]:
+    for *_, partition in _ROW.iter_unpack(rows):
+        yield partition
 
 
 def watch(
     stored: StoredGroup, intervals: int, time_lags: Mapping[tuple[str, int], TimeLag | None]
 ) -> GroupWatch | None:
     """The group's partitions as evaluated, for the log-end notices (None: no partition holds a commit)."""
-    rows = [
-        (
-            p.topic,
-            p.partition,
-            (last := p.newest).offset,
-            p.current_lag,
-            was_caught_up_recently(p.broker_offsets, last),
-            bool((lag := time_lags.get((p.topic, p.partition))) and lag.lower_bound),
-        )
-        for p in stored.partitions
-        if p.packed
-    ]
-    return GroupWatch.pack(rows) if rows else None
+    return _by_topic((p.topic, _watch_row(p, time_lags)) for p in stored.partitions if p.packed) or None
+
+
+def _watch_row(p: StoredPartition, time_lags: Mapping[tuple[str, int], TimeLag | None]) -> bytes:
+    last, lag = p.newest, time_lags.get((p.topic, p.partition))
+    caught_up = was_caught_up_recently(p.broker_offsets, last)
+    return _ROW.pack(last.offset, p.current_lag, caught_up, bool(lag and lag.lower_bound), p.partition)
+
+
+def _by_topic(rows: Iterable[tuple[str, bytes]]) -> GroupWatch:
+    by_topic: dict[str, list[bytes]] = {}
+    for topic, row in rows:
+        by_topic.setdefault(topic, []).append(row)
+    return {topic: b"".join(parts) for topic, parts in by_topic.items()}
 
 
 def next_change_at(

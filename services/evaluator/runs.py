@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 
 from lagwatch.services.evaluator.backlog import TakeoverBacklog
 from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvaluator
-from lagwatch.services.evaluator.next_change import GroupWatch, PartitionWatch
+from lagwatch.services.evaluator.next_change import GroupWatch, PartitionWatch, unpacked_watches, watched_partitions
 from lagwatch.services.evaluator.schedule_store import ScheduleStore
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.clock import now_ms
@@ -76,26 +76,26 @@ def _drop(read: asyncio.Future | None) -> None:
 
 
 class WatchIndex:
-    """What the log-end and log-start notices need, in memory: topic -> the groups reading it, and each evaluated
-    group's partitions as its last evaluation saw them (`next_change.GroupWatch`)."""
+    """What the log-end and log-start notices need, in memory: topic -> the groups reading it, each with its partitions
+    of the topic as its last evaluation saw them (`next_change.GroupWatch`), and group -> the topics it reads (one
+    topic as it is: most groups read one, and a tuple of one costs more than the name it holds)."""
 
     def __init__(self) -> None:
-        # topic -> its readers, as a dict's keys: a set of the same groups takes about twice the memory
-        self.readers: dict[str, dict[str, None]] = {}
-        self.watches: dict[str, GroupWatch] = {}
+        self.readers: dict[str, dict[str, bytes]] = {}
+        self.topics: dict[str, str | tuple[str, ...]] = {}
 
     def remember(self, watches: Mapping[str, GroupWatch | None]) -> None:
         """What an evaluation saw of its groups (None: NOTFOUND, nothing to watch)."""
         for group, watched in watches.items():
             self._unwatch(group)
             if watched:
-                self.watches[group] = watched
-                for topic in watched.topics:
-                    self.readers.setdefault(topic, {})[group] = None
+                for topic, rows in watched.items():
+                    self.readers.setdefault(topic, {})[group] = rows
+                self.topics[group] = next(iter(watched)) if len(watched) == 1 else tuple(watched)
 
     def drop(self, gone: Callable[[str], bool]) -> list[str]:
         """Forget the groups `gone` says left this instance; returns them."""
-        dropped = [group for group in self.watches if gone(group)]
+        dropped = [group for group in self.topics if gone(group)]
         for group in dropped:
             self._unwatch(group)
         return dropped
@@ -103,25 +103,23 @@ class WatchIndex:
     def watched(self, topics: Iterable[str]) -> Iterator[tuple[str, TopicPartition, PartitionWatch]]:
         """(group, partition, watch) for each watched partition of these topics."""
         for topic in topics:
-            for group in self.readers.get(topic, ()):
-                for tp, watch in self.watches[group].items():
-                    if tp[0] == topic:
-                        yield group, tp, watch
+            for group, rows in self.readers.get(topic, {}).items():
+                for partition, watch in unpacked_watches(rows):
+                    yield group, (topic, partition), watch
 
     def partitions(self, topics: Iterable[str]) -> set[TopicPartition]:
         """The watched partitions of these topics (`watched` without making the watches)."""
         return {
-            tp
+            (topic, partition)
             for topic in topics
-            for group in self.readers.get(topic, ())
-            for tp in self.watches[group].partitions()
-            if tp[0] == topic
+            for rows in self.readers.get(topic, {}).values()
+            for partition in watched_partitions(rows)
         }
 
     def _unwatch(self, group: str) -> None:
-        watched = self.watches.pop(group, None)
-        for topic in watched.topics if watched is not None else ():
-            self.readers[topic].pop(group, None)
+        read = self.topics.pop(group, ())
+        for topic in (read,) if isinstance(read, str) else read:
+            del self.readers[topic][group]
             if not self.readers[topic]:
                 del self.readers[topic]
 

@@ -4,7 +4,7 @@ and the alarm that cuts the schedule loop's sleep short when an evaluation sched
 import asyncio
 import time
 
-from lagwatch.services.evaluator.next_change import GroupWatch, PartitionWatch
+from lagwatch.services.evaluator.next_change import PartitionWatch, packed_watches
 from lagwatch.services.evaluator.runs import Alarm, WatchIndex
 
 SEEN = PartitionWatch(newest=100, lag=0, recently_caught_up=True, lower_bound_lag=False)
@@ -13,14 +13,14 @@ BEHIND = PartitionWatch(newest=2**40, lag=5_000, recently_caught_up=False, lower
 
 def test_the_index_finds_the_groups_reading_a_topic_and_forgets_what_an_evaluation_no_longer_saw():
     index = WatchIndex()
-    billing = GroupWatch.of({("orders", 0): SEEN, ("refunds", 1): SEEN})
-    index.remember({"billing": billing, "audit": GroupWatch.of({("orders", 1): BEHIND})})
+    billing = packed_watches({("orders", 0): SEEN, ("refunds", 1): SEEN})
+    index.remember({"billing": billing, "audit": packed_watches({("orders", 1): BEHIND})})
     assert sorted(index.watched(["orders"])) == [("audit", ("orders", 1), BEHIND), ("billing", ("orders", 0), SEEN)]
     assert index.partitions(["orders", "payments"]) == {("orders", 0), ("orders", 1)}
     index.remember({"billing": None})  # NOTFOUND: nothing left to watch
     assert list(index.watched(["refunds"])) == [] and "refunds" not in index.readers
     assert index.drop(lambda group: group == "audit") == ["audit"]
-    assert index.readers == {} and index.watches == {}
+    assert index.readers == {} and index.topics == {}
 
 
 async def test_the_alarm_wakes_a_sleep_only_for_an_instant_before_its_end():
