@@ -323,11 +323,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("groups", type=int, nargs="*", help="sizes in groups of 4 partitions (default: 6250 25000)")
     parser.add_argument("--ingest", action="store_true", help="the fleet read from the offsets topic (scale_fleet.py)")
     parser.add_argument("--no-burrow", action="store_true", help="--ingest without Burrow's run")
+    parser.add_argument("--evaluators", type=int, default=1, help="--ingest: evaluator instances at the cold start")
     args = parser.parse_args(argv)
     import scale_fleet  # it builds on this module's helpers: imported here, where this module is whole
 
     for size in args.groups or ([25_000] if args.ingest else [6250, 25_000]):
-        result = scale_fleet.run(size, burrow=not args.no_burrow) if args.ingest else run(size)
+        if args.ingest:
+            result = scale_fleet.run(size, burrow=not args.no_burrow, evaluators=args.evaluators)
+        else:
+            result = run(size)
         print(f"scale: {result['partitions']} partitions ({result['groups']} groups x {PARTITIONS})")
         for key, value in result.items():
             if key not in ("partitions", "groups"):

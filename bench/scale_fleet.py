@@ -31,6 +31,8 @@ lagwatch side starts (the machine may be shared):
   records/s and of resident memory (lagwatch's every process during a scrape over Burrow's peak).
 
 A Burrow that is not installed or fails is reported and lagwatch's figures still print; `--no-burrow` skips it.
+`--evaluators N` starts N evaluator instances together (as a deployment would on N cores): they share the cold start
+and count in the idle and memory figures, then all but one stop before the restart and SIGTERM measures.
 Logs go to `LOG_DIR` (not the seeded mode's files).
 """
 
@@ -95,11 +97,16 @@ BURROW_ATTEMPTS = 3
 PROBE_LOG_END = 1100  # the log end the probes' seeded polls claim (bench_scale.seed_probes)
 
 
-def run(groups: int, *, burrow: bool = True, idle_s: float = IDLE_S, lead_s: float = 5.0) -> dict[str, Any]:
+def run(
+    groups: int, *, burrow: bool = True, idle_s: float = IDLE_S, lead_s: float = 5.0, evaluators: int = 1
+) -> dict[str, Any]:
     """Every figure of one size, lagwatch's first, then Burrow's on the same records. `lead_s`: how far ahead the
-    STOP probes' first instant is (the restart probes' twice that: the old evaluator schedules them first)."""
+    STOP probes' first instant is (the restart probes' twice that: the old evaluator schedules them first).
+    `evaluators`: instances started together for the cold start (they share `lagwatch.changes`'s partitions); the
+    others stop cleanly after the scrapes, before the restart and SIGTERM measures, which are about one instance."""
     shape = Shape("fleet", groups, PARTITIONS, COMMITS)
     out: dict[str, Any] = {"partitions": groups * PARTITIONS, "groups": groups, "records": shape.records}
+    out["evaluators"] = evaluators
     LOG_DIR.mkdir(exist_ok=True)
     topics = {OFFSETS_TOPIC: DEFAULT_PARTITIONS, DATA_TOPIC: PARTITIONS, "lagwatch.changes": 4, "lagwatch.status": 4}
     topics[PROBE_TOPIC] = 1
@@ -112,7 +119,7 @@ def run(groups: int, *, burrow: bool = True, idle_s: float = IDLE_S, lead_s: flo
             check_retention(control.bootstrap, shape.records)
             out["write_records_s"] = round(writing, 1)
             out["load_1m_at_start"] = round(os.getloadavg()[0], 1)  # the machine is shared: how busy it was
-            out |= lagwatch_side(control, shape, idle_s, lead_s)
+            out |= lagwatch_side(control, shape, idle_s, lead_s, evaluators)
             if burrow:
                 out |= burrow_side(control, sentinels, shape.records, tmp, kafka.pid)
             else:
@@ -132,7 +139,9 @@ def fill_probe_topic(bootstrap: str) -> None:
         raise BenchError(f"{PROBE_TOPIC}: records not acknowledged")
 
 
-def lagwatch_side(control: MockKafkaControl, shape: Shape, idle_s: float, lead_s: float) -> dict[str, Any]:
+def lagwatch_side(
+    control: MockKafkaControl, shape: Shape, idle_s: float, lead_s: float, evaluators: int = 1
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with RedisServer() as redis, contextlib.ExitStack() as stack:
         redis.start()
@@ -144,9 +153,12 @@ def lagwatch_side(control: MockKafkaControl, shape: Shape, idle_s: float, lead_s
         evaluator = lagwatch_process("evaluator", env)
         running = [evaluator]  # the evaluator now running, stopped on the way out whichever it is
         stack.callback(lambda: stop_process(running[-1], timeout=30))
+        others = [lagwatch_process("evaluator", env) for _ in range(evaluators - 1)]
+        stack.callback(lambda: [stop_process(other, timeout=30) for other in others])
         out |= cold_start(redis.url, shape, started)
         time.sleep(3)  # the last evaluations' writes settle
         roots = {"evaluator": evaluator.pid, "redis-server": redis.pid, "ingest": ingest.pid}
+        roots |= {f"evaluator-{i + 2}": other.pid for i, other in enumerate(others)}
         out["rss_at_cold_start_mb"] = {label: rss_mb(tree(pid)) for label, pid in roots.items()}
         out |= idle_cpu(roots, idle_s, redis.url)
         delays = asyncio.run(stop_delays(control.bootstrap, redis.url, lead_s))
@@ -154,6 +166,8 @@ def lagwatch_side(control: MockKafkaControl, shape: Shape, idle_s: float, lead_s
         out["stop_delay_p99_s"] = round(percentile(delays, 0.99), 3)
         for partition_series in (True, False):
             out |= api_figures(env, roots, partition_series)
+        for other in others:
+            stop_process(other, timeout=30)
         restarted, figures = asyncio.run(
             restart_delays(env, redis.url, control.bootstrap, shape.groups, lambda: kill(evaluator), int(2000 * lead_s))
         )
