@@ -3,7 +3,7 @@ computation FINISHED (counted from its start, a computation longer than `ttl_s` 
 arriving while it runs wait for it, and it is then dropped whether or not anyone asks again. Failures are not kept.
 
 With `stale_s`, the last answer is also kept that long after its computation finished, and a caller arriving while
-the next computation runs gets it at once rather than waiting: a cluster of 250k groups takes seconds to rank, and
+the next computation runs gets it at once rather than waiting: a big cluster takes seconds to rank, and
 each poll of the page would otherwise wait for one. Past `stale_s` (and for the first caller) the caller waits.
 """
 

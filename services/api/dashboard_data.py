@@ -14,14 +14,12 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TypeVar
 
-import msgspec
-
 from lagwatch.services.api.burrow_routes import consumer_topics
 from lagwatch.shared.events.status_event import Incident
 from lagwatch.shared.events.status_store import GroupState
 from lagwatch.shared.protocol.types import Status
 from lagwatch.shared.statuses.lag_sparkline import Point
-from lagwatch.shared.statuses.results_store import GroupResult
+from lagwatch.shared.statuses.results_store import GroupResult, decode_stored
 from lagwatch.shared.statuses.time_lag import seconds_fields, worst
 from lagwatch.shared.windows.stored_group import StoredGroup
 
@@ -85,10 +83,9 @@ def rank_results(
     lists) make the garbage collector's passes slow."""
     groups: list[Ranked] = []
     strays: Strays = {}
-    decode = msgspec.json.Decoder().decode  # several times json.loads's speed on these short arrays
     for group, raw in stored.items():
         try:
-            name, value = group.decode(), decode(raw)
+            name, value = group.decode(), decode_stored(raw)
             status, lag, missing = STATUSES[value[0]], 0, []
             for p in value[3]:
                 end, newest = log_ends.get((p[0], p[1])), p[3]

@@ -46,6 +46,7 @@ from lagwatch.shared.statuses.results_store import (
     UNKNOWN_LAG,
     ResultsStore,
     catchup_seconds,
+    decode_stored,
 )
 from lagwatch.shared.windows.ingest_totals import KNOWN_TYPES, read_totals
 from lagwatch.shared.windows.store import WindowStore
@@ -230,7 +231,7 @@ SPOOL_GROUPS = 5_000  # groups rendered before their lines are appended to the s
 
 @dataclass(slots=True)
 class _RenderedCluster:
-    results: tuple[int, int]  # what it was rendered from: `fingerprint` of the results, not them (100 MB at 1M)
+    results: tuple[int, int]  # what it was rendered from: `fingerprint` of the results, not them (they grow with it)
     log_ends: dict[tuple[str, int], int]
     spooled: list[tuple[str, int]]  # the steady groups' lines: a file per family of GROUP_FAMILIES, and its size
     moving: list[tuple[str, int]]  # the other groups' lines that do not move with the clock, the same way
@@ -299,7 +300,7 @@ class RenderedGroups:
         self.spool_dir = spool_dir
         self._clusters: dict[str, _RenderedCluster] = {}
         self._names: dict[str, int] = {}  # cluster -> the number in its spool files' names
-        self._decode = msgspec.json.Decoder().decode
+        self._decode = decode_stored
 
     def add(
         self,

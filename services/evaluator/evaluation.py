@@ -249,7 +249,7 @@ class GroupEvaluator:
 
     def _log_found(self, found: list[Transition]) -> None:
         """New groups' first statuses: a line each when a few are found, one line for a chunk of many (a cold start
-        finds every group, and a line per group cost it a few per cent of its CPU)."""
+        finds every group, and formatting a line per group would be a share of its work, not a help to a reader)."""
         if len(found) <= FOUND_LINES:
             for request in found:
                 log.info("%s/%s: -> %s", self.cluster, request.group, request.status.name)

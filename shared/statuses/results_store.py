@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from redis.asyncio import Redis
 
 from lagwatch.shared.protocol import keys
@@ -123,6 +124,11 @@ class GroupResult:
             growth = None if self.lag_growth is None else round(self.lag_growth, 3)
             value.append([self.catchup_anchor, growth, self.retention_anchor, self.skipped])
         return json.dumps(value, separators=(",", ":")).encode()
+
+
+# a stored result's JSON array as plain lists, for the readers of every result at once (the api's /metrics, the
+# dashboard's ranking), which read it by position: msgspec's decoder is several times json.loads's speed on them
+decode_stored = msgspec.json.Decoder().decode
 
 
 def decode_result(group: str, raw: bytes) -> GroupResult | None:
