@@ -33,6 +33,7 @@ from lagwatch.services.api.dashboard_data import (
     OpenIncidents,
     Ranking,
     TopicPartition,
+    Unranked,
     add_strays,
     group_detail,
     group_row,
@@ -49,7 +50,7 @@ from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.presence import running_counts
 from lagwatch.shared.runtime.redis_client import reply
-from lagwatch.shared.statuses.results_store import ResultsStore, decode_result
+from lagwatch.shared.statuses.results_store import decode_result
 
 log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -63,6 +64,7 @@ DEFAULT_LIMIT, MAX_LIMIT = 200, 2000  # group rows (and open incidents) per over
 MAX_OFFSET = 10_000_000  # groups passed over: more than any cluster holds
 MAX_QUERY_CHARS = 1000  # as the api's names (middleware.py)
 LOG_ENDS_PER_READ = 20_000  # partitions per read of their log ends
+RESULTS_PER_READ = 5_000  # stored results per read when ranking a cluster
 STATES_PER_READ = 1_000  # groups per read of the evaluator's states
 OVERVIEWS = web.AppKey("lagwatch_dashboard_overviews", SharedRecentResults)
 WARMING = web.AppKey("lagwatch_dashboard_warming", asyncio.Task)
@@ -193,11 +195,11 @@ def _whole_number(request: web.Request, name: str, default: int, most: int) -> i
 
 @dataclass(frozen=True, slots=True)
 class ClusterOverview:
-    """What every request for a cluster's overview shares (within `OVERVIEW_REUSE_S`)."""
+    """What every request for a cluster's overview shares (within `OVERVIEW_REUSE_S`). No result and no log end is
+    kept (they are the size of the fleet): the groups a request shows are read again."""
 
     generated_at: int
     ranking: Ranking
-    log_ends: dict[TopicPartition, int]
     incidents: dict[str, GroupState]  # the evaluator's state of each group with an open incident
     open_incidents: OpenIncidents  # as the overview lists them, worst first
     changes: list[dict]
@@ -211,22 +213,34 @@ async def _cluster_overview(context: ApiContext, cluster: str) -> ClusterOvervie
     incidents = await _open_incidents(history, cluster)
     topics = await context.store.reads.list_topics(cluster)
     log_ends = await _log_ends(context, cluster, ((t, p) for t, n in topics.items() for p in range(n)))
-    stored = await ResultsStore(context.redis).raw(cluster)
-    groups, strays = await asyncio.to_thread(rank_results, stored, log_ends, topics)
-    del stored
-    if strays:  # partitions past their topic's count, rare: their rows read their log ends too
-        log_ends.update(await _log_ends(context, cluster, strays))
-        add_strays(groups, strays, log_ends)
-    ranking = await asyncio.to_thread(Ranking.of, groups)
+    ranked = await _rank_stored(context, cluster, log_ends, topics)
+    if ranked.strays:  # partitions past their topic's count, rare: their rows read their log ends too
+        log_ends.update(await _log_ends(context, cluster, ranked.strays))
+        add_strays(ranked, log_ends)
+    del log_ends
+    ranking = await asyncio.to_thread(Ranking.of, ranked)
     return ClusterOverview(
         now,
         ranking,
-        log_ends,
         incidents,
         await asyncio.to_thread(OpenIncidents.of, ranking, incidents),
         await history.recent_changes(cluster, RECENT_CHANGES_SHOWN),
         await running_counts(context.redis, cluster),
     )
+
+
+async def _rank_stored(
+    context: ApiContext, cluster: str, log_ends: dict[TopicPartition, int], topics: dict[str, int]
+) -> Unranked:
+    """The cluster's stored results ranked a slice at a time: the whole hash in one reply was the api's biggest
+    allocation, and what it freed stayed the process's."""
+    key, ranked = keys.group_results(cluster), Unranked()
+    names = await reply(context.redis.hkeys(key))
+    for i in range(0, len(names), RESULTS_PER_READ):
+        some = names[i : i + RESULTS_PER_READ]
+        stored = dict(zip(some, await reply(context.redis.hmget(key, some)), strict=True))
+        await asyncio.to_thread(rank_results, stored, log_ends, topics, ranked)
+    return ranked
 
 
 async def _log_ends(
@@ -242,32 +256,24 @@ async def _log_ends(
 
 
 def _no_cluster() -> ClusterOverview:
-    ranking = Ranking.of([])
-    return ClusterOverview(now_ms(), ranking, {}, {}, OpenIncidents.of(ranking, {}), [], {})
+    ranking = Ranking.of(Unranked())
+    return ClusterOverview(now_ms(), ranking, {}, OpenIncidents.of(ranking, {}), [], {})
 
 
 async def _shown(context: ApiContext, cluster: str, shared: ClusterOverview, page: Page) -> dict:
-    """The overview of one request: the page's groups as rows (only these are decoded and have their sparklines
-    read) and its open incidents (every one reachable, a page at a time), with the cluster's totals."""
+    """The overview of one request: the page's groups as rows (only these are read, decoded and have their
+    sparklines read) and its open incidents (every one reachable, a page at a time), with the cluster's totals."""
     ranking, q, limit, start = shared.ranking, page.q, page.limit, page.offset
     matching = ranking.matching(q)
     passed = sum(1 for _ in itertools.islice(matching, start))
-    picked = list(itertools.islice(matching, limit))
-    matched = len(ranking.groups) if not q else passed + len(picked) + sum(1 for _ in matching)
-    names = [group for _, _, group, _ in picked]
-    lines = await reply(context.redis.hmget(keys.group_sparklines(cluster), names)) if names else []
-    now, intervals, rows = shared.generated_at, context.config.storage.intervals, []
-    for (_, _, group, raw), line in zip(picked, lines, strict=True):
-        result = decode_result(group, raw)  # None: unreadable after all (the next evaluation rewrites it)
-        if result is not None:
-            state = shared.incidents.get(group)
-            incident = state.incident if state else None
-            rows.append(group_row(result, shared.log_ends, sparkline_points(line), now, intervals, incident))
+    names = list(itertools.islice(matching, limit))
+    matched = len(ranking) if not q else passed + len(names) + sum(1 for _ in matching)
+    rows = await _rows(context, cluster, shared, names)
     incidents = shared.open_incidents.matching(q)
     return {
         "generated_at": shared.generated_at,
         "groups": rows,
-        "group_count": len(ranking.groups),
+        "group_count": len(ranking),
         "status_counts": ranking.status_counts,
         "totallag": ranking.totallag,
         "matched": matched,
@@ -285,6 +291,25 @@ async def _shown(context: ApiContext, cluster: str, shared: ClusterOverview, pag
         "silences": await _silences(context),
         "services": shared.services,
     }
+
+
+async def _rows(context: ApiContext, cluster: str, shared: ClusterOverview, names: list[str]) -> list[dict]:
+    """The groups' rows, from their results and their partitions' log ends read now (a group deleted or unreadable
+    since the ranking is left out: the next evaluation rewrites an unreadable one)."""
+    if not names:
+        return []
+    raws = await reply(context.redis.hmget(keys.group_results(cluster), names))
+    lines = await reply(context.redis.hmget(keys.group_sparklines(cluster), names))
+    results = [decode_result(group, raw) if raw is not None else None for group, raw in zip(names, raws, strict=True)]
+    partitions = {(p.topic, p.partition) for result in results if result is not None for p in result.partitions}
+    log_ends = await _log_ends(context, cluster, partitions)
+    now, intervals, rows = shared.generated_at, context.config.storage.intervals, []
+    for result, line in zip(results, lines, strict=True):
+        if result is not None:
+            state = shared.incidents.get(result.group)
+            incident = state.incident if state else None
+            rows.append(group_row(result, log_ends, sparkline_points(line), now, intervals, incident))
+    return rows
 
 
 async def _open_incidents(history: StatusStore, cluster: str) -> dict[str, GroupState]:

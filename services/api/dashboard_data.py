@@ -2,15 +2,17 @@
 (results_store.py), its sparkline (the evaluator's points, ended with the lag now), and the detail of its partitions.
 
 Ordering a cluster needs only each group's status and total lag, so `rank_results` and `Ranking` read just those from
-the stored results and keep each result's bytes; only the groups shown are decoded into rows (`group_row`).
+the stored results and keep them (no result); only the groups shown are read again and decoded into rows
+(`group_row`).
 """
 
 from __future__ import annotations
 
 import json
+from array import array
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TypeVar
 
@@ -24,8 +26,7 @@ from lagwatch.shared.statuses.time_lag import seconds_fields, worst
 from lagwatch.shared.windows.stored_group import StoredGroup
 
 TopicPartition = tuple[str, int]
-Ranked = tuple[int, int, str, bytes]  # -status, -total lag, group, its stored result: sorted, worst first
-Strays = dict[TopicPartition, list[tuple[int, int]]]  # partition -> (index in the ranked list, newest offset)
+Strays = dict[TopicPartition, list[tuple[int, int]]]  # partition -> (index in `Unranked`, newest offset)
 GROUP_STATUSES = (Status.ERR, Status.WARN, Status.OK)
 STATUSES = {s.value: s for s in Status}  # a stored status's number -> Status (a dict: `Status(n)` is slow)
 
@@ -74,18 +75,34 @@ def incident_json(incident: Incident | None) -> dict | None:
     return {"incident_id": incident.incident_id, "started_at": incident.started_at}
 
 
+@dataclass(slots=True)
+class Unranked:
+    """Each readable result's group, status and total lag as read, before sorting: in arrays, not a tuple per group
+    (a big cluster's ranking is kept for minutes, and a tuple and an int object per group were most of it)."""
+
+    names: list[bytes] = field(default_factory=list)  # as read (decoded once sorted, see `Ranking.of`)
+    statuses: array[int] = field(default_factory=lambda: array("b"))
+    lags: array[int] = field(default_factory=lambda: array("q"))
+    strays: Strays = field(default_factory=dict)
+
+
 def rank_results(
-    stored: Mapping[bytes, bytes], log_ends: Mapping[TopicPartition, int], topics: Mapping[str, int]
-) -> tuple[list[Ranked], Strays]:
-    """Each readable stored result with its status and total lag, unsorted. `log_ends` holds the log ends of the
-    partitions of `topics` (name -> partition count); a partition past its topic's count (a topic recreated smaller)
-    is returned as a stray, for `add_strays`. Only a result's bytes are kept: 100k decoded results (millions of
-    lists) make the garbage collector's passes slow."""
-    groups: list[Ranked] = []
-    strays: Strays = {}
+    stored: Mapping[bytes, bytes | None],
+    log_ends: Mapping[TopicPartition, int],
+    topics: Mapping[str, int],
+    into: Unranked | None = None,
+) -> Unranked:
+    """Each readable stored result's group, status and total lag, added to `into` (a cluster is read a slice at a
+    time) unsorted. `log_ends` holds the log ends of the partitions of `topics` (name -> partition count); a
+    partition past its topic's count (a topic recreated smaller) is kept as a stray, for `add_strays`. None of the
+    results is kept: the groups shown are read again."""
+    ranked = Unranked() if into is None else into
     for group, raw in stored.items():
+        if raw is None:  # deleted since its name was read
+            continue
         try:
-            name, value = group.decode(), decode_stored(raw)
+            group.decode()  # a name that is not UTF-8 is unreadable too
+            value = decode_stored(raw)
             status, lag, missing = STATUSES[value[0]], 0, []
             for p in value[3]:
                 end, newest = log_ends.get((p[0], p[1])), p[3]
@@ -97,19 +114,23 @@ def rank_results(
         except (ValueError, TypeError, IndexError, KeyError):
             continue
         for topic, partition, newest in missing:
-            strays.setdefault((topic, partition), []).append((len(groups), newest))
-        groups.append((-status, -lag, name, raw))
-    return groups, strays
+            ranked.strays.setdefault((topic, partition), []).append((len(ranked.names), newest))
+        ranked.names.append(group)
+        ranked.statuses.append(status)
+        ranked.lags.append(min(lag, MAX_LAG))
+    return ranked
 
 
-def add_strays(groups: list[Ranked], strays: Strays, log_ends: Mapping[TopicPartition, int]) -> None:
+MAX_LAG = (1 << 63) - 1  # what a total lag is counted up to (a 64-bit array holds it)
+
+
+def add_strays(ranked: Unranked, log_ends: Mapping[TopicPartition, int]) -> None:
     """Add the lags of the stray partitions (`rank_results`) from their log ends, in place."""
-    for tp, found in strays.items():
+    for tp, found in ranked.strays.items():
         end = log_ends.get(tp)
         for i, newest in found:
             if end is not None and end > newest:
-                status, lag, group, raw = groups[i]
-                groups[i] = (status, lag - (end - newest), group, raw)
+                ranked.lags[i] = min(ranked.lags[i] + end - newest, MAX_LAG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,28 +138,41 @@ class Ranking:
     """A cluster's groups worst first (by status, then total lag, then name), and the totals the overview shows for
     all of them."""
 
-    groups: list[Ranked]
-    folded: list[str]  # the groups' names casefolded, in the same order (what `q` matches)
+    names: list[str]
+    statuses: array[int]  # each group's status (its number), in the same order
+    lags: array[int]  # each group's total lag, in the same order
+    folded: list[str]  # the names casefolded (what `q` matches): the name itself where that changes nothing
     status_counts: dict[str, int]
     totallag: int
 
     @classmethod
-    def of(cls, groups: list[Ranked]) -> Ranking:
-        """Sorts `groups` (in place) and sums them up. Three stable sorts on one plain key each rather than one on
-        the tuples: a sort holds the GIL (and so the event loop) throughout, and comparing tuples is far slower."""
-        for field in (2, 1, 0):
-            groups.sort(key=itemgetter(field))
-        counts = Counter(-g[0] for g in groups)
+    def of(cls, ranked: Unranked) -> Ranking:
+        """Sorted and summed up. The order is three stable sorts of the positions on one plain key each rather
+        than one on tuples: a sort holds the GIL (and so the event loop) throughout, and comparing tuples is far
+        slower. Names sort as their UTF-8 bytes (the same order as their text) and are decoded here, all at once:
+        decoded as they were read, each would have pinned memory among what the reading freed."""
+        names, statuses, lags = ranked.names, ranked.statuses, ranked.lags
+        order = sorted(range(len(names)), key=names.__getitem__)
+        order.sort(key=lags.__getitem__, reverse=True)  # stable with reverse too: names stay in order
+        order.sort(key=statuses.__getitem__, reverse=True)
+        counts = Counter(statuses)
+        sorted_names = [names[i].decode() for i in order]
         return cls(
-            groups,
-            [g[2].casefold() for g in groups],
+            sorted_names,
+            array("b", map(statuses.__getitem__, order)),
+            array("q", map(lags.__getitem__, order)),
+            [folded if (folded := name.casefold()) != name else name for name in sorted_names],
             {s.name: counts[s] for s in GROUP_STATUSES} | {Status(s).name: n for s, n in counts.items()},
-            -sum(g[1] for g in groups),
+            sum(lags),
         )
 
-    def matching(self, q: str) -> Iterator[Ranked]:
-        """The groups whose name holds `q` (case-insensitive), worst first; all of them for an empty `q`."""
-        return named_like(q, self.groups, self.folded)
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def matching(self, q: str) -> Iterator[str]:
+        """The names of the groups whose name holds `q` (case-insensitive), worst first; all of them for an
+        empty `q`."""
+        return named_like(q, self.names, self.folded)
 
 
 Item = TypeVar("Item")
@@ -171,7 +205,7 @@ class OpenIncidents:
     @classmethod
     def of(cls, ranking: Ranking, states: Mapping[str, GroupState]) -> OpenIncidents:
         """Worst first, then any group without a ready result, by name."""
-        ordered = [g[2] for g in ranking.groups if g[2] in states]
+        ordered = [g for g in ranking.names if g in states]
         ordered += sorted(set(states).difference(ordered))
         rows = [
             {"group": g, "status": states[g].status.name, **(incident_json(states[g].incident) or {})} for g in ordered

@@ -21,6 +21,7 @@ import pytest
 from redis.asyncio import Redis
 
 from lagwatch.devkit.redis_server import RedisServer
+from lagwatch.services.api import dashboard
 from lagwatch.services.api.dashboard import DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET
 from lagwatch.services.api.dashboard_cache import SharedRecentResults
 from lagwatch.services.api.dashboard_data import Ranking, group_row, rank_results
@@ -203,6 +204,17 @@ async def test_the_overview_pages_through_the_groups_worst_first(seeded, http):
     assert (body["group_count"], body["incident_count"]) == (GROUPS, sum(1 for r in expected if r["incident"]))
 
 
+async def test_a_cluster_read_a_few_results_at_a_time_ranks_as_the_full_computation(seeded, http, monkeypatch):
+    """The ranking reads the stored results a slice at a time and keeps none of them: every page is read again
+    and rows come out as the full computation's, worst first across the slices."""
+    api, expected = seeded
+    monkeypatch.setattr(dashboard, "RESULTS_PER_READ", 7)
+    for offset in (0, MAX_LIMIT):
+        status, body, _ = await get(http, f"{api.url}/dashboard/api/overview?limit={MAX_LIMIT}&offset={offset}")
+        assert status == 200 and stable(body["groups"]) == stable(expected[offset : offset + MAX_LIMIT])
+    assert (body["group_count"], body["totallag"]) == (GROUPS, sum(r["totallag"] for r in expected))
+
+
 async def test_every_open_incident_can_be_reached_a_page_at_a_time_and_filtered_by_name(seeded, http):
     """In a wide outage more incidents are open than a page holds: `incident_offset` pages through them all, worst
     first, apart from the groups' pages; the filter box's `q` picks them by their group's name too."""
@@ -289,14 +301,16 @@ def test_the_ranking_leaves_out_unreadable_results_as_the_decoder_does():
         b"d": b"[9,1,[],[]]",  # no such status
         b"e": b'[1,1,[],[["t",0,1,"90",3,-2]]]',  # an offset that is not a number
         b"\xff": good,  # not UTF-8
+        b"f": None,  # deleted since the names were read
     }
-    groups, strays = rank_results(stored, {("t", 0): 100}, {"t": 1})
-    ranking = Ranking.of(groups)
-    assert [(g[2], -g[0], -g[1]) for g in ranking.groups] == [("a", Status.ERR, 10), ("b", Status.WARN, 10)]
-    readable = {g.decode() for g, raw in stored.items() if g != b"\xff" and decode_result(g.decode(), raw)}
-    assert readable == {g[2] for g in ranking.groups}
-    assert (ranking.status_counts, ranking.totallag, strays) == ({"ERR": 1, "WARN": 1, "OK": 0}, 20, {})
-    assert list(ranking.matching("A")) == ranking.groups[:1] and list(ranking.matching("")) == ranking.groups
+    ranked = rank_results(stored, {("t", 0): 100}, {"t": 1})
+    ranking = Ranking.of(ranked)
+    rows = list(zip(ranking.names, ranking.statuses, ranking.lags, strict=True))
+    assert rows == [("a", Status.ERR, 10), ("b", Status.WARN, 10)]
+    readable = {g.decode() for g, raw in stored.items() if g != b"\xff" and raw and decode_result(g.decode(), raw)}
+    assert readable == set(ranking.names)
+    assert (ranking.status_counts, ranking.totallag, ranked.strays) == ({"ERR": 1, "WARN": 1, "OK": 0}, 20, {})
+    assert list(ranking.matching("A")) == ["a"] and list(ranking.matching("")) == ranking.names
 
 
 async def test_healthz_answers_while_an_overview_is_computed(seeded, http):

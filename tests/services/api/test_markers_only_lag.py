@@ -37,6 +37,6 @@ def test_the_metrics_read_lag_0_while_the_log_end_is_where_only_markers_lie():
 def test_the_dashboard_ranks_and_shows_it_with_lag_0():
     for log_end, lag in ((MARKERS_END, 0), (MARKERS_END + 21, 22)):
         ends = {("payments", 0): log_end}
-        [(_, ranked_lag, _, _)], _ = rank_results({b"eos": RESULT.encode()}, ends, {"payments": 1})
+        [ranked_lag] = rank_results({b"eos": RESULT.encode()}, ends, {"payments": 1}).lags
         row = group_row(RESULT, ends, [], NOW, 3, None)
-        assert (-ranked_lag, row["totallag"], row["maxlag"]["current_lag"]) == (lag, lag, lag)
+        assert (ranked_lag, row["totallag"], row["maxlag"]["current_lag"]) == (lag, lag, lag)
