@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from aiokafka.errors import KafkaError
 from redis.asyncio import Redis
@@ -35,11 +36,13 @@ from lagwatch.shared.runtime.health_server import ReadinessCheck
 from lagwatch.shared.runtime.kafka_client import client_kwargs, librdkafka_config
 from lagwatch.shared.runtime.redis_client import connect
 from lagwatch.shared.runtime.service import Service
-from lagwatch.shared.runtime.service_lifecycle import run_until_signalled
+from lagwatch.shared.runtime.service_lifecycle import pause, run_until_signalled
 from lagwatch.shared.windows.changes import ChangePublisher
 from lagwatch.shared.windows.store import WindowStore
 
 log = logging.getLogger(__name__)
+BACKLOG_CHECK_S = 1.0  # how often the worker looks whether it has caught up (to give back memory)
+GIVE_BACK_EVERY_S = 30.0  # then how often it gives back free memory (a trim costs a walk of the heap's free blocks)
 
 
 def consumer_group(cluster: str) -> str:
@@ -167,6 +170,7 @@ class IngestWorker(Service):
         self._reader = asyncio.create_task(self._read_commits())
         if self.probes is not None:
             self.spawn(self.probes.run(self.stopping))
+        self.spawn(give_back_memory_after_backlogs(self.caught_up, self.stopping, workers.give_back_free_memory))
 
     async def _read_commits(self) -> None:
         try:
@@ -229,6 +233,23 @@ class IngestWorker(Service):
             await self.processor.report_own_progress(self_group(self.cluster), self.topic, positions)
         except (RedisError, KafkaError, OSError, ValueError) as exc:  # ValueError: a position the store refuses
             log.warning("ingest %s: could not report own progress (%s)", self.cluster, exc)
+
+
+async def give_back_memory_after_backlogs(
+    caught_up: asyncio.Event, stopping: asyncio.Event, give_back: Callable[[], None]
+) -> None:
+    """`give_back` as soon as the worker has caught up with its commits (its start's backlog, or one after an outage),
+    then every GIVE_BACK_EVERY_S while it stays caught up: reading a backlog, and the probe schedule's first judging
+    of every ring after it, leave freed buffers in the heap that steady reading does not need again."""
+    given_back_at: float | None = None  # monotonic; None: not since the worker last fell behind
+    while not stopping.is_set():
+        now = time.monotonic()
+        if not caught_up.is_set():
+            given_back_at = None
+        elif given_back_at is None or now - given_back_at >= GIVE_BACK_EVERY_S:
+            give_back()
+            given_back_at = now
+        await pause(stopping, BACKLOG_CHECK_S)
 
 
 async def run_ingest(config: Config, cluster: str, *, http_port: int | None = None) -> None:

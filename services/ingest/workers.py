@@ -81,6 +81,15 @@ def tune_malloc() -> None:
             libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
 
 
+def give_back_free_memory() -> None:
+    """Return the heap's free pages to the system (glibc's `malloc_trim`). The heap keeps what a backlog's batches
+    freed (TRIM_THRESHOLD at its top, any amount below its highest block in use): worth giving back once, when a
+    backlog is read, not after every batch."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).malloc_trim(0)
+
+
 def collect_garbage_less_often() -> None:
     """A batch brings thousands of tracked objects and the worker makes few reference cycles: collect less often, with
     what start-up loaded frozen out of the collector's walks."""

@@ -1,9 +1,11 @@
 """The ingest service against the Kafka mock cluster and a real Redis: commits become windows (docs/rules.md §2, §4)."""
 
+import asyncio
 import time
 
 from lagwatch.devkit import offsets_encoders as encoders
 from lagwatch.devkit.offsets_topic_writer import OffsetsTopicWriter
+from lagwatch.services.ingest import service
 from lagwatch.services.ingest.service import IngestWorker, self_group
 from lagwatch.shared.windows.ingest_totals import read_totals
 from lagwatch.shared.windows.store import WindowStore
@@ -284,3 +286,24 @@ async def test_a_deleted_topic_disappears_from_every_group(kafka, redis_server, 
 async def _topics_of_are(store, group, topics):
     stored = await store.reads.get_group(CLUSTER, group)
     return stored is not None and sorted({p.topic for p in stored.partitions}) == topics
+
+
+async def test_memory_is_given_back_on_catching_up_then_now_and_then(monkeypatch):
+    monkeypatch.setattr(service, "BACKLOG_CHECK_S", 0.01)
+    monkeypatch.setattr(service, "GIVE_BACK_EVERY_S", 3600.0)
+    caught_up, stopping, calls = asyncio.Event(), asyncio.Event(), []
+    task = asyncio.create_task(service.give_back_memory_after_backlogs(caught_up, stopping, lambda: calls.append(1)))
+    await asyncio.sleep(0.05)
+    assert calls == []  # reading a backlog
+    caught_up.set()
+    await eventually(lambda: asyncio.sleep(0, len(calls)))
+    await asyncio.sleep(0.05)
+    assert calls == [1]  # at once, then not at every look while caught up
+    caught_up.clear()  # an outage, or partitions assigned: another backlog
+    await asyncio.sleep(0.05)
+    caught_up.set()
+    await eventually(lambda: asyncio.sleep(0, len(calls) == 2))
+    monkeypatch.setattr(service, "GIVE_BACK_EVERY_S", 0.0)
+    await eventually(lambda: asyncio.sleep(0, len(calls) >= 4))  # now and then while caught up
+    stopping.set()
+    await task

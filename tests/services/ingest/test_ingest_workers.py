@@ -268,3 +268,31 @@ def test_a_containers_cpu_limit_caps_the_cpus_counted(tmp_path, monkeypatch):
     assert workers.default_workers() == 1
     monkeypatch.setattr(workers, "CGROUP_ROOT", none)
     assert workers.available_cpus() == 64
+
+
+GIVE_BACK_PROBE = """
+import ctypes
+from lagwatch.services.ingest import workers
+
+def rss_kb():
+    return int(next(line for line in open("/proc/self/status") if line.startswith("VmRSS")).split()[1])
+
+workers.tune_malloc()
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes, libc.memset.argtypes = [ctypes.c_void_p], [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+blocks = [libc.malloc(1 << 20) for _ in range(200)]  # under the mmap threshold: from the heap
+for block in blocks:
+    libc.memset(block, 1, 1 << 20)
+for block in blocks[:-1]:  # the last one stays, at the heap's top: glibc trims nothing by itself
+    libc.free(block)
+before = rss_kb()
+workers.give_back_free_memory()
+print(before, rss_kb())
+"""
+
+
+def test_freed_heap_memory_goes_back_to_the_system_when_asked():
+    out = subprocess.run([sys.executable, "-c", GIVE_BACK_PROBE], capture_output=True, text=True, check=True)
+    before, after = (int(x) for x in out.stdout.split())
+    assert before - after > 150_000  # kB: most of the 199 MB freed
