@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import asdict
 from typing import Any
 
+from lagwatch.shared.records.group_records import RECORD_CLASSES as GROUP_RECORD_CLASSES
 from lagwatch.shared.records.offsets_codec import (
     CodecError,
     ConsumerGroupAssignment,
@@ -23,6 +25,8 @@ _KINDS = {
     ConsumerGroupMember: "consumer_group_member",
     ConsumerGroupAssignment: "consumer_group_assignment",
     OtherRecord: "other",
+    # share- and streams-group records: the class name in snake case (ShareGroupMember -> share_group_member)
+    **{cls: re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower() for cls in GROUP_RECORD_CLASSES.values()},
 }
 _MEMBER_FIELDS = ("member_id", "group_instance_id", "client_id", "client_host", "session_timeout", "rebalance_timeout")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from lagwatch.shared.records import offsets_layouts as layouts
 from lagwatch.shared.records.offsets_codec import GroupMember
-from lagwatch.shared.records.offsets_layouts import Field, Layout, since
+from lagwatch.shared.records.offsets_layouts import Field, Layout, Nested, since
 
 # A member's subscription bytes: written for the demo's and the tests' groups, never read by lagwatch.
 CONSUMER_PROTOCOL_SUBSCRIPTION = Layout(
@@ -28,6 +28,7 @@ CONSUMER_PROTOCOL_SUBSCRIPTION = Layout(
     ),
 )
 
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _MEMBER_VALUES = attrgetter(*(field.name for field in layouts.GROUP_MEMBER))  # a GroupMember's, in the layout's order
@@ -79,14 +80,27 @@ def _int32s(out: bytearray, values: Sequence[int], compact: bool) -> None:
     out += struct.pack(f">{len(values)}i", *values)
 
 
+def _int16s(out: bytearray, values: Sequence[int], compact: bool) -> None:
+    _length(out, len(values), compact)
+    out += struct.pack(f">{len(values)}h", *values)
+
+
 def _strings(out: bytearray, texts: Sequence[str], compact: bool) -> None:
     _length(out, len(texts), compact)
     for text in texts:
         _string(out, text, compact)
 
 
+def _uuids(out: bytearray, topic_ids: Sequence[str], compact: bool) -> None:
+    _length(out, len(topic_ids), compact)
+    for topic_id in topic_ids:
+        _uuid(out, topic_id, compact)
+
+
 _WRITERS: dict[str, Callable[[bytearray, Any, bool], None]] = {
     "int8": _integer(">b"),
+    "int16": _integer(">h"),
+    "uint16": _integer(">H"),
     "int32": _integer(">i"),
     "int64": _integer(">q"),
     "string": _string,
@@ -96,32 +110,57 @@ _WRITERS: dict[str, Callable[[bytearray, Any, bool], None]] = {
     "uuid": _uuid,
     "[]int32": _int32s,
     "[]string": _strings,
+    "[]int16": _int16s,
+    "[]uuid": _uuids,
 }
+
+
+def _write_field(
+    out: bytearray, kind: str | tuple[Field, ...] | Nested, version: int, compact: bool, value: Any
+) -> None:
+    if isinstance(kind, str):
+        _WRITERS[kind](out, value, compact)
+    elif isinstance(kind, Nested):  # nullable: -1 for null, 1 before the struct
+        out += _I8.pack(-1 if value is None else 1)
+        if value is not None:
+            _write(out, kind.fields, version, compact, value)
+    else:
+        _length(out, len(value), compact)
+        for item in value:
+            _write(out, kind, version, compact, item)
 
 
 def _write(out: bytearray, fields: tuple[Field, ...], version: int, compact: bool, values: Sequence[Any]) -> None:
     """`values` in the order of `fields` (an array of structs: a sequence of such sequences); the fields `version`
-    lacks are left out, as the decoder's reading of the same layout expects."""
-    for (_, kind, versions), value in zip(fields, values, strict=True):
+    lacks are left out, as the decoder's reading of the same layout expects, and a tagged field is written in the
+    tagged fields (in tag order, as Kafka writes them) unless its value is None."""
+    tagged: list[tuple[int, bytes]] = []
+    for (_, kind, versions, tag), value in zip(fields, values, strict=True):
         if version not in versions:
             continue
-        if isinstance(kind, str):
-            _WRITERS[kind](out, value, compact)
-        else:
-            _length(out, len(value), compact)
-            for item in value:
-                _write(out, kind, version, compact, item)
+        if tag is None:
+            _write_field(out, kind, version, compact, value)
+        elif compact and value is not None:
+            field_bytes = bytearray()
+            _write_field(field_bytes, kind, version, compact, value)
+            tagged.append((tag, bytes(field_bytes)))
     if compact:
-        out.append(0)  # no tagged fields
+        _length(out, len(tagged) - 1, True)  # the count, as an unsigned varint
+        for tag, encoded in sorted(tagged):
+            _length(out, tag - 1, True)
+            _length(out, len(encoded) - 1, True)
+            out += encoded
 
 
-def _key(record_type: int, fields: tuple[Field, ...], *values: Any) -> bytes:
+def encode_key(record_type: int, fields: tuple[Field, ...], *values: Any) -> bytes:
+    """A coordinator record's key: the record type, then `values` by `fields` (keys are never flexible)."""
     out = bytearray(_I16.pack(record_type))
     _write(out, fields, 0, False, values)
     return bytes(out)
 
 
-def _value(layout: Layout, version: int, *values: Any) -> bytes:
+def encode_value(layout: Layout, version: int, *values: Any) -> bytes:
+    """A coordinator record's value: `version`, then `values` in the order of `layout`'s fields."""
     if version not in layout.versions:
         raise ValueError(f"{layout.name} version must be {layout.versions[0]}-{layout.versions[-1]}, not {version}")
     out = bytearray(_I16.pack(version))
@@ -132,7 +171,7 @@ def _value(layout: Layout, version: int, *values: Any) -> bytes:
 def encode_offset_commit_key(group: str, topic: str, partition: int, version: int = 1) -> bytes:
     if version not in layouts.OFFSET_COMMIT_TYPES:
         raise ValueError(f"offset commit key version must be 0-1, not {version}")
-    return _key(version, layouts.OFFSET_COMMIT_KEY, group, topic, partition)
+    return encode_key(version, layouts.OFFSET_COMMIT_KEY, group, topic, partition)
 
 
 def encode_offset_commit_value(
@@ -147,11 +186,11 @@ def encode_offset_commit_value(
     """An OffsetCommitValue; fields its version lacks (leader epoch before v3, expire timestamp outside v1) are left
     out."""
     layout = layouts.OFFSET_COMMIT_VALUE
-    return _value(layout, version, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
+    return encode_value(layout, version, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
 
 
 def encode_group_metadata_key(group: str) -> bytes:
-    return _key(layouts.GROUP_METADATA_TYPE, layouts.GROUP_METADATA_KEY, group)
+    return encode_key(layouts.GROUP_METADATA_TYPE, layouts.GROUP_METADATA_KEY, group)
 
 
 def encode_group_metadata_value(
@@ -166,21 +205,21 @@ def encode_group_metadata_value(
 ) -> bytes:
     """A GroupMetadataValue; member fields the version lacks are dropped."""
     head = (protocol_type, generation, protocol, leader, current_state_timestamp)
-    return _value(layouts.GROUP_METADATA_VALUE, version, *head, [_MEMBER_VALUES(member) for member in members])
+    return encode_value(layouts.GROUP_METADATA_VALUE, version, *head, [_MEMBER_VALUES(member) for member in members])
 
 
 def encode_assignment(partitions: Mapping[str, Sequence[int]], version: int = 0) -> bytes:
     """A ConsumerProtocolAssignment (the same layout in versions 0-3), without user data."""
-    return _value(layouts.CONSUMER_PROTOCOL_ASSIGNMENT, version, list(partitions.items()), None)
+    return encode_value(layouts.CONSUMER_PROTOCOL_ASSIGNMENT, version, list(partitions.items()), None)
 
 
 def encode_subscription(topics: Sequence[str], version: int = 0) -> bytes:
     """A ConsumerProtocolSubscription: no user data, no owned partitions (v1+), generation -1 (v2+), no rack (v3+)."""
-    return _value(CONSUMER_PROTOCOL_SUBSCRIPTION, version, topics, None, [], -1, None)
+    return encode_value(CONSUMER_PROTOCOL_SUBSCRIPTION, version, topics, None, [], -1, None)
 
 
 def encode_consumer_group_member_key(group: str, member_id: str) -> bytes:
-    return _key(layouts.CONSUMER_GROUP_MEMBER_TYPE, layouts.MEMBER_KEY, group, member_id)
+    return encode_key(layouts.CONSUMER_GROUP_MEMBER_TYPE, layouts.MEMBER_KEY, group, member_id)
 
 
 def encode_consumer_group_member_value(
@@ -197,11 +236,11 @@ def encode_consumer_group_member_value(
     """A ConsumerGroupMemberMetadataValue v0 without the classic-member tagged field."""
     ids = (instance_id, rack_id, client_id, client_host)
     subscription = (subscribed_topics, subscribed_regex, rebalance_timeout, server_assignor)
-    return _value(layouts.CONSUMER_GROUP_MEMBER_VALUE, 0, *ids, *subscription)
+    return encode_value(layouts.CONSUMER_GROUP_MEMBER_VALUE, 0, *ids, *subscription)
 
 
 def encode_consumer_group_assignment_key(group: str, member_id: str) -> bytes:
-    return _key(layouts.CONSUMER_GROUP_ASSIGNMENT_TYPE, layouts.MEMBER_KEY, group, member_id)
+    return encode_key(layouts.CONSUMER_GROUP_ASSIGNMENT_TYPE, layouts.MEMBER_KEY, group, member_id)
 
 
 def encode_consumer_group_assignment_value(
@@ -214,4 +253,4 @@ def encode_consumer_group_assignment_value(
 ) -> bytes:
     """A ConsumerGroupCurrentMemberAssignmentValue v0; topics are keyed by topic id (32 hex digits)."""
     topics = (list(partitions.items()), list((pending_revocation or {}).items()))
-    return _value(layouts.CONSUMER_GROUP_ASSIGNMENT_VALUE, 0, member_epoch, previous_member_epoch, state, *topics)
+    return encode_value(layouts.CONSUMER_GROUP_ASSIGNMENT_VALUE, 0, member_epoch, previous_member_epoch, state, *topics)

@@ -15,6 +15,8 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from lagwatch.devkit import offsets_encoders as encoders
+from lagwatch.devkit.group_state_encoders import encode_group_record
+from lagwatch.shared.records.group_records import GroupStateRecord
 from lagwatch.shared.records.offsets_codec import GroupMember
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.windows.clock_offset import offsets_partition_of
@@ -116,6 +118,12 @@ class OffsetsTopicWriter:
     async def delete_group(self, group: str) -> int:
         """A group-metadata tombstone: what the coordinator writes when a group is deleted."""
         return await self.raw(group, encoders.encode_group_metadata_key(group), None)
+
+    async def group_records(self, records: Sequence[GroupStateRecord]) -> list[int]:
+        """Write share- and streams-group records (tombstones too) in order, each into its group's partition."""
+        now = now_ms()
+        futures = [await self._send(record.group, *encode_group_record(record), now) for record in records]
+        return [(await future).offset for future in futures]
 
     async def raw(self, group: str, key: bytes, value: bytes | None, ts: int | None = None) -> int:
         """Any bytes, into the group's partition (for malformed-record tests)."""

@@ -1,50 +1,52 @@
 """Decoder of the records the Kafka group coordinator writes into ``__consumer_offsets``, by the layouts of
 offsets_layouts.py.
 
-Behaviour taken from Kafka's coordinator deserializer: a value version it does not know is an error, a ``None`` value
-is a tombstone (lagwatch treats an empty value the same), unknown tagged fields are skipped, and bytes left over after
-the last field are ignored (Kafka reads the fields it knows and never checks what remains). One deliberate difference:
-invalid UTF-8 is an error here, where Java would substitute U+FFFD; Kafka's writer only emits valid UTF-8, so such
-bytes are corruption and must not invent a new group or topic name.
+A ``None`` value is a tombstone (lagwatch treats an empty value the same); the rest of the behaviour taken from
+Kafka's coordinator deserializer (unknown versions, tagged fields, trailing bytes, UTF-8) is coordinator_wire.py's.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
+from lagwatch.shared.records import group_records
 from lagwatch.shared.records import offsets_layouts as layouts
-from lagwatch.shared.records.offsets_layouts import Field, Layout
+from lagwatch.shared.records.coordinator_wire import (
+    _I16,
+    _I32,
+    _I64,
+    CodecError,  # the decoders' one error, caught by their callers from this module
+    _cstr,
+    _int,
+    _key_reader,
+    _skip_tags,
+    _str16,
+    _typed_record,
+    _unknown_version,
+    _value_reader,
+    _version_readers,
+)
+from lagwatch.shared.records.group_records import GroupStateRecord
+from lagwatch.shared.records.offsets_layouts import Layout
 
-_I8 = struct.Struct(">b")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-Reader = Callable[[bytes, int, str], tuple[Any, int]]  # (buffer, position, field path) -> (value, next position)
-Length = Callable[[bytes, int, str], tuple[int, int]]
-
-
-class CodecError(ValueError):
-    """A record that cannot be decoded; ``field`` is the dotted path of the field being read."""
-
-    def __init__(self, field: str, reason: str, record_type: int | None = None) -> None:
-        super().__init__(field, reason)
-        self.field = field
-        self.reason = reason
-        self.record_type = record_type
-
-    def __str__(self) -> str:
-        where = "" if self.record_type is None else f"record type {self.record_type}: "
-        return f"{where}{self.field}: {self.reason}"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Keeps record_type across pickling (Spark workers ship exceptions between processes).
-        return (CodecError, (self.field, self.reason, self.record_type))
-
+__all__ = [
+    "CodecError",
+    "ConsumerGroupAssignment",
+    "ConsumerGroupMember",
+    "GroupMember",
+    "GroupMetadata",
+    "OffsetCommit",
+    "OtherRecord",
+    "Record",
+    "commit_offset_and_timestamp",
+    "decode_assignment",
+    "decode_offset_commit_key",
+    "decode_offset_commit_value",
+    "decode_record",
+]
 
 # --------------------------------------------------------------------------------------------- records
 
@@ -127,276 +129,38 @@ class ConsumerGroupAssignment:
 
 @dataclass(frozen=True, slots=True)
 class OtherRecord:
-    """Any other record type (3 and up): consumer-, share- and streams-group state we do not need."""
+    """Any other record type (3, 4, 6, 7, 16 and 25 up): consumer-group state we do not need, or types Kafka adds
+    later."""
 
     record_type: int
     tombstone: bool
 
 
-Record = OffsetCommit | GroupMetadata | ConsumerGroupMember | ConsumerGroupAssignment | OtherRecord
-
-
-# ------------------------------------------------------------------------------------ primitive readers
-# Every length is bounds-checked, so a short buffer raises CodecError naming the field instead of returning short
-# data. Readers work on ``bytes`` only (the public entry points convert other buffers once).
-
-
-def _truncated(field: str, need: int, buf: bytes, pos: int) -> CodecError:
-    return CodecError(field, f"truncated: needs {need} bytes at offset {pos}, {max(len(buf) - pos, 0)} left")
-
-
-def _bad_length(field: str, n: int, what: str) -> CodecError:
-    if n == -1:
-        return CodecError(field, f"null for a non-nullable {what}")
-    return CodecError(field, f"negative {what} length {n}")
-
-
-def _int(st: struct.Struct, buf: bytes, pos: int, field: str) -> tuple[int, int]:
-    try:
-        return st.unpack_from(buf, pos)[0], pos + st.size
-    except struct.error:
-        raise _truncated(field, st.size, buf, pos) from None
-
-
-def _uvarint(buf: bytes, pos: int, field: str) -> tuple[int, int]:
-    # At most 5 bytes, like Kafka's readUnsignedVarint; the result is an unsigned 32-bit number.
-    size = len(buf)
-    result = 0
-    shift = 0
-    while True:
-        if pos >= size:
-            raise _truncated(field, 1, buf, pos)
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result & 0xFFFFFFFF, pos
-        shift += 7
-        if shift > 28:
-            raise CodecError(field, "unsigned varint longer than 5 bytes")
-
-
-def _text(buf: bytes, pos: int, n: int, field: str) -> tuple[str, int]:
-    if n > layouts.MAX_STRING_LENGTH:
-        raise CodecError(field, f"string length {n} exceeds {layouts.MAX_STRING_LENGTH}")
-    end = pos + n
-    if end > len(buf):
-        raise _truncated(field, n, buf, pos)
-    try:
-        return buf[pos:end].decode(), end
-    except UnicodeDecodeError:
-        raise CodecError(field, "invalid UTF-8") from None
-
-
-def _str16(buf: bytes, pos: int, field: str) -> tuple[str, int]:
-    # The most read type (offset-commit metadata, every member's ids and host), hence inlined rather than _sized.
-    try:
-        (n,) = _I16.unpack_from(buf, pos)
-    except struct.error:
-        raise _truncated(field, 2, buf, pos) from None
-    if n < 0:
-        raise _bad_length(field, n, "string")
-    pos += 2
-    end = pos + n
-    if end > len(buf):
-        raise _truncated(field, n, buf, pos)
-    try:
-        return buf[pos:end].decode(), end
-    except UnicodeDecodeError:
-        raise CodecError(field, "invalid UTF-8") from None
-
-
-def _cstr(buf: bytes, pos: int, field: str) -> tuple[str, int]:
-    # A v4 commit's metadata, read for every such commit: spelled out rather than _sized, a call fewer.
-    n, pos = _uvarint(buf, pos, field)
-    if n == 0:
-        raise _bad_length(field, -1, "string")
-    return _text(buf, pos, n - 1, field)
-
-
-def _blob(buf: bytes, pos: int, n: int, field: str) -> tuple[bytes, int]:
-    end = pos + n
-    if end > len(buf):
-        raise _truncated(field, n, buf, pos)
-    return buf[pos:end], end
-
-
-def _checked_count(buf: bytes, pos: int, n: int, field: str) -> tuple[int, int]:
-    # Kafka refuses a count larger than the bytes left: no element is smaller than one byte.
-    if n > len(buf) - pos:
-        raise CodecError(field, f"truncated or bad count: {n} elements cannot fit in the {len(buf) - pos} bytes left")
-    return n, pos
-
-
-def _compact_length(buf: bytes, pos: int, field: str) -> tuple[int, int]:
-    n, pos = _uvarint(buf, pos, field)
-    return n - 1, pos  # 0 (-1 here) is null
-
-
-def _sized(
-    length: Length,
-    take: Callable[[bytes, int, int, str], tuple[Any, int]],
-    what: str,
-    nullable: bool = False,
-) -> Reader:
-    """A length-prefixed reader: `length` reads the length (-1 = null), `take` that many bytes or elements."""
-
-    def read(buf: bytes, pos: int, field: str) -> tuple[Any, int]:
-        n, pos = length(buf, pos, field)
-        if n < 0:
-            if n == -1 and nullable:
-                return None, pos
-            raise _bad_length(field, n, what)
-        return take(buf, pos, n, field)
-
-    return read
-
-
-_int16, _int32 = partial(_int, _I16), partial(_int, _I32)
-
-
-def _skip_tags(buf: bytes, pos: int, field: str) -> int:
-    """Skips a tagged-fields section; none of the tags defined so far carries anything we report."""
-    count, pos = _uvarint(buf, pos, field)
-    for _ in range(count):
-        _tag, pos = _uvarint(buf, pos, field)
-        size, pos = _uvarint(buf, pos, field)
-        if pos + size > len(buf):
-            raise _truncated(field, size, buf, pos)
-        pos += size
-    return pos
-
-
-def _uuid(buf: bytes, pos: int, field: str) -> tuple[str, int]:
-    raw, pos = _blob(buf, pos, 16, field)
-    return raw.hex(), pos
-
-
-class _Wire(NamedTuple):
-    """How one encoding family reads each type: classic (fixed-width lengths) or flexible (compact, tagged fields)."""
-
-    flexible: bool
-    array_length: Length
-    readers: dict[str, Reader]
-
-
-def _wire(flexible: bool, string: Reader, string_length: Length, length: Length) -> _Wire:
-    array_length = _sized(length, _checked_count, "array")
-
-    def int32s(buf: bytes, pos: int, field: str) -> tuple[list[int], int]:
-        n, pos = array_length(buf, pos, field)
-        if pos + 4 * n > len(buf):
-            raise _truncated(field, 4 * n, buf, pos)
-        return list(struct.unpack_from(f">{n}i", buf, pos)), pos + 4 * n
-
-    def strings(buf: bytes, pos: int, field: str) -> tuple[list[str], int]:
-        n, pos = array_length(buf, pos, field)
-        items = []
-        for i in range(n):
-            item, pos = string(buf, pos, f"{field}[{i}]")
-            items.append(item)
-        return items, pos
-
-    readers: dict[str, Reader] = {
-        "int8": partial(_int, _I8),
-        "int32": _int32,
-        "int64": partial(_int, _I64),
-        "uuid": _uuid,
-        "string": string,
-        "string?": _sized(string_length, _text, "string", nullable=True),
-        "bytes": _sized(length, _blob, "bytes"),
-        "bytes?": _sized(length, _blob, "bytes", nullable=True),
-        "[]int32": int32s,
-        "[]string": strings,
-    }
-    return _Wire(flexible, array_length, readers)
-
-
-_CLASSIC = _wire(False, _str16, _int16, _int32)
-_COMPACT = _wire(True, _cstr, _compact_length, _compact_length)
-
-
-StructReader = Callable[[bytes, int, str], tuple[list[Any], int]]
-
-
-def _struct_reader(fields: tuple[Field, ...], version: int, wire: _Wire) -> StructReader:
-    """A reader of `fields` as `version` lays them out, planned once: their values in order (None for a field the
-    version does not carry), then a flexible struct's tagged fields. Its `path` prefixes the field names in errors."""
-    plan: list[tuple[str, Reader | None]] = []
-    for name, kind, versions in fields:
-        if version not in versions:
-            plan.append((name, None))
-        elif isinstance(kind, str):
-            plan.append((name, wire.readers[kind]))
-        else:
-            plan.append((name, _array_reader(_struct_reader(kind, version, wire), wire)))
-    tagged = wire.flexible
-
-    def read(buf: bytes, pos: int, path: str) -> tuple[list[Any], int]:
-        values: list[Any] = []
-        for name, read_field in plan:
-            if read_field is None:
-                values.append(None)
-            else:
-                value, pos = read_field(buf, pos, path + name)
-                values.append(value)
-        if tagged:
-            pos = _skip_tags(buf, pos, path + "tagged_fields")
-        return values, pos
-
-    return read
-
-
-def _array_reader(item: StructReader, wire: _Wire) -> Reader:
-    def read(buf: bytes, pos: int, field: str) -> tuple[list[list[Any]], int]:
-        count, pos = wire.array_length(buf, pos, field)
-        items = []
-        for i in range(count):
-            values, pos = item(buf, pos, f"{field}[{i}].")
-            items.append(values)
-        return items, pos
-
-    return read
-
-
-def _key_reader(fields: tuple[Field, ...]) -> Callable[[bytes], list[Any]]:
-    read = _struct_reader(fields, 0, _CLASSIC)
-    return lambda key: read(key, 2, "key.")[0]
+Record = OffsetCommit | GroupMetadata | ConsumerGroupMember | ConsumerGroupAssignment | GroupStateRecord | OtherRecord
 
 
 # the commit key's reader is the reference for `decode_offset_commit_key`'s sliced path
 _read_offset_commit_key, _read_group_key, _read_member_key = map(
     _key_reader, (layouts.OFFSET_COMMIT_KEY, layouts.GROUP_METADATA_KEY, layouts.MEMBER_KEY)
 )
-_VALUE_READERS = {  # per layout, a reader per version
-    layout.name: [
-        _struct_reader(layout.fields, v, _COMPACT if v in layout.flexible else _CLASSIC) for v in layout.versions
-    ]
+_VALUE_READERS = {
+    layout.name: _value_reader(layout)
     for layout in (
         layouts.OFFSET_COMMIT_VALUE,
         layouts.GROUP_METADATA_VALUE,
         layouts.CONSUMER_GROUP_MEMBER_VALUE,
         layouts.CONSUMER_GROUP_ASSIGNMENT_VALUE,
-        layouts.CONSUMER_PROTOCOL_ASSIGNMENT,
     )
 }
 
 
-# Fields are only ever appended: like Kafka, a version newer than the newest known is read with the newest layout.
-_NEWEST_ASSIGNMENT = _VALUE_READERS[layouts.CONSUMER_PROTOCOL_ASSIGNMENT.name][-1]
-
-
-def _unknown_version(layout: Layout, version: int) -> CodecError:
-    known = f"{layout.versions[0]}-{layout.versions[-1]}"
-    return CodecError("value.version", f"unknown {layout.name} version {version} (known: {known})")
-
-
 def _read_value(layout: Layout, value: bytes) -> tuple[int, list[Any]]:
     """A value's version and its fields; a version Kafka does not define is an error, as in Kafka."""
-    version, pos = _int(_I16, value, 0, "value.version")
-    if version not in layout.versions:
-        raise _unknown_version(layout, version)
-    return version, _VALUE_READERS[layout.name][version](value, pos, "value.")[0]
+    return _VALUE_READERS[layout.name](value)
+
+
+# Fields are only ever appended: like Kafka, a version newer than the newest known is read with the newest layout.
+_NEWEST_ASSIGNMENT = _version_readers(layouts.CONSUMER_PROTOCOL_ASSIGNMENT)[-1]
 
 
 # ------------------------------------------------------------------------------------- record decoders
@@ -539,17 +303,11 @@ def decode_record(key: bytes, value: bytes | None, *, topic_names: Mapping[str, 
     """Decodes one ``__consumer_offsets`` record; a ``None`` or empty value is a tombstone.
 
     ``topic_names`` (topic id as 32 hex digits -> name) names the topics of KIP-848 assignments.
-    Raises CodecError (naming the field) for anything undecodable; types 3+ other than 5 and 8 are
-    returned as OtherRecord without looking further.
+    Share- and streams-group records (types 9-15, 17-24) decode to group_records' types. Raises CodecError (naming
+    the field) for anything undecodable; the other types from 3 on are returned as OtherRecord without looking
+    further.
     """
-    if type(key) is not bytes:  # bytearray / memoryview: the readers slice and decode bytes
-        key = bytes(key)
-    if value is not None and type(value) is not bytes:
-        value = bytes(value)
-    try:
-        (record_type,) = _I16.unpack_from(key, 0)
-    except struct.error:
-        raise _truncated("key.version", 2, key, 0) from None
+    key, value, record_type = _typed_record(key, value)
     try:
         if record_type <= 1:
             if record_type < 0:
@@ -561,6 +319,8 @@ def decode_record(key: bytes, value: bytes | None, *, topic_names: Mapping[str, 
             return _decode_consumer_group_member(record_type, key, value)
         if record_type == layouts.CONSUMER_GROUP_ASSIGNMENT_TYPE:
             return _decode_consumer_group_assignment(record_type, key, value, topic_names)
+        if group_records.decodes(record_type):
+            return group_records.decode_group_record(record_type, key, value)
         return OtherRecord(record_type, not value)
     except CodecError as exc:
         exc.record_type = record_type

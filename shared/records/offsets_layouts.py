@@ -4,13 +4,16 @@ them, so the two cannot disagree on a field or the versions that carry it.
 
 Schemas: Apache Kafka's ``group-coordinator/src/main/resources/common/message/*.json`` and the clients'
 ``ConsumerProtocolAssignment.json``. A key is an int16 record type (the historical "key version"), then its fields;
-keys are never flexible. A value is an int16 version, then the fields that version carries. Record types 3 and up
-other than 5 and 8 (other consumer, share and streams group state) are not read.
+keys are never flexible. A value is an int16 version, then the fields that version carries. Share- and
+streams-group records (types 9-15, 17-24) are laid out in group_layouts.py, the ``__share_group_state`` records in
+share_state_layouts.py; the other consumer-group records (types 3, 4, 6, 7, 16) are not read.
 
 Primitive types, all integers big-endian: non-flexible string = int16 length + UTF-8 (-1 = null), bytes = int32
 length (-1 = null), array = int32 count. Flexible versions use unsigned varints (length + 1, 0 = null) and end every
 struct with tagged fields (count, then tag, size and data per field). A type ending in ``?`` is nullable, a uuid is 16
-bytes (32 hex digits to lagwatch), and a field whose type is a tuple of fields is an array of such structs.
+bytes (32 hex digits to lagwatch), a field whose type is a tuple of fields is an array of such structs, and one whose
+type is a `Nested` is a single struct (nullable: a leading int8, -1 for null and 1 before the struct). A field with a
+`tag` is carried in its struct's tagged fields (None when absent) rather than in line.
 """
 
 from __future__ import annotations
@@ -31,10 +34,18 @@ def since(version: int) -> range:
     return range(version, 0x8000)
 
 
+class Nested(NamedTuple):
+    """A field holding one struct (not an array of them); Kafka writes it nullable here."""
+
+    fields: tuple[Field, ...]
+
+
 class Field(NamedTuple):
     name: str
-    type: str | tuple[Field, ...]  # int8, int32, int64, string, string?, bytes, bytes?, uuid, []string, []int32
+    # int8, int16, uint16, int32, int64, string, string?, bytes, bytes?, uuid, []string, []int16, []int32, []uuid
+    type: str | tuple[Field, ...] | Nested
     versions: range = since(0)  # the versions of the enclosing record that carry the field
+    tag: int | None = None  # a tagged field's tag (flexible versions only)
 
 
 class Layout(NamedTuple):
