@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
@@ -143,13 +144,37 @@ class StatusStore:
         return [change for change in map(_json_object, raw) if change]
 
 
+class _SummarySource(msgspec.Struct):
+    """What a recent-changes entry copies from an event (`SUMMARY_FIELDS`), each as its JSON (UNSET: left out)."""
+
+    event_id: Any = msgspec.UNSET
+    previous_status: Any = msgspec.UNSET
+    incident_id: Any = msgspec.UNSET
+    totallag: Any = msgspec.UNSET
+    max_lag_seconds: Any = msgspec.UNSET
+    max_lag_seconds_lower_bound: Any = msgspec.UNSET
+
+
+def summary_source(raw: bytes) -> dict[str, Any]:
+    """`SUMMARY_FIELDS` of the JSON object in `raw` (`_json_object`'s, the reference), read by msgspec without
+    building the rest (an event's partitions). Only ASCII (every event's bytes) is read by msgspec, which does not
+    look at the text of what it skips; the rest, and what msgspec refuses (not an object, NaN), by the reference."""
+    try:
+        found = msgspec.json.decode(raw, type=_SummarySource) if raw.isascii() else None
+    except msgspec.MsgspecError:
+        found = None
+    if found is None:
+        from_event = _json_object(raw)
+        return {name: from_event[name] for name in SUMMARY_FIELDS if name in from_event}
+    return {name: value for name in SUMMARY_FIELDS if (value := getattr(found, name)) is not msgspec.UNSET}
+
+
 def _summary(t: Transition) -> bytes:
     """A recent-changes entry: the transition, plus the event's previous status, incident and lag (the event itself
     can list thousands of partitions). The incident is the one the event carries, so a closing change names it."""
-    from_event = _json_object(t.event)
     summary = {"group": t.group, "seq": t.expected_seq + 1, "status": t.status.name, "at": t.now_ms}
     summary["incident_id"] = t.keeps.incident_id
-    summary.update({name: from_event[name] for name in SUMMARY_FIELDS if name in from_event})
+    summary.update(summary_source(t.event))
     return json.dumps(summary, separators=(",", ":")).encode()
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from msgspec import UNSET, UnsetType
 
 from lagwatch.services.notifier.events import parse_lag_event, parse_status_event
-from lagwatch.shared.events import lag_threshold_event, status_event
+from lagwatch.shared.events import event_codec, lag_threshold_event, status_event
 from lagwatch.shared.events.event_codec import EventDecodeError, from_document, read_partial
 from lagwatch.shared.events.lag_threshold_event import Alert, Crossing, LagPartition, LagThresholdEvent, Reason
 from lagwatch.shared.events.status_event import (
@@ -355,3 +355,52 @@ def test_an_incident_state_kept_with_an_event_that_no_longer_decodes_is_read_by_
     lag = {**known_lag_event().as_dict(), "evaluated_at": "noon"}
     lag_state = IncidentState.from_json({"incident_id": "x", "status": "ABOVE", "notified_at": NOW, "event": lag})
     assert isinstance(lag_state.event, LagThresholdEvent) and lag_state.event.which is Alert.DATA_LOSS_RISK
+
+
+# --- the fast paths beside their references ------------------------------------------------------------------------
+
+# every spelling the two writers part on: exponents both ways, small decimals, DEL, non-ASCII and control characters
+ANY_FLOATS = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.floats(1e-9, 1e-3),
+    st.floats(1e15, 1e18),
+    st.sampled_from([0.0, -0.0, 1e-05, 0.0001, 1e16, 9.999999999999998e15]),
+)
+ANY_TEXT = st.one_of(st.text(), st.text(alphabet='0123456789e.-:,[]}\x7f\x00\n"\\é\u2028', max_size=12))
+
+
+@settings(max_examples=400, deadline=None)
+@given(event=status_events(), complete=ANY_FLOATS, lag=ANY_FLOATS, group=ANY_TEXT, text=ANY_TEXT)
+def test_a_status_event_written_by_msgspec_where_it_can_has_the_references_bytes(event, complete, lag, group, text):
+    event = replace(event, complete=complete, max_lag_seconds=lag, group=group)
+    if event.explanation is not None:
+        event = replace(event, explanation=replace(event.explanation, text=text))
+    assert event.encode() == event_codec.encode(event)
+
+
+@settings(max_examples=150, deadline=None)
+@given(event=lag_events(), threshold=ANY_FLOATS, group=ANY_TEXT)
+def test_a_lag_threshold_event_written_by_msgspec_where_it_can_has_the_references_bytes(event, threshold, group):
+    event = replace(event, threshold_seconds=threshold, group=group)
+    assert event.encode() == event_codec.encode(event)
+
+
+def test_a_plain_event_is_written_by_msgspec_and_one_it_would_spell_apart_by_the_reference():
+    plain = known_status_event()
+    assert plain.encode() == msgspec.json.encode(plain, order="sorted")
+    for event in (
+        replace(plain, complete=1e-05),
+        replace(plain, totallag=10**17, complete=1e16),
+        replace(plain, group="é"),
+    ):
+        assert event.encode() == event_codec.encode(event) != msgspec.json.encode(event, order="sorted")
+
+
+@settings(max_examples=200, deadline=None)
+@given(velocity=VELOCITIES, risk=RISKS_, why=WHYS.filter(lambda why: why is not None))
+def test_an_event_part_made_from_its_fields_is_the_part_its_json_converts_to(velocity, risk, why):
+    for cls, value in ((VelocityFields, velocity), (RetentionFields, risk), (ExplanationFields, why)):
+        made = cls.of(value)
+        assert made == from_document(cls, value.to_json()) and event_codec.encode(made) == event_codec.encode(
+            from_document(cls, value.to_json())
+        )
