@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from lagwatch.services.api.context import CONTEXT
-from lagwatch.services.api.metrics import METRICS
+from lagwatch.services.api.metrics_route import METRICS
 from lagwatch.services.api.responses import ApiError
 from lagwatch.shared.runtime.config import ApiConfig
 

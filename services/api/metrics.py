@@ -8,8 +8,9 @@ a group's series, a topic's partition-level series (a group's totals still count
 families.
 
 lagwatch's counters are the running totals the ingest and the evaluator keep in Redis, so one scrape shows every
-worker's work. The scrape runs in a worker process (`scrape_process.py`), concurrent scrapes share one render
-(`shared_render.py`), and the body is streamed from the file the worker wrote, in chunks.
+worker's work. The scrape runs in a worker process (`scrape_process.py`), which imports this module and what it
+needs only (not aiohttp: the route, concurrent scrapes sharing one render and the streaming of the body from the
+file the worker wrote are `metrics_route.py`'s).
 """
 
 from __future__ import annotations
@@ -18,19 +19,15 @@ import os
 import tempfile
 from array import array
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
 from typing import BinaryIO
 
 import msgspec
-from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.asyncio import Redis
 
-from lagwatch.services.api.scrape_process import ScrapeWorker
-from lagwatch.services.api.shared_render import SharedRender
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.group_filter import GroupFilter
 from lagwatch.shared.runtime.clock import now_ms
@@ -44,7 +41,6 @@ from lagwatch.shared.statuses.results_store import (
     HOUR_MS,
     UNKNOWN_CATCHUP,
     UNKNOWN_LAG,
-    ResultsStore,
     catchup_seconds,
     decode_stored,
 )
@@ -52,8 +48,6 @@ from lagwatch.shared.windows.ingest_totals import KNOWN_TYPES, read_totals
 from lagwatch.shared.windows.store import WindowStore
 from lagwatch.shared.windows.window import AddOutcome
 
-STREAM_CHUNK = 4 << 20  # bytes written to the response at a time
-REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 # The ingest counters' label values, a fixed set (an older ingest minted one per corrupt record's type and
 # the stats hash keeps them): what `services/ingest` writes; any other value is counted under "other".
 _RECORD_TYPES = frozenset(str(t) for t in KNOWN_TYPES) | {"other"}
@@ -226,7 +220,8 @@ class MetricsFilter:
 GROUP_FAMILIES = tuple(name for name in GAUGES if name != "burrow_kafka_topic_partition_offset")
 
 
-SPOOL_GROUPS = 5_000  # groups rendered before their lines are appended to the spool files
+SPOOL_GROUPS = 1_000  # groups rendered before their lines are appended to the spool files (their lines held till then)
+RESULTS_PER_READ = 5_000  # stored results read at a time
 
 
 @dataclass(slots=True)
@@ -302,39 +297,42 @@ class RenderedGroups:
         self._names: dict[str, int] = {}  # cluster -> the number in its spool files' names
         self._decode = decode_stored
 
-    def add(
+    async def add(
         self,
         series: Series,
         cluster: str,
-        results: dict[bytes, bytes],
+        results: StoredResults,
         log_ends: dict[tuple[str, int], int],
         now: int,
         keep: MetricsFilter,
     ) -> None:
-        last, rendered_from = self._clusters.get(cluster), fingerprint(results)
-        if last is None or last.results != rendered_from or last.log_ends != log_ends:
+        last = self._clusters.get(cluster)
+        if last is None or last.log_ends != log_ends or last.results != await results.fingerprint():
             self._clusters.pop(cluster, None)  # a render failing half-way leaves nothing to reuse
-            spooled, moving, clocked = self._render_all(cluster, results, log_ends, now, keep)
-            last = self._clusters[cluster] = _RenderedCluster(rendered_from, log_ends, spooled, moving, clocked)
+            last = self._clusters[cluster] = await self._render_all(cluster, results, log_ends, now, keep)
         for name, steady, fixed in zip(GROUP_FAMILIES, last.spooled, last.moving, strict=True):
             series.lines[name] += (steady, fixed)
         for spool in last.clocked:
             series.lines[spool.family].append(ClockLines(spool, now))
 
-    def _render_all(
-        self, cluster: str, results: dict[bytes, bytes], log_ends: dict[tuple[str, int], int], now: int, keep
-    ) -> tuple[list[tuple[str, int]], list[tuple[str, int]], list[ClockSpool]]:
+    async def _render_all(
+        self, cluster: str, results: StoredResults, log_ends: dict[tuple[str, int], int], now: int, keep
+    ) -> _RenderedCluster:
+        """The cluster's groups rendered to its spool files, and the fingerprint of the results rendered (read
+        again: they may have changed since they were fingerprinted)."""
         cluster_label = label_value(cluster)
-        writer = _SpoolWriter(self._spool_paths(cluster), now)
+        writer, count, hashes = _SpoolWriter(self._spool_paths(cluster), now), 0, 0
         try:
-            for raw_group, raw in results.items():
-                group = raw_group.decode()
-                if not keep.all_groups and not keep.groups.accepts(group):
-                    continue
-                rendered = self._render(cluster_label, group, raw, log_ends, keep)
-                if rendered is not None:
-                    writer.add(*rendered)
-            return writer.close()
+            async for stored in results.slices():
+                count, hashes = count + len(stored), hashes + _hashes(stored)
+                for raw_group, raw in stored.items():
+                    group = raw_group.decode()
+                    if not keep.all_groups and not keep.groups.accepts(group):
+                        continue
+                    rendered = self._render(cluster_label, group, raw, log_ends, keep)
+                    if rendered is not None:
+                        writer.add(*rendered)
+            return _RenderedCluster((count, hashes), log_ends, *writer.close())
         finally:
             writer.close_files()
 
@@ -359,8 +357,45 @@ def fingerprint(results: Mapping[bytes, bytes]) -> tuple[int, int]:
     """The same for the same results (in one process, whatever their order), different when any group or result
     differs: their count and the sum of a 64-bit hash (SipHash, keyed at random per process) of each pair, written
     out whole (its group's length first, so no two pairs write the same bytes). Not the pairs' tuples' hashes: their
-    sum is the same when two groups swap results."""
-    return len(results), sum(hash(b"%d:%b%b" % (len(group), group, raw)) for group, raw in results.items())
+    sum is the same when two groups swap results. A sum, so it adds up over the slices the results are read in."""
+    return len(results), _hashes(results)
+
+
+def _hashes(results: Mapping[bytes, bytes]) -> int:
+    return sum(hash(b"%d:%b%b" % (len(group), group, raw)) for group, raw in results.items())
+
+
+class StoredResults:
+    """A cluster's stored results, read a slice at a time (its groups' names once, then RESULTS_PER_READ results a
+    read) as often as asked: the whole hash in one reply was the scrape process's biggest allocation, and what it
+    freed stayed the process's."""
+
+    def __init__(self, redis: Redis, cluster: str) -> None:
+        self.redis, self.key = redis, keys.group_results(cluster)
+        self._names: list[bytes] | None = None
+
+    async def slices(self) -> AsyncIterator[dict[bytes, bytes]]:
+        """The results, RESULTS_PER_READ groups at a time (a group deleted meanwhile left out)."""
+        every = await self._group_names()
+        for i in range(0, len(every), RESULTS_PER_READ):
+            names = every[i : i + RESULTS_PER_READ]
+            raws = await reply(self.redis.hmget(self.key, names))
+            yield {name: raw for name, raw in zip(names, raws, strict=True) if raw is not None}
+
+    async def _group_names(self) -> list[bytes]:
+        """Read once: the slices of every pass are of the same groups."""
+        if self._names is not None:
+            return self._names
+        names: list[bytes] = await reply(self.redis.hkeys(self.key))
+        self._names = names
+        return names
+
+    async def fingerprint(self) -> tuple[int, int]:
+        """`fingerprint` of the results as they are now, read a slice at a time."""
+        count = hashes = 0
+        async for stored in self.slices():
+            count, hashes = count + len(stored), hashes + _hashes(stored)
+        return count, hashes
 
 
 def _spool(files: Sequence[BinaryIO], rows: list[tuple[str, ...]]) -> None:
@@ -641,7 +676,7 @@ async def scrape_into(config: Config, redis: Redis, out: BinaryIO, spool_dir: st
     rendered = _RENDERED.setdefault(spool_dir, RenderedGroups(spool_dir))
     keep = MetricsFilter(config)
     series, counters = Series(), Counters()
-    store, results = WindowStore(redis, config.window()), ResultsStore(redis)
+    store = WindowStore(redis, config.window())
     now = now_ms()
     found = await store.reads.list_clusters()
     instances: dict[tuple[str, str], int] = {}
@@ -650,7 +685,7 @@ async def scrape_into(config: Config, redis: Redis, out: BinaryIO, spool_dir: st
         counts = await store.reads.list_topics(cluster)
         rings = await store.reads.broker_rings(cluster, [(t, p) for t, n in counts.items() for p in range(n)])
         log_ends = {tp: ring[-1] for tp, ring in rings.items() if ring}
-        rendered.add(series, cluster, await results.raw(cluster), log_ends, now, keep)
+        await rendered.add(series, cluster, StoredResults(redis, cluster), log_ends, now, keep)
         add_topic_offsets(series, cluster, log_ends, keep)
         counters.add_ingest_totals(cluster, await read_totals(redis, cluster))
         raw = await reply(redis.hgetall(keys.evaluator_stats(cluster)))
@@ -669,63 +704,3 @@ async def scrape_results(config: Config, redis: Redis) -> bytes:
             _RENDERED.pop(spool, None)
         out.seek(0)
         return out.read()
-
-
-class ApiMetrics:
-    """This process's request histogram, plus the Redis scrape (done by a worker process, see `scrape_process`)."""
-
-    def __init__(self, config: Config) -> None:
-        self.registry = CollectorRegistry()
-        self.request_seconds = Histogram(
-            "lagwatch_api_request_seconds",
-            "Time to answer an api request, by route template",
-            ["route", "method"],
-            buckets=REQUEST_BUCKETS,
-            registry=self.registry,
-        )
-        self.token_uses = Counter(
-            "lagwatch_api_token_uses",
-            "Requests carrying an accepted bearer token, by which: current (api.token) or previous "
-            "(api.previous-tokens: a rotation is over once this stays flat)",
-            ["token"],
-            registry=self.registry,
-        )
-        for which in ("current", "previous"):  # both from the start: an increase from nothing is not lost
-            self.token_uses.labels(which)
-        self.renders = Counter(
-            "lagwatch_api_metrics_renders",
-            "Renders of the /metrics body started (scrapes asking while one runs share it)",
-            registry=self.registry,
-        )
-        self.worker = ScrapeWorker(config)
-        self.shared = SharedRender(self._render)
-
-    async def scrape(self) -> tuple[BinaryIO, bytes]:
-        """The scrape's body (an open file: the caller closes it) and this process's own series."""
-        scraped = await self.shared.body()
-        return scraped, generate_latest(self.registry)
-
-    async def _render(self) -> str:
-        self.renders.inc()
-        return await self.worker.render()
-
-    async def close(self) -> None:
-        await self.shared.close()
-        await self.worker.close()
-
-
-METRICS = web.AppKey("lagwatch_api_metrics", ApiMetrics)
-
-
-async def handle_metrics(request: web.Request) -> web.StreamResponse:
-    scraped, own = await request.app[METRICS].scrape()
-    with scraped:
-        response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST})
-        response.content_length = os.fstat(scraped.fileno()).st_size + len(own)
-        await response.prepare(request)
-        if request.method != "HEAD":  # a streamed body is not held back for HEAD: sent, it breaks keep-alive
-            while chunk := scraped.read(STREAM_CHUNK):
-                await response.write(chunk)
-            await response.write(own)
-        await response.write_eof()
-    return response

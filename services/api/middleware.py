@@ -19,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lagwatch.services.api.context import CONTEXT
-from lagwatch.services.api.metrics import METRICS
+from lagwatch.services.api.metrics_route import METRICS
 from lagwatch.services.api.responses import ApiError, error_response
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from lagwatch.services.api import (
     subscription_routes,
 )
 from lagwatch.services.api.context import CONTEXT, ApiContext
-from lagwatch.services.api.metrics import METRICS, ApiMetrics, handle_metrics
+from lagwatch.services.api.metrics_route import METRICS, ApiMetrics, handle_metrics
 from lagwatch.services.api.middleware import errors_as_json, timed, trailing_slash
 from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.runtime.health_server import ReadinessCheck, Report

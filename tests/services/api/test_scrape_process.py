@@ -140,3 +140,21 @@ async def test_a_lagging_groups_lines_are_reused_with_only_their_values_on_the_c
 def without_redis_memory(body: bytes) -> bytes:
     """The body without Redis's used memory (it changes between two reads)."""
     return b"\n".join(line for line in body.splitlines() if not line.startswith(b"lagwatch_redis_memory_used"))
+
+
+async def test_a_cluster_read_one_result_at_a_time_is_fingerprinted_and_rendered_as_read_whole(
+    redis_server, redis, monkeypatch
+):
+    """The scrape process reads the stored results a slice at a time (twice when it renders: once for their
+    fingerprint, once to render them): the same fingerprint and the same body as from the whole hash at once."""
+    from lagwatch.services.api import metrics
+
+    now = now_ms()
+    await seed(redis, now)
+    config = api_config(redis_server.url)
+    monkeypatch.setattr(metrics, "now_ms", lambda: now)
+    whole = without_redis_memory(await metrics.scrape_results(config, redis))
+    stored = await redis.hgetall(keys.group_results("local"))
+    monkeypatch.setattr(metrics, "RESULTS_PER_READ", 1)
+    assert len(stored) > 1 and await metrics.StoredResults(redis, "local").fingerprint() == metrics.fingerprint(stored)
+    assert without_redis_memory(await metrics.scrape_results(config, redis)) == whole
