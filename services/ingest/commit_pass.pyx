@@ -532,7 +532,7 @@ def run_pass(processor, records, batch, bint defer):
                 rings, changed = open_group(group, current, batch)
             else:  # _open_group's common case
                 PyDict_SetItem(dirty, group, current)
-                PyDict_SetItem(touched, group, "commits")
+                PyDict_SetItem(touched, current.group, "commits")  # the cache's copy of the name (_open_group)
                 rings, changed = current.rings, current.changed
                 if changed is None:
                     changed = current.changed = set()

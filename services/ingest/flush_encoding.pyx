@@ -89,19 +89,30 @@ cdef int _arg(Buffer* buf, object value) except -1:
     raise TypeError(f"not a Redis argument here: {type(value).__name__}")
 
 
-cdef int _key(Buffer* buf, str stem, str kind) except -1:
-    """One of a group's keys (`keys.keys_of_stem`) from its stem, the stem's text copied once."""
-    cdef Py_ssize_t size, kind_size
-    cdef const char* text = PyUnicode_AsUTF8AndSize(stem, &size)
+cdef int _key(Buffer* buf, tuple around, str group, str kind) except -1:
+    """One of a group's keys (`keys.group_keys`): the cluster's text `around` the group's name (`_around_group`),
+    its name, and the letter of `kind`."""
+    cdef bytes before = around[0], after = around[1]
+    cdef Py_ssize_t size, kind_size, before_size = PyBytes_GET_SIZE(before), after_size = PyBytes_GET_SIZE(after)
+    cdef const char* text = PyUnicode_AsUTF8AndSize(group, &size)
     cdef const char* letter = PyUnicode_AsUTF8AndSize(kind, &kind_size)
+    cdef Py_ssize_t total = before_size + size + after_size + kind_size
     cdef char* p
-    _header(buf, b'$', size + kind_size)
-    p = _reserve(buf, size + kind_size + 2)
-    memcpy(p, text, size)
-    memcpy(p + size, letter, kind_size)
-    p[size + kind_size], p[size + kind_size + 1] = b'\r', b'\n'
-    buf.size += size + kind_size + 2
+    _header(buf, b'$', total)
+    p = _reserve(buf, total + 2)
+    memcpy(p, PyBytes_AS_STRING(before), before_size)
+    memcpy(p + before_size, text, size)
+    memcpy(p + before_size + size, PyBytes_AS_STRING(after), after_size)
+    memcpy(p + total - kind_size, letter, kind_size)
+    p[total], p[total + 1] = b'\r', b'\n'
+    buf.size += total + 2
     return 0
+
+
+cdef tuple _around_group(str cluster):
+    """What comes before and after a group's name in its keys' stem (`keys.group_key_stem`), as UTF-8."""
+    before, _, after = keys.group_key_stem(cluster, "\0").partition("\0")
+    return before.encode(), after.encode()
 
 
 cdef class _Commands:
@@ -137,9 +148,10 @@ def encode_flush(cache, str cluster):
     cdef int64_t slack = cache.expiry_slack_ms, expire_ms = cache.config.expire_group_ms
     cdef list probes = [], deleted = [], newest = []
     index = keys.groups_index(cluster)
+    cdef tuple around = _around_group(cluster)
     for group, cached in cache.dirty.items():
         if cached.changed or cached.replace or cached.removed:
-            _group(out, group, cached, expire_ms, slack, probes, deleted, newest)
+            _group(out, group, around, cached, expire_ms, slack, probes, deleted, newest)
     cache.dirty = {}
     if deleted:
         out.command(b"ZREM", (index, *deleted))
@@ -154,31 +166,32 @@ def encode_flush(cache, str cluster):
 
 
 cdef int _group(
-    _Commands out, group, cached, int64_t expire_ms, int64_t slack, list probes, list deleted, list newest
+    _Commands out, group, tuple around, cached, int64_t expire_ms, int64_t slack, list probes, list deleted,
+    list newest,
 ) except -1:
     """One touched group's commands (`group_commands`' order), its probe, and its cache entry marked flushed."""
     cdef PyObject* found
     cdef dict rings
     cdef object expires_at = None
     changed, removed, replace = cached.changed, cached.removed, cached.replace
-    cdef str stem = cached.key_stem
+    cdef str own_name = cached.group  # the group, as the cache holds it
     last = cached.last
     if last is not None and (replace or last + expire_ms > cached.expires_at):  # a DEL took the old expiry
         expires_at = cached.expires_at = last + expire_ms + slack
     if replace:
         out.start(1 + len(KINDS), b"DEL")
         for kind in KINDS:
-            _key(&out.buf, stem, kind)
+            _key(&out.buf, around, own_name, kind)
         deleted.append(group)
     if removed:
         out.start(2 + len(removed), b"HDEL")
-        _key(&out.buf, stem, WINDOWS)
+        _key(&out.buf, around, own_name, WINDOWS)
         for name in removed:
             _arg(&out.buf, name)
     if changed:
         rings = cached.rings
         out.start(2 + 2 * len(changed), b"HSET")
-        _key(&out.buf, stem, WINDOWS)
+        _key(&out.buf, around, own_name, WINDOWS)
         for name in changed:
             found = PyDict_GetItem(rings, name)
             if found is NULL:
@@ -189,7 +202,7 @@ cdef int _group(
         if cached.had_last and not replace:
             probes.append((out.count, group))
         out.start(4, b"HSET")
-        _key(&out.buf, stem, META)
+        _key(&out.buf, around, own_name, META)
         _arg(&out.buf, "last")
         _arg(&out.buf, last)
         newest.append(last)
@@ -197,7 +210,7 @@ cdef int _group(
     if expires_at is not None:
         for kind in KINDS:
             out.start(3, b"PEXPIREAT")
-            _key(&out.buf, stem, kind)
+            _key(&out.buf, around, own_name, kind)
             _arg(&out.buf, expires_at)
     cached.had_last = last is not None
     cached.changed = cached.removed = None

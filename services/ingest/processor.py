@@ -279,7 +279,7 @@ class BatchProcessor:
         """Before a run of the group's commits (`GroupWindows.open`); it is marked for the flush."""
         current.open(batch.observed_at, self.store.config)
         self.cache.dirty[group] = current
-        batch.touched[group] = "commits"
+        batch.touched[current.group] = "commits"  # the cache's copy of the name: whoever keeps it shares it
         return current.rings, current.changed  # type: ignore[return-value]  # set by `open`
 
     # --- writing ---------------------------------------------------------------------------------------------

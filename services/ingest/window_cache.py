@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import WindowConfig
 from lagwatch.shared.runtime import packed_commands
 from lagwatch.shared.windows.group_windows import GroupWindows, GroupWrite, load_groups, write_commands
@@ -55,7 +54,7 @@ class WindowCache:
         """A group tombstone: the group is empty from here on and its keys go at the next flush."""
         cached = self.groups.get(group)
         if cached is None:
-            cached = self.groups[group] = GroupWindows(keys.group_key_stem(self.cluster, group), partition=partition)
+            cached = self.groups[group] = GroupWindows(group, partition=partition)
         cached.restart()
         self.dirty[group] = cached
 
@@ -77,7 +76,7 @@ class WindowCache:
     def take_writes(self) -> list[GroupWrite]:
         """What changed since the last call, as writes (the rings are immutable bytes: a snapshot)."""
         expire_ms, slack = self.config.expire_group_ms, self.expiry_slack_ms
-        writes = [cached.take_write(group, expire_ms, slack) for group, cached in self.dirty.items()]
+        writes = [cached.take_write(self.cluster, expire_ms, slack) for cached in self.dirty.values()]
         self.dirty = {}
         return [w for w in writes if w is not None]
 

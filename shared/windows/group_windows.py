@@ -44,7 +44,9 @@ class GroupWrite:
 
 @dataclass(slots=True)
 class GroupWindows:
-    key_stem: str  # keys.group_key_stem: its keys are written from it (keys.keys_of_stem), not kept
+    # its name, the very string the window cache is keyed by, which the ingest hands on (its stored groups, to the
+    # probe schedule and the change notices' cache): one copy per group, and its keys built when written, not kept
+    group: str
     rings: dict[str, bytes] = field(default_factory=dict)  # "<topic>:<partition>" -> packed ring
     last: int | None = None  # newest stored commit timestamp (ms)
     had_last: bool = False  # Redis holds a `last` for it, as far as its writer knows
@@ -88,7 +90,7 @@ class GroupWindows:
                 self.last = timestamp
         return outcome
 
-    def take_write(self, group: str, expire_ms: int, slack_ms: int) -> GroupWrite | None:
+    def take_write(self, cluster: str, expire_ms: int, slack_ms: int) -> GroupWrite | None:
         """What changed since the last write (None: nothing), the group then marked written. The keys' expiry moves
         once `last` passed it, `slack_ms` beyond `expire-group` (a busy group then costs one PEXPIREAT per slack,
         not one per commit)."""
@@ -98,8 +100,8 @@ class GroupWindows:
         if self.last is not None and (self.replace or self.last + expire_ms > self.expires_at):  # a DEL took it
             expires_at = self.expires_at = self.last + expire_ms + slack_ms
         write = GroupWrite(
-            group,
-            keys.keys_of_stem(self.key_stem),
+            self.group,
+            keys.group_keys(cluster, self.group),
             {f: self.rings[f] for f in self.changed or ()},
             self.last,
             expires_at=expires_at,
@@ -120,14 +122,13 @@ async def load_groups(redis: Redis, cluster: str, wanted: Mapping[str, int]) -> 
     groups = list(wanted)
     for start in range(0, len(groups), LOAD_CHUNK):
         chunk = groups[start : start + LOAD_CHUNK]
-        stems = [keys.group_key_stem(cluster, g) for g in chunk]
-        group_keys = [keys.keys_of_stem(stem) for stem in stems]
+        group_keys = [keys.group_keys(cluster, g) for g in chunk]
         commands = [c for k in group_keys for c in (("HGETALL", k[0]), ("HGET", k[1], "last"))]
         replies = await packed_commands.execute(redis, commands)
-        for i, (group, stem) in enumerate(zip(chunk, stems, strict=True)):
+        for i, group in enumerate(chunk):
             rings, last = _as_pairs(replies[2 * i]), replies[2 * i + 1]
             loaded[group] = GroupWindows(
-                stem,
+                group,
                 # one copy of each field name, whatever the groups naming it: a fresh string per ring would cost
                 # memory in proportion to the partitions held
                 {sys.intern(f.decode()): bytes(r) for f, r in rings} if last is not None else {},

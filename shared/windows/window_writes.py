@@ -122,7 +122,9 @@ class WindowWrites:
                 await pipe.watch(*watched)
                 groups = await load_groups(self.redis, cluster, dict.fromkeys(commits, -1))
                 added = {g: self._apply(groups[g], c, broker_offsets, now_ms) for g, c in commits.items()}
-                writes = [w for g, windows in groups.items() if (w := windows.take_write(g, expire_ms, 0)) is not None]
+                writes = [
+                    w for windows in groups.values() if (w := windows.take_write(cluster, expire_ms, 0)) is not None
+                ]
                 if not writes:
                     return added
                 commands: list[tuple[Any, ...]] = []

@@ -472,3 +472,20 @@ def _decoded(key: bytes) -> tuple[str, str, int] | None:
         return decode_offset_commit_key(key)
     except CodecError:
         return None
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_stored_groups_name_is_handed_on_as_the_window_cache_holds_it(stack, compiled):
+    """Whoever keeps the groups a batch touched (the probe schedule, the change notices' cache) keeps the cache's own
+    string for each, not a copy decoded from the batch's records."""
+    group_filter = stack.config.group_filter(CLUSTER)
+    processor = BatchProcessor(CLUSTER, stack.store, stack.broker_offsets, group_filter)
+    processor.compiled = processor.packs_flush = compiled
+    stack.loop.run_until_complete(stack.redis.flushdb())
+    stack.loop.run_until_complete(stack.broker_offsets.tick())
+    for order in (0, 1):  # the group loaded for the first batch, in memory for the second
+        _, key, value = _billing_commit(order + 3, NOW_MS - 1_000 + order)
+        batch = stack.loop.run_until_complete(processor.apply([RawRecord(key, value, 0, order, 1)]))
+        [(touched, _)] = batch.touched.items()
+        [(held, windows)] = processor.cache.groups.items()
+        assert touched is held and windows.group is held

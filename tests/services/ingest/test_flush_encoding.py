@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from lagwatch.services.ingest import processor as processor_module
 from lagwatch.services.ingest.flush_encoding import encode_flush
 from lagwatch.services.ingest.window_cache import PackedWrites, WindowCache
-from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import WindowConfig
 from lagwatch.shared.windows.group_windows import GroupWindows, write_commands
 
@@ -30,7 +29,7 @@ def cached_group(draw, group):
     rings = draw(st.dictionaries(RING_NAMES, st.binary(max_size=96), max_size=5))
     last = draw(st.none() | st.integers(0, 2**53 - 1))
     cached = GroupWindows(
-        keys.group_key_stem(CLUSTER, group),
+        group,
         rings,
         last,
         had_last=draw(st.booleans()),
@@ -78,7 +77,7 @@ def test_the_compiled_flush_writes_what_the_python_flush_writes(cache):
 
 def test_a_flush_with_nothing_changed_is_empty():
     cache = WindowCache(None, CLUSTER, WindowConfig())  # type: ignore[arg-type]
-    cache.groups["quiet"] = cache.dirty["quiet"] = GroupWindows(keys.group_key_stem(CLUSTER, "quiet"), {"t:0": b"x"}, 5)
+    cache.groups["quiet"] = cache.dirty["quiet"] = GroupWindows("quiet", {"t:0": b"x"}, 5)
     assert encode_flush(cache, CLUSTER) == PackedWrites(b"", 0, ())
 
 

@@ -196,7 +196,7 @@ async def test_a_probe_that_cannot_reach_a_broker_changes_nothing_and_is_counted
     partition asked again at the next tick."""
     cache = WindowCache(redis, CLUSTER, WindowConfig())
     ring = pack_commit_ring([OffsetEntry(10, now_ms(), now_ms(), 5, 0, 0)])
-    cache.groups["stuck"] = GroupWindows(keys.group_key_stem(CLUSTER, "stuck"), rings={"orders:0": ring})
+    cache.groups["stuck"] = GroupWindows("stuck", rings={"orders:0": ring})
     probe = LogProbe({"bootstrap.servers": f"127.0.0.1:{closed_port()}"}, timeout_s=1.0)
     unstarted = ChangePublisher({"bootstrap.servers": f"127.0.0.1:{closed_port()}"})  # publishes nothing
     schedule = ProbeSchedule(
@@ -262,7 +262,7 @@ def _schedule() -> tuple[ProbeSchedule, WindowCache, dict]:
 
 def _commit(cache: WindowCache, group: str, topic: str, partition: int, entries: list[tuple[int, int]]) -> None:
     """The group's ring of the partition as these (offset, time) commits left it."""
-    windows = cache.groups.setdefault(group, GroupWindows(keys.group_key_stem(CLUSTER, group), rings={}))
+    windows = cache.groups.setdefault(group, GroupWindows(group, rings={}))
     ring = [OffsetEntry(offset, at, at, 0, i, i) for i, (offset, at) in enumerate(entries)]
     windows.rings[keys.partition_field(topic, partition)] = pack_commit_ring(ring)
 
