@@ -27,20 +27,28 @@ from lagwatch.services.evaluator.next_change import GroupWatch, next_change_at, 
 from lagwatch.services.evaluator.publisher import EventPublisher, publish_outboxes
 from lagwatch.services.evaluator.unsent_events import LAG, STATUS, UnsentEvents
 from lagwatch.shared.events.lag_threshold_event import Threshold
-from lagwatch.shared.events.status_event import MAX_EVENT_BYTES, EventDecodeError, StatusEvent, fitted, transition
+from lagwatch.shared.events.status_event import (
+    MAX_EVENT_BYTES,
+    EventDecodeError,
+    EventDetails,
+    StatusEvent,
+    fitted,
+    transition,
+)
 from lagwatch.shared.events.status_store import GroupState, StatusStore, Transition
 from lagwatch.shared.protocol.group_filter import GroupFilter
 from lagwatch.shared.protocol.types import GroupStatus, RuleConfig, Status
 from lagwatch.shared.runtime import clock
 from lagwatch.shared.statuses import verdicts
-from lagwatch.shared.statuses.explanation import explain
+from lagwatch.shared.statuses.explanation import Explanation, explain
 from lagwatch.shared.statuses.lag_sparkline import lag_sparkline
 from lagwatch.shared.statuses.results_store import GroupResult, ResultsStore, result_of
-from lagwatch.shared.statuses.retention import group_risk
-from lagwatch.shared.statuses.velocity import group_velocity
+from lagwatch.shared.statuses.retention import RetentionRisk, group_risk
+from lagwatch.shared.statuses.time_lag import TimeLag
+from lagwatch.shared.statuses.velocity import Velocity, group_velocity
 from lagwatch.shared.windows.read_through_store import ReadThroughStore
 from lagwatch.shared.windows.store import WindowStore
-from lagwatch.shared.windows.stored_group import StoredGroup
+from lagwatch.shared.windows.stored_group import StoredGroup, TopicPartition
 from lagwatch.shared.windows.window import expired
 
 log = logging.getLogger(__name__)
@@ -180,8 +188,7 @@ class GroupEvaluator:
         why = explain(
             status, speeds, overall, rebalances, now, known, retention=retention, clock_offset_ms=clock_offset
         )
-        velocities = speeds if live is not None else None
-        details = {"time_lags": lags, "velocities": velocities, "explanation": why, "retention": risks}
+        details = _event_details(live is not None, lags, speeds, why, risks, (overall, retention))
         batch.request(_request(self.cluster, group, state, status, now, **details), state.status)
         batch.evaluated.append(Evaluated(group, status, lags, why, risks))
         if stored is None or status is None or lags is None:
@@ -322,6 +329,26 @@ class Sparklines:
 
 def _windows_hash(stored: StoredGroup) -> int:
     return hash(tuple(p.packed for p in stored.partitions))
+
+
+def _event_details(
+    live: bool,
+    lags: dict[TopicPartition, TimeLag | None] | None,
+    speeds: dict[TopicPartition, Velocity],
+    why: Explanation,
+    risks: dict[TopicPartition, RetentionRisk] | None,
+    group_figures: tuple[Velocity, RetentionRisk | None],
+) -> EventDetails:
+    """What a group's event adds to its status. A live group's own velocity and retention risk are the ones it was
+    judged by (`group_figures`): the event takes them rather than going over its partitions again."""
+    details: EventDetails = {"time_lags": lags, "velocities": speeds if live else None, "explanation": why}
+    details["retention"] = risks
+    if live:
+        overall, retention = group_figures
+        details["group_velocity"] = overall
+        if retention is not None:
+            details["group_retention"] = retention
+    return details
 
 
 def _request(

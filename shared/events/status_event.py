@@ -186,13 +186,16 @@ class StatusChange:
 class EventDetails(TypedDict, total=False):
     """What an event adds when known: `time_lags` (lag in seconds per partition) `lag_seconds` fields, `velocities`
     (per partition, `velocity.py`) `velocity` objects on the group and its partitions, `explanation` its
-    `explanation`, `retention` (per partition, `retention.py`) `retention` objects."""
+    `explanation`, `retention` (per partition, `retention.py`) `retention` objects; `group_velocity` and
+    `group_retention` the group's own, when computed already from those (the evaluator judges by them too)."""
 
     replayed: bool
     time_lags: Mapping[tuple[str, int], TimeLag | None] | None
     velocities: Mapping[tuple[str, int], Velocity] | None
     explanation: Explanation | None
     retention: Mapping[tuple[str, int], RetentionRisk] | None
+    group_velocity: Velocity  # `group_velocity(velocities)`, where the caller has it already
+    group_retention: RetentionRisk  # `group_risk(retention)`, likewise
 
 
 def transition(
@@ -260,11 +263,21 @@ def build_event(
         maxlag=_partition(maxlag, lags, speeds, risks) if maxlag else None,
         partitions=tuple(_partition(p, lags, speeds, risks) for p in bad),
         **seconds_fields(worst(lags.values()), "max_lag_seconds"),
-        velocity=VelocityFields.of(group_velocity(velocities.values())) if velocities is not None and known else None,
+        velocity=VelocityFields.of(_group_velocity(velocities, details)) if velocities is not None and known else None,
         explanation=ExplanationFields.of(explanation) if explanation is not None else None,
-        retention=RetentionFields.of(group_risk(retention.values())) if retention is not None and known else None,
+        retention=RetentionFields.of(_group_retention(retention, details)) if retention is not None and known else None,
         replayed=details.get("replayed", False),
     )
+
+
+def _group_velocity(velocities: Mapping[tuple[str, int], Velocity], details: EventDetails) -> Velocity:
+    given = details.get("group_velocity")
+    return group_velocity(velocities.values()) if given is None else given
+
+
+def _group_retention(risks: Mapping[tuple[str, int], RetentionRisk], details: EventDetails) -> RetentionRisk:
+    given = details.get("group_retention")
+    return group_risk(risks.values()) if given is None else given
 
 
 def _name(status: Status) -> GroupStatusName:

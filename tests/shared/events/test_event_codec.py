@@ -32,9 +32,9 @@ from lagwatch.shared.events.status_event import (
 from lagwatch.shared.notifications.subscriptions.notification_policy import IncidentState
 from lagwatch.shared.protocol.types import Status
 from lagwatch.shared.statuses.explanation import Explanation
-from lagwatch.shared.statuses.retention import RetentionRisk
+from lagwatch.shared.statuses.retention import RetentionRisk, group_risk
 from lagwatch.shared.statuses.time_lag import TimeLag
-from lagwatch.shared.statuses.velocity import CatchUp, Velocity
+from lagwatch.shared.statuses.velocity import CatchUp, Velocity, group_velocity
 from tests import paths
 from tests.services.notifier.test_notifier_support import group_status
 
@@ -238,10 +238,16 @@ def _per_partition(values, count: int):
 
 @st.composite
 def status_events(draw) -> StatusEvent:
+    return status_event.build_event(**draw(status_event_inputs()))
+
+
+@st.composite
+def status_event_inputs(draw) -> dict:
+    """`build_event`'s arguments."""
     status, lags = draw(STATUSES), draw(LAG_LISTS)
     gone = status == Status.NOTFOUND
     previous = draw(STATUSES.filter(lambda s: s != status))
-    return status_event.build_event(
+    return dict(
         cluster=draw(st.text(min_size=1)),
         group=draw(st.text()),
         seq=draw(st.integers(1, 10**6)),
@@ -404,3 +410,20 @@ def test_an_event_part_made_from_its_fields_is_the_part_its_json_converts_to(vel
         assert made == from_document(cls, value.to_json()) and event_codec.encode(made) == event_codec.encode(
             from_document(cls, value.to_json())
         )
+
+
+@settings(max_examples=200, deadline=None)
+@given(inputs=status_event_inputs())
+def test_an_event_given_its_groups_velocity_and_retention_is_the_one_that_computes_them(inputs):
+    velocities, risks = inputs["velocities"], inputs["retention"]
+    given = dict(inputs)
+    if velocities is not None:
+        given["group_velocity"] = group_velocity(velocities.values())
+    if risks is not None:
+        given["group_retention"] = group_risk(risks.values())
+    assert status_event.build_event(**given) == status_event.build_event(**inputs)
+    other = Velocity(1.5, 2.5, 7, CatchUp.NEVER, None)  # what it is given is what it carries (not computed again)
+    event = status_event.build_event(**given | {"group_velocity": other})
+    assert event.velocity == (
+        None if velocities is None or inputs["group_status"] is None else VelocityFields.of(other)
+    )
