@@ -44,6 +44,10 @@ MEANINGS = {
     "Burrow's behaviour",
     "evaluator.max-groups": "groups a cluster may have: new groups past it are counted and skipped, never a known "
     "one evicted (`lagwatch_evaluator_groups_over_cap_total`); 0: no cap",
+    "evaluator.new-groups-wait": "seconds, at most, new groups' first evaluations wait while an ingest worker reads "
+    "a backlog of commits (its start, a takeover of offsets-topic partitions): evaluated before their later commits "
+    "are read they would be evaluated twice, on the CPU the read needs; a first status never pages, known groups do "
+    "not wait (`lagwatch_evaluator_new_groups_waiting_for_ingest`); 0: never",
     "evaluator.sweep-interval": "seconds between sweeps of every owned group: a safety net (each evaluation schedules "
     "the group's next STOP, expiry or lag-threshold instant)",
     "evaluator.status-topic": "where status-change events are published (and the notifier reads them)",

@@ -93,7 +93,7 @@ class EvaluatorService(Service):
         partitions = ChangesPartitions(self.app, changes, self.cluster)
         self.owned_partitions, self.changes_partitions = partitions.owned, partitions.count
         self.runs = EvaluationRuns(self.evaluator, self.schedule, partitions.placing, self.stopping)
-        self.newcomers = Newcomers(self.runs, settings.max_groups)
+        self.newcomers = Newcomers(self.runs, settings.max_groups, settings.new_groups_wait)
         self.owned = OwnedGroups(self.runs, self.newcomers, partitions, settings.sweep_interval)
         notices = ChangeNotices(self.runs, self.newcomers)
         self.app.agent(changes, name="lagwatch.evaluator.on_changes")(notices.take)

@@ -70,6 +70,7 @@ class TopicReader:
         self.after_batch = after_batch  # lagwatch's own progress, reported between batches
         self.cluster, self.stopping = pipeline.cluster, pipeline.retry.stopping
         self._announcing: asyncio.Future | None = None
+        self._said_behind = False
         self.consumer = self._new_consumer()
 
     def _new_consumer(self) -> OffsetsConsumer:
@@ -79,13 +80,22 @@ class TopicReader:
         log.info("ingest: assigned offsets-topic partitions %s", partitions)
         self.pipeline.caught_up.clear()  # their commits since the last owner's last commit are still to be read
         self.pipeline.clock.assigned()
-        self._announcing = asyncio.ensure_future(self._announce_behind())  # the poller must hear it now
+        self._announce(behind=True)  # the poller must hear it now
 
-    async def _announce_behind(self) -> None:
+    def _announce(self, *, behind: bool) -> None:
+        """Say now, after what was said before, whether this worker's commits are behind: the poller holds its samples
+        and the evaluator new groups' first evaluations meanwhile (the poller's tick would say it up to a tick late)."""
+        self._said_behind = behind
+        previous = self._announcing
+        self._announcing = asyncio.ensure_future(self._announce_after(previous, behind))
+
+    async def _announce_after(self, previous: asyncio.Future | None, behind: bool) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])
         try:
-            await self.broker_offsets.lease.announce(True)
-        except (RedisError, OSError) as exc:  # the poller's next tick hears it instead
-            log.debug("ingest %s: could not announce its commits behind (%s)", self.cluster, exc)
+            await self.broker_offsets.lease.announce(behind)
+        except (RedisError, OSError) as exc:  # the poller's next tick says it instead
+            log.debug("ingest %s: could not announce whether its commits are behind (%s)", self.cluster, exc)
 
     async def _on_revoked(self, partitions: list[int]) -> None:
         """The batch in flight is stored and the batches sent archived (the consumer then commits their positions)
@@ -133,6 +143,8 @@ class TopicReader:
                     return  # stopping while Redis or Kafka was down: nothing more is committed
             else:
                 await pipeline.fetched_nothing(fetched.at_end, fetched.read_through)
+            if self._said_behind and pipeline.caught_up.is_set():  # set here or by the batch stored meanwhile
+                self._announce(behind=False)
             await self.deletions.apply_api_deletions()
             await self.after_batch()
 

@@ -12,6 +12,7 @@ Layout (`{...}` is the Redis Cluster hash tag: keys with the same tag live in th
     lw:c:{<cluster>}:poller           STR   lease: id of the ingest worker polling broker offsets (expires)
     lw:c:{<cluster>}:behind           HASH  ingest worker id -> until when (ms) its commits are behind: the poller
                                             takes no log-end samples meanwhile (any worker's groups would look stopped)
+                                            and new groups wait for their first evaluation (evaluator/newcomers.py)
     lw:c:{<cluster>}:read-through     HASH  offsets-topic partition, or "admin:<worker>/<workers>" -> the instant
                                             (ms) through which the ingest has stored its commits: the rules judge
                                             no later than the oldest of them plus a grace

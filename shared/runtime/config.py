@@ -188,6 +188,7 @@ class EvaluatorConfig:
     minimum_complete: float = _opt(0.0, _fraction)
     minimum_entries: int = _opt(3, _count)  # before STOP, STALL or WARN are judged (docs/rules.md §3); Burrow's: 1
     max_groups: int = _opt(500_000, _count_or_zero)  # new groups past it: skipped
+    new_groups_wait: float = _opt(60.0, _seconds_or_zero)  # at most, while an ingest worker reads a backlog
     sweep_interval: float = _opt(300.0, _seconds)  # seconds between full sweeps: a safety net
     status_topic: str = "lagwatch.status"
     changes_topic: str = "lagwatch.changes"
