@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lagwatch.shared.protocol.types import GroupStatus, PartitionStatus, RuleConfig
 from lagwatch.shared.statuses.retention import NO_RISK, RetentionRisk, retention_risk
-from lagwatch.shared.statuses.rules import caught_up_status, partition_status, summarize_group
+from lagwatch.shared.statuses.rules import caught_up_status, evaluate, partition_status, summarize_group
 from lagwatch.shared.statuses.time_lag import TimeLag, probed_time_lag
 from lagwatch.shared.statuses.velocity import UNKNOWN as UNKNOWN_VELOCITY
 from lagwatch.shared.statuses.velocity import Velocity, partition_velocity
@@ -15,15 +15,23 @@ from lagwatch.shared.windows.stored_group import StoredGroup, StoredPartition, T
 
 
 def stored_partition_status(p: StoredPartition, intervals: int, now_ms: int, rules: RuleConfig) -> PartitionStatus:
-    """The rules' verdict on a stored partition (the same as `partition_status(p.to_rule_input(...))`)."""
+    """The rules' verdict on a stored partition (the same as `partition_status(p.to_rule_input(...))`, the
+    reference): a caught-up one from its ring's ends, a lagging one from its newest entries as they are (the rule
+    input's padded ring only adds empty slots, which the rules skip)."""
     lag = p.current_lag
     filled = min(len(p.packed) // COMMIT_ENTRY.size, intervals)
-    if filled and lag <= rules.allowed_lag:
+    if filled <= 0:  # no commit
+        return partition_status(p.to_rule_input(intervals), now_ms, rules)
+    if lag <= rules.allowed_lag:
         first, last = commit_entry_at(p.packed, -filled), p.newest
         return caught_up_status(
             p.topic, p.partition, first, last, filled, intervals, lag, p.owner, p.client_id, p.markers_end
         )
-    return partition_status(p.to_rule_input(intervals), now_ms, rules)
+    entries, complete = p.entries[-filled:], filled / intervals
+    status = evaluate(entries, p.broker_offsets, lag, complete, now_ms, rules)
+    return PartitionStatus(
+        p.topic, p.partition, status, entries[0], entries[-1], lag, complete, p.owner, p.client_id, p.markers_end
+    )
 
 
 def stored_group_status(group: StoredGroup, intervals: int, now_ms: int, rules: RuleConfig) -> GroupStatus:
