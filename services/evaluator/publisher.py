@@ -58,6 +58,7 @@ class EventPublisher:
             await asyncio.wait(new, timeout=ACK_WAIT_S)
         acknowledged: set[bytes] = set()
         broken: set[tuple[str, str]] = set()
+        published: dict[str, int] = {}  # per cluster, counted once per publish (a label lookup per event adds up)
         for cluster, group, event in items:
             delivery = deliveries.get(event)
             if (cluster, group) in broken or delivery is None or not delivery.done():
@@ -71,7 +72,9 @@ class EventPublisher:
                 FAILED.labels(cluster).inc()
                 continue
             acknowledged.add(event)
-            PUBLISHED.labels(cluster).inc()
+            published[cluster] = published.get(cluster, 0) + 1
+        for cluster, count in published.items():
+            PUBLISHED.labels(cluster).inc(count)
         return acknowledged
 
     async def _send(
