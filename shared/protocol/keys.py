@@ -217,8 +217,8 @@ group_pending_lag_events = _group_key("lp")
 
 
 def group_key_stem(cluster: str, group: str) -> str:
-    """What a group's keys share; the ingest keeps the stem alone for each group it holds (memory: not four whole
-    keys per group) and writes the letters of GROUP_KEY_KINDS."""
+    """What a group's keys share, before the letters of GROUP_KEY_KINDS. The ingest keeps none of a group's keys in
+    memory: its compiled flush writes them from the group's name and the text around it here."""
     return f"{PREFIX}:g:{{{cluster}/{group}}}:"
 
 
