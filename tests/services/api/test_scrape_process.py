@@ -2,13 +2,16 @@
 gone once the api has it open, and nothing is left behind when the worker closes."""
 
 import asyncio
+import io
 import json
 import os
+import pickle
 import tempfile
 
+import psutil
 import pytest
 
-from lagwatch.services.api.scrape_process import ScrapeWorker
+from lagwatch.services.api.scrape_process import ScrapeWorker, WorkerDied
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.runtime.clock import now_ms
 from tests.kafka_helpers import eventually
@@ -89,6 +92,31 @@ async def test_a_quiet_groups_lines_are_reused_from_disk_until_its_log_ends_move
         await worker.close()
 
 
+async def test_the_scrape_runs_in_one_child_process_without_the_web_server_and_a_killed_one_is_replaced(
+    redis_server, redis
+):
+    """The worker is the api's only child (no pool's resource tracker beside it) and has not loaded aiohttp (its
+    memory is what rendering needs); killed, the scrape that finds it gone fails and the next one starts another."""
+    await seed(redis, now_ms())
+    worker, already = ScrapeWorker(api_config(redis_server.url)), set(psutil.Process().children(recursive=True))
+    try:
+        with await scrape(worker):
+            pass
+        [child] = set(psutil.Process().children(recursive=True)) - already
+        assert not [m.path for m in child.memory_maps() if "aiohttp" in m.path]
+        child.kill()
+        child.wait(10)
+        with pytest.raises(WorkerDied):
+            await scrape(worker)
+        with await scrape(worker) as body:
+            assert b'consumer_group="billing"' in body.read()
+        [replaced] = set(psutil.Process().children(recursive=True)) - already
+        assert replaced.pid != child.pid
+    finally:
+        await worker.close()
+    assert set(psutil.Process().children(recursive=True)) == already  # closed: the worker is gone too
+
+
 def test_the_results_a_render_is_kept_for_are_told_apart_by_their_fingerprint():
     from lagwatch.services.api.metrics import fingerprint
 
@@ -158,3 +186,33 @@ async def test_a_cluster_read_one_result_at_a_time_is_fingerprinted_and_rendered
     monkeypatch.setattr(metrics, "RESULTS_PER_READ", 1)
     assert len(stored) > 1 and await metrics.StoredResults(redis, "local").fingerprint() == metrics.fingerprint(stored)
     assert without_redis_memory(await metrics.scrape_results(config, redis)) == whole
+
+
+class Unpicklable(Exception):
+    def __reduce__(self):
+        raise TypeError("not picklable")
+
+
+def test_a_failed_scrape_answers_its_exception_and_the_worker_serves_on(monkeypatch, tmp_path):
+    """The worker's answers through its pipe: an exception travels as itself (the api's 503 for Redis being down
+    depends on its type), one that does not pickle as its text; the worker ends when the api closes its end."""
+    from lagwatch.services.api import scrape_process
+
+    failures = iter([ConnectionRefusedError(111, "refused"), Unpicklable("odd")])
+
+    def failing(*_):
+        raise next(failures)
+
+    monkeypatch.setattr(scrape_process, "scrape_in_worker", failing)
+    requests = io.BytesIO()
+    for message in (api_config("redis://127.0.0.1:1"), (str(tmp_path / "a"), str(tmp_path)), ("b", str(tmp_path))):
+        data = pickle.dumps(message)
+        requests.write(scrape_process.FRAME.pack(len(data)) + data)
+    requests.seek(0)
+    answers = io.BytesIO()
+    scrape_process.serve(requests, answers)  # returns: the requests ended
+    answers.seek(0)
+    (refused_status, refused), (odd_status, odd) = scrape_process._read(answers), scrape_process._read(answers)
+    assert (refused_status, type(refused), refused.errno) == ("error", ConnectionRefusedError, 111)
+    assert (odd_status, type(odd), str(odd)) == ("error", RuntimeError, "Unpicklable('odd')")
+    assert scrape_process._read(answers) is None
