@@ -33,6 +33,7 @@ from redis.asyncio import Redis
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import GroupStatus, Status
 from lagwatch.shared.runtime.redis_client import reply
+from lagwatch.shared.statuses.json_spelling import spelled_alike
 from lagwatch.shared.statuses.retention import RetentionRisk
 from lagwatch.shared.statuses.time_lag import CAUGHT_UP, TimeLag
 from lagwatch.shared.statuses.velocity import CatchUp, Velocity
@@ -117,13 +118,21 @@ class GroupResult:
     def rebalances_last_hour(self, now_ms: int) -> int:
         return sum(1 for at in self.rebalances if at >= now_ms - HOUR_MS)
 
-    def encode(self) -> bytes:
+    def stored_array(self) -> list[Any]:
+        """The JSON array stored (the module's docstring)."""
         parts = [p.encode() for p in self.partitions]
         value = [int(self.status), self.last_commit_ms, list(self.rebalances), parts]
         if self.catchup_anchor != UNKNOWN_CATCHUP or self.lag_growth is not None or self.retention_anchor >= 0:
             growth = None if self.lag_growth is None else round(self.lag_growth, 3)
             value.append([self.catchup_anchor, growth, self.retention_anchor, self.skipped])
-        return json.dumps(value, separators=(",", ":")).encode()
+        return value
+
+    def encode(self) -> bytes:
+        """`stored_array`'s JSON as the standard library writes it (the reference), written by msgspec where it is
+        spelled alike: an evaluation encodes every live group's result to compare it with the one stored."""
+        value = self.stored_array()
+        raw = msgspec.json.encode(value)
+        return raw if spelled_alike(raw) else json.dumps(value, separators=(",", ":")).encode()
 
 
 # a stored result's JSON array as plain lists, for the readers of every result at once (the api's /metrics, the

@@ -1,4 +1,10 @@
-"""The ready results the evaluator stores (shared/statuses/results_store.py): unchanged ones are not written again."""
+"""The ready results the evaluator stores (shared/statuses/results_store.py): unchanged ones are not written again,
+and their bytes are the standard library's JSON whoever writes them."""
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import Status
@@ -26,3 +32,32 @@ async def test_a_result_is_written_when_it_changed_and_again_once_forgotten(redi
     assert await store.write("other", {"billing": result(Status.WARN, 101)}) == 1  # each cluster its own
     assert await store.write(CLUSTER, {"billing": None}) == 1 and await store.groups(CLUSTER) == []
     assert await store.write(CLUSTER, {"billing": result(Status.WARN, 101)}) == 1  # NOTFOUND, then back
+
+
+TOPICS = st.one_of(st.text(max_size=8), st.text(alphabet='0123456789e.-:,[]\x7fé\u2028"\\', max_size=8))
+FLOATS = st.one_of(
+    st.none(), st.floats(allow_nan=False, allow_infinity=False), st.floats(1e15, 1e18), st.floats(-1e-3, 1e-3)
+)
+PARTITION_RESULTS = st.builds(
+    PartitionResult,
+    TOPICS,
+    st.integers(0, 2**31),
+    st.sampled_from(list(Status)),
+    st.one_of(st.none(), st.integers(0, 2**62)),
+    st.integers(0, 30),
+    st.integers(-2, 2**45),
+    st.booleans(),
+    st.one_of(st.none(), st.integers(0, 2**62)),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    partitions=st.lists(PARTITION_RESULTS, max_size=4),
+    growth=FLOATS,
+    anchors=st.tuples(st.integers(-4, 2**45), st.integers(-1, 2**45), st.integers(0, 2**40)),
+)
+def test_a_result_written_by_msgspec_where_it_can_has_the_standard_librarys_bytes(partitions, growth, anchors):
+    catchup, retention, skipped = anchors
+    stored = GroupResult("g", Status.WARN, 1, (5, 6), tuple(partitions), catchup, growth, retention, skipped)
+    assert stored.encode() == json.dumps(stored.stored_array(), separators=(",", ":")).encode()
