@@ -13,7 +13,9 @@ offsets cannot:
 The schedule does work in proportion to what changed, not to the partitions held: a partition is judged again when
 its group's commits are stored (`touched`), when its log end moves (the poller's `moves`), or when its committed
 offset comes to stand since before the history (a timer set when it was last judged). A partition is probed again
-only when its answer no longer holds. A tick every offset-refresh probes this worker's share of
+only when its answer no longer holds. An answer is a fact about the log at a committed offset, whichever group stands
+there: it is kept while some held ring stands there and it holds (the sweep), and a ring whose answer holds costs the
+schedule nothing. A tick every offset-refresh probes this worker's share of
 `ingest.log-probe-rate`, those left over first at the next. Answers go to Redis (shared/windows/log_probes.py), where
 every reader of the windows finds them, to the history topic (the replay judges as live), and their groups to the
 evaluator.
@@ -29,7 +31,7 @@ import asyncio
 import functools
 import heapq
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -50,7 +52,7 @@ log = logging.getLogger(__name__)
 # a consumer this close to the log end may be caught up past transaction markers: one per transaction a producer
 # ended after the consumer's last record, plus the records of aborted ones
 MAX_LAG = 1_000
-SWEEP_TICKS = 60  # how often the rings of groups no longer held are forgotten
+SWEEP_TICKS = 60  # how often the answers no held ring stands at are forgotten (`_sweep`)
 
 TopicPartition = tuple[str, int]
 Asked = tuple[str, int, int]  # (topic, partition, committed offset)
@@ -80,11 +82,11 @@ class ProbeSchedule:
         self._groups_of_topic: dict[str, set[str]] = {}  # which rings a moved log end may concern
         self._timers: list[tuple[int, Held]] = []  # when an offset comes to stand since before the history
         self._timer_at: dict[Held, int] = {}  # each ring's pending timer (one each)
-        # each ring the log can answer for: its committed offset (its topic and partition are in its field: an
-        # `Asked` tuple per ring would cost memory in proportion to the partitions held)
-        self._at: dict[Held, int] = {}
-        self._due: dict[Held, int] = {}  # those without an answer that holds, in the order they are asked
+        # each ring the log can answer for without an answer that holds, in the order they are asked: its committed
+        # offset (its topic and partition are in its field: an `Asked` tuple per ring would cost memory)
+        self._due: dict[Held, int] = {}
         self._answered: dict[Asked, int] = {}  # -> the log end a caught-up answer was found at, or UNREAD
+        self._judge_every_ring = False  # the answers were lost: every held ring is judged at the next tick
         self._ticks = 0
 
     def touched(self, groups: Iterable[str]) -> None:
@@ -102,12 +104,12 @@ class ProbeSchedule:
         groups committed there."""
         self._take_changes(now_ms)
         log_ends = self.log_ends()
-        for held in self._to_judge:
+        for held in self._every_ring() if self._judge_every_ring else self._to_judge:
             self._judge(held, log_ends, now_ms)
-        self._to_judge = {}
+        self._to_judge, self._judge_every_ring = {}, False
         self._ticks += 1
         if self._ticks % SWEEP_TICKS == 0:
-            self._sweep()
+            self._sweep(log_ends)
         due: dict[Asked, list[str]] = {}
         for held, committed in list(self._due.items()):
             if self._ring(held) is None:  # its group deleted or given up since: the sweep forgets the rest
@@ -121,12 +123,26 @@ class ProbeSchedule:
         windows = self.cache.groups.get(held[0])
         return windows.rings.get(held[1]) if windows is not None else None
 
-    def _sweep(self) -> None:
-        """Forget the rings of groups this worker no longer holds (reassigned, deleted, expired) and rings gone from
-        held groups: a deleted group is not judged again by itself, as it has no rings left to judge."""
-        for held in [held for held in self._at if self._ring(held) is None]:
-            self._forget(_asked(held, self._at.pop(held)))
-            self._due.pop(held, None)
+    def _every_ring(self) -> Iterator[Held]:
+        """Every ring held (judging one changes no group's rings)."""
+        for group, windows in self.cache.groups.items():
+            for field_name in windows.rings:
+                yield group, field_name
+
+    def _sweep(self, log_ends: Mapping[TopicPartition, int]) -> None:
+        """Forget the answers no held ring stands at any more (its offset moved on, its group reassigned, deleted or
+        expired) and those that no longer hold (a caught-up answer whose log end moved), and the groups no longer
+        held in the topics' index: a deleted group is not judged again by itself, as it has no rings left to judge."""
+        answered, kept = self._answered, {}
+        for windows in self.cache.groups.values() if answered else ():
+            for field_name, ring in windows.rings.items():
+                if not ring:
+                    continue
+                asked = _asked(field_name, newest_offset(ring))
+                answer = answered.get(asked)
+                if answer is not None and answer in (UNREAD, log_ends.get(asked[:2])):
+                    kept[asked] = answer
+        self._answered = kept
         for topic, held_groups in list(self._groups_of_topic.items()):
             held_groups.intersection_update(self.cache.groups)
             if not held_groups:
@@ -152,11 +168,8 @@ class ProbeSchedule:
         ring = self._ring(held)
         topic, partition = _topic_partition(held[1])
         log_end = log_ends.get((topic, partition))
-        was_at = self._at.pop(held, None)
-        was = None if was_at is None else (topic, partition, was_at)
         self._due.pop(held, None)
         if not ring or log_end is None:
-            self._forget(was)
             return
         committed = newest_offset(ring)
         lag = log_end - committed
@@ -164,21 +177,9 @@ class ProbeSchedule:
             standing_from = _standing_from(ring, committed) + self.lag_history_ms
             if standing_from > now_ms:
                 self._time(held, standing_from)
-                lag = 0  # not yet: the timer judges it again then
-        if lag <= 0:
-            self._forget(was)
-            return
-        asked = (topic, partition, committed)
-        if was != asked:
-            self._forget(was)
-        self._at[held] = committed
-        if self._answered.get(asked) not in (log_end, UNREAD):
+                return  # not yet: the timer judges it again then
+        if lag > 0 and self._answered.get((topic, partition, committed)) not in (log_end, UNREAD):
             self._due[held] = committed
-
-    def _forget(self, asked: Asked | None) -> None:
-        # another ring standing at the same offset loses the answer too: it is asked again, should it change
-        if asked is not None:
-            self._answered.pop(asked, None)
 
     def _time(self, held: Held, at: int) -> None:
         pending = self._timer_at.get(held)
@@ -219,7 +220,7 @@ class ProbeSchedule:
         taken = [(held, at) for held, at in self._due.items() if at in offsets_of.get(held[1], ())]
         for held, _ in taken:
             del self._due[held]
-        self._due.update((held, at) for held, at in taken if _asked(held, at) not in found)
+        self._due.update((held, at) for held, at in taken if _asked(held[1], at) not in found)
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick until a stop; Redis or Kafka trouble leaves the offsets' answers, and the next tick tries again."""
@@ -237,7 +238,7 @@ class ProbeSchedule:
     def _forget_answers(self) -> None:
         """Stored or not: every ring the log can answer for is asked again."""
         self._answered.clear()
-        self._due = dict(self._at)
+        self._judge_every_ring = True
 
     def close(self) -> None:
         self.probe.close()
@@ -255,9 +256,9 @@ def _topic_partition(field_name: str) -> tuple[str, int]:
     return parse_partition_field(field_name)
 
 
-def _asked(held: Held, committed: int) -> Asked:
-    """What a ring at `committed` asks the log."""
-    return (*_topic_partition(held[1]), committed)
+def _asked(field_name: str, committed: int) -> Asked:
+    """What the ring of `field_name` at `committed` asks the log."""
+    return (*_topic_partition(field_name), committed)
 
 
 def _standing_from(ring: bytes, committed: int) -> int:

@@ -301,10 +301,52 @@ def test_the_rings_of_a_group_no_longer_held_are_not_asked_for_and_are_forgotten
     assert schedule.due(NOW) == {("t", 0, 10): ["kept", "gone"]}
     cache.forget_group("gone")
     assert schedule.due(NOW) == {("t", 0, 10): ["kept"]}
+    assert list(schedule._due) == [("kept", "t:0")]
     monkeypatch.setattr(probe_schedule, "SWEEP_TICKS", 1)
     schedule.due(NOW)
-    assert list(schedule._at) == [("kept", "t:0")]
     assert schedule._groups_of_topic == {"t": {"kept"}}
+
+
+def test_answers_are_kept_while_a_held_ring_stands_where_they_hold_and_cost_nothing_per_ring(monkeypatch):
+    """An answer is about the log at an offset, whoever stands there; the sweep forgets those no held ring stands at
+    and caught-up ones whose log end moved. A ring whose answer holds is nowhere in the schedule."""
+    schedule, cache, log_ends = _schedule()
+    _commit(cache, "reader", "t", 0, [(10, NOW)])
+    _commit(cache, "twin", "t", 0, [(10, NOW)])
+    _commit(cache, "stalled", "t", 1, [(20, NOW)])
+    log_ends.update({("t", 0): 12, ("t", 1): 25})
+    schedule.touched(["reader", "twin", "stalled"])
+    assert set(schedule.due(NOW)) == {("t", 0, 10), ("t", 1, 20)}
+    schedule._answered.update({("t", 0, 10): 12, ("t", 1, 20): probe_schedule.UNREAD})
+    schedule._requeue({("t", 0, 10), ("t", 1, 20)}, {("t", 0, 10), ("t", 1, 20)})
+    assert schedule.due(NOW) == {} and schedule._due == {}
+    _commit(cache, "reader", "t", 0, [(10, NOW), (11, NOW + 1)])  # moves on: its twin still stands at 10
+    schedule.touched(["reader"])
+    assert schedule.due(NOW) == {("t", 0, 11): ["reader"]}
+    monkeypatch.setattr(probe_schedule, "SWEEP_TICKS", 1)
+    schedule.due(NOW)
+    assert schedule._answered == {("t", 0, 10): 12, ("t", 1, 20): probe_schedule.UNREAD}
+    cache.forget_group("twin")
+    log_ends[("t", 1)] = 30  # an unread record past the stalled ring's offset is there whatever the log end
+    schedule.due(NOW)
+    assert schedule._answered == {("t", 1, 20): probe_schedule.UNREAD}
+    cache.forget_group("stalled")
+    schedule.due(NOW)
+    assert schedule._answered == {}
+
+
+def test_answers_lost_with_a_failed_tick_are_asked_for_again_for_every_ring():
+    schedule, cache, log_ends = _schedule()
+    for group, partition in (("a", 0), ("b", 1)):
+        _commit(cache, group, "t", partition, [(10, NOW)])
+        log_ends[("t", partition)] = 12
+    schedule.touched(["a", "b"])
+    due = schedule.due(NOW)
+    schedule._answered.update(dict.fromkeys(due, probe_schedule.UNREAD))
+    schedule._requeue(set(due), set(due))
+    assert schedule.due(NOW) == {}
+    schedule._forget_answers()
+    assert schedule.due(NOW) == {("t", 0, 10): ["a"], ("t", 1, 10): ["b"]}
 
 
 def _scan(cache: WindowCache, log_ends: dict, now: int, answered: dict) -> set:
