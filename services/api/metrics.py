@@ -227,7 +227,7 @@ RESULTS_PER_READ = 5_000  # stored results read at a time
 @dataclass(slots=True)
 class _RenderedCluster:
     results: tuple[int, int]  # what it was rendered from: `fingerprint` of the results, not them (they grow with it)
-    log_ends: dict[tuple[str, int], int]
+    log_ends: tuple[int, int]  # `ends_fingerprint` of the log ends it was rendered with (not them: one per partition)
     spooled: list[tuple[str, int]]  # the steady groups' lines: a file per family of GROUP_FAMILIES, and its size
     moving: list[tuple[str, int]]  # the other groups' lines that do not move with the clock, the same way
     clocked: list[ClockSpool]  # their lines that do, a spool per family of CLOCK_FAMILIES
@@ -307,7 +307,8 @@ class RenderedGroups:
         keep: MetricsFilter,
     ) -> None:
         last = self._clusters.get(cluster)
-        if last is None or last.log_ends != log_ends or last.results != await results.fingerprint():
+        ends = ends_fingerprint(log_ends)
+        if last is None or last.log_ends != ends or last.results != await results.fingerprint():
             self._clusters.pop(cluster, None)  # a render failing half-way leaves nothing to reuse
             last = self._clusters[cluster] = await self._render_all(cluster, results, log_ends, now, keep)
         for name, steady, fixed in zip(GROUP_FAMILIES, last.spooled, last.moving, strict=True):
@@ -332,7 +333,7 @@ class RenderedGroups:
                     rendered = self._render(cluster_label, group, raw, log_ends, keep)
                     if rendered is not None:
                         writer.add(*rendered)
-            return _RenderedCluster((count, hashes), log_ends, *writer.close())
+            return _RenderedCluster((count, hashes), ends_fingerprint(log_ends), *writer.close())
         finally:
             writer.close_files()
 
@@ -359,6 +360,11 @@ def fingerprint(results: Mapping[bytes, bytes]) -> tuple[int, int]:
     out whole (its group's length first, so no two pairs write the same bytes). Not the pairs' tuples' hashes: their
     sum is the same when two groups swap results. A sum, so it adds up over the slices the results are read in."""
     return len(results), _hashes(results)
+
+
+def ends_fingerprint(log_ends: Mapping[tuple[str, int], int]) -> tuple[int, int]:
+    """As `fingerprint`, of log ends: their count and the sum of each (partition, log end)'s hash."""
+    return len(log_ends), sum(map(hash, log_ends.items()))
 
 
 def _hashes(results: Mapping[bytes, bytes]) -> int:

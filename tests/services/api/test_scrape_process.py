@@ -131,6 +131,20 @@ def test_the_results_a_render_is_kept_for_are_told_apart_by_their_fingerprint():
         assert fingerprint(changed) != fingerprint(results), changed
 
 
+def test_the_log_ends_a_render_is_kept_for_are_told_apart_by_their_fingerprint():
+    from lagwatch.services.api.metrics import ends_fingerprint
+
+    ends = {("t", 0): 10, ("t", 1): 20}
+    assert ends_fingerprint(ends) == ends_fingerprint({("t", 1): 20, ("t", 0): 10})
+    for changed in (
+        {("t", 0): 20, ("t", 1): 10},
+        {("t", 0): 10},
+        {("t", 0): 10, ("t", 1): 21},
+        {("u", 0): 10, ("t", 1): 20},
+    ):
+        assert ends_fingerprint(changed) != ends_fingerprint(ends), changed
+
+
 async def test_a_lagging_groups_lines_are_reused_with_only_their_values_on_the_clock_rendered_again(
     redis_server, redis, monkeypatch
 ):
