@@ -44,7 +44,7 @@ from lagwatch.shared.protocol.keys import parse_partition_field, partition_field
 from lagwatch.shared.protocol.types import ProbedLog
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.service_lifecycle import pause
-from lagwatch.shared.windows.changes import ChangePublisher
+from lagwatch.shared.windows.changes import PROBE_REASON, ChangePublisher
 from lagwatch.shared.windows.log_probes import store_probes
 from lagwatch.shared.windows.packing import commit_entry_at, newest_offset
 
@@ -143,6 +143,7 @@ class ProbeSchedule:
                 if answer is not None and answer in (UNREAD, log_ends.get(asked[:2])):
                     kept[asked] = answer
         self._answered = kept
+        self._due, self._timer_at = dict(self._due), dict(self._timer_at)  # sized to what they hold now
         for topic, held_groups in list(self._groups_of_topic.items()):
             held_groups.intersection_update(self.cache.groups)
             if not held_groups:
@@ -209,7 +210,7 @@ class ProbeSchedule:
             await store_probes(self.redis, self.cluster, answers)
             if self.history is not None:
                 self.history.publish_probes(answers)
-            await self.changes.publish(self.cluster, ((group, "commits") for at in found for group in due[at]))
+            await self.changes.publish(self.cluster, ((group, PROBE_REASON) for at in found for group in due[at]))
 
     def _requeue(self, asked: set[Asked], found: set[Asked]) -> None:
         """Answered rings leave the queue; those whose probe failed go to its end: with more due than a tick takes,
@@ -220,6 +221,8 @@ class ProbeSchedule:
         taken = [(held, at) for held, at in self._due.items() if at in offsets_of.get(held[1], ())]
         for held, _ in taken:
             del self._due[held]
+        if not self._due:  # a dict keeps the table of its largest size: an emptied queue starts small again
+            self._due = {}
         self._due.update((held, at) for held, at in taken if _asked(held[1], at) not in found)
 
     async def run(self, stopping: asyncio.Event) -> None:

@@ -7,6 +7,7 @@ as the coordinator writes them, an ingest worker stores them in a real Redis, an
 evaluator does."""
 
 import asyncio
+import sys
 
 import pytest
 from hypothesis import example, given, settings
@@ -333,6 +334,20 @@ def test_answers_are_kept_while_a_held_ring_stands_where_they_hold_and_cost_noth
     cache.forget_group("stalled")
     schedule.due(NOW)
     assert schedule._answered == {}
+
+
+def test_the_queue_answered_to_the_last_ring_holds_no_memory_of_its_size():
+    schedule, cache, log_ends = _schedule()
+    for g in range(500):
+        _commit(cache, f"g{g}", "t", 0, [(10 + g, NOW)])
+    log_ends[("t", 0)] = 600
+    schedule.touched(list(cache.groups))
+    due = schedule.due(NOW)
+    assert len(due) == 500
+    schedule._answered.update(dict.fromkeys(due, probe_schedule.UNREAD))
+    schedule._requeue(set(due), set(due))
+    assert schedule.due(NOW) == {}
+    assert sys.getsizeof(schedule._due) == sys.getsizeof({})
 
 
 def test_answers_lost_with_a_failed_tick_are_asked_for_again_for_every_ring():
