@@ -5,11 +5,7 @@ notices came, they would hold up a known group's REWIND for as long as the flood
 status are evaluated at once, the worst first; the new ones queue here and are evaluated a chunk at a time whenever
 nothing else waits (asyncio's lock is fair: a notice that arrives meanwhile waits for one chunk at most).
 
-While an ingest worker reads a backlog of commits (its start on a cold Redis, a takeover of offsets-topic partitions:
-it says so in `keys.ingest_behind` until it has read every assigned partition to its end), new groups wait for it, at
-most `evaluator.new-groups-wait` seconds: a group evaluated before its later commits are read is evaluated again when
-they are, and the evaluations would take the CPU the read needs. A first status never pages, so waiting costs no
-alert; known groups are evaluated as ever.
+While an ingest worker reads a backlog of commits new groups wait for it (ingest_backlog.py).
 
 A cap on the groups a cluster may have (`evaluator.max-groups`) keeps a flood of junk names from growing every store
 without bound: past it, new groups are counted, skipped and their windows deleted (never a known group's) until the
@@ -22,19 +18,15 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import time
 from collections.abc import Iterable, Sequence
 
 from prometheus_client import Counter, Gauge
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from lagwatch.services.evaluator.ingest_backlog import INGEST_POLL_S, IngestBacklog, NoticeProgress
 from lagwatch.services.evaluator.runs import SWEEP_CHUNK, EvaluationRuns
-from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import Status
-from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.outage_log import OutageLog
-from lagwatch.shared.runtime.redis_client import reply
 
 log = logging.getLogger(__name__)
 NEW_GROUPS = Counter(
@@ -51,12 +43,6 @@ OVER_CAP = Counter(
     ["cluster"],
 )
 MAX_GROUPS = Gauge("lagwatch_evaluator_max_groups", "The configured evaluator.max-groups (0: no cap)", ["cluster"])
-WAITING_FOR_INGEST = Gauge(
-    "lagwatch_evaluator_new_groups_waiting_for_ingest",
-    "1 while new groups' first evaluations wait for an ingest worker reading a backlog of commits",
-    ["cluster"],
-)
-INGEST_POLL_S = 0.25  # how often a wait for the ingest looks again
 
 
 def triage(groups: Sequence[str], statuses: Sequence[Status | None]) -> tuple[list[str], list[str]]:
@@ -68,7 +54,7 @@ def triage(groups: Sequence[str], statuses: Sequence[Status | None]) -> tuple[li
 
 
 class NewcomerQueue:
-    """New groups waiting for their first evaluation, each once, oldest first."""
+    """Groups waiting for an evaluation behind the others, each once, oldest first."""
 
     def __init__(self) -> None:
         self._waiting: dict[str, None] = {}  # an ordered set
@@ -96,52 +82,17 @@ def within_cap(new: Sequence[str], known_count: int, cap: int) -> tuple[list[str
     return list(new[:room]), list(new[room:])
 
 
-class IngestBacklog:
-    """Whether an ingest worker says it is reading a backlog of commits (`keys.ingest_behind`: worker -> until when its
-    word holds), and how long new groups have waited for it: at most `wait_s` per stretch of waiting groups."""
-
-    def __init__(self, redis: Redis, cluster: str, wait_s: float) -> None:
-        self.redis, self.key, self.cluster = redis, keys.ingest_behind(cluster), cluster
-        self.wait_s = wait_s
-        self._since: float | None = None  # monotonic: when this stretch of new groups began to wait
-        self._holding = False
-        WAITING_FOR_INGEST.labels(self.cluster).set(0)
-
-    async def holds(self) -> bool:
-        """True while new groups should wait: an ingest worker behind, and the wait not used up."""
-        if self.wait_s <= 0 or (self._since is not None and time.monotonic() - self._since >= self.wait_s):
-            return self._hold(False)
-        try:
-            words = await reply(self.redis.hvals(self.key))
-        except RedisError:
-            return self._hold(False)  # the evaluation retries until Redis is back
-        now = now_ms()
-        return self._hold(any(word.isdigit() and int(word) > now for word in words))
-
-    def _hold(self, holding: bool) -> bool:
-        if holding and not self._holding:
-            self._since = self._since or time.monotonic()
-            log.info("evaluator %s: new groups wait while the ingest reads a backlog of commits", self.cluster)
-        elif self._holding and not holding:
-            waited = time.monotonic() - (self._since or time.monotonic())
-            log.info("evaluator %s: new groups evaluated after waiting %.1fs for the ingest", self.cluster, waited)
-        self._holding = holding
-        WAITING_FOR_INGEST.labels(self.cluster).set(int(holding))
-        return holding
-
-    def done(self) -> None:
-        """No new group waits any more: the next ones may wait again."""
-        self._since = None
-
-
 class Newcomers:
     """The queue of new groups and the task that evaluates them, behind everything else and under the cap."""
 
-    def __init__(self, runs: EvaluationRuns, max_groups: int, ingest_wait_s: float = 0.0) -> None:
+    def __init__(
+        self, runs: EvaluationRuns, max_groups: int, ingest_wait_s: float = 0.0, notices: NoticeProgress | None = None
+    ) -> None:
         self.runs, self.cap, self.cluster = runs, max_groups, runs.cluster
         self.statuses, self.store = runs.evaluator.statuses, runs.evaluator.store
         self.queue = NewcomerQueue()
-        self.ingest = IngestBacklog(runs.redis, self.cluster, ingest_wait_s)
+        self.probed = NewcomerQueue()  # known groups a log probe's answer concerns (`after_new_ones`)
+        self.ingest = IngestBacklog(runs.redis, self.cluster, ingest_wait_s, notices)
         self._waiting = asyncio.Event()
         self._over_cap_log = OutageLog(log, f"evaluator {self.cluster}: over evaluator.max-groups")
         MAX_GROUPS.labels(self.cluster).set(max_groups)
@@ -158,18 +109,28 @@ class Newcomers:
             self._waiting.set()
         return known
 
+    async def after_new_ones(self, groups: list[str]) -> None:
+        """Groups a log probe's answer concerns (their lag in seconds, a transaction's markers): a refinement, not a
+        change of what they committed, so the known ones are evaluated behind the new ones, and the new ones queued
+        (RedisError: none is)."""
+        self.probed.add(await self.known_first(groups))
+        self._waiting.set()
+
     async def run(self) -> None:
-        """Evaluate queued new groups a chunk at a time, each chunk after whatever else waits for the lock."""
+        """Evaluate queued new groups a chunk at a time, each chunk after whatever else waits for the lock; then the
+        known groups a probe's answer concerns."""
         stopping = self.runs.stopping
         while not stopping.is_set():
             await self._waiting.wait()
             self._waiting.clear()
-            while self.queue and not stopping.is_set():
-                if await self.ingest.holds():
-                    await asyncio.sleep(INGEST_POLL_S)
-                    continue
-                await self._evaluate(self.queue.take(SWEEP_CHUNK))
-                NEW_GROUPS_WAITING.labels(self.cluster).set(len(self.queue))
+            while (self.queue or self.probed) and not stopping.is_set():
+                if self.queue and not await self.ingest.holds():
+                    await self._evaluate(self.queue.take(SWEEP_CHUNK))
+                    NEW_GROUPS_WAITING.labels(self.cluster).set(len(self.queue))
+                elif self.probed:
+                    await self.runs.evaluate(self.probed.take(SWEEP_CHUNK), "probe")
+                else:
+                    await asyncio.sleep(INGEST_POLL_S)  # new groups wait for the ingest
             self.ingest.done()
 
     async def _evaluate(self, chunk: list[str]) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import faust
 from faust.exceptions import ConsumerNotStarted
+from faust.types import TP
 from prometheus_client import Gauge
 from redis.exceptions import RedisError
 
@@ -56,6 +57,15 @@ class ChangesPartitions:
         except ConsumerNotStarted:
             return None
         return {tp.partition for tp in assignment if tp.topic == self.topic.get_topic_name()} or None
+
+    async def ends(self) -> dict[int, int]:
+        """The end offsets of the partitions this instance holds, asked of the brokers now."""
+        tps = [tp for tp in self.app.consumer.assignment() if tp.topic == self.topic.get_topic_name()]
+        return {tp.partition: int(end) for tp, end in (await self.app.consumer.highwaters(*tps)).items()} if tps else {}
+
+    async def position(self, partition: int) -> int:
+        """Where this instance's consumer reads the partition next (what it fetched, handled or not)."""
+        return int(await self.app.consumer.position(TP(self.topic.get_topic_name(), partition)) or 0)
 
     def count(self) -> int:
         """The topic's partition count: the consumer's, else the last it told (1 before it ever has)."""

@@ -16,7 +16,7 @@ from lagwatch.services.evaluator.evaluation import EvaluationReport, GroupEvalua
 from lagwatch.services.evaluator.lag_state_store import LagStateStore
 from lagwatch.services.evaluator.lag_thresholds import LagThresholdAlerts, ThresholdSource
 from lagwatch.services.evaluator.newcomers import Newcomers
-from lagwatch.services.evaluator.notices import ChangeNotices
+from lagwatch.services.evaluator.notices import ChangeNotices, NoticesHandled
 from lagwatch.services.evaluator.ownership import ChangesPartitions, OwnedGroups
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.services.evaluator.runs import EvaluationRuns
@@ -93,9 +93,10 @@ class EvaluatorService(Service):
         partitions = ChangesPartitions(self.app, changes, self.cluster)
         self.owned_partitions, self.changes_partitions = partitions.owned, partitions.count
         self.runs = EvaluationRuns(self.evaluator, self.schedule, partitions.placing, self.stopping)
-        self.newcomers = Newcomers(self.runs, settings.max_groups, settings.new_groups_wait)
+        handled = NoticesHandled(partitions)
+        self.newcomers = Newcomers(self.runs, settings.max_groups, settings.new_groups_wait, handled)
         self.owned = OwnedGroups(self.runs, self.newcomers, partitions, settings.sweep_interval)
-        notices = ChangeNotices(self.runs, self.newcomers)
+        notices = ChangeNotices(self.runs, self.newcomers, handled)
         self.app.agent(changes, name="lagwatch.evaluator.on_changes")(notices.take)
         self.app.timer(settings.sweep_interval, name="lagwatch.evaluator.sweep")(self.owned.sweep)
 

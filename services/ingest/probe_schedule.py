@@ -44,7 +44,7 @@ from lagwatch.shared.protocol.keys import parse_partition_field, partition_field
 from lagwatch.shared.protocol.types import ProbedLog
 from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.runtime.service_lifecycle import pause
-from lagwatch.shared.windows.changes import ChangePublisher
+from lagwatch.shared.windows.changes import PROBE_REASON, ChangePublisher
 from lagwatch.shared.windows.log_probes import store_probes
 from lagwatch.shared.windows.packing import commit_entry_at, newest_offset
 
@@ -210,7 +210,7 @@ class ProbeSchedule:
             await store_probes(self.redis, self.cluster, answers)
             if self.history is not None:
                 self.history.publish_probes(answers)
-            await self.changes.publish(self.cluster, ((group, "commits") for at in found for group in due[at]))
+            await self.changes.publish(self.cluster, ((group, PROBE_REASON) for at in found for group in due[at]))
 
     def _requeue(self, asked: set[Asked], found: set[Asked]) -> None:
         """Answered rings leave the queue; those whose probe failed go to its end: with more due than a tick takes,

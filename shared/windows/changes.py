@@ -6,7 +6,8 @@ one Kafka's default murmur2 partitioning gives the key `<cluster>/<group>`), so 
 partition owns the group, and evaluator instances scale out by sharing partitions. Notices are triggers, not data:
 one that is lost only delays an evaluation until the evaluator's next sweep.
 
-Value: JSON {"cluster", "groups": [...], "reason": "commits" | "rebalance" | "deleted", "at": epoch ms}: the groups
+Value: JSON {"cluster", "groups": [...], "reason": "commits" | "rebalance" | "deleted" | "probe", "at": epoch ms}
+("probe": the ingest's log probe answered for the groups' committed offsets, a refinement of their lag): the groups
 of one publish whose keys fall in the partition the notice is sent to (so one produce covers many groups: the ingest
 touches thousands of groups a second). The evaluator also reads the single-group form {"cluster", "group", ...},
 which the publisher sends, keyed `<cluster>/<group>`, while it does not know the topic's partition count yet.
@@ -41,6 +42,7 @@ STOP_FLUSH_S = 5.0
 PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
 FAILURES_LOGGED_EVERY_S = 10.0  # Kafka away: every queued notice fails, thousands a second; one warning says so
 LOG_END_TOPICS_PER_NOTICE = 2000  # topic names per log-end notice (a notice stays far below Kafka's record limit)
+PROBE_REASON = "probe"  # a log probe answered for the groups' committed offsets (shared/windows/log_probes.py)
 GROUPS_PER_NOTICE = 2000  # group names per notice, for the same reason
 
 

@@ -14,7 +14,7 @@ from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.services.ingest.broker_offsets import BrokerOffsets
 from lagwatch.shared.protocol import keys
 from lagwatch.shared.protocol.types import Commit
-from lagwatch.shared.windows.changes import ChangePublisher, partition_of
+from lagwatch.shared.windows.changes import PROBE_REASON, ChangePublisher, partition_of
 from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, evaluator_process, eventually, make_config, produce, running
 from tests.services.evaluator.test_evaluator import StatusTopic
@@ -223,3 +223,38 @@ async def test_a_notice_naming_more_groups_than_an_evaluation_chunk_has_each_of_
 
 async def _knows_partitions(notices):
     return notices.partitions == 1
+
+
+async def test_a_probes_answer_evaluates_its_known_groups_again_behind_the_new_ones(kafka, redis_server, redis):
+    kafka.create_topic(CHANGES_TOPIC, 1)
+    config = make_config(kafka.bootstrap, redis_server.url, **NO_SWEEP)
+    store = WindowStore(redis, config.window())
+    notices = ChangePublisher({"bootstrap.servers": kafka.bootstrap}, CHANGES_TOPIC)
+    await notices.start()
+    known, new = ["known-1", "known-2"], ["new-1"]
+    try:
+        async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
+            await eventually(lambda: _taken_over(ev), timeout=30)
+            await eventually(lambda: _knows_partitions(notices), timeout=20)
+            now = int(time.time() * 1000)
+            await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
+            commits = [Commit(g, "orders", 0, 100, now - 1000, 1, now - 1000) for g in known + new]
+            await store.writes.add_commits(CLUSTER, commits, now_ms=now)
+            await notices.publish(CLUSTER, [(g, "commits") for g in known])
+            await eventually(lambda: _published(topic, known), timeout=30)
+            await notices.publish(CLUSTER, [(g, PROBE_REASON) for g in known + new])
+            await eventually(lambda: _published(topic, new), timeout=30)
+            stats = await eventually(lambda: _evaluated_for_probe(redis, len(known)), timeout=30)
+            assert int(stats[b"evaluations:new"]) == len(known) + len(new)  # the new one queued as new, once
+    finally:
+        await notices.stop()
+
+
+async def _published(topic, groups):
+    await topic.read()
+    return {e["group"] for e in topic.events} >= set(groups)
+
+
+async def _evaluated_for_probe(redis, n):
+    stats = await redis.hgetall(keys.evaluator_stats(CLUSTER))
+    return stats if int(stats.get(b"evaluations:probe", 0)) >= n else None

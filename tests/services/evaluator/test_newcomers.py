@@ -1,6 +1,5 @@
 """New groups wait behind known ones (services/evaluator/newcomers.py): a flood of new names written at once does
-not hold up a known group's REWIND, past `evaluator.max-groups` new groups are counted and skipped, and while an
-ingest worker reads a backlog new groups wait for it (at most `evaluator.new-groups-wait`)."""
+not hold up a known group's REWIND, and past `evaluator.max-groups` new groups are counted and skipped."""
 
 import asyncio
 import time
@@ -9,10 +8,8 @@ from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
 from lagwatch.devkit.offsets_topic_writer import OffsetCommitSpec
-from lagwatch.services.evaluator.newcomers import IngestBacklog, NewcomerQueue, triage, within_cap
-from lagwatch.shared.protocol import keys
+from lagwatch.services.evaluator.newcomers import NewcomerQueue, triage, within_cap
 from lagwatch.shared.protocol.types import Status
-from lagwatch.shared.runtime.clock import now_ms
 from lagwatch.shared.windows.store import WindowStore
 from tests.kafka_helpers import CLUSTER, eventually, make_config
 from tests.services.evaluator.test_evaluator import STATUS_TOPIC
@@ -109,26 +106,3 @@ async def _over(before: float, n: int) -> bool:
 
 async def _gone(store: WindowStore, group: str) -> bool:
     return await store.reads.get_group(CLUSTER, group) is None
-
-
-async def test_new_groups_wait_while_an_ingest_worker_says_it_is_behind_and_no_longer(redis):
-    backlog = IngestBacklog(redis, CLUSTER, wait_s=60)
-    words = keys.ingest_behind(CLUSTER)
-    assert not await backlog.holds()  # no worker said anything
-    await redis.hset(words, mapping={"w-1": str(now_ms() + 30_000), "w-2": str(now_ms() - 1)})
-    assert await backlog.holds()
-    assert _metric("lagwatch_evaluator_new_groups_waiting_for_ingest") == 1
-    await redis.hdel(words, "w-1")  # read through; w-2's word lapsed (a worker that died while behind)
-    assert not await backlog.holds()
-    assert _metric("lagwatch_evaluator_new_groups_waiting_for_ingest") == 0
-
-
-async def test_new_groups_wait_for_the_ingest_no_longer_than_the_setting(redis):
-    await redis.hset(keys.ingest_behind(CLUSTER), "w-1", str(now_ms() + 60_000))
-    assert not await IngestBacklog(redis, CLUSTER, wait_s=0).holds()  # 0: they never wait
-    backlog = IngestBacklog(redis, CLUSTER, wait_s=0.2)
-    assert await backlog.holds()
-    await asyncio.sleep(0.3)
-    assert not await backlog.holds()  # the wait is used up for these groups
-    backlog.done()  # none waits any more: the next new ones may wait again
-    assert await backlog.holds()
