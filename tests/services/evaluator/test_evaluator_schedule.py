@@ -3,6 +3,7 @@ the schedule lives in Redis, survives a restart and follows the changes-topic pa
 the groups it can change. Every service here runs with the sweep practically off (an hour)."""
 
 import asyncio
+import contextlib
 import signal
 import time
 
@@ -192,31 +193,33 @@ async def test_a_notice_naming_more_groups_than_an_evaluation_chunk_has_each_of_
     """The ingest names a batch's groups of one partition in one notice: hundreds at once. Groups stored after the
     evaluator took its partitions over are evaluated because the notice named them, every one."""
     kafka.create_topic(STATUS_TOPIC, 3)
+    groups = [f"team-{i:04d}" for i in range(SWEEP_CHUNK + 100)]
+    async with _evaluator_with_notices(kafka, redis_server, redis, groups) as (topic, notices):
+        await notices.publish(CLUSTER, [(g, "commits") for g in groups])
+        await eventually(lambda: _published(topic, groups), timeout=30)
+        stats = await redis.hgetall(keys.evaluator_stats(CLUSTER))
+        # new groups: first evaluated from the newcomers' queue (newcomers.py), after any known group
+        assert int(stats.get(b"evaluations:notice", 0)) + int(stats[b"evaluations:new"]) >= len(groups)
+
+
+@contextlib.asynccontextmanager
+async def _evaluator_with_notices(kafka, redis_server, redis, groups):
+    """An evaluator that holds the changes topic's one partition, these groups' commits stored (not announced), and a
+    notice publisher that knows the partition."""
     kafka.create_topic(CHANGES_TOPIC, 1)
     config = make_config(kafka.bootstrap, redis_server.url, **NO_SWEEP)
     store = WindowStore(redis, config.window())
     notices = ChangePublisher({"bootstrap.servers": kafka.bootstrap}, CHANGES_TOPIC)
     await notices.start()
-    groups = [f"team-{i:04d}" for i in range(SWEEP_CHUNK + 100)]
     try:
         async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
             await eventually(lambda: _taken_over(ev), timeout=30)
             await eventually(lambda: _knows_partitions(notices), timeout=20)
             now = int(time.time() * 1000)
             await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
-            await store.writes.add_commits(
-                CLUSTER, [Commit(g, "orders", 0, 100, now - 1000, 1, now - 1000) for g in groups], now_ms=now
-            )
-            await notices.publish(CLUSTER, [(g, "commits") for g in groups])
-
-            async def all_evaluated():
-                await topic.read()
-                return {e["group"] for e in topic.events} >= set(groups)
-
-            await eventually(all_evaluated, timeout=30)
-            stats = await redis.hgetall(keys.evaluator_stats(CLUSTER))
-            # new groups: first evaluated from the newcomers' queue (newcomers.py), after any known group
-            assert int(stats.get(b"evaluations:notice", 0)) + int(stats[b"evaluations:new"]) >= len(groups)
+            commits = [Commit(g, "orders", 0, 100, now - 1000, 1, now - 1000) for g in groups]
+            await store.writes.add_commits(CLUSTER, commits, now_ms=now)
+            yield topic, notices
     finally:
         await notices.stop()
 
@@ -226,28 +229,14 @@ async def _knows_partitions(notices):
 
 
 async def test_a_probes_answer_evaluates_its_known_groups_again_behind_the_new_ones(kafka, redis_server, redis):
-    kafka.create_topic(CHANGES_TOPIC, 1)
-    config = make_config(kafka.bootstrap, redis_server.url, **NO_SWEEP)
-    store = WindowStore(redis, config.window())
-    notices = ChangePublisher({"bootstrap.servers": kafka.bootstrap}, CHANGES_TOPIC)
-    await notices.start()
     known, new = ["known-1", "known-2"], ["new-1"]
-    try:
-        async with StatusTopic(kafka.bootstrap) as topic, running(EvaluatorService(config, CLUSTER, http_port=0)) as ev:
-            await eventually(lambda: _taken_over(ev), timeout=30)
-            await eventually(lambda: _knows_partitions(notices), timeout=20)
-            now = int(time.time() * 1000)
-            await store.writes.add_broker_offsets(CLUSTER, "orders", [100], sampled_at=now)
-            commits = [Commit(g, "orders", 0, 100, now - 1000, 1, now - 1000) for g in known + new]
-            await store.writes.add_commits(CLUSTER, commits, now_ms=now)
-            await notices.publish(CLUSTER, [(g, "commits") for g in known])
-            await eventually(lambda: _published(topic, known), timeout=30)
-            await notices.publish(CLUSTER, [(g, PROBE_REASON) for g in known + new])
-            await eventually(lambda: _published(topic, new), timeout=30)
-            stats = await eventually(lambda: _evaluated_for_probe(redis, len(known)), timeout=30)
-            assert int(stats[b"evaluations:new"]) == len(known) + len(new)  # the new one queued as new, once
-    finally:
-        await notices.stop()
+    async with _evaluator_with_notices(kafka, redis_server, redis, known + new) as (topic, notices):
+        await notices.publish(CLUSTER, [(g, "commits") for g in known])
+        await eventually(lambda: _published(topic, known), timeout=30)
+        await notices.publish(CLUSTER, [(g, PROBE_REASON) for g in known + new])
+        await eventually(lambda: _published(topic, new), timeout=30)
+        stats = await eventually(lambda: _evaluated_for_probe(redis, len(known)), timeout=30)
+        assert int(stats[b"evaluations:new"]) == len(known) + len(new)  # the new one queued as new, once
 
 
 async def _published(topic, groups):
