@@ -215,9 +215,10 @@ def share_lag(state: SharePartitionState, log_end: int) -> int | None:
     Kafka defines it (KIP-1226, Kafka 4.2) as log end - SPSO - delivery complete count, the count kept by the
     partition's leader and written with each record, so that the group coordinator answers a describe from the
     persisted summary (start offset and count) without reading the batches. Kafka 4.1 records, and records whose
-    writer did not know the count, leave it out: the same figure is then counted from the batches, the ACKNOWLEDGED
-    and ARCHIVED records at or past the SPSO and below the log end. Both agree whenever the batches hold every
-    record the count counts. Never negative: the log end is read apart from the records and may lag them.
+    writer did not know the count, leave it out, and Kafka then reports no lag; here the same figure is counted
+    from the batches instead, the ACKNOWLEDGED and ARCHIVED records at or past the SPSO and below the log end, so
+    that a 4.1 cluster has a lag too. Both agree whenever the batches hold every record the count counts. Never
+    negative: the log end is read apart from the records and may lag them.
     """
     if state.start_offset is None:
         return None
