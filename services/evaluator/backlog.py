@@ -113,7 +113,15 @@ class TakeoverBacklog:
                 readers.discard(group)
                 if not readers:
                     del self._readers[topic]
+        if not (self._front or self._rest):
+            self._release()
         self._gauge()
+
+    def _release(self) -> None:
+        """Caught up: a dict keeps the table of its largest size (a takeover's every group) after its keys are taken
+        out, and clearing it gives the table back."""
+        for waiting in (self._front, self._rest, self._unread, self._topics, self._readers):
+            waiting.clear()
 
     def unread(self, n: int) -> list[str]:
         """Up to `n` waiting groups whose topics were not read yet."""

@@ -301,6 +301,8 @@ class Sparklines:
         the points before now are stored, so the lag now does not matter here."""
         groups = list(itertools.islice(self.owed, limit))
         self.owed.difference_update(groups)
+        if not self.owed:
+            self.owed.clear()  # gives back the table of its largest size (a cold start's every group), kept till then
         if not groups:
             return 0
         now = clock.now_ms()

@@ -2,6 +2,7 @@
 not evaluated yet, each once, in order; a topic notice brings the groups reading the topic to the front, even when
 it came before their topics were read."""
 
+import sys
 import time
 
 from lagwatch.services.evaluator.backlog import TakeoverBacklog
@@ -25,6 +26,19 @@ def test_groups_wait_each_once_in_order_and_leave_when_evaluated_or_handed_away(
     assert list(backlog) == ["ok-2"] and len(backlog) == 1
     backlog.done(["ok-2"])
     assert not backlog
+
+
+def test_a_backlog_worked_off_holds_no_memory_of_its_size():
+    backlog = TakeoverBacklog(CLUSTER)
+    backlog.take_over({0}, owned={0})
+    groups = [f"g{i}" for i in range(2000)]
+    backlog.listed({0}, groups)
+    backlog.read(groups[:1000], {group: {"orders"} for group in groups})
+    while backlog.take(500):
+        pass
+    assert not backlog
+    waiting = (backlog._front, backlog._rest, backlog._unread, backlog._topics, backlog._readers)
+    assert [sys.getsizeof(d) for d in waiting] == [sys.getsizeof({})] * len(waiting)
 
 
 def test_a_group_evaluated_after_the_takeover_but_before_the_listing_is_not_queued():

@@ -3,6 +3,7 @@
 import asyncio
 import json
 import logging
+import sys
 import time
 
 from aiokafka import AIOKafkaConsumer
@@ -10,7 +11,7 @@ from redis.asyncio import Redis
 
 from lagwatch.devkit.redis_server import RedisServer
 from lagwatch.services.evaluator import evaluation
-from lagwatch.services.evaluator.evaluation import GroupEvaluator
+from lagwatch.services.evaluator.evaluation import GroupEvaluator, Sparklines
 from lagwatch.services.evaluator.publisher import EventPublisher
 from lagwatch.services.evaluator.service import EvaluatorService
 from lagwatch.shared.events.status_event import schema
@@ -238,6 +239,16 @@ async def test_a_takeover_draws_its_sparklines_after_the_statuses(redis_server, 
     expected = [list(p) for p in lag_sparkline(stored.partitions, 0, now, config.window().intervals)[:-1]]
     assert [list(p) for p in (await results.sparklines(CLUSTER))["billing"]] == expected and expected
     assert evaluator.sparklines.owed == set()
+
+
+async def test_the_owed_sparklines_drawn_hold_no_memory_of_their_number(redis_server, redis):
+    config = make_config("127.0.0.1:1", redis_server.url)
+    store = WindowStore(redis, config.window())
+    sparklines = Sparklines(store, ResultsStore(redis), CLUSTER)
+    sparklines.owed.update(f"gone-{i}" for i in range(2000))  # deleted since: nothing to draw
+    while await sparklines.draw_owed(500):
+        pass
+    assert sparklines.owed == set() and sys.getsizeof(sparklines.owed) == sys.getsizeof(set())
 
 
 async def test_readiness_reports_a_broker_outage_and_the_recovery(kafka, redis_server):
