@@ -22,6 +22,7 @@ from lagwatch.services.evaluator.backlog import TOPICS_PAGE
 from lagwatch.services.evaluator.newcomers import Newcomers
 from lagwatch.services.evaluator.runs import SWEEP_CHUNK, EvaluationRuns
 from lagwatch.shared.runtime.clock import now_ms
+from lagwatch.shared.runtime.heap import give_back_free_memory
 from lagwatch.shared.runtime.outage_log import OutageLog
 from lagwatch.shared.runtime.service_lifecycle import pause
 from lagwatch.shared.windows.changes import partition_of
@@ -91,6 +92,7 @@ class OwnedGroups:
         self.taken_over: set[int] = set()
         self.sweeps_done = 0
         self._delay_sampled_at = 0
+        self._bursting = False  # a takeover's or new groups' burst of work since the heap was last given back
         SWEEP_INTERVAL.labels(self.cluster).set(sweep_s)
         LAST_SWEEP.labels(self.cluster).set_to_current_time()
         SCHEDULE_DELAY.labels(self.cluster).set(0)
@@ -120,16 +122,26 @@ class OwnedGroups:
             await self._sample_delay(owned, now)
             await self.runs.in_chunks(due, "schedule")
         elif self.runs.backlog:
+            self._bursting = True
             await self._catch_up()
         elif self.evaluator.sparklines.owed and not self.newcomers.queue:
             # nothing due, no new group waiting: draw the sparklines a takeover or new groups left for later
+            self._bursting = True
             async with self.runs.lock:
                 await self.evaluator.sparklines.draw_owed(SWEEP_CHUNK)
         else:
-            SCHEDULE_DELAY.labels(self.cluster).set(0)
-            earliest = await self.schedule.earliest(owned)
-            wait = SCHEDULE_IDLE_S if earliest is None else max(0.0, (earliest - now) / 1000)
-            await self.runs.alarm.sleep(min(SCHEDULE_IDLE_S, wait))
+            await self._idle(owned, now)
+
+    async def _idle(self, owned: set[int], now: int) -> None:
+        """Sleep until a group is due. Once a burst is over (caught up, new groups and owed sparklines done), the heap
+        gives back what it freed first: a dict's table of every group, the chunks' buffers, none needed again."""
+        if self._bursting and not self.newcomers.queue:
+            self._bursting = False
+            give_back_free_memory()
+        SCHEDULE_DELAY.labels(self.cluster).set(0)
+        earliest = await self.schedule.earliest(owned)
+        wait = SCHEDULE_IDLE_S if earliest is None else max(0.0, (earliest - now) / 1000)
+        await self.runs.alarm.sleep(min(SCHEDULE_IDLE_S, wait))
 
     async def _catch_up(self) -> None:
         """One step of the backlog, taken when nothing was due: list the groups of the partitions taken over (known

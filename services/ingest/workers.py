@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lagwatch.shared.runtime.backoff import doubling
+from lagwatch.shared.runtime.heap import give_back_free_memory as give_back_free_memory  # service.py: after a backlog
 
 log = logging.getLogger(__name__)
 SUPERVISOR_ENV = "LAGWATCH_INGEST_SUPERVISOR"  # set in each worker: the supervisor's pid
@@ -79,15 +80,6 @@ def tune_malloc() -> None:
             libc.mallopt(M_ARENA_MAX, 1)
             libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
             libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-
-
-def give_back_free_memory() -> None:
-    """Return the heap's free pages to the system (glibc's `malloc_trim`). The heap keeps what a backlog's batches
-    freed (TRIM_THRESHOLD at its top, any amount below its highest block in use): worth giving back once, when a
-    backlog is read, not after every batch."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).malloc_trim(0)
 
 
 def collect_garbage_less_often() -> None:

@@ -244,3 +244,24 @@ async def test_new_groups_sparklines_are_drawn_once_no_new_group_waits(redis_ser
     for _ in range(3):
         await owned._schedule_round()
     assert sorted(await results.sparklines(CLUSTER)) == groups and owned.evaluator.sparklines.owed == set()
+
+
+async def test_the_heap_is_given_back_once_a_burst_of_new_groups_is_done(
+    redis_server, redis, small_chunks, monkeypatch
+):
+    """A cold start's every group evaluated, then their sparklines drawn: what the burst freed goes back to the
+    system once, when the schedule loop has nothing left but to wait; not while new groups still wait."""
+    given_back = []
+    monkeypatch.setattr(ownership, "give_back_free_memory", lambda: given_back.append(len(owned.newcomers.queue)))
+    config = make_config("127.0.0.1:1", redis_server.url)
+    groups = [f"new-{i:03d}" for i in range(2 * CHUNK)]
+    await quiet_groups(WindowStore(redis, config.window()), groups, int(time.time() * 1000))
+    owned = owned_groups(redis, config, HeldPartitions({0, 1, 2, 3}))
+    owned.taken_over = {0, 1, 2, 3}
+    await owned.newcomers.known_first(groups)
+    await owned.newcomers._evaluate(owned.newcomers.queue.take(CHUNK))
+    await owned._schedule_round()  # new groups wait: the sparklines too, and the heap is not given back
+    await owned.newcomers._evaluate(owned.newcomers.queue.take(CHUNK))
+    for _ in range(4):  # the sparklines drawn, then idle rounds
+        await owned._schedule_round()
+    assert owned.evaluator.sparklines.owed == set() and given_back == [0]
