@@ -73,6 +73,7 @@ class NewcomerQueue:
         taken = list(itertools.islice(self._waiting, n))
         for group in taken:
             del self._waiting[group]
+        self._waiting = self._waiting or {}  # emptied: a new dict, not the table of a cold start's every group
         return taken
 
 

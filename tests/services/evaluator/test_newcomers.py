@@ -2,6 +2,7 @@
 not hold up a known group's REWIND, and past `evaluator.max-groups` new groups are counted and skipped."""
 
 import asyncio
+import sys
 import time
 
 from prometheus_client import REGISTRY
@@ -31,6 +32,14 @@ def test_the_queue_holds_each_group_once_oldest_first():
     assert queue.take(2) == ["a", "b"]
     assert queue.take(10) == ["c", "d"]
     assert len(queue) == 0
+
+
+def test_the_queue_emptied_holds_no_memory_of_its_size():
+    queue = NewcomerQueue()
+    queue.add(f"new-{i}" for i in range(2000))
+    while queue.take(500):
+        pass
+    assert len(queue) == 0 and sys.getsizeof(queue._waiting) == sys.getsizeof({})
 
 
 def test_the_cap_lets_in_what_fits_and_no_more():
