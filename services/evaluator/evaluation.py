@@ -282,13 +282,12 @@ class Sparklines:
 
     def __init__(self, store: WindowStore, results: ResultsStore, cluster: str) -> None:
         self.store, self.results, self.cluster = store, results, cluster
-        self._seen: dict[str, int] = {}  # group -> hash of its windows when its sparkline was last stored
         self.owed: set[str] = set()
 
     def draw(self, group: str, stored: StoredGroup, totallag: int, now: int, *, later: bool) -> list | None:
         """The group's sparkline when its windows changed, to store (None: unchanged, or owed when `later`)."""
         seen = _windows_hash(stored)
-        if self._seen.get(group) == seen:  # the sparkline changes with the windows only
+        if self.results.sparkline_drawn(self.cluster, group, seen):  # the sparkline changes with the windows only
             return None
         if later:
             self.owed.add(group)
@@ -314,18 +313,18 @@ class Sparklines:
         lines = {
             group: self._line(group, stored, seen, 0, now)
             for group, stored in zip(groups, stored_groups, strict=True)
-            if stored is not None and self._seen.get(group) != (seen := _windows_hash(stored))
+            if stored is not None
+            and not self.results.sparkline_drawn(self.cluster, group, seen := _windows_hash(stored))
         }
         await self.results.write(self.cluster, {}, lines)
         return len(groups)
 
     def forget(self, groups: Sequence[str]) -> None:
-        for group in groups:
-            self._seen.pop(group, None)
+        """What is owed of these groups (`ResultsStore.forget` forgets what was drawn)."""
         self.owed.difference_update(groups)
 
     def _line(self, group: str, stored: StoredGroup, seen: int, totallag: int, now: int) -> list:
-        self._seen[group] = seen
+        self.results.drew(self.cluster, group, seen)
         return lag_sparkline(stored.partitions, totallag, now, self.store.config.intervals)[:-1]
 
 

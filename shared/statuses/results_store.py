@@ -43,6 +43,7 @@ UNKNOWN_CATCHUP, CAUGHT_UP_CATCHUP, NEVER_CATCHUP, KEEPING_UP_CATCHUP = -1, -2, 
 NO_RETENTION_RISK = -1
 EMPTY_VELOCITY = (UNKNOWN_CATCHUP, None, NO_RETENTION_RISK, 0)
 HOUR_MS = 3_600_000
+FINGERPRINT = (1 << 64) - 1  # the low 64 bits: a `hash` taken as unsigned
 # a velocity's catch-up state as a stored anchor; CATCHING_UP stores its instant, UNKNOWN its seconds unknown
 _STATE_ANCHORS = {
     CatchUp.CAUGHT_UP: CAUGHT_UP_CATCHUP,
@@ -231,8 +232,10 @@ def result_of(
 class ResultsStore:
     redis: Redis
     # what this process last wrote, per cluster and group: a 64-bit fingerprint of the encoded result (`hash` of its
-    # bytes), not the bytes, as it is held for every group. Two different results share one with a chance of 2^-64
-    # per write, and then only that write is skipped (the next change of the group's result writes it).
+    # bytes), not the bytes, as it is held for every group; above it, one of the windows its sparkline was last drawn
+    # from (`sparkline_drawn`): one int per group, not two in two dicts. Two different results (or windows) share one
+    # with a chance of 2^-64 per write, and then only that write is skipped (the next change writes it); 0 stands for
+    # none, and a fingerprint of 0, as likely, is taken for written.
     _written: dict[str, dict[str, int]] = field(default_factory=dict)
 
     async def write(
@@ -250,8 +253,10 @@ class ResultsStore:
             if result is None:
                 gone.append(group)
                 written.pop(group, None)
-            elif written.get(group) != (fingerprint := hash(encoded := result.encode())):
-                put[group], written[group] = encoded, fingerprint
+                continue
+            fingerprint, kept = hash(encoded := result.encode()) & FINGERPRINT, written.get(group, 0)
+            if kept & FINGERPRINT != fingerprint:
+                put[group], written[group] = encoded, kept >> 64 << 64 | fingerprint
         lines = {g: json.dumps(points, separators=(",", ":")) for g, points in (sparklines or {}).items()}
         if not put and not gone and not lines:
             return 0
@@ -273,6 +278,15 @@ class ResultsStore:
             pipe.hdel(keys.group_sparklines(cluster), group)
             await pipe.execute()
         self.forget(cluster, [group])
+
+    def sparkline_drawn(self, cluster: str, group: str, windows: int) -> bool:
+        """Was the group's sparkline last drawn from windows of this fingerprint (`drew`)?"""
+        return self._written.get(cluster, {}).get(group, 0) >> 64 == windows & FINGERPRINT
+
+    def drew(self, cluster: str, group: str, windows: int) -> None:
+        """The group's sparkline is drawn from windows of this fingerprint (stored by the next `write`)."""
+        written = self._written.setdefault(cluster, {})
+        written[group] = (windows & FINGERPRINT) << 64 | written.get(group, 0) & FINGERPRINT
 
     def forget(self, cluster: str, groups: Iterable[str]) -> None:
         """Drop this process's memory of what it wrote (the groups moved to another evaluator)."""

@@ -34,6 +34,23 @@ async def test_a_result_is_written_when_it_changed_and_again_once_forgotten(redi
     assert await store.write(CLUSTER, {"billing": result(Status.WARN, 101)}) == 1  # NOTFOUND, then back
 
 
+async def test_a_result_written_keeps_the_sparklines_fingerprint_and_a_sparkline_drawn_the_results(redis):
+    """One fingerprint of each per group, in one int: writing either keeps the other; forgetting forgets both."""
+    store, windows = ResultsStore(redis), -abs(hash((b"\x02" * 48,)))  # hashes are signed
+    assert not store.sparkline_drawn(CLUSTER, "billing", windows)
+    store.drew(CLUSTER, "billing", windows)
+    assert not store.sparkline_drawn("other", "billing", windows) and not store.sparkline_drawn(CLUSTER, "x", windows)
+    assert await store.write(CLUSTER, {"billing": result(Status.OK, 100)}) == 1
+    assert store.sparkline_drawn(CLUSTER, "billing", windows)
+    store.drew(CLUSTER, "billing", windows + 1)
+    assert await store.write(CLUSTER, {"billing": result(Status.OK, 100)}) == 0  # the result's fingerprint kept
+    assert await store.write(CLUSTER, {"billing": result(Status.WARN, 100)}) == 1
+    assert store.sparkline_drawn(CLUSTER, "billing", windows + 1)
+    store.forget(CLUSTER, ["billing"])
+    assert not store.sparkline_drawn(CLUSTER, "billing", windows + 1)
+    assert await store.write(CLUSTER, {"billing": result(Status.WARN, 100)}) == 1
+
+
 TOPICS = st.one_of(st.text(max_size=8), st.text(alphabet='0123456789e.-:,[]\x7fé\u2028"\\', max_size=8))
 FLOATS = st.one_of(
     st.none(), st.floats(allow_nan=False, allow_infinity=False), st.floats(1e15, 1e18), st.floats(-1e-3, 1e-3)
