@@ -2,10 +2,24 @@
 ``__consumer_offsets``, in the terms of offsets_layouts.py: the decoder (group_records.py) reads by these tables and
 the dev kit's encoders write by them.
 
-Schemas: Apache Kafka's ``group-coordinator/src/main/resources/common/message/ShareGroup*.json`` and
-``StreamsGroup*.json``. Every value is version 0 and flexible; every key is the record type and then the group id
-(and the member id for a member's records). A field's name is the attribute of the decoded record that holds it, and
-an array of structs decodes to a tuple of the NamedTuple that `STRUCTS` names for its fields.
+Each layout follows the Apache Kafka schema file of the same name in
+``group-coordinator/src/main/resources/common/message/``: the value ``<Name>Value.json`` (the Layout's name) and the
+key ``<Name>Key.json``, whose ``apiKey`` is the record type below:
+
+- 9 ShareGroupPartitionMetadata (Kafka 4.0 only), 10 ShareGroupMemberMetadata, 11 ShareGroupMetadata,
+  12 ShareGroupTargetAssignmentMetadata, 13 ShareGroupTargetAssignmentMember, 14 ShareGroupCurrentMemberAssignment,
+  15 ShareGroupStatePartitionMetadata;
+- 17 StreamsGroupMetadata, 18 StreamsGroupPartitionMetadata (before Kafka 4.1), 19 StreamsGroupMemberMetadata,
+  20 StreamsGroupTargetAssignmentMetadata, 21 StreamsGroupTargetAssignmentMember,
+  22 StreamsGroupCurrentMemberAssignment, 23 StreamsGroupTopology, 24 StreamsGroupTargetAssignmentResolvedTopicIds.
+
+Every value is version 0 and flexible, and every key (never flexible) is the record type and then the group id (and
+the member id for a member's records). Since Kafka 4.1 these values have grown by tagged fields only (a record of an
+older Kafka lacks them: None here), so one layout reads the records of Kafka 4.1 and later alike. Kafka 4.0's
+early-access share groups wrote ShareGroupMetadataValue without the metadata hash and
+ShareGroupStatePartitionMetadataValue without the initializing topics (Kafka 4.1 changed both in place): such records
+do not decode here (CodecError). A field's name is the attribute of the decoded record that holds it, and an array of
+structs decodes to a tuple of the NamedTuple that `STRUCTS` names for its fields.
 """
 
 from __future__ import annotations
@@ -158,7 +172,9 @@ STRUCTS: dict[tuple[Field, ...], type[NamedTuple]] = {
 
 # ------------------------------------------------------------------------------------------- values
 
-EPOCH_AND_HASH = (Field("epoch", "int32"), Field("metadata_hash", "int64"))  # the hash of the subscribed topics
+# The group epoch and the hash of the subscribed topics' metadata: both in line (the hash is no tagged field here,
+# unlike in ConsumerGroupMetadataValue), in ShareGroupMetadataValue and StreamsGroupMetadataValue alike.
+EPOCH_AND_HASH = (Field("epoch", "int32"), Field("metadata_hash", "int64"))
 ASSIGNMENT_EPOCH = (Field("assignment_epoch", "int32"),)
 MEMBER_EPOCHS = (Field("member_epoch", "int32"), Field("previous_member_epoch", "int32"), Field("state", "int8"))
 
@@ -185,7 +201,15 @@ SHARE_GROUP_STATE_PARTITION_METADATA_VALUE = _value(  # which share-partitions h
     Field("deleting_topics", TOPIC_REF),
 )
 
-STREAMS_GROUP_METADATA_VALUE = _value("StreamsGroupMetadataValue", *EPOCH_AND_HASH)
+STREAMS_GROUP_METADATA_VALUE = _value(
+    "StreamsGroupMetadataValue",
+    *EPOCH_AND_HASH,
+    # The topology epoch whose topics were last found valid (Kafka writes none while it is -1).
+    Field("validated_topology_epoch", "int32", tag=0),
+    # The assignment configuration (e.g. num.standby.replicas) the last assignment ran with, so that a change of it
+    # triggers a new one (Kafka writes none while there is none).
+    Field("last_assignment_configs", KEY_VALUE, tag=1),
+)
 STREAMS_GROUP_PARTITION_METADATA_VALUE = _value("StreamsGroupPartitionMetadataValue", Field("topics", TOPIC_METADATA))
 STREAMS_GROUP_MEMBER_VALUE = _value(
     "StreamsGroupMemberMetadataValue",

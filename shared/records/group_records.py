@@ -30,15 +30,6 @@ from lagwatch.shared.records.group_layouts import (
 
 
 @dataclass(frozen=True, slots=True)
-class _GroupEpoch:
-    record_type: int
-    group: str
-    epoch: int | None
-    metadata_hash: int | None  # a hash of the subscribed topics' metadata
-    tombstone: bool
-
-
-@dataclass(frozen=True, slots=True)
 class _AssignmentEpoch:
     record_type: int
     group: str
@@ -85,8 +76,12 @@ class ShareGroupMember:
 
 
 @dataclass(frozen=True, slots=True)
-class ShareGroupMetadata(_GroupEpoch):
-    pass
+class ShareGroupMetadata:
+    record_type: int
+    group: str
+    epoch: int | None
+    metadata_hash: int | None  # a hash of the subscribed topics' metadata
+    tombstone: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,13 +122,23 @@ class ShareGroupStatePartitionMetadata:
 
 
 @dataclass(frozen=True, slots=True)
-class StreamsGroupMetadata(_GroupEpoch):
-    pass
+class StreamsGroupMetadata:
+    """A streams group's epoch and topics' metadata hash; the two tagged fields (Kafka 4.2 on) are None where the
+    record leaves them out (Kafka 4.1.0's records, or at their defaults: no validated topology epoch, no configuration
+    recorded)."""
+
+    record_type: int
+    group: str
+    epoch: int | None
+    metadata_hash: int | None
+    validated_topology_epoch: int | None
+    last_assignment_configs: tuple[KeyValue, ...] | None
+    tombstone: bool
 
 
 @dataclass(frozen=True, slots=True)
 class StreamsGroupPartitionMetadata(_TopicsMetadata):
-    """The topology's topics' partition counts (written by early Kafka 4.x streams groups only)."""
+    """The topology's topics' partition counts (written only before Kafka 4.1: a metadata hash replaced it)."""
 
 
 @dataclass(frozen=True, slots=True)

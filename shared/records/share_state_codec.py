@@ -31,7 +31,7 @@ class ShareSnapshot:
     create_timestamp: int | None
     write_timestamp: int | None
     state_batches: tuple[StateBatch, ...] | None
-    delivery_complete_count: int | None  # None before Kafka 4.2
+    delivery_complete_count: int | None  # None when left out: before Kafka 4.2, or not known (-1)
     tombstone: bool
 
 
@@ -48,7 +48,7 @@ class ShareUpdate:
     leader_epoch: int | None
     start_offset: int | None
     state_batches: tuple[StateBatch, ...] | None
-    delivery_complete_count: int | None  # None before Kafka 4.2
+    delivery_complete_count: int | None  # None when left out: before Kafka 4.2, or not known (-1)
     tombstone: bool
 
 

@@ -1,11 +1,12 @@
 """The layout of each record the Kafka share coordinator writes into ``__share_group_state``, in the terms of
 offsets_layouts.py: the decoder (share_state_codec.py) reads by these tables and the dev kit's encoders write by them.
 
-Schemas: Apache Kafka's ``share-coordinator/src/main/resources/common/message/ShareSnapshot*.json`` and
-``ShareUpdate*.json``. A share-partition (group, topic id, partition) has a snapshot of its whole state now and then,
-and updates since: the delivery state of record ranges at and past its start offset (SPSO). Both values are
-version 0 and flexible; Kafka 4.2 added the delivery complete count (KIP-1226) as a tagged field, so a 4.1 record
-reads the same and leaves it None.
+Schemas: Apache Kafka's ``share-coordinator/src/main/resources/common/message/`` ``ShareSnapshotKey.json`` and
+``ShareSnapshotValue.json`` (record type 0), ``ShareUpdateKey.json`` and ``ShareUpdateValue.json`` (record type 1).
+A share-partition (group, topic id, partition) has a snapshot of its whole state now and then, and updates since:
+the delivery state of record ranges at and past its start offset (SPSO). Keys are not flexible; both values are
+version 0 and flexible. Kafka 4.2 added the delivery complete count (KIP-1226) as tagged field 0, written only when
+known (its default, -1, is left out): a Kafka 4.1 record reads the same and leaves it None.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ STATE_BATCH = (
 )
 STRUCTS: dict[tuple[Field, ...], Any] = {STATE_BATCH: StateBatch}
 
-# Acknowledged and archived records at or past the start offset (what a lag can subtract); Kafka 4.2 on.
+# Acknowledged and archived records at or past the start offset (what a lag can subtract); Kafka 4.2 on, None when
+# the record leaves it out (Kafka 4.1, or a count Kafka does not know: -1).
 DELIVERY_COMPLETE_COUNT = Field("delivery_complete_count", "int32", since(0), tag=0)
 
 SHARE_SNAPSHOT_VALUE = Layout(

@@ -37,6 +37,7 @@ from lagwatch.shared.records.group_records import (
     ShareGroupMetadata,
     ShareGroupStatePartitionMetadata,
     StreamsGroupMember,
+    StreamsGroupMetadata,
     StreamsGroupResolvedTopicIds,
     StreamsGroupTopology,
 )
@@ -93,6 +94,18 @@ def test_share_group_state_partition_metadata_known_bytes() -> None:
 
 
 # ---------------------------------------------------------------------------------------- streams groups
+
+
+def test_streams_group_metadata_known_bytes() -> None:
+    """Kafka 4.2 writes the validated topology epoch (tag 0) and the last assignment configs (tag 1) when it has
+    them; Kafka 4.1.0's record has neither."""
+    configs = carray(cs("num.standby.replicas") + cs("1") + NO_TAGS)
+    value = i16(0) + i32(9) + i64(-5) + tags((0, i32(4)), (1, configs))
+    assert decode_record(group_key(17, "app"), value) == StreamsGroupMetadata(
+        17, "app", 9, -5, 4, (KeyValue("num.standby.replicas", "1"),), False
+    )
+    kafka_4_1_0 = i16(0) + i32(9) + i64(-5) + NO_TAGS
+    assert decode_record(group_key(17, "app"), kafka_4_1_0) == StreamsGroupMetadata(17, "app", 9, -5, None, None, False)
 
 
 def test_streams_group_member_known_bytes() -> None:
@@ -175,7 +188,9 @@ def test_unknown_value_version_is_an_error_like_kafka(record_type: int) -> None:
 
 def test_unknown_tagged_fields_are_skipped() -> None:
     value = i16(0) + i32(7) + i64(1) + tags((0, b"\x01\x02"), (5, b""))
-    assert decode_record(group_key(17, "app"), value) == RECORD_CLASSES[17](17, "app", 7, 1, False)
+    assert decode_record(group_key(11, "sg"), value) == ShareGroupMetadata(11, "sg", 7, 1, False)
+    streams = i16(0) + i32(7) + i64(1) + tags((0, i32(3)), (2, b"\x01\x02"), (9, b""))
+    assert decode_record(group_key(17, "app"), streams) == StreamsGroupMetadata(17, "app", 7, 1, 3, None, False)
 
 
 @pytest.mark.parametrize(
