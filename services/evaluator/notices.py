@@ -72,9 +72,9 @@ class ChangeNotices:
             groups, probed, ends, starts = self._sort(event.value for event in events)
             if groups:  # a notice names up to thousands of groups: known ones first, in bounded chunks
                 await self._evaluate_known_first(sorted(groups))
-            if probed - groups:
+            if refined := probed - groups:  # those a commit named too are evaluated already
                 with contextlib.suppress(RedisError):  # a refinement: the next answer or commit brings it
-                    await self.newcomers.after_new_ones(sorted(probed - groups))
+                    await self.newcomers.after_new_ones(sorted(refined))
             if self.handled is not None:  # new ones queued: they no longer wait for these notices
                 self.handled.handled(events)
             await self._evaluate_where(ends, "log-end", self._could_flip)

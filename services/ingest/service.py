@@ -33,6 +33,7 @@ from lagwatch.services.ingest.topic_deletions import TopicDeletions
 from lagwatch.services.ingest.topic_retention import TopicRetentionReader
 from lagwatch.shared.runtime.config import Config
 from lagwatch.shared.runtime.health_server import ReadinessCheck
+from lagwatch.shared.runtime.heap import give_back_free_memory
 from lagwatch.shared.runtime.kafka_client import client_kwargs, librdkafka_config
 from lagwatch.shared.runtime.redis_client import connect
 from lagwatch.shared.runtime.service import Service
@@ -170,7 +171,7 @@ class IngestWorker(Service):
         self._reader = asyncio.create_task(self._read_commits())
         if self.probes is not None:
             self.spawn(self.probes.run(self.stopping))
-        self.spawn(give_back_memory_after_backlogs(self.caught_up, self.stopping, workers.give_back_free_memory))
+        self.spawn(give_back_memory_after_backlogs(self.caught_up, self.stopping, give_back_free_memory))
 
     async def _read_commits(self) -> None:
         try:

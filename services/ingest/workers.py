@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lagwatch.shared.runtime.backoff import doubling
-from lagwatch.shared.runtime.heap import give_back_free_memory as give_back_free_memory  # service.py: after a backlog
 
 log = logging.getLogger(__name__)
 SUPERVISOR_ENV = "LAGWATCH_INGEST_SUPERVISOR"  # set in each worker: the supervisor's pid

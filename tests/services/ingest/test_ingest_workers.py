@@ -273,6 +273,7 @@ def test_a_containers_cpu_limit_caps_the_cpus_counted(tmp_path, monkeypatch):
 GIVE_BACK_PROBE = """
 import ctypes
 from lagwatch.services.ingest import workers
+from lagwatch.shared.runtime.heap import give_back_free_memory
 
 def rss_kb():
     return int(next(line for line in open("/proc/self/status") if line.startswith("VmRSS")).split()[1])
@@ -287,7 +288,7 @@ for block in blocks:
 for block in blocks[:-1]:  # the last one stays, at the heap's top: glibc trims nothing by itself
     libc.free(block)
 before = rss_kb()
-workers.give_back_free_memory()
+give_back_free_memory()
 print(before, rss_kb())
 """
 
