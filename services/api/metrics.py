@@ -363,8 +363,10 @@ def fingerprint(results: Mapping[bytes, bytes]) -> tuple[int, int]:
 
 
 def ends_fingerprint(log_ends: Mapping[tuple[str, int], int]) -> tuple[int, int]:
-    """As `fingerprint`, of log ends: their count and the sum of each (partition, log end)'s hash."""
-    return len(log_ends), sum(map(hash, log_ends.items()))
+    """As `fingerprint`, of log ends: their count and the sum of each (partition, log end)'s text's hash. Not the
+    tuples' hashes: a tuple's hash mixes its parts' hashes so regularly that two partitions swapping their log ends
+    can leave the sum unchanged; a text's hash is keyed (SipHash), so sums of them do not cancel out."""
+    return len(log_ends), sum(hash(f"{topic}\0{partition}\0{end}") for (topic, partition), end in log_ends.items())
 
 
 def _hashes(results: Mapping[bytes, bytes]) -> int:
